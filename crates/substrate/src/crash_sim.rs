@@ -1,0 +1,277 @@
+//! The crash simulator (SPEC P6).
+//!
+//! A simulated pool lives in anonymous memory (the *working* memory: what the CPU sees,
+//! caches included) beside a second mapping of the same size, the *persisted image*: what
+//! PM would hold after a power failure. In `adr` mode a line reaches the persisted image
+//! only when it was flushed (its content is captured at the flush, as `clwb` would write
+//! it back) **and** the flushing thread then fenced. In `eadr` mode every visible store is
+//! persistent, so the image is the working memory itself.
+//!
+//! Every flush and fence of the pool is a *crash point*. A test installs a hook that the
+//! simulator calls at each point (before the fence takes effect). The hook asks for crash
+//! images ([`CrashPoint::image`]): the persisted image plus any subset of the lines that
+//! were written but not yet persisted — a cache may evict any dirty line at any moment —
+//! down to 8-byte granularity (PM writes 8 aligned bytes atomically, not a whole line).
+//! The test then recovers from each image in a fresh simulated pool and checks its
+//! invariants. Running the workload once and checking at every point is what makes the
+//! search exhaustive over crash points while keeping it cheap.
+
+use crate::error::{PoolError, Result};
+use crate::persist::{Mode, LINE};
+use crate::pool::Pool;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::ThreadId;
+
+/// Which of the written-but-not-persisted data a crash image includes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Eviction {
+    /// Only what was flushed and fenced.
+    None,
+    /// Every dirty line was evicted just before the crash (image = working memory).
+    All,
+    /// A pseudo-random half of the dirty lines (whole 64-byte lines), by seed.
+    Lines(u64),
+    /// A pseudo-random half of the dirty 8-byte words: torn lines.
+    Words(u64),
+}
+
+impl Eviction {
+    /// The variants a thorough test checks at one crash point.
+    pub fn standard(point: u64) -> [Eviction; 4] {
+        [Eviction::None, Eviction::All, Eviction::Lines(point * 2 + 1), Eviction::Words(point * 2 + 2)]
+    }
+}
+
+/// What kind of event a crash point is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointKind {
+    Flush,
+    Fence,
+}
+
+type Hook = Box<dyn FnMut(&CrashPoint<'_>) + Send>;
+
+struct Inner {
+    /// Lines flushed but not yet fenced, per thread, with their content at flush time.
+    pending: HashMap<ThreadId, Vec<(usize, [u8; LINE])>>,
+    hook: Option<Hook>,
+    hook_on_flush: bool,
+}
+
+/// Simulator state of one pool.
+pub struct SimState {
+    persisted: *mut u8,
+    reserved: u64,
+    size: AtomicU64,
+    mode: Mode,
+    points: AtomicU64,
+    inner: Mutex<Inner>,
+}
+
+// SAFETY: `persisted` is a private mapping owned by this state; writes to it happen under
+// `inner`'s lock.
+unsafe impl Send for SimState {}
+unsafe impl Sync for SimState {}
+
+/// One crash point, handed to the hook.
+pub struct CrashPoint<'a> {
+    /// Sequence number of this point in the run (0-based).
+    pub index: u64,
+    pub kind: PointKind,
+    sim: &'a SimState,
+    working: *const u8,
+    size: usize,
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Read `n` bytes of possibly concurrently written memory word by word (atomic loads keep
+/// the simulator free of data races when several threads run on a simulated pool).
+unsafe fn read_words(src: *const u8, dst: &mut [u8]) {
+    for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
+        let w = AtomicU64::from_ptr(src.add(i * 8) as *mut u64).load(Ordering::Relaxed);
+        chunk.copy_from_slice(&w.to_ne_bytes());
+    }
+}
+
+impl SimState {
+    pub(crate) fn new(reserved: u64, mode: Mode) -> Result<SimState> {
+        // SAFETY: anonymous PROT_NONE reservation.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                reserved as usize,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(PoolError::io("reserving the persisted image", std::io::Error::last_os_error()));
+        }
+        Ok(SimState {
+            persisted: p as *mut u8,
+            reserved,
+            size: AtomicU64::new(0),
+            mode,
+            points: AtomicU64::new(0),
+            inner: Mutex::new(Inner { pending: HashMap::new(), hook: None, hook_on_flush: false }),
+        })
+    }
+
+    pub(crate) fn grow(&self, to: u64) -> Result<()> {
+        let cur = self.size.load(Ordering::Acquire);
+        if to > cur {
+            // SAFETY: inside our reservation.
+            let rc = unsafe {
+                libc::mprotect(
+                    self.persisted.add(cur as usize) as *mut libc::c_void,
+                    (to - cur) as usize,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                )
+            };
+            if rc != 0 {
+                return Err(PoolError::io("mprotect", std::io::Error::last_os_error()));
+            }
+            self.size.store(to, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// `bytes.len()` must not exceed the grown size.
+    pub(crate) unsafe fn load_persisted(&self, bytes: &[u8]) {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.persisted, bytes.len());
+    }
+
+    /// Install the crash-point hook. With `on_flush`, flushes are crash points too (fences
+    /// always are). The hook runs under the simulator's lock: it must not use this pool.
+    pub fn set_hook(&self, on_flush: bool, hook: impl FnMut(&CrashPoint<'_>) + Send + 'static) {
+        let mut g = self.inner.lock();
+        g.hook = Some(Box::new(hook));
+        g.hook_on_flush = on_flush;
+    }
+
+    /// Remove the hook.
+    pub fn clear_hook(&self) {
+        self.inner.lock().hook = None;
+    }
+
+    /// Number of crash points passed so far.
+    pub fn points(&self) -> u64 {
+        self.points.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn on_flush(&self, pool: &Pool, off: usize, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let mut g = self.inner.lock();
+        if self.mode == Mode::Adr || self.mode == Mode::Msync {
+            let first = off & !(LINE - 1);
+            let tid = std::thread::current().id();
+            let mut line = first;
+            while line < off + len {
+                let mut buf = [0u8; LINE];
+                // SAFETY: flushed lines lie inside the mapped pool.
+                unsafe { read_words(pool.base().add(line), &mut buf) };
+                g.pending.entry(tid).or_default().push((line, buf));
+                line += LINE;
+            }
+        }
+        if g.hook_on_flush {
+            self.fire(&mut g, pool, PointKind::Flush);
+        }
+    }
+
+    pub(crate) fn on_fence(&self, pool: &Pool) {
+        let mut g = self.inner.lock();
+        self.fire(&mut g, pool, PointKind::Fence);
+        let tid = std::thread::current().id();
+        if let Some(lines) = g.pending.remove(&tid) {
+            for (line, buf) in lines {
+                // SAFETY: the line lies inside the grown persisted image; we hold the lock.
+                unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), self.persisted.add(line), LINE) };
+            }
+        }
+    }
+
+    fn fire(&self, g: &mut Inner, pool: &Pool, kind: PointKind) {
+        let index = self.points.fetch_add(1, Ordering::Relaxed);
+        if let Some(hook) = g.hook.as_mut() {
+            let pt = CrashPoint { index, kind, sim: self, working: pool.base(), size: pool.size() as usize };
+            hook(&pt);
+        }
+    }
+
+    /// The image a crash right now would leave (for the end of a run).
+    pub fn image_now(&self, pool: &Pool, ev: Eviction) -> Vec<u8> {
+        let _g = self.inner.lock();
+        let pt = CrashPoint {
+            index: self.points(),
+            kind: PointKind::Fence,
+            sim: self,
+            working: pool.base(),
+            size: pool.size() as usize,
+        };
+        pt.image(ev)
+    }
+}
+
+impl CrashPoint<'_> {
+    /// A crash image at this point: the persisted image plus the dirty data `ev` selects.
+    pub fn image(&self, ev: Eviction) -> Vec<u8> {
+        let mut working = vec![0u8; self.size];
+        // SAFETY: `size` bytes of the working memory are mapped.
+        unsafe { read_words(self.working, &mut working) };
+        if self.sim.mode == Mode::Eadr || ev == Eviction::All {
+            return working;
+        }
+        let mut img = vec![0u8; self.size];
+        // SAFETY: the persisted image is grown in step with the pool.
+        unsafe { std::ptr::copy_nonoverlapping(self.sim.persisted, img.as_mut_ptr(), self.size) };
+        match ev {
+            Eviction::None | Eviction::All => {}
+            Eviction::Lines(seed) => {
+                let mut s = seed;
+                for (w, p) in working.chunks_exact(LINE).zip(img.chunks_exact_mut(LINE)) {
+                    if w != p && splitmix(&mut s) & 1 == 1 {
+                        p.copy_from_slice(w);
+                    }
+                }
+            }
+            Eviction::Words(seed) => {
+                let mut s = seed;
+                for (w, p) in working.chunks_exact(8).zip(img.chunks_exact_mut(8)) {
+                    if w != p && splitmix(&mut s) & 1 == 1 {
+                        p.copy_from_slice(w);
+                    }
+                }
+            }
+        }
+        img
+    }
+
+    /// Number of 64-byte lines that differ between working memory and the persisted image.
+    pub fn dirty_lines(&self) -> usize {
+        let all = self.image(Eviction::All);
+        let none = self.image(Eviction::None);
+        all.chunks_exact(LINE).zip(none.chunks_exact(LINE)).filter(|(a, b)| a != b).count()
+    }
+}
+
+impl Drop for SimState {
+    fn drop(&mut self) {
+        // SAFETY: we own the reservation.
+        unsafe { libc::munmap(self.persisted as *mut libc::c_void, self.reserved as usize) };
+    }
+}

@@ -1,0 +1,48 @@
+//! Errors of the substrate. Every way a pool can be refused has its own variant so that
+//! front ends can print one clear line and callers can match on the cause.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the substrate.
+pub type Result<T> = std::result::Result<T, PoolError>;
+
+/// Why a pool operation failed. None of these leave the pool file changed.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error("{path}: no such pool file")]
+    NotFound { path: PathBuf },
+    #[error("{path}: already exists")]
+    AlreadyExists { path: PathBuf },
+    #[error("{path}: not a pmkv pool (bad magic)")]
+    NotAPool { path: PathBuf },
+    #[error("{path}: truncated pool file ({actual} bytes, header says {expected})")]
+    Truncated { path: PathBuf, actual: u64, expected: u64 },
+    #[error("{path}: corrupt pool header ({what})")]
+    CorruptHeader { path: PathBuf, what: String },
+    #[error("{path}: pool format version {found} is not supported (this build reads version {supported})")]
+    Version { path: PathBuf, found: u32, supported: u32 },
+    #[error("{path}: pool has layout '{found}', expected '{expected}'")]
+    WrongLayout { path: PathBuf, found: String, expected: String },
+    #[error("{path}: pool is open in another process or handle")]
+    Locked { path: PathBuf },
+    #[error("pool size {size} is too small: at least {min} bytes are needed")]
+    TooSmall { size: u64, min: u64 },
+    #[error("invalid pool option: {0}")]
+    InvalidOption(String),
+    #[error("pool is full: {requested} more bytes requested, {available} available below the maximum size {max}")]
+    Full { requested: u64, available: u64, max: u64 },
+    #[error("layout name '{0}' is longer than 31 bytes")]
+    LayoutName(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl PoolError {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        PoolError::Io { context: context.into(), source }
+    }
+}

@@ -1,0 +1,28 @@
+//! # pmkv-substrate
+//!
+//! The bottom layer of pmkv, shared by every engine:
+//!
+//! * [`pool`] — pool files mapped at a fixed base that grows in place (SPEC P1, P2);
+//! * [`header`] — the pool header and its crash-atomic update;
+//! * [`persist`] — `adr` / `eadr` / `msync` / `none` persistence (P3), the only code that
+//!   issues flushes and fences;
+//! * [`counters`] — per-thread flush/fence/line counters (P4);
+//! * [`latency`] — PM latency emulation (P5);
+//! * [`crash_sim`] — the crash simulator (P6).
+//!
+//! Nothing here knows about engines; engines depend on this crate, never the reverse.
+
+pub mod counters;
+pub mod crash_sim;
+pub mod error;
+pub mod header;
+pub mod latency;
+pub mod persist;
+pub mod pool;
+
+pub use counters::Counters;
+pub use crash_sim::{CrashPoint, Eviction, PointKind, SimState};
+pub use error::{PoolError, Result};
+pub use latency::Latency;
+pub use persist::{flush_insn, FlushInsn, Mode, LINE};
+pub use pool::{Pool, PoolInfo, PoolOptions, MIN_POOL_SIZE};
