@@ -1,0 +1,186 @@
+//! The [`Engine`] trait every engine is adapted to, and [`Store`], the handle users open.
+
+use crate::error::{Error, Result};
+use crate::volatile::Volatile;
+use pmkv_substrate::{Latency, Mode};
+use std::ops::Bound;
+use std::path::Path;
+
+/// Engine names accepted by [`Store::open`].
+pub const ENGINES: &[&str] = &["volatile"];
+
+/// Options for opening a store.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub mode: Mode,
+    /// Initial pool size for a new pool.
+    pub initial_size: u64,
+    /// Maximum pool size (fixed at creation).
+    pub max_size: u64,
+    pub latency: Latency,
+    /// Create the pool if it does not exist.
+    pub create: bool,
+    /// HART: bytes of the key that select an ART (SPEC H1); default 2.
+    pub hash_key_len: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            mode: Mode::Adr,
+            initial_size: 64 << 20,
+            max_size: 64 << 30,
+            latency: Latency::from_env(),
+            create: true,
+            hash_key_len: 2,
+        }
+    }
+}
+
+impl Options {
+    pub fn pool_options(&self) -> pmkv_substrate::PoolOptions {
+        pmkv_substrate::PoolOptions::default()
+            .mode(self.mode)
+            .initial_size(self.initial_size)
+            .max_size(self.max_size)
+            .latency(self.latency)
+    }
+}
+
+/// DRAM and PM bytes in use, by structure (SPEC H9).
+#[derive(Clone, Debug, Default)]
+pub struct MemoryUsage {
+    pub dram: Vec<(String, u64)>,
+    pub pm: Vec<(String, u64)>,
+}
+
+impl MemoryUsage {
+    pub fn dram_total(&self) -> u64 {
+        self.dram.iter().map(|x| x.1).sum()
+    }
+    pub fn pm_total(&self) -> u64 {
+        self.pm.iter().map(|x| x.1).sum()
+    }
+}
+
+/// A key range for scans; both ends as `Bound`s over byte strings.
+#[derive(Clone, Debug)]
+pub struct ScanRange {
+    pub start: Bound<Vec<u8>>,
+    pub end: Bound<Vec<u8>>,
+    /// Stop after this many records (`usize::MAX`: no limit).
+    pub limit: usize,
+}
+
+impl ScanRange {
+    pub fn all() -> Self {
+        ScanRange { start: Bound::Unbounded, end: Bound::Unbounded, limit: usize::MAX }
+    }
+    /// Whether `key` lies at or after the start bound.
+    pub fn after_start(&self, key: &[u8]) -> bool {
+        match &self.start {
+            Bound::Unbounded => true,
+            Bound::Included(s) => key >= s.as_slice(),
+            Bound::Excluded(s) => key > s.as_slice(),
+        }
+    }
+    /// Whether `key` lies at or before the end bound.
+    pub fn before_end(&self, key: &[u8]) -> bool {
+        match &self.end {
+            Bound::Unbounded => true,
+            Bound::Included(e) => key <= e.as_slice(),
+            Bound::Excluded(e) => key < e.as_slice(),
+        }
+    }
+}
+
+/// What every engine offers. Implementations are thread-safe (`&self` everywhere).
+pub trait Engine: Send + Sync {
+    /// Engine name as given to [`Store::open`].
+    fn name(&self) -> &'static str;
+    /// Call `f` with the value of `key`, if present; returns whether it was.
+    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool>;
+    /// Insert or replace (upsert).
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Remove `key`; returns whether it was present.
+    fn delete(&self, key: &[u8]) -> Result<bool>;
+    /// Visit records of `range` in ascending key order until `f` returns false.
+    fn scan(&self, range: &ScanRange, f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()>;
+    /// Number of records.
+    fn len(&self) -> u64;
+    /// Memory in use by structure.
+    fn memory(&self) -> MemoryUsage;
+    /// Verify the engine's persistent invariants; returns a human-readable summary.
+    fn check(&self) -> Result<String> {
+        Ok(format!("{}: no checker", self.name()))
+    }
+    /// Smallest and largest key.
+    fn min_max(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let mut first = None;
+        self.scan(&ScanRange::all(), &mut |k, _| {
+            first = Some(k.to_vec());
+            false
+        })?;
+        let Some(first) = first else { return Ok(None) };
+        let mut last = first.clone();
+        self.scan(&ScanRange::all(), &mut |k, _| {
+            last = k.to_vec();
+            true
+        })?;
+        Ok(Some((first, last)))
+    }
+}
+
+/// An open store: one engine over one pool.
+pub struct Store {
+    engine: Box<dyn Engine>,
+}
+
+impl Store {
+    /// Open (or, with `opts.create`, create) the pool at `path` with engine `engine`.
+    pub fn open(path: impl AsRef<Path>, engine: &str, opts: &Options) -> Result<Store> {
+        let _ = path.as_ref();
+        let engine: Box<dyn Engine> = match engine {
+            "volatile" => Box::new(Volatile::new()),
+            other => return Err(Error::UnknownEngine(other.to_string())),
+        };
+        let _ = opts;
+        Ok(Store { engine })
+    }
+
+    /// Wrap an engine built elsewhere (benchmarks' baselines).
+    pub fn from_engine(engine: Box<dyn Engine>) -> Store {
+        Store { engine }
+    }
+
+    pub fn engine(&self) -> &dyn Engine {
+        &*self.engine
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut out = None;
+        self.engine.get_with(key, &mut |v| out = Some(v.to_vec()))?;
+        Ok(out)
+    }
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.engine.put(key, value)
+    }
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.engine.delete(key)
+    }
+    pub fn len(&self) -> u64 {
+        self.engine.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Collect a range into a vector.
+    pub fn scan(&self, range: &ScanRange) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.engine.scan(range, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,34 @@
+//! `pmkv info POOL`: read the header without changing a byte of the file.
+
+use super::CmdResult;
+use crate::Outcome;
+use pmkv_substrate::Pool;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Pool file.
+    pub pool: PathBuf,
+}
+
+pub fn run(a: Args) -> CmdResult {
+    let i = Pool::inspect(&a.pool)?;
+    let h = &i.header;
+    let s = &i.state;
+    println!("pool            {}", i.path.display());
+    println!("layout          {}", h.layout);
+    println!("format version  {}", h.version);
+    println!("pool id         {:016x}", h.pool_id);
+    println!("created         {} (unix seconds)", h.created_unix);
+    println!("size            {} bytes (file {} bytes)", s.size, i.file_len);
+    println!("max size        {} bytes", h.max_size);
+    println!("used            {} bytes ({:.1}%)", s.heap_top, 100.0 * s.heap_top as f64 / s.size as f64);
+    println!("clean shutdown  {}", if s.clean { "yes" } else { "no (open now, or crashed)" });
+    println!("in use          {}", if i.in_use { "yes, by another process" } else { "no" });
+    println!("header seq      {}", s.seq);
+    for (n, r) in s.roots.iter().enumerate().filter(|(_, r)| **r != 0) {
+        println!("root[{n}]         {r:#x}");
+    }
+    println!("mode            chosen at open (adr, eadr, msync or none); not stored in the pool");
+    Ok(Outcome::Ok)
+}
