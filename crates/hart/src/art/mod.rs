@@ -1,0 +1,421 @@
+//! One adaptive radix tree (SPEC H2), entirely in DRAM. Leaves are references (PM offsets)
+//! to HART's persistent leaves; the tree never stores keys of its own except the
+//! compressed paths. Lazy expansion (Leis et al. §III-E): a subtree holding a single key
+//! is just a leaf reference, and a key's remaining bytes are checked against the full key
+//! in the PM leaf, read through [`KeySource`].
+//!
+//! Keys are compared as whole keys; a tree starts at a `depth` (HART's k_h: the hash key
+//! bytes every key of the tree shares).
+
+pub mod node;
+
+use node::{Node, NodeType};
+
+/// A child slot: either a leaf reference or an inner node.
+pub enum Child {
+    Leaf(u64),
+    Node(Box<Node>),
+}
+
+/// Reads the full key of a leaf (from PM in HART; from a Vec in unit tests).
+pub trait KeySource {
+    /// Call `f` with the complete key of `leaf`.
+    fn with_key<R>(&self, leaf: u64, f: impl FnOnce(&[u8]) -> R) -> R;
+}
+
+/// Length of the common prefix of `a[from..]` and `b[from..]`.
+fn common(a: &[u8], b: &[u8], from: usize) -> usize {
+    a.iter().skip(from).zip(b.iter().skip(from)).take_while(|(x, y)| x == y).count()
+}
+
+/// Where an inner node's prefix and a key part ways: `prefix.len()` if the key matches the
+/// whole prefix (and continues at least to its end).
+fn prefix_mismatch(prefix: &[u8], key: &[u8], depth: usize) -> usize {
+    let rest = key.get(depth..).unwrap_or(&[]);
+    prefix.iter().zip(rest.iter()).take_while(|(a, b)| a == b).count().min(prefix.len())
+}
+
+/// An adaptive radix tree over keys that share their first `depth` bytes.
+pub struct Art {
+    root: Option<Child>,
+    depth: usize,
+    len: u64,
+}
+
+/// Per-node-type counts and bytes (SPEC H9).
+#[derive(Clone, Debug, Default)]
+pub struct ArtStats {
+    pub nodes: [u64; 4],
+    pub bytes: [u64; 4],
+    pub leaves: u64,
+}
+
+impl Art {
+    pub fn new(depth: usize) -> Art {
+        Art { root: None, depth, len: 0 }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The leaf holding `key`.
+    pub fn get(&self, key: &[u8], ks: &impl KeySource) -> Option<u64> {
+        let mut cur = self.root.as_ref()?;
+        let mut depth = self.depth;
+        loop {
+            match cur {
+                Child::Leaf(l) => return ks.with_key(*l, |k| k == key).then_some(*l),
+                Child::Node(n) => {
+                    if prefix_mismatch(&n.prefix, key, depth) != n.prefix.len() {
+                        return None;
+                    }
+                    depth += n.prefix.len();
+                    if key.len() == depth {
+                        return n.term;
+                    }
+                    cur = n.find(key[depth])?;
+                    depth += 1;
+                }
+            }
+        }
+    }
+
+    /// Insert `leaf` for `key`. If the key is present, nothing changes and its leaf is
+    /// returned as `Err` (the caller updates it).
+    pub fn insert(&mut self, key: &[u8], leaf: u64, ks: &impl KeySource) -> Result<(), u64> {
+        let r = Self::insert_at(&mut self.root, key, self.depth, leaf, ks);
+        if r.is_ok() {
+            self.len += 1;
+        }
+        r
+    }
+
+    fn insert_at(slot: &mut Option<Child>, key: &[u8], mut depth: usize, leaf: u64, ks: &impl KeySource) -> Result<(), u64> {
+        let mut slot = slot;
+        loop {
+            match slot {
+                None => {
+                    *slot = Some(Child::Leaf(leaf));
+                    return Ok(());
+                }
+                Some(Child::Leaf(old)) => {
+                    let old = *old;
+                    // Lazy expansion: split the single-key subtree at the first differing byte.
+                    let (same, p) = ks.with_key(old, |ok| (ok == key, common(ok, key, depth)));
+                    if same {
+                        return Err(old);
+                    }
+                    let mut n = Node::new4(&key[depth..depth + p]);
+                    let d = depth + p;
+                    ks.with_key(old, |ok| {
+                        if ok.len() == d {
+                            n.term = Some(old);
+                        } else {
+                            n.add(ok[d], Child::Leaf(old));
+                        }
+                    });
+                    if key.len() == d {
+                        n.term = Some(leaf);
+                    } else {
+                        n.add(key[d], Child::Leaf(leaf));
+                    }
+                    *slot = Some(Child::Node(Box::new(n)));
+                    return Ok(());
+                }
+                Some(Child::Node(n)) => {
+                    let m = prefix_mismatch(&n.prefix, key, depth);
+                    if m < n.prefix.len() {
+                        // Split the compressed path at the mismatch.
+                        let mut parent = Node::new4(&n.prefix[..m]);
+                        let old_byte = n.prefix[m];
+                        n.prefix = n.prefix[m + 1..].into();
+                        let d = depth + m;
+                        if key.len() == d {
+                            parent.term = Some(leaf);
+                        } else {
+                            parent.add(key[d], Child::Leaf(leaf));
+                        }
+                        let old = slot.take().unwrap();
+                        parent.add(old_byte, old);
+                        *slot = Some(Child::Node(Box::new(parent)));
+                        return Ok(());
+                    }
+                    depth += n.prefix.len();
+                    if key.len() == depth {
+                        if let Some(t) = n.term {
+                            return Err(t);
+                        }
+                        n.term = Some(leaf);
+                        return Ok(());
+                    }
+                    let b = key[depth];
+                    depth += 1;
+                    if n.find(b).is_none() {
+                        n.add(b, Child::Leaf(leaf));
+                        return Ok(());
+                    }
+                    // Re-borrow through a raw step to satisfy the borrow checker's loop rules.
+                    let Some(Child::Node(n)) = slot else { unreachable!() };
+                    slot = n.find_mut(b).unwrap();
+                }
+            }
+        }
+    }
+
+    /// Remove `key`; returns its leaf.
+    pub fn remove(&mut self, key: &[u8], ks: &impl KeySource) -> Option<u64> {
+        let r = Self::remove_at(&mut self.root, key, self.depth, ks);
+        if r.is_some() {
+            self.len -= 1;
+        }
+        r
+    }
+
+    fn remove_at(slot: &mut Option<Child>, key: &[u8], depth: usize, ks: &impl KeySource) -> Option<u64> {
+        let removed = match slot.as_mut()? {
+            Child::Leaf(l) => {
+                let l = *l;
+                if ks.with_key(l, |k| k == key) {
+                    *slot = None;
+                    return Some(l);
+                }
+                return None;
+            }
+            Child::Node(n) => {
+                if prefix_mismatch(&n.prefix, key, depth) != n.prefix.len() {
+                    return None;
+                }
+                let d = depth + n.prefix.len();
+                if key.len() == d {
+                    n.term.take()?
+                } else {
+                    let b = key[d];
+                    let child = n.find_mut(b)?;
+                    let r = Self::remove_at(child, key, d + 1, ks)?;
+                    if child.is_none() {
+                        n.remove(b);
+                    }
+                    r
+                }
+            }
+        };
+        // Restore the invariants of path compression and lazy expansion.
+        let Some(Child::Node(n)) = slot.as_mut() else { unreachable!() };
+        match (n.count(), n.term) {
+            (0, None) => *slot = None,
+            (0, Some(t)) => *slot = Some(Child::Leaf(t)),
+            (1, None) => {
+                let (b, only) = n.take_only().unwrap();
+                let prefix = std::mem::take(&mut n.prefix);
+                *slot = Some(match only {
+                    Child::Leaf(l) => Child::Leaf(l),
+                    Child::Node(mut c) => {
+                        let mut p = Vec::with_capacity(prefix.len() + 1 + c.prefix.len());
+                        p.extend_from_slice(&prefix);
+                        p.push(b);
+                        p.extend_from_slice(&c.prefix);
+                        c.prefix = p.into();
+                        Child::Node(c)
+                    }
+                });
+            }
+            _ => {}
+        }
+        Some(removed)
+    }
+
+    /// Visit leaves in ascending key order whose keys are `>= start` (if given), stopping
+    /// when `f` returns false. `path` holds the bytes shared by every key of the tree.
+    /// Subtrees entirely below `start` are skipped by their path, without reading leaves.
+    pub fn scan(&self, shared: &[u8], start: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
+        let Some(root) = &self.root else { return true };
+        let mut path = shared[..self.depth.min(shared.len())].to_vec();
+        Self::scan_at(root, &mut path, start, f)
+    }
+
+    fn below_start(path: &[u8], start: Option<&[u8]>) -> bool {
+        // Every key under `path` is < start iff path < start[..path.len()] strictly.
+        match start {
+            None => false,
+            Some(s) => {
+                let n = path.len().min(s.len());
+                path[..n] < s[..n]
+            }
+        }
+    }
+
+    fn scan_at(c: &Child, path: &mut Vec<u8>, start: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
+        match c {
+            Child::Leaf(l) => f(*l),
+            Child::Node(n) => {
+                let mark = path.len();
+                path.extend_from_slice(&n.prefix);
+                let mut go = true;
+                if !Self::below_start(path, start) {
+                    if let Some(t) = n.term {
+                        go = f(t);
+                    }
+                    if go {
+                        go = n.for_each(|b, child| {
+                            path.push(b);
+                            let r = if Self::below_start(path, start) { true } else { Self::scan_at(child, path, start, f) };
+                            path.pop();
+                            r
+                        });
+                    }
+                }
+                path.truncate(mark);
+                go
+            }
+        }
+    }
+
+    /// Leaf of the smallest key.
+    pub fn min(&self) -> Option<u64> {
+        let mut c = self.root.as_ref()?;
+        loop {
+            match c {
+                Child::Leaf(l) => return Some(*l),
+                Child::Node(n) => {
+                    if let Some(t) = n.term {
+                        return Some(t);
+                    }
+                    let mut first = None;
+                    n.for_each(|_, ch| {
+                        first = Some(ch);
+                        false
+                    });
+                    c = first?;
+                }
+            }
+        }
+    }
+
+    /// Leaf of the largest key.
+    pub fn max(&self) -> Option<u64> {
+        let mut c = self.root.as_ref()?;
+        loop {
+            match c {
+                Child::Leaf(l) => return Some(*l),
+                Child::Node(n) => {
+                    let mut last = None;
+                    n.for_each_rev(|_, ch| {
+                        last = Some(ch);
+                        false
+                    });
+                    match last {
+                        Some(ch) => c = ch,
+                        None => return n.term,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Node counts and bytes by type, and leaf count.
+    pub fn stats(&self, s: &mut ArtStats) {
+        fn walk(c: &Child, s: &mut ArtStats) {
+            match c {
+                Child::Leaf(_) => s.leaves += 1,
+                Child::Node(n) => {
+                    let i = NodeType::ALL.iter().position(|t| *t == n.node_type()).unwrap();
+                    s.nodes[i] += 1;
+                    s.bytes[i] += n.dram_bytes() as u64;
+                    if n.term.is_some() {
+                        s.leaves += 1;
+                    }
+                    n.for_each(|_, ch| {
+                        walk(ch, s);
+                        true
+                    });
+                }
+            }
+        }
+        if let Some(r) = &self.root {
+            walk(r, s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    struct Keys(Vec<Vec<u8>>);
+    impl KeySource for Keys {
+        fn with_key<R>(&self, leaf: u64, f: impl FnOnce(&[u8]) -> R) -> R {
+            f(&self.0[leaf as usize])
+        }
+    }
+
+    fn check_against_model(ops: Vec<(bool, Vec<u8>)>, depth: usize) {
+        let mut keys = Keys(Vec::new());
+        let mut art = Art::new(depth);
+        let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        let prefix = vec![7u8; depth];
+        for (ins, k) in ops {
+            let mut key = prefix.clone();
+            key.extend_from_slice(&k);
+            if ins {
+                let id = keys.0.len() as u64;
+                keys.0.push(key.clone());
+                match art.insert(&key, id, &keys) {
+                    Ok(()) => assert!(model.insert(key.clone(), id).is_none()),
+                    Err(old) => assert_eq!(model.get(&key), Some(&old)),
+                }
+            } else {
+                assert_eq!(art.remove(&key, &keys), model.remove(&key));
+            }
+            assert_eq!(art.len(), model.len() as u64);
+        }
+        for (k, v) in &model {
+            assert_eq!(art.get(k, &keys), Some(*v));
+        }
+        let mut seen = Vec::new();
+        art.scan(&prefix, None, &mut |l| {
+            seen.push(keys.0[l as usize].clone());
+            true
+        });
+        assert_eq!(seen, model.keys().cloned().collect::<Vec<_>>());
+        assert_eq!(art.min().map(|l| keys.0[l as usize].clone()), model.keys().next().cloned());
+        assert_eq!(art.max().map(|l| keys.0[l as usize].clone()), model.keys().next_back().cloned());
+        // Scans from every model key and from keys between them.
+        for start in model.keys().take(20) {
+            let mut got = Vec::new();
+            art.scan(&prefix, Some(start), &mut |l| {
+                let k = keys.0[l as usize].clone();
+                if k.as_slice() >= start.as_slice() {
+                    got.push(k);
+                }
+                true
+            });
+            let want: Vec<_> = model.range(start.clone()..).map(|(k, _)| k.clone()).collect();
+            assert_eq!(got, want);
+        }
+    }
+
+    proptest! {
+        // SPEC H2: the ART agrees with BTreeMap on small alphabets (deep sharing, prefix
+        // keys, zero bytes) for any sequence of inserts and removes.
+        #[test]
+        fn art_matches_btreemap(ops in proptest::collection::vec((any::<bool>(), proptest::collection::vec(0u8..4, 0..6)), 1..300), depth in 0usize..3) {
+            check_against_model(ops, depth);
+        }
+    }
+
+    #[test]
+    fn grows_and_shrinks_through_all_node_types() {
+        let ops: Vec<(bool, Vec<u8>)> = (0..=255u8)
+            .map(|b| (true, vec![1, b]))
+            .chain((0..=255u8).map(|b| (false, vec![1, b])))
+            .chain((0..=255u8).rev().map(|b| (true, vec![b, 2, 3])))
+            .collect();
+        check_against_model(ops, 0);
+    }
+}
