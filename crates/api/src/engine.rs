@@ -7,7 +7,7 @@ use std::ops::Bound;
 use std::path::Path;
 
 /// Engine names accepted by [`Store::open`].
-pub const ENGINES: &[&str] = &["volatile"];
+pub const ENGINES: &[&str] = &["hart", "volatile"];
 
 /// Options for opening a store.
 #[derive(Clone, Debug)]
@@ -114,6 +114,10 @@ pub trait Engine: Send + Sync {
     fn check(&self) -> Result<String> {
         Ok(format!("{}: no checker", self.name()))
     }
+    /// What the engine's recovery did when it was opened (persistent engines).
+    fn recovery_info(&self) -> Option<String> {
+        None
+    }
     /// Smallest and largest key.
     fn min_max(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let mut first = None;
@@ -139,13 +143,22 @@ pub struct Store {
 impl Store {
     /// Open (or, with `opts.create`, create) the pool at `path` with engine `engine`.
     pub fn open(path: impl AsRef<Path>, engine: &str, opts: &Options) -> Result<Store> {
-        let _ = path.as_ref();
         let engine: Box<dyn Engine> = match engine {
+            "hart" => Box::new(crate::hart::HartEngine::open(path.as_ref(), opts)?),
             "volatile" => Box::new(Volatile::new()),
             other => return Err(Error::UnknownEngine(other.to_string())),
         };
-        let _ = opts;
         Ok(Store { engine })
+    }
+
+    /// Open an existing pool with the engine its header names.
+    pub fn open_existing(path: impl AsRef<Path>, opts: &Options) -> Result<Store> {
+        let info = pmkv_substrate::Pool::inspect(path.as_ref())?;
+        let opts = Options { create: false, ..opts.clone() };
+        match info.header.layout.as_str() {
+            l if ENGINES.contains(&l) => Store::open(path, l, &opts),
+            other => Err(Error::UnknownEngine(other.to_string())),
+        }
     }
 
     /// Wrap an engine built elsewhere (benchmarks' baselines).

@@ -13,6 +13,7 @@
 
 pub mod engine;
 pub mod error;
+pub mod hart;
 pub mod volatile;
 
 pub use engine::{Engine, MemoryUsage, Options, ScanRange, Store, ENGINES};

@@ -20,6 +20,21 @@ enum Cmd {
     Info(commands::info::Args),
     /// Benchmarks.
     Bench(commands::bench::Args),
+    /// Check a pool: the allocator (EPallocator) and, for an engine's pool, the engine's
+    /// invariants (HART: every leaf reachable once, bits consistent, no leak).
+    Check(commands::check::Args),
+    /// Load keys from a file (one per line; value = line number), creating the pool.
+    Load(commands::kv::LoadArgs),
+    /// Print the value of a key (exit 1 if missing).
+    Get(commands::kv::KeyArgs),
+    /// Insert or replace a key.
+    Put(commands::kv::PutArgs),
+    /// Delete a key (exit 1 if missing).
+    Del(commands::kv::KeyArgs),
+    /// Print records in key order as key<TAB>value.
+    Scan(commands::kv::ScanArgs),
+    /// Print every record in key order as key<TAB>value (bytes escaped as \xNN).
+    Dump(commands::kv::DumpArgs),
 }
 
 /// What a command reports besides success.
@@ -34,6 +49,13 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Info(a) => commands::info::run(a),
         Cmd::Bench(a) => commands::bench::run(a),
+        Cmd::Check(a) => commands::check::run(a),
+        Cmd::Load(a) => commands::kv::load(a),
+        Cmd::Get(a) => commands::kv::get(a),
+        Cmd::Put(a) => commands::kv::put(a),
+        Cmd::Del(a) => commands::kv::del(a),
+        Cmd::Scan(a) => commands::kv::scan(a),
+        Cmd::Dump(a) => commands::kv::dump(a),
     };
     match r {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

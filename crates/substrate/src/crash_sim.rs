@@ -205,10 +205,19 @@ impl SimState {
         }
     }
 
+    /// Bytes a crash image covers: the simulator's own size, not `pool.size()`. While a
+    /// pool grows, the new extent is mapped and the simulator grown *before* the header
+    /// slot recording the new size is persisted, and the pool publishes the new size only
+    /// after that; an image cut at `pool.size()` would then be shorter than the size its
+    /// own header records (as a file is not: the file is extended first).
+    fn image_size(&self) -> usize {
+        self.size.load(Ordering::Acquire) as usize
+    }
+
     fn fire(&self, g: &mut Inner, pool: &Pool, kind: PointKind) {
         let index = self.points.fetch_add(1, Ordering::Relaxed);
         if let Some(hook) = g.hook.as_mut() {
-            let pt = CrashPoint { index, kind, sim: self, working: pool.base(), size: pool.size() as usize };
+            let pt = CrashPoint { index, kind, sim: self, working: pool.base(), size: self.image_size() };
             hook(&pt);
         }
     }
@@ -221,7 +230,7 @@ impl SimState {
             kind: PointKind::Fence,
             sim: self,
             working: pool.base(),
-            size: pool.size() as usize,
+            size: self.image_size(),
         };
         pt.image(ev)
     }

@@ -33,6 +33,13 @@ pub enum PoolError {
     Full { requested: u64, available: u64, max: u64 },
     #[error("layout name '{0}' is longer than 31 bytes")]
     LayoutName(String),
+    /// EPallocator metadata in the pool is damaged (bad root, broken chunk list, ...).
+    #[error("corrupt allocator metadata: {0}")]
+    CorruptAllocator(String),
+    /// An allocator request that cannot be served for a reason other than space
+    /// (no allocator in the pool, allocator directory full, object too large, ...).
+    #[error("allocator: {0}")]
+    Allocator(String),
     #[error("{context}: {source}")]
     Io {
         context: String,

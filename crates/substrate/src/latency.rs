@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 /// Extra latency per PM line, in nanoseconds. Zero means no emulation (the default).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Latency {
-    /// Added per flushed line (`adr` and `msync`, where a flush reaches the medium).
+    /// Added per line flushed with a flush instruction, i.e. in `adr` mode only: in `eadr`
+    /// no line is flushed, in `none` nothing is, and in `msync` the real medium's cost is
+    /// paid by `msync` itself, so emulating PM on top of it would measure neither.
     pub write_ns: u32,
     /// Added per PM line read that an engine reports through `Pool::note_read`.
     pub read_ns: u32,

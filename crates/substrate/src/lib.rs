@@ -8,12 +8,14 @@
 //!   issues flushes and fences;
 //! * [`counters`] — per-thread flush/fence/line counters (P4);
 //! * [`latency`] — PM latency emulation (P5);
-//! * [`crash_sim`] — the crash simulator (P6).
+//! * [`crash_sim`] — the crash simulator (P6);
+//! * [`epalloc`] — EPallocator, the leak-proof persistent allocator (P7).
 //!
 //! Nothing here knows about engines; engines depend on this crate, never the reverse.
 
 pub mod counters;
 pub mod crash_sim;
+pub mod epalloc;
 pub mod error;
 pub mod header;
 pub mod latency;

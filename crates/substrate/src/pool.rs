@@ -34,6 +34,7 @@ const PAGE: u64 = 4096;
 // Linux values; defined here because not every libc target exports them.
 const MAP_SHARED_VALIDATE: libc::c_int = 0x03;
 const MAP_SYNC: libc::c_int = 0x80000;
+const MAP_FIXED_NOREPLACE: libc::c_int = 0x100000;
 
 /// How to create or open a pool.
 #[derive(Clone, Debug)]
@@ -104,6 +105,9 @@ pub struct Pool {
     mode: Mode,
     latency: Latency,
     map_sync: bool,
+    /// Parts of the reserved range this pool no longer owns (a failed `MAP_FIXED` left a
+    /// hole that something else mapped before it could be re-reserved); never unmapped.
+    lost: Mutex<Vec<(u64, u64)>>,
     imm: Immutable,
     state: Mutex<Mutable>,
     was_clean: bool,
@@ -197,10 +201,12 @@ fn read_header(file: &File, path: &Path, expect_layout: Option<&str>) -> Result<
 
 fn validate_state(imm: &Immutable, st: &Mutable, len: u64, path: &Path) -> Result<()> {
     let bad = |what: &str| Err(PoolError::CorruptHeader { path: path.into(), what: what.into() });
-    if imm.max_size < MIN_POOL_SIZE || imm.max_size % PAGE != 0 {
+    // (PAGE is a power of two: `x & (PAGE - 1)` is `x % PAGE`.) No pool this code creates
+    // exceeds 64 TiB; a larger maximum could only come from a forged header.
+    if imm.max_size < MIN_POOL_SIZE || imm.max_size > 1 << 46 || imm.max_size & (PAGE - 1) != 0 {
         return bad("maximum size");
     }
-    if st.size < MIN_POOL_SIZE || st.size > imm.max_size || st.size % PAGE != 0 {
+    if st.size < MIN_POOL_SIZE || st.size > imm.max_size || st.size & (PAGE - 1) != 0 {
         return bad("pool size");
     }
     if st.heap_top < HEADER_SIZE || st.heap_top > st.size {
@@ -317,50 +323,76 @@ impl Pool {
         opts: &PoolOptions,
         was_clean: bool,
     ) -> Result<Pool> {
+        let map_sync = probe_map_sync(&file);
         let base = reserve(imm.max_size)?;
-        let mut pool = Pool {
+        let pool = Pool {
             base,
             reserved: imm.max_size,
             mapped: AtomicU64::new(0),
             mode: opts.mode,
             latency: opts.latency,
-            map_sync: false,
+            map_sync,
+            lost: Mutex::new(Vec::new()),
             imm,
             state: Mutex::new(st),
             was_clean,
             backing: Backing::File { file, path },
             sim: None,
         };
-        pool.map_sync = pool.map_extent(0, st.size)?;
+        pool.map_extent(0, st.size)?;
         pool.mapped.store(st.size, Ordering::Release);
         // Mark the pool in use: a crash from here on is seen as unclean by the next open.
         pool.update_state(|s| s.clean = false);
         Ok(pool)
     }
 
-    /// Map `[from, to)` of the file at the same offsets of the reserved range.
-    /// Returns whether `MAP_SYNC` was granted.
-    fn map_extent(&self, from: u64, to: u64) -> Result<bool> {
+    /// Map `[from, to)` of the file at the same offsets of the reserved range, with
+    /// `MAP_SYNC` if the probe at open found the file system supports it.
+    ///
+    /// There is deliberately no "try `MAP_SYNC`, fall back to `MAP_SHARED`" here: a
+    /// `MAP_FIXED` mmap that fails *after* the kernel detached the old range (on Linux 6.x,
+    /// a non-DAX file system refusing `MAP_SYNC` in its mmap hook) leaves a hole in the
+    /// reservation, and another thread's mmap (a malloc arena, a thread stack, another
+    /// pool) may land in it before the fallback `MAP_FIXED` silently replaces it.
+    fn map_extent(&self, from: u64, to: u64) -> Result<()> {
         let Backing::File { file, path } = &self.backing else {
-            return self.map_anon(from, to).map(|_| false);
+            return self.map_anon(from, to);
         };
         let addr = unsafe { self.base.add(from as usize) } as *mut libc::c_void;
         let len = (to - from) as usize;
         let prot = libc::PROT_READ | libc::PROT_WRITE;
-        let fd = file.as_raw_fd();
+        let flags = if self.map_sync { MAP_SHARED_VALIDATE | MAP_SYNC } else { libc::MAP_SHARED };
         // SAFETY: the target range lies inside our own reservation, so MAP_FIXED replaces
         // only memory this pool owns.
-        let p =
-            unsafe { libc::mmap(addr, len, prot, MAP_SHARED_VALIDATE | MAP_SYNC | libc::MAP_FIXED, fd, from as i64) };
-        if p != libc::MAP_FAILED {
-            return Ok(true);
-        }
-        // Not a DAX file system (EOPNOTSUPP) or an old kernel (EINVAL): plain MAP_SHARED.
-        let p = unsafe { libc::mmap(addr, len, prot, libc::MAP_SHARED | libc::MAP_FIXED, fd, from as i64) };
+        let p = unsafe { libc::mmap(addr, len, prot, flags | libc::MAP_FIXED, file.as_raw_fd(), from as i64) };
         if p == libc::MAP_FAILED {
-            return Err(PoolError::io(format!("{}: mapping", path.display()), std::io::Error::last_os_error()));
+            let e = std::io::Error::last_os_error();
+            self.plug_hole(from, to);
+            return Err(PoolError::io(format!("{}: mapping", path.display()), e));
         }
-        Ok(false)
+        Ok(())
+    }
+
+    /// After a failed `MAP_FIXED` over `[from, to)`: re-reserve the range if the failure
+    /// left a hole; if something else already lives there, remember that this pool must
+    /// never unmap it.
+    fn plug_hole(&self, from: u64, to: u64) {
+        let addr = unsafe { self.base.add(from as usize) } as *mut libc::c_void;
+        let len = (to - from) as usize;
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | MAP_FIXED_NOREPLACE;
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
+        let p = unsafe { libc::mmap(addr, len, libc::PROT_NONE, flags, -1, 0) };
+        if p == addr {
+            return; // there was a hole, and it is ours again
+        }
+        if p != libc::MAP_FAILED {
+            // A kernel without MAP_FIXED_NOREPLACE took the address as a hint.
+            // SAFETY: the mapping just made, nobody else knows it.
+            unsafe { libc::munmap(p, len) };
+        }
+        // Usually EEXIST because our reservation is intact, but a foreign mapping that took
+        // the hole looks the same: never unmap this range (it costs only address space).
+        self.lost.lock().push((from, to));
     }
 
     pub(crate) fn map_anon(&self, from: u64, to: u64) -> Result<()> {
@@ -381,6 +413,10 @@ impl Pool {
             return Err(PoolError::NotAPool { path: path.into() });
         }
         let imm = Immutable::read(&image[..image.len().min(HEADER_SIZE as usize)], path)?;
+        if (image.len() as u64) < HEADER_SIZE {
+            // The state slots lie beyond the immutable part: never index past the image.
+            return Err(PoolError::Truncated { path: path.into(), actual: image.len() as u64, expected: HEADER_SIZE });
+        }
         if let Some(want) = layout {
             if imm.layout != want {
                 return Err(PoolError::WrongLayout { path: path.into(), found: imm.layout, expected: want.into() });
@@ -397,6 +433,7 @@ impl Pool {
             mode: opts.mode,
             latency: opts.latency,
             map_sync: false,
+            lost: Mutex::new(Vec::new()),
             imm,
             state: Mutex::new(st),
             was_clean: st.clean,
@@ -504,6 +541,13 @@ impl Pool {
         let mut st = self.state.lock();
         let mut next = *st;
         f(&mut next);
+        self.write_state_locked(&mut st, next);
+        next
+    }
+
+    /// Write `next` (with the following sequence number) to the slot not holding the
+    /// current state, persist it, and make it current. The caller holds the state lock.
+    fn write_state_locked(&self, st: &mut Mutable, mut next: Mutable) {
         next.seq = st.seq + 1;
         let at = Mutable::slot_for(next.seq);
         // SAFETY: the header page is always mapped; the state lock serialises writers.
@@ -511,7 +555,6 @@ impl Pool {
         next.write(slot);
         self.persist(slot.as_ptr(), SLOT_LEN);
         *st = next;
-        next
     }
 
     /// Root offset `i` (0 if unset).
@@ -539,20 +582,27 @@ impl Pool {
     /// allocator (`epalloc`) is the only intended caller.
     pub fn take_heap(&self, len: u64, align: u64) -> Result<u64> {
         debug_assert!(align.is_power_of_two());
-        let top = self.heap_top();
-        let off = round_up(top, align);
+        // One critical section from reading the top to recording the new one, so that
+        // concurrent callers never receive overlapping extents.
+        let mut st = self.state.lock();
+        let off = round_up(st.heap_top, align);
         let end =
             off.checked_add(len).ok_or(PoolError::Full { requested: len, available: 0, max: self.imm.max_size })?;
-        self.ensure_size(end)?;
-        self.update_state(|s| s.heap_top = s.heap_top.max(end));
+        self.grow_locked(&mut st, end)?;
+        let mut next = *st;
+        next.heap_top = next.heap_top.max(end);
+        self.write_state_locked(&mut st, next);
         Ok(off)
     }
 
     /// Set the heap top (only upwards); used by allocator recovery.
     pub fn raise_heap_top(&self, to: u64) -> Result<()> {
-        self.ensure_size(to)?;
-        if to > self.heap_top() {
-            self.update_state(|s| s.heap_top = s.heap_top.max(to));
+        let mut st = self.state.lock();
+        self.grow_locked(&mut st, to)?;
+        if to > st.heap_top {
+            let mut next = *st;
+            next.heap_top = to;
+            self.write_state_locked(&mut st, next);
         }
         Ok(())
     }
@@ -564,6 +614,11 @@ impl Pool {
             return Ok(());
         }
         let mut st = self.state.lock();
+        self.grow_locked(&mut st, end)
+    }
+
+    /// The body of [`Pool::ensure_size`]; the caller holds the state lock (`st`).
+    fn grow_locked(&self, st: &mut Mutable, end: u64) -> Result<()> {
         let cur = self.size();
         if end <= cur {
             return Ok(());
@@ -580,16 +635,11 @@ impl Pool {
         if let Some(sim) = &self.sim {
             sim.grow(want)?;
         }
-        // Record the new size; the slot write happens under the state lock we hold.
+        // Record the new size (file extended and mapped first, so a crash after this
+        // never finds a header larger than its file), then publish it.
         let mut next = *st;
         next.size = want;
-        next.seq = st.seq + 1;
-        let at = Mutable::slot_for(next.seq);
-        // SAFETY: header page mapped; we hold the state lock.
-        let slot = unsafe { std::slice::from_raw_parts_mut(self.base.add(at), SLOT_LEN) };
-        next.write(slot);
-        self.persist(slot.as_ptr(), SLOT_LEN);
-        *st = next;
+        self.write_state_locked(st, next);
         self.mapped.store(want, Ordering::Release);
         Ok(())
     }
@@ -730,8 +780,49 @@ fn allocate_file(file: &File, path: &Path, from: u64, to: u64) -> Result<()> {
     }
 }
 
+impl Pool {
+    /// Unmap the reserved range, except parts recorded as no longer ours.
+    fn unmap_reservation(&self) {
+        let mut lost = std::mem::take(&mut *self.lost.lock());
+        lost.sort_unstable();
+        let mut at = 0;
+        for (from, to) in lost.into_iter().chain([(self.reserved, self.reserved)]) {
+            if from > at {
+                // SAFETY: `[at, from)` is part of our reservation and owned by this pool;
+                // nothing may use `base` after drop.
+                unsafe { libc::munmap(self.base.add(at as usize) as *mut libc::c_void, (from - at) as usize) };
+            }
+            at = at.max(to);
+        }
+    }
+}
+
+/// Whether `file` can be mapped with `MAP_SYNC` (a DAX file system). Probed with a
+/// one-page mapping at an address of the kernel's choosing, so that a refusal cannot
+/// disturb any existing mapping.
+fn probe_map_sync(file: &File) -> bool {
+    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    // SAFETY: a fresh shared mapping of our own file, unmapped at once.
+    let p = unsafe {
+        libc::mmap(std::ptr::null_mut(), PAGE as usize, prot, MAP_SHARED_VALIDATE | MAP_SYNC, file.as_raw_fd(), 0)
+    };
+    if p == libc::MAP_FAILED {
+        // Not a DAX file system (EOPNOTSUPP) or an old kernel (EINVAL): plain MAP_SHARED.
+        return false;
+    }
+    // SAFETY: the probe mapping made above.
+    unsafe { libc::munmap(p, PAGE as usize) };
+    true
+}
+
 impl Drop for Pool {
     fn drop(&mut self) {
+        if self.size() == 0 {
+            // Construction failed before the pool was mapped (`map_file`/`from_image`
+            // returned an error): the header is not accessible and nothing was changed.
+            self.unmap_reservation();
+            return;
+        }
         if self.mode == Mode::Msync {
             // SAFETY: whole mapped range of a live mapping.
             unsafe { libc::msync(self.base as *mut libc::c_void, self.size() as usize, libc::MS_SYNC) };
@@ -740,8 +831,7 @@ impl Drop for Pool {
         if self.mode == Mode::Msync {
             msync_pending();
         }
-        // SAFETY: we own the reservation; nothing may use `base` after drop.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.reserved as usize) };
+        self.unmap_reservation();
         // The flock is released when `file` closes.
     }
 }

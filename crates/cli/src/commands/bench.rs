@@ -1,4 +1,5 @@
-//! `pmkv bench ...`: benchmarks. `persist` measures the substrate itself.
+//! `pmkv bench ...`: benchmarks. `persist` measures the substrate itself; `run`, `reproduce`
+//! and the main job (no subcommand) are the harness in `pmkv-bench`.
 
 use super::CmdResult;
 use crate::Outcome;
@@ -16,6 +17,12 @@ pub struct Args {
 pub enum What {
     /// ns per persist (write + flush + fence) of 64 B, 256 B and 4 KiB in each mode.
     Persist(PersistArgs),
+    /// ns per allocate+free pair: EPallocator vs PMDK libpmemobj, 1 and 2 threads (SPEC P7).
+    Alloc(super::bench_alloc::AllocArgs),
+    /// Run a workload on chosen engines, modes, latencies and thread counts (SPEC U5, W).
+    Run(Box<pmkv_bench::cli::RunArgs>),
+    /// Reproduce a paper's experiments: report.md, results.json/.csv, plots (SPEC U5).
+    Reproduce(Box<pmkv_bench::cli::ReproduceArgs>),
 }
 
 #[derive(clap::Args)]
@@ -31,7 +38,11 @@ pub struct PersistArgs {
 pub fn run(a: Args) -> CmdResult {
     match a.what {
         Some(What::Persist(p)) => persist(p),
-        None => persist(PersistArgs { dir: None, iters: 20_000 }),
+        Some(What::Alloc(a)) => super::bench_alloc::run(a),
+        Some(What::Run(r)) => pmkv_bench::cli::run(*r).map(|_| Outcome::Ok).map_err(Into::into),
+        Some(What::Reproduce(r)) => pmkv_bench::cli::reproduce(*r).map(|_| Outcome::Ok).map_err(Into::into),
+        // No subcommand: the main job (Dictionary, every engine, eadr and adr, baselines).
+        None => pmkv_bench::cli::default_main_job().map(|_| Outcome::Ok).map_err(Into::into),
     }
 }
 
@@ -54,8 +65,8 @@ fn persist(a: PersistArgs) -> CmdResult {
     println!("flush instruction: {} (from CPUID)", flush_insn().name());
     println!("pool directory:    {}", dir.display());
     println!(
-        "{:<6} {:>10} {:>10} {:>10}   {}",
-        "mode", "64 B", "256 B", "4 KiB", "(ns per write+persist; fences/flushes per op)"
+        "{:<6} {:>10} {:>10} {:>10}   (ns per write+persist; fences/flushes per op)",
+        "mode", "64 B", "256 B", "4 KiB"
     );
     for mode in Mode::ALL {
         let path = dir.join(format!("pmkv-bench-persist-{}-{}.pool", std::process::id(), mode));

@@ -94,7 +94,13 @@ impl Art {
         r
     }
 
-    fn insert_at(slot: &mut Option<Child>, key: &[u8], mut depth: usize, leaf: u64, ks: &impl KeySource) -> Result<(), u64> {
+    fn insert_at(
+        slot: &mut Option<Child>,
+        key: &[u8],
+        mut depth: usize,
+        leaf: u64,
+        ks: &impl KeySource,
+    ) -> Result<(), u64> {
         let mut slot = slot;
         loop {
             match slot {
@@ -262,7 +268,11 @@ impl Art {
                     if go {
                         go = n.for_each(|b, child| {
                             path.push(b);
-                            let r = if Self::below_start(path, start) { true } else { Self::scan_at(child, path, start, f) };
+                            let r = if Self::below_start(path, start) {
+                                true
+                            } else {
+                                Self::scan_at(child, path, start, f)
+                            };
                             path.pop();
                             r
                         });

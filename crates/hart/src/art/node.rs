@@ -280,7 +280,9 @@ impl Node {
         self.kind = match to {
             NodeType::N4 => Kind::N4 { n: 0, keys: [0; N4], children: Default::default() },
             NodeType::N16 => Kind::N16(Box::new(Node16 { n: 0, keys: [0; N16], children: Default::default() })),
-            NodeType::N48 => Kind::N48(Box::new(Node48 { n: 0, index: [0; 256], children: std::array::from_fn(|_| None) })),
+            NodeType::N48 => {
+                Kind::N48(Box::new(Node48 { n: 0, index: [0; 256], children: std::array::from_fn(|_| None) }))
+            }
             NodeType::N256 => Kind::N256(Box::new(Node256 { n: 0, children: std::array::from_fn(|_| None) })),
         };
         for (b, c) in kids {

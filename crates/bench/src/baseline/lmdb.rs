@@ -1,0 +1,197 @@
+//! LMDB (through the `heed` crate) adapted to [`pmkv::Engine`], in two durability variants:
+//!
+//! * [`LmdbVariant::WriteMapNoSync`] (`lmdb-wm-nosync`): `MDB_WRITEMAP | MDB_NOSYNC` — commits
+//!   write straight into a shared file mapping and never sync: a committed transaction
+//!   **survives a process crash** (the page cache has it) **but not a power loss** or kernel
+//!   crash. The closest analogue of pmkv's `eadr` promise on real PM.
+//! * [`LmdbVariant::Synced`] (`lmdb-sync`): default flags — every commit is written and
+//!   `fdatasync`ed: **durable against power loss** on a real disk. (On tmpfs, e.g. /dev/shm,
+//!   the sync is nearly free, so there it measures LMDB's software path only.)
+//!
+//! Every `put`/`delete` is its own write transaction and every `get`/`scan` its own read
+//! transaction, which is what a key-value API call means for pmkv's engines too.
+
+use heed::types::Bytes;
+use heed::{Database, Env, EnvFlags, EnvOpenOptions};
+use pmkv::{Engine, Error, MemoryUsage, Result, ScanRange};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+
+/// Address space reserved for the map (sparse: only pages in use take memory or disk).
+const MAP_SIZE: usize = 32 << 30;
+
+/// Which durability LMDB is run with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LmdbVariant {
+    WriteMapNoSync,
+    Synced,
+}
+
+impl LmdbVariant {
+    pub const ALL: [LmdbVariant; 2] = [LmdbVariant::WriteMapNoSync, LmdbVariant::Synced];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LmdbVariant::WriteMapNoSync => "lmdb-wm-nosync",
+            LmdbVariant::Synced => "lmdb-sync",
+        }
+    }
+
+    /// What a committed write survives.
+    pub fn durability(self) -> &'static str {
+        match self {
+            LmdbVariant::WriteMapNoSync => "survives a process crash, not power loss (MDB_WRITEMAP|MDB_NOSYNC)",
+            LmdbVariant::Synced => "durable against power loss (fdatasync per commit)",
+        }
+    }
+
+    fn flags(self) -> EnvFlags {
+        match self {
+            LmdbVariant::WriteMapNoSync => EnvFlags::WRITE_MAP | EnvFlags::NO_SYNC,
+            LmdbVariant::Synced => EnvFlags::empty(),
+        }
+    }
+}
+
+/// One LMDB environment (a directory holding `data.mdb` and `lock.mdb`) with its unnamed
+/// database.
+pub struct Lmdb {
+    env: Env,
+    db: Database<Bytes, Bytes>,
+    variant: LmdbVariant,
+    dir: PathBuf,
+}
+
+fn err(e: heed::Error) -> Error {
+    Error::Other(format!("lmdb: {e}"))
+}
+
+impl Lmdb {
+    /// Open (with `create`, create) the environment in directory `dir`.
+    pub fn open(dir: &Path, variant: LmdbVariant, create: bool) -> Result<Lmdb> {
+        if create {
+            std::fs::create_dir_all(dir).map_err(|e| Error::Other(format!("{}: {e}", dir.display())))?;
+        } else if !dir.join("data.mdb").exists() {
+            return Err(Error::Other(format!("{}: no LMDB environment", dir.display())));
+        }
+        let mut opts = EnvOpenOptions::new();
+        opts.map_size(MAP_SIZE).max_readers(512).max_dbs(1);
+        // SAFETY: NO_SYNC and WRITE_MAP only weaken durability (documented above) and let
+        // stray writes through the map corrupt the file; nothing here writes through the map
+        // except LMDB itself. The environment is opened once per path in this process.
+        let env = unsafe {
+            opts.flags(variant.flags());
+            opts.open(dir)
+        }
+        .map_err(err)?;
+        let mut wtxn = env.write_txn().map_err(err)?;
+        let db: Database<Bytes, Bytes> = env.create_database(&mut wtxn, None).map_err(err)?;
+        wtxn.commit().map_err(err)?;
+        Ok(Lmdb { env, db, variant, dir: dir.to_path_buf() })
+    }
+
+    pub fn variant(&self) -> LmdbVariant {
+        self.variant
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+fn as_slice_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v.as_slice()),
+        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl Engine for Lmdb {
+    fn name(&self) -> &'static str {
+        self.variant.name()
+    }
+
+    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let rtxn = self.env.read_txn().map_err(err)?;
+        match self.db.get(&rtxn, key).map_err(err)? {
+            Some(v) => {
+                f(v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut wtxn = self.env.write_txn().map_err(err)?;
+        self.db.put(&mut wtxn, key, value).map_err(err)?;
+        wtxn.commit().map_err(err)
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<bool> {
+        let mut wtxn = self.env.write_txn().map_err(err)?;
+        let found = self.db.delete(&mut wtxn, key).map_err(err)?;
+        wtxn.commit().map_err(err)?;
+        Ok(found)
+    }
+
+    fn scan(&self, range: &ScanRange, f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+        let rtxn = self.env.read_txn().map_err(err)?;
+        let bounds = (as_slice_bound(&range.start), as_slice_bound(&range.end));
+        let iter = self.db.range(&rtxn, &bounds).map_err(err)?;
+        for (n, item) in iter.enumerate() {
+            if n >= range.limit {
+                break;
+            }
+            let (k, v) = item.map_err(err)?;
+            if !f(k, v) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.env.read_txn().ok().and_then(|t| self.db.len(&t).ok()).unwrap_or(0)
+    }
+
+    fn memory(&self) -> MemoryUsage {
+        let pages = self.env.non_free_pages_size().unwrap_or(0);
+        MemoryUsage { dram: vec![], pm: vec![("lmdb pages in use (mapped file)".into(), pages)] }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_variants_round_trip_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        for v in LmdbVariant::ALL {
+            let p = dir.path().join(v.name());
+            {
+                let e = Lmdb::open(&p, v, true).unwrap();
+                e.put(b"b", b"2").unwrap();
+                e.put(b"a", b"1").unwrap();
+                e.put(b"c", b"3").unwrap();
+                assert!(e.delete(b"c").unwrap());
+                assert!(!e.delete(b"c").unwrap());
+                assert_eq!(e.len(), 2);
+                let mut got = Vec::new();
+                e.scan(&ScanRange::all(), &mut |k, v| {
+                    got.push((k.to_vec(), v.to_vec()));
+                    true
+                })
+                .unwrap();
+                assert_eq!(got, vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec())]);
+            }
+            let e = Lmdb::open(&p, v, false).unwrap();
+            assert_eq!(e.len(), 2);
+            let mut v2 = None;
+            assert!(e.get_with(b"b", &mut |x| v2 = Some(x.to_vec())).unwrap());
+            assert_eq!(v2.as_deref(), Some(&b"2"[..]));
+        }
+    }
+}

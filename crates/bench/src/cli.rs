@@ -1,0 +1,575 @@
+//! What the `pmkv bench` subcommands call; the CLI crate only parses and forwards.
+//!
+//! * [`default_main_job`] — `pmkv bench` with no subcommand: the Dictionary workload,
+//!   insert/search/update/delete, every engine of `pmkv::ENGINES` in `eadr` and `adr`, the
+//!   volatile baseline and LMDB (write-map, no-sync), one thread; a table of ns/op and
+//!   persistence counters per operation. About a minute.
+//! * [`run`] — `pmkv bench run`: any workload, engines, modes, latencies and thread counts;
+//!   table on stdout, and with `--out DIR` results.json, results.csv and plots.
+//! * [`reproduce`] — `pmkv bench reproduce <paper>`: see [`crate::reproduce`].
+
+use crate::engines::{self, EngineSpec};
+use crate::experiment::{self, Settings, Target};
+use crate::plot::{self, Bars, Figure, Line, Panel, PanelKind};
+use crate::progress::Progress;
+use crate::report::{self, Meta, Record, Report};
+use crate::workload::mix::Mix;
+use crate::workload::{KeyKind, KeySet};
+use crate::{measure, pool_dir, BenchError, Result};
+use pmkv::{Latency, Mode};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub use crate::reproduce::{Paper, ReproduceArgs, Scale};
+
+/// `pmkv bench run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Engine to run; repeatable or comma-separated. Default: every engine in pmkv::ENGINES
+    /// plus the baselines lmdb-wm-nosync and lmdb-sync.
+    #[arg(long = "engine", short = 'e')]
+    pub engines: Vec<String>,
+    /// Workload: dictionary, sequential, random, int-uniform (insert/search/update/delete
+    /// over a key set); int-zipf (search and upsert, Zipfian); read-intensive (ri),
+    /// read-modify-write (rmw), write-intensive (wi); ycsb-a … ycsb-f; rw-sweep; skew-sweep;
+    /// range; recovery; memory.
+    #[arg(long, short = 'w', default_value = "dictionary")]
+    pub workload: String,
+    /// Records: keys inserted (basic workloads) or loaded first (mixes). Default: the whole
+    /// dictionary for Dictionary, 1,000,000 otherwise.
+    #[arg(long, short = 'n')]
+    pub keys: Option<u64>,
+    /// Measured operations of a mix (default: as many as records).
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Key set of mixes, sweeps, recovery and memory: dictionary, sequential, random or int
+    /// (default: random for HART's mixes, recovery; int for YCSB and sweeps; sequential
+    /// for range and memory, as in the papers).
+    #[arg(long)]
+    pub key_kind: Option<KeyKind>,
+    /// Thread counts, e.g. 1,2,4.
+    #[arg(long, short = 't', value_delimiter = ',', default_value = "1")]
+    pub threads: Vec<usize>,
+    /// Persistence modes of pmkv engines: adr, eadr, msync, none (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "eadr")]
+    pub mode: Vec<Mode>,
+    /// Emulated PM write/read latency in ns: none, 300/100, 300/300, 600/300 (comma-
+    /// separated). Default: $PMKV_LATENCY, else none.
+    #[arg(long, value_delimiter = ',')]
+    pub latency: Vec<String>,
+    /// Zipf θ of skewed workloads.
+    #[arg(long, default_value_t = crate::zipf::DEFAULT_THETA)]
+    pub theta: f64,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 8)]
+    pub value_size: usize,
+    /// Seed of every key set and operation stream.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Write results.json, results.csv and plots (PNG + SVG) here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Where temporary pools go (default /dev/shm); deleted afterwards.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Time one operation in N for latency percentiles (power of two; 1 = all).
+    #[arg(long, default_value_t = 8)]
+    pub sample_every: usize,
+    /// Untimed warm-up before measuring, as a fraction of the measured operations.
+    #[arg(long, default_value_t = 0.1)]
+    pub warmup: f64,
+    /// Records scanned per range query (range workload).
+    #[arg(long, default_value_t = 100_000)]
+    pub scan_len: usize,
+    /// No progress output.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+impl Default for RunArgs {
+    fn default() -> Self {
+        RunArgs {
+            engines: vec![],
+            workload: "dictionary".into(),
+            keys: None,
+            ops: None,
+            key_kind: None,
+            threads: vec![1],
+            mode: vec![Mode::Eadr],
+            latency: vec![],
+            theta: crate::zipf::DEFAULT_THETA,
+            value_size: 8,
+            seed: 42,
+            out: None,
+            dir: None,
+            sample_every: 8,
+            warmup: 0.1,
+            scan_len: 100_000,
+            quiet: false,
+        }
+    }
+}
+
+/// Parse latency settings ("none", "300/100", …).
+pub fn parse_latencies(v: &[String]) -> Result<Vec<Latency>> {
+    if v.is_empty() {
+        return Ok(vec![Latency::from_env()]);
+    }
+    v.iter()
+        .map(|s| {
+            Latency::parse(s)
+                .ok_or_else(|| BenchError(format!("bad latency '{s}' (expected W/R in ns, e.g. 300/100, or none)")))
+        })
+        .collect()
+}
+
+/// Every (engine, mode, latency) combination; engines without a pool once.
+pub fn targets(engines: &[EngineSpec], modes: &[Mode], lats: &[Latency]) -> Vec<Target> {
+    let mut out = Vec::new();
+    for &e in engines {
+        if e.uses_pool() {
+            for &m in modes {
+                for &l in lats {
+                    out.push(Target::new(e, m, l));
+                }
+            }
+        } else {
+            out.push(Target::new(e, modes.first().copied().unwrap_or(Mode::Eadr), Latency::NONE));
+        }
+    }
+    out
+}
+
+/// A legend label for a record's engine and setting.
+pub fn series_label(r: &Record) -> String {
+    let mut parts = Vec::new();
+    if r.mode != "-" {
+        parts.push(r.mode.clone());
+    }
+    if r.latency != "-" && r.latency != "none" {
+        parts.push(r.latency.clone());
+    }
+    if parts.is_empty() {
+        r.engine.clone()
+    } else {
+        format!("{} [{}]", r.engine, parts.join(", "))
+    }
+}
+
+/// Colour index of an engine: its position in the full engine list.
+pub fn engine_color(name: &str) -> usize {
+    engines::all().iter().position(|e| e.name() == name).unwrap_or(9)
+}
+
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+enum What {
+    Basic(KeyKind),
+    Mixes(Vec<(Mix, Option<f64>)>),
+    Range,
+    Recovery,
+    Memory,
+}
+
+fn parse_workload(a: &RunArgs) -> Result<(What, KeyKind)> {
+    let w = a.workload.to_ascii_lowercase();
+    let kk = |d: KeyKind| a.key_kind.unwrap_or(d);
+    let theta = a.theta;
+    if !(theta.is_finite() && theta >= 0.0) {
+        return Err(BenchError(format!("--theta must be >= 0, got {theta}")));
+    }
+    Ok(match w.as_str() {
+        "dictionary" | "dict" => (What::Basic(KeyKind::Dictionary), KeyKind::Dictionary),
+        "sequential" | "seq" => (What::Basic(KeyKind::Sequential), KeyKind::Sequential),
+        "random" | "rand" => (What::Basic(KeyKind::Random), KeyKind::Random),
+        "int-uniform" | "int" => (What::Basic(KeyKind::Int), KeyKind::Int),
+        "int-zipf" => {
+            let mut s = Mix::read_write(1.0, theta);
+            s.name = format!("search zipf {theta}");
+            let mut u = Mix::read_write(0.0, theta);
+            u.name = format!("upsert zipf {theta}");
+            (What::Mixes(vec![(s, None), (u, None)]), kk(KeyKind::Int))
+        }
+        "rw-sweep" => {
+            let v = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+                .iter()
+                .map(|&wr| (Mix::read_write(1.0 - wr, theta), Some(wr * 100.0)))
+                .collect();
+            (What::Mixes(v), kk(KeyKind::Int))
+        }
+        "skew-sweep" => {
+            let v = [0.0, 0.5, 0.7, 0.9, 0.99, 1.2].iter().map(|&t| (Mix::read_write(0.5, t), Some(t))).collect();
+            (What::Mixes(v), kk(KeyKind::Int))
+        }
+        "range" => (What::Range, kk(KeyKind::Sequential)),
+        "recovery" => (What::Recovery, kk(KeyKind::Random)),
+        "memory" => (What::Memory, kk(KeyKind::Sequential)),
+        other => match Mix::by_name(other, theta) {
+            Some(m) => {
+                let d = if m.name.starts_with("ycsb") { KeyKind::Int } else { KeyKind::Random };
+                (What::Mixes(vec![(m, None)]), kk(d))
+            }
+            None => return Err(BenchError(format!("unknown workload '{}' (see pmkv bench run --help)", a.workload))),
+        },
+    })
+}
+
+/// `pmkv bench run`.
+pub fn run(a: RunArgs) -> Result<()> {
+    let started = Instant::now();
+    let engines = engines::parse_list(&a.engines)?;
+    let lats = parse_latencies(&a.latency)?;
+    if a.mode.is_empty() || a.threads.is_empty() || a.threads.contains(&0) {
+        return Err("need at least one mode and thread counts >= 1".into());
+    }
+    let (what, kind) = parse_workload(&a)?;
+    let n = a.keys.map(|k| k as usize).unwrap_or_else(|| kind.default_count());
+    if n == 0 {
+        return Err("--keys must be at least 1".into());
+    }
+    let tmp = pool_dir(a.dir.as_deref())?;
+    let mut s = Settings::new(tmp.path(), a.seed);
+    s.value_size = a.value_size;
+    s.sample_every = a.sample_every.max(1);
+    s.warmup = a.warmup.clamp(0.0, 10.0);
+    s.keep_cdf = a.out.is_some();
+    let tg = targets(&engines, &a.mode, &lats);
+    measure::calibrate();
+    let mut records = Vec::new();
+    let exp = "run";
+    match what {
+        What::Basic(k) => {
+            let keys = KeySet::generate(k, n, a.seed)?;
+            let mut pg = Progress::new((tg.len() * a.threads.len()) as u64, a.quiet);
+            for t in &tg {
+                for &th in &a.threads {
+                    let label = format!("{} {} {} threads", t.engine.name(), k.name(), th);
+                    pg.set(&label);
+                    records.extend(experiment::basic_ops(&s, t, exp, k.name(), &keys, th));
+                    pg.inc(&label);
+                }
+            }
+        }
+        What::Mixes(mixes) => {
+            let ops = a.ops.unwrap_or(n as u64);
+            let need = mixes
+                .iter()
+                .map(|(m, _)| {
+                    a.threads.iter().map(|&th| experiment::mix_keys_needed(&s, m, n as u64, ops, th)).max().unwrap_or(0)
+                })
+                .max()
+                .unwrap_or(n as u64);
+            let keys = KeySet::generate(kind, need as usize, a.seed)?;
+            let mut pg = Progress::new((tg.len() * a.threads.len() * mixes.len()) as u64, a.quiet);
+            for (m, x) in &mixes {
+                for t in &tg {
+                    for &th in &a.threads {
+                        let label = format!("{} {} {} threads", t.engine.name(), m.name, th);
+                        pg.set(&label);
+                        let wl = format!("{} ({})", kind.name(), m.dist.label());
+                        let mut rs = experiment::mix_run(&s, t, exp, &wl, &keys, m, n as u64, ops, th);
+                        if let Some(x) = x {
+                            rs.iter_mut().for_each(|r| {
+                                r.extra.insert("sweep_x".into(), *x);
+                            });
+                        }
+                        records.extend(rs);
+                        pg.inc(&label);
+                    }
+                }
+            }
+        }
+        What::Range => {
+            let keys = KeySet::generate(kind, n, a.seed)?;
+            let len = a.scan_len.min(n);
+            let mut pg = Progress::new(tg.len() as u64, a.quiet);
+            for t in &tg {
+                pg.set(t.engine.name());
+                records.extend(experiment::range_query(&s, t, exp, kind.name(), &keys, len, 5));
+                pg.inc(t.engine.name());
+            }
+        }
+        What::Recovery => {
+            let keys = KeySet::generate(kind, n, a.seed)?;
+            let mut pg = Progress::new(tg.len() as u64, a.quiet);
+            for t in &tg {
+                pg.set(t.engine.name());
+                records.extend(experiment::build_recover(&s, t, exp, kind.name(), &keys));
+                pg.inc(t.engine.name());
+            }
+        }
+        What::Memory => {
+            let keys = KeySet::generate(kind, n, a.seed)?;
+            let mut pg = Progress::new(tg.len() as u64, a.quiet);
+            for t in &tg {
+                pg.set(t.engine.name());
+                records.extend(experiment::memory(&s, t, exp, kind.name(), &keys));
+                pg.inc(t.engine.name());
+            }
+        }
+    }
+    drop(tmp);
+    print!("{}", report::table(&records, &report::standard_columns()));
+    println!("durability:\n{}", report::legend(&records));
+    let mut meta = Meta::new(&command_line(), a.seed, a.dir.as_deref().unwrap_or(Path::new("/dev/shm")));
+    meta.notes.push(format!("wall time {:.1} s", started.elapsed().as_secs_f64()));
+    let rep = Report { meta, records };
+    if let Some(out) = &a.out {
+        report::write_files(out, "results", &rep)?;
+        let mut files = vec![out.join("results.json"), out.join("results.csv")];
+        match plot_run(&rep.records, out, &a.workload) {
+            Ok(f) => files.extend(f),
+            Err(e) => eprintln!("pmkv bench: plots skipped: {e}"),
+        }
+        println!("wrote:");
+        for f in files {
+            println!("  {}", f.display());
+        }
+    }
+    Ok(())
+}
+
+fn uniq<T: PartialEq + Clone>(v: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// Plots of a `run`: ns/op per operation; Mops/s vs threads (several thread counts);
+/// sweeps as lines; latency CDFs.
+pub fn plot_run(records: &[Record], out: &Path, workload: &str) -> std::result::Result<Vec<PathBuf>, String> {
+    let ok: Vec<&Record> = records.iter().filter(|r| r.error.is_none()).collect();
+    if ok.is_empty() {
+        return Ok(vec![]);
+    }
+    let mut files = Vec::new();
+    let threads = uniq(ok.iter().map(|r| r.threads));
+    let label = |r: &Record| {
+        if threads.len() > 1 {
+            format!("{} ×{}", series_label(r), r.threads)
+        } else {
+            series_label(r)
+        }
+    };
+    let sweep = ok.iter().any(|r| r.extra.contains_key("sweep_x"));
+    let ops = uniq(ok.iter().map(|r| r.op.clone()));
+    let series = uniq(ok.iter().map(|r| label(r)));
+    let panel = |metric: &str, get: fn(&Record) -> f64| -> Panel {
+        let bars = series
+            .iter()
+            .map(|sname| {
+                let first = ok.iter().find(|r| &label(r) == sname).map(|r| r.engine.clone()).unwrap_or_default();
+                Bars {
+                    name: sname.clone(),
+                    color: engine_color(&first),
+                    values: ops
+                        .iter()
+                        .map(|op| ok.iter().find(|r| &r.op == op && &label(r) == sname).map(|r| get(r)))
+                        .collect(),
+                }
+            })
+            .collect::<Vec<_>>();
+        let vals: Vec<f64> =
+            bars.iter().flat_map(|b| b.values.iter().flatten().copied()).filter(|v| *v > 0.0).collect();
+        let spread = vals.iter().copied().fold(0.0, f64::max) / vals.iter().copied().fold(f64::INFINITY, f64::min);
+        Panel::new(
+            metric,
+            "operation",
+            metric,
+            spread > 30.0,
+            PanelKind::Bars { categories: ops.clone(), series: bars },
+        )
+    };
+    // Distinct colours per series when one engine appears in several settings.
+    let recolor = |mut p: Panel| {
+        if let PanelKind::Bars { series, .. } = &mut p.kind {
+            let engines_n = uniq(series.iter().map(|s| s.color)).len();
+            if engines_n < series.len() {
+                for (i, s) in series.iter_mut().enumerate() {
+                    s.color = i;
+                }
+            }
+        }
+        p
+    };
+    if sweep {
+        let xname = if workload.contains("skew") { "Zipf θ" } else { "writes (% of operations)" };
+        let base_series = uniq(ok.iter().map(|r| label(r)));
+        let mk = |title: &str, ylab: &str, get: fn(&Record) -> f64| Panel {
+            title: title.into(),
+            x_label: xname.into(),
+            y_label: ylab.into(),
+            log_y: false,
+            y_range: None,
+            kind: PanelKind::Lines {
+                log_x: false,
+                series: base_series
+                    .iter()
+                    .enumerate()
+                    .map(|(i, sname)| Line {
+                        name: sname.clone(),
+                        color: i,
+                        dashed: false,
+                        points: ok
+                            .iter()
+                            .filter(|r| &label(r) == sname)
+                            .map(|r| (r.extra["sweep_x"], get(r)))
+                            .collect(),
+                    })
+                    .collect(),
+            },
+        };
+        let fig = Figure {
+            title: format!("pmkv bench run --workload {workload}"),
+            cols: 2,
+            panels: vec![
+                mk("throughput", "Mops/s", |r| r.mops),
+                mk("99th percentile latency", "p99 latency (ns)", |r| r.p99_ns as f64),
+            ],
+        };
+        files.extend(plot::render(&fig, &out.join("sweep"))?);
+        return Ok(files);
+    }
+    let fig = Figure {
+        title: format!("pmkv bench run --workload {workload}: time per operation"),
+        cols: 2,
+        panels: vec![
+            recolor(panel("ns/op (mean)", |r| r.ns_per_op)),
+            recolor(panel("p99 latency (ns)", |r| r.p99_ns as f64)),
+        ],
+    };
+    files.extend(plot::render(&fig, &out.join("ops"))?);
+    if threads.len() > 1 {
+        let base = uniq(ok.iter().map(|r| series_label(r)));
+        let panels = ops
+            .iter()
+            .map(|op| Panel {
+                title: format!("{op}: throughput vs threads"),
+                x_label: "threads".into(),
+                y_label: "Mops/s".into(),
+                log_y: false,
+                y_range: None,
+                kind: PanelKind::Lines {
+                    log_x: false,
+                    series: base
+                        .iter()
+                        .enumerate()
+                        .map(|(i, b)| Line {
+                            name: b.clone(),
+                            color: i,
+                            dashed: false,
+                            points: ok
+                                .iter()
+                                .filter(|r| &r.op == op && &series_label(r) == b)
+                                .map(|r| (r.threads as f64, r.mops))
+                                .collect(),
+                        })
+                        .collect(),
+                },
+            })
+            .collect();
+        let fig = Figure { title: format!("pmkv bench run --workload {workload}: scalability"), cols: 2, panels };
+        files.extend(plot::render(&fig, &out.join("threads"))?);
+    }
+    if ok.iter().any(|r| !r.cdf.is_empty()) {
+        let panels = ops
+            .iter()
+            .map(|op| {
+                Panel::cdf(
+                    &format!("{op}: latency CDF"),
+                    series
+                        .iter()
+                        .enumerate()
+                        .map(|(i, sname)| Line {
+                            name: sname.clone(),
+                            color: i,
+                            dashed: false,
+                            points: ok
+                                .iter()
+                                .find(|r| &r.op == op && &label(r) == sname)
+                                .map(|r| r.cdf.iter().map(|&(ns, q)| (ns.max(1) as f64, q)).collect())
+                                .unwrap_or_default(),
+                        })
+                        .filter(|l| !l.points.is_empty())
+                        .collect(),
+                )
+            })
+            .collect();
+        let fig = Figure { title: format!("pmkv bench run --workload {workload}: latency CDF"), cols: 2, panels };
+        files.extend(plot::render(&fig, &out.join("latency-cdf"))?);
+    }
+    Ok(files)
+}
+
+/// The engines of `pmkv::ENGINES` that use a pool, comma-separated ("none yet" if none).
+pub fn pool_engine_names() -> String {
+    let v: Vec<&str> = engines::pmkv_pool_engines().iter().map(|e| e.name()).collect();
+    if v.is_empty() {
+        "(none yet)".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// `pmkv bench` with no subcommand: the main job.
+pub fn default_main_job() -> Result<()> {
+    let started = Instant::now();
+    let tmp = pool_dir(None)?;
+    let s = Settings::new(tmp.path(), 42);
+    let lat = Latency::from_env();
+    let mut tg = Vec::new();
+    for e in engines::all() {
+        match e.kind {
+            engines::EngineKind::Lmdb(crate::baseline::lmdb::LmdbVariant::Synced) => {}
+            _ if e.uses_pool() => {
+                tg.push(Target::new(e, Mode::Eadr, lat));
+                tg.push(Target::new(e, Mode::Adr, lat));
+            }
+            _ => tg.push(Target::new(e, Mode::None, Latency::NONE)),
+        }
+    }
+    let keys = KeySet::generate(KeyKind::Dictionary, crate::workload::dictionary::WORDS, 42)?;
+    println!(
+        "pmkv bench — main job: Dictionary workload ({} words), insert / search / update / delete, 1 thread,\n\
+         {}-byte values; engines {} in eadr and adr, plus baselines; PM latency emulation: {}; pools in {}; flush: {}",
+        keys.len(),
+        s.value_size,
+        pool_engine_names(),
+        engines::latency_name(lat),
+        tmp.path().parent().map_or("?".into(), |p| p.display().to_string()),
+        pmkv_substrate::flush_insn().name()
+    );
+    if pmkv::ENGINES.iter().all(|n| *n == engines::VOLATILE) {
+        println!("(pmkv::ENGINES has no persistent engine yet: only the baselines run)");
+    }
+    measure::calibrate();
+    let mut pg = Progress::new(tg.len() as u64, false);
+    let mut records = Vec::new();
+    for t in &tg {
+        let label = format!("{} [{}]", t.engine.name(), t.engine.mode_label(t.mode));
+        pg.set(&label);
+        records.extend(experiment::basic_ops(&s, t, "main", "dictionary", &keys, 1));
+        pg.inc(&label);
+    }
+    pg.finish();
+    drop(tmp);
+    println!();
+    print!("{}", report::table(&records, &report::main_job_columns()));
+    println!("\ndurability:\n{}", report::legend(&records));
+    println!(
+        "{:.0} s. More: pmkv bench run --help; pmkv bench reproduce hart --scale small --out DIR",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `pmkv bench reproduce`.
+pub fn reproduce(a: ReproduceArgs) -> Result<()> {
+    crate::reproduce::reproduce(&a)
+}

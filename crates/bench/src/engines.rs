@@ -1,0 +1,156 @@
+//! Which engines a benchmark runs: every name in [`pmkv::ENGINES`] (read at run time, so a
+//! new engine such as `hart` is picked up with no change here) plus the LMDB baselines.
+
+use crate::baseline::lmdb::{Lmdb, LmdbVariant};
+use pmkv::{Latency, Mode, Options, Store};
+use std::path::{Path, PathBuf};
+
+/// The name of pmkv's volatile baseline engine (a `BTreeMap`, no persistence): it ignores
+/// the pool, the persistence mode and the PM latency, so it is measured once per setting.
+pub const VOLATILE: &str = "volatile";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EngineKind {
+    /// An engine opened through `pmkv::Store::open`.
+    Pmkv(&'static str),
+    Lmdb(LmdbVariant),
+}
+
+/// An engine to benchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EngineSpec {
+    pub kind: EngineKind,
+}
+
+impl EngineSpec {
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            EngineKind::Pmkv(n) => n,
+            EngineKind::Lmdb(v) => v.name(),
+        }
+    }
+
+    /// Whether the persistence mode and emulated PM latency apply (pmkv engines over a pool).
+    pub fn uses_pool(&self) -> bool {
+        matches!(self.kind, EngineKind::Pmkv(n) if n != VOLATILE)
+    }
+
+    /// Whether the engine is one of the comparison baselines.
+    pub fn is_baseline(&self) -> bool {
+        !self.uses_pool()
+    }
+
+    /// What a completed write survives, for reports.
+    pub fn durability(&self, mode: Mode) -> String {
+        match self.kind {
+            EngineKind::Pmkv(VOLATILE) => "none (DRAM only)".into(),
+            EngineKind::Pmkv(_) => match mode {
+                Mode::Adr => "PM, flush+fence per persist (adr)".into(),
+                Mode::Eadr => "PM with eADR caches (fences only)".into(),
+                Mode::Msync => "msync to the file (power loss on a real disk)".into(),
+                Mode::None => "none (mode none: no flush, no fence)".into(),
+            },
+            EngineKind::Lmdb(v) => v.durability().into(),
+        }
+    }
+
+    /// Labels for the mode and latency columns: "-" where they do not apply.
+    pub fn mode_label(&self, mode: Mode) -> String {
+        if self.uses_pool() {
+            mode.name().into()
+        } else {
+            "-".into()
+        }
+    }
+
+    pub fn latency_label(&self, lat: Latency) -> String {
+        if self.uses_pool() {
+            latency_name(lat)
+        } else {
+            "-".into()
+        }
+    }
+
+    /// The pool file (or LMDB directory) this engine uses for run `tag` in `dir`.
+    pub fn pool_path(&self, dir: &Path, tag: &str) -> PathBuf {
+        let safe: String = tag.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        match self.kind {
+            EngineKind::Pmkv(n) => dir.join(format!("{n}-{safe}.pool")),
+            EngineKind::Lmdb(v) => dir.join(format!("{}-{safe}.lmdb", v.name())),
+        }
+    }
+
+    /// Open (or create) the store at `path`.
+    pub fn open(&self, path: &Path, mode: Mode, latency: Latency, create: bool, size_hint: u64) -> pmkv::Result<Store> {
+        match self.kind {
+            EngineKind::Pmkv(name) => {
+                let opts = Options {
+                    mode,
+                    latency,
+                    create,
+                    initial_size: size_hint.clamp(64 << 20, 8 << 30),
+                    ..Options::default()
+                };
+                Store::open(path, name, &opts)
+            }
+            EngineKind::Lmdb(v) => Ok(Store::from_engine(Box::new(Lmdb::open(path, v, create)?))),
+        }
+    }
+
+    /// Delete whatever [`EngineSpec::open`] created at `path`.
+    pub fn remove(&self, path: &Path) {
+        if path.is_dir() {
+            let _ = std::fs::remove_dir_all(path);
+        } else {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// "300/100" style name of a latency setting, "none" for zero.
+pub fn latency_name(l: Latency) -> String {
+    if l == Latency::NONE {
+        "none".into()
+    } else {
+        format!("{}/{}", l.write_ns, l.read_ns)
+    }
+}
+
+/// Every engine of `pmkv::ENGINES`, then the LMDB baselines.
+pub fn all() -> Vec<EngineSpec> {
+    let mut v: Vec<EngineSpec> = pmkv::ENGINES.iter().map(|&n| EngineSpec { kind: EngineKind::Pmkv(n) }).collect();
+    v.extend(LmdbVariant::ALL.iter().map(|&l| EngineSpec { kind: EngineKind::Lmdb(l) }));
+    v
+}
+
+/// The engines of `pmkv::ENGINES` that use a pool (everything but the volatile baseline).
+pub fn pmkv_pool_engines() -> Vec<EngineSpec> {
+    all().into_iter().filter(|e| e.uses_pool()).collect()
+}
+
+/// Look an engine up by name (`lmdb` alone means `lmdb-wm-nosync`).
+pub fn parse(name: &str) -> Result<EngineSpec, String> {
+    let n = name.trim().to_ascii_lowercase();
+    let n = if n == "lmdb" { LmdbVariant::WriteMapNoSync.name().to_string() } else { n };
+    all().into_iter().find(|e| e.name() == n).ok_or_else(|| {
+        format!(
+            "unknown engine '{name}' (available: {})",
+            all().iter().map(|e| e.name()).collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+/// Parse a list of names, or all engines when empty.
+pub fn parse_list(names: &[String]) -> Result<Vec<EngineSpec>, String> {
+    if names.is_empty() {
+        return Ok(all());
+    }
+    let mut out = Vec::new();
+    for n in names.iter().flat_map(|s| s.split(',')).filter(|s| !s.trim().is_empty()) {
+        let e = parse(n)?;
+        if !out.contains(&e) {
+            out.push(e);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,419 @@
+//! The experiments every front end composes: basic operations (insert, search, update,
+//! delete over a key set), operation mixes, range queries, memory use, and build vs
+//! recovery. Each opens a fresh pool (or LMDB directory) in the run's temporary directory,
+//! deletes it afterwards, and turns an engine that fails to open, returns errors or
+//! panics into a [`Record`] with `error` set, so the caller can go on with the others.
+
+use crate::engines::EngineSpec;
+use crate::measure::{self, execute, split, OpResult, PhaseStats};
+use crate::report::Record;
+use crate::rng::Rng;
+use crate::workload::mix::{self, Mix, Op, OpKind};
+use crate::workload::{fill_value, KeySet};
+use pmkv::{Engine, Latency, Mode, ScanRange, Store};
+use std::ops::Bound;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Settings shared by all experiments of a run.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Directory for pools (a temporary directory on /dev/shm by default).
+    pub dir: PathBuf,
+    pub seed: u64,
+    /// Value size in bytes (8, as in HART and NBTree, by default).
+    pub value_size: usize,
+    /// Time one operation in this many (power of two) for the latency histogram.
+    pub sample_every: usize,
+    /// Untimed warm-up, as a fraction of the measured operations.
+    pub warmup: f64,
+    /// Keep latency CDF points in the records.
+    pub keep_cdf: bool,
+}
+
+impl Settings {
+    pub fn new(dir: &Path, seed: u64) -> Settings {
+        Settings { dir: dir.to_path_buf(), seed, value_size: 8, sample_every: 8, warmup: 0.1, keep_cdf: false }
+    }
+}
+
+/// An engine in one setting.
+#[derive(Clone, Copy, Debug)]
+pub struct Target {
+    pub engine: EngineSpec,
+    pub mode: Mode,
+    pub latency: Latency,
+}
+
+impl Target {
+    pub fn new(engine: EngineSpec, mode: Mode, latency: Latency) -> Target {
+        Target { engine, mode, latency }
+    }
+
+    fn tag(&self, exp: &str) -> String {
+        format!("{exp}-{}-{}-{}", self.mode.name(), self.latency.write_ns, self.latency.read_ns)
+    }
+
+    /// A record with this target's labels filled in.
+    pub fn record(&self, exp: &str, workload: &str, op: &str, threads: usize, records: u64) -> Record {
+        Record {
+            experiment: exp.into(),
+            engine: self.engine.name().into(),
+            durability: self.engine.durability(self.mode),
+            mode: self.engine.mode_label(self.mode),
+            latency: self.engine.latency_label(self.latency),
+            workload: workload.into(),
+            op: op.into(),
+            threads,
+            records,
+            ..Default::default()
+        }
+    }
+}
+
+/// Fill a record from a phase's statistics.
+pub fn fill(mut r: Record, st: &PhaseStats, keep_cdf: bool) -> Record {
+    r.ops = st.ops;
+    r.threads = st.threads;
+    r.wall_s = st.wall.as_secs_f64();
+    r.ns_per_op = st.ns_per_op();
+    r.mops = st.mops();
+    r.p50_ns = st.quantile(0.5);
+    r.p99_ns = st.quantile(0.99);
+    r.p999_ns = st.quantile(0.999);
+    r.flushes_per_op = st.per_op(st.counters.flushes);
+    r.fences_per_op = st.per_op(st.counters.fences);
+    r.lines_written_per_op = st.per_op(st.counters.lines_written);
+    r.lines_read_per_op = st.per_op(st.counters.lines_read);
+    r.found = st.tally.found;
+    r.missed = st.tally.missed;
+    r.errors = st.tally.errors;
+    r.op_error = st.tally.first_error.clone();
+    if keep_cdf {
+        r.cdf = st.cdf();
+    }
+    r
+}
+
+/// The pool of one experiment: created fresh, deleted on drop.
+struct Pool {
+    engine: EngineSpec,
+    path: PathBuf,
+}
+
+impl Pool {
+    fn fresh(s: &Settings, t: &Target, exp: &str) -> Pool {
+        let path = t.engine.pool_path(&s.dir, &t.tag(exp));
+        t.engine.remove(&path);
+        Pool { engine: t.engine, path }
+    }
+    fn open(&self, t: &Target, create: bool, size_hint: u64) -> Result<Store, String> {
+        t.engine.open(&self.path, t.mode, t.latency, create, size_hint).map_err(|e| format!("open: {e}"))
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.engine.remove(&self.path);
+    }
+}
+
+fn size_hint(keys: &KeySet, value_size: usize) -> u64 {
+    (keys.bytes() as u64 + keys.len() as u64 * (value_size as u64 + 96)) * 2
+}
+
+/// Run `f`, turning an error or a panic into one failed record.
+pub fn guarded(t: &Target, exp: &str, workload: &str, f: impl FnOnce() -> Result<Vec<Record>, String>) -> Vec<Record> {
+    let res = catch_unwind(AssertUnwindSafe(f));
+    let msg = match res {
+        Ok(Ok(v)) => return v,
+        Ok(Err(e)) => e,
+        Err(p) => {
+            let m = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+            format!("panicked: {}", m.unwrap_or_else(|| "(no message)".into()))
+        }
+    };
+    let mut r = t.record(exp, workload, "-", 0, 0);
+    r.error = Some(msg);
+    vec![r]
+}
+
+#[inline]
+fn put(e: &dyn Engine, keys: &KeySet, i: u64, version: u64, vs: usize, sc: &mut measure::Scratch) -> OpResult {
+    fill_value(&mut sc.value, i, version, vs);
+    e.put(keys.get(i as usize), &sc.value).map(|_| true)
+}
+
+#[inline]
+fn get(e: &dyn Engine, keys: &KeySet, i: u64, sc: &mut measure::Scratch) -> OpResult {
+    let mut sink = 0u64;
+    let r = e.get_with(keys.get(i as usize), &mut |v| {
+        sink = sink.wrapping_add(v.len() as u64 + v.first().copied().unwrap_or(0) as u64)
+    });
+    sc.sink = sc.sink.wrapping_add(sink);
+    r
+}
+
+/// Load keys `0..n` untimed (on `threads` threads).
+fn load(e: &dyn Engine, keys: &KeySet, n: u64, threads: usize, vs: usize) -> Result<PhaseStats, String> {
+    let idx: Vec<u64> = (0..n).collect();
+    let st = execute(&split(&idx, threads), 64, |&i, sc| put(e, keys, i, 0, vs, sc));
+    if st.tally.errors > 0 {
+        return Err(format!("load failed: {}", st.tally.first_error.clone().unwrap_or_default()));
+    }
+    Ok(st)
+}
+
+/// HART Figs. 4–8 and 10d: insert every key of `keys` in order into an empty store, then
+/// search, update and delete them all, in the same order. Insert measures a cold store by
+/// definition; an untimed warm-up of searches over a tenth of the keys precedes the search
+/// phase. Returns one record per operation.
+pub fn basic_ops(s: &Settings, t: &Target, exp: &str, workload: &str, keys: &KeySet, threads: usize) -> Vec<Record> {
+    guarded(t, exp, workload, || {
+        let pool = Pool::fresh(s, t, exp);
+        let store = pool.open(t, true, size_hint(keys, s.value_size))?;
+        let e = store.engine();
+        let n = keys.len() as u64;
+        let vs = s.value_size;
+        let idx: Vec<u64> = (0..n).collect();
+        let work = split(&idx, threads);
+        let mut out = Vec::new();
+        let mut push = |op: &str, records: u64, st: &PhaseStats| {
+            out.push(fill(t.record(exp, workload, op, threads, records), st, s.keep_cdf));
+        };
+        let st = execute(&work, s.sample_every, |&i, sc| put(e, keys, i, 0, vs, sc));
+        push("insert", 0, &st);
+        let len = e.len();
+        if len != n {
+            return Err(format!("after inserting {n} distinct keys the store holds {len}"));
+        }
+        // Warm-up: search a spread-out tenth of the keys (at least 1), untimed.
+        let step = ((1.0 / s.warmup.clamp(1e-6, 1.0)) as u64).max(1);
+        let warm: Vec<u64> = (0..n).step_by(step as usize).collect();
+        let _ = execute(&split(&warm, threads), 1 << 20, |&i, sc| get(e, keys, i, sc));
+        let st = execute(&work, s.sample_every, |&i, sc| get(e, keys, i, sc));
+        push("search", n, &st);
+        let st = execute(&work, s.sample_every, |&i, sc| put(e, keys, i, 1, vs, sc));
+        push("update", n, &st);
+        let st = execute(&work, s.sample_every, |&i, _| e.delete(keys.get(i as usize)));
+        push("delete", n, &st);
+        drop(store);
+        drop(pool);
+        Ok(out)
+    })
+}
+
+/// An operation mix: load `loaded` records (untimed), run an untimed warm-up of
+/// `warmup × ops` operations, then measure `ops` operations split over `threads` threads.
+/// `keys` must hold at least the stream's `total_keys` (see [`mix_keys_needed`]).
+#[allow(clippy::too_many_arguments)]
+pub fn mix_run(
+    s: &Settings,
+    t: &Target,
+    exp: &str,
+    workload: &str,
+    keys: &KeySet,
+    m: &Mix,
+    loaded: u64,
+    ops: u64,
+    threads: usize,
+) -> Vec<Record> {
+    guarded(t, exp, workload, || {
+        m.validate()?;
+        let threads = threads.max(1);
+        let per = (ops as usize).div_ceil(threads);
+        let warm = ((per as f64) * s.warmup).ceil() as usize;
+        let streams = mix::generate(m, loaded, warm, per, threads, s.seed);
+        if (keys.len() as u64) < streams.total_keys {
+            return Err(format!("mix needs {} keys, the key set has {}", streams.total_keys, keys.len()));
+        }
+        let pool = Pool::fresh(s, t, exp);
+        let store = pool.open(t, true, size_hint(keys, s.value_size))?;
+        let e = store.engine();
+        let vs = s.value_size;
+        let load_st = load(e, keys, loaded, threads, vs)?;
+        let run = |op: &Op, sc: &mut measure::Scratch| -> OpResult {
+            match *op {
+                Op::Insert(i) => put(e, keys, i, 0, vs, sc),
+                Op::Search(i) => get(e, keys, i, sc),
+                Op::Update(i) => put(e, keys, i, 1, vs, sc),
+                Op::Delete(i) => e.delete(keys.get(i as usize)),
+                Op::Scan(i, len) => {
+                    let r = ScanRange {
+                        start: Bound::Included(keys.get(i as usize).to_vec()),
+                        end: Bound::Unbounded,
+                        limit: len as usize,
+                    };
+                    let mut c = 0u64;
+                    e.scan(&r, &mut |_, v| {
+                        c += 1 + v.len() as u64;
+                        true
+                    })?;
+                    sc.sink = sc.sink.wrapping_add(c);
+                    Ok(c > 0)
+                }
+                Op::Rmw(i) => {
+                    let found = get(e, keys, i, sc)?;
+                    put(e, keys, i, 2, vs, sc)?;
+                    Ok(found)
+                }
+            }
+        };
+        let warm_parts: Vec<&[Op]> = (0..threads).map(|i| streams.warmup_part(i)).collect();
+        let _ = execute(&warm_parts, 1 << 20, run);
+        let parts: Vec<&[Op]> = (0..threads).map(|i| streams.measured_part(i)).collect();
+        let st = execute(&parts, s.sample_every, run);
+        let mut r = fill(t.record(exp, workload, &m.name, threads, loaded), &st, s.keep_cdf);
+        r.extra.insert("load_s".into(), load_st.wall.as_secs_f64());
+        for (k, c) in mix::count_kinds(&streams) {
+            r.extra.insert(format!("ops:{}", k.name()), c as f64);
+        }
+        drop(store);
+        Ok(vec![r])
+    })
+}
+
+/// Key indices a mix run over `loaded` records with these parameters will use.
+pub fn mix_keys_needed(s: &Settings, m: &Mix, loaded: u64, ops: u64, threads: usize) -> u64 {
+    if !m.inserts() {
+        return loaded;
+    }
+    let threads = threads.max(1);
+    let per = (ops as usize).div_ceil(threads);
+    let warm = ((per as f64) * s.warmup).ceil() as usize;
+    mix::generate(m, loaded, warm, per, threads, s.seed).total_keys
+}
+
+/// HART Fig. 10a: `reps` ordered scans of `len` records each, from random start keys, over a
+/// store loaded with `keys` (Sequential in the paper). One record: ns per scan, with
+/// `extra.ns_per_record`.
+pub fn range_query(
+    s: &Settings,
+    t: &Target,
+    exp: &str,
+    workload: &str,
+    keys: &KeySet,
+    len: usize,
+    reps: usize,
+) -> Vec<Record> {
+    guarded(t, exp, workload, || {
+        let n = keys.len();
+        if n < len {
+            return Err(format!("range query of {len} records needs at least that many keys, have {n}"));
+        }
+        let pool = Pool::fresh(s, t, exp);
+        let store = pool.open(t, true, size_hint(keys, s.value_size))?;
+        let e = store.engine();
+        load(e, keys, n as u64, 1, s.value_size)?;
+        let mut rng = Rng::derive(s.seed, 0x7261_6e67);
+        let starts: Vec<u64> = (0..reps.max(1)).map(|_| rng.below((n - len + 1) as u64)).collect();
+        // Warm-up: one scan, untimed.
+        let scan = |&st: &u64, sc: &mut measure::Scratch| -> OpResult {
+            let r =
+                ScanRange { start: Bound::Included(keys.get(st as usize).to_vec()), end: Bound::Unbounded, limit: len };
+            let mut c = 0usize;
+            e.scan(&r, &mut |_, v| {
+                c += 1;
+                sc.sink = sc.sink.wrapping_add(v.len() as u64);
+                true
+            })?;
+            Ok(c == len)
+        };
+        let _ = execute(&[&starts[..1]], 1, scan);
+        let st = execute(&[&starts[..]], 1, scan);
+        let mut r = fill(t.record(exp, workload, &format!("range {len}"), 1, n as u64), &st, false);
+        r.extra.insert("records_per_scan".into(), len as f64);
+        r.extra.insert("ns_per_record".into(), r.ns_per_op / len as f64);
+        if st.tally.missed > 0 {
+            return Err(format!("{} of {} scans returned fewer than {len} records", st.tally.missed, st.ops));
+        }
+        Ok(vec![r])
+    })
+}
+
+/// HART Fig. 10b: DRAM and PM in use after loading `keys`, as the engine accounts it
+/// (`Engine::memory`). One record with `extra.dram_bytes`, `extra.pm_bytes` and each
+/// structure as `extra."dram:NAME"` / `extra."pm:NAME"`.
+pub fn memory(s: &Settings, t: &Target, exp: &str, workload: &str, keys: &KeySet) -> Vec<Record> {
+    guarded(t, exp, workload, || {
+        let pool = Pool::fresh(s, t, exp);
+        let store = pool.open(t, true, size_hint(keys, s.value_size))?;
+        let e = store.engine();
+        let st = load(e, keys, keys.len() as u64, 1, s.value_size)?;
+        let m = e.memory();
+        let mut r = fill(t.record(exp, workload, "memory", 1, keys.len() as u64), &st, false);
+        r.op = "memory".into();
+        r.extra.insert("dram_bytes".into(), m.dram_total() as f64);
+        r.extra.insert("pm_bytes".into(), m.pm_total() as f64);
+        r.extra.insert("key_bytes".into(), keys.bytes() as f64);
+        for (k, v) in &m.dram {
+            r.extra.insert(format!("dram:{k}"), *v as f64);
+        }
+        for (k, v) in &m.pm {
+            r.extra.insert(format!("pm:{k}"), *v as f64);
+        }
+        Ok(vec![r])
+    })
+}
+
+/// HART Fig. 10c: build = insert every key into a fresh pool (timed); recovery = drop the
+/// store and open the same pool again (timed), then check every record came back. Two
+/// records, "build" and "recovery", with the time in `wall_s`. An engine that keeps
+/// nothing across a reopen (the volatile baseline) gets a recovery record with `error`
+/// saying so.
+pub fn build_recover(s: &Settings, t: &Target, exp: &str, workload: &str, keys: &KeySet) -> Vec<Record> {
+    guarded(t, exp, workload, || {
+        let n = keys.len() as u64;
+        let pool = Pool::fresh(s, t, exp);
+        let hint = size_hint(keys, s.value_size);
+        let t0 = Instant::now();
+        let store = pool.open(t, true, hint)?;
+        let open_s = t0.elapsed().as_secs_f64();
+        let st = load(store.engine(), keys, n, 1, s.value_size)?;
+        let mut b = fill(t.record(exp, workload, "build", 1, n), &st, false);
+        b.wall_s = open_s + st.wall.as_secs_f64();
+        b.ns_per_op = b.wall_s * 1e9 / n.max(1) as f64;
+        let t1 = Instant::now();
+        drop(store);
+        let close_s = t1.elapsed().as_secs_f64();
+        b.extra.insert("close_s".into(), close_s);
+        let t2 = Instant::now();
+        let store = pool.open(t, false, hint)?;
+        let rec_s = t2.elapsed().as_secs_f64();
+        let got = store.len();
+        let mut r = t.record(exp, workload, "recovery", 1, n);
+        r.wall_s = rec_s;
+        r.ops = n;
+        r.ns_per_op = rec_s * 1e9 / n.max(1) as f64;
+        r.extra.insert("recovered_records".into(), got as f64);
+        if got != n {
+            r.error = Some(if got == 0 && t.engine.is_baseline() {
+                "not persistent: nothing survives a reopen (recovery n/a)".into()
+            } else {
+                format!("reopened store holds {got} of {n} records")
+            });
+        } else {
+            // Spot-check that records, not just a count, came back.
+            let e = store.engine();
+            let mut rng = Rng::derive(s.seed, 0x7265_6376);
+            let mut sc = measure::Scratch::default();
+            let missing = (0..1000.min(n)).filter(|_| !matches!(get(e, keys, rng.below(n), &mut sc), Ok(true))).count();
+            if missing > 0 {
+                r.error = Some(format!("{missing} of 1000 sampled records missing after recovery"));
+            }
+        }
+        drop(store);
+        Ok(vec![b, r])
+    })
+}
+
+/// Kinds of operations a mix contains, for labels.
+pub fn mix_label(m: &Mix) -> String {
+    OpKind::ALL
+        .iter()
+        .filter(|k| m.share(**k) > 0.0)
+        .map(|k| format!("{:.0}% {}", m.share(*k) * 100.0, k.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,308 @@
+//! Results: one [`Record`] per measured (engine, setting, workload, operation); written as a
+//! terminal table, JSON (serde_json) and CSV.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One measurement.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Record {
+    /// Experiment id: "main", "run", "fig4", …
+    pub experiment: String,
+    pub engine: String,
+    /// What a completed write survives.
+    pub durability: String,
+    /// Persistence mode, "-" where it does not apply.
+    pub mode: String,
+    /// Emulated PM write/read latency ("300/100"), "none", or "-".
+    pub latency: String,
+    pub workload: String,
+    pub op: String,
+    pub threads: usize,
+    /// Records in the store when the phase started (or built, for build/recovery).
+    pub records: u64,
+    /// Operations measured.
+    pub ops: u64,
+    pub wall_s: f64,
+    pub ns_per_op: f64,
+    pub mops: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub flushes_per_op: f64,
+    pub fences_per_op: f64,
+    pub lines_written_per_op: f64,
+    pub lines_read_per_op: f64,
+    pub found: u64,
+    pub missed: u64,
+    pub errors: u64,
+    /// The first error an operation returned (the numbers are still reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op_error: Option<String>,
+    /// Further numbers of this measurement (e.g. "dram_bytes", "pm_bytes").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, f64>,
+    /// Latency CDF points (ns, fraction) — JSON only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cdf: Vec<(u64, f64)>,
+    /// Why the engine produced no numbers (open failed, panicked, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Where and how results were produced.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Meta {
+    pub tool: String,
+    pub command: String,
+    pub seed: u64,
+    pub unix_time: u64,
+    pub cpus: usize,
+    pub flush_instruction: String,
+    pub pool_dir: String,
+    pub notes: Vec<String>,
+}
+
+impl Meta {
+    pub fn new(command: &str, seed: u64, pool_dir: &Path) -> Meta {
+        Meta {
+            tool: format!("pmkv-bench {}", env!("CARGO_PKG_VERSION")),
+            command: command.into(),
+            seed,
+            unix_time: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            flush_instruction: pmkv_substrate::flush_insn().name().into(),
+            pool_dir: pool_dir.display().to_string(),
+            notes: vec![],
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Report {
+    pub meta: Meta,
+    pub records: Vec<Record>,
+}
+
+/// A column of the terminal table and the CSV.
+pub struct Col {
+    pub head: &'static str,
+    pub get: fn(&Record) -> String,
+    /// Right-align (numbers).
+    pub right: bool,
+}
+
+fn f1(x: f64) -> String {
+    if x == 0.0 {
+        "0".into()
+    } else if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn f3(x: f64) -> String {
+    format!("{x:.3}")
+}
+
+macro_rules! col {
+    ($h:expr, $r:expr, $f:expr) => {
+        Col { head: $h, get: $f, right: $r }
+    };
+}
+
+/// Columns for basic-operation and mix tables.
+pub fn standard_columns() -> Vec<Col> {
+    vec![
+        col!("engine", false, |r| r.engine.clone()),
+        col!("mode", false, |r| r.mode.clone()),
+        col!("latency", false, |r| r.latency.clone()),
+        col!("workload", false, |r| r.workload.clone()),
+        col!("op", false, |r| r.op.clone()),
+        col!("thr", true, |r| r.threads.to_string()),
+        col!("records", true, |r| r.records.to_string()),
+        col!("ns/op", true, |r| f1(r.ns_per_op)),
+        col!("Mops/s", true, |r| f3(r.mops)),
+        col!("p50", true, |r| r.p50_ns.to_string()),
+        col!("p99", true, |r| r.p99_ns.to_string()),
+        col!("p99.9", true, |r| r.p999_ns.to_string()),
+        col!("fences/op", true, |r| f1(r.fences_per_op)),
+        col!("flushes/op", true, |r| f1(r.flushes_per_op)),
+        col!("PM lines W/op", true, |r| f1(r.lines_written_per_op)),
+        col!("PM lines R/op", true, |r| f1(r.lines_read_per_op)),
+    ]
+}
+
+/// Columns of the default main job's table.
+pub fn main_job_columns() -> Vec<Col> {
+    vec![
+        col!("engine", false, |r| r.engine.clone()),
+        col!("mode", false, |r| r.mode.clone()),
+        col!("op", false, |r| r.op.clone()),
+        col!("ns/op", true, |r| f1(r.ns_per_op)),
+        col!("Mops/s", true, |r| f3(r.mops)),
+        col!("p99 ns", true, |r| r.p99_ns.to_string()),
+        col!("fences/op", true, |r| f1(r.fences_per_op)),
+        col!("flushes/op", true, |r| f1(r.flushes_per_op)),
+        col!("PM lines W/op", true, |r| f1(r.lines_written_per_op)),
+        col!("PM lines R/op", true, |r| f1(r.lines_read_per_op)),
+    ]
+}
+
+/// A plain-text table of `records` (failed engines get one line with their error).
+pub fn table(records: &[Record], cols: &[Col]) -> String {
+    let ok: Vec<&Record> = records.iter().filter(|r| r.error.is_none()).collect();
+    let cells: Vec<Vec<String>> = ok.iter().map(|r| cols.iter().map(|c| (c.get)(r)).collect()).collect();
+    let widths: Vec<usize> = cols
+        .iter()
+        .enumerate()
+        .map(|(i, c)| cells.iter().map(|row| row[i].chars().count()).chain([c.head.len()]).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    let line = |out: &mut String, row: Vec<String>| {
+        let parts: Vec<String> = row
+            .iter()
+            .zip(cols)
+            .zip(&widths)
+            .map(|((s, c), &w)| if c.right { format!("{s:>w$}") } else { format!("{s:<w$}") })
+            .collect();
+        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
+    };
+    line(&mut out, cols.iter().map(|c| c.head.to_string()).collect());
+    let _ = writeln!(out, "{}", widths.iter().map(|&w| "-".repeat(w)).collect::<Vec<_>>().join("  "));
+    for row in cells {
+        line(&mut out, row);
+    }
+    for r in records.iter().filter(|r| r.error.is_some()) {
+        let _ = writeln!(out, "{} ({} {}): FAILED: {}", r.engine, r.mode, r.workload, r.error.as_deref().unwrap_or(""));
+    }
+    out
+}
+
+/// Durability legend for the engines that appear in `records`.
+pub fn legend(records: &[Record]) -> String {
+    let mut seen = BTreeMap::new();
+    for r in records {
+        seen.entry(format!("{} [{}]", r.engine, r.mode)).or_insert_with(|| r.durability.clone());
+    }
+    seen.into_iter().map(|(k, v)| format!("  {k}: {v}\n")).collect()
+}
+
+/// Quote a CSV field if needed (RFC 4180).
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// CSV with every scalar field of [`Record`] (extra values as `extra:NAME` columns).
+pub fn csv(records: &[Record]) -> String {
+    let extra_keys: Vec<String> = {
+        let mut k: Vec<String> = records.iter().flat_map(|r| r.extra.keys().cloned()).collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    let mut heads: Vec<String> = [
+        "experiment",
+        "engine",
+        "durability",
+        "mode",
+        "latency",
+        "workload",
+        "op",
+        "threads",
+        "records",
+        "ops",
+        "wall_s",
+        "ns_per_op",
+        "mops",
+        "p50_ns",
+        "p99_ns",
+        "p999_ns",
+        "flushes_per_op",
+        "fences_per_op",
+        "lines_written_per_op",
+        "lines_read_per_op",
+        "found",
+        "missed",
+        "errors",
+        "op_error",
+        "error",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    heads.extend(extra_keys.iter().map(|k| format!("extra:{k}")));
+    let mut out = heads.join(",") + "\n";
+    for r in records {
+        let mut row = vec![
+            r.experiment.clone(),
+            r.engine.clone(),
+            r.durability.clone(),
+            r.mode.clone(),
+            r.latency.clone(),
+            r.workload.clone(),
+            r.op.clone(),
+            r.threads.to_string(),
+            r.records.to_string(),
+            r.ops.to_string(),
+            format!("{:.6}", r.wall_s),
+            format!("{:.2}", r.ns_per_op),
+            format!("{:.4}", r.mops),
+            r.p50_ns.to_string(),
+            r.p99_ns.to_string(),
+            r.p999_ns.to_string(),
+            format!("{:.4}", r.flushes_per_op),
+            format!("{:.4}", r.fences_per_op),
+            format!("{:.4}", r.lines_written_per_op),
+            format!("{:.4}", r.lines_read_per_op),
+            r.found.to_string(),
+            r.missed.to_string(),
+            r.errors.to_string(),
+            r.op_error.clone().unwrap_or_default(),
+            r.error.clone().unwrap_or_default(),
+        ];
+        row.extend(extra_keys.iter().map(|k| r.extra.get(k).map_or(String::new(), |v| format!("{v}"))));
+        out += &row.iter().map(|s| csv_field(s)).collect::<Vec<_>>().join(",");
+        out.push('\n');
+    }
+    out
+}
+
+/// Write `report` as `DIR/STEM.json` and `DIR/STEM.csv`.
+pub fn write_files(dir: &Path, stem: &str, report: &Report) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join(format!("{stem}.json")), json + "\n")?;
+    std::fs::write(dir.join(format!("{stem}.csv")), csv(&report.records))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quotes_and_table_aligns() {
+        let r = Record {
+            engine: "lmdb-sync".into(),
+            durability: "durable, really".into(),
+            op: "insert".into(),
+            ns_per_op: 1234.5,
+            ..Default::default()
+        };
+        let c = csv(std::slice::from_ref(&r));
+        assert!(c.contains("\"durable, really\""));
+        assert_eq!(c.lines().count(), 2);
+        let t = table(&[r], &main_job_columns());
+        assert!(t.contains("1234") && t.lines().count() == 3);
+    }
+}

@@ -1,0 +1,143 @@
+//! The papers' workloads (SPEC W), all deterministic given a seed.
+//!
+//! * key sets — [`dictionary`] (HART's Dictionary), [`strings`] (HART's Sequential and
+//!   Random), [`integers`] (NBTree's 8-byte keys);
+//! * operation mixes and streams — [`mix`] (HART's Read-Intensive / Read-Modified-Write /
+//!   Write-Intensive, YCSB A–F, read:write and skew sweeps), with uniform, Zipfian and
+//!   latest request distributions.
+
+pub mod dictionary;
+pub mod integers;
+pub mod mix;
+pub mod strings;
+
+use crate::rng::mix64;
+
+/// Which kind of keys a key set holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyKind {
+    /// `data/words.txt.gz`: 466,551 English words, in file order.
+    Dictionary,
+    /// Fixed-width base-62 counters over `[0-9A-Za-z]`, ascending.
+    Sequential,
+    /// Random strings over `[A-Za-z0-9]`, lengths uniform in 5..=16, distinct.
+    Random,
+    /// Distinct random 8-byte integers, big-endian (byte order = numeric order), never 0.
+    Int,
+}
+
+impl KeyKind {
+    pub const ALL: [KeyKind; 4] = [KeyKind::Dictionary, KeyKind::Sequential, KeyKind::Random, KeyKind::Int];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyKind::Dictionary => "dictionary",
+            KeyKind::Sequential => "sequential",
+            KeyKind::Random => "random",
+            KeyKind::Int => "int",
+        }
+    }
+
+    /// Number of keys used when the user gives none.
+    pub fn default_count(self) -> usize {
+        match self {
+            KeyKind::Dictionary => dictionary::WORDS,
+            _ => 1_000_000,
+        }
+    }
+
+    /// The largest key set this kind can produce.
+    pub fn max_count(self) -> usize {
+        match self {
+            KeyKind::Dictionary => dictionary::WORDS,
+            _ => u32::MAX as usize,
+        }
+    }
+}
+
+impl std::str::FromStr for KeyKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<KeyKind, String> {
+        KeyKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s.to_ascii_lowercase())
+            .ok_or_else(|| format!("unknown key kind '{s}' (dictionary, sequential, random, int)"))
+    }
+}
+
+/// `n` distinct keys stored back to back (one allocation, cache-friendly to iterate).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeySet {
+    data: Vec<u8>,
+    ends: Vec<u64>,
+}
+
+impl KeySet {
+    pub fn with_capacity(keys: usize, bytes: usize) -> KeySet {
+        KeySet { data: Vec::with_capacity(bytes), ends: Vec::with_capacity(keys) }
+    }
+
+    /// `n` keys of `kind` for `seed` (Dictionary and Sequential ignore the seed: they are
+    /// fixed sequences). Errors if `n` exceeds what the kind has.
+    pub fn generate(kind: KeyKind, n: usize, seed: u64) -> Result<KeySet, String> {
+        if n > kind.max_count() {
+            return Err(format!("the {} workload has at most {} keys, {n} requested", kind.name(), kind.max_count()));
+        }
+        Ok(match kind {
+            KeyKind::Dictionary => dictionary::words(n),
+            KeyKind::Sequential => strings::sequential(n),
+            KeyKind::Random => strings::random(n, seed),
+            KeyKind::Int => integers::uniform_keys(n, seed),
+        })
+    }
+
+    pub fn push(&mut self, key: &[u8]) {
+        self.data.extend_from_slice(key);
+        self.ends.push(self.data.len() as u64);
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Key `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.data[start..self.ends[i] as usize]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        (0..self.len()).map(move |i| self.get(i))
+    }
+
+    /// Total key bytes.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The first `n` keys.
+    pub fn prefix(&self, n: usize) -> KeySet {
+        let n = n.min(self.len());
+        let end = if n == 0 { 0 } else { self.ends[n - 1] as usize };
+        KeySet { data: self.data[..end].to_vec(), ends: self.ends[..n].to_vec() }
+    }
+}
+
+/// Fill `buf` with the `size`-byte value of key `idx` at `version` (deterministic, so a
+/// reader can tell which write it sees; different versions differ in every 8-byte word).
+#[inline]
+pub fn fill_value(buf: &mut Vec<u8>, idx: u64, version: u64, size: usize) {
+    buf.clear();
+    let mut w = mix64(idx ^ version.rotate_left(40));
+    while buf.len() < size {
+        let b = w.to_le_bytes();
+        let take = (size - buf.len()).min(8);
+        buf.extend_from_slice(&b[..take]);
+        w = mix64(w);
+    }
+}

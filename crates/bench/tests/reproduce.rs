@@ -1,0 +1,121 @@
+//! SPEC U5: `reproduce hart` end to end at a test-only scale, `run` writing its outputs, and
+//! the papers whose engines are missing refusing clearly.
+
+use pmkv_bench::cli::{self, ReproduceArgs, RunArgs};
+use pmkv_bench::reproduce::{Paper, Scale};
+use std::path::Path;
+
+fn decode_png(p: &Path) -> (u32, u32, usize) {
+    let f = std::fs::File::open(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let mut dec = png::Decoder::new(f).read_info().unwrap_or_else(|e| panic!("{}: not a PNG: {e}", p.display()));
+    let mut buf = vec![0; dec.output_buffer_size()];
+    let info = dec.next_frame(&mut buf).unwrap();
+    let bytes = &buf[..info.buffer_size()];
+    // A drawn figure is not a blank page: count non-white bytes.
+    let inked = bytes.iter().filter(|&&b| b < 200).count();
+    (info.width, info.height, inked)
+}
+
+#[test]
+fn u5_reproduce_hart_tiny_writes_report_json_csv_and_plots() {
+    let out = tempfile::tempdir().unwrap();
+    let a = ReproduceArgs {
+        paper: Paper::Hart,
+        scale: Scale::Tiny,
+        out: out.path().to_path_buf(),
+        engines: vec![],
+        seed: 1,
+        dir: None,
+        quiet: true,
+    };
+    let rep = pmkv_bench::reproduce::hart(&a).unwrap();
+    for exp in ["fig4-7", "fig8", "fig9", "fig10a", "fig10b", "fig10c", "fig10d"] {
+        assert!(rep.records.iter().any(|r| r.experiment == exp && r.error.is_none()), "no result for {exp}");
+    }
+    // Every engine of pmkv::ENGINES and the baselines took part.
+    for e in pmkv_bench::engines::all() {
+        assert!(rep.records.iter().any(|r| r.engine == e.name()), "engine {} missing", e.name());
+    }
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    for fig in ["Fig. 4", "Fig. 5", "Fig. 6", "Fig. 7", "Fig. 8", "Fig. 9", "Fig. 10", "**Paper:**"] {
+        assert!(md.contains(fig), "report.md lacks {fig}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap()).unwrap();
+    assert!(json["records"].as_array().unwrap().len() >= rep.records.len());
+    let csv = std::fs::read_to_string(out.path().join("results.csv")).unwrap();
+    assert!(csv.starts_with("experiment,engine,"));
+    assert_eq!(csv.lines().count(), rep.records.len() + 1);
+    for fig in ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig10d-ops", "latency-cdf"] {
+        let png = out.path().join(format!("{fig}.png"));
+        let (w, h, inked) = decode_png(&png);
+        assert!(w > 0 && h > 0, "{fig}.png is empty");
+        assert!(inked > 1000, "{fig}.png looks blank");
+        assert!(md.contains(&format!("({fig}.png)")), "report.md does not show {fig}.png");
+        let svg = std::fs::read_to_string(out.path().join(format!("{fig}.svg"))).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("<text"), "{fig}.svg has no text");
+    }
+}
+
+#[test]
+fn u5_run_sweep_and_mix_write_json_csv_png() {
+    let out = tempfile::tempdir().unwrap();
+    let a = RunArgs {
+        engines: vec!["volatile".into(), "lmdb".into()],
+        workload: "rw-sweep".into(),
+        keys: Some(2_000),
+        ops: Some(2_000),
+        out: Some(out.path().to_path_buf()),
+        quiet: true,
+        ..RunArgs::default()
+    };
+    cli::run(a).unwrap();
+    for f in ["results.json", "results.csv", "sweep.png", "sweep.svg"] {
+        assert!(out.path().join(f).is_file(), "{f} missing");
+    }
+    assert!(decode_png(&out.path().join("sweep.png")).2 > 1000);
+    let out2 = tempfile::tempdir().unwrap();
+    let a = RunArgs {
+        engines: vec!["volatile".into()],
+        workload: "random".into(),
+        keys: Some(3_000),
+        threads: vec![1, 2],
+        out: Some(out2.path().to_path_buf()),
+        quiet: true,
+        ..RunArgs::default()
+    };
+    cli::run(a).unwrap();
+    for f in ["ops.png", "threads.png", "latency-cdf.png", "results.csv"] {
+        assert!(out2.path().join(f).is_file(), "{f} missing");
+    }
+}
+
+#[test]
+fn u5_unknown_engine_and_workload_are_errors() {
+    let a = RunArgs { engines: vec!["nosuch".into()], ..RunArgs::default() };
+    assert!(cli::run(a).unwrap_err().to_string().contains("unknown engine"));
+    let a = RunArgs { workload: "nosuch".into(), engines: vec!["volatile".into()], ..RunArgs::default() };
+    assert!(cli::run(a).unwrap_err().to_string().contains("unknown workload"));
+}
+
+#[test]
+fn u5_reproduce_papers_without_engines_say_so() {
+    for (paper, name) in [(Paper::Nbtree, "nbtree"), (Paper::Mangosteen, "mangosteen")] {
+        if pmkv::ENGINES.contains(&name) {
+            continue;
+        }
+        let out = tempfile::tempdir().unwrap();
+        let a = ReproduceArgs {
+            paper,
+            scale: Scale::Tiny,
+            out: out.path().join("x"),
+            engines: vec![],
+            seed: 1,
+            dir: None,
+            quiet: true,
+        };
+        let e = cli::reproduce(a).unwrap_err().to_string();
+        assert!(e.contains("not built yet"), "{e}");
+        assert!(!out.path().join("x").exists(), "nothing is written");
+    }
+}

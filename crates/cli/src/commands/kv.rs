@@ -1,0 +1,250 @@
+//! Key-value commands over any engine through the one API (SPEC U1/U2):
+//! `load`, `get`, `put`, `del`, `scan`, `dump`.
+//!
+//! Output escapes every byte outside printable ASCII (and the backslash) as `\xNN`, so a
+//! dump is one record per line whatever the keys hold; `load --tsv` reads it back.
+
+use super::CmdResult;
+use crate::Outcome;
+use pmkv::{Options, ScanRange, Store};
+use pmkv_substrate::Mode;
+use std::io::{BufRead, BufWriter, Write};
+use std::ops::Bound;
+use std::path::PathBuf;
+
+/// Options shared by every command that opens a pool.
+#[derive(clap::Args, Clone)]
+pub struct OpenArgs {
+    /// Persistence mode: adr, eadr, msync or none.
+    #[arg(long, default_value = "adr")]
+    pub mode: Mode,
+}
+
+impl OpenArgs {
+    pub fn options(&self) -> Options {
+        Options { mode: self.mode, create: false, ..Options::default() }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct LoadArgs {
+    pub pool: PathBuf,
+    /// Input file: one key per line (value = the line's 1-based number), or with --tsv
+    /// `key<TAB>value` lines as `dump` writes them.
+    pub file: PathBuf,
+    /// Engine for a new pool.
+    #[arg(long, default_value = "hart")]
+    pub engine: String,
+    /// Lines are escaped `key<TAB>value` pairs (the `dump` format).
+    #[arg(long)]
+    pub tsv: bool,
+    /// HART: bytes of the key that select an ART (new pools only).
+    #[arg(long, default_value_t = 2)]
+    pub hash_key_len: usize,
+    /// Initial size of a new pool, in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub initial_mib: u64,
+    #[command(flatten)]
+    pub open: OpenArgs,
+}
+
+#[derive(clap::Args)]
+pub struct KeyArgs {
+    pub pool: PathBuf,
+    pub key: String,
+    #[command(flatten)]
+    pub open: OpenArgs,
+}
+
+#[derive(clap::Args)]
+pub struct PutArgs {
+    pub pool: PathBuf,
+    pub key: String,
+    pub value: String,
+    #[command(flatten)]
+    pub open: OpenArgs,
+}
+
+#[derive(clap::Args)]
+pub struct ScanArgs {
+    pub pool: PathBuf,
+    /// First key (inclusive).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Last key (inclusive).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// At most this many records.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    #[command(flatten)]
+    pub open: OpenArgs,
+}
+
+#[derive(clap::Args)]
+pub struct DumpArgs {
+    pub pool: PathBuf,
+    #[command(flatten)]
+    pub open: OpenArgs,
+}
+
+/// `\xNN` for bytes outside printable ASCII, and for `\`.
+pub fn escape(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len());
+    for &c in b {
+        if (0x20..0x7f).contains(&c) && c != b'\\' {
+            s.push(c as char);
+        } else {
+            s.push_str(&format!("\\x{c:02x}"));
+        }
+    }
+    s
+}
+
+/// Inverse of [`escape`]; also used for keys given on the command line.
+pub fn unescape(s: &str) -> Result<Vec<u8>, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1] == b'x' {
+            let hex = std::str::from_utf8(&b[i + 2..i + 4]).map_err(|_| format!("bad escape in '{s}'"))?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| format!("bad escape \\x{hex} in '{s}'"))?);
+            i += 4;
+        } else if b[i] == b'\\' && i + 1 < b.len() && b[i + 1] == b'\\' {
+            out.push(b'\\');
+            i += 2;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
+pub fn load(a: LoadArgs) -> CmdResult {
+    let opts = Options {
+        mode: a.open.mode,
+        create: true,
+        hash_key_len: a.hash_key_len,
+        initial_size: a.initial_mib << 20,
+        ..Options::default()
+    };
+    let input = std::fs::File::open(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let total = input.metadata().map(|m| m.len()).unwrap_or(0);
+    let store = Store::open(&a.pool, &a.engine, &opts)?;
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} loading [{bar:40}] {bytes}/{total_bytes} {per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut reader = std::io::BufReader::new(input);
+    let mut line = Vec::new();
+    let mut n = 0u64;
+    loop {
+        line.clear();
+        let got = reader.read_until(b'\n', &mut line).map_err(|e| format!("{}: {e}", a.file.display()))?;
+        if got == 0 {
+            break;
+        }
+        bar.inc(got as u64);
+        n += 1;
+        let mut rec = line.as_slice();
+        if rec.last() == Some(&b'\n') {
+            rec = &rec[..rec.len() - 1];
+        }
+        if rec.last() == Some(&b'\r') {
+            rec = &rec[..rec.len() - 1];
+        }
+        if a.tsv {
+            let text = String::from_utf8_lossy(rec);
+            let (k, v) = text.split_once('\t').ok_or_else(|| format!("line {n}: no TAB between key and value"))?;
+            store.put(&unescape(k)?, &unescape(v)?)?;
+        } else {
+            store.put(rec, n.to_string().as_bytes())?;
+        }
+    }
+    bar.finish_and_clear();
+    eprintln!("loaded {n} records; {} keys in the pool", store.len());
+    Ok(Outcome::Ok)
+}
+
+pub fn get(a: KeyArgs) -> CmdResult {
+    let store = Store::open_existing(&a.pool, &a.open.options())?;
+    match store.get(&unescape(&a.key)?)? {
+        Some(v) => {
+            println!("{}", escape(&v));
+            Ok(Outcome::Ok)
+        }
+        None => Ok(Outcome::NotFound),
+    }
+}
+
+pub fn put(a: PutArgs) -> CmdResult {
+    let store = Store::open_existing(&a.pool, &a.open.options())?;
+    store.put(&unescape(&a.key)?, &unescape(&a.value)?)?;
+    Ok(Outcome::Ok)
+}
+
+pub fn del(a: KeyArgs) -> CmdResult {
+    let store = Store::open_existing(&a.pool, &a.open.options())?;
+    Ok(if store.delete(&unescape(&a.key)?)? { Outcome::Ok } else { Outcome::NotFound })
+}
+
+fn print_range(store: &Store, range: &ScanRange) -> CmdResult {
+    let out = std::io::stdout();
+    let mut out = BufWriter::new(out.lock());
+    let mut err = None;
+    store.engine().scan(range, &mut |k, v| match writeln!(out, "{}\t{}", escape(k), escape(v)) {
+        Ok(()) => true,
+        Err(e) => {
+            err = Some(e);
+            false
+        }
+    })?;
+    match err {
+        // A closed pipe (`pmkv dump | head`) is not an error.
+        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
+        _ => {}
+    }
+    let _ = out.flush();
+    Ok(Outcome::Ok)
+}
+
+pub fn scan(a: ScanArgs) -> CmdResult {
+    let store = Store::open_existing(&a.pool, &a.open.options())?;
+    let range = ScanRange {
+        start: match &a.from {
+            Some(k) => Bound::Included(unescape(k)?),
+            None => Bound::Unbounded,
+        },
+        end: match &a.to {
+            Some(k) => Bound::Included(unescape(k)?),
+            None => Bound::Unbounded,
+        },
+        limit: a.limit.unwrap_or(usize::MAX),
+    };
+    print_range(&store, &range)
+}
+
+pub fn dump(a: DumpArgs) -> CmdResult {
+    let store = Store::open_existing(&a.pool, &a.open.options())?;
+    print_range(&store, &ScanRange::all())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_round_trip() {
+        let all: Vec<u8> = (0..=255u8).collect();
+        let e = escape(&all);
+        assert!(!e.contains('\t') && !e.contains('\n'));
+        assert_eq!(unescape(&e).unwrap(), all);
+        assert_eq!(unescape("a\\x00b").unwrap(), b"a\0b");
+        assert!(unescape("\\xzz").is_err());
+    }
+}

@@ -1,0 +1,95 @@
+//! `pmkv check POOL` and `pmkv bench alloc`, run as the built binary (SPEC P7, U2): a good
+//! allocator prints its report and exits 0; a pool without an allocator or with damaged
+//! allocator metadata exits 2 with one line on stderr, never a panic.
+
+use pmkv_substrate::epalloc::{EpAlloc, TypeId, EPALLOC_ROOT};
+use pmkv_substrate::{Latency, Mode, Pool, PoolOptions};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+fn opts() -> PoolOptions {
+    PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE).initial_size(1 << 20).max_size(4 << 20)
+}
+
+fn pmkv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pmkv")).args(args).output().expect("running pmkv")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn assert_refused(out: &Output) {
+    assert_eq!(out.status.code(), Some(2), "stdout {} stderr {}", text(&out.stdout), text(&out.stderr));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("pmkv: ") && !err.contains("panicked"), "{err}");
+}
+
+/// A pool with an allocator and some objects; returns the path and the first chunk of
+/// the 64-byte list (for corrupting it).
+fn pool_with_objects(dir: &Path) -> (PathBuf, u64) {
+    let path = dir.join("ep.pool");
+    let pool = Arc::new(Pool::create(&path, "anylayout", &opts()).unwrap());
+    let ep = EpAlloc::create(pool).unwrap();
+    let mut first = 0;
+    for i in 0..100u64 {
+        let off = ep.alloc(TypeId(1 + (i % 3) as u16), [8, 64, 5000][i as usize % 3]).unwrap();
+        ep.publish(off);
+        if i == 1 {
+            first = off;
+        }
+    }
+    (path, first - 64)
+}
+
+#[test]
+fn p7_check_prints_the_report_of_a_good_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = pool_with_objects(dir.path());
+    let out = pmkv(&["check", path.to_str().unwrap(), "--stats"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("layout           anylayout"), "{s}");
+    assert!(s.contains("OK: lists acyclic"), "{s}");
+    assert!(s.contains("33 extents") || s.contains("extents          33"), "{s}");
+    assert!(s.contains("overhead B"), "stats table: {s}");
+}
+
+#[test]
+fn p7_check_refuses_missing_or_damaged_allocator() {
+    let dir = tempfile::tempdir().unwrap();
+    // No allocator in the pool.
+    let bare = dir.path().join("bare.pool");
+    drop(Pool::create(&bare, "x", &opts()).unwrap());
+    assert_refused(&pmkv(&["check", bare.to_str().unwrap()]));
+    // Not a pool at all, and a missing file.
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, vec![7u8; 8192]).unwrap();
+    assert_refused(&pmkv(&["check", junk.to_str().unwrap()]));
+    assert_refused(&pmkv(&["check", dir.path().join("nope").to_str().unwrap()]));
+    // A cycle in a chunk list: the chunk's PNext points to itself.
+    let (path, chunk) = pool_with_objects(dir.path());
+    {
+        let pool = Pool::open(&path, None, &opts()).unwrap();
+        assert!(pool.root(EPALLOC_ROOT) != 0);
+        // SAFETY: test-only corruption of a PNext word inside the pool.
+        unsafe { pool.at::<u64>(chunk + 8).write(chunk) };
+        pool.persist_off(chunk + 8, 8);
+    }
+    let out = pmkv(&["check", path.to_str().unwrap()]);
+    assert_refused(&out);
+    assert!(text(&out.stderr).contains("allocator"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn p7_bench_alloc_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = pmkv(&["bench", "alloc", "--iters", "2000", "--threads", "1,2", "--dir", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("EPallocator ns"), "{s}");
+    assert_eq!(s.lines().filter(|l| l.trim_start().starts_with(['1', '2'])).count(), 2, "{s}");
+    assert!(s.contains("x ") || s.contains("libpmemobj not installed"), "{s}");
+}

@@ -1,0 +1,106 @@
+//! `check` for HART (extends EPallocator's checker): every used leaf is reachable from
+//! exactly one ART and found by its own key; every key once; every used leaf's value and
+//! key object are used, owned by that leaf alone; no used value or key object is
+//! unreferenced (no leak); no micro-log left valid.
+
+use crate::art::KeySource;
+use crate::error::{HartError, Result};
+use crate::hart::{read_u32, read_u64, Hart, PmKeys};
+use crate::hash_table::hash_key;
+use crate::layout::*;
+use std::collections::HashSet;
+
+impl Hart {
+    /// Verify HART's persistent invariants; returns a summary.
+    pub fn check(&self) -> Result<String> {
+        let alloc_report = self.alloc.check().map_err(HartError::Pool)?;
+        let pool = &*self.pool;
+        let ks = PmKeys(pool);
+        let mut problems: Vec<String> = Vec::new();
+        let mut tree = HashSet::new();
+        self.for_each_tree_leaf(&mut |hk, leaf| {
+            if !tree.insert(leaf) {
+                problems.push(format!("leaf {leaf:#x} is in the trees twice"));
+            }
+            if !self.alloc.is_used(leaf) {
+                problems.push(format!("leaf {leaf:#x} is in a tree but its leaf bit is clear"));
+            }
+            ks.with_key(leaf, |k| {
+                if hash_key(k, self.kh) != hk {
+                    problems.push(format!("leaf {leaf:#x} is in the ART of another hash key"));
+                }
+            });
+        });
+        let mut used_leaves = 0u64;
+        self.alloc.for_each_used(LEAF, |l| {
+            used_leaves += 1;
+            if !tree.contains(&l) {
+                problems.push(format!("used leaf {l:#x} is unreachable from every ART"));
+            }
+        });
+        // Each key found at its own leaf (so each key once).
+        for &leaf in &tree {
+            let key = ks.with_key(leaf, |k| k.to_vec());
+            let hk = hash_key(&key, self.kh);
+            let found = self.table.with(hk, |a| a.read().get(&key, &ks)).flatten();
+            if found != Some(leaf) {
+                problems.push(format!("key of leaf {leaf:#x} resolves to {found:?}"));
+            }
+        }
+        let mut values = HashSet::new();
+        let mut keys = HashSet::new();
+        for &leaf in &tree {
+            let v = read_u64(pool, leaf + LEAF_P_VALUE);
+            if !self.alloc.is_used(v) {
+                problems.push(format!("leaf {leaf:#x} names value {v:#x} whose value bit is clear"));
+            } else if (read_u32(pool, v) as usize + VALUE_HDR) > self.alloc.capacity(v) {
+                problems.push(format!("value {v:#x} is longer than its slot"));
+            }
+            if !values.insert(v) {
+                problems.push(format!("value {v:#x} is shared by two leaves"));
+            }
+            if read_u32(pool, leaf + LEAF_FLAGS) & FLAG_KEY_OUT != 0 {
+                let k = read_u64(pool, leaf + LEAF_KEY);
+                if !self.alloc.is_used(k) || !keys.insert(k) {
+                    problems.push(format!("leaf {leaf:#x} key object {k:#x} is free or shared"));
+                }
+            }
+        }
+        let mut used_values = 0u64;
+        self.alloc.for_each_used(VALUE, |v| {
+            used_values += 1;
+            if !values.contains(&v) {
+                problems.push(format!("value {v:#x} is used but no leaf names it (leak)"));
+            }
+        });
+        self.alloc.for_each_used(KEY, |k| {
+            if !keys.contains(&k) {
+                problems.push(format!("key object {k:#x} is used but no leaf names it (leak)"));
+            }
+        });
+        let mut supers = Vec::new();
+        self.alloc.for_each_used(SUPER, |o| supers.push(o));
+        if supers != [pool.root(SUPER_ROOT)] {
+            problems.push(format!("superblock objects {supers:x?} but the root names {:#x}", pool.root(SUPER_ROOT)));
+        }
+        for i in 0..NUM_LOGS as u64 {
+            if crate::micro_log::read(pool, self.logs_off + i * LOG_SIZE).is_some() {
+                problems.push(format!("update micro-log {i} is still valid"));
+            }
+        }
+        if used_leaves != self.len() {
+            problems.push(format!("{used_leaves} used leaves but the count says {}", self.len()));
+        }
+        if !problems.is_empty() {
+            let n = problems.len();
+            problems.truncate(10);
+            return Err(HartError::Corrupt(format!("{n} problem(s): {}", problems.join("; "))));
+        }
+        Ok(format!(
+            "{alloc_report}\nhart: ok — {} keys in {} ARTs, {used_values} values, {} key objects, no leaks",
+            tree.len(),
+            self.table.arts(),
+            keys.len()
+        ))
+    }
+}

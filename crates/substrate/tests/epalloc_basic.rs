@@ -1,0 +1,300 @@
+//! EPallocator (SPEC P7) behaviour without crashes: the reserve/publish/free protocol,
+//! size classes and extents, reuse of freed space, reopen, statistics, the checker,
+//! refusal of corrupt metadata, a full pool, and `reclaim_orphans`.
+
+mod epalloc_util;
+
+use epalloc_util::*;
+use pmkv_substrate::epalloc::{chunk, class_of, root, EpAlloc, TypeId, CLASSES, EPALLOC_ROOT, SLOTS};
+use pmkv_substrate::{Latency, Mode, Pool, PoolError, PoolOptions};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+const A: TypeId = TypeId(1);
+const B: TypeId = TypeId(2);
+
+#[test]
+fn p7_reserve_publish_free_protocol() {
+    let ep = EpAlloc::create(new_sim(&opts())).unwrap();
+    let off = ep.alloc(A, 24).unwrap();
+    assert_eq!(ep.capacity(off), 24);
+    assert!(!ep.is_used(off), "a reserved slot is not used until published");
+    assert_eq!(used_set(&ep, &[A]).len(), 0);
+    write_tag(ep.pool(), off, 7);
+    ep.publish(off);
+    assert!(ep.is_used(off));
+    assert_eq!(ep.type_of(off), Some(A));
+    assert!(ep.try_publish(off).is_err(), "publishing twice is refused");
+    assert!(ep.try_unreserve(off).is_err(), "a published object cannot be unreserved");
+    ep.free(off);
+    assert!(!ep.is_used(off));
+    assert!(ep.try_free(off).is_err(), "double free is refused");
+    assert!(ep.try_free(off + 1).is_err(), "an offset inside a slot is not an object");
+    assert!(ep.try_publish(12345).is_err());
+    assert!(!ep.is_used(0) && ep.capacity(0) == 0);
+    // A reserved, unpublished slot handed back is reused.
+    let r = ep.alloc(A, 24).unwrap();
+    ep.unreserve(r);
+    assert!(ep.try_unreserve(r).is_err());
+    ep.check().unwrap();
+}
+
+#[test]
+fn p7_every_class_and_extents() {
+    let ep = EpAlloc::create(new_sim(&opts().max_size(64 << 20))).unwrap();
+    let mut offs = HashSet::new();
+    for (i, &c) in CLASSES.iter().enumerate() {
+        for size in [c - 7, c] {
+            let off = put(&ep, A, size, i as u64);
+            assert_eq!(ep.capacity(off), c, "size {size} goes to class {c}");
+            assert!(offs.insert(off));
+            if c % 64 == 0 {
+                assert_eq!(off % 64, 0, "line-multiple classes are line aligned");
+            }
+        }
+    }
+    for size in [4097, 8192, 100_000] {
+        let off = put(&ep, B, size, size as u64);
+        assert!(ep.capacity(off) >= size && ep.capacity(off) < size + 4096);
+        assert_eq!(off % 64, 0);
+        assert!(offs.insert(off));
+    }
+    let rep = ep.check().unwrap();
+    assert_eq!(rep.lists, CLASSES.len() + 1);
+    assert_eq!(rep.extents, 3);
+    assert_eq!(rep.used_slots, 2 * CLASSES.len() as u64);
+    let st = ep.stats();
+    assert_eq!(st.lists.len(), CLASSES.len() + 1);
+    assert!(st.of_type(B).0 >= 4097 + 8192 + 100_000);
+    assert_eq!(st.used_bytes + st.free_slot_bytes + st.overhead_bytes, st.chunk_bytes);
+    assert!(st.to_string().contains("extent"));
+    // Freeing everything recycles every chunk and extent: all space returns.
+    for off in offs {
+        ep.free(off);
+    }
+    ep.release_empty_chunks();
+    let rep = ep.check().unwrap();
+    assert_eq!((rep.chunks, rep.extents, rep.used_slots), (0, 0, 0));
+    assert_eq!(rep.free_space_bytes, rep.heap_top - rep.heap_start);
+}
+
+#[test]
+fn p7_chunks_fill_in_slot_order_and_recycled_space_is_reused() {
+    let ep = EpAlloc::create(new_sim(&opts())).unwrap();
+    let first: Vec<u64> = (0..SLOTS as u64).map(|i| put(&ep, A, 64, i)).collect();
+    for w in first.windows(2) {
+        assert_eq!(w[1] - w[0], 64, "slots of one chunk are consecutive");
+    }
+    let chunk0 = first[0] - 64;
+    assert_eq!(chunk::header(ep.pool(), chunk0).bitmap(), chunk::BITMAP_MASK);
+    let more: Vec<u64> = (0..10).map(|i| put(&ep, A, 64, 100 + i)).collect();
+    assert_eq!(ep.check().unwrap().chunks, 2);
+    let top = ep.pool().heap_top();
+    // Free the whole first chunk: it is not the current chunk, so it is recycled.
+    for &o in &first {
+        ep.free(o);
+    }
+    let rep = ep.check().unwrap();
+    assert_eq!(rep.chunks, 1);
+    assert!(rep.free_space_bytes >= 64 + 64 * 56);
+    // A (smaller) chunk of another class takes the recycled space: the heap does not grow.
+    let x = put(&ep, B, 48, 1);
+    assert!(x < top, "recycled space is reused");
+    assert_eq!(ep.pool().heap_top(), top);
+    for o in more {
+        ep.free(o);
+    }
+    ep.free(x);
+    ep.check().unwrap();
+}
+
+#[test]
+fn p7_reopen_file_pool_keeps_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ep.pool");
+    let o = PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE).initial_size(1 << 20).max_size(16 << 20);
+    let mut want = Used::new();
+    {
+        let pool = Arc::new(Pool::create(&path, LAYOUT, &o).unwrap());
+        let ep = EpAlloc::create(pool).unwrap();
+        for i in 0..300u64 {
+            let size = [8, 40, 64, 300, 5000][i as usize % 5];
+            let ty = if i % 2 == 0 { A } else { B };
+            let off = put(&ep, ty, size, i);
+            want.insert(off, (ty.0, i));
+        }
+        let reserved = ep.alloc(A, 8).unwrap(); // never published: free after reopen
+        write_tag(ep.pool(), reserved, 999);
+        for (&off, _) in want.clone().iter().step_by(3) {
+            ep.free(off);
+            want.remove(&off);
+        }
+        assert!(ep.try_publish(reserved + 3).is_err());
+    }
+    let pool = Arc::new(Pool::open(&path, Some(LAYOUT), &o).unwrap());
+    let ep = EpAlloc::open(pool).unwrap();
+    assert_eq!(used_set(&ep, &[A, B]), want);
+    ep.check().unwrap();
+    assert!(EpAlloc::create(ep.pool().clone()).is_err(), "a second create is refused");
+}
+
+#[test]
+fn p7_open_refuses_corrupt_metadata() {
+    let o = opts();
+    let pool = new_sim(&o);
+    assert!(matches!(EpAlloc::open(pool.clone()), Err(PoolError::Allocator(_))), "no allocator yet");
+    let ep = EpAlloc::create(pool).unwrap();
+    let offs: Vec<u64> = (0..60).map(|i| put(&ep, A, 64, i)).collect();
+    let r = ep.pool().root(EPALLOC_ROOT);
+    let img = ep.pool().sim().unwrap().image_now(ep.pool(), pmkv_substrate::Eviction::All);
+    let reopen = |img: &[u8]| EpAlloc::open(Arc::new(Pool::from_image(img, None, &o).unwrap()));
+    assert!(reopen(&img).is_ok());
+    let w = |img: &mut Vec<u8>, at: u64, v: u64| img[at as usize..at as usize + 8].copy_from_slice(&v.to_le_bytes());
+    let rd = |img: &Vec<u8>, at: u64| u64::from_le_bytes(img[at as usize..at as usize + 8].try_into().unwrap());
+    // Bad magic in the root block.
+    let mut bad = img.clone();
+    bad[r as usize] ^= 0xff;
+    assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))));
+    // Root block checksum.
+    let mut bad = img.clone();
+    bad[r as usize + 20] ^= 1;
+    assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))));
+    // Find the list of class 64 and damage it.
+    let entry = (0..root::DIR_CAP as u64)
+        .map(|i| r + root::DIR_AT + i * root::ENTRY_LEN)
+        .find(|&e| rd(&img, e) == root::tag(A, class_of(64).unwrap() as u8))
+        .expect("list of type A, class 64");
+    let head = rd(&img, entry + 8);
+    let second = rd(&img, head + 8);
+    assert!(second != 0, "two chunks");
+    // A cycle.
+    let mut bad = img.clone();
+    w(&mut bad, second + 8, head);
+    assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))));
+    // A head outside the heap, a misaligned head.
+    for h in [u64::MAX - 7, img.len() as u64 + 4096, head + 8] {
+        let mut bad = img.clone();
+        w(&mut bad, entry + 8, h);
+        assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))), "head {h:#x}");
+    }
+    // An inconsistent header word (bitmap says free, indicator says full).
+    let mut bad = img.clone();
+    w(&mut bad, head, 1 << 62);
+    assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))));
+    // A garbage tag, a recycle log naming a non-chunk.
+    let mut bad = img.clone();
+    w(&mut bad, entry, 0x1234);
+    assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))));
+    let mut bad = img.clone();
+    w(&mut bad, entry + 16, head + 3);
+    assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))));
+    // Root 0 pointing outside the pool: from_image validates roots, so patch a live pool.
+    let p = Arc::new(Pool::from_image(&img, None, &o).unwrap());
+    p.set_root(EPALLOC_ROOT, p.size() - 64);
+    assert!(EpAlloc::open(p).is_err());
+    drop(offs);
+}
+
+#[test]
+fn p7_checker_reports_damage_in_a_live_allocator() {
+    let ep = EpAlloc::create(new_sim(&opts())).unwrap();
+    let offs: Vec<u64> = (0..3).map(|i| put(&ep, A, 8, i)).collect();
+    let report = ep.check().unwrap();
+    assert!(report.to_string().contains("OK"));
+    assert_eq!(report.used_slots, 3);
+    // Set a bit behind the allocator's back: the header no longer matches its index.
+    let c = offs[0] - 16;
+    let h = chunk::header(ep.pool(), c);
+    // SAFETY: test-only corruption of a header word inside the pool.
+    unsafe { ep.pool().at::<u64>(c).write(h.0 | 1 << 10) };
+    let err = ep.check().unwrap_err().to_string();
+    assert!(err.contains("disagrees") || err.contains("not reserved"), "{err}");
+    // SAFETY: as above.
+    unsafe { ep.pool().at::<u64>(c).write(h.0) };
+    ep.check().unwrap();
+}
+
+#[test]
+fn p7_full_pool_is_an_error_not_a_panic() {
+    let o = PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE).initial_size(256 << 10).max_size(256 << 10);
+    let ep = EpAlloc::create(new_sim(&o)).unwrap();
+    let mut live = Vec::new();
+    let err = loop {
+        match ep.alloc(A, 64) {
+            Ok(off) => {
+                write_tag(ep.pool(), off, live.len() as u64);
+                ep.publish(off);
+                live.push(off);
+            }
+            Err(e) => break e,
+        }
+        assert!(live.len() < 10_000);
+    };
+    assert!(matches!(err, PoolError::Full { .. }), "{err}");
+    assert!(live.len() > 56 * 3);
+    assert!(matches!(ep.alloc(B, 100_000), Err(PoolError::Full { .. })));
+    assert!(matches!(ep.alloc(B, usize::MAX), Err(PoolError::Full { .. })));
+    assert!(matches!(ep.alloc(B, usize::MAX - 10), Err(PoolError::Full { .. })));
+    ep.check().unwrap();
+    // Freeing a whole chunk makes room again, for another class too.
+    for off in live.drain(..56) {
+        ep.free(off);
+    }
+    put(&ep, B, 48, 1);
+    ep.check().unwrap();
+}
+
+#[test]
+fn p7_many_types_and_the_directory_limit() {
+    let ep = EpAlloc::create(new_sim(&opts().max_size(64 << 20))).unwrap();
+    let mut n = 0;
+    let err = loop {
+        match ep.alloc(TypeId(300 + n), 8) {
+            Ok(off) => ep.unreserve(off),
+            Err(e) => break e,
+        }
+        n += 1;
+    };
+    assert_eq!(n as usize, root::DIR_CAP);
+    assert!(matches!(err, PoolError::Allocator(_)), "{err}");
+    ep.check().unwrap();
+}
+
+#[test]
+fn p7_reclaim_orphans_frees_only_unreferenced_children() {
+    const LEAF: TypeId = TypeId(1);
+    const VALUE: TypeId = TypeId(2);
+    let ep = EpAlloc::create(new_sim(&opts())).unwrap();
+    let pool = ep.pool().clone();
+    let set_pvalue = |leaf: u64, v: u64| {
+        // SAFETY: leaf slots are 64 bytes inside the pool.
+        unsafe { pool.at::<u64>(leaf).write(v) };
+        pool.persist_off(leaf, 8);
+    };
+    // A complete insert: value and leaf used, leaf references value.
+    let v1 = put(&ep, VALUE, 16, 1);
+    let l1 = ep.alloc(LEAF, 64).unwrap();
+    set_pvalue(l1, v1);
+    ep.publish(l1);
+    // A half insert (Algorithm 1 crashed between lines 14 and 18): value used, leaf free.
+    let v2 = put(&ep, VALUE, 16, 2);
+    let l2 = ep.alloc(LEAF, 64).unwrap();
+    set_pvalue(l2, v2);
+    // A deleted leaf whose stale p_value names a value slot that another leaf reuses.
+    let v3 = put(&ep, VALUE, 16, 3);
+    let l3 = ep.alloc(LEAF, 64).unwrap();
+    set_pvalue(l3, v3);
+    ep.publish(l3);
+    let l4 = ep.alloc(LEAF, 64).unwrap();
+    set_pvalue(l4, v3);
+    ep.publish(l4);
+    ep.free(l3); // l3 is free but still says v3, which l4 uses
+                 // Garbage in a free leaf slot.
+    let l5 = ep.alloc(LEAF, 64).unwrap();
+    set_pvalue(l5, 0xdead_beef);
+    let n = ep.reclaim_orphans(LEAF, 0, VALUE).unwrap();
+    assert_eq!(n, 1, "only the half-inserted leaf's value is an orphan");
+    assert!(ep.is_used(v1) && !ep.is_used(v2) && ep.is_used(v3));
+    assert_eq!(ep.reclaim_orphans(LEAF, 0, VALUE).unwrap(), 0);
+    ep.check().unwrap();
+}

@@ -1,0 +1,221 @@
+//! Persistence modes (SPEC P3), counters (SPEC P4) and latency emulation (SPEC P5).
+//!
+//! One workload function runs unchanged in every mode; what differs is only what the
+//! counters say (and, in `adr`, the emulated write latency).
+
+use pmkv_substrate::counters::{self, Counters};
+use pmkv_substrate::{Latency, Mode, Pool, PoolOptions, LINE};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const LAYOUT: &str = "modes";
+
+fn opts(mode: Mode) -> PoolOptions {
+    PoolOptions::default().mode(mode).latency(Latency::NONE).initial_size(256 << 10).max_size(1 << 20)
+}
+
+/// Fill `len` bytes at `off` with a byte pattern.
+fn fill(pool: &Pool, off: u64, len: usize, seed: u8) {
+    for i in 0..len {
+        // SAFETY: callers keep [off, off+len) inside the pool.
+        unsafe { *pool.at::<u8>(off + i as u64) = seed.wrapping_add(i as u8) };
+    }
+}
+
+fn read_all(pool: &Pool, off: u64, len: usize) -> Vec<u8> {
+    // SAFETY: callers keep [off, off+len) inside the pool.
+    unsafe { std::slice::from_raw_parts(pool.at::<u8>(off), len).to_vec() }
+}
+
+/// What the workload does, in units the counters must report.
+const WL_LINES: u64 = 100 + 10 * 3 + 64 + 1;
+const WL_FENCES: u64 = 100 + 10 + 1;
+const WL_READS: u64 = 17;
+const WL_AREA: u64 = 20 << 10;
+
+/// The same engine code for every mode: small persists inside one line, unaligned persists
+/// across line boundaries, a batch of flushes ordered by one fence, an empty flush, and
+/// reported reads. Returns the area it wrote.
+fn workload(pool: &Pool, area: u64) {
+    assert_eq!(area % LINE as u64, 0);
+    // 100 persists of 8 bytes, each inside one line.
+    for i in 0..100u64 {
+        let off = area + 8 * i;
+        fill(pool, off, 8, i as u8);
+        pool.persist_off(off, 8);
+    }
+    // 10 persists of 100 bytes starting 40 bytes into a line: 3 lines each.
+    for i in 0..10u64 {
+        let off = area + 4096 + 40 + 256 * i;
+        fill(pool, off, 100, 100 + i as u8);
+        pool.persist(pool.at::<u8>(off), 100);
+    }
+    // 65 lines flushed by two flushes, one fence for both.
+    fill(pool, area + 8192, 4096, 7);
+    fill(pool, area + 16384, 64, 9);
+    pool.flush_off(area + 8192, 4096);
+    pool.flush(pool.at::<u8>(area + 16384), 64);
+    pool.flush_off(area + 16384, 0);
+    pool.fence();
+    pool.note_read(WL_READS);
+}
+
+fn expected(mode: Mode) -> Counters {
+    let (flushes, fences) = match mode {
+        Mode::Adr | Mode::Msync => (WL_LINES, WL_FENCES),
+        Mode::Eadr => (0, WL_FENCES),
+        Mode::None => (0, 0),
+    };
+    Counters { flushes, fences, lines_written: WL_LINES, lines_read: WL_READS }
+}
+
+fn run_file(dir: &Path, mode: Mode) -> (Counters, Vec<u8>) {
+    let path = dir.join(format!("{mode}.pool"));
+    let pool = Pool::create(&path, LAYOUT, &opts(mode)).unwrap();
+    let area = pool.take_heap(WL_AREA, 4096).unwrap();
+    pool.set_root(0, area);
+    let c0 = counters::snapshot();
+    workload(&pool, area);
+    let c = counters::snapshot().since(&c0);
+    let bytes = read_all(&pool, area, WL_AREA as usize);
+    drop(pool);
+    // What the workload wrote is in the file after reopening (in any mode).
+    let pool = Pool::open(&path, Some(LAYOUT), &opts(Mode::None)).unwrap();
+    assert_eq!(read_all(&pool, pool.root(0), WL_AREA as usize), bytes, "{mode}: content after reopen");
+    (c, bytes)
+}
+
+#[test]
+fn p3_p4_same_code_in_every_mode_counters_per_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut contents = Vec::new();
+    for mode in Mode::ALL {
+        let (c, bytes) = run_file(dir.path(), mode);
+        assert_eq!(c, expected(mode), "{mode}: counters of the workload");
+        contents.push(bytes);
+    }
+    assert!(contents.windows(2).all(|w| w[0] == w[1]), "every mode computes the same content");
+    assert!(contents[0].iter().any(|&b| b != 0));
+}
+
+#[test]
+fn p4_counters_of_the_named_cases() {
+    // adr: flushes == lines, one fence per persist.
+    let pool = Pool::create_sim(LAYOUT, &opts(Mode::Adr)).unwrap();
+    let off = pool.take_heap(4096, 64).unwrap();
+    let c0 = counters::snapshot();
+    pool.persist_off(off, 64 * 5);
+    pool.persist_off(off + 1, 64); // unaligned: 2 lines
+    let c = counters::snapshot().since(&c0);
+    assert_eq!(c, Counters { flushes: 7, fences: 2, lines_written: 7, lines_read: 0 });
+
+    // eadr: no flush instructions, but lines written and fences are counted.
+    let pool = Pool::create_sim(LAYOUT, &opts(Mode::Eadr)).unwrap();
+    let c0 = counters::snapshot();
+    pool.persist_off(off, 64 * 5);
+    pool.persist_off(off + 1, 64);
+    let c = counters::snapshot().since(&c0);
+    assert_eq!(c, Counters { flushes: 0, fences: 2, lines_written: 7, lines_read: 0 });
+
+    // none: no flushes, no fences; lines still counted (they are the engine's writes).
+    let pool = Pool::create_sim(LAYOUT, &opts(Mode::None)).unwrap();
+    let c0 = counters::snapshot();
+    pool.persist_off(off, 64 * 5);
+    pool.fence();
+    pool.note_read(3);
+    pool.note_read(0);
+    let c = counters::snapshot().since(&c0);
+    assert_eq!(c, Counters { flushes: 0, fences: 0, lines_written: 5, lines_read: 3 });
+
+    // Simulated pools count exactly like file pools: the same workload, the same numbers.
+    for mode in [Mode::Adr, Mode::Eadr, Mode::None] {
+        let pool = Pool::create_sim(LAYOUT, &opts(mode)).unwrap();
+        let area = pool.take_heap(WL_AREA, 4096).unwrap();
+        let c0 = counters::snapshot();
+        workload(&pool, area);
+        assert_eq!(counters::snapshot().since(&c0), expected(mode), "{mode} (simulated)");
+    }
+}
+
+#[test]
+fn p4_counters_are_per_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::create(dir.path().join("t.pool"), LAYOUT, &opts(Mode::Adr)).unwrap();
+    let off = pool.take_heap(64 << 10, 64).unwrap();
+    let main0 = counters::snapshot();
+    let per_thread: Vec<Counters> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..3u64)
+            .map(|t| {
+                let pool = &pool;
+                s.spawn(move || {
+                    let c0 = counters::snapshot();
+                    assert_eq!(c0, Counters::default(), "a new thread starts at zero");
+                    for i in 0..(10 * (t + 1)) {
+                        let o = off + (t * 16 + i % 16) * 1024;
+                        fill(pool, o, 64, i as u8);
+                        pool.persist_off(o, 64);
+                    }
+                    pool.note_read(t);
+                    counters::snapshot().since(&c0)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (t, c) in per_thread.iter().enumerate() {
+        let n = 10 * (t as u64 + 1);
+        assert_eq!(*c, Counters { flushes: n, fences: n, lines_written: n, lines_read: t as u64 });
+    }
+    assert_eq!(counters::snapshot(), main0, "other threads' work is not counted here");
+    let sum = per_thread.iter().fold(Counters::default(), |a, c| a.add(c));
+    assert_eq!(sum, Counters { flushes: 60, fences: 60, lines_written: 60, lines_read: 3 });
+}
+
+#[test]
+fn p5_latency_is_zero_by_default() {
+    assert_eq!(Latency::default(), Latency::NONE);
+    assert_eq!(Latency::parse("300/100"), Some(Latency { write_ns: 300, read_ns: 100 }));
+    let o = PoolOptions::default();
+    if std::env::var_os("PMKV_LATENCY").is_none() {
+        assert_eq!(o.latency, Latency::NONE);
+    }
+    let pool = Pool::create_sim(LAYOUT, &opts(Mode::Adr)).unwrap();
+    assert_eq!(pool.latency(), Latency::NONE);
+}
+
+/// Emulated latency is a busy wait, so it guarantees a lower bound on elapsed time; only
+/// that bound (with a 25% margin for TSC calibration) is asserted — never an upper one.
+#[test]
+fn p5_write_and_read_latency_add_at_least_the_configured_time() {
+    let lat = Latency { write_ns: 2000, read_ns: 3000 };
+    let pool = Pool::create_sim(LAYOUT, &opts(Mode::Adr).latency(lat)).unwrap();
+    assert_eq!(pool.latency(), lat);
+    let off = pool.take_heap(64 << 10, 64).unwrap();
+
+    // 100 persists of one line: at least 100 × 2 µs of emulated write latency.
+    let t = Instant::now();
+    for i in 0..100u64 {
+        pool.persist_off(off + 64 * i, 8);
+    }
+    let writes = t.elapsed();
+    assert!(writes >= Duration::from_micros(150), "100 one-line persists took {writes:?}");
+
+    // 50 persists of 4 lines: latency is per flushed line (≥ 50 × 4 × 2 µs).
+    let t = Instant::now();
+    for i in 0..50u64 {
+        pool.persist_off(off + 256 * i, 256);
+    }
+    let wide = t.elapsed();
+    assert!(wide >= Duration::from_micros(300), "50 four-line persists took {wide:?}");
+
+    // Reads: 100 reported lines at 3 µs.
+    let t = Instant::now();
+    for _ in 0..100 {
+        pool.note_read(1);
+    }
+    let reads = t.elapsed();
+    assert!(reads >= Duration::from_micros(225), "100 line reads took {reads:?}");
+    let t = Instant::now();
+    pool.note_read(100);
+    assert!(t.elapsed() >= Duration::from_micros(225));
+}

@@ -1,0 +1,809 @@
+//! Pool files (SPEC P1) and offsets (SPEC P2): create/open/reopen, roots, the clean-shutdown
+//! flag, growth with a fixed base, `Full`, locking (in this process and across processes),
+//! and every way an open can be refused — each of which must leave the file untouched.
+
+use pmkv_substrate::header::{FORMAT_VERSION, HEADER_SIZE};
+use pmkv_substrate::{Latency, Mode, Pool, PoolError, PoolOptions, MIN_POOL_SIZE};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+const LAYOUT: &str = "testlayout";
+/// Offsets of the two 128-byte state slots and the immutable-part CRC (docs/DESIGN.md).
+const SLOT_AT: [usize; 2] = [256, 384];
+const IMM_CRC_AT: usize = 252;
+
+/// A pool's lock is a `flock` on its open file description. A child process started while
+/// a pool is open shares that description from `fork` until its `exec` closes the
+/// (close-on-exec) descriptor, so for that instant the pool stays locked even after this
+/// process drops it. Tests that close and reopen pools hold this guard shared; the test
+/// that starts child processes holds it exclusively while it spawns them.
+static SPAWN: RwLock<()> = RwLock::new(());
+
+fn no_spawn() -> RwLockReadGuard<'static, ()> {
+    SPAWN.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn spawning() -> RwLockWriteGuard<'static, ()> {
+    SPAWN.write().unwrap_or_else(|e| e.into_inner())
+}
+
+fn opts() -> PoolOptions {
+    PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE).initial_size(64 << 10).max_size(1 << 20)
+}
+
+fn write_at(pool: &Pool, off: u64, bytes: &[u8]) {
+    assert!(off + bytes.len() as u64 <= pool.size(), "write outside the pool");
+    // SAFETY: the range lies inside the mapped pool (checked above).
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), pool.at::<u8>(off), bytes.len()) };
+    pool.persist_off(off, bytes.len());
+}
+
+fn read_at(pool: &Pool, off: u64, len: usize) -> Vec<u8> {
+    assert!(off + len as u64 <= pool.size(), "read outside the pool");
+    let mut v = vec![0u8; len];
+    // SAFETY: the range lies inside the mapped pool (checked above).
+    unsafe { std::ptr::copy_nonoverlapping(pool.at::<u8>(off), v.as_mut_ptr(), len) };
+    v
+}
+
+fn write_u64(pool: &Pool, off: u64, v: u64) {
+    write_at(pool, off, &v.to_le_bytes());
+}
+
+fn read_u64(pool: &Pool, off: u64) -> u64 {
+    u64::from_le_bytes(read_at(pool, off, 8).try_into().unwrap())
+}
+
+/// Deterministic content for byte `i` of a test pattern.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    (0..len as u64).map(|i| (i.wrapping_mul(31).wrapping_add(seed.wrapping_mul(7919)) % 251) as u8).collect()
+}
+
+fn new_pool_file(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let pool = Pool::create(&path, LAYOUT, &opts()).unwrap();
+    let off = pool.take_heap(4096, 64).unwrap();
+    write_at(&pool, off, &pattern(1, 4096));
+    pool.set_root(0, off);
+    drop(pool);
+    path
+}
+
+#[test]
+fn p1_create_open_reopen_roots_survive() {
+    let _g = no_spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.pool");
+    let mut expect = Vec::new();
+    {
+        let pool = Pool::create(&path, LAYOUT, &opts()).unwrap();
+        assert_eq!(pool.layout(), LAYOUT);
+        assert_eq!(pool.size(), 64 << 10);
+        assert_eq!(pool.max_size(), 1 << 20);
+        assert_eq!(pool.heap_top(), HEADER_SIZE);
+        assert_eq!(pool.path(), Some(path.as_path()));
+        assert!(!pool.is_sim());
+        for i in 0..8 {
+            assert_eq!(pool.root(i), 0, "a new pool has no roots");
+            let off = pool.take_heap(100 + 10 * i as u64, 64).unwrap();
+            assert_eq!(off % 64, 0);
+            let data = pattern(i as u64, 100 + 10 * i);
+            write_at(&pool, off, &data);
+            pool.set_root(i, off);
+            expect.push((off, data));
+        }
+    }
+    let top;
+    {
+        let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+        top = pool.heap_top();
+        assert!(top > HEADER_SIZE);
+        for (i, (off, data)) in expect.iter().enumerate() {
+            assert_eq!(pool.root(i), *off, "root {i} survives reopen");
+            assert_eq!(&read_at(&pool, *off, data.len()), data);
+        }
+        // Change one root in the second session.
+        pool.set_root(3, 0);
+    }
+    // Third session, any layout accepted, another mode: still the same state.
+    let pool = Pool::open(&path, None, &opts().mode(Mode::Eadr)).unwrap();
+    assert_eq!(pool.layout(), LAYOUT);
+    assert_eq!(pool.heap_top(), top);
+    assert_eq!(pool.root(3), 0);
+    for i in [0, 1, 2, 4, 5, 6, 7] {
+        assert_eq!(pool.root(i), expect[i].0);
+        assert_eq!(read_at(&pool, expect[i].0, expect[i].1.len()), expect[i].1);
+    }
+    drop(pool);
+
+    // Creating over an existing pool is refused and changes nothing.
+    let before = std::fs::read(&path).unwrap();
+    assert!(matches!(Pool::create(&path, LAYOUT, &opts()), Err(PoolError::AlreadyExists { .. })));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    // open_or_create opens it.
+    let pool = Pool::open_or_create(&path, LAYOUT, &opts()).unwrap();
+    assert_eq!(pool.root(0), expect[0].0);
+    drop(pool);
+    // ... and creates a missing one.
+    let fresh = dir.path().join("fresh.pool");
+    let pool = Pool::open_or_create(&fresh, LAYOUT, &opts()).unwrap();
+    assert_eq!(pool.root(0), 0);
+}
+
+#[test]
+fn p1_every_mode_opens_the_same_pool() {
+    let _g = no_spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.pool");
+    drop(Pool::create(&path, LAYOUT, &opts()).unwrap());
+    for (k, mode) in Mode::ALL.into_iter().enumerate() {
+        let pool = Pool::open(&path, Some(LAYOUT), &opts().mode(mode)).unwrap();
+        assert_eq!(pool.mode(), mode);
+        // Check the previous session's write, then make our own.
+        if k > 0 {
+            let prev = pool.root(0);
+            assert_eq!(read_at(&pool, prev, 8), (k as u64 - 1).to_le_bytes());
+        }
+        let off = pool.take_heap(8, 8).unwrap();
+        write_u64(&pool, off, k as u64);
+        pool.set_root(0, off);
+    }
+}
+
+#[test]
+fn p1_clean_shutdown_flag() {
+    let _g = no_spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.pool");
+    let pool = Pool::create(&path, LAYOUT, &opts()).unwrap();
+    assert!(!pool.was_clean(), "a new pool has no previous session");
+    let info = Pool::inspect(&path).unwrap();
+    assert!(!info.state.clean, "clean flag is false while the pool is open");
+    assert!(info.in_use, "another handle holds it");
+    drop(pool);
+    let info = Pool::inspect(&path).unwrap();
+    assert!(info.state.clean, "clean flag is true after drop");
+    assert!(!info.in_use);
+
+    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    assert!(pool.was_clean());
+    assert!(!Pool::inspect(&path).unwrap().state.clean);
+    pool.close();
+    assert!(Pool::inspect(&path).unwrap().state.clean);
+
+    // A handle that is never dropped (as in a process that dies without unwinding) leaves
+    // the flag false. Its descriptor — and so its lock — is leaked too, so in this process
+    // the pool stays locked: that is correct, the "process" still holds it open. (The
+    // cross-process test below shows the next open after a real exit sees `was_clean` false.)
+    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    assert!(pool.was_clean());
+    std::mem::forget(pool);
+    let info = Pool::inspect(&path).unwrap();
+    assert!(!info.state.clean, "no drop, no clean flag");
+    assert!(info.in_use);
+    assert!(matches!(Pool::open(&path, Some(LAYOUT), &opts()), Err(PoolError::Locked { .. })));
+}
+
+#[test]
+fn p1_growth_keeps_base_and_contents() {
+    let _g = no_spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.pool");
+    let initial = MIN_POOL_SIZE; // 8 KiB: the smallest pool, so growth starts at once
+    let max = 4 << 20;
+    let o = opts().initial_size(initial).max_size(max);
+    let pool = Pool::create(&path, LAYOUT, &o).unwrap();
+    let base = pool.base();
+    assert_eq!(pool.size(), initial);
+
+    // Fill the initial pool up to 100 bytes before its end, then take 200 bytes: that
+    // allocation straddles the initial end and forces the first growth step.
+    let first_len = initial - HEADER_SIZE - 100;
+    let first = pool.take_heap(first_len, 1).unwrap();
+    assert_eq!(pool.size(), initial, "no growth yet");
+    let first_data = pattern(98, first_len as usize);
+    write_at(&pool, first, &first_data);
+    let straddle_off = pool.take_heap(200, 1).unwrap();
+    assert_eq!(straddle_off, initial - 100);
+    assert!(pool.size() > initial);
+    assert_eq!(pool.base(), base);
+    let straddle = pattern(99, 200);
+    write_at(&pool, straddle_off, &straddle);
+    pool.set_root(1, straddle_off);
+
+    // Many allocations of awkward sizes, each filled, until the pool is ~3 MiB: every
+    // growth step must keep the base and everything written before it.
+    let mut written: Vec<(u64, Vec<u8>)> = vec![(straddle_off, straddle), (first, first_data)];
+    let mut sizes_seen = vec![pool.size()];
+    let mut i = 0u64;
+    while pool.heap_top() < 3 << 20 {
+        let len = 1000 + (i * 7919) % 30_000;
+        let off = pool.take_heap(len, 64).unwrap();
+        assert_eq!(pool.base(), base, "the base never moves");
+        assert!(off + len <= pool.size());
+        let data = pattern(i + 1000, len as usize);
+        write_at(&pool, off, &data);
+        written.push((off, data));
+        if *sizes_seen.last().unwrap() != pool.size() {
+            sizes_seen.push(pool.size());
+            // Everything written so far is intact after this growth step.
+            for (o, d) in &written {
+                assert_eq!(&read_at(&pool, *o, d.len()), d, "content at {o} after growth to {}", pool.size());
+            }
+        }
+        i += 1;
+    }
+    assert!(sizes_seen.len() >= 8, "growth steps: {sizes_seen:?}");
+    assert!(sizes_seen.windows(2).all(|w| w[0] < w[1]));
+    let size = pool.size();
+    let top = pool.heap_top();
+    // Remember the chain of allocations through a root.
+    pool.set_root(0, written[2].0);
+    drop(pool);
+
+    let file_len = std::fs::metadata(&path).unwrap().len();
+    assert!(file_len >= size, "the file is backed up to the pool size");
+    let pool = Pool::open(&path, Some(LAYOUT), &o).unwrap();
+    assert_eq!(pool.size(), size, "size survives reopen");
+    assert_eq!(pool.heap_top(), top);
+    assert_eq!(pool.root(1), written[0].0);
+    for (o, d) in &written {
+        assert_eq!(&read_at(&pool, *o, d.len()), d, "content at {o} after reopen");
+    }
+}
+
+#[test]
+fn p1_growth_up_to_max_then_full() {
+    let _g = no_spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.pool");
+    let max = 256 << 10;
+    let o = opts().initial_size(16 << 10).max_size(max);
+    let pool = Pool::create(&path, LAYOUT, &o).unwrap();
+    let mut taken = Vec::new();
+    let err = loop {
+        match pool.take_heap(5000, 8) {
+            Ok(off) => {
+                write_at(&pool, off, &pattern(off, 5000));
+                taken.push(off);
+            }
+            Err(e) => break e,
+        }
+    };
+    match err {
+        PoolError::Full { max: m, .. } => assert_eq!(m, max),
+        e => panic!("expected Full, got {e}"),
+    }
+    assert_eq!(pool.size(), max, "the pool grew exactly to its maximum");
+    assert!(taken.len() as u64 >= (max - HEADER_SIZE) / 5000 - 1);
+    // Exactly the maximum is fine, one more byte is not; a failed growth changes nothing.
+    pool.ensure_size(max).unwrap();
+    assert!(matches!(pool.ensure_size(max + 1), Err(PoolError::Full { .. })));
+    assert!(matches!(pool.take_heap(u64::MAX - 10, 8), Err(PoolError::Full { .. })));
+    let rest = max - pool.heap_top();
+    let last = pool.take_heap(rest, 1).unwrap();
+    assert_eq!(last + rest, max);
+    assert!(matches!(pool.take_heap(1, 1), Err(PoolError::Full { .. })));
+    for off in &taken {
+        assert_eq!(read_at(&pool, *off, 5000), pattern(*off, 5000));
+    }
+    drop(pool);
+    let pool = Pool::open(&path, Some(LAYOUT), &o).unwrap();
+    assert_eq!(pool.size(), max);
+    assert_eq!(pool.heap_top(), max);
+    for off in &taken {
+        assert_eq!(read_at(&pool, *off, 5000), pattern(*off, 5000));
+    }
+}
+
+/// Build a linked list in the pool whose links are offsets, not pointers (SPEC P2).
+/// Node: [next offset (0 = end), value].
+fn build_list(pool: &Pool, n: u64) {
+    let mut next = 0;
+    for v in 0..n {
+        let off = pool.take_heap(16, 16).unwrap();
+        write_u64(pool, off, next);
+        write_u64(pool, off + 8, v * v + 7);
+        next = off;
+    }
+    pool.set_root(2, next);
+}
+
+fn walk_list(pool: &Pool) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut off = pool.root(2);
+    while off != 0 {
+        assert!(pool.contains(off, 16), "link {off} lies in the pool");
+        out.push(read_u64(pool, off + 8));
+        off = read_u64(pool, off);
+    }
+    out
+}
+
+#[test]
+fn p2_offsets_survive_mapping_at_another_address() {
+    let _g = no_spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("o.pool");
+    let o = opts().initial_size(16 << 10).max_size(1 << 20);
+    let expect: Vec<u64> = (0..500u64).rev().map(|v| v * v + 7).collect();
+    let pool = Pool::create(&path, LAYOUT, &o).unwrap();
+    build_list(&pool, 500);
+    assert_eq!(walk_list(&pool), expect);
+    let old_base = pool.base() as usize;
+    let reserved = pool.max_size() as usize;
+    drop(pool);
+
+    // Occupy the old address range so the reopened pool cannot land there again. If another
+    // test thread maps something into the freed range first, the blocker fails, and once
+    // that mapping is gone the pool might land at the old base after all: then try again.
+    let mut blockers = Vec::new();
+    let mut attempts = 0;
+    let pool = loop {
+        attempts += 1;
+        assert!(attempts <= 100, "could not keep the old address range occupied");
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
+        let b = unsafe {
+            libc::mmap(
+                old_base as *mut libc::c_void,
+                reserved,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if b != libc::MAP_FAILED {
+            blockers.push(b);
+        }
+        let pool = Pool::open(&path, Some(LAYOUT), &o).unwrap();
+        if pool.base() as usize != old_base {
+            break pool;
+        }
+    };
+    let new_base = pool.base() as usize;
+    assert_ne!(new_base, old_base, "the pool maps at another address");
+    assert_eq!(walk_list(&pool), expect, "offsets are valid at the new address");
+
+    // A third mapping of the same bytes (a simulated pool built from the file's image),
+    // alive at the same time as the file pool, so necessarily elsewhere.
+    let image = std::fs::read(&path).unwrap();
+    let copy = Pool::from_image(&image, Some(LAYOUT), &o).unwrap();
+    assert_ne!(copy.base() as usize, new_base);
+    assert_ne!(copy.base() as usize, old_base);
+    assert_eq!(walk_list(&copy), expect);
+    drop(pool);
+    for b in blockers {
+        // SAFETY: our own mappings.
+        unsafe { libc::munmap(b, reserved) };
+    }
+}
+
+#[test]
+fn p1_second_open_in_same_process_is_locked() {
+    let _g = no_spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let path = new_pool_file(dir.path(), "l.pool");
+    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    for mode in Mode::ALL {
+        match Pool::open(&path, Some(LAYOUT), &opts().mode(mode)) {
+            Err(PoolError::Locked { path: p }) => assert_eq!(p, path),
+            Err(e) => panic!("expected Locked, got {e}"),
+            Ok(_) => panic!("a second handle opened a locked pool"),
+        }
+    }
+    assert!(matches!(Pool::open_or_create(&path, LAYOUT, &opts()), Err(PoolError::Locked { .. })));
+    assert_eq!(std::fs::read(&path).unwrap(), before, "a refused open changes nothing");
+    assert!(Pool::inspect(&path).unwrap().in_use);
+    drop(pool);
+    assert!(!Pool::inspect(&path).unwrap().in_use);
+    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    assert!(pool.was_clean());
+}
+
+// ----- error cases -----------------------------------------------------------------------
+
+fn set_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn fix_imm_crc(b: &mut [u8]) {
+    let crc = crc32fast::hash(&b[..IMM_CRC_AT]);
+    set_u32(b, IMM_CRC_AT, crc);
+}
+
+/// Every way of opening `path` fails with an error `check` accepts, and the file (or its
+/// absence) is byte-for-byte unchanged afterwards.
+fn assert_refused(path: &Path, what: &str, check: impl Fn(&PoolError) -> bool) {
+    let before = std::fs::read(path).ok();
+    let attempts: Vec<(&str, Result<(), PoolError>)> = vec![
+        ("open(layout)", Pool::open(path, Some(LAYOUT), &opts()).map(drop)),
+        ("open(any)", Pool::open(path, None, &opts()).map(drop)),
+        ("open(eadr)", Pool::open(path, Some(LAYOUT), &opts().mode(Mode::Eadr)).map(drop)),
+        ("inspect", Pool::inspect(path).map(drop)),
+    ];
+    for (how, r) in attempts {
+        match r {
+            Err(e) => {
+                assert!(check(&e), "{what}: {how} gave the wrong error: {e:?}");
+                let msg = e.to_string();
+                assert!(!msg.contains('\n'), "{what}: one-line message: {msg}");
+                assert!(msg.contains(&path.display().to_string()), "{what}: message names the file: {msg}");
+            }
+            Ok(()) => panic!("{what}: {how} succeeded"),
+        }
+        assert_eq!(std::fs::read(path).ok(), before, "{what}: {how} changed the file");
+    }
+    if before.is_some() {
+        // open_or_create must neither overwrite nor replace an existing bad file.
+        assert!(Pool::open_or_create(path, LAYOUT, &opts()).is_err(), "{what}: open_or_create");
+        assert_eq!(std::fs::read(path).ok(), before, "{what}: open_or_create changed the file");
+    }
+}
+
+#[test]
+fn p1_refused_opens_leave_the_file_unchanged() {
+    let _g = no_spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = std::fs::read(new_pool_file(d, "good.pool")).unwrap();
+    let size = good.len();
+    let variant = |name: &str, f: &dyn Fn(&mut Vec<u8>)| -> PathBuf {
+        let mut b = good.clone();
+        f(&mut b);
+        let p = d.join(name);
+        std::fs::write(&p, &b).unwrap();
+        p
+    };
+
+    assert_refused(&d.join("missing.pool"), "missing", |e| matches!(e, PoolError::NotFound { .. }));
+    assert!(!d.join("missing.pool").exists());
+
+    let text = d.join("text.pool");
+    std::fs::write(&text, "this is a text file, not a pool\n".repeat(300)).unwrap();
+    assert_refused(&text, "text file", |e| matches!(e, PoolError::NotAPool { .. }));
+
+    let empty = d.join("empty.pool");
+    std::fs::write(&empty, b"").unwrap();
+    assert_refused(&empty, "empty file", |e| matches!(e, PoolError::NotAPool { .. }));
+
+    let magic = variant("magic.pool", &|b| b[3] ^= 0x20);
+    assert_refused(&magic, "bad magic", |e| matches!(e, PoolError::NotAPool { .. }));
+
+    // A valid pool of another format version: version patched, checksum recomputed.
+    let v2 = variant("v2.pool", &|b| {
+        set_u32(b, 8, FORMAT_VERSION + 1);
+        fix_imm_crc(b);
+    });
+    assert_refused(
+        &v2,
+        "other version",
+        |e| matches!(e, PoolError::Version { found, supported, .. } if *found == FORMAT_VERSION + 1 && *supported == FORMAT_VERSION),
+    );
+
+    // Truncated: inside the immutable part, inside the header page, below the recorded size.
+    for cut in [12usize, 200, 300, 4000, HEADER_SIZE as usize, size - 4096, size - 1] {
+        let p = variant(&format!("cut{cut}.pool"), &|b| b.truncate(cut));
+        assert_refused(
+            &p,
+            &format!("truncated to {cut}"),
+            |e| matches!(e, PoolError::Truncated { actual, .. } if *actual == cut as u64),
+        );
+    }
+
+    // Corrupt immutable part: layout name, maximum size, CRC itself.
+    for at in [20usize, 50, 100, IMM_CRC_AT] {
+        let p = variant(&format!("imm{at}.pool"), &|b| b[at] ^= 0x01);
+        assert_refused(&p, &format!("byte {at} flipped"), |e| matches!(e, PoolError::CorruptHeader { .. }));
+    }
+
+    // Both state slots corrupt.
+    let slots = variant("slots.pool", &|b| {
+        b[SLOT_AT[0] + 8] ^= 0x40;
+        b[SLOT_AT[1] + 100] ^= 0x02;
+    });
+    assert_refused(&slots, "both slots corrupt", |e| matches!(e, PoolError::CorruptHeader { .. }));
+    let zeroed = variant("zeroslots.pool", &|b| b[256..512].fill(0));
+    assert_refused(&zeroed, "both slots zero", |e| matches!(e, PoolError::CorruptHeader { .. }));
+
+    // Another layout: refused when a layout is asked for, accepted with `None`.
+    let other = d.join("other.pool");
+    drop(Pool::create(&other, "otherlayout", &opts()).unwrap());
+    let before = std::fs::read(&other).unwrap();
+    match Pool::open(&other, Some(LAYOUT), &opts()) {
+        Err(PoolError::WrongLayout { found, expected, .. }) => {
+            assert_eq!(found, "otherlayout");
+            assert_eq!(expected, LAYOUT);
+        }
+        Err(e) => panic!("expected WrongLayout, got {e}"),
+        Ok(_) => panic!("opened a pool of another layout"),
+    }
+    assert!(matches!(Pool::open_or_create(&other, LAYOUT, &opts()), Err(PoolError::WrongLayout { .. })));
+    assert_eq!(std::fs::read(&other).unwrap(), before);
+    assert_eq!(Pool::open(&other, None, &opts()).unwrap().layout(), "otherlayout");
+}
+
+#[test]
+fn p1_create_refuses_bad_options_without_leaving_a_file() {
+    let _g = no_spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("small.pool");
+    let r = Pool::create(&p, LAYOUT, &opts().initial_size(MIN_POOL_SIZE - 1));
+    assert!(matches!(r, Err(PoolError::TooSmall { min, .. }) if min == MIN_POOL_SIZE));
+    assert!(!p.exists(), "no file is left behind");
+    assert!(matches!(Pool::create(&p, LAYOUT, &opts().initial_size(0)), Err(PoolError::TooSmall { .. })));
+    assert!(matches!(Pool::create(&p, &"x".repeat(32), &opts()), Err(PoolError::LayoutName(_))));
+    assert!(matches!(Pool::create(&p, "", &opts()), Err(PoolError::LayoutName(_))));
+    assert!(matches!(Pool::create(&p, "a\0b", &opts()), Err(PoolError::LayoutName(_))));
+    assert!(matches!(Pool::create(&p, LAYOUT, &opts().max_size(1 << 50)), Err(PoolError::InvalidOption(_))));
+    assert!(!p.exists());
+    assert!(matches!(Pool::create_sim(LAYOUT, &opts().initial_size(100)), Err(PoolError::TooSmall { .. })));
+    // A 31-byte layout name is the longest allowed.
+    let long = "y".repeat(31);
+    let pool = Pool::create(&p, &long, &opts().initial_size(MIN_POOL_SIZE)).unwrap();
+    assert_eq!(pool.size(), MIN_POOL_SIZE);
+    drop(pool);
+    assert_eq!(Pool::open(&p, Some(&long), &opts()).unwrap().layout(), long);
+}
+
+#[test]
+fn p1_torn_newest_state_slot_falls_back_to_previous_state() {
+    let _g = no_spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.pool");
+    let a;
+    let b;
+    {
+        let pool = Pool::create(&path, LAYOUT, &opts()).unwrap();
+        a = pool.take_heap(64, 64).unwrap();
+        b = pool.take_heap(64, 64).unwrap();
+        pool.set_root(0, a);
+        pool.set_root(0, b);
+    }
+    let info = Pool::inspect(&path).unwrap();
+    let newest = info.state.seq;
+    assert!(info.state.clean);
+    assert_eq!(info.state.roots[0], b);
+
+    // Tear the newest slot the way a crash in the middle of its 128-byte write would: its
+    // second cache line still holds the older content of that slot (here: garbage).
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = SLOT_AT[(newest & 1) as usize];
+    for x in &mut bytes[at + 64..at + 128] {
+        *x ^= 0x5a;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+
+    let info = Pool::inspect(&path).unwrap();
+    assert_eq!(info.state.seq, newest - 1, "the previous state is what a reader sees");
+    assert!(!info.state.clean, "the torn update was the clean-shutdown mark");
+    assert_eq!(info.state.roots[0], b);
+    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    assert!(!pool.was_clean(), "a torn clean mark counts as a crash");
+    assert_eq!(pool.root(0), b);
+    drop(pool);
+    // The next update rewrote the torn slot: both are valid again.
+    let info = Pool::inspect(&path).unwrap();
+    assert!(info.state.clean);
+    assert!(info.state.seq > newest);
+    let bytes = std::fs::read(&path).unwrap();
+    let mut one_bad = bytes.clone();
+    one_bad[SLOT_AT[(info.state.seq & 1) as usize] + 3] ^= 1;
+    std::fs::write(&path, &one_bad).unwrap();
+    assert_eq!(Pool::inspect(&path).unwrap().state.seq, info.state.seq - 1);
+}
+
+#[test]
+fn p1_from_image_refuses_bad_images_without_panicking() {
+    let _g = no_spawn();
+    let pool = Pool::create_sim(LAYOUT, &opts()).unwrap();
+    let sim = pool.sim().unwrap();
+    let image = sim.image_now(&pool, pmkv_substrate::Eviction::None);
+    assert_eq!(image.len() as u64, pool.size());
+    let o = opts();
+    assert!(Pool::from_image(&image, Some(LAYOUT), &o).is_ok());
+    assert!(matches!(Pool::from_image(&image, Some("zzz"), &o), Err(PoolError::WrongLayout { .. })));
+    assert!(matches!(Pool::from_image(b"", None, &o), Err(PoolError::NotAPool { .. })));
+    assert!(matches!(Pool::from_image(&image[..100], None, &o), Err(PoolError::Truncated { .. })));
+    for cut in [256usize, 300, 400, 511, 4095, image.len() - 8] {
+        assert!(
+            matches!(Pool::from_image(&image[..cut], None, &o), Err(PoolError::Truncated { .. })),
+            "image cut to {cut}"
+        );
+    }
+    let mut bad = image.clone();
+    bad[SLOT_AT[0] + 1] ^= 1;
+    bad[SLOT_AT[1] + 1] ^= 1;
+    assert!(matches!(Pool::from_image(&bad, None, &o), Err(PoolError::CorruptHeader { .. })));
+}
+
+// ----- across processes --------------------------------------------------------------------
+
+const CHILD_ENV: &str = "PMKV_POOL_TEST_CHILD";
+
+/// Entry point of the child processes of the cross-process tests: the test binary runs
+/// itself with `CHILD_ENV` set to `<action>:<pool path>`. In a normal test run the variable
+/// is unset and this test does nothing.
+#[test]
+fn child_process_helper() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else { return };
+    let (action, path) = spec.split_once(':').unwrap();
+    match action {
+        "try_open" => match Pool::open(path, Some(LAYOUT), &opts()) {
+            Err(PoolError::Locked { .. }) => println!("CHILD locked"),
+            Err(e) => println!("CHILD error {e}"),
+            Ok(_) => println!("CHILD opened"),
+        },
+        "hold_then_die" => {
+            let pool = Pool::open(path, Some(LAYOUT), &opts()).unwrap();
+            let off = pool.take_heap(8, 8).unwrap();
+            write_u64(&pool, off, 0xfeed_f00d);
+            pool.set_root(5, off);
+            println!("CHILD holding");
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).unwrap();
+            // Die without dropping the pool: no clean-shutdown mark, as in a crash.
+            std::process::exit(0);
+        }
+        other => panic!("unknown child action {other}"),
+    }
+}
+
+fn child(action: &str, path: &Path) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["child_process_helper", "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .env(CHILD_ENV, format!("{action}:{}", path.display()));
+    c
+}
+
+fn child_says(out: &str) -> Vec<&str> {
+    out.lines().filter(|l| l.starts_with("CHILD ")).collect()
+}
+
+#[test]
+fn p1_lock_across_processes_and_crash_leaves_pool_unclean() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = new_pool_file(dir.path(), "x.pool");
+
+    // This process holds the pool: another process cannot open it.
+    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    let out = {
+        let _g = spawning();
+        child("try_open", &path).output().unwrap()
+    };
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(child_says(&String::from_utf8_lossy(&out.stdout)), ["CHILD locked"]);
+    drop(pool);
+    // Released: now the other process can.
+    let out = {
+        let _g = spawning();
+        child("try_open", &path).output().unwrap()
+    };
+    assert_eq!(child_says(&String::from_utf8_lossy(&out.stdout)), ["CHILD opened"]);
+
+    // Another process holds the pool: this one cannot open it, and sees it in use.
+    let mut holder = {
+        let _g = spawning();
+        child("hold_then_die", &path).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap()
+    };
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    let said = lines.by_ref().map(|l| l.unwrap()).find(|l| l.starts_with("CHILD "));
+    assert_eq!(said.as_deref(), Some("CHILD holding"));
+    let before = std::fs::read(&path).unwrap();
+    assert!(matches!(Pool::open(&path, Some(LAYOUT), &opts()), Err(PoolError::Locked { .. })));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    let info = Pool::inspect(&path).unwrap();
+    assert!(info.in_use);
+    assert!(!info.state.clean);
+
+    // The holder exits without closing the pool; the lock dies with it.
+    holder.stdin.take().unwrap().write_all(b"die\n").unwrap();
+    assert!(holder.wait().unwrap().success());
+    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    assert!(!pool.was_clean(), "a process that died holding the pool left it unclean");
+    let off = pool.root(5);
+    assert_ne!(off, 0, "its durable writes survive");
+    assert_eq!(read_u64(&pool, off), 0xfeed_f00d);
+    drop(pool);
+    assert!(Pool::open(&path, Some(LAYOUT), &opts()).unwrap().was_clean());
+}
+
+#[test]
+fn p1_concurrent_take_heap_hands_out_disjoint_extents() {
+    let _g = no_spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let o = opts().initial_size(MIN_POOL_SIZE).max_size(4 << 20);
+    let pool = Pool::create(dir.path().join("race.pool"), LAYOUT, &o).unwrap();
+    let mut all: Vec<(u64, u64)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4u64)
+            .map(|t| {
+                let pool = &pool;
+                s.spawn(move || {
+                    (0..300u64)
+                        .map(|i| {
+                            let len = 64 + 8 * ((i + t) % 50);
+                            (pool.take_heap(len, 8).unwrap(), len)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    all.sort_unstable();
+    for w in all.windows(2) {
+        assert!(w[0].0 + w[0].1 <= w[1].0, "extents {w:?} overlap");
+    }
+    let (last, len) = *all.last().unwrap();
+    assert!(last + len <= pool.heap_top());
+    assert!(pool.heap_top() <= pool.size());
+}
+
+/// Regression test: mapping a growth extent must never open a hole in the pool's address
+/// reservation. (An earlier version tried `MAP_SYNC | MAP_FIXED` first and fell back to
+/// plain `MAP_FIXED`; on Linux 6.x a non-DAX file system refuses `MAP_SYNC` only after the
+/// kernel has detached the old range, so for a moment the range was free, another thread's
+/// mmap could land there, and the fallback then silently replaced that mapping.) Here one
+/// thread grows pools step by step while another keeps mapping, filling and checking
+/// anonymous pages; any page of theirs that a pool clobbers or unmaps is detected. (The
+/// hole appeared with pools on disk file systems such as ext4, where the temp dir of this
+/// test normally is; tmpfs refuses `MAP_SYNC` before touching the old range.)
+#[test]
+fn p1_growth_never_clobbers_other_mappings() {
+    let _g = no_spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let page = 4096usize;
+    std::thread::scope(|s| {
+        let other = s.spawn(|| {
+            let mut rounds = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || rounds < 50 {
+                let maps: Vec<(*mut u8, u8)> = (0..64u8)
+                    .map(|k| {
+                        // SAFETY: a fresh private anonymous mapping.
+                        let p = unsafe {
+                            libc::mmap(
+                                std::ptr::null_mut(),
+                                8 * page,
+                                libc::PROT_READ | libc::PROT_WRITE,
+                                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                                -1,
+                                0,
+                            )
+                        };
+                        assert_ne!(p, libc::MAP_FAILED);
+                        let tag = (rounds as u8).wrapping_mul(17).wrapping_add(k) | 1;
+                        // SAFETY: our mapping, 8 pages long.
+                        unsafe { std::ptr::write_bytes(p as *mut u8, tag, 8 * page) };
+                        (p as *mut u8, tag)
+                    })
+                    .collect();
+                for (p, tag) in maps {
+                    // SAFETY: our mapping (unless a pool unmapped it, which is the bug).
+                    let bytes = unsafe { std::slice::from_raw_parts(p, 8 * page) };
+                    assert!(bytes.iter().all(|&b| b == tag), "a pool replaced memory it does not own");
+                    // SAFETY: our mapping.
+                    unsafe { libc::munmap(p as *mut libc::c_void, 8 * page) };
+                }
+                rounds += 1;
+            }
+        });
+        for round in 0..100 {
+            let path = dir.path().join(format!("grow{round}.pool"));
+            let o = opts().initial_size(MIN_POOL_SIZE).max_size(2 << 20);
+            let pool = Pool::create(&path, LAYOUT, &o).unwrap();
+            while pool.size() < 2 << 20 {
+                let off = pool.take_heap(3000, 8).unwrap();
+                write_u64(&pool, off, off);
+            }
+            assert_eq!(read_u64(&pool, HEADER_SIZE), HEADER_SIZE);
+            drop(pool);
+            std::fs::remove_file(&path).unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        other.join().unwrap();
+    });
+}
