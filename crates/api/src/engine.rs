@@ -108,6 +108,10 @@ pub trait Engine: Send + Sync {
     fn scan(&self, range: &ScanRange, f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()>;
     /// Number of records.
     fn len(&self) -> u64;
+    /// Whether there are no records.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Memory in use by structure.
     fn memory(&self) -> MemoryUsage;
     /// Verify the engine's persistent invariants; returns a human-readable summary.

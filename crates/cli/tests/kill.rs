@@ -24,8 +24,21 @@ fn sigkill_during_load_leaves_a_prefix() {
     }
     drop(f);
     let lines: Vec<String> = std::fs::read_to_string(&input).unwrap().lines().map(String::from).collect();
-    // Several kills at different moments, each on a fresh pool.
-    for (round, delay_ms) in [40u64, 150, 400].into_iter().enumerate() {
+    // Several kills at random moments (seed printed for reproduction), each on a fresh pool.
+    let seed = std::env::var("PMKV_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
+    });
+    eprintln!("PMKV_KILL_SEED={seed}");
+    let mut x = seed | 1;
+    let delays: Vec<u64> = (0..4)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            20 + x % 500
+        })
+        .collect();
+    for (round, delay_ms) in delays.into_iter().enumerate() {
         let pool = dir.path().join(format!("p{round}.pool"));
         let mut child = pmkv()
             .args(["load", pool.to_str().unwrap(), input.to_str().unwrap(), "--engine", "hart"])

@@ -66,6 +66,21 @@ impl KeySource for PmKeys<'_> {
     }
 }
 
+impl PmKeys<'_> {
+    /// The first 8 key bytes, big-endian, zero-padded: a sort key for recovery.
+    pub(crate) fn with_key_prefix(&self, leaf: u64) -> u64 {
+        self.with_key(leaf, |k| {
+            let mut b = [0u8; 8];
+            let n = k.len().min(8);
+            b[..n].copy_from_slice(&k[..n]);
+            u64::from_be_bytes(b)
+        })
+    }
+}
+
+/// Bytes in use, by structure name (SPEC H9).
+pub type ByStructure = Vec<(String, u64)>;
+
 /// Options of a HART pool.
 #[derive(Clone, Copy, Debug)]
 pub struct HartOptions {
@@ -475,7 +490,7 @@ impl Hart {
     }
 
     /// DRAM and PM use by structure (SPEC H9).
-    pub fn memory(&self) -> (Vec<(String, u64)>, Vec<(String, u64)>) {
+    pub fn memory(&self) -> (ByStructure, ByStructure) {
         let mut st = ArtStats::default();
         let mut arts = 0u64;
         self.table.for_each(|_, a| {
@@ -514,19 +529,70 @@ impl Hart {
         });
     }
 
-    /// Insert an existing used leaf into the DRAM structures (recovery, Algorithm 7 line 6).
-    pub(crate) fn insert_recovered(&self, leaf: u64) -> Result<()> {
-        let ks = PmKeys(&self.pool);
-        ks.with_key(leaf, |key| {
-            let hk = hash_key(key, self.kh);
-            let depth = key.len().min(self.kh);
-            self.table.with_or_create(hk, depth, |art| match art.write().insert(key, leaf, &ks) {
-                Ok(()) => Ok(()),
-                Err(other) => {
-                    Err(HartError::Corrupt(format!("two used leaves ({other:#x} and {leaf:#x}) hold the same key")))
-                }
+    /// Insert existing used leaves into the DRAM structures (recovery, Algorithm 7 line 6).
+    ///
+    /// `leaves` holds (first 8 key bytes big-endian, leaf offset) pairs. They are sorted by
+    /// key prefix first, so consecutive insertions walk the same ART paths (cache-hot)
+    /// and take each ART's lock once per run of equal hash keys; large recoveries are
+    /// split at hash-key boundaries over the available cores, since different ARTs are
+    /// independent. The paper inserts leaves in chunk order, one lock each.
+    pub(crate) fn insert_recovered(&self, mut leaves: Vec<(u64, u64)>) -> Result<()> {
+        leaves.sort_unstable();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        if threads < 2 || leaves.len() < 200_000 {
+            return self.insert_sorted(&leaves);
+        }
+        // Cut points where the 8-byte prefix's hash key changes, near equal shares.
+        let mut parts = Vec::new();
+        let mut from = 0;
+        for t in 1..threads {
+            let mut at = (leaves.len() * t / threads).max(from);
+            let hk = |i: usize| hash_key(&leaves[i].0.to_be_bytes(), self.kh.min(8));
+            while at < leaves.len() && at > 0 && hk(at) == hk(at - 1) {
+                at += 1;
+            }
+            parts.push(&leaves[from..at]);
+            from = at;
+        }
+        parts.push(&leaves[from..]);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = parts.into_iter().map(|p| s.spawn(move || self.insert_sorted(p))).collect();
+            handles.into_iter().try_for_each(|h| {
+                h.join().unwrap_or_else(|_| Err(HartError::Corrupt("recovery thread panicked".into())))
             })
         })
+    }
+
+    fn insert_sorted(&self, leaves: &[(u64, u64)]) -> Result<()> {
+        let ks = PmKeys(&self.pool);
+        let mut i = 0;
+        while i < leaves.len() {
+            let (hk, depth) = ks.with_key(leaves[i].1, |k| (hash_key(k, self.kh), k.len().min(self.kh)));
+            i = self.table.with_or_create(hk, depth, |art| {
+                let mut art = art.write();
+                let mut j = i;
+                while j < leaves.len() {
+                    let leaf = leaves[j].1;
+                    let r = ks.with_key(leaf, |key| {
+                        if hash_key(key, self.kh) != hk {
+                            return Ok(false);
+                        }
+                        match art.insert(key, leaf, &ks) {
+                            Ok(()) => Ok(true),
+                            Err(other) => Err(HartError::Corrupt(format!(
+                                "two used leaves ({other:#x} and {leaf:#x}) hold the same key"
+                            ))),
+                        }
+                    })?;
+                    if !r {
+                        break;
+                    }
+                    j += 1;
+                }
+                Ok::<usize, HartError>(j)
+            })?;
+        }
+        Ok(())
     }
 
     /// Close: DRAM state is dropped; the pool records a clean shutdown.

@@ -90,8 +90,8 @@ impl HashTable {
             }
         }
         let mut shard = self.shards[shard_of(hk)].write();
-        if !shard.contains_key(&hk) {
-            shard.insert(hk, RwLock::new(Art::new(depth)));
+        if let std::collections::hash_map::Entry::Vacant(e) = shard.entry(hk) {
+            e.insert(RwLock::new(Art::new(depth)));
             self.ordered.write().insert(hk);
         }
         let shard = parking_lot::RwLockWriteGuard::downgrade(shard);

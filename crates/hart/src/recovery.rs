@@ -112,6 +112,7 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Hart> {
     // Algorithm 7 lines 2–6: every used leaf goes back into its ART.
     let mut values: Vec<u64> = Vec::new();
     let mut keys: Vec<u64> = Vec::new();
+    let mut leaves: Vec<(u64, u64)> = Vec::new();
     let mut err = None;
     hart.alloc.for_each_used(LEAF, |leaf| {
         if err.is_some() {
@@ -121,11 +122,8 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Hart> {
             err = Some(corrupt(format!("used leaf {leaf:#x} has an invalid key")));
             return;
         }
-        if let Err(e) = hart.insert_recovered(leaf) {
-            err = Some(e);
-            return;
-        }
-        rep.leaves += 1;
+        let prefix = crate::hart::PmKeys(&pool).with_key_prefix(leaf);
+        leaves.push((prefix, leaf));
         if !clean {
             values.push(read_u64(&pool, leaf + LEAF_P_VALUE));
             if read_u32(&pool, leaf + LEAF_FLAGS) & FLAG_KEY_OUT != 0 {
@@ -136,6 +134,8 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Hart> {
     if let Some(e) = err {
         return Err(e);
     }
+    rep.leaves = leaves.len() as u64;
+    hart.insert_recovered(leaves)?;
     if !clean {
         rep.orphans_freed += sweep(&hart, VALUE, values);
         rep.orphans_freed += sweep(&hart, KEY, keys);

@@ -37,11 +37,15 @@ pub struct AllocArgs {
     /// Thread counts to measure.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     pub threads: Vec<usize>,
+    /// Persistence mode of the EPallocator pool. With `eadr` or `none` PMDK is told to
+    /// skip flushes too (`PMEM_NO_FLUSH=1`), so both columns measure the same thing.
+    #[arg(long, default_value = "adr")]
+    pub mode: Mode,
 }
 
 impl Default for AllocArgs {
     fn default() -> Self {
-        AllocArgs { dir: None, iters: 200_000, size: 64, threads: vec![1, 2] }
+        AllocArgs { dir: None, iters: 200_000, size: 64, threads: vec![1, 2], mode: Mode::Adr }
     }
 }
 
@@ -76,11 +80,17 @@ fn timed(threads: usize, iters: u64, work: impl Fn(u64) + Sync) -> f64 {
 }
 
 /// EPallocator: ns per pair and (flushes, fences) per pair.
-fn epalloc(dir: &Path, threads: usize, iters: u64, size: usize) -> Result<(f64, f64, f64), Box<dyn std::error::Error>> {
+fn epalloc(
+    dir: &Path,
+    mode: Mode,
+    threads: usize,
+    iters: u64,
+    size: usize,
+) -> Result<(f64, f64, f64), Box<dyn std::error::Error>> {
     let path = dir.join(format!("pmkv-bench-alloc-{}-{threads}.pool", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let _cleanup = TempFile(path.clone());
-    let opts = PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE).initial_size(64 << 20).max_size(1 << 30);
+    let opts = PoolOptions::default().mode(mode).latency(Latency::NONE).initial_size(64 << 20).max_size(1 << 30);
     let ep = EpAlloc::create(Arc::new(Pool::create(&path, "bench-alloc", &opts)?))?;
     let failed = std::sync::atomic::AtomicBool::new(false);
     let counted = std::sync::Mutex::new((0u64, 0u64, 0u64));
@@ -134,10 +144,14 @@ struct Pmdk {
 }
 
 impl Pmdk {
-    fn load() -> Result<Pmdk, String> {
-        // PMDK reads this when the library initialises: treat /dev/shm as PM and flush
-        // with CPU instructions, like pmkv's adr mode, instead of calling msync.
+    fn load(mode: Mode) -> Result<Pmdk, String> {
+        // PMDK reads these when the library initialises: treat /dev/shm as PM and flush
+        // with CPU instructions, like pmkv's adr mode, instead of calling msync; skip
+        // flushes where pmkv's mode has none.
         std::env::set_var("PMEM_IS_PMEM_FORCE", "1");
+        if mode != Mode::Adr {
+            std::env::set_var("PMEM_NO_FLUSH", "1");
+        }
         // SAFETY: loading a system library whose initialisers are well behaved.
         let lib = unsafe { libloading::Library::new("libpmemobj.so.1") }.map_err(|e| e.to_string())?;
         // SAFETY: the symbol types match libpmemobj.h of PMDK 1.x.
@@ -209,7 +223,10 @@ pub fn run(a: AllocArgs) -> CmdResult {
     if a.threads.is_empty() || a.threads.contains(&0) || a.iters == 0 {
         return Err("bench alloc: --threads must list positive counts and --iters must be positive".into());
     }
-    let lib = match Pmdk::load() {
+    if a.mode == Mode::Msync {
+        return Err("bench alloc: msync mode is not comparable with PMDK; use adr, eadr or none".into());
+    }
+    let lib = match Pmdk::load(a.mode) {
         Ok(l) => Some(l),
         Err(e) => {
             println!("libpmemobj not installed: apt-get install libpmemobj1 ({e}); PMDK column skipped");
@@ -217,9 +234,10 @@ pub fn run(a: AllocArgs) -> CmdResult {
         }
     };
     println!(
-        "allocate + free of {}-byte objects, {} pairs per thread, adr mode (flush instructions), pools in {}",
+        "allocate + free of {}-byte objects, {} pairs per thread, {} mode, pools in {}",
         a.size,
         a.iters,
+        a.mode,
         dir.display()
     );
     println!("EPallocator pair = alloc + publish + free; libpmemobj pair = pmemobj_alloc + pmemobj_free");
@@ -228,7 +246,7 @@ pub fn run(a: AllocArgs) -> CmdResult {
         "threads", "EPallocator ns", "libpmemobj ns", "ratio", "EPalloc flush/fence"
     );
     for &t in &a.threads {
-        let (ep_ns, flushes, fences) = epalloc(&dir, t, a.iters, a.size)?;
+        let (ep_ns, flushes, fences) = epalloc(&dir, a.mode, t, a.iters, a.size)?;
         let pm = match &lib {
             Some(lib) => Some(pmdk(lib, &dir, t, a.iters, a.size)?),
             None => None,

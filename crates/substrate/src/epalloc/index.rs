@@ -23,8 +23,10 @@ const GRANULE_SHIFT: u32 = 8;
 const FIRST_SEG: usize = 1024;
 const SEGS: usize = 22;
 
-/// One chunk or extent.
+/// One chunk or extent. Cache-line aligned: the reservation words of two threads'
+/// current chunks must not share a line, or every reservation would bounce it.
 #[derive(Default, Debug)]
+#[repr(align(64))]
 pub(crate) struct Item {
     /// Pool offset of the chunk / extent (0 while the item is unused).
     pub off: AtomicU64,

@@ -140,8 +140,10 @@ impl ListState {
         }
     }
 
+    /// Whether `p` is some shard's current chunk; the calling thread's own shard, the
+    /// usual answer, is looked at first.
     fn is_cur(&self, p: u64) -> bool {
-        self.cur.iter().any(|c| c.0.load(Ordering::Acquire) == p)
+        self.cur[shard()].0.load(Ordering::Acquire) == p || self.cur.iter().any(|c| c.0.load(Ordering::Acquire) == p)
     }
 }
 

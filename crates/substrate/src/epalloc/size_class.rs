@@ -76,8 +76,13 @@ impl Geometry {
     /// the start of one of its slots.
     #[inline]
     pub fn slot_index(&self, chunk: u64, off: u64) -> Option<usize> {
-        let rel = off.checked_sub(chunk + self.head as u64)? as usize;
-        (rel.is_multiple_of(self.slot) && rel / self.slot < SLOTS).then_some(rel / self.slot)
+        let rel = off.checked_sub(chunk + self.head as u64)?;
+        if rel >= (SLOTS * self.slot) as u64 {
+            return None;
+        }
+        // 32-bit division: several times cheaper than 64-bit on common CPUs.
+        let (rel, slot) = (rel as u32, self.slot as u32);
+        rel.is_multiple_of(slot).then_some((rel / slot) as usize)
     }
 
     /// Bytes of a full chunk that are not slots (the allocator's per-chunk overhead).
