@@ -261,16 +261,29 @@ impl Hart {
         let depth = key.len().min(self.kh);
         self.table.with_or_create(hk, depth, |art| {
             let mut art = art.write();
-            let ks = PmKeys(&self.pool);
-            if let Some(leaf) = art.get(key, &ks) {
-                return self.update(leaf, value);
+            // One traversal: the new leaf is made only at the insertion point.
+            let mut made = 0;
+            let make = || {
+                made = self.make_leaf(key, value)?;
+                Ok::<u64, HartError>(made)
+            };
+            match art.upsert(key, make, &PmKeys(&self.pool))? {
+                Err(existing) => self.update(existing, value),
+                Ok(()) => {
+                    // Line 18: the leaf bit (fence 2), after line 17 linked the leaf into
+                    // the DRAM tree.
+                    self.alloc.publish(made);
+                    self.len.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                }
             }
-            self.insert_new(&mut art, key, value)
         })
     }
 
-    /// Algorithm 1 lines 10–18 for a key not in the tree (caller holds the ART write lock).
-    fn insert_new(&self, art: &mut Art, key: &[u8], value: &[u8]) -> Result<()> {
+    /// Algorithm 1 lines 10–16 for a key not in the tree (caller holds the ART write
+    /// lock): allocate and write leaf, value and key object, and publish the value and key
+    /// object. The leaf is published by [`Hart::publish_leaf`] once it is in the tree.
+    fn make_leaf(&self, key: &[u8], value: &[u8]) -> Result<u64> {
         let pool = &*self.pool;
         let leaf = self.alloc.alloc(LEAF, LEAF_SIZE)?;
         let v = match self.new_value(value) {
@@ -322,14 +335,7 @@ impl Hart {
         if kobj != 0 {
             self.alloc.publish(kobj);
         }
-        // Line 17: into the DRAM tree; line 18: the leaf bit (fence 2).
-        if art.insert(key, leaf, &PmKeys(pool)).is_err() {
-            // Unreachable: the caller found no leaf for `key` under the same lock.
-            return Err(HartError::Corrupt("key appeared during insert".into()));
-        }
-        self.alloc.publish(leaf);
-        self.len.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(leaf)
     }
 
     fn log_at(&self, i: usize) -> u64 {

@@ -87,34 +87,50 @@ impl Art {
     /// Insert `leaf` for `key`. If the key is present, nothing changes and its leaf is
     /// returned as `Err` (the caller updates it).
     pub fn insert(&mut self, key: &[u8], leaf: u64, ks: &impl KeySource) -> Result<(), u64> {
-        let r = Self::insert_at(&mut self.root, key, self.depth, leaf, ks);
+        match self.upsert(key, || Ok::<u64, std::convert::Infallible>(leaf), ks) {
+            Ok(r) => r,
+            Err(never) => match never {},
+        }
+    }
+
+    /// One traversal for HART's put: if `key` is present return `Ok(Err(its leaf))`;
+    /// otherwise call `make` for the new leaf only once the insertion point is known, link
+    /// it, and return `Ok(Ok(()))`. An error of `make` leaves the tree unchanged.
+    pub fn upsert<E>(
+        &mut self,
+        key: &[u8],
+        make: impl FnOnce() -> Result<u64, E>,
+        ks: &impl KeySource,
+    ) -> Result<Result<(), u64>, E> {
+        let r = Self::insert_at(&mut self.root, key, self.depth, make, ks)?;
         if r.is_ok() {
             self.len += 1;
         }
-        r
+        Ok(r)
     }
 
-    fn insert_at(
+    fn insert_at<E>(
         slot: &mut Option<Child>,
         key: &[u8],
         mut depth: usize,
-        leaf: u64,
+        make: impl FnOnce() -> Result<u64, E>,
         ks: &impl KeySource,
-    ) -> Result<(), u64> {
+    ) -> Result<Result<(), u64>, E> {
         let mut slot = slot;
         loop {
             match slot {
                 None => {
-                    *slot = Some(Child::Leaf(leaf));
-                    return Ok(());
+                    *slot = Some(Child::Leaf(make()?));
+                    return Ok(Ok(()));
                 }
                 Some(Child::Leaf(old)) => {
                     let old = *old;
                     // Lazy expansion: split the single-key subtree at the first differing byte.
                     let (same, p) = ks.with_key(old, |ok| (ok == key, common(ok, key, depth)));
                     if same {
-                        return Err(old);
+                        return Ok(Err(old));
                     }
+                    let leaf = make()?;
                     let mut n = Node::new4(&key[depth..depth + p]);
                     let d = depth + p;
                     ks.with_key(old, |ok| {
@@ -130,12 +146,13 @@ impl Art {
                         n.add(key[d], Child::Leaf(leaf));
                     }
                     *slot = Some(Child::Node(Box::new(n)));
-                    return Ok(());
+                    return Ok(Ok(()));
                 }
                 Some(Child::Node(n)) => {
                     let m = prefix_mismatch(&n.prefix, key, depth);
                     if m < n.prefix.len() {
                         // Split the compressed path at the mismatch.
+                        let leaf = make()?;
                         let mut parent = Node::new4(&n.prefix[..m]);
                         let old_byte = n.prefix[m];
                         n.prefix = n.prefix[m + 1..].into();
@@ -148,23 +165,22 @@ impl Art {
                         let old = slot.take().unwrap();
                         parent.add(old_byte, old);
                         *slot = Some(Child::Node(Box::new(parent)));
-                        return Ok(());
+                        return Ok(Ok(()));
                     }
                     depth += n.prefix.len();
                     if key.len() == depth {
                         if let Some(t) = n.term {
-                            return Err(t);
+                            return Ok(Err(t));
                         }
-                        n.term = Some(leaf);
-                        return Ok(());
+                        n.term = Some(make()?);
+                        return Ok(Ok(()));
                     }
                     let b = key[depth];
                     depth += 1;
                     if n.find(b).is_none() {
-                        n.add(b, Child::Leaf(leaf));
-                        return Ok(());
+                        n.add(b, Child::Leaf(make()?));
+                        return Ok(Ok(()));
                     }
-                    // Re-borrow through a raw step to satisfy the borrow checker's loop rules.
                     let Some(Child::Node(n)) = slot else { unreachable!() };
                     slot = n.find_mut(b).unwrap();
                 }

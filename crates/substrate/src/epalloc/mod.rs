@@ -684,7 +684,8 @@ impl EpAlloc {
             match it.reserved.compare_exchange_weak(r, r | 1 << i, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     if it.gen.load(Ordering::Acquire) != gen || it.list.load(Ordering::Acquire) != list.idx {
-                        // The chunk was recycled and its item reused since `p` was read.
+                        // The chunk was recycled and its item reused since `p` was read
+                        // (only on the lock-free fast path, see `alloc_slow`): undo.
                         let old = it.reserved.fetch_and(!(1 << i), Ordering::AcqRel);
                         if let Some(l) = self.lists.get(it.list.load(Ordering::Acquire) as usize).and_then(|l| l.get())
                         {
@@ -704,18 +705,20 @@ impl EpAlloc {
     /// linked at the head of the list (lines 8–11).
     fn alloc_slow(&self, list: &ListState, s: usize) -> Result<u64> {
         let mut inner = list.inner.lock();
+        // Under the lock, an item of this list that has the expected generation cannot be
+        // retired (retiring takes this lock), so `try_reserve` below never meets a stale
+        // item and never calls `released`, which could take this lock again.
         let old = list.cur[s].0.load(Ordering::Acquire);
-        if old != 0 {
+        if self.is_live_in(list, old) {
             if let Some(off) = self.try_reserve(list, old) {
                 return Ok(off);
             }
         }
         while let Some(p) = inner.partial.pop() {
-            let (id, gen) = unpack(p);
-            let Some(it) = self.index.item(id) else { continue };
-            if it.gen.load(Ordering::Acquire) != gen {
+            if !self.is_live_in(list, p) {
                 continue;
             }
+            let Some(it) = self.index.item(unpack(p).0) else { continue };
             it.in_partial.store(false, Ordering::Relaxed);
             if let Some(off) = self.try_reserve(list, p) {
                 list.cur[s].0.store(p, Ordering::Release);
@@ -730,6 +733,14 @@ impl EpAlloc {
         list.cur[s].0.store(p, Ordering::Release);
         self.displace(&mut inner, old);
         Ok(off)
+    }
+
+    /// Whether `p = pack(id, gen)` is still the same incarnation of an item of `list`.
+    fn is_live_in(&self, list: &ListState, p: u64) -> bool {
+        let (id, gen) = unpack(p);
+        self.index
+            .item(id)
+            .is_some_and(|it| it.gen.load(Ordering::Acquire) == gen && it.list.load(Ordering::Acquire) == list.idx)
     }
 
     /// A shard's previous current chunk `old` is replaced: keep it findable if it still
