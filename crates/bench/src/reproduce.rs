@@ -105,7 +105,7 @@ fn not_built(engine: &str, paper: &str, workloads: &str) -> Result<()> {
     };
     Err(BenchError(format!(
         "reproduce {engine}: {why}; nothing was run. Its workloads already run on the other engines: \
-         pmkv bench run --workload {workloads}"
+         pmkv bench run --workload W, with W one of {workloads}"
     )))
 }
 

@@ -54,8 +54,14 @@ pub enum PointKind {
 type Hook = Box<dyn FnMut(&CrashPoint<'_>) + Send>;
 
 struct Inner {
-    /// Lines flushed but not yet fenced, per thread, with their content at flush time.
-    pending: HashMap<ThreadId, Vec<(usize, [u8; LINE])>>,
+    /// Lines flushed but not yet fenced, per thread, with a global flush sequence number
+    /// and their content at flush time.
+    pending: HashMap<ThreadId, Vec<(usize, u64, [u8; LINE])>>,
+    /// Sequence number of the flush whose copy each line of the persisted image holds.
+    /// When two threads flush the same line, a fence may only install a copy newer than
+    /// the one already there: real hardware never writes an older line over a newer one.
+    applied: HashMap<usize, u64>,
+    flush_seq: u64,
     hook: Option<Hook>,
     hook_on_flush: bool,
 }
@@ -124,7 +130,13 @@ impl SimState {
             size: AtomicU64::new(0),
             mode,
             points: AtomicU64::new(0),
-            inner: Mutex::new(Inner { pending: HashMap::new(), hook: None, hook_on_flush: false }),
+            inner: Mutex::new(Inner {
+                pending: HashMap::new(),
+                applied: HashMap::new(),
+                flush_seq: 0,
+                hook: None,
+                hook_on_flush: false,
+            }),
         })
     }
 
@@ -184,7 +196,9 @@ impl SimState {
                 let mut buf = [0u8; LINE];
                 // SAFETY: flushed lines lie inside the mapped pool.
                 unsafe { read_words(pool.base().add(line), &mut buf) };
-                g.pending.entry(tid).or_default().push((line, buf));
+                g.flush_seq += 1;
+                let seq = g.flush_seq;
+                g.pending.entry(tid).or_default().push((line, seq, buf));
                 line += LINE;
             }
         }
@@ -198,7 +212,12 @@ impl SimState {
         self.fire(&mut g, pool, PointKind::Fence);
         let tid = std::thread::current().id();
         if let Some(lines) = g.pending.remove(&tid) {
-            for (line, buf) in lines {
+            for (line, seq, buf) in lines {
+                let newest = g.applied.entry(line).or_insert(0);
+                if seq < *newest {
+                    continue;
+                }
+                *newest = seq;
                 // SAFETY: the line lies inside the grown persisted image; we hold the lock.
                 unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), self.persisted.add(line), LINE) };
             }

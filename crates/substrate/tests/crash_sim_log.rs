@@ -270,3 +270,29 @@ fn p6_crash_during_growth_recovers() {
         assert!(sizes.contains(g), "some image recovers with the grown size {g}");
     }
 }
+
+/// P6 with several threads: when two threads flush the same line and fence in the
+/// opposite order, the persisted image keeps the newer copy (hardware never writes an
+/// older line back over a newer one).
+#[test]
+fn p6_newer_flush_of_a_shared_line_wins() {
+    let pool = std::sync::Arc::new(Pool::create_sim(LAYOUT, &opts(Mode::Adr)).unwrap());
+    let off = 16384u64;
+    let (a_flushed_tx, a_flushed_rx) = std::sync::mpsc::channel();
+    let (b_done_tx, b_done_rx) = std::sync::mpsc::channel();
+    let p = pool.clone();
+    let a = std::thread::spawn(move || {
+        store(&p, off, &[1u8; 8]);
+        p.flush_off(off, 8); // copy "1" captured, not yet fenced
+        a_flushed_tx.send(()).unwrap();
+        b_done_rx.recv().unwrap();
+        p.fence(); // must not install the older copy over "2"
+    });
+    a_flushed_rx.recv().unwrap();
+    store(&pool, off, &[2u8; 8]);
+    pool.persist_off(off, 8);
+    b_done_tx.send(()).unwrap();
+    a.join().unwrap();
+    let img = pool.sim().unwrap().image_now(&pool, pmkv_substrate::Eviction::None);
+    assert_eq!(&img[off as usize..off as usize + 8], &[2u8; 8]);
+}

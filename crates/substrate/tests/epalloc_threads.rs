@@ -117,7 +117,7 @@ fn p7_threads_under_the_crash_simulator() {
     {
         let (model, result, types, o) = (model.clone(), result.clone(), types.clone(), o.clone());
         ep.pool().sim().unwrap().set_hook(true, move |pt| {
-            if !pt.index.is_multiple_of(23) {
+            if !pt.index.is_multiple_of(7) {
                 return;
             }
             let snap = model.lock().unwrap().clone();

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(clap::Args)]
+#[command(after_help = "With no subcommand: the main job (~1 min) — the Dictionary workload on every engine \
+                         in eadr and adr plus baselines, ns/op and persistence counters per operation.")]
 pub struct Args {
     #[command(subcommand)]
     pub what: Option<What>,

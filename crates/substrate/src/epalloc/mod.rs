@@ -1,7 +1,7 @@
 //! # EPallocator (SPEC P7): persistent allocation that cannot leak
 //!
 //! HART's "enhanced persistent memory allocator" (paper §III.A points 4–6, Algorithms 2
-//! and 6, Fig. 2 and 3), generalised to any number of object types and 24 size classes
+//! and 6, Fig. 2 and 3), generalised to any number of object types and 25 size classes
 //! from 8 bytes to 4 KiB, with extents for larger objects, and made concurrent.
 //!
 //! * [`chunk`] — the 56-slot memory chunk and its crash-atomic 8-byte header word (Fig. 2);

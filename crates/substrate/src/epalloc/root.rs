@@ -30,7 +30,8 @@ use std::sync::atomic::Ordering;
 
 pub const ROOT_MAGIC: [u8; 8] = *b"EPALLOC1";
 pub const ROOT_VERSION: u32 = 1;
-/// Directory entries (chunk lists) per pool: e.g. 10 object types × 25 lists each.
+/// Directory entries (chunk lists) per pool: 9 object types that use all 25 classes and
+/// extents, or many more types that use a few classes each.
 pub const DIR_CAP: usize = 255;
 pub const DIR_AT: u64 = 64;
 pub const ENTRY_LEN: u64 = 64;
