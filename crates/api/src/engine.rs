@@ -22,6 +22,9 @@ pub struct Options {
     pub create: bool,
     /// HART: bytes of the key that select an ART (SPEC H1); default 2.
     pub hash_key_len: usize,
+    /// HART: every update out of place exactly as the paper's Algorithm 3 (default false:
+    /// same-size values of ≤ 8 bytes are updated in place, atomically).
+    pub hart_paper_updates: bool,
 }
 
 impl Default for Options {
@@ -33,6 +36,7 @@ impl Default for Options {
             latency: Latency::from_env(),
             create: true,
             hash_key_len: 2,
+            hart_paper_updates: false,
         }
     }
 }

@@ -29,7 +29,10 @@ impl HartEngine {
             Err(PoolError::NotFound { .. }) if opts.create => Pool::create(path, "hart", &po)?,
             r => r?,
         };
-        Ok(HartEngine(Hart::open(Arc::new(pool), HartOptions { hash_key_len: opts.hash_key_len })?))
+        Ok(HartEngine(Hart::open(
+            Arc::new(pool),
+            HartOptions { hash_key_len: opts.hash_key_len, paper_updates: opts.hart_paper_updates },
+        )?))
     }
 }
 

@@ -7,8 +7,8 @@
 //! | operation | paper | pmkv (short key) |
 //! |-----------|-------|------------------|
 //! | insert    | 6     | 2 (value bit, after which contents are durable; leaf bit) |
-//! | update    | 8     | 3 (value+log; new bit+p_value; log reclaim+old bit) |
-//! | delete    | 2     | 2 (leaf bit; value bit) |
+//! | update    | 8     | 3 (value+log; new bit+p_value; log reclaim+old bit); 1 in place for same-size values of ≤ 8 bytes |
+//! | delete    | 2     | 1 (leaf bit; the value bit is flushed, durable at the next fence) |
 //!
 //! plus one per chunk recycled (Algorithm 6) and one per new chunk.
 
@@ -86,11 +86,17 @@ pub type ByStructure = Vec<(String, u64)>;
 pub struct HartOptions {
     /// k_h: bytes of the key that select an ART (SPEC H1). Fixed when the pool is created.
     pub hash_key_len: usize,
+    /// Update every value out of place with the micro-log, exactly as Algorithm 3. When
+    /// false (the default), a value of at most 8 bytes replaced by one of the same length
+    /// is overwritten in place with one atomic 8-byte store and one persist: a crash leaves
+    /// the old or the new value, as with Algorithm 3, with 1 fence instead of 3 and no
+    /// allocation. Larger or resized values always take Algorithm 3.
+    pub paper_updates: bool,
 }
 
 impl Default for HartOptions {
     fn default() -> Self {
-        HartOptions { hash_key_len: 2 }
+        HartOptions { hash_key_len: 2, paper_updates: false }
     }
 }
 
@@ -116,6 +122,7 @@ pub struct Hart {
     log_locks: Vec<Mutex<()>>,
     len: AtomicU64,
     pub(crate) recovery: RecoveryReport,
+    paper_updates: bool,
 }
 
 static NEXT_LOG: AtomicUsize = AtomicUsize::new(0);
@@ -130,10 +137,9 @@ impl Hart {
             return Err(HartError::BadHashKeyLen(opts.hash_key_len));
         }
         let sb = pool.root(SUPER_ROOT);
-        if sb == 0 {
-            return Self::format(pool, opts);
-        }
-        crate::recovery::recover(pool)
+        let mut h = if sb == 0 { Self::format(pool, opts)? } else { crate::recovery::recover(pool)? };
+        h.paper_updates = opts.paper_updates;
+        Ok(h)
     }
 
     fn format(pool: Arc<Pool>, opts: HartOptions) -> Result<Hart> {
@@ -179,6 +185,7 @@ impl Hart {
             log_locks: (0..NUM_LOGS).map(|_| Mutex::new(())).collect(),
             len: AtomicU64::new(0),
             recovery: RecoveryReport { clean: true, ..Default::default() },
+            paper_updates: false,
         }
     }
 
@@ -346,6 +353,15 @@ impl Hart {
     fn update(&self, leaf: u64, value: &[u8]) -> Result<()> {
         let pool = &*self.pool;
         let old = read_u64(pool, leaf + LEAF_P_VALUE);
+        if !self.paper_updates && value.len() <= 8 && read_u32(pool, old) as usize == value.len() {
+            // In place: the value's data word is one aligned 8-byte store, which PM writes
+            // atomically, so a crash leaves the old or the new value (see HartOptions).
+            let mut w = [0u8; 8];
+            w[..value.len()].copy_from_slice(value);
+            write_u64(pool, old + VALUE_HDR as u64, u64::from_le_bytes(w));
+            pool.persist_off(old + VALUE_HDR as u64, 8);
+            return Ok(());
+        }
         let new = self.new_value(value)?; // lines 4–5 (flushed)
         let i = MY_LOG.with(|x| *x) % NUM_LOGS as usize;
         let _log = self.log_locks[i].lock();
@@ -388,14 +404,15 @@ impl Hart {
                 let v = read_u64(pool, leaf + LEAF_P_VALUE);
                 let flags = read_u32(pool, leaf + LEAF_FLAGS);
                 let kobj = if flags & FLAG_KEY_OUT != 0 { read_u64(pool, leaf + LEAF_KEY) } else { 0 };
-                // Lines 11–14: leaf bit first (fence 1), then the value bit (fence 2). A
-                // crash between them leaves a used value no leaf names: recovery's sweep
-                // frees it. The other order could resurrect the key with a value slot
-                // that another writer has reused meanwhile.
+                // Lines 11–14: leaf bit first (fence 1), then the value bit — flushed but
+                // not fenced: until this thread's next fence a crash may leave the value
+                // used and named by no leaf, an orphan recovery's sweep frees (the paper
+                // fences it: 2 fences). The other order could resurrect the key with a
+                // value slot that another writer has reused meanwhile.
                 self.alloc.free(leaf);
-                self.alloc.free(v);
+                self.alloc.free_unfenced(v);
                 if kobj != 0 {
-                    self.alloc.free(kobj);
+                    self.alloc.free_unfenced(kobj);
                 }
                 self.len.fetch_sub(1, Ordering::Relaxed);
                 (true, art.is_empty())
@@ -544,7 +561,12 @@ impl Hart {
     /// independent. The paper inserts leaves in chunk order, one lock each.
     pub(crate) fn insert_recovered(&self, mut leaves: Vec<(u64, u64)>) -> Result<()> {
         leaves.sort_unstable();
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        // `PMKV_RECOVERY_THREADS` overrides the core count (1 = the paper's serial recovery).
+        let threads = std::env::var("PMKV_RECOVERY_THREADS")
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .clamp(1, 8);
         if threads < 2 || leaves.len() < 200_000 {
             return self.insert_sorted(&leaves);
         }

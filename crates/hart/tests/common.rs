@@ -15,8 +15,12 @@ pub fn sim_opts(size: u64) -> PoolOptions {
 
 /// A fresh HART on a crash-simulation pool.
 pub fn sim_hart(size: u64, kh: usize) -> Hart {
+    sim_hart_with(size, HartOptions { hash_key_len: kh, ..HartOptions::default() })
+}
+
+pub fn sim_hart_with(size: u64, opts: HartOptions) -> Hart {
     let pool = Pool::create_sim("hart", &sim_opts(size)).expect("sim pool");
-    Hart::open(Arc::new(pool), HartOptions { hash_key_len: kh }).expect("format")
+    Hart::open(Arc::new(pool), opts).expect("format")
 }
 
 /// Recover a HART from a crash image.

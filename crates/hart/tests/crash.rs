@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use pmkv_hart::Hart;
+use pmkv_hart::{Hart, HartOptions};
 use pmkv_substrate::Eviction;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,7 +30,11 @@ fn apply(m: &mut Model, op: &Op) {
 
 /// Run `ops` one by one; explore every crash point of each. Returns images checked.
 fn explore(ops: &[Op], pool_size: u64) -> u64 {
-    let h = sim_hart(pool_size, 2);
+    explore_with(ops, pool_size, HartOptions::default())
+}
+
+fn explore_with(ops: &[Op], pool_size: u64, opts: HartOptions) -> u64 {
+    let h = sim_hart_with(pool_size, opts);
     let mut model = Model::new();
     let images = Arc::new(AtomicU64::new(0));
     let failures: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
@@ -102,8 +106,16 @@ fn h4_update_every_crash_point() {
     }
     ops.push(Op::Put(vec![b'L'; 64], b"a".to_vec()));
     ops.push(Op::Put(vec![b'L'; 64], b"b".to_vec()));
+    // Same-size 8-byte values: in place by default, Algorithm 3 with `paper_updates`.
+    for round in 0..3u64 {
+        for i in 0..4u32 {
+            ops.push(Op::Put(format!("u{i}").into_bytes(), (round * 1000 + i as u64).to_le_bytes().to_vec()));
+        }
+    }
     let n = explore(&ops, 512 << 10);
-    eprintln!("update: {n} crash images checked");
+    eprintln!("update (default): {n} crash images checked");
+    let n = explore_with(&ops, 512 << 10, HartOptions { paper_updates: true, ..HartOptions::default() });
+    eprintln!("update (paper_updates): {n} crash images checked");
 }
 
 #[test]

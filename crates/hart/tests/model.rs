@@ -96,7 +96,7 @@ fn reopen_file_pool_keeps_everything() {
     let mut m = Model::new();
     {
         let pool = Pool::create(&path, "hart", &opts).unwrap();
-        let h = Hart::open(Arc::new(pool), HartOptions { hash_key_len: 3 }).unwrap();
+        let h = Hart::open(Arc::new(pool), HartOptions { hash_key_len: 3, ..HartOptions::default() }).unwrap();
         for i in 0..5000u32 {
             let k = format!("key{}", i * 7919 % 5000).into_bytes();
             let v = format!("v{i}").into_bytes();
@@ -112,7 +112,7 @@ fn reopen_file_pool_keeps_everything() {
     let pool = Pool::open(&path, Some("hart"), &opts).unwrap();
     assert!(pool.was_clean());
     // k_h comes from the pool, not from the options.
-    let h = Hart::open(Arc::new(pool), HartOptions { hash_key_len: 2 }).unwrap();
+    let h = Hart::open(Arc::new(pool), HartOptions { hash_key_len: 2, ..HartOptions::default() }).unwrap();
     assert_eq!(h.hash_key_len(), 3);
     assert!(h.recovery_report().clean);
     assert_eq!(contents(&h), m);

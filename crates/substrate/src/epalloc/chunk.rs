@@ -120,6 +120,12 @@ pub(crate) fn init(pool: &Pool, chunk: u64, next: u64) {
 /// time), then persist the word. Returns the previous header, or `None` if the bit
 /// already had the requested value (nothing was written).
 pub(crate) fn set_bit(pool: &Pool, chunk: u64, slot: usize, used: bool) -> Option<HeaderWord> {
+    set_bit_ordered(pool, chunk, slot, used, true)
+}
+
+/// [`set_bit`] whose write-back is flushed but, unless `fence`, not fenced: it becomes
+/// durable at the calling thread's next fence.
+pub(crate) fn set_bit_ordered(pool: &Pool, chunk: u64, slot: usize, used: bool, fence: bool) -> Option<HeaderWord> {
     let w = word(pool, chunk);
     let bit = 1u64 << slot;
     let mut cur = w.load(Ordering::Acquire);
@@ -132,7 +138,10 @@ pub(crate) fn set_bit(pool: &Pool, chunk: u64, slot: usize, used: bool) -> Optio
         let new = HeaderWord::from_bitmap(bitmap);
         match w.compare_exchange_weak(cur, new.0, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
-                pool.persist_off(chunk, 8);
+                pool.flush_off(chunk, 8);
+                if fence {
+                    pool.fence();
+                }
                 return Some(old);
             }
             Err(now) => cur = now,

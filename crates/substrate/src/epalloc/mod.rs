@@ -355,11 +355,26 @@ impl EpAlloc {
 
     /// [`EpAlloc::free`] that reports misuse.
     pub fn try_free(&self, off: u64) -> Result<()> {
+        self.free_ordered(off, true)
+    }
+
+    /// Free without waiting for durability: the reset bit is flushed but not fenced, so it
+    /// becomes durable at this thread's next fence (or with the next persisted write of
+    /// the same header word by any thread, since a later set or reset of another bit
+    /// writes the whole word). Until then a crash may leave the object marked used. Only
+    /// for engines whose recovery frees used objects that nothing references (HART's
+    /// sweep); everyone else uses [`EpAlloc::free`]. Extents are freed as by `free`.
+    pub fn free_unfenced(&self, off: u64) {
+        let _ = self.free_ordered(off, false);
+    }
+
+    fn free_ordered(&self, off: u64, fence: bool) -> Result<()> {
         let loc = self.locate(off).ok_or_else(|| misuse("free", off, "not an object offset"))?;
         let Some(i) = loc.slot else { return self.free_extent(&loc) };
         let gen = loc.it.gen.load(Ordering::Acquire);
         // PM first, DRAM second: the slot must not be reserved again while its PM bit is set.
-        chunk::set_bit(&self.pool, loc.base, i, false).ok_or_else(|| misuse("free", off, "the object is not used"))?;
+        chunk::set_bit_ordered(&self.pool, loc.base, i, false, fence)
+            .ok_or_else(|| misuse("free", off, "the object is not used"))?;
         let old = loc.it.reserved.fetch_and(!(1 << i), Ordering::AcqRel);
         self.released(loc.list, loc.id, gen, old, 1 << i);
         Ok(())
