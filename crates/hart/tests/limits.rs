@@ -1,0 +1,56 @@
+//! Bad input gets a clear error and loses nothing: keys and values too large, a full pool.
+
+mod common;
+use common::*;
+use pmkv_hart::layout::{MAX_KEY, MAX_VALUE};
+use pmkv_hart::{Hart, HartError, HartOptions};
+use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
+use std::sync::Arc;
+
+#[test]
+fn oversized_keys_and_values_are_refused() {
+    let h = sim_hart(1 << 20, 2);
+    h.put(b"keep", b"me").unwrap();
+    assert!(matches!(h.put(&vec![1u8; MAX_KEY + 1], b"v"), Err(HartError::KeyTooLarge(_))));
+    assert!(matches!(h.put(b"k", &vec![1u8; MAX_VALUE + 1]), Err(HartError::ValueTooLarge(_))));
+    assert!(matches!(h.put(b"keep", &vec![1u8; MAX_VALUE + 1]), Err(HartError::ValueTooLarge(_))));
+    assert_eq!(get(&h, b"keep").as_deref(), Some(&b"me"[..]));
+    assert_eq!(h.len(), 1);
+    assert!(!h.delete(&vec![1u8; MAX_KEY + 1]).unwrap());
+    h.check().unwrap();
+}
+
+#[test]
+fn a_full_pool_is_an_error_and_keeps_what_it_has() {
+    let dir = pool_dir();
+    let path = dir.path().join("full.pool");
+    let opts = PoolOptions::default().mode(Mode::Adr).initial_size(1 << 20).max_size(2 << 20);
+    let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
+    let mut model = Model::new();
+    let mut full = None;
+    for i in 0..1_000_000u32 {
+        let k = format!("key{i:07}").into_bytes();
+        let v = vec![(i % 251) as u8; 100];
+        match h.put(&k, &v) {
+            Ok(()) => {
+                model.insert(k, v);
+            }
+            Err(e) => {
+                full = Some(e);
+                break;
+            }
+        }
+    }
+    let e = full.expect("a 2 MiB pool fills up");
+    assert!(matches!(e, HartError::Pool(PoolError::Full { .. })), "{e}");
+    // Updates that need space fail too; deletes free space and work.
+    assert_eq!(contents(&h), model);
+    h.check().unwrap();
+    let first = model.keys().next().unwrap().clone();
+    assert!(h.delete(&first).unwrap());
+    model.remove(&first);
+    drop(h);
+    let h = Hart::open(Arc::new(Pool::open(&path, Some("hart"), &opts).unwrap()), HartOptions::default()).unwrap();
+    assert_eq!(contents(&h), model);
+    h.check().unwrap();
+}
