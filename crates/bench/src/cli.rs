@@ -534,11 +534,19 @@ pub fn default_main_job() -> Result<()> {
             _ => tg.push(Target::new(e, Mode::None, Latency::NONE)),
         }
     }
-    let keys = KeySet::generate(KeyKind::Dictionary, crate::workload::dictionary::WORDS, 42)?;
+    // HART's three string workloads (SPEC W): Dictionary whole, Sequential and Random at
+    // 500,000 records so the job stays well under a minute.
+    let sets = [
+        ("dictionary", KeySet::generate(KeyKind::Dictionary, crate::workload::dictionary::WORDS, 42)?),
+        ("sequential", KeySet::generate(KeyKind::Sequential, 500_000, 42)?),
+        ("random", KeySet::generate(KeyKind::Random, 500_000, 42)?),
+    ];
     println!(
-        "pmkv bench — main job: Dictionary workload ({} words), insert / search / update / delete, 1 thread,\n\
-         {}-byte values; engines {} in eadr and adr, plus baselines; PM latency emulation: {}; pools in {}; flush: {}",
-        keys.len(),
+        "pmkv bench — main job: Dictionary ({} words), Sequential and Random ({} keys) workloads,\n\
+         insert / search / update / delete, 1 thread, {}-byte values; engines {} in eadr and adr, plus baselines;\n\
+         PM latency emulation: {}; pools in {}; flush: {}",
+        sets[0].1.len(),
+        sets[1].1.len(),
         s.value_size,
         pool_engine_names(),
         engines::latency_name(lat),
@@ -549,13 +557,15 @@ pub fn default_main_job() -> Result<()> {
         println!("(pmkv::ENGINES has no persistent engine yet: only the baselines run)");
     }
     measure::calibrate();
-    let mut pg = Progress::new(tg.len() as u64, false);
+    let mut pg = Progress::new((tg.len() * sets.len()) as u64, false);
     let mut records = Vec::new();
-    for t in &tg {
-        let label = format!("{} [{}]", t.engine.name(), t.engine.mode_label(t.mode));
-        pg.set(&label);
-        records.extend(experiment::basic_ops(&s, t, "main", "dictionary", &keys, 1));
-        pg.inc(&label);
+    for (name, keys) in &sets {
+        for t in &tg {
+            let label = format!("{name} {} [{}]", t.engine.name(), t.engine.mode_label(t.mode));
+            pg.set(&label);
+            records.extend(experiment::basic_ops(&s, t, "main", name, keys, 1));
+            pg.inc(&label);
+        }
     }
     pg.finish();
     drop(tmp);

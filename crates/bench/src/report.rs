@@ -141,6 +141,7 @@ pub fn standard_columns() -> Vec<Col> {
 /// Columns of the default main job's table.
 pub fn main_job_columns() -> Vec<Col> {
     vec![
+        col!("workload", false, |r| r.workload.clone()),
         col!("engine", false, |r| r.engine.clone()),
         col!("mode", false, |r| r.mode.clone()),
         col!("op", false, |r| r.op.clone()),
