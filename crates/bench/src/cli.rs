@@ -284,30 +284,16 @@ pub fn run(a: RunArgs) -> Result<()> {
         What::Range => {
             let keys = KeySet::generate(kind, n, a.seed)?;
             let len = a.scan_len.min(n);
-            let mut pg = Progress::new(tg.len() as u64, a.quiet);
-            for t in &tg {
-                pg.set(t.engine.name());
-                records.extend(experiment::range_query(&s, t, exp, kind.name(), &keys, len, 5));
-                pg.inc(t.engine.name());
-            }
+            records
+                .extend(each_engine(&tg, a.quiet, |t| experiment::range_query(&s, t, exp, kind.name(), &keys, len, 5)));
         }
         What::Recovery => {
             let keys = KeySet::generate(kind, n, a.seed)?;
-            let mut pg = Progress::new(tg.len() as u64, a.quiet);
-            for t in &tg {
-                pg.set(t.engine.name());
-                records.extend(experiment::build_recover(&s, t, exp, kind.name(), &keys));
-                pg.inc(t.engine.name());
-            }
+            records.extend(each_engine(&tg, a.quiet, |t| experiment::build_recover(&s, t, exp, kind.name(), &keys)));
         }
         What::Memory => {
             let keys = KeySet::generate(kind, n, a.seed)?;
-            let mut pg = Progress::new(tg.len() as u64, a.quiet);
-            for t in &tg {
-                pg.set(t.engine.name());
-                records.extend(experiment::memory(&s, t, exp, kind.name(), &keys));
-                pg.inc(t.engine.name());
-            }
+            records.extend(each_engine(&tg, a.quiet, |t| experiment::memory(&s, t, exp, kind.name(), &keys)));
         }
     }
     drop(tmp);
@@ -577,6 +563,18 @@ pub fn default_main_job() -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Run `f` for every target with a progress line per engine; collect the records.
+fn each_engine(tg: &[Target], quiet: bool, mut f: impl FnMut(&Target) -> Vec<Record>) -> Vec<Record> {
+    let mut pg = Progress::new(tg.len() as u64, quiet);
+    let mut out = Vec::new();
+    for t in tg {
+        pg.set(t.engine.name());
+        out.extend(f(t));
+        pg.inc(t.engine.name());
+    }
+    out
 }
 
 /// `pmkv bench reproduce`.

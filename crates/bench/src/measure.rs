@@ -22,16 +22,7 @@ pub type OpResult = pmkv::Result<bool>;
 
 #[inline]
 fn ticks() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: rdtsc has no memory effects and exists on every x86_64 CPU.
-    unsafe {
-        core::arch::x86_64::_rdtsc()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        static START: OnceLock<Instant> = OnceLock::new();
-        START.get_or_init(Instant::now).elapsed().as_nanos() as u64
-    }
+    pmkv_substrate::latency::rdtsc()
 }
 
 /// Nanoseconds per time-stamp-counter tick, calibrated once per process (~20 ms).

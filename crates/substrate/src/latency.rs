@@ -56,8 +56,10 @@ fn ticks_per_ns_q16() -> u64 {
     })
 }
 
+/// The time-stamp counter (a monotonic nanosecond clock on other architectures). Shared
+/// with the benchmark harness, which times operations with it.
 #[inline]
-fn rdtsc() -> u64 {
+pub fn rdtsc() -> u64 {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: rdtsc has no memory effects and exists on every x86_64 CPU.
     unsafe {

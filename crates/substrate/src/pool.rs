@@ -141,6 +141,24 @@ fn random_id() -> u64 {
     x.max(1)
 }
 
+/// The header of a new pool in a zeroed buffer of `buf_len` bytes: immutable part and the
+/// first state slot (sequence 1, empty heap, no roots).
+fn new_header(layout: &str, size: u64, max: u64, clean: bool, buf_len: usize) -> (Immutable, Mutable, Vec<u8>) {
+    let imm = Immutable {
+        version: FORMAT_VERSION,
+        layout: layout.into(),
+        max_size: max,
+        created_unix: now_unix(),
+        pool_id: random_id(),
+    };
+    let st = Mutable { seq: 1, size, heap_top: HEADER_SIZE, clean, roots: [0; NUM_ROOTS] };
+    let mut buf = vec![0u8; buf_len];
+    imm.write(&mut buf);
+    let at = Mutable::slot_for(st.seq);
+    st.write(&mut buf[at..at + SLOT_LEN]);
+    (imm, st, buf)
+}
+
 fn check_layout(layout: &str) -> Result<()> {
     if layout.is_empty() || layout.len() > MAX_LAYOUT || layout.contains('\0') {
         return Err(PoolError::LayoutName(layout.to_string()));
@@ -239,18 +257,7 @@ impl Pool {
                 return Err(PoolError::Locked { path: path.into() });
             }
             allocate_file(&file, path, 0, size)?;
-            let imm = Immutable {
-                version: FORMAT_VERSION,
-                layout: layout.into(),
-                max_size: max,
-                created_unix: now_unix(),
-                pool_id: random_id(),
-            };
-            let st = Mutable { seq: 1, size, heap_top: HEADER_SIZE, clean: false, roots: [0; NUM_ROOTS] };
-            let mut page = vec![0u8; HEADER_SIZE as usize];
-            imm.write(&mut page);
-            let at = Mutable::slot_for(st.seq);
-            st.write(&mut page[at..at + SLOT_LEN]);
+            let (imm, st, page) = new_header(layout, size, max, false, HEADER_SIZE as usize);
             file.write_all_at(&page, 0).map_err(|e| PoolError::io(format!("{}: writing header", path.display()), e))?;
             file.sync_all().map_err(|e| PoolError::io(format!("{}: sync", path.display()), e))?;
             Self::map_file(file, path.into(), imm, st, opts, false)
@@ -456,18 +463,7 @@ impl Pool {
     pub fn create_sim(layout: &str, opts: &PoolOptions) -> Result<Pool> {
         check_layout(layout)?;
         let (size, max) = Self::check_sizes(opts)?;
-        let imm = Immutable {
-            version: FORMAT_VERSION,
-            layout: layout.into(),
-            max_size: max,
-            created_unix: now_unix(),
-            pool_id: random_id(),
-        };
-        let st = Mutable { seq: 1, size, heap_top: HEADER_SIZE, clean: true, roots: [0; NUM_ROOTS] };
-        let mut image = vec![0u8; size as usize];
-        imm.write(&mut image);
-        let at = Mutable::slot_for(1);
-        st.write(&mut image[at..at + SLOT_LEN]);
+        let (_, _, image) = new_header(layout, size, max, true, size as usize);
         Self::from_image(&image, Some(layout), opts)
     }
 
