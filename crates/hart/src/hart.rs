@@ -234,19 +234,27 @@ impl Hart {
             // Algorithm 4 lines 9–10 check the leaf bit: under the per-ART lock a leaf in
             // the tree is always used (writers publish it before releasing the lock), so
             // the check is needed only in recovery and in `check`.
-            let Some(leaf) = art.get(key, &ks) else { return false };
-            self.read_value(leaf, f);
-            true
+            let Some(leaf) = art.get(key, &ks) else { return Ok(false) };
+            self.read_value(leaf, f)?;
+            Ok(true)
         });
-        Ok(found.unwrap_or(false))
+        found.unwrap_or(Ok(false))
     }
 
-    fn read_value(&self, leaf: u64, f: &mut dyn FnMut(&[u8])) {
+    /// Call `f` with the value of a used leaf. Recovery checked that `p_value` lies in the
+    /// pool; the length is checked here against the pool's bounds, so a corrupt pool gives
+    /// an error instead of a read outside the mapping.
+    fn read_value(&self, leaf: u64, f: &mut dyn FnMut(&[u8])) -> Result<()> {
         let v = read_u64(&self.pool, leaf + LEAF_P_VALUE);
         let len = read_u32(&self.pool, v) as usize;
+        if len > MAX_VALUE || !self.pool.contains(v, (VALUE_HDR + len) as u64) {
+            return Err(HartError::Corrupt(format!("value {v:#x} of leaf {leaf:#x} claims {len} bytes")));
+        }
         self.pool.note_read(lines(VALUE_HDR + len));
-        // SAFETY: a used leaf's value object holds `len` bytes after its header.
-        f(unsafe { std::slice::from_raw_parts(self.pool.at::<u8>(v + VALUE_HDR as u64), len) })
+        // SAFETY: bounds checked above; a used leaf's value object is not written while a
+        // reader holds the ART lock.
+        f(unsafe { std::slice::from_raw_parts(self.pool.at::<u8>(v + VALUE_HDR as u64), len) });
+        Ok(())
     }
 
     /// Allocate and write a value object; flushed, not fenced, not published.
@@ -459,6 +467,7 @@ impl Hart {
         // done by `after_start` below.
         let mut visited = 0usize;
         let mut stop = false;
+        let mut err = None;
         while !stop {
             let Some(hk) = self.table.next_at_or_after(cursor) else { break };
             let hk_bytes = hash_key_bytes(hk);
@@ -480,7 +489,10 @@ impl Hart {
                             return false;
                         }
                         let mut go = true;
-                        self.read_value(leaf, &mut |v| go = f(k, v));
+                        if let Err(e) = self.read_value(leaf, &mut |v| go = f(k, v)) {
+                            err = Some(e);
+                            go = false;
+                        }
                         visited += 1;
                         if !go {
                             stop = true;
@@ -489,6 +501,9 @@ impl Hart {
                     })
                 });
             });
+            if let Some(e) = err {
+                return Err(e);
+            }
             if hk == u64::MAX {
                 break;
             }

@@ -58,7 +58,8 @@ fn read_super(pool: &Pool, alloc: &EpAlloc) -> Result<(usize, u64)> {
 fn leaf_ok(pool: &Pool, alloc: &EpAlloc, leaf: u64) -> bool {
     let len = read_u32(pool, leaf + LEAF_KEY_LEN) as usize;
     let flags = read_u32(pool, leaf + LEAF_FLAGS);
-    if len > MAX_KEY {
+    let v = read_u64(pool, leaf + LEAF_P_VALUE);
+    if len > MAX_KEY || v % 8 != 0 || !pool.contains(v, VALUE_HDR as u64) {
         return false;
     }
     if flags & FLAG_KEY_OUT != 0 {
@@ -119,7 +120,7 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Hart> {
             return;
         }
         if !leaf_ok(&pool, &hart.alloc, leaf) {
-            err = Some(corrupt(format!("used leaf {leaf:#x} has an invalid key")));
+            err = Some(corrupt(format!("used leaf {leaf:#x} has an invalid key or value offset")));
             return;
         }
         let prefix = crate::hart::PmKeys(&pool).with_key_prefix(leaf);

@@ -54,3 +54,37 @@ fn a_full_pool_is_an_error_and_keeps_what_it_has() {
     assert_eq!(contents(&h), model);
     h.check().unwrap();
 }
+
+/// A pool whose leaves or values were corrupted on disk gives errors, never a read outside
+/// the mapping or a panic.
+#[test]
+fn corrupt_leaves_and_values_are_errors() {
+    use pmkv_hart::layout::{LEAF, LEAF_P_VALUE};
+    use std::os::unix::fs::FileExt;
+    let dir = pool_dir();
+    let path = dir.path().join("c.pool");
+    let opts = PoolOptions::default().mode(Mode::Adr).initial_size(4 << 20);
+    let (leaf, value) = {
+        let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
+        h.put(b"key", b"value").unwrap();
+        let mut leaf = 0;
+        h.allocator().for_each_used(LEAF, |l| leaf = l);
+        let value = unsafe { h.pool().at::<u64>(leaf + LEAF_P_VALUE).read() };
+        (leaf, value)
+    };
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    // A value length far beyond the pool: `get` reports corruption.
+    let mut saved = [0u8; 4];
+    file.read_exact_at(&mut saved, value).unwrap();
+    file.write_all_at(&u32::MAX.to_le_bytes(), value).unwrap();
+    {
+        let h = Hart::open(Arc::new(Pool::open(&path, Some("hart"), &opts).unwrap()), HartOptions::default()).unwrap();
+        assert!(matches!(h.get_with(b"key", &mut |_| {}), Err(HartError::Corrupt(_))));
+        assert!(matches!(h.check(), Err(HartError::Corrupt(_))));
+    }
+    file.write_all_at(&saved, value).unwrap();
+    // A leaf naming a value outside the pool: open reports corruption.
+    file.write_all_at(&(1u64 << 40).to_le_bytes(), leaf + LEAF_P_VALUE).unwrap();
+    let r = Hart::open(Arc::new(Pool::open(&path, Some("hart"), &opts).unwrap()), HartOptions::default());
+    assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.err());
+}
