@@ -59,7 +59,7 @@ fn leaf_ok(pool: &Pool, alloc: &EpAlloc, leaf: u64) -> bool {
     let len = read_u32(pool, leaf + LEAF_KEY_LEN) as usize;
     let flags = read_u32(pool, leaf + LEAF_FLAGS);
     let v = read_u64(pool, leaf + LEAF_P_VALUE);
-    if len > MAX_KEY || v % 8 != 0 || !pool.contains(v, VALUE_HDR as u64) {
+    if len > MAX_KEY || !v.is_multiple_of(8) || !pool.contains(v, VALUE_HDR as u64) {
         return false;
     }
     if flags & FLAG_KEY_OUT != 0 {
