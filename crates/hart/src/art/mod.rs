@@ -9,7 +9,7 @@
 
 pub mod node;
 
-use node::{Node, NodeType};
+use node::{Node, NodeType, Prefix};
 
 /// A child slot: either a leaf reference or an inner node.
 pub enum Child {
@@ -155,7 +155,7 @@ impl Art {
                         let leaf = make()?;
                         let mut parent = Node::new4(&n.prefix[..m]);
                         let old_byte = n.prefix[m];
-                        n.prefix = n.prefix[m + 1..].into();
+                        n.prefix = Prefix::from(&n.prefix[m + 1..]);
                         let d = depth + m;
                         if key.len() == d {
                             parent.term = Some(leaf);
@@ -236,11 +236,7 @@ impl Art {
                 *slot = Some(match only {
                     Child::Leaf(l) => Child::Leaf(l),
                     Child::Node(mut c) => {
-                        let mut p = Vec::with_capacity(prefix.len() + 1 + c.prefix.len());
-                        p.extend_from_slice(&prefix);
-                        p.push(b);
-                        p.extend_from_slice(&c.prefix);
-                        c.prefix = p.into();
+                        c.prefix = Prefix::joined(&prefix, b, &c.prefix);
                         Child::Node(c)
                     }
                 });

@@ -19,10 +19,82 @@ pub const N48: usize = 48;
 pub struct Node {
     /// Compressed path (pessimistic path compression: the whole prefix is kept, so a
     /// lookup never reads a PM leaf to check it).
-    pub prefix: Box<[u8]>,
+    pub prefix: Prefix,
     /// Leaf whose key ends exactly after `prefix`.
     pub term: Option<u64>,
     pub kind: Kind,
+}
+
+/// A compressed path: up to [`Prefix::INLINE`] bytes inside the node (no allocation, the
+/// common case for word-like keys), longer ones on the heap. Splits and collapses of
+/// paths happen on most inserts and deletes, so keeping them allocation-free matters.
+#[derive(Clone)]
+pub enum Prefix {
+    Inline {
+        len: u8,
+        bytes: [u8; Prefix::INLINE],
+    },
+    /// Boxed twice so that the enum stays 16 bytes (a thin pointer): long paths are rare.
+    Heap(Box<Vec<u8>>),
+}
+
+impl Prefix {
+    pub const INLINE: usize = 14;
+
+    /// Heap bytes owned by the prefix (for memory accounting).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Prefix::Inline { .. } => 0,
+            Prefix::Heap(b) => b.capacity() + std::mem::size_of::<Vec<u8>>(),
+        }
+    }
+
+    /// `a ++ [b] ++ c`: the path of a node collapsed into its only child.
+    pub fn joined(a: &[u8], b: u8, c: &[u8]) -> Prefix {
+        let n = a.len() + 1 + c.len();
+        if n <= Self::INLINE {
+            let mut bytes = [0u8; Self::INLINE];
+            bytes[..a.len()].copy_from_slice(a);
+            bytes[a.len()] = b;
+            bytes[a.len() + 1..n].copy_from_slice(c);
+            Prefix::Inline { len: n as u8, bytes }
+        } else {
+            let mut v = Vec::with_capacity(n);
+            v.extend_from_slice(a);
+            v.push(b);
+            v.extend_from_slice(c);
+            Prefix::Heap(Box::new(v))
+        }
+    }
+}
+
+impl Default for Prefix {
+    fn default() -> Self {
+        Prefix::Inline { len: 0, bytes: [0; Prefix::INLINE] }
+    }
+}
+
+impl From<&[u8]> for Prefix {
+    fn from(s: &[u8]) -> Prefix {
+        if s.len() <= Prefix::INLINE {
+            let mut bytes = [0u8; Prefix::INLINE];
+            bytes[..s.len()].copy_from_slice(s);
+            Prefix::Inline { len: s.len() as u8, bytes }
+        } else {
+            Prefix::Heap(Box::new(s.to_vec()))
+        }
+    }
+}
+
+impl std::ops::Deref for Prefix {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            Prefix::Inline { len, bytes } => &bytes[..*len as usize],
+            Prefix::Heap(b) => b,
+        }
+    }
 }
 
 pub enum Kind {
@@ -93,7 +165,7 @@ impl Node {
             Kind::N48(_) => std::mem::size_of::<Node48>(),
             Kind::N256(_) => std::mem::size_of::<Node256>(),
         };
-        std::mem::size_of::<Node>() + body + self.prefix.len()
+        std::mem::size_of::<Node>() + body + self.prefix.heap_bytes()
     }
 
     /// Number of children (not counting `term`).
@@ -370,5 +442,24 @@ impl Node {
             return None;
         }
         self.drain_sorted().pop()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_is_compact_and_round_trips() {
+        assert_eq!(std::mem::size_of::<Prefix>(), 16);
+        for n in [0usize, 1, 14, 15, 40] {
+            let v: Vec<u8> = (0..n as u8).collect();
+            assert_eq!(&*Prefix::from(&v[..]), &v[..]);
+            let j = Prefix::joined(&v, 9, &v);
+            let mut w = v.clone();
+            w.push(9);
+            w.extend_from_slice(&v);
+            assert_eq!(&*j, &w[..]);
+        }
     }
 }
