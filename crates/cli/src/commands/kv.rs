@@ -130,6 +130,9 @@ pub fn load(a: LoadArgs) -> CmdResult {
         initial_size: a.initial_mib << 20,
         ..Options::default()
     };
+    if a.engine == "volatile" {
+        return Err("engine 'volatile' is the DRAM-only baseline: it has no pool, nothing would be stored".into());
+    }
     let input = std::fs::File::open(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
     let total = input.metadata().map(|m| m.len()).unwrap_or(0);
     let store = Store::open(&a.pool, &a.engine, &opts)?;

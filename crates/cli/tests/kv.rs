@@ -1,0 +1,65 @@
+//! SPEC U2: the key-value commands through the real binary — exit codes (0 ok, 1 missing,
+//! 2 error with one line on stderr), escaping, dump/load round trip, scan bounds.
+
+use std::process::{Command, Output};
+
+fn pmkv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pmkv")).args(args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn assert_error(o: &Output) {
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("pmkv: ") && !err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn u2_kv_commands() {
+    let dir =
+        tempfile::tempdir_in(if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" }).unwrap();
+    let pool = dir.path().join("kv.pool");
+    let p = pool.to_str().unwrap();
+    let words = dir.path().join("words.txt");
+    std::fs::write(&words, "pear\napple\nfig\n").unwrap();
+    assert!(pmkv(&["load", p, words.to_str().unwrap()]).status.success());
+    assert_eq!(stdout(&pmkv(&["get", p, "apple"])), "2\n");
+    assert_eq!(pmkv(&["get", p, "kiwi"]).status.code(), Some(1));
+    assert!(pmkv(&["put", p, "z\\x00\\xff", "bin\\x01"]).status.success());
+    assert_eq!(stdout(&pmkv(&["get", p, "z\\x00\\xff"])), "bin\\x01\n");
+    assert_eq!(stdout(&pmkv(&["scan", p, "--from", "b", "--to", "p"])), "fig\t3\n");
+    assert_eq!(stdout(&pmkv(&["scan", p, "--limit", "1"])), "apple\t2\n");
+    assert!(pmkv(&["del", p, "fig"]).status.success());
+    assert_eq!(pmkv(&["del", p, "fig"]).status.code(), Some(1));
+    let dump = stdout(&pmkv(&["dump", p]));
+    assert_eq!(dump, "apple\t2\npear\t1\nz\\x00\\xff\tbin\\x01\n");
+    // Round trip through a dump.
+    let tsv = dir.path().join("dump.tsv");
+    std::fs::write(&tsv, &dump).unwrap();
+    let copy = dir.path().join("copy.pool");
+    assert!(pmkv(&["load", copy.to_str().unwrap(), tsv.to_str().unwrap(), "--tsv"]).status.success());
+    assert_eq!(stdout(&pmkv(&["dump", copy.to_str().unwrap()])), dump);
+    assert!(pmkv(&["check", p]).status.success());
+    // Errors: missing pool, not a pool, unknown or pool-less engine, malformed TSV.
+    assert_error(&pmkv(&["get", dir.path().join("none.pool").to_str().unwrap(), "k"]));
+    assert_error(&pmkv(&["get", words.to_str().unwrap(), "k"]));
+    assert_error(&pmkv(&[
+        "load",
+        dir.path().join("n.pool").to_str().unwrap(),
+        words.to_str().unwrap(),
+        "--engine",
+        "nosuch",
+    ]));
+    assert_error(&pmkv(&[
+        "load",
+        dir.path().join("v.pool").to_str().unwrap(),
+        words.to_str().unwrap(),
+        "--engine",
+        "volatile",
+    ]));
+    assert_error(&pmkv(&["load", dir.path().join("t.pool").to_str().unwrap(), words.to_str().unwrap(), "--tsv"]));
+}
