@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::{Pool, LINE};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 #[inline]
@@ -120,7 +120,6 @@ pub struct Hart {
     pub(crate) table: HashTable,
     pub(crate) logs_off: u64,
     log_locks: Vec<Mutex<()>>,
-    len: AtomicU64,
     pub(crate) recovery: RecoveryReport,
     paper_updates: bool,
 }
@@ -183,7 +182,6 @@ impl Hart {
             table: HashTable::default(),
             logs_off,
             log_locks: (0..NUM_LOGS).map(|_| Mutex::new(())).collect(),
-            len: AtomicU64::new(0),
             recovery: RecoveryReport { clean: true, ..Default::default() },
             paper_updates: false,
         }
@@ -198,8 +196,12 @@ impl Hart {
     pub fn hash_key_len(&self) -> usize {
         self.kh
     }
+    /// Number of keys: the sum of the ARTs' counts. Kept per ART (under its lock) rather
+    /// than in one shared atomic, which every insert and delete would otherwise contend on.
     pub fn len(&self) -> u64 {
-        self.len.load(Ordering::Relaxed)
+        let mut n = 0;
+        self.table.for_each(|_, a| n += a.read().len());
+        n
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -207,9 +209,6 @@ impl Hart {
     /// What the last open's recovery did.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.recovery
-    }
-    pub(crate) fn set_len(&self, n: u64) {
-        self.len.store(n, Ordering::Relaxed);
     }
 
     fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
@@ -288,7 +287,6 @@ impl Hart {
                     // Line 18: the leaf bit (fence 2), after line 17 linked the leaf into
                     // the DRAM tree.
                     self.alloc.publish(made);
-                    self.len.fetch_add(1, Ordering::Relaxed);
                     Ok(())
                 }
             }
@@ -422,7 +420,6 @@ impl Hart {
                 if kobj != 0 {
                     self.alloc.free_unfenced(kobj);
                 }
-                self.len.fetch_sub(1, Ordering::Relaxed);
                 (true, art.is_empty())
             })
             .unwrap_or((false, false));

@@ -142,7 +142,6 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Hart> {
         rep.orphans_freed += sweep(&hart, KEY, keys);
     }
     rep.arts = hart.table.arts() as u64;
-    hart.set_len(rep.leaves);
     rep.micros = t0.elapsed().as_micros();
     hart.recovery = rep;
     Ok(hart)
