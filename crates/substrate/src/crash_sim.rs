@@ -110,22 +110,9 @@ unsafe fn read_words(src: *const u8, dst: &mut [u8]) {
 
 impl SimState {
     pub(crate) fn new(reserved: u64, mode: Mode) -> Result<SimState> {
-        // SAFETY: anonymous PROT_NONE reservation.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                reserved as usize,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(PoolError::io("reserving the persisted image", std::io::Error::last_os_error()));
-        }
+        let p = crate::pool::reserve(reserved)?;
         Ok(SimState {
-            persisted: p as *mut u8,
+            persisted: p,
             reserved,
             size: AtomicU64::new(0),
             mode,

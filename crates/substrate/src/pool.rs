@@ -167,7 +167,7 @@ fn check_layout(layout: &str) -> Result<()> {
 }
 
 /// Reserve `len` bytes of address space, inaccessible and without memory behind it.
-fn reserve(len: u64) -> Result<*mut u8> {
+pub(crate) fn reserve(len: u64) -> Result<*mut u8> {
     // SAFETY: an anonymous PROT_NONE mapping has no preconditions.
     let p = unsafe {
         libc::mmap(
