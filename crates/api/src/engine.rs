@@ -80,6 +80,14 @@ impl ScanRange {
     pub fn all() -> Self {
         ScanRange { start: Bound::Unbounded, end: Bound::Unbounded, limit: usize::MAX }
     }
+    /// The start bound over byte slices (what engines' own range APIs take).
+    pub fn start_bound(&self) -> Bound<&[u8]> {
+        self.start.as_ref().map(Vec::as_slice)
+    }
+    /// The end bound over byte slices.
+    pub fn end_bound(&self) -> Bound<&[u8]> {
+        self.end.as_ref().map(Vec::as_slice)
+    }
     /// Whether `key` lies at or after the start bound.
     pub fn after_start(&self, key: &[u8]) -> bool {
         match &self.start {

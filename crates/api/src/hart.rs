@@ -4,7 +4,6 @@ use crate::engine::{Engine, MemoryUsage, Options, ScanRange};
 use crate::error::{Error, Result};
 use pmkv_hart::{Hart, HartError, HartOptions};
 use pmkv_substrate::{Pool, PoolError};
-use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -36,14 +35,6 @@ impl HartEngine {
     }
 }
 
-fn bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(v) => Bound::Included(v.as_slice()),
-        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
 impl Engine for HartEngine {
     fn name(&self) -> &'static str {
         "hart"
@@ -58,7 +49,7 @@ impl Engine for HartEngine {
         Ok(self.0.delete(key)?)
     }
     fn scan(&self, range: &ScanRange, f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
-        Ok(self.0.scan(bound(&range.start), bound(&range.end), range.limit, f)?)
+        Ok(self.0.scan(range.start_bound(), range.end_bound(), range.limit, f)?)
     }
     fn len(&self) -> u64 {
         self.0.len()

@@ -51,11 +51,7 @@ impl Engine for Volatile {
     }
     fn scan(&self, range: &ScanRange, f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
         let m = self.map.read();
-        let lo = match &range.start {
-            Bound::Included(s) => Bound::Included(s.as_slice()),
-            Bound::Excluded(s) => Bound::Excluded(s.as_slice()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
+        let lo = range.start_bound();
         for (n, (k, v)) in m.range::<[u8], _>((lo, Bound::Unbounded)).enumerate() {
             if n >= range.limit || !range.before_end(k) || !f(k, v) {
                 break;

@@ -14,7 +14,6 @@
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
 use pmkv::{Engine, Error, MemoryUsage, Result, ScanRange};
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 /// Address space reserved for the map (sparse: only pages in use take memory or disk).
@@ -99,14 +98,6 @@ impl Lmdb {
     }
 }
 
-fn as_slice_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(v) => Bound::Included(v.as_slice()),
-        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
 impl Engine for Lmdb {
     fn name(&self) -> &'static str {
         self.variant.name()
@@ -138,7 +129,7 @@ impl Engine for Lmdb {
 
     fn scan(&self, range: &ScanRange, f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
         let rtxn = self.env.read_txn().map_err(err)?;
-        let bounds = (as_slice_bound(&range.start), as_slice_bound(&range.end));
+        let bounds = (range.start_bound(), range.end_bound());
         let iter = self.db.range(&rtxn, &bounds).map_err(err)?;
         for (n, item) in iter.enumerate() {
             if n >= range.limit {
