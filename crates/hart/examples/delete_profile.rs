@@ -1,5 +1,6 @@
-//! Profiling aid: load the Dictionary, pause 1 s, delete every word (eadr). Run under
-//! `perf record -D 1200` to see the delete path alone.
+//! Profiling aid: load the Dictionary, then search, update and delete every word (eadr),
+//! printing ns/op per phase, with a 1 s pause before the phase named by the first argument
+//! (`delete` by default). Run under `perf record -D <ms>` to see that phase alone.
 
 use pmkv_hart::{Hart, HartOptions};
 use pmkv_substrate::{Mode, Pool, PoolOptions};
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 fn main() {
+    let focus = std::env::args().nth(1).unwrap_or_else(|| "delete".into());
     let mut raw = Vec::new();
     let f = std::fs::File::open(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/words.txt.gz")).unwrap();
     flate2::read::GzDecoder::new(f).read_to_end(&mut raw).unwrap();
@@ -16,15 +18,26 @@ fn main() {
     let _ = std::fs::remove_file(&path);
     let opts = PoolOptions::default().mode(Mode::Eadr).initial_size(256 << 20);
     let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
-    for w in &words {
-        h.put(w, &[7u8; 8]).unwrap();
-    }
-    std::thread::sleep(std::time::Duration::from_millis(1000));
-    let t = Instant::now();
-    for w in &words {
+    let phase = |name: &str, op: &mut dyn FnMut(&[u8])| {
+        if name == focus {
+            std::thread::sleep(std::time::Duration::from_millis(1000));
+        }
+        let t = Instant::now();
+        for w in &words {
+            op(w);
+        }
+        eprintln!("{name} {:.1} ns/op", t.elapsed().as_nanos() as f64 / words.len() as f64);
+    };
+    phase("insert", &mut |w| h.put(w, &[7u8; 8]).unwrap());
+    let mut sink = 0usize;
+    phase("search", &mut |w| {
+        h.get_with(w, &mut |v| sink += v.len()).unwrap();
+    });
+    phase("update", &mut |w| h.put(w, &[8u8; 8]).unwrap());
+    phase("delete", &mut |w| {
         h.delete(w).unwrap();
-    }
-    eprintln!("delete {:.1} ns/op", t.elapsed().as_nanos() as f64 / words.len() as f64);
+    });
+    assert_eq!(sink, 8 * words.len());
     drop(h);
     let _ = std::fs::remove_file(&path);
 }

@@ -9,13 +9,7 @@
 
 pub mod node;
 
-use node::{Node, NodeType, Prefix};
-
-/// A child slot: either a leaf reference or an inner node.
-pub enum Child {
-    Leaf(u64),
-    Node(Box<Node>),
-}
+use node::{NodeType, Ref, Slot};
 
 /// Reads the full key of a leaf (from PM in HART; from a Vec in unit tests).
 pub trait KeySource {
@@ -30,16 +24,25 @@ fn common(a: &[u8], b: &[u8], from: usize) -> usize {
 
 /// Where an inner node's prefix and a key part ways: `prefix.len()` if the key matches the
 /// whole prefix (and continues at least to its end).
+#[inline]
 fn prefix_mismatch(prefix: &[u8], key: &[u8], depth: usize) -> usize {
     let rest = key.get(depth..).unwrap_or(&[]);
-    prefix.iter().zip(rest.iter()).take_while(|(a, b)| a == b).count().min(prefix.len())
+    prefix.iter().zip(rest.iter()).take_while(|(a, b)| a == b).count()
 }
 
-/// An adaptive radix tree over keys that share their first `depth` bytes.
+/// An adaptive radix tree over keys that share their first `depth` bytes. Owns its nodes
+/// (see [`node`]'s safety model): `&self` methods only read them, `&mut self` methods
+/// change them, and dropping the tree frees them.
 pub struct Art {
-    root: Option<Child>,
+    root: Slot,
     depth: usize,
     len: u64,
+}
+
+impl Drop for Art {
+    fn drop(&mut self) {
+        node::free_tree(std::mem::take(&mut self.root));
+    }
 }
 
 /// Per-node-type counts and bytes (SPEC H9).
@@ -52,7 +55,7 @@ pub struct ArtStats {
 
 impl Art {
     pub fn new(depth: usize) -> Art {
-        Art { root: None, depth, len: 0 }
+        Art { root: Slot::EMPTY, depth, len: 0 }
     }
 
     pub fn len(&self) -> u64 {
@@ -64,20 +67,21 @@ impl Art {
 
     /// The leaf holding `key`.
     pub fn get(&self, key: &[u8], ks: &impl KeySource) -> Option<u64> {
-        let mut cur = self.root.as_ref()?;
+        let mut cur = self.root;
         let mut depth = self.depth;
         loop {
-            match cur {
-                Child::Leaf(l) => return ks.with_key(*l, |k| k == key).then_some(*l),
-                Child::Node(n) => {
-                    if prefix_mismatch(&n.prefix, key, depth) != n.prefix.len() {
+            match cur.get()? {
+                Ref::Leaf(l) => return ks.with_key(l, |k| k == key).then_some(l),
+                Ref::Node(n) => {
+                    let p = n.prefix();
+                    if !key.get(depth..).is_some_and(|rest| rest.starts_with(p)) {
                         return None;
                     }
-                    depth += n.prefix.len();
+                    depth += p.len();
                     if key.len() == depth {
-                        return n.term;
+                        return n.term();
                     }
-                    cur = n.find(key[depth])?;
+                    cur = n.find(key[depth]);
                     depth += 1;
                 }
             }
@@ -110,79 +114,78 @@ impl Art {
     }
 
     fn insert_at<E>(
-        slot: &mut Option<Child>,
+        mut slot: &mut Slot,
         key: &[u8],
         mut depth: usize,
         make: impl FnOnce() -> Result<u64, E>,
         ks: &impl KeySource,
     ) -> Result<Result<(), u64>, E> {
-        let mut slot = slot;
         loop {
-            match slot {
+            match slot.get() {
                 None => {
-                    *slot = Some(Child::Leaf(make()?));
+                    *slot = Slot::leaf(make()?);
                     return Ok(Ok(()));
                 }
-                Some(Child::Leaf(old)) => {
-                    let old = *old;
+                Some(Ref::Leaf(old)) => {
                     // Lazy expansion: split the single-key subtree at the first differing byte.
                     let (same, p) = ks.with_key(old, |ok| (ok == key, common(ok, key, depth)));
                     if same {
                         return Ok(Err(old));
                     }
                     let leaf = make()?;
-                    let mut n = Node::new4(&key[depth..depth + p]);
+                    let (mut s, n) = node::new4(&key[depth..depth + p]);
                     let d = depth + p;
+                    // Two children at most: the new Node4 does not grow, `n` stays valid.
                     ks.with_key(old, |ok| {
                         if ok.len() == d {
-                            n.term = Some(old);
+                            n.set_term(Some(old));
                         } else {
-                            n.add(ok[d], Child::Leaf(old));
+                            node::add(&mut s, ok[d], Slot::leaf(old));
                         }
                     });
                     if key.len() == d {
-                        n.term = Some(leaf);
+                        n.set_term(Some(leaf));
                     } else {
-                        n.add(key[d], Child::Leaf(leaf));
+                        node::add(&mut s, key[d], Slot::leaf(leaf));
                     }
-                    *slot = Some(Child::Node(Box::new(n)));
+                    *slot = s;
                     return Ok(Ok(()));
                 }
-                Some(Child::Node(n)) => {
-                    let m = prefix_mismatch(&n.prefix, key, depth);
-                    if m < n.prefix.len() {
+                Some(Ref::Node(n)) => {
+                    let m = prefix_mismatch(n.prefix(), key, depth);
+                    if m < n.prefix().len() {
                         // Split the compressed path at the mismatch.
                         let leaf = make()?;
-                        let mut parent = Node::new4(&n.prefix[..m]);
-                        let old_byte = n.prefix[m];
-                        n.prefix = Prefix::from(&n.prefix[m + 1..]);
+                        let (mut ps, parent) = node::new4(&n.prefix()[..m]);
+                        let old_byte = n.prefix()[m];
+                        n.set_prefix(&[&n.prefix()[m + 1..]]);
                         let d = depth + m;
                         if key.len() == d {
-                            parent.term = Some(leaf);
+                            parent.set_term(Some(leaf));
                         } else {
-                            parent.add(key[d], Child::Leaf(leaf));
+                            node::add(&mut ps, key[d], Slot::leaf(leaf));
                         }
-                        let old = slot.take().unwrap();
-                        parent.add(old_byte, old);
-                        *slot = Some(Child::Node(Box::new(parent)));
+                        node::add(&mut ps, old_byte, *slot);
+                        *slot = ps;
                         return Ok(Ok(()));
                     }
-                    depth += n.prefix.len();
+                    depth += m;
                     if key.len() == depth {
-                        if let Some(t) = n.term {
+                        if let Some(t) = n.term() {
                             return Ok(Err(t));
                         }
-                        n.term = Some(make()?);
+                        n.set_term(Some(make()?));
                         return Ok(Ok(()));
                     }
                     let b = key[depth];
                     depth += 1;
-                    if n.find(b).is_none() {
-                        n.add(b, Child::Leaf(make()?));
-                        return Ok(Ok(()));
+                    match n.find_mut(b) {
+                        Some(child) => slot = child,
+                        None => {
+                            node::add(slot, b, Slot::leaf(make()?));
+                            return Ok(Ok(()));
+                        }
                     }
-                    let Some(Child::Node(n)) = slot else { unreachable!() };
-                    slot = n.find_mut(b).unwrap();
                 }
             }
         }
@@ -197,49 +200,53 @@ impl Art {
         r
     }
 
-    fn remove_at(slot: &mut Option<Child>, key: &[u8], depth: usize, ks: &impl KeySource) -> Option<u64> {
-        let removed = match slot.as_mut()? {
-            Child::Leaf(l) => {
-                let l = *l;
+    fn remove_at(slot: &mut Slot, key: &[u8], depth: usize, ks: &impl KeySource) -> Option<u64> {
+        let n = match slot.get()? {
+            Ref::Leaf(l) => {
                 if ks.with_key(l, |k| k == key) {
-                    *slot = None;
+                    *slot = Slot::EMPTY;
                     return Some(l);
                 }
                 return None;
             }
-            Child::Node(n) => {
-                if prefix_mismatch(&n.prefix, key, depth) != n.prefix.len() {
-                    return None;
-                }
-                let d = depth + n.prefix.len();
-                if key.len() == d {
-                    n.term.take()?
-                } else {
-                    let b = key[d];
-                    let child = n.find_mut(b)?;
-                    let r = Self::remove_at(child, key, d + 1, ks)?;
-                    if child.is_none() {
-                        n.remove(b);
-                    }
-                    r
-                }
+            Ref::Node(n) => n,
+        };
+        let plen = n.prefix().len();
+        if prefix_mismatch(n.prefix(), key, depth) != plen {
+            return None;
+        }
+        let d = depth + plen;
+        let removed = if key.len() == d {
+            let t = n.term()?;
+            n.set_term(None);
+            t
+        } else {
+            let b = key[d];
+            let child = n.find_mut(b)?;
+            let r = Self::remove_at(child, key, d + 1, ks)?;
+            if child.is_empty() {
+                node::remove(slot, b); // may shrink the node: `*slot` is re-read below
             }
+            r
         };
         // Restore the invariants of path compression and lazy expansion.
-        let Some(Child::Node(n)) = slot.as_mut() else { unreachable!() };
-        match (n.count(), n.term) {
-            (0, None) => *slot = None,
-            (0, Some(t)) => *slot = Some(Child::Leaf(t)),
+        let Some(Ref::Node(n)) = slot.get() else { unreachable!("a node was here") };
+        match (n.count(), n.term()) {
+            (0, None) => {
+                node::free_node(n);
+                *slot = Slot::EMPTY;
+            }
+            (0, Some(t)) => {
+                node::free_node(n);
+                *slot = Slot::leaf(t);
+            }
             (1, None) => {
-                let (b, only) = n.take_only().unwrap();
-                let prefix = std::mem::take(&mut n.prefix);
-                *slot = Some(match only {
-                    Child::Leaf(l) => Child::Leaf(l),
-                    Child::Node(mut c) => {
-                        c.prefix = Prefix::joined(&prefix, b, &c.prefix);
-                        Child::Node(c)
-                    }
-                });
+                let (b, only) = n.first_child().expect("one child");
+                if let Some(Ref::Node(c)) = only.get() {
+                    c.set_prefix(&[n.prefix(), &[b], c.prefix()]);
+                }
+                node::free_node(n);
+                *slot = only;
             }
             _ => {}
         }
@@ -250,9 +257,11 @@ impl Art {
     /// when `f` returns false. `path` holds the bytes shared by every key of the tree.
     /// Subtrees entirely below `start` are skipped by their path, without reading leaves.
     pub fn scan(&self, shared: &[u8], start: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
-        let Some(root) = &self.root else { return true };
+        if self.root.is_empty() {
+            return true;
+        }
         let mut path = shared[..self.depth.min(shared.len())].to_vec();
-        Self::scan_at(root, &mut path, start, f)
+        Self::scan_at(self.root, &mut path, start, f)
     }
 
     fn below_start(path: &[u8], start: Option<&[u8]>) -> bool {
@@ -266,15 +275,16 @@ impl Art {
         }
     }
 
-    fn scan_at(c: &Child, path: &mut Vec<u8>, start: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
-        match c {
-            Child::Leaf(l) => f(*l),
-            Child::Node(n) => {
+    fn scan_at(c: Slot, path: &mut Vec<u8>, start: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
+        match c.get() {
+            None => true,
+            Some(Ref::Leaf(l)) => f(l),
+            Some(Ref::Node(n)) => {
                 let mark = path.len();
-                path.extend_from_slice(&n.prefix);
+                path.extend_from_slice(n.prefix());
                 let mut go = true;
                 if !Self::below_start(path, start) {
-                    if let Some(t) = n.term {
+                    if let Some(t) = n.term() {
                         go = f(t);
                     }
                     if go {
@@ -298,20 +308,15 @@ impl Art {
 
     /// Leaf of the smallest key.
     pub fn min(&self) -> Option<u64> {
-        let mut c = self.root.as_ref()?;
+        let mut c = self.root;
         loop {
-            match c {
-                Child::Leaf(l) => return Some(*l),
-                Child::Node(n) => {
-                    if let Some(t) = n.term {
+            match c.get()? {
+                Ref::Leaf(l) => return Some(l),
+                Ref::Node(n) => {
+                    if let Some(t) = n.term() {
                         return Some(t);
                     }
-                    let mut first = None;
-                    n.for_each(|_, ch| {
-                        first = Some(ch);
-                        false
-                    });
-                    c = first?;
+                    c = n.first_child()?.1;
                 }
             }
         }
@@ -319,11 +324,11 @@ impl Art {
 
     /// Leaf of the largest key.
     pub fn max(&self) -> Option<u64> {
-        let mut c = self.root.as_ref()?;
+        let mut c = self.root;
         loop {
-            match c {
-                Child::Leaf(l) => return Some(*l),
-                Child::Node(n) => {
+            match c.get()? {
+                Ref::Leaf(l) => return Some(l),
+                Ref::Node(n) => {
                     let mut last = None;
                     n.for_each_rev(|_, ch| {
                         last = Some(ch);
@@ -331,7 +336,7 @@ impl Art {
                     });
                     match last {
                         Some(ch) => c = ch,
-                        None => return n.term,
+                        None => return n.term(),
                     }
                 }
             }
@@ -340,14 +345,15 @@ impl Art {
 
     /// Node counts and bytes by type, and leaf count.
     pub fn stats(&self, s: &mut ArtStats) {
-        fn walk(c: &Child, s: &mut ArtStats) {
-            match c {
-                Child::Leaf(_) => s.leaves += 1,
-                Child::Node(n) => {
-                    let i = NodeType::ALL.iter().position(|t| *t == n.node_type()).unwrap();
+        fn walk(c: Slot, s: &mut ArtStats) {
+            match c.get() {
+                None => {}
+                Some(Ref::Leaf(_)) => s.leaves += 1,
+                Some(Ref::Node(n)) => {
+                    let i = NodeType::ALL.iter().position(|t| *t == n.node_type()).expect("a node type");
                     s.nodes[i] += 1;
                     s.bytes[i] += n.dram_bytes() as u64;
-                    if n.term.is_some() {
+                    if n.term().is_some() {
                         s.leaves += 1;
                     }
                     n.for_each(|_, ch| {
@@ -357,9 +363,7 @@ impl Art {
                 }
             }
         }
-        if let Some(r) = &self.root {
-            walk(r, s);
-        }
+        walk(self.root, s);
     }
 }
 

@@ -1,128 +1,152 @@
-//! ART inner nodes (Leis et al., "The Adaptive Radix Tree", ICDE 2013; SPEC H2): Node4 and
-//! Node16 keep sorted key bytes beside their children, Node48 a 256-entry index into 48
-//! children, Node256 a direct array. Nodes grow when full and shrink with hysteresis
-//! (N16→N4 below 3 children, N48→N16 below 12, N256→N48 below 37) so that a delete right
-//! after an insert at a boundary does not reallocate twice.
+//! ART inner nodes (Leis et al., "The Adaptive Radix Tree", ICDE 2013; SPEC H2), laid out
+//! compactly as in libart: a child is one tagged 8-byte word ([`Slot`]), and each node
+//! kind is one allocation that starts with a 24-byte [`Header`]:
+//!
+//! | kind    | bytes | body after the header |
+//! |---------|------:|-----------------------|
+//! | Node4   |    64 | 4 sorted key bytes, 4 children |
+//! | Node16  |   168 | 16 sorted key bytes, 16 children (searched with one SSE2 compare) |
+//! | Node48  |   664 | 256-byte index (0 = none, else child index + 1), 48 children |
+//! | Node256 |  2072 | 256 children |
+//!
+//! A Node4 is one cache line, and reaching any node costs one pointer dereference. (The
+//! first version used `Box<Node>` with the wider kinds boxed again behind an enum of
+//! 16-byte children: two dereferences and two cache lines for most nodes, which made ART
+//! traversal the largest cost of every HART operation on the Dictionary.)
+//!
+//! Nodes grow when full and shrink with hysteresis (N16→N4 below 3 children, N48→N16
+//! below 12, N256→N48 below 37) so that a delete right after an insert at a boundary
+//! does not reallocate twice.
 //!
 //! pmkv adds one field to the classic node: `term`, the leaf of a key that *ends* at this
 //! node. Classic ART appends a terminator byte to make keys prefix-free, which forbids
 //! that byte inside keys; SPEC H1 requires keys of any bytes, 0x00 included, so a key
 //! that is a prefix of another is stored beside the node's children instead.
+//!
+//! # Safety model
+//!
+//! Node memory is managed by hand (raw allocations named by tagged words), so this module
+//! is the only place with `unsafe` in the ART. The invariant that makes [`NodePtr`]'s
+//! safe-looking methods sound: a `NodePtr` is only obtained from a [`Slot`] of a tree the
+//! caller borrows (`&Art` for the reading methods, `&mut Art` for the mutating ones), the
+//! tree owns each node through exactly one slot, and a node is freed only after it was
+//! unlinked from its slot ([`free_node`], [`free_tree`]).
 
-use super::Child;
+use std::ptr::NonNull;
 
 /// Largest children count per node kind.
 pub const N4: usize = 4;
 pub const N16: usize = 16;
 pub const N48: usize = 48;
+const N256: usize = 256;
 
-pub struct Node {
-    /// Compressed path (pessimistic path compression: the whole prefix is kept, so a
-    /// lookup never reads a PM leaf to check it).
-    pub prefix: Prefix,
-    /// Leaf whose key ends exactly after `prefix`.
-    pub term: Option<u64>,
-    pub kind: Kind,
-}
+/// Prefix bytes kept inside the header; longer compressed paths live on the heap.
+pub const INLINE_PREFIX: usize = 8;
 
-/// A compressed path: up to [`Prefix::INLINE`] bytes inside the node (no allocation, the
-/// common case for word-like keys), longer ones on the heap. Splits and collapses of
-/// paths happen on most inserts and deletes, so keeping them allocation-free matters.
-#[derive(Clone)]
-pub enum Prefix {
-    Inline {
-        len: u8,
-        bytes: [u8; Prefix::INLINE],
-    },
-    /// Boxed twice so that the enum stays 16 bytes (a thin pointer): long paths are rare.
-    Heap(Box<Vec<u8>>),
-}
+/// A child word: null empty; low bit set: a leaf, `offset << 1 | 1` (an address without
+/// provenance, never dereferenced); otherwise a node pointer (allocations are 8-aligned,
+/// so the low bit is free). Kept as a pointer, not an integer, so that node pointers
+/// keep their provenance (the ART's unit tests run under Miri with strict provenance).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(transparent)]
+pub struct Slot(*mut Header);
 
-impl Prefix {
-    pub const INLINE: usize = 14;
+// SAFETY: a slot owns the node it names (or none); all access to that node goes through
+// the owning `Art`, whose `&`/`&mut` borrows (behind HART's per-ART lock) synchronize it.
+unsafe impl Send for Slot {}
+// SAFETY: as above: shared access only reads.
+unsafe impl Sync for Slot {}
 
-    /// Heap bytes owned by the prefix (for memory accounting).
-    pub fn heap_bytes(&self) -> usize {
-        match self {
-            Prefix::Inline { .. } => 0,
-            Prefix::Heap(b) => b.capacity() + std::mem::size_of::<Vec<u8>>(),
-        }
-    }
-
-    /// `a ++ [b] ++ c`: the path of a node collapsed into its only child.
-    pub fn joined(a: &[u8], b: u8, c: &[u8]) -> Prefix {
-        let n = a.len() + 1 + c.len();
-        if n <= Self::INLINE {
-            let mut bytes = [0u8; Self::INLINE];
-            bytes[..a.len()].copy_from_slice(a);
-            bytes[a.len()] = b;
-            bytes[a.len() + 1..n].copy_from_slice(c);
-            Prefix::Inline { len: n as u8, bytes }
-        } else {
-            let mut v = Vec::with_capacity(n);
-            v.extend_from_slice(a);
-            v.push(b);
-            v.extend_from_slice(c);
-            Prefix::Heap(Box::new(v))
-        }
-    }
-}
-
-impl Default for Prefix {
+impl Default for Slot {
     fn default() -> Self {
-        Prefix::Inline { len: 0, bytes: [0; Prefix::INLINE] }
+        Slot::EMPTY
     }
 }
 
-impl From<&[u8]> for Prefix {
-    fn from(s: &[u8]) -> Prefix {
-        if s.len() <= Prefix::INLINE {
-            let mut bytes = [0u8; Prefix::INLINE];
-            bytes[..s.len()].copy_from_slice(s);
-            Prefix::Inline { len: s.len() as u8, bytes }
-        } else {
-            Prefix::Heap(Box::new(s.to_vec()))
-        }
-    }
+/// What a non-empty slot holds.
+pub enum Ref {
+    Leaf(u64),
+    Node(NodePtr),
 }
 
-impl std::ops::Deref for Prefix {
-    type Target = [u8];
+impl Slot {
+    pub const EMPTY: Slot = Slot(std::ptr::null_mut());
+
     #[inline]
-    fn deref(&self) -> &[u8] {
-        match self {
-            Prefix::Inline { len, bytes } => &bytes[..*len as usize],
-            Prefix::Heap(b) => b,
+    pub fn leaf(off: u64) -> Slot {
+        debug_assert!(off < 1 << 63);
+        Slot(std::ptr::without_provenance_mut(((off << 1) | 1) as usize))
+    }
+
+    #[inline]
+    pub fn is_empty(self) -> bool {
+        self.0.is_null()
+    }
+
+    #[inline]
+    pub fn get(self) -> Option<Ref> {
+        let a = self.0.addr();
+        if a & 1 == 1 {
+            Some(Ref::Leaf((a >> 1) as u64))
+        } else {
+            NonNull::new(self.0).map(|p| Ref::Node(NodePtr(p)))
         }
+    }
+
+    fn node(p: NodePtr) -> Slot {
+        Slot(p.0.as_ptr())
     }
 }
 
-pub enum Kind {
-    N4 { n: u8, keys: [u8; N4], children: [Option<Child>; N4] },
-    N16(Box<Node16>),
-    N48(Box<Node48>),
-    N256(Box<Node256>),
+/// The part every node kind starts with.
+#[repr(C)]
+pub struct Header {
+    /// Leaf of the key ending at this node, `offset << 1 | 1` (0 = none).
+    term: u64,
+    /// The compressed path: inline if `plen <= INLINE_PREFIX`, else a heap `Box<[u8]>`
+    /// of `plen` bytes (pessimistic path compression: a lookup never reads a PM leaf to
+    /// learn the path).
+    prefix: PrefixData,
+    plen: u32,
+    n: u16,
+    kind: u8,
 }
 
-pub struct Node16 {
-    pub n: u8,
-    pub keys: [u8; N16],
-    pub children: [Option<Child>; N16],
+#[repr(C)]
+#[derive(Clone, Copy)]
+union PrefixData {
+    inline: [u8; INLINE_PREFIX],
+    heap: *mut u8,
 }
 
-pub struct Node48 {
-    pub n: u8,
-    /// 0 = empty, else index+1 into `children`.
-    pub index: [u8; 256],
-    pub children: [Option<Child>; N48],
+#[repr(C)]
+struct Node4 {
+    h: Header,
+    keys: [u8; N4],
+    children: [Slot; N4],
 }
 
-pub struct Node256 {
-    pub n: u16,
-    pub children: [Option<Child>; 256],
+#[repr(C)]
+struct Node16 {
+    h: Header,
+    keys: [u8; N16],
+    children: [Slot; N16],
 }
 
-/// Node type, for memory accounting (SPEC H9).
+#[repr(C)]
+struct Node48 {
+    h: Header,
+    index: [u8; 256],
+    children: [Slot; N48],
+}
+
+#[repr(C)]
+struct Node256 {
+    h: Header,
+    children: [Slot; N256],
+}
+
+/// Node kind, for growth and memory accounting (SPEC H9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NodeType {
     N4,
@@ -133,6 +157,7 @@ pub enum NodeType {
 
 impl NodeType {
     pub const ALL: [NodeType; 4] = [NodeType::N4, NodeType::N16, NodeType::N48, NodeType::N256];
+
     pub fn name(self) -> &'static str {
         match self {
             NodeType::N4 => "art node4",
@@ -141,325 +166,527 @@ impl NodeType {
             NodeType::N256 => "art node256",
         }
     }
-}
 
-impl Node {
-    pub fn new4(prefix: &[u8]) -> Node {
-        Node { prefix: prefix.into(), term: None, kind: Kind::N4 { n: 0, keys: [0; N4], children: Default::default() } }
-    }
-
-    pub fn node_type(&self) -> NodeType {
-        match self.kind {
-            Kind::N4 { .. } => NodeType::N4,
-            Kind::N16(_) => NodeType::N16,
-            Kind::N48(_) => NodeType::N48,
-            Kind::N256(_) => NodeType::N256,
+    /// Bytes of a node of this kind (without a heap prefix).
+    pub fn bytes(self) -> usize {
+        match self {
+            NodeType::N4 => std::mem::size_of::<Node4>(),
+            NodeType::N16 => std::mem::size_of::<Node16>(),
+            NodeType::N48 => std::mem::size_of::<Node48>(),
+            NodeType::N256 => std::mem::size_of::<Node256>(),
         }
     }
 
-    /// DRAM bytes of this node alone (struct, boxed body, prefix).
-    pub fn dram_bytes(&self) -> usize {
-        let body = match self.kind {
-            Kind::N4 { .. } => 0,
-            Kind::N16(_) => std::mem::size_of::<Node16>(),
-            Kind::N48(_) => std::mem::size_of::<Node48>(),
-            Kind::N256(_) => std::mem::size_of::<Node256>(),
-        };
-        std::mem::size_of::<Node>() + body + self.prefix.heap_bytes()
+    fn capacity(self) -> usize {
+        match self {
+            NodeType::N4 => N4,
+            NodeType::N16 => N16,
+            NodeType::N48 => N48,
+            NodeType::N256 => N256,
+        }
+    }
+
+    fn from_u8(k: u8) -> NodeType {
+        NodeType::ALL[k as usize]
+    }
+}
+
+/// The prefix representation of `bytes` (the concatenation of `parts`), newly allocated
+/// if long. Built before the old prefix is released, so `parts` may borrow from it.
+fn make_prefix(parts: &[&[u8]]) -> (PrefixData, u32) {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    if len <= INLINE_PREFIX {
+        let mut inline = [0u8; INLINE_PREFIX];
+        let mut at = 0;
+        for p in parts {
+            inline[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        (PrefixData { inline }, len as u32)
+    } else {
+        let boxed: Box<[u8]> = parts.concat().into_boxed_slice();
+        (PrefixData { heap: Box::into_raw(boxed) as *mut u8 }, len as u32)
+    }
+}
+
+/// Release a heap prefix (no-op for an inline one).
+///
+/// SAFETY: `(data, len)` came from [`make_prefix`] and is released once.
+unsafe fn release_prefix(data: PrefixData, len: u32) {
+    if len as usize > INLINE_PREFIX {
+        // SAFETY: per the contract, `heap` is the pointer of a Box<[u8]> of `len` bytes.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(data.heap, len as usize)) });
+    }
+}
+
+fn header(prefix: &[u8]) -> Header {
+    let (data, plen) = make_prefix(&[prefix]);
+    Header { term: 0, prefix: data, plen, n: 0, kind: 0 }
+}
+
+/// Allocate an empty node of kind `t` with header `h` (whose prefix it takes over).
+fn alloc_node(t: NodeType, mut h: Header) -> NodePtr {
+    h.kind = t as u8;
+    h.n = 0;
+    let p: *mut Header = match t {
+        NodeType::N4 => Box::into_raw(Box::new(Node4 { h, keys: [0; N4], children: [Slot::EMPTY; N4] })).cast(),
+        NodeType::N16 => Box::into_raw(Box::new(Node16 { h, keys: [0; N16], children: [Slot::EMPTY; N16] })).cast(),
+        NodeType::N48 => Box::into_raw(Box::new(Node48 { h, index: [0; 256], children: [Slot::EMPTY; N48] })).cast(),
+        NodeType::N256 => Box::into_raw(Box::new(Node256 { h, children: [Slot::EMPTY; N256] })).cast(),
+    };
+    NodePtr(NonNull::new(p).expect("Box::into_raw is non-null"))
+}
+
+/// Free the memory of node `p` but not its prefix (which was moved elsewhere).
+///
+/// SAFETY: `p` is a live node that no slot names any more.
+unsafe fn dealloc_node(p: NodePtr) {
+    let raw = p.0.as_ptr();
+    // SAFETY: `raw` came from Box::into_raw of the kind recorded in its header.
+    unsafe {
+        match NodeType::from_u8((*raw).kind) {
+            NodeType::N4 => drop(Box::from_raw(raw.cast::<Node4>())),
+            NodeType::N16 => drop(Box::from_raw(raw.cast::<Node16>())),
+            NodeType::N48 => drop(Box::from_raw(raw.cast::<Node48>())),
+            NodeType::N256 => drop(Box::from_raw(raw.cast::<Node256>())),
+        }
+    }
+}
+
+/// A new Node4 with compressed path `prefix`, as a slot.
+pub fn new4(prefix: &[u8]) -> (Slot, NodePtr) {
+    let p = alloc_node(NodeType::N4, header(prefix));
+    (Slot::node(p), p)
+}
+
+/// Free one node that was unlinked from the tree (its children are not touched).
+pub fn free_node(p: NodePtr) {
+    // SAFETY: the caller unlinked `p` (module invariant); its prefix is released once here.
+    unsafe {
+        let h = &*p.0.as_ptr();
+        release_prefix(h.prefix, h.plen);
+        dealloc_node(p);
+    }
+}
+
+/// Free a whole subtree (leaves are PM offsets and are not touched).
+pub fn free_tree(s: Slot) {
+    if let Some(Ref::Node(p)) = s.get() {
+        p.for_each(|_, c| {
+            free_tree(c);
+            true
+        });
+        free_node(p);
+    }
+}
+
+/// Index of `byte` among the first `n` sorted keys of a Node16.
+#[inline]
+fn find16(keys: &[u8; N16], n: usize, byte: u8) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+        // SAFETY: SSE2 is part of the x86_64 baseline; the load reads the 16 key bytes.
+        let bits = unsafe {
+            let k = _mm_loadu_si128(keys.as_ptr() as *const __m128i);
+            _mm_movemask_epi8(_mm_cmpeq_epi8(k, _mm_set1_epi8(byte as i8))) as u32
+        } & ((1u32 << n) - 1);
+        (bits != 0).then(|| bits.trailing_zeros() as usize)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        keys[..n].iter().position(|&k| k == byte)
+    }
+}
+
+/// A node of a tree the caller borrows (see the module's safety model).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct NodePtr(NonNull<Header>);
+
+impl NodePtr {
+    #[inline]
+    fn h<'a>(self) -> &'a Header {
+        // SAFETY: a live node (module invariant); only header bytes are borrowed.
+        unsafe { self.0.as_ref() }
+    }
+    #[inline]
+    fn h_mut<'a>(self) -> &'a mut Header {
+        // SAFETY: a live node of a tree the caller borrows mutably (module invariant).
+        unsafe { &mut *self.0.as_ptr() }
+    }
+
+    pub fn node_type(self) -> NodeType {
+        NodeType::from_u8(self.h().kind)
+    }
+
+    /// The compressed path.
+    #[inline]
+    pub fn prefix<'a>(self) -> &'a [u8] {
+        let h = self.h();
+        let len = h.plen as usize;
+        if len <= INLINE_PREFIX {
+            // SAFETY: short prefixes are stored inline (`Header::prefix`).
+            unsafe { &h.prefix.inline[..len] }
+        } else {
+            // SAFETY: long prefixes are a heap slice of `plen` bytes owned by the node.
+            unsafe { std::slice::from_raw_parts(h.prefix.heap, len) }
+        }
+    }
+
+    /// Replace the compressed path by the concatenation of `parts` (which may borrow the
+    /// current path).
+    pub fn set_prefix(self, parts: &[&[u8]]) {
+        let (data, len) = make_prefix(parts);
+        let h = self.h_mut();
+        // SAFETY: the old representation is released once, after the new one was built.
+        unsafe { release_prefix(h.prefix, h.plen) };
+        h.prefix = data;
+        h.plen = len;
+    }
+
+    #[inline]
+    pub fn term(self) -> Option<u64> {
+        let t = self.h().term;
+        (t != 0).then_some(t >> 1)
+    }
+
+    pub fn set_term(self, leaf: Option<u64>) {
+        self.h_mut().term = leaf.map_or(0, |l| (l << 1) | 1);
     }
 
     /// Number of children (not counting `term`).
-    pub fn count(&self) -> usize {
-        match &self.kind {
-            Kind::N4 { n, .. } => *n as usize,
-            Kind::N16(b) => b.n as usize,
-            Kind::N48(b) => b.n as usize,
-            Kind::N256(b) => b.n as usize,
-        }
+    #[inline]
+    pub fn count(self) -> usize {
+        self.h().n as usize
     }
 
-    pub fn find(&self, byte: u8) -> Option<&Child> {
-        match &self.kind {
-            Kind::N4 { n, keys, children } => {
-                keys[..*n as usize].iter().position(|&k| k == byte).and_then(|i| children[i].as_ref())
-            }
-            Kind::N16(b) => b.keys[..b.n as usize].iter().position(|&k| k == byte).and_then(|i| b.children[i].as_ref()),
-            Kind::N48(b) => match b.index[byte as usize] {
-                0 => None,
-                i => b.children[i as usize - 1].as_ref(),
-            },
-            Kind::N256(b) => b.children[byte as usize].as_ref(),
-        }
-    }
-
-    pub fn find_mut(&mut self, byte: u8) -> Option<&mut Option<Child>> {
-        match &mut self.kind {
-            Kind::N4 { n, keys, children } => {
-                keys[..*n as usize].iter().position(|&k| k == byte).map(move |i| &mut children[i])
-            }
-            Kind::N16(b) => {
-                let n = b.n as usize;
-                b.keys[..n].iter().position(|&k| k == byte).map(move |i| &mut b.children[i])
-            }
-            Kind::N48(b) => match b.index[byte as usize] {
-                0 => None,
-                i => Some(&mut b.children[i as usize - 1]),
-            },
-            Kind::N256(b) => {
-                if b.children[byte as usize].is_some() {
-                    Some(&mut b.children[byte as usize])
-                } else {
-                    None
+    /// Address of the child slot under `byte`, if that child exists.
+    #[inline]
+    fn child_ptr(self, byte: u8) -> Option<*mut Slot> {
+        let raw = self.0.as_ptr();
+        // SAFETY: the header's kind names the allocation's real type (module invariant).
+        unsafe {
+            match NodeType::from_u8((*raw).kind) {
+                NodeType::N4 => {
+                    let n = &mut *raw.cast::<Node4>();
+                    let len = n.h.n as usize;
+                    n.keys[..len].iter().position(|&k| k == byte).map(|i| &mut n.children[i] as *mut Slot)
                 }
-            }
-        }
-    }
-
-    /// Add a child under a byte that has none; grows the node when it is full.
-    pub fn add(&mut self, byte: u8, child: Child) {
-        if self.count() == self.capacity() {
-            self.grow();
-        }
-        match &mut self.kind {
-            Kind::N4 { n, keys, children } => {
-                let len = *n as usize;
-                let at = keys[..len].iter().position(|&k| k > byte).unwrap_or(len);
-                for i in (at..len).rev() {
-                    keys[i + 1] = keys[i];
-                    children[i + 1] = children[i].take();
+                NodeType::N16 => {
+                    let n = &mut *raw.cast::<Node16>();
+                    find16(&n.keys, n.h.n as usize, byte).map(|i| &mut n.children[i] as *mut Slot)
                 }
-                keys[at] = byte;
-                children[at] = Some(child);
-                *n += 1;
-            }
-            Kind::N16(b) => {
-                let len = b.n as usize;
-                let at = b.keys[..len].iter().position(|&k| k > byte).unwrap_or(len);
-                for i in (at..len).rev() {
-                    b.keys[i + 1] = b.keys[i];
-                    b.children[i + 1] = b.children[i].take();
-                }
-                b.keys[at] = byte;
-                b.children[at] = Some(child);
-                b.n += 1;
-            }
-            Kind::N48(b) => {
-                let slot = b.children.iter().position(|c| c.is_none()).expect("node48 has room");
-                b.children[slot] = Some(child);
-                b.index[byte as usize] = slot as u8 + 1;
-                b.n += 1;
-            }
-            Kind::N256(b) => {
-                b.children[byte as usize] = Some(child);
-                b.n += 1;
-            }
-        }
-    }
-
-    /// Remove and return the child under `byte`; shrinks the node when it gets sparse.
-    pub fn remove(&mut self, byte: u8) -> Option<Child> {
-        let out = match &mut self.kind {
-            Kind::N4 { n, keys, children } => {
-                let len = *n as usize;
-                let at = keys[..len].iter().position(|&k| k == byte)?;
-                let c = children[at].take();
-                for i in at..len - 1 {
-                    keys[i] = keys[i + 1];
-                    children[i] = children[i + 1].take();
-                }
-                *n -= 1;
-                c
-            }
-            Kind::N16(b) => {
-                let len = b.n as usize;
-                let at = b.keys[..len].iter().position(|&k| k == byte)?;
-                let c = b.children[at].take();
-                for i in at..len - 1 {
-                    b.keys[i] = b.keys[i + 1];
-                    b.children[i] = b.children[i + 1].take();
-                }
-                b.n -= 1;
-                c
-            }
-            Kind::N48(b) => {
-                let i = b.index[byte as usize];
-                if i == 0 {
-                    return None;
-                }
-                b.index[byte as usize] = 0;
-                b.n -= 1;
-                b.children[i as usize - 1].take()
-            }
-            Kind::N256(b) => {
-                let c = b.children[byte as usize].take()?;
-                b.n -= 1;
-                Some(c)
-            }
-        };
-        self.shrink();
-        out
-    }
-
-    fn capacity(&self) -> usize {
-        match self.kind {
-            Kind::N4 { .. } => N4,
-            Kind::N16(_) => N16,
-            Kind::N48(_) => N48,
-            Kind::N256(_) => 256,
-        }
-    }
-
-    /// Children in ascending byte order (drains the node).
-    fn drain_sorted(&mut self) -> Vec<(u8, Child)> {
-        let mut out = Vec::with_capacity(self.count());
-        match &mut self.kind {
-            Kind::N4 { n, keys, children } => {
-                for i in 0..*n as usize {
-                    out.push((keys[i], children[i].take().unwrap()));
-                }
-                *n = 0;
-            }
-            Kind::N16(b) => {
-                for i in 0..b.n as usize {
-                    out.push((b.keys[i], b.children[i].take().unwrap()));
-                }
-                b.n = 0;
-            }
-            Kind::N48(b) => {
-                for byte in 0..256 {
-                    let i = b.index[byte];
-                    if i != 0 {
-                        out.push((byte as u8, b.children[i as usize - 1].take().unwrap()));
-                        b.index[byte] = 0;
+                NodeType::N48 => {
+                    let n = &mut *raw.cast::<Node48>();
+                    match n.index[byte as usize] {
+                        0 => None,
+                        i => Some(&mut n.children[i as usize - 1] as *mut Slot),
                     }
                 }
-                b.n = 0;
-            }
-            Kind::N256(b) => {
-                for (byte, c) in b.children.iter_mut().enumerate() {
-                    if let Some(c) = c.take() {
-                        out.push((byte as u8, c));
-                    }
-                }
-                b.n = 0;
-            }
-        }
-        out
-    }
-
-    fn rebuild(&mut self, to: NodeType) {
-        let kids = self.drain_sorted();
-        self.kind = match to {
-            NodeType::N4 => Kind::N4 { n: 0, keys: [0; N4], children: Default::default() },
-            NodeType::N16 => Kind::N16(Box::new(Node16 { n: 0, keys: [0; N16], children: Default::default() })),
-            NodeType::N48 => {
-                Kind::N48(Box::new(Node48 { n: 0, index: [0; 256], children: std::array::from_fn(|_| None) }))
-            }
-            NodeType::N256 => Kind::N256(Box::new(Node256 { n: 0, children: std::array::from_fn(|_| None) })),
-        };
-        for (b, c) in kids {
-            self.add(b, c);
-        }
-    }
-
-    fn grow(&mut self) {
-        let to = match self.kind {
-            Kind::N4 { .. } => NodeType::N16,
-            Kind::N16(_) => NodeType::N48,
-            Kind::N48(_) => NodeType::N256,
-            Kind::N256(_) => return,
-        };
-        self.rebuild(to);
-    }
-
-    fn shrink(&mut self) {
-        let n = self.count();
-        let to = match self.kind {
-            Kind::N16(_) if n < 3 => NodeType::N4,
-            Kind::N48(_) if n < 12 => NodeType::N16,
-            Kind::N256(_) if n < 37 => NodeType::N48,
-            _ => return,
-        };
-        self.rebuild(to);
-    }
-
-    /// Visit children in ascending byte order.
-    pub fn for_each<'a>(&'a self, mut f: impl FnMut(u8, &'a Child) -> bool) -> bool {
-        match &self.kind {
-            Kind::N4 { n, keys, children } => {
-                for i in 0..*n as usize {
-                    if !f(keys[i], children[i].as_ref().unwrap()) {
-                        return false;
-                    }
-                }
-            }
-            Kind::N16(b) => {
-                for i in 0..b.n as usize {
-                    if !f(b.keys[i], b.children[i].as_ref().unwrap()) {
-                        return false;
-                    }
-                }
-            }
-            Kind::N48(b) => {
-                for byte in 0..256 {
-                    let i = b.index[byte];
-                    if i != 0 && !f(byte as u8, b.children[i as usize - 1].as_ref().unwrap()) {
-                        return false;
-                    }
-                }
-            }
-            Kind::N256(b) => {
-                for (byte, c) in b.children.iter().enumerate() {
-                    if let Some(c) = c {
-                        if !f(byte as u8, c) {
-                            return false;
-                        }
-                    }
+                NodeType::N256 => {
+                    let n = &mut *raw.cast::<Node256>();
+                    let c = &mut n.children[byte as usize];
+                    (!c.is_empty()).then_some(c as *mut Slot)
                 }
             }
         }
-        true
     }
 
-    /// Visit children in descending byte order.
-    pub fn for_each_rev<'a>(&'a self, mut f: impl FnMut(u8, &'a Child) -> bool) -> bool {
-        let mut kids: Vec<(u8, &'a Child)> = Vec::with_capacity(self.count());
+    /// The child under `byte` (empty if none).
+    #[inline]
+    pub fn find(self, byte: u8) -> Slot {
+        // SAFETY: a slot of a live node, read under the caller's borrow of the tree.
+        self.child_ptr(byte).map_or(Slot::EMPTY, |p| unsafe { *p })
+    }
+
+    /// The child slot under `byte`, for replacing it in place (a mutable borrow of the
+    /// tree). None if there is no child.
+    #[inline]
+    pub fn find_mut<'a>(self, byte: u8) -> Option<&'a mut Slot> {
+        // SAFETY: as `find`, with the caller's exclusive borrow.
+        self.child_ptr(byte).map(|p| unsafe { &mut *p })
+    }
+
+    /// Visit children in ascending byte order until `f` returns false.
+    pub fn for_each(self, mut f: impl FnMut(u8, Slot) -> bool) -> bool {
+        let raw = self.0.as_ptr();
+        // SAFETY: as `child_ptr`; children are copied out, the node is not mutated.
+        unsafe {
+            match NodeType::from_u8((*raw).kind) {
+                NodeType::N4 => {
+                    let n = &*raw.cast::<Node4>();
+                    (0..n.h.n as usize).all(|i| f(n.keys[i], n.children[i]))
+                }
+                NodeType::N16 => {
+                    let n = &*raw.cast::<Node16>();
+                    (0..n.h.n as usize).all(|i| f(n.keys[i], n.children[i]))
+                }
+                NodeType::N48 => {
+                    let n = &*raw.cast::<Node48>();
+                    (0..256).all(|b| match n.index[b] {
+                        0 => true,
+                        i => f(b as u8, n.children[i as usize - 1]),
+                    })
+                }
+                NodeType::N256 => {
+                    let n = &*raw.cast::<Node256>();
+                    (0..256).all(|b| n.children[b].is_empty() || f(b as u8, n.children[b]))
+                }
+            }
+        }
+    }
+
+    /// Visit children in descending byte order until `f` returns false.
+    pub fn for_each_rev(self, mut f: impl FnMut(u8, Slot) -> bool) -> bool {
+        let raw = self.0.as_ptr();
+        // SAFETY: as `for_each`.
+        unsafe {
+            match NodeType::from_u8((*raw).kind) {
+                NodeType::N4 => {
+                    let n = &*raw.cast::<Node4>();
+                    (0..n.h.n as usize).rev().all(|i| f(n.keys[i], n.children[i]))
+                }
+                NodeType::N16 => {
+                    let n = &*raw.cast::<Node16>();
+                    (0..n.h.n as usize).rev().all(|i| f(n.keys[i], n.children[i]))
+                }
+                NodeType::N48 => {
+                    let n = &*raw.cast::<Node48>();
+                    (0..256).rev().all(|b| match n.index[b] {
+                        0 => true,
+                        i => f(b as u8, n.children[i as usize - 1]),
+                    })
+                }
+                NodeType::N256 => {
+                    let n = &*raw.cast::<Node256>();
+                    (0..256).rev().all(|b| n.children[b].is_empty() || f(b as u8, n.children[b]))
+                }
+            }
+        }
+    }
+
+    /// The first child (used when collapsing a node with one child).
+    pub fn first_child(self) -> Option<(u8, Slot)> {
+        let mut first = None;
         self.for_each(|b, c| {
-            kids.push((b, c));
+            first = Some((b, c));
+            false
+        });
+        first
+    }
+
+    /// Heap bytes of this node alone (for memory accounting).
+    pub fn dram_bytes(self) -> usize {
+        let plen = self.h().plen as usize;
+        self.node_type().bytes() + if plen > INLINE_PREFIX { plen } else { 0 }
+    }
+
+    /// Put `child` under `byte`, which has none, in a node with room.
+    fn insert_child(self, byte: u8, child: Slot) {
+        let raw = self.0.as_ptr();
+        // SAFETY: as `child_ptr`, under the caller's exclusive borrow.
+        unsafe {
+            match NodeType::from_u8((*raw).kind) {
+                NodeType::N4 => {
+                    let n = &mut *raw.cast::<Node4>();
+                    let len = n.h.n as usize;
+                    let at = n.keys[..len].iter().position(|&k| k > byte).unwrap_or(len);
+                    n.keys.copy_within(at..len, at + 1);
+                    n.children.copy_within(at..len, at + 1);
+                    n.keys[at] = byte;
+                    n.children[at] = child;
+                }
+                NodeType::N16 => {
+                    let n = &mut *raw.cast::<Node16>();
+                    let len = n.h.n as usize;
+                    let at = n.keys[..len].iter().position(|&k| k > byte).unwrap_or(len);
+                    n.keys.copy_within(at..len, at + 1);
+                    n.children.copy_within(at..len, at + 1);
+                    n.keys[at] = byte;
+                    n.children[at] = child;
+                }
+                NodeType::N48 => {
+                    let n = &mut *raw.cast::<Node48>();
+                    let at = n.children.iter().position(|c| c.is_empty()).expect("node48 has room");
+                    n.children[at] = child;
+                    n.index[byte as usize] = at as u8 + 1;
+                }
+                NodeType::N256 => {
+                    let n = &mut *raw.cast::<Node256>();
+                    n.children[byte as usize] = child;
+                }
+            }
+            (*raw).n += 1;
+        }
+    }
+
+    /// Take the entry of `byte`, which exists, out of the node (no resizing); returns its
+    /// slot word (EMPTY if the caller emptied the slot in place).
+    fn take_child(self, byte: u8) -> Slot {
+        let raw = self.0.as_ptr();
+        // SAFETY: as `insert_child`.
+        let out = unsafe {
+            match NodeType::from_u8((*raw).kind) {
+                NodeType::N4 => {
+                    let n = &mut *raw.cast::<Node4>();
+                    let len = n.h.n as usize;
+                    let Some(at) = n.keys[..len].iter().position(|&k| k == byte) else { return Slot::EMPTY };
+                    let c = n.children[at];
+                    n.keys.copy_within(at + 1..len, at);
+                    n.children.copy_within(at + 1..len, at);
+                    n.children[len - 1] = Slot::EMPTY;
+                    c
+                }
+                NodeType::N16 => {
+                    let n = &mut *raw.cast::<Node16>();
+                    let len = n.h.n as usize;
+                    let Some(at) = find16(&n.keys, len, byte) else { return Slot::EMPTY };
+                    let c = n.children[at];
+                    n.keys.copy_within(at + 1..len, at);
+                    n.children.copy_within(at + 1..len, at);
+                    n.children[len - 1] = Slot::EMPTY;
+                    c
+                }
+                NodeType::N48 => {
+                    let n = &mut *raw.cast::<Node48>();
+                    let i = n.index[byte as usize];
+                    if i == 0 {
+                        return Slot::EMPTY;
+                    }
+                    n.index[byte as usize] = 0;
+                    std::mem::take(&mut n.children[i as usize - 1])
+                }
+                NodeType::N256 => {
+                    // No key array: the entry is the slot itself, which the caller may
+                    // have emptied already (see `remove`).
+                    let n = &mut *raw.cast::<Node256>();
+                    std::mem::take(&mut n.children[byte as usize])
+                }
+            }
+        };
+        self.h_mut().n -= 1;
+        out
+    }
+
+    /// A copy of this node as kind `to` (children, term and prefix moved over); the old
+    /// node is freed.
+    fn rebuild(self, to: NodeType) -> NodePtr {
+        let old = self.h();
+        let h = Header { term: old.term, prefix: old.prefix, plen: old.plen, n: 0, kind: 0 };
+        let new = alloc_node(to, h);
+        self.for_each(|b, c| {
+            new.insert_child(b, c);
             true
         });
-        for (b, c) in kids.into_iter().rev() {
-            if !f(b, c) {
-                return false;
-            }
-        }
-        true
+        // SAFETY: `self` is replaced by `new` in its slot by the caller; the prefix was
+        // moved to `new`, so only the memory is released.
+        unsafe { dealloc_node(self) };
+        new
     }
+}
 
-    /// Take the only child (used when collapsing a node with one child).
-    pub fn take_only(&mut self) -> Option<(u8, Child)> {
-        if self.count() != 1 {
-            return None;
-        }
-        self.drain_sorted().pop()
+/// Add `child` under `byte` (which has none) to the node in `slot`, growing it into the
+/// next kind when full (`*slot` then names the new node).
+pub fn add(slot: &mut Slot, byte: u8, child: Slot) {
+    let Some(Ref::Node(mut p)) = slot.get() else { unreachable!("add to a node slot") };
+    let t = p.node_type();
+    if p.count() == t.capacity() {
+        let to = match t {
+            NodeType::N4 => NodeType::N16,
+            NodeType::N16 => NodeType::N48,
+            NodeType::N48 => NodeType::N256,
+            NodeType::N256 => unreachable!("a Node256 has room for every byte"),
+        };
+        p = p.rebuild(to);
+        *slot = Slot::node(p);
     }
+    p.insert_child(byte, child);
+}
+
+/// Remove the entry of `byte` from the node in `slot` and return its slot word, shrinking
+/// the node when it gets sparse (`*slot` then names the new node). The entry must exist,
+/// but its slot may already have been emptied in place (a removal below it): the entry
+/// is unlinked all the same.
+pub fn remove(slot: &mut Slot, byte: u8) -> Slot {
+    let Some(Ref::Node(p)) = slot.get() else { unreachable!("remove from a node slot") };
+    let out = p.take_child(byte);
+    let n = p.count();
+    let to = match p.node_type() {
+        NodeType::N16 if n < 3 => NodeType::N4,
+        NodeType::N48 if n < 12 => NodeType::N16,
+        NodeType::N256 if n < 37 => NodeType::N48,
+        _ => return out,
+    };
+    *slot = Slot::node(p.rebuild(to));
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn p_find(s: &Slot, b: u8) -> Slot {
+        let Some(Ref::Node(p)) = s.get() else { panic!("a node") };
+        p.find(b)
+    }
+
     #[test]
-    fn prefix_is_compact_and_round_trips() {
-        assert_eq!(std::mem::size_of::<Prefix>(), 16);
-        for n in [0usize, 1, 14, 15, 40] {
+    fn layout_is_compact() {
+        assert_eq!(std::mem::size_of::<Header>(), 24);
+        assert_eq!(NodeType::N4.bytes(), 64);
+        assert_eq!(NodeType::N16.bytes(), 168);
+        assert_eq!(std::mem::size_of::<Slot>(), 8);
+    }
+
+    #[test]
+    fn prefixes_round_trip_inline_and_on_the_heap() {
+        for n in [0usize, 1, 8, 9, 40] {
             let v: Vec<u8> = (0..n as u8).collect();
-            assert_eq!(&*Prefix::from(&v[..]), &v[..]);
-            let j = Prefix::joined(&v, 9, &v);
+            let (s, p) = new4(&v);
+            assert_eq!(p.prefix(), &v[..]);
+            // Joined from parts that borrow the node's own prefix.
+            p.set_prefix(&[p.prefix(), &[9], p.prefix()]);
             let mut w = v.clone();
             w.push(9);
             w.extend_from_slice(&v);
-            assert_eq!(&*j, &w[..]);
+            assert_eq!(p.prefix(), &w[..]);
+            free_tree(s);
         }
+    }
+
+    #[test]
+    fn nodes_grow_and_shrink_keeping_children_sorted() {
+        let (mut s, _) = new4(b"ab");
+        let order: Vec<u8> = (0..=255u8).map(|b| b.wrapping_mul(167)).collect();
+        for &b in &order {
+            add(&mut s, b, Slot::leaf(b as u64));
+        }
+        let Some(Ref::Node(p)) = s.get() else { panic!() };
+        assert_eq!(p.node_type(), NodeType::N256);
+        assert_eq!(p.prefix(), b"ab");
+        for &b in order.iter().take(254) {
+            assert_eq!(remove(&mut s, b), Slot::leaf(b as u64));
+            assert!(p_find(&s, b).is_empty());
+        }
+        let Some(Ref::Node(p)) = s.get() else { panic!() };
+        assert_eq!(p.node_type(), NodeType::N4);
+        assert_eq!(p.prefix(), b"ab");
+        let mut left: Vec<u8> = order[254..].to_vec();
+        left.sort();
+        let mut seen = Vec::new();
+        p.for_each(|b, c| {
+            assert_eq!(c, Slot::leaf(b as u64));
+            seen.push(b);
+            true
+        });
+        assert_eq!(seen, left);
+        let mut rev = Vec::new();
+        p.for_each_rev(|b, _| {
+            rev.push(b);
+            true
+        });
+        rev.reverse();
+        assert_eq!(rev, left);
+        free_tree(s);
     }
 }
