@@ -49,17 +49,24 @@ impl Hart {
         }
         let mut values = HashSet::new();
         let mut keys = HashSet::new();
+        let mut inline = 0u64;
         for &leaf in &tree {
             let v = read_u64(pool, leaf + LEAF_P_VALUE);
-            if !self.alloc.is_used(v) {
+            let flags = read_u32(pool, leaf + LEAF_FLAGS);
+            if let Some(n) = inline_len(flags) {
+                inline += 1;
+                if n > INLINE_VALUE {
+                    problems.push(format!("leaf {leaf:#x} claims an inline value of {n} bytes"));
+                }
+            } else if !self.alloc.is_used(v) {
                 problems.push(format!("leaf {leaf:#x} names value {v:#x} whose value bit is clear"));
             } else if (read_u32(pool, v) as usize + VALUE_HDR) > self.alloc.capacity(v) {
                 problems.push(format!("value {v:#x} is longer than its slot"));
             }
-            if !values.insert(v) {
+            if inline_len(flags).is_none() && !values.insert(v) {
                 problems.push(format!("value {v:#x} is shared by two leaves"));
             }
-            if read_u32(pool, leaf + LEAF_FLAGS) & FLAG_KEY_OUT != 0 {
+            if flags & FLAG_KEY_OUT != 0 {
                 let k = read_u64(pool, leaf + LEAF_KEY);
                 if !self.alloc.is_used(k) || !keys.insert(k) {
                     problems.push(format!("leaf {leaf:#x} key object {k:#x} is free or shared"));
@@ -97,7 +104,7 @@ impl Hart {
             return Err(HartError::Corrupt(format!("{n} problem(s): {}", problems.join("; "))));
         }
         Ok(format!(
-            "{alloc_report}\nhart: ok — {} keys in {} ARTs, {used_values} values, {} key objects, no leaks",
+            "{alloc_report}\nhart: ok — {} keys in {} ARTs, {used_values} value objects, {inline} inline values, {} key objects, no leaks",
             tree.len(),
             self.table.arts(),
             keys.len()

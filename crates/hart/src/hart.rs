@@ -6,9 +6,9 @@
 //!
 //! | operation | paper | pmkv (short key) |
 //! |-----------|-------|------------------|
-//! | insert    | 6     | 2 (value bit, after which contents are durable; leaf bit) |
+//! | insert    | 6     | 2 (value bit or, for an inline value, a plain fence, after which contents are durable; leaf bit) |
 //! | update    | 8     | 3 (value+log; new bit+p_value; log reclaim+old bit); 1 in place for same-size values of ≤ 8 bytes |
-//! | delete    | 2     | 1 (leaf bit; the value bit is flushed, durable at the next fence) |
+//! | delete    | 2     | 1 (leaf bit; the value bit, if any, is flushed, durable at the next fence) |
 //!
 //! plus one per chunk recycled (Algorithm 6) and one per new chunk.
 
@@ -86,9 +86,12 @@ pub type ByStructure = Vec<(String, u64)>;
 pub struct HartOptions {
     /// k_h: bytes of the key that select an ART (SPEC H1). Fixed when the pool is created.
     pub hash_key_len: usize,
-    /// Update every value out of place with the micro-log, exactly as Algorithm 3. When
-    /// false (the default), a value of at most 8 bytes replaced by one of the same length
-    /// is overwritten in place with one atomic 8-byte store and one persist: a crash leaves
+    /// Store and update values exactly as the paper: every value in its own object, every
+    /// update out of place with the micro-log (Algorithm 3). When false (the default),
+    /// pmkv makes two changes. A value of at most 8 bytes inserted with a new key is kept
+    /// inline in the leaf's `p_value` word (see `layout`): one object per record instead
+    /// of two. And a value of at most 8 bytes replaced by one of the same length is
+    /// overwritten in place with one atomic 8-byte store and one persist: a crash leaves
     /// the old or the new value, as with Algorithm 3, with 1 fence instead of 3 and no
     /// allocation. Larger or resized values always take Algorithm 3.
     pub paper_updates: bool,
@@ -244,6 +247,11 @@ impl Hart {
     /// pool; the length is checked here against the pool's bounds, so a corrupt pool gives
     /// an error instead of a read outside the mapping.
     fn read_value(&self, leaf: u64, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+        if let Some(len) = inline_len(read_u32(&self.pool, leaf + LEAF_FLAGS)) {
+            // SAFETY: a used leaf's first 8 bytes; recovery checked len <= 8.
+            f(unsafe { std::slice::from_raw_parts(self.pool.at::<u8>(leaf + LEAF_P_VALUE), len.min(INLINE_VALUE)) });
+            return Ok(());
+        }
         let v = read_u64(&self.pool, leaf + LEAF_P_VALUE);
         let len = read_u32(&self.pool, v) as usize;
         if len > MAX_VALUE || !self.pool.contains(v, (VALUE_HDR + len) as u64) {
@@ -299,11 +307,16 @@ impl Hart {
     fn make_leaf(&self, key: &[u8], value: &[u8]) -> Result<u64> {
         let pool = &*self.pool;
         let leaf = self.alloc.alloc(LEAF, LEAF_SIZE)?;
-        let v = match self.new_value(value) {
-            Ok(v) => v,
-            Err(e) => {
-                self.alloc.unreserve(leaf);
-                return Err(e);
+        let inline = !self.paper_updates && value.len() <= INLINE_VALUE;
+        let v = if inline {
+            0
+        } else {
+            match self.new_value(value) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.alloc.unreserve(leaf);
+                    return Err(e);
+                }
             }
         };
         let mut kobj = 0;
@@ -312,7 +325,9 @@ impl Hart {
                 Ok(k) => k,
                 Err(e) => {
                     self.alloc.unreserve(leaf);
-                    self.alloc.unreserve(v);
+                    if v != 0 {
+                        self.alloc.unreserve(v);
+                    }
                     return Err(e.into());
                 }
             };
@@ -327,14 +342,25 @@ impl Hart {
         // reaches PM before the value's bytes, the value is an unreferenced orphan that
         // recovery sweeps. (The crash-simulator tests confirm an extra fence here buys
         // nothing.)
+        let mut flags = 0;
+        if kobj != 0 {
+            flags |= FLAG_KEY_OUT;
+        }
+        if inline {
+            flags |= FLAG_VALUE_INLINE | ((value.len() as u32) << INLINE_LEN_SHIFT);
+        }
         // SAFETY: reserved leaf slot of 64 bytes.
         unsafe {
             let p = pool.at::<u8>(leaf);
             std::ptr::write_bytes(p, 0, LEAF_SIZE);
-            (p as *mut u64).write(v);
+            if inline {
+                std::ptr::copy_nonoverlapping(value.as_ptr(), p, value.len());
+            } else {
+                (p as *mut u64).write(v);
+            }
             (p.add(8) as *mut u32).write(key.len() as u32);
+            (p.add(12) as *mut u32).write(flags);
             if kobj != 0 {
-                (p.add(12) as *mut u32).write(FLAG_KEY_OUT);
                 (p.add(16) as *mut u64).write(kobj);
             } else {
                 std::ptr::copy_nonoverlapping(key.as_ptr(), p.add(16), key.len());
@@ -343,10 +369,17 @@ impl Hart {
         pool.flush_off(leaf, LEAF_SIZE);
         // Line 14: the value bit (fence 1, inside publish). A crash after it and before
         // the leaf bit leaves a used value no leaf names: recovery's sweep frees it (the
-        // safe replacement of Algorithm 2 lines 12–16, see `recovery`).
-        self.alloc.publish(v);
+        // safe replacement of Algorithm 2 lines 12–16, see `recovery`). With an inline
+        // value and no key object there is no bit to set, but the leaf's contents must
+        // still be durable before its bit is: a plain fence.
+        if v != 0 {
+            self.alloc.publish(v);
+        }
         if kobj != 0 {
             self.alloc.publish(kobj);
+        }
+        if v == 0 && kobj == 0 {
+            pool.fence();
         }
         Ok(leaf)
     }
@@ -359,7 +392,22 @@ impl Hart {
     fn update(&self, leaf: u64, value: &[u8]) -> Result<()> {
         let pool = &*self.pool;
         let old = read_u64(pool, leaf + LEAF_P_VALUE);
-        if !self.paper_updates && value.len() <= 8 && read_u32(pool, old) as usize == value.len() {
+        let flags = read_u32(pool, leaf + LEAF_FLAGS);
+        let old_inline = inline_len(flags);
+        if old_inline == Some(value.len()) {
+            // An inline value of the same length: one atomic 8-byte store of the leaf's
+            // value word, persisted (a crash leaves the old or the new value).
+            let mut w = [0u8; 8];
+            w[..value.len()].copy_from_slice(value);
+            write_u64(pool, leaf + LEAF_P_VALUE, u64::from_le_bytes(w));
+            pool.persist_off(leaf + LEAF_P_VALUE, 8);
+            return Ok(());
+        }
+        if old_inline.is_none()
+            && !self.paper_updates
+            && value.len() <= 8
+            && read_u32(pool, old) as usize == value.len()
+        {
             // In place: the value's data word is one aligned 8-byte store, which PM writes
             // atomically, so a crash leaves the old or the new value (see HartOptions).
             let mut w = [0u8; 8];
@@ -374,14 +422,25 @@ impl Hart {
         let at = self.log_at(i);
         let crc = micro_log::value_crc(pool, new).unwrap_or(0);
         // Lines 2, 3, 6 in one line with a check word that covers the new value.
-        micro_log::write(pool, at, UpdateLog { leaf, old_value: old, new_value: new }, crc);
+        micro_log::write(pool, at, UpdateLog { leaf, old_value: old, new_value: new, old_flags: flags }, crc);
         pool.fence(); // fence 1: new value and log durable
-                      // Lines 7–8: swing p_value (flushed) then set the new value's bit; publish's
-                      // fence (fence 2) covers both. Recovery decides by the new value's bit: set →
-                      // roll forward (swing), clear → roll back (the old value was not yet freed).
+
+        // Lines 7–8: swing p_value (and, for an inline value, clear the inline flags in the
+        // same line; both flushed) then set the new value's bit; publish's fence (fence 2)
+        // covers them. Recovery decides by the new value's bit: set → roll forward (swing),
+        // clear → roll back to the logged word and flags (the old value was not yet freed).
         write_u64(pool, leaf + LEAF_P_VALUE, new);
-        pool.flush_off(leaf + LEAF_P_VALUE, 8);
+        if old_inline.is_some() {
+            // SAFETY: the leaf's flags word; we hold the ART write lock.
+            unsafe { pool.at::<u32>(leaf + LEAF_FLAGS).write(flags & !INLINE_MASK) };
+        }
+        pool.flush_off(leaf + LEAF_P_VALUE, 16);
         self.alloc.publish(new);
+        if old_inline.is_some() {
+            // No old object to free: reclaim the log with a fence of its own (fence 3).
+            micro_log::clear(pool, at);
+            return Ok(());
+        }
         // Line 11 before lines 9–10: reclaim the log (flushed, not fenced), then reset the
         // old value's bit, whose fence (fence 3) makes both durable. Either may reach PM
         // first: a cleared log with the old bit set leaves an orphan the recovery sweep
@@ -409,6 +468,7 @@ impl Hart {
                 let Some(leaf) = art.remove(key, &PmKeys(pool)) else { return (false, false) };
                 let v = read_u64(pool, leaf + LEAF_P_VALUE);
                 let flags = read_u32(pool, leaf + LEAF_FLAGS);
+                let v = if inline_len(flags).is_some() { 0 } else { v };
                 let kobj = if flags & FLAG_KEY_OUT != 0 { read_u64(pool, leaf + LEAF_KEY) } else { 0 };
                 // Lines 11–14: leaf bit first (fence 1), then the value bit — flushed but
                 // not fenced: until this thread's next fence a crash may leave the value
@@ -416,7 +476,9 @@ impl Hart {
                 // fences it: 2 fences). The other order could resurrect the key with a
                 // value slot that another writer has reused meanwhile.
                 self.alloc.free(leaf);
-                self.alloc.free_unfenced(v);
+                if v != 0 {
+                    self.alloc.free_unfenced(v);
+                }
                 if kobj != 0 {
                     self.alloc.free_unfenced(kobj);
                 }

@@ -10,7 +10,12 @@
 //! bit is clear, so rolling back is free. This replaces the paper's "only PLeaf valid" and
 //! "PNewV invalid" cases; the "all three valid" case resumes from Algorithm 3 line 7.
 //!
-//! Layout of one log (64 bytes): 0 PLeaf, 8 POldV, 16 PNewV, 24 check, 28..64 zero.
+//! pmkv also logs the leaf's flags as they were before the update, so that an update that
+//! moves an inline value out of line (which changes `p_value` *and* the flags) rolls back
+//! or forward as a whole; `POldV` is then the inline value word, which is never freed.
+//!
+//! Layout of one log (64 bytes): 0 PLeaf, 8 POldV, 16 PNewV, 24 check, 28 old leaf flags,
+//! 32..64 zero.
 
 use pmkv_substrate::Pool;
 
@@ -20,13 +25,15 @@ pub struct UpdateLog {
     pub leaf: u64,
     pub old_value: u64,
     pub new_value: u64,
+    pub old_flags: u32,
 }
 
-fn mix(leaf: u64, old: u64, new: u64, crc: u32) -> u32 {
+fn mix(log: &UpdateLog, crc: u32) -> u32 {
     let mut h = crc32fast::Hasher::new();
-    h.update(&leaf.to_le_bytes());
-    h.update(&old.to_le_bytes());
-    h.update(&new.to_le_bytes());
+    h.update(&log.leaf.to_le_bytes());
+    h.update(&log.old_value.to_le_bytes());
+    h.update(&log.new_value.to_le_bytes());
+    h.update(&log.old_flags.to_le_bytes());
     h.update(&crc.to_le_bytes());
     h.finalize() | 1
 }
@@ -44,7 +51,7 @@ pub fn value_crc(pool: &Pool, value: u64) -> Option<u32> {
 
 /// Write log `at` (flushed, not fenced: the caller's fence covers it with the value).
 pub fn write(pool: &Pool, at: u64, log: UpdateLog, crc: u32) {
-    let check = mix(log.leaf, log.old_value, log.new_value, crc);
+    let check = mix(&log, crc);
     // SAFETY: the log array lies inside the pool; each log is owned by one writer at a time.
     unsafe {
         let p = pool.at::<u64>(at);
@@ -52,6 +59,7 @@ pub fn write(pool: &Pool, at: u64, log: UpdateLog, crc: u32) {
         p.add(1).write(log.old_value);
         p.add(2).write(log.new_value);
         (p.add(3) as *mut u32).write(check);
+        (p.add(3) as *mut u32).add(1).write(log.old_flags);
     }
     pool.flush_off(at, 32);
 }
@@ -72,13 +80,19 @@ pub fn clear_unfenced(pool: &Pool, at: u64) {
 /// Read log `at`: `Some` only if its check word matches its pointers and the new value.
 pub fn read(pool: &Pool, at: u64) -> Option<UpdateLog> {
     // SAFETY: the log array lies inside the pool.
-    let (leaf, old, new, check) = unsafe {
+    let (log, check) = unsafe {
         let p = pool.at::<u64>(at);
-        (p.read(), p.add(1).read(), p.add(2).read(), (p.add(3) as *const u32).read())
+        let log = UpdateLog {
+            leaf: p.read(),
+            old_value: p.add(1).read(),
+            new_value: p.add(2).read(),
+            old_flags: (p.add(3) as *const u32).add(1).read(),
+        };
+        (log, (p.add(3) as *const u32).read())
     };
     if check == 0 {
         return None;
     }
-    let crc = value_crc(pool, new)?;
-    (mix(leaf, old, new, crc) == check).then_some(UpdateLog { leaf, old_value: old, new_value: new })
+    let crc = value_crc(pool, log.new_value)?;
+    (mix(&log, crc) == check).then_some(log)
 }

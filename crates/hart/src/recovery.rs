@@ -42,14 +42,22 @@ fn read_super(pool: &Pool, alloc: &EpAlloc) -> Result<(usize, u64)> {
         return Err(corrupt("bad superblock magic"));
     }
     let version = read_u32(pool, sb + 8);
-    if version != SUPER_VERSION {
-        return Err(corrupt(format!("HART format version {version} (this build reads {SUPER_VERSION})")));
+    if version != SUPER_VERSION && version != 1 {
+        return Err(corrupt(format!("HART format version {version} (this build reads 1 and {SUPER_VERSION})")));
     }
     let kh = read_u32(pool, sb + 12) as usize;
     let n = read_u32(pool, sb + 16);
     let logs = read_u64(pool, sb + 24);
     if kh > 7 || n != NUM_LOGS || logs != sb + SUPER_SIZE || !pool.contains(logs, NUM_LOGS as u64 * LOG_SIZE) {
         return Err(corrupt("superblock fields out of range"));
+    }
+    if version == 1 {
+        // Version 1 had no inline values (it never set the flag bits that mark them); it
+        // is version 2 without them. Marked as 2 before anything writes an inline value,
+        // so a version-1 build refuses the pool instead of misreading it.
+        // SAFETY: the superblock's version word, inside the pool.
+        unsafe { pool.at::<u32>(sb + 8).write(SUPER_VERSION) };
+        pool.persist_off(sb + 8, 4);
     }
     Ok((kh, logs))
 }
@@ -59,7 +67,11 @@ fn leaf_ok(pool: &Pool, alloc: &EpAlloc, leaf: u64) -> bool {
     let len = read_u32(pool, leaf + LEAF_KEY_LEN) as usize;
     let flags = read_u32(pool, leaf + LEAF_FLAGS);
     let v = read_u64(pool, leaf + LEAF_P_VALUE);
-    if len > MAX_KEY || !v.is_multiple_of(8) || !pool.contains(v, VALUE_HDR as u64) {
+    let value_ok = match inline_len(flags) {
+        Some(n) => n <= INLINE_VALUE,
+        None => v.is_multiple_of(8) && pool.contains(v, VALUE_HDR as u64),
+    };
+    if len > MAX_KEY || !value_ok {
         return false;
     }
     if flags & FLAG_KEY_OUT != 0 {
@@ -93,16 +105,21 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Hart> {
             }
             match micro_log::read(&pool, at) {
                 Some(log) if hart.alloc.is_used(log.leaf) && hart.alloc.type_of(log.leaf) == Some(LEAF) => {
+                    // The flags go with the word: an inline value's flags are restored on
+                    // roll-back and cleared on roll-forward (see `micro_log`).
                     let target = if hart.alloc.is_used(log.new_value) {
                         rep.updates_redone += 1;
-                        log.new_value
+                        (log.new_value, log.old_flags & !INLINE_MASK)
                     } else {
                         rep.updates_rolled_back += 1;
-                        log.old_value
+                        (log.old_value, log.old_flags)
                     };
                     // SAFETY: the leaf is a used object inside the pool.
-                    unsafe { pool.at::<u64>(log.leaf + LEAF_P_VALUE).write(target) };
-                    pool.persist_off(log.leaf + LEAF_P_VALUE, 8);
+                    unsafe {
+                        pool.at::<u64>(log.leaf + LEAF_P_VALUE).write(target.0);
+                        pool.at::<u32>(log.leaf + LEAF_FLAGS).write(target.1);
+                    }
+                    pool.persist_off(log.leaf + LEAF_P_VALUE, 16);
                 }
                 _ => rep.updates_rolled_back += 1,
             }
@@ -126,8 +143,11 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Hart> {
         let prefix = crate::hart::PmKeys(&pool).with_key_prefix(leaf);
         leaves.push((prefix, leaf));
         if !clean {
-            values.push(read_u64(&pool, leaf + LEAF_P_VALUE));
-            if read_u32(&pool, leaf + LEAF_FLAGS) & FLAG_KEY_OUT != 0 {
+            let flags = read_u32(&pool, leaf + LEAF_FLAGS);
+            if inline_len(flags).is_none() {
+                values.push(read_u64(&pool, leaf + LEAF_P_VALUE));
+            }
+            if flags & FLAG_KEY_OUT != 0 {
                 keys.push(read_u64(&pool, leaf + LEAF_KEY));
             }
         }

@@ -112,6 +112,24 @@ fn h4_update_every_crash_point() {
             ops.push(Op::Put(format!("u{i}").into_bytes(), (round * 1000 + i as u64).to_le_bytes().to_vec()));
         }
     }
+    // Inline values (≤ 8 bytes, new keys): same-length updates in the leaf, then a length
+    // change (3 → 5 bytes) and a growth (8 → 20 bytes), which move the value out of line
+    // through the micro-log, then an update of the moved value.
+    for i in 0..3u32 {
+        ops.push(Op::Put(format!("n{i}").into_bytes(), vec![i as u8; 3]));
+        ops.push(Op::Put(format!("m{i}").into_bytes(), vec![i as u8; 8]));
+    }
+    for round in 1..3u8 {
+        for i in 0..3u32 {
+            ops.push(Op::Put(format!("n{i}").into_bytes(), vec![round; 3]));
+            ops.push(Op::Put(format!("m{i}").into_bytes(), vec![round; 8]));
+        }
+    }
+    for i in 0..3u32 {
+        ops.push(Op::Put(format!("n{i}").into_bytes(), vec![9; 5]));
+        ops.push(Op::Put(format!("m{i}").into_bytes(), vec![9; 20]));
+        ops.push(Op::Put(format!("n{i}").into_bytes(), vec![7; 5]));
+    }
     let n = explore(&ops, 512 << 10);
     eprintln!("update (default): {n} crash images checked");
     let n = explore_with(&ops, 512 << 10, HartOptions { paper_updates: true, ..HartOptions::default() });
@@ -125,10 +143,16 @@ fn h4_h6_delete_and_chunk_recycle_every_crash_point() {
     let keys: Vec<Vec<u8>> = (0..60u32).map(|i| format!("d{:02}{}", i % 7, i).into_bytes()).collect();
     let mut ops: Vec<Op> = keys.iter().map(|k| Op::Put(k.clone(), k.clone())).collect();
     ops.push(Op::Put(vec![b'Z'; 70], b"long".to_vec()));
+    // Values out of line (longer than 8 bytes) besides the inline ones above.
+    ops.push(Op::Put(b"d-out".to_vec(), vec![3; 24]));
+    ops.push(Op::Put(b"d-moved".to_vec(), vec![4; 2]));
+    ops.push(Op::Put(b"d-moved".to_vec(), vec![5; 30]));
     for k in keys.iter().rev() {
         ops.push(Op::Del(k.clone()));
     }
     ops.push(Op::Del(vec![b'Z'; 70]));
+    ops.push(Op::Del(b"d-out".to_vec()));
+    ops.push(Op::Del(b"d-moved".to_vec()));
     let n = explore(&ops, 512 << 10);
     eprintln!("delete+recycle: {n} crash images checked");
 }
