@@ -225,16 +225,43 @@ fn header(prefix: &[u8]) -> Header {
 }
 
 /// Allocate an empty node of kind `t` with header `h` (whose prefix it takes over).
+/// Zeroed memory is an empty node (no keys, index entries 0, empty slots): allocating it
+/// zeroed avoids building the larger kinds on the stack and copying them.
 fn alloc_node(t: NodeType, mut h: Header) -> NodePtr {
     h.kind = t as u8;
     h.n = 0;
+    fn zeroed<T>() -> *mut Header {
+        // SAFETY: every node kind is valid all-zero (integers, and slots whose all-zero
+        // value is the null pointer, EMPTY); the header is written right after.
+        Box::into_raw(unsafe { Box::<T>::new_zeroed().assume_init() }).cast()
+    }
     let p: *mut Header = match t {
-        NodeType::N4 => Box::into_raw(Box::new(Node4 { h, keys: [0; N4], children: [Slot::EMPTY; N4] })).cast(),
-        NodeType::N16 => Box::into_raw(Box::new(Node16 { h, keys: [0; N16], children: [Slot::EMPTY; N16] })).cast(),
-        NodeType::N48 => Box::into_raw(Box::new(Node48 { h, index: [0; 256], children: [Slot::EMPTY; N48] })).cast(),
-        NodeType::N256 => Box::into_raw(Box::new(Node256 { h, children: [Slot::EMPTY; N256] })).cast(),
+        NodeType::N4 => zeroed::<Node4>(),
+        NodeType::N16 => zeroed::<Node16>(),
+        NodeType::N48 => zeroed::<Node48>(),
+        NodeType::N256 => zeroed::<Node256>(),
     };
+    // SAFETY: `p` is a fresh allocation that starts with a header.
+    unsafe { p.write(h) };
     NodePtr(NonNull::new(p).expect("Box::into_raw is non-null"))
+}
+
+/// Open a gap at `at` in the first `len` entries (short arrays: a loop, not a memmove call).
+#[inline]
+fn shift_up<T: Copy>(a: &mut [T], at: usize, len: usize) {
+    let mut i = len;
+    while i > at {
+        a[i] = a[i - 1];
+        i -= 1;
+    }
+}
+
+/// Close the gap at `at` in the first `len` entries.
+#[inline]
+fn shift_down<T: Copy>(a: &mut [T], at: usize, len: usize) {
+    for i in at..len - 1 {
+        a[i] = a[i + 1];
+    }
 }
 
 /// Free the memory of node `p` but not its prefix (which was moved elsewhere).
@@ -491,8 +518,8 @@ impl NodePtr {
                     let n = &mut *raw.cast::<Node4>();
                     let len = n.h.n as usize;
                     let at = n.keys[..len].iter().position(|&k| k > byte).unwrap_or(len);
-                    n.keys.copy_within(at..len, at + 1);
-                    n.children.copy_within(at..len, at + 1);
+                    shift_up(&mut n.keys, at, len);
+                    shift_up(&mut n.children, at, len);
                     n.keys[at] = byte;
                     n.children[at] = child;
                 }
@@ -500,8 +527,8 @@ impl NodePtr {
                     let n = &mut *raw.cast::<Node16>();
                     let len = n.h.n as usize;
                     let at = n.keys[..len].iter().position(|&k| k > byte).unwrap_or(len);
-                    n.keys.copy_within(at..len, at + 1);
-                    n.children.copy_within(at..len, at + 1);
+                    shift_up(&mut n.keys, at, len);
+                    shift_up(&mut n.children, at, len);
                     n.keys[at] = byte;
                     n.children[at] = child;
                 }
@@ -532,8 +559,8 @@ impl NodePtr {
                     let len = n.h.n as usize;
                     let Some(at) = n.keys[..len].iter().position(|&k| k == byte) else { return Slot::EMPTY };
                     let c = n.children[at];
-                    n.keys.copy_within(at + 1..len, at);
-                    n.children.copy_within(at + 1..len, at);
+                    shift_down(&mut n.keys, at, len);
+                    shift_down(&mut n.children, at, len);
                     n.children[len - 1] = Slot::EMPTY;
                     c
                 }
@@ -542,8 +569,8 @@ impl NodePtr {
                     let len = n.h.n as usize;
                     let Some(at) = find16(&n.keys, len, byte) else { return Slot::EMPTY };
                     let c = n.children[at];
-                    n.keys.copy_within(at + 1..len, at);
-                    n.children.copy_within(at + 1..len, at);
+                    shift_down(&mut n.keys, at, len);
+                    shift_down(&mut n.children, at, len);
                     n.children[len - 1] = Slot::EMPTY;
                     c
                 }
