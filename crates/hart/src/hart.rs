@@ -603,6 +603,13 @@ impl Hart {
         for (i, t) in crate::art::node::NodeType::ALL.iter().enumerate() {
             dram.push((format!("{} ({} nodes)", t.name(), st.nodes[i]), st.bytes[i]));
         }
+        // Heap prefixes are counted with their nodes but live outside the arena.
+        let in_nodes: u64 =
+            crate::art::node::NodeType::ALL.iter().enumerate().map(|(i, t)| st.nodes[i] * t.slot_bytes() as u64).sum();
+        dram.push((
+            "art arena (free nodes, uncarved blocks)".to_string(),
+            self.table.arena().reserved().saturating_sub(in_nodes),
+        ));
         let s = self.alloc.stats();
         let mut pm = Vec::new();
         for (name, ty) in [("leaves", LEAF), ("values", VALUE), ("key objects", KEY)] {

@@ -12,10 +12,12 @@
 //! every operation inside that shard's ARTs: this is what makes freeing an empty ART
 //! (SPEC H6) safe without reference counts.
 
+use crate::art::arena::NodeArena;
 use crate::art::Art;
 use parking_lot::{RwLock, RwLockReadGuard};
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 pub type HashKey = u64;
 const SHARDS: usize = 64;
@@ -59,6 +61,8 @@ type Map = HashMap<HashKey, RwLock<Art>, BuildHasherDefault<MulHasher>>;
 pub struct HashTable {
     shards: Vec<RwLock<Map>>,
     ordered: RwLock<BTreeSet<HashKey>>,
+    /// Where every ART of the table allocates its nodes.
+    arena: Arc<NodeArena>,
 }
 
 impl Default for HashTable {
@@ -66,6 +70,7 @@ impl Default for HashTable {
         HashTable {
             shards: (0..SHARDS).map(|_| RwLock::new(Map::default())).collect(),
             ordered: RwLock::new(BTreeSet::new()),
+            arena: Arc::new(NodeArena::new()),
         }
     }
 }
@@ -91,7 +96,7 @@ impl HashTable {
         }
         let mut shard = self.shards[shard_of(hk)].write();
         if let std::collections::hash_map::Entry::Vacant(e) = shard.entry(hk) {
-            e.insert(RwLock::new(Art::new(depth)));
+            e.insert(RwLock::new(Art::new(depth, self.arena.clone())));
             self.ordered.write().insert(hk);
         }
         let shard = parking_lot::RwLockWriteGuard::downgrade(shard);
@@ -132,6 +137,11 @@ impl HashTable {
                 f(*k, a);
             }
         }
+    }
+
+    /// The node arena of the table's ARTs.
+    pub fn arena(&self) -> &NodeArena {
+        &self.arena
     }
 
     /// Approximate DRAM bytes of the table and the ordered index.

@@ -7,9 +7,12 @@
 //! Keys are compared as whole keys; a tree starts at a `depth` (HART's k_h: the hash key
 //! bytes every key of the tree shares).
 
+pub mod arena;
 pub mod node;
 
+use arena::NodeArena;
 use node::{NodeType, Ref, Slot};
+use std::sync::Arc;
 
 /// Reads the full key of a leaf (from PM in HART; from a Vec in unit tests).
 pub trait KeySource {
@@ -37,11 +40,12 @@ pub struct Art {
     root: Slot,
     depth: usize,
     len: u64,
+    arena: Arc<NodeArena>,
 }
 
 impl Drop for Art {
     fn drop(&mut self) {
-        node::free_tree(std::mem::take(&mut self.root));
+        node::free_tree(&self.arena, std::mem::take(&mut self.root));
     }
 }
 
@@ -54,8 +58,9 @@ pub struct ArtStats {
 }
 
 impl Art {
-    pub fn new(depth: usize) -> Art {
-        Art { root: Slot::EMPTY, depth, len: 0 }
+    /// An empty tree whose nodes come from `arena` (shared by all ARTs of a HART).
+    pub fn new(depth: usize, arena: Arc<NodeArena>) -> Art {
+        Art { root: Slot::EMPTY, depth, len: 0, arena }
     }
 
     pub fn len(&self) -> u64 {
@@ -106,7 +111,7 @@ impl Art {
         make: impl FnOnce() -> Result<u64, E>,
         ks: &impl KeySource,
     ) -> Result<Result<(), u64>, E> {
-        let r = Self::insert_at(&mut self.root, key, self.depth, make, ks)?;
+        let r = Self::insert_at(&self.arena, &mut self.root, key, self.depth, make, ks)?;
         if r.is_ok() {
             self.len += 1;
         }
@@ -114,6 +119,7 @@ impl Art {
     }
 
     fn insert_at<E>(
+        arena: &NodeArena,
         mut slot: &mut Slot,
         key: &[u8],
         mut depth: usize,
@@ -133,20 +139,20 @@ impl Art {
                         return Ok(Err(old));
                     }
                     let leaf = make()?;
-                    let (mut s, n) = node::new4(&key[depth..depth + p]);
+                    let (mut s, n) = node::new4(arena, &key[depth..depth + p]);
                     let d = depth + p;
                     // Two children at most: the new Node4 does not grow, `n` stays valid.
                     ks.with_key(old, |ok| {
                         if ok.len() == d {
                             n.set_term(Some(old));
                         } else {
-                            node::add(&mut s, ok[d], Slot::leaf(old));
+                            node::add(arena, &mut s, ok[d], Slot::leaf(old));
                         }
                     });
                     if key.len() == d {
                         n.set_term(Some(leaf));
                     } else {
-                        node::add(&mut s, key[d], Slot::leaf(leaf));
+                        node::add(arena, &mut s, key[d], Slot::leaf(leaf));
                     }
                     *slot = s;
                     return Ok(Ok(()));
@@ -156,16 +162,16 @@ impl Art {
                     if m < n.prefix().len() {
                         // Split the compressed path at the mismatch.
                         let leaf = make()?;
-                        let (mut ps, parent) = node::new4(&n.prefix()[..m]);
+                        let (mut ps, parent) = node::new4(arena, &n.prefix()[..m]);
                         let old_byte = n.prefix()[m];
                         n.set_prefix(&[&n.prefix()[m + 1..]]);
                         let d = depth + m;
                         if key.len() == d {
                             parent.set_term(Some(leaf));
                         } else {
-                            node::add(&mut ps, key[d], Slot::leaf(leaf));
+                            node::add(arena, &mut ps, key[d], Slot::leaf(leaf));
                         }
-                        node::add(&mut ps, old_byte, *slot);
+                        node::add(arena, &mut ps, old_byte, *slot);
                         *slot = ps;
                         return Ok(Ok(()));
                     }
@@ -182,7 +188,7 @@ impl Art {
                     match n.find_mut(b) {
                         Some(child) => slot = child,
                         None => {
-                            node::add(slot, b, Slot::leaf(make()?));
+                            node::add(arena, slot, b, Slot::leaf(make()?));
                             return Ok(Ok(()));
                         }
                     }
@@ -193,14 +199,14 @@ impl Art {
 
     /// Remove `key`; returns its leaf.
     pub fn remove(&mut self, key: &[u8], ks: &impl KeySource) -> Option<u64> {
-        let r = Self::remove_at(&mut self.root, key, self.depth, ks);
+        let r = Self::remove_at(&self.arena, &mut self.root, key, self.depth, ks);
         if r.is_some() {
             self.len -= 1;
         }
         r
     }
 
-    fn remove_at(slot: &mut Slot, key: &[u8], depth: usize, ks: &impl KeySource) -> Option<u64> {
+    fn remove_at(arena: &NodeArena, slot: &mut Slot, key: &[u8], depth: usize, ks: &impl KeySource) -> Option<u64> {
         let n = match slot.get()? {
             Ref::Leaf(l) => {
                 if ks.with_key(l, |k| k == key) {
@@ -223,9 +229,9 @@ impl Art {
         } else {
             let b = key[d];
             let child = n.find_mut(b)?;
-            let r = Self::remove_at(child, key, d + 1, ks)?;
+            let r = Self::remove_at(arena, child, key, d + 1, ks)?;
             if child.is_empty() {
-                node::remove(slot, b); // may shrink the node: `*slot` is re-read below
+                node::remove(arena, slot, b); // may shrink the node: `*slot` is re-read below
             }
             r
         };
@@ -233,11 +239,11 @@ impl Art {
         let Some(Ref::Node(n)) = slot.get() else { unreachable!("a node was here") };
         match (n.count(), n.term()) {
             (0, None) => {
-                node::free_node(n);
+                node::free_node(arena, n);
                 *slot = Slot::EMPTY;
             }
             (0, Some(t)) => {
-                node::free_node(n);
+                node::free_node(arena, n);
                 *slot = Slot::leaf(t);
             }
             (1, None) => {
@@ -245,7 +251,7 @@ impl Art {
                 if let Some(Ref::Node(c)) = only.get() {
                     c.set_prefix(&[n.prefix(), &[b], c.prefix()]);
                 }
-                node::free_node(n);
+                node::free_node(arena, n);
                 *slot = only;
             }
             _ => {}
@@ -382,7 +388,7 @@ mod tests {
 
     fn check_against_model(ops: Vec<(bool, Vec<u8>)>, depth: usize) {
         let mut keys = Keys(Vec::new());
-        let mut art = Art::new(depth);
+        let mut art = Art::new(depth, Arc::new(NodeArena::new()));
         let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
         let prefix = vec![7u8; depth];
         for (ins, k) in ops {

@@ -32,6 +32,7 @@
 //! tree owns each node through exactly one slot, and a node is freed only after it was
 //! unlinked from its slot ([`free_node`], [`free_tree`]).
 
+use super::arena::NodeArena;
 use std::ptr::NonNull;
 
 /// Largest children count per node kind.
@@ -167,6 +168,12 @@ impl NodeType {
         }
     }
 
+    /// Bytes of the arena slot of a node of this kind: its size rounded up to whole cache
+    /// lines, so that slots are line-aligned.
+    pub fn slot_bytes(self) -> usize {
+        self.bytes().next_multiple_of(64)
+    }
+
     /// Bytes of a node of this kind (without a heap prefix).
     pub fn bytes(self) -> usize {
         match self {
@@ -225,25 +232,16 @@ fn header(prefix: &[u8]) -> Header {
 }
 
 /// Allocate an empty node of kind `t` with header `h` (whose prefix it takes over).
-/// Zeroed memory is an empty node (no keys, index entries 0, empty slots): allocating it
-/// zeroed avoids building the larger kinds on the stack and copying them.
-fn alloc_node(t: NodeType, mut h: Header) -> NodePtr {
+/// The arena hands out zeroed memory, which is an empty node (no keys, index entries 0,
+/// empty slots); only the header is written.
+fn alloc_node(arena: &NodeArena, t: NodeType, mut h: Header) -> NodePtr {
     h.kind = t as u8;
     h.n = 0;
-    fn zeroed<T>() -> *mut Header {
-        // SAFETY: every node kind is valid all-zero (integers, and slots whose all-zero
-        // value is the null pointer, EMPTY); the header is written right after.
-        Box::into_raw(unsafe { Box::<T>::new_zeroed().assume_init() }).cast()
-    }
-    let p: *mut Header = match t {
-        NodeType::N4 => zeroed::<Node4>(),
-        NodeType::N16 => zeroed::<Node16>(),
-        NodeType::N48 => zeroed::<Node48>(),
-        NodeType::N256 => zeroed::<Node256>(),
-    };
-    // SAFETY: `p` is a fresh allocation that starts with a header.
-    unsafe { p.write(h) };
-    NodePtr(NonNull::new(p).expect("Box::into_raw is non-null"))
+    let p = arena.alloc(t).cast::<Header>();
+    // SAFETY: a fresh, zeroed, line-aligned slot of `t.slot_bytes()` bytes; zero is a
+    // valid value of every node field (integers, and null slots = EMPTY).
+    unsafe { p.as_ptr().write(h) };
+    NodePtr(p)
 }
 
 /// Open a gap at `at` in the first `len` entries (short arrays: a loop, not a memmove call).
@@ -264,46 +262,34 @@ fn shift_down<T: Copy>(a: &mut [T], at: usize, len: usize) {
     }
 }
 
-/// Free the memory of node `p` but not its prefix (which was moved elsewhere).
-///
-/// SAFETY: `p` is a live node that no slot names any more.
-unsafe fn dealloc_node(p: NodePtr) {
-    let raw = p.0.as_ptr();
-    // SAFETY: `raw` came from Box::into_raw of the kind recorded in its header.
-    unsafe {
-        match NodeType::from_u8((*raw).kind) {
-            NodeType::N4 => drop(Box::from_raw(raw.cast::<Node4>())),
-            NodeType::N16 => drop(Box::from_raw(raw.cast::<Node16>())),
-            NodeType::N48 => drop(Box::from_raw(raw.cast::<Node48>())),
-            NodeType::N256 => drop(Box::from_raw(raw.cast::<Node256>())),
-        }
-    }
+/// Give the memory of node `p` back to the arena, but not its prefix (which was moved
+/// elsewhere or released by the caller).
+fn dealloc_node(arena: &NodeArena, p: NodePtr) {
+    arena.free(p.node_type(), p.0.cast());
 }
 
 /// A new Node4 with compressed path `prefix`, as a slot.
-pub fn new4(prefix: &[u8]) -> (Slot, NodePtr) {
-    let p = alloc_node(NodeType::N4, header(prefix));
+pub fn new4(arena: &NodeArena, prefix: &[u8]) -> (Slot, NodePtr) {
+    let p = alloc_node(arena, NodeType::N4, header(prefix));
     (Slot::node(p), p)
 }
 
 /// Free one node that was unlinked from the tree (its children are not touched).
-pub fn free_node(p: NodePtr) {
+pub fn free_node(arena: &NodeArena, p: NodePtr) {
+    let h = p.h();
     // SAFETY: the caller unlinked `p` (module invariant); its prefix is released once here.
-    unsafe {
-        let h = &*p.0.as_ptr();
-        release_prefix(h.prefix, h.plen);
-        dealloc_node(p);
-    }
+    unsafe { release_prefix(h.prefix, h.plen) };
+    dealloc_node(arena, p);
 }
 
 /// Free a whole subtree (leaves are PM offsets and are not touched).
-pub fn free_tree(s: Slot) {
+pub fn free_tree(arena: &NodeArena, s: Slot) {
     if let Some(Ref::Node(p)) = s.get() {
         p.for_each(|_, c| {
-            free_tree(c);
+            free_tree(arena, c);
             true
         });
-        free_node(p);
+        free_node(arena, p);
     }
 }
 
@@ -505,7 +491,7 @@ impl NodePtr {
     /// Heap bytes of this node alone (for memory accounting).
     pub fn dram_bytes(self) -> usize {
         let plen = self.h().plen as usize;
-        self.node_type().bytes() + if plen > INLINE_PREFIX { plen } else { 0 }
+        self.node_type().slot_bytes() + if plen > INLINE_PREFIX { plen } else { 0 }
     }
 
     /// Put `child` under `byte`, which has none, in a node with room.
@@ -597,24 +583,24 @@ impl NodePtr {
 
     /// A copy of this node as kind `to` (children, term and prefix moved over); the old
     /// node is freed.
-    fn rebuild(self, to: NodeType) -> NodePtr {
+    fn rebuild(self, arena: &NodeArena, to: NodeType) -> NodePtr {
         let old = self.h();
         let h = Header { term: old.term, prefix: old.prefix, plen: old.plen, n: 0, kind: 0 };
-        let new = alloc_node(to, h);
+        let new = alloc_node(arena, to, h);
         self.for_each(|b, c| {
             new.insert_child(b, c);
             true
         });
-        // SAFETY: `self` is replaced by `new` in its slot by the caller; the prefix was
-        // moved to `new`, so only the memory is released.
-        unsafe { dealloc_node(self) };
+        // `self` is replaced by `new` in its slot by the caller; the prefix was moved to
+        // `new`, so only the memory is released.
+        dealloc_node(arena, self);
         new
     }
 }
 
 /// Add `child` under `byte` (which has none) to the node in `slot`, growing it into the
 /// next kind when full (`*slot` then names the new node).
-pub fn add(slot: &mut Slot, byte: u8, child: Slot) {
+pub fn add(arena: &NodeArena, slot: &mut Slot, byte: u8, child: Slot) {
     let Some(Ref::Node(mut p)) = slot.get() else { unreachable!("add to a node slot") };
     let t = p.node_type();
     if p.count() == t.capacity() {
@@ -624,7 +610,7 @@ pub fn add(slot: &mut Slot, byte: u8, child: Slot) {
             NodeType::N48 => NodeType::N256,
             NodeType::N256 => unreachable!("a Node256 has room for every byte"),
         };
-        p = p.rebuild(to);
+        p = p.rebuild(arena, to);
         *slot = Slot::node(p);
     }
     p.insert_child(byte, child);
@@ -634,7 +620,7 @@ pub fn add(slot: &mut Slot, byte: u8, child: Slot) {
 /// the node when it gets sparse (`*slot` then names the new node). The entry must exist,
 /// but its slot may already have been emptied in place (a removal below it): the entry
 /// is unlinked all the same.
-pub fn remove(slot: &mut Slot, byte: u8) -> Slot {
+pub fn remove(arena: &NodeArena, slot: &mut Slot, byte: u8) -> Slot {
     let Some(Ref::Node(p)) = slot.get() else { unreachable!("remove from a node slot") };
     let out = p.take_child(byte);
     let n = p.count();
@@ -644,7 +630,7 @@ pub fn remove(slot: &mut Slot, byte: u8) -> Slot {
         NodeType::N256 if n < 37 => NodeType::N48,
         _ => return out,
     };
-    *slot = Slot::node(p.rebuild(to));
+    *slot = Slot::node(p.rebuild(arena, to));
     out
 }
 
@@ -662,14 +648,17 @@ mod tests {
         assert_eq!(std::mem::size_of::<Header>(), 24);
         assert_eq!(NodeType::N4.bytes(), 64);
         assert_eq!(NodeType::N16.bytes(), 168);
+        assert_eq!(NodeType::N4.slot_bytes(), 64);
+        assert_eq!(NodeType::N16.slot_bytes(), 192);
         assert_eq!(std::mem::size_of::<Slot>(), 8);
     }
 
     #[test]
     fn prefixes_round_trip_inline_and_on_the_heap() {
+        let arena = NodeArena::new();
         for n in [0usize, 1, 8, 9, 40] {
             let v: Vec<u8> = (0..n as u8).collect();
-            let (s, p) = new4(&v);
+            let (s, p) = new4(&arena, &v);
             assert_eq!(p.prefix(), &v[..]);
             // Joined from parts that borrow the node's own prefix.
             p.set_prefix(&[p.prefix(), &[9], p.prefix()]);
@@ -677,22 +666,23 @@ mod tests {
             w.push(9);
             w.extend_from_slice(&v);
             assert_eq!(p.prefix(), &w[..]);
-            free_tree(s);
+            free_tree(&arena, s);
         }
     }
 
     #[test]
     fn nodes_grow_and_shrink_keeping_children_sorted() {
-        let (mut s, _) = new4(b"ab");
+        let arena = NodeArena::new();
+        let (mut s, _) = new4(&arena, b"ab");
         let order: Vec<u8> = (0..=255u8).map(|b| b.wrapping_mul(167)).collect();
         for &b in &order {
-            add(&mut s, b, Slot::leaf(b as u64));
+            add(&arena, &mut s, b, Slot::leaf(b as u64));
         }
         let Some(Ref::Node(p)) = s.get() else { panic!() };
         assert_eq!(p.node_type(), NodeType::N256);
         assert_eq!(p.prefix(), b"ab");
         for &b in order.iter().take(254) {
-            assert_eq!(remove(&mut s, b), Slot::leaf(b as u64));
+            assert_eq!(remove(&arena, &mut s, b), Slot::leaf(b as u64));
             assert!(p_find(&s, b).is_empty());
         }
         let Some(Ref::Node(p)) = s.get() else { panic!() };
@@ -714,6 +704,6 @@ mod tests {
         });
         rev.reverse();
         assert_eq!(rev, left);
-        free_tree(s);
+        free_tree(&arena, s);
     }
 }
