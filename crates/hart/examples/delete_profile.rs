@@ -49,6 +49,26 @@ fn main() {
         h.delete(w).unwrap();
     });
     assert_eq!(sink, 8 * words.len());
+    // The volatile baseline of `pmkv bench` (a BTreeMap behind a lock), same keys and order.
+    if focus == "none" {
+        let m = parking_lot::RwLock::new(std::collections::BTreeMap::<Vec<u8>, Vec<u8>>::new());
+        let mut vphase = |name: &str, op: &mut dyn FnMut(&[u8])| {
+            let t = Instant::now();
+            for w in &words {
+                op(w);
+            }
+            eprintln!("v-{name} {:.1} ns/op", t.elapsed().as_nanos() as f64 / words.len() as f64);
+        };
+        vphase("insert", &mut |w| drop(m.write().insert(w.to_vec(), vec![7u8; 8])));
+        vphase("search", &mut |w| sink += m.read().get(w).map_or(0, |v| v.len()));
+        vphase("update", &mut |w| {
+            if let Some(v) = m.write().get_mut(w) {
+                v.clear();
+                v.extend_from_slice(&[8u8; 8]);
+            }
+        });
+        vphase("delete", &mut |w| drop(m.write().remove(w)));
+    }
     drop(h);
     let _ = std::fs::remove_file(&path);
 }

@@ -245,11 +245,11 @@ impl Art {
             }
             Ref::Node(n) => n,
         };
-        let plen = n.prefix().len();
-        if prefix_mismatch(n.prefix(), key, depth) != plen {
+        let p = n.prefix();
+        if !key.get(depth..depth + p.len()).is_some_and(|part| same(part, p)) {
             return None;
         }
-        let d = depth + plen;
+        let d = depth + p.len();
         let removed = if key.len() == d {
             let t = n.term()?;
             n.set_term(None);
