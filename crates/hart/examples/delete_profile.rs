@@ -52,7 +52,7 @@ fn main() {
     // The volatile baseline of `pmkv bench` (a BTreeMap behind a lock), same keys and order.
     if focus == "none" {
         let m = parking_lot::RwLock::new(std::collections::BTreeMap::<Vec<u8>, Vec<u8>>::new());
-        let mut vphase = |name: &str, op: &mut dyn FnMut(&[u8])| {
+        let vphase = |name: &str, op: &mut dyn FnMut(&[u8])| {
             let t = Instant::now();
             for w in &words {
                 op(w);
