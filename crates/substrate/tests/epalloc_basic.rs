@@ -98,9 +98,16 @@ fn p7_chunks_fill_in_slot_order_and_recycled_space_is_reused() {
     assert_eq!(rep.chunks, 1);
     assert!(rep.free_space_bytes >= 64 + 64 * 56);
     // A (smaller) chunk of another class takes the recycled space: the heap does not grow.
+    // The frees above left this thread's locate cache naming the recycled chunk, whose
+    // range the new chunk now overlaps: every answer must come from the new chunk.
     let x = put(&ep, B, 48, 1);
     assert!(x < top, "recycled space is reused");
     assert_eq!(ep.pool().heap_top(), top);
+    assert_eq!(ep.type_of(x), Some(B));
+    assert_eq!(ep.capacity(x), CLASSES[class_of(48).unwrap()]);
+    for &o in first.iter().filter(|&&o| o != x) {
+        assert!(!ep.is_used(o), "{o:#x} belonged to the recycled chunk");
+    }
     for o in more {
         ep.free(o);
     }

@@ -171,7 +171,37 @@ pub struct EpAlloc {
     pub(crate) index: Index,
     pub(crate) space: Mutex<FreeSpace>,
     pub(crate) recovery: RecoveryReport,
+    /// Process-unique id of this allocator, for the per-thread cache of [`EpAlloc::locate`]
+    /// (never reused, so a cache entry of a dropped allocator can never match).
+    uid: u64,
 }
+
+/// The chunk a thread located last (see [`EpAlloc::locate`]).
+#[derive(Clone, Copy)]
+struct LastChunk {
+    uid: u64,
+    start: u64,
+    end: u64,
+    id: u32,
+    gen: u32,
+    it: *const Item,
+    list: *const ListState,
+}
+
+thread_local! {
+    static LAST_CHUNK: std::cell::Cell<LastChunk> = const {
+        std::cell::Cell::new(LastChunk {
+            uid: 0,
+            start: 0,
+            end: 0,
+            id: 0,
+            gen: 0,
+            it: std::ptr::null(),
+            list: std::ptr::null(),
+        })
+    };
+}
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 /// Space accounting of one list (SPEC H9).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -283,6 +313,7 @@ impl EpAlloc {
             index: Index::new(max),
             space: Mutex::new(FreeSpace::default()),
             recovery,
+            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -571,8 +602,28 @@ impl EpAlloc {
 
     // ----- internals ---------------------------------------------------------------------
 
+    /// The chunk (or extent) holding object offset `off`, and its slot.
+    ///
+    /// Frees and publishes by one thread tend to hit the same chunk many times in a row
+    /// (objects allocated together are freed together), so the chunk located last is
+    /// remembered per thread and checked first: its index item and list live as long as
+    /// the allocator, and the item's generation, which changes whenever the chunk is
+    /// retired, proves that the entry still names the same chunk. A hit skips the
+    /// offset index's dependent loads — about a third of a `free`.
     fn locate(&self, off: u64) -> Option<Loc<'_>> {
+        let last = LAST_CHUNK.with(|c| c.get());
+        if last.uid == self.uid && last.start <= off && off < last.end {
+            // SAFETY: `uid` matches, so both pointers were taken from this allocator,
+            // whose items and lists are never freed while it lives.
+            let (it, list) = unsafe { (&*last.it, &*last.list) };
+            if it.gen.load(Ordering::Acquire) == last.gen && it.off.load(Ordering::Acquire) == last.start {
+                let g = list.geo?;
+                let slot = g.slot_index(last.start, off)?;
+                return Some(Loc { id: last.id, it, list, base: last.start, slot: Some(slot) });
+            }
+        }
         let (id, it) = self.index.lookup(off)?;
+        let gen = it.gen.load(Ordering::Acquire);
         let list = self.lists.get(it.list.load(Ordering::Acquire) as usize)?.get()?;
         let base = it.off.load(Ordering::Acquire);
         let slot = match list.geo {
@@ -580,6 +631,10 @@ impl EpAlloc {
             None if off == base + EXT_HEAD => None,
             None => return None,
         };
+        if let Some(g) = list.geo {
+            let (start, end) = (base, base + g.chunk_len as u64);
+            LAST_CHUNK.with(|c| c.set(LastChunk { uid: self.uid, start, end, id, gen, it, list }));
+        }
         Some(Loc { id, it, list, base, slot })
     }
 
