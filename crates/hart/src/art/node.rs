@@ -312,6 +312,45 @@ fn find16(keys: &[u8; N16], n: usize, byte: u8) -> Option<usize> {
     }
 }
 
+/// The key bytes and children arrays of a Node4 or Node16, the kinds that keep their
+/// children sorted by key byte (their first `n` entries are used), with the arrays'
+/// capacity; None for the indexed kinds. Raw pointers, so that readers (under a shared
+/// borrow) and writers (under an exclusive one) can share the code without creating a
+/// `&mut` that aliases another reader's view.
+///
+/// SAFETY: `raw` is a live node.
+unsafe fn sorted_arrays(raw: *mut Header) -> Option<(*mut u8, *mut Slot, usize)> {
+    // SAFETY: the header's kind names the allocation's real type (module invariant).
+    unsafe {
+        match NodeType::from_u8((*raw).kind) {
+            NodeType::N4 => {
+                let n = raw.cast::<Node4>();
+                Some((&raw mut (*n).keys as *mut u8, &raw mut (*n).children as *mut Slot, N4))
+            }
+            NodeType::N16 => {
+                let n = raw.cast::<Node16>();
+                Some((&raw mut (*n).keys as *mut u8, &raw mut (*n).children as *mut Slot, N16))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Index of `byte` among the `len` sorted keys at `keys` (an array of `cap` bytes).
+///
+/// SAFETY: `keys` points to `cap` readable bytes and `len <= cap`.
+#[inline]
+unsafe fn sorted_find(keys: *const u8, len: usize, cap: usize, byte: u8) -> Option<usize> {
+    // SAFETY: per the contract.
+    unsafe {
+        if cap == N16 {
+            find16(&*keys.cast::<[u8; N16]>(), len, byte)
+        } else {
+            std::slice::from_raw_parts(keys, len).iter().position(|&k| k == byte)
+        }
+    }
+}
+
 /// A node of a tree the caller borrows (see the module's safety model).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct NodePtr(NonNull<Header>);
@@ -379,16 +418,11 @@ impl NodePtr {
         let raw = self.0.as_ptr();
         // SAFETY: the header's kind names the allocation's real type (module invariant).
         unsafe {
+            if let Some((keys, children, cap)) = sorted_arrays(raw) {
+                return sorted_find(keys, (*raw).n as usize, cap, byte).map(|i| children.add(i));
+            }
             match NodeType::from_u8((*raw).kind) {
-                NodeType::N4 => {
-                    let n = &mut *raw.cast::<Node4>();
-                    let len = n.h.n as usize;
-                    n.keys[..len].iter().position(|&k| k == byte).map(|i| &mut n.children[i] as *mut Slot)
-                }
-                NodeType::N16 => {
-                    let n = &mut *raw.cast::<Node16>();
-                    find16(&n.keys, n.h.n as usize, byte).map(|i| &mut n.children[i] as *mut Slot)
-                }
+                NodeType::N4 | NodeType::N16 => unreachable!("sorted kinds handled above"),
                 NodeType::N48 => {
                     let n = &mut *raw.cast::<Node48>();
                     match n.index[byte as usize] {
@@ -425,15 +459,12 @@ impl NodePtr {
         let raw = self.0.as_ptr();
         // SAFETY: as `child_ptr`; children are copied out, the node is not mutated.
         unsafe {
+            if let Some((keys, children, _)) = sorted_arrays(raw) {
+                let len = (*raw).n as usize;
+                return (0..len).all(|i| f(*keys.add(i), *children.add(i)));
+            }
             match NodeType::from_u8((*raw).kind) {
-                NodeType::N4 => {
-                    let n = &*raw.cast::<Node4>();
-                    (0..n.h.n as usize).all(|i| f(n.keys[i], n.children[i]))
-                }
-                NodeType::N16 => {
-                    let n = &*raw.cast::<Node16>();
-                    (0..n.h.n as usize).all(|i| f(n.keys[i], n.children[i]))
-                }
+                NodeType::N4 | NodeType::N16 => unreachable!("sorted kinds handled above"),
                 NodeType::N48 => {
                     let n = &*raw.cast::<Node48>();
                     (0..256).all(|b| match n.index[b] {
@@ -454,15 +485,12 @@ impl NodePtr {
         let raw = self.0.as_ptr();
         // SAFETY: as `for_each`.
         unsafe {
+            if let Some((keys, children, _)) = sorted_arrays(raw) {
+                let len = (*raw).n as usize;
+                return (0..len).rev().all(|i| f(*keys.add(i), *children.add(i)));
+            }
             match NodeType::from_u8((*raw).kind) {
-                NodeType::N4 => {
-                    let n = &*raw.cast::<Node4>();
-                    (0..n.h.n as usize).rev().all(|i| f(n.keys[i], n.children[i]))
-                }
-                NodeType::N16 => {
-                    let n = &*raw.cast::<Node16>();
-                    (0..n.h.n as usize).rev().all(|i| f(n.keys[i], n.children[i]))
-                }
+                NodeType::N4 | NodeType::N16 => unreachable!("sorted kinds handled above"),
                 NodeType::N48 => {
                     let n = &*raw.cast::<Node48>();
                     (0..256).rev().all(|b| match n.index[b] {
@@ -499,25 +527,20 @@ impl NodePtr {
         let raw = self.0.as_ptr();
         // SAFETY: as `child_ptr`, under the caller's exclusive borrow.
         unsafe {
+            if let Some((keys, children, cap)) = sorted_arrays(raw) {
+                let (keys, children) =
+                    (std::slice::from_raw_parts_mut(keys, cap), std::slice::from_raw_parts_mut(children, cap));
+                let len = (*raw).n as usize;
+                let at = keys[..len].iter().position(|&k| k > byte).unwrap_or(len);
+                shift_up(keys, at, len);
+                shift_up(children, at, len);
+                keys[at] = byte;
+                children[at] = child;
+                (*raw).n += 1;
+                return;
+            }
             match NodeType::from_u8((*raw).kind) {
-                NodeType::N4 => {
-                    let n = &mut *raw.cast::<Node4>();
-                    let len = n.h.n as usize;
-                    let at = n.keys[..len].iter().position(|&k| k > byte).unwrap_or(len);
-                    shift_up(&mut n.keys, at, len);
-                    shift_up(&mut n.children, at, len);
-                    n.keys[at] = byte;
-                    n.children[at] = child;
-                }
-                NodeType::N16 => {
-                    let n = &mut *raw.cast::<Node16>();
-                    let len = n.h.n as usize;
-                    let at = n.keys[..len].iter().position(|&k| k > byte).unwrap_or(len);
-                    shift_up(&mut n.keys, at, len);
-                    shift_up(&mut n.children, at, len);
-                    n.keys[at] = byte;
-                    n.children[at] = child;
-                }
+                NodeType::N4 | NodeType::N16 => unreachable!("sorted kinds handled above"),
                 NodeType::N48 => {
                     let n = &mut *raw.cast::<Node48>();
                     let at = n.children.iter().position(|c| c.is_empty()).expect("node48 has room");
@@ -540,24 +563,16 @@ impl NodePtr {
         // SAFETY: as `insert_child`.
         let out = unsafe {
             match NodeType::from_u8((*raw).kind) {
-                NodeType::N4 => {
-                    let n = &mut *raw.cast::<Node4>();
-                    let len = n.h.n as usize;
-                    let Some(at) = n.keys[..len].iter().position(|&k| k == byte) else { return Slot::EMPTY };
-                    let c = n.children[at];
-                    shift_down(&mut n.keys, at, len);
-                    shift_down(&mut n.children, at, len);
-                    n.children[len - 1] = Slot::EMPTY;
-                    c
-                }
-                NodeType::N16 => {
-                    let n = &mut *raw.cast::<Node16>();
-                    let len = n.h.n as usize;
-                    let Some(at) = find16(&n.keys, len, byte) else { return Slot::EMPTY };
-                    let c = n.children[at];
-                    shift_down(&mut n.keys, at, len);
-                    shift_down(&mut n.children, at, len);
-                    n.children[len - 1] = Slot::EMPTY;
+                NodeType::N4 | NodeType::N16 => {
+                    let (keys, children, cap) = sorted_arrays(raw).expect("a sorted kind");
+                    let len = (*raw).n as usize;
+                    let Some(at) = sorted_find(keys, len, cap, byte) else { return Slot::EMPTY };
+                    let (keys, children) =
+                        (std::slice::from_raw_parts_mut(keys, cap), std::slice::from_raw_parts_mut(children, cap));
+                    let c = children[at];
+                    shift_down(keys, at, len);
+                    shift_down(children, at, len);
+                    children[len - 1] = Slot::EMPTY;
                     c
                 }
                 NodeType::N48 => {
