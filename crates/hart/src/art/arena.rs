@@ -12,10 +12,11 @@
 //!   shared: it has 16 shards, each with one mutex-protected pool per node kind, and a
 //!   thread uses the shard picked by its thread index. Uncontended, a lock costs two
 //!   atomic instructions — less than a `malloc`/`free` pair.
-//! * **Huge pages.** Once the arena holds more than [`HUGE_AFTER`] bytes, new blocks are
-//!   2 MiB, 2 MiB-aligned and advised `MADV_HUGEPAGE`: a large tree's nodes then cost a
-//!   few TLB entries instead of thousands (expensive misses under virtualisation). Small
-//!   HARTs (tests, small pools) never pay 2 MiB per kind.
+//! * **Block sizes.** A pool's next block is half of what it holds already, between
+//!   64 KiB and 2 MiB, so the space not yet carved stays below a third of the pool's
+//!   nodes (small HARTs stay small). 2 MiB blocks are 2 MiB-aligned and advised
+//!   `MADV_HUGEPAGE`: a large tree's nodes then cost a few TLB entries instead of
+//!   thousands (expensive misses under virtualisation).
 //! * **Memory.** Nodes are returned to the free lists, not to the system; the blocks are
 //!   released when the HART closes. [`NodeArena::reserved`] reports the bytes held
 //!   (SPEC H9 accounts them against the nodes in use).
@@ -29,9 +30,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 const SHARDS: usize = 16;
 /// First blocks are this large (small trees stay small).
 const SMALL_BLOCK: usize = 64 << 10;
+/// Largest block: one huge page.
 const HUGE_BLOCK: usize = 2 << 20;
-/// Bytes the arena holds before it switches to huge-page blocks.
-pub const HUGE_AFTER: u64 = 8 << 20;
 
 /// Free nodes and the block being carved, for one node kind.
 struct KindPool {
@@ -40,6 +40,8 @@ struct KindPool {
     bump: *mut u8,
     left: usize,
     blocks: Vec<(NonNull<u8>, Layout)>,
+    /// Bytes of all blocks of this pool.
+    total: usize,
 }
 
 #[repr(align(64))]
@@ -58,8 +60,9 @@ unsafe impl Sync for NodeArena {}
 
 impl Default for NodeArena {
     fn default() -> Self {
-        let pool =
-            || Mutex::new(KindPool { free: Vec::new(), bump: std::ptr::null_mut(), left: 0, blocks: Vec::new() });
+        let pool = || {
+            Mutex::new(KindPool { free: Vec::new(), bump: std::ptr::null_mut(), left: 0, blocks: Vec::new(), total: 0 })
+        };
         NodeArena {
             shards: (0..SHARDS).map(|_| Shard([pool(), pool(), pool(), pool()])).collect(),
             reserved: AtomicU64::new(0),
@@ -112,8 +115,8 @@ impl NodeArena {
     }
 
     fn new_block(&self, pool: &mut KindPool, size: usize) {
-        let huge = self.reserved() >= HUGE_AFTER;
-        let len = if huge { HUGE_BLOCK } else { SMALL_BLOCK.max(32 * size) };
+        let len = (pool.total / 2).clamp(SMALL_BLOCK.max(32 * size), HUGE_BLOCK);
+        let huge = len == HUGE_BLOCK;
         let layout = Layout::from_size_align(len, if huge { HUGE_BLOCK } else { 64 }).expect("valid block layout");
         // SAFETY: a non-zero size.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
@@ -126,6 +129,7 @@ impl NodeArena {
         pool.blocks.push((block, layout));
         pool.bump = raw;
         pool.left = len;
+        pool.total += len;
         self.reserved.fetch_add(len as u64, Ordering::Relaxed);
     }
 }
@@ -140,5 +144,35 @@ impl Drop for NodeArena {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_aligned_zeroed_reused_and_accounted() {
+        let arena = NodeArena::new();
+        let t = NodeType::N16;
+        let mut live: Vec<NonNull<u8>> = (0..20_000).map(|_| arena.alloc(t)).collect();
+        let mut addrs: Vec<usize> = live.iter().map(|p| p.as_ptr() as usize).collect();
+        assert!(addrs.iter().all(|a| a % 64 == 0), "line-aligned slots");
+        addrs.sort_unstable();
+        assert!(addrs.windows(2).all(|w| w[1] - w[0] >= t.slot_bytes()), "slots do not overlap");
+        // Bounded overhead: blocks grow by half of what the pool holds.
+        let used = (20_000 * t.slot_bytes()) as u64;
+        assert!(arena.reserved() >= used && arena.reserved() <= used * 3 / 2 + (2 << 20), "{}", arena.reserved());
+        // A freed slot is handed out again, zeroed.
+        let p = live.pop().unwrap();
+        // SAFETY: a slot of `slot_bytes` bytes owned by this test.
+        unsafe { std::ptr::write_bytes(p.as_ptr(), 0xab, t.slot_bytes()) };
+        arena.free(t, p);
+        let before = arena.reserved();
+        let q = arena.alloc(t);
+        assert_eq!(q, p);
+        // SAFETY: as above.
+        assert!(unsafe { std::slice::from_raw_parts(q.as_ptr(), t.slot_bytes()) }.iter().all(|&b| b == 0));
+        assert_eq!(arena.reserved(), before);
     }
 }
