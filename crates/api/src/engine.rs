@@ -25,6 +25,10 @@ pub struct Options {
     /// HART: every update out of place exactly as the paper's Algorithm 3 (default false:
     /// same-size values of ≤ 8 bytes are updated in place, atomically).
     pub hart_paper_updates: bool,
+    /// Open an existing pool for reading only ([`pmkv_substrate::Pool::open_read_only`]):
+    /// nothing in the file changes, other readers may open it at the same time, writes
+    /// return an error, and a pool that needs crash recovery is refused. Default false.
+    pub read_only: bool,
 }
 
 impl Default for Options {
@@ -37,6 +41,7 @@ impl Default for Options {
             create: true,
             hash_key_len: 2,
             hart_paper_updates: false,
+            read_only: false,
         }
     }
 }

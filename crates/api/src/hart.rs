@@ -24,9 +24,13 @@ pub struct HartEngine(pub Hart);
 impl HartEngine {
     pub fn open(path: &Path, opts: &Options) -> Result<HartEngine> {
         let po = opts.pool_options();
-        let pool = match Pool::open(path, Some("hart"), &po) {
-            Err(PoolError::NotFound { .. }) if opts.create => Pool::create(path, "hart", &po)?,
-            r => r?,
+        let pool = if opts.read_only {
+            Pool::open_read_only(path, Some("hart"), &po)?
+        } else {
+            match Pool::open(path, Some("hart"), &po) {
+                Err(PoolError::NotFound { .. }) if opts.create => Pool::create(path, "hart", &po)?,
+                r => r?,
+            }
         };
         Ok(HartEngine(Hart::open(
             Arc::new(pool),

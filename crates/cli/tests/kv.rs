@@ -44,6 +44,13 @@ fn u2_kv_commands() {
     assert!(pmkv(&["load", copy.to_str().unwrap(), tsv.to_str().unwrap(), "--tsv"]).status.success());
     assert_eq!(stdout(&pmkv(&["dump", copy.to_str().unwrap()])), dump);
     assert!(pmkv(&["check", p]).status.success());
+    // The reading commands open the pool read-only: the file does not change at all.
+    let before = std::fs::read(&pool).unwrap();
+    assert_eq!(stdout(&pmkv(&["get", p, "apple"])), "2\n");
+    assert_eq!(stdout(&pmkv(&["scan", p, "--limit", "1"])), "apple\t2\n");
+    assert_eq!(stdout(&pmkv(&["dump", p])), dump);
+    assert!(pmkv(&["check", p, "--stats"]).status.success());
+    assert!(std::fs::read(&pool).unwrap() == before, "a reading command changed the pool file");
     // Errors: missing pool, not a pool, unknown or pool-less engine, malformed TSV.
     assert_error(&pmkv(&["get", dir.path().join("none.pool").to_str().unwrap(), "k"]));
     assert_error(&pmkv(&["get", words.to_str().unwrap(), "k"]));

@@ -139,6 +139,9 @@ impl Hart {
             return Err(HartError::BadHashKeyLen(opts.hash_key_len));
         }
         let sb = pool.root(SUPER_ROOT);
+        if sb == 0 {
+            pool.check_writable()?; // a read-only pool without a HART cannot get one
+        }
         let mut h = if sb == 0 { Self::format(pool, opts)? } else { crate::recovery::recover(pool)? };
         h.paper_updates = opts.paper_updates;
         Ok(h)
@@ -279,6 +282,7 @@ impl Hart {
     /// Insert or update (upsert): Algorithm 1, with Algorithm 3 for an existing key.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         Self::check_sizes(key, value)?;
+        self.pool.check_writable()?;
         let hk = hash_key(key, self.kh);
         let depth = key.len().min(self.kh);
         self.table.with_or_create(hk, depth, |art| {
@@ -458,6 +462,7 @@ impl Hart {
         if key.len() > MAX_KEY {
             return Ok(false);
         }
+        self.pool.check_writable()?;
         let hk = hash_key(key, self.kh);
         let pool = &*self.pool;
         let (found, now_empty) = self

@@ -51,10 +51,11 @@ fn read_super(pool: &Pool, alloc: &EpAlloc) -> Result<(usize, u64)> {
     if kh > 7 || n != NUM_LOGS || logs != sb + SUPER_SIZE || !pool.contains(logs, NUM_LOGS as u64 * LOG_SIZE) {
         return Err(corrupt("superblock fields out of range"));
     }
-    if version == 1 {
+    if version == 1 && !pool.is_read_only() {
         // Version 1 had no inline values (it never set the flag bits that mark them); it
         // is version 2 without them. Marked as 2 before anything writes an inline value,
-        // so a version-1 build refuses the pool instead of misreading it.
+        // so a version-1 build refuses the pool instead of misreading it. (A read-only
+        // open reads it as it is.)
         // SAFETY: the superblock's version word, inside the pool.
         unsafe { pool.at::<u32>(sb + 8).write(SUPER_VERSION) };
         pool.persist_off(sb + 8, 4);

@@ -130,3 +130,37 @@ fn format_versions() {
     drop(r);
     assert!(std::fs::read(&path).unwrap()[4096..] == before[4096..]);
 }
+
+/// A HART opened read-only answers reads and refuses writes with an error (never a fault
+/// on the read-only mapping), and the file does not change.
+#[test]
+fn read_only_hart() {
+    let dir = pool_dir();
+    let path = dir.path().join("ro.pool");
+    let opts = PoolOptions::default().mode(Mode::Adr).initial_size(4 << 20);
+    {
+        let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
+        for i in 0..200u32 {
+            h.put(format!("k{i:03}").as_bytes(), &i.to_le_bytes().repeat(1 + i as usize % 5)).unwrap();
+        }
+    }
+    let before = std::fs::read(&path).unwrap();
+    {
+        let pool = Arc::new(Pool::open_read_only(&path, Some("hart"), &opts).unwrap());
+        let h = Hart::open(pool, HartOptions::default()).unwrap();
+        assert_eq!(h.len(), 200);
+        assert_eq!(get(&h, b"k007").unwrap(), 7u32.to_le_bytes().repeat(3));
+        h.check().unwrap();
+        let ro = |r: Result<(), HartError>| matches!(r, Err(HartError::Pool(PoolError::ReadOnly { .. })));
+        assert!(ro(h.put(b"k007", b"x")));
+        assert!(ro(h.put(b"new", b"x")));
+        assert!(ro(h.delete(b"k007").map(|_| ())));
+        assert_eq!(get(&h, b"k007").unwrap(), 7u32.to_le_bytes().repeat(3));
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    // A read-only pool without a HART cannot be given one.
+    let empty = dir.path().join("empty.pool");
+    drop(Pool::create(&empty, "hart", &opts).unwrap());
+    let r = Hart::open(Arc::new(Pool::open_read_only(&empty, Some("hart"), &opts).unwrap()), HartOptions::default());
+    assert!(matches!(r, Err(HartError::Pool(PoolError::ReadOnly { .. }))), "{:?}", r.err());
+}

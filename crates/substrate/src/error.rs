@@ -29,6 +29,10 @@ pub enum PoolError {
     TooSmall { size: u64, min: u64 },
     #[error("invalid pool option: {0}")]
     InvalidOption(String),
+    #[error("{path}: opened read-only, it cannot be changed")]
+    ReadOnly { path: PathBuf },
+    #[error("{path}: the pool was not closed cleanly and must be opened read-write once to recover")]
+    NeedsRecovery { path: PathBuf },
     #[error("pool is full: {requested} more bytes requested, {available} available below the maximum size {max}")]
     Full { requested: u64, available: u64, max: u64 },
     #[error("layout name '{0}' is longer than 31 bytes")]

@@ -111,6 +111,9 @@ pub struct Pool {
     imm: Immutable,
     state: Mutex<Mutable>,
     was_clean: bool,
+    /// Mapped without write permission ([`Pool::open_read_only`]): the header is never
+    /// written and the pool never grows.
+    read_only: bool,
     backing: Backing,
     pub(crate) sim: Option<Box<SimState>>,
 }
@@ -260,7 +263,7 @@ impl Pool {
             let (imm, st, page) = new_header(layout, size, max, false, HEADER_SIZE as usize);
             file.write_all_at(&page, 0).map_err(|e| PoolError::io(format!("{}: writing header", path.display()), e))?;
             file.sync_all().map_err(|e| PoolError::io(format!("{}: sync", path.display()), e))?;
-            Self::map_file(file, path.into(), imm, st, opts, false)
+            Self::map_file(file, path.into(), imm, st, opts, false, false)
         })();
         if made.is_err() {
             let _ = std::fs::remove_file(path);
@@ -284,7 +287,48 @@ impl Pool {
         }
         let (_, imm, st) = read_header(&file, path, layout)?;
         let clean = st.clean;
-        Self::map_file(file, path.into(), imm, st, opts, clean)
+        Self::map_file(file, path.into(), imm, st, opts, clean, false)
+    }
+
+    /// Open an existing pool for reading only: the file is opened read-only and mapped
+    /// without write permission, shares its lock with other readers (a writer holding
+    /// the pool still makes this [`PoolError::Locked`]), and nothing in it changes — not
+    /// even the clean-shutdown flag. Works on files the user may not write.
+    ///
+    /// A pool that was not closed cleanly is refused with [`PoolError::NeedsRecovery`]:
+    /// its engine's recovery must write (finish or roll back interrupted operations), so
+    /// open it read-write once. Engines refuse writes to a read-only pool
+    /// ([`PoolError::ReadOnly`]); the pool itself refuses to grow or change its header.
+    pub fn open_read_only(path: impl AsRef<Path>, layout: Option<&str>, opts: &PoolOptions) -> Result<Pool> {
+        let path = path.as_ref();
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(PoolError::NotFound { path: path.into() })
+            }
+            Err(e) => return Err(PoolError::io(format!("{}: opening", path.display()), e)),
+        };
+        if !lock_file(&file, path, false)? {
+            return Err(PoolError::Locked { path: path.into() });
+        }
+        let (_, imm, st) = read_header(&file, path, layout)?;
+        if !st.clean {
+            return Err(PoolError::NeedsRecovery { path: path.into() });
+        }
+        Self::map_file(file, path.into(), imm, st, opts, true, true)
+    }
+
+    /// Whether the pool was opened with [`Pool::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// [`PoolError::ReadOnly`] if the pool is read-only: engines call it before writing.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(PoolError::ReadOnly { path: self.path().unwrap_or(Path::new("<image>")).to_path_buf() });
+        }
+        Ok(())
     }
 
     /// Open `path` if it exists, else create it.
@@ -329,8 +373,11 @@ impl Pool {
         st: Mutable,
         opts: &PoolOptions,
         was_clean: bool,
+        read_only: bool,
     ) -> Result<Pool> {
-        let map_sync = probe_map_sync(&file);
+        // The MAP_SYNC probe needs a writable shared mapping; a read-only pool never
+        // flushes, so it does not need one.
+        let map_sync = !read_only && probe_map_sync(&file);
         let base = reserve(imm.max_size)?;
         let pool = Pool {
             base,
@@ -343,12 +390,14 @@ impl Pool {
             imm,
             state: Mutex::new(st),
             was_clean,
+            read_only,
             backing: Backing::File { file, path },
             sim: None,
         };
         pool.map_extent(0, st.size)?;
         pool.mapped.store(st.size, Ordering::Release);
         // Mark the pool in use: a crash from here on is seen as unclean by the next open.
+        // (A read-only pool changes nothing: `update_state` does nothing.)
         pool.update_state(|s| s.clean = false);
         Ok(pool)
     }
@@ -367,7 +416,7 @@ impl Pool {
         };
         let addr = unsafe { self.base.add(from as usize) } as *mut libc::c_void;
         let len = (to - from) as usize;
-        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let prot = if self.read_only { libc::PROT_READ } else { libc::PROT_READ | libc::PROT_WRITE };
         let flags = if self.map_sync { MAP_SHARED_VALIDATE | MAP_SYNC } else { libc::MAP_SHARED };
         // SAFETY: the target range lies inside our own reservation, so MAP_FIXED replaces
         // only memory this pool owns.
@@ -444,6 +493,7 @@ impl Pool {
             imm,
             state: Mutex::new(st),
             was_clean: st.clean,
+            read_only: false,
             backing: Backing::Sim,
             sim: Some(Box::new(sim)),
         };
@@ -535,6 +585,9 @@ impl Pool {
     /// Atomically update the mutable header (see `header`): write the other slot, persist.
     fn update_state(&self, f: impl FnOnce(&mut Mutable)) -> Mutable {
         let mut st = self.state.lock();
+        if self.read_only {
+            return *st; // never written (engines refuse writes before reaching here)
+        }
         let mut next = *st;
         f(&mut next);
         self.write_state_locked(&mut st, next);
@@ -580,6 +633,7 @@ impl Pool {
         debug_assert!(align.is_power_of_two());
         // One critical section from reading the top to recording the new one, so that
         // concurrent callers never receive overlapping extents.
+        self.check_writable()?;
         let mut st = self.state.lock();
         let off = round_up(st.heap_top, align);
         let end =
@@ -593,6 +647,7 @@ impl Pool {
 
     /// Set the heap top (only upwards); used by allocator recovery.
     pub fn raise_heap_top(&self, to: u64) -> Result<()> {
+        self.check_writable()?;
         let mut st = self.state.lock();
         self.grow_locked(&mut st, to)?;
         if to > st.heap_top {
@@ -619,6 +674,7 @@ impl Pool {
         if end <= cur {
             return Ok(());
         }
+        self.check_writable()?;
         let max = self.imm.max_size;
         if end > max {
             return Err(PoolError::Full { requested: end - cur, available: max - cur, max });
@@ -835,7 +891,7 @@ impl Drop for Pool {
             self.unmap_reservation();
             return;
         }
-        if self.mode == Mode::Msync {
+        if self.mode == Mode::Msync && !self.read_only {
             // SAFETY: whole mapped range of a live mapping.
             unsafe { libc::msync(self.base as *mut libc::c_void, self.size() as usize, libc::MS_SYNC) };
         }

@@ -186,6 +186,47 @@ fn p1_clean_shutdown_flag() {
     assert!(matches!(Pool::open(&path, Some(LAYOUT), &opts()), Err(PoolError::Locked { .. })));
 }
 
+/// A read-only open changes nothing in the file, shares the pool with other readers but
+/// not with a writer, refuses every change with an error, and refuses a pool that needs
+/// crash recovery.
+#[test]
+fn p1_read_only_open() {
+    let _g = no_spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let path = new_pool_file(dir.path(), "r.pool");
+    let before = std::fs::read(&path).unwrap();
+    {
+        let a = Pool::open_read_only(&path, Some(LAYOUT), &opts()).unwrap();
+        let b = Pool::open_read_only(&path, None, &opts()).unwrap();
+        assert!(a.is_read_only() && b.is_read_only() && a.was_clean());
+        let off = a.root(0);
+        assert_eq!(read_at(&a, off, 4096), pattern(1, 4096));
+        assert_eq!(read_at(&b, off, 4096), pattern(1, 4096));
+        assert!(matches!(a.take_heap(64, 64), Err(PoolError::ReadOnly { .. })));
+        assert!(matches!(a.ensure_size(a.size() + 4096), Err(PoolError::ReadOnly { .. })));
+        assert!(matches!(a.check_writable(), Err(PoolError::ReadOnly { .. })));
+        assert!(matches!(Pool::open(&path, Some(LAYOUT), &opts()), Err(PoolError::Locked { .. })));
+        assert!(matches!(Pool::open_read_only(&path, Some("other"), &opts()), Err(PoolError::WrongLayout { .. })));
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before, "read-only opens changed the file");
+    let w = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    assert!(w.check_writable().is_ok());
+    assert!(matches!(Pool::open_read_only(&path, None, &opts()), Err(PoolError::Locked { .. })));
+    // A writer that vanishes without closing leaves the pool unclean. A copy taken while
+    // the writer still has it open is what a crash leaves (the original stays locked by
+    // this process): the read-only open refuses it, a read-write open recovers it.
+    std::mem::forget(w);
+    let copy = dir.path().join("copy.pool");
+    std::fs::copy(&path, &copy).unwrap();
+    assert!(matches!(Pool::open_read_only(&copy, None, &opts()), Err(PoolError::NeedsRecovery { .. })));
+    drop(Pool::open(&copy, None, &opts()).unwrap());
+    assert!(Pool::open_read_only(&copy, None, &opts()).unwrap().was_clean());
+    assert!(matches!(
+        Pool::open_read_only(dir.path().join("missing.pool"), None, &opts()),
+        Err(PoolError::NotFound { .. })
+    ));
+}
+
 #[test]
 fn p1_growth_keeps_base_and_contents() {
     let _g = no_spawn();

@@ -46,7 +46,7 @@ pub fn run(a: Args) -> CmdResult {
 /// the engine's checker, which includes the allocator's.
 fn check_engine(a: &Args) -> CmdResult {
     let opts = pmkv::Options { mode: Mode::Adr, latency: Latency::NONE, create: false, ..pmkv::Options::default() };
-    let store = pmkv::Store::open_existing(&a.pool, &opts)?;
+    let store = super::kv::open_for_reading(&a.pool, &opts)?;
     let e = store.engine();
     println!("pool             {}", a.pool.display());
     println!("engine           {}", e.name());

@@ -174,8 +174,18 @@ pub fn load(a: LoadArgs) -> CmdResult {
     Ok(Outcome::Ok)
 }
 
+/// Open a pool for a command that only reads it: read-only, so the file does not change
+/// and other readers may run at once; if the pool was not closed cleanly, read-write
+/// once, which runs the engine's crash recovery (and then reads).
+pub fn open_for_reading(pool: &std::path::Path, opts: &Options) -> pmkv::Result<Store> {
+    match Store::open_existing(pool, &Options { read_only: true, ..opts.clone() }) {
+        Err(pmkv::Error::Pool(pmkv_substrate::PoolError::NeedsRecovery { .. })) => Store::open_existing(pool, opts),
+        r => r,
+    }
+}
+
 pub fn get(a: KeyArgs) -> CmdResult {
-    let store = Store::open_existing(&a.pool, &a.open.options())?;
+    let store = open_for_reading(&a.pool, &a.open.options())?;
     match store.get(&unescape(&a.key)?)? {
         Some(v) => {
             println!("{}", escape(&v));
@@ -217,7 +227,7 @@ fn print_range(store: &Store, range: &ScanRange) -> CmdResult {
 }
 
 pub fn scan(a: ScanArgs) -> CmdResult {
-    let store = Store::open_existing(&a.pool, &a.open.options())?;
+    let store = open_for_reading(&a.pool, &a.open.options())?;
     let range = ScanRange {
         start: match &a.from {
             Some(k) => Bound::Included(unescape(k)?),
@@ -233,7 +243,7 @@ pub fn scan(a: ScanArgs) -> CmdResult {
 }
 
 pub fn dump(a: DumpArgs) -> CmdResult {
-    let store = Store::open_existing(&a.pool, &a.open.options())?;
+    let store = open_for_reading(&a.pool, &a.open.options())?;
     print_range(&store, &ScanRange::all())
 }
 

@@ -331,6 +331,7 @@ impl EpAlloc {
     /// it, or give it back with [`EpAlloc::unreserve`]. A crash before `publish` frees it.
     /// Sizes above 4 KiB get an extent. A full pool is [`PoolError::Full`].
     pub fn alloc(&self, ty: TypeId, size: usize) -> Result<u64> {
+        self.pool.check_writable()?;
         match class_of(size) {
             Some(c) => self.alloc_slot(ty, c),
             None => self.alloc_extent(ty, size),
@@ -347,6 +348,7 @@ impl EpAlloc {
 
     /// [`EpAlloc::publish`] that reports misuse.
     pub fn try_publish(&self, off: u64) -> Result<()> {
+        self.pool.check_writable()?;
         let loc = self.locate(off).ok_or_else(|| misuse("publish", off, "not an object offset"))?;
         let Some(i) = loc.slot else { return self.publish_extent(&loc) };
         if loc.it.reserved.load(Ordering::Acquire) & (1 << i) == 0 {
@@ -400,6 +402,7 @@ impl EpAlloc {
     }
 
     fn free_ordered(&self, off: u64, fence: bool) -> Result<()> {
+        self.pool.check_writable()?;
         let loc = self.locate(off).ok_or_else(|| misuse("free", off, "not an object offset"))?;
         let Some(i) = loc.slot else { return self.free_extent(&loc) };
         let gen = loc.it.gen.load(Ordering::Acquire);
