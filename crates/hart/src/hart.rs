@@ -398,9 +398,11 @@ impl Hart {
         let old = read_u64(pool, leaf + LEAF_P_VALUE);
         let flags = read_u32(pool, leaf + LEAF_FLAGS);
         let old_inline = inline_len(flags);
-        if old_inline == Some(value.len()) {
+        if old_inline == Some(value.len()) && !self.paper_updates {
             // An inline value of the same length: one atomic 8-byte store of the leaf's
-            // value word, persisted (a crash leaves the old or the new value).
+            // value word, persisted (a crash leaves the old or the new value). (A pool
+            // written without `paper_updates` and reopened with it moves such values out
+            // of line with Algorithm 3 instead.)
             let mut w = [0u8; 8];
             w[..value.len()].copy_from_slice(value);
             write_u64(pool, leaf + LEAF_P_VALUE, u64::from_le_bytes(w));

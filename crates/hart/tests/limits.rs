@@ -164,3 +164,26 @@ fn read_only_hart() {
     let r = Hart::open(Arc::new(Pool::open_read_only(&empty, Some("hart"), &opts).unwrap()), HartOptions::default());
     assert!(matches!(r, Err(HartError::Pool(PoolError::ReadOnly { .. }))), "{:?}", r.err());
 }
+
+/// Inline values written by default, reopened with `paper_updates`: a same-length update
+/// takes Algorithm 3 and moves the value out of line; everything stays checkable.
+#[test]
+fn inline_values_under_paper_updates() {
+    let dir = pool_dir();
+    let path = dir.path().join("p.pool");
+    let opts = PoolOptions::default().mode(Mode::Adr).initial_size(4 << 20);
+    {
+        let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
+        h.put(b"a", b"12345678").unwrap();
+        h.put(b"b", b"xy").unwrap();
+        assert!(h.check().unwrap().contains("0 value objects, 2 inline values"));
+    }
+    let paper = HartOptions { paper_updates: true, ..HartOptions::default() };
+    let h = Hart::open(Arc::new(Pool::open(&path, Some("hart"), &opts).unwrap()), paper).unwrap();
+    h.put(b"a", b"87654321").unwrap();
+    h.put(b"c", b"new").unwrap();
+    assert_eq!(get(&h, b"a").as_deref(), Some(&b"87654321"[..]));
+    assert_eq!(get(&h, b"b").as_deref(), Some(&b"xy"[..]));
+    assert_eq!(get(&h, b"c").as_deref(), Some(&b"new"[..]));
+    assert!(h.check().unwrap().contains("2 value objects, 1 inline values"), "{}", h.check().unwrap());
+}
