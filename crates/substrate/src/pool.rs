@@ -201,6 +201,15 @@ fn lock_file(file: &File, path: &Path, exclusive: bool) -> Result<bool> {
     Err(PoolError::io(format!("{}: locking", path.display()), e))
 }
 
+/// Open an existing pool file, for writing too if `write` (a missing file is `NotFound`).
+fn open_existing_file(path: &Path, write: bool) -> Result<File> {
+    match OpenOptions::new().read(true).write(write).open(path) {
+        Ok(f) => Ok(f),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(PoolError::NotFound { path: path.into() }),
+        Err(e) => Err(PoolError::io(format!("{}: opening", path.display()), e)),
+    }
+}
+
 /// Read and validate the header of an open file without changing anything.
 fn read_header(file: &File, path: &Path, expect_layout: Option<&str>) -> Result<(u64, Immutable, Mutable)> {
     let len = file.metadata().map_err(|e| PoolError::io(format!("{}: stat", path.display()), e))?.len();
@@ -275,13 +284,7 @@ impl Pool {
     /// Nothing in the file changes unless every check passes.
     pub fn open(path: impl AsRef<Path>, layout: Option<&str>, opts: &PoolOptions) -> Result<Pool> {
         let path = path.as_ref();
-        let file = match OpenOptions::new().read(true).write(true).open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(PoolError::NotFound { path: path.into() })
-            }
-            Err(e) => return Err(PoolError::io(format!("{}: opening", path.display()), e)),
-        };
+        let file = open_existing_file(path, true)?;
         if !lock_file(&file, path, true)? {
             return Err(PoolError::Locked { path: path.into() });
         }
@@ -301,13 +304,7 @@ impl Pool {
     /// ([`PoolError::ReadOnly`]); the pool itself refuses to grow or change its header.
     pub fn open_read_only(path: impl AsRef<Path>, layout: Option<&str>, opts: &PoolOptions) -> Result<Pool> {
         let path = path.as_ref();
-        let file = match File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(PoolError::NotFound { path: path.into() })
-            }
-            Err(e) => return Err(PoolError::io(format!("{}: opening", path.display()), e)),
-        };
+        let file = open_existing_file(path, false)?;
         if !lock_file(&file, path, false)? {
             return Err(PoolError::Locked { path: path.into() });
         }
@@ -342,13 +339,7 @@ impl Pool {
     /// Read a pool's header without mapping or changing it (for `pmkv info`).
     pub fn inspect(path: impl AsRef<Path>) -> Result<PoolInfo> {
         let path = path.as_ref();
-        let file = match File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(PoolError::NotFound { path: path.into() })
-            }
-            Err(e) => return Err(PoolError::io(format!("{}: opening", path.display()), e)),
-        };
+        let file = open_existing_file(path, false)?;
         let (file_len, header, state) = read_header(&file, path, None)?;
         let in_use = !lock_file(&file, path, false)?;
         Ok(PoolInfo { path: path.into(), file_len, header, state, in_use })
