@@ -60,6 +60,16 @@ fn run(ops: Vec<Op>, kh: usize) {
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 assert_eq!(got, want);
+                // The visitor stopping early (after `n / 2 + 1` records) is obeyed exactly.
+                let stop_after = n / 2 + 1;
+                let mut seen = Vec::new();
+                h.scan(Bound::Included(&lo), Bound::Unbounded, usize::MAX, &mut |k, _| {
+                    seen.push(k.to_vec());
+                    seen.len() < stop_after
+                })
+                .unwrap();
+                let want: Vec<_> = m.range::<Vec<u8>, _>(&lo..).take(stop_after).map(|(k, _)| k.clone()).collect();
+                assert_eq!(seen, want);
             }
             Op::Crash => {
                 // Crash between operations with every unflushed line lost or kept.
