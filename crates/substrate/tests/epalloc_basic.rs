@@ -305,3 +305,37 @@ fn p7_reclaim_orphans_frees_only_unreferenced_children() {
     assert_eq!(ep.reclaim_orphans(LEAF, 0, VALUE).unwrap(), 0);
     ep.check().unwrap();
 }
+
+/// A pool marked clean whose recycle log is not empty (damage: a clean close leaves every
+/// log reclaimed) is refused by a read-only open with an error, and the file is left as
+/// it was; a read-write open repairs it as after a crash.
+#[test]
+fn p7_read_only_open_refuses_a_log_needing_repair() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ro.pool");
+    let o = opts();
+    let entry = {
+        let ep = EpAlloc::create(Arc::new(Pool::create(&path, LAYOUT, &o).unwrap())).unwrap();
+        let _ = put(&ep, A, 64, 1);
+        let r = ep.pool().root(EPALLOC_ROOT);
+        let rd = |at: u64| unsafe { ep.pool().at::<u64>(at).read() };
+        (0..root::DIR_CAP as u64)
+            .map(|i| root::Entry(r + root::DIR_AT + i * root::ENTRY_LEN))
+            .find(|e| rd(e.tag_at()) == root::tag(A, class_of(64).unwrap() as u8))
+            .expect("list of type A, class 64")
+    };
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    file.write_all_at(&4096u64.to_le_bytes(), entry.pprev_at()).unwrap();
+    drop(file);
+    let before = std::fs::read(&path).unwrap();
+    let pool = Arc::new(Pool::open_read_only(&path, Some(LAYOUT), &o).unwrap());
+    assert!(matches!(EpAlloc::open(pool), Err(PoolError::ReadOnly { .. })));
+    assert!(std::fs::read(&path).unwrap() == before, "a read-only open changed the file");
+    let ep = EpAlloc::open(Arc::new(Pool::open(&path, Some(LAYOUT), &o).unwrap())).unwrap();
+    assert_eq!(
+        ep.recovery().cases.iter().filter(|c| c.2 == pmkv_substrate::epalloc::RecycleCase::ReclaimPPrev).count(),
+        1
+    );
+    ep.check().unwrap();
+}

@@ -1,13 +1,13 @@
 //! `pmkv check POOL`: the allocator-level check (SPEC P7, U2). Opens the pool whatever
-//! its layout, opens its EPallocator — which runs the allocator's crash recovery, as any
-//! open does — and runs the checker: lists acyclic, chunk headers consistent, no chunk on
+//! its layout (read-only, or read-write when it needs the allocator's crash recovery),
+//! opens its EPallocator and runs the checker: lists acyclic, chunk headers consistent, no chunk on
 //! two lists, no overlap, every heap byte either allocated or free (no leak), DRAM state
 //! in agreement. Prints the report; a failed check is an error (exit 2, one line).
 
 use super::CmdResult;
 use crate::Outcome;
 use pmkv_substrate::epalloc::EpAlloc;
-use pmkv_substrate::{Latency, Mode, Pool, PoolOptions};
+use pmkv_substrate::{Latency, Mode, Pool, PoolError, PoolOptions};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -25,10 +25,17 @@ pub fn run(a: Args) -> CmdResult {
     if pmkv::ENGINES.contains(&info.header.layout.as_str()) {
         return check_engine(&a);
     }
+    // Read-only, so that checking changes nothing; read-write (running the allocator's
+    // recovery) only if the pool needs repair.
     let opts = PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE);
-    let pool = Pool::open(&a.pool, None, &opts)?;
-    let layout = pool.layout().to_string();
-    let ep = EpAlloc::open(Arc::new(pool))?;
+    let read_only = Pool::open_read_only(&a.pool, None, &opts).map(Arc::new).and_then(EpAlloc::open);
+    let ep = match read_only {
+        Err(PoolError::NeedsRecovery { .. } | PoolError::ReadOnly { .. }) => {
+            EpAlloc::open(Arc::new(Pool::open(&a.pool, None, &opts)?))?
+        }
+        r => r?,
+    };
+    let layout = ep.pool().layout().to_string();
     let report = ep.check()?;
     println!("pool             {}", a.pool.display());
     println!("layout           {layout}");

@@ -175,11 +175,13 @@ pub fn load(a: LoadArgs) -> CmdResult {
 }
 
 /// Open a pool for a command that only reads it: read-only, so the file does not change
-/// and other readers may run at once; if the pool was not closed cleanly, read-write
-/// once, which runs the engine's crash recovery (and then reads).
+/// and other readers may run at once; if the pool needs repair (it was not closed
+/// cleanly, or its open found something to repair and refused), read-write once, which
+/// runs the engine's crash recovery (and then reads).
 pub fn open_for_reading(pool: &std::path::Path, opts: &Options) -> pmkv::Result<Store> {
+    use pmkv_substrate::PoolError::{NeedsRecovery, ReadOnly};
     match Store::open_existing(pool, &Options { read_only: true, ..opts.clone() }) {
-        Err(pmkv::Error::Pool(pmkv_substrate::PoolError::NeedsRecovery { .. })) => Store::open_existing(pool, opts),
+        Err(pmkv::Error::Pool(NeedsRecovery { .. } | ReadOnly { .. })) => Store::open_existing(pool, opts),
         r => r,
     }
 }

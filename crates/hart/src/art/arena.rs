@@ -40,8 +40,6 @@ struct KindPool {
     bump: *mut u8,
     left: usize,
     blocks: Vec<(NonNull<u8>, Layout)>,
-    /// Bytes of all blocks of this pool.
-    total: usize,
 }
 
 #[repr(align(64))]
@@ -60,9 +58,8 @@ unsafe impl Sync for NodeArena {}
 
 impl Default for NodeArena {
     fn default() -> Self {
-        let pool = || {
-            Mutex::new(KindPool { free: Vec::new(), bump: std::ptr::null_mut(), left: 0, blocks: Vec::new(), total: 0 })
-        };
+        let pool =
+            || Mutex::new(KindPool { free: Vec::new(), bump: std::ptr::null_mut(), left: 0, blocks: Vec::new() });
         NodeArena {
             shards: (0..SHARDS).map(|_| Shard([pool(), pool(), pool(), pool()])).collect(),
             reserved: AtomicU64::new(0),
@@ -115,7 +112,8 @@ impl NodeArena {
     }
 
     fn new_block(&self, pool: &mut KindPool, size: usize) {
-        let len = (pool.total / 2).clamp(SMALL_BLOCK.max(32 * size), HUGE_BLOCK);
+        let total: usize = pool.blocks.iter().map(|(_, l)| l.size()).sum();
+        let len = (total / 2).clamp(SMALL_BLOCK.max(32 * size), HUGE_BLOCK);
         let huge = len == HUGE_BLOCK;
         let layout = Layout::from_size_align(len, if huge { HUGE_BLOCK } else { 64 }).expect("valid block layout");
         // SAFETY: a non-zero size.
@@ -129,7 +127,6 @@ impl NodeArena {
         pool.blocks.push((block, layout));
         pool.bump = raw;
         pool.left = len;
-        pool.total += len;
         self.reserved.fetch_add(len as u64, Ordering::Relaxed);
     }
 }

@@ -110,10 +110,14 @@ pub(crate) fn recover(pool: &Pool, e: Entry, valid: &dyn Fn(u64) -> bool, max_st
     let bad = |what: String| Err(PoolError::CorruptAllocator(format!("recycle log of list at {:#x}: {what}", e.0)));
     let cur = e.pcurrent(pool);
     let prev = e.pprev(pool);
+    if cur == 0 && prev == 0 {
+        return Ok(RecycleCase::Clean);
+    }
+    // Every other case repairs the list in place. A read-only pool is only opened when
+    // it was closed cleanly, so a log left here is damage: refuse rather than write to
+    // (and fault on) the read-only mapping.
+    pool.check_writable()?;
     if cur == 0 {
-        if prev == 0 {
-            return Ok(RecycleCase::Clean);
-        }
         e.set_pprev(pool, 0);
         return Ok(RecycleCase::ReclaimPPrev);
     }
