@@ -1,0 +1,229 @@
+//! The engine contract: [`Engine`] (an open engine) and [`EngineFactory`] (how to open one).
+//!
+//! The contract is written for engines of different kinds: an index with per-structure
+//! locks (HART), a lock-free tree (NBTree), a runtime that serialises writers through a
+//! combiner (Mangosteen), and a volatile baseline. So it asks only for what all can give:
+//! point operations, an ordered scan with a visitor, a write batch whose atomicity the
+//! engine declares, `sync`, `close`, reports. Cursors, re-entrancy and panic containment
+//! are built once above it, in the `pmkv` crate's `Store`, not in every engine.
+
+use crate::batch::{BatchOp, WriteBatch};
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::Options;
+use crate::range::{Direction, KeyRange};
+use crate::report::{CheckReport, MemoryUsage, RecoveryReport};
+use pmkv_substrate::{Pool, PoolError};
+use std::path::Path;
+use std::sync::Arc;
+
+/// A scan visitor: called with each record in order; return `false` to stop.
+pub type Visitor<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> bool;
+
+/// What an engine is and offers. Front ends adapt to it instead of to engine names.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineInfo {
+    /// The name it is registered under (`hart`, `volatile`, ...).
+    pub name: &'static str,
+    /// One line for `--help` texts and `pmkv engines`.
+    pub description: &'static str,
+    /// Data survives close and crash (a pool file). A volatile engine ignores the path.
+    pub persistent: bool,
+    /// [`Engine::write_batch`] is all-or-nothing for readers and across a crash. When
+    /// false, batch operations are applied in order, each durable before the next, so a
+    /// crash leaves a prefix of the batch applied.
+    pub atomic_batches: bool,
+    /// Longest key accepted, in bytes.
+    pub max_key_len: usize,
+    /// Longest value accepted, in bytes.
+    pub max_value_len: usize,
+}
+
+impl EngineInfo {
+    /// Info with the given name and description; persistent, non-atomic batches, and
+    /// unlimited sizes until set.
+    pub fn new(name: &'static str, description: &'static str) -> EngineInfo {
+        EngineInfo {
+            name,
+            description,
+            persistent: true,
+            atomic_batches: false,
+            max_key_len: usize::MAX,
+            max_value_len: usize::MAX,
+        }
+    }
+    /// Set whether data survives close and crash.
+    pub fn persistent(mut self, yes: bool) -> Self {
+        self.persistent = yes;
+        self
+    }
+    /// Set whether batches are atomic.
+    pub fn atomic_batches(mut self, yes: bool) -> Self {
+        self.atomic_batches = yes;
+        self
+    }
+    /// Set the size limits.
+    pub fn limits(mut self, max_key_len: usize, max_value_len: usize) -> Self {
+        self.max_key_len = max_key_len;
+        self.max_value_len = max_value_len;
+        self
+    }
+    /// `KeyTooLarge`/`ValueTooLarge` if `key`/`value` exceed the limits.
+    pub fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if key.len() > self.max_key_len {
+            return Err(Error::key_too_large(key.len(), self.max_key_len));
+        }
+        match value {
+            Some(v) if v.len() > self.max_value_len => Err(Error::value_too_large(v.len(), self.max_value_len)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A `key=value` parameter an engine accepts (see [`Options::param`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Param {
+    /// The key.
+    pub name: &'static str,
+    /// What it does, its values and default.
+    pub doc: &'static str,
+}
+
+/// An open engine over one pool. Every method takes `&self` and is safe to call from many
+/// threads at once.
+///
+/// **Not re-entrant.** The closures passed to [`get_with`](Engine::get_with) and
+/// [`scan`](Engine::scan) may run while the engine holds internal locks: they must not
+/// call back into the same engine, nor block on another thread that does. The `pmkv`
+/// `Store` passes only closures that copy bytes out, and gives users cursors and
+/// callbacks that hold no engine lock.
+pub trait Engine: Send + Sync {
+    /// What the engine is and offers.
+    fn info(&self) -> EngineInfo;
+
+    /// Call `f` with the value of `key`, if present; returns whether it was.
+    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool>;
+
+    /// Insert or replace.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+
+    /// Remove `key`; returns whether it was present.
+    fn delete(&self, key: &[u8]) -> Result<bool>;
+
+    /// Apply `batch` in order. The store has already checked every size against
+    /// [`EngineInfo`]. The default applies the operations one by one (not atomic); an
+    /// engine that declares `atomic_batches` overrides it.
+    fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
+        for op in batch.ops() {
+            match op {
+                BatchOp::Put(k, v) => self.put(k, v)?,
+                BatchOp::Delete(k) => {
+                    self.delete(k)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Visit the records of `range` in `dir` order until `visit` returns false or `limit`
+    /// records were visited. `visit` may run under engine locks (see the trait's docs).
+    fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()>;
+
+    /// Number of records.
+    fn len(&self) -> u64;
+
+    /// Whether there are no records.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Memory in use, by structure.
+    fn memory(&self) -> MemoryUsage;
+
+    /// Verify the engine's persistent and volatile invariants. `Ok` with problems listed
+    /// when the check ran and found damage; `Err` when it could not run.
+    fn check(&self) -> Result<CheckReport>;
+
+    /// What the open's recovery did (persistent engines).
+    fn recovery(&self) -> Option<RecoveryReport> {
+        None
+    }
+
+    /// Make every acknowledged write durable in the pool's mode (msync for `msync` pools;
+    /// `adr`/`eadr` writes are durable when acknowledged, so a fence at most).
+    fn sync(&self) -> Result<()>;
+
+    /// Release the engine: DRAM state dropped, the pool closed and marked clean. Errors
+    /// that a plain drop would have to swallow (a failed msync, a poisoned pool) are
+    /// returned.
+    fn close(self: Box<Self>) -> Result<()>;
+
+    /// The engine may have been left mid-operation (it panicked): from now on the pool
+    /// must not be marked clean when it is closed, so that the next open runs recovery.
+    fn poison(&self);
+
+    /// The pool under the engine, for crash-simulation tests and counters. `None` for
+    /// engines without one.
+    fn pool(&self) -> Option<&Arc<Pool>> {
+        None
+    }
+}
+
+/// How to open an engine. One static value per engine, listed in a registry (the `pmkv`
+/// crate's `Registry`); front ends find engines there by name or by a pool's layout.
+pub trait EngineFactory: Send + Sync {
+    /// What the engine is (the same as its open engines' [`Engine::info`]).
+    fn info(&self) -> EngineInfo;
+
+    /// The layout name the engine writes into a pool header (so an existing pool can be
+    /// opened with the engine that made it), or `None` for an engine without a pool.
+    fn layout(&self) -> Option<&'static str>;
+
+    /// The `key=value` parameters [`open`](EngineFactory::open) understands.
+    fn params(&self) -> &'static [Param] {
+        &[]
+    }
+
+    /// Open (or, with `opts.create`, create) the engine's pool at `path`.
+    fn open(&self, path: &Path, opts: &Options) -> Result<Box<dyn Engine>>;
+
+    /// Open the engine on a pool already open (crash-simulation images in tests, pools
+    /// shared with other code). Engines without a pool return `Unsupported`.
+    fn open_pool(&self, pool: Arc<Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
+        let _ = (pool, opts);
+        Err(Error::unsupported(self.info().name, "opening on an existing pool"))
+    }
+
+    /// Refuse any parameter in `opts` that this engine does not declare.
+    fn check_params(&self, opts: &Options) -> Result<()> {
+        let known = self.params();
+        for (k, _) in opts.params() {
+            if !known.iter().any(|p| p.name == k) {
+                let names: Vec<&str> = known.iter().map(|p| p.name).collect();
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "engine '{}' has no parameter '{k}' (it has: {})",
+                        self.info().name,
+                        if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Open the pool file an engine with `layout` keeps at `path`, as `opts` say: read-only,
+/// read-write, or created when missing and `opts.create`. Shared by every pool-backed
+/// engine so that they refuse and create files the same way.
+pub fn open_pool_file(path: &Path, layout: &str, opts: &Options) -> Result<Pool> {
+    let po = opts.pool_options();
+    if opts.read_only {
+        return Ok(Pool::open_read_only(path, Some(layout), &po)?);
+    }
+    match Pool::open(path, Some(layout), &po) {
+        Err(PoolError::NotFound { .. }) if opts.create => Ok(Pool::create(path, layout, &po)?),
+        r => Ok(r?),
+    }
+}

@@ -1,0 +1,38 @@
+//! # pmkv-core — the engine contract
+//!
+//! pmkv has several engines of different kinds (HART: an index with per-ART locks;
+//! NBTree: a lock-free B+-tree; Mangosteen: a runtime that makes an in-memory map durable)
+//! and several front ends (the Rust API, the CLI, the server, Python, C). This crate is
+//! the one thing they all agree on, and it names no engine:
+//!
+//! * [`Engine`] — what an open engine does; [`EngineFactory`] — how one is opened, what
+//!   it is ([`EngineInfo`]) and which string parameters it takes ([`Param`]);
+//! * [`Options`] — pool options common to every engine, plus typed per-engine options
+//!   ([`Options::with_engine_options`]) and `key=value` parameters for front ends;
+//! * [`Error`] with a stable [`ErrorKind`] and numeric [`ErrorKind::code`] for C and
+//!   Python to map;
+//! * [`KeyRange`], [`Direction`] — ordered range scans, forward and reverse;
+//! * [`WriteBatch`] — several writes in one call, atomic where the engine says so;
+//! * [`CheckReport`], [`RecoveryReport`], [`MemoryUsage`] — structured reports.
+//!
+//! Layering: `pmkv-substrate` → `pmkv-core` → engines (`pmkv-hart`, `pmkv-volatile`, ...)
+//! → `pmkv` (the user-facing `Store`, cursors, the engine registry) → front ends.
+//! Why each choice, and what redb, LMDB and RocksDB do: `docs/DESIGN.md`, "API v2".
+
+#![forbid(unsafe_code)]
+
+mod batch;
+mod engine;
+mod error;
+mod options;
+mod range;
+mod report;
+
+pub use batch::{BatchOp, WriteBatch};
+pub use engine::{open_pool_file, Engine, EngineFactory, EngineInfo, Param, Visitor};
+pub use error::{Error, ErrorKind, Result};
+pub use options::{EngineOptions, Options};
+pub use range::{Direction, KeyRange};
+pub use report::{CheckReport, MemoryUsage, RecoveryReport};
+
+pub use pmkv_substrate::{Latency, Mode, Pool};

@@ -1,0 +1,126 @@
+//! Structured reports: what `check` found, what recovery did, where memory goes.
+//!
+//! Front ends print these, the server serves them in INFO, bindings return them as
+//! objects: each is data with a `Display`, not a preformatted string.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What an integrity check found (SPEC P7, R1).
+#[non_exhaustive]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    /// The engine checked.
+    pub engine: String,
+    /// Each violated invariant, one line each. Empty: the pool is sound.
+    pub problems: Vec<String>,
+    /// What was counted on the way (records, chunks, objects, ...), by name.
+    pub facts: Vec<(String, String)>,
+}
+
+impl CheckReport {
+    /// An empty report for `engine`.
+    pub fn new(engine: impl Into<String>) -> CheckReport {
+        CheckReport { engine: engine.into(), ..CheckReport::default() }
+    }
+    /// Whether no problem was found.
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+    /// Record a fact.
+    pub fn fact(&mut self, name: impl Into<String>, value: impl fmt::Display) -> &mut Self {
+        self.facts.push((name.into(), value.to_string()));
+        self
+    }
+    /// Record a problem.
+    pub fn problem(&mut self, what: impl Into<String>) -> &mut Self {
+        self.problems.push(what.into());
+        self
+    }
+}
+
+impl fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_ok() {
+            write!(f, "{}: OK", self.engine)?;
+        } else {
+            write!(f, "{}: {} problem(s)", self.engine, self.problems.len())?;
+        }
+        for (k, v) in &self.facts {
+            write!(f, "\n  {k}: {v}")?;
+        }
+        for p in &self.problems {
+            write!(f, "\n  PROBLEM: {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What opening a store did to bring it to a consistent state (SPEC H5, N6, M8).
+#[non_exhaustive]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The engine.
+    pub engine: String,
+    /// The pool was closed cleanly (no crash recovery was needed).
+    pub clean_shutdown: bool,
+    /// Records found.
+    pub records: u64,
+    /// Interrupted operations completed from their logs.
+    pub rolled_forward: u64,
+    /// Interrupted operations undone from their logs.
+    pub rolled_back: u64,
+    /// Persistent objects that nothing referenced and were freed (orphans of a crash).
+    pub orphans_freed: u64,
+    /// Time the open's recovery took (rebuilding DRAM structures included).
+    pub duration: Duration,
+    /// Engine-specific figures, by name.
+    pub details: Vec<(String, String)>,
+}
+
+impl RecoveryReport {
+    /// An empty report for `engine`.
+    pub fn new(engine: impl Into<String>) -> RecoveryReport {
+        RecoveryReport { engine: engine.into(), ..RecoveryReport::default() }
+    }
+}
+
+impl fmt::Display for RecoveryReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} shutdown; {} records in {:.3} ms; rolled forward {}, rolled back {}; orphans freed {}",
+            self.engine,
+            if self.clean_shutdown { "clean" } else { "unclean" },
+            self.records,
+            self.duration.as_secs_f64() * 1e3,
+            self.rolled_forward,
+            self.rolled_back,
+            self.orphans_freed
+        )?;
+        for (k, v) in &self.details {
+            write!(f, "; {k} {v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// DRAM and PM bytes in use, by structure (SPEC H9).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryUsage {
+    /// DRAM bytes by structure.
+    pub dram: Vec<(String, u64)>,
+    /// PM bytes by structure.
+    pub pm: Vec<(String, u64)>,
+}
+
+impl MemoryUsage {
+    /// Total DRAM bytes.
+    pub fn dram_total(&self) -> u64 {
+        self.dram.iter().map(|x| x.1).sum()
+    }
+    /// Total PM bytes.
+    pub fn pm_total(&self) -> u64 {
+        self.pm.iter().map(|x| x.1).sum()
+    }
+}
