@@ -7,6 +7,7 @@ use std::path::PathBuf;
 pub type Result<T> = std::result::Result<T, PoolError>;
 
 /// Why a pool operation failed. None of these leave the pool file changed.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum PoolError {
     #[error("{path}: no such pool file")]
@@ -44,6 +45,10 @@ pub enum PoolError {
     /// (no allocator in the pool, allocator directory full, object too large, ...).
     #[error("allocator: {0}")]
     Allocator(String),
+    /// The engine panicked (or was told to stop) while the pool was open: it was released
+    /// but left marked unclean, so the next open runs crash recovery.
+    #[error("{path}: the pool was poisoned by a failed operation and is left marked unclean (the next open recovers it)")]
+    Poisoned { path: PathBuf },
     #[error("{context}: {source}")]
     Io {
         context: String,

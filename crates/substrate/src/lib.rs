@@ -17,6 +17,8 @@ pub mod counters;
 pub mod crash_sim;
 pub mod epalloc;
 pub mod error;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 pub mod header;
 pub mod latency;
 pub mod persist;

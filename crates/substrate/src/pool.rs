@@ -26,7 +26,7 @@ use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Smallest pool: the header and one page of heap.
 pub const MIN_POOL_SIZE: u64 = HEADER_SIZE + 4096;
@@ -116,6 +116,11 @@ pub struct Pool {
     read_only: bool,
     backing: Backing,
     pub(crate) sim: Option<Box<SimState>>,
+    /// The engine above may have left PM mid-operation (it panicked): never mark clean.
+    poisoned: AtomicBool,
+    /// Test-only fault injection at every flush and fence (`fault-injection` feature).
+    #[cfg(feature = "fault-injection")]
+    fault: crate::fault::FaultSlot,
 }
 
 // SAFETY: `base` points to a mapping owned by the pool for its whole life; all mutable
@@ -384,6 +389,9 @@ impl Pool {
             read_only,
             backing: Backing::File { file, path },
             sim: None,
+            poisoned: AtomicBool::new(false),
+            #[cfg(feature = "fault-injection")]
+            fault: Default::default(),
         };
         pool.map_extent(0, st.size)?;
         pool.mapped.store(st.size, Ordering::Release);
@@ -487,6 +495,9 @@ impl Pool {
             read_only: false,
             backing: Backing::Sim,
             sim: Some(Box::new(sim)),
+            poisoned: AtomicBool::new(false),
+            #[cfg(feature = "fault-injection")]
+            fault: Default::default(),
         };
         pool.map_anon(0, st.size)?;
         pool.sim.as_mut().unwrap().grow(st.size)?;
@@ -714,6 +725,8 @@ impl Pool {
         if let Some(sim) = &self.sim {
             sim.on_flush(self, addr - self.base as usize, len);
         }
+        #[cfg(feature = "fault-injection")]
+        self.fault.fire(crate::crash_sim::PointKind::Flush);
     }
 
     /// Hint that the line at `off` will be read soon (a software prefetch; no effect on
@@ -755,6 +768,8 @@ impl Pool {
         if let Some(sim) = &self.sim {
             sim.on_fence(self);
         }
+        #[cfg(feature = "fault-injection")]
+        self.fault.fire(crate::crash_sim::PointKind::Fence);
     }
 
     /// Flush then fence: `[p, p+len)` is durable when this returns.
@@ -780,14 +795,71 @@ impl Pool {
         }
     }
 
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn fault_slot(&self) -> &crate::fault::FaultSlot {
+        &self.fault
+    }
+
     /// The crash simulator of this pool (only for pools made by `create_sim`/`from_image`).
     pub fn sim(&self) -> Option<&SimState> {
         self.sim.as_deref()
     }
 
-    /// Mark the pool cleanly shut down and release it.
-    pub fn close(self) {
-        drop(self)
+    /// Record that the engine above may have left PM mid-operation (it panicked, or met
+    /// damage): from now on nothing marks this pool clean, so the next open runs the
+    /// engine's crash recovery (SPEC R4).
+    pub fn poison(&self) {
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    /// Whether [`Pool::poison`] was called.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Make everything written and flushed so far durable: `msync` of the whole mapping
+    /// in `msync` mode, a fence in `adr`/`eadr` (whose persists are durable already),
+    /// nothing in `none`.
+    pub fn sync(&self) -> Result<()> {
+        match self.mode {
+            Mode::Msync if !self.read_only && !self.is_sim() => self.msync_all(),
+            Mode::Adr | Mode::Eadr => {
+                self.fence();
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn msync_all(&self) -> Result<()> {
+        msync_pending();
+        // SAFETY: the whole mapped range of a live mapping.
+        let rc = unsafe { libc::msync(self.base as *mut libc::c_void, self.size() as usize, libc::MS_SYNC) };
+        if rc != 0 {
+            let path = self.path().map(|p| p.display().to_string()).unwrap_or_default();
+            return Err(PoolError::io(format!("{path}: msync"), std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// Close: make everything durable, mark the pool cleanly shut down and release it.
+    /// Unlike a drop, failures are reported: a failed msync, or a poisoned pool (which is
+    /// released but stays marked unclean).
+    pub fn close(self) -> Result<()> {
+        if self.is_poisoned() {
+            let path = self.path().map(Path::to_path_buf).unwrap_or_else(|| "<simulated>".into());
+            drop(self);
+            return Err(PoolError::Poisoned { path });
+        }
+        if self.mode == Mode::Msync && !self.read_only && !self.is_sim() {
+            if let Err(e) = self.msync_all() {
+                // Durability is not proven: leave the pool marked unclean.
+                self.poison();
+                return Err(e);
+            }
+        }
+        drop(self);
+        Ok(())
     }
 }
 
@@ -886,7 +958,11 @@ impl Drop for Pool {
             // SAFETY: whole mapped range of a live mapping.
             unsafe { libc::msync(self.base as *mut libc::c_void, self.size() as usize, libc::MS_SYNC) };
         }
-        self.update_state(|s| s.clean = true);
+        // A pool dropped while a panic unwinds, or poisoned by its engine, may hold a
+        // half-done operation: leave it marked unclean so the next open recovers (R4).
+        if !std::thread::panicking() && !self.is_poisoned() {
+            self.update_state(|s| s.clean = true);
+        }
         if self.mode == Mode::Msync {
             msync_pending();
         }

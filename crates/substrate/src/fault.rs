@@ -1,0 +1,56 @@
+//! Fault injection for tests (cargo feature `fault-injection`, off by default).
+//!
+//! The crash simulator (`crash_sim`) explores crash *images* of simulated pools. Some
+//! properties need a real file pool and a real failure instead: that a panic inside an
+//! engine's write leaves the pool marked unclean, that the next open of the *file* runs
+//! recovery. [`Pool::set_fault_hook`] installs a function called at every flush and
+//! every fence of one pool (after the simulator's own hook, if any), which may panic.
+
+use crate::crash_sim::PointKind;
+use crate::pool::Pool;
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Where a fault hook is being called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultPoint {
+    /// A flush or a fence.
+    pub kind: PointKind,
+    /// Running number of the points of this pool since the hook was installed (from 1).
+    pub index: u64,
+}
+
+/// A fault hook.
+pub type FaultHook = Box<dyn Fn(FaultPoint) + Send + Sync>;
+
+/// The hook slot of one pool.
+#[derive(Default)]
+pub(crate) struct FaultSlot {
+    hook: RwLock<Option<FaultHook>>,
+    points: AtomicU64,
+}
+
+impl FaultSlot {
+    #[inline]
+    pub(crate) fn fire(&self, kind: PointKind) {
+        let g = self.hook.read();
+        if let Some(h) = g.as_ref() {
+            let index = self.points.fetch_add(1, Ordering::Relaxed) + 1;
+            h(FaultPoint { kind, index });
+        }
+    }
+}
+
+impl Pool {
+    /// Call `hook` at every flush and fence of this pool until [`Pool::clear_fault_hook`].
+    /// The hook may panic: that is its purpose.
+    pub fn set_fault_hook(&self, hook: FaultHook) {
+        self.fault_slot().points.store(0, Ordering::Relaxed);
+        *self.fault_slot().hook.write() = Some(hook);
+    }
+
+    /// Remove the fault hook.
+    pub fn clear_fault_hook(&self) {
+        *self.fault_slot().hook.write() = None;
+    }
+}

@@ -1,0 +1,105 @@
+//! SPEC R4: a pool is marked clean only by an orderly drop or close — never while a panic
+//! unwinds, never once poisoned — and `close` reports what a drop must swallow.
+
+use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+fn dir() -> tempfile::TempDir {
+    if std::path::Path::new("/dev/shm").is_dir() {
+        tempfile::tempdir_in("/dev/shm").unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    }
+}
+
+fn opts(mode: Mode) -> PoolOptions {
+    PoolOptions::default().mode(mode).initial_size(1 << 20).max_size(16 << 20)
+}
+
+#[test]
+fn r4_a_pool_dropped_during_a_panic_stays_unclean() {
+    let d = dir();
+    let path = d.path().join("p.pool");
+    drop(Pool::create(&path, "t", &opts(Mode::Adr)).unwrap());
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let _pool = Pool::open(&path, Some("t"), &opts(Mode::Adr)).unwrap();
+        panic!("the engine broke mid-write");
+    }));
+    assert!(r.is_err());
+    let p = Pool::open(&path, Some("t"), &opts(Mode::Adr)).unwrap();
+    assert!(!p.was_clean(), "a pool dropped while panicking was marked clean");
+    drop(p);
+    assert!(Pool::open(&path, Some("t"), &opts(Mode::Adr)).unwrap().was_clean());
+}
+
+#[test]
+fn r4_a_poisoned_pool_stays_unclean_and_close_says_so() {
+    let d = dir();
+    for mode in [Mode::Adr, Mode::Eadr, Mode::Msync] {
+        let path = d.path().join(format!("{mode}.pool"));
+        let p = Pool::create(&path, "t", &opts(mode)).unwrap();
+        p.sync().unwrap();
+        assert!(!p.is_poisoned());
+        p.close().unwrap();
+        let p = Pool::open(&path, Some("t"), &opts(mode)).unwrap();
+        assert!(p.was_clean(), "{mode}: close did not mark the pool clean");
+        p.poison();
+        assert!(p.is_poisoned());
+        assert!(matches!(p.close(), Err(PoolError::Poisoned { .. })), "{mode}");
+        let p = Pool::open(&path, Some("t"), &opts(mode)).unwrap();
+        assert!(!p.was_clean(), "{mode}: a poisoned pool was marked clean");
+        p.poison();
+        drop(p);
+        assert!(!Pool::open(&path, Some("t"), &opts(mode)).unwrap().was_clean(), "{mode}: drop after poison");
+    }
+}
+
+#[test]
+fn r2_read_only_pools_never_write_on_poison_or_close() {
+    let d = dir();
+    let path = d.path().join("ro.pool");
+    drop(Pool::create(&path, "t", &opts(Mode::Adr)).unwrap());
+    let before = std::fs::read(&path).unwrap();
+    let p = Pool::open_read_only(&path, Some("t"), &opts(Mode::Adr)).unwrap();
+    p.sync().unwrap();
+    p.close().unwrap();
+    let p = Pool::open_read_only(&path, Some("t"), &opts(Mode::Msync)).unwrap();
+    p.poison();
+    assert!(p.close().is_err());
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let _p = Pool::open_read_only(&path, Some("t"), &opts(Mode::Adr)).unwrap();
+        panic!("unwinding with a read-only pool");
+    }));
+    assert!(std::fs::read(&path).unwrap() == before, "a read-only pool changed the file");
+}
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn fault_hook_fires_at_every_flush_and_fence_of_a_file_pool() {
+    use pmkv_substrate::PointKind;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let d = dir();
+    let path = d.path().join("f.pool");
+    let p = Pool::create(&path, "t", &opts(Mode::Adr)).unwrap();
+    let off = p.take_heap(4096, 64).unwrap();
+    let (flushes, fences) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (fl, fe) = (flushes.clone(), fences.clone());
+    p.set_fault_hook(Box::new(move |pt| {
+        match pt.kind {
+            PointKind::Flush => fl.fetch_add(1, Ordering::SeqCst),
+            PointKind::Fence => fe.fetch_add(1, Ordering::SeqCst),
+        };
+        if pt.index == 5 {
+            panic!("fault at point 5");
+        }
+    }));
+    p.persist_off(off, 64);
+    p.persist_off(off + 64, 64);
+    assert_eq!((flushes.load(Ordering::SeqCst), fences.load(Ordering::SeqCst)), (2, 2));
+    let r = catch_unwind(AssertUnwindSafe(|| p.persist_off(off + 128, 64)));
+    assert!(r.is_err(), "the hook's panic reaches the caller");
+    p.clear_fault_hook();
+    p.persist_off(off, 64);
+    assert_eq!(flushes.load(Ordering::SeqCst), 3);
+}
