@@ -1,21 +1,56 @@
 //! # pmkv — one API over every engine (SPEC U1)
 //!
-//! ```no_run
-//! use pmkv::{Store, Options};
-//! let store = Store::open("/dev/shm/demo.pool", "hart", &Options::default()).unwrap();
-//! store.put(b"hello", b"world").unwrap();
-//! assert_eq!(store.get(b"hello").unwrap().as_deref(), Some(&b"world"[..]));
+//! ```
+//! use pmkv::{KeyRange, Options, Store, WriteBatch};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("demo.pool");
+//! let store = Store::open(&path, "hart", &Options::default())?;
+//! store.put(b"hello", b"world")?;
+//! assert_eq!(store.get(b"hello")?.as_deref(), Some(&b"world"[..]));
+//!
+//! let mut batch = WriteBatch::new();
+//! batch.put("a", "1").put("b", "2").delete("hello");
+//! store.write(&batch)?;
+//!
+//! // A cursor holds no engine lock between steps: writing while iterating is fine.
+//! for record in store.range(&KeyRange::all()) {
+//!     let (key, value) = record?;
+//!     store.put(&[&key[..], b"-seen"].concat(), &value)?;
+//! }
+//! let newest_first: Vec<_> = store.range(&KeyRange::all()).rev().take(2).collect::<Result<_, _>>()?;
+//! assert_eq!(newest_first[0].0, b"b-seen");
+//! store.close()?; // a clean shutdown, with errors reported rather than swallowed
+//! # Ok::<(), pmkv::Error>(())
 //! ```
 //!
-//! Engines live in their own crates and know nothing of this one; this crate adapts each
-//! to the [`Engine`] trait, so front ends (CLI, server, Python, C, benchmarks) are written
-//! once against `dyn Engine`.
+//! The engines know nothing of this crate: each implements `pmkv_core::EngineFactory`
+//! and is listed once in the [`Registry`]. [`Store`] adds what every front end needs on
+//! top of any engine: cursors that hold no lock between steps, callbacks that may call
+//! back into the store, size checks before a batch starts, and panic containment (an
+//! engine panic becomes an `Internal` error, poisons the store and leaves the pool marked
+//! unclean, so the next open recovers). Why this shape: `docs/DESIGN.md`, "API v2".
 
-pub mod engine;
-pub mod error;
-pub mod hart;
-pub mod volatile;
+#![forbid(unsafe_code)]
 
-pub use engine::{Engine, MemoryUsage, Options, ScanRange, Store, ENGINES};
-pub use error::{Error, Result};
+mod cursor;
+mod registry;
+mod store;
+
+pub use cursor::Cursor;
+pub use registry::Registry;
+pub use store::Store;
+
+pub use pmkv_core::{
+    BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, EngineOptions, Error, ErrorKind, KeyRange,
+    MemoryUsage, Options, Param, RecoveryReport, Result, Visitor, WriteBatch,
+};
 pub use pmkv_substrate::{Counters, Latency, Mode};
+
+/// Engine crates compiled into this build, for typed options (e.g.
+/// `pmkv::engines::hart::HartOptions`).
+pub mod engines {
+    #[cfg(feature = "hart")]
+    pub use pmkv_hart as hart;
+    #[cfg(feature = "volatile")]
+    pub use pmkv_volatile as volatile;
+}

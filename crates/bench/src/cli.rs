@@ -1,7 +1,7 @@
 //! What the `pmkv bench` subcommands call; the CLI crate only parses and forwards.
 //!
 //! * [`default_main_job`] — `pmkv bench` with no subcommand: the Dictionary workload,
-//!   insert/search/update/delete, every engine of `pmkv::ENGINES` in `eadr` and `adr`, the
+//!   insert/search/update/delete, every engine of `pmkv::Registry::builtin()` in `eadr` and `adr`, the
 //!   volatile baseline and LMDB (write-map, no-sync), one thread; a table of ns/op and
 //!   persistence counters per operation. About a minute.
 //! * [`run`] — `pmkv bench run`: any workload, engines, modes, latencies and thread counts;
@@ -25,7 +25,7 @@ pub use crate::reproduce::{Paper, ReproduceArgs, Scale};
 /// `pmkv bench run`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Engine to run; repeatable or comma-separated. Default: every engine in pmkv::ENGINES
+    /// Engine to run; repeatable or comma-separated. Default: every engine in pmkv::Registry::builtin()
     /// plus the baselines lmdb-wm-nosync and lmdb-sync.
     #[arg(long = "engine", short = 'e')]
     pub engines: Vec<String>,
@@ -493,7 +493,7 @@ pub fn plot_run(records: &[Record], out: &Path, workload: &str) -> std::result::
     Ok(files)
 }
 
-/// The engines of `pmkv::ENGINES` that use a pool, comma-separated ("none yet" if none).
+/// The engines of `pmkv::Registry::builtin()` that use a pool, comma-separated ("none yet" if none).
 pub fn pool_engine_names() -> String {
     let v: Vec<&str> = engines::pmkv_pool_engines().iter().map(|e| e.name()).collect();
     if v.is_empty() {
@@ -539,8 +539,8 @@ pub fn default_main_job() -> Result<()> {
         tmp.path().parent().map_or("?".into(), |p| p.display().to_string()),
         pmkv_substrate::flush_insn().name()
     );
-    if pmkv::ENGINES.iter().all(|n| *n == engines::VOLATILE) {
-        println!("(pmkv::ENGINES has no persistent engine yet: only the baselines run)");
+    if pmkv::Registry::builtin().names().iter().all(|n| *n == engines::VOLATILE) {
+        println!("(pmkv::Registry::builtin() has no persistent engine yet: only the baselines run)");
     }
     measure::calibrate();
     let mut pg = Progress::new((tg.len() * sets.len()) as u64, false);

@@ -1,4 +1,4 @@
-//! Which engines a benchmark runs: every name in [`pmkv::ENGINES`] (read at run time, so a
+//! Which engines a benchmark runs: every name in [`pmkv::Registry::builtin()`] (read at run time, so a
 //! new engine such as `hart` is picked up with no change here) plus the LMDB baselines.
 
 use crate::baseline::lmdb::{Lmdb, LmdbVariant};
@@ -84,13 +84,11 @@ impl EngineSpec {
     pub fn open(&self, path: &Path, mode: Mode, latency: Latency, create: bool, size_hint: u64) -> pmkv::Result<Store> {
         match self.kind {
             EngineKind::Pmkv(name) => {
-                let opts = Options {
-                    mode,
-                    latency,
-                    create,
-                    initial_size: size_hint.clamp(64 << 20, 8 << 30),
-                    ..Options::default()
-                };
+                let opts = Options::default()
+                    .mode(mode)
+                    .latency(latency)
+                    .create(create)
+                    .initial_size(size_hint.clamp(64 << 20, 8 << 30));
                 Store::open(path, name, &opts)
             }
             EngineKind::Lmdb(v) => Ok(Store::from_engine(Box::new(Lmdb::open(path, v, create)?))),
@@ -116,14 +114,15 @@ pub fn latency_name(l: Latency) -> String {
     }
 }
 
-/// Every engine of `pmkv::ENGINES`, then the LMDB baselines.
+/// Every engine of `pmkv::Registry::builtin()`, then the LMDB baselines.
 pub fn all() -> Vec<EngineSpec> {
-    let mut v: Vec<EngineSpec> = pmkv::ENGINES.iter().map(|&n| EngineSpec { kind: EngineKind::Pmkv(n) }).collect();
+    let mut v: Vec<EngineSpec> =
+        pmkv::Registry::builtin().names().into_iter().map(|n| EngineSpec { kind: EngineKind::Pmkv(n) }).collect();
     v.extend(LmdbVariant::ALL.iter().map(|&l| EngineSpec { kind: EngineKind::Lmdb(l) }));
     v
 }
 
-/// The engines of `pmkv::ENGINES` that use a pool (everything but the volatile baseline).
+/// The engines of `pmkv::Registry::builtin()` that use a pool (everything but the volatile baseline).
 pub fn pmkv_pool_engines() -> Vec<EngineSpec> {
     all().into_iter().filter(|e| e.uses_pool()).collect()
 }

@@ -10,7 +10,7 @@ use crate::report::Record;
 use crate::rng::Rng;
 use crate::workload::mix::{self, Mix, Op, OpKind};
 use crate::workload::{fill_value, KeySet};
-use pmkv::{Engine, Latency, Mode, ScanRange, Store};
+use pmkv::{Direction, Engine, KeyRange, Latency, Mode, Store};
 use std::ops::Bound;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -240,13 +240,9 @@ pub fn mix_run(
                 Op::Update(i) => put(e, keys, i, 1, vs, sc),
                 Op::Delete(i) => e.delete(keys.get(i as usize)),
                 Op::Scan(i, len) => {
-                    let r = ScanRange {
-                        start: Bound::Included(keys.get(i as usize).to_vec()),
-                        end: Bound::Unbounded,
-                        limit: len as usize,
-                    };
+                    let r = KeyRange { start: Bound::Included(keys.get(i as usize).to_vec()), end: Bound::Unbounded };
                     let mut c = 0u64;
-                    e.scan(&r, &mut |_, v| {
+                    e.scan(&r, Direction::Forward, len as usize, &mut |_, v| {
                         c += 1 + v.len() as u64;
                         true
                     })?;
@@ -310,10 +306,9 @@ pub fn range_query(
         let starts: Vec<u64> = (0..reps.max(1)).map(|_| rng.below((n - len + 1) as u64)).collect();
         // Warm-up: one scan, untimed.
         let scan = |&st: &u64, sc: &mut measure::Scratch| -> OpResult {
-            let r =
-                ScanRange { start: Bound::Included(keys.get(st as usize).to_vec()), end: Bound::Unbounded, limit: len };
+            let r = KeyRange { start: Bound::Included(keys.get(st as usize).to_vec()), end: Bound::Unbounded };
             let mut c = 0usize;
-            e.scan(&r, &mut |_, v| {
+            e.scan(&r, Direction::Forward, len, &mut |_, v| {
                 c += 1;
                 sc.sink = sc.sink.wrapping_add(v.len() as u64);
                 true
@@ -396,7 +391,7 @@ pub fn build_recover(s: &Settings, t: &Target, exp: &str, workload: &str, keys: 
         let t2 = Instant::now();
         let store = pool.open(t, false, hint)?;
         let rec_s = t2.elapsed().as_secs_f64();
-        let got = store.len();
+        let got = store.len().map_err(|e| e.to_string())?;
         let mut r = t.record(exp, workload, "recovery", 1, n);
         r.wall_s = rec_s;
         r.ops = n;

@@ -1,7 +1,7 @@
 //! `pmkv bench reproduce <paper>`: the papers' experiments, scaled to this machine.
 //!
 //! **hart** regenerates the experiments behind HART's Figures 4–10 (ICDE'19 paper, §IV) for
-//! every engine in `pmkv::ENGINES` and the baselines, writes one plot per figure (PNG and
+//! every engine in `pmkv::Registry::builtin()` and the baselines, writes one plot per figure (PNG and
 //! SVG), `results.json`, `results.csv`, and `report.md`, which puts each figure beside
 //! what the paper claims and what this run measured.
 //!
@@ -75,7 +75,7 @@ pub struct ReproduceArgs {
     /// Output directory: report.md, results.json, results.csv, figN.png/.svg.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
-    /// Only these engines (repeatable); default every engine in pmkv::ENGINES plus baselines.
+    /// Only these engines (repeatable); default every engine in pmkv::Registry::builtin() plus baselines.
     #[arg(long = "engine", short = 'e')]
     pub engines: Vec<String>,
     #[arg(long, default_value_t = 42)]
@@ -97,11 +97,14 @@ pub fn reproduce(a: &ReproduceArgs) -> Result<()> {
 }
 
 fn not_built(engine: &str, paper: &str, workloads: &str) -> Result<()> {
-    let present = pmkv::ENGINES.contains(&engine);
+    let present = pmkv::Registry::builtin().names().contains(&engine);
     let why = if present {
         format!("the {engine} engine exists, but reproducing {paper}'s figures is not implemented yet")
     } else {
-        format!("the {engine} engine is not built yet (pmkv::ENGINES = {})", pmkv::ENGINES.join(", "))
+        format!(
+            "the {engine} engine is not built yet (pmkv::Registry::builtin() = {})",
+            pmkv::Registry::builtin().names().join(", ")
+        )
     };
     Err(BenchError(format!(
         "reproduce {engine}: {why}; nothing was run. Its workloads already run on the other engines: \
@@ -684,10 +687,10 @@ fn ratios(recs: &[Record], exp: &str, engines: &[EngineSpec], ops: &[&str]) -> S
     let base: Vec<&EngineSpec> = engines.iter().filter(|e| !e.uses_pool()).collect();
     if pool.is_empty() {
         return format!(
-            "No pmkv engine with a pool is in `pmkv::ENGINES` yet ({}), so there is no HART to compare: \
+            "No pmkv engine with a pool is in `pmkv::Registry::builtin()` yet ({}), so there is no HART to compare: \
              the rows above are the baselines alone. Once the `hart` engine lands, this section compares it \
              with each baseline automatically.\n\n",
-            pmkv::ENGINES.join(", ")
+            pmkv::Registry::builtin().names().join(", ")
         );
     }
     let mut s = String::from("Same-run speed ratios (baseline time / engine time; > 1 means the engine is faster), min–max over workloads and latency settings:\n\n");

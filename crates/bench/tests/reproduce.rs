@@ -101,7 +101,7 @@ fn u5_unknown_engine_and_workload_are_errors() {
 #[test]
 fn u5_reproduce_papers_without_engines_say_so() {
     for (paper, name) in [(Paper::Nbtree, "nbtree"), (Paper::Mangosteen, "mangosteen")] {
-        if pmkv::ENGINES.contains(&name) {
+        if pmkv::Registry::builtin().names().contains(&name) {
             continue;
         }
         let out = tempfile::tempdir().unwrap();

@@ -234,6 +234,7 @@ fn pool_kind(e: &PoolError) -> ErrorKind {
         PoolError::ReadOnly { .. } => ErrorKind::ReadOnly,
         PoolError::NeedsRecovery { .. } => ErrorKind::NeedsRecovery,
         PoolError::Full { .. } => ErrorKind::Full,
+        PoolError::Poisoned { .. } => ErrorKind::Poisoned,
         PoolError::Allocator(_) => ErrorKind::Unsupported,
         PoolError::Io { source, .. } => match source.kind() {
             std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => ErrorKind::ReadOnly,

@@ -95,9 +95,8 @@ impl KeyRange {
     pub fn is_empty(&self) -> bool {
         match (&self.start, &self.end) {
             (Bound::Included(s), Bound::Included(e)) => s > e,
-            (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e)) | (Bound::Excluded(s), Bound::Included(e)) => {
-                s >= e
-            }
+            (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
+            | (Bound::Excluded(s), Bound::Included(e)) => s >= e,
             _ => false,
         }
     }

@@ -499,22 +499,30 @@ impl Hart {
         Ok(found)
     }
 
-    /// Visit records with keys in `[start, end]` (per the bounds) in ascending order, until
-    /// `f` returns false or `limit` records were visited (SPEC H8). ARTs are visited in the
-    /// order of the hash-key index, so nothing is sorted at scan time.
+    /// Visit records with keys in `[start, end]` (per the bounds) in ascending order, or
+    /// descending with `reverse`, until `f` returns false or `limit` records were visited
+    /// (SPEC H8). ARTs are visited in the order of the hash-key index (backwards for a
+    /// reverse scan), so nothing is sorted at scan time.
+    ///
+    /// `f` runs while the ART's read lock is held: it must not call into this HART. (The
+    /// `pmkv` API never runs user code here: it copies records out in chunks.)
     pub fn scan(
         &self,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         limit: usize,
+        reverse: bool,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
         let pool = &*self.pool;
         let ks = PmKeys(pool);
-        let start_key: Option<&[u8]> = match start {
-            Bound::Included(s) | Bound::Excluded(s) => Some(s),
-            Bound::Unbounded => None,
-        };
+        fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {
+            match b {
+                Bound::Included(s) | Bound::Excluded(s) => Some(s),
+                Bound::Unbounded => None,
+            }
+        }
+        let (start_key, end_key) = (bound_key(start), bound_key(end));
         let after_start = |k: &[u8]| match start {
             Bound::Included(s) => k >= s,
             Bound::Excluded(s) => k > s,
@@ -525,12 +533,15 @@ impl Hart {
             Bound::Excluded(e) => k < e,
             Bound::Unbounded => true,
         };
-        // First hash key to visit: the smallest one whose keys can be >= start. Keys with
-        // hash key H are >= H, and every key >= start has hash key >= hk(start) unless it
-        // is shorter than k_h, which the packed order handles (see hash_table).
-        let mut cursor = start_key.map(|s| hash_key(s, self.kh)).unwrap_or(0);
-        // A key shorter than k_h that is a prefix of `start` sorts before it: skip is
-        // done by `after_start` below.
+        // First hash key to visit. Packed hash keys order as the key prefixes they hold
+        // (see hash_table), and prefix truncation preserves order: every key >= start has
+        // hash key >= hk(start), and every key <= end has hash key <= hk(end). Keys of the
+        // first and last ART visited that lie outside the bounds are skipped below.
+        let mut cursor = if reverse {
+            end_key.map(|e| hash_key(e, self.kh)).unwrap_or(u64::MAX)
+        } else {
+            start_key.map(|s| hash_key(s, self.kh)).unwrap_or(0)
+        };
         let mut visited = 0usize;
         let mut stop = false;
         let mut err = None;
@@ -538,11 +549,15 @@ impl Hart {
         const SCAN_AHEAD: usize = 16;
         let mut window = std::collections::VecDeque::with_capacity(SCAN_AHEAD + 1);
         while !stop {
-            let Some(hk) = self.table.next_at_or_after(cursor) else { break };
+            let next = if reverse { self.table.prev_at_or_before(cursor) } else { self.table.next_at_or_after(cursor) };
+            let Some(hk) = next else { break };
             let hk_bytes = hash_key_bytes(hk);
-            if let Bound::Included(e) | Bound::Excluded(e) = end {
+            // Every key of this ART begins with `hk_bytes`: past the far bound, so is
+            // every later ART.
+            let far = if reverse { start_key } else { end_key };
+            if let Some(e) = far {
                 let n = hk_bytes.len().min(e.len());
-                if hk_bytes[..n] > e[..n] {
+                if (!reverse && hk_bytes[..n] > e[..n]) || (reverse && hk_bytes[..n] < e[..n]) {
                     break;
                 }
             }
@@ -550,10 +565,12 @@ impl Hart {
                 let art = art.read();
                 let mut visit = |leaf: u64| {
                     ks.with_key(leaf, |k| {
-                        if !after_start(k) {
+                        let (near_ok, far_ok) =
+                            if reverse { (before_end(k), after_start(k)) } else { (after_start(k), before_end(k)) };
+                        if !near_ok {
                             return true;
                         }
-                        if !before_end(k) || visited >= limit {
+                        if !far_ok || visited >= limit {
                             stop = true;
                             return false;
                         }
@@ -573,7 +590,7 @@ impl Hart {
                 // yields it and visit it SCAN_AHEAD leaves later, so that the PM reads
                 // overlap instead of costing a miss each (a 100,000-record scan of 1M Random
                 // keys: 17.4 ms without, 9-10 ms with).
-                let mut go = art.scan(&hk_bytes, start_key, &mut |leaf| {
+                let mut ahead = |leaf: u64| {
                     pool.prefetch(leaf);
                     window.push_back(leaf);
                     if window.len() > SCAN_AHEAD {
@@ -581,7 +598,12 @@ impl Hart {
                     } else {
                         true
                     }
-                });
+                };
+                let mut go = if reverse {
+                    art.scan_rev(&hk_bytes, end_key, &mut ahead)
+                } else {
+                    art.scan(&hk_bytes, start_key, &mut ahead)
+                };
                 while go {
                     let Some(leaf) = window.pop_front() else { break };
                     go = visit(leaf);
@@ -591,27 +613,26 @@ impl Hart {
             if let Some(e) = err {
                 return Err(e);
             }
-            if hk == u64::MAX {
-                break;
+            match (reverse, hk) {
+                (false, u64::MAX) | (true, 0) => break,
+                (false, _) => cursor = hk + 1,
+                (true, _) => cursor = hk - 1,
             }
-            cursor = hk + 1;
         }
         Ok(())
     }
 
-    /// Smallest and largest key (SPEC H8).
-    pub fn min_max(&self) -> Option<(Vec<u8>, Vec<u8>)> {
-        let ks = PmKeys(&self.pool);
-        let mut first_hk = self.table.next_at_or_after(0)?;
-        let min = loop {
-            if let Some(Some(l)) = self.table.with(first_hk, |a| a.read().min()) {
-                break ks.with_key(l, |k| k.to_vec());
-            }
-            first_hk = self.table.next_at_or_after(first_hk.checked_add(1)?)?;
-        };
-        let last_hk = self.table.last()?;
-        let max = self.table.with(last_hk, |a| a.read().max()).flatten().map(|l| ks.with_key(l, |k| k.to_vec()))?;
-        Some((min, max))
+    /// Smallest and largest key (SPEC H8): one forward and one reverse step.
+    pub fn min_max(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let mut ends = [None, None];
+        for (i, reverse) in [false, true].into_iter().enumerate() {
+            self.scan(Bound::Unbounded, Bound::Unbounded, 1, reverse, &mut |k, _| {
+                ends[i] = Some(k.to_vec());
+                false
+            })?;
+        }
+        let [min, max] = ends;
+        Ok(min.zip(max))
     }
 
     /// DRAM and PM use by structure (SPEC H9).
@@ -739,6 +760,20 @@ impl Hart {
         Ok(())
     }
 
-    /// Close: DRAM state is dropped; the pool records a clean shutdown.
-    pub fn close(self) {}
+    /// Make every acknowledged write durable (matters in `msync` mode).
+    pub fn sync(&self) -> Result<()> {
+        Ok(self.pool.sync()?)
+    }
+
+    /// Close: DRAM state is dropped and the pool records a clean shutdown, with failures
+    /// reported (a failed msync, a poisoned pool). If other handles to the pool are still
+    /// alive, the pool closes when the last of them is dropped.
+    pub fn close(self) -> Result<()> {
+        let pool = self.pool.clone();
+        drop(self);
+        match Arc::try_unwrap(pool) {
+            Ok(pool) => Ok(pool.close()?),
+            Err(_) => Ok(()),
+        }
+    }
 }

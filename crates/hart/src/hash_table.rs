@@ -119,6 +119,11 @@ impl HashTable {
         self.ordered.read().range(from..).next().copied()
     }
 
+    /// Largest hash key `<= from` that has an ART.
+    pub fn prev_at_or_before(&self, from: HashKey) -> Option<HashKey> {
+        self.ordered.read().range(..=from).next_back().copied()
+    }
+
     /// Largest hash key that has an ART.
     pub fn last(&self) -> Option<HashKey> {
         self.ordered.read().iter().next_back().copied()

@@ -8,6 +8,7 @@
 
 pub mod art;
 pub mod checker;
+mod engine;
 pub mod error;
 pub mod hart;
 pub mod hash_table;
@@ -15,5 +16,6 @@ pub mod layout;
 pub mod micro_log;
 pub mod recovery;
 
+pub use engine::{hart_options, HartEngine, HartFactory, FACTORY, LAYOUT};
 pub use error::{HartError, Result};
 pub use hart::{Hart, HartOptions, RecoveryReport};

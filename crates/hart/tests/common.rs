@@ -33,7 +33,7 @@ pub fn recover(image: &[u8]) -> Result<Hart, String> {
 pub fn contents(h: &Hart) -> Model {
     let mut m = Model::new();
     let mut last: Option<Vec<u8>> = None;
-    h.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, &mut |k, v| {
+    h.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, v| {
         if let Some(l) = &last {
             assert!(l.as_slice() < k, "scan out of order: {l:?} then {k:?}");
         }

@@ -53,7 +53,7 @@ fn writers_readers_and_scans() {
                         }
                     } else {
                         let mut last: Option<Vec<u8>> = None;
-                        h.scan(Bound::Included(b"aa1"), Bound::Unbounded, 2000, &mut |k, v| {
+                        h.scan(Bound::Included(b"aa1"), Bound::Unbounded, 2000, false, &mut |k, v| {
                             if let Some(l) = &last {
                                 assert!(l.as_slice() < k, "scan not sorted");
                             }

@@ -69,6 +69,7 @@ fn corrupt_leaves_and_values_are_errors() {
         h.put(b"key", b"a value too long to be inline").unwrap();
         let mut leaf = 0;
         h.allocator().for_each_used(LEAF, |l| leaf = l);
+        // SAFETY: the first word of a used leaf, inside the pool.
         let value = unsafe { h.pool().at::<u64>(leaf + LEAF_P_VALUE).read() };
         (leaf, value)
     };

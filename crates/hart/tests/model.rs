@@ -14,7 +14,9 @@ enum Op {
     Put(Vec<u8>, Vec<u8>),
     Del(Vec<u8>),
     Get(Vec<u8>),
-    Scan(Vec<u8>, Vec<u8>, usize),
+    /// Two bound keys, a limit, the bound kinds (0 included, 1 excluded, 2 open; start
+    /// and end) and the direction.
+    Scan(Vec<u8>, Vec<u8>, usize, (u8, u8), bool),
     Crash,
 }
 
@@ -30,7 +32,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (key(), proptest::collection::vec(any::<u8>(), 0..200)).prop_map(|(k, v)| Op::Put(k, v)),
         3 => key().prop_map(Op::Del),
         2 => key().prop_map(Op::Get),
-        1 => (key(), key(), 0usize..20).prop_map(|(a, b, n)| Op::Scan(a, b, n)),
+        2 => (key(), key(), 0usize..20, (0u8..3, 0u8..3), any::<bool>()).prop_map(|(a, b, n, k, r)| Op::Scan(a, b, n, k, r)),
         1 => Just(Op::Crash),
     ]
 }
@@ -46,29 +48,57 @@ fn run(ops: Vec<Op>, kh: usize) {
             }
             Op::Del(k) => assert_eq!(h.delete(&k).unwrap(), m.remove(&k).is_some()),
             Op::Get(k) => assert_eq!(get(&h, &k), m.get(&k).cloned()),
-            Op::Scan(a, b, n) => {
+            Op::Scan(a, b, n, (ks, ke), reverse) => {
                 let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                let bound = |k: u8, key: &[u8]| match k {
+                    0 => Bound::Included(key.to_vec()),
+                    1 => Bound::Excluded(key.to_vec()),
+                    _ => Bound::Unbounded,
+                };
+                let (start, end) = (bound(ks, &lo), bound(ke, &hi));
+                let in_range = |k: &Vec<u8>| {
+                    (match &start {
+                        Bound::Included(s) => k >= s,
+                        Bound::Excluded(s) => k > s,
+                        Bound::Unbounded => true,
+                    }) && (match &end {
+                        Bound::Included(e) => k <= e,
+                        Bound::Excluded(e) => k < e,
+                        Bound::Unbounded => true,
+                    })
+                };
+                let all: Vec<_> = m.iter().filter(|(k, _)| in_range(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let want: Vec<_> = if reverse {
+                    all.iter().rev().take(n).cloned().collect()
+                } else {
+                    all.iter().take(n).cloned().collect()
+                };
                 let mut got = Vec::new();
-                h.scan(Bound::Included(&lo), Bound::Excluded(&hi), n, &mut |k, v| {
+                h.scan(start.as_ref().map(Vec::as_slice), end.as_ref().map(Vec::as_slice), n, reverse, &mut |k, v| {
                     got.push((k.to_vec(), v.to_vec()));
                     true
                 })
                 .unwrap();
-                let want: Vec<_> = m
-                    .range::<Vec<u8>, _>((Bound::Included(&lo), Bound::Excluded(&hi)))
-                    .take(n)
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                assert_eq!(got, want);
+                assert_eq!(got, want, "scan {start:?}..{end:?} limit {n} reverse {reverse}");
                 // The visitor stopping early (after `n / 2 + 1` records) is obeyed exactly.
                 let stop_after = n / 2 + 1;
                 let mut seen = Vec::new();
-                h.scan(Bound::Included(&lo), Bound::Unbounded, usize::MAX, &mut |k, _| {
-                    seen.push(k.to_vec());
-                    seen.len() < stop_after
-                })
+                h.scan(
+                    start.as_ref().map(Vec::as_slice),
+                    end.as_ref().map(Vec::as_slice),
+                    usize::MAX,
+                    reverse,
+                    &mut |k, _| {
+                        seen.push(k.to_vec());
+                        seen.len() < stop_after
+                    },
+                )
                 .unwrap();
-                let want: Vec<_> = m.range::<Vec<u8>, _>(&lo..).take(stop_after).map(|(k, _)| k.clone()).collect();
+                let want: Vec<_> = if reverse {
+                    all.iter().rev().take(stop_after).map(|(k, _)| k.clone()).collect()
+                } else {
+                    all.iter().take(stop_after).map(|(k, _)| k.clone()).collect()
+                };
                 assert_eq!(seen, want);
             }
             Op::Crash => {
@@ -83,7 +113,7 @@ fn run(ops: Vec<Op>, kh: usize) {
         assert_eq!(h.len(), m.len() as u64);
     }
     assert_eq!(contents(&h), m);
-    assert_eq!(h.min_max(), m.keys().next().map(|a| (a.clone(), m.keys().next_back().unwrap().clone())));
+    assert_eq!(h.min_max().unwrap(), m.keys().next().map(|a| (a.clone(), m.keys().next_back().unwrap().clone())));
     h.check().unwrap();
 }
 

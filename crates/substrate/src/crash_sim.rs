@@ -79,6 +79,7 @@ pub struct SimState {
 // SAFETY: `persisted` is a private mapping owned by this state; writes to it happen under
 // `inner`'s lock.
 unsafe impl Send for SimState {}
+// SAFETY: as for Send: shared access goes through `inner`'s lock or atomics.
 unsafe impl Sync for SimState {}
 
 /// One crash point, handed to the hook.
@@ -101,9 +102,14 @@ fn splitmix(state: &mut u64) -> u64 {
 
 /// Read `n` bytes of possibly concurrently written memory word by word (atomic loads keep
 /// the simulator free of data races when several threads run on a simulated pool).
+///
+/// # Safety
+/// `src` must be 8-byte aligned and point to at least `dst.len()` mapped, readable bytes.
 unsafe fn read_words(src: *const u8, dst: &mut [u8]) {
     for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
-        let w = AtomicU64::from_ptr(src.add(i * 8) as *mut u64).load(Ordering::Relaxed);
+        // SAFETY: the caller guarantees `src` holds `dst.len()` readable bytes, 8-aligned
+        // (pool and image bases are page-aligned); an atomic load tolerates racing writers.
+        let w = unsafe { AtomicU64::from_ptr(src.add(i * 8) as *mut u64) }.load(Ordering::Relaxed);
         chunk.copy_from_slice(&w.to_ne_bytes());
     }
 }
@@ -149,7 +155,9 @@ impl SimState {
     /// # Safety
     /// `bytes.len()` must not exceed the grown size.
     pub(crate) unsafe fn load_persisted(&self, bytes: &[u8]) {
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.persisted, bytes.len());
+        // SAFETY: the caller keeps `bytes.len()` within the grown (mapped) size; the image
+        // and the persisted mapping never overlap.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.persisted, bytes.len()) };
     }
 
     /// Install the crash-point hook. With `on_flush`, flushes are crash points too (fences

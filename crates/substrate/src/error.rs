@@ -47,7 +47,9 @@ pub enum PoolError {
     Allocator(String),
     /// The engine panicked (or was told to stop) while the pool was open: it was released
     /// but left marked unclean, so the next open runs crash recovery.
-    #[error("{path}: the pool was poisoned by a failed operation and is left marked unclean (the next open recovers it)")]
+    #[error(
+        "{path}: the pool was poisoned by a failed operation and is left marked unclean (the next open recovers it)"
+    )]
     Poisoned { path: PathBuf },
     #[error("{context}: {source}")]
     Io {

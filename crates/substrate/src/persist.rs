@@ -133,7 +133,8 @@ pub(crate) unsafe fn flush_lines(addr: usize, len: usize) -> u64 {
     let mut line = first;
     let mut n = 0;
     while line < end {
-        flush_one(insn, line);
+        // SAFETY: `line` lies in the mapped range the caller vouches for.
+        unsafe { flush_one(insn, line) };
         line += LINE;
         n += 1;
     }
@@ -146,11 +147,16 @@ unsafe fn flush_one(insn: FlushInsn, line: usize) {
     match insn {
         // The assembler accepts clwb/clflushopt whatever the target features; we only
         // execute them when CPUID says the CPU has them.
-        FlushInsn::Clwb => core::arch::asm!("clwb [{0}]", in(reg) line, options(nostack, preserves_flags)),
-        FlushInsn::Clflushopt => {
+        // The caller guarantees `line` is mapped; each instruction runs only when CPUID
+        // reported it (`flush_insn`); a write-back changes no memory contents.
+        // SAFETY: see above.
+        FlushInsn::Clwb => unsafe { core::arch::asm!("clwb [{0}]", in(reg) line, options(nostack, preserves_flags)) },
+        // SAFETY: see above.
+        FlushInsn::Clflushopt => unsafe {
             core::arch::asm!("clflushopt [{0}]", in(reg) line, options(nostack, preserves_flags))
-        }
-        FlushInsn::Clflush => core::arch::x86_64::_mm_clflush(line as *const u8),
+        },
+        // SAFETY: see above.
+        FlushInsn::Clflush => unsafe { core::arch::x86_64::_mm_clflush(line as *const u8) },
         FlushInsn::Unsupported => {}
     }
     #[cfg(not(target_arch = "x86_64"))]

@@ -127,6 +127,7 @@ pub struct Pool {
 // shared state is behind atomics or mutexes. Concurrent access to the pool's bytes is the
 // engines' responsibility, as with any shared memory.
 unsafe impl Send for Pool {}
+// SAFETY: as for Send: `&Pool` methods synchronise through atomics and mutexes.
 unsafe impl Sync for Pool {}
 
 fn round_up(x: u64, to: u64) -> u64 {
@@ -413,6 +414,7 @@ impl Pool {
         let Backing::File { file, path } = &self.backing else {
             return self.map_anon(from, to);
         };
+        // SAFETY: `from` lies inside the reservation, so the address is in bounds.
         let addr = unsafe { self.base.add(from as usize) } as *mut libc::c_void;
         let len = (to - from) as usize;
         let prot = if self.read_only { libc::PROT_READ } else { libc::PROT_READ | libc::PROT_WRITE };
@@ -432,6 +434,7 @@ impl Pool {
     /// left a hole; if something else already lives there, remember that this pool must
     /// never unmap it.
     fn plug_hole(&self, from: u64, to: u64) {
+        // SAFETY: `from` lies inside the reservation, so the address is in bounds.
         let addr = unsafe { self.base.add(from as usize) } as *mut libc::c_void;
         let len = (to - from) as usize;
         let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | MAP_FIXED_NOREPLACE;
@@ -451,6 +454,7 @@ impl Pool {
     }
 
     pub(crate) fn map_anon(&self, from: u64, to: u64) -> Result<()> {
+        // SAFETY: `from` lies inside the reservation, so the address is in bounds.
         let addr = unsafe { self.base.add(from as usize) } as *mut libc::c_void;
         // SAFETY: inside our reservation.
         let rc = unsafe { libc::mprotect(addr, (to - from) as usize, libc::PROT_READ | libc::PROT_WRITE) };

@@ -319,6 +319,7 @@ fn p7_read_only_open_refuses_a_log_needing_repair() {
         let ep = EpAlloc::create(Arc::new(Pool::create(&path, LAYOUT, &o).unwrap())).unwrap();
         let _ = put(&ep, A, 64, 1);
         let r = ep.pool().root(EPALLOC_ROOT);
+        // SAFETY: `at` is a word of the allocator's root directory, inside the pool.
         let rd = |at: u64| unsafe { ep.pool().at::<u64>(at).read() };
         (0..root::DIR_CAP as u64)
             .map(|i| root::Entry(r + root::DIR_AT + i * root::ENTRY_LEN))

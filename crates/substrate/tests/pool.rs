@@ -170,7 +170,7 @@ fn p1_clean_shutdown_flag() {
     let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
     assert!(pool.was_clean());
     assert!(!Pool::inspect(&path).unwrap().state.clean);
-    pool.close();
+    pool.close().unwrap();
     assert!(Pool::inspect(&path).unwrap().state.clean);
 
     // A handle that is never dropped (as in a process that dies without unwinding) leaves

@@ -10,8 +10,8 @@
 
 use parking_lot::RwLock;
 use pmkv_core::{
-    BatchOp, CheckReport, Direction, Engine, Error, ErrorKind, EngineFactory, EngineInfo, KeyRange, MemoryUsage, Options, Result,
-    Visitor, WriteBatch,
+    BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
+    Options, Result, Visitor, WriteBatch,
 };
 use std::collections::BTreeMap;
 use std::ops::Bound;

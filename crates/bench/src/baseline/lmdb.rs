@@ -13,7 +13,7 @@
 
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
-use pmkv::{Engine, Error, MemoryUsage, Result, ScanRange};
+use pmkv::{CheckReport, Direction, Engine, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage, Result, Visitor};
 use std::path::{Path, PathBuf};
 
 /// Address space reserved for the map (sparse: only pages in use take memory or disk).
@@ -62,16 +62,16 @@ pub struct Lmdb {
 }
 
 fn err(e: heed::Error) -> Error {
-    Error::Other(format!("lmdb: {e}"))
+    Error::new(ErrorKind::Io, format!("lmdb: {e}"))
 }
 
 impl Lmdb {
     /// Open (with `create`, create) the environment in directory `dir`.
     pub fn open(dir: &Path, variant: LmdbVariant, create: bool) -> Result<Lmdb> {
         if create {
-            std::fs::create_dir_all(dir).map_err(|e| Error::Other(format!("{}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", dir.display())))?;
         } else if !dir.join("data.mdb").exists() {
-            return Err(Error::Other(format!("{}: no LMDB environment", dir.display())));
+            return Err(Error::new(ErrorKind::NotFound, format!("{}: no LMDB environment", dir.display())));
         }
         let mut opts = EnvOpenOptions::new();
         opts.map_size(MAP_SIZE).max_readers(512).max_dbs(1);
@@ -99,8 +99,8 @@ impl Lmdb {
 }
 
 impl Engine for Lmdb {
-    fn name(&self) -> &'static str {
-        self.variant.name()
+    fn info(&self) -> EngineInfo {
+        EngineInfo::new(self.variant.name(), self.variant.durability()).persistent(true).limits(511, usize::MAX)
     }
 
     fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
@@ -127,17 +127,30 @@ impl Engine for Lmdb {
         Ok(found)
     }
 
-    fn scan(&self, range: &ScanRange, f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+    fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, f: Visitor<'_>) -> Result<()> {
+        if range.is_empty() {
+            return Ok(());
+        }
         let rtxn = self.env.read_txn().map_err(err)?;
         let bounds = (range.start_bound(), range.end_bound());
-        let iter = self.db.range(&rtxn, &bounds).map_err(err)?;
-        for (n, item) in iter.enumerate() {
-            if n >= range.limit {
-                break;
-            }
+        let mut visit = |item: heed::Result<(&[u8], &[u8])>| -> Result<bool> {
             let (k, v) = item.map_err(err)?;
-            if !f(k, v) {
-                break;
+            Ok(f(k, v))
+        };
+        match dir {
+            Direction::Forward => {
+                for item in self.db.range(&rtxn, &bounds).map_err(err)?.take(limit) {
+                    if !visit(item)? {
+                        break;
+                    }
+                }
+            }
+            Direction::Reverse => {
+                for item in self.db.rev_range(&rtxn, &bounds).map_err(err)?.take(limit) {
+                    if !visit(item)? {
+                        break;
+                    }
+                }
             }
         }
         Ok(())
@@ -151,6 +164,22 @@ impl Engine for Lmdb {
         let pages = self.env.non_free_pages_size().unwrap_or(0);
         MemoryUsage { dram: vec![], pm: vec![("lmdb pages in use (mapped file)".into(), pages)] }
     }
+
+    fn check(&self) -> Result<CheckReport> {
+        let mut r = CheckReport::new(self.variant.name());
+        r.fact("records", self.len());
+        Ok(r)
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.env.force_sync().map_err(err)
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        Ok(())
+    }
+
+    fn poison(&self) {}
 }
 
 #[cfg(test)]
@@ -171,7 +200,7 @@ mod tests {
                 assert!(!e.delete(b"c").unwrap());
                 assert_eq!(e.len(), 2);
                 let mut got = Vec::new();
-                e.scan(&ScanRange::all(), &mut |k, v| {
+                e.scan(&KeyRange::all(), Direction::Forward, usize::MAX, &mut |k, v| {
                     got.push((k.to_vec(), v.to_vec()));
                     true
                 })

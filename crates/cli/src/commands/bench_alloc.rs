@@ -175,6 +175,7 @@ impl Pmdk {
 struct PopPtr(*mut c_void);
 // SAFETY: libpmemobj pools may be used from any thread concurrently.
 unsafe impl Send for PopPtr {}
+// SAFETY: as for Send: libpmemobj's allocation calls are thread-safe.
 unsafe impl Sync for PopPtr {}
 
 impl PopPtr {

@@ -22,7 +22,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> CmdResult {
     let info = Pool::inspect(&a.pool)?;
-    if pmkv::ENGINES.contains(&info.header.layout.as_str()) {
+    if pmkv::Registry::builtin().for_layout(&info.header.layout).is_some() {
         return check_engine(&a);
     }
     // Read-only, so that checking changes nothing; read-write (running the allocator's
@@ -50,19 +50,20 @@ pub fn run(a: Args) -> CmdResult {
 }
 
 /// An engine's pool: open it through the API (which runs the engine's recovery) and run
-/// the engine's checker, which includes the allocator's.
+/// the engine's checker, which includes the allocator's. Problems found are printed, and
+/// make the command fail (exit 2).
 fn check_engine(a: &Args) -> CmdResult {
-    let opts = pmkv::Options { mode: Mode::Adr, latency: Latency::NONE, create: false, ..pmkv::Options::default() };
+    let opts = pmkv::Options::default().mode(Mode::Adr).latency(Latency::NONE).create(false);
     let store = super::kv::open_for_reading(&a.pool, &opts)?;
-    let e = store.engine();
     println!("pool             {}", a.pool.display());
-    println!("engine           {}", e.name());
-    if let Some(r) = e.recovery_info() {
+    println!("engine           {}", store.info().name);
+    if let Some(r) = store.recovery() {
         println!("recovery         {r}");
     }
-    println!("{}", e.check()?);
+    let report = store.check()?;
+    println!("{report}");
     if a.stats {
-        let m = e.memory();
+        let m = store.memory()?;
         for (name, bytes) in &m.dram {
             println!("dram  {bytes:>14}  {name}");
         }
@@ -70,6 +71,9 @@ fn check_engine(a: &Args) -> CmdResult {
             println!("pm    {bytes:>14}  {name}");
         }
         println!("total dram {} B, pm {} B", m.dram_total(), m.pm_total());
+    }
+    if !report.is_ok() {
+        return Err(format!("check found {} problem(s) in {}", report.problems.len(), a.pool.display()).into());
     }
     Ok(Outcome::Ok)
 }

@@ -6,8 +6,7 @@
 
 use super::CmdResult;
 use crate::Outcome;
-use pmkv::{Options, ScanRange, Store};
-use pmkv_substrate::Mode;
+use pmkv::{Direction, ErrorKind, KeyRange, Latency, Mode, Options, Registry, Store};
 use std::io::{BufRead, BufWriter, Write};
 use std::ops::Bound;
 use std::path::PathBuf;
@@ -18,11 +17,21 @@ pub struct OpenArgs {
     /// Persistence mode: adr, eadr, msync or none.
     #[arg(long, default_value = "adr")]
     pub mode: Mode,
+    /// An engine parameter, KEY=VALUE (repeatable); `pmkv engines` lists each engine's.
+    #[arg(long = "param", short = 'p', value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
 }
 
 impl OpenArgs {
-    pub fn options(&self) -> Options {
-        Options { mode: self.mode, create: false, ..Options::default() }
+    /// Library options for an existing pool: the mode, the engine parameters, and the
+    /// emulated latency of `PMKV_LATENCY` (the library itself reads no environment).
+    pub fn options(&self) -> Result<Options, String> {
+        let mut o = Options::default().mode(self.mode).create(false).latency(Latency::from_env());
+        for p in &self.params {
+            let (k, v) = p.split_once('=').ok_or_else(|| format!("--param {p}: expected KEY=VALUE"))?;
+            o = o.param(k.trim(), v.trim());
+        }
+        Ok(o)
     }
 }
 
@@ -38,9 +47,6 @@ pub struct LoadArgs {
     /// Lines are escaped `key<TAB>value` pairs (the `dump` format).
     #[arg(long)]
     pub tsv: bool,
-    /// HART: bytes of the key that select an ART (new pools only).
-    #[arg(long, default_value_t = 2)]
-    pub hash_key_len: usize,
     /// Initial size of a new pool, in MiB.
     #[arg(long, default_value_t = 64)]
     pub initial_mib: u64,
@@ -77,6 +83,9 @@ pub struct ScanArgs {
     /// At most this many records.
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Descending key order (from --to down to --from).
+    #[arg(long)]
+    pub reverse: bool,
     #[command(flatten)]
     pub open: OpenArgs,
 }
@@ -123,19 +132,14 @@ pub fn unescape(s: &str) -> Result<Vec<u8>, String> {
 }
 
 pub fn load(a: LoadArgs) -> CmdResult {
-    let opts = Options {
-        mode: a.open.mode,
-        create: true,
-        hash_key_len: a.hash_key_len,
-        initial_size: a.initial_mib << 20,
-        ..Options::default()
-    };
-    if a.engine == "volatile" {
-        return Err("engine 'volatile' is the DRAM-only baseline: it has no pool, nothing would be stored".into());
+    let opts = a.open.options()?.create(true).initial_size(a.initial_mib << 20);
+    let factory = Registry::builtin().get(&a.engine)?;
+    if !factory.info().persistent {
+        return Err(format!("engine '{}' keeps nothing: it has no pool, nothing would be stored", a.engine).into());
     }
     let input = std::fs::File::open(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
     let total = input.metadata().map(|m| m.len()).unwrap_or(0);
-    let store = Store::open(&a.pool, &a.engine, &opts)?;
+    let store = Store::open_with(factory, &a.pool, &opts)?;
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -170,7 +174,8 @@ pub fn load(a: LoadArgs) -> CmdResult {
         }
     }
     bar.finish_and_clear();
-    eprintln!("loaded {n} records; {} keys in the pool", store.len());
+    eprintln!("loaded {n} records; {} keys in the pool", store.len()?);
+    store.close()?;
     Ok(Outcome::Ok)
 }
 
@@ -179,15 +184,16 @@ pub fn load(a: LoadArgs) -> CmdResult {
 /// cleanly, or its open found something to repair and refused), read-write once, which
 /// runs the engine's crash recovery (and then reads).
 pub fn open_for_reading(pool: &std::path::Path, opts: &Options) -> pmkv::Result<Store> {
-    use pmkv_substrate::PoolError::{NeedsRecovery, ReadOnly};
-    match Store::open_existing(pool, &Options { read_only: true, ..opts.clone() }) {
-        Err(pmkv::Error::Pool(NeedsRecovery { .. } | ReadOnly { .. })) => Store::open_existing(pool, opts),
+    match Store::open_existing(pool, &opts.clone().read_only(true)) {
+        Err(e) if matches!(e.kind(), ErrorKind::NeedsRecovery | ErrorKind::ReadOnly) => {
+            Store::open_existing(pool, &opts.clone().read_only(false))
+        }
         r => r,
     }
 }
 
 pub fn get(a: KeyArgs) -> CmdResult {
-    let store = open_for_reading(&a.pool, &a.open.options())?;
+    let store = open_for_reading(&a.pool, &a.open.options()?)?;
     match store.get(&unescape(&a.key)?)? {
         Some(v) => {
             println!("{}", escape(&v));
@@ -198,27 +204,38 @@ pub fn get(a: KeyArgs) -> CmdResult {
 }
 
 pub fn put(a: PutArgs) -> CmdResult {
-    let store = Store::open_existing(&a.pool, &a.open.options())?;
+    let store = Store::open_existing(&a.pool, &a.open.options()?)?;
     store.put(&unescape(&a.key)?, &unescape(&a.value)?)?;
+    store.close()?;
     Ok(Outcome::Ok)
 }
 
 pub fn del(a: KeyArgs) -> CmdResult {
-    let store = Store::open_existing(&a.pool, &a.open.options())?;
-    Ok(if store.delete(&unescape(&a.key)?)? { Outcome::Ok } else { Outcome::NotFound })
+    let store = Store::open_existing(&a.pool, &a.open.options()?)?;
+    let found = store.delete(&unescape(&a.key)?)?;
+    store.close()?;
+    Ok(if found { Outcome::Ok } else { Outcome::NotFound })
 }
 
-fn print_range(store: &Store, range: &ScanRange) -> CmdResult {
+/// Print `range` as `key<TAB>value` lines. The store's scan runs no output while an
+/// engine lock is held (it copies records out in chunks), so a slow pipe blocks no writer.
+fn print_range(store: &Store, range: &KeyRange, dir: Direction, limit: usize) -> CmdResult {
     let out = std::io::stdout();
     let mut out = BufWriter::new(out.lock());
     let mut err = None;
-    store.engine().scan(range, &mut |k, v| match writeln!(out, "{}\t{}", escape(k), escape(v)) {
-        Ok(()) => true,
-        Err(e) => {
-            err = Some(e);
-            false
-        }
-    })?;
+    let mut left = limit;
+    if left > 0 {
+        store.scan(range, dir, |k, v| match writeln!(out, "{}\t{}", escape(k), escape(v)) {
+            Ok(()) => {
+                left -= 1;
+                left > 0
+            }
+            Err(e) => {
+                err = Some(e);
+                false
+            }
+        })?;
+    }
     match err {
         // A closed pipe (`pmkv dump | head`) is not an error.
         Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
@@ -229,8 +246,8 @@ fn print_range(store: &Store, range: &ScanRange) -> CmdResult {
 }
 
 pub fn scan(a: ScanArgs) -> CmdResult {
-    let store = open_for_reading(&a.pool, &a.open.options())?;
-    let range = ScanRange {
+    let store = open_for_reading(&a.pool, &a.open.options()?)?;
+    let range = KeyRange {
         start: match &a.from {
             Some(k) => Bound::Included(unescape(k)?),
             None => Bound::Unbounded,
@@ -239,14 +256,14 @@ pub fn scan(a: ScanArgs) -> CmdResult {
             Some(k) => Bound::Included(unescape(k)?),
             None => Bound::Unbounded,
         },
-        limit: a.limit.unwrap_or(usize::MAX),
     };
-    print_range(&store, &range)
+    let dir = if a.reverse { Direction::Reverse } else { Direction::Forward };
+    print_range(&store, &range, dir, a.limit.unwrap_or(usize::MAX))
 }
 
 pub fn dump(a: DumpArgs) -> CmdResult {
-    let store = open_for_reading(&a.pool, &a.open.options())?;
-    print_range(&store, &ScanRange::all())
+    let store = open_for_reading(&a.pool, &a.open.options()?)?;
+    print_range(&store, &KeyRange::all(), Direction::Forward, usize::MAX)
 }
 
 #[cfg(test)]

@@ -340,6 +340,59 @@ impl Art {
         }
     }
 
+    /// Visit leaves in descending key order whose keys are `<= end` (if given), stopping
+    /// when `f` returns false: [`Art::scan`] mirrored. A node's own leaf (`term`, the key
+    /// that ends at the node) sorts before its children, so it comes after them here.
+    /// Subtrees entirely above `end` are skipped by their path.
+    pub fn scan_rev(&self, shared: &[u8], end: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
+        if self.root.is_empty() {
+            return true;
+        }
+        let mut path = shared[..self.depth.min(shared.len())].to_vec();
+        Self::scan_rev_at(self.root, &mut path, end, f)
+    }
+
+    fn above_end(path: &[u8], end: Option<&[u8]>) -> bool {
+        // Every key under `path` is > end iff path > end on their common length, or path
+        // extends end (every key under it is then longer than end, hence greater).
+        match end {
+            None => false,
+            Some(e) => {
+                let n = path.len().min(e.len());
+                path[..n] > e[..n] || (path[..n] == e[..n] && path.len() > e.len())
+            }
+        }
+    }
+
+    fn scan_rev_at(c: Slot, path: &mut Vec<u8>, end: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
+        match c.get() {
+            None => true,
+            Some(Ref::Leaf(l)) => f(l),
+            Some(Ref::Node(n)) => {
+                let mark = path.len();
+                path.extend_from_slice(n.prefix());
+                let mut go = true;
+                // Everything under `path` above `end`: skip the node. Otherwise children
+                // (each checked by its own path), then the term, whose key is `path`.
+                if !Self::above_end(path, end) {
+                    go = n.for_each_rev(|b, child| {
+                        path.push(b);
+                        let r = if Self::above_end(path, end) { true } else { Self::scan_rev_at(child, path, end, f) };
+                        path.pop();
+                        r
+                    });
+                    if go && end.is_none_or(|e| path.as_slice() <= e) {
+                        if let Some(t) = n.term() {
+                            go = f(t);
+                        }
+                    }
+                }
+                path.truncate(mark);
+                go
+            }
+        }
+    }
+
     /// Leaf of the smallest key.
     pub fn min(&self) -> Option<u64> {
         let mut c = self.root;

@@ -1,0 +1,163 @@
+//! Every write path under the crash simulator (SPEC P6): at every flush and fence point
+//! of each operation, crash images (persisted only, all dirty lines evicted, a random
+//! half of the lines, torn 8-byte words) are recovered through the factory; the recovered
+//! store must pass `check` (no leak, no unreachable object) and hold a state the
+//! operation allows: before or after it, or for a non-atomic batch any prefix of it.
+
+use crate::util::*;
+use pmkv::{BatchOp, EngineFactory, ErrorKind, Options, Store, WriteBatch};
+use pmkv_substrate::{Eviction, Pool};
+use std::sync::{Arc, Mutex};
+
+fn sim_opts() -> Options {
+    opts().initial_size(1 << 20).max_size(64 << 20)
+}
+
+/// Open a store of `f` on a fresh crash-simulation pool.
+fn sim_store(f: &dyn EngineFactory, layout: &str) -> Store {
+    let pool = Pool::create_sim(layout, &sim_opts().pool_options()).expect("sim pool");
+    Store::from_engine(f.open_pool(Arc::new(pool), &sim_opts()).expect("open on sim pool"))
+}
+
+/// Recover a store of `f` from a crash image and read it, checking it first.
+fn recover(f: &dyn EngineFactory, layout: &str, img: &[u8]) -> Result<Model, String> {
+    let pool = Pool::from_image(img, Some(layout), &sim_opts().pool_options()).map_err(|e| e.to_string())?;
+    let s = Store::from_engine(f.open_pool(Arc::new(pool), &sim_opts()).map_err(|e| e.to_string())?);
+    let c = s.check().map_err(|e| e.to_string())?;
+    if !c.is_ok() {
+        return Err(format!("check after recovery: {c}"));
+    }
+    Ok(contents(&s))
+}
+
+/// Apply `op` to a model.
+fn apply(m: &mut Model, op: &BatchOp) {
+    match op {
+        BatchOp::Put(k, v) => {
+            m.insert(k.clone(), v.clone());
+        }
+        BatchOp::Delete(k) => {
+            m.remove(k);
+        }
+    }
+}
+
+/// Run each batch on a simulated pool, exploring every crash point of each; a batch of
+/// one operation is run as a plain put or delete. Returns the images checked.
+fn explore(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> u64 {
+    let layout = f.layout().expect("persistent engines name their layout");
+    let s = sim_store(f, layout);
+    let sim_pool = s.engine().pool().expect("engine on a pool").clone();
+    let atomic = s.info().atomic_batches;
+    let mut model = Model::new();
+    let images = Arc::new(Mutex::new(0u64));
+    let failures: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    for (i, ops) in batches.iter().enumerate() {
+        // The states a crash may leave.
+        let mut allowed = vec![model.clone()];
+        for op in ops {
+            apply(&mut model, op);
+            if !atomic || ops.len() == 1 {
+                allowed.push(model.clone());
+            }
+        }
+        if atomic && ops.len() > 1 {
+            allowed.push(model.clone());
+        }
+        let (imgs, fails) = (images.clone(), failures.clone());
+        let desc = format!("op {i} {ops:?}");
+        let hook_desc = desc.clone();
+        let fac = f; // factories are statics: the hook may keep the reference
+        sim_pool.sim().expect("sim pool").set_hook(true, move |pt| {
+            for ev in Eviction::standard(pt.index) {
+                let img = pt.image(ev);
+                *imgs.lock().unwrap() += 1;
+                let r = recover(fac, layout, &img).and_then(|got| {
+                    if allowed.contains(&got) {
+                        Ok(())
+                    } else {
+                        Err(format!("state of {} keys is none of the {} allowed", got.len(), allowed.len()))
+                    }
+                });
+                if let Err(e) = r {
+                    let mut fl = fails.lock().unwrap();
+                    if fl.len() < 5 {
+                        fl.push(format!("{hook_desc} at point {} ({:?}, {ev:?}): {e}", pt.index, pt.kind));
+                    }
+                }
+            }
+        });
+        let r = match &ops[..] {
+            [BatchOp::Put(k, v)] => s.put(k, v),
+            [BatchOp::Delete(k)] => s.delete(k).map(|_| ()),
+            _ => s.write(&ops.iter().cloned().collect::<WriteBatch>()),
+        };
+        sim_pool.sim().unwrap().clear_hook();
+        r.unwrap_or_else(|e| panic!("{desc}: {e}"));
+        assert_eq!(contents(&s), model, "{desc}: live state");
+    }
+    let fl = failures.lock().unwrap();
+    assert!(fl.is_empty(), "crash consistency violated:\n{}", fl.join("\n"));
+    // The final state survives a crash right after the last operation.
+    let img = sim_pool.sim().unwrap().image_now(&sim_pool, Eviction::None);
+    assert_eq!(recover(f, layout, &img).unwrap(), model);
+    let n = *images.lock().unwrap();
+    n
+}
+
+fn put(k: &[u8], v: &[u8]) -> Vec<BatchOp> {
+    vec![BatchOp::Put(k.to_vec(), v.to_vec())]
+}
+fn del(k: &[u8]) -> Vec<BatchOp> {
+    vec![BatchOp::Delete(k.to_vec())]
+}
+
+/// Inserts (short and long keys, empty key, small and large values), updates (same size,
+/// smaller, larger), deletes, re-inserts.
+pub fn put_delete_every_crash_point(f: &'static dyn EngineFactory) {
+    if !f.info().persistent {
+        let pool = Arc::new(Pool::create_sim("x", &sim_opts().pool_options()).unwrap());
+        assert_kind(f.open_pool(pool, &sim_opts()).map(|_| ()), ErrorKind::Unsupported);
+        return;
+    }
+    let mut ops = Vec::new();
+    for i in 0..10u32 {
+        ops.push(put(format!("k{i}").as_bytes(), &vec![i as u8; (i as usize * 11) % 40]));
+    }
+    ops.push(put(&[b'L'; 90], b"long key"));
+    ops.push(put(b"", b"empty key"));
+    ops.push(put(&[0], &[0; 300]));
+    for (i, len) in [(1u32, 8usize), (2, 1), (3, 60), (1, 8), (11, 0)] {
+        ops.push(put(format!("k{i}").as_bytes(), &vec![0xa0 + i as u8; len]));
+    }
+    for i in [0u32, 4, 9] {
+        ops.push(del(format!("k{i}").as_bytes()));
+    }
+    ops.push(del(&[b'L'; 90]));
+    ops.push(del(b""));
+    ops.push(put(b"k4", b"back"));
+    let n = explore(f, &ops);
+    assert!(n > 100, "only {n} crash images");
+}
+
+/// Batches: mixed puts and deletes, several keys, one key written twice.
+pub fn batch_every_crash_point(f: &'static dyn EngineFactory) {
+    if !f.info().persistent {
+        return;
+    }
+    let mut batches = Vec::new();
+    let mut b = Vec::new();
+    for i in 0..6u32 {
+        b.push(BatchOp::Put(format!("b{i}").into_bytes(), vec![i as u8; 5 + i as usize * 9]));
+    }
+    batches.push(b);
+    batches.push(vec![
+        BatchOp::Put(b"b1".to_vec(), b"updated".to_vec()),
+        BatchOp::Delete(b"b2".to_vec()),
+        BatchOp::Put(b"b9".to_vec(), vec![9; 100]),
+        BatchOp::Put(b"b1".to_vec(), b"twice".to_vec()),
+        BatchOp::Delete(b"missing".to_vec()),
+    ]);
+    let n = explore(f, &batches);
+    assert!(n > 20, "only {n} crash images");
+}

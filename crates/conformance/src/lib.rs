@@ -1,0 +1,74 @@
+//! # pmkv-conformance — what every engine must do
+//!
+//! One suite, generic over an [`EngineFactory`], run through the public [`pmkv::Store`]
+//! so that it checks what users get: every API call; scans with every bound kind, limit
+//! and direction; cursors stepped from both ends and written to while they run; callbacks
+//! that call back into the store; empty and 0x00 keys, the largest keys and values and
+//! one byte more; batches; reopen; read-only opens; a second open refused; foreign and
+//! damaged files refused without being changed; concurrent readers and writers with
+//! checked results; a panic inside a write leaving the pool unclean so that the next
+//! open recovers; and, for persistent engines, every write path (put, delete, batch)
+//! under the crash simulator (SPEC P6) at every flush and fence point, recovering to the
+//! state before or after the operation (a prefix of a non-atomic batch) with `check`
+//! clean (no leak).
+//!
+//! An engine crate (or this crate's tests) runs it with one line:
+//!
+//! ```ignore
+//! pmkv_conformance::suite!(pmkv_hart::FACTORY);
+//! ```
+//!
+//! which expands to one `#[test]` per case, so failures name the case. Cases that need
+//! persistence check the opposite for an engine that declares none (nothing survives).
+
+#![forbid(unsafe_code)]
+
+pub mod basic;
+pub mod batch;
+pub mod concurrent;
+pub mod crash;
+pub mod files;
+pub mod model;
+pub mod scan;
+pub mod util;
+
+pub use pmkv_core::EngineFactory;
+
+/// Expand to one `#[test]` per conformance case for `$factory` (a `static` implementing
+/// `EngineFactory`). Use inside a module named after the engine.
+#[macro_export]
+macro_rules! suite {
+    ($factory:expr) => {
+        $crate::suite!(@cases $factory;
+            basic::crud_and_len,
+            basic::edge_keys_and_values,
+            basic::size_limits_change_nothing,
+            basic::first_last,
+            basic::unknown_params_refused,
+            basic::sync_and_close,
+            scan::every_bound_kind_limit_and_direction,
+            scan::cursor_from_both_ends,
+            scan::cursor_holds_no_lock,
+            scan::callbacks_may_reenter,
+            batch::batch_applies_in_order,
+            batch::batch_checks_sizes_first,
+            files::reopen_keeps_everything,
+            files::read_only_open_changes_nothing,
+            files::second_open_is_refused,
+            files::foreign_and_damaged_files_are_refused,
+            files::panic_in_write_leaves_pool_unclean,
+            concurrent::readers_and_writers,
+            crash::put_delete_every_crash_point,
+            crash::batch_every_crash_point,
+            model::random_operations_match_a_model
+        );
+    };
+    (@cases $factory:expr; $($module:ident :: $case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::$module::$case(&$factory);
+            }
+        )*
+    };
+}

@@ -1,0 +1,163 @@
+//! HART behind the engine contract of `pmkv-core` (SPEC U1): the factory the `pmkv`
+//! registry lists, typed options ([`HartOptions`]) and their `key=value` form.
+
+use crate::error::HartError;
+use crate::hart::{Hart, HartOptions};
+use crate::layout::{MAX_KEY, MAX_VALUE};
+use pmkv_core::{
+    open_pool_file, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
+    Options, Param, Pool, RecoveryReport, Result, Visitor,
+};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The layout name HART pools carry in their header.
+pub const LAYOUT: &str = "hart";
+
+/// The factory the registry lists.
+pub static FACTORY: HartFactory = HartFactory;
+
+/// Opens HART engines.
+#[derive(Debug, Default)]
+pub struct HartFactory;
+
+const PARAMS: &[Param] = &[
+    Param {
+        name: "hash_key_len",
+        doc: "k_h, bytes of the key that select an ART (0..=7, default 2; fixed when the pool is created)",
+    },
+    Param {
+        name: "paper_updates",
+        doc: "true: every value out of line and every update out of place, exactly as Algorithm 3 (default false)",
+    },
+];
+
+fn info() -> EngineInfo {
+    EngineInfo::new("hart", "HART: hash table of adaptive radix trees in DRAM over PM leaves (Pan et al., IPDPS 2019)")
+        .persistent(true)
+        .atomic_batches(false)
+        .limits(MAX_KEY, MAX_VALUE)
+}
+
+impl From<HartError> for Error {
+    fn from(e: HartError) -> Error {
+        match e {
+            HartError::Pool(p) => p.into(),
+            HartError::KeyTooLarge(len) => Error::key_too_large(len, MAX_KEY),
+            HartError::ValueTooLarge(len) => Error::value_too_large(len, MAX_VALUE),
+            HartError::BadHashKeyLen(_) => Error::with_source(ErrorKind::InvalidArgument, e),
+            HartError::Corrupt(_) => Error::with_source(ErrorKind::Corrupt, e),
+        }
+    }
+}
+
+/// The options `opts` give HART: the typed [`HartOptions`] if attached, then any
+/// `key=value` parameters on top.
+pub fn hart_options(opts: &Options) -> Result<HartOptions> {
+    let mut h = opts.engine_options::<HartOptions>().copied().unwrap_or_default();
+    for (k, v) in opts.params() {
+        let bad = || Error::invalid(format!("hart parameter {k}={v}: not a valid value"));
+        match k.as_str() {
+            "hash_key_len" => h.hash_key_len = v.parse().map_err(|_| bad())?,
+            "paper_updates" => h.paper_updates = v.parse().map_err(|_| bad())?,
+            _ => {}
+        }
+    }
+    Ok(h)
+}
+
+impl EngineFactory for HartFactory {
+    fn info(&self) -> EngineInfo {
+        info()
+    }
+    fn layout(&self) -> Option<&'static str> {
+        Some(LAYOUT)
+    }
+    fn params(&self) -> &'static [Param] {
+        PARAMS
+    }
+    fn open(&self, path: &Path, opts: &Options) -> Result<Box<dyn Engine>> {
+        self.check_params(opts)?;
+        let h = hart_options(opts)?;
+        let pool = open_pool_file(path, LAYOUT, opts)?;
+        Ok(Box::new(HartEngine(Hart::open(Arc::new(pool), h)?)))
+    }
+    fn open_pool(&self, pool: Arc<Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
+        self.check_params(opts)?;
+        Ok(Box::new(HartEngine(Hart::open(pool, hart_options(opts)?)?)))
+    }
+}
+
+/// An open HART as an [`Engine`].
+pub struct HartEngine(pub Hart);
+
+impl Engine for HartEngine {
+    fn info(&self) -> EngineInfo {
+        info()
+    }
+    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        Ok(self.0.get_with(key, f)?)
+    }
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.0.put(key, value)?)
+    }
+    fn delete(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.0.delete(key)?)
+    }
+    fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
+        if range.is_empty() {
+            return Ok(());
+        }
+        Ok(self.0.scan(range.start_bound(), range.end_bound(), limit, dir == Direction::Reverse, visit)?)
+    }
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn memory(&self) -> MemoryUsage {
+        let (dram, pm) = self.0.memory();
+        MemoryUsage { dram, pm }
+    }
+    fn check(&self) -> Result<CheckReport> {
+        let mut r = CheckReport::new("hart");
+        match self.0.check() {
+            Ok(summary) => {
+                r.fact("summary", summary);
+            }
+            Err(HartError::Corrupt(problems)) => {
+                for p in problems.lines() {
+                    r.problem(p);
+                }
+            }
+            Err(HartError::Pool(e @ pmkv_substrate::PoolError::CorruptAllocator(_))) => {
+                r.problem(e.to_string());
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(r)
+    }
+    fn recovery(&self) -> Option<RecoveryReport> {
+        let h = self.0.recovery_report();
+        let mut r = RecoveryReport::new("hart");
+        r.clean_shutdown = h.clean;
+        r.records = h.leaves;
+        r.rolled_forward = h.updates_redone;
+        r.rolled_back = h.updates_rolled_back;
+        r.orphans_freed = h.orphans_freed;
+        r.duration = Duration::from_micros(h.micros as u64);
+        r.details.push(("arts".into(), h.arts.to_string()));
+        Some(r)
+    }
+    fn sync(&self) -> Result<()> {
+        Ok(self.0.sync()?)
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        Ok(self.0.close()?)
+    }
+    fn poison(&self) {
+        self.0.pool().poison();
+    }
+    fn pool(&self) -> Option<&Arc<Pool>> {
+        Some(self.0.pool())
+    }
+}
