@@ -124,11 +124,6 @@ impl HashTable {
         self.ordered.read().range(..=from).next_back().copied()
     }
 
-    /// Largest hash key that has an ART.
-    pub fn last(&self) -> Option<HashKey> {
-        self.ordered.read().iter().next_back().copied()
-    }
-
     /// Number of ARTs.
     pub fn arts(&self) -> usize {
         self.ordered.read().len()

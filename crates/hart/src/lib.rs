@@ -6,16 +6,21 @@
 //! values in PM allocated by EPallocator ([`layout`]), an update micro-log
 //! ([`micro_log`]), and recovery from the leaf chunk list ([`recovery`]).
 
-pub mod art;
-pub mod checker;
+// Internals are crate-private: the ART node code hands out raw node handles and slices
+// whose validity rests on the crate's own locking (a node is freed only under its ART's
+// write lock), and the micro-log and hash table write PM at offsets they are given. Only
+// the operations on `Hart`, its options and reports, the engine factory and the on-PM
+// layout constants (documentation of the format, no code that touches memory) are public.
+pub(crate) mod art;
+mod checker;
 mod engine;
 pub mod error;
-pub mod hart;
-pub mod hash_table;
+mod hart;
+pub(crate) mod hash_table;
 pub mod layout;
-pub mod micro_log;
-pub mod recovery;
+pub(crate) mod micro_log;
+mod recovery;
 
 pub use engine::{hart_options, HartEngine, HartFactory, FACTORY, LAYOUT};
 pub use error::{HartError, Result};
-pub use hart::{Hart, HartOptions, RecoveryReport};
+pub use hart::{ByStructure, Hart, HartOptions, RecoveryReport};

@@ -705,8 +705,10 @@ impl Pool {
     // ----- persistence (P3, P4, P5, P6) -----------------------------------------------------
 
     /// Write back the cache lines of `[p, p+len)` (no ordering until [`Pool::fence`]).
+    /// Crate-private: a pointer is not checked against the mapping (flushing an unmapped
+    /// address faults); engines use [`Pool::flush_off`], which is.
     #[inline]
-    pub fn flush<T>(&self, p: *const T, len: usize) {
+    pub(crate) fn flush<T>(&self, p: *const T, len: usize) {
         let addr = p as usize;
         match self.mode {
             Mode::Adr => {
@@ -749,10 +751,23 @@ impl Pool {
         };
     }
 
-    /// Flush by offset.
+    /// Write back the cache lines of `[off, off+len)` of the pool (no ordering until
+    /// [`Pool::fence`]).
+    ///
+    /// # Panics
+    /// If the range is not inside the mapped pool: that is a bug of the caller (an engine
+    /// flushing past its object), and flushing an unmapped address would fault. The `pmkv`
+    /// API turns the panic into an error and leaves the pool marked unclean.
     #[inline]
     pub fn flush_off(&self, off: u64, len: usize) {
+        self.check_range(off, len);
         self.flush(self.at::<u8>(off), len)
+    }
+
+    #[inline]
+    fn check_range(&self, off: u64, len: usize) {
+        let in_pool = off.checked_add(len as u64).is_some_and(|e| e <= self.size());
+        assert!(in_pool, "flush of [{off:#x}, +{len}) outside the pool's {} mapped bytes", self.size());
     }
 
     /// Order all earlier flushes before any later store (the durability point).
@@ -776,17 +791,22 @@ impl Pool {
         self.fault.fire(crate::crash_sim::PointKind::Fence);
     }
 
-    /// Flush then fence: `[p, p+len)` is durable when this returns.
+    /// Flush then fence: `[p, p+len)` is durable when this returns (crate-private, as
+    /// [`Pool::flush`]).
     #[inline]
-    pub fn persist<T>(&self, p: *const T, len: usize) {
+    pub(crate) fn persist<T>(&self, p: *const T, len: usize) {
         self.flush(p, len);
         self.fence();
     }
 
-    /// Persist by offset.
+    /// Flush then fence `[off, off+len)`: durable when this returns.
+    ///
+    /// # Panics
+    /// As [`Pool::flush_off`], if the range is not inside the mapped pool.
     #[inline]
     pub fn persist_off(&self, off: u64, len: usize) {
-        self.persist(self.at::<u8>(off), len)
+        self.flush_off(off, len);
+        self.fence();
     }
 
     /// Engines report each PM line they read (P4) so counters and read-latency

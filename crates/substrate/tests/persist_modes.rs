@@ -48,13 +48,13 @@ fn workload(pool: &Pool, area: u64) {
     for i in 0..10u64 {
         let off = area + 4096 + 40 + 256 * i;
         fill(pool, off, 100, 100 + i as u8);
-        pool.persist(pool.at::<u8>(off), 100);
+        pool.persist_off(off, 100);
     }
     // 65 lines flushed by two flushes, one fence for both.
     fill(pool, area + 8192, 4096, 7);
     fill(pool, area + 16384, 64, 9);
     pool.flush_off(area + 8192, 4096);
-    pool.flush(pool.at::<u8>(area + 16384), 64);
+    pool.flush_off(area + 16384, 64);
     pool.flush_off(area + 16384, 0);
     pool.fence();
     pool.note_read(WL_READS);

@@ -93,7 +93,7 @@ fn persist(a: PersistArgs) -> CmdResult {
                 let p = pool.at::<u8>(off);
                 // SAFETY: [off, off+sz) lies inside the 4 MiB pool.
                 unsafe { std::ptr::write_bytes(p, (i & 0xff) as u8, sz) };
-                pool.persist(p, sz);
+                pool.persist_off(off, sz);
             }
             let ns = t.elapsed().as_nanos() as f64 / iters as f64;
             let c = counters::snapshot().since(&c0);

@@ -393,7 +393,8 @@ impl Art {
         }
     }
 
-    /// Leaf of the smallest key.
+    /// Leaf of the smallest key (tests: checks the tree's order against a model).
+    #[cfg(test)]
     pub fn min(&self) -> Option<u64> {
         let mut c = self.root;
         loop {
@@ -409,7 +410,8 @@ impl Art {
         }
     }
 
-    /// Leaf of the largest key.
+    /// Leaf of the largest key (tests).
+    #[cfg(test)]
     pub fn max(&self) -> Option<u64> {
         let mut c = self.root;
         loop {

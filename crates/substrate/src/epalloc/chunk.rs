@@ -82,8 +82,17 @@ impl HeaderWord {
 
 /// The 8-byte PM word at `off` as an atomic. `off` must be 8-aligned and inside the pool.
 #[inline]
+///
+/// # Panics
+/// If `off` is not 8-aligned or not inside the mapped pool (a corrupt link or an engine
+/// bug): a reference to memory outside the mapping would be undefined behaviour, so this
+/// is checked in release builds too. The `pmkv` API turns the panic into an error.
 pub(crate) fn word(pool: &Pool, off: u64) -> &AtomicU64 {
-    debug_assert!(off.is_multiple_of(8));
+    assert!(
+        off.is_multiple_of(8) && off.checked_add(8).is_some_and(|e| e <= pool.size()),
+        "allocator word at {off:#x} is misaligned or outside the pool's {} bytes",
+        pool.size()
+    );
     // SAFETY: the pool mapping is valid, 8-aligned here, and lives as long as `pool`;
     // all shared PM words the allocator updates are accessed atomically.
     unsafe { AtomicU64::from_ptr(pool.at::<u64>(off)) }

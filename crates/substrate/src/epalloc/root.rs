@@ -118,7 +118,7 @@ impl Root {
 
     /// Format a root block at `at` (mapped, above the heap top, so nothing refers to it
     /// yet) and persist it.
-    pub fn format(pool: &Pool, at: u64) -> Root {
+    pub(crate) fn format(pool: &Pool, at: u64) -> Root {
         let heap_start = at + ROOT_SIZE;
         // SAFETY: the caller mapped `[at, at + ROOT_SIZE)`; nobody else uses it yet.
         let b = unsafe { std::slice::from_raw_parts_mut(pool.at::<u8>(at), ROOT_SIZE as usize) };
