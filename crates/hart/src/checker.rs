@@ -5,9 +5,10 @@
 
 use crate::art::KeySource;
 use crate::error::{HartError, Result};
-use crate::hart::{read_u32, read_u64, Hart, PmKeys};
-use crate::hash_table::hash_key;
+use crate::hart::Hart;
+use crate::hash_table::{hash_key, hash_key_bytes, HashKey};
 use crate::layout::*;
+use crate::pm::{read_u32, read_u64, PmKeys};
 use std::collections::HashSet;
 
 impl Hart {
@@ -109,5 +110,19 @@ impl Hart {
             self.table.arts(),
             keys.len()
         ))
+    }
+}
+
+impl Hart {
+    /// Run `f` for every used leaf of every ART, with its hash key (for the checker).
+    pub(crate) fn for_each_tree_leaf(&self, f: &mut dyn FnMut(HashKey, u64)) {
+        self.table.for_each(|hk, a| {
+            let a = a.read();
+            let b = hash_key_bytes(hk);
+            a.scan(&b, None, &mut |l| {
+                f(hk, l);
+                true
+            });
+        });
     }
 }

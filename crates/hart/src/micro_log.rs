@@ -40,7 +40,7 @@ fn mix(log: &UpdateLog, crc: u32) -> u32 {
 
 /// CRC-32 of a value object's used bytes (header + data).
 pub fn value_crc(pool: &Pool, value: u64) -> Option<u32> {
-    let len = crate::hart::read_u32(pool, value) as usize;
+    let len = crate::pm::read_u32(pool, value) as usize;
     if len > crate::layout::MAX_VALUE || !pool.contains(value, (crate::layout::VALUE_HDR + len) as u64) {
         return None;
     }

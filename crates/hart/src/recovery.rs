@@ -17,10 +17,13 @@
 //! freed. It costs one sort of 8 bytes per key, and never runs after a clean shutdown,
 //! when no operation was in flight.
 
+use crate::art::KeySource;
 use crate::error::{HartError, Result};
-use crate::hart::{read_u32, read_u64, Hart, RecoveryReport};
+use crate::hart::{Hart, RecoveryReport};
+use crate::hash_table::hash_key;
 use crate::layout::*;
 use crate::micro_log;
+use crate::pm::{read_u32, read_u64, PmKeys};
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::Pool;
 use std::sync::Arc;
@@ -141,7 +144,7 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Hart> {
             err = Some(corrupt(format!("used leaf {leaf:#x} has an invalid key or value offset")));
             return;
         }
-        let prefix = crate::hart::PmKeys(&pool).with_key_prefix(leaf);
+        let prefix = PmKeys(&pool).with_key_prefix(leaf);
         leaves.push((prefix, leaf));
         if !clean {
             let flags = read_u32(&pool, leaf + LEAF_FLAGS);
@@ -181,4 +184,84 @@ fn sweep(hart: &Hart, ty: pmkv_substrate::epalloc::TypeId, mut marked: Vec<u64>)
         hart.alloc.free(o);
     }
     orphans.len() as u64
+}
+
+impl Hart {
+    /// Insert existing used leaves into the DRAM structures (recovery, Algorithm 7 line 6).
+    ///
+    /// `leaves` holds (first 8 key bytes big-endian, leaf offset) pairs. They are sorted by
+    /// key prefix first, so consecutive insertions walk the same ART paths (cache-hot)
+    /// and take each ART's lock once per run of equal hash keys; large recoveries are
+    /// split at hash-key boundaries over the available cores, since different ARTs are
+    /// independent. The paper inserts leaves in chunk order, one lock each.
+    pub(crate) fn insert_recovered(&self, mut leaves: Vec<(u64, u64)>) -> Result<()> {
+        leaves.sort_unstable();
+        // `PMKV_RECOVERY_THREADS` overrides the core count (1 = the paper's serial recovery).
+        let threads = std::env::var("PMKV_RECOVERY_THREADS")
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .clamp(1, 8);
+        if threads < 2 || leaves.len() < 200_000 {
+            return self.insert_sorted(&leaves);
+        }
+        // Cut points where the 8-byte prefix's hash key changes, near equal shares.
+        let mut parts = Vec::new();
+        let mut from = 0;
+        for t in 1..threads {
+            let mut at = (leaves.len() * t / threads).max(from);
+            let hk = |i: usize| hash_key(&leaves[i].0.to_be_bytes(), self.kh.min(8));
+            while at < leaves.len() && at > 0 && hk(at) == hk(at - 1) {
+                at += 1;
+            }
+            parts.push(&leaves[from..at]);
+            from = at;
+        }
+        parts.push(&leaves[from..]);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = parts.into_iter().map(|p| s.spawn(move || self.insert_sorted(p))).collect();
+            handles.into_iter().try_for_each(|h| {
+                h.join().unwrap_or_else(|_| Err(HartError::Corrupt("recovery thread panicked".into())))
+            })
+        })
+    }
+
+    fn insert_sorted(&self, leaves: &[(u64, u64)]) -> Result<()> {
+        /// How far ahead recovery prefetches leaves (about the misses one insert overlaps).
+        const PREFETCH_AHEAD: usize = 8;
+        let ks = PmKeys(&self.pool);
+        let mut i = 0;
+        while i < leaves.len() {
+            let (hk, depth) = ks.with_key(leaves[i].1, |k| (hash_key(k, self.kh), k.len().min(self.kh)));
+            i = self.table.with_or_create(hk, depth, |art| {
+                let mut art = art.write();
+                let mut j = i;
+                while j < leaves.len() {
+                    let leaf = leaves[j].1;
+                    // Leaves sorted by key lie at random places in the pool: fetch the line
+                    // of a leaf a few steps ahead while this one is inserted.
+                    if let Some(&(_, ahead)) = leaves.get(j + PREFETCH_AHEAD) {
+                        self.pool.prefetch(ahead);
+                    }
+                    let r = ks.with_key(leaf, |key| {
+                        if hash_key(key, self.kh) != hk {
+                            return Ok(false);
+                        }
+                        match art.insert(key, leaf, &ks) {
+                            Ok(()) => Ok(true),
+                            Err(other) => Err(HartError::Corrupt(format!(
+                                "two used leaves ({other:#x} and {leaf:#x}) hold the same key"
+                            ))),
+                        }
+                    })?;
+                    if !r {
+                        break;
+                    }
+                    j += 1;
+                }
+                Ok::<usize, HartError>(j)
+            })?;
+        }
+        Ok(())
+    }
 }

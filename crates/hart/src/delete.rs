@@ -1,0 +1,49 @@
+//! Delete (Algorithm 5), and freeing an ART that became empty (SPEC H6).
+
+use crate::error::Result;
+use crate::hart::Hart;
+use crate::hash_table::hash_key;
+use crate::layout::*;
+use crate::pm::{read_u32, read_u64, PmKeys};
+
+impl Hart {
+    /// Delete (Algorithm 5). Returns whether the key was present.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        if key.len() > MAX_KEY {
+            return Ok(false);
+        }
+        self.pool.check_writable()?;
+        let hk = hash_key(key, self.kh);
+        let pool = &*self.pool;
+        let (found, now_empty) = self
+            .table
+            .with(hk, |art| {
+                let mut art = art.write();
+                // Line 9: out of the DRAM tree first.
+                let Some(leaf) = art.remove(key, &PmKeys(pool)) else { return (false, false) };
+                let v = read_u64(pool, leaf + LEAF_P_VALUE);
+                let flags = read_u32(pool, leaf + LEAF_FLAGS);
+                let v = if inline_len(flags).is_some() { 0 } else { v };
+                let kobj = if flags & FLAG_KEY_OUT != 0 { read_u64(pool, leaf + LEAF_KEY) } else { 0 };
+                // Lines 11–14: leaf bit first (fence 1), then the value bit — flushed but
+                // not fenced: until this thread's next fence a crash may leave the value
+                // used and named by no leaf, an orphan recovery's sweep frees (the paper
+                // fences it: 2 fences). The other order could resurrect the key with a
+                // value slot that another writer has reused meanwhile.
+                self.alloc.free(leaf);
+                if v != 0 {
+                    self.alloc.free_unfenced(v);
+                }
+                if kobj != 0 {
+                    self.alloc.free_unfenced(kobj);
+                }
+                (true, art.is_empty())
+            })
+            .unwrap_or((false, false));
+        // Lines 15–16: free the ART if it became empty (SPEC H6).
+        if now_empty {
+            self.table.remove_if_empty(hk);
+        }
+        Ok(found)
+    }
+}

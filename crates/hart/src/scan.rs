@@ -1,0 +1,146 @@
+//! Ordered scans, both directions (SPEC H8).
+
+use crate::art::KeySource;
+use crate::error::Result;
+use crate::hart::Hart;
+use crate::hash_table::{hash_key, hash_key_bytes};
+use crate::pm::PmKeys;
+use std::ops::Bound;
+
+impl Hart {
+    /// Visit records with keys in `[start, end]` (per the bounds) in ascending order, or
+    /// descending with `reverse`, until `f` returns false or `limit` records were visited
+    /// (SPEC H8). ARTs are visited in the order of the hash-key index (backwards for a
+    /// reverse scan), so nothing is sorted at scan time.
+    ///
+    /// `f` runs while the ART's read lock is held: it must not call into this HART. (The
+    /// `pmkv` API never runs user code here: it copies records out in chunks.)
+    pub fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let pool = &*self.pool;
+        let ks = PmKeys(pool);
+        fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {
+            match b {
+                Bound::Included(s) | Bound::Excluded(s) => Some(s),
+                Bound::Unbounded => None,
+            }
+        }
+        let (start_key, end_key) = (bound_key(start), bound_key(end));
+        let after_start = |k: &[u8]| match start {
+            Bound::Included(s) => k >= s,
+            Bound::Excluded(s) => k > s,
+            Bound::Unbounded => true,
+        };
+        let before_end = |k: &[u8]| match end {
+            Bound::Included(e) => k <= e,
+            Bound::Excluded(e) => k < e,
+            Bound::Unbounded => true,
+        };
+        // First hash key to visit. Packed hash keys order as the key prefixes they hold
+        // (see hash_table), and prefix truncation preserves order: every key >= start has
+        // hash key >= hk(start), and every key <= end has hash key <= hk(end). Keys of the
+        // first and last ART visited that lie outside the bounds are skipped below.
+        let mut cursor = if reverse {
+            end_key.map(|e| hash_key(e, self.kh)).unwrap_or(u64::MAX)
+        } else {
+            start_key.map(|s| hash_key(s, self.kh)).unwrap_or(0)
+        };
+        let mut visited = 0usize;
+        let mut stop = false;
+        let mut err = None;
+        /// Leaves between the tree walk and the visit (see the prefetch below).
+        const SCAN_AHEAD: usize = 16;
+        let mut window = std::collections::VecDeque::with_capacity(SCAN_AHEAD + 1);
+        while !stop {
+            let next = if reverse { self.table.prev_at_or_before(cursor) } else { self.table.next_at_or_after(cursor) };
+            let Some(hk) = next else { break };
+            let hk_bytes = hash_key_bytes(hk);
+            // Every key of this ART begins with `hk_bytes`: past the far bound, so is
+            // every later ART.
+            let far = if reverse { start_key } else { end_key };
+            if let Some(e) = far {
+                let n = hk_bytes.len().min(e.len());
+                if (!reverse && hk_bytes[..n] > e[..n]) || (reverse && hk_bytes[..n] < e[..n]) {
+                    break;
+                }
+            }
+            self.table.with(hk, |art| {
+                let art = art.read();
+                let mut visit = |leaf: u64| {
+                    ks.with_key(leaf, |k| {
+                        let (near_ok, far_ok) =
+                            if reverse { (before_end(k), after_start(k)) } else { (after_start(k), before_end(k)) };
+                        if !near_ok {
+                            return true;
+                        }
+                        if !far_ok || visited >= limit {
+                            stop = true;
+                            return false;
+                        }
+                        let mut go = true;
+                        if let Err(e) = self.read_value(leaf, &mut |v| go = f(k, v)) {
+                            err = Some(e);
+                            go = false;
+                        }
+                        visited += 1;
+                        if !go {
+                            stop = true;
+                        }
+                        go
+                    })
+                };
+                // Leaves in key order lie anywhere in the pool: prefetch each as the tree
+                // yields it and visit it SCAN_AHEAD leaves later, so that the PM reads
+                // overlap instead of costing a miss each (a 100,000-record scan of 1M Random
+                // keys: 17.4 ms without, 9-10 ms with).
+                let mut ahead = |leaf: u64| {
+                    pool.prefetch(leaf);
+                    window.push_back(leaf);
+                    if window.len() > SCAN_AHEAD {
+                        visit(window.pop_front().expect("non-empty window"))
+                    } else {
+                        true
+                    }
+                };
+                let mut go = if reverse {
+                    art.scan_rev(&hk_bytes, end_key, &mut ahead)
+                } else {
+                    art.scan(&hk_bytes, start_key, &mut ahead)
+                };
+                while go {
+                    let Some(leaf) = window.pop_front() else { break };
+                    go = visit(leaf);
+                }
+                window.clear();
+            });
+            if let Some(e) = err {
+                return Err(e);
+            }
+            match (reverse, hk) {
+                (false, u64::MAX) | (true, 0) => break,
+                (false, _) => cursor = hk + 1,
+                (true, _) => cursor = hk - 1,
+            }
+        }
+        Ok(())
+    }
+
+    /// Smallest and largest key (SPEC H8): one forward and one reverse step.
+    pub fn min_max(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let mut ends = [None, None];
+        for (i, reverse) in [false, true].into_iter().enumerate() {
+            self.scan(Bound::Unbounded, Bound::Unbounded, 1, reverse, &mut |k, _| {
+                ends[i] = Some(k.to_vec());
+                false
+            })?;
+        }
+        let [min, max] = ends;
+        Ok(min.zip(max))
+    }
+}

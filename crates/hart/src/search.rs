@@ -1,0 +1,28 @@
+//! Search (Algorithm 4).
+
+use crate::error::Result;
+use crate::hart::Hart;
+use crate::hash_table::hash_key;
+use crate::layout::*;
+use crate::pm::PmKeys;
+
+impl Hart {
+    /// Search (Algorithm 4): call `f` with the value of `key`.
+    pub fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        if key.len() > MAX_KEY {
+            return Ok(false);
+        }
+        let hk = hash_key(key, self.kh);
+        let ks = PmKeys(&self.pool);
+        let found = self.table.with(hk, |art| {
+            let art = art.read();
+            // Algorithm 4 lines 9–10 check the leaf bit: under the per-ART lock a leaf in
+            // the tree is always used (writers publish it before releasing the lock), so
+            // the check is needed only in recovery and in `check`.
+            let Some(leaf) = art.get(key, &ks) else { return Ok(false) };
+            self.read_value(leaf, f)?;
+            Ok(true)
+        });
+        found.unwrap_or(Ok(false))
+    }
+}
