@@ -1,0 +1,176 @@
+//! Persistence (SPEC P3–P6): flush and fence dispatched by mode, with the counters (P4),
+//! latency emulation (P5) and crash-simulator and fault hooks (P6) on the way; `msync`
+//! mode batches the pages a thread flushed until its next fence.
+
+use super::*;
+
+thread_local! {
+    static MSYNC_PENDING: RefCell<Vec<(usize, usize)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `msync(MS_SYNC)` the pages this thread flushed since its last fence.
+pub(super) fn msync_pending() {
+    MSYNC_PENDING.with(|v| {
+        let mut v = v.borrow_mut();
+        if v.is_empty() {
+            return;
+        }
+        let mut pages: Vec<(usize, usize)> =
+            v.drain(..).map(|(a, l)| (a & !(PAGE as usize - 1), round_up((a + l) as u64, PAGE) as usize)).collect();
+        pages.sort_unstable();
+        let mut i = 0;
+        while i < pages.len() {
+            let (start, mut end) = pages[i];
+            let mut j = i + 1;
+            while j < pages.len() && pages[j].0 <= end {
+                end = end.max(pages[j].1);
+                j += 1;
+            }
+            // SAFETY: page-aligned range of a live shared mapping.
+            unsafe { libc::msync(start as *mut libc::c_void, end - start, libc::MS_SYNC) };
+            i = j;
+        }
+    });
+}
+
+impl Pool {
+    /// Write back the cache lines of `[p, p+len)` (no ordering until [`Pool::fence`]).
+    /// Crate-private: a pointer is not checked against the mapping (flushing an unmapped
+    /// address faults); engines use [`Pool::flush_off`], which is.
+    #[inline]
+    pub(crate) fn flush<T>(&self, p: *const T, len: usize) {
+        let addr = p as usize;
+        match self.mode {
+            Mode::Adr => {
+                // SAFETY: engines only flush memory inside the mapped pool.
+                let n = unsafe { persist::flush_lines(addr, len) };
+                counters::add_flushes(n);
+                counters::add_lines_written(n);
+                if self.latency.write_ns != 0 {
+                    spin_ns(n * self.latency.write_ns as u64);
+                }
+            }
+            Mode::Msync => {
+                let n = lines_in(addr, len);
+                counters::add_flushes(n);
+                counters::add_lines_written(n);
+                MSYNC_PENDING.with(|v| v.borrow_mut().push((addr, len)));
+            }
+            Mode::Eadr | Mode::None => counters::add_lines_written(lines_in(addr, len)),
+        }
+        if let Some(sim) = &self.sim {
+            sim.on_flush(self, addr - self.base as usize, len);
+        }
+        #[cfg(feature = "fault-injection")]
+        self.fault.fire(crate::crash_sim::PointKind::Flush);
+    }
+
+    /// Write back the cache lines of `[off, off+len)` of the pool (no ordering until
+    /// [`Pool::fence`]).
+    ///
+    /// # Panics
+    /// If the range is not inside the mapped pool: that is a bug of the caller (an engine
+    /// flushing past its object), and flushing an unmapped address would fault. The `pmkv`
+    /// API turns the panic into an error and leaves the pool marked unclean.
+    #[inline]
+    pub fn flush_off(&self, off: u64, len: usize) {
+        self.check_range(off, len);
+        self.flush(self.at::<u8>(off), len)
+    }
+
+    #[inline]
+    pub(super) fn check_range(&self, off: u64, len: usize) {
+        let in_pool = off.checked_add(len as u64).is_some_and(|e| e <= self.size());
+        assert!(in_pool, "flush of [{off:#x}, +{len}) outside the pool's {} mapped bytes", self.size());
+    }
+
+    /// Flush then fence: `[p, p+len)` is durable when this returns (crate-private, as
+    /// [`Pool::flush`]).
+    #[inline]
+    pub(crate) fn persist<T>(&self, p: *const T, len: usize) {
+        self.flush(p, len);
+        self.fence();
+    }
+
+    /// Flush then fence `[off, off+len)`: durable when this returns.
+    ///
+    /// # Panics
+    /// As [`Pool::flush_off`], if the range is not inside the mapped pool.
+    #[inline]
+    pub fn persist_off(&self, off: u64, len: usize) {
+        self.flush_off(off, len);
+        self.fence();
+    }
+
+    /// Order all earlier flushes before any later store (the durability point).
+    #[inline]
+    pub fn fence(&self) {
+        match self.mode {
+            Mode::Adr | Mode::Eadr => {
+                persist::sfence();
+                counters::add_fence();
+            }
+            Mode::Msync => {
+                counters::add_fence();
+                msync_pending();
+            }
+            Mode::None => {}
+        }
+        if let Some(sim) = &self.sim {
+            sim.on_fence(self);
+        }
+        #[cfg(feature = "fault-injection")]
+        self.fault.fire(crate::crash_sim::PointKind::Fence);
+    }
+
+    /// Hint that the line at `off` will be read soon (a software prefetch; no effect on
+    /// contents or durability, and harmless for any offset inside the reservation).
+    /// Recovery uses it to overlap the PM reads of leaves it visits in key order, which
+    /// lie in allocation order in the pool.
+    #[inline]
+    pub fn prefetch(&self, off: u64) {
+        if off >= self.reserved {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetch never faults and has no architectural effect.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(self.at::<i8>(off) as *const i8, std::arch::x86_64::_MM_HINT_T0)
+        };
+    }
+
+    /// Engines report each PM line they read (P4) so counters and read-latency
+    /// emulation (P5) see it.
+    #[inline]
+    pub fn note_read(&self, lines: u64) {
+        counters::add_lines_read(lines);
+        if self.latency.read_ns != 0 {
+            spin_ns(lines * self.latency.read_ns as u64);
+        }
+    }
+
+    /// Make everything written and flushed so far durable: `msync` of the whole mapping
+    /// in `msync` mode, a fence in `adr`/`eadr` (whose persists are durable already),
+    /// nothing in `none`.
+    pub fn sync(&self) -> Result<()> {
+        match self.mode {
+            Mode::Msync if !self.read_only && !self.is_sim() => self.msync_all(),
+            Mode::Adr | Mode::Eadr => {
+                self.fence();
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn msync_all(&self) -> Result<()> {
+        msync_pending();
+        // SAFETY: the whole mapped range of a live mapping.
+        let rc = unsafe { libc::msync(self.base as *mut libc::c_void, self.size() as usize, libc::MS_SYNC) };
+        if rc != 0 {
+            let path = self.path().map(|p| p.display().to_string()).unwrap_or_default();
+            return Err(PoolError::io(format!("{path}: msync"), std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+}

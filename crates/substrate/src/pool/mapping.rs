@@ -1,0 +1,177 @@
+//! The address range of a pool: reserved whole at open, the file mapped over its start
+//! with `MAP_FIXED`, grown in place (see the module docs of `pool`), unmapped at drop.
+
+use super::*;
+
+/// Reserve `len` bytes of address space, inaccessible and without memory behind it.
+pub(crate) fn reserve(len: u64) -> Result<*mut u8> {
+    // SAFETY: an anonymous PROT_NONE mapping has no preconditions.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len as usize,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(PoolError::io(format!("reserving {len} bytes of address space"), std::io::Error::last_os_error()));
+    }
+    Ok(p as *mut u8)
+}
+
+/// Extend `file` to `to` bytes with real blocks, so that a full disk is an error now.
+pub(super) fn allocate_file(file: &File, path: &Path, from: u64, to: u64) -> Result<()> {
+    // SAFETY: valid descriptor.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), from as i64, (to - from) as i64) };
+    match rc {
+        0 => Ok(()),
+        libc::ENOSPC | libc::EFBIG => {
+            // Leave the file as it was.
+            let _ = file.set_len(from);
+            Err(PoolError::Full { requested: to - from, available: 0, max: to })
+        }
+        // File systems without fallocate: fall back to ftruncate (sparse).
+        libc::EOPNOTSUPP | libc::EINVAL => {
+            file.set_len(to).map_err(|e| PoolError::io(format!("{}: extending", path.display()), e))
+        }
+        e => Err(PoolError::io(format!("{}: extending", path.display()), std::io::Error::from_raw_os_error(e))),
+    }
+}
+
+/// Whether `file` can be mapped with `MAP_SYNC` (a DAX file system). Probed with a
+/// one-page mapping at an address of the kernel's choosing, so that a refusal cannot
+/// disturb any existing mapping.
+pub(super) fn probe_map_sync(file: &File) -> bool {
+    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    // SAFETY: a fresh shared mapping of our own file, unmapped at once.
+    let p = unsafe {
+        libc::mmap(std::ptr::null_mut(), PAGE as usize, prot, MAP_SHARED_VALIDATE | MAP_SYNC, file.as_raw_fd(), 0)
+    };
+    if p == libc::MAP_FAILED {
+        // Not a DAX file system (EOPNOTSUPP) or an old kernel (EINVAL): plain MAP_SHARED.
+        return false;
+    }
+    // SAFETY: the probe mapping made above.
+    unsafe { libc::munmap(p, PAGE as usize) };
+    true
+}
+
+impl Pool {
+    /// Grow the pool so that at least `end` bytes are mapped. Growth doubles the size
+    /// (capped at +1 GiB per step and at `max_size`) so that it is rare.
+    pub fn ensure_size(&self, end: u64) -> Result<()> {
+        if end <= self.size() {
+            return Ok(());
+        }
+        let mut st = self.state.lock();
+        self.grow_locked(&mut st, end)
+    }
+
+    /// The body of [`Pool::ensure_size`]; the caller holds the state lock (`st`).
+    pub(super) fn grow_locked(&self, st: &mut Mutable, end: u64) -> Result<()> {
+        let cur = self.size();
+        if end <= cur {
+            return Ok(());
+        }
+        self.check_writable()?;
+        let max = self.imm.max_size;
+        if end > max {
+            return Err(PoolError::Full { requested: end - cur, available: max - cur, max });
+        }
+        let want = round_up(end.max(cur + cur.min(1 << 30)), PAGE).min(max);
+        if let Backing::File { file, path } = &self.backing {
+            allocate_file(file, path, cur, want)?;
+        }
+        self.map_extent(cur, want)?;
+        if let Some(sim) = &self.sim {
+            sim.grow(want)?;
+        }
+        // Record the new size (file extended and mapped first, so a crash after this
+        // never finds a header larger than its file), then publish it.
+        let mut next = *st;
+        next.size = want;
+        self.write_state_locked(st, next);
+        self.mapped.store(want, Ordering::Release);
+        Ok(())
+    }
+
+    /// Map `[from, to)` of the file at the same offsets of the reserved range, with
+    /// `MAP_SYNC` if the probe at open found the file system supports it.
+    ///
+    /// There is deliberately no "try `MAP_SYNC`, fall back to `MAP_SHARED`" here: a
+    /// `MAP_FIXED` mmap that fails *after* the kernel detached the old range (on Linux 6.x,
+    /// a non-DAX file system refusing `MAP_SYNC` in its mmap hook) leaves a hole in the
+    /// reservation, and another thread's mmap (a malloc arena, a thread stack, another
+    /// pool) may land in it before the fallback `MAP_FIXED` silently replaces it.
+    pub(super) fn map_extent(&self, from: u64, to: u64) -> Result<()> {
+        let Backing::File { file, path } = &self.backing else {
+            return self.map_anon(from, to);
+        };
+        // SAFETY: `from` lies inside the reservation, so the address is in bounds.
+        let addr = unsafe { self.base.add(from as usize) } as *mut libc::c_void;
+        let len = (to - from) as usize;
+        let prot = if self.read_only { libc::PROT_READ } else { libc::PROT_READ | libc::PROT_WRITE };
+        let flags = if self.map_sync { MAP_SHARED_VALIDATE | MAP_SYNC } else { libc::MAP_SHARED };
+        // SAFETY: the target range lies inside our own reservation, so MAP_FIXED replaces
+        // only memory this pool owns.
+        let p = unsafe { libc::mmap(addr, len, prot, flags | libc::MAP_FIXED, file.as_raw_fd(), from as i64) };
+        if p == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            self.plug_hole(from, to);
+            return Err(PoolError::io(format!("{}: mapping", path.display()), e));
+        }
+        Ok(())
+    }
+
+    /// After a failed `MAP_FIXED` over `[from, to)`: re-reserve the range if the failure
+    /// left a hole; if something else already lives there, remember that this pool must
+    /// never unmap it.
+    pub(super) fn plug_hole(&self, from: u64, to: u64) {
+        // SAFETY: `from` lies inside the reservation, so the address is in bounds.
+        let addr = unsafe { self.base.add(from as usize) } as *mut libc::c_void;
+        let len = (to - from) as usize;
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | MAP_FIXED_NOREPLACE;
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
+        let p = unsafe { libc::mmap(addr, len, libc::PROT_NONE, flags, -1, 0) };
+        if p == addr {
+            return; // there was a hole, and it is ours again
+        }
+        if p != libc::MAP_FAILED {
+            // A kernel without MAP_FIXED_NOREPLACE took the address as a hint.
+            // SAFETY: the mapping just made, nobody else knows it.
+            unsafe { libc::munmap(p, len) };
+        }
+        // Usually EEXIST because our reservation is intact, but a foreign mapping that took
+        // the hole looks the same: never unmap this range (it costs only address space).
+        self.lost.lock().push((from, to));
+    }
+
+    pub(crate) fn map_anon(&self, from: u64, to: u64) -> Result<()> {
+        // SAFETY: `from` lies inside the reservation, so the address is in bounds.
+        let addr = unsafe { self.base.add(from as usize) } as *mut libc::c_void;
+        // SAFETY: inside our reservation.
+        let rc = unsafe { libc::mprotect(addr, (to - from) as usize, libc::PROT_READ | libc::PROT_WRITE) };
+        if rc != 0 {
+            return Err(PoolError::io("mprotect", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// Unmap the reserved range, except parts recorded as no longer ours.
+    pub(super) fn unmap_reservation(&self) {
+        let mut lost = std::mem::take(&mut *self.lost.lock());
+        lost.sort_unstable();
+        let mut at = 0;
+        for (from, to) in lost.into_iter().chain([(self.reserved, self.reserved)]) {
+            if from > at {
+                // SAFETY: `[at, from)` is part of our reservation and owned by this pool;
+                // nothing may use `base` after drop.
+                unsafe { libc::munmap(self.base.add(at as usize) as *mut libc::c_void, (from - at) as usize) };
+            }
+            at = at.max(to);
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! Pools (SPEC P1, P2): a file mapped `MAP_SHARED` (with `MAP_SYNC` on DAX), or — for the
+//! crash simulator — anonymous memory with a shadow "persisted image".
+//!
+//! **Growth with a fixed base.** At open, the whole `max_size` address range is reserved
+//! with an inaccessible anonymous mapping (`PROT_NONE`, `MAP_NORESERVE`: costs no memory).
+//! The file's current extent is then mapped over the start of that range with `MAP_FIXED`.
+//! Growing extends the file (`posix_fallocate`, so a full disk is an error now and not a
+//! `SIGBUS` later) and maps only the new extent, again with `MAP_FIXED`, right after the
+//! old one. The base address never changes, so pointers derived from it stay valid while
+//! other threads run, and everything stored *in* the pool is an offset (P2), so the next
+//! open may map it anywhere.
+//!
+//! **Locking.** A pool file is locked with `flock(LOCK_EX | LOCK_NB)` for as long as it is
+//! open; a second open (another process, or another handle in this one) gets
+//! [`PoolError::Locked`]. The lock dies with the process, so a crash never leaves it stale.
+//!
+//! One file per concern: `open` (create, open, validate, inspect, simulated pools),
+//! `mapping` (address reservation, fixed-base growth, MAP_SYNC probe), `state` (the
+//! header's crash-atomic state slots: clean flag, roots, heap top) and `flush` (flush and
+//! fence dispatch by persistence mode, msync, counters, latency emulation).
+
+mod flush;
+mod mapping;
+mod open;
+mod state;
+
+use flush::msync_pending;
+pub(crate) use mapping::reserve;
+use mapping::{allocate_file, probe_map_sync};
+
+use crate::counters;
+use crate::crash_sim::SimState;
+use crate::error::{PoolError, Result};
+use crate::header::{Immutable, Mutable, FORMAT_VERSION, HEADER_SIZE, MAX_LAYOUT, NUM_ROOTS, SLOT_LEN};
+use crate::latency::{spin_ns, Latency};
+use crate::persist::{self, lines_in, Mode};
+use parking_lot::Mutex;
+use std::cell::RefCell;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Smallest pool: the header and one page of heap.
+pub const MIN_POOL_SIZE: u64 = HEADER_SIZE + 4096;
+const PAGE: u64 = 4096;
+// Linux values; defined here because not every libc target exports them.
+const MAP_SHARED_VALIDATE: libc::c_int = 0x03;
+const MAP_SYNC: libc::c_int = 0x80000;
+const MAP_FIXED_NOREPLACE: libc::c_int = 0x100000;
+
+/// How to create or open a pool.
+#[derive(Clone, Debug)]
+pub struct PoolOptions {
+    /// Persistence mode (P3).
+    pub mode: Mode,
+    /// Size of a new pool file (rounded up to a page).
+    pub initial_size: u64,
+    /// Largest size the pool may grow to; fixed at creation.
+    pub max_size: u64,
+    /// Latency emulation (P5); defaults to `PMKV_LATENCY` or none.
+    pub latency: Latency,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions { mode: Mode::Adr, initial_size: 16 << 20, max_size: 64 << 30, latency: Latency::from_env() }
+    }
+}
+
+impl PoolOptions {
+    pub fn mode(mut self, m: Mode) -> Self {
+        self.mode = m;
+        self
+    }
+    pub fn initial_size(mut self, s: u64) -> Self {
+        self.initial_size = s;
+        self
+    }
+    pub fn max_size(mut self, s: u64) -> Self {
+        self.max_size = s;
+        self
+    }
+    pub fn latency(mut self, l: Latency) -> Self {
+        self.latency = l;
+        self
+    }
+}
+
+/// Everything `pmkv info` shows, read without mapping or changing the file.
+#[derive(Clone, Debug)]
+pub struct PoolInfo {
+    pub path: PathBuf,
+    pub file_len: u64,
+    pub header: Immutable,
+    pub state: Mutable,
+    /// Another process holds the pool open right now.
+    pub in_use: bool,
+}
+
+/// Where the pool's bytes live.
+enum Backing {
+    File {
+        file: File,
+        path: PathBuf,
+    },
+    /// Crash-simulation pool: no file; `SimState` holds the persisted image.
+    Sim,
+}
+
+/// An open pool. `Send + Sync`: engines share it through an `Arc`.
+pub struct Pool {
+    base: *mut u8,
+    /// Bytes of the reserved address range (== `max_size`).
+    reserved: u64,
+    /// Bytes currently mapped and backed (the pool's size).
+    mapped: AtomicU64,
+    mode: Mode,
+    latency: Latency,
+    map_sync: bool,
+    /// Parts of the reserved range this pool no longer owns (a failed `MAP_FIXED` left a
+    /// hole that something else mapped before it could be re-reserved); never unmapped.
+    lost: Mutex<Vec<(u64, u64)>>,
+    imm: Immutable,
+    state: Mutex<Mutable>,
+    was_clean: bool,
+    /// Mapped without write permission ([`Pool::open_read_only`]): the header is never
+    /// written and the pool never grows.
+    read_only: bool,
+    backing: Backing,
+    pub(crate) sim: Option<Box<SimState>>,
+    /// The engine above may have left PM mid-operation (it panicked): never mark clean.
+    poisoned: AtomicBool,
+    /// Test-only fault injection at every flush and fence (`fault-injection` feature).
+    #[cfg(feature = "fault-injection")]
+    fault: crate::fault::FaultSlot,
+}
+
+// SAFETY: `base` points to a mapping owned by the pool for its whole life; all mutable
+// shared state is behind atomics or mutexes. Concurrent access to the pool's bytes is the
+// engines' responsibility, as with any shared memory.
+unsafe impl Send for Pool {}
+// SAFETY: as for Send: `&Pool` methods synchronise through atomics and mutexes.
+unsafe impl Sync for Pool {}
+
+fn round_up(x: u64, to: u64) -> u64 {
+    x.div_ceil(to) * to
+}
+
+impl Pool {
+    /// Base address of the mapping. Valid until the pool is dropped.
+    #[inline]
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    /// Current size in bytes (mapped and backed).
+    #[inline]
+    pub fn size(&self) -> u64 {
+        self.mapped.load(Ordering::Acquire)
+    }
+
+    /// Pointer to the byte at `off`. The caller keeps `off` below [`Pool::size`].
+    #[inline]
+    pub fn at<T>(&self, off: u64) -> *mut T {
+        debug_assert!(off < self.reserved);
+        // SAFETY: inside the reservation; dereferencing is the caller's business.
+        unsafe { self.base.add(off as usize) as *mut T }
+    }
+
+    /// Offset of a pointer into this pool (P2).
+    #[inline]
+    pub fn offset_of<T>(&self, p: *const T) -> u64 {
+        let off = (p as usize).wrapping_sub(self.base as usize) as u64;
+        debug_assert!(off < self.reserved, "pointer outside the pool");
+        off
+    }
+
+    /// Whether `[off, off+len)` lies inside the mapped pool (for validating stored offsets).
+    #[inline]
+    pub fn contains(&self, off: u64, len: u64) -> bool {
+        off >= HEADER_SIZE && off.checked_add(len).is_some_and(|e| e <= self.size())
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub fn latency(&self) -> Latency {
+        self.latency
+    }
+
+    pub fn map_sync(&self) -> bool {
+        self.map_sync
+    }
+
+    pub fn layout(&self) -> &str {
+        &self.imm.layout
+    }
+
+    pub fn max_size(&self) -> u64 {
+        self.imm.max_size
+    }
+
+    pub fn header(&self) -> &Immutable {
+        &self.imm
+    }
+
+    /// Whether the previous session closed the pool cleanly (false after a crash).
+    pub fn was_clean(&self) -> bool {
+        self.was_clean
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        match &self.backing {
+            Backing::File { path, .. } => Some(path),
+            Backing::Sim => None,
+        }
+    }
+
+    pub fn is_sim(&self) -> bool {
+        self.sim.is_some()
+    }
+
+    /// Whether the pool was opened with [`Pool::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// [`PoolError::ReadOnly`] if the pool is read-only: engines call it before writing.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(PoolError::ReadOnly { path: self.path().unwrap_or(Path::new("<image>")).to_path_buf() });
+        }
+        Ok(())
+    }
+
+    /// The crash simulator of this pool (only for pools made by `create_sim`/`from_image`).
+    pub fn sim(&self) -> Option<&SimState> {
+        self.sim.as_deref()
+    }
+
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn fault_slot(&self) -> &crate::fault::FaultSlot {
+        &self.fault
+    }
+
+    /// Record that the engine above may have left PM mid-operation (it panicked, or met
+    /// damage): from now on nothing marks this pool clean, so the next open runs the
+    /// engine's crash recovery (SPEC R4).
+    pub fn poison(&self) {
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    /// Whether [`Pool::poison`] was called.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Close: make everything durable, mark the pool cleanly shut down and release it.
+    /// Unlike a drop, failures are reported: a failed msync, or a poisoned pool (which is
+    /// released but stays marked unclean).
+    pub fn close(self) -> Result<()> {
+        if self.is_poisoned() {
+            let path = self.path().map(Path::to_path_buf).unwrap_or_else(|| "<simulated>".into());
+            drop(self);
+            return Err(PoolError::Poisoned { path });
+        }
+        if self.mode == Mode::Msync && !self.read_only && !self.is_sim() {
+            if let Err(e) = self.msync_all() {
+                // Durability is not proven: leave the pool marked unclean.
+                self.poison();
+                return Err(e);
+            }
+        }
+        drop(self);
+        Ok(())
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        if self.size() == 0 {
+            // Construction failed before the pool was mapped (`map_file`/`from_image`
+            // returned an error): the header is not accessible and nothing was changed.
+            self.unmap_reservation();
+            return;
+        }
+        if self.mode == Mode::Msync && !self.read_only {
+            // SAFETY: whole mapped range of a live mapping.
+            unsafe { libc::msync(self.base as *mut libc::c_void, self.size() as usize, libc::MS_SYNC) };
+        }
+        // A pool dropped while a panic unwinds, or poisoned by its engine, may hold a
+        // half-done operation: leave it marked unclean so the next open recovers (R4).
+        if !std::thread::panicking() && !self.is_poisoned() {
+            self.update_state(|s| s.clean = true);
+        }
+        if self.mode == Mode::Msync {
+            msync_pending();
+        }
+        self.unmap_reservation();
+        // The flock is released when `file` closes.
+    }
+}

@@ -1,0 +1,306 @@
+//! Creating and opening pools: validation of every header field before anything is
+//! mapped, locking, read-only opens, inspection without mapping, and crash-simulation pools.
+
+use super::*;
+
+pub(super) fn now_unix() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+pub(super) fn random_id() -> u64 {
+    let mut x = now_unix() ^ (std::process::id() as u64) << 32;
+    let t = std::time::Instant::now();
+    x ^= (&t as *const _ as u64).rotate_left(17);
+    x ^= std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64)
+        .unwrap_or(0)
+        << 7;
+    x.max(1)
+}
+
+/// The header of a new pool in a zeroed buffer of `buf_len` bytes: immutable part and the
+/// first state slot (sequence 1, empty heap, no roots).
+pub(super) fn new_header(
+    layout: &str,
+    size: u64,
+    max: u64,
+    clean: bool,
+    buf_len: usize,
+) -> (Immutable, Mutable, Vec<u8>) {
+    let imm = Immutable {
+        version: FORMAT_VERSION,
+        layout: layout.into(),
+        max_size: max,
+        created_unix: now_unix(),
+        pool_id: random_id(),
+    };
+    let st = Mutable { seq: 1, size, heap_top: HEADER_SIZE, clean, roots: [0; NUM_ROOTS] };
+    let mut buf = vec![0u8; buf_len];
+    imm.write(&mut buf);
+    let at = Mutable::slot_for(st.seq);
+    st.write(&mut buf[at..at + SLOT_LEN]);
+    (imm, st, buf)
+}
+
+pub(super) fn check_layout(layout: &str) -> Result<()> {
+    if layout.is_empty() || layout.len() > MAX_LAYOUT || layout.contains('\0') {
+        return Err(PoolError::LayoutName(layout.to_string()));
+    }
+    Ok(())
+}
+
+pub(super) fn lock_file(file: &File, path: &Path, exclusive: bool) -> Result<bool> {
+    let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH } | libc::LOCK_NB;
+    // SAFETY: flock on a valid descriptor.
+    if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Ok(false);
+    }
+    Err(PoolError::io(format!("{}: locking", path.display()), e))
+}
+
+/// Open an existing pool file, for writing too if `write` (a missing file is `NotFound`).
+pub(super) fn open_existing_file(path: &Path, write: bool) -> Result<File> {
+    match OpenOptions::new().read(true).write(write).open(path) {
+        Ok(f) => Ok(f),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(PoolError::NotFound { path: path.into() }),
+        Err(e) => Err(PoolError::io(format!("{}: opening", path.display()), e)),
+    }
+}
+
+/// Read and validate the header of an open file without changing anything.
+pub(super) fn read_header(file: &File, path: &Path, expect_layout: Option<&str>) -> Result<(u64, Immutable, Mutable)> {
+    let len = file.metadata().map_err(|e| PoolError::io(format!("{}: stat", path.display()), e))?.len();
+    let mut page = vec![0u8; HEADER_SIZE.min(len) as usize];
+    file.read_exact_at(&mut page, 0).map_err(|e| PoolError::io(format!("{}: reading header", path.display()), e))?;
+    let imm = Immutable::read(&page, path)?;
+    if len < HEADER_SIZE {
+        return Err(PoolError::Truncated { path: path.into(), actual: len, expected: HEADER_SIZE });
+    }
+    if let Some(want) = expect_layout {
+        if imm.layout != want {
+            return Err(PoolError::WrongLayout { path: path.into(), found: imm.layout, expected: want.into() });
+        }
+    }
+    let st = Mutable::read(&page, path)?;
+    validate_state(&imm, &st, len, path)?;
+    Ok((len, imm, st))
+}
+
+pub(super) fn validate_state(imm: &Immutable, st: &Mutable, len: u64, path: &Path) -> Result<()> {
+    let bad = |what: &str| Err(PoolError::CorruptHeader { path: path.into(), what: what.into() });
+    // (PAGE is a power of two: `x & (PAGE - 1)` is `x % PAGE`.) No pool this code creates
+    // exceeds 64 TiB; a larger maximum could only come from a forged header.
+    if imm.max_size < MIN_POOL_SIZE || imm.max_size > 1 << 46 || imm.max_size & (PAGE - 1) != 0 {
+        return bad("maximum size");
+    }
+    if st.size < MIN_POOL_SIZE || st.size > imm.max_size || st.size & (PAGE - 1) != 0 {
+        return bad("pool size");
+    }
+    if st.heap_top < HEADER_SIZE || st.heap_top > st.size {
+        return bad("heap top");
+    }
+    if st.roots.iter().any(|&r| r != 0 && (r < HEADER_SIZE || r >= st.size)) {
+        return bad("root offset outside the pool");
+    }
+    if len < st.size {
+        return Err(PoolError::Truncated { path: path.into(), actual: len, expected: st.size });
+    }
+    Ok(())
+}
+
+impl Pool {
+    /// Create a new pool file. Fails if `path` exists.
+    pub fn create(path: impl AsRef<Path>, layout: &str, opts: &PoolOptions) -> Result<Pool> {
+        let path = path.as_ref();
+        check_layout(layout)?;
+        let (size, max) = Self::check_sizes(opts)?;
+        let file = match OpenOptions::new().read(true).write(true).create_new(true).open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(PoolError::AlreadyExists { path: path.into() })
+            }
+            Err(e) => return Err(PoolError::io(format!("{}: creating", path.display()), e)),
+        };
+        let made = (|| {
+            if !lock_file(&file, path, true)? {
+                return Err(PoolError::Locked { path: path.into() });
+            }
+            allocate_file(&file, path, 0, size)?;
+            let (imm, st, page) = new_header(layout, size, max, false, HEADER_SIZE as usize);
+            file.write_all_at(&page, 0).map_err(|e| PoolError::io(format!("{}: writing header", path.display()), e))?;
+            file.sync_all().map_err(|e| PoolError::io(format!("{}: sync", path.display()), e))?;
+            Self::map_file(file, path.into(), imm, st, opts, false, false)
+        })();
+        if made.is_err() {
+            let _ = std::fs::remove_file(path);
+        }
+        made
+    }
+
+    /// Open an existing pool. `layout` is the engine it must hold (`None`: any).
+    /// Nothing in the file changes unless every check passes.
+    pub fn open(path: impl AsRef<Path>, layout: Option<&str>, opts: &PoolOptions) -> Result<Pool> {
+        let path = path.as_ref();
+        let file = open_existing_file(path, true)?;
+        if !lock_file(&file, path, true)? {
+            return Err(PoolError::Locked { path: path.into() });
+        }
+        let (_, imm, st) = read_header(&file, path, layout)?;
+        let clean = st.clean;
+        Self::map_file(file, path.into(), imm, st, opts, clean, false)
+    }
+
+    /// Open an existing pool for reading only: the file is opened read-only and mapped
+    /// without write permission, shares its lock with other readers (a writer holding
+    /// the pool still makes this [`PoolError::Locked`]), and nothing in it changes — not
+    /// even the clean-shutdown flag. Works on files the user may not write.
+    ///
+    /// A pool that was not closed cleanly is refused with [`PoolError::NeedsRecovery`]:
+    /// its engine's recovery must write (finish or roll back interrupted operations), so
+    /// open it read-write once. Engines refuse writes to a read-only pool
+    /// ([`PoolError::ReadOnly`]); the pool itself refuses to grow or change its header.
+    pub fn open_read_only(path: impl AsRef<Path>, layout: Option<&str>, opts: &PoolOptions) -> Result<Pool> {
+        let path = path.as_ref();
+        let file = open_existing_file(path, false)?;
+        if !lock_file(&file, path, false)? {
+            return Err(PoolError::Locked { path: path.into() });
+        }
+        let (_, imm, st) = read_header(&file, path, layout)?;
+        if !st.clean {
+            return Err(PoolError::NeedsRecovery { path: path.into() });
+        }
+        Self::map_file(file, path.into(), imm, st, opts, true, true)
+    }
+
+    /// Open `path` if it exists, else create it.
+    pub fn open_or_create(path: impl AsRef<Path>, layout: &str, opts: &PoolOptions) -> Result<Pool> {
+        match Self::open(path.as_ref(), Some(layout), opts) {
+            Err(PoolError::NotFound { .. }) => Self::create(path, layout, opts),
+            r => r,
+        }
+    }
+
+    /// Read a pool's header without mapping or changing it (for `pmkv info`).
+    pub fn inspect(path: impl AsRef<Path>) -> Result<PoolInfo> {
+        let path = path.as_ref();
+        let file = open_existing_file(path, false)?;
+        let (file_len, header, state) = read_header(&file, path, None)?;
+        let in_use = !lock_file(&file, path, false)?;
+        Ok(PoolInfo { path: path.into(), file_len, header, state, in_use })
+    }
+
+    pub(super) fn check_sizes(opts: &PoolOptions) -> Result<(u64, u64)> {
+        if opts.initial_size < MIN_POOL_SIZE {
+            return Err(PoolError::TooSmall { size: opts.initial_size, min: MIN_POOL_SIZE });
+        }
+        let size = round_up(opts.initial_size, PAGE);
+        let max = round_up(opts.max_size.max(size), PAGE);
+        if max > 1 << 46 {
+            return Err(PoolError::InvalidOption(format!("maximum size {max} exceeds 64 TiB")));
+        }
+        Ok((size, max))
+    }
+
+    pub(super) fn map_file(
+        file: File,
+        path: PathBuf,
+        imm: Immutable,
+        st: Mutable,
+        opts: &PoolOptions,
+        was_clean: bool,
+        read_only: bool,
+    ) -> Result<Pool> {
+        // The MAP_SYNC probe needs a writable shared mapping; a read-only pool never
+        // flushes, so it does not need one.
+        let map_sync = !read_only && probe_map_sync(&file);
+        let base = reserve(imm.max_size)?;
+        let pool = Pool {
+            base,
+            reserved: imm.max_size,
+            mapped: AtomicU64::new(0),
+            mode: opts.mode,
+            latency: opts.latency,
+            map_sync,
+            lost: Mutex::new(Vec::new()),
+            imm,
+            state: Mutex::new(st),
+            was_clean,
+            read_only,
+            backing: Backing::File { file, path },
+            sim: None,
+            poisoned: AtomicBool::new(false),
+            #[cfg(feature = "fault-injection")]
+            fault: Default::default(),
+        };
+        pool.map_extent(0, st.size)?;
+        pool.mapped.store(st.size, Ordering::Release);
+        // Mark the pool in use: a crash from here on is seen as unclean by the next open.
+        // (A read-only pool changes nothing: `update_state` does nothing.)
+        pool.update_state(|s| s.clean = false);
+        Ok(pool)
+    }
+
+    /// Build a crash-simulation pool (no file) whose bytes are `image`; used to create a
+    /// fresh simulated pool and to recover from a crash image. Validates like `open`.
+    pub fn from_image(image: &[u8], layout: Option<&str>, opts: &PoolOptions) -> Result<Pool> {
+        let path = Path::new("<image>");
+        if image.len() < 8 || image[..8] != crate::header::MAGIC {
+            return Err(PoolError::NotAPool { path: path.into() });
+        }
+        let imm = Immutable::read(&image[..image.len().min(HEADER_SIZE as usize)], path)?;
+        if (image.len() as u64) < HEADER_SIZE {
+            // The state slots lie beyond the immutable part: never index past the image.
+            return Err(PoolError::Truncated { path: path.into(), actual: image.len() as u64, expected: HEADER_SIZE });
+        }
+        if let Some(want) = layout {
+            if imm.layout != want {
+                return Err(PoolError::WrongLayout { path: path.into(), found: imm.layout, expected: want.into() });
+            }
+        }
+        let st = Mutable::read(image, path)?;
+        validate_state(&imm, &st, image.len() as u64, path)?;
+        let base = reserve(imm.max_size)?;
+        let sim = SimState::new(imm.max_size, opts.mode)?;
+        let mut pool = Pool {
+            base,
+            reserved: imm.max_size,
+            mapped: AtomicU64::new(0),
+            mode: opts.mode,
+            latency: opts.latency,
+            map_sync: false,
+            lost: Mutex::new(Vec::new()),
+            imm,
+            state: Mutex::new(st),
+            was_clean: st.clean,
+            read_only: false,
+            backing: Backing::Sim,
+            sim: Some(Box::new(sim)),
+            poisoned: AtomicBool::new(false),
+            #[cfg(feature = "fault-injection")]
+            fault: Default::default(),
+        };
+        pool.map_anon(0, st.size)?;
+        pool.sim.as_mut().unwrap().grow(st.size)?;
+        // SAFETY: both ranges are mapped and at least `st.size` long.
+        unsafe {
+            std::ptr::copy_nonoverlapping(image.as_ptr(), pool.base, st.size as usize);
+            pool.sim.as_ref().unwrap().load_persisted(&image[..st.size as usize]);
+        }
+        pool.mapped.store(st.size, Ordering::Release);
+        pool.update_state(|s| s.clean = false);
+        Ok(pool)
+    }
+
+    /// A new, empty crash-simulation pool.
+    pub fn create_sim(layout: &str, opts: &PoolOptions) -> Result<Pool> {
+        check_layout(layout)?;
+        let (size, max) = Self::check_sizes(opts)?;
+        let (_, _, image) = new_header(layout, size, max, true, size as usize);
+        Self::from_image(&image, Some(layout), opts)
+    }
+}
