@@ -56,3 +56,66 @@ pub(crate) fn read_len(pool: &Pool, off: u64, limit: u64) -> Option<u64> {
     let len = word(pool, off + 16).load(Ordering::Acquire);
     (len >= PAGE && len.is_multiple_of(PAGE) && off.checked_add(len).is_some_and(|e| e <= limit)).then_some(len)
 }
+
+// Extent allocation, publication and freeing by the allocator (objects above 4 KiB).
+use super::*;
+
+impl EpAlloc {
+    /// Reserve an extent: pages from the free-space map, nothing in PM.
+    pub(super) fn alloc_extent(&self, ty: TypeId, size: usize) -> Result<u64> {
+        let len = extent::extent_len(size).filter(|&l| l <= self.pool.max_size()).ok_or(PoolError::Full {
+            requested: size as u64,
+            available: 0,
+            max: self.pool.max_size(),
+        })?;
+        let list = self.list_for(ty, EXTENT_CLASS)?;
+        let off = self.take_space(len, PAGE)?;
+        let id = self.index.alloc_id();
+        let it = self.index.item(id).expect("fresh id");
+        self.init_item(it, list, off, len);
+        it.reserved.store(EXT_RESERVED, Ordering::Release);
+        self.index.register(id, off, off + len, false);
+        Ok(off + EXT_HEAD)
+    }
+
+    /// Publish an extent: header persisted, then linked at the head (one persisted store).
+    pub(super) fn publish_extent(&self, loc: &Loc<'_>) -> Result<()> {
+        let mut inner = loc.list.inner.lock();
+        if loc.it.reserved.compare_exchange(EXT_RESERVED, EXT_USED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return Err(misuse("publish", loc.base + EXT_HEAD, "the extent is not reserved"));
+        }
+        let len = loc.it.len.load(Ordering::Acquire);
+        extent::write_header(&self.pool, loc.base, len, loc.list.entry.head(&self.pool));
+        loc.list.entry.set_head(&self.pool, loc.base);
+        // DRAM mirror: the item already exists (and is registered); link it at the head.
+        loc.it.prev.store(0, Ordering::Release);
+        loc.it.next.store(inner.head, Ordering::Release);
+        if let Some(h) = self.index.item(inner.head) {
+            h.prev.store(loc.id, Ordering::Release);
+        }
+        inner.head = loc.id;
+        inner.count += 1;
+        Ok(())
+    }
+
+    pub(super) fn unreserve_extent(&self, loc: &Loc<'_>) -> Result<()> {
+        let _g = loc.list.inner.lock();
+        if loc.it.reserved.compare_exchange(EXT_RESERVED, LOCKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return Err(misuse("unreserve", loc.base + EXT_HEAD, "the extent is not reserved"));
+        }
+        self.retire(loc.id, loc.it, false);
+        Ok(())
+    }
+
+    /// Free an extent: unlink it with the recycle micro-log (Algorithm 6), then return its
+    /// pages.
+    pub(super) fn free_extent(&self, loc: &Loc<'_>) -> Result<()> {
+        let mut inner = loc.list.inner.lock();
+        if loc.it.reserved.compare_exchange(EXT_USED, LOCKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return Err(misuse("free", loc.base + EXT_HEAD, "the extent is not used"));
+        }
+        self.unlink_locked(loc.list, &mut inner, loc.it);
+        self.retire(loc.id, loc.it, false);
+        Ok(())
+    }
+}

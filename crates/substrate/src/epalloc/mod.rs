@@ -9,6 +9,9 @@
 //! * [`recycle_log`] — EPRecycle (Algorithm 6) with the `PCurrent`/`PPrev` micro-log and
 //!   all of its recovery cases;
 //! * [`extent`] — objects above 4 KiB;
+//! * `lists` — the per-(type, class) chunk lists in DRAM: allocation fast and slow paths,
+//!   linking and recycling chunks;
+//! * `stats` — space accounting by type and class (SPEC H9);
 //! * `space` — free space, which is *implicit*: whatever no persistent list reaches;
 //! * `index` — DRAM offset → chunk index (the paper's `MemChunkOf`);
 //! * `recovery` — `open`: log recovery and the rebuild of all DRAM state;
@@ -44,22 +47,26 @@ pub mod checker;
 pub mod chunk;
 pub mod extent;
 mod index;
+mod lists;
 pub mod recovery;
 pub mod recycle_log;
 pub mod root;
 pub mod size_class;
 mod space;
+mod stats;
 
 pub use checker::CheckReport;
 pub use recovery::RecoveryReport;
 pub use recycle_log::RecycleCase;
 pub use size_class::{class_of, CLASSES, MAX_CLASS_SIZE, NUM_CLASSES, SLOTS};
+pub use stats::{AllocStats, ClassStats};
 
 use crate::error::{PoolError, Result};
 use crate::pool::Pool;
 use chunk::BITMAP_MASK;
-use extent::{EXT_HEAD, EXT_RESERVED, EXT_USED, PAGE};
+use extent::{EXT_HEAD, EXT_USED, PAGE};
 use index::{Index, Item, LOCKED};
+pub(crate) use lists::ListState;
 use parking_lot::{Mutex, RwLock};
 use root::{Entry, Root, DIR_CAP};
 use size_class::{Geometry, EXTENT_CLASS, GEOMETRY};
@@ -100,51 +107,6 @@ fn shard() -> usize {
         static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
     }
     SHARD.with(|s| *s)
-}
-
-/// DRAM state of one chunk list (one directory entry).
-pub(crate) struct ListState {
-    pub idx: u32,
-    pub entry: Entry,
-    pub ty: TypeId,
-    /// Class code: index into [`CLASSES`], or [`EXTENT_CLASS`].
-    pub class: u8,
-    /// Chunk geometry; `None` for an extent list.
-    pub geo: Option<Geometry>,
-    /// Current chunk per shard (`pack(id, gen)`, 0 = none).
-    cur: Box<[Padded<AtomicU64>]>,
-    pub inner: Mutex<ListInner>,
-}
-
-/// The part of a list changed only under its lock.
-#[derive(Default)]
-pub(crate) struct ListInner {
-    /// First item of the DRAM mirror of the persistent list (same order), 0 = empty.
-    pub head: u32,
-    /// Chunks that may have free slots and are nobody's current chunk (`pack(id, gen)`).
-    pub partial: Vec<u64>,
-    /// Items on the list.
-    pub count: u64,
-}
-
-impl ListState {
-    pub(crate) fn new(idx: usize, entry: Entry, ty: TypeId, class: u8) -> ListState {
-        ListState {
-            idx: idx as u32,
-            entry,
-            ty,
-            class,
-            geo: (class != EXTENT_CLASS).then(|| GEOMETRY[class as usize]),
-            cur: (0..SHARDS).map(|_| Padded(AtomicU64::new(0))).collect(),
-            inner: Mutex::new(ListInner::default()),
-        }
-    }
-
-    /// Whether `p` is some shard's current chunk; the calling thread's own shard, the
-    /// usual answer, is looked at first.
-    fn is_cur(&self, p: u64) -> bool {
-        self.cur[shard()].0.load(Ordering::Acquire) == p || self.cur.iter().any(|c| c.0.load(Ordering::Acquire) == p)
-    }
 }
 
 /// Where an object offset lives.
@@ -202,79 +164,6 @@ thread_local! {
     };
 }
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
-
-/// Space accounting of one list (SPEC H9).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClassStats {
-    pub ty: TypeId,
-    /// Slot size; `None` for the type's extents.
-    pub class_size: Option<usize>,
-    /// Chunks (or extents) on the list.
-    pub chunks: u64,
-    /// Slots in those chunks (extents: one each).
-    pub slots: u64,
-    /// Used slots (published objects).
-    pub used: u64,
-    /// Bytes of used slots (extents: their capacity).
-    pub used_bytes: u64,
-    /// Bytes of free slots in those chunks.
-    pub free_slot_bytes: u64,
-    /// Allocator metadata inside the chunks: chunk heads, extent headers.
-    pub overhead_bytes: u64,
-    /// All bytes of the list's chunks: used + free slots + overhead.
-    pub chunk_bytes: u64,
-}
-
-/// Space accounting of the whole allocator.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AllocStats {
-    pub lists: Vec<ClassStats>,
-    pub used_bytes: u64,
-    pub free_slot_bytes: u64,
-    pub overhead_bytes: u64,
-    pub chunk_bytes: u64,
-    /// Heap bytes not in any chunk or extent (includes reserved, unpublished extents).
-    pub free_space_bytes: u64,
-    /// The root block (directory and recycle logs).
-    pub root_bytes: u64,
-    /// The allocator's whole heap, root block included.
-    pub heap_bytes: u64,
-}
-
-impl AllocStats {
-    /// (used bytes, chunk bytes) of one type.
-    pub fn of_type(&self, ty: TypeId) -> (u64, u64) {
-        self.lists.iter().filter(|l| l.ty == ty).fold((0, 0), |a, l| (a.0 + l.used_bytes, a.1 + l.chunk_bytes))
-    }
-}
-
-impl std::fmt::Display for AllocStats {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "{:>6} {:>7} {:>7} {:>8} {:>12} {:>12} {:>10}",
-            "type", "class", "chunks", "used", "used B", "chunk B", "overhead B"
-        )?;
-        for l in &self.lists {
-            let class = l.class_size.map_or("extent".to_string(), |c| c.to_string());
-            writeln!(
-                f,
-                "{:>6} {:>7} {:>7} {:>8} {:>12} {:>12} {:>10}",
-                l.ty.0, class, l.chunks, l.used, l.used_bytes, l.chunk_bytes, l.overhead_bytes
-            )?;
-        }
-        write!(
-            f,
-            "total: {} B used, {} B in free slots, {} B chunk overhead, {} B free space, {} B root, {} B heap",
-            self.used_bytes,
-            self.free_slot_bytes,
-            self.overhead_bytes,
-            self.free_space_bytes,
-            self.root_bytes,
-            self.heap_bytes
-        )
-    }
-}
 
 impl EpAlloc {
     /// Format allocator metadata in `pool` and set pool root 0. Fails if root 0 is set.
@@ -543,67 +432,11 @@ impl EpAlloc {
         n
     }
 
-    /// Space accounting by type and class (SPEC H9). Takes each list's lock in turn.
-    pub fn stats(&self) -> AllocStats {
-        let mut s = AllocStats::default();
-        let mut lists: Vec<&ListState> = self.lists.iter().filter_map(|l| l.get()).collect();
-        lists.sort_by_key(|l| (l.ty, l.class));
-        for list in lists {
-            let chunks = {
-                let _g = list.inner.lock();
-                self.walk_pm(list)
-            };
-            let mut c = ClassStats {
-                ty: list.ty,
-                class_size: list.geo.map(|g| g.slot),
-                chunks: chunks.len() as u64,
-                slots: 0,
-                used: 0,
-                used_bytes: 0,
-                free_slot_bytes: 0,
-                overhead_bytes: 0,
-                chunk_bytes: 0,
-            };
-            for off in chunks {
-                match list.geo {
-                    Some(g) => {
-                        let used = chunk::header(&self.pool, off).used_count() as u64;
-                        c.slots += SLOTS as u64;
-                        c.used += used;
-                        c.used_bytes += used * g.slot as u64;
-                        c.free_slot_bytes += (SLOTS as u64 - used) * g.slot as u64;
-                        c.overhead_bytes += g.head as u64;
-                        c.chunk_bytes += g.chunk_len as u64;
-                    }
-                    None => {
-                        let len = chunk::word(&self.pool, off + 16).load(Ordering::Acquire);
-                        c.slots += 1;
-                        c.used += 1;
-                        c.used_bytes += len - EXT_HEAD;
-                        c.overhead_bytes += EXT_HEAD;
-                        c.chunk_bytes += len;
-                    }
-                }
-            }
-            s.used_bytes += c.used_bytes;
-            s.free_slot_bytes += c.free_slot_bytes;
-            s.overhead_bytes += c.overhead_bytes;
-            s.chunk_bytes += c.chunk_bytes;
-            s.lists.push(c);
-        }
-        s.root_bytes = root::ROOT_SIZE;
-        s.heap_bytes = self.pool.heap_top() - self.root.at;
-        s.free_space_bytes = s.heap_bytes - s.root_bytes - s.chunk_bytes;
-        s
-    }
-
     /// Run the checker (see [`checker`]). Call it while no other thread uses the
     /// allocator.
     pub fn check(&self) -> Result<CheckReport> {
         checker::check(self)
     }
-
-    // ----- internals ---------------------------------------------------------------------
 
     /// The chunk (or extent) holding object offset `off`, and its slot.
     ///
@@ -639,395 +472,6 @@ impl EpAlloc {
             LAST_CHUNK.with(|c| c.set(LastChunk { uid: self.uid, start, end, id, gen, it, list }));
         }
         Some(Loc { id, it, list, base, slot })
-    }
-
-    /// The lists of type `ty`, by class.
-    fn lists_of(&self, ty: TypeId) -> Vec<&ListState> {
-        let mut v: Vec<&ListState> = self.lists.iter().filter_map(|l| l.get()).filter(|l| l.ty == ty).collect();
-        v.sort_by_key(|l| l.class);
-        v
-    }
-
-    /// Offsets on `list`'s persistent chain, head first. The caller holds the list lock.
-    pub(crate) fn walk_pm(&self, list: &ListState) -> Vec<u64> {
-        let mut v = Vec::new();
-        let mut off = list.entry.head(&self.pool);
-        while off != 0 && v.len() as u64 <= self.max_items() {
-            v.push(off);
-            off = chunk::next(&self.pool, off);
-        }
-        v
-    }
-
-    /// An upper bound on the number of chunks the heap can hold (bounds list walks).
-    pub(crate) fn max_items(&self) -> u64 {
-        (self.pool.heap_top().saturating_sub(self.root.heap_start)) / size_class::MIN_CHUNK_LEN as u64 + 1
-    }
-
-    fn kind_of(class: u8) -> usize {
-        if class == EXTENT_CLASS {
-            NUM_CLASSES
-        } else {
-            class as usize
-        }
-    }
-
-    /// The list of (`ty`, `class`), created on first use.
-    fn list_for(&self, ty: TypeId, class: u8) -> Result<&ListState> {
-        if (ty.0 as usize) < DIRECT_TYPES {
-            let v = self.direct[ty.0 as usize * KINDS + Self::kind_of(class)].load(Ordering::Acquire);
-            if v != 0 {
-                if let Some(l) = self.lists[v as usize - 1].get() {
-                    return Ok(l);
-                }
-            }
-        } else if let Some(&i) = self.other.read().get(&(ty.0, class)) {
-            if let Some(l) = self.lists[i as usize].get() {
-                return Ok(l);
-            }
-        }
-        self.create_list(ty, class)
-    }
-
-    /// Register a list (at open, or when created).
-    pub(crate) fn install_list(&self, list: ListState) {
-        let (i, ty, class) = (list.idx as usize, list.ty, list.class);
-        let _ = self.lists[i].set(list);
-        if (ty.0 as usize) < DIRECT_TYPES {
-            self.direct[ty.0 as usize * KINDS + Self::kind_of(class)].store(i as u32 + 1, Ordering::Release);
-        } else {
-            self.other.write().insert((ty.0, class), i as u32);
-        }
-    }
-
-    /// Allocate a directory entry for (`ty`, `class`): one persisted 8-byte tag store.
-    fn create_list(&self, ty: TypeId, class: u8) -> Result<&ListState> {
-        let _g = self.dir_lock.lock();
-        let want = root::tag(ty, class);
-        let mut free = None;
-        for i in 0..DIR_CAP {
-            let e = self.root.entry(i);
-            let t = e.raw_tag(&self.pool);
-            if t == want {
-                // Created by another thread meanwhile.
-                return self.lists[i].get().ok_or_else(|| PoolError::CorruptAllocator("directory out of sync".into()));
-            }
-            if t == 0 && free.is_none() {
-                free = Some(i);
-            }
-        }
-        let Some(i) = free else {
-            return Err(PoolError::Allocator(format!(
-                "allocator directory full: at most {DIR_CAP} (object type, size class) lists per pool"
-            )));
-        };
-        let e = self.root.entry(i);
-        chunk::word(&self.pool, e.tag_at()).store(want, Ordering::Release);
-        self.pool.persist_off(e.tag_at(), 8);
-        self.install_list(ListState::new(i, e, ty, class));
-        Ok(self.lists[i].get().expect("just installed"))
-    }
-
-    /// Algorithm 2, fast path: a slot of the shard's current chunk.
-    fn alloc_slot(&self, ty: TypeId, class: usize) -> Result<u64> {
-        let list = self.list_for(ty, class as u8)?;
-        let s = shard();
-        let p = list.cur[s].0.load(Ordering::Acquire);
-        if p != 0 {
-            if let Some(off) = self.try_reserve(list, p) {
-                return Ok(off);
-            }
-        }
-        self.alloc_slow(list, s)
-    }
-
-    /// Reserve the lowest free slot of chunk `p = pack(id, gen)` in DRAM (Algorithm 2
-    /// `GetFreeObject`, lines 3 and 11). The PM next-free index says the same for the used
-    /// bits, but reservations must not write PM, so the DRAM reservation word decides.
-    fn try_reserve(&self, list: &ListState, p: u64) -> Option<u64> {
-        let (id, gen) = unpack(p);
-        let it = self.index.item(id)?;
-        let geo = list.geo?;
-        let mut r = it.reserved.load(Ordering::Acquire);
-        loop {
-            if r & LOCKED != 0 || r & BITMAP_MASK == BITMAP_MASK {
-                return None;
-            }
-            let i = (!r).trailing_zeros() as usize;
-            match it.reserved.compare_exchange_weak(r, r | 1 << i, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => {
-                    if it.gen.load(Ordering::Acquire) != gen || it.list.load(Ordering::Acquire) != list.idx {
-                        // The chunk was recycled and its item reused since `p` was read
-                        // (only on the lock-free fast path, see `alloc_slow`): undo.
-                        let old = it.reserved.fetch_and(!(1 << i), Ordering::AcqRel);
-                        if let Some(l) = self.lists.get(it.list.load(Ordering::Acquire) as usize).and_then(|l| l.get())
-                        {
-                            self.released(l, id, it.gen.load(Ordering::Acquire), old, 1 << i);
-                        }
-                        return None;
-                    }
-                    return Some(geo.slot_off(it.off.load(Ordering::Acquire), i));
-                }
-                Err(now) => r = now,
-            }
-        }
-    }
-
-    /// Algorithm 2, slow path, under the list lock: another chunk with a free slot
-    /// (lines 2–7, from the DRAM `partial` set instead of a list walk), else a new chunk
-    /// linked at the head of the list (lines 8–11).
-    fn alloc_slow(&self, list: &ListState, s: usize) -> Result<u64> {
-        let mut inner = list.inner.lock();
-        // Under the lock, an item of this list that has the expected generation cannot be
-        // retired (retiring takes this lock), so `try_reserve` below never meets a stale
-        // item and never calls `released`, which could take this lock again.
-        let old = list.cur[s].0.load(Ordering::Acquire);
-        if self.is_live_in(list, old) {
-            if let Some(off) = self.try_reserve(list, old) {
-                return Ok(off);
-            }
-        }
-        while let Some(p) = inner.partial.pop() {
-            if !self.is_live_in(list, p) {
-                continue;
-            }
-            let Some(it) = self.index.item(unpack(p).0) else { continue };
-            it.in_partial.store(false, Ordering::Relaxed);
-            if let Some(off) = self.try_reserve(list, p) {
-                list.cur[s].0.store(p, Ordering::Release);
-                self.displace(&mut inner, old);
-                return Ok(off);
-            }
-        }
-        let p = self.new_chunk(list, &mut inner)?;
-        let off = self
-            .try_reserve(list, p)
-            .ok_or_else(|| PoolError::CorruptAllocator("a new chunk has no free slot".into()))?;
-        list.cur[s].0.store(p, Ordering::Release);
-        self.displace(&mut inner, old);
-        Ok(off)
-    }
-
-    /// Whether `p = pack(id, gen)` is still the same incarnation of an item of `list`.
-    fn is_live_in(&self, list: &ListState, p: u64) -> bool {
-        let (id, gen) = unpack(p);
-        self.index
-            .item(id)
-            .is_some_and(|it| it.gen.load(Ordering::Acquire) == gen && it.list.load(Ordering::Acquire) == list.idx)
-    }
-
-    /// A shard's previous current chunk `old` is replaced: keep it findable if it still
-    /// has free slots (another thread of the shard may have freed into it).
-    fn displace(&self, inner: &mut ListInner, old: u64) {
-        let (id, gen) = unpack(old);
-        if let Some(it) = self.index.item(id) {
-            let r = it.reserved.load(Ordering::Acquire);
-            if it.gen.load(Ordering::Acquire) == gen
-                && r & LOCKED == 0
-                && r & BITMAP_MASK != BITMAP_MASK
-                && !it.in_partial.swap(true, Ordering::AcqRel)
-            {
-                inner.partial.push(old);
-            }
-        }
-    }
-
-    /// Algorithm 2 lines 9–10: a new chunk, initialised and persisted while unlinked, then
-    /// linked at the head with one persisted store — the moment its space becomes
-    /// allocated in PM. Returns `pack(id, gen)`.
-    fn new_chunk(&self, list: &ListState, inner: &mut ListInner) -> Result<u64> {
-        let geo = list.geo.expect("chunk list");
-        let off = self.take_space(geo.chunk_len as u64, geo.align as u64)?;
-        chunk::init(&self.pool, off, list.entry.head(&self.pool));
-        list.entry.set_head(&self.pool, off);
-        let id = self.link_item(list, inner, off, geo.chunk_len as u64, true);
-        let it = self.index.item(id).expect("fresh id");
-        it.reserved.store(0, Ordering::Release);
-        Ok(pack(id, it.gen.load(Ordering::Acquire)))
-    }
-
-    /// DRAM side of linking an item at the head of `list` (the PM side is done).
-    pub(crate) fn link_item(&self, list: &ListState, inner: &mut ListInner, off: u64, len: u64, whole: bool) -> u32 {
-        let id = self.index.alloc_id();
-        let it = self.index.item(id).expect("fresh id");
-        self.init_item(it, list, off, len);
-        it.next.store(inner.head, Ordering::Release);
-        if let Some(h) = self.index.item(inner.head) {
-            h.prev.store(id, Ordering::Release);
-        }
-        inner.head = id;
-        inner.count += 1;
-        self.index.register(id, off, off + len, whole);
-        id
-    }
-
-    pub(crate) fn init_item(&self, it: &Item, list: &ListState, off: u64, len: u64) {
-        it.len.store(len, Ordering::Release);
-        it.list.store(list.idx, Ordering::Release);
-        it.prev.store(0, Ordering::Release);
-        it.next.store(0, Ordering::Release);
-        it.off.store(off, Ordering::Release);
-    }
-
-    /// Space for a chunk or extent: from the free-space map, else from the top of the
-    /// heap. The pool's persistent heap top is raised *before* the space is used; until
-    /// the space is linked into a list it is free space that the next open recomputes.
-    pub(crate) fn take_space(&self, len: u64, align: u64) -> Result<u64> {
-        let mut sp = self.space.lock();
-        if let Some(off) = sp.take(len, align) {
-            return Ok(off);
-        }
-        let top = self.pool.heap_top();
-        let base = sp.block_ending_at(top).unwrap_or(top);
-        let start = base.next_multiple_of(align);
-        let end = start.checked_add(len).ok_or(PoolError::Full {
-            requested: len,
-            available: 0,
-            max: self.pool.max_size(),
-        })?;
-        self.pool.raise_heap_top(end)?;
-        if base < top {
-            sp.remove_exact(base, top);
-        }
-        sp.insert(base, start);
-        Ok(start)
-    }
-
-    /// Bit(s) `bits` of a chunk's reservation word were just cleared (`old` is the word
-    /// before): make the chunk findable again if it was full, recycle it if it is empty.
-    fn released(&self, list: &ListState, id: u32, gen: u32, old: u64, bits: u64) {
-        let new = old & !bits;
-        if old & BITMAP_MASK == BITMAP_MASK && old & LOCKED == 0 {
-            let mut inner = list.inner.lock();
-            if let Some(it) = self.index.item(id) {
-                if it.gen.load(Ordering::Acquire) == gen && !it.in_partial.swap(true, Ordering::AcqRel) {
-                    inner.partial.push(pack(id, gen));
-                }
-            }
-        }
-        if new == 0 {
-            self.maybe_recycle(list, id, gen);
-        }
-    }
-
-    /// EPRecycle's caller side (Algorithm 6 lines 1–2): recycle the chunk if nothing in
-    /// it is used or reserved and it is no shard's current chunk. Keeping current chunks
-    /// is the allocator's hysteresis: a thread that allocates and frees one object in a
-    /// loop would otherwise create and recycle a chunk on every iteration.
-    fn maybe_recycle(&self, list: &ListState, id: u32, gen: u32) {
-        // Unlocked pre-check: the common case (a thread freeing into its own current
-        // chunk) must not take the list lock. Re-checked under the lock below.
-        if list.is_cur(pack(id, gen)) {
-            return;
-        }
-        let mut inner = list.inner.lock();
-        let Some(it) = self.index.item(id) else { return };
-        if it.gen.load(Ordering::Acquire) != gen || list.is_cur(pack(id, gen)) {
-            return;
-        }
-        self.recycle_locked(list, &mut inner, id, it);
-    }
-
-    /// Recycle chunk `id` if its reservation word is 0, under the list lock.
-    fn recycle_locked(&self, list: &ListState, inner: &mut ListInner, id: u32, it: &Item) -> bool {
-        if it.reserved.compare_exchange(0, LOCKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
-            return false; // line 1: something was reserved meanwhile
-        }
-        let off = it.off.load(Ordering::Acquire);
-        if chunk::header(&self.pool, off).bitmap() != 0 {
-            // Cannot happen (DRAM reservations include every used bit); refuse rather
-            // than lose objects.
-            it.reserved.store(chunk::header(&self.pool, off).bitmap(), Ordering::Release);
-            return false;
-        }
-        self.unlink_locked(list, inner, it);
-        self.retire(id, it, true);
-        true
-    }
-
-    /// Algorithm 6 lines 3–10 and 12 for item `id` (PM), then the DRAM mirror.
-    pub(crate) fn unlink_locked(&self, list: &ListState, inner: &mut ListInner, it: &Item) {
-        let prev_id = it.prev.load(Ordering::Acquire);
-        let next_id = it.next.load(Ordering::Acquire);
-        let prev_off = self.index.item(prev_id).map_or(0, |p| p.off.load(Ordering::Acquire));
-        recycle_log::unlink(&self.pool, list.entry, it.off.load(Ordering::Acquire), prev_off);
-        match self.index.item(prev_id) {
-            Some(p) => p.next.store(next_id, Ordering::Release),
-            None => inner.head = next_id,
-        }
-        if let Some(n) = self.index.item(next_id) {
-            n.prev.store(prev_id, Ordering::Release);
-        }
-        inner.count -= 1;
-    }
-
-    /// Algorithm 6 line 11 (`pfree`): forget the item and return its space.
-    pub(crate) fn retire(&self, id: u32, it: &Item, whole: bool) {
-        let off = it.off.load(Ordering::Acquire);
-        let len = it.len.load(Ordering::Acquire);
-        self.index.unregister(id, off, off + len, whole);
-        self.index.free_id(id);
-        self.space.lock().insert(off, off + len);
-    }
-
-    // ----- extents -------------------------------------------------------------------------
-
-    /// Reserve an extent: pages from the free-space map, nothing in PM.
-    fn alloc_extent(&self, ty: TypeId, size: usize) -> Result<u64> {
-        let len = extent::extent_len(size).filter(|&l| l <= self.pool.max_size()).ok_or(PoolError::Full {
-            requested: size as u64,
-            available: 0,
-            max: self.pool.max_size(),
-        })?;
-        let list = self.list_for(ty, EXTENT_CLASS)?;
-        let off = self.take_space(len, PAGE)?;
-        let id = self.index.alloc_id();
-        let it = self.index.item(id).expect("fresh id");
-        self.init_item(it, list, off, len);
-        it.reserved.store(EXT_RESERVED, Ordering::Release);
-        self.index.register(id, off, off + len, false);
-        Ok(off + EXT_HEAD)
-    }
-
-    /// Publish an extent: header persisted, then linked at the head (one persisted store).
-    fn publish_extent(&self, loc: &Loc<'_>) -> Result<()> {
-        let mut inner = loc.list.inner.lock();
-        if loc.it.reserved.compare_exchange(EXT_RESERVED, EXT_USED, Ordering::AcqRel, Ordering::Acquire).is_err() {
-            return Err(misuse("publish", loc.base + EXT_HEAD, "the extent is not reserved"));
-        }
-        let len = loc.it.len.load(Ordering::Acquire);
-        extent::write_header(&self.pool, loc.base, len, loc.list.entry.head(&self.pool));
-        loc.list.entry.set_head(&self.pool, loc.base);
-        // DRAM mirror: the item already exists (and is registered); link it at the head.
-        loc.it.prev.store(0, Ordering::Release);
-        loc.it.next.store(inner.head, Ordering::Release);
-        if let Some(h) = self.index.item(inner.head) {
-            h.prev.store(loc.id, Ordering::Release);
-        }
-        inner.head = loc.id;
-        inner.count += 1;
-        Ok(())
-    }
-
-    fn unreserve_extent(&self, loc: &Loc<'_>) -> Result<()> {
-        let _g = loc.list.inner.lock();
-        if loc.it.reserved.compare_exchange(EXT_RESERVED, LOCKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
-            return Err(misuse("unreserve", loc.base + EXT_HEAD, "the extent is not reserved"));
-        }
-        self.retire(loc.id, loc.it, false);
-        Ok(())
-    }
-
-    /// Free an extent: unlink it with the recycle micro-log (Algorithm 6), then return its
-    /// pages.
-    fn free_extent(&self, loc: &Loc<'_>) -> Result<()> {
-        let mut inner = loc.list.inner.lock();
-        if loc.it.reserved.compare_exchange(EXT_USED, LOCKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
-            return Err(misuse("free", loc.base + EXT_HEAD, "the extent is not used"));
-        }
-        self.unlink_locked(loc.list, &mut inner, loc.it);
-        self.retire(loc.id, loc.it, false);
-        Ok(())
     }
 }
 
