@@ -106,8 +106,14 @@ impl NodeArena {
         NonNull::new(p).expect("block memory is non-null")
     }
 
-    /// Return the slot of a node of kind `t` (which nothing references any more).
-    pub fn free(&self, t: NodeType, p: NonNull<u8>) {
+    /// Return the slot of a node of kind `t` for reuse.
+    ///
+    /// # Safety
+    ///
+    /// `p` came from [`NodeArena::alloc`] of this arena with the same kind `t`, is
+    /// returned once, and nothing reads or writes it afterwards (the arena hands it out
+    /// again, and releases its block when dropped).
+    pub unsafe fn free(&self, t: NodeType, p: NonNull<u8>) {
         self.shards[my_shard()].0[t as usize].lock().free.push(p);
     }
 
@@ -164,7 +170,8 @@ mod tests {
         let p = live.pop().unwrap();
         // SAFETY: a slot of `slot_bytes` bytes owned by this test.
         unsafe { std::ptr::write_bytes(p.as_ptr(), 0xab, t.slot_bytes()) };
-        arena.free(t, p);
+        // SAFETY: `p` came from this arena's `alloc(t)` and is not accessed again.
+        unsafe { arena.free(t, p) };
         let before = arena.reserved();
         let q = arena.alloc(t);
         assert_eq!(q, p);

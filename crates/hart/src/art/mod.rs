@@ -61,9 +61,15 @@ fn prefix_mismatch(prefix: &[u8], key: &[u8], depth: usize) -> usize {
     prefix.iter().zip(rest.iter()).take_while(|(a, b)| a == b).count()
 }
 
-/// An adaptive radix tree over keys that share their first `depth` bytes. Owns its nodes
-/// (see [`node`]'s safety model): `&self` methods only read them, `&mut self` methods
-/// change them, and dropping the tree frees them.
+/// An adaptive radix tree over keys that share their first `depth` bytes. Owns its nodes,
+/// and is the safe face of [`node`]'s raw handles.
+///
+/// Invariant (what every `unsafe` block of this module rests on): every node reachable
+/// from `root` is live, was allocated from `arena`, and is named by exactly one slot of
+/// this tree; nodes are only read through `&self` methods (the nodes' *read* contract) and
+/// only changed through `&mut self` methods (their *write* contract), and a node is freed
+/// only once it is unlinked. HART's per-ART reader-writer lock hands out exactly these
+/// borrows.
 pub struct Art {
     root: Slot,
     depth: usize,
@@ -73,7 +79,9 @@ pub struct Art {
 
 impl Drop for Art {
     fn drop(&mut self) {
-        node::free_tree(&self.arena, std::mem::take(&mut self.root));
+        // SAFETY: the tree's nodes come from `self.arena` and `root` is their only owner
+        // (the invariant); the root is taken out, so nothing names them afterwards.
+        unsafe { node::free_tree(&self.arena, std::mem::take(&mut self.root)) };
     }
 }
 
@@ -106,15 +114,18 @@ impl Art {
             match cur.get()? {
                 Ref::Leaf(l) => return ks.with_key(l, |k| same(k, key)).then_some(l),
                 Ref::Node(n) => {
-                    let p = n.prefix();
-                    if !key.get(depth..depth + p.len()).is_some_and(|part| same(part, p)) {
-                        return None;
+                    // SAFETY: a node of this tree, read under `&self` (the invariant).
+                    unsafe {
+                        let p = n.prefix();
+                        if !key.get(depth..depth + p.len()).is_some_and(|part| same(part, p)) {
+                            return None;
+                        }
+                        depth += p.len();
+                        if key.len() == depth {
+                            return n.term();
+                        }
+                        cur = n.find(key[depth]);
                     }
-                    depth += p.len();
-                    if key.len() == depth {
-                        return n.term();
-                    }
-                    cur = n.find(key[depth]);
                     depth += 1;
                 }
             }
@@ -139,14 +150,22 @@ impl Art {
         make: impl FnOnce() -> Result<u64, E>,
         ks: &impl KeySource,
     ) -> Result<Result<(), u64>, E> {
-        let r = Self::insert_at(&self.arena, &mut self.root, key, self.depth, make, ks)?;
+        // SAFETY: the tree's own root and arena, borrowed exclusively by `&mut self`.
+        let r = unsafe { Self::insert_at(&self.arena, &mut self.root, key, self.depth, make, ks)? };
         if r.is_ok() {
             self.len += 1;
         }
         Ok(r)
     }
 
-    fn insert_at<E>(
+    /// [`Art::upsert`] below `slot`, whose keys share their first `depth` bytes.
+    ///
+    /// # Safety
+    ///
+    /// `slot` belongs to a tree with [`Art`]'s invariant whose nodes come from `arena`,
+    /// and the caller borrows that tree exclusively (the write contract for every node
+    /// under `slot`).
+    unsafe fn insert_at<E>(
         arena: &NodeArena,
         mut slot: &mut Slot,
         key: &[u8],
@@ -169,55 +188,67 @@ impl Art {
                     let leaf = make()?;
                     let (mut s, n) = node::new4(arena, &key[depth..depth + p]);
                     let d = depth + p;
-                    // Two children at most: the new Node4 does not grow, `n` stays valid.
-                    ks.with_key(old, |ok| {
-                        if ok.len() == d {
-                            n.set_term(Some(old));
+                    // SAFETY: a fresh Node4 from `arena`, owned by `s` alone and not yet
+                    // linked. It gets two children at most, so it does not grow and `n`
+                    // stays valid.
+                    unsafe {
+                        ks.with_key(old, |ok| {
+                            if ok.len() == d {
+                                n.set_term(Some(old));
+                            } else {
+                                node::add(arena, &mut s, ok[d], Slot::leaf(old));
+                            }
+                        });
+                        if key.len() == d {
+                            n.set_term(Some(leaf));
                         } else {
-                            node::add(arena, &mut s, ok[d], Slot::leaf(old));
+                            node::add(arena, &mut s, key[d], Slot::leaf(leaf));
                         }
-                    });
-                    if key.len() == d {
-                        n.set_term(Some(leaf));
-                    } else {
-                        node::add(arena, &mut s, key[d], Slot::leaf(leaf));
                     }
                     *slot = s;
                     return Ok(Ok(()));
                 }
                 Some(Ref::Node(n)) => {
-                    let m = prefix_mismatch(n.prefix(), key, depth);
-                    if m < n.prefix().len() {
-                        // Split the compressed path at the mismatch.
-                        let leaf = make()?;
-                        let (mut ps, parent) = node::new4(arena, &n.prefix()[..m]);
-                        let old_byte = n.prefix()[m];
-                        n.set_prefix(&[&n.prefix()[m + 1..]]);
-                        let d = depth + m;
-                        if key.len() == d {
-                            parent.set_term(Some(leaf));
-                        } else {
-                            node::add(arena, &mut ps, key[d], Slot::leaf(leaf));
-                        }
-                        node::add(arena, &mut ps, old_byte, *slot);
-                        *slot = ps;
-                        return Ok(Ok(()));
-                    }
-                    depth += m;
-                    if key.len() == depth {
-                        if let Some(t) = n.term() {
-                            return Ok(Err(t));
-                        }
-                        n.set_term(Some(make()?));
-                        return Ok(Ok(()));
-                    }
-                    let b = key[depth];
-                    depth += 1;
-                    match n.find_mut(b) {
-                        Some(child) => slot = child,
-                        None => {
-                            node::add(arena, slot, b, Slot::leaf(make()?));
+                    // SAFETY: `n` is the node in `*slot`, under the write contract (ours).
+                    // Prefix borrows end before `set_prefix` replaces the prefix. `ps` is a
+                    // fresh Node4 from `arena` that takes over `*slot`'s node; `parent` is
+                    // used before `ps` gets children, hence before it can grow. A child
+                    // slot borrowed by `find_mut` is only changed below, never through `n`
+                    // or a rebuild of `n`.
+                    unsafe {
+                        let m = prefix_mismatch(n.prefix(), key, depth);
+                        if m < n.prefix().len() {
+                            // Split the compressed path at the mismatch.
+                            let leaf = make()?;
+                            let (mut ps, parent) = node::new4(arena, &n.prefix()[..m]);
+                            let old_byte = n.prefix()[m];
+                            n.set_prefix(&[&n.prefix()[m + 1..]]);
+                            let d = depth + m;
+                            if key.len() == d {
+                                parent.set_term(Some(leaf));
+                            } else {
+                                node::add(arena, &mut ps, key[d], Slot::leaf(leaf));
+                            }
+                            node::add(arena, &mut ps, old_byte, *slot);
+                            *slot = ps;
                             return Ok(Ok(()));
+                        }
+                        depth += m;
+                        if key.len() == depth {
+                            if let Some(t) = n.term() {
+                                return Ok(Err(t));
+                            }
+                            n.set_term(Some(make()?));
+                            return Ok(Ok(()));
+                        }
+                        let b = key[depth];
+                        depth += 1;
+                        match n.find_mut(b) {
+                            Some(child) => slot = child,
+                            None => {
+                                node::add(arena, slot, b, Slot::leaf(make()?));
+                                return Ok(Ok(()));
+                            }
                         }
                     }
                 }
@@ -227,14 +258,26 @@ impl Art {
 
     /// Remove `key`; returns its leaf.
     pub fn remove(&mut self, key: &[u8], ks: &impl KeySource) -> Option<u64> {
-        let r = Self::remove_at(&self.arena, &mut self.root, key, self.depth, ks);
+        // SAFETY: the tree's own root and arena, borrowed exclusively by `&mut self`.
+        let r = unsafe { Self::remove_at(&self.arena, &mut self.root, key, self.depth, ks) };
         if r.is_some() {
             self.len -= 1;
         }
         r
     }
 
-    fn remove_at(arena: &NodeArena, slot: &mut Slot, key: &[u8], depth: usize, ks: &impl KeySource) -> Option<u64> {
+    /// [`Art::remove`] below `slot`, whose keys share their first `depth` bytes.
+    ///
+    /// # Safety
+    ///
+    /// As [`Art::insert_at`].
+    unsafe fn remove_at(
+        arena: &NodeArena,
+        slot: &mut Slot,
+        key: &[u8],
+        depth: usize,
+        ks: &impl KeySource,
+    ) -> Option<u64> {
         let n = match slot.get()? {
             Ref::Leaf(l) => {
                 if ks.with_key(l, |k| same(k, key)) {
@@ -245,57 +288,69 @@ impl Art {
             }
             Ref::Node(n) => n,
         };
-        let p = n.prefix();
-        if !key.get(depth..depth + p.len()).is_some_and(|part| same(part, p)) {
-            return None;
-        }
-        let d = depth + p.len();
-        let removed = if key.len() == d {
-            let t = n.term()?;
-            n.set_term(None);
-            t
-        } else {
-            let b = key[d];
-            let child = n.find_mut(b)?;
-            let r = Self::remove_at(arena, child, key, d + 1, ks)?;
-            if child.is_empty() {
-                node::remove(arena, slot, b); // may shrink the node: `*slot` is re-read below
+        // SAFETY: `n` is the node in `*slot`, under the write contract (ours); the child
+        // slot borrowed by `find_mut` is used only until `node::remove` may rebuild `n`.
+        let removed = unsafe {
+            let p = n.prefix();
+            if !key.get(depth..depth + p.len()).is_some_and(|part| same(part, p)) {
+                return None;
             }
-            r
+            let d = depth + p.len();
+            if key.len() == d {
+                let t = n.term()?;
+                n.set_term(None);
+                t
+            } else {
+                let b = key[d];
+                let child = n.find_mut(b)?;
+                let r = Self::remove_at(arena, child, key, d + 1, ks)?;
+                if child.is_empty() {
+                    node::remove(arena, slot, b); // may shrink the node: `*slot` is re-read below
+                }
+                r
+            }
         };
         // Restore the invariants of path compression and lazy expansion.
         let Some(Ref::Node(n)) = slot.get() else { unreachable!("a node was here") };
-        match (n.count(), n.term()) {
-            (0, None) => {
-                node::free_node(arena, n);
-                *slot = Slot::EMPTY;
-            }
-            (0, Some(t)) => {
-                node::free_node(arena, n);
-                *slot = Slot::leaf(t);
-            }
-            (1, None) => {
-                let (b, only) = n.first_child().expect("one child");
-                if let Some(Ref::Node(c)) = only.get() {
-                    c.set_prefix(&[n.prefix(), &[b], c.prefix()]);
+        // SAFETY: `n` is the (possibly rebuilt) node in `*slot`, under the write contract.
+        // Where it is freed, `*slot` is overwritten right after and nothing uses `n` again;
+        // a surviving only child moves up into `*slot`, keeping exactly one owner, and its
+        // new prefix is built before `n` (whose prefix it borrows) is freed.
+        unsafe {
+            match (n.count(), n.term()) {
+                (0, None) => {
+                    node::free_node(arena, n);
+                    *slot = Slot::EMPTY;
                 }
-                node::free_node(arena, n);
-                *slot = only;
+                (0, Some(t)) => {
+                    node::free_node(arena, n);
+                    *slot = Slot::leaf(t);
+                }
+                (1, None) => {
+                    let (b, only) = n.first_child().expect("one child");
+                    if let Some(Ref::Node(c)) = only.get() {
+                        c.set_prefix(&[n.prefix(), &[b], c.prefix()]);
+                    }
+                    node::free_node(arena, n);
+                    *slot = only;
+                }
+                _ => {}
             }
-            _ => {}
         }
         Some(removed)
     }
 
     /// Visit leaves in ascending key order whose keys are `>= start` (if given), stopping
-    /// when `f` returns false. `path` holds the bytes shared by every key of the tree.
-    /// Subtrees entirely below `start` are skipped by their path, without reading leaves.
+    /// when `f` returns false. `shared` holds the bytes shared by every key of the tree.
+    /// Subtrees entirely below `start` are skipped by their path, without reading leaves;
+    /// leaves of keys below `start` may still be visited (the caller filters them).
     pub fn scan(&self, shared: &[u8], start: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
         if self.root.is_empty() {
             return true;
         }
         let mut path = shared[..self.depth.min(shared.len())].to_vec();
-        Self::scan_at(self.root, &mut path, start, f)
+        // SAFETY: the tree's root, read under `&self`.
+        unsafe { Self::scan_at(self.root, &mut path, start, f) }
     }
 
     fn below_start(path: &[u8], start: Option<&[u8]>) -> bool {
@@ -309,31 +364,38 @@ impl Art {
         }
     }
 
-    fn scan_at(c: Slot, path: &mut Vec<u8>, start: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
+    /// [`Art::scan`] below `c`, whose keys begin with `path`.
+    ///
+    /// # Safety
+    ///
+    /// `c` is a slot of a tree with [`Art`]'s invariant that the caller borrows (shared)
+    /// for the whole call: the read contract for every node under `c`.
+    unsafe fn scan_at(c: Slot, path: &mut Vec<u8>, start: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
         match c.get() {
             None => true,
             Some(Ref::Leaf(l)) => f(l),
             Some(Ref::Node(n)) => {
                 let mark = path.len();
-                path.extend_from_slice(n.prefix());
-                let mut go = true;
-                if !Self::below_start(path, start) {
-                    if let Some(t) = n.term() {
-                        go = f(t);
+                // SAFETY: `n` and its children are nodes of the borrowed tree (the
+                // contract); `f` cannot change them (it has no access to the tree).
+                let go = unsafe {
+                    path.extend_from_slice(n.prefix());
+                    let mut go = true;
+                    if !Self::below_start(path, start) {
+                        if let Some(t) = n.term() {
+                            go = f(t);
+                        }
+                        if go {
+                            go = n.for_each(|b, child| {
+                                path.push(b);
+                                let r = Self::below_start(path, start) || Self::scan_at(child, path, start, f);
+                                path.pop();
+                                r
+                            });
+                        }
                     }
-                    if go {
-                        go = n.for_each(|b, child| {
-                            path.push(b);
-                            let r = if Self::below_start(path, start) {
-                                true
-                            } else {
-                                Self::scan_at(child, path, start, f)
-                            };
-                            path.pop();
-                            r
-                        });
-                    }
-                }
+                    go
+                };
                 path.truncate(mark);
                 go
             }
@@ -343,13 +405,15 @@ impl Art {
     /// Visit leaves in descending key order whose keys are `<= end` (if given), stopping
     /// when `f` returns false: [`Art::scan`] mirrored. A node's own leaf (`term`, the key
     /// that ends at the node) sorts before its children, so it comes after them here.
-    /// Subtrees entirely above `end` are skipped by their path.
+    /// Subtrees entirely above `end` are skipped by their path; leaves of keys above `end`
+    /// may still be visited (the caller filters them).
     pub fn scan_rev(&self, shared: &[u8], end: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
         if self.root.is_empty() {
             return true;
         }
         let mut path = shared[..self.depth.min(shared.len())].to_vec();
-        Self::scan_rev_at(self.root, &mut path, end, f)
+        // SAFETY: the tree's root, read under `&self`.
+        unsafe { Self::scan_rev_at(self.root, &mut path, end, f) }
     }
 
     fn above_end(path: &[u8], end: Option<&[u8]>) -> bool {
@@ -364,29 +428,38 @@ impl Art {
         }
     }
 
-    fn scan_rev_at(c: Slot, path: &mut Vec<u8>, end: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
+    /// [`Art::scan_rev`] below `c`, whose keys begin with `path`.
+    ///
+    /// # Safety
+    ///
+    /// As [`Art::scan_at`].
+    unsafe fn scan_rev_at(c: Slot, path: &mut Vec<u8>, end: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
         match c.get() {
             None => true,
             Some(Ref::Leaf(l)) => f(l),
             Some(Ref::Node(n)) => {
                 let mark = path.len();
-                path.extend_from_slice(n.prefix());
-                let mut go = true;
-                // Everything under `path` above `end`: skip the node. Otherwise children
-                // (each checked by its own path), then the term, whose key is `path`.
-                if !Self::above_end(path, end) {
-                    go = n.for_each_rev(|b, child| {
-                        path.push(b);
-                        let r = if Self::above_end(path, end) { true } else { Self::scan_rev_at(child, path, end, f) };
-                        path.pop();
-                        r
-                    });
-                    if go && end.is_none_or(|e| path.as_slice() <= e) {
-                        if let Some(t) = n.term() {
-                            go = f(t);
+                // SAFETY: as in `scan_at`.
+                let go = unsafe {
+                    path.extend_from_slice(n.prefix());
+                    let mut go = true;
+                    // Everything under `path` above `end`: skip the node. Otherwise children
+                    // (each checked by its own path), then the term, whose key is `path`.
+                    if !Self::above_end(path, end) {
+                        go = n.for_each_rev(|b, child| {
+                            path.push(b);
+                            let r = Self::above_end(path, end) || Self::scan_rev_at(child, path, end, f);
+                            path.pop();
+                            r
+                        });
+                        if go && end.is_none_or(|e| path.as_slice() <= e) {
+                            if let Some(t) = n.term() {
+                                go = f(t);
+                            }
                         }
                     }
-                }
+                    go
+                };
                 path.truncate(mark);
                 go
             }
@@ -401,10 +474,13 @@ impl Art {
             match c.get()? {
                 Ref::Leaf(l) => return Some(l),
                 Ref::Node(n) => {
-                    if let Some(t) = n.term() {
-                        return Some(t);
+                    // SAFETY: a node of this tree, read under `&self`.
+                    unsafe {
+                        if let Some(t) = n.term() {
+                            return Some(t);
+                        }
+                        c = n.first_child()?.1;
                     }
-                    c = n.first_child()?.1;
                 }
             }
         }
@@ -419,13 +495,17 @@ impl Art {
                 Ref::Leaf(l) => return Some(l),
                 Ref::Node(n) => {
                     let mut last = None;
-                    n.for_each_rev(|_, ch| {
-                        last = Some(ch);
-                        false
-                    });
+                    // SAFETY: a node of this tree, read under `&self`.
+                    unsafe {
+                        n.for_each_rev(|_, ch| {
+                            last = Some(ch);
+                            false
+                        });
+                    }
                     match last {
                         Some(ch) => c = ch,
-                        None => return n.term(),
+                        // SAFETY: as above.
+                        None => return unsafe { n.term() },
                     }
                 }
             }
@@ -434,11 +514,15 @@ impl Art {
 
     /// Node counts and bytes by type, and leaf count.
     pub fn stats(&self, s: &mut ArtStats) {
-        fn walk(c: Slot, s: &mut ArtStats) {
+        /// # Safety
+        ///
+        /// As [`Art::scan_at`].
+        unsafe fn walk(c: Slot, s: &mut ArtStats) {
             match c.get() {
                 None => {}
                 Some(Ref::Leaf(_)) => s.leaves += 1,
-                Some(Ref::Node(n)) => {
+                // SAFETY: a node of the borrowed tree (the contract), and its children.
+                Some(Ref::Node(n)) => unsafe {
                     let i = NodeType::ALL.iter().position(|t| *t == n.node_type()).expect("a node type");
                     s.nodes[i] += 1;
                     s.bytes[i] += n.dram_bytes() as u64;
@@ -449,10 +533,11 @@ impl Art {
                         walk(ch, s);
                         true
                     });
-                }
+                },
             }
         }
-        walk(self.root, s);
+        // SAFETY: the tree's root, read under `&self`.
+        unsafe { walk(self.root, s) };
     }
 }
 
@@ -492,26 +577,67 @@ mod tests {
         for (k, v) in &model {
             assert_eq!(art.get(k, &keys), Some(*v));
         }
+        let key_of = |l: u64| keys.0[l as usize].clone();
         let mut seen = Vec::new();
         art.scan(&prefix, None, &mut |l| {
-            seen.push(keys.0[l as usize].clone());
+            seen.push(key_of(l));
             true
         });
         assert_eq!(seen, model.keys().cloned().collect::<Vec<_>>());
-        assert_eq!(art.min().map(|l| keys.0[l as usize].clone()), model.keys().next().cloned());
-        assert_eq!(art.max().map(|l| keys.0[l as usize].clone()), model.keys().next_back().cloned());
-        // Scans from every model key and from keys between them.
-        for start in model.keys().take(20) {
+        let mut seen_rev = Vec::new();
+        art.scan_rev(&prefix, None, &mut |l| {
+            seen_rev.push(key_of(l));
+            true
+        });
+        assert_eq!(seen_rev, model.keys().rev().cloned().collect::<Vec<_>>());
+        assert_eq!(art.min().map(key_of), model.keys().next().cloned());
+        assert_eq!(art.max().map(key_of), model.keys().next_back().cloned());
+        // Scans from (and, in reverse, down from) model keys and keys that are not in the
+        // tree: prefixes of keys, keys extended by a byte, keys with a last byte changed.
+        let mut bounds: Vec<Vec<u8>> = model.keys().take(12).cloned().collect();
+        for k in model.keys().take(6) {
+            bounds.push(k[..k.len() / 2].to_vec());
+            bounds.push([k.as_slice(), &[0]].concat());
+            bounds.push([k.as_slice(), &[2]].concat());
+            if let Some((last, rest)) = k.split_last() {
+                bounds.push([rest, &[last.wrapping_add(1)]].concat());
+                bounds.push([rest, &[last.wrapping_sub(1)]].concat());
+            }
+        }
+        for b in &bounds {
+            // The tree may yield keys beyond the bound from a subtree it does not skip
+            // (the caller filters them); what it yields within the bound is exact.
             let mut got = Vec::new();
-            art.scan(&prefix, Some(start), &mut |l| {
-                let k = keys.0[l as usize].clone();
-                if k.as_slice() >= start.as_slice() {
+            art.scan(&prefix, Some(b), &mut |l| {
+                let k = key_of(l);
+                if k.as_slice() >= b.as_slice() {
                     got.push(k);
                 }
                 true
             });
-            let want: Vec<_> = model.range(start.clone()..).map(|(k, _)| k.clone()).collect();
-            assert_eq!(got, want);
+            let want: Vec<_> = model.range(b.clone()..).map(|(k, _)| k.clone()).collect();
+            assert_eq!(got, want, "scan from {b:?}");
+            let mut got = Vec::new();
+            art.scan_rev(&prefix, Some(b), &mut |l| {
+                let k = key_of(l);
+                if k.as_slice() <= b.as_slice() {
+                    got.push(k);
+                }
+                true
+            });
+            let want: Vec<_> = model.range(..=b.clone()).rev().map(|(k, _)| k.clone()).collect();
+            assert_eq!(got, want, "reverse scan down from {b:?}");
+            // Stopping: the visitor's `false` ends the walk at once, both ways.
+            for rev in [false, true] {
+                let mut n = 0;
+                let mut stop = |_| {
+                    n += 1;
+                    false
+                };
+                let finished =
+                    if rev { art.scan_rev(&prefix, Some(b), &mut stop) } else { art.scan(&prefix, Some(b), &mut stop) };
+                assert_eq!((finished, n <= 1), (n == 0, true));
+            }
         }
     }
 

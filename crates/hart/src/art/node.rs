@@ -25,12 +25,23 @@
 //!
 //! # Safety model
 //!
-//! Node memory is managed by hand (raw allocations named by tagged words), so this module
-//! is the only place with `unsafe` in the ART. The invariant that makes [`NodePtr`]'s
-//! safe-looking methods sound: a `NodePtr` is only obtained from a [`Slot`] of a tree the
-//! caller borrows (`&Art` for the reading methods, `&mut Art` for the mutating ones), the
-//! tree owns each node through exactly one slot, and a node is freed only after it was
-//! unlinked from its slot ([`free_node`], [`free_tree`]).
+//! Node memory is managed by hand (arena slots named by tagged words), so this module is
+//! the only place in the ART that dereferences node pointers. A [`NodePtr`] is a raw
+//! handle: `Copy`, without a lifetime, like a raw pointer. Every function that reads or
+//! writes a node through one is therefore an `unsafe fn`, with one of two contracts:
+//!
+//! * **read**: the handle names a *live* node (allocated by this module from an arena and
+//!   not freed since), and nothing changes that node while the call runs or while a
+//!   reference it returned (a prefix slice) is in use;
+//! * **write**: the read contract, and the caller has *exclusive* access to the node: no
+//!   other thread reads it meanwhile, and no reference returned from it earlier is used
+//!   again (except where a function says otherwise).
+//!
+//! The functions that allocate, grow, shrink or free nodes ([`add`], [`remove`],
+//! [`free_node`], [`free_tree`]) also need the arena the nodes came from. [`Art`](super::Art)
+//! discharges all of this: it owns each of its nodes through exactly one slot, allocates
+//! them all from its own arena, reads them only under `&self` and changes them only under
+//! `&mut self` (HART's per-ART reader-writer lock), and frees a node only after unlinking it.
 
 use super::arena::NodeArena;
 use std::ptr::NonNull;
@@ -218,7 +229,9 @@ fn make_prefix(parts: &[&[u8]]) -> (PrefixData, u32) {
 
 /// Release a heap prefix (no-op for an inline one).
 ///
-/// SAFETY: `(data, len)` came from [`make_prefix`] and is released once.
+/// # Safety
+///
+/// `(data, len)` came from [`make_prefix`], is released once, and is not read afterwards.
 unsafe fn release_prefix(data: PrefixData, len: u32) {
     if len as usize > INLINE_PREFIX {
         // SAFETY: per the contract, `heap` is the pointer of a Box<[u8]> of `len` bytes.
@@ -264,32 +277,61 @@ fn shift_down<T: Copy>(a: &mut [T], at: usize, len: usize) {
 
 /// Give the memory of node `p` back to the arena, but not its prefix (which was moved
 /// elsewhere or released by the caller).
-fn dealloc_node(arena: &NodeArena, p: NodePtr) {
-    arena.free(p.node_type(), p.0.cast());
+///
+/// # Safety
+///
+/// `p` is live, was allocated from `arena`, is named by no slot, and neither `p` nor any
+/// reference obtained through it is used afterwards.
+unsafe fn dealloc_node(arena: &NodeArena, p: NodePtr) {
+    // SAFETY: `p` is live (read contract) until the arena takes its slot back, which the
+    // contract allows: the slot came from `arena` with this kind, and is not used again.
+    unsafe { arena.free(p.node_type(), p.0.cast()) };
 }
 
-/// A new Node4 with compressed path `prefix`, as a slot.
+/// A new Node4 with compressed path `prefix`, as a slot, and a handle to it. The node
+/// belongs to whoever stores the slot; it is freed only through [`free_node`] or
+/// [`free_tree`] (a slot that is dropped leaks it, which is safe).
 pub fn new4(arena: &NodeArena, prefix: &[u8]) -> (Slot, NodePtr) {
     let p = alloc_node(arena, NodeType::N4, header(prefix));
     (Slot::node(p), p)
 }
 
 /// Free one node that was unlinked from the tree (its children are not touched).
-pub fn free_node(arena: &NodeArena, p: NodePtr) {
-    let h = p.h();
-    // SAFETY: the caller unlinked `p` (module invariant); its prefix is released once here.
-    unsafe { release_prefix(h.prefix, h.plen) };
-    dealloc_node(arena, p);
+///
+/// # Safety
+///
+/// `p` is live and was allocated from `arena`; no slot names it any more, no other thread
+/// can reach it, and neither `p` (or a copy) nor a reference obtained through it is used
+/// afterwards.
+pub unsafe fn free_node(arena: &NodeArena, p: NodePtr) {
+    // SAFETY: per the contract `p` is live and ours alone; its prefix was made by
+    // `make_prefix` (every header's is) and is released once, here, and the node's memory
+    // goes back to the arena it came from.
+    unsafe {
+        let h = p.h();
+        release_prefix(h.prefix, h.plen);
+        dealloc_node(arena, p);
+    }
 }
 
 /// Free a whole subtree (leaves are PM offsets and are not touched).
-pub fn free_tree(arena: &NodeArena, s: Slot) {
+///
+/// # Safety
+///
+/// Every node under `s` satisfies [`free_node`]'s contract: the subtree was allocated from
+/// `arena`, is owned by `s` alone (`s` is not stored in any tree, or is removed from it),
+/// and neither `s` nor any handle into the subtree is used afterwards.
+pub unsafe fn free_tree(arena: &NodeArena, s: Slot) {
     if let Some(Ref::Node(p)) = s.get() {
-        p.for_each(|_, c| {
-            free_tree(arena, c);
-            true
-        });
-        free_node(arena, p);
+        // SAFETY: `p` and its children are live and exclusively ours (the contract); each
+        // child subtree is freed before `p`, and nothing reads them afterwards.
+        unsafe {
+            p.for_each(|_, c| {
+                free_tree(arena, c);
+                true
+            });
+            free_node(arena, p);
+        }
     }
 }
 
@@ -318,7 +360,9 @@ fn find16(keys: &[u8; N16], n: usize, byte: u8) -> Option<usize> {
 /// borrow) and writers (under an exclusive one) can share the code without creating a
 /// `&mut` that aliases another reader's view.
 ///
-/// SAFETY: `raw` is a live node.
+/// # Safety
+///
+/// `raw` is a live node.
 unsafe fn sorted_arrays(raw: *mut Header) -> Option<(*mut u8, *mut Slot, usize)> {
     // SAFETY: the header's kind names the allocation's real type (module invariant).
     unsafe {
@@ -338,7 +382,9 @@ unsafe fn sorted_arrays(raw: *mut Header) -> Option<(*mut u8, *mut Slot, usize)>
 
 /// Index of `byte` among the `len` sorted keys at `keys` (an array of `cap` bytes).
 ///
-/// SAFETY: `keys` points to `cap` readable bytes and `len <= cap`.
+/// # Safety
+///
+/// `keys` points to `cap` readable bytes and `len <= cap`.
 #[inline]
 unsafe fn sorted_find(keys: *const u8, len: usize, cap: usize, byte: u8) -> Option<usize> {
     // SAFETY: per the contract.
@@ -351,72 +397,130 @@ unsafe fn sorted_find(keys: *const u8, len: usize, cap: usize, byte: u8) -> Opti
     }
 }
 
-/// A node of a tree the caller borrows (see the module's safety model).
+/// A raw handle to a node: `Copy` and without a lifetime, so every method that touches
+/// the node is an `unsafe fn` with the module's *read* or *write* contract (see the
+/// module's safety model).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct NodePtr(NonNull<Header>);
 
 impl NodePtr {
+    /// The header, borrowed for `'a`.
+    ///
+    /// # Safety
+    ///
+    /// The read contract, for all of `'a`.
     #[inline]
-    fn h<'a>(self) -> &'a Header {
-        // SAFETY: a live node (module invariant); only header bytes are borrowed.
+    unsafe fn h<'a>(self) -> &'a Header {
+        // SAFETY: a live node (the contract), unchanged while the borrow is used; every
+        // node kind starts with its header.
         unsafe { self.0.as_ref() }
     }
+
+    /// The header, borrowed exclusively for `'a`.
+    ///
+    /// # Safety
+    ///
+    /// The write contract, for all of `'a`.
     #[inline]
-    fn h_mut<'a>(self) -> &'a mut Header {
-        // SAFETY: a live node of a tree the caller borrows mutably (module invariant).
+    unsafe fn h_mut<'a>(self) -> &'a mut Header {
+        // SAFETY: a live node to which the caller has exclusive access (the contract).
         unsafe { &mut *self.0.as_ptr() }
     }
 
-    pub fn node_type(self) -> NodeType {
-        NodeType::from_u8(self.h().kind)
+    /// The node's kind.
+    ///
+    /// # Safety
+    ///
+    /// The read contract.
+    pub unsafe fn node_type(self) -> NodeType {
+        // SAFETY: the read contract.
+        NodeType::from_u8(unsafe { self.h() }.kind)
     }
 
-    /// The compressed path.
+    /// The compressed path, borrowed for `'a`, a lifetime the caller picks.
+    ///
+    /// # Safety
+    ///
+    /// The read contract for all of `'a`: in particular the node's prefix is not replaced
+    /// ([`NodePtr::set_prefix`]) and the node is not freed while the slice is in use.
     #[inline]
-    pub fn prefix<'a>(self) -> &'a [u8] {
-        let h = self.h();
+    pub unsafe fn prefix<'a>(self) -> &'a [u8] {
+        // SAFETY: the read contract, for `'a`.
+        let h = unsafe { self.h() };
         let len = h.plen as usize;
         if len <= INLINE_PREFIX {
             // SAFETY: short prefixes are stored inline (`Header::prefix`).
             unsafe { &h.prefix.inline[..len] }
         } else {
-            // SAFETY: long prefixes are a heap slice of `plen` bytes owned by the node.
+            // SAFETY: long prefixes are a heap slice of `plen` bytes owned by the node,
+            // released only when the prefix is replaced or the node freed (not during `'a`).
             unsafe { std::slice::from_raw_parts(h.prefix.heap, len) }
         }
     }
 
-    /// Replace the compressed path by the concatenation of `parts` (which may borrow the
-    /// current path).
-    pub fn set_prefix(self, parts: &[&[u8]]) {
+    /// Replace the compressed path by the concatenation of `parts`.
+    ///
+    /// # Safety
+    ///
+    /// The write contract. `parts` may borrow the node's current prefix (they are copied
+    /// before it is released), but such borrows must not be used after this call.
+    pub unsafe fn set_prefix(self, parts: &[&[u8]]) {
         let (data, len) = make_prefix(parts);
-        let h = self.h_mut();
-        // SAFETY: the old representation is released once, after the new one was built.
-        unsafe { release_prefix(h.prefix, h.plen) };
-        h.prefix = data;
-        h.plen = len;
+        // SAFETY: exclusive access (the contract); the old representation came from
+        // `make_prefix` and is released once, after the new one was built from `parts`,
+        // and nothing reads it again.
+        unsafe {
+            let h = self.h_mut();
+            release_prefix(h.prefix, h.plen);
+            h.prefix = data;
+            h.plen = len;
+        }
     }
 
+    /// The leaf of the key that ends at this node.
+    ///
+    /// # Safety
+    ///
+    /// The read contract.
     #[inline]
-    pub fn term(self) -> Option<u64> {
-        let t = self.h().term;
+    pub unsafe fn term(self) -> Option<u64> {
+        // SAFETY: the read contract.
+        let t = unsafe { self.h() }.term;
         (t != 0).then_some(t >> 1)
     }
 
-    pub fn set_term(self, leaf: Option<u64>) {
-        self.h_mut().term = leaf.map_or(0, |l| (l << 1) | 1);
+    /// Set or clear the leaf of the key that ends at this node.
+    ///
+    /// # Safety
+    ///
+    /// The write contract.
+    pub unsafe fn set_term(self, leaf: Option<u64>) {
+        // SAFETY: the write contract.
+        unsafe { self.h_mut() }.term = leaf.map_or(0, |l| (l << 1) | 1);
     }
 
     /// Number of children (not counting `term`).
+    ///
+    /// # Safety
+    ///
+    /// The read contract.
     #[inline]
-    pub fn count(self) -> usize {
-        self.h().n as usize
+    pub unsafe fn count(self) -> usize {
+        // SAFETY: the read contract.
+        unsafe { self.h() }.n as usize
     }
 
     /// Address of the child slot under `byte`, if that child exists.
+    ///
+    /// # Safety
+    ///
+    /// The read contract; the address is valid as long as the node is live and not
+    /// rebuilt, and may be written through only under the write contract.
     #[inline]
-    fn child_ptr(self, byte: u8) -> Option<*mut Slot> {
+    unsafe fn child_ptr(self, byte: u8) -> Option<*mut Slot> {
         let raw = self.0.as_ptr();
-        // SAFETY: the header's kind names the allocation's real type (module invariant).
+        // SAFETY: a live node (the contract) whose header's kind names the allocation's
+        // real type; only addresses are computed, through raw pointers.
         unsafe {
             if let Some((keys, children, cap)) = sorted_arrays(raw) {
                 return sorted_find(keys, (*raw).n as usize, cap, byte).map(|i| children.add(i));
@@ -424,38 +528,49 @@ impl NodePtr {
             match NodeType::from_u8((*raw).kind) {
                 NodeType::N4 | NodeType::N16 => unreachable!("sorted kinds handled above"),
                 NodeType::N48 => {
-                    let n = &mut *raw.cast::<Node48>();
-                    match n.index[byte as usize] {
+                    let n = raw.cast::<Node48>();
+                    match (*n).index[byte as usize] {
                         0 => None,
-                        i => Some(&mut n.children[i as usize - 1] as *mut Slot),
+                        i => Some((&raw mut (*n).children as *mut Slot).add(i as usize - 1)),
                     }
                 }
                 NodeType::N256 => {
-                    let n = &mut *raw.cast::<Node256>();
-                    let c = &mut n.children[byte as usize];
-                    (!c.is_empty()).then_some(c as *mut Slot)
+                    let c = (&raw mut (*raw.cast::<Node256>()).children as *mut Slot).add(byte as usize);
+                    (!(*c).is_empty()).then_some(c)
                 }
             }
         }
     }
 
     /// The child under `byte` (empty if none).
+    ///
+    /// # Safety
+    ///
+    /// The read contract.
     #[inline]
-    pub fn find(self, byte: u8) -> Slot {
-        // SAFETY: a slot of a live node, read under the caller's borrow of the tree.
-        self.child_ptr(byte).map_or(Slot::EMPTY, |p| unsafe { *p })
+    pub unsafe fn find(self, byte: u8) -> Slot {
+        // SAFETY: the read contract; the slot word is copied out.
+        unsafe { self.child_ptr(byte).map_or(Slot::EMPTY, |p| *p) }
     }
 
-    /// The child slot under `byte`, for replacing it in place (a mutable borrow of the
-    /// tree). None if there is no child.
+    /// The child slot under `byte`, for replacing it in place; None if there is no child.
+    ///
+    /// # Safety
+    ///
+    /// The write contract for all of `'a`, a lifetime the caller picks: the node is not
+    /// rebuilt, freed or otherwise accessed while the returned borrow is in use.
     #[inline]
-    pub fn find_mut<'a>(self, byte: u8) -> Option<&'a mut Slot> {
-        // SAFETY: as `find`, with the caller's exclusive borrow.
-        self.child_ptr(byte).map(|p| unsafe { &mut *p })
+    pub unsafe fn find_mut<'a>(self, byte: u8) -> Option<&'a mut Slot> {
+        // SAFETY: a live slot of the node, borrowed exclusively for `'a` (the contract).
+        unsafe { self.child_ptr(byte).map(|p| &mut *p) }
     }
 
     /// Visit children in ascending byte order until `f` returns false.
-    pub fn for_each(self, mut f: impl FnMut(u8, Slot) -> bool) -> bool {
+    ///
+    /// # Safety
+    ///
+    /// The read contract (`f` must not change this node).
+    pub unsafe fn for_each(self, mut f: impl FnMut(u8, Slot) -> bool) -> bool {
         let raw = self.0.as_ptr();
         // SAFETY: as `child_ptr`; children are copied out, the node is not mutated.
         unsafe {
@@ -481,7 +596,11 @@ impl NodePtr {
     }
 
     /// Visit children in descending byte order until `f` returns false.
-    pub fn for_each_rev(self, mut f: impl FnMut(u8, Slot) -> bool) -> bool {
+    ///
+    /// # Safety
+    ///
+    /// The read contract (`f` must not change this node).
+    pub unsafe fn for_each_rev(self, mut f: impl FnMut(u8, Slot) -> bool) -> bool {
         let raw = self.0.as_ptr();
         // SAFETY: as `for_each`.
         unsafe {
@@ -507,25 +626,41 @@ impl NodePtr {
     }
 
     /// The first child (used when collapsing a node with one child).
-    pub fn first_child(self) -> Option<(u8, Slot)> {
+    ///
+    /// # Safety
+    ///
+    /// The read contract.
+    pub unsafe fn first_child(self) -> Option<(u8, Slot)> {
         let mut first = None;
-        self.for_each(|b, c| {
-            first = Some((b, c));
-            false
-        });
+        // SAFETY: the read contract; the closure does not touch the node.
+        unsafe {
+            self.for_each(|b, c| {
+                first = Some((b, c));
+                false
+            })
+        };
         first
     }
 
     /// Heap bytes of this node alone (for memory accounting).
-    pub fn dram_bytes(self) -> usize {
-        let plen = self.h().plen as usize;
-        self.node_type().slot_bytes() + if plen > INLINE_PREFIX { plen } else { 0 }
+    ///
+    /// # Safety
+    ///
+    /// The read contract.
+    pub unsafe fn dram_bytes(self) -> usize {
+        // SAFETY: the read contract.
+        let (plen, t) = unsafe { (self.h().plen as usize, self.node_type()) };
+        t.slot_bytes() + if plen > INLINE_PREFIX { plen } else { 0 }
     }
 
     /// Put `child` under `byte`, which has none, in a node with room.
-    fn insert_child(self, byte: u8, child: Slot) {
+    ///
+    /// # Safety
+    ///
+    /// The write contract; the node has fewer children than its kind's capacity.
+    unsafe fn insert_child(self, byte: u8, child: Slot) {
         let raw = self.0.as_ptr();
-        // SAFETY: as `child_ptr`, under the caller's exclusive borrow.
+        // SAFETY: as `child_ptr`, with exclusive access; the arrays have room (contract).
         unsafe {
             if let Some((keys, children, cap)) = sorted_arrays(raw) {
                 let (keys, children) =
@@ -558,11 +693,15 @@ impl NodePtr {
 
     /// Take the entry of `byte`, which exists, out of the node (no resizing); returns its
     /// slot word (EMPTY if the caller emptied the slot in place).
-    fn take_child(self, byte: u8) -> Slot {
+    ///
+    /// # Safety
+    ///
+    /// The write contract.
+    unsafe fn take_child(self, byte: u8) -> Slot {
         let raw = self.0.as_ptr();
         // SAFETY: as `insert_child`.
-        let out = unsafe {
-            match NodeType::from_u8((*raw).kind) {
+        unsafe {
+            let out = match NodeType::from_u8((*raw).kind) {
                 NodeType::N4 | NodeType::N16 => {
                     let (keys, children, cap) = sorted_arrays(raw).expect("a sorted kind");
                     let len = (*raw).n as usize;
@@ -590,72 +729,102 @@ impl NodePtr {
                     let n = &mut *raw.cast::<Node256>();
                     std::mem::take(&mut n.children[byte as usize])
                 }
-            }
-        };
-        self.h_mut().n -= 1;
-        out
+            };
+            self.h_mut().n -= 1;
+            out
+        }
     }
 
     /// A copy of this node as kind `to` (children, term and prefix moved over); the old
     /// node is freed.
-    fn rebuild(self, arena: &NodeArena, to: NodeType) -> NodePtr {
-        let old = self.h();
-        let h = Header { term: old.term, prefix: old.prefix, plen: old.plen, n: 0, kind: 0 };
-        let new = alloc_node(arena, to, h);
-        self.for_each(|b, c| {
-            new.insert_child(b, c);
-            true
-        });
-        // `self` is replaced by `new` in its slot by the caller; the prefix was moved to
-        // `new`, so only the memory is released.
-        dealloc_node(arena, self);
-        new
+    ///
+    /// # Safety
+    ///
+    /// The write contract; the node came from `arena` and has at most `to`'s capacity of
+    /// children. Afterwards `self` is dangling: the caller stores the returned node in the
+    /// old one's slot and never uses `self` (or a reference from it) again.
+    unsafe fn rebuild(self, arena: &NodeArena, to: NodeType) -> NodePtr {
+        // SAFETY: the contract. The header's prefix representation moves to the new node
+        // (which owns it from then on), so the old node's memory is released without it.
+        unsafe {
+            let old = self.h();
+            let h = Header { term: old.term, prefix: old.prefix, plen: old.plen, n: 0, kind: 0 };
+            let new = alloc_node(arena, to, h);
+            self.for_each(|b, c| {
+                new.insert_child(b, c);
+                true
+            });
+            dealloc_node(arena, self);
+            new
+        }
     }
 }
 
 /// Add `child` under `byte` (which has none) to the node in `slot`, growing it into the
-/// next kind when full (`*slot` then names the new node).
-pub fn add(arena: &NodeArena, slot: &mut Slot, byte: u8, child: Slot) {
+/// next kind when full: `*slot` then names the new node, and handles to the old one dangle.
+///
+/// # Safety
+///
+/// `*slot` names a node allocated from `arena`, under the write contract; `child`, if it
+/// names a node, is owned by no other slot from now on.
+pub unsafe fn add(arena: &NodeArena, slot: &mut Slot, byte: u8, child: Slot) {
     let Some(Ref::Node(mut p)) = slot.get() else { unreachable!("add to a node slot") };
-    let t = p.node_type();
-    if p.count() == t.capacity() {
-        let to = match t {
-            NodeType::N4 => NodeType::N16,
-            NodeType::N16 => NodeType::N48,
-            NodeType::N48 => NodeType::N256,
-            NodeType::N256 => unreachable!("a Node256 has room for every byte"),
-        };
-        p = p.rebuild(arena, to);
-        *slot = Slot::node(p);
+    // SAFETY: the write contract for `p` (and for its replacement, which only `*slot`
+    // names); a full node is rebuilt from `arena`, its own arena, before the insertion.
+    unsafe {
+        let t = p.node_type();
+        if p.count() == t.capacity() {
+            let to = match t {
+                NodeType::N4 => NodeType::N16,
+                NodeType::N16 => NodeType::N48,
+                NodeType::N48 => NodeType::N256,
+                NodeType::N256 => unreachable!("a Node256 has room for every byte"),
+            };
+            p = p.rebuild(arena, to);
+            *slot = Slot::node(p);
+        }
+        p.insert_child(byte, child);
     }
-    p.insert_child(byte, child);
 }
 
 /// Remove the entry of `byte` from the node in `slot` and return its slot word, shrinking
-/// the node when it gets sparse (`*slot` then names the new node). The entry must exist,
-/// but its slot may already have been emptied in place (a removal below it): the entry
-/// is unlinked all the same.
-pub fn remove(arena: &NodeArena, slot: &mut Slot, byte: u8) -> Slot {
+/// the node when it gets sparse: `*slot` then names the new node, and handles to the old
+/// one dangle. The entry must exist, but its slot may already have been emptied in place
+/// (a removal below it): the entry is unlinked all the same.
+///
+/// # Safety
+///
+/// `*slot` names a node allocated from `arena`, under the write contract.
+pub unsafe fn remove(arena: &NodeArena, slot: &mut Slot, byte: u8) -> Slot {
     let Some(Ref::Node(p)) = slot.get() else { unreachable!("remove from a node slot") };
-    let out = p.take_child(byte);
-    let n = p.count();
-    let to = match p.node_type() {
-        NodeType::N16 if n < 3 => NodeType::N4,
-        NodeType::N48 if n < 12 => NodeType::N16,
-        NodeType::N256 if n < 37 => NodeType::N48,
-        _ => return out,
-    };
-    *slot = Slot::node(p.rebuild(arena, to));
-    out
+    // SAFETY: the write contract for `p`; a shrunk node is rebuilt from `arena` (fewer
+    // children than the smaller kind holds) and `p` is not used afterwards.
+    unsafe {
+        let out = p.take_child(byte);
+        let n = p.count();
+        let to = match p.node_type() {
+            NodeType::N16 if n < 3 => NodeType::N4,
+            NodeType::N48 if n < 12 => NodeType::N16,
+            NodeType::N256 if n < 37 => NodeType::N48,
+            _ => return out,
+        };
+        *slot = Slot::node(p.rebuild(arena, to));
+        out
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    // The tests own every node they make: the slots below are the only ones naming them,
+    // only this thread touches them, and each tree is freed once, at the end. That is the
+    // write contract of every node function for the whole test.
+
     fn p_find(s: &Slot, b: u8) -> Slot {
         let Some(Ref::Node(p)) = s.get() else { panic!("a node") };
-        p.find(b)
+        // SAFETY: a live node of the test's tree (see above).
+        unsafe { p.find(b) }
     }
 
     #[test]
@@ -674,14 +843,18 @@ mod tests {
         for n in [0usize, 1, 8, 9, 40] {
             let v: Vec<u8> = (0..n as u8).collect();
             let (s, p) = new4(&arena, &v);
-            assert_eq!(p.prefix(), &v[..]);
-            // Joined from parts that borrow the node's own prefix.
-            p.set_prefix(&[p.prefix(), &[9], p.prefix()]);
-            let mut w = v.clone();
-            w.push(9);
-            w.extend_from_slice(&v);
-            assert_eq!(p.prefix(), &w[..]);
-            free_tree(&arena, s);
+            // SAFETY: the test owns the node (see above); the prefix borrows passed to
+            // `set_prefix` are not used after it; `s` is freed once and not used again.
+            unsafe {
+                assert_eq!(p.prefix(), &v[..]);
+                // Joined from parts that borrow the node's own prefix.
+                p.set_prefix(&[p.prefix(), &[9], p.prefix()]);
+                let mut w = v.clone();
+                w.push(9);
+                w.extend_from_slice(&v);
+                assert_eq!(p.prefix(), &w[..]);
+                free_tree(&arena, s);
+            }
         }
     }
 
@@ -690,35 +863,39 @@ mod tests {
         let arena = NodeArena::new();
         let (mut s, _) = new4(&arena, b"ab");
         let order: Vec<u8> = (0..=255u8).map(|b| b.wrapping_mul(167)).collect();
-        for &b in &order {
-            add(&arena, &mut s, b, Slot::leaf(b as u64));
+        // SAFETY: the test owns the tree (see above); every handle is re-read from `s`
+        // after a call that may rebuild the node; `s` is freed once, at the end.
+        unsafe {
+            for &b in &order {
+                add(&arena, &mut s, b, Slot::leaf(b as u64));
+            }
+            let Some(Ref::Node(p)) = s.get() else { panic!() };
+            assert_eq!(p.node_type(), NodeType::N256);
+            assert_eq!(p.prefix(), b"ab");
+            for &b in order.iter().take(254) {
+                assert_eq!(remove(&arena, &mut s, b), Slot::leaf(b as u64));
+                assert!(p_find(&s, b).is_empty());
+            }
+            let Some(Ref::Node(p)) = s.get() else { panic!() };
+            assert_eq!(p.node_type(), NodeType::N4);
+            assert_eq!(p.prefix(), b"ab");
+            let mut left: Vec<u8> = order[254..].to_vec();
+            left.sort();
+            let mut seen = Vec::new();
+            p.for_each(|b, c| {
+                assert_eq!(c, Slot::leaf(b as u64));
+                seen.push(b);
+                true
+            });
+            assert_eq!(seen, left);
+            let mut rev = Vec::new();
+            p.for_each_rev(|b, _| {
+                rev.push(b);
+                true
+            });
+            rev.reverse();
+            assert_eq!(rev, left);
+            free_tree(&arena, s);
         }
-        let Some(Ref::Node(p)) = s.get() else { panic!() };
-        assert_eq!(p.node_type(), NodeType::N256);
-        assert_eq!(p.prefix(), b"ab");
-        for &b in order.iter().take(254) {
-            assert_eq!(remove(&arena, &mut s, b), Slot::leaf(b as u64));
-            assert!(p_find(&s, b).is_empty());
-        }
-        let Some(Ref::Node(p)) = s.get() else { panic!() };
-        assert_eq!(p.node_type(), NodeType::N4);
-        assert_eq!(p.prefix(), b"ab");
-        let mut left: Vec<u8> = order[254..].to_vec();
-        left.sort();
-        let mut seen = Vec::new();
-        p.for_each(|b, c| {
-            assert_eq!(c, Slot::leaf(b as u64));
-            seen.push(b);
-            true
-        });
-        assert_eq!(seen, left);
-        let mut rev = Vec::new();
-        p.for_each_rev(|b, _| {
-            rev.push(b);
-            true
-        });
-        rev.reverse();
-        assert_eq!(rev, left);
-        free_tree(&arena, s);
     }
 }
