@@ -3,7 +3,7 @@
 //! key object are used, owned by that leaf alone; no used value or key object is
 //! unreferenced (no leak); no micro-log left valid.
 
-use crate::art::KeySource;
+use crate::art::{Art, KeySource};
 use crate::error::{HartError, Result};
 use crate::hart::Hart;
 use crate::hash_table::{hash_key, hash_key_bytes, HashKey};
@@ -12,26 +12,38 @@ use crate::pm::{read_u32, read_u64, PmKeys};
 use std::collections::HashSet;
 
 impl Hart {
-    /// Verify HART's persistent invariants; returns a summary.
+    /// Verify HART's persistent invariants (and EPallocator's); returns a summary.
+    ///
+    /// `check` excludes every operation while it runs: it waits for those under way and
+    /// holds new ones until it returns (see `HashTable::quiesced`), so it sees the HART at
+    /// rest and reads PM that nothing writes. It must not be called from a scan's visitor.
     pub fn check(&self) -> Result<String> {
+        self.table.quiesced(|arts| self.check_quiesced(arts))
+    }
+
+    fn check_quiesced(&self, arts: &[(HashKey, &Art)]) -> Result<String> {
         let alloc_report = self.alloc.check().map_err(HartError::Pool)?;
         let pool = &*self.pool;
-        let ks = PmKeys(pool);
+        // SAFETY: the table is quiesced: no operation runs, so nothing writes PM.
+        let ks = unsafe { PmKeys::new(pool) };
         let mut problems: Vec<String> = Vec::new();
         let mut tree = HashSet::new();
-        self.for_each_tree_leaf(&mut |hk, leaf| {
-            if !tree.insert(leaf) {
-                problems.push(format!("leaf {leaf:#x} is in the trees twice"));
-            }
-            if !self.alloc.is_used(leaf) {
-                problems.push(format!("leaf {leaf:#x} is in a tree but its leaf bit is clear"));
-            }
-            ks.with_key(leaf, |k| {
-                if hash_key(k, self.kh) != hk {
-                    problems.push(format!("leaf {leaf:#x} is in the ART of another hash key"));
+        for &(hk, art) in arts {
+            art.scan(&hash_key_bytes(hk), None, &mut |leaf| {
+                if !tree.insert(leaf) {
+                    problems.push(format!("leaf {leaf:#x} is in the trees twice"));
                 }
+                if !self.alloc.is_used(leaf) {
+                    problems.push(format!("leaf {leaf:#x} is in a tree but its leaf bit is clear"));
+                }
+                ks.with_key(leaf, |k| {
+                    if hash_key(k, self.kh) != hk {
+                        problems.push(format!("leaf {leaf:#x} is in the ART of another hash key"));
+                    }
+                });
+                true
             });
-        });
+        }
         let mut used_leaves = 0u64;
         self.alloc.for_each_used(LEAF, |l| {
             used_leaves += 1;
@@ -43,7 +55,7 @@ impl Hart {
         for &leaf in &tree {
             let key = ks.with_key(leaf, |k| k.to_vec());
             let hk = hash_key(&key, self.kh);
-            let found = self.table.with(hk, |a| a.read().get(&key, &ks)).flatten();
+            let found = arts.binary_search_by_key(&hk, |&(k, _)| k).ok().and_then(|i| arts[i].1.get(&key, &ks));
             if found != Some(leaf) {
                 problems.push(format!("key of leaf {leaf:#x} resolves to {found:?}"));
             }
@@ -92,12 +104,14 @@ impl Hart {
             problems.push(format!("superblock objects {supers:x?} but the root names {:#x}", pool.root(SUPER_ROOT)));
         }
         for i in 0..NUM_LOGS as u64 {
-            if crate::micro_log::read(pool, self.logs_off + i * LOG_SIZE).is_some() {
+            // SAFETY: quiesced: no update holds or writes a log.
+            if unsafe { crate::micro_log::read(pool, self.logs_off + i * LOG_SIZE) }.is_some() {
                 problems.push(format!("update micro-log {i} is still valid"));
             }
         }
-        if used_leaves != self.len() {
-            problems.push(format!("{used_leaves} used leaves but the count says {}", self.len()));
+        let len: u64 = arts.iter().map(|(_, a)| a.len()).sum();
+        if used_leaves != len {
+            problems.push(format!("{used_leaves} used leaves but the count says {len}"));
         }
         if !problems.is_empty() {
             let n = problems.len();
@@ -107,22 +121,8 @@ impl Hart {
         Ok(format!(
             "{alloc_report}\nhart: ok — {} keys in {} ARTs, {used_values} value objects, {inline} inline values, {} key objects, no leaks",
             tree.len(),
-            self.table.arts(),
+            arts.len(),
             keys.len()
         ))
-    }
-}
-
-impl Hart {
-    /// Run `f` for every used leaf of every ART, with its hash key (for the checker).
-    pub(crate) fn for_each_tree_leaf(&self, f: &mut dyn FnMut(HashKey, u64)) {
-        self.table.for_each(|hk, a| {
-            let a = a.read();
-            let b = hash_key_bytes(hk);
-            a.scan(&b, None, &mut |l| {
-                f(hk, l);
-                true
-            });
-        });
     }
 }

@@ -19,8 +19,10 @@ impl Hart {
             .table
             .with(hk, |art| {
                 let mut art = art.write();
+                // SAFETY: given only leaves of this ART, under its write lock.
+                let ks = unsafe { PmKeys::new(pool) };
                 // Line 9: out of the DRAM tree first.
-                let Some(leaf) = art.remove(key, &PmKeys(pool)) else { return (false, false) };
+                let Some(leaf) = art.remove(key, &ks) else { return (false, false) };
                 let v = read_u64(pool, leaf + LEAF_P_VALUE);
                 let flags = read_u32(pool, leaf + LEAF_FLAGS);
                 let v = if inline_len(flags).is_some() { 0 } else { v };

@@ -131,9 +131,6 @@ impl Hart {
     pub fn pool(&self) -> &Arc<Pool> {
         &self.pool
     }
-    pub fn allocator(&self) -> &EpAlloc {
-        &self.alloc
-    }
     pub fn hash_key_len(&self) -> usize {
         self.kh
     }

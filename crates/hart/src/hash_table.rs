@@ -129,6 +129,19 @@ impl HashTable {
         self.ordered.read().len()
     }
 
+    /// Run `f` on a quiescent table: every shard is write-locked (in index order), so no
+    /// operation is under way — each holds its shard's read lock for its whole duration,
+    /// and takes ART locks only inside it — and none starts until `f` returns. `f` gets
+    /// every ART with its hash key, in hash-key order. `f` must not call back into the
+    /// table (it would wait for itself).
+    pub fn quiesced<R>(&self, f: impl FnOnce(&[(HashKey, &Art)]) -> R) -> R {
+        let mut shards: Vec<_> = self.shards.iter().map(|s| s.write()).collect();
+        let mut arts: Vec<(HashKey, &Art)> =
+            shards.iter_mut().flat_map(|g| g.iter_mut().map(|(k, a)| (*k, &*a.get_mut()))).collect();
+        arts.sort_unstable_by_key(|(k, _)| *k);
+        f(&arts)
+    }
+
     /// Visit every ART (order unspecified) under read locks.
     pub fn for_each(&self, mut f: impl FnMut(HashKey, &RwLock<Art>)) {
         for s in &self.shards {

@@ -33,8 +33,11 @@ impl Hart {
                 made = self.make_leaf(key, value)?;
                 Ok::<u64, HartError>(made)
             };
-            match art.upsert(key, make, &PmKeys(&self.pool))? {
-                Err(existing) => self.update(existing, value),
+            // SAFETY: given only leaves of this ART, under its write lock.
+            let ks = unsafe { PmKeys::new(&self.pool) };
+            match art.upsert(key, make, &ks)? {
+                // SAFETY: a used leaf of this ART, whose write lock we hold.
+                Err(existing) => unsafe { self.update(existing, value) },
                 Ok(()) => {
                     // Line 18: the leaf bit (fence 2), after line 17 linked the leaf into
                     // the DRAM tree.

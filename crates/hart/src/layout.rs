@@ -41,7 +41,9 @@ pub const SUPER: TypeId = TypeId(4);
 pub const LEAF_SIZE: usize = 64;
 pub const INLINE_KEY: usize = 48;
 pub const VALUE_HDR: usize = 8;
+/// Largest key, in bytes (longer keys are refused with `HartError::KeyTooLarge`).
 pub const MAX_KEY: usize = 64 * 1024;
+/// Largest value, in bytes (longer values are refused with `HartError::ValueTooLarge`).
 pub const MAX_VALUE: usize = 16 * 1024 * 1024;
 
 pub const LEAF_P_VALUE: u64 = 0;

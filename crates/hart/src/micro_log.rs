@@ -17,6 +17,8 @@
 //! Layout of one log (64 bytes): 0 PLeaf, 8 POldV, 16 PNewV, 24 check, 28 old leaf flags,
 //! 32..64 zero.
 
+use crate::layout::{MAX_VALUE, VALUE_HDR};
+use crate::pm::{bytes, read_u32, read_u64, write_u32, write_u64};
 use pmkv_substrate::Pool;
 
 /// A decoded, valid micro-log.
@@ -38,61 +40,85 @@ fn mix(log: &UpdateLog, crc: u32) -> u32 {
     h.finalize() | 1
 }
 
-/// CRC-32 of a value object's used bytes (header + data).
-pub fn value_crc(pool: &Pool, value: u64) -> Option<u32> {
-    let len = crate::pm::read_u32(pool, value) as usize;
-    if len > crate::layout::MAX_VALUE || !pool.contains(value, (crate::layout::VALUE_HDR + len) as u64) {
+/// CRC-32 of a value object's used bytes (header + data); None if `value` is misaligned,
+/// its length out of range, or the object not inside the pool.
+///
+/// # Safety
+///
+/// Nothing writes the object at `value` meanwhile: the caller made it and has not
+/// published it yet, or runs alone (recovery, a quiesced `check`).
+pub unsafe fn value_crc(pool: &Pool, value: u64) -> Option<u32> {
+    // A torn log may name any offset: check it before reading the length word.
+    if !value.is_multiple_of(8) || !pool.contains(value, VALUE_HDR as u64) {
         return None;
     }
-    // SAFETY: bounds checked above.
-    let bytes = unsafe { std::slice::from_raw_parts(pool.at::<u8>(value), crate::layout::VALUE_HDR + len) };
-    Some(crc32fast::hash(bytes))
+    let len = read_u32(pool, value) as usize;
+    if len > MAX_VALUE || !pool.contains(value, (VALUE_HDR + len) as u64) {
+        return None;
+    }
+    // SAFETY: inside the pool (checked); not written meanwhile (the contract).
+    Some(crc32fast::hash(unsafe { bytes(pool, value, VALUE_HDR + len) }))
 }
 
 /// Write log `at` (flushed, not fenced: the caller's fence covers it with the value).
-pub fn write(pool: &Pool, at: u64, log: UpdateLog, crc: u32) {
+///
+/// # Safety
+///
+/// `at` is one of the pool's micro-logs (see `layout`), whose lock the caller holds (or
+/// the caller runs alone).
+pub unsafe fn write(pool: &Pool, at: u64, log: UpdateLog, crc: u32) {
     let check = mix(&log, crc);
-    // SAFETY: the log array lies inside the pool; each log is owned by one writer at a time.
+    // SAFETY: the log's words, which nothing else references or writes (the contract).
     unsafe {
-        let p = pool.at::<u64>(at);
-        p.write(log.leaf);
-        p.add(1).write(log.old_value);
-        p.add(2).write(log.new_value);
-        (p.add(3) as *mut u32).write(check);
-        (p.add(3) as *mut u32).add(1).write(log.old_flags);
+        write_u64(pool, at, log.leaf);
+        write_u64(pool, at + 8, log.old_value);
+        write_u64(pool, at + 16, log.new_value);
+        write_u32(pool, at + 24, check);
+        write_u32(pool, at + 28, log.old_flags);
     }
     pool.flush_off(at, 32);
 }
 
 /// Reclaim the log (Algorithm 3 line 11): zero the check word and persist.
-pub fn clear(pool: &Pool, at: u64) {
-    clear_unfenced(pool, at);
+///
+/// # Safety
+///
+/// As [`write`].
+pub unsafe fn clear(pool: &Pool, at: u64) {
+    // SAFETY: the contract.
+    unsafe { clear_unfenced(pool, at) };
     pool.fence();
 }
 
 /// Zero the check word and flush it; the caller's next fence makes it durable.
-pub fn clear_unfenced(pool: &Pool, at: u64) {
-    // SAFETY: as in `write`.
-    unsafe { (pool.at::<u32>(at + 24)).write(0) };
+///
+/// # Safety
+///
+/// As [`write`].
+pub unsafe fn clear_unfenced(pool: &Pool, at: u64) {
+    // SAFETY: the log's check word, ours (the contract).
+    unsafe { write_u32(pool, at + 24, 0) };
     pool.flush_off(at + 24, 4);
 }
 
 /// Read log `at`: `Some` only if its check word matches its pointers and the new value.
-pub fn read(pool: &Pool, at: u64) -> Option<UpdateLog> {
-    // SAFETY: the log array lies inside the pool.
-    let (log, check) = unsafe {
-        let p = pool.at::<u64>(at);
-        let log = UpdateLog {
-            leaf: p.read(),
-            old_value: p.add(1).read(),
-            new_value: p.add(2).read(),
-            old_flags: (p.add(3) as *const u32).add(1).read(),
-        };
-        (log, (p.add(3) as *const u32).read())
+///
+/// # Safety
+///
+/// Nothing writes the log or the value object it names meanwhile: the caller holds the
+/// log's lock, or runs alone (recovery, a quiesced `check`).
+pub unsafe fn read(pool: &Pool, at: u64) -> Option<UpdateLog> {
+    let log = UpdateLog {
+        leaf: read_u64(pool, at),
+        old_value: read_u64(pool, at + 8),
+        new_value: read_u64(pool, at + 16),
+        old_flags: read_u32(pool, at + 28),
     };
+    let check = read_u32(pool, at + 24);
     if check == 0 {
         return None;
     }
-    let crc = value_crc(pool, log.new_value)?;
+    // SAFETY: the logged value is not written meanwhile (the contract).
+    let crc = unsafe { value_crc(pool, log.new_value) }?;
     (mix(&log, crc) == check).then_some(log)
 }

@@ -6,21 +6,90 @@ use crate::error::{HartError, Result};
 use crate::hart::Hart;
 use crate::layout::*;
 use pmkv_substrate::{Pool, LINE};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+/// The PM word of type `T` at `off`, checked: `off` must be aligned for `T` and the word
+/// must lie inside the mapped pool.
+///
+/// # Panics
+///
+/// If it does not: a corrupt offset. Recovery validates every offset it accepts from the
+/// pool, so this is a last line of defence against a read or write outside the mapping
+/// (one compare on top of a PM access).
+#[inline]
+fn word<T>(pool: &Pool, off: u64) -> *mut T {
+    let size = std::mem::size_of::<T>() as u64;
+    assert!(
+        off.is_multiple_of(size) && pool.contains(off, size),
+        "HART PM word at {off:#x} is misaligned or outside the pool's {} bytes",
+        pool.size()
+    );
+    pool.at::<T>(off)
+}
+
+/// Read the 8-byte PM word at `off` (checked as [`word`]).
+///
+/// The PM word accessors are atomic (relaxed: plain moves on x86-64), so a read racing
+/// with a write of the same word is not undefined behaviour. HART's locks order every
+/// access that matters; the atomics only make a reader that ignores them (a `check` of a
+/// live HART) harmless.
 #[inline]
 pub(crate) fn read_u64(pool: &Pool, off: u64) -> u64 {
-    // SAFETY: callers pass offsets of live objects inside the pool.
-    unsafe { pool.at::<u64>(off).read() }
+    // SAFETY: `word` checked that the 8 bytes are aligned and inside the mapping, which
+    // stays mapped while `pool` is borrowed; any bit pattern is a valid u64.
+    unsafe { AtomicU64::from_ptr(word(pool, off)) }.load(Ordering::Relaxed)
 }
+
+/// Read the 4-byte PM word at `off` (checked as [`word`]).
 #[inline]
 pub(crate) fn read_u32(pool: &Pool, off: u64) -> u32 {
-    // SAFETY: as above.
-    unsafe { pool.at::<u32>(off).read() }
+    // SAFETY: as in `read_u64`.
+    unsafe { AtomicU32::from_ptr(word(pool, off)) }.load(Ordering::Relaxed)
 }
+
+/// Write the 8-byte PM word at `off` (checked as [`word`]); not flushed.
+///
+/// # Safety
+///
+/// No reference to these bytes is alive anywhere (PM bytes are handed out as slices:
+/// keys, values): the caller owns the object, i.e. it is reserved and not yet reachable,
+/// or it is a leaf (or its value) of an ART whose write lock the caller holds.
 #[inline]
-pub(crate) fn write_u64(pool: &Pool, off: u64, v: u64) {
-    // SAFETY: callers own the object (reserved slot, or leaf under the ART write lock).
-    unsafe { pool.at::<u64>(off).write(v) }
+pub(crate) unsafe fn write_u64(pool: &Pool, off: u64, v: u64) {
+    // SAFETY: aligned and inside the mapping (checked); no reference overlaps the word
+    // (the contract).
+    unsafe { AtomicU64::from_ptr(word(pool, off)) }.store(v, Ordering::Relaxed)
+}
+
+/// Write the 4-byte PM word at `off` (checked as [`word`]); not flushed.
+///
+/// # Safety
+///
+/// As [`write_u64`].
+#[inline]
+pub(crate) unsafe fn write_u32(pool: &Pool, off: u64, v: u32) {
+    // SAFETY: as in `write_u64`.
+    unsafe { AtomicU32::from_ptr(word(pool, off)) }.store(v, Ordering::Relaxed)
+}
+
+/// The `len` PM bytes at `off` as a slice, which lives as long as the borrow of `pool`.
+///
+/// # Panics
+///
+/// If the range is not inside the mapped pool (a corrupt offset or length).
+///
+/// # Safety
+///
+/// Nothing writes these bytes while the slice is in use: they belong to an object that no
+/// one may write while the caller holds the lock it holds (an ART's lock for a leaf, its
+/// key and its value; a micro-log's lock for the log's new value), or the caller runs
+/// alone (recovery, a quiesced `check`).
+#[inline]
+pub(crate) unsafe fn bytes(pool: &Pool, off: u64, len: usize) -> &[u8] {
+    assert!(pool.contains(off, len as u64), "HART PM range {off:#x}+{len} is outside the pool's {} bytes", pool.size());
+    // SAFETY: inside the mapping (checked), which stays mapped while `pool` is borrowed;
+    // not written while the slice is in use (the contract); any byte is a valid u8.
+    unsafe { std::slice::from_raw_parts(pool.at::<u8>(off), len) }
 }
 
 pub(crate) fn lines(len: usize) -> u64 {
@@ -28,9 +97,27 @@ pub(crate) fn lines(len: usize) -> u64 {
 }
 
 /// Reads leaf keys from PM for the ART (lazy expansion compares whole keys at leaves).
-pub(crate) struct PmKeys<'a>(pub &'a Pool);
+pub(crate) struct PmKeys<'a>(&'a Pool);
+
+impl<'a> PmKeys<'a> {
+    /// Key reader over `pool`.
+    ///
+    /// # Safety
+    ///
+    /// For as long as the reader is used, no one writes the key of a leaf it is given: each
+    /// is a leaf of an ART whose lock (read or write) the caller holds — a used leaf is
+    /// freed, and its slot reused, only under its ART's write lock — or the caller runs
+    /// alone (recovery, a quiesced `check`).
+    pub(crate) unsafe fn new(pool: &'a Pool) -> Self {
+        PmKeys(pool)
+    }
+}
 
 impl KeySource for PmKeys<'_> {
+    /// # Panics
+    ///
+    /// If `leaf` or its key lies outside the pool (recovery refuses such leaves, so only a
+    /// pool changed behind HART's back gets here).
     #[inline]
     fn with_key<R>(&self, leaf: u64, f: impl FnOnce(&[u8]) -> R) -> R {
         let pool = self.0;
@@ -44,8 +131,9 @@ impl KeySource for PmKeys<'_> {
         } else {
             leaf + LEAF_KEY
         };
-        // SAFETY: a used leaf's key (inline or key object) is `len` bytes inside the pool.
-        f(unsafe { std::slice::from_raw_parts(pool.at::<u8>(at), len.min(MAX_KEY)) })
+        // SAFETY: no one writes this key while it is borrowed (the contract of `new`; a
+        // used leaf's key never changes, only a freed leaf's slot is rewritten).
+        f(unsafe { bytes(pool, at, len.min(MAX_KEY)) })
     }
 }
 
@@ -65,21 +153,31 @@ impl Hart {
     /// Call `f` with the value of a used leaf. Recovery checked that `p_value` lies in the
     /// pool; the length is checked here against the pool's bounds, so a corrupt pool gives
     /// an error instead of a read outside the mapping.
-    pub(crate) fn read_value(&self, leaf: u64, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+    ///
+    /// # Safety
+    ///
+    /// `leaf` is a used leaf of an ART whose lock (read or write) the caller holds, so that
+    /// no one writes the value while `f` borrows it.
+    pub(crate) unsafe fn read_value(&self, leaf: u64, f: &mut dyn FnMut(&[u8])) -> Result<()> {
         if let Some(len) = inline_len(read_u32(&self.pool, leaf + LEAF_FLAGS)) {
-            // SAFETY: a used leaf's first 8 bytes; recovery checked len <= 8.
-            f(unsafe { std::slice::from_raw_parts(self.pool.at::<u8>(leaf + LEAF_P_VALUE), len.min(INLINE_VALUE)) });
+            // SAFETY: the leaf's value word, which only a writer holding the ART write lock
+            // changes (the caller holds the ART lock); recovery checked len <= 8.
+            f(unsafe { bytes(&self.pool, leaf + LEAF_P_VALUE, len.min(INLINE_VALUE)) });
             return Ok(());
         }
         let v = read_u64(&self.pool, leaf + LEAF_P_VALUE);
+        if !self.pool.contains(v, VALUE_HDR as u64) {
+            return Err(HartError::Corrupt(format!("leaf {leaf:#x} names value {v:#x} outside the pool")));
+        }
         let len = read_u32(&self.pool, v) as usize;
         if len > MAX_VALUE || !self.pool.contains(v, (VALUE_HDR + len) as u64) {
             return Err(HartError::Corrupt(format!("value {v:#x} of leaf {leaf:#x} claims {len} bytes")));
         }
         self.pool.note_read(lines(VALUE_HDR + len));
         // SAFETY: bounds checked above; a used leaf's value object is not written while a
-        // reader holds the ART lock.
-        f(unsafe { std::slice::from_raw_parts(self.pool.at::<u8>(v + VALUE_HDR as u64), len) });
+        // reader holds the ART lock (the caller does), except for the in-place update,
+        // which holds the write lock.
+        f(unsafe { bytes(&self.pool, v + VALUE_HDR as u64, len) });
         Ok(())
     }
 

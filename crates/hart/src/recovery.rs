@@ -23,7 +23,7 @@ use crate::hart::{Hart, RecoveryReport};
 use crate::hash_table::hash_key;
 use crate::layout::*;
 use crate::micro_log;
-use crate::pm::{read_u32, read_u64, PmKeys};
+use crate::pm::{bytes, read_u32, read_u64, write_u32, write_u64, PmKeys};
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::Pool;
 use std::sync::Arc;
@@ -36,11 +36,12 @@ fn corrupt(what: impl Into<String>) -> HartError {
 /// Validate the superblock; returns (k_h, logs offset).
 fn read_super(pool: &Pool, alloc: &EpAlloc) -> Result<(usize, u64)> {
     let sb = pool.root(SUPER_ROOT);
-    if !pool.contains(sb, SUPER_SIZE) || alloc.type_of(sb) != Some(SUPER) || !alloc.is_used(sb) {
+    if !sb.is_multiple_of(8) || !pool.contains(sb, SUPER_SIZE) || alloc.type_of(sb) != Some(SUPER) || !alloc.is_used(sb)
+    {
         return Err(corrupt("superblock offset does not name a used superblock object"));
     }
-    // SAFETY: bounds checked.
-    let magic = unsafe { std::slice::from_raw_parts(pool.at::<u8>(sb), 8) };
+    // SAFETY: recovery runs alone: nothing writes the superblock meanwhile.
+    let magic = unsafe { bytes(pool, sb, 8) };
     if magic != SUPER_MAGIC {
         return Err(corrupt("bad superblock magic"));
     }
@@ -59,8 +60,8 @@ fn read_super(pool: &Pool, alloc: &EpAlloc) -> Result<(usize, u64)> {
         // is version 2 without them. Marked as 2 before anything writes an inline value,
         // so a version-1 build refuses the pool instead of misreading it. (A read-only
         // open reads it as it is.)
-        // SAFETY: the superblock's version word, inside the pool.
-        unsafe { pool.at::<u32>(sb + 8).write(SUPER_VERSION) };
+        // SAFETY: the superblock's version word; recovery runs alone (no reference to it).
+        unsafe { write_u32(pool, sb + 8, SUPER_VERSION) };
         pool.persist_off(sb + 8, 4);
     }
     Ok((kh, logs))
@@ -107,7 +108,8 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Hart> {
             if read_u32(&pool, at + 24) == 0 {
                 continue;
             }
-            match micro_log::read(&pool, at) {
+            // SAFETY: recovery runs alone: nothing writes the logs or values meanwhile.
+            match unsafe { micro_log::read(&pool, at) } {
                 Some(log) if hart.alloc.is_used(log.leaf) && hart.alloc.type_of(log.leaf) == Some(LEAF) => {
                     // The flags go with the word: an inline value's flags are restored on
                     // roll-back and cleared on roll-forward (see `micro_log`).
@@ -118,16 +120,18 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Hart> {
                         rep.updates_rolled_back += 1;
                         (log.old_value, log.old_flags)
                     };
-                    // SAFETY: the leaf is a used object inside the pool.
+                    // SAFETY: a used leaf (checked); recovery runs alone and holds no
+                    // reference into PM here.
                     unsafe {
-                        pool.at::<u64>(log.leaf + LEAF_P_VALUE).write(target.0);
-                        pool.at::<u32>(log.leaf + LEAF_FLAGS).write(target.1);
+                        write_u64(&pool, log.leaf + LEAF_P_VALUE, target.0);
+                        write_u32(&pool, log.leaf + LEAF_FLAGS, target.1);
                     }
                     pool.persist_off(log.leaf + LEAF_P_VALUE, 16);
                 }
                 _ => rep.updates_rolled_back += 1,
             }
-            micro_log::clear(&pool, at); // line 11
+            // SAFETY: recovery runs alone; `at` is a micro-log of the validated array.
+            unsafe { micro_log::clear(&pool, at) }; // line 11
         }
     }
 
@@ -144,7 +148,8 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Hart> {
             err = Some(corrupt(format!("used leaf {leaf:#x} has an invalid key or value offset")));
             return;
         }
-        let prefix = PmKeys(&pool).with_key_prefix(leaf);
+        // SAFETY: recovery runs alone: nothing writes leaves meanwhile.
+        let prefix = unsafe { PmKeys::new(&pool) }.with_key_prefix(leaf);
         leaves.push((prefix, leaf));
         if !clean {
             let flags = read_u32(&pool, leaf + LEAF_FLAGS);
@@ -229,7 +234,9 @@ impl Hart {
     fn insert_sorted(&self, leaves: &[(u64, u64)]) -> Result<()> {
         /// How far ahead recovery prefetches leaves (about the misses one insert overlaps).
         const PREFETCH_AHEAD: usize = 8;
-        let ks = PmKeys(&self.pool);
+        // SAFETY: recovery: the other threads insert leaves of other hash keys, and nothing
+        // writes a leaf meanwhile.
+        let ks = unsafe { PmKeys::new(&self.pool) };
         let mut i = 0;
         while i < leaves.len() {
             let (hk, depth) = ks.with_key(leaves[i].1, |k| (hash_key(k, self.kh), k.len().min(self.kh)));
@@ -263,5 +270,114 @@ impl Hart {
             })?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hart::HartOptions;
+    use pmkv_substrate::{Mode, PoolOptions};
+    use std::os::unix::fs::FileExt;
+
+    fn pool_dir() -> tempfile::TempDir {
+        let shm = std::path::Path::new("/dev/shm");
+        if shm.is_dir() {
+            tempfile::tempdir_in(shm).unwrap()
+        } else {
+            tempfile::tempdir().unwrap()
+        }
+    }
+
+    fn opts() -> PoolOptions {
+        PoolOptions::default().mode(Mode::Adr).initial_size(4 << 20)
+    }
+
+    fn create(path: &std::path::Path) -> Hart {
+        Hart::open(Arc::new(Pool::create(path, "hart", &opts()).unwrap()), HartOptions::default()).unwrap()
+    }
+
+    fn reopen(path: &std::path::Path) -> Result<Hart> {
+        Hart::open(Arc::new(Pool::open(path, Some("hart"), &opts()).unwrap()), HartOptions::default())
+    }
+
+    fn get(h: &Hart, k: &[u8]) -> Option<Vec<u8>> {
+        let mut out = None;
+        h.get_with(k, &mut |v| out = Some(v.to_vec())).unwrap();
+        out
+    }
+
+    /// A pool whose leaves or values were corrupted on disk gives errors, never a read
+    /// outside the mapping or a panic.
+    #[test]
+    fn corrupt_leaves_and_values_are_errors() {
+        let dir = pool_dir();
+        let path = dir.path().join("c.pool");
+        let (leaf, value) = {
+            let h = create(&path);
+            h.put(b"key", b"a value too long to be inline").unwrap();
+            let mut leaf = 0;
+            h.alloc.for_each_used(LEAF, |l| leaf = l);
+            (leaf, read_u64(&h.pool, leaf + LEAF_P_VALUE))
+        };
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        // A value length far beyond the pool: `get` reports corruption.
+        let mut saved = [0u8; 4];
+        file.read_exact_at(&mut saved, value).unwrap();
+        file.write_all_at(&u32::MAX.to_le_bytes(), value).unwrap();
+        {
+            let h = reopen(&path).unwrap();
+            assert!(matches!(h.get_with(b"key", &mut |_| {}), Err(HartError::Corrupt(_))));
+            assert!(matches!(h.check(), Err(HartError::Corrupt(_))));
+        }
+        file.write_all_at(&saved, value).unwrap();
+        // A leaf naming a value outside the pool, or a misaligned one: open reports
+        // corruption.
+        for bad in [1u64 << 40, value + 3] {
+            file.write_all_at(&bad.to_le_bytes(), leaf + LEAF_P_VALUE).unwrap();
+            let r = reopen(&path);
+            assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.err());
+        }
+        file.write_all_at(&value.to_le_bytes(), leaf + LEAF_P_VALUE).unwrap();
+        // A leaf claiming an inline value of 15 bytes (at most 8 fit): open reports
+        // corruption.
+        file.write_all_at(&(FLAG_VALUE_INLINE | 15 << 8).to_le_bytes(), leaf + LEAF_FLAGS).unwrap();
+        let r = reopen(&path);
+        assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.err());
+    }
+
+    /// A pool written by a version-1 build (no inline values) opens, keeps its records and
+    /// is marked version 2; an unknown version is refused and nothing past the pool header
+    /// (whose open/close state slots change on every open) is written.
+    #[test]
+    fn format_versions() {
+        let dir = pool_dir();
+        let path = dir.path().join("v.pool");
+        let sb = {
+            let h = create(&path);
+            h.put(b"old", b"a value too long to be inline").unwrap();
+            h.pool().root(SUPER_ROOT)
+        };
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let version = |file: &std::fs::File| {
+            let mut b = [0u8; 4];
+            file.read_exact_at(&mut b, sb + 8).unwrap();
+            u32::from_le_bytes(b)
+        };
+        assert_eq!(version(&file), 2);
+        file.write_all_at(&1u32.to_le_bytes(), sb + 8).unwrap();
+        {
+            let h = reopen(&path).unwrap();
+            assert_eq!(get(&h, b"old").as_deref(), Some(&b"a value too long to be inline"[..]));
+            h.put(b"new", b"inline").unwrap();
+            h.check().unwrap();
+        }
+        assert_eq!(version(&file), 2);
+        file.write_all_at(&3u32.to_le_bytes(), sb + 8).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let r = reopen(&path);
+        assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.err());
+        drop(r);
+        assert!(std::fs::read(&path).unwrap()[4096..] == before[4096..]);
     }
 }

@@ -24,7 +24,6 @@ impl Hart {
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
         let pool = &*self.pool;
-        let ks = PmKeys(pool);
         fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {
             match b {
                 Bound::Included(s) | Bound::Excluded(s) => Some(s),
@@ -72,6 +71,8 @@ impl Hart {
             }
             self.table.with(hk, |art| {
                 let art = art.read();
+                // SAFETY: given only leaves of this ART, under its read lock.
+                let ks = unsafe { PmKeys::new(pool) };
                 let mut visit = |leaf: u64| {
                     ks.with_key(leaf, |k| {
                         let (near_ok, far_ok) =
@@ -84,7 +85,8 @@ impl Hart {
                             return false;
                         }
                         let mut go = true;
-                        if let Err(e) = self.read_value(leaf, &mut |v| go = f(k, v)) {
+                        // SAFETY: a used leaf of this ART, whose read lock we hold.
+                        if let Err(e) = unsafe { self.read_value(leaf, &mut |v| go = f(k, v)) } {
                             err = Some(e);
                             go = false;
                         }

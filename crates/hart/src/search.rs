@@ -13,14 +13,16 @@ impl Hart {
             return Ok(false);
         }
         let hk = hash_key(key, self.kh);
-        let ks = PmKeys(&self.pool);
         let found = self.table.with(hk, |art| {
             let art = art.read();
+            // SAFETY: given only leaves of this ART, under its read lock.
+            let ks = unsafe { PmKeys::new(&self.pool) };
             // Algorithm 4 lines 9–10 check the leaf bit: under the per-ART lock a leaf in
             // the tree is always used (writers publish it before releasing the lock), so
             // the check is needed only in recovery and in `check`.
             let Some(leaf) = art.get(key, &ks) else { return Ok(false) };
-            self.read_value(leaf, f)?;
+            // SAFETY: a used leaf of this ART, whose read lock we hold.
+            unsafe { self.read_value(leaf, f)? };
             Ok(true)
         });
         found.unwrap_or(Ok(false))

@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::hart::Hart;
 use crate::layout::*;
 use crate::micro_log::{self, UpdateLog};
-use crate::pm::{read_u32, read_u64, write_u64};
+use crate::pm::{read_u32, read_u64, write_u32, write_u64};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static NEXT_LOG: AtomicUsize = AtomicUsize::new(0);
@@ -18,8 +18,14 @@ impl Hart {
         self.logs_off + (i as u64) * LOG_SIZE
     }
 
-    /// Out-of-place update (Algorithm 3); the caller holds the ART write lock.
-    pub(crate) fn update(&self, leaf: u64, value: &[u8]) -> Result<()> {
+    /// Update (Algorithm 3): out of place, or in place for a same-length value of at most 8
+    /// bytes (see `HartOptions::paper_updates`).
+    ///
+    /// # Safety
+    ///
+    /// `leaf` is a used leaf of an ART whose write lock the caller holds: no one else reads
+    /// or writes the leaf or its value meanwhile.
+    pub(crate) unsafe fn update(&self, leaf: u64, value: &[u8]) -> Result<()> {
         let pool = &*self.pool;
         let old = read_u64(pool, leaf + LEAF_P_VALUE);
         let flags = read_u32(pool, leaf + LEAF_FLAGS);
@@ -31,7 +37,8 @@ impl Hart {
             // of line with Algorithm 3 instead.)
             let mut w = [0u8; 8];
             w[..value.len()].copy_from_slice(value);
-            write_u64(pool, leaf + LEAF_P_VALUE, u64::from_le_bytes(w));
+            // SAFETY: the leaf's value word, ours under the ART write lock (the contract).
+            unsafe { write_u64(pool, leaf + LEAF_P_VALUE, u64::from_le_bytes(w)) };
             pool.persist_off(leaf + LEAF_P_VALUE, 8);
             return Ok(());
         }
@@ -44,7 +51,8 @@ impl Hart {
             // atomically, so a crash leaves the old or the new value (see HartOptions).
             let mut w = [0u8; 8];
             w[..value.len()].copy_from_slice(value);
-            write_u64(pool, old + VALUE_HDR as u64, u64::from_le_bytes(w));
+            // SAFETY: the value's data word, ours under the ART write lock (the contract).
+            unsafe { write_u64(pool, old + VALUE_HDR as u64, u64::from_le_bytes(w)) };
             pool.persist_off(old + VALUE_HDR as u64, 8);
             return Ok(());
         }
@@ -52,25 +60,31 @@ impl Hart {
         let i = MY_LOG.with(|x| *x) % NUM_LOGS as usize;
         let _log = self.log_locks[i].lock();
         let at = self.log_at(i);
-        let crc = micro_log::value_crc(pool, new).unwrap_or(0);
+        // SAFETY: `new` is ours (written above, not published); log `i` is ours (its lock).
+        let crc = unsafe { micro_log::value_crc(pool, new) }.unwrap_or(0);
         // Lines 2, 3, 6 in one line with a check word that covers the new value.
-        micro_log::write(pool, at, UpdateLog { leaf, old_value: old, new_value: new, old_flags: flags }, crc);
+        let log = UpdateLog { leaf, old_value: old, new_value: new, old_flags: flags };
+        // SAFETY: as above.
+        unsafe { micro_log::write(pool, at, log, crc) };
         pool.fence(); // fence 1: new value and log durable
 
         // Lines 7–8: swing p_value (and, for an inline value, clear the inline flags in the
         // same line; both flushed) then set the new value's bit; publish's fence (fence 2)
         // covers them. Recovery decides by the new value's bit: set → roll forward (swing),
         // clear → roll back to the logged word and flags (the old value was not yet freed).
-        write_u64(pool, leaf + LEAF_P_VALUE, new);
-        if old_inline.is_some() {
-            // SAFETY: the leaf's flags word; we hold the ART write lock.
-            unsafe { pool.at::<u32>(leaf + LEAF_FLAGS).write(flags & !INLINE_MASK) };
+        // SAFETY: the leaf's words, ours under the ART write lock (the contract).
+        unsafe {
+            write_u64(pool, leaf + LEAF_P_VALUE, new);
+            if old_inline.is_some() {
+                write_u32(pool, leaf + LEAF_FLAGS, flags & !INLINE_MASK);
+            }
         }
         pool.flush_off(leaf + LEAF_P_VALUE, 16);
         self.alloc.publish(new);
         if old_inline.is_some() {
             // No old object to free: reclaim the log with a fence of its own (fence 3).
-            micro_log::clear(pool, at);
+            // SAFETY: log `i`, whose lock we hold.
+            unsafe { micro_log::clear(pool, at) };
             return Ok(());
         }
         // Line 11 before lines 9–10: reclaim the log (flushed, not fenced), then reset the
@@ -80,7 +94,8 @@ impl Hart {
         // frees `old` only if no used leaf names it (its slot may have been reused). The
         // log is durably clear before the leaf can change again (we hold the ART lock),
         // so a stale log never swings a later p_value back.
-        micro_log::clear_unfenced(pool, at);
+        // SAFETY: log `i`, whose lock we hold.
+        unsafe { micro_log::clear_unfenced(pool, at) };
         self.alloc.free(old);
         Ok(())
     }
