@@ -1,7 +1,8 @@
-//! SPEC H7: concurrent writers on different and on the same ARTs, readers and scans during
-//! writes. Results are checked, not only the absence of crashes: every value a reader sees
-//! is one some writer wrote for that key, scans are sorted, and the final contents are
-//! exactly what the writers left.
+//! SPEC H7: concurrent writers on different and on the same ARTs, readers, scans (both
+//! directions) and `check` during writes. Results are checked, not only the absence of
+//! crashes: every value a reader sees is one some writer wrote for that key, scans are
+//! sorted, `check` (which waits for a quiescent HART) finds nothing wrong, and the final
+//! contents are exactly what the writers left.
 
 mod common;
 use common::*;
@@ -34,7 +35,7 @@ fn writers_readers_and_scans() {
             })
         })
         .collect();
-    let readers: Vec<_> = (0..2)
+    let readers: Vec<_> = (0..4)
         .map(|r| {
             let (h, stop) = (h.clone(), stop.clone());
             std::thread::spawn(move || {
@@ -51,11 +52,15 @@ fn writers_readers_and_scans() {
                                 }
                             }
                         }
+                    } else if r == 3 {
+                        h.check().unwrap();
+                        checks += 1;
                     } else {
+                        let reverse = r == 2;
                         let mut last: Option<Vec<u8>> = None;
-                        h.scan(Bound::Included(b"aa1"), Bound::Unbounded, 2000, false, &mut |k, v| {
+                        h.scan(Bound::Included(b"aa1"), Bound::Unbounded, 2000, reverse, &mut |k, v| {
                             if let Some(l) = &last {
-                                assert!(l.as_slice() < k, "scan not sorted");
+                                assert!((l.as_slice() < k) != reverse, "scan not sorted");
                             }
                             assert!(v.starts_with(k) && v[k.len()] == b'=', "scan pairs key and value wrongly");
                             last = Some(k.to_vec());

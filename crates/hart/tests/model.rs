@@ -1,7 +1,7 @@
 //! SPEC H1–H8 against a model: random operation sequences on HART and on `BTreeMap`,
 //! including crashes (recovery from the crash simulator's image between operations) and
-//! clean reopens, with k_h from 0 to 3 and keys of any bytes (0x00 included), shorter
-//! than k_h, and longer than the inline 48 bytes.
+//! clean reopens, with k_h from 0 to 3 and 7, and keys of any bytes (0x00 included),
+//! shorter than k_h, and longer than the inline 48 bytes.
 
 mod common;
 use common::*;
@@ -120,7 +120,7 @@ fn run(ops: Vec<Op>, kh: usize) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
     #[test]
-    fn hart_matches_btreemap(ops in proptest::collection::vec(op(), 1..250), kh in 0usize..4) {
+    fn hart_matches_btreemap(ops in proptest::collection::vec(op(), 1..250), kh in prop_oneof![0usize..4, Just(7usize)]) {
         run(ops, kh);
     }
 }

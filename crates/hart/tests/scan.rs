@@ -1,0 +1,144 @@
+//! SPEC H8, both directions: for random key sets (the empty key, 0x00 and 0xff bytes, keys
+//! shorter than k_h, keys that are prefixes of others, keys long enough for a key object)
+//! and k_h 0..=3 and 7, every combination of bound kinds (included, excluded, unbounded;
+//! both ends) and several limits, the reverse scan equals the forward scan reversed, and
+//! both equal a `BTreeMap` model. `min_max` agrees with the model too.
+
+mod common;
+use common::*;
+use pmkv_hart::Hart;
+use proptest::prelude::*;
+use std::ops::Bound;
+
+type Records = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        // A small alphabet: shared prefixes, prefix keys, the empty key, zero bytes.
+        6 => proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(0x7f), Just(0xff)], 0..5),
+        2 => proptest::collection::vec(any::<u8>(), 0..10),
+        1 => proptest::collection::vec(prop_oneof![Just(0u8), Just(0xff)], 45..60),
+    ]
+}
+
+fn scan(h: &Hart, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize, reverse: bool) -> Records {
+    let mut out = Vec::new();
+    h.scan(start, end, limit, reverse, &mut |k, v| {
+        out.push((k.to_vec(), v.to_vec()));
+        true
+    })
+    .unwrap();
+    out
+}
+
+fn in_bounds(k: &[u8], start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+    (match start {
+        Bound::Included(s) => k >= s,
+        Bound::Excluded(s) => k > s,
+        Bound::Unbounded => true,
+    }) && (match end {
+        Bound::Included(e) => k <= e,
+        Bound::Excluded(e) => k < e,
+        Bound::Unbounded => true,
+    })
+}
+
+fn bound(kind: u8, k: &[u8]) -> Bound<&[u8]> {
+    match kind {
+        0 => Bound::Included(k),
+        1 => Bound::Excluded(k),
+        _ => Bound::Unbounded,
+    }
+}
+
+fn check(kh: usize, keys: Vec<Vec<u8>>, deletes: Vec<prop::sample::Index>, extra: Vec<Vec<u8>>) {
+    let h = sim_hart(1 << 20, kh);
+    let mut m = Model::new();
+    for (i, k) in keys.iter().enumerate() {
+        // Inline (at most 8 bytes) and out-of-line values.
+        let v = if i % 3 == 0 { vec![i as u8; 20] } else { (i as u32).to_le_bytes().to_vec() };
+        h.put(k, &v).unwrap();
+        m.insert(k.clone(), v);
+    }
+    // Deletes empty some ARTs, which HART frees (the hash-key index changes too).
+    for d in &deletes {
+        if !keys.is_empty() {
+            let k = &keys[d.index(keys.len())];
+            assert_eq!(h.delete(k).unwrap(), m.remove(k).is_some());
+        }
+    }
+    let ends = m.keys().next().cloned().zip(m.keys().next_back().cloned());
+    assert_eq!(h.min_max().unwrap(), ends);
+
+    // Bounds: present keys, deleted keys, their prefixes and extensions, random keys.
+    let mut cands: Vec<Vec<u8>> = extra;
+    for k in keys.iter().take(8) {
+        cands.push(k.clone());
+        cands.push(k[..k.len() / 2].to_vec());
+        cands.push([k.as_slice(), &[0]].concat());
+    }
+    cands.push(Vec::new());
+    let n = cands.len();
+    let pairs: Vec<(&[u8], &[u8])> = (0..n)
+        .flat_map(|i| {
+            [(cands[i].as_slice(), cands[i].as_slice()), (cands[i].as_slice(), cands[(i * 7 + 3) % n].as_slice())]
+        })
+        .collect();
+    for (a, b) in pairs {
+        for (ks, ke) in (0..3u8).flat_map(|s| (0..3u8).map(move |e| (s, e))) {
+            let (start, end) = (bound(ks, a), bound(ke, b));
+            let want: Records =
+                m.iter().filter(|(k, _)| in_bounds(k, start, end)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            let fwd = scan(&h, start, end, usize::MAX, false);
+            let rev = scan(&h, start, end, usize::MAX, true);
+            assert_eq!(fwd, want, "forward {start:?}..{end:?} k_h {kh}");
+            let mut fwd_reversed = fwd.clone();
+            fwd_reversed.reverse();
+            assert_eq!(rev, fwd_reversed, "reverse {start:?}..{end:?} k_h {kh}");
+            for limit in [0, 1, 2, 5] {
+                let take = limit.min(want.len());
+                assert_eq!(scan(&h, start, end, limit, false), want[..take], "forward limit {limit}");
+                assert_eq!(scan(&h, start, end, limit, true), fwd_reversed[..take], "reverse limit {limit}");
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #[test]
+    fn reverse_scans_mirror_forward_scans_and_the_model(
+        kh in prop_oneof![0usize..=3, Just(7usize)],
+        keys in proptest::collection::vec(key(), 0..50),
+        deletes in proptest::collection::vec(any::<prop::sample::Index>(), 0..10),
+        extra in proptest::collection::vec(key(), 0..4),
+    ) {
+        check(kh, keys, deletes, extra);
+    }
+}
+
+/// The edge cases by name, for k_h 0 and 7 (no hashing and the widest hash key): the
+/// empty key, keys that are prefixes of each other and of the hash key, 0x00 bytes.
+#[test]
+fn prefix_keys_and_the_empty_key_at_the_extreme_hash_key_lengths() {
+    let keys: Vec<Vec<u8>> = [
+        &b""[..],
+        b"\0",
+        b"\0\0",
+        b"a",
+        b"a\0",
+        b"ab",
+        b"abcdefg",
+        b"abcdefg\0",
+        b"abcdefgh",
+        b"abcdefghij",
+        b"\xff",
+        b"\xff\xff\xff\xff\xff\xff\xff\xff",
+    ]
+    .iter()
+    .map(|k| k.to_vec())
+    .collect();
+    for kh in [0, 1, 2, 3, 7] {
+        check(kh, keys.clone(), Vec::new(), vec![b"abc".to_vec(), b"b".to_vec(), b"abcdefg\x01".to_vec()]);
+    }
+}
