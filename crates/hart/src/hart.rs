@@ -46,12 +46,20 @@ impl Default for HartOptions {
 /// What recovery found and did (SPEC H5).
 #[derive(Clone, Debug, Default)]
 pub struct RecoveryReport {
+    /// The pool was closed cleanly (no micro-logs to replay, no orphan sweep).
     pub clean: bool,
+    /// Used leaves put back into the ARTs (the number of keys).
     pub leaves: u64,
+    /// ARTs rebuilt (hash keys in use).
     pub arts: u64,
+    /// Interrupted updates finished from their micro-log (rolled forward).
     pub updates_redone: u64,
+    /// Interrupted updates undone (a valid log whose new value never became durable, or
+    /// a torn log).
     pub updates_rolled_back: u64,
+    /// Value and key objects freed because no used leaf named them.
     pub orphans_freed: u64,
+    /// Time the open's recovery took, in microseconds.
     pub micros: u128,
 }
 
@@ -128,9 +136,11 @@ impl Hart {
         }
     }
 
+    /// The pool the HART lives in.
     pub fn pool(&self) -> &Arc<Pool> {
         &self.pool
     }
+    /// k_h, as stored in the pool (options given to a later open do not change it).
     pub fn hash_key_len(&self) -> usize {
         self.kh
     }
@@ -141,6 +151,7 @@ impl Hart {
         self.table.for_each(|_, a| n += a.read().len());
         n
     }
+    /// Whether the HART holds no key.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -50,7 +50,7 @@ impl Hart {
 
     /// Algorithm 1 lines 10–16 for a key not in the tree (caller holds the ART write
     /// lock): allocate and write leaf, value and key object, and publish the value and key
-    /// object. The leaf is published by [`Hart::publish_leaf`] once it is in the tree.
+    /// object. The leaf is published by [`Hart::put`] (line 18) once it is in the tree.
     pub(crate) fn make_leaf(&self, key: &[u8], value: &[u8]) -> Result<u64> {
         let pool = &*self.pool;
         let leaf = self.alloc.alloc(LEAF, LEAF_SIZE)?;

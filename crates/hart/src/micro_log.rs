@@ -83,7 +83,7 @@ pub unsafe fn write(pool: &Pool, at: u64, log: UpdateLog, crc: u32) {
 ///
 /// # Safety
 ///
-/// As [`write`].
+/// As [`write()`].
 pub unsafe fn clear(pool: &Pool, at: u64) {
     // SAFETY: the contract.
     unsafe { clear_unfenced(pool, at) };
@@ -94,7 +94,7 @@ pub unsafe fn clear(pool: &Pool, at: u64) {
 ///
 /// # Safety
 ///
-/// As [`write`].
+/// As [`write()`].
 pub unsafe fn clear_unfenced(pool: &Pool, at: u64) {
     // SAFETY: the log's check word, ours (the contract).
     unsafe { write_u32(pool, at + 24, 0) };

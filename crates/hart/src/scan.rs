@@ -1,4 +1,7 @@
-//! Ordered scans, both directions (SPEC H8).
+//! Ordered scans, both directions (SPEC H8). The paper's range query calls Search
+//! (Algorithm 4) for each key (§V.D); pmkv walks the ARTs in the order of the hash-key
+//! index instead, each ART left to right (or right to left for a reverse scan), and skips
+//! the subtrees outside the bounds by their paths.
 
 use crate::art::KeySource;
 use crate::error::Result;
@@ -8,13 +11,17 @@ use crate::pm::PmKeys;
 use std::ops::Bound;
 
 impl Hart {
-    /// Visit records with keys in `[start, end]` (per the bounds) in ascending order, or
-    /// descending with `reverse`, until `f` returns false or `limit` records were visited
-    /// (SPEC H8). ARTs are visited in the order of the hash-key index (backwards for a
-    /// reverse scan), so nothing is sorted at scan time.
+    /// Visit the records whose keys lie between `start` and `end` (each bound included,
+    /// excluded or open) until `f` returns false or `limit` records were visited (SPEC
+    /// H8). Ascending key order (byte strings: a key sorts before its extensions), or with
+    /// `reverse` descending: the greatest key within `end` first, down to `start`. The
+    /// same records either way, and the same limit. ARTs are visited in the order of the
+    /// hash-key index (backwards for a reverse scan), so nothing is sorted at scan time.
     ///
-    /// `f` runs while the ART's read lock is held: it must not call into this HART. (The
-    /// `pmkv` API never runs user code here: it copies records out in chunks.)
+    /// `f` runs while the read lock of the ART holding the record is held: it must not call
+    /// into this HART (a writer waiting for that lock would make it wait for itself), and
+    /// writers to that ART wait while it runs. (The `pmkv` API never runs user code here:
+    /// it copies records out in chunks.)
     pub fn scan(
         &self,
         start: Bound<&[u8]>,
@@ -55,7 +62,10 @@ impl Hart {
         let mut err = None;
         /// Leaves between the tree walk and the visit (see the prefetch below).
         const SCAN_AHEAD: usize = 16;
-        let mut window = std::collections::VecDeque::with_capacity(SCAN_AHEAD + 1);
+        // No more ahead than the limit needs: a scan for one record (`min_max`) reads one
+        // leaf per tree, not seventeen.
+        let ahead = SCAN_AHEAD.min(limit.saturating_sub(1));
+        let mut window = std::collections::VecDeque::with_capacity(ahead + 1);
         while !stop {
             let next = if reverse { self.table.prev_at_or_before(cursor) } else { self.table.next_at_or_after(cursor) };
             let Some(hk) = next else { break };
@@ -91,29 +101,31 @@ impl Hart {
                             go = false;
                         }
                         visited += 1;
-                        if !go {
+                        // The limit reached: stop now rather than at the next record.
+                        if !go || visited >= limit {
                             stop = true;
+                            return false;
                         }
-                        go
+                        true
                     })
                 };
                 // Leaves in key order lie anywhere in the pool: prefetch each as the tree
                 // yields it and visit it SCAN_AHEAD leaves later, so that the PM reads
                 // overlap instead of costing a miss each (a 100,000-record scan of 1M Random
                 // keys: 17.4 ms without, 9-10 ms with).
-                let mut ahead = |leaf: u64| {
+                let mut walk = |leaf: u64| {
                     pool.prefetch(leaf);
                     window.push_back(leaf);
-                    if window.len() > SCAN_AHEAD {
+                    if window.len() > ahead {
                         visit(window.pop_front().expect("non-empty window"))
                     } else {
                         true
                     }
                 };
                 let mut go = if reverse {
-                    art.scan_rev(&hk_bytes, end_key, &mut ahead)
+                    art.scan_rev(&hk_bytes, end_key, &mut walk)
                 } else {
-                    art.scan(&hk_bytes, start_key, &mut ahead)
+                    art.scan(&hk_bytes, start_key, &mut walk)
                 };
                 while go {
                     let Some(leaf) = window.pop_front() else { break };

@@ -7,7 +7,9 @@ use crate::layout::*;
 use crate::pm::PmKeys;
 
 impl Hart {
-    /// Search (Algorithm 4): call `f` with the value of `key`.
+    /// Search (Algorithm 4): call `f` with the value of `key`; returns whether the key
+    /// was found. `f` runs while the ART's read lock is held: it must not call into this
+    /// HART (a writer waiting for the lock would make it wait for itself).
     pub fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
         if key.len() > MAX_KEY {
             return Ok(false);

@@ -142,3 +142,22 @@ fn prefix_keys_and_the_empty_key_at_the_extreme_hash_key_lengths() {
         check(kh, keys.clone(), Vec::new(), vec![b"abc".to_vec(), b"b".to_vec(), b"abcdefg\x01".to_vec()]);
     }
 }
+
+/// `min_max` is one step each way: a few PM lines, not a scan of the HART (nor a window of
+/// prefetched leaves).
+#[test]
+fn min_max_reads_two_leaves() {
+    use pmkv_substrate::counters;
+    for kh in [0, 2, 7] {
+        let h = sim_hart(8 << 20, kh);
+        assert_eq!(h.min_max().unwrap(), None);
+        for i in 0..20_000u32 {
+            h.put(format!("k{:05}", i * 7 % 20_000).as_bytes(), b"v").unwrap();
+        }
+        let before = counters::snapshot();
+        let ends = h.min_max().unwrap();
+        let read = counters::snapshot().since(&before).lines_read;
+        assert_eq!(ends, Some((b"k00000".to_vec(), b"k19999".to_vec())));
+        assert!(read <= 4, "k_h {kh}: min_max read {read} PM lines");
+    }
+}
