@@ -50,10 +50,14 @@ pub struct NodeArena {
     reserved: AtomicU64,
 }
 
-// SAFETY: the raw pointers in the pools are owned memory, touched only under the pools'
-// mutexes (and by the node code, under the owning ART's lock).
+// SAFETY: the raw pointers in the pools name heap blocks the arena owns (released only in
+// `drop`, which has `&mut self`); the arena reads and writes its bookkeeping only under
+// the pools' mutexes or through atomics, and touches a slot's memory only while it is
+// free (zeroing it before handing it out); slots in use are accessed by the node code
+// under its own contracts (the owning ART's lock). Nothing is tied to the thread that
+// allocated it.
 unsafe impl Send for NodeArena {}
-// SAFETY: as above.
+// SAFETY: as above: `&self` methods lock a pool's mutex or use atomics.
 unsafe impl Sync for NodeArena {}
 
 impl Default for NodeArena {

@@ -63,10 +63,14 @@ pub const INLINE_PREFIX: usize = 8;
 #[repr(transparent)]
 pub struct Slot(*mut Header);
 
-// SAFETY: a slot owns the node it names (or none); all access to that node goes through
-// the owning `Art`, whose `&`/`&mut` borrows (behind HART's per-ART lock) synchronize it.
+// SAFETY: a slot is a plain word; safe code can copy it and decode it (`get`) but never
+// dereference it. Every access to the node behind it is an `unsafe` node function whose
+// read or write contract demands that the caller synchronize with other threads; `Art`
+// does so with `&`/`&mut` borrows, which HART's per-ART reader-writer lock hands out.
+// Nodes live in the arena (shared by all threads), not in thread-local memory.
 unsafe impl Send for Slot {}
-// SAFETY: as above: shared access only reads.
+// SAFETY: as above: sharing `&Slot` gives only the word; node access is synchronized by
+// the node functions' contracts.
 unsafe impl Sync for Slot {}
 
 impl Default for Slot {
