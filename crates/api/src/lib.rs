@@ -46,6 +46,11 @@ pub use pmkv_core::{
 };
 pub use pmkv_substrate::{Counters, Latency, Mode};
 
+/// The README's Rust examples, compiled and run as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
 /// Engine crates compiled into this build, for typed options (e.g.
 /// `pmkv::engines::hart::HartOptions`).
 pub mod engines {
