@@ -18,7 +18,7 @@ use crate::hash_table::HashTable;
 use crate::layout::*;
 use parking_lot::Mutex;
 use pmkv_substrate::epalloc::EpAlloc;
-use pmkv_substrate::Pool;
+use pmkv_substrate::{Pool, PoolError};
 use std::sync::Arc;
 
 /// Options of a HART pool.
@@ -73,24 +73,58 @@ pub struct Hart {
     pub(crate) log_locks: Vec<Mutex<()>>,
     pub(crate) recovery: RecoveryReport,
     pub(crate) paper_updates: bool,
+    /// Last, so that it is released after everything else that uses the pool.
+    _claim: PoolClaim,
+}
+
+/// The pools a live HART uses, by mapping address. A second HART over the same pool would
+/// run a second allocator over the same slots (handing one slot to both) and a second set
+/// of locks over the same leaves, so writes of one could change bytes that readers of the
+/// other hold slices of. (A pool file opened twice is refused by the pool's file lock.)
+static IN_USE: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// One HART's claim on its pool (see [`IN_USE`]); released when dropped. It holds the
+/// pool too, so that the mapping (whose address names the claim) outlives the claim.
+pub(crate) struct PoolClaim(Arc<Pool>);
+
+impl PoolClaim {
+    fn take(pool: &Arc<Pool>) -> Result<PoolClaim> {
+        let at = pool.base() as usize;
+        let mut used = IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+        if used.contains(&at) {
+            let path = pool.path().map_or_else(|| "(simulated pool)".into(), |p| p.to_path_buf());
+            return Err(PoolError::Locked { path }.into());
+        }
+        used.push(at);
+        Ok(PoolClaim(pool.clone()))
+    }
+}
+
+impl Drop for PoolClaim {
+    fn drop(&mut self) {
+        let at = self.0.base() as usize;
+        IN_USE.lock().unwrap_or_else(|e| e.into_inner()).retain(|&a| a != at);
+    }
 }
 
 impl Hart {
-    /// Open the HART in `pool`, formatting it if the pool is new (root unset).
+    /// Open the HART in `pool`, formatting it if the pool is new (root unset). A pool
+    /// that another live HART uses is refused (`PoolError::Locked`).
     pub fn open(pool: Arc<Pool>, opts: HartOptions) -> Result<Hart> {
         if opts.hash_key_len > 7 {
             return Err(HartError::BadHashKeyLen(opts.hash_key_len));
         }
+        let claim = PoolClaim::take(&pool)?;
         let sb = pool.root(SUPER_ROOT);
         if sb == 0 {
             pool.check_writable()?; // a read-only pool without a HART cannot get one
         }
-        let mut h = if sb == 0 { Self::format(pool, opts)? } else { crate::recovery::recover(pool)? };
+        let mut h = if sb == 0 { Self::format(pool, opts, claim)? } else { crate::recovery::recover(pool, claim)? };
         h.paper_updates = opts.paper_updates;
         Ok(h)
     }
 
-    fn format(pool: Arc<Pool>, opts: HartOptions) -> Result<Hart> {
+    fn format(pool: Arc<Pool>, opts: HartOptions, claim: PoolClaim) -> Result<Hart> {
         let alloc = if pool.root(pmkv_substrate::epalloc::EPALLOC_ROOT) == 0 {
             EpAlloc::create(pool.clone())?
         } else {
@@ -120,10 +154,10 @@ impl Hart {
         pool.persist_off(sb, (SUPER_SIZE + logs_bytes) as usize);
         alloc.publish(sb);
         pool.set_root(SUPER_ROOT, sb);
-        Ok(Self::assemble(pool, alloc, opts.hash_key_len, logs_off))
+        Ok(Self::assemble(pool, alloc, opts.hash_key_len, logs_off, claim))
     }
 
-    pub(crate) fn assemble(pool: Arc<Pool>, alloc: EpAlloc, kh: usize, logs_off: u64) -> Hart {
+    pub(crate) fn assemble(pool: Arc<Pool>, alloc: EpAlloc, kh: usize, logs_off: u64, claim: PoolClaim) -> Hart {
         Hart {
             pool,
             alloc,
@@ -133,6 +167,7 @@ impl Hart {
             log_locks: (0..NUM_LOGS).map(|_| Mutex::new(())).collect(),
             recovery: RecoveryReport { clean: true, ..Default::default() },
             paper_updates: false,
+            _claim: claim,
         }
     }
 

@@ -19,7 +19,7 @@
 
 use crate::art::KeySource;
 use crate::error::{HartError, Result};
-use crate::hart::{Hart, RecoveryReport};
+use crate::hart::{Hart, PoolClaim, RecoveryReport};
 use crate::hash_table::hash_key;
 use crate::layout::*;
 use crate::micro_log;
@@ -87,12 +87,12 @@ fn leaf_ok(pool: &Pool, alloc: &EpAlloc, leaf: u64) -> bool {
     }
 }
 
-pub(crate) fn recover(pool: Arc<Pool>) -> Result<Hart> {
+pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
     let t0 = Instant::now();
     let alloc = EpAlloc::open(pool.clone())?;
     let (kh, logs_off) = read_super(&pool, &alloc)?;
     let clean = pool.was_clean();
-    let mut hart = Hart::assemble(pool.clone(), alloc, kh, logs_off);
+    let mut hart = Hart::assemble(pool.clone(), alloc, kh, logs_off, claim);
     let mut rep = RecoveryReport { clean, ..Default::default() };
 
     if !clean {

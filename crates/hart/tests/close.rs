@@ -1,10 +1,12 @@
-//! `sync` and `close`: close marks the pool clean through `Pool::close` when the HART holds
-//! the last handle to it, and leaves the pool to its last holder otherwise.
+//! A HART's life: one HART per pool; `sync`; `close` marks the pool clean through
+//! `Pool::close` when the HART holds the last handle to it, and leaves the pool to its last
+//! holder otherwise.
 
 mod common;
 use common::*;
+use pmkv_hart::HartError;
 use pmkv_hart::{Hart, HartOptions};
-use pmkv_substrate::{Mode, Pool, PoolOptions};
+use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
 use std::sync::Arc;
 
 #[test]
@@ -34,4 +36,35 @@ fn close_marks_the_pool_clean_and_keeps_everything() {
     assert!(h.recovery_report().clean, "the last handle's drop closed the pool cleanly");
     assert_eq!(h.len(), 3);
     h.check().unwrap();
+}
+
+/// A second HART over a pool that a live HART uses would run a second allocator over the
+/// same slots: refused until the first is gone.
+#[test]
+fn one_hart_per_pool() {
+    let pool = Arc::new(Pool::create_sim("hart", &sim_opts(1 << 20)).unwrap());
+    let h = Hart::open(pool.clone(), HartOptions::default()).unwrap();
+    h.put(b"k", b"v").unwrap();
+    let second = Hart::open(pool.clone(), HartOptions::default());
+    assert!(matches!(second, Err(HartError::Pool(PoolError::Locked { .. }))), "{:?}", second.err());
+    // Another pool is not affected, nor is the first HART.
+    let other = sim_hart(1 << 20, 2);
+    other.put(b"k", b"w").unwrap();
+    assert_eq!(get(&h, b"k").as_deref(), Some(&b"v"[..]));
+    drop(h);
+    let h = Hart::open(pool.clone(), HartOptions::default()).unwrap();
+    assert_eq!(get(&h, b"k").as_deref(), Some(&b"v"[..]));
+    assert!(Hart::open(pool, HartOptions::default()).is_err());
+    drop(h);
+    // A failed open releases its claim: a read-only pool without a HART cannot get one,
+    // and says so again (not "in use") on the next try.
+    let dir = pool_dir();
+    let path = dir.path().join("empty.pool");
+    let opts = PoolOptions::default().mode(Mode::Adr).initial_size(1 << 20);
+    drop(Pool::create(&path, "hart", &opts).unwrap());
+    let ro = Arc::new(Pool::open_read_only(&path, Some("hart"), &opts).unwrap());
+    for _ in 0..2 {
+        let r = Hart::open(ro.clone(), HartOptions::default());
+        assert!(matches!(r, Err(HartError::Pool(PoolError::ReadOnly { .. }))), "{:?}", r.err());
+    }
 }
