@@ -29,10 +29,9 @@ fn word<T>(pool: &Pool, off: u64) -> *mut T {
 
 /// Read the 8-byte PM word at `off` (checked as [`word`]).
 ///
-/// The PM word accessors are atomic (relaxed: plain moves on x86-64), so a read racing
-/// with a write of the same word is not undefined behaviour. HART's locks order every
-/// access that matters; the atomics only make a reader that ignores them (a `check` of a
-/// live HART) harmless.
+/// The PM word accessors are atomic (relaxed: plain moves on x86-64). HART's locks order
+/// every access to a word that matters; the atomics, which cost nothing, keep a race on a
+/// word (were one to slip through) defined behaviour: the old or the new value.
 #[inline]
 pub(crate) fn read_u64(pool: &Pool, off: u64) -> u64 {
     // SAFETY: `word` checked that the 8 bytes are aligned and inside the mapping, which
@@ -166,8 +165,10 @@ impl Hart {
             return Ok(());
         }
         let v = read_u64(&self.pool, leaf + LEAF_P_VALUE);
-        if !self.pool.contains(v, VALUE_HDR as u64) {
-            return Err(HartError::Corrupt(format!("leaf {leaf:#x} names value {v:#x} outside the pool")));
+        if !v.is_multiple_of(8) || !self.pool.contains(v, VALUE_HDR as u64) {
+            return Err(HartError::Corrupt(format!(
+                "leaf {leaf:#x} names value {v:#x}: misaligned or outside the pool"
+            )));
         }
         let len = read_u32(&self.pool, v) as usize;
         if len > MAX_VALUE || !self.pool.contains(v, (VALUE_HDR + len) as u64) {
