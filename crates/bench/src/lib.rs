@@ -14,8 +14,10 @@
 //! * [`reproduce`] — the papers' experiments (`pmkv bench reproduce hart`);
 //! * [`cli`] — what the `pmkv bench` subcommands call.
 
+pub mod alloc_bench;
 pub mod baseline;
 pub mod cli;
+pub mod command;
 pub mod engines;
 pub mod experiment;
 pub mod measure;

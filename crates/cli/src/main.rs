@@ -18,11 +18,21 @@ struct Cli {
 enum Cmd {
     /// Show a pool's header: layout, size, mode-independent state, clean-shutdown flag.
     Info(commands::info::Args),
-    /// Benchmarks.
+    /// Benchmarks (built with `--features bench`).
+    #[cfg(feature = "bench")]
     Bench(commands::bench::Args),
+    /// Benchmarks: not in this build (rebuild with `--features bench`).
+    #[cfg(not(feature = "bench"))]
+    #[command(disable_help_flag = true)]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        args: Vec<String>,
+    },
     /// Check a pool: the allocator (EPallocator) and, for an engine's pool, the engine's
     /// invariants (HART: every leaf reachable once, bits consistent, no leak).
     Check(commands::check::Args),
+    /// List the engines of this build, what each offers, and its `--param`s.
+    Engines(commands::engines::Args),
     /// Load keys from a file (one per line; value = line number), creating the pool.
     Load(commands::kv::LoadArgs),
     /// Print the value of a key (exit 1 if missing).
@@ -48,8 +58,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Info(a) => commands::info::run(a),
+        #[cfg(feature = "bench")]
         Cmd::Bench(a) => commands::bench::run(a),
+        #[cfg(not(feature = "bench"))]
+        Cmd::Bench { .. } => Err("this pmkv was built without benchmarks: rebuild with \
+                                  `cargo build --release -p pmkv-cli --features bench`"
+            .into()),
         Cmd::Check(a) => commands::check::run(a),
+        Cmd::Engines(a) => commands::engines::run(a),
         Cmd::Load(a) => commands::kv::load(a),
         Cmd::Get(a) => commands::kv::get(a),
         Cmd::Put(a) => commands::kv::put(a),

@@ -83,6 +83,7 @@ fn p7_check_refuses_missing_or_damaged_allocator() {
     assert!(text(&out.stderr).contains("allocator"), "{}", text(&out.stderr));
 }
 
+#[cfg(feature = "bench")]
 #[test]
 fn p7_bench_alloc_runs() {
     let dir = tempfile::tempdir().unwrap();

@@ -194,6 +194,7 @@ fn crc32(data: &[u8]) -> u32 {
     !crc
 }
 
+#[cfg(feature = "bench")]
 #[test]
 fn p3_bench_persist_reports_every_mode() {
     let _s = serial();
@@ -220,4 +221,16 @@ fn p3_bench_persist_reports_every_mode() {
     assert_eq!(flushes("eadr"), "0");
     assert_eq!(flushes("none"), "0");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the bench removes its pools");
+}
+
+/// Without the `bench` feature the plain binary has no benchmarks and says how to get them.
+#[cfg(not(feature = "bench"))]
+#[test]
+fn u2_bench_without_the_feature_says_how_to_get_it() {
+    for args in [&["bench"][..], &["bench", "run", "-w", "dictionary"], &["bench", "--help"]] {
+        let out = pmkv(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(text(&out.stderr).contains("--features bench"), "{}", text(&out.stderr));
+        assert!(!text(&out.stderr).contains("panicked"));
+    }
 }

@@ -70,3 +70,30 @@ fn u2_kv_commands() {
     ]));
     assert_error(&pmkv(&["load", dir.path().join("t.pool").to_str().unwrap(), words.to_str().unwrap(), "--tsv"]));
 }
+
+#[test]
+fn u2_engines_lists_every_engine_with_its_parameters() {
+    let out = pmkv(&["engines"]);
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    for name in pmkv::Registry::builtin().names() {
+        assert!(s.lines().any(|l| l.starts_with(&format!("{name}\t"))), "{name} missing in\n{s}");
+    }
+    assert!(s.contains("--param hash_key_len=..."), "{s}");
+    assert!(s.contains("persistent      no"), "volatile says it keeps nothing: {s}");
+}
+
+#[test]
+fn u2_param_reaches_the_engine_and_unknown_ones_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let words = dir.path().join("w.txt");
+    std::fs::write(&words, "alpha\nbeta\n").unwrap();
+    let pool = dir.path().join("p.pool");
+    let p = pool.to_str().unwrap();
+    let out = pmkv(&["load", p, words.to_str().unwrap(), "--param", "no_such=1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no_such"));
+    assert!(pmkv(&["load", p, words.to_str().unwrap(), "--param", "hash_key_len=3"]).status.success());
+    let out = pmkv(&["scan", p, "--reverse", "--limit", "1"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "beta\t2\n");
+}

@@ -1,8 +1,9 @@
 //! One module per subcommand.
 
+#[cfg(feature = "bench")]
 pub mod bench;
-pub mod bench_alloc;
 pub mod check;
+pub mod engines;
 pub mod info;
 pub mod kv;
 

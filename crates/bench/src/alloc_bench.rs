@@ -13,9 +13,7 @@
 //! allocator). libpmemobj is loaded at run time from `libpmemobj.so.1`, so building pmkv
 //! never needs it; without it the column is skipped with a hint how to install it.
 
-use super::bench::temp_dir;
-use super::CmdResult;
-use crate::Outcome;
+use crate::command::{temp_dir, CmdResult};
 use pmkv_substrate::epalloc::{EpAlloc, TypeId};
 use pmkv_substrate::{counters, Latency, Mode, Pool, PoolOptions};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -259,5 +257,5 @@ pub fn run(a: AllocArgs) -> CmdResult {
         println!("{t:>7}  {ep_ns:>17.1}  {pm_cell:>16}  {ratio:>8}  {:>20}", format!("{flushes:.2} / {fences:.2}"));
     }
     println!("(ns per pair per thread; ratio = libpmemobj time / EPallocator time, higher is better for EPallocator)");
-    Ok(Outcome::Ok)
+    Ok(())
 }
