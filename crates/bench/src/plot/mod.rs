@@ -8,6 +8,8 @@
 //! (`/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf`), Liberation Sans, FreeSans, or any
 //! other `*.ttf` under `/usr/share/fonts` or `/usr/local/share/fonts`.
 
+pub mod run;
+
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
@@ -521,6 +523,27 @@ pub fn render(fig: &Figure, stem: &Path) -> Result<Vec<PathBuf>, String> {
     draw_figure(BitMapBackend::new(&png, dims).into_drawing_area(), &fig)?;
     draw_figure(SVGBackend::new(&svg, dims).into_drawing_area(), &fig)?;
     Ok(vec![png, svg])
+}
+
+/// A legend label for a record's engine and setting.
+pub fn series_label(r: &crate::report::Record) -> String {
+    let mut parts = Vec::new();
+    if r.mode != "-" {
+        parts.push(r.mode.clone());
+    }
+    if r.latency != "-" && r.latency != "none" {
+        parts.push(r.latency.clone());
+    }
+    if parts.is_empty() {
+        r.engine.clone()
+    } else {
+        format!("{} [{}]", r.engine, parts.join(", "))
+    }
+}
+
+/// Colour index of an engine: its position in the full engine list.
+pub fn engine_color(name: &str) -> usize {
+    crate::engines::all().iter().position(|e| e.name() == name).unwrap_or(9)
 }
 
 #[cfg(test)]
