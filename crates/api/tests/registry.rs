@@ -7,13 +7,7 @@ use pmkv::{
 };
 use std::path::Path;
 
-fn dir() -> tempfile::TempDir {
-    if Path::new("/dev/shm").is_dir() {
-        tempfile::tempdir_in("/dev/shm").unwrap()
-    } else {
-        tempfile::tempdir().unwrap()
-    }
-}
+use pmkv_testutil::pool_dir as dir;
 
 #[test]
 fn builtin_engines_are_found_by_name_and_layout() {

@@ -198,8 +198,7 @@ fn crc32(data: &[u8]) -> u32 {
 #[test]
 fn p3_bench_persist_reports_every_mode() {
     let _s = serial();
-    let dir = if Path::new("/dev/shm").is_dir() { tempfile::tempdir_in("/dev/shm") } else { tempfile::tempdir() };
-    let dir = dir.unwrap();
+    let dir = pmkv_testutil::pool_dir();
     let out = pmkv(&["bench", "persist", "--iters", "200", "--dir", dir.path().to_str().unwrap()]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{out:?}");

@@ -4,16 +4,13 @@
 
 use pmkv_hart::{Hart, HartOptions};
 use pmkv_substrate::{Mode, Pool, PoolOptions};
-use std::io::Read;
 use std::sync::Arc;
 use std::time::Instant;
 
 fn main() {
     let focus = std::env::args().nth(1).unwrap_or_else(|| "delete".into());
-    let mut raw = Vec::new();
-    let f = std::fs::File::open(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/words.txt.gz")).unwrap();
-    flate2::read::GzDecoder::new(f).read_to_end(&mut raw).unwrap();
-    let words: Vec<&[u8]> = raw.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+    let owned = pmkv_testutil::words();
+    let words: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
     let path = format!("/dev/shm/pmkv-delprof-{}.pool", std::process::id());
     let _ = std::fs::remove_file(&path);
     let opts = PoolOptions::default().mode(Mode::Eadr).initial_size(256 << 20);

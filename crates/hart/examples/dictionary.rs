@@ -6,16 +6,13 @@ use parking_lot::RwLock;
 use pmkv_hart::{Hart, HartOptions};
 use pmkv_substrate::{counters, Mode, Pool, PoolOptions};
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::sync::Arc;
 use std::time::Instant;
 
 fn main() {
     let mode: Mode = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(Mode::Eadr);
-    let mut raw = Vec::new();
-    let f = std::fs::File::open(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/words.txt.gz")).unwrap();
-    flate2::read::GzDecoder::new(f).read_to_end(&mut raw).unwrap();
-    let words: Vec<&[u8]> = raw.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+    let owned = pmkv_testutil::words();
+    let words: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
     let n = words.len() as f64;
     let path = format!("/dev/shm/pmkv-dict-{}.pool", std::process::id());
     let _ = std::fs::remove_file(&path);

@@ -280,14 +280,7 @@ mod tests {
     use pmkv_substrate::{Mode, PoolOptions};
     use std::os::unix::fs::FileExt;
 
-    fn pool_dir() -> tempfile::TempDir {
-        let shm = std::path::Path::new("/dev/shm");
-        if shm.is_dir() {
-            tempfile::tempdir_in(shm).unwrap()
-        } else {
-            tempfile::tempdir().unwrap()
-        }
-    }
+    use pmkv_testutil::pool_dir;
 
     fn opts() -> PoolOptions {
         PoolOptions::default().mode(Mode::Adr).initial_size(4 << 20)

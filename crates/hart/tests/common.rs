@@ -1,17 +1,12 @@
 //! Helpers shared by HART's integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use pmkv_hart::{Hart, HartOptions};
-use pmkv_substrate::{Mode, Pool, PoolOptions};
-use std::collections::BTreeMap;
+use pmkv_substrate::Pool;
 use std::ops::Bound;
 use std::sync::Arc;
 
-pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-pub fn sim_opts(size: u64) -> PoolOptions {
-    PoolOptions::default().mode(Mode::Adr).initial_size(size).max_size(64 << 20)
-}
+pub use pmkv_testutil::{apply, pool_dir, sim_opts, words, Model, Op};
 
 /// A fresh HART on a crash-simulation pool.
 pub fn sim_hart(size: u64, kh: usize) -> Hart {
@@ -49,24 +44,4 @@ pub fn get(h: &Hart, k: &[u8]) -> Option<Vec<u8>> {
     let mut out = None;
     h.get_with(k, &mut |v| out = Some(v.to_vec())).unwrap();
     out
-}
-
-/// Directory for file pools: /dev/shm when present.
-pub fn pool_dir() -> tempfile::TempDir {
-    let shm = std::path::Path::new("/dev/shm");
-    if shm.is_dir() {
-        tempfile::tempdir_in(shm).unwrap()
-    } else {
-        tempfile::tempdir().unwrap()
-    }
-}
-
-/// The Dictionary workload (SPEC W): 466,551 words.
-pub fn words() -> Vec<Vec<u8>> {
-    use std::io::Read;
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/words.txt.gz");
-    let f = std::fs::File::open(path).expect("data/words.txt.gz");
-    let mut s = Vec::new();
-    flate2::read::GzDecoder::new(f).read_to_end(&mut s).unwrap();
-    s.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| l.to_vec()).collect()
 }

@@ -11,23 +11,6 @@ use pmkv_substrate::Eviction;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-#[derive(Clone, Debug)]
-enum Op {
-    Put(Vec<u8>, Vec<u8>),
-    Del(Vec<u8>),
-}
-
-fn apply(m: &mut Model, op: &Op) {
-    match op {
-        Op::Put(k, v) => {
-            m.insert(k.clone(), v.clone());
-        }
-        Op::Del(k) => {
-            m.remove(k);
-        }
-    }
-}
-
 /// Run `ops` one by one; explore every crash point of each. Returns images checked.
 fn explore(ops: &[Op], pool_size: u64) -> u64 {
     explore_with(ops, pool_size, HartOptions::default())
@@ -67,7 +50,7 @@ fn explore_with(ops: &[Op], pool_size: u64, opts: HartOptions) -> u64 {
         });
         match op {
             Op::Put(k, v) => h.put(k, v).unwrap(),
-            Op::Del(k) => assert!(h.delete(k).unwrap()),
+            Op::Delete(k) => assert!(h.delete(k).unwrap()),
         }
         h.pool().sim().unwrap().clear_hook();
         assert_eq!(contents(&h), model);
@@ -148,11 +131,11 @@ fn h4_h6_delete_and_chunk_recycle_every_crash_point() {
     ops.push(Op::Put(b"d-moved".to_vec(), vec![4; 2]));
     ops.push(Op::Put(b"d-moved".to_vec(), vec![5; 30]));
     for k in keys.iter().rev() {
-        ops.push(Op::Del(k.clone()));
+        ops.push(Op::Delete(k.clone()));
     }
-    ops.push(Op::Del(vec![b'Z'; 70]));
-    ops.push(Op::Del(b"d-out".to_vec()));
-    ops.push(Op::Del(b"d-moved".to_vec()));
+    ops.push(Op::Delete(vec![b'Z'; 70]));
+    ops.push(Op::Delete(b"d-out".to_vec()));
+    ops.push(Op::Delete(b"d-moved".to_vec()));
     let n = explore(&ops, 512 << 10);
     eprintln!("delete+recycle: {n} crash images checked");
 }

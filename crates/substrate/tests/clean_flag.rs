@@ -4,13 +4,7 @@
 use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-fn dir() -> tempfile::TempDir {
-    if std::path::Path::new("/dev/shm").is_dir() {
-        tempfile::tempdir_in("/dev/shm").unwrap()
-    } else {
-        tempfile::tempdir().unwrap()
-    }
-}
+use pmkv_testutil::pool_dir as dir;
 
 fn opts(mode: Mode) -> PoolOptions {
     PoolOptions::default().mode(mode).initial_size(1 << 20).max_size(16 << 20)
