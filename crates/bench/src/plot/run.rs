@@ -5,6 +5,16 @@ use super::{self as plot, engine_color, series_label, Bars, Figure, Line, Panel,
 use crate::report::Record;
 use std::path::{Path, PathBuf};
 
+/// One solid line per series name, coloured by its position, with the points `points`
+/// gives for the name.
+fn numbered_lines(names: &[String], mut points: impl FnMut(&String) -> Vec<(f64, f64)>) -> Vec<Line> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| Line { name: name.clone(), color: i, dashed: false, points: points(name) })
+        .collect()
+}
+
 pub(crate) fn uniq<T: PartialEq + Clone>(v: impl IntoIterator<Item = T>) -> Vec<T> {
     let mut out: Vec<T> = Vec::new();
     for x in v {
@@ -83,20 +93,9 @@ pub fn plot_run(records: &[Record], out: &Path, workload: &str) -> std::result::
             y_range: None,
             kind: PanelKind::Lines {
                 log_x: false,
-                series: base_series
-                    .iter()
-                    .enumerate()
-                    .map(|(i, sname)| Line {
-                        name: sname.clone(),
-                        color: i,
-                        dashed: false,
-                        points: ok
-                            .iter()
-                            .filter(|r| &label(r) == sname)
-                            .map(|r| (r.extra["sweep_x"], get(r)))
-                            .collect(),
-                    })
-                    .collect(),
+                series: numbered_lines(&base_series, |sname| {
+                    ok.iter().filter(|r| &label(r) == sname).map(|r| (r.extra["sweep_x"], get(r))).collect()
+                }),
             },
         };
         let fig = Figure {
@@ -157,21 +156,15 @@ pub fn plot_run(records: &[Record], out: &Path, workload: &str) -> std::result::
             .map(|op| {
                 Panel::cdf(
                     &format!("{op}: latency CDF"),
-                    series
-                        .iter()
-                        .enumerate()
-                        .map(|(i, sname)| Line {
-                            name: sname.clone(),
-                            color: i,
-                            dashed: false,
-                            points: ok
-                                .iter()
-                                .find(|r| &r.op == op && &label(r) == sname)
-                                .map(|r| r.cdf.iter().map(|&(ns, q)| (ns.max(1) as f64, q)).collect())
-                                .unwrap_or_default(),
-                        })
-                        .filter(|l| !l.points.is_empty())
-                        .collect(),
+                    numbered_lines(&series, |sname| {
+                        ok.iter()
+                            .find(|r| &r.op == op && &label(r) == sname)
+                            .map(|r| r.cdf.iter().map(|&(ns, q)| (ns.max(1) as f64, q)).collect())
+                            .unwrap_or_default()
+                    })
+                    .into_iter()
+                    .filter(|l| !l.points.is_empty())
+                    .collect(),
                 )
             })
             .collect();

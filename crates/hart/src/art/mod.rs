@@ -345,12 +345,18 @@ impl Art {
     /// Subtrees entirely below `start` are skipped by their path, without reading leaves;
     /// leaves of keys below `start` may still be visited (the caller filters them).
     pub fn scan(&self, shared: &[u8], start: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
+        self.walk(shared, start, false, f)
+    }
+
+    /// [`Art::scan`] (`reverse` false, `bound` the start) or [`Art::scan_rev`] (`reverse`
+    /// true, `bound` the end), from the root.
+    fn walk(&self, shared: &[u8], bound: Option<&[u8]>, reverse: bool, f: &mut dyn FnMut(u64) -> bool) -> bool {
         if self.root.is_empty() {
             return true;
         }
         let mut path = shared[..self.depth.min(shared.len())].to_vec();
         // SAFETY: the tree's root, read under `&self`.
-        unsafe { Self::scan_at(self.root, &mut path, start, f) }
+        unsafe { Self::walk_at(self.root, &mut path, bound, reverse, f) }
     }
 
     fn below_start(path: &[u8], start: Option<&[u8]>) -> bool {
@@ -364,56 +370,13 @@ impl Art {
         }
     }
 
-    /// [`Art::scan`] below `c`, whose keys begin with `path`.
-    ///
-    /// # Safety
-    ///
-    /// `c` is a slot of a tree with [`Art`]'s invariant that the caller borrows (shared)
-    /// for the whole call: the read contract for every node under `c`.
-    unsafe fn scan_at(c: Slot, path: &mut Vec<u8>, start: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
-        match c.get() {
-            None => true,
-            Some(Ref::Leaf(l)) => f(l),
-            Some(Ref::Node(n)) => {
-                let mark = path.len();
-                // SAFETY: `n` and its children are nodes of the borrowed tree (the
-                // contract); `f` cannot change them (it has no access to the tree).
-                let go = unsafe {
-                    path.extend_from_slice(n.prefix());
-                    let mut go = true;
-                    if !Self::below_start(path, start) {
-                        if let Some(t) = n.term() {
-                            go = f(t);
-                        }
-                        if go {
-                            go = n.for_each(|b, child| {
-                                path.push(b);
-                                let r = Self::below_start(path, start) || Self::scan_at(child, path, start, f);
-                                path.pop();
-                                r
-                            });
-                        }
-                    }
-                    go
-                };
-                path.truncate(mark);
-                go
-            }
-        }
-    }
-
     /// Visit leaves in descending key order whose keys are `<= end` (if given), stopping
     /// when `f` returns false: [`Art::scan`] mirrored. A node's own leaf (`term`, the key
     /// that ends at the node) sorts before its children, so it comes after them here.
     /// Subtrees entirely above `end` are skipped by their path; leaves of keys above `end`
     /// may still be visited (the caller filters them).
     pub fn scan_rev(&self, shared: &[u8], end: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
-        if self.root.is_empty() {
-            return true;
-        }
-        let mut path = shared[..self.depth.min(shared.len())].to_vec();
-        // SAFETY: the tree's root, read under `&self`.
-        unsafe { Self::scan_rev_at(self.root, &mut path, end, f) }
+        self.walk(shared, end, true, f)
     }
 
     fn above_end(path: &[u8], end: Option<&[u8]>) -> bool {
@@ -428,31 +391,58 @@ impl Art {
         }
     }
 
-    /// [`Art::scan_rev`] below `c`, whose keys begin with `path`.
+    /// Every key under `path` lies outside the bound: below `start` (forward) or above
+    /// `end` (reverse), so the subtree can be skipped without reading its leaves.
+    fn outside(path: &[u8], bound: Option<&[u8]>, reverse: bool) -> bool {
+        if reverse {
+            Self::above_end(path, bound)
+        } else {
+            Self::below_start(path, bound)
+        }
+    }
+
+    /// [`Art::scan`] (or, with `reverse`, [`Art::scan_rev`]) below `c`, whose keys begin
+    /// with `path`. A node's own leaf (`term`) sorts before its children: it is visited
+    /// first going forward and last going backward (and then only if not above `end`).
     ///
     /// # Safety
     ///
-    /// As [`Art::scan_at`].
-    unsafe fn scan_rev_at(c: Slot, path: &mut Vec<u8>, end: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
+    /// `c` is a slot of a tree with [`Art`]'s invariant that the caller borrows (shared)
+    /// for the whole call: the read contract for every node under `c`.
+    unsafe fn walk_at(
+        c: Slot,
+        path: &mut Vec<u8>,
+        bound: Option<&[u8]>,
+        reverse: bool,
+        f: &mut dyn FnMut(u64) -> bool,
+    ) -> bool {
         match c.get() {
             None => true,
             Some(Ref::Leaf(l)) => f(l),
             Some(Ref::Node(n)) => {
                 let mark = path.len();
-                // SAFETY: as in `scan_at`.
+                // SAFETY: `n` and its children are nodes of the borrowed tree (the
+                // contract); `f` cannot change them (it has no access to the tree).
                 let go = unsafe {
                     path.extend_from_slice(n.prefix());
                     let mut go = true;
-                    // Everything under `path` above `end`: skip the node. Otherwise children
-                    // (each checked by its own path), then the term, whose key is `path`.
-                    if !Self::above_end(path, end) {
-                        go = n.for_each_rev(|b, child| {
-                            path.push(b);
-                            let r = Self::above_end(path, end) || Self::scan_rev_at(child, path, end, f);
-                            path.pop();
-                            r
-                        });
-                        if go && end.is_none_or(|e| path.as_slice() <= e) {
+                    if !Self::outside(path, bound, reverse) {
+                        if !reverse {
+                            if let Some(t) = n.term() {
+                                go = f(t);
+                            }
+                        }
+                        if go {
+                            let mut child = |b: u8, child: Slot| {
+                                path.push(b);
+                                let r = Self::outside(path, bound, reverse)
+                                    || Self::walk_at(child, path, bound, reverse, f);
+                                path.pop();
+                                r
+                            };
+                            go = if reverse { n.for_each_rev(&mut child) } else { n.for_each(&mut child) };
+                        }
+                        if go && reverse && bound.is_none_or(|e| path.as_slice() <= e) {
                             if let Some(t) = n.term() {
                                 go = f(t);
                             }
