@@ -2,6 +2,24 @@
 //! parses arguments and maps errors to exit codes: 0 success, 1 "not found" answers
 //! (`get` of a missing key), 2 errors, printed as one line on stderr — never a panic.
 
+/// `println!` that returns the write error instead of panicking: stdout may be a closed
+/// pipe (`pmkv check POOL | head -1`) or a full device (`> /dev/full`).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($t)*)
+    }};
+}
+
+/// `eprintln!` that never panics: a diagnostic that cannot be written (`2>/dev/full`) is
+/// dropped, the exit status still says what happened.
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 mod commands;
 
 use clap::{Parser, Subcommand};
@@ -55,6 +73,10 @@ pub enum Outcome {
 }
 
 fn main() -> ExitCode {
+    // A file-size limit (`ulimit -f`) must be an error a command reports, not SIGXFSZ
+    // killing it mid-write: with the signal ignored, growing the file fails with EFBIG.
+    // SAFETY: setting a signal's disposition to SIG_IGN at start-up, before any thread.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Info(a) => commands::info::run(a),
@@ -73,11 +95,25 @@ fn main() -> ExitCode {
         Cmd::Scan(a) => commands::kv::scan(a),
         Cmd::Dump(a) => commands::kv::dump(a),
     };
+    // Output still buffered must reach its destination too (or fail like the rest).
+    let r = r.and_then(|o| {
+        use std::io::Write as _;
+        std::io::stdout().flush()?;
+        Ok(o)
+    });
     match r {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::NotFound) => ExitCode::from(1),
+        // The reader went away (`| head`): what it wanted it has; end quietly, as cat does.
+        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
-            eprintln!("pmkv: {e}");
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                errln!("pmkv: writing output: {io}");
+            } else {
+                errln!("pmkv: {e}");
+            }
             ExitCode::from(2)
         }
     }

@@ -221,7 +221,7 @@ fn pool_kind(e: &PoolError) -> ErrorKind {
     match e {
         PoolError::NotFound { .. } => ErrorKind::NotFound,
         PoolError::AlreadyExists { .. } => ErrorKind::AlreadyExists,
-        PoolError::NotAPool { .. } => ErrorKind::NotAPool,
+        PoolError::NotAPool { .. } | PoolError::NotARegularFile { .. } => ErrorKind::NotAPool,
         PoolError::Truncated { .. } | PoolError::CorruptHeader { .. } | PoolError::CorruptAllocator(_) => {
             ErrorKind::Corrupt
         }
@@ -238,7 +238,9 @@ fn pool_kind(e: &PoolError) -> ErrorKind {
         PoolError::Allocator(_) => ErrorKind::Unsupported,
         PoolError::Io { source, .. } => match source.kind() {
             std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => ErrorKind::ReadOnly,
-            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => ErrorKind::Full,
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded | std::io::ErrorKind::FileTooLarge => {
+                ErrorKind::Full
+            }
             _ => ErrorKind::Io,
         },
         // `PoolError` is non-exhaustive: a variant added later is an I/O-class failure

@@ -24,6 +24,8 @@ pub enum PoolError {
     Version { path: PathBuf, found: u32, supported: u32 },
     #[error("{path}: pool has layout '{found}', expected '{expected}'")]
     WrongLayout { path: PathBuf, found: String, expected: String },
+    #[error("{path}: not a pool file: it is {kind}")]
+    NotARegularFile { path: PathBuf, kind: &'static str },
     #[error("{path}: pool is open in another process or handle")]
     Locked { path: PathBuf },
     #[error("pool size {size} is too small: at least {min} bytes are needed")]

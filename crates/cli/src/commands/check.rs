@@ -37,14 +37,14 @@ pub fn run(a: Args) -> CmdResult {
     };
     let layout = ep.pool().layout().to_string();
     let report = ep.check()?;
-    println!("pool             {}", a.pool.display());
-    println!("layout           {layout}");
+    outln!("pool             {}", a.pool.display())?;
+    outln!("layout           {layout}")?;
     for (ty, class, case) in ep.recovery().repaired() {
-        println!("recovered        interrupted chunk recycle of type {} class code {class}: {case:?}", ty.0);
+        outln!("recovered        interrupted chunk recycle of type {} class code {class}: {case:?}", ty.0)?;
     }
-    println!("{report}");
+    outln!("{report}")?;
     if a.stats {
-        println!("{}", ep.stats());
+        outln!("{}", ep.stats())?;
     }
     Ok(Outcome::Ok)
 }
@@ -55,22 +55,22 @@ pub fn run(a: Args) -> CmdResult {
 fn check_engine(a: &Args) -> CmdResult {
     let opts = pmkv::Options::default().mode(Mode::Adr).latency(Latency::NONE).create(false);
     let store = super::kv::open_for_reading(&a.pool, &opts)?;
-    println!("pool             {}", a.pool.display());
-    println!("engine           {}", store.info().name);
+    outln!("pool             {}", a.pool.display())?;
+    outln!("engine           {}", store.info().name)?;
     if let Some(r) = store.recovery() {
-        println!("recovery         {r}");
+        outln!("recovery         {r}")?;
     }
     let report = store.check()?;
-    println!("{report}");
+    outln!("{report}")?;
     if a.stats {
         let m = store.memory()?;
         for (name, bytes) in &m.dram {
-            println!("dram  {bytes:>14}  {name}");
+            outln!("dram  {bytes:>14}  {name}")?;
         }
         for (name, bytes) in &m.pm {
-            println!("pm    {bytes:>14}  {name}");
+            outln!("pm    {bytes:>14}  {name}")?;
         }
-        println!("total dram {} B, pm {} B", m.dram_total(), m.pm_total());
+        outln!("total dram {} B, pm {} B", m.dram_total(), m.pm_total())?;
     }
     if !report.is_ok() {
         return Err(format!("check found {} problem(s) in {}", report.problems.len(), a.pool.display()).into());

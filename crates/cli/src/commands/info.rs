@@ -15,20 +15,20 @@ pub fn run(a: Args) -> CmdResult {
     let i = Pool::inspect(&a.pool)?;
     let h = &i.header;
     let s = &i.state;
-    println!("pool            {}", i.path.display());
-    println!("layout          {}", h.layout);
-    println!("format version  {}", h.version);
-    println!("pool id         {:016x}", h.pool_id);
-    println!("created         {} (unix seconds)", h.created_unix);
-    println!("size            {} bytes (file {} bytes)", s.size, i.file_len);
-    println!("max size        {} bytes", h.max_size);
-    println!("used            {} bytes ({:.1}%)", s.heap_top, 100.0 * s.heap_top as f64 / s.size as f64);
-    println!("clean shutdown  {}", if s.clean { "yes" } else { "no (open now, or crashed)" });
-    println!("in use          {}", if i.in_use { "yes, by another process" } else { "no" });
-    println!("header seq      {}", s.seq);
+    outln!("pool            {}", i.path.display())?;
+    outln!("layout          {}", h.layout)?;
+    outln!("format version  {}", h.version)?;
+    outln!("pool id         {:016x}", h.pool_id)?;
+    outln!("created         {} (unix seconds)", h.created_unix)?;
+    outln!("size            {} bytes (file {} bytes)", s.size, i.file_len)?;
+    outln!("max size        {} bytes", h.max_size)?;
+    outln!("used            {} bytes ({:.1}%)", s.heap_top, 100.0 * s.heap_top as f64 / s.size as f64)?;
+    outln!("clean shutdown  {}", if s.clean { "yes" } else { "no (open now, or crashed)" })?;
+    outln!("in use          {}", if i.in_use { "yes, by another process" } else { "no" })?;
+    outln!("header seq      {}", s.seq)?;
     for (n, r) in s.roots.iter().enumerate().filter(|(_, r)| **r != 0) {
-        println!("root[{n}]         {r:#x}");
+        outln!("root[{n}]         {r:#x}")?;
     }
-    println!("mode            chosen at open (adr, eadr, msync or none); not stored in the pool");
+    outln!("mode            chosen at open (adr, eadr, msync or none); not stored in the pool")?;
     Ok(Outcome::Ok)
 }

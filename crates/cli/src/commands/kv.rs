@@ -20,6 +20,9 @@ pub struct OpenArgs {
     /// An engine parameter, KEY=VALUE (repeatable); `pmkv engines` lists each engine's.
     #[arg(long = "param", short = 'p', value_name = "KEY=VALUE")]
     pub params: Vec<String>,
+    /// If the pool is open in another process, wait up to this many seconds for it.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub wait: f64,
 }
 
 impl OpenArgs {
@@ -33,7 +36,35 @@ impl OpenArgs {
         }
         Ok(o)
     }
+
+    /// Run `open`, retrying while the pool is locked by another process, up to `--wait`.
+    pub fn waiting(&self, mut open: impl FnMut() -> pmkv::Result<Store>) -> pmkv::Result<Store> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(self.wait.clamp(0.0, 86_400.0));
+        loop {
+            match open() {
+                Err(e) if e.kind() == ErrorKind::Locked && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Open an existing pool read-write (waiting as `--wait` says).
+    pub fn open_existing(&self, pool: &std::path::Path) -> CmdStore {
+        let opts = self.options()?;
+        Ok(self.waiting(|| Store::open_existing(pool, &opts))?)
+    }
+
+    /// Open a pool for a command that only reads it (see [`open_for_reading`]).
+    pub fn open_for_reading(&self, pool: &std::path::Path) -> CmdStore {
+        let opts = self.options()?;
+        Ok(self.waiting(|| open_for_reading(pool, &opts))?)
+    }
 }
+
+/// A store, or why a command could not open it.
+pub type CmdStore = Result<Store, Box<dyn std::error::Error>>;
 
 #[derive(clap::Args)]
 pub struct LoadArgs {
@@ -139,7 +170,13 @@ pub fn load(a: LoadArgs) -> CmdResult {
     }
     let input = std::fs::File::open(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
     let total = input.metadata().map(|m| m.len()).unwrap_or(0);
-    let store = Store::open_with(factory, &a.pool, &opts)?;
+    // A file that never got its header (a load killed between creating the file and
+    // writing it) holds nothing: replace it rather than refuse it forever as "bad magic".
+    if std::fs::symlink_metadata(&a.pool).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        std::fs::remove_file(&a.pool).map_err(|e| format!("{}: {e}", a.pool.display()))?;
+        errln!("pmkv: {}: empty file (an interrupted create) replaced by a new pool", a.pool.display());
+    }
+    let store = a.open.waiting(|| Store::open_with(factory, &a.pool, &opts))?;
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -168,13 +205,15 @@ pub fn load(a: LoadArgs) -> CmdResult {
         if a.tsv {
             let text = String::from_utf8_lossy(rec);
             let (k, v) = text.split_once('\t').ok_or_else(|| format!("line {n}: no TAB between key and value"))?;
-            store.put(&unescape(k)?, &unescape(v)?)?;
+            let at = |e: String| format!("{}: line {n}: {e}", a.file.display());
+            let (k, v) = (unescape(k).map_err(at)?, unescape(v).map_err(at)?);
+            store.put(&k, &v).map_err(|e| at(e.to_string()))?;
         } else {
-            store.put(rec, n.to_string().as_bytes())?;
+            store.put(rec, n.to_string().as_bytes()).map_err(|e| format!("{}: line {n}: {e}", a.file.display()))?;
         }
     }
     bar.finish_and_clear();
-    eprintln!("loaded {n} records; {} keys in the pool", store.len()?);
+    errln!("loaded {n} records; {} keys in the pool", store.len()?);
     store.close()?;
     Ok(Outcome::Ok)
 }
@@ -193,10 +232,10 @@ pub fn open_for_reading(pool: &std::path::Path, opts: &Options) -> pmkv::Result<
 }
 
 pub fn get(a: KeyArgs) -> CmdResult {
-    let store = open_for_reading(&a.pool, &a.open.options()?)?;
+    let store = a.open.open_for_reading(&a.pool)?;
     match store.get(&unescape(&a.key)?)? {
         Some(v) => {
-            println!("{}", escape(&v));
+            outln!("{}", escape(&v))?;
             Ok(Outcome::Ok)
         }
         None => Ok(Outcome::NotFound),
@@ -204,14 +243,14 @@ pub fn get(a: KeyArgs) -> CmdResult {
 }
 
 pub fn put(a: PutArgs) -> CmdResult {
-    let store = Store::open_existing(&a.pool, &a.open.options()?)?;
+    let store = a.open.open_existing(&a.pool)?;
     store.put(&unescape(&a.key)?, &unescape(&a.value)?)?;
     store.close()?;
     Ok(Outcome::Ok)
 }
 
 pub fn del(a: KeyArgs) -> CmdResult {
-    let store = Store::open_existing(&a.pool, &a.open.options()?)?;
+    let store = a.open.open_existing(&a.pool)?;
     let found = store.delete(&unescape(&a.key)?)?;
     store.close()?;
     Ok(if found { Outcome::Ok } else { Outcome::NotFound })
@@ -246,7 +285,7 @@ fn print_range(store: &Store, range: &KeyRange, dir: Direction, limit: usize) ->
 }
 
 pub fn scan(a: ScanArgs) -> CmdResult {
-    let store = open_for_reading(&a.pool, &a.open.options()?)?;
+    let store = a.open.open_for_reading(&a.pool)?;
     let range = KeyRange {
         start: match &a.from {
             Some(k) => Bound::Included(unescape(k)?),
@@ -262,7 +301,7 @@ pub fn scan(a: ScanArgs) -> CmdResult {
 }
 
 pub fn dump(a: DumpArgs) -> CmdResult {
-    let store = open_for_reading(&a.pool, &a.open.options()?)?;
+    let store = a.open.open_for_reading(&a.pool)?;
     print_range(&store, &KeyRange::all(), Direction::Forward, usize::MAX)
 }
 

@@ -29,9 +29,15 @@ pub(super) fn allocate_file(file: &File, path: &Path, from: u64, to: u64) -> Res
     match rc {
         0 => Ok(()),
         libc::ENOSPC | libc::EFBIG => {
-            // Leave the file as it was.
+            // Leave the file as it was. Not `PoolError::Full`, which is about the pool's
+            // own maximum size: here the file system (ENOSPC) or the process's file-size
+            // limit, `ulimit -f` (EFBIG, with SIGXFSZ ignored), refused the space.
             let _ = file.set_len(from);
-            Err(PoolError::Full { requested: to - from, available: 0, max: to })
+            let why = if rc == libc::ENOSPC { "the file system is full" } else { "the file-size limit (ulimit -f)" };
+            Err(PoolError::io(
+                format!("{}: growing the pool file to {to} bytes refused by {why}", path.display()),
+                std::io::Error::from_raw_os_error(rc),
+            ))
         }
         // File systems without fallocate: fall back to ftruncate (sparse).
         libc::EOPNOTSUPP | libc::EINVAL => {

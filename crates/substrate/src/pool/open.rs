@@ -64,12 +64,33 @@ pub(super) fn lock_file(file: &File, path: &Path, exclusive: bool) -> Result<boo
 }
 
 /// Open an existing pool file, for writing too if `write` (a missing file is `NotFound`).
+///
+/// Only a regular file is a pool. The open itself uses `O_NONBLOCK`, so a FIFO (or a
+/// device) given as the path is refused at once instead of blocking until a writer
+/// appears; the flag has no effect on regular files.
 pub(super) fn open_existing_file(path: &Path, write: bool) -> Result<File> {
-    match OpenOptions::new().read(true).write(write).open(path) {
-        Ok(f) => Ok(f),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(PoolError::NotFound { path: path.into() }),
-        Err(e) => Err(PoolError::io(format!("{}: opening", path.display()), e)),
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = match OpenOptions::new().read(true).write(write).custom_flags(libc::O_NONBLOCK).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(PoolError::NotFound { path: path.into() }),
+        Err(e) => return Err(PoolError::io(format!("{}: opening", path.display()), e)),
+    };
+    let ty = file.metadata().map_err(|e| PoolError::io(format!("{}: stat", path.display()), e))?.file_type();
+    if !ty.is_file() {
+        let kind = if ty.is_dir() {
+            "a directory"
+        } else if ty.is_fifo() {
+            "a FIFO"
+        } else if ty.is_socket() {
+            "a socket"
+        } else if ty.is_char_device() || ty.is_block_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        return Err(PoolError::NotARegularFile { path: path.into(), kind });
     }
+    Ok(file)
 }
 
 /// Read and validate the header of an open file without changing anything.
