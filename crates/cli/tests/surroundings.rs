@@ -164,3 +164,38 @@ fn input_errors_name_their_line() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("line 2") && text(&o.stderr).contains("too large"), "{}", text(&o.stderr));
 }
+
+/// Issue 10, list 2: a recycle-log pointer set in a cleanly closed pool is damage. A read
+/// command reports it and changes nothing; it does not fall back to a read-write open
+/// that would "finish" a recycle that never happened and drop live records.
+#[test]
+fn a_read_command_never_repairs_a_clean_pool() {
+    use pmkv_substrate::epalloc::root;
+    use std::os::unix::fs::FileExt;
+    let dir = pmkv_testutil::pool_dir();
+    let pool = pool_with(&dir, 3000);
+    let info = pmkv_substrate::Pool::inspect(&pool).unwrap();
+    assert!(info.state.clean);
+    let r = info.state.roots[pmkv_substrate::epalloc::EPALLOC_ROOT];
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&pool).unwrap();
+    let word = |at: u64| {
+        let mut b = [0u8; 8];
+        file.read_exact_at(&mut b, at).unwrap();
+        u64::from_le_bytes(b)
+    };
+    // The first list in use: point its PCurrent at its own head chunk, a valid chunk.
+    let e = (0..root::DIR_CAP as u64)
+        .map(|i| root::Entry(r + root::DIR_AT + i * root::ENTRY_LEN))
+        .find(|e| word(e.tag_at()) != 0 && word(e.head_at()) != 0)
+        .expect("a list in use");
+    file.write_all_at(&word(e.head_at()).to_le_bytes(), e.pcurrent_at()).unwrap();
+    drop(file);
+    let before = std::fs::read(&pool).unwrap();
+    for args in [vec!["get", &pool, "k00001"], vec!["dump", &pool], vec!["scan", &pool], vec!["check", &pool]] {
+        let o = run(&args);
+        no_panic(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stdout));
+        assert!(text(&o.stderr).contains("cleanly closed"), "{args:?}: {}", text(&o.stderr));
+        assert!(std::fs::read(&pool).unwrap() == before, "{args:?} changed the file");
+    }
+}

@@ -26,13 +26,11 @@ pub fn run(a: Args) -> CmdResult {
         return check_engine(&a);
     }
     // Read-only, so that checking changes nothing; read-write (running the allocator's
-    // recovery) only if the pool needs repair.
+    // recovery) only if the header says the pool was not closed cleanly.
     let opts = PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE);
     let read_only = Pool::open_read_only(&a.pool, None, &opts).map(Arc::new).and_then(EpAlloc::open);
     let ep = match read_only {
-        Err(PoolError::NeedsRecovery { .. } | PoolError::ReadOnly { .. }) => {
-            EpAlloc::open(Arc::new(Pool::open(&a.pool, None, &opts)?))?
-        }
+        Err(PoolError::NeedsRecovery { .. }) => EpAlloc::open(Arc::new(Pool::open(&a.pool, None, &opts)?))?,
         r => r?,
     };
     let layout = ep.pool().layout().to_string();

@@ -219,14 +219,13 @@ pub fn load(a: LoadArgs) -> CmdResult {
 }
 
 /// Open a pool for a command that only reads it: read-only, so the file does not change
-/// and other readers may run at once; if the pool needs repair (it was not closed
-/// cleanly, or its open found something to repair and refused), read-write once, which
-/// runs the engine's crash recovery (and then reads).
+/// and other readers may run at once. Only if the header says the pool was not closed
+/// cleanly (`NeedsRecovery`) is it opened read-write once, which runs the engine's crash
+/// recovery (and then reads). Any other refusal (damage included) is reported as it is:
+/// a read command never "repairs" a cleanly closed pool.
 pub fn open_for_reading(pool: &std::path::Path, opts: &Options) -> pmkv::Result<Store> {
     match Store::open_existing(pool, &opts.clone().read_only(true)) {
-        Err(e) if matches!(e.kind(), ErrorKind::NeedsRecovery | ErrorKind::ReadOnly) => {
-            Store::open_existing(pool, &opts.clone().read_only(false))
-        }
+        Err(e) if e.kind() == ErrorKind::NeedsRecovery => Store::open_existing(pool, &opts.clone().read_only(false)),
         r => r,
     }
 }

@@ -113,9 +113,16 @@ pub(crate) fn recover(pool: &Pool, e: Entry, valid: &dyn Fn(u64) -> bool, max_st
     if cur == 0 && prev == 0 {
         return Ok(RecycleCase::Clean);
     }
-    // Every other case repairs the list in place. A read-only pool is only opened when
-    // it was closed cleanly, so a log left here is damage: refuse rather than write to
-    // (and fault on) the read-only mapping.
+    // Every other case repairs the list in place. But a recycle runs to completion inside
+    // one `free`, and a pool is marked clean only after an orderly close (never after a
+    // panic or a poisoned engine), so a log left in a cleanly closed pool is damage, not
+    // an interrupted recycle: "finishing" it would unlink a chunk of live objects. Refuse,
+    // in read-only and read-write opens alike, and change nothing.
+    if pool.was_clean() {
+        return bad(format!(
+            "PCurrent {cur:#x} / PPrev {prev:#x} left in a cleanly closed pool (damage, not an interrupted recycle)"
+        ));
+    }
     pool.check_writable()?;
     if cur == 0 {
         e.set_pprev(pool, 0);
