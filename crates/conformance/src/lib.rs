@@ -10,7 +10,8 @@
 //! open recovers; and, for persistent engines, every write path (put, delete, batch)
 //! under the crash simulator (SPEC P6) at every flush and fence point, recovering to the
 //! state before or after the operation (a prefix of a non-atomic batch) with `check`
-//! clean (no leak).
+//! clean (no leak); and recovery crashed at each of its own flush and fence points, then
+//! run again, giving what an uninterrupted recovery gives (SPEC R3).
 //!
 //! An engine crate (or this crate's tests) runs it with one line:
 //!
@@ -60,6 +61,7 @@ macro_rules! suite {
             concurrent::readers_and_writers,
             crash::put_delete_every_crash_point,
             crash::batch_every_crash_point,
+            crash::recovery_survives_its_own_crash,
             model::random_operations_match_a_model
         );
     };
