@@ -1,0 +1,131 @@
+//! What the checks of crash images found, collected by a crash simulator hook and
+//! asserted by the test.
+
+use pmkv_substrate::{CrashPoint, Eviction};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Failure messages kept (all failures are counted).
+const KEEP: usize = 10;
+
+#[derive(Default)]
+struct Findings {
+    images: u64,
+    failed: u64,
+    first: Vec<String>,
+}
+
+/// Crash images checked and failures found, shared (by clone) between a test and the
+/// hook it installs: the hook calls [`CrashFindings::check_images`] at a crash point, the
+/// test calls [`CrashFindings::assert_none`] when the run is over.
+#[derive(Clone, Default)]
+pub struct CrashFindings(Arc<Mutex<Findings>>);
+
+impl CrashFindings {
+    /// Nothing checked yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Findings> {
+        // A panicking check elsewhere must not hide what was found.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Take the crash image of `pt` under each of `evictions` and run `check` on it,
+    /// recording each error as "`context` at point N (kind, eviction): error".
+    pub fn check_images(
+        &self,
+        pt: &CrashPoint<'_>,
+        evictions: impl IntoIterator<Item = Eviction>,
+        context: &str,
+        mut check: impl FnMut(&[u8]) -> Result<(), String>,
+    ) {
+        for ev in evictions {
+            let result = check(&pt.image(ev));
+            let mut f = self.lock();
+            f.images += 1;
+            if let Err(e) = result {
+                f.failed += 1;
+                if f.first.len() < KEEP {
+                    let at = if context.is_empty() { String::new() } else { format!("{context} at ") };
+                    f.first.push(format!("{at}point {} ({:?}, {ev:?}): {e}", pt.index, pt.kind));
+                }
+            }
+        }
+    }
+
+    /// Crash images checked so far.
+    pub fn images(&self) -> u64 {
+        self.lock().images
+    }
+
+    /// Images whose check failed so far.
+    pub fn failed(&self) -> u64 {
+        self.lock().failed
+    }
+
+    /// Fail the test, saying `what` and listing the first failures, if any image failed.
+    #[track_caller]
+    pub fn assert_none(&self, what: &str) {
+        let f = self.lock();
+        assert!(f.failed == 0, "{what}: {} of {} crash images fail:\n{}", f.failed, f.images, f.first.join("\n"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pmkv_substrate::Pool;
+
+    #[test]
+    fn findings_count_images_and_keep_the_first_failures() {
+        let pool = Pool::create_sim("t", &crate::sim_opts(256 << 10)).unwrap();
+        let off = pool.take_heap(4096, 64).unwrap();
+        let found = CrashFindings::new();
+        let f = found.clone();
+        pool.sim().unwrap().set_hook(true, move |pt| {
+            f.check_images(pt, Eviction::standard(pt.index), "write", |img| {
+                if img.len() < 4096 {
+                    return Err("image too small".into());
+                }
+                if pt.index % 2 == 1 {
+                    Err("odd point".into())
+                } else {
+                    Ok(())
+                }
+            })
+        });
+        for i in 0..20 {
+            pool.persist_off(off + 64 * i, 8);
+        }
+        pool.sim().unwrap().clear_hook();
+        // Each persist is a flush point and a fence point; four images each.
+        assert_eq!(found.images(), 20 * 2 * 4);
+        assert_eq!(found.failed(), 20 * 4, "every image of the odd points");
+        let msg = panic_message(|| found.assert_none("writes"));
+        assert!(msg.starts_with("writes: 80 of 160 crash images fail:\nwrite at point "), "{msg}");
+        assert!(msg.ends_with("odd point"), "{msg}");
+        assert_eq!(msg.lines().count(), 1 + KEEP, "the first {KEEP} failures are listed");
+    }
+
+    fn panic_message(f: impl FnOnce()) -> String {
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("a panic");
+        e.downcast_ref::<String>().cloned().expect("a formatted panic message")
+    }
+
+    #[test]
+    fn assert_none_fails_with_the_messages() {
+        let pool = Pool::create_sim("t", &crate::sim_opts(256 << 10)).unwrap();
+        let off = pool.take_heap(64, 64).unwrap();
+        let found = CrashFindings::new();
+        let f = found.clone();
+        pool.sim().unwrap().set_hook(false, move |pt| f.check_images(pt, [Eviction::None], "", |_| Err("bad".into())));
+        pool.persist_off(off, 8);
+        pool.sim().unwrap().clear_hook();
+        let msg = panic_message(|| found.assert_none("the log broke"));
+        assert!(msg.starts_with("the log broke: 1 of 1 crash images fail:\npoint "), "{msg}");
+        assert!(msg.ends_with("(Fence, None): bad"), "{msg}");
+        let clean = CrashFindings::new();
+        clean.assert_none("nothing checked, nothing failed");
+    }
+}
