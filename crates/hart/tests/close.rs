@@ -6,15 +6,15 @@ mod common;
 use common::*;
 use pmkv_hart::HartError;
 use pmkv_hart::{Hart, HartOptions};
-use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
+use pmkv_substrate::{Mode, Pool, PoolError};
 use std::sync::Arc;
 
 #[test]
 fn close_marks_the_pool_clean_and_keeps_everything() {
     let dir = pool_dir();
     let path = dir.path().join("c.pool");
-    let opts = PoolOptions::default().mode(Mode::Msync).initial_size(4 << 20);
-    let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
+    let opts = pool_opts(Mode::Msync, 4 << 20, 64 << 20);
+    let h = create_hart(&path, &opts);
     h.put(b"a", b"1").unwrap();
     h.sync().unwrap();
     h.put(b"b", b"a value longer than eight bytes").unwrap();
@@ -32,7 +32,7 @@ fn close_marks_the_pool_clean_and_keeps_everything() {
     assert!(!pool.is_poisoned());
     drop(pool);
 
-    let h = Hart::open(Arc::new(Pool::open(&path, Some("hart"), &opts).unwrap()), HartOptions::default()).unwrap();
+    let h = reopen_hart(&path, &opts);
     assert!(h.recovery_report().clean, "the last handle's drop closed the pool cleanly");
     assert_eq!(h.len(), 3);
     h.check().unwrap();
@@ -60,7 +60,7 @@ fn one_hart_per_pool() {
     // and says so again (not "in use") on the next try.
     let dir = pool_dir();
     let path = dir.path().join("empty.pool");
-    let opts = PoolOptions::default().mode(Mode::Adr).initial_size(1 << 20);
+    let opts = pool_opts(Mode::Adr, 1 << 20, 64 << 20);
     drop(Pool::create(&path, "hart", &opts).unwrap());
     let ro = Arc::new(Pool::open_read_only(&path, Some("hart"), &opts).unwrap());
     for _ in 0..2 {

@@ -1,18 +1,21 @@
-//! Helpers shared by HART's integration tests.
+//! Helpers shared by HART's integration tests: HARTs on simulated and file pools, and
+//! reading them whole, built on pmkv-testutil (which every test file also gets from here).
 #![allow(dead_code, unused_imports)]
 
 use pmkv_hart::{Hart, HartOptions};
-use pmkv_substrate::Pool;
+use pmkv_substrate::{Pool, PoolOptions};
 use std::ops::Bound;
+use std::path::Path;
 use std::sync::Arc;
 
-pub use pmkv_testutil::{apply, pool_dir, sim_opts, words, Model, Op};
+pub use pmkv_testutil::*;
 
-/// A fresh HART on a crash-simulation pool.
+/// A fresh HART with hash keys of `kh` bytes on a crash-simulation pool of `size` bytes.
 pub fn sim_hart(size: u64, kh: usize) -> Hart {
     sim_hart_with(size, HartOptions { hash_key_len: kh, ..HartOptions::default() })
 }
 
+/// A fresh HART with options `opts` on a crash-simulation pool of `size` bytes.
 pub fn sim_hart_with(size: u64, opts: HartOptions) -> Hart {
     let pool = Pool::create_sim("hart", &sim_opts(size)).expect("sim pool");
     Hart::open(Arc::new(pool), opts).expect("format")
@@ -24,24 +27,37 @@ pub fn recover(image: &[u8]) -> Result<Hart, String> {
     Hart::open(Arc::new(pool), HartOptions::default()).map_err(|e| e.to_string())
 }
 
-/// Every record, in scan order.
-pub fn contents(h: &Hart) -> Model {
-    let mut m = Model::new();
-    let mut last: Option<Vec<u8>> = None;
-    h.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, v| {
-        if let Some(l) = &last {
-            assert!(l.as_slice() < k, "scan out of order: {l:?} then {k:?}");
-        }
-        last = Some(k.to_vec());
-        m.insert(k.to_vec(), v.to_vec());
-        true
-    })
-    .unwrap();
-    m
+/// A HART with default options on a new pool file at `path`.
+pub fn create_hart(path: &Path, opts: &PoolOptions) -> Hart {
+    Hart::open(Arc::new(Pool::create(path, "hart", opts).expect("create pool")), HartOptions::default())
+        .expect("format")
 }
 
+/// The HART of the pool file at `path`, opened read-write with default options.
+pub fn reopen_hart(path: &Path, opts: &PoolOptions) -> Hart {
+    Hart::open(Arc::new(Pool::open(path, Some("hart"), opts).expect("open pool")), HartOptions::default())
+        .expect("open")
+}
+
+/// What `h.scan` visits from `start` to `end`, at most `limit` records, in its order.
+pub fn scan(h: &Hart, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize, reverse: bool) -> Records {
+    let mut out = Vec::new();
+    h.scan(start, end, limit, reverse, &mut |k, v| {
+        out.push((k.to_vec(), v.to_vec()));
+        true
+    })
+    .expect("scan");
+    out
+}
+
+/// Every record, checked to come in ascending order.
+pub fn contents(h: &Hart) -> Model {
+    model_of_scan(scan(h, Bound::Unbounded, Bound::Unbounded, usize::MAX, false))
+}
+
+/// The value of `k`, if any.
 pub fn get(h: &Hart, k: &[u8]) -> Option<Vec<u8>> {
     let mut out = None;
-    h.get_with(k, &mut |v| out = Some(v.to_vec())).unwrap();
+    h.get_with(k, &mut |v| out = Some(v.to_vec())).expect("get");
     out
 }

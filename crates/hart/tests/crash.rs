@@ -8,8 +8,7 @@ mod common;
 use common::*;
 use pmkv_hart::{Hart, HartOptions};
 use pmkv_substrate::Eviction;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Run `ops` one by one; explore every crash point of each. Returns images checked.
 fn explore(ops: &[Op], pool_size: u64) -> u64 {
@@ -19,34 +18,22 @@ fn explore(ops: &[Op], pool_size: u64) -> u64 {
 fn explore_with(ops: &[Op], pool_size: u64, opts: HartOptions) -> u64 {
     let h = sim_hart_with(pool_size, opts);
     let mut model = Model::new();
-    let images = Arc::new(AtomicU64::new(0));
-    let failures: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    let found = CrashFindings::new();
     for (i, op) in ops.iter().enumerate() {
         let before = model.clone();
         apply(&mut model, op);
         let after = model.clone();
-        let (imgs, fails, desc) = (images.clone(), failures.clone(), format!("op {i} {op:?}"));
-        let after_state = after.clone();
-        let after = after_state;
+        let (f, desc) = (found.clone(), format!("op {i} {op:?}"));
         h.pool().sim().unwrap().set_hook(true, move |pt| {
-            for ev in Eviction::standard(pt.index) {
-                let img = pt.image(ev);
-                imgs.fetch_add(1, Ordering::Relaxed);
-                let r = recover(&img).and_then(|r| {
-                    r.check().map_err(|e| e.to_string())?;
-                    let got = contents(&r);
-                    if got != before && got != after {
-                        return Err(format!("state is neither before nor after ({} keys)", got.len()));
-                    }
-                    Ok(())
-                });
-                if let Err(e) = r {
-                    let mut f = fails.lock().unwrap();
-                    if f.len() < 5 {
-                        f.push(format!("{desc} at point {} ({:?}, {ev:?}): {e}", pt.index, pt.kind));
-                    }
+            f.check_images(pt, Eviction::standard(pt.index), &desc, |img| {
+                let r = recover(img)?;
+                r.check().map_err(|e| e.to_string())?;
+                let got = contents(&r);
+                if got != before && got != after {
+                    return Err(format!("state is neither before nor after ({} keys)", got.len()));
                 }
-            }
+                Ok(())
+            });
         });
         match op {
             Op::Put(k, v) => h.put(k, v).unwrap(),
@@ -55,14 +42,13 @@ fn explore_with(ops: &[Op], pool_size: u64, opts: HartOptions) -> u64 {
         h.pool().sim().unwrap().clear_hook();
         assert_eq!(contents(&h), model);
     }
-    let f = failures.lock().unwrap();
-    assert!(f.is_empty(), "crash consistency violated:\n{}", f.join("\n"));
+    found.assert_none("crash consistency violated");
     // The final state survives a crash right after the last operation.
     let img = h.pool().sim().unwrap().image_now(h.pool(), Eviction::None);
     let r = recover(&img).unwrap();
     r.check().unwrap();
     assert_eq!(contents(&r), model);
-    images.load(Ordering::Relaxed)
+    found.images()
 }
 
 #[test]
@@ -156,28 +142,21 @@ fn recovery_of_empty_and_clean_pools() {
 fn h5_format_every_crash_point() {
     use pmkv_substrate::Pool;
     let pool = Arc::new(Pool::create_sim("hart", &sim_opts(512 << 10)).unwrap());
-    let images = Arc::new(AtomicU64::new(0));
-    let failures: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
-    let (imgs, fails) = (images.clone(), failures.clone());
+    let found = CrashFindings::new();
+    let f = found.clone();
     pool.sim().unwrap().set_hook(true, move |pt| {
-        for ev in Eviction::standard(pt.index) {
-            imgs.fetch_add(1, Ordering::Relaxed);
-            let r = recover(&pt.image(ev)).and_then(|h| {
-                h.check().map_err(|e| e.to_string())?;
-                if !h.is_empty() {
-                    return Err(format!("{} keys in a pool being formatted", h.len()));
-                }
-                Ok(())
-            });
-            if let Err(e) = r {
-                fails.lock().unwrap().push(format!("point {} {ev:?}: {e}", pt.index));
+        f.check_images(pt, Eviction::standard(pt.index), "format", |img| {
+            let h = recover(img)?;
+            h.check().map_err(|e| e.to_string())?;
+            if !h.is_empty() {
+                return Err(format!("{} keys in a pool being formatted", h.len()));
             }
-        }
+            Ok(())
+        });
     });
     let h = Hart::open(pool, HartOptions::default()).unwrap();
     h.pool().sim().unwrap().clear_hook();
-    let f = failures.lock().unwrap();
-    assert!(f.is_empty(), "format is not crash consistent:\n{}", f.join("\n"));
-    assert!(images.load(Ordering::Relaxed) > 0);
+    found.assert_none("format is not crash consistent");
+    assert!(found.images() > 0);
     h.check().unwrap();
 }

@@ -3,21 +3,18 @@
 
 mod common;
 use common::*;
-use pmkv_hart::{Hart, HartOptions};
-use pmkv_substrate::{Mode, Pool, PoolOptions};
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use pmkv_substrate::Mode;
 
 #[test]
 fn dictionary_insert_search_scan_delete_reopen() {
     let words = words();
-    assert_eq!(words.len(), 466_551);
+    assert_eq!(words.len(), WORDS);
     let dir = pool_dir();
     let path = dir.path().join("dict.pool");
-    let opts = PoolOptions::default().mode(Mode::Eadr).initial_size(64 << 20);
-    let mut model = BTreeMap::new();
+    let opts = pool_opts(Mode::Eadr, 64 << 20, 1 << 30);
+    let mut model = Model::new();
     {
-        let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
+        let h = create_hart(&path, &opts);
         for (i, w) in words.iter().enumerate() {
             let v = (i + 1).to_string().into_bytes();
             h.put(w, &v).unwrap();
@@ -38,7 +35,7 @@ fn dictionary_insert_search_scan_delete_reopen() {
         }
         h.check().unwrap();
     }
-    let h = Hart::open(Arc::new(Pool::open(&path, Some("hart"), &opts).unwrap()), HartOptions::default()).unwrap();
+    let h = reopen_hart(&path, &opts);
     assert_eq!(h.len(), model.len() as u64);
     assert!(contents(&h) == model);
     h.check().unwrap();

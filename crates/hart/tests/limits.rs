@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use pmkv_hart::{Hart, HartError, HartOptions, MAX_KEY, MAX_VALUE};
-use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
+use pmkv_substrate::{Mode, Pool, PoolError};
 use std::sync::Arc;
 
 #[test]
@@ -25,8 +25,8 @@ fn oversized_keys_and_values_are_refused() {
 fn a_full_pool_is_an_error_and_keeps_what_it_has() {
     let dir = pool_dir();
     let path = dir.path().join("full.pool");
-    let opts = PoolOptions::default().mode(Mode::Adr).initial_size(1 << 20).max_size(2 << 20);
-    let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
+    let opts = pool_opts(Mode::Adr, 1 << 20, 2 << 20);
+    let h = create_hart(&path, &opts);
     let mut model = Model::new();
     let mut full = None;
     for i in 0..1_000_000u32 {
@@ -51,7 +51,7 @@ fn a_full_pool_is_an_error_and_keeps_what_it_has() {
     assert!(h.delete(&first).unwrap());
     model.remove(&first);
     drop(h);
-    let h = Hart::open(Arc::new(Pool::open(&path, Some("hart"), &opts).unwrap()), HartOptions::default()).unwrap();
+    let h = reopen_hart(&path, &opts);
     assert_eq!(contents(&h), model);
     h.check().unwrap();
 }
@@ -62,9 +62,9 @@ fn a_full_pool_is_an_error_and_keeps_what_it_has() {
 fn read_only_hart() {
     let dir = pool_dir();
     let path = dir.path().join("ro.pool");
-    let opts = PoolOptions::default().mode(Mode::Adr).initial_size(4 << 20);
+    let opts = pool_opts(Mode::Adr, 4 << 20, 64 << 20);
     {
-        let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
+        let h = create_hart(&path, &opts);
         for i in 0..200u32 {
             h.put(format!("k{i:03}").as_bytes(), &i.to_le_bytes().repeat(1 + i as usize % 5)).unwrap();
         }
@@ -83,11 +83,8 @@ fn read_only_hart() {
         assert_eq!(get(&h, b"k007").unwrap(), 7u32.to_le_bytes().repeat(3));
     }
     assert_eq!(std::fs::read(&path).unwrap(), before);
-    // A read-only pool without a HART cannot be given one.
-    let empty = dir.path().join("empty.pool");
-    drop(Pool::create(&empty, "hart", &opts).unwrap());
-    let r = Hart::open(Arc::new(Pool::open_read_only(&empty, Some("hart"), &opts).unwrap()), HartOptions::default());
-    assert!(matches!(r, Err(HartError::Pool(PoolError::ReadOnly { .. }))), "{:?}", r.err());
+    // That a read-only pool without a HART cannot be given one is close.rs's
+    // `one_hart_per_pool`.
 }
 
 /// Inline values written by default, reopened with `paper_updates`: a same-length update
@@ -96,9 +93,9 @@ fn read_only_hart() {
 fn inline_values_under_paper_updates() {
     let dir = pool_dir();
     let path = dir.path().join("p.pool");
-    let opts = PoolOptions::default().mode(Mode::Adr).initial_size(4 << 20);
+    let opts = pool_opts(Mode::Adr, 4 << 20, 64 << 20);
     {
-        let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
+        let h = create_hart(&path, &opts);
         h.put(b"a", b"12345678").unwrap();
         h.put(b"b", b"xy").unwrap();
         assert!(h.check().unwrap().contains("0 value objects, 2 inline values"));

@@ -7,101 +7,64 @@ mod common;
 use common::*;
 use pmkv_substrate::Eviction;
 use proptest::prelude::*;
-use std::ops::Bound;
 
+/// A step of a run: a write (put or delete, replayed on the model), or a read or crash.
 #[derive(Clone, Debug)]
-enum Op {
-    Put(Vec<u8>, Vec<u8>),
-    Del(Vec<u8>),
+enum Step {
+    Write(Op),
     Get(Vec<u8>),
-    /// Two bound keys, a limit, the bound kinds (0 included, 1 excluded, 2 open; start
-    /// and end) and the direction.
-    Scan(Vec<u8>, Vec<u8>, usize, (u8, u8), bool),
+    /// Two bound keys, a limit, the bound kinds (indexes into `bound_kinds`; start and
+    /// end) and the direction.
+    Scan(Vec<u8>, Vec<u8>, usize, (usize, usize), bool),
     Crash,
 }
 
-fn key() -> impl Strategy<Value = Vec<u8>> {
+fn step() -> impl Strategy<Value = Step> {
+    let key = || strategy::key(strategy::LONG_KEY);
     prop_oneof![
-        4 => proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(b'a'), Just(255u8)], 0..6),
-        1 => proptest::collection::vec(any::<u8>(), 40..80),
+        9 => strategy::op().prop_map(Step::Write),
+        2 => key().prop_map(Step::Get),
+        2 => (key(), key(), 0usize..20, (0usize..3, 0usize..3), any::<bool>())
+            .prop_map(|(a, b, n, k, r)| Step::Scan(a, b, n, k, r)),
+        1 => Just(Step::Crash),
     ]
 }
 
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        6 => (key(), proptest::collection::vec(any::<u8>(), 0..200)).prop_map(|(k, v)| Op::Put(k, v)),
-        3 => key().prop_map(Op::Del),
-        2 => key().prop_map(Op::Get),
-        2 => (key(), key(), 0usize..20, (0u8..3, 0u8..3), any::<bool>()).prop_map(|(a, b, n, k, r)| Op::Scan(a, b, n, k, r)),
-        1 => Just(Op::Crash),
-    ]
-}
-
-fn run(ops: Vec<Op>, kh: usize) {
+fn run(steps: Vec<Step>, kh: usize) {
     let mut h = sim_hart(1 << 20, kh);
     let mut m = Model::new();
-    for op in ops {
-        match op {
-            Op::Put(k, v) => {
-                h.put(&k, &v).unwrap();
-                m.insert(k, v);
+    for step in steps {
+        match step {
+            Step::Write(op) => {
+                let present = apply(&mut m, &op);
+                match op {
+                    Op::Put(k, v) => h.put(&k, &v).unwrap(),
+                    Op::Delete(k) => assert_eq!(h.delete(&k).unwrap(), present),
+                }
             }
-            Op::Del(k) => assert_eq!(h.delete(&k).unwrap(), m.remove(&k).is_some()),
-            Op::Get(k) => assert_eq!(get(&h, &k), m.get(&k).cloned()),
-            Op::Scan(a, b, n, (ks, ke), reverse) => {
+            Step::Get(k) => assert_eq!(get(&h, &k), m.get(&k).cloned()),
+            Step::Scan(a, b, n, (ks, ke), reverse) => {
                 let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-                let bound = |k: u8, key: &[u8]| match k {
-                    0 => Bound::Included(key.to_vec()),
-                    1 => Bound::Excluded(key.to_vec()),
-                    _ => Bound::Unbounded,
-                };
-                let (start, end) = (bound(ks, &lo), bound(ke, &hi));
-                let in_range = |k: &Vec<u8>| {
-                    (match &start {
-                        Bound::Included(s) => k >= s,
-                        Bound::Excluded(s) => k > s,
-                        Bound::Unbounded => true,
-                    }) && (match &end {
-                        Bound::Included(e) => k <= e,
-                        Bound::Excluded(e) => k < e,
-                        Bound::Unbounded => true,
-                    })
-                };
-                let all: Vec<_> = m.iter().filter(|(k, _)| in_range(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-                let want: Vec<_> = if reverse {
-                    all.iter().rev().take(n).cloned().collect()
-                } else {
-                    all.iter().take(n).cloned().collect()
-                };
-                let mut got = Vec::new();
-                h.scan(start.as_ref().map(Vec::as_slice), end.as_ref().map(Vec::as_slice), n, reverse, &mut |k, v| {
-                    got.push((k.to_vec(), v.to_vec()));
-                    true
-                })
-                .unwrap();
-                assert_eq!(got, want, "scan {start:?}..{end:?} limit {n} reverse {reverse}");
+                let (start, end) = (bound_kinds(&lo)[ks], bound_kinds(&hi)[ke]);
+                let got = scan(&h, start, end, n, reverse);
+                assert_eq!(
+                    got,
+                    model_range(&m, start, end, n, reverse),
+                    "scan {start:?}..{end:?} limit {n} reverse {reverse}"
+                );
                 // The visitor stopping early (after `n / 2 + 1` records) is obeyed exactly.
                 let stop_after = n / 2 + 1;
                 let mut seen = Vec::new();
-                h.scan(
-                    start.as_ref().map(Vec::as_slice),
-                    end.as_ref().map(Vec::as_slice),
-                    usize::MAX,
-                    reverse,
-                    &mut |k, _| {
-                        seen.push(k.to_vec());
-                        seen.len() < stop_after
-                    },
-                )
+                h.scan(start, end, usize::MAX, reverse, &mut |k, _| {
+                    seen.push(k.to_vec());
+                    seen.len() < stop_after
+                })
                 .unwrap();
-                let want: Vec<_> = if reverse {
-                    all.iter().rev().take(stop_after).map(|(k, _)| k.clone()).collect()
-                } else {
-                    all.iter().take(stop_after).map(|(k, _)| k.clone()).collect()
-                };
+                let want: Vec<_> =
+                    model_range(&m, start, end, stop_after, reverse).into_iter().map(|(k, _)| k).collect();
                 assert_eq!(seen, want);
             }
-            Op::Crash => {
+            Step::Crash => {
                 // Crash between operations with every unflushed line lost or kept.
                 let img = h.pool().sim().unwrap().image_now(h.pool(), Eviction::None);
                 h = recover(&img).unwrap();
@@ -120,19 +83,19 @@ fn run(ops: Vec<Op>, kh: usize) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
     #[test]
-    fn hart_matches_btreemap(ops in proptest::collection::vec(op(), 1..250), kh in prop_oneof![0usize..4, Just(7usize)]) {
-        run(ops, kh);
+    fn hart_matches_btreemap(steps in proptest::collection::vec(step(), 1..250), kh in prop_oneof![0usize..4, Just(7usize)]) {
+        run(steps, kh);
     }
 }
 
 #[test]
 fn reopen_file_pool_keeps_everything() {
     use pmkv_hart::{Hart, HartOptions};
-    use pmkv_substrate::{Mode, Pool, PoolOptions};
+    use pmkv_substrate::{Mode, Pool};
     use std::sync::Arc;
     let dir = pool_dir();
     let path = dir.path().join("h.pool");
-    let opts = PoolOptions::default().mode(Mode::Adr).initial_size(8 << 20);
+    let opts = pool_opts(Mode::Adr, 8 << 20, 64 << 20);
     let mut m = Model::new();
     {
         let pool = Pool::create(&path, "hart", &opts).unwrap();

@@ -6,50 +6,7 @@
 
 mod common;
 use common::*;
-use pmkv_hart::Hart;
 use proptest::prelude::*;
-use std::ops::Bound;
-
-type Records = Vec<(Vec<u8>, Vec<u8>)>;
-
-fn key() -> impl Strategy<Value = Vec<u8>> {
-    prop_oneof![
-        // A small alphabet: shared prefixes, prefix keys, the empty key, zero bytes.
-        6 => proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(0x7f), Just(0xff)], 0..5),
-        2 => proptest::collection::vec(any::<u8>(), 0..10),
-        1 => proptest::collection::vec(prop_oneof![Just(0u8), Just(0xff)], 45..60),
-    ]
-}
-
-fn scan(h: &Hart, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize, reverse: bool) -> Records {
-    let mut out = Vec::new();
-    h.scan(start, end, limit, reverse, &mut |k, v| {
-        out.push((k.to_vec(), v.to_vec()));
-        true
-    })
-    .unwrap();
-    out
-}
-
-fn in_bounds(k: &[u8], start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
-    (match start {
-        Bound::Included(s) => k >= s,
-        Bound::Excluded(s) => k > s,
-        Bound::Unbounded => true,
-    }) && (match end {
-        Bound::Included(e) => k <= e,
-        Bound::Excluded(e) => k < e,
-        Bound::Unbounded => true,
-    })
-}
-
-fn bound(kind: u8, k: &[u8]) -> Bound<&[u8]> {
-    match kind {
-        0 => Bound::Included(k),
-        1 => Bound::Excluded(k),
-        _ => Bound::Unbounded,
-    }
-}
 
 fn check(kh: usize, keys: Vec<Vec<u8>>, deletes: Vec<prop::sample::Index>, extra: Vec<Vec<u8>>) {
     let h = sim_hart(1 << 20, kh);
@@ -85,10 +42,8 @@ fn check(kh: usize, keys: Vec<Vec<u8>>, deletes: Vec<prop::sample::Index>, extra
         })
         .collect();
     for (a, b) in pairs {
-        for (ks, ke) in (0..3u8).flat_map(|s| (0..3u8).map(move |e| (s, e))) {
-            let (start, end) = (bound(ks, a), bound(ke, b));
-            let want: Records =
-                m.iter().filter(|(k, _)| in_bounds(k, start, end)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (start, end) in bound_kinds(a).into_iter().flat_map(|s| bound_kinds(b).map(move |e| (s, e))) {
+            let want = model_range(&m, start, end, usize::MAX, false);
             let fwd = scan(&h, start, end, usize::MAX, false);
             let rev = scan(&h, start, end, usize::MAX, true);
             assert_eq!(fwd, want, "forward {start:?}..{end:?} k_h {kh}");
@@ -109,9 +64,9 @@ proptest! {
     #[test]
     fn reverse_scans_mirror_forward_scans_and_the_model(
         kh in prop_oneof![0usize..=3, Just(7usize)],
-        keys in proptest::collection::vec(key(), 0..50),
+        keys in proptest::collection::vec(strategy::key(64), 0..50),
         deletes in proptest::collection::vec(any::<prop::sample::Index>(), 0..10),
-        extra in proptest::collection::vec(key(), 0..4),
+        extra in proptest::collection::vec(strategy::key(64), 0..4),
     ) {
         check(kh, keys, deletes, extra);
     }
