@@ -4,10 +4,10 @@
 use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use pmkv_testutil::pool_dir as dir;
+use pmkv_testutil::{pool_dir as dir, pool_opts};
 
 fn opts(mode: Mode) -> PoolOptions {
-    PoolOptions::default().mode(mode).initial_size(1 << 20).max_size(16 << 20)
+    pool_opts(mode, 1 << 20, 16 << 20)
 }
 
 #[test]

@@ -19,6 +19,7 @@
 //! The correct variant must pass at every image; the broken one must be caught.
 
 use pmkv_substrate::{CrashPoint, Eviction, Mode, PointKind, Pool, PoolOptions};
+use pmkv_testutil::{pool_opts, read_bytes, write_bytes, CrashFindings};
 use std::sync::{Arc, Mutex};
 
 const LAYOUT: &str = "crashlog";
@@ -31,7 +32,7 @@ const SETUP: u64 = u64::MAX;
 
 fn opts(mode: Mode) -> PoolOptions {
     // 128 KiB: the simulator compares the whole pool at every image, so keep it small.
-    PoolOptions::default().mode(mode).latency(Default::default()).initial_size(128 << 10).max_size(128 << 10)
+    pool_opts(mode, 128 << 10, 128 << 10)
 }
 
 fn entry_bytes(k: u64) -> [u8; ENTRY as usize] {
@@ -43,18 +44,6 @@ fn entry_bytes(k: u64) -> [u8; ENTRY as usize] {
     e
 }
 
-fn store(pool: &Pool, off: u64, bytes: &[u8]) {
-    assert!(off + bytes.len() as u64 <= pool.size());
-    // SAFETY: inside the mapped pool (checked above).
-    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), pool.at::<u8>(off), bytes.len()) };
-}
-
-fn load(pool: &Pool, off: u64, len: usize) -> &[u8] {
-    assert!(pool.contains(off, len as u64));
-    // SAFETY: inside the mapped pool (checked above), which outlives the slice.
-    unsafe { std::slice::from_raw_parts(pool.at::<u8>(off), len) }
-}
-
 /// The log: root 0 holds the offset of its region.
 struct Log<'a> {
     pool: &'a Pool,
@@ -64,7 +53,7 @@ struct Log<'a> {
 impl<'a> Log<'a> {
     fn create(pool: &'a Pool, capacity: u64, phase: &Phase) -> Log<'a> {
         let off = pool.take_heap(ENTRIES_AT + capacity * ENTRY, 64).unwrap();
-        store(pool, off, &0u64.to_le_bytes());
+        write_bytes(pool, off, &0u64.to_le_bytes());
         pool.persist_off(off, 8);
         phase.lock().unwrap().log_off = off;
         pool.set_root(0, off);
@@ -74,13 +63,13 @@ impl<'a> Log<'a> {
     /// Append entry `k` (the log holds `k` entries). `ORDERED = false` is the bug.
     fn append<const ORDERED: bool>(&self, k: u64) {
         let e = self.off + ENTRIES_AT + k * ENTRY;
-        store(self.pool, e, &entry_bytes(k));
+        write_bytes(self.pool, e, &entry_bytes(k));
         if ORDERED {
             self.pool.persist_off(e, ENTRY as usize);
-            store(self.pool, self.off, &(k + 1).to_le_bytes());
+            write_bytes(self.pool, self.off, &(k + 1).to_le_bytes());
             self.pool.persist_off(self.off, 8);
         } else {
-            store(self.pool, self.off, &(k + 1).to_le_bytes());
+            write_bytes(self.pool, self.off, &(k + 1).to_le_bytes());
             self.pool.persist_off(e, ENTRY as usize);
             self.pool.persist_off(self.off, 8);
         }
@@ -98,13 +87,13 @@ fn check(image: &[u8], mode: Mode, in_flight: u64, log_off: u64) -> Result<(), S
     if root != log_off {
         return Err(format!("root {root:#x}, log is at {log_off:#x}"));
     }
-    let count = u64::from_le_bytes(load(&pool, root, 8).try_into().unwrap());
+    let count = u64::from_le_bytes(read_bytes(&pool, root, 8).try_into().unwrap());
     let allowed = if in_flight == SETUP { 0..=0 } else { in_flight..=in_flight + 1 };
     if !allowed.contains(&count) {
         return Err(format!("count {count}, expected {allowed:?}"));
     }
     for k in 0..count {
-        let got = load(&pool, root + ENTRIES_AT + k * ENTRY, ENTRY as usize);
+        let got = read_bytes(&pool, root + ENTRIES_AT + k * ENTRY, ENTRY as usize);
         if got != entry_bytes(k) {
             return Err(format!("count {count} but entry {k} is {got:02x?}"));
         }
@@ -164,7 +153,7 @@ fn run<const ORDERED: bool>(mode: Mode, appends: u64) -> Stats {
         assert_eq!(check(&img, mode, appends - 1, s.log_off), Ok(()), "final image {ev:?}");
         // The last append ended with a fence: everything is persistent now.
         let recovered = Pool::from_image(&img, Some(LAYOUT), &opts(mode)).unwrap();
-        let count = u64::from_le_bytes(load(&recovered, s.log_off, 8).try_into().unwrap());
+        let count = u64::from_le_bytes(read_bytes(&recovered, s.log_off, 8).try_into().unwrap());
         assert_eq!(count, appends, "final count with {ev:?}");
     }
     drop(pool);
@@ -228,30 +217,25 @@ fn p6_crash_during_growth_recovers() {
     // A pool that grows while a hook watches: at every crash point of the growth steps
     // (file extent, header state slot), every image must recover, with the old or the new
     // size and the data written before the growth intact.
-    let o =
-        PoolOptions::default().mode(Mode::Adr).latency(Default::default()).initial_size(16 << 10).max_size(256 << 10);
+    let o = pool_opts(Mode::Adr, 16 << 10, 256 << 10);
     let pool = Pool::create_sim(LAYOUT, &o).unwrap();
     let a = pool.take_heap(4096, 64).unwrap();
-    store(&pool, a, &[0xab; 4096]);
+    write_bytes(&pool, a, &[0xab; 4096]);
     pool.persist_off(a, 4096);
     let sim = pool.sim().unwrap();
-    let failures: Arc<Mutex<Vec<String>>> = Arc::default();
+    let found = CrashFindings::new();
     let sizes: Arc<Mutex<Vec<u64>>> = Arc::default();
-    let (f2, s2) = (failures.clone(), sizes.clone());
+    let (f2, s2) = (found.clone(), sizes.clone());
     let o2 = o.clone();
     sim.set_hook(true, move |pt| {
-        for ev in Eviction::standard(pt.index) {
-            let img = pt.image(ev);
-            match Pool::from_image(&img, Some(LAYOUT), &o2) {
-                Ok(p) => {
-                    s2.lock().unwrap().push(p.size());
-                    if load(&p, a, 4096) != [0xab; 4096] {
-                        f2.lock().unwrap().push(format!("point {} {ev:?}: data lost", pt.index));
-                    }
-                }
-                Err(e) => f2.lock().unwrap().push(format!("point {} {ev:?}: {e}", pt.index)),
+        f2.check_images(pt, Eviction::standard(pt.index), "growth", |img| {
+            let p = Pool::from_image(img, Some(LAYOUT), &o2).map_err(|e| e.to_string())?;
+            s2.lock().unwrap().push(p.size());
+            if read_bytes(&p, a, 4096) != [0xab; 4096] {
+                return Err("data lost".into());
             }
-        }
+            Ok(())
+        });
     });
     let mut grown = vec![pool.size()];
     while pool.size() < 256 << 10 {
@@ -261,8 +245,7 @@ fn p6_crash_during_growth_recovers() {
         }
     }
     sim.clear_hook();
-    let failures = failures.lock().unwrap();
-    assert!(failures.is_empty(), "{} failing images, first: {}", failures.len(), failures[0]);
+    found.assert_none("growth is not crash consistent");
     let sizes = sizes.lock().unwrap();
     assert_eq!(grown, [16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10]);
     assert!(sizes.iter().all(|s| grown.contains(s)), "recovered sizes {sizes:?}");
@@ -282,14 +265,14 @@ fn p6_newer_flush_of_a_shared_line_wins() {
     let (b_done_tx, b_done_rx) = std::sync::mpsc::channel();
     let p = pool.clone();
     let a = std::thread::spawn(move || {
-        store(&p, off, &[1u8; 8]);
+        write_bytes(&p, off, &[1u8; 8]);
         p.flush_off(off, 8); // copy "1" captured, not yet fenced
         a_flushed_tx.send(()).unwrap();
         b_done_rx.recv().unwrap();
         p.fence(); // must not install the older copy over "2"
     });
     a_flushed_rx.recv().unwrap();
-    store(&pool, off, &[2u8; 8]);
+    write_bytes(&pool, off, &[2u8; 8]);
     pool.persist_off(off, 8);
     b_done_tx.send(()).unwrap();
     a.join().unwrap();

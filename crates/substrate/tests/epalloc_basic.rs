@@ -6,7 +6,7 @@ mod epalloc_util;
 
 use epalloc_util::*;
 use pmkv_substrate::epalloc::{chunk, class_of, root, EpAlloc, TypeId, CLASSES, EPALLOC_ROOT, SLOTS};
-use pmkv_substrate::{Latency, Mode, Pool, PoolError, PoolOptions};
+use pmkv_substrate::{Mode, Pool, PoolError};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -117,9 +117,9 @@ fn p7_chunks_fill_in_slot_order_and_recycled_space_is_reused() {
 
 #[test]
 fn p7_reopen_file_pool_keeps_objects() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let path = dir.path().join("ep.pool");
-    let o = PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE).initial_size(1 << 20).max_size(16 << 20);
+    let o = pool_opts(Mode::Adr, 1 << 20, 16 << 20);
     let mut want = Used::new();
     {
         let pool = Arc::new(Pool::create(&path, LAYOUT, &o).unwrap());
@@ -212,18 +212,16 @@ fn p7_checker_reports_damage_in_a_live_allocator() {
     // Set a bit behind the allocator's back: the header no longer matches its index.
     let c = offs[0] - 16;
     let h = chunk::header(ep.pool(), c);
-    // SAFETY: test-only corruption of a header word inside the pool.
-    unsafe { ep.pool().at::<u64>(c).write(h.0 | 1 << 10) };
+    write_u64(ep.pool(), c, h.0 | 1 << 10);
     let err = ep.check().unwrap_err().to_string();
     assert!(err.contains("disagrees") || err.contains("not reserved"), "{err}");
-    // SAFETY: as above.
-    unsafe { ep.pool().at::<u64>(c).write(h.0) };
+    write_u64(ep.pool(), c, h.0);
     ep.check().unwrap();
 }
 
 #[test]
 fn p7_full_pool_is_an_error_not_a_panic() {
-    let o = PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE).initial_size(256 << 10).max_size(256 << 10);
+    let o = pool_opts(Mode::Adr, 256 << 10, 256 << 10);
     let ep = EpAlloc::create(new_sim(&o)).unwrap();
     let mut live = Vec::new();
     let err = loop {
@@ -274,8 +272,7 @@ fn p7_reclaim_orphans_frees_only_unreferenced_children() {
     let ep = EpAlloc::create(new_sim(&opts())).unwrap();
     let pool = ep.pool().clone();
     let set_pvalue = |leaf: u64, v: u64| {
-        // SAFETY: leaf slots are 64 bytes inside the pool.
-        unsafe { pool.at::<u64>(leaf).write(v) };
+        write_u64(&pool, leaf, v);
         pool.persist_off(leaf, 8);
     };
     // A complete insert: value and leaf used, leaf references value.
@@ -314,18 +311,16 @@ fn p7_reclaim_orphans_frees_only_unreferenced_children() {
 #[test]
 fn p7_a_log_left_in_a_clean_pool_is_damage_not_repaired() {
     use std::os::unix::fs::FileExt;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let path = dir.path().join("ro.pool");
     let o = opts();
     let entry = {
         let ep = EpAlloc::create(Arc::new(Pool::create(&path, LAYOUT, &o).unwrap())).unwrap();
         let _ = put(&ep, A, 64, 1);
         let r = ep.pool().root(EPALLOC_ROOT);
-        // SAFETY: `at` is a word of the allocator's root directory, inside the pool.
-        let rd = |at: u64| unsafe { ep.pool().at::<u64>(at).read() };
         (0..root::DIR_CAP as u64)
             .map(|i| root::Entry(r + root::DIR_AT + i * root::ENTRY_LEN))
-            .find(|e| rd(e.tag_at()) == root::tag(A, class_of(64).unwrap() as u8))
+            .find(|e| read_u64(ep.pool(), e.tag_at()) == root::tag(A, class_of(64).unwrap() as u8))
             .expect("list of type A, class 64")
     };
     let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();

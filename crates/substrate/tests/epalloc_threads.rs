@@ -8,7 +8,7 @@ mod epalloc_util;
 
 use epalloc_util::*;
 use pmkv_substrate::epalloc::{EpAlloc, TypeId};
-use pmkv_substrate::{Eviction, Latency, Mode, Pool, PoolOptions};
+use pmkv_substrate::{Eviction, Mode, Pool};
 use rand::{Rng, SeedableRng};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -27,8 +27,8 @@ fn stamped(pool: &Pool, off: u64, cap: usize) -> (u64, u64) {
 
 #[test]
 fn p7_threads_allocate_and_free_concurrently() {
-    let dir = tempfile::tempdir().unwrap();
-    let o = PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE).initial_size(1 << 20).max_size(256 << 20);
+    let dir = pool_dir();
+    let o = pool_opts(Mode::Adr, 1 << 20, 256 << 20);
     let pool = Arc::new(Pool::create(dir.path().join("mt.pool"), LAYOUT, &o).unwrap());
     let ep = Arc::new(EpAlloc::create(pool).unwrap());
     let live: Arc<Mutex<HashMap<u64, (u64, usize)>>> = Arc::default();
@@ -112,18 +112,17 @@ fn p7_threads_under_the_crash_simulator() {
     let o = opts().max_size(16 << 20);
     let ep = Arc::new(EpAlloc::create(new_sim(&o)).unwrap());
     let model: Arc<Mutex<HashMap<u64, St>>> = Arc::default();
-    let result: Arc<Mutex<(u64, Vec<String>)>> = Arc::default();
+    let found = CrashFindings::new();
     let types: Vec<TypeId> = (0..3).map(|t| TypeId(10 + t)).collect();
     {
-        let (model, result, types, o) = (model.clone(), result.clone(), types.clone(), o.clone());
+        let (model, found, types, o) = (model.clone(), found.clone(), types.clone(), o.clone());
         ep.pool().sim().unwrap().set_hook(true, move |pt| {
             if !pt.index.is_multiple_of(7) {
                 return;
             }
             let snap = model.lock().unwrap().clone();
-            let img = pt.image(Eviction::None);
-            let outcome = (|| {
-                let pool = Pool::from_image(&img, Some(LAYOUT), &o).map_err(|e| e.to_string())?;
+            found.check_images(pt, [Eviction::None], "", |img| {
+                let pool = Pool::from_image(img, Some(LAYOUT), &o).map_err(|e| e.to_string())?;
                 let ep = EpAlloc::open(Arc::new(pool)).map_err(|e| e.to_string())?;
                 ep.check().map_err(|e| e.to_string())?;
                 let used = used_set(&ep, &types);
@@ -141,12 +140,7 @@ fn p7_threads_under_the_crash_simulator() {
                     }
                 }
                 Ok(())
-            })();
-            let mut r = result.lock().unwrap();
-            r.0 += 1;
-            if let Err(e) = outcome {
-                r.1.push(format!("point {}: {e}", pt.index));
-            }
+            });
         });
     }
     let handles: Vec<_> = (0..3u64)
@@ -182,8 +176,7 @@ fn p7_threads_under_the_crash_simulator() {
     }
     ep.pool().sim().unwrap().clear_hook();
     ep.check().unwrap();
-    let r = result.lock().unwrap();
-    assert!(r.1.is_empty(), "{} of {} images fail: {:?}", r.1.len(), r.0, &r.1[..r.1.len().min(5)]);
-    assert!(r.0 > 50, "only {} images", r.0);
-    eprintln!("SPEC P7 threads under the crash simulator: {} crash images recovered and checked", r.0);
+    found.assert_none("threads under the crash simulator");
+    assert!(found.images() > 50, "only {} images", found.images());
+    eprintln!("SPEC P7 threads under the crash simulator: {} crash images recovered and checked", found.images());
 }

@@ -5,26 +5,20 @@
 
 use pmkv_substrate::counters::{self, Counters};
 use pmkv_substrate::{Latency, Mode, Pool, PoolOptions, LINE};
+use pmkv_testutil::{pool_dir, pool_opts, read_bytes, write_bytes};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 const LAYOUT: &str = "modes";
 
 fn opts(mode: Mode) -> PoolOptions {
-    PoolOptions::default().mode(mode).latency(Latency::NONE).initial_size(256 << 10).max_size(1 << 20)
+    pool_opts(mode, 256 << 10, 1 << 20)
 }
 
 /// Fill `len` bytes at `off` with a byte pattern.
 fn fill(pool: &Pool, off: u64, len: usize, seed: u8) {
-    for i in 0..len {
-        // SAFETY: callers keep [off, off+len) inside the pool.
-        unsafe { *pool.at::<u8>(off + i as u64) = seed.wrapping_add(i as u8) };
-    }
-}
-
-fn read_all(pool: &Pool, off: u64, len: usize) -> Vec<u8> {
-    // SAFETY: callers keep [off, off+len) inside the pool.
-    unsafe { std::slice::from_raw_parts(pool.at::<u8>(off), len).to_vec() }
+    let pattern: Vec<u8> = (0..len).map(|i| seed.wrapping_add(i as u8)).collect();
+    write_bytes(pool, off, &pattern);
 }
 
 /// What the workload does, in units the counters must report.
@@ -77,17 +71,17 @@ fn run_file(dir: &Path, mode: Mode) -> (Counters, Vec<u8>) {
     let c0 = counters::snapshot();
     workload(&pool, area);
     let c = counters::snapshot().since(&c0);
-    let bytes = read_all(&pool, area, WL_AREA as usize);
+    let bytes = read_bytes(&pool, area, WL_AREA as usize);
     drop(pool);
     // What the workload wrote is in the file after reopening (in any mode).
     let pool = Pool::open(&path, Some(LAYOUT), &opts(Mode::None)).unwrap();
-    assert_eq!(read_all(&pool, pool.root(0), WL_AREA as usize), bytes, "{mode}: content after reopen");
+    assert_eq!(read_bytes(&pool, pool.root(0), WL_AREA as usize), bytes, "{mode}: content after reopen");
     (c, bytes)
 }
 
 #[test]
 fn p3_p4_same_code_in_every_mode_counters_per_mode() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let mut contents = Vec::new();
     for mode in Mode::ALL {
         let (c, bytes) = run_file(dir.path(), mode);
@@ -139,7 +133,7 @@ fn p4_counters_of_the_named_cases() {
 
 #[test]
 fn p4_counters_are_per_thread() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let pool = Pool::create(dir.path().join("t.pool"), LAYOUT, &opts(Mode::Adr)).unwrap();
     let off = pool.take_heap(64 << 10, 64).unwrap();
     let main0 = counters::snapshot();

@@ -3,7 +3,8 @@
 //! and every way an open can be refused — each of which must leave the file untouched.
 
 use pmkv_substrate::header::{FORMAT_VERSION, HEADER_SIZE};
-use pmkv_substrate::{Latency, Mode, Pool, PoolError, PoolOptions, MIN_POOL_SIZE};
+use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions, MIN_POOL_SIZE};
+use pmkv_testutil::{pool_dir, pool_opts, read_bytes, read_u64, write_bytes, write_u64};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -30,30 +31,19 @@ fn spawning() -> RwLockWriteGuard<'static, ()> {
 }
 
 fn opts() -> PoolOptions {
-    PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE).initial_size(64 << 10).max_size(1 << 20)
+    pool_opts(Mode::Adr, 64 << 10, 1 << 20)
 }
 
+/// Write `bytes` at `off` and persist them.
 fn write_at(pool: &Pool, off: u64, bytes: &[u8]) {
-    assert!(off + bytes.len() as u64 <= pool.size(), "write outside the pool");
-    // SAFETY: the range lies inside the mapped pool (checked above).
-    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), pool.at::<u8>(off), bytes.len()) };
+    write_bytes(pool, off, bytes);
     pool.persist_off(off, bytes.len());
 }
 
-fn read_at(pool: &Pool, off: u64, len: usize) -> Vec<u8> {
-    assert!(off + len as u64 <= pool.size(), "read outside the pool");
-    let mut v = vec![0u8; len];
-    // SAFETY: the range lies inside the mapped pool (checked above).
-    unsafe { std::ptr::copy_nonoverlapping(pool.at::<u8>(off), v.as_mut_ptr(), len) };
-    v
-}
-
-fn write_u64(pool: &Pool, off: u64, v: u64) {
-    write_at(pool, off, &v.to_le_bytes());
-}
-
-fn read_u64(pool: &Pool, off: u64) -> u64 {
-    u64::from_le_bytes(read_at(pool, off, 8).try_into().unwrap())
+/// Write `v` at `off` and persist it.
+fn persist_u64(pool: &Pool, off: u64, v: u64) {
+    write_u64(pool, off, v);
+    pool.persist_off(off, 8);
 }
 
 /// Deterministic content for byte `i` of a test pattern.
@@ -74,7 +64,7 @@ fn new_pool_file(dir: &Path, name: &str) -> PathBuf {
 #[test]
 fn p1_create_open_reopen_roots_survive() {
     let _g = no_spawn();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let path = dir.path().join("a.pool");
     let mut expect = Vec::new();
     {
@@ -102,7 +92,7 @@ fn p1_create_open_reopen_roots_survive() {
         assert!(top > HEADER_SIZE);
         for (i, (off, data)) in expect.iter().enumerate() {
             assert_eq!(pool.root(i), *off, "root {i} survives reopen");
-            assert_eq!(&read_at(&pool, *off, data.len()), data);
+            assert_eq!(&read_bytes(&pool, *off, data.len()), data);
         }
         // Change one root in the second session.
         pool.set_root(3, 0);
@@ -114,7 +104,7 @@ fn p1_create_open_reopen_roots_survive() {
     assert_eq!(pool.root(3), 0);
     for i in [0, 1, 2, 4, 5, 6, 7] {
         assert_eq!(pool.root(i), expect[i].0);
-        assert_eq!(read_at(&pool, expect[i].0, expect[i].1.len()), expect[i].1);
+        assert_eq!(read_bytes(&pool, expect[i].0, expect[i].1.len()), expect[i].1);
     }
     drop(pool);
 
@@ -135,7 +125,7 @@ fn p1_create_open_reopen_roots_survive() {
 #[test]
 fn p1_every_mode_opens_the_same_pool() {
     let _g = no_spawn();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let path = dir.path().join("m.pool");
     drop(Pool::create(&path, LAYOUT, &opts()).unwrap());
     for (k, mode) in Mode::ALL.into_iter().enumerate() {
@@ -144,10 +134,10 @@ fn p1_every_mode_opens_the_same_pool() {
         // Check the previous session's write, then make our own.
         if k > 0 {
             let prev = pool.root(0);
-            assert_eq!(read_at(&pool, prev, 8), (k as u64 - 1).to_le_bytes());
+            assert_eq!(read_u64(&pool, prev), k as u64 - 1);
         }
         let off = pool.take_heap(8, 8).unwrap();
-        write_u64(&pool, off, k as u64);
+        persist_u64(&pool, off, k as u64);
         pool.set_root(0, off);
     }
 }
@@ -155,7 +145,7 @@ fn p1_every_mode_opens_the_same_pool() {
 #[test]
 fn p1_clean_shutdown_flag() {
     let _g = no_spawn();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let path = dir.path().join("c.pool");
     let pool = Pool::create(&path, LAYOUT, &opts()).unwrap();
     assert!(!pool.was_clean(), "a new pool has no previous session");
@@ -192,7 +182,7 @@ fn p1_clean_shutdown_flag() {
 #[test]
 fn p1_read_only_open() {
     let _g = no_spawn();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let path = new_pool_file(dir.path(), "r.pool");
     let before = std::fs::read(&path).unwrap();
     {
@@ -200,8 +190,8 @@ fn p1_read_only_open() {
         let b = Pool::open_read_only(&path, None, &opts()).unwrap();
         assert!(a.is_read_only() && b.is_read_only() && a.was_clean());
         let off = a.root(0);
-        assert_eq!(read_at(&a, off, 4096), pattern(1, 4096));
-        assert_eq!(read_at(&b, off, 4096), pattern(1, 4096));
+        assert_eq!(read_bytes(&a, off, 4096), pattern(1, 4096));
+        assert_eq!(read_bytes(&b, off, 4096), pattern(1, 4096));
         assert!(matches!(a.take_heap(64, 64), Err(PoolError::ReadOnly { .. })));
         assert!(matches!(a.ensure_size(a.size() + 4096), Err(PoolError::ReadOnly { .. })));
         assert!(matches!(a.check_writable(), Err(PoolError::ReadOnly { .. })));
@@ -230,7 +220,7 @@ fn p1_read_only_open() {
 #[test]
 fn p1_growth_keeps_base_and_contents() {
     let _g = no_spawn();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let path = dir.path().join("g.pool");
     let initial = MIN_POOL_SIZE; // 8 KiB: the smallest pool, so growth starts at once
     let max = 4 << 20;
@@ -271,7 +261,7 @@ fn p1_growth_keeps_base_and_contents() {
             sizes_seen.push(pool.size());
             // Everything written so far is intact after this growth step.
             for (o, d) in &written {
-                assert_eq!(&read_at(&pool, *o, d.len()), d, "content at {o} after growth to {}", pool.size());
+                assert_eq!(&read_bytes(&pool, *o, d.len()), d, "content at {o} after growth to {}", pool.size());
             }
         }
         i += 1;
@@ -291,14 +281,14 @@ fn p1_growth_keeps_base_and_contents() {
     assert_eq!(pool.heap_top(), top);
     assert_eq!(pool.root(1), written[0].0);
     for (o, d) in &written {
-        assert_eq!(&read_at(&pool, *o, d.len()), d, "content at {o} after reopen");
+        assert_eq!(&read_bytes(&pool, *o, d.len()), d, "content at {o} after reopen");
     }
 }
 
 #[test]
 fn p1_growth_up_to_max_then_full() {
     let _g = no_spawn();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let path = dir.path().join("f.pool");
     let max = 256 << 10;
     let o = opts().initial_size(16 << 10).max_size(max);
@@ -328,14 +318,14 @@ fn p1_growth_up_to_max_then_full() {
     assert_eq!(last + rest, max);
     assert!(matches!(pool.take_heap(1, 1), Err(PoolError::Full { .. })));
     for off in &taken {
-        assert_eq!(read_at(&pool, *off, 5000), pattern(*off, 5000));
+        assert_eq!(read_bytes(&pool, *off, 5000), pattern(*off, 5000));
     }
     drop(pool);
     let pool = Pool::open(&path, Some(LAYOUT), &o).unwrap();
     assert_eq!(pool.size(), max);
     assert_eq!(pool.heap_top(), max);
     for off in &taken {
-        assert_eq!(read_at(&pool, *off, 5000), pattern(*off, 5000));
+        assert_eq!(read_bytes(&pool, *off, 5000), pattern(*off, 5000));
     }
 }
 
@@ -345,8 +335,8 @@ fn build_list(pool: &Pool, n: u64) {
     let mut next = 0;
     for v in 0..n {
         let off = pool.take_heap(16, 16).unwrap();
-        write_u64(pool, off, next);
-        write_u64(pool, off + 8, v * v + 7);
+        persist_u64(pool, off, next);
+        persist_u64(pool, off + 8, v * v + 7);
         next = off;
     }
     pool.set_root(2, next);
@@ -366,7 +356,7 @@ fn walk_list(pool: &Pool) -> Vec<u64> {
 #[test]
 fn p2_offsets_survive_mapping_at_another_address() {
     let _g = no_spawn();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let path = dir.path().join("o.pool");
     let o = opts().initial_size(16 << 10).max_size(1 << 20);
     let expect: Vec<u64> = (0..500u64).rev().map(|v| v * v + 7).collect();
@@ -425,7 +415,7 @@ fn p2_offsets_survive_mapping_at_another_address() {
 #[test]
 fn p1_second_open_in_same_process_is_locked() {
     let _g = no_spawn();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let path = new_pool_file(dir.path(), "l.pool");
     let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
     let before = std::fs::read(&path).unwrap();
@@ -488,7 +478,7 @@ fn assert_refused(path: &Path, what: &str, check: impl Fn(&PoolError) -> bool) {
 #[test]
 fn p1_refused_opens_leave_the_file_unchanged() {
     let _g = no_spawn();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let d = dir.path();
     let good = std::fs::read(new_pool_file(d, "good.pool")).unwrap();
     let size = good.len();
@@ -570,7 +560,7 @@ fn p1_refused_opens_leave_the_file_unchanged() {
 #[test]
 fn p1_create_refuses_bad_options_without_leaving_a_file() {
     let _g = no_spawn();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let p = dir.path().join("small.pool");
     let r = Pool::create(&p, LAYOUT, &opts().initial_size(MIN_POOL_SIZE - 1));
     assert!(matches!(r, Err(PoolError::TooSmall { min, .. }) if min == MIN_POOL_SIZE));
@@ -593,7 +583,7 @@ fn p1_create_refuses_bad_options_without_leaving_a_file() {
 #[test]
 fn p1_torn_newest_state_slot_falls_back_to_previous_state() {
     let _g = no_spawn();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let path = dir.path().join("t.pool");
     let a;
     let b;
@@ -681,7 +671,7 @@ fn child_process_helper() {
         "hold_then_die" => {
             let pool = Pool::open(path, Some(LAYOUT), &opts()).unwrap();
             let off = pool.take_heap(8, 8).unwrap();
-            write_u64(&pool, off, 0xfeed_f00d);
+            persist_u64(&pool, off, 0xfeed_f00d);
             pool.set_root(5, off);
             println!("CHILD holding");
             let mut line = String::new();
@@ -706,7 +696,7 @@ fn child_says(out: &str) -> Vec<&str> {
 
 #[test]
 fn p1_lock_across_processes_and_crash_leaves_pool_unclean() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let path = new_pool_file(dir.path(), "x.pool");
 
     // This process holds the pool: another process cannot open it.
@@ -755,7 +745,7 @@ fn p1_lock_across_processes_and_crash_leaves_pool_unclean() {
 #[test]
 fn p1_concurrent_take_heap_hands_out_disjoint_extents() {
     let _g = no_spawn();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let o = opts().initial_size(MIN_POOL_SIZE).max_size(4 << 20);
     let pool = Pool::create(dir.path().join("race.pool"), LAYOUT, &o).unwrap();
     let mut all: Vec<(u64, u64)> = std::thread::scope(|s| {
@@ -795,7 +785,7 @@ fn p1_concurrent_take_heap_hands_out_disjoint_extents() {
 #[test]
 fn p1_growth_never_clobbers_other_mappings() {
     let _g = no_spawn();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let stop = std::sync::atomic::AtomicBool::new(false);
     let page = 4096usize;
     std::thread::scope(|s| {
@@ -838,7 +828,7 @@ fn p1_growth_never_clobbers_other_mappings() {
             let pool = Pool::create(&path, LAYOUT, &o).unwrap();
             while pool.size() < 2 << 20 {
                 let off = pool.take_heap(3000, 8).unwrap();
-                write_u64(&pool, off, off);
+                persist_u64(&pool, off, off);
             }
             assert_eq!(read_u64(&pool, HEADER_SIZE), HEADER_SIZE);
             drop(pool);

@@ -40,16 +40,17 @@ pub fn read_bytes(pool: &Pool, off: u64, len: usize) -> Vec<u8> {
     v
 }
 
-/// Write `v` (little endian, any alignment) at `off` (not persisted).
+/// Write `v` at `off` (not persisted): any alignment, native byte order, as the engines
+/// store their words.
 #[track_caller]
 pub fn write_u64(pool: &Pool, off: u64, v: u64) {
-    write_bytes(pool, off, &v.to_le_bytes());
+    write_bytes(pool, off, &v.to_ne_bytes());
 }
 
-/// The little-endian `u64` at `off` (any alignment).
+/// The `u64` at `off`: any alignment, native byte order (what [`write_u64`] wrote).
 #[track_caller]
 pub fn read_u64(pool: &Pool, off: u64) -> u64 {
-    u64::from_le_bytes(read_bytes(pool, off, 8).try_into().expect("8 bytes"))
+    u64::from_ne_bytes(read_bytes(pool, off, 8).try_into().expect("8 bytes"))
 }
 
 #[cfg(test)]
@@ -64,7 +65,7 @@ mod tests {
         assert_eq!(read_bytes(&pool, off + 2, 7), b"\0hello\0");
         write_u64(&pool, off + 13, 0x0102_0304_0506_0708);
         assert_eq!(read_u64(&pool, off + 13), 0x0102_0304_0506_0708);
-        assert_eq!(read_bytes(&pool, off + 13, 2), [8, 7], "little endian");
+        assert_eq!(read_bytes(&pool, off + 13, 8), 0x0102_0304_0506_0708u64.to_ne_bytes(), "native order");
         assert_eq!(read_bytes(&pool, pool.size() - 4, 4).len(), 4, "up to the last byte");
         assert!(read_bytes(&pool, off, 0).is_empty());
     }

@@ -1,18 +1,22 @@
-//! Helpers shared by the EPallocator tests (SPEC P7).
-#![allow(dead_code)]
+//! Helpers shared by the EPallocator tests (SPEC P7), on top of pmkv-testutil (which
+//! every test file also gets from here).
+#![allow(dead_code, unused_imports)]
 
 use pmkv_substrate::epalloc::{EpAlloc, RecycleCase, TypeId};
-use pmkv_substrate::{CrashPoint, Eviction, Latency, Mode, Pool, PoolOptions};
+use pmkv_substrate::{CrashPoint, Eviction, Mode, Pool, PoolOptions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+
+pub use pmkv_testutil::*;
 
 pub const LAYOUT: &str = "epalloc-test";
 
 /// Small simulated pools: a few hundred KiB, allowed to grow a little.
 pub fn opts() -> PoolOptions {
-    PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE).initial_size(384 << 10).max_size(4 << 20)
+    pool_opts(Mode::Adr, 384 << 10, 4 << 20)
 }
 
+/// A fresh simulated pool with options `o`.
 pub fn new_sim(o: &PoolOptions) -> Arc<Pool> {
     Arc::new(Pool::create_sim(LAYOUT, o).expect("sim pool"))
 }
@@ -20,14 +24,13 @@ pub fn new_sim(o: &PoolOptions) -> Arc<Pool> {
 /// Write `tag` into the first 8 bytes of the object at `off` and persist it: the object's
 /// content is durable before it is published (SPEC P7).
 pub fn write_tag(pool: &Pool, off: u64, tag: u64) {
-    // SAFETY: `off` is an object of at least 8 bytes inside the pool.
-    unsafe { (pool.at::<u64>(off)).write_unaligned(tag) };
+    write_u64(pool, off, tag);
     pool.persist_off(off, 8);
 }
 
+/// The tag [`write_tag`] wrote.
 pub fn read_tag(pool: &Pool, off: u64) -> u64 {
-    // SAFETY: as in `write_tag`.
-    unsafe { (pool.at::<u64>(off)).read_unaligned() }
+    read_u64(pool, off)
 }
 
 /// alloc + content + publish; returns the offset.
@@ -43,6 +46,7 @@ pub fn put(ep: &EpAlloc, ty: TypeId, size: usize, tag: u64) -> u64 {
 /// The used objects of `types` with their tags: (offset -> (type, tag)).
 pub type Used = BTreeMap<u64, (u16, u64)>;
 
+/// The used objects of `types` as [`Used`], each listed once.
 pub fn used_set(ep: &EpAlloc, types: &[TypeId]) -> Used {
     let mut m = Used::new();
     for &ty in types {
@@ -72,6 +76,7 @@ pub struct Phase {
 
 pub type Shared = Arc<Mutex<Phase>>;
 
+/// The standard evictions of crash point `i`.
 pub fn standard(i: u64) -> Vec<Eviction> {
     Eviction::standard(i).to_vec()
 }
@@ -137,6 +142,7 @@ pub fn install_hook(pool: &Pool, shared: &Shared, o: &PoolOptions) {
     });
 }
 
+/// The tags of `used`.
 pub fn tags(used: &Used) -> BTreeSet<u64> {
     used.values().map(|v| v.1).collect()
 }
