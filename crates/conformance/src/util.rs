@@ -3,6 +3,7 @@
 use pmkv::{EngineFactory, ErrorKind, KeyRange, Options, Result, Store};
 use std::path::PathBuf;
 
+use pmkv_testutil::model_of_scan;
 pub use pmkv_testutil::{edge_keys, pool_dir, tag_of, tagged_value, Model};
 
 /// Options for test pools: small, growing on demand.
@@ -19,17 +20,7 @@ pub fn fresh(f: &dyn EngineFactory, dir: &tempfile::TempDir) -> (Store, PathBuf)
 
 /// Every record, read with a cursor, checked to come out strictly ascending.
 pub fn contents(s: &Store) -> Model {
-    let mut m = Model::new();
-    let mut last: Option<Vec<u8>> = None;
-    for r in s.range(&KeyRange::all()) {
-        let (k, v) = r.expect("cursor step");
-        if let Some(l) = &last {
-            assert!(*l < k, "cursor out of order: {l:?} then {k:?}");
-        }
-        last = Some(k.clone());
-        m.insert(k, v);
-    }
-    m
+    model_of_scan(s.range(&KeyRange::all()).map(|r| r.expect("cursor step")))
 }
 
 /// Fill `s` (and `m`) with `pairs`.
