@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 #[test]
 fn close_marks_the_pool_clean_and_keeps_everything() {
-    let dir = pool_dir();
-    let path = dir.path().join("c.pool");
+    let (_dir, path) = pool_file("c.pool");
     let opts = pool_opts(Mode::Msync, 4 << 20, 64 << 20);
     let h = create_hart(&path, &opts);
     h.put(b"a", b"1").unwrap();
@@ -58,8 +57,7 @@ fn one_hart_per_pool() {
     drop(h);
     // A failed open releases its claim: a read-only pool without a HART cannot get one,
     // and says so again (not "in use") on the next try.
-    let dir = pool_dir();
-    let path = dir.path().join("empty.pool");
+    let (_dir, path) = pool_file("empty.pool");
     let opts = pool_opts(Mode::Adr, 1 << 20, 64 << 20);
     drop(Pool::create(&path, "hart", &opts).unwrap());
     let ro = Arc::new(Pool::open_read_only(&path, Some("hart"), &opts).unwrap());

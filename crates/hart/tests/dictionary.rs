@@ -9,8 +9,7 @@ use pmkv_substrate::Mode;
 fn dictionary_insert_search_scan_delete_reopen() {
     let words = words();
     assert_eq!(words.len(), WORDS);
-    let dir = pool_dir();
-    let path = dir.path().join("dict.pool");
+    let (_dir, path) = pool_file("dict.pool");
     let opts = pool_opts(Mode::Eadr, 64 << 20, 1 << 30);
     let mut model = Model::new();
     {

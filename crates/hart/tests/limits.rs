@@ -23,8 +23,7 @@ fn oversized_keys_and_values_are_refused() {
 
 #[test]
 fn a_full_pool_is_an_error_and_keeps_what_it_has() {
-    let dir = pool_dir();
-    let path = dir.path().join("full.pool");
+    let (_dir, path) = pool_file("full.pool");
     let opts = pool_opts(Mode::Adr, 1 << 20, 2 << 20);
     let h = create_hart(&path, &opts);
     let mut model = Model::new();
@@ -60,8 +59,7 @@ fn a_full_pool_is_an_error_and_keeps_what_it_has() {
 /// on the read-only mapping), and the file does not change.
 #[test]
 fn read_only_hart() {
-    let dir = pool_dir();
-    let path = dir.path().join("ro.pool");
+    let (_dir, path) = pool_file("ro.pool");
     let opts = pool_opts(Mode::Adr, 4 << 20, 64 << 20);
     {
         let h = create_hart(&path, &opts);
@@ -91,8 +89,7 @@ fn read_only_hart() {
 /// takes Algorithm 3 and moves the value out of line; everything stays checkable.
 #[test]
 fn inline_values_under_paper_updates() {
-    let dir = pool_dir();
-    let path = dir.path().join("p.pool");
+    let (_dir, path) = pool_file("p.pool");
     let opts = pool_opts(Mode::Adr, 4 << 20, 64 << 20);
     {
         let h = create_hart(&path, &opts);

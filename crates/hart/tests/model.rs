@@ -93,8 +93,7 @@ fn reopen_file_pool_keeps_everything() {
     use pmkv_hart::{Hart, HartOptions};
     use pmkv_substrate::{Mode, Pool};
     use std::sync::Arc;
-    let dir = pool_dir();
-    let path = dir.path().join("h.pool");
+    let (_dir, path) = pool_file("h.pool");
     let opts = pool_opts(Mode::Adr, 8 << 20, 64 << 20);
     let mut m = Model::new();
     {

@@ -3,9 +3,9 @@
 //! It sits just above the substrate and below every engine and the API, so that engine
 //! tests, API tests and the conformance suite use one copy of each helper:
 //!
-//! * pools: temporary directories ([`pool_dir`]), options ([`pool_opts`], [`sim_opts`]),
-//!   bytes read and written at an offset ([`read_bytes`], [`write_bytes`], [`read_u64`],
-//!   [`write_u64`]);
+//! * pools: temporary directories and files ([`pool_dir`], [`pool_file`]), options
+//!   ([`pool_opts`], [`sim_opts`]), bytes read and written at an offset ([`read_bytes`],
+//!   [`write_bytes`], [`read_u64`], [`write_u64`]);
 //! * the reference model ([`Model`], [`Op`], [`apply`]) and what a scan of it returns
 //!   ([`model_of_scan`], [`model_range`], [`in_bounds`], [`bound_kinds`]);
 //! * operation generators: proptest strategies ([`strategy`]) and a seeded stream for
@@ -38,6 +38,14 @@ pub fn pool_dir() -> tempfile::TempDir {
     } else {
         tempfile::tempdir().expect("temp dir")
     }
+}
+
+/// A path for a pool file named `name` in a fresh [`pool_dir`], with the directory: keep
+/// it alive (bound to a name, not `_`) as long as the file is used.
+pub fn pool_file(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = pool_dir();
+    let path = dir.path().join(name);
+    (dir, path)
 }
 
 /// Options of a test pool: `mode`, `size` bytes at first, growing up to `max`, and no
@@ -81,6 +89,9 @@ mod tests {
         assert_ne!(pool_dir().path(), p);
         drop(d);
         assert!(!p.exists());
+        let (d, path) = pool_file("x.pool");
+        assert_eq!(path.parent(), Some(d.path()));
+        assert!(path.ends_with("x.pool") && !path.exists());
     }
 
     #[test]
