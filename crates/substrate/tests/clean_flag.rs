@@ -4,7 +4,7 @@
 use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use pmkv_testutil::{pool_dir as dir, pool_opts};
+use pmkv_testutil::{pool_dir, pool_file, pool_opts};
 
 fn opts(mode: Mode) -> PoolOptions {
     pool_opts(mode, 1 << 20, 16 << 20)
@@ -12,8 +12,7 @@ fn opts(mode: Mode) -> PoolOptions {
 
 #[test]
 fn r4_a_pool_dropped_during_a_panic_stays_unclean() {
-    let d = dir();
-    let path = d.path().join("p.pool");
+    let (_d, path) = pool_file("p.pool");
     drop(Pool::create(&path, "t", &opts(Mode::Adr)).unwrap());
     let r = catch_unwind(AssertUnwindSafe(|| {
         let _pool = Pool::open(&path, Some("t"), &opts(Mode::Adr)).unwrap();
@@ -28,7 +27,7 @@ fn r4_a_pool_dropped_during_a_panic_stays_unclean() {
 
 #[test]
 fn r4_a_poisoned_pool_stays_unclean_and_close_says_so() {
-    let d = dir();
+    let d = pool_dir();
     for mode in [Mode::Adr, Mode::Eadr, Mode::Msync] {
         let path = d.path().join(format!("{mode}.pool"));
         let p = Pool::create(&path, "t", &opts(mode)).unwrap();
@@ -50,8 +49,7 @@ fn r4_a_poisoned_pool_stays_unclean_and_close_says_so() {
 
 #[test]
 fn r2_read_only_pools_never_write_on_poison_or_close() {
-    let d = dir();
-    let path = d.path().join("ro.pool");
+    let (_d, path) = pool_file("ro.pool");
     drop(Pool::create(&path, "t", &opts(Mode::Adr)).unwrap());
     let before = std::fs::read(&path).unwrap();
     let p = Pool::open_read_only(&path, Some("t"), &opts(Mode::Adr)).unwrap();
@@ -73,8 +71,7 @@ fn fault_hook_fires_at_every_flush_and_fence_of_a_file_pool() {
     use pmkv_substrate::PointKind;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
-    let d = dir();
-    let path = d.path().join("f.pool");
+    let (_d, path) = pool_file("f.pool");
     let p = Pool::create(&path, "t", &opts(Mode::Adr)).unwrap();
     let off = p.take_heap(4096, 64).unwrap();
     let (flushes, fences) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));

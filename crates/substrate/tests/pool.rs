@@ -4,7 +4,7 @@
 
 use pmkv_substrate::header::{FORMAT_VERSION, HEADER_SIZE};
 use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions, MIN_POOL_SIZE};
-use pmkv_testutil::{pool_dir, pool_opts, read_bytes, read_u64, write_bytes, write_u64};
+use pmkv_testutil::{pool_dir, pool_file, pool_opts, read_bytes, read_u64, write_bytes, write_u64};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -64,8 +64,7 @@ fn new_pool_file(dir: &Path, name: &str) -> PathBuf {
 #[test]
 fn p1_create_open_reopen_roots_survive() {
     let _g = no_spawn();
-    let dir = pool_dir();
-    let path = dir.path().join("a.pool");
+    let (dir, path) = pool_file("a.pool");
     let mut expect = Vec::new();
     {
         let pool = Pool::create(&path, LAYOUT, &opts()).unwrap();
@@ -125,8 +124,7 @@ fn p1_create_open_reopen_roots_survive() {
 #[test]
 fn p1_every_mode_opens_the_same_pool() {
     let _g = no_spawn();
-    let dir = pool_dir();
-    let path = dir.path().join("m.pool");
+    let (_dir, path) = pool_file("m.pool");
     drop(Pool::create(&path, LAYOUT, &opts()).unwrap());
     for (k, mode) in Mode::ALL.into_iter().enumerate() {
         let pool = Pool::open(&path, Some(LAYOUT), &opts().mode(mode)).unwrap();
@@ -145,8 +143,7 @@ fn p1_every_mode_opens_the_same_pool() {
 #[test]
 fn p1_clean_shutdown_flag() {
     let _g = no_spawn();
-    let dir = pool_dir();
-    let path = dir.path().join("c.pool");
+    let (_dir, path) = pool_file("c.pool");
     let pool = Pool::create(&path, LAYOUT, &opts()).unwrap();
     assert!(!pool.was_clean(), "a new pool has no previous session");
     let info = Pool::inspect(&path).unwrap();
@@ -220,8 +217,7 @@ fn p1_read_only_open() {
 #[test]
 fn p1_growth_keeps_base_and_contents() {
     let _g = no_spawn();
-    let dir = pool_dir();
-    let path = dir.path().join("g.pool");
+    let (_dir, path) = pool_file("g.pool");
     let initial = MIN_POOL_SIZE; // 8 KiB: the smallest pool, so growth starts at once
     let max = 4 << 20;
     let o = opts().initial_size(initial).max_size(max);
@@ -288,8 +284,7 @@ fn p1_growth_keeps_base_and_contents() {
 #[test]
 fn p1_growth_up_to_max_then_full() {
     let _g = no_spawn();
-    let dir = pool_dir();
-    let path = dir.path().join("f.pool");
+    let (_dir, path) = pool_file("f.pool");
     let max = 256 << 10;
     let o = opts().initial_size(16 << 10).max_size(max);
     let pool = Pool::create(&path, LAYOUT, &o).unwrap();
@@ -356,8 +351,7 @@ fn walk_list(pool: &Pool) -> Vec<u64> {
 #[test]
 fn p2_offsets_survive_mapping_at_another_address() {
     let _g = no_spawn();
-    let dir = pool_dir();
-    let path = dir.path().join("o.pool");
+    let (_dir, path) = pool_file("o.pool");
     let o = opts().initial_size(16 << 10).max_size(1 << 20);
     let expect: Vec<u64> = (0..500u64).rev().map(|v| v * v + 7).collect();
     let pool = Pool::create(&path, LAYOUT, &o).unwrap();
@@ -560,8 +554,7 @@ fn p1_refused_opens_leave_the_file_unchanged() {
 #[test]
 fn p1_create_refuses_bad_options_without_leaving_a_file() {
     let _g = no_spawn();
-    let dir = pool_dir();
-    let p = dir.path().join("small.pool");
+    let (_dir, p) = pool_file("small.pool");
     let r = Pool::create(&p, LAYOUT, &opts().initial_size(MIN_POOL_SIZE - 1));
     assert!(matches!(r, Err(PoolError::TooSmall { min, .. }) if min == MIN_POOL_SIZE));
     assert!(!p.exists(), "no file is left behind");
@@ -583,8 +576,7 @@ fn p1_create_refuses_bad_options_without_leaving_a_file() {
 #[test]
 fn p1_torn_newest_state_slot_falls_back_to_previous_state() {
     let _g = no_spawn();
-    let dir = pool_dir();
-    let path = dir.path().join("t.pool");
+    let (_dir, path) = pool_file("t.pool");
     let a;
     let b;
     {
