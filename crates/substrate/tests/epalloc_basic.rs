@@ -117,8 +117,7 @@ fn p7_chunks_fill_in_slot_order_and_recycled_space_is_reused() {
 
 #[test]
 fn p7_reopen_file_pool_keeps_objects() {
-    let dir = pool_dir();
-    let path = dir.path().join("ep.pool");
+    let (_dir, path) = pool_file("ep.pool");
     let o = pool_opts(Mode::Adr, 1 << 20, 16 << 20);
     let mut want = Used::new();
     {
@@ -311,8 +310,7 @@ fn p7_reclaim_orphans_frees_only_unreferenced_children() {
 #[test]
 fn p7_a_log_left_in_a_clean_pool_is_damage_not_repaired() {
     use std::os::unix::fs::FileExt;
-    let dir = pool_dir();
-    let path = dir.path().join("ro.pool");
+    let (_dir, path) = pool_file("ro.pool");
     let o = opts();
     let entry = {
         let ep = EpAlloc::create(Arc::new(Pool::create(&path, LAYOUT, &o).unwrap())).unwrap();
