@@ -59,8 +59,7 @@ mod tests {
 
     #[test]
     fn bytes_and_words_round_trip_at_any_alignment() {
-        let pool = Pool::create_sim("t", &crate::sim_opts(256 << 10)).unwrap();
-        let off = pool.take_heap(4096, 64).unwrap();
+        let (pool, off) = crate::test_pool(4096);
         write_bytes(&pool, off + 3, b"hello");
         assert_eq!(read_bytes(&pool, off + 2, 7), b"\0hello\0");
         write_u64(&pool, off + 13, 0x0102_0304_0506_0708);
@@ -72,7 +71,7 @@ mod tests {
 
     #[test]
     fn outside_the_pool_is_a_test_failure() {
-        let pool = Pool::create_sim("t", &crate::sim_opts(256 << 10)).unwrap();
+        let (pool, _) = crate::test_pool(64);
         let end = pool.size();
         let caught = |f: &dyn Fn()| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err();
         assert!(caught(&|| drop(read_bytes(&pool, end - 4, 5))));

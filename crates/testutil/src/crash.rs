@@ -75,15 +75,28 @@ impl CrashFindings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pmkv_substrate::Pool;
+
+    /// Persist `n` words of a fresh simulated pool, one after the other, with `hook` at
+    /// every fence (and flush, with `on_flush`).
+    fn persist_words(n: u64, on_flush: bool, hook: impl FnMut(&CrashPoint<'_>) + Send + 'static) {
+        let (pool, off) = crate::test_pool(4096);
+        pool.sim().unwrap().set_hook(on_flush, hook);
+        for i in 0..n {
+            pool.persist_off(off + 64 * i, 8);
+        }
+        pool.sim().unwrap().clear_hook();
+    }
+
+    fn panic_message(f: impl FnOnce()) -> String {
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("a panic");
+        e.downcast_ref::<String>().cloned().expect("a formatted panic message")
+    }
 
     #[test]
     fn findings_count_images_and_keep_the_first_failures() {
-        let pool = Pool::create_sim("t", &crate::sim_opts(256 << 10)).unwrap();
-        let off = pool.take_heap(4096, 64).unwrap();
         let found = CrashFindings::new();
         let f = found.clone();
-        pool.sim().unwrap().set_hook(true, move |pt| {
+        persist_words(20, true, move |pt| {
             f.check_images(pt, Eviction::standard(pt.index), "write", |img| {
                 if img.len() < 4096 {
                     return Err("image too small".into());
@@ -95,10 +108,6 @@ mod tests {
                 }
             })
         });
-        for i in 0..20 {
-            pool.persist_off(off + 64 * i, 8);
-        }
-        pool.sim().unwrap().clear_hook();
         // Each persist is a flush point and a fence point; four images each.
         assert_eq!(found.images(), 20 * 2 * 4);
         assert_eq!(found.failed(), 20 * 4, "every image of the odd points");
@@ -108,20 +117,11 @@ mod tests {
         assert_eq!(msg.lines().count(), 1 + KEEP, "the first {KEEP} failures are listed");
     }
 
-    fn panic_message(f: impl FnOnce()) -> String {
-        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("a panic");
-        e.downcast_ref::<String>().cloned().expect("a formatted panic message")
-    }
-
     #[test]
     fn assert_none_fails_with_the_messages() {
-        let pool = Pool::create_sim("t", &crate::sim_opts(256 << 10)).unwrap();
-        let off = pool.take_heap(64, 64).unwrap();
         let found = CrashFindings::new();
         let f = found.clone();
-        pool.sim().unwrap().set_hook(false, move |pt| f.check_images(pt, [Eviction::None], "", |_| Err("bad".into())));
-        pool.persist_off(off, 8);
-        pool.sim().unwrap().clear_hook();
+        persist_words(1, false, move |pt| f.check_images(pt, [Eviction::None], "", |_| Err("bad".into())));
         let msg = panic_message(|| found.assert_none("the log broke"));
         assert!(msg.starts_with("the log broke: 1 of 1 crash images fail:\npoint "), "{msg}");
         assert!(msg.ends_with("(Fence, None): bad"), "{msg}");

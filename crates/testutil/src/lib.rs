@@ -74,6 +74,15 @@ pub fn words() -> Vec<Vec<u8>> {
     s.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| l.to_vec()).collect()
 }
 
+/// A crash-simulation pool of 256 KiB with `heap` bytes taken from its heap, at the
+/// returned offset: for this crate's own tests.
+#[cfg(test)]
+fn test_pool(heap: u64) -> (pmkv_substrate::Pool, u64) {
+    let pool = pmkv_substrate::Pool::create_sim("t", &sim_opts(256 << 10)).expect("sim pool");
+    let off = pool.take_heap(heap, 64).expect("heap");
+    (pool, off)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
