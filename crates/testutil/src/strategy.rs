@@ -83,7 +83,7 @@ mod tests {
         assert!(keys.iter().any(|k| k.is_empty()), "the empty key");
         assert!(keys.iter().any(|k| k.contains(&0)), "0x00 bytes");
         assert!(keys.iter().any(|k| k.len() > 1 && k.iter().all(|&b| b == 0)), "keys of zeros only");
-        assert!(keys.iter().any(|k| has_run(k, 0xff, 4)), "0xff runs");
+        assert!(keys.iter().any(|k| has_run(k, 0xff, 8)), "0xff runs");
         assert!(keys.iter().any(|k| has_run(k, 0x00, 32)), "long 0x00 runs");
         assert!(keys.iter().filter(|k| k.len() > 48).count() > 100, "long keys past HART's inline 48 bytes");
         let prefix_pair = |min: usize| {
