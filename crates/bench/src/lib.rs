@@ -12,11 +12,10 @@
 //! * [`engines`] — every engine in `pmkv::ENGINES` plus [`baseline`]s (LMDB via heed);
 //! * [`report`] — terminal tables, JSON, CSV; [`plot`] — PNG and SVG figures;
 //! * [`reproduce`] — the papers' experiments (`pmkv bench reproduce hart`);
-//! * [`cli`] — what the `pmkv bench` subcommands call.
+//! * [`command`] — the `pmkv bench` subcommands (arguments and what each runs), which the
+//!   `pmkv` CLI forwards to when built with its `bench` feature.
 
-pub mod alloc_bench;
 pub mod baseline;
-pub mod cli;
 pub mod command;
 pub mod engines;
 pub mod experiment;
@@ -61,11 +60,11 @@ impl From<std::io::Error> for BenchError {
 
 pub type Result<T> = std::result::Result<T, BenchError>;
 
-/// A temporary directory for pools: under `base`, else /dev/shm (memory, the closest thing
-/// to PM here) when it exists, else the system temp directory. Deleted when dropped.
-pub fn pool_dir(base: Option<&std::path::Path>) -> Result<tempfile::TempDir> {
-    let base = match base {
-        Some(b) => b.to_path_buf(),
+/// Where temporary pools go: `dir` if given, else /dev/shm (memory, the closest thing to PM
+/// here) when it exists, else the system temp directory.
+pub fn pool_base(dir: Option<&std::path::Path>) -> std::path::PathBuf {
+    match dir {
+        Some(d) => d.to_path_buf(),
         None => {
             let shm = std::path::PathBuf::from("/dev/shm");
             if shm.is_dir() {
@@ -74,7 +73,12 @@ pub fn pool_dir(base: Option<&std::path::Path>) -> Result<tempfile::TempDir> {
                 std::env::temp_dir()
             }
         }
-    };
+    }
+}
+
+/// A temporary directory for pools under [`pool_base`]`(base)`. Deleted when dropped.
+pub fn pool_dir(base: Option<&std::path::Path>) -> Result<tempfile::TempDir> {
+    let base = pool_base(base);
     tempfile::Builder::new()
         .prefix("pmkv-bench-")
         .tempdir_in(&base)

@@ -131,6 +131,15 @@ pub fn standard_columns() -> Vec<Col> {
         col!("p50", true, |r| r.p50_ns.to_string()),
         col!("p99", true, |r| r.p99_ns.to_string()),
         col!("p99.9", true, |r| r.p999_ns.to_string()),
+    ]
+    .into_iter()
+    .chain(counter_columns())
+    .collect()
+}
+
+/// The persistence counters per operation, the last columns of every table.
+fn counter_columns() -> [Col; 4] {
+    [
         col!("fences/op", true, |r| f1(r.fences_per_op)),
         col!("flushes/op", true, |r| f1(r.flushes_per_op)),
         col!("PM lines W/op", true, |r| f1(r.lines_written_per_op)),
@@ -148,11 +157,10 @@ pub fn main_job_columns() -> Vec<Col> {
         col!("ns/op", true, |r| f1(r.ns_per_op)),
         col!("Mops/s", true, |r| f3(r.mops)),
         col!("p99 ns", true, |r| r.p99_ns.to_string()),
-        col!("fences/op", true, |r| f1(r.fences_per_op)),
-        col!("flushes/op", true, |r| f1(r.flushes_per_op)),
-        col!("PM lines W/op", true, |r| f1(r.lines_written_per_op)),
-        col!("PM lines R/op", true, |r| f1(r.lines_read_per_op)),
     ]
+    .into_iter()
+    .chain(counter_columns())
+    .collect()
 }
 
 /// A plain-text table of `records` (failed engines get one line with their error).

@@ -1,8 +1,8 @@
 //! SPEC U5: `reproduce hart` end to end at a test-only scale, `run` writing its outputs, and
 //! the papers whose engines are missing refusing clearly.
 
-use pmkv_bench::cli::{self, ReproduceArgs, RunArgs};
-use pmkv_bench::reproduce::{Paper, Scale};
+use pmkv_bench::command::run::{run, RunArgs};
+use pmkv_bench::reproduce::{reproduce, Paper, ReproduceArgs, Scale};
 use std::path::Path;
 
 fn decode_png(p: &Path) -> (u32, u32, usize) {
@@ -57,34 +57,30 @@ fn u5_reproduce_hart_tiny_writes_report_json_csv_and_plots() {
     }
 }
 
+/// `pmkv bench run -q -e ENGINES -w WORKLOAD -n KEYS --out OUT`.
+fn quiet_run(engines: &[&str], workload: &str, keys: u64, out: &Path) -> RunArgs {
+    RunArgs {
+        engines: engines.iter().map(|e| e.to_string()).collect(),
+        workload: workload.into(),
+        keys: Some(keys),
+        out: Some(out.to_path_buf()),
+        quiet: true,
+        ..RunArgs::default()
+    }
+}
+
 #[test]
 fn u5_run_sweep_and_mix_write_json_csv_png() {
     let out = tempfile::tempdir().unwrap();
-    let a = RunArgs {
-        engines: vec!["volatile".into(), "lmdb".into()],
-        workload: "rw-sweep".into(),
-        keys: Some(2_000),
-        ops: Some(2_000),
-        out: Some(out.path().to_path_buf()),
-        quiet: true,
-        ..RunArgs::default()
-    };
-    cli::run(a).unwrap();
+    let a = RunArgs { ops: Some(2_000), ..quiet_run(&["volatile", "lmdb"], "rw-sweep", 2_000, out.path()) };
+    run(a).unwrap();
     for f in ["results.json", "results.csv", "sweep.png", "sweep.svg"] {
         assert!(out.path().join(f).is_file(), "{f} missing");
     }
     assert!(decode_png(&out.path().join("sweep.png")).2 > 1000);
     let out2 = tempfile::tempdir().unwrap();
-    let a = RunArgs {
-        engines: vec!["volatile".into()],
-        workload: "random".into(),
-        keys: Some(3_000),
-        threads: vec![1, 2],
-        out: Some(out2.path().to_path_buf()),
-        quiet: true,
-        ..RunArgs::default()
-    };
-    cli::run(a).unwrap();
+    let a = RunArgs { threads: vec![1, 2], ..quiet_run(&["volatile"], "random", 3_000, out2.path()) };
+    run(a).unwrap();
     for f in ["ops.png", "threads.png", "latency-cdf.png", "results.csv"] {
         assert!(out2.path().join(f).is_file(), "{f} missing");
     }
@@ -93,9 +89,9 @@ fn u5_run_sweep_and_mix_write_json_csv_png() {
 #[test]
 fn u5_unknown_engine_and_workload_are_errors() {
     let a = RunArgs { engines: vec!["nosuch".into()], ..RunArgs::default() };
-    assert!(cli::run(a).unwrap_err().to_string().contains("unknown engine"));
+    assert!(run(a).unwrap_err().to_string().contains("unknown engine"));
     let a = RunArgs { workload: "nosuch".into(), engines: vec!["volatile".into()], ..RunArgs::default() };
-    assert!(cli::run(a).unwrap_err().to_string().contains("unknown workload"));
+    assert!(run(a).unwrap_err().to_string().contains("unknown workload"));
 }
 
 #[test]
@@ -114,7 +110,7 @@ fn u5_reproduce_papers_without_engines_say_so() {
             dir: None,
             quiet: true,
         };
-        let e = cli::reproduce(a).unwrap_err().to_string();
+        let e = reproduce(&a).unwrap_err().to_string();
         assert!(e.contains("not built yet"), "{e}");
         assert!(!out.path().join("x").exists(), "nothing is written");
     }

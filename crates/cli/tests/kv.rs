@@ -54,20 +54,10 @@ fn u2_kv_commands() {
     // Errors: missing pool, not a pool, unknown or pool-less engine, malformed TSV.
     assert_error(&pmkv(&["get", dir.path().join("none.pool").to_str().unwrap(), "k"]));
     assert_error(&pmkv(&["get", words.to_str().unwrap(), "k"]));
-    assert_error(&pmkv(&[
-        "load",
-        dir.path().join("n.pool").to_str().unwrap(),
-        words.to_str().unwrap(),
-        "--engine",
-        "nosuch",
-    ]));
-    assert_error(&pmkv(&[
-        "load",
-        dir.path().join("v.pool").to_str().unwrap(),
-        words.to_str().unwrap(),
-        "--engine",
-        "volatile",
-    ]));
+    for engine in ["nosuch", "volatile"] {
+        let pool = dir.path().join(format!("{engine}.pool"));
+        assert_error(&pmkv(&["load", pool.to_str().unwrap(), words.to_str().unwrap(), "--engine", engine]));
+    }
     assert_error(&pmkv(&["load", dir.path().join("t.pool").to_str().unwrap(), words.to_str().unwrap(), "--tsv"]));
 }
 

@@ -25,36 +25,51 @@ pub(crate) fn uniq<T: PartialEq + Clone>(v: impl IntoIterator<Item = T>) -> Vec<
     out
 }
 
-/// Plots of a `run`: ns/op per operation; Mops/s vs threads (several thread counts);
-/// sweeps as lines; latency CDFs.
-pub fn plot_run(records: &[Record], out: &Path, workload: &str) -> std::result::Result<Vec<PathBuf>, String> {
-    let ok: Vec<&Record> = records.iter().filter(|r| r.error.is_none()).collect();
-    if ok.is_empty() {
-        return Ok(vec![]);
+/// What every figure of a run reads: the records without errors, and the thread counts,
+/// operations and series (legend labels) among them, in order of appearance.
+struct Run<'a> {
+    ok: Vec<&'a Record>,
+    threads: Vec<usize>,
+    ops: Vec<String>,
+    series: Vec<String>,
+    workload: &'a str,
+}
+
+impl<'a> Run<'a> {
+    fn new(records: &'a [Record], workload: &'a str) -> Run<'a> {
+        let ok: Vec<&Record> = records.iter().filter(|r| r.error.is_none()).collect();
+        let threads = uniq(ok.iter().map(|r| r.threads));
+        let ops = uniq(ok.iter().map(|r| r.op.clone()));
+        let mut run = Run { ok, threads, ops, series: vec![], workload };
+        run.series = uniq(run.ok.iter().map(|r| run.label(r)));
+        run
     }
-    let mut files = Vec::new();
-    let threads = uniq(ok.iter().map(|r| r.threads));
-    let label = |r: &Record| {
-        if threads.len() > 1 {
+
+    /// A record's legend label; with several thread counts, the count too.
+    fn label(&self, r: &Record) -> String {
+        if self.threads.len() > 1 {
             format!("{} ×{}", series_label(r), r.threads)
         } else {
             series_label(r)
         }
-    };
-    let sweep = ok.iter().any(|r| r.extra.contains_key("sweep_x"));
-    let ops = uniq(ok.iter().map(|r| r.op.clone()));
-    let series = uniq(ok.iter().map(|r| label(r)));
-    let panel = |metric: &str, get: fn(&Record) -> f64| -> Panel {
-        let bars = series
+    }
+
+    /// Grouped bars of `get`: one group per operation, one bar per series; a log axis when
+    /// the values spread over more than 30×.
+    fn bars_panel(&self, metric: &str, get: fn(&Record) -> f64) -> Panel {
+        let bars = self
+            .series
             .iter()
             .map(|sname| {
-                let first = ok.iter().find(|r| &label(r) == sname).map(|r| r.engine.clone()).unwrap_or_default();
+                let first =
+                    self.ok.iter().find(|r| &self.label(r) == sname).map(|r| r.engine.clone()).unwrap_or_default();
                 Bars {
                     name: sname.clone(),
                     color: engine_color(&first),
-                    values: ops
+                    values: self
+                        .ops
                         .iter()
-                        .map(|op| ok.iter().find(|r| &r.op == op && &label(r) == sname).map(|r| get(r)))
+                        .map(|op| self.ok.iter().find(|r| &r.op == op && &self.label(r) == sname).map(|r| get(r)))
                         .collect(),
                 }
             })
@@ -62,29 +77,18 @@ pub fn plot_run(records: &[Record], out: &Path, workload: &str) -> std::result::
         let vals: Vec<f64> =
             bars.iter().flat_map(|b| b.values.iter().flatten().copied()).filter(|v| *v > 0.0).collect();
         let spread = vals.iter().copied().fold(0.0, f64::max) / vals.iter().copied().fold(f64::INFINITY, f64::min);
-        Panel::new(
+        recolor(Panel::new(
             metric,
             "operation",
             metric,
             spread > 30.0,
-            PanelKind::Bars { categories: ops.clone(), series: bars },
-        )
-    };
-    // Distinct colours per series when one engine appears in several settings.
-    let recolor = |mut p: Panel| {
-        if let PanelKind::Bars { series, .. } = &mut p.kind {
-            let engines_n = uniq(series.iter().map(|s| s.color)).len();
-            if engines_n < series.len() {
-                for (i, s) in series.iter_mut().enumerate() {
-                    s.color = i;
-                }
-            }
-        }
-        p
-    };
-    if sweep {
-        let xname = if workload.contains("skew") { "Zipf θ" } else { "writes (% of operations)" };
-        let base_series = uniq(ok.iter().map(|r| label(r)));
+            PanelKind::Bars { categories: self.ops.clone(), series: bars },
+        ))
+    }
+
+    /// A sweep: throughput and p99 latency against the swept value, a line per series.
+    fn sweep(&self, out: &Path) -> Result<Vec<PathBuf>, String> {
+        let xname = if self.workload.contains("skew") { "Zipf θ" } else { "writes (% of operations)" };
         let mk = |title: &str, ylab: &str, get: fn(&Record) -> f64| Panel {
             title: title.into(),
             x_label: xname.into(),
@@ -93,34 +97,40 @@ pub fn plot_run(records: &[Record], out: &Path, workload: &str) -> std::result::
             y_range: None,
             kind: PanelKind::Lines {
                 log_x: false,
-                series: numbered_lines(&base_series, |sname| {
-                    ok.iter().filter(|r| &label(r) == sname).map(|r| (r.extra["sweep_x"], get(r))).collect()
+                series: numbered_lines(&self.series, |sname| {
+                    self.ok.iter().filter(|r| &self.label(r) == sname).map(|r| (r.extra["sweep_x"], get(r))).collect()
                 }),
             },
         };
         let fig = Figure {
-            title: format!("pmkv bench run --workload {workload}"),
+            title: format!("pmkv bench run --workload {}", self.workload),
             cols: 2,
             panels: vec![
                 mk("throughput", "Mops/s", |r| r.mops),
                 mk("99th percentile latency", "p99 latency (ns)", |r| r.p99_ns as f64),
             ],
         };
-        files.extend(plot::render(&fig, &out.join("sweep"))?);
-        return Ok(files);
+        plot::render(&fig, &out.join("sweep"))
     }
-    let fig = Figure {
-        title: format!("pmkv bench run --workload {workload}: time per operation"),
-        cols: 2,
-        panels: vec![
-            recolor(panel("ns/op (mean)", |r| r.ns_per_op)),
-            recolor(panel("p99 latency (ns)", |r| r.p99_ns as f64)),
-        ],
-    };
-    files.extend(plot::render(&fig, &out.join("ops"))?);
-    if threads.len() > 1 {
-        let base = uniq(ok.iter().map(|r| series_label(r)));
-        let panels = ops
+
+    /// Time per operation: mean ns/op and p99 latency.
+    fn ops_figure(&self, out: &Path) -> Result<Vec<PathBuf>, String> {
+        let fig = Figure {
+            title: format!("pmkv bench run --workload {}: time per operation", self.workload),
+            cols: 2,
+            panels: vec![
+                self.bars_panel("ns/op (mean)", |r| r.ns_per_op),
+                self.bars_panel("p99 latency (ns)", |r| r.p99_ns as f64),
+            ],
+        };
+        plot::render(&fig, &out.join("ops"))
+    }
+
+    /// Scalability: Mops/s against threads, a panel per operation, a line per setting.
+    fn threads_figure(&self, out: &Path) -> Result<Vec<PathBuf>, String> {
+        let base = uniq(self.ok.iter().map(|r| series_label(r)));
+        let panels = self
+            .ops
             .iter()
             .map(|op| Panel {
                 title: format!("{op}: throughput vs threads"),
@@ -130,35 +140,32 @@ pub fn plot_run(records: &[Record], out: &Path, workload: &str) -> std::result::
                 y_range: None,
                 kind: PanelKind::Lines {
                     log_x: false,
-                    series: base
-                        .iter()
-                        .enumerate()
-                        .map(|(i, b)| Line {
-                            name: b.clone(),
-                            color: i,
-                            dashed: false,
-                            points: ok
-                                .iter()
-                                .filter(|r| &r.op == op && &series_label(r) == b)
-                                .map(|r| (r.threads as f64, r.mops))
-                                .collect(),
-                        })
-                        .collect(),
+                    series: numbered_lines(&base, |b| {
+                        self.ok
+                            .iter()
+                            .filter(|r| &r.op == op && &series_label(r) == b)
+                            .map(|r| (r.threads as f64, r.mops))
+                            .collect()
+                    }),
                 },
             })
             .collect();
-        let fig = Figure { title: format!("pmkv bench run --workload {workload}: scalability"), cols: 2, panels };
-        files.extend(plot::render(&fig, &out.join("threads"))?);
+        let title = format!("pmkv bench run --workload {}: scalability", self.workload);
+        plot::render(&Figure { title, cols: 2, panels }, &out.join("threads"))
     }
-    if ok.iter().any(|r| !r.cdf.is_empty()) {
-        let panels = ops
+
+    /// Latency CDFs, a panel per operation.
+    fn cdf_figure(&self, out: &Path) -> Result<Vec<PathBuf>, String> {
+        let panels = self
+            .ops
             .iter()
             .map(|op| {
                 Panel::cdf(
                     &format!("{op}: latency CDF"),
-                    numbered_lines(&series, |sname| {
-                        ok.iter()
-                            .find(|r| &r.op == op && &label(r) == sname)
+                    numbered_lines(&self.series, |sname| {
+                        self.ok
+                            .iter()
+                            .find(|r| &r.op == op && &self.label(r) == sname)
                             .map(|r| r.cdf.iter().map(|&(ns, q)| (ns.max(1) as f64, q)).collect())
                             .unwrap_or_default()
                     })
@@ -168,8 +175,40 @@ pub fn plot_run(records: &[Record], out: &Path, workload: &str) -> std::result::
                 )
             })
             .collect();
-        let fig = Figure { title: format!("pmkv bench run --workload {workload}: latency CDF"), cols: 2, panels };
-        files.extend(plot::render(&fig, &out.join("latency-cdf"))?);
+        let title = format!("pmkv bench run --workload {}: latency CDF", self.workload);
+        plot::render(&Figure { title, cols: 2, panels }, &out.join("latency-cdf"))
+    }
+}
+
+/// Distinct colours per series when one engine appears in several settings.
+fn recolor(mut p: Panel) -> Panel {
+    if let PanelKind::Bars { series, .. } = &mut p.kind {
+        let engines_n = uniq(series.iter().map(|s| s.color)).len();
+        if engines_n < series.len() {
+            for (i, s) in series.iter_mut().enumerate() {
+                s.color = i;
+            }
+        }
+    }
+    p
+}
+
+/// Plots of a `run`: ns/op per operation; Mops/s vs threads (several thread counts);
+/// sweeps as lines; latency CDFs.
+pub fn plot_run(records: &[Record], out: &Path, workload: &str) -> Result<Vec<PathBuf>, String> {
+    let run = Run::new(records, workload);
+    if run.ok.is_empty() {
+        return Ok(vec![]);
+    }
+    if run.ok.iter().any(|r| r.extra.contains_key("sweep_x")) {
+        return run.sweep(out);
+    }
+    let mut files = run.ops_figure(out)?;
+    if run.threads.len() > 1 {
+        files.extend(run.threads_figure(out)?);
+    }
+    if run.ok.iter().any(|r| !r.cdf.is_empty()) {
+        files.extend(run.cdf_figure(out)?);
     }
     Ok(files)
 }

@@ -18,6 +18,37 @@ pub(super) fn figures(recs: &[Record], out: &Path, all: &[EngineSpec]) -> std::r
     Ok(done)
 }
 
+/// Draw `fig` as `out/ID.png` and `.svg`; the plot list of report.md gets `id`.
+fn save(fig: &Figure, out: &Path, id: &str) -> std::result::Result<Plots, String> {
+    plot::render(fig, &out.join(id))?;
+    Ok(vec![(id.to_string(), out.join(id))])
+}
+
+/// A panel's letter: (a), (b), ...
+fn letter(j: usize) -> char {
+    (b'a' + j as u8) as char
+}
+
+/// Lines of `exp`'s records: for each engine and each (operation, dashed), the points `xy`
+/// gives, named by `name`.
+fn engine_lines(
+    recs: &[Record],
+    exp: &str,
+    engines: &[EngineSpec],
+    ops: &[(&str, bool)],
+    name: impl Fn(&EngineSpec, &str) -> String,
+    xy: fn(&Record) -> (f64, f64),
+) -> Vec<Line> {
+    let mut lines = Vec::new();
+    for e in engines {
+        for &(op, dashed) in ops {
+            let points = ok(recs, exp).filter(|r| r.engine == e.name() && r.op == op).map(xy).collect();
+            lines.push(Line { name: name(e, op), color: engine_color(e.name()), dashed, points });
+        }
+    }
+    lines
+}
+
 /// Figs. 4–7: one figure per operation, a panel per workload.
 fn fig4_7(recs: &[Record], out: &Path, all: &[EngineSpec]) -> std::result::Result<Plots, String> {
     let mut done = Vec::new();
@@ -28,102 +59,78 @@ fn fig4_7(recs: &[Record], out: &Path, all: &[EngineSpec]) -> std::result::Resul
             .iter()
             .enumerate()
             .map(|(j, w)| {
-                let t = format!("({}) {}", (b'a' + j as u8) as char, w.name());
+                let t = format!("({}) {}", letter(j), w.name());
                 latency_panel(recs, "fig4-7", &e47, w.name(), op, &t, "ns per operation", |r| r.ns_per_op)
             })
             .collect();
-        let id = format!("fig{}", 4 + i);
         let fig = Figure {
             title: format!("HART Fig. {}: {} performance (ns/op, 1 thread, adr)", 4 + i, names[i]),
             cols: 3,
             panels,
         };
-        plot::render(&fig, &out.join(&id))?;
-        done.push((id.clone(), out.join(&id)));
+        done.extend(save(&fig, out, &format!("fig{}", 4 + i))?);
     }
     Ok(done)
 }
 
 /// Fig. 8: ns/op against the number of records.
 fn fig8(recs: &[Record], out: &Path, all: &[EngineSpec]) -> std::result::Result<Plots, String> {
-    let mut done = Vec::new();
-    // Fig. 8.
     let e8 = engine_names(recs, "fig8", all);
     let panels = OPS
         .iter()
         .enumerate()
         .map(|(j, op)| {
-            let series = e8
-                .iter()
-                .map(|e| Line {
-                    name: legend_name(e),
-                    color: engine_color(e.name()),
-                    dashed: false,
-                    points: ok(recs, "fig8")
-                        .filter(|r| r.engine == e.name() && r.op == *op)
-                        .map(|r| (r.records.max(r.ops) as f64, r.ns_per_op))
-                        .collect(),
-                })
-                .collect();
-            lines_panel(
-                &format!("({}) {op}", (b'a' + j as u8) as char),
-                "records (log scale)",
-                "ns per operation",
-                true,
-                series,
-            )
+            let series = engine_lines(
+                recs,
+                "fig8",
+                &e8,
+                &[(op, false)],
+                |e, _| legend_name(e),
+                |r| (r.records.max(r.ops) as f64, r.ns_per_op),
+            );
+            lines_panel(&format!("({}) {op}", letter(j)), "records (log scale)", "ns per operation", true, series)
         })
         .collect();
     let fig =
         Figure { title: "HART Fig. 8: impact of the number of records (Random, 300/100)".into(), cols: 2, panels };
-    plot::render(&fig, &out.join("fig8"))?;
-    done.push(("fig8".into(), out.join("fig8")));
-    Ok(done)
+    save(&fig, out, "fig8")
 }
 
 /// Fig. 9: the mixed workloads.
 fn fig9(recs: &[Record], out: &Path, all: &[EngineSpec]) -> std::result::Result<Plots, String> {
-    let mut done = Vec::new();
-    // Fig. 9.
     let e9 = engine_names(recs, "fig9", all);
     let panels = ["read-intensive", "read-modify-write", "write-intensive"]
         .iter()
         .enumerate()
         .map(|(j, m)| {
-            latency_panel(
-                recs,
-                "fig9",
-                &e9,
-                "random (uniform)",
-                m,
-                &format!("({}) {m}", (b'a' + j as u8) as char),
-                "ns per operation",
-                |r| r.ns_per_op,
-            )
+            let title = format!("({}) {m}", letter(j));
+            latency_panel(recs, "fig9", &e9, "random (uniform)", m, &title, "ns per operation", |r| r.ns_per_op)
         })
         .collect();
     let fig = Figure { title: "HART Fig. 9: mixed workloads (Random keys, uniform requests)".into(), cols: 3, panels };
-    plot::render(&fig, &out.join("fig9"))?;
-    done.push(("fig9".into(), out.join("fig9")));
-    Ok(done)
+    save(&fig, out, "fig9")
 }
 
 /// Fig. 10: range query, memory, recovery, scalability.
 fn fig10(recs: &[Record], out: &Path, all: &[EngineSpec]) -> std::result::Result<Plots, String> {
-    let mut done = Vec::new();
-    // Fig. 10.
+    let fig = Figure {
+        title: "HART Fig. 10: range query, memory, recovery, scalability".into(),
+        cols: 2,
+        panels: vec![fig10a(recs, all), fig10b(recs, all), fig10c(recs, all), fig10d(recs, all)],
+    };
+    save(&fig, out, "fig10")
+}
+
+/// Fig. 10 (a): ms per range query in each latency setting.
+fn fig10a(recs: &[Record], all: &[EngineSpec]) -> Panel {
     let range_op = ok(recs, "fig10a").map(|r| r.op.clone()).next().unwrap_or_else(|| "range".into());
     let ea = engine_names(recs, "fig10a", all);
-    let pa = latency_panel(
-        recs,
-        "fig10a",
-        &ea,
-        "sequential",
-        &range_op,
-        &format!("(a) {range_op}-record range query"),
-        "ms per range query",
-        |r| r.ns_per_op / 1e6,
-    );
+    let title = format!("(a) {range_op}-record range query");
+    latency_panel(recs, "fig10a", &ea, "sequential", &range_op, &title, "ms per range query", |r| r.ns_per_op / 1e6)
+}
+
+/// Fig. 10 (b): DRAM and PM after loading, per engine.
+fn fig10b(recs: &[Record], all: &[EngineSpec]) -> Panel {
     let eb = engine_names(recs, "fig10b", all);
     let mem = |key: &'static str| -> Vec<Option<f64>> {
         eb.iter()
@@ -135,7 +142,7 @@ fn fig10(recs: &[Record], out: &Path, all: &[EngineSpec]) -> std::result::Result
             })
             .collect()
     };
-    let pb = Panel::new(
+    Panel::new(
         "(b) memory after loading Sequential records",
         "engine",
         "MiB",
@@ -147,89 +154,58 @@ fn fig10(recs: &[Record], out: &Path, all: &[EngineSpec]) -> std::result::Result
                 Bars { name: "PM (or file)".into(), color: 1, values: mem("pm_bytes") },
             ],
         },
-    );
+    )
+}
+
+/// Fig. 10 (c): build and recovery time against records.
+fn fig10c(recs: &[Record], all: &[EngineSpec]) -> Panel {
     let ec = engine_names(recs, "fig10c", all);
-    let mut lines = Vec::new();
-    for e in &ec {
-        for (op, dashed) in [("build", false), ("recovery", true)] {
-            let pts: Vec<(f64, f64)> = ok(recs, "fig10c")
-                .filter(|r| r.engine == e.name() && r.op == op)
-                .map(|r| (r.records as f64, r.wall_s))
-                .collect();
-            if !pts.is_empty() {
-                lines.push(Line {
-                    name: format!("{} {op}", e.name()),
-                    color: engine_color(e.name()),
-                    dashed,
-                    points: pts,
-                });
-            }
-        }
-    }
-    let pc = lines_panel(
+    let ops = [("build", false), ("recovery", true)];
+    let lines =
+        engine_lines(recs, "fig10c", &ec, &ops, |e, op| format!("{} {op}", e.name()), |r| (r.records as f64, r.wall_s));
+    lines_panel(
         "(c) build (solid) vs recovery (dashed), Random, 300/100",
         "records (log scale)",
         "seconds",
         true,
-        lines,
-    );
+        lines.into_iter().filter(|l| !l.points.is_empty()).collect(),
+    )
+}
+
+/// Fig. 10 (d): insert and search throughput against threads.
+fn fig10d(recs: &[Record], all: &[EngineSpec]) -> Panel {
     let ed = engine_names(recs, "fig10d", all);
-    let mut lines = Vec::new();
-    for e in &ed {
-        for (op, dashed) in [("insert", false), ("search", true)] {
-            let pts: Vec<(f64, f64)> = ok(recs, "fig10d")
-                .filter(|r| r.engine == e.name() && r.op == op)
-                .map(|r| (r.threads as f64, r.mops))
-                .collect();
-            lines.push(Line { name: format!("{} {op}", e.name()), color: engine_color(e.name()), dashed, points: pts });
-        }
-    }
-    let pd = lines_panel("(d) scalability: insert (solid), search (dashed)", "threads", "Mops/s", false, lines);
-    let fig = Figure {
-        title: "HART Fig. 10: range query, memory, recovery, scalability".into(),
-        cols: 2,
-        panels: vec![pa, pb, pc, pd],
-    };
-    plot::render(&fig, &out.join("fig10"))?;
-    done.push(("fig10".into(), out.join("fig10")));
-    Ok(done)
+    let ops = [("insert", false), ("search", true)];
+    let lines =
+        engine_lines(recs, "fig10d", &ed, &ops, |e, op| format!("{} {op}", e.name()), |r| (r.threads as f64, r.mops));
+    lines_panel("(d) scalability: insert (solid), search (dashed)", "threads", "Mops/s", false, lines)
 }
 
 /// Fig. 10d in full: throughput against threads for every operation.
 fn fig10d_ops(recs: &[Record], out: &Path, all: &[EngineSpec]) -> std::result::Result<Plots, String> {
-    let mut done = Vec::new();
     let ed = engine_names(recs, "fig10d", all);
-    // Fig. 10d, every operation.
     let panels = OPS
         .iter()
         .map(|op| {
-            let series = ed
-                .iter()
-                .map(|e| Line {
-                    name: e.name().into(),
-                    color: engine_color(e.name()),
-                    dashed: false,
-                    points: ok(recs, "fig10d")
-                        .filter(|r| r.engine == e.name() && r.op == *op)
-                        .map(|r| (r.threads as f64, r.mops))
-                        .collect(),
-                })
-                .collect();
+            let series = engine_lines(
+                recs,
+                "fig10d",
+                &ed,
+                &[(op, false)],
+                |e, _| e.name().into(),
+                |r| (r.threads as f64, r.mops),
+            );
             lines_panel(op, "threads", "Mops/s", false, series)
         })
         .collect();
     let fig =
         Figure { title: "HART Fig. 10d in full: throughput vs threads (Random, 300/100)".into(), cols: 2, panels };
-    plot::render(&fig, &out.join("fig10d-ops"))?;
-    done.push(("fig10d-ops".into(), out.join("fig10d-ops")));
-    Ok(done)
+    save(&fig, out, "fig10d-ops")
 }
 
-/// Latency CDFs, Dictionary at 300/300.
+/// Latency CDFs, Dictionary at 300/300 (baselines: no latency).
 fn latency_cdf(recs: &[Record], out: &Path, all: &[EngineSpec]) -> std::result::Result<Plots, String> {
-    let mut done = Vec::new();
     let e47 = engine_names(recs, "fig4-7", all);
-    // Latency CDFs, Dictionary at 300/300 (baselines: no latency).
     let panels = OPS
         .iter()
         .map(|op| {
@@ -249,9 +225,7 @@ fn latency_cdf(recs: &[Record], out: &Path, all: &[EngineSpec]) -> std::result::
         })
         .collect();
     let fig = Figure { title: "Latency CDFs, Dictionary, 300/300 (sampled 1 op in 8)".into(), cols: 2, panels };
-    plot::render(&fig, &out.join("latency-cdf"))?;
-    done.push(("latency-cdf".into(), out.join("latency-cdf")));
-    Ok(done)
+    save(&fig, out, "latency-cdf")
 }
 
 /// Grouped bars: one group per latency setting, one bar per engine.

@@ -94,12 +94,30 @@ fn intro(md: &mut String, c: &Ctx<'_>) {
     }
 }
 
+/// ns/op rows: one per engine and latency setting (a baseline once, at "-"), a column per
+/// (workload, operation) of `cols`.
+fn latency_rows(recs: &[Record], exp: &str, engines: &[EngineSpec], cols: &[(&str, &str)]) -> Vec<Vec<String>> {
+    let lats = lat_names();
+    let mut rows = Vec::new();
+    for e in engines {
+        let ls: Vec<String> = if e.uses_pool() { lats.clone() } else { vec!["-".into()] };
+        for l in ls {
+            let mut row = vec![e.name().to_string(), l.clone()];
+            row.extend(
+                cols.iter()
+                    .map(|(w, op)| find(recs, exp, e.name(), &l, w, op).map_or("–".into(), |r| fmt(r.ns_per_op))),
+            );
+            rows.push(row);
+        }
+    }
+    rows
+}
+
 /// Figs. 4–7: ns/op tables per operation and workload.
 fn fig4_7(md: &mut String, c: &Ctx<'_>) {
     let engines = c.engines;
     let figs = c.figs;
     let recs = &c.rep.records;
-    let lats = lat_names();
     let names = ["Insertion", "Search", "Update", "Deletion"];
     let e47 = engine_names(recs, "fig4-7", engines);
     for (i, op) in OPS.iter().enumerate() {
@@ -109,18 +127,8 @@ fn fig4_7(md: &mut String, c: &Ctx<'_>) {
         md.push_str(&img(figs, &id));
         let mut head = vec!["engine".to_string(), "latency".to_string()];
         head.extend(WORKLOADS.iter().map(|w| format!("{} ns/op", w.name())));
-        let mut rows = Vec::new();
-        for e in &e47 {
-            let ls: Vec<String> = if e.uses_pool() { lats.clone() } else { vec!["-".into()] };
-            for l in ls {
-                let mut row = vec![e.name().to_string(), l.clone()];
-                row.extend(WORKLOADS.iter().map(|w| {
-                    find(recs, "fig4-7", e.name(), &l, w.name(), op).map_or("–".into(), |r| fmt(r.ns_per_op))
-                }));
-                rows.push(row);
-            }
-        }
-        md.push_str(&md_table(&head, &rows));
+        let cols: Vec<(&str, &str)> = WORKLOADS.iter().map(|w| (w.name(), *op)).collect();
+        md.push_str(&md_table(&head, &latency_rows(recs, "fig4-7", &e47, &cols)));
         md.push('\n');
         md.push_str(&ratios(recs, "fig4-7", engines, &[op]));
         if i == 0 {
@@ -138,7 +146,6 @@ fn fig8(md: &mut String, c: &Ctx<'_>) {
     let engines = c.engines;
     let figs = c.figs;
     let recs = &c.rep.records;
-    // Fig. 8
     let _ = writeln!(md, "## Fig. 8 — number of records (Random, 300/100)\n\n**Paper:** {}\n", claim("fig8"));
     md.push_str(&img(figs, "fig8"));
     let e8 = engine_names(recs, "fig8", engines);
@@ -181,8 +188,6 @@ fn fig9(md: &mut String, c: &Ctx<'_>) {
     let engines = c.engines;
     let figs = c.figs;
     let recs = &c.rep.records;
-    let lats = lat_names();
-    // Fig. 9
     let _ =
         writeln!(md, "## Fig. 9 — mixed workloads (Random keys, uniform requests)\n\n**Paper:** {}\n", claim("fig9"));
     md.push_str(&img(figs, "fig9"));
@@ -190,18 +195,8 @@ fn fig9(md: &mut String, c: &Ctx<'_>) {
     let mixes = ["read-intensive", "read-modify-write", "write-intensive"];
     let mut head = vec!["engine".to_string(), "latency".to_string()];
     head.extend(mixes.iter().map(|m| format!("{m} ns/op")));
-    let mut rows = Vec::new();
-    for e in &e9 {
-        let ls: Vec<String> = if e.uses_pool() { lats.clone() } else { vec!["-".into()] };
-        for l in ls {
-            let mut row = vec![e.name().to_string(), l.clone()];
-            row.extend(mixes.iter().map(|m| {
-                find(recs, "fig9", e.name(), &l, "random (uniform)", m).map_or("–".into(), |r| fmt(r.ns_per_op))
-            }));
-            rows.push(row);
-        }
-    }
-    md.push_str(&md_table(&head, &rows));
+    let cols: Vec<(&str, &str)> = mixes.iter().map(|m| ("random (uniform)", *m)).collect();
+    md.push_str(&md_table(&head, &latency_rows(recs, "fig9", &e9, &cols)));
     md.push('\n');
     md.push_str(&ratios(recs, "fig9", engines, &mixes));
 }
@@ -210,7 +205,6 @@ fn fig9(md: &mut String, c: &Ctx<'_>) {
 fn fig10a(md: &mut String, c: &Ctx<'_>) {
     let figs = c.figs;
     let recs = &c.rep.records;
-    // Fig. 10
     let _ = writeln!(md, "## Fig. 10 — range query, memory, recovery, scalability\n");
     md.push_str(&img(figs, "fig10"));
     let _ = writeln!(md, "### (a) Range query\n\n**Paper:** {}\n", claim("fig10a"));

@@ -266,60 +266,11 @@ pub fn generate(mix: &Mix, loaded: u64, warmup: usize, ops: usize, threads: usiz
         })
         .filter(|(k, _)| mix.share(*k) > 0.0)
         .collect();
-    let total = warmup + ops;
+    let g = Gen { mix, chooser, cum, loaded, threads, total: warmup + ops };
     let mut streams = Vec::with_capacity(threads);
     let mut own_inserts = Vec::with_capacity(threads);
     for t in 0..threads {
-        let mut rng = Rng::derive(seed, 1000 + t as u64);
-        let (slice_lo, slice_hi) = (loaded * t as u64 / threads as u64, loaded * (t as u64 + 1) / threads as u64);
-        let mut slice_next = slice_hi; // loaded keys of this thread's slice, deleted from the top
-        let mut inserted: u64 = 0; // own inserts so far
-        let mut fifo: VecDeque<u64> = VecDeque::new(); // own live inserts (OWN-tagged)
-        let mut s = Vec::with_capacity(total);
-        let pick = |rng: &mut Rng, inserted: u64| -> u64 {
-            match &chooser {
-                Chooser::Uniform => rng.below(loaded.max(1)),
-                Chooser::Zipf(z) => z.sample(rng),
-                Chooser::Latest(z) => {
-                    let newest = loaded + inserted; // exclusive
-                    let v = newest.saturating_sub(z.sample(rng));
-                    if v < loaded {
-                        v
-                    } else {
-                        OWN | (v - loaded)
-                    }
-                }
-            }
-        };
-        for _ in 0..total {
-            let u = rng.f64();
-            let kind = cum.iter().find(|(_, c)| u < *c).map_or(cum.last().map_or(OpKind::Search, |x| x.0), |x| x.0);
-            let op = match kind {
-                OpKind::Insert => {
-                    let k = OWN | inserted;
-                    inserted += 1;
-                    fifo.push_back(k);
-                    Op::Insert(k)
-                }
-                OpKind::Search => Op::Search(pick(&mut rng, inserted)),
-                OpKind::Update => Op::Update(pick(&mut rng, inserted)),
-                OpKind::Rmw => Op::Rmw(pick(&mut rng, inserted)),
-                OpKind::Scan => {
-                    Op::Scan(pick(&mut rng, inserted), 1 + rng.below(mix.max_scan_len.max(1) as u64) as u32)
-                }
-                OpKind::Delete => {
-                    if let Some(k) = fifo.pop_front() {
-                        Op::Delete(k)
-                    } else if slice_next > slice_lo {
-                        slice_next -= 1;
-                        Op::Delete(slice_next)
-                    } else {
-                        Op::Delete(pick(&mut rng, inserted))
-                    }
-                }
-            };
-            s.push(op);
-        }
+        let (s, inserted) = g.thread_stream(t, Rng::derive(seed, 1000 + t as u64));
         streams.push(s);
         own_inserts.push(inserted);
     }
@@ -333,6 +284,79 @@ pub fn generate(mix: &Mix, loaded: u64, warmup: usize, ops: usize, threads: usiz
         base += n;
     }
     Streams { per_thread: streams, warmup, loaded, total_keys: base }
+}
+
+/// What every thread's stream is drawn from.
+struct Gen<'a> {
+    mix: &'a Mix,
+    chooser: Chooser,
+    /// Cumulative shares of the operation kinds the mix has.
+    cum: Vec<(OpKind, f64)>,
+    loaded: u64,
+    threads: usize,
+    total: usize,
+}
+
+impl Gen<'_> {
+    /// Thread `t`'s operations, its own inserts tagged `OWN | i`; and how many it inserts.
+    fn thread_stream(&self, t: usize, mut rng: Rng) -> (Vec<Op>, u64) {
+        let (loaded, threads) = (self.loaded, self.threads);
+        let (slice_lo, slice_hi) = (loaded * t as u64 / threads as u64, loaded * (t as u64 + 1) / threads as u64);
+        let mut slice_next = slice_hi; // loaded keys of this thread's slice, deleted from the top
+        let mut inserted: u64 = 0; // own inserts so far
+        let mut fifo: VecDeque<u64> = VecDeque::new(); // own live inserts (OWN-tagged)
+        let mut s = Vec::with_capacity(self.total);
+        for _ in 0..self.total {
+            let u = rng.f64();
+            let cum = &self.cum;
+            let kind = cum.iter().find(|(_, c)| u < *c).map_or(cum.last().map_or(OpKind::Search, |x| x.0), |x| x.0);
+            let op = match kind {
+                OpKind::Insert => {
+                    let k = OWN | inserted;
+                    inserted += 1;
+                    fifo.push_back(k);
+                    Op::Insert(k)
+                }
+                OpKind::Search => Op::Search(self.pick(&mut rng, inserted)),
+                OpKind::Update => Op::Update(self.pick(&mut rng, inserted)),
+                OpKind::Rmw => Op::Rmw(self.pick(&mut rng, inserted)),
+                OpKind::Scan => {
+                    Op::Scan(self.pick(&mut rng, inserted), 1 + rng.below(self.mix.max_scan_len.max(1) as u64) as u32)
+                }
+                OpKind::Delete => {
+                    if let Some(k) = fifo.pop_front() {
+                        Op::Delete(k)
+                    } else if slice_next > slice_lo {
+                        slice_next -= 1;
+                        Op::Delete(slice_next)
+                    } else {
+                        Op::Delete(self.pick(&mut rng, inserted))
+                    }
+                }
+            };
+            s.push(op);
+        }
+        (s, inserted)
+    }
+
+    /// A key to read or update: a loaded record, or (Latest) one of this thread's own
+    /// inserts, `OWN`-tagged.
+    fn pick(&self, rng: &mut Rng, inserted: u64) -> u64 {
+        let loaded = self.loaded;
+        match &self.chooser {
+            Chooser::Uniform => rng.below(loaded.max(1)),
+            Chooser::Zipf(z) => z.sample(rng),
+            Chooser::Latest(z) => {
+                let newest = loaded + inserted; // exclusive
+                let v = newest.saturating_sub(z.sample(rng));
+                if v < loaded {
+                    v
+                } else {
+                    OWN | (v - loaded)
+                }
+            }
+        }
+    }
 }
 
 /// Count operation kinds in the measured part of `streams`.

@@ -7,5 +7,5 @@ use crate::Outcome;
 pub use pmkv_bench::command::Args;
 
 pub fn run(a: Args) -> CmdResult {
-    pmkv_bench::command::run(a).map(|()| Outcome::Ok)
+    pmkv_bench::command::execute(a).map(|()| Outcome::Ok)
 }

@@ -13,7 +13,7 @@
 //! allocator). libpmemobj is loaded at run time from `libpmemobj.so.1`, so building pmkv
 //! never needs it; without it the column is skipped with a hint how to install it.
 
-use crate::command::{temp_dir, CmdResult};
+use super::CmdResult;
 use pmkv_substrate::epalloc::{EpAlloc, TypeId};
 use pmkv_substrate::{counters, Latency, Mode, Pool, PoolOptions};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -218,7 +218,7 @@ fn pmdk(lib: &Pmdk, dir: &Path, threads: usize, iters: u64, size: usize) -> Resu
 }
 
 pub fn run(a: AllocArgs) -> CmdResult {
-    let dir = temp_dir(a.dir.clone());
+    let dir = crate::pool_base(a.dir.as_deref());
     if a.threads.is_empty() || a.threads.contains(&0) || a.iters == 0 {
         return Err("bench alloc: --threads must list positive counts and --iters must be positive".into());
     }

@@ -1,12 +1,5 @@
-//! What the `pmkv bench` subcommands call; the CLI crate only parses and forwards.
-//!
-//! * [`default_main_job`] — `pmkv bench` with no subcommand: the Dictionary workload,
-//!   insert/search/update/delete, every engine of `pmkv::Registry::builtin()` in `eadr` and `adr`, the
-//!   volatile baseline and LMDB (write-map, no-sync), one thread; a table of ns/op and
-//!   persistence counters per operation. About a minute.
-//! * [`run`] — `pmkv bench run`: any workload, engines, modes, latencies and thread counts;
-//!   table on stdout, and with `--out DIR` results.json, results.csv and plots.
-//! * [`reproduce`] — `pmkv bench reproduce <paper>`: see [`crate::reproduce`].
+//! `pmkv bench run`: any workload, engines, modes, latencies and thread counts; a table on
+//! stdout, and with `--out DIR` results.json, results.csv and plots.
 
 use crate::engines::{self, EngineSpec};
 use crate::experiment::{self, Settings, Target};
@@ -19,8 +12,6 @@ use crate::{measure, pool_dir, BenchError, Result};
 use pmkv::{Latency, Mode};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-
-pub use crate::reproduce::{Paper, ReproduceArgs, Scale};
 
 /// `pmkv bench run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -216,155 +207,102 @@ pub fn run(a: RunArgs) -> Result<()> {
     s.keep_cdf = a.out.is_some();
     let tg = targets(&engines, &a.mode, &lats);
     measure::calibrate();
-    let mut records = Vec::new();
-    let exp = "run";
-    match what {
-        What::Basic(k) => {
-            let keys = KeySet::generate(k, n, a.seed)?;
-            let mut pg = Progress::new((tg.len() * a.threads.len()) as u64, a.quiet);
-            for t in &tg {
-                for &th in &a.threads {
-                    let label = format!("{} {} {} threads", t.engine.name(), k.name(), th);
-                    pg.set(&label);
-                    records.extend(experiment::basic_ops(&s, t, exp, k.name(), &keys, th));
-                    pg.inc(&label);
-                }
-            }
-        }
-        What::Mixes(mixes) => {
-            let ops = a.ops.unwrap_or(n as u64);
-            let need = mixes
-                .iter()
-                .map(|(m, _)| {
-                    a.threads.iter().map(|&th| experiment::mix_keys_needed(&s, m, n as u64, ops, th)).max().unwrap_or(0)
-                })
-                .max()
-                .unwrap_or(n as u64);
-            let keys = KeySet::generate(kind, need as usize, a.seed)?;
-            let mut pg = Progress::new((tg.len() * a.threads.len() * mixes.len()) as u64, a.quiet);
-            for (m, x) in &mixes {
-                for t in &tg {
-                    for &th in &a.threads {
-                        let label = format!("{} {} {} threads", t.engine.name(), m.name, th);
-                        pg.set(&label);
-                        let wl = format!("{} ({})", kind.name(), m.dist.label());
-                        let mut rs = experiment::mix_run(&s, t, exp, &wl, &keys, m, n as u64, ops, th);
-                        if let Some(x) = x {
-                            rs.iter_mut().for_each(|r| {
-                                r.extra.insert("sweep_x".into(), *x);
-                            });
-                        }
-                        records.extend(rs);
-                        pg.inc(&label);
-                    }
-                }
-            }
-        }
+    let keys = |k: KeyKind| KeySet::generate(k, n, a.seed);
+    let records = match what {
+        What::Basic(k) => basic(&a, &s, &tg, k, &keys(k)?),
+        What::Mixes(mixes) => mixes_run(&a, &s, &tg, &mixes, kind, n)?,
         What::Range => {
-            let keys = KeySet::generate(kind, n, a.seed)?;
-            let len = a.scan_len.min(n);
-            records
-                .extend(each_engine(&tg, a.quiet, |t| experiment::range_query(&s, t, exp, kind.name(), &keys, len, 5)));
+            let (keys, len) = (keys(kind)?, a.scan_len.min(n));
+            each_engine(&tg, a.quiet, |t| experiment::range_query(&s, t, EXP, kind.name(), &keys, len, 5))
         }
         What::Recovery => {
-            let keys = KeySet::generate(kind, n, a.seed)?;
-            records.extend(each_engine(&tg, a.quiet, |t| experiment::build_recover(&s, t, exp, kind.name(), &keys)));
+            let keys = keys(kind)?;
+            each_engine(&tg, a.quiet, |t| experiment::build_recover(&s, t, EXP, kind.name(), &keys))
         }
         What::Memory => {
-            let keys = KeySet::generate(kind, n, a.seed)?;
-            records.extend(each_engine(&tg, a.quiet, |t| experiment::memory(&s, t, exp, kind.name(), &keys)));
+            let keys = keys(kind)?;
+            each_engine(&tg, a.quiet, |t| experiment::memory(&s, t, EXP, kind.name(), &keys))
         }
-    }
+    };
     drop(tmp);
     print!("{}", report::table(&records, &report::standard_columns()));
     println!("durability:\n{}", report::legend(&records));
     let mut meta = Meta::new(&command_line(), a.seed, a.dir.as_deref().unwrap_or(Path::new("/dev/shm")));
     meta.notes.push(format!("wall time {:.1} s", started.elapsed().as_secs_f64()));
-    let rep = Report { meta, records };
-    if let Some(out) = &a.out {
-        report::write_files(out, "results", &rep)?;
-        let mut files = vec![out.join("results.json"), out.join("results.csv")];
-        match plot_run(&rep.records, out, &a.workload) {
-            Ok(f) => files.extend(f),
-            Err(e) => eprintln!("pmkv bench: plots skipped: {e}"),
-        }
-        println!("wrote:");
-        for f in files {
-            println!("  {}", f.display());
-        }
-    }
-    Ok(())
+    write_outputs(&a, &Report { meta, records })
 }
 
-/// The engines of `pmkv::Registry::builtin()` that use a pool, comma-separated ("none yet" if none).
-pub fn pool_engine_names() -> String {
-    let v: Vec<&str> = engines::pmkv_pool_engines().iter().map(|e| e.name()).collect();
-    if v.is_empty() {
-        "(none yet)".into()
-    } else {
-        v.join(", ")
-    }
-}
+/// The experiment name of every record of a `run`.
+const EXP: &str = "run";
 
-/// `pmkv bench` with no subcommand: the main job.
-pub fn default_main_job() -> Result<()> {
-    let started = Instant::now();
-    let tmp = pool_dir(None)?;
-    let s = Settings::new(tmp.path(), 42);
-    let lat = Latency::from_env();
-    let mut tg = Vec::new();
-    for e in engines::all() {
-        match e.kind {
-            engines::EngineKind::Lmdb(crate::baseline::lmdb::LmdbVariant::Synced) => {}
-            _ if e.uses_pool() => {
-                tg.push(Target::new(e, Mode::Eadr, lat));
-                tg.push(Target::new(e, Mode::Adr, lat));
-            }
-            _ => tg.push(Target::new(e, Mode::None, Latency::NONE)),
-        }
-    }
-    // HART's three string workloads (SPEC W): Dictionary whole, Sequential and Random at
-    // 500,000 records so the job stays well under a minute.
-    let sets = [
-        ("dictionary", KeySet::generate(KeyKind::Dictionary, crate::workload::dictionary::WORDS, 42)?),
-        ("sequential", KeySet::generate(KeyKind::Sequential, 500_000, 42)?),
-        ("random", KeySet::generate(KeyKind::Random, 500_000, 42)?),
-    ];
-    println!(
-        "pmkv bench — main job: Dictionary ({} words), Sequential and Random ({} keys) workloads,\n\
-         insert / search / update / delete, 1 thread, {}-byte values; engines {} in eadr and adr, plus baselines;\n\
-         PM latency emulation: {}; pools in {}; flush: {}",
-        sets[0].1.len(),
-        sets[1].1.len(),
-        s.value_size,
-        pool_engine_names(),
-        engines::latency_name(lat),
-        tmp.path().parent().map_or("?".into(), |p| p.display().to_string()),
-        pmkv_substrate::flush_insn().name()
-    );
-    if pmkv::Registry::builtin().names().iter().all(|n| *n == engines::VOLATILE) {
-        println!("(pmkv::Registry::builtin() has no persistent engine yet: only the baselines run)");
-    }
-    measure::calibrate();
-    let mut pg = Progress::new((tg.len() * sets.len()) as u64, false);
+/// Basic operations over one key set: every target at every thread count.
+fn basic(a: &RunArgs, s: &Settings, tg: &[Target], k: KeyKind, keys: &KeySet) -> Vec<Record> {
     let mut records = Vec::new();
-    for (name, keys) in &sets {
-        for t in &tg {
-            let label = format!("{name} {} [{}]", t.engine.name(), t.engine.mode_label(t.mode));
+    let mut pg = Progress::new((tg.len() * a.threads.len()) as u64, a.quiet);
+    for t in tg {
+        for &th in &a.threads {
+            let label = format!("{} {} {} threads", t.engine.name(), k.name(), th);
             pg.set(&label);
-            records.extend(experiment::basic_ops(&s, t, "main", name, keys, 1));
+            records.extend(experiment::basic_ops(s, t, EXP, k.name(), keys, th));
             pg.inc(&label);
         }
     }
-    pg.finish();
-    drop(tmp);
-    println!();
-    print!("{}", report::table(&records, &report::main_job_columns()));
-    println!("\ndurability:\n{}", report::legend(&records));
-    println!(
-        "{:.0} s. More: pmkv bench run --help; pmkv bench reproduce hart --scale small --out DIR",
-        started.elapsed().as_secs_f64()
-    );
+    records
+}
+
+/// Mixes (a sweep's points carry their x in `sweep_x`): every mix, target and thread count.
+fn mixes_run(
+    a: &RunArgs,
+    s: &Settings,
+    tg: &[Target],
+    mixes: &[(Mix, Option<f64>)],
+    kind: KeyKind,
+    n: usize,
+) -> Result<Vec<Record>> {
+    let ops = a.ops.unwrap_or(n as u64);
+    let need = mixes
+        .iter()
+        .map(|(m, _)| {
+            a.threads.iter().map(|&th| experiment::mix_keys_needed(s, m, n as u64, ops, th)).max().unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(n as u64);
+    let keys = KeySet::generate(kind, need as usize, a.seed)?;
+    let mut records = Vec::new();
+    let mut pg = Progress::new((tg.len() * a.threads.len() * mixes.len()) as u64, a.quiet);
+    for (m, x) in mixes {
+        for t in tg {
+            for &th in &a.threads {
+                let label = format!("{} {} {} threads", t.engine.name(), m.name, th);
+                pg.set(&label);
+                let wl = format!("{} ({})", kind.name(), m.dist.label());
+                let mut rs = experiment::mix_run(s, t, EXP, &wl, &keys, m, n as u64, ops, th);
+                if let Some(x) = x {
+                    rs.iter_mut().for_each(|r| {
+                        r.extra.insert("sweep_x".into(), *x);
+                    });
+                }
+                records.extend(rs);
+                pg.inc(&label);
+            }
+        }
+    }
+    Ok(records)
+}
+
+/// With `--out`: results.json, results.csv and the plots, then the list of files written.
+fn write_outputs(a: &RunArgs, rep: &Report) -> Result<()> {
+    let Some(out) = &a.out else { return Ok(()) };
+    report::write_files(out, "results", rep)?;
+    let mut files = vec![out.join("results.json"), out.join("results.csv")];
+    match plot_run(&rep.records, out, &a.workload) {
+        Ok(f) => files.extend(f),
+        Err(e) => eprintln!("pmkv bench: plots skipped: {e}"),
+    }
+    println!("wrote:");
+    for f in files {
+        println!("  {}", f.display());
+    }
     Ok(())
 }
 
@@ -378,9 +316,4 @@ fn each_engine(tg: &[Target], quiet: bool, mut f: impl FnMut(&Target) -> Vec<Rec
         pg.inc(t.engine.name());
     }
     out
-}
-
-/// `pmkv bench reproduce`.
-pub fn reproduce(a: ReproduceArgs) -> Result<()> {
-    crate::reproduce::reproduce(&a)
 }

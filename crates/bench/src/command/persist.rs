@@ -1,33 +1,10 @@
-//! `pmkv bench ...`: the benchmark commands, parsed by the `pmkv` CLI (with its `bench`
-//! feature) and run here, so that the plain CLI does not link the harness, LMDB, plotters
-//! or the PMDK loader. `persist` and `alloc` measure the substrate itself; `run`,
-//! `reproduce` and the main job (no subcommand) are the harness.
+//! `pmkv bench persist`: ns per write + persist of 64 B, 256 B and 4 KiB in each
+//! persistence mode, with the fences and flushes one 64-byte persist costs.
 
-/// What a benchmark command returns.
-pub type CmdResult = std::result::Result<(), Box<dyn std::error::Error>>;
+use super::CmdResult;
 use pmkv_substrate::{counters, flush_insn, Mode, Pool, PoolOptions};
 use std::path::PathBuf;
 use std::time::Instant;
-
-#[derive(clap::Args)]
-#[command(after_help = "With no subcommand: the main job (~1 min) — the Dictionary workload on every engine \
-                         in eadr and adr plus baselines, ns/op and persistence counters per operation.")]
-pub struct Args {
-    #[command(subcommand)]
-    pub what: Option<What>,
-}
-
-#[derive(clap::Subcommand)]
-pub enum What {
-    /// ns per persist (write + flush + fence) of 64 B, 256 B and 4 KiB in each mode.
-    Persist(PersistArgs),
-    /// ns per allocate+free pair: EPallocator vs PMDK libpmemobj, 1 and 2 threads (SPEC P7).
-    Alloc(crate::alloc_bench::AllocArgs),
-    /// Run a workload on chosen engines, modes, latencies and thread counts (SPEC U5, W).
-    Run(Box<crate::cli::RunArgs>),
-    /// Reproduce a paper's experiments: report.md, results.json/.csv, plots (SPEC U5).
-    Reproduce(Box<crate::cli::ReproduceArgs>),
-}
 
 #[derive(clap::Args)]
 pub struct PersistArgs {
@@ -39,32 +16,8 @@ pub struct PersistArgs {
     pub iters: u64,
 }
 
-pub fn run(a: Args) -> CmdResult {
-    match a.what {
-        Some(What::Persist(p)) => persist(p),
-        Some(What::Alloc(a)) => crate::alloc_bench::run(a),
-        Some(What::Run(r)) => crate::cli::run(*r).map_err(Into::into),
-        Some(What::Reproduce(r)) => crate::cli::reproduce(*r).map_err(Into::into),
-        // No subcommand: the main job (Dictionary, every engine, eadr and adr, baselines).
-        None => crate::cli::default_main_job().map_err(Into::into),
-    }
-}
-
-/// A directory for temporary pools: /dev/shm (memory, the closest thing to PM here) if it
-/// exists, else the system temp directory.
-pub fn temp_dir(dir: Option<PathBuf>) -> PathBuf {
-    dir.unwrap_or_else(|| {
-        let shm = PathBuf::from("/dev/shm");
-        if shm.is_dir() {
-            shm
-        } else {
-            std::env::temp_dir()
-        }
-    })
-}
-
-fn persist(a: PersistArgs) -> CmdResult {
-    let dir = temp_dir(a.dir);
+pub fn persist(a: PersistArgs) -> CmdResult {
+    let dir = crate::pool_base(a.dir.as_deref());
     let sizes = [64usize, 256, 4096];
     println!("flush instruction: {} (from CPUID)", flush_insn().name());
     println!("pool directory:    {}", dir.display());

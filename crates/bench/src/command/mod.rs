@@ -1,0 +1,49 @@
+//! `pmkv bench ...`: the benchmark commands, parsed by the `pmkv` CLI (with its `bench`
+//! feature) and run here, so that the plain CLI does not link the harness, LMDB, plotters
+//! or the PMDK loader. One module per subcommand:
+//!
+//! * [`main_job`] — `pmkv bench` with no subcommand;
+//! * [`persist`] — `pmkv bench persist`, the substrate's flush and fence costs;
+//! * [`alloc`] — `pmkv bench alloc`, EPallocator against PMDK's libpmemobj;
+//! * [`run`] — `pmkv bench run`, any workload on chosen engines and settings;
+//! * `pmkv bench reproduce` — [`crate::reproduce`].
+
+pub mod alloc;
+pub mod main_job;
+pub mod persist;
+pub mod run;
+
+/// What a benchmark command returns.
+pub type CmdResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+#[derive(clap::Args)]
+#[command(after_help = "With no subcommand: the main job (~1 min) — the Dictionary workload on every engine \
+                         in eadr and adr plus baselines, ns/op and persistence counters per operation.")]
+pub struct Args {
+    #[command(subcommand)]
+    pub what: Option<What>,
+}
+
+#[derive(clap::Subcommand)]
+pub enum What {
+    /// ns per persist (write + flush + fence) of 64 B, 256 B and 4 KiB in each mode.
+    Persist(persist::PersistArgs),
+    /// ns per allocate+free pair: EPallocator vs PMDK libpmemobj, 1 and 2 threads (SPEC P7).
+    Alloc(alloc::AllocArgs),
+    /// Run a workload on chosen engines, modes, latencies and thread counts (SPEC U5, W).
+    Run(Box<run::RunArgs>),
+    /// Reproduce a paper's experiments: report.md, results.json/.csv, plots (SPEC U5).
+    Reproduce(Box<crate::reproduce::ReproduceArgs>),
+}
+
+/// Run the command `a` names.
+pub fn execute(a: Args) -> CmdResult {
+    match a.what {
+        Some(What::Persist(p)) => persist::persist(p),
+        Some(What::Alloc(a)) => alloc::run(a),
+        Some(What::Run(r)) => run::run(*r).map_err(Into::into),
+        Some(What::Reproduce(r)) => crate::reproduce::reproduce(&r).map_err(Into::into),
+        // No subcommand: the main job (Dictionary, every engine, eadr and adr, baselines).
+        None => main_job::main_job().map_err(Into::into),
+    }
+}
