@@ -9,7 +9,7 @@
 //! * [`measure`] — the timed executor: ns/op, Mops/s, HDR-histogram percentiles, and the
 //!   substrate's per-thread persistence counters summed over workers;
 //! * [`experiment`] — basic operations, mixes, range queries, memory, build vs recovery;
-//! * [`engines`] — every engine in `pmkv::ENGINES` plus [`baseline`]s (LMDB via heed);
+//! * [`engines`] — every engine of `pmkv::Registry::builtin()` plus [`baseline`]s (LMDB via heed);
 //! * [`report`] — terminal tables, JSON, CSV; [`plot`] — PNG and SVG figures;
 //! * [`reproduce`] — the papers' experiments (`pmkv bench reproduce hart`);
 //! * [`command`] — the `pmkv bench` subcommands (arguments and what each runs), which the

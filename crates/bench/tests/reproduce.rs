@@ -32,7 +32,7 @@ fn u5_reproduce_hart_tiny_writes_report_json_csv_and_plots() {
     for exp in ["fig4-7", "fig8", "fig9", "fig10a", "fig10b", "fig10c", "fig10d"] {
         assert!(rep.records.iter().any(|r| r.experiment == exp && r.error.is_none()), "no result for {exp}");
     }
-    // Every engine of pmkv::ENGINES and the baselines took part.
+    // Every engine of pmkv::Registry::builtin() and the baselines took part.
     for e in pmkv_bench::engines::all() {
         assert!(rep.records.iter().any(|r| r.engine == e.name()), "engine {} missing", e.name());
     }
