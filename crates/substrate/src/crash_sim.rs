@@ -237,7 +237,16 @@ impl SimState {
     }
 
     /// The image a crash right now would leave (for the end of a run).
+    ///
+    /// # Panics
+    /// If `pool` is not the pool this simulator belongs to (`pool.sim()` is not `self`):
+    /// the image is read from `pool`'s memory for this simulator's size, which another
+    /// pool's mapping need not cover.
     pub fn image_now(&self, pool: &Pool, ev: Eviction) -> Vec<u8> {
+        assert!(
+            pool.sim().is_some_and(|s| std::ptr::eq(s, self)),
+            "SimState::image_now called with a pool this simulator does not belong to"
+        );
         let _g = self.inner.lock();
         let pt = CrashPoint {
             index: self.points(),

@@ -5,6 +5,17 @@
 //! engine's write leaves the pool marked unclean, that the next open of the *file* runs
 //! recovery. [`Pool::set_fault_hook`] installs a function called at every flush and
 //! every fence of one pool (after the simulator's own hook, if any), which may panic.
+//!
+//! A typical test installs a hook that panics at point `k`, runs one engine write under
+//! `catch_unwind` with the engine (and so the pool) dropped inside the closure, reopens
+//! the file and checks that it was not marked clean and that recovery restores a state
+//! from before or after the write; then repeats with `k + 1` until a write passes
+//! without reaching point `k`. `tests/fault_injection.rs` does this for EPallocator's
+//! chunk recycling.
+//!
+//! The hook is not called for the clean-flag write of a pool's drop (or `close`): the
+//! drop removes it first. Without the feature none of this is compiled: no field in
+//! [`Pool`], no call in the flush and fence paths.
 
 use crate::crash_sim::PointKind;
 use crate::pool::Pool;
@@ -42,8 +53,10 @@ impl FaultSlot {
 }
 
 impl Pool {
-    /// Call `hook` at every flush and fence of this pool until [`Pool::clear_fault_hook`].
-    /// The hook may panic: that is its purpose.
+    /// Call `hook` at every flush and fence of this pool until [`Pool::clear_fault_hook`]
+    /// (or the pool's drop), with point indexes counted from 1 again. The hook may panic:
+    /// that is its purpose. It runs holding the hook slot's lock, so it must not flush,
+    /// fence or change the hook of this pool.
     pub fn set_fault_hook(&self, hook: FaultHook) {
         self.fault_slot().points.store(0, Ordering::Relaxed);
         *self.fault_slot().hook.write() = Some(hook);

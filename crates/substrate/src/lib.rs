@@ -9,7 +9,9 @@
 //! * [`counters`] — per-thread flush/fence/line counters (P4);
 //! * [`latency`] — PM latency emulation (P5);
 //! * [`crash_sim`] — the crash simulator (P6);
-//! * [`epalloc`] — EPallocator, the leak-proof persistent allocator (P7).
+//! * [`epalloc`] — EPallocator, the leak-proof persistent allocator (P7);
+//! * `fault` — with the `fault-injection` feature only: a hook at every flush and fence of
+//!   any pool, for tests that make an engine panic mid-write on a file pool.
 //!
 //! Nothing here knows about engines; engines depend on this crate, never the reverse.
 
@@ -27,6 +29,8 @@ pub mod pool;
 pub use counters::Counters;
 pub use crash_sim::{CrashPoint, Eviction, PointKind, SimState};
 pub use error::{PoolError, Result};
+#[cfg(feature = "fault-injection")]
+pub use fault::{FaultHook, FaultPoint};
 pub use latency::Latency;
 pub use persist::{flush_insn, FlushInsn, Mode, LINE};
 pub use pool::{Pool, PoolInfo, PoolOptions, MIN_POOL_SIZE};

@@ -1,6 +1,6 @@
 //! Persistence primitives (SPEC P3): the only place in pmkv that issues cache-line flushes
-//! and store fences. Engines call [`crate::Pool::flush`], [`crate::Pool::fence`] and
-//! [`crate::Pool::persist`]; the pool dispatches on its [`Mode`] to the functions here.
+//! and store fences. Engines call [`crate::Pool::flush_off`], [`crate::Pool::fence`] and
+//! [`crate::Pool::persist_off`]; the pool dispatches on its [`Mode`] to the functions here.
 //!
 //! * `adr`  — only the memory controller is in the persistence domain: each dirty line is
 //!   written back with `clwb` (keeps the line cached on CPUs that implement it so),

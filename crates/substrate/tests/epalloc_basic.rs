@@ -86,7 +86,7 @@ fn p7_chunks_fill_in_slot_order_and_recycled_space_is_reused() {
         assert_eq!(w[1] - w[0], 64, "slots of one chunk are consecutive");
     }
     let chunk0 = first[0] - 64;
-    assert_eq!(chunk::header(ep.pool(), chunk0).bitmap(), chunk::BITMAP_MASK);
+    assert_eq!(chunk::HeaderWord(read_u64(ep.pool(), chunk0)).bitmap(), chunk::BITMAP_MASK);
     let more: Vec<u64> = (0..10).map(|i| put(&ep, A, 64, 100 + i)).collect();
     assert_eq!(ep.check().unwrap().chunks, 2);
     let top = ep.pool().heap_top();
@@ -210,7 +210,7 @@ fn p7_checker_reports_damage_in_a_live_allocator() {
     assert_eq!(report.used_slots, 3);
     // Set a bit behind the allocator's back: the header no longer matches its index.
     let c = offs[0] - 16;
-    let h = chunk::header(ep.pool(), c);
+    let h = chunk::HeaderWord(read_u64(ep.pool(), c));
     write_u64(ep.pool(), c, h.0 | 1 << 10);
     let err = ep.check().unwrap_err().to_string();
     assert!(err.contains("disagrees") || err.contains("not reserved"), "{err}");
@@ -295,10 +295,12 @@ fn p7_reclaim_orphans_frees_only_unreferenced_children() {
                  // Garbage in a free leaf slot.
     let l5 = ep.alloc(LEAF, 64).unwrap();
     set_pvalue(l5, 0xdead_beef);
-    let n = ep.reclaim_orphans(LEAF, 0, VALUE).unwrap();
+    // SAFETY: this thread is the only one using the pool.
+    let n = unsafe { ep.reclaim_orphans(LEAF, 0, VALUE) }.unwrap();
     assert_eq!(n, 1, "only the half-inserted leaf's value is an orphan");
     assert!(ep.is_used(v1) && !ep.is_used(v2) && ep.is_used(v3));
-    assert_eq!(ep.reclaim_orphans(LEAF, 0, VALUE).unwrap(), 0);
+    // SAFETY: as above.
+    assert_eq!(unsafe { ep.reclaim_orphans(LEAF, 0, VALUE) }.unwrap(), 0);
     ep.check().unwrap();
 }
 

@@ -21,6 +21,7 @@
 //! out to a thread (reserved, not yet published) is DRAM state of the allocator, so that
 //! reserving costs no PM write and a crash simply forgets reservations.
 
+use crate::header::HEADER_SIZE;
 use crate::pool::Pool;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -80,33 +81,44 @@ impl HeaderWord {
     }
 }
 
-/// The 8-byte PM word at `off` as an atomic. `off` must be 8-aligned and inside the pool.
-#[inline]
+/// The 8-byte PM word at `off` as an atomic: every PM access of the allocator goes
+/// through here (except the root block's immutable part, read once at open).
+///
+/// Crate-private, as is everything that reads or writes PM by offset: a public form
+/// would let safe code touch any word of the pool, racing with the engines' own
+/// non-atomic stores to their objects. Inside the crate the offsets are allocator
+/// metadata (chunk and extent heads, directory entries), which are only ever accessed
+/// atomically, through this function.
 ///
 /// # Panics
-/// If `off` is not 8-aligned or not inside the mapped pool (a corrupt link or an engine
-/// bug): a reference to memory outside the mapping would be undefined behaviour, so this
-/// is checked in release builds too. The `pmkv` API turns the panic into an error.
+/// If `off` is not 8-aligned, lies in the pool header, or is not inside the mapped pool
+/// (a corrupt link or a bug): a reference to memory outside the mapping would be
+/// undefined behaviour, so this is checked in release builds too. The `pmkv` API turns
+/// the panic into an error.
+#[inline]
 pub(crate) fn word(pool: &Pool, off: u64) -> &AtomicU64 {
     assert!(
-        off.is_multiple_of(8) && off.checked_add(8).is_some_and(|e| e <= pool.size()),
-        "allocator word at {off:#x} is misaligned or outside the pool's {} bytes",
+        off.is_multiple_of(8) && off >= HEADER_SIZE && off.checked_add(8).is_some_and(|e| e <= pool.size()),
+        "allocator word at {off:#x} is misaligned or outside the pool's heap [{HEADER_SIZE:#x}, {:#x})",
         pool.size()
     );
-    // SAFETY: the pool mapping is valid, 8-aligned here, and lives as long as `pool`;
-    // all shared PM words the allocator updates are accessed atomically.
+    // SAFETY: `[off, off+8)` lies in the mapping (checked above), which lives as long as
+    // `pool` and so as long as the returned reference; the address is 8-aligned (the
+    // base is page-aligned, `off` checked); allocator words are only ever accessed
+    // atomically (the header, accessed otherwise, is excluded above), so no non-atomic
+    // access races with this one.
     unsafe { AtomicU64::from_ptr(pool.at::<u64>(off)) }
 }
 
 /// Read the header word of the chunk at `chunk`.
 #[inline]
-pub fn header(pool: &Pool, chunk: u64) -> HeaderWord {
+pub(crate) fn header(pool: &Pool, chunk: u64) -> HeaderWord {
     HeaderWord(word(pool, chunk).load(Ordering::Acquire))
 }
 
 /// Read a chunk's (or extent's) `PNext`.
 #[inline]
-pub fn next(pool: &Pool, chunk: u64) -> u64 {
+pub(crate) fn next(pool: &Pool, chunk: u64) -> u64 {
     word(pool, chunk + NEXT_AT).load(Ordering::Acquire)
 }
 

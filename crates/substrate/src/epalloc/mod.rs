@@ -63,7 +63,7 @@ pub use stats::{AllocStats, ClassStats};
 
 use crate::error::{PoolError, Result};
 use crate::pool::Pool;
-use chunk::BITMAP_MASK;
+use chunk::{HeaderWord, BITMAP_MASK};
 use extent::{EXT_HEAD, EXT_USED, PAGE};
 use index::{Index, Item, LOCKED};
 pub(crate) use lists::ListState;
@@ -340,14 +340,21 @@ impl EpAlloc {
     /// `f(offset, true)` for each of its published extents.
     pub fn for_each_slot(&self, ty: TypeId, mut f: impl FnMut(u64, bool)) {
         for list in self.lists_of(ty) {
-            let chunks = {
+            // Header words are read under the list lock, which keeps the chunks on the
+            // list: a chunk recycled once the lock is released may be reused as anything,
+            // an engine's object written with plain stores included. `f` runs after the
+            // lock is released, so it may allocate and free.
+            let chunks: Vec<(u64, HeaderWord)> = {
                 let _g = list.inner.lock();
-                self.walk_pm(list)
+                let chunks = self.walk_pm(list).into_iter();
+                match list.geo {
+                    Some(_) => chunks.map(|c| (c, chunk::header(&self.pool, c))).collect(),
+                    None => chunks.map(|c| (c, HeaderWord(0))).collect(),
+                }
             };
-            for c in chunks {
+            for (c, h) in chunks {
                 match list.geo {
                     Some(g) => {
-                        let h = chunk::header(&self.pool, c);
                         for i in 0..SLOTS {
                             f(g.slot_off(c, i), h.is_used(i));
                         }
@@ -370,10 +377,18 @@ impl EpAlloc {
     /// that no used parent references the child makes the rule safe, and it still
     /// reclaims the values of half-inserted leaves (Algorithm 1 crashed between lines 14
     /// and 18) — the case the paper's check exists for.
-    pub fn reclaim_orphans(&self, parent: TypeId, child_ptr_at: usize, child: TypeId) -> Result<u64> {
+    ///
+    /// # Safety
+    /// The child offsets are the engine's data, read with plain loads: while this runs, no
+    /// other thread may write any slot of type `parent` (used or free) nor allocate or
+    /// free objects of that type. Recovery, before the engine serves requests, is such a
+    /// time.
+    pub unsafe fn reclaim_orphans(&self, parent: TypeId, child_ptr_at: usize, child: TypeId) -> Result<u64> {
         let read = |off: u64| -> u64 {
-            // SAFETY: callers only pass slot offsets whose slot holds `child_ptr_at + 8`
-            // bytes (checked below), inside the mapped pool.
+            // SAFETY: `off` is a slot of type `parent` of at least `child_ptr_at + 8` bytes
+            // (checked below before each call), so the 8 bytes lie in the mapped pool; the
+            // caller guarantees that no thread writes them or recycles their chunk
+            // meanwhile, so the plain load races with nothing.
             unsafe { std::ptr::read_unaligned(self.pool.at::<u64>(off + child_ptr_at as u64)) }
         };
         let mut referenced = std::collections::HashSet::new();

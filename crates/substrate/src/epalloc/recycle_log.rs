@@ -37,7 +37,7 @@
 //! log never holds a stale `PPrev` next to a fresh `PCurrent`: the next recycle persists
 //! `PCurrent` (line 4) only after the previous reclaim has made `PPrev` durably 0.
 //!
-//! **Recovery** ([`recover`]) — the paper's cases, plus the two it leaves out:
+//! **Recovery** (`recover`) — the paper's cases, plus the two it leaves out:
 //!
 //! | log state | where the crash was | action |
 //! |---|---|---|
@@ -58,7 +58,7 @@ use super::root::Entry;
 use crate::error::{PoolError, Result};
 use crate::pool::Pool;
 
-/// The recovery case that [`recover`] applied to one list's log.
+/// The recovery case that `recover` applied to one list's log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RecycleCase {
     /// The log was empty.

@@ -40,7 +40,9 @@ pub const ROOT_SIZE: u64 = DIR_AT + DIR_CAP as u64 * ENTRY_LEN;
 const CRC_AT: usize = 60;
 const VALID: u64 = 1 << 63;
 
-/// Offsets of one directory entry's words.
+/// Offsets of one directory entry's words. Public for the offsets only (tests and tools
+/// that patch pool files); reading and writing the words is crate-private, like every
+/// access to allocator metadata (see `chunk::word`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry(pub u64);
 
@@ -57,29 +59,29 @@ impl Entry {
     pub fn pprev_at(self) -> u64 {
         self.0 + 24
     }
-    pub fn head(self, pool: &Pool) -> u64 {
+    pub(crate) fn head(self, pool: &Pool) -> u64 {
         word(pool, self.head_at()).load(Ordering::Acquire)
     }
     /// Store and persist `PHead`.
-    pub fn set_head(self, pool: &Pool, to: u64) {
+    pub(crate) fn set_head(self, pool: &Pool, to: u64) {
         word(pool, self.head_at()).store(to, Ordering::Release);
         pool.persist_off(self.head_at(), 8);
     }
-    pub fn pcurrent(self, pool: &Pool) -> u64 {
+    pub(crate) fn pcurrent(self, pool: &Pool) -> u64 {
         word(pool, self.pcurrent_at()).load(Ordering::Acquire)
     }
-    pub fn pprev(self, pool: &Pool) -> u64 {
+    pub(crate) fn pprev(self, pool: &Pool) -> u64 {
         word(pool, self.pprev_at()).load(Ordering::Acquire)
     }
-    pub fn set_pcurrent(self, pool: &Pool, to: u64) {
+    pub(crate) fn set_pcurrent(self, pool: &Pool, to: u64) {
         word(pool, self.pcurrent_at()).store(to, Ordering::Release);
         pool.persist_off(self.pcurrent_at(), 8);
     }
-    pub fn set_pprev(self, pool: &Pool, to: u64) {
+    pub(crate) fn set_pprev(self, pool: &Pool, to: u64) {
         word(pool, self.pprev_at()).store(to, Ordering::Release);
         pool.persist_off(self.pprev_at(), 8);
     }
-    pub fn raw_tag(self, pool: &Pool) -> u64 {
+    pub(crate) fn raw_tag(self, pool: &Pool) -> u64 {
         word(pool, self.tag_at()).load(Ordering::Acquire)
     }
 }
@@ -120,7 +122,11 @@ impl Root {
     /// yet) and persist it.
     pub(crate) fn format(pool: &Pool, at: u64) -> Root {
         let heap_start = at + ROOT_SIZE;
-        // SAFETY: the caller mapped `[at, at + ROOT_SIZE)`; nobody else uses it yet.
+        assert!(pool.contains(at, ROOT_SIZE), "allocator root block at {at:#x} outside the pool");
+        // SAFETY: `[at, at + ROOT_SIZE)` is mapped (checked above; `EpAlloc::create`
+        // grows the pool first) and lies above the heap top, where nothing refers to it
+        // yet, so this is the only reference to those bytes until `set_root` publishes
+        // the block.
         let b = unsafe { std::slice::from_raw_parts_mut(pool.at::<u8>(at), ROOT_SIZE as usize) };
         b.fill(0);
         b[0..8].copy_from_slice(&ROOT_MAGIC);
@@ -134,8 +140,11 @@ impl Root {
         Root { at, heap_start }
     }
 
-    /// Validate the root block that pool root 0 names.
-    pub fn read(pool: &Pool, at: u64) -> Result<Root> {
+    /// Validate the root block that pool root 0 names. It reads the block's first 64
+    /// bytes as a plain slice, sound because nothing writes them after `format`; it is
+    /// crate-private because a public form could be pointed at any page of the pool and
+    /// race with an engine's stores there.
+    pub(crate) fn read(pool: &Pool, at: u64) -> Result<Root> {
         let bad = |what: String| Err(PoolError::CorruptAllocator(what));
         if at == 0 {
             return Err(PoolError::Allocator("the pool has no EPallocator (root slot 0 is unset)".into()));
@@ -143,7 +152,10 @@ impl Root {
         if !at.is_multiple_of(4096) || !pool.contains(at, ROOT_SIZE) {
             return bad(format!("allocator root offset {at:#x} is misaligned or outside the pool"));
         }
-        // SAFETY: bounds checked above.
+        // SAFETY: `[at, at + ROOT_SIZE)` lies in the mapped pool (checked above) and the
+        // slice lives only in this call; the block's first 64 bytes are written once, by
+        // `format` before root 0 names them, and never again, so nothing writes them
+        // while this shared slice exists.
         let b = unsafe { std::slice::from_raw_parts(pool.at::<u8>(at), DIR_AT as usize) };
         if b[0..8] != ROOT_MAGIC {
             return bad(format!("no allocator root block at {at:#x} (bad magic)"));

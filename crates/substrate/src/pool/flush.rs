@@ -34,15 +34,32 @@ pub(super) fn msync_pending() {
 }
 
 impl Pool {
-    /// Write back the cache lines of `[p, p+len)` (no ordering until [`Pool::fence`]).
-    /// Crate-private: a pointer is not checked against the mapping (flushing an unmapped
-    /// address faults); engines use [`Pool::flush_off`], which is.
+    /// Write back the cache lines of `[off, off+len)` of the pool (no ordering until
+    /// [`Pool::fence`]).
+    ///
+    /// Flushes are only offered by offset, and the offset is checked: a flush of an
+    /// address outside the mapping would fault (or, in the crash simulator, read outside
+    /// it), so a safe flush by pointer could not exist.
+    ///
+    /// # Panics
+    /// If the range is not inside the mapped pool: that is a bug of the caller (an engine
+    /// flushing past its object). The `pmkv` API turns the panic into an error and leaves
+    /// the pool marked unclean.
     #[inline]
-    pub(crate) fn flush<T>(&self, p: *const T, len: usize) {
-        let addr = p as usize;
+    pub fn flush_off(&self, off: u64, len: usize) {
+        let in_pool = off.checked_add(len as u64).is_some_and(|e| e <= self.size());
+        assert!(in_pool, "flush of [{off:#x}, +{len}) outside the pool's {} mapped bytes", self.size());
+        self.flush_in_pool(off, len)
+    }
+
+    /// The body of [`Pool::flush_off`], for a range known to lie in the mapped pool.
+    #[inline]
+    fn flush_in_pool(&self, off: u64, len: usize) {
+        let addr = self.at::<u8>(off) as usize;
         match self.mode {
             Mode::Adr => {
-                // SAFETY: engines only flush memory inside the mapped pool.
+                // SAFETY: `[off, off+len)` lies in the mapped pool (checked by the caller,
+                // `flush_off`), and the mapping lives as long as `self`.
                 let n = unsafe { persist::flush_lines(addr, len) };
                 counters::add_flushes(n);
                 counters::add_lines_written(n);
@@ -59,37 +76,10 @@ impl Pool {
             Mode::Eadr | Mode::None => counters::add_lines_written(lines_in(addr, len)),
         }
         if let Some(sim) = &self.sim {
-            sim.on_flush(self, addr - self.base as usize, len);
+            sim.on_flush(self, off as usize, len);
         }
         #[cfg(feature = "fault-injection")]
         self.fault.fire(crate::crash_sim::PointKind::Flush);
-    }
-
-    /// Write back the cache lines of `[off, off+len)` of the pool (no ordering until
-    /// [`Pool::fence`]).
-    ///
-    /// # Panics
-    /// If the range is not inside the mapped pool: that is a bug of the caller (an engine
-    /// flushing past its object), and flushing an unmapped address would fault. The `pmkv`
-    /// API turns the panic into an error and leaves the pool marked unclean.
-    #[inline]
-    pub fn flush_off(&self, off: u64, len: usize) {
-        self.check_range(off, len);
-        self.flush(self.at::<u8>(off), len)
-    }
-
-    #[inline]
-    pub(super) fn check_range(&self, off: u64, len: usize) {
-        let in_pool = off.checked_add(len as u64).is_some_and(|e| e <= self.size());
-        assert!(in_pool, "flush of [{off:#x}, +{len}) outside the pool's {} mapped bytes", self.size());
-    }
-
-    /// Flush then fence: `[p, p+len)` is durable when this returns (crate-private, as
-    /// [`Pool::flush`]).
-    #[inline]
-    pub(crate) fn persist<T>(&self, p: *const T, len: usize) {
-        self.flush(p, len);
-        self.fence();
     }
 
     /// Flush then fence `[off, off+len)`: durable when this returns.

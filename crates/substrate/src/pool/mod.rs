@@ -137,11 +137,16 @@ pub struct Pool {
     fault: crate::fault::FaultSlot,
 }
 
-// SAFETY: `base` points to a mapping owned by the pool for its whole life; all mutable
-// shared state is behind atomics or mutexes. Concurrent access to the pool's bytes is the
-// engines' responsibility, as with any shared memory.
+// SAFETY: the only field that is not `Send` by itself is `base`, a raw pointer to the
+// reservation this pool owns for its whole life (unmapped only by its drop, whichever
+// thread runs it); nothing about the mapping is tied to the thread that made it.
 unsafe impl Send for Pool {}
-// SAFETY: as for Send: `&Pool` methods synchronise through atomics and mutexes.
+// SAFETY: every `&Pool` method that changes shared state synchronises: the header state
+// and growth behind `state`'s mutex, the size and the poison flag in atomics, lost ranges
+// behind a mutex, the simulator behind its own lock. The pool's bytes are reached safely
+// only through the header slots (written under the state lock with 8-byte atomic stores)
+// and EPallocator's 8-byte atomic words; every other access goes through the raw pointers
+// of `base`/`at`, which takes `unsafe` code that answers for its own synchronisation.
 unsafe impl Sync for Pool {}
 
 fn round_up(x: u64, to: u64) -> u64 {
@@ -161,12 +166,16 @@ impl Pool {
         self.mapped.load(Ordering::Acquire)
     }
 
-    /// Pointer to the byte at `off`. The caller keeps `off` below [`Pool::size`].
+    /// Pointer to the byte at `off`. Computing it is always safe; dereferencing it is
+    /// sound only for `off` (plus the access's size) below [`Pool::size`], and is the
+    /// caller's `unsafe` business.
     #[inline]
     pub fn at<T>(&self, off: u64) -> *mut T {
         debug_assert!(off < self.reserved);
-        // SAFETY: inside the reservation; dereferencing is the caller's business.
-        unsafe { self.base.add(off as usize) as *mut T }
+        // `wrapping_add`, not `add`: `add` past the end of the reservation would be
+        // undefined behaviour even if the pointer were never used, and `off` comes from
+        // safe callers. Both compile to the same address arithmetic.
+        self.base.wrapping_add(off as usize) as *mut T
     }
 
     /// Offset of a pointer into this pool (P2).
@@ -291,6 +300,11 @@ impl Drop for Pool {
             // SAFETY: whole mapped range of a live mapping.
             unsafe { libc::msync(self.base as *mut libc::c_void, self.size() as usize, libc::MS_SYNC) };
         }
+        // The fault hook is for the engine's writes, not for this clean-flag write: a
+        // panic here could not keep the flag from reaching the file (the slot is stored
+        // before its flush), and would only leak the mapping.
+        #[cfg(feature = "fault-injection")]
+        self.clear_fault_hook();
         // A pool dropped while a panic unwinds, or poisoned by its engine, may hold a
         // half-done operation: leave it marked unclean so the next open recovers (R4).
         if !std::thread::panicking() && !self.is_poisoned() {

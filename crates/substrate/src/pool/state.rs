@@ -18,13 +18,26 @@ impl Pool {
 
     /// Write `next` (with the following sequence number) to the slot not holding the
     /// current state, persist it, and make it current. The caller holds the state lock.
+    ///
+    /// The slot is stored as sixteen 8-byte atomic words (the same bytes as a plain copy):
+    /// the crash simulator reads the working memory word by word with atomic loads while
+    /// other threads run, and a plain store racing with those would be a data race. The
+    /// two-slot scheme, not the stores, is what makes the update crash-atomic.
     pub(super) fn write_state_locked(&self, st: &mut Mutable, mut next: Mutable) {
         next.seq = st.seq + 1;
-        let at = Mutable::slot_for(next.seq);
-        // SAFETY: the header page is always mapped; the state lock serialises writers.
-        let slot = unsafe { std::slice::from_raw_parts_mut(self.base.add(at), SLOT_LEN) };
-        next.write(slot);
-        self.persist(slot.as_ptr(), SLOT_LEN);
+        let at = Mutable::slot_for(next.seq) as u64;
+        let mut buf = [0u8; SLOT_LEN];
+        next.write(&mut buf);
+        for (i, w) in buf.chunks_exact(8).enumerate() {
+            let word = u64::from_ne_bytes(w.try_into().expect("8-byte chunk"));
+            // SAFETY: the header page is mapped (read-write: read-only pools never get
+            // here) for as long as `self` lives; `at + 8 * i` is 8-aligned (the base is
+            // page-aligned, slots start at 256 and 384); header words are only ever
+            // accessed atomically while the pool is open, and the state lock serialises
+            // writers.
+            unsafe { AtomicU64::from_ptr(self.at::<u64>(at + 8 * i as u64)) }.store(word, Ordering::Relaxed);
+        }
+        self.persist_off(at, SLOT_LEN);
         *st = next;
     }
 
@@ -34,7 +47,19 @@ impl Pool {
     }
 
     /// Set root `i`; durable when this returns.
+    ///
+    /// # Panics
+    /// If `i` is not below [`NUM_ROOTS`], or `off` is neither 0 nor inside the heap
+    /// (`[4096, size)`): a header recording such a root is refused as corrupt by the next
+    /// open, so writing it would make the pool unopenable. It is an engine bug; the `pmkv`
+    /// API turns the panic into an error and leaves the pool marked unclean.
     pub fn set_root(&self, i: usize, off: u64) {
+        assert!(i < NUM_ROOTS, "root index {i} out of range (0..{NUM_ROOTS})");
+        assert!(
+            off == 0 || (off >= HEADER_SIZE && off < self.size()),
+            "root {i} = {off:#x} lies outside the pool's heap [{HEADER_SIZE:#x}, {:#x})",
+            self.size()
+        );
         self.update_state(|s| s.roots[i] = off);
     }
 
@@ -50,9 +75,9 @@ impl Pool {
 
     /// Take `len` bytes (aligned to `align`, a power of two) from the top of the heap,
     /// growing the pool if needed; durable when it returns. The bytes are zero unless a
-    /// crash left earlier content there: callers must initialise what they take. Callers
-    /// that must not leak space on a crash record the extent (e.g. in a chunk list)
-    /// before calling [`Pool::commit_heap_top`]-style protocols of their own; the
+    /// crash left earlier content there: callers must initialise what they take. Space
+    /// taken here and not yet recorded anywhere leaks on a crash, so callers that must not
+    /// leak need a protocol of their own that records it (EPallocator's chunk lists); the
     /// allocator (`epalloc`) is the only intended caller.
     pub fn take_heap(&self, len: u64, align: u64) -> Result<u64> {
         debug_assert!(align.is_power_of_two());
