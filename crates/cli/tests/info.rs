@@ -1,4 +1,5 @@
-//! `pmkv info` and `pmkv bench persist`, run as the built binary (SPEC P1, P3, U2).
+//! `pmkv info` and `pmkv bench persist` (with the `bench` feature), run as the built binary
+//! (SPEC P1, P3, U2).
 //!
 //! Every refused file must give exit status 2, exactly one line on stderr starting with
 //! `pmkv:`, no panic, and leave the file byte-for-byte unchanged.
@@ -220,16 +221,4 @@ fn p3_bench_persist_reports_every_mode() {
     assert_eq!(flushes("eadr"), "0");
     assert_eq!(flushes("none"), "0");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the bench removes its pools");
-}
-
-/// Without the `bench` feature the plain binary has no benchmarks and says how to get them.
-#[cfg(not(feature = "bench"))]
-#[test]
-fn u2_bench_without_the_feature_says_how_to_get_it() {
-    for args in [&["bench"][..], &["bench", "run", "-w", "dictionary"], &["bench", "--help"]] {
-        let out = pmkv(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(text(&out.stderr).contains("--features bench"), "{}", text(&out.stderr));
-        assert!(!text(&out.stderr).contains("panicked"));
-    }
 }
