@@ -6,6 +6,8 @@
 //! * pools: temporary directories and files ([`pool_dir`], [`pool_file`]), options
 //!   ([`pool_opts`], [`sim_opts`]), bytes read and written at an offset ([`read_bytes`],
 //!   [`write_bytes`], [`read_u64`], [`write_u64`]);
+//! * pool files: a good one to start from ([`write_pool`]), files of given bytes
+//!   ([`write_file`]), damaged copies ([`patched_copy`], [`forge_version`]);
 //! * the reference model ([`Model`], [`Op`], [`apply`]) and what a scan of it returns
 //!   ([`model_of_scan`], [`model_range`], [`in_bounds`], [`bound_kinds`]);
 //! * operation generators: proptest strategies ([`strategy`]) and a seeded stream for
@@ -18,12 +20,14 @@
 
 mod bytes;
 mod crash;
+mod files;
 mod model;
 pub mod strategy;
 mod values;
 
 pub use bytes::{read_bytes, read_u64, write_bytes, write_u64};
 pub use crash::CrashFindings;
+pub use files::{forge_version, patched_copy, write_file, write_pool};
 pub use model::{apply, bound_kinds, in_bounds, model_of_scan, model_range, Model, Op, Records};
 pub use values::{edge_keys, op_stream, tag_of, tagged_value};
 
