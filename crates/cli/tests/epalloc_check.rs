@@ -2,29 +2,15 @@
 //! allocator prints its report and exits 0; a pool without an allocator or with damaged
 //! allocator metadata exits 2 with one line on stderr, never a panic.
 
+mod common;
+use common::*;
 use pmkv_substrate::epalloc::{EpAlloc, TypeId, EPALLOC_ROOT};
-use pmkv_substrate::{Latency, Mode, Pool, PoolOptions};
+use pmkv_substrate::{Mode, Pool, PoolOptions};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Arc;
 
 fn opts() -> PoolOptions {
-    PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE).initial_size(1 << 20).max_size(4 << 20)
-}
-
-fn pmkv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pmkv")).args(args).output().expect("running pmkv")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn assert_refused(out: &Output) {
-    assert_eq!(out.status.code(), Some(2), "stdout {} stderr {}", text(&out.stdout), text(&out.stderr));
-    let err = text(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(err.starts_with("pmkv: ") && !err.contains("panicked"), "{err}");
+    pool_opts(Mode::Adr, 1 << 20, 4 << 20)
 }
 
 /// A pool with an allocator and some objects; returns the path and the first chunk of
@@ -46,7 +32,7 @@ fn pool_with_objects(dir: &Path) -> (PathBuf, u64) {
 
 #[test]
 fn p7_check_prints_the_report_of_a_good_pool() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let (path, _) = pool_with_objects(dir.path());
     let out = pmkv(&["check", path.to_str().unwrap(), "--stats"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -59,14 +45,13 @@ fn p7_check_prints_the_report_of_a_good_pool() {
 
 #[test]
 fn p7_check_refuses_missing_or_damaged_allocator() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     // No allocator in the pool.
     let bare = dir.path().join("bare.pool");
     drop(Pool::create(&bare, "x", &opts()).unwrap());
     assert_refused(&pmkv(&["check", bare.to_str().unwrap()]));
     // Not a pool at all, and a missing file.
-    let junk = dir.path().join("junk");
-    std::fs::write(&junk, vec![7u8; 8192]).unwrap();
+    let junk = write_file(dir.path(), "junk", [7u8; 8192]);
     assert_refused(&pmkv(&["check", junk.to_str().unwrap()]));
     assert_refused(&pmkv(&["check", dir.path().join("nope").to_str().unwrap()]));
     // A cycle in a chunk list: the chunk's PNext points to itself.
@@ -74,8 +59,7 @@ fn p7_check_refuses_missing_or_damaged_allocator() {
     {
         let pool = Pool::open(&path, None, &opts()).unwrap();
         assert!(pool.root(EPALLOC_ROOT) != 0);
-        // SAFETY: test-only corruption of a PNext word inside the pool.
-        unsafe { pool.at::<u64>(chunk + 8).write(chunk) };
+        write_u64(&pool, chunk + 8, chunk);
         pool.persist_off(chunk + 8, 8);
     }
     let out = pmkv(&["check", path.to_str().unwrap()]);
@@ -86,7 +70,7 @@ fn p7_check_refuses_missing_or_damaged_allocator() {
 #[cfg(feature = "bench")]
 #[test]
 fn p7_bench_alloc_runs() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let out = pmkv(&["bench", "alloc", "--iters", "2000", "--threads", "1,2", "--dir", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let s = text(&out.stdout);

@@ -4,9 +4,12 @@
 //! Every refused file must give exit status 2, exactly one line on stderr starting with
 //! `pmkv:`, no panic, and leave the file byte-for-byte unchanged.
 
-use pmkv_substrate::{Latency, Mode, Pool, PoolOptions};
+mod common;
+use common::*;
+use pmkv_substrate::header::Mutable;
+use pmkv_substrate::{Mode, Pool, PoolOptions};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::{Mutex, MutexGuard};
 
 const LAYOUT: &str = "clitest";
@@ -22,38 +25,24 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 fn opts() -> PoolOptions {
-    PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE).initial_size(64 << 10).max_size(1 << 20)
-}
-
-fn pmkv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pmkv")).args(args).output().expect("running pmkv")
+    pool_opts(Mode::Adr, 64 << 10, 1 << 20)
 }
 
 fn info(path: &Path) -> Output {
     pmkv(&["info", path.to_str().unwrap()])
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// A good pool with a root and some data, closed cleanly.
 fn good_pool(dir: &Path, name: &str) -> (PathBuf, u64) {
     let path = dir.join(name);
-    let pool = Pool::create(&path, LAYOUT, &opts()).unwrap();
-    let off = pool.take_heap(1000, 64).unwrap();
-    // SAFETY: [off, off+1000) was just taken from the pool.
-    unsafe { std::ptr::write_bytes(pool.at::<u8>(off), 0x5a, 1000) };
-    pool.persist_off(off, 1000);
-    pool.set_root(3, off);
-    drop(pool);
+    let off = write_pool(&path, LAYOUT, &opts(), 3, &[0x5a; 1000]);
     (path, off)
 }
 
 #[test]
 fn p1_info_on_a_good_pool() {
     let _s = serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let (path, off) = good_pool(dir.path(), "good.pool");
     let before = std::fs::read(&path).unwrap();
     let out = info(&path);
@@ -80,7 +69,7 @@ fn p1_info_on_a_good_pool() {
 #[test]
 fn p1_info_on_a_pool_held_open_shows_in_use() {
     let _s = serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let (path, _) = good_pool(dir.path(), "held.pool");
     let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
     let out = info(&path);
@@ -97,11 +86,11 @@ fn p1_info_on_a_pool_held_open_shows_in_use() {
 #[test]
 fn p1_info_on_a_torn_newest_state_shows_the_previous_one() {
     let _s = serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let (path, _) = good_pool(dir.path(), "torn.pool");
     let seq = Pool::inspect(&path).unwrap().state.seq;
     let mut bytes = std::fs::read(&path).unwrap();
-    let slot = [256, 384][(seq & 1) as usize];
+    let slot = Mutable::slot_for(seq);
     bytes[slot + 70] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
     let out = info(&path);
@@ -111,40 +100,20 @@ fn p1_info_on_a_torn_newest_state_shows_the_previous_one() {
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
 }
 
-fn set_u32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-
 #[test]
 fn p1_info_refuses_bad_files_with_one_line_and_changes_nothing() {
     let _s = serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = pool_dir();
     let d = dir.path();
     let (good_path, _) = good_pool(d, "good.pool");
     let good = std::fs::read(good_path).unwrap();
-    let write = |name: &str, bytes: &[u8]| {
-        let p = d.join(name);
-        std::fs::write(&p, bytes).unwrap();
-        p
-    };
-    let patched = |name: &str, f: &dyn Fn(&mut Vec<u8>)| {
-        let mut b = good.clone();
-        f(&mut b);
-        write(name, &b)
-    };
+    let patched = |name: &str, f: &dyn Fn(&mut Vec<u8>)| patched_copy(d, name, &good, f);
 
     let cases: Vec<(PathBuf, &str)> = vec![
         (d.join("missing.pool"), "no such pool file"),
-        (write("text.pool", &b"just some text\n".repeat(500)), "not a pmkv pool"),
-        (write("empty.pool", b""), "not a pmkv pool"),
-        (
-            patched("v2.pool", &|b| {
-                set_u32(b, 8, 2);
-                let crc = crc32(&b[..252]);
-                set_u32(b, 252, crc);
-            }),
-            "format version 2 is not supported",
-        ),
+        (write_file(d, "text.pool", b"just some text\n".repeat(500)), "not a pmkv pool"),
+        (write_file(d, "empty.pool", b""), "not a pmkv pool"),
+        (patched("v2.pool", &|b| forge_version(b, 2)), "format version 2 is not supported"),
         (patched("cut100.pool", &|b| b.truncate(100)), "truncated"),
         (patched("cut3000.pool", &|b| b.truncate(3000)), "truncated"),
         (patched("cut-size.pool", &|b| b.truncate(b.len() - 4096)), "truncated"),
@@ -162,12 +131,8 @@ fn p1_info_refuses_bad_files_with_one_line_and_changes_nothing() {
         let out = info(path);
         let stderr = text(&out.stderr);
         let name = path.file_name().unwrap().to_string_lossy();
-        assert_eq!(out.status.code(), Some(2), "{name}: exit status; stderr {stderr}");
+        assert_refused(&out);
         assert!(out.stdout.is_empty(), "{name}: nothing on stdout: {}", text(&out.stdout));
-        assert_eq!(stderr.lines().count(), 1, "{name}: exactly one line: {stderr:?}");
-        assert!(stderr.starts_with("pmkv: "), "{name}: {stderr}");
-        assert!(stderr.ends_with('\n'));
-        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
         assert!(stderr.contains(why), "{name}: expected '{why}' in {stderr}");
         assert!(stderr.contains(&*name), "{name}: the message names the file: {stderr}");
         assert_eq!(std::fs::read(path).ok(), before, "{name}: the file changed");
@@ -175,31 +140,14 @@ fn p1_info_refuses_bad_files_with_one_line_and_changes_nothing() {
     assert!(!d.join("missing.pool").exists(), "info does not create a missing pool");
 
     // A directory is not a pool either.
-    let out = info(d);
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = text(&out.stderr);
-    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
-    assert!(stderr.starts_with("pmkv: ") && !stderr.contains("panicked"), "{stderr}");
-}
-
-/// CRC-32 (IEEE, as `crc32fast` computes it), so the test can forge a valid header of
-/// another version without depending on the substrate's checksum crate.
-fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in data {
-        crc ^= b as u32;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
-        }
-    }
-    !crc
+    assert_refused(&info(d));
 }
 
 #[cfg(feature = "bench")]
 #[test]
 fn p3_bench_persist_reports_every_mode() {
     let _s = serial();
-    let dir = pmkv_testutil::pool_dir();
+    let dir = pool_dir();
     let out = pmkv(&["bench", "persist", "--iters", "200", "--dir", dir.path().to_str().unwrap()]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{out:?}");

@@ -2,19 +2,16 @@
 //! reopened pool passes `pmkv check` and holds exactly a prefix of the input (each record
 //! with its line number as value).
 
+mod common;
+use common::*;
 use std::collections::HashMap;
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
-
-fn pmkv() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pmkv"))
-}
 
 #[test]
 fn sigkill_during_load_leaves_a_prefix() {
-    let dir =
-        tempfile::tempdir_in(if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" }).unwrap();
+    let dir = pool_dir();
     let input = dir.path().join("keys.txt");
     let mut f = std::fs::File::create(&input).unwrap();
     let n = 300_000u32;
@@ -40,7 +37,7 @@ fn sigkill_during_load_leaves_a_prefix() {
         .collect();
     for (round, delay_ms) in delays.into_iter().enumerate() {
         let pool = dir.path().join(format!("p{round}.pool"));
-        let mut child = pmkv()
+        let mut child = pmkv_command()
             .args(["load", pool.to_str().unwrap(), input.to_str().unwrap(), "--engine", "hart"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -52,10 +49,10 @@ fn sigkill_during_load_leaves_a_prefix() {
         if !pool.exists() {
             continue; // killed before the pool was created
         }
-        let check = pmkv().args(["check", pool.to_str().unwrap()]).output().unwrap();
-        assert!(check.status.success(), "check failed: {}", String::from_utf8_lossy(&check.stderr));
-        let dump = pmkv().args(["dump", pool.to_str().unwrap()]).output().unwrap();
-        assert!(dump.status.success(), "dump failed: {}", String::from_utf8_lossy(&dump.stderr));
+        let check = pmkv(&["check", pool.to_str().unwrap()]);
+        assert!(check.status.success(), "check failed: {}", text(&check.stderr));
+        let dump = pmkv(&["dump", pool.to_str().unwrap()]);
+        assert!(dump.status.success(), "dump failed: {}", text(&dump.stderr));
         let got: HashMap<String, String> = String::from_utf8(dump.stdout)
             .unwrap()
             .lines()

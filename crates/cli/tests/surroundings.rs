@@ -2,21 +2,12 @@
 //! devices, FIFOs, file-size limits, interrupted creates, pools open elsewhere, bad input —
 //! with a clear line and exit 2, or quietly where that is the convention; never a panic.
 
+mod common;
+use common::*;
 use std::io::Write;
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn pmkv() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pmkv"))
-}
-
-fn run(args: &[&str]) -> Output {
-    pmkv().args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 #[track_caller]
 fn no_panic(o: &Output) {
@@ -25,26 +16,26 @@ fn no_panic(o: &Output) {
 }
 
 /// A pool with `n` records (`k00000` = `v00000` ...), loaded through the CLI.
-fn pool_with(dir: &tempfile::TempDir, n: usize) -> String {
-    let words = dir.path().join("in.tsv");
+fn pool_with(dir: &Path, n: usize) -> String {
+    let words = dir.join("in.tsv");
     let mut f = std::fs::File::create(&words).unwrap();
     for i in 0..n {
         writeln!(f, "k{i:05}\tv{i:05}-{}", "x".repeat(40)).unwrap();
     }
-    let pool = dir.path().join("p.pool").to_str().unwrap().to_string();
-    let o = run(&["load", &pool, words.to_str().unwrap(), "--tsv"]);
+    let pool = dir.join("p.pool").to_str().unwrap().to_string();
+    let o = pmkv(&["load", &pool, words.to_str().unwrap(), "--tsv"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     pool
 }
 
 #[test]
 fn a_closed_pipe_ends_quietly() {
-    let dir = pmkv_testutil::pool_dir();
-    let pool = pool_with(&dir, 5000);
+    let dir = pool_dir();
+    let pool = pool_with(dir.path(), 5000);
     for args in
         [vec!["dump", &pool], vec!["check", &pool, "--stats"], vec!["info", &pool], vec!["get", &pool, "k00001"]]
     {
-        let mut child = pmkv().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = pmkv_command().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         drop(child.stdout.take()); // the reader goes away at once, as `| true` does
         let o = child.wait_with_output().unwrap();
         no_panic(&o);
@@ -58,32 +49,31 @@ fn a_full_device_is_an_error_not_a_panic() {
     if !std::path::Path::new("/dev/full").exists() {
         return;
     }
-    let dir = pmkv_testutil::pool_dir();
-    let pool = pool_with(&dir, 2000);
+    let dir = pool_dir();
+    let pool = pool_with(dir.path(), 2000);
     for args in [vec!["dump", &pool], vec!["scan", &pool], vec!["info", &pool], vec!["check", &pool], vec!["engines"]] {
         let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
-        let o = pmkv().args(&args).stdout(full).output().unwrap();
+        let o = pmkv_command().args(&args).stdout(full).output().unwrap();
         no_panic(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: output lost without an error");
         assert!(text(&o.stderr).contains("No space left"), "{args:?}: {}", text(&o.stderr));
     }
     // Diagnostics that cannot be written are dropped; the command still works.
-    let words = dir.path().join("w.txt");
-    std::fs::write(&words, "a\nb\n").unwrap();
+    let words = write_file(dir.path(), "w.txt", "a\nb\n");
     let p2 = dir.path().join("p2.pool");
     let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
-    let o = pmkv().args(["load", p2.to_str().unwrap(), words.to_str().unwrap()]).stderr(full).output().unwrap();
+    let o = pmkv_command().args(["load", p2.to_str().unwrap(), words.to_str().unwrap()]).stderr(full).output().unwrap();
     assert!(o.status.success(), "{:?}", o.status);
 }
 
 #[test]
 fn only_regular_files_are_pools_and_a_fifo_does_not_hang() {
-    let dir = pmkv_testutil::pool_dir();
+    let dir = pool_dir();
     let fifo = dir.path().join("fifo");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     let f = fifo.to_str().unwrap();
     for args in [vec!["get", f, "k"], vec!["info", f], vec!["check", f], vec!["dump", f], vec!["put", f, "k", "v"]] {
-        let mut child = pmkv().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = pmkv_command().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let start = Instant::now();
         while child.try_wait().unwrap().is_none() {
             if start.elapsed() > Duration::from_secs(10) {
@@ -96,16 +86,15 @@ fn only_regular_files_are_pools_and_a_fifo_does_not_hang() {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(text(&o.stderr).contains("FIFO"), "{args:?}: {}", text(&o.stderr));
     }
-    let o = run(&["get", dir.path().to_str().unwrap(), "k"]);
+    let o = pmkv(&["get", dir.path().to_str().unwrap(), "k"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("directory"), "{}", text(&o.stderr));
 }
 
 #[test]
 fn a_file_size_limit_is_reported_not_a_signal() {
-    let dir = pmkv_testutil::pool_dir();
-    let words = dir.path().join("w.txt");
-    std::fs::write(&words, "a\n").unwrap();
+    let dir = pool_dir();
+    let words = write_file(dir.path(), "w.txt", "a\n");
     let pool = dir.path().join("limited.pool");
     // 2048 blocks of 512 bytes: 1 MiB, below the 64 MiB of a new pool.
     let script =
@@ -118,31 +107,28 @@ fn a_file_size_limit_is_reported_not_a_signal() {
 
 #[test]
 fn an_empty_file_left_by_an_interrupted_create_is_replaced_by_load() {
-    let dir = pmkv_testutil::pool_dir();
-    let pool = dir.path().join("p.pool");
-    std::fs::write(&pool, b"").unwrap();
-    let words = dir.path().join("w.txt");
-    std::fs::write(&words, "alpha\nbeta\n").unwrap();
-    let o = run(&["load", pool.to_str().unwrap(), words.to_str().unwrap()]);
+    let dir = pool_dir();
+    let pool = write_file(dir.path(), "p.pool", b"");
+    let words = write_file(dir.path(), "w.txt", "alpha\nbeta\n");
+    let o = pmkv(&["load", pool.to_str().unwrap(), words.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert_eq!(text(&run(&["get", pool.to_str().unwrap(), "beta"]).stdout), "2\n");
+    assert_eq!(text(&pmkv(&["get", pool.to_str().unwrap(), "beta"]).stdout), "2\n");
     // A file with content that is not a pool is never replaced.
-    let junk = dir.path().join("junk.pool");
-    std::fs::write(&junk, b"precious").unwrap();
-    let o = run(&["load", junk.to_str().unwrap(), words.to_str().unwrap()]);
+    let junk = write_file(dir.path(), "junk.pool", b"precious");
+    let o = pmkv(&["load", junk.to_str().unwrap(), words.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(std::fs::read(&junk).unwrap(), b"precious");
 }
 
 #[test]
 fn wait_outlasts_a_pool_open_elsewhere() {
-    let dir = pmkv_testutil::pool_dir();
-    let pool = pool_with(&dir, 10);
+    let dir = pool_dir();
+    let pool = pool_with(dir.path(), 10);
     let held = pmkv::Store::open_existing(&pool, &pmkv::Options::default()).unwrap();
-    let o = run(&["get", &pool, "k00001"]);
+    let o = pmkv(&["get", &pool, "k00001"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("open in another"), "{}", text(&o.stderr));
-    let child = pmkv().args(["get", &pool, "k00001", "--wait", "20"]).stdout(Stdio::piped()).spawn().unwrap();
+    let child = pmkv_command().args(["get", &pool, "k00001", "--wait", "20"]).stdout(Stdio::piped()).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     held.close().unwrap();
     let o = child.wait_with_output().unwrap();
@@ -152,15 +138,14 @@ fn wait_outlasts_a_pool_open_elsewhere() {
 
 #[test]
 fn input_errors_name_their_line() {
-    let dir = pmkv_testutil::pool_dir();
-    let tsv = dir.path().join("bad.tsv");
-    std::fs::write(&tsv, "a\t1\nb\t2\nc\\xzz\t3\n").unwrap();
+    let dir = pool_dir();
+    let tsv = write_file(dir.path(), "bad.tsv", "a\t1\nb\t2\nc\\xzz\t3\n");
     let pool = dir.path().join("p.pool");
-    let o = run(&["load", pool.to_str().unwrap(), tsv.to_str().unwrap(), "--tsv"]);
+    let o = pmkv(&["load", pool.to_str().unwrap(), tsv.to_str().unwrap(), "--tsv"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("line 3"), "{}", text(&o.stderr));
     std::fs::write(&tsv, format!("a\t1\n{}\t2\n", "k".repeat(70_000))).unwrap();
-    let o = run(&["load", pool.to_str().unwrap(), tsv.to_str().unwrap(), "--tsv"]);
+    let o = pmkv(&["load", pool.to_str().unwrap(), tsv.to_str().unwrap(), "--tsv"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("line 2") && text(&o.stderr).contains("too large"), "{}", text(&o.stderr));
 }
@@ -172,8 +157,8 @@ fn input_errors_name_their_line() {
 fn a_read_command_never_repairs_a_clean_pool() {
     use pmkv_substrate::epalloc::root;
     use std::os::unix::fs::FileExt;
-    let dir = pmkv_testutil::pool_dir();
-    let pool = pool_with(&dir, 3000);
+    let dir = pool_dir();
+    let pool = pool_with(dir.path(), 3000);
     let info = pmkv_substrate::Pool::inspect(&pool).unwrap();
     assert!(info.state.clean);
     let r = info.state.roots[pmkv_substrate::epalloc::EPALLOC_ROOT];
@@ -192,7 +177,7 @@ fn a_read_command_never_repairs_a_clean_pool() {
     drop(file);
     let before = std::fs::read(&pool).unwrap();
     for args in [vec!["get", &pool, "k00001"], vec!["dump", &pool], vec!["scan", &pool], vec!["check", &pool]] {
-        let o = run(&args);
+        let o = pmkv(&args);
         no_panic(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stdout));
         assert!(text(&o.stderr).contains("cleanly closed"), "{args:?}: {}", text(&o.stderr));

@@ -1,0 +1,34 @@
+//! Helpers shared by the CLI's tests: the built `pmkv` binary and the shape of its refusals,
+//! on top of pmkv-testutil (which every test file also gets from here).
+#![allow(dead_code, unused_imports)]
+
+use std::process::{Command, Output};
+
+pub use pmkv_testutil::*;
+
+/// The built `pmkv` binary as a command, for tests that set its input, output, limits or
+/// environment before running it.
+pub fn pmkv_command() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pmkv"))
+}
+
+/// Run `pmkv ARGS` to the end and return what it did.
+pub fn pmkv(args: &[&str]) -> Output {
+    pmkv_command().args(args).output().expect("running pmkv")
+}
+
+/// Output bytes as text (invalid UTF-8 shown as U+FFFD).
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `o` is a refusal as the CLI gives them (SPEC U2): exit status 2 and exactly one line on
+/// stderr, starting with `pmkv: `, that is not a panic.
+#[track_caller]
+pub fn assert_refused(o: &Output) {
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "exit status; stdout {} stderr {err}", text(&o.stdout));
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    assert!(err.starts_with("pmkv: ") && err.ends_with('\n'), "{err:?}");
+    assert!(!err.contains("panicked"), "{err}");
+}
