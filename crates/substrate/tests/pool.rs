@@ -4,7 +4,10 @@
 
 use pmkv_substrate::header::{FORMAT_VERSION, HEADER_SIZE};
 use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions, MIN_POOL_SIZE};
-use pmkv_testutil::{pool_dir, pool_file, pool_opts, read_bytes, read_u64, write_bytes, write_u64};
+use pmkv_testutil::{
+    forge_version, patched_copy, pool_dir, pool_file, pool_opts, read_bytes, read_u64, write_bytes, write_file,
+    write_pool, write_u64,
+};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -51,13 +54,10 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
     (0..len as u64).map(|i| (i.wrapping_mul(31).wrapping_add(seed.wrapping_mul(7919)) % 251) as u8).collect()
 }
 
+/// A pool file `name` in `dir` holding `pattern(1, 4096)` at root 0, closed cleanly.
 fn new_pool_file(dir: &Path, name: &str) -> PathBuf {
     let path = dir.join(name);
-    let pool = Pool::create(&path, LAYOUT, &opts()).unwrap();
-    let off = pool.take_heap(4096, 64).unwrap();
-    write_at(&pool, off, &pattern(1, 4096));
-    pool.set_root(0, off);
-    drop(pool);
+    write_pool(&path, LAYOUT, &opts(), 0, &pattern(1, 4096));
     path
 }
 
@@ -431,15 +431,6 @@ fn p1_second_open_in_same_process_is_locked() {
 
 // ----- error cases -----------------------------------------------------------------------
 
-fn set_u32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-fn fix_imm_crc(b: &mut [u8]) {
-    let crc = crc32fast::hash(&b[..IMM_CRC_AT]);
-    set_u32(b, IMM_CRC_AT, crc);
-}
-
 /// Every way of opening `path` fails with an error `check` accepts, and the file (or its
 /// absence) is byte-for-byte unchanged afterwards.
 fn assert_refused(path: &Path, what: &str, check: impl Fn(&PoolError) -> bool) {
@@ -476,33 +467,22 @@ fn p1_refused_opens_leave_the_file_unchanged() {
     let d = dir.path();
     let good = std::fs::read(new_pool_file(d, "good.pool")).unwrap();
     let size = good.len();
-    let variant = |name: &str, f: &dyn Fn(&mut Vec<u8>)| -> PathBuf {
-        let mut b = good.clone();
-        f(&mut b);
-        let p = d.join(name);
-        std::fs::write(&p, &b).unwrap();
-        p
-    };
+    let variant = |name: &str, f: &dyn Fn(&mut Vec<u8>)| patched_copy(d, name, &good, f);
 
     assert_refused(&d.join("missing.pool"), "missing", |e| matches!(e, PoolError::NotFound { .. }));
     assert!(!d.join("missing.pool").exists());
 
-    let text = d.join("text.pool");
-    std::fs::write(&text, "this is a text file, not a pool\n".repeat(300)).unwrap();
+    let text = write_file(d, "text.pool", "this is a text file, not a pool\n".repeat(300));
     assert_refused(&text, "text file", |e| matches!(e, PoolError::NotAPool { .. }));
 
-    let empty = d.join("empty.pool");
-    std::fs::write(&empty, b"").unwrap();
+    let empty = write_file(d, "empty.pool", b"");
     assert_refused(&empty, "empty file", |e| matches!(e, PoolError::NotAPool { .. }));
 
     let magic = variant("magic.pool", &|b| b[3] ^= 0x20);
     assert_refused(&magic, "bad magic", |e| matches!(e, PoolError::NotAPool { .. }));
 
     // A valid pool of another format version: version patched, checksum recomputed.
-    let v2 = variant("v2.pool", &|b| {
-        set_u32(b, 8, FORMAT_VERSION + 1);
-        fix_imm_crc(b);
-    });
+    let v2 = variant("v2.pool", &|b| forge_version(b, FORMAT_VERSION + 1));
     assert_refused(
         &v2,
         "other version",
