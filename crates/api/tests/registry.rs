@@ -7,7 +7,7 @@ use pmkv::{
 };
 use std::path::Path;
 
-use pmkv_testutil::pool_dir as dir;
+use pmkv_testutil::{pool_dir as dir, write_file};
 
 #[test]
 fn builtin_engines_are_found_by_name_and_layout() {
@@ -40,11 +40,8 @@ fn open_existing_uses_the_layout_in_the_header() {
     assert_eq!(e.kind(), ErrorKind::UnknownEngine);
     assert!(e.to_string().contains("zz-future"), "{e}");
     // Not a pool at all, and missing.
-    std::fs::write(d.path().join("junk"), b"junk").unwrap();
-    assert_eq!(
-        Store::open_existing(d.path().join("junk"), &Options::default()).unwrap_err().kind(),
-        ErrorKind::NotAPool
-    );
+    let junk = write_file(d.path(), "junk", b"junk");
+    assert_eq!(Store::open_existing(junk, &Options::default()).unwrap_err().kind(), ErrorKind::NotAPool);
     assert_eq!(
         Store::open_existing(d.path().join("none"), &Options::default()).unwrap_err().kind(),
         ErrorKind::NotFound
