@@ -7,7 +7,7 @@
 mod common;
 use common::*;
 use pmkv_substrate::header::Mutable;
-use pmkv_substrate::{Mode, Pool, PoolOptions};
+use pmkv_substrate::Pool;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::{Mutex, MutexGuard};
@@ -24,10 +24,6 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn opts() -> PoolOptions {
-    pool_opts(Mode::Adr, 64 << 10, 1 << 20)
-}
-
 fn info(path: &Path) -> Output {
     pmkv(&["info", path.to_str().unwrap()])
 }
@@ -35,7 +31,7 @@ fn info(path: &Path) -> Output {
 /// A good pool with a root and some data, closed cleanly.
 fn good_pool(dir: &Path, name: &str) -> (PathBuf, u64) {
     let path = dir.join(name);
-    let off = write_pool(&path, LAYOUT, &opts(), 3, &[0x5a; 1000]);
+    let off = write_pool(&path, LAYOUT, &small_opts(), 3, &[0x5a; 1000]);
     (path, off)
 }
 
@@ -60,7 +56,7 @@ fn p1_info_on_a_good_pool() {
 
     // A pool of another engine is still a good pool for `info`.
     let other = dir.path().join("other.pool");
-    drop(Pool::create(&other, "hart", &opts()).unwrap());
+    drop(Pool::create(&other, "hart", &small_opts()).unwrap());
     let out = info(&other);
     assert!(out.status.success());
     assert!(text(&out.stdout).contains("layout          hart\n"));
@@ -71,7 +67,7 @@ fn p1_info_on_a_pool_held_open_shows_in_use() {
     let _s = serial();
     let dir = pool_dir();
     let (path, _) = good_pool(dir.path(), "held.pool");
-    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    let pool = Pool::open(&path, Some(LAYOUT), &small_opts()).unwrap();
     let out = info(&path);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{out:?}");

@@ -3,9 +3,9 @@
 //! and every way an open can be refused — each of which must leave the file untouched.
 
 use pmkv_substrate::header::{FORMAT_VERSION, HEADER_SIZE};
-use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions, MIN_POOL_SIZE};
+use pmkv_substrate::{Mode, Pool, PoolError, MIN_POOL_SIZE};
 use pmkv_testutil::{
-    forge_version, patched_copy, pool_dir, pool_file, pool_opts, read_bytes, read_u64, write_bytes, write_file,
+    forge_version, patched_copy, pool_dir, pool_file, read_bytes, read_u64, small_opts, write_bytes, write_file,
     write_pool, write_u64,
 };
 use std::io::{BufRead, BufReader, Write};
@@ -33,10 +33,6 @@ fn spawning() -> RwLockWriteGuard<'static, ()> {
     SPAWN.write().unwrap_or_else(|e| e.into_inner())
 }
 
-fn opts() -> PoolOptions {
-    pool_opts(Mode::Adr, 64 << 10, 1 << 20)
-}
-
 /// Write `bytes` at `off` and persist them.
 fn write_at(pool: &Pool, off: u64, bytes: &[u8]) {
     write_bytes(pool, off, bytes);
@@ -57,7 +53,7 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 /// A pool file `name` in `dir` holding `pattern(1, 4096)` at root 0, closed cleanly.
 fn new_pool_file(dir: &Path, name: &str) -> PathBuf {
     let path = dir.join(name);
-    write_pool(&path, LAYOUT, &opts(), 0, &pattern(1, 4096));
+    write_pool(&path, LAYOUT, &small_opts(), 0, &pattern(1, 4096));
     path
 }
 
@@ -67,7 +63,7 @@ fn p1_create_open_reopen_roots_survive() {
     let (dir, path) = pool_file("a.pool");
     let mut expect = Vec::new();
     {
-        let pool = Pool::create(&path, LAYOUT, &opts()).unwrap();
+        let pool = Pool::create(&path, LAYOUT, &small_opts()).unwrap();
         assert_eq!(pool.layout(), LAYOUT);
         assert_eq!(pool.size(), 64 << 10);
         assert_eq!(pool.max_size(), 1 << 20);
@@ -86,7 +82,7 @@ fn p1_create_open_reopen_roots_survive() {
     }
     let top;
     {
-        let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+        let pool = Pool::open(&path, Some(LAYOUT), &small_opts()).unwrap();
         top = pool.heap_top();
         assert!(top > HEADER_SIZE);
         for (i, (off, data)) in expect.iter().enumerate() {
@@ -97,7 +93,7 @@ fn p1_create_open_reopen_roots_survive() {
         pool.set_root(3, 0);
     }
     // Third session, any layout accepted, another mode: still the same state.
-    let pool = Pool::open(&path, None, &opts().mode(Mode::Eadr)).unwrap();
+    let pool = Pool::open(&path, None, &small_opts().mode(Mode::Eadr)).unwrap();
     assert_eq!(pool.layout(), LAYOUT);
     assert_eq!(pool.heap_top(), top);
     assert_eq!(pool.root(3), 0);
@@ -109,15 +105,15 @@ fn p1_create_open_reopen_roots_survive() {
 
     // Creating over an existing pool is refused and changes nothing.
     let before = std::fs::read(&path).unwrap();
-    assert!(matches!(Pool::create(&path, LAYOUT, &opts()), Err(PoolError::AlreadyExists { .. })));
+    assert!(matches!(Pool::create(&path, LAYOUT, &small_opts()), Err(PoolError::AlreadyExists { .. })));
     assert_eq!(std::fs::read(&path).unwrap(), before);
     // open_or_create opens it.
-    let pool = Pool::open_or_create(&path, LAYOUT, &opts()).unwrap();
+    let pool = Pool::open_or_create(&path, LAYOUT, &small_opts()).unwrap();
     assert_eq!(pool.root(0), expect[0].0);
     drop(pool);
     // ... and creates a missing one.
     let fresh = dir.path().join("fresh.pool");
-    let pool = Pool::open_or_create(&fresh, LAYOUT, &opts()).unwrap();
+    let pool = Pool::open_or_create(&fresh, LAYOUT, &small_opts()).unwrap();
     assert_eq!(pool.root(0), 0);
 }
 
@@ -125,9 +121,9 @@ fn p1_create_open_reopen_roots_survive() {
 fn p1_every_mode_opens_the_same_pool() {
     let _g = no_spawn();
     let (_dir, path) = pool_file("m.pool");
-    drop(Pool::create(&path, LAYOUT, &opts()).unwrap());
+    drop(Pool::create(&path, LAYOUT, &small_opts()).unwrap());
     for (k, mode) in Mode::ALL.into_iter().enumerate() {
-        let pool = Pool::open(&path, Some(LAYOUT), &opts().mode(mode)).unwrap();
+        let pool = Pool::open(&path, Some(LAYOUT), &small_opts().mode(mode)).unwrap();
         assert_eq!(pool.mode(), mode);
         // Check the previous session's write, then make our own.
         if k > 0 {
@@ -144,7 +140,7 @@ fn p1_every_mode_opens_the_same_pool() {
 fn p1_clean_shutdown_flag() {
     let _g = no_spawn();
     let (_dir, path) = pool_file("c.pool");
-    let pool = Pool::create(&path, LAYOUT, &opts()).unwrap();
+    let pool = Pool::create(&path, LAYOUT, &small_opts()).unwrap();
     assert!(!pool.was_clean(), "a new pool has no previous session");
     let info = Pool::inspect(&path).unwrap();
     assert!(!info.state.clean, "clean flag is false while the pool is open");
@@ -154,7 +150,7 @@ fn p1_clean_shutdown_flag() {
     assert!(info.state.clean, "clean flag is true after drop");
     assert!(!info.in_use);
 
-    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    let pool = Pool::open(&path, Some(LAYOUT), &small_opts()).unwrap();
     assert!(pool.was_clean());
     assert!(!Pool::inspect(&path).unwrap().state.clean);
     pool.close().unwrap();
@@ -164,13 +160,13 @@ fn p1_clean_shutdown_flag() {
     // the flag false. Its descriptor — and so its lock — is leaked too, so in this process
     // the pool stays locked: that is correct, the "process" still holds it open. (The
     // cross-process test below shows the next open after a real exit sees `was_clean` false.)
-    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    let pool = Pool::open(&path, Some(LAYOUT), &small_opts()).unwrap();
     assert!(pool.was_clean());
     std::mem::forget(pool);
     let info = Pool::inspect(&path).unwrap();
     assert!(!info.state.clean, "no drop, no clean flag");
     assert!(info.in_use);
-    assert!(matches!(Pool::open(&path, Some(LAYOUT), &opts()), Err(PoolError::Locked { .. })));
+    assert!(matches!(Pool::open(&path, Some(LAYOUT), &small_opts()), Err(PoolError::Locked { .. })));
 }
 
 /// A read-only open changes nothing in the file, shares the pool with other readers but
@@ -183,8 +179,8 @@ fn p1_read_only_open() {
     let path = new_pool_file(dir.path(), "r.pool");
     let before = std::fs::read(&path).unwrap();
     {
-        let a = Pool::open_read_only(&path, Some(LAYOUT), &opts()).unwrap();
-        let b = Pool::open_read_only(&path, None, &opts()).unwrap();
+        let a = Pool::open_read_only(&path, Some(LAYOUT), &small_opts()).unwrap();
+        let b = Pool::open_read_only(&path, None, &small_opts()).unwrap();
         assert!(a.is_read_only() && b.is_read_only() && a.was_clean());
         let off = a.root(0);
         assert_eq!(read_bytes(&a, off, 4096), pattern(1, 4096));
@@ -192,24 +188,27 @@ fn p1_read_only_open() {
         assert!(matches!(a.take_heap(64, 64), Err(PoolError::ReadOnly { .. })));
         assert!(matches!(a.ensure_size(a.size() + 4096), Err(PoolError::ReadOnly { .. })));
         assert!(matches!(a.check_writable(), Err(PoolError::ReadOnly { .. })));
-        assert!(matches!(Pool::open(&path, Some(LAYOUT), &opts()), Err(PoolError::Locked { .. })));
-        assert!(matches!(Pool::open_read_only(&path, Some("other"), &opts()), Err(PoolError::WrongLayout { .. })));
+        assert!(matches!(Pool::open(&path, Some(LAYOUT), &small_opts()), Err(PoolError::Locked { .. })));
+        assert!(matches!(
+            Pool::open_read_only(&path, Some("other"), &small_opts()),
+            Err(PoolError::WrongLayout { .. })
+        ));
     }
     assert_eq!(std::fs::read(&path).unwrap(), before, "read-only opens changed the file");
-    let w = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    let w = Pool::open(&path, Some(LAYOUT), &small_opts()).unwrap();
     assert!(w.check_writable().is_ok());
-    assert!(matches!(Pool::open_read_only(&path, None, &opts()), Err(PoolError::Locked { .. })));
+    assert!(matches!(Pool::open_read_only(&path, None, &small_opts()), Err(PoolError::Locked { .. })));
     // A writer that vanishes without closing leaves the pool unclean. A copy taken while
     // the writer still has it open is what a crash leaves (the original stays locked by
     // this process): the read-only open refuses it, a read-write open recovers it.
     std::mem::forget(w);
     let copy = dir.path().join("copy.pool");
     std::fs::copy(&path, &copy).unwrap();
-    assert!(matches!(Pool::open_read_only(&copy, None, &opts()), Err(PoolError::NeedsRecovery { .. })));
-    drop(Pool::open(&copy, None, &opts()).unwrap());
-    assert!(Pool::open_read_only(&copy, None, &opts()).unwrap().was_clean());
+    assert!(matches!(Pool::open_read_only(&copy, None, &small_opts()), Err(PoolError::NeedsRecovery { .. })));
+    drop(Pool::open(&copy, None, &small_opts()).unwrap());
+    assert!(Pool::open_read_only(&copy, None, &small_opts()).unwrap().was_clean());
     assert!(matches!(
-        Pool::open_read_only(dir.path().join("missing.pool"), None, &opts()),
+        Pool::open_read_only(dir.path().join("missing.pool"), None, &small_opts()),
         Err(PoolError::NotFound { .. })
     ));
 }
@@ -220,7 +219,7 @@ fn p1_growth_keeps_base_and_contents() {
     let (_dir, path) = pool_file("g.pool");
     let initial = MIN_POOL_SIZE; // 8 KiB: the smallest pool, so growth starts at once
     let max = 4 << 20;
-    let o = opts().initial_size(initial).max_size(max);
+    let o = small_opts().initial_size(initial).max_size(max);
     let pool = Pool::create(&path, LAYOUT, &o).unwrap();
     let base = pool.base();
     assert_eq!(pool.size(), initial);
@@ -286,7 +285,7 @@ fn p1_growth_up_to_max_then_full() {
     let _g = no_spawn();
     let (_dir, path) = pool_file("f.pool");
     let max = 256 << 10;
-    let o = opts().initial_size(16 << 10).max_size(max);
+    let o = small_opts().initial_size(16 << 10).max_size(max);
     let pool = Pool::create(&path, LAYOUT, &o).unwrap();
     let mut taken = Vec::new();
     let err = loop {
@@ -352,7 +351,7 @@ fn walk_list(pool: &Pool) -> Vec<u64> {
 fn p2_offsets_survive_mapping_at_another_address() {
     let _g = no_spawn();
     let (_dir, path) = pool_file("o.pool");
-    let o = opts().initial_size(16 << 10).max_size(1 << 20);
+    let o = small_opts().initial_size(16 << 10).max_size(1 << 20);
     let expect: Vec<u64> = (0..500u64).rev().map(|v| v * v + 7).collect();
     let pool = Pool::create(&path, LAYOUT, &o).unwrap();
     build_list(&pool, 500);
@@ -411,21 +410,21 @@ fn p1_second_open_in_same_process_is_locked() {
     let _g = no_spawn();
     let dir = pool_dir();
     let path = new_pool_file(dir.path(), "l.pool");
-    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    let pool = Pool::open(&path, Some(LAYOUT), &small_opts()).unwrap();
     let before = std::fs::read(&path).unwrap();
     for mode in Mode::ALL {
-        match Pool::open(&path, Some(LAYOUT), &opts().mode(mode)) {
+        match Pool::open(&path, Some(LAYOUT), &small_opts().mode(mode)) {
             Err(PoolError::Locked { path: p }) => assert_eq!(p, path),
             Err(e) => panic!("expected Locked, got {e}"),
             Ok(_) => panic!("a second handle opened a locked pool"),
         }
     }
-    assert!(matches!(Pool::open_or_create(&path, LAYOUT, &opts()), Err(PoolError::Locked { .. })));
+    assert!(matches!(Pool::open_or_create(&path, LAYOUT, &small_opts()), Err(PoolError::Locked { .. })));
     assert_eq!(std::fs::read(&path).unwrap(), before, "a refused open changes nothing");
     assert!(Pool::inspect(&path).unwrap().in_use);
     drop(pool);
     assert!(!Pool::inspect(&path).unwrap().in_use);
-    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    let pool = Pool::open(&path, Some(LAYOUT), &small_opts()).unwrap();
     assert!(pool.was_clean());
 }
 
@@ -436,9 +435,9 @@ fn p1_second_open_in_same_process_is_locked() {
 fn assert_refused(path: &Path, what: &str, check: impl Fn(&PoolError) -> bool) {
     let before = std::fs::read(path).ok();
     let attempts: Vec<(&str, Result<(), PoolError>)> = vec![
-        ("open(layout)", Pool::open(path, Some(LAYOUT), &opts()).map(drop)),
-        ("open(any)", Pool::open(path, None, &opts()).map(drop)),
-        ("open(eadr)", Pool::open(path, Some(LAYOUT), &opts().mode(Mode::Eadr)).map(drop)),
+        ("open(layout)", Pool::open(path, Some(LAYOUT), &small_opts()).map(drop)),
+        ("open(any)", Pool::open(path, None, &small_opts()).map(drop)),
+        ("open(eadr)", Pool::open(path, Some(LAYOUT), &small_opts().mode(Mode::Eadr)).map(drop)),
         ("inspect", Pool::inspect(path).map(drop)),
     ];
     for (how, r) in attempts {
@@ -455,7 +454,7 @@ fn assert_refused(path: &Path, what: &str, check: impl Fn(&PoolError) -> bool) {
     }
     if before.is_some() {
         // open_or_create must neither overwrite nor replace an existing bad file.
-        assert!(Pool::open_or_create(path, LAYOUT, &opts()).is_err(), "{what}: open_or_create");
+        assert!(Pool::open_or_create(path, LAYOUT, &small_opts()).is_err(), "{what}: open_or_create");
         assert_eq!(std::fs::read(path).ok(), before, "{what}: open_or_create changed the file");
     }
 }
@@ -516,9 +515,9 @@ fn p1_refused_opens_leave_the_file_unchanged() {
 
     // Another layout: refused when a layout is asked for, accepted with `None`.
     let other = d.join("other.pool");
-    drop(Pool::create(&other, "otherlayout", &opts()).unwrap());
+    drop(Pool::create(&other, "otherlayout", &small_opts()).unwrap());
     let before = std::fs::read(&other).unwrap();
-    match Pool::open(&other, Some(LAYOUT), &opts()) {
+    match Pool::open(&other, Some(LAYOUT), &small_opts()) {
         Err(PoolError::WrongLayout { found, expected, .. }) => {
             assert_eq!(found, "otherlayout");
             assert_eq!(expected, LAYOUT);
@@ -526,31 +525,31 @@ fn p1_refused_opens_leave_the_file_unchanged() {
         Err(e) => panic!("expected WrongLayout, got {e}"),
         Ok(_) => panic!("opened a pool of another layout"),
     }
-    assert!(matches!(Pool::open_or_create(&other, LAYOUT, &opts()), Err(PoolError::WrongLayout { .. })));
+    assert!(matches!(Pool::open_or_create(&other, LAYOUT, &small_opts()), Err(PoolError::WrongLayout { .. })));
     assert_eq!(std::fs::read(&other).unwrap(), before);
-    assert_eq!(Pool::open(&other, None, &opts()).unwrap().layout(), "otherlayout");
+    assert_eq!(Pool::open(&other, None, &small_opts()).unwrap().layout(), "otherlayout");
 }
 
 #[test]
 fn p1_create_refuses_bad_options_without_leaving_a_file() {
     let _g = no_spawn();
     let (_dir, p) = pool_file("small.pool");
-    let r = Pool::create(&p, LAYOUT, &opts().initial_size(MIN_POOL_SIZE - 1));
+    let r = Pool::create(&p, LAYOUT, &small_opts().initial_size(MIN_POOL_SIZE - 1));
     assert!(matches!(r, Err(PoolError::TooSmall { min, .. }) if min == MIN_POOL_SIZE));
     assert!(!p.exists(), "no file is left behind");
-    assert!(matches!(Pool::create(&p, LAYOUT, &opts().initial_size(0)), Err(PoolError::TooSmall { .. })));
-    assert!(matches!(Pool::create(&p, &"x".repeat(32), &opts()), Err(PoolError::LayoutName(_))));
-    assert!(matches!(Pool::create(&p, "", &opts()), Err(PoolError::LayoutName(_))));
-    assert!(matches!(Pool::create(&p, "a\0b", &opts()), Err(PoolError::LayoutName(_))));
-    assert!(matches!(Pool::create(&p, LAYOUT, &opts().max_size(1 << 50)), Err(PoolError::InvalidOption(_))));
+    assert!(matches!(Pool::create(&p, LAYOUT, &small_opts().initial_size(0)), Err(PoolError::TooSmall { .. })));
+    assert!(matches!(Pool::create(&p, &"x".repeat(32), &small_opts()), Err(PoolError::LayoutName(_))));
+    assert!(matches!(Pool::create(&p, "", &small_opts()), Err(PoolError::LayoutName(_))));
+    assert!(matches!(Pool::create(&p, "a\0b", &small_opts()), Err(PoolError::LayoutName(_))));
+    assert!(matches!(Pool::create(&p, LAYOUT, &small_opts().max_size(1 << 50)), Err(PoolError::InvalidOption(_))));
     assert!(!p.exists());
-    assert!(matches!(Pool::create_sim(LAYOUT, &opts().initial_size(100)), Err(PoolError::TooSmall { .. })));
+    assert!(matches!(Pool::create_sim(LAYOUT, &small_opts().initial_size(100)), Err(PoolError::TooSmall { .. })));
     // A 31-byte layout name is the longest allowed.
     let long = "y".repeat(31);
-    let pool = Pool::create(&p, &long, &opts().initial_size(MIN_POOL_SIZE)).unwrap();
+    let pool = Pool::create(&p, &long, &small_opts().initial_size(MIN_POOL_SIZE)).unwrap();
     assert_eq!(pool.size(), MIN_POOL_SIZE);
     drop(pool);
-    assert_eq!(Pool::open(&p, Some(&long), &opts()).unwrap().layout(), long);
+    assert_eq!(Pool::open(&p, Some(&long), &small_opts()).unwrap().layout(), long);
 }
 
 #[test]
@@ -560,7 +559,7 @@ fn p1_torn_newest_state_slot_falls_back_to_previous_state() {
     let a;
     let b;
     {
-        let pool = Pool::create(&path, LAYOUT, &opts()).unwrap();
+        let pool = Pool::create(&path, LAYOUT, &small_opts()).unwrap();
         a = pool.take_heap(64, 64).unwrap();
         b = pool.take_heap(64, 64).unwrap();
         pool.set_root(0, a);
@@ -584,7 +583,7 @@ fn p1_torn_newest_state_slot_falls_back_to_previous_state() {
     assert_eq!(info.state.seq, newest - 1, "the previous state is what a reader sees");
     assert!(!info.state.clean, "the torn update was the clean-shutdown mark");
     assert_eq!(info.state.roots[0], b);
-    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    let pool = Pool::open(&path, Some(LAYOUT), &small_opts()).unwrap();
     assert!(!pool.was_clean(), "a torn clean mark counts as a crash");
     assert_eq!(pool.root(0), b);
     drop(pool);
@@ -602,11 +601,11 @@ fn p1_torn_newest_state_slot_falls_back_to_previous_state() {
 #[test]
 fn p1_from_image_refuses_bad_images_without_panicking() {
     let _g = no_spawn();
-    let pool = Pool::create_sim(LAYOUT, &opts()).unwrap();
+    let pool = Pool::create_sim(LAYOUT, &small_opts()).unwrap();
     let sim = pool.sim().unwrap();
     let image = sim.image_now(&pool, pmkv_substrate::Eviction::None);
     assert_eq!(image.len() as u64, pool.size());
-    let o = opts();
+    let o = small_opts();
     assert!(Pool::from_image(&image, Some(LAYOUT), &o).is_ok());
     assert!(matches!(Pool::from_image(&image, Some("zzz"), &o), Err(PoolError::WrongLayout { .. })));
     assert!(matches!(Pool::from_image(b"", None, &o), Err(PoolError::NotAPool { .. })));
@@ -635,13 +634,13 @@ fn child_process_helper() {
     let Ok(spec) = std::env::var(CHILD_ENV) else { return };
     let (action, path) = spec.split_once(':').unwrap();
     match action {
-        "try_open" => match Pool::open(path, Some(LAYOUT), &opts()) {
+        "try_open" => match Pool::open(path, Some(LAYOUT), &small_opts()) {
             Err(PoolError::Locked { .. }) => println!("CHILD locked"),
             Err(e) => println!("CHILD error {e}"),
             Ok(_) => println!("CHILD opened"),
         },
         "hold_then_die" => {
-            let pool = Pool::open(path, Some(LAYOUT), &opts()).unwrap();
+            let pool = Pool::open(path, Some(LAYOUT), &small_opts()).unwrap();
             let off = pool.take_heap(8, 8).unwrap();
             persist_u64(&pool, off, 0xfeed_f00d);
             pool.set_root(5, off);
@@ -672,7 +671,7 @@ fn p1_lock_across_processes_and_crash_leaves_pool_unclean() {
     let path = new_pool_file(dir.path(), "x.pool");
 
     // This process holds the pool: another process cannot open it.
-    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    let pool = Pool::open(&path, Some(LAYOUT), &small_opts()).unwrap();
     let out = {
         let _g = spawning();
         child("try_open", &path).output().unwrap()
@@ -696,7 +695,7 @@ fn p1_lock_across_processes_and_crash_leaves_pool_unclean() {
     let said = lines.by_ref().map(|l| l.unwrap()).find(|l| l.starts_with("CHILD "));
     assert_eq!(said.as_deref(), Some("CHILD holding"));
     let before = std::fs::read(&path).unwrap();
-    assert!(matches!(Pool::open(&path, Some(LAYOUT), &opts()), Err(PoolError::Locked { .. })));
+    assert!(matches!(Pool::open(&path, Some(LAYOUT), &small_opts()), Err(PoolError::Locked { .. })));
     assert_eq!(std::fs::read(&path).unwrap(), before);
     let info = Pool::inspect(&path).unwrap();
     assert!(info.in_use);
@@ -705,20 +704,20 @@ fn p1_lock_across_processes_and_crash_leaves_pool_unclean() {
     // The holder exits without closing the pool; the lock dies with it.
     holder.stdin.take().unwrap().write_all(b"die\n").unwrap();
     assert!(holder.wait().unwrap().success());
-    let pool = Pool::open(&path, Some(LAYOUT), &opts()).unwrap();
+    let pool = Pool::open(&path, Some(LAYOUT), &small_opts()).unwrap();
     assert!(!pool.was_clean(), "a process that died holding the pool left it unclean");
     let off = pool.root(5);
     assert_ne!(off, 0, "its durable writes survive");
     assert_eq!(read_u64(&pool, off), 0xfeed_f00d);
     drop(pool);
-    assert!(Pool::open(&path, Some(LAYOUT), &opts()).unwrap().was_clean());
+    assert!(Pool::open(&path, Some(LAYOUT), &small_opts()).unwrap().was_clean());
 }
 
 #[test]
 fn p1_concurrent_take_heap_hands_out_disjoint_extents() {
     let _g = no_spawn();
     let dir = pool_dir();
-    let o = opts().initial_size(MIN_POOL_SIZE).max_size(4 << 20);
+    let o = small_opts().initial_size(MIN_POOL_SIZE).max_size(4 << 20);
     let pool = Pool::create(dir.path().join("race.pool"), LAYOUT, &o).unwrap();
     let mut all: Vec<(u64, u64)> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..4u64)
@@ -796,7 +795,7 @@ fn p1_growth_never_clobbers_other_mappings() {
         });
         for round in 0..100 {
             let path = dir.path().join(format!("grow{round}.pool"));
-            let o = opts().initial_size(MIN_POOL_SIZE).max_size(2 << 20);
+            let o = small_opts().initial_size(MIN_POOL_SIZE).max_size(2 << 20);
             let pool = Pool::create(&path, LAYOUT, &o).unwrap();
             while pool.size() < 2 << 20 {
                 let off = pool.take_heap(3000, 8).unwrap();

@@ -3,13 +3,9 @@
 //! unmapped address, reading outside a mapping, or writing a header the next open would
 //! refuse. Each panic leaves the pool intact and openable.
 
-use pmkv_substrate::{Eviction, Mode, Pool, PoolOptions};
-use pmkv_testutil::{pool_dir, pool_opts};
+use pmkv_substrate::{Eviction, Mode, Pool};
+use pmkv_testutil::{pool_dir, pool_opts, small_opts};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-
-fn opts() -> PoolOptions {
-    pool_opts(Mode::Adr, 64 << 10, 1 << 20)
-}
 
 /// The message of the panic `f` raises.
 fn panic_message(f: impl FnOnce()) -> String {
@@ -20,7 +16,7 @@ fn panic_message(f: impl FnOnce()) -> String {
 #[test]
 fn flushes_outside_the_mapped_pool_panic_and_name_the_range() {
     for mode in Mode::ALL {
-        let pool = Pool::create_sim("t", &opts().mode(mode)).unwrap();
+        let pool = Pool::create_sim("t", &small_opts().mode(mode)).unwrap();
         let size = pool.size();
         pool.persist_off(size - 64, 64);
         pool.flush_off(0, size as usize);
@@ -31,7 +27,7 @@ fn flushes_outside_the_mapped_pool_panic_and_name_the_range() {
         // The pool is unharmed: it still persists and its image still opens.
         pool.persist_off(4096, 8);
         let img = pool.sim().unwrap().image_now(&pool, Eviction::None);
-        Pool::from_image(&img, Some("t"), &opts().mode(mode)).unwrap();
+        Pool::from_image(&img, Some("t"), &small_opts().mode(mode)).unwrap();
     }
 }
 
@@ -39,7 +35,7 @@ fn flushes_outside_the_mapped_pool_panic_and_name_the_range() {
 fn a_root_outside_the_heap_is_refused_before_the_header_changes() {
     let dir = pool_dir();
     let path = dir.path().join("roots.pool");
-    let pool = Pool::create(&path, "t", &opts()).unwrap();
+    let pool = Pool::create(&path, "t", &small_opts()).unwrap();
     let off = pool.take_heap(64, 64).unwrap();
     pool.set_root(1, off);
     let size = pool.size();
@@ -52,21 +48,21 @@ fn a_root_outside_the_heap_is_refused_before_the_header_changes() {
     pool.set_root(2, 0);
     drop(pool);
     // Had a bad root been written, this open would fail with CorruptHeader.
-    let pool = Pool::open(&path, Some("t"), &opts()).unwrap();
+    let pool = Pool::open(&path, Some("t"), &small_opts()).unwrap();
     assert!(pool.was_clean());
     assert_eq!(pool.root(1), off);
 }
 
 #[test]
 fn a_crash_image_is_only_taken_of_the_simulators_own_pool() {
-    let small = Pool::create_sim("t", &opts()).unwrap();
+    let small = Pool::create_sim("t", &small_opts()).unwrap();
     let large = Pool::create_sim("t", &pool_opts(Mode::Adr, 1 << 20, 4 << 20)).unwrap();
     let msg = panic_message(|| drop(small.sim().unwrap().image_now(&large, Eviction::All)));
     assert!(msg.contains("does not belong"), "{msg}");
     let msg = panic_message(|| drop(large.sim().unwrap().image_now(&small, Eviction::All)));
     assert!(msg.contains("does not belong"), "{msg}");
     let dir = pool_dir();
-    let file = Pool::create(dir.path().join("f.pool"), "t", &opts()).unwrap();
+    let file = Pool::create(dir.path().join("f.pool"), "t", &small_opts()).unwrap();
     assert!(panic_message(|| drop(small.sim().unwrap().image_now(&file, Eviction::None))).contains("does not belong"));
     assert_eq!(small.sim().unwrap().image_now(&small, Eviction::All).len() as u64, small.size());
 }

@@ -4,8 +4,8 @@
 //! tests, API tests and the conformance suite use one copy of each helper:
 //!
 //! * pools: temporary directories and files ([`pool_dir`], [`pool_file`]), options
-//!   ([`pool_opts`], [`sim_opts`]), bytes read and written at an offset ([`read_bytes`],
-//!   [`write_bytes`], [`read_u64`], [`write_u64`]);
+//!   ([`pool_opts`], [`small_opts`], [`sim_opts`]), bytes read and written at an offset
+//!   ([`read_bytes`], [`write_bytes`], [`read_u64`], [`write_u64`]);
 //! * pool files: a good one to start from ([`write_pool`]), files of given bytes
 //!   ([`write_file`]), damaged copies ([`patched_copy`], [`forge_version`]);
 //! * the reference model ([`Model`], [`Op`], [`apply`]) and what a scan of it returns
@@ -56,6 +56,12 @@ pub fn pool_file(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
 /// emulated latency whatever `PMKV_LATENCY` says (tests that time latency set their own).
 pub fn pool_opts(mode: Mode, size: u64, max: u64) -> PoolOptions {
     PoolOptions::default().mode(mode).latency(Latency::NONE).initial_size(size).max_size(max)
+}
+
+/// Options of a small test pool: 64 KiB growing to 1 MiB, `adr` mode — for tests of pool
+/// files, headers, locks and roots, where little data goes in.
+pub fn small_opts() -> PoolOptions {
+    pool_opts(Mode::Adr, 64 << 10, 1 << 20)
 }
 
 /// Options of a crash-simulation pool of `size` bytes (growing to 64 MiB), `adr` mode: the
@@ -111,6 +117,8 @@ mod tests {
     fn pool_options_say_what_they_were_given() {
         let o = pool_opts(Mode::Msync, 1 << 20, 8 << 20);
         assert_eq!((o.mode, o.initial_size, o.max_size, o.latency), (Mode::Msync, 1 << 20, 8 << 20, Latency::NONE));
+        let o = small_opts();
+        assert_eq!((o.mode, o.initial_size, o.max_size, o.latency), (Mode::Adr, 64 << 10, 1 << 20, Latency::NONE));
         let o = sim_opts(256 << 10);
         assert_eq!((o.mode, o.initial_size, o.max_size, o.latency), (Mode::Adr, 256 << 10, 64 << 20, Latency::NONE));
         pmkv_substrate::Pool::create_sim("t", &o).expect("a sim pool opens with sim_opts");
