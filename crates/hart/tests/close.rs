@@ -41,7 +41,7 @@ fn close_marks_the_pool_clean_and_keeps_everything() {
 /// same slots: refused until the first is gone.
 #[test]
 fn one_hart_per_pool() {
-    let pool = Arc::new(Pool::create_sim("hart", &sim_opts(1 << 20)).unwrap());
+    let pool = sim_pool(1 << 20);
     let h = Hart::open(pool.clone(), HartOptions::default()).unwrap();
     h.put(b"k", b"v").unwrap();
     let second = Hart::open(pool.clone(), HartOptions::default());

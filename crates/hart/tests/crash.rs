@@ -8,7 +8,6 @@ mod common;
 use common::*;
 use pmkv_hart::{Hart, HartOptions};
 use pmkv_substrate::Eviction;
-use std::sync::Arc;
 
 /// Run `ops` one by one; explore every crash point of each. Returns images checked.
 fn explore(ops: &[Op], pool_size: u64) -> u64 {
@@ -140,8 +139,7 @@ fn recovery_of_empty_and_clean_pools() {
 /// leaked superblock.
 #[test]
 fn h5_format_every_crash_point() {
-    use pmkv_substrate::Pool;
-    let pool = Arc::new(Pool::create_sim("hart", &sim_opts(512 << 10)).unwrap());
+    let pool = sim_pool(512 << 10);
     let found = CrashFindings::new();
     let f = found.clone();
     pool.sim().unwrap().set_hook(true, move |pt| {

@@ -17,8 +17,12 @@ pub fn sim_hart(size: u64, kh: usize) -> Hart {
 
 /// A fresh HART with options `opts` on a crash-simulation pool of `size` bytes.
 pub fn sim_hart_with(size: u64, opts: HartOptions) -> Hart {
-    let pool = Pool::create_sim("hart", &sim_opts(size)).expect("sim pool");
-    Hart::open(Arc::new(pool), opts).expect("format")
+    Hart::open(sim_pool(size), opts).expect("format")
+}
+
+/// A fresh crash-simulation pool of `size` bytes with HART's layout, not formatted yet.
+pub fn sim_pool(size: u64) -> Arc<Pool> {
+    Arc::new(Pool::create_sim("hart", &sim_opts(size)).expect("sim pool"))
 }
 
 /// Recover a HART from a crash image.
