@@ -24,8 +24,13 @@ pub const HEADER_SIZE: u64 = 4096;
 pub const MAGIC: [u8; 8] = *b"PMKVPOOL";
 /// Format version written by this build.
 pub const FORMAT_VERSION: u32 = 1;
-/// Number of root offsets in the header.
+/// Number of root words in the header: roots `0..SEAL_ROOT` are offsets (engines' roots),
+/// root [`SEAL_ROOT`] is the allocator's integrity seal (not an offset).
 pub const NUM_ROOTS: usize = 8;
+/// The header word that holds EPallocator's seal of its chunk lists at clean shutdown
+/// (see `epalloc::seal`): it lives in the crash-atomic, checksummed state slot so that
+/// damage anywhere in the allocator's own metadata cannot also forge the seal.
+pub const SEAL_ROOT: usize = NUM_ROOTS - 1;
 /// Maximum length of a layout (engine) name.
 pub const MAX_LAYOUT: usize = 31;
 

@@ -2,7 +2,7 @@
 //! flag, growth with a fixed base, `Full`, locking (in this process and across processes),
 //! and every way an open can be refused — each of which must leave the file untouched.
 
-use pmkv_substrate::header::{FORMAT_VERSION, HEADER_SIZE};
+use pmkv_substrate::header::{FORMAT_VERSION, HEADER_SIZE, SEAL_ROOT};
 use pmkv_substrate::{Mode, Pool, PoolError, MIN_POOL_SIZE};
 use pmkv_testutil::{
     forge_version, patched_copy, pool_dir, pool_file, read_bytes, read_u64, small_opts, write_bytes, write_file,
@@ -70,7 +70,7 @@ fn p1_create_open_reopen_roots_survive() {
         assert_eq!(pool.heap_top(), HEADER_SIZE);
         assert_eq!(pool.path(), Some(path.as_path()));
         assert!(!pool.is_sim());
-        for i in 0..8 {
+        for i in 0..SEAL_ROOT {
             assert_eq!(pool.root(i), 0, "a new pool has no roots");
             let off = pool.take_heap(100 + 10 * i as u64, 64).unwrap();
             assert_eq!(off % 64, 0);
@@ -97,7 +97,7 @@ fn p1_create_open_reopen_roots_survive() {
     assert_eq!(pool.layout(), LAYOUT);
     assert_eq!(pool.heap_top(), top);
     assert_eq!(pool.root(3), 0);
-    for i in [0, 1, 2, 4, 5, 6, 7] {
+    for i in [0, 1, 2, 4, 5, 6] {
         assert_eq!(pool.root(i), expect[i].0);
         assert_eq!(read_bytes(&pool, expect[i].0, expect[i].1.len()), expect[i].1);
     }

@@ -51,6 +51,7 @@ mod lists;
 pub mod recovery;
 pub mod recycle_log;
 pub mod root;
+mod seal;
 pub mod size_class;
 mod space;
 mod stats;
@@ -180,14 +181,15 @@ impl EpAlloc {
         let r = Root::format(&pool, at);
         pool.set_root(EPALLOC_ROOT, at);
         pool.raise_heap_top(r.heap_start)?;
-        Self::open(pool)
+        // Nothing to verify against: the lists are empty and no seal was ever written.
+        recovery::open(pool, false)
     }
 
     /// Open the allocator of `pool`: validate its root, finish or undo interrupted
     /// recycles (Algorithm 6 recovery), walk every chunk list and rebuild DRAM state.
     /// Corrupt metadata is an error, never a panic.
     pub fn open(pool: Arc<Pool>) -> Result<EpAlloc> {
-        recovery::open(pool)
+        recovery::open(pool, true)
     }
 
     pub(crate) fn empty(pool: Arc<Pool>, root: Root, recovery: RecoveryReport) -> EpAlloc {

@@ -21,6 +21,7 @@ use super::chunk;
 use super::extent::{self, EXT_USED, PAGE};
 use super::recycle_log::{self, RecycleCase};
 use super::root::{decode_tag, Root, DIR_CAP};
+use super::seal::{self, Sealer};
 use super::size_class::{Geometry, EXTENT_CLASS, GEOMETRY, MIN_CHUNK_LEN};
 use super::space::FreeSpace;
 use super::{pack, EpAlloc, ListState, TypeId, EPALLOC_ROOT};
@@ -72,7 +73,7 @@ pub(crate) fn item_ok(pool: &Pool, geo: Option<Geometry>, off: u64, heap_start: 
     }
 }
 
-pub(crate) fn open(pool: Arc<Pool>) -> Result<EpAlloc> {
+pub(crate) fn open(pool: Arc<Pool>, verify_seal: bool) -> Result<EpAlloc> {
     let root = Root::read(&pool, pool.root(EPALLOC_ROOT))?;
     let mut rep = RecoveryReport::default();
     if pool.heap_top() < root.heap_start {
@@ -86,9 +87,11 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<EpAlloc> {
     let mut tags = HashSet::new();
     let mut seen = HashSet::new();
     let mut spans: Vec<(u64, u64)> = Vec::new();
+    let mut sealer = Sealer::new();
     for i in 0..DIR_CAP {
         let e = root.entry(i);
-        let Some((ty, class)) = decode_tag(e.raw_tag(&pool)).map_err(PoolError::CorruptAllocator)? else {
+        let tag = e.raw_tag(&pool);
+        let Some((ty, class)) = decode_tag(tag).map_err(PoolError::CorruptAllocator)? else {
             if e.head(&pool) != 0 || e.pcurrent(&pool) != 0 || e.pprev(&pool) != 0 {
                 return corrupt(format!("unused directory entry {i} has a list or a log"));
             }
@@ -101,6 +104,7 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<EpAlloc> {
         let valid = |off: u64| item_ok(&pool, geo, off, hs, heap_top);
         let case = recycle_log::recover(&pool, e, &valid, max_steps)?;
         rep.cases.push((ty, class, case));
+        sealer.list(i, tag);
         rep.lists += 1;
         let list = ListState::new(i, e, ty, class);
         {
@@ -120,6 +124,7 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<EpAlloc> {
                 let (len, reserved) = match geo {
                     Some(g) => {
                         let h = chunk::header(&pool, off);
+                        sealer.item(off, h.0);
                         if !h.is_consistent() {
                             return corrupt(format!("chunk {off:#x} has an inconsistent header word {:#x}", h.0));
                         }
@@ -129,7 +134,9 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<EpAlloc> {
                     }
                     None => {
                         rep.extents += 1;
-                        (extent::read_len(&pool, off, heap_top).unwrap_or(PAGE), EXT_USED)
+                        let len = extent::read_len(&pool, off, heap_top).unwrap_or(PAGE);
+                        sealer.item(off, len);
+                        (len, EXT_USED)
                     }
                 };
                 let id = ep.index.alloc_id();
@@ -153,6 +160,19 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<EpAlloc> {
             }
         }
         ep.install_list(list);
+    }
+    // After a clean shutdown the lists must be exactly what was sealed then (see `seal`):
+    // otherwise a link was cut or redirected, or a header or tag changed, since.
+    if verify_seal && pool.was_clean() {
+        let (want, found) = (pool.seal(), sealer.finish());
+        if want != found {
+            return corrupt(format!(
+                "the chunk lists differ from those sealed at the last clean shutdown (sealed: {}; found: {}): \
+                 a list was cut or redirected, or a chunk header changed",
+                seal::describe(want),
+                seal::describe(found)
+            ));
+        }
     }
     spans.sort_unstable();
     let mut free = FreeSpace::default();

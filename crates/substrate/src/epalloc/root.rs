@@ -29,7 +29,9 @@ use crate::pool::Pool;
 use std::sync::atomic::Ordering;
 
 pub const ROOT_MAGIC: [u8; 8] = *b"EPALLOC1";
-pub const ROOT_VERSION: u32 = 1;
+/// 2: the header's seal word is written at every clean shutdown (see `seal`); a version-1
+/// pool has none, so a build that verifies seals must not take it for a damaged one.
+pub const ROOT_VERSION: u32 = 2;
 /// Directory entries (chunk lists) per pool: 9 object types that use all 25 classes and
 /// extents, or many more types that use a few classes each.
 pub const DIR_CAP: usize = 255;
@@ -166,8 +168,14 @@ impl Root {
         }
         let version = u32::from_le_bytes(b[8..12].try_into().unwrap());
         if version != ROOT_VERSION {
+            let why = if version < ROOT_VERSION {
+                " (it was written by an older pmkv, before list seals and object checksums; dump it with that \
+                 build and load the dump with this one)"
+            } else {
+                ""
+            };
             return Err(PoolError::Allocator(format!(
-                "allocator format version {version} is not supported (this build reads {ROOT_VERSION})"
+                "allocator format version {version} is not supported (this build reads {ROOT_VERSION}){why}"
             )));
         }
         let cap = u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize;

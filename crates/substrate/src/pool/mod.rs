@@ -31,7 +31,7 @@ use mapping::{allocate_file, probe_map_sync};
 use crate::counters;
 use crate::crash_sim::SimState;
 use crate::error::{PoolError, Result};
-use crate::header::{Immutable, Mutable, FORMAT_VERSION, HEADER_SIZE, MAX_LAYOUT, NUM_ROOTS, SLOT_LEN};
+use crate::header::{Immutable, Mutable, FORMAT_VERSION, HEADER_SIZE, MAX_LAYOUT, NUM_ROOTS, SEAL_ROOT, SLOT_LEN};
 use crate::latency::{spin_ns, Latency};
 use crate::persist::{self, lines_in, Mode};
 use parking_lot::Mutex;

@@ -125,7 +125,7 @@ pub(super) fn validate_state(imm: &Immutable, st: &Mutable, len: u64, path: &Pat
     if st.heap_top < HEADER_SIZE || st.heap_top > st.size {
         return bad("heap top");
     }
-    if st.roots.iter().any(|&r| r != 0 && (r < HEADER_SIZE || r >= st.size)) {
+    if st.roots[..SEAL_ROOT].iter().any(|&r| r != 0 && (r < HEADER_SIZE || r >= st.size)) {
         return bad("root offset outside the pool");
     }
     if len < st.size {

@@ -49,18 +49,28 @@ impl Pool {
     /// Set root `i`; durable when this returns.
     ///
     /// # Panics
-    /// If `i` is not below [`NUM_ROOTS`], or `off` is neither 0 nor inside the heap
+    /// If `i` is not below [`SEAL_ROOT`], or `off` is neither 0 nor inside the heap
     /// (`[4096, size)`): a header recording such a root is refused as corrupt by the next
     /// open, so writing it would make the pool unopenable. It is an engine bug; the `pmkv`
     /// API turns the panic into an error and leaves the pool marked unclean.
     pub fn set_root(&self, i: usize, off: u64) {
-        assert!(i < NUM_ROOTS, "root index {i} out of range (0..{NUM_ROOTS})");
+        assert!(i < SEAL_ROOT, "root index {i} out of range (0..{SEAL_ROOT})");
         assert!(
             off == 0 || (off >= HEADER_SIZE && off < self.size()),
             "root {i} = {off:#x} lies outside the pool's heap [{HEADER_SIZE:#x}, {:#x})",
             self.size()
         );
         self.update_state(|s| s.roots[i] = off);
+    }
+
+    /// The allocator's seal word (header root [`SEAL_ROOT`]); 0 if none was written.
+    pub(crate) fn seal(&self) -> u64 {
+        self.state.lock().roots[SEAL_ROOT]
+    }
+
+    /// Record the allocator's seal in the header; durable when this returns.
+    pub(crate) fn set_seal(&self, seal: u64) {
+        self.update_state(|s| s.roots[SEAL_ROOT] = seal);
     }
 
     /// The pool's bump pointer: every byte at or above it is unused.
