@@ -8,7 +8,7 @@ use crate::error::{HartError, Result};
 use crate::hart::Hart;
 use crate::hash_table::{hash_key, hash_key_bytes, HashKey};
 use crate::layout::*;
-use crate::pm::{read_u32, read_u64, PmKeys};
+use crate::pm::{leaf_damage, meta, read_u32, read_u64, PmKeys};
 use std::collections::HashSet;
 
 impl Hart {
@@ -64,8 +64,18 @@ impl Hart {
         let mut keys = HashSet::new();
         let mut inline = 0u64;
         for &leaf in &tree {
+            // SAFETY: quiesced: nothing writes leaves, keys or values meanwhile.
+            if let Some(why) = unsafe { leaf_damage(pool, leaf, false) } {
+                problems.push(why);
+                continue;
+            }
+            // SAFETY: as above.
+            if let Err(e) = unsafe { self.value_of(leaf) } {
+                problems.push(e.to_string());
+                continue;
+            }
             let v = read_u64(pool, leaf + LEAF_P_VALUE);
-            let flags = read_u32(pool, leaf + LEAF_FLAGS);
+            let flags = meta(pool, leaf).flags;
             if let Some(n) = inline_len(flags) {
                 inline += 1;
                 if n > INLINE_VALUE {

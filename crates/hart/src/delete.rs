@@ -4,7 +4,7 @@ use crate::error::Result;
 use crate::hart::Hart;
 use crate::hash_table::hash_key;
 use crate::layout::*;
-use crate::pm::{read_u32, read_u64, PmKeys};
+use crate::pm::{meta, read_u64, write_u64, PmKeys};
 
 impl Hart {
     /// Delete (Algorithm 5). Returns whether the key was present.
@@ -12,7 +12,7 @@ impl Hart {
         if key.len() > MAX_KEY {
             return Ok(false);
         }
-        self.pool.check_writable()?;
+        self.check_write()?;
         let hk = hash_key(key, self.kh);
         let pool = &*self.pool;
         let (found, now_empty) = self
@@ -24,9 +24,18 @@ impl Hart {
                 // Line 9: out of the DRAM tree first.
                 let Some(leaf) = art.remove(key, &ks) else { return (false, false) };
                 let v = read_u64(pool, leaf + LEAF_P_VALUE);
-                let flags = read_u32(pool, leaf + LEAF_FLAGS);
-                let v = if inline_len(flags).is_some() { 0 } else { v };
-                let kobj = if flags & FLAG_KEY_OUT != 0 { read_u64(pool, leaf + LEAF_KEY) } else { 0 };
+                let m = meta(pool, leaf);
+                let v = if inline_len(m.flags).is_some() { 0 } else { v };
+                let kobj = if m.key_out() { read_u64(pool, leaf + LEAF_KEY) } else { 0 };
+                // Erase the leaf (its meta word, so its key check, becomes 0) before its
+                // bit is reset: `salvage`, which finds leaves by their checks alone, must
+                // not bring a deleted record back. The store shares the leaf bit's fence.
+                // A crash can leave the leaf erased but still used: recovery recognises
+                // that state (only after a crash) and finishes the delete.
+                // SAFETY: the leaf's meta word, ours under the ART write lock; the leaf
+                // is out of the tree, so no reader can reach it any more.
+                unsafe { write_u64(pool, leaf + LEAF_META, 0) };
+                pool.flush_off(leaf + LEAF_META, 8);
                 // Lines 11–14: leaf bit first (fence 1), then the value bit — flushed but
                 // not fenced: until this thread's next fence a crash may leave the value
                 // used and named by no leaf, an orphan recovery's sweep frees (the paper

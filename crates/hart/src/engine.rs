@@ -48,6 +48,7 @@ impl From<HartError> for Error {
             HartError::ValueTooLarge(len) => Error::value_too_large(len, MAX_VALUE),
             HartError::BadHashKeyLen(_) => Error::with_source(ErrorKind::InvalidArgument, e),
             HartError::Corrupt(_) => Error::with_source(ErrorKind::Corrupt, e),
+            HartError::Version(_) => Error::with_source(ErrorKind::Version, e),
         }
     }
 }

@@ -16,4 +16,6 @@ pub enum HartError {
     BadHashKeyLen(usize),
     #[error("corrupt HART pool: {0}")]
     Corrupt(String),
+    #[error("{0}")]
+    Version(String),
 }

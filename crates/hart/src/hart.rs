@@ -73,6 +73,10 @@ pub struct Hart {
     pub(crate) log_locks: Vec<Mutex<()>>,
     pub(crate) recovery: RecoveryReport,
     pub(crate) paper_updates: bool,
+    /// The first damage a read met (a check that failed). From then on writes are
+    /// refused: a write could build on the damaged object (an update's roll-back value, a
+    /// delete that frees what a damaged pointer names) and spread the damage.
+    pub(crate) damage: std::sync::OnceLock<String>,
     /// Last, so that it is released after everything else that uses the pool.
     _claim: PoolClaim,
 }
@@ -167,7 +171,26 @@ impl Hart {
             log_locks: (0..NUM_LOGS).map(|_| Mutex::new(())).collect(),
             recovery: RecoveryReport { clean: true, ..Default::default() },
             paper_updates: false,
+            damage: std::sync::OnceLock::new(),
             _claim: claim,
+        }
+    }
+
+    /// Remember the first damage a read met (see [`Hart::check_write`]).
+    pub(crate) fn note_damage(&self, e: &HartError) {
+        if let HartError::Corrupt(what) = e {
+            let _ = self.damage.set(what.clone());
+        }
+    }
+
+    /// Before any write: the pool is writable and no read has met damage in it.
+    pub(crate) fn check_write(&self) -> Result<()> {
+        self.pool.check_writable()?;
+        match self.damage.get() {
+            Some(what) => Err(HartError::Corrupt(format!(
+                "writes are refused: the pool is damaged ({what}); `pmkv salvage` copies every intact record to a new pool"
+            ))),
+            None => Ok(()),
         }
     }
 

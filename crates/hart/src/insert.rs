@@ -2,6 +2,7 @@
 //! key object for long keys) linked into the ART, then published; an existing key goes to
 //! the update of Algorithm 3 (`update`).
 
+use crate::checksum::{self, Meta};
 use crate::error::{HartError, Result};
 use crate::hart::Hart;
 use crate::hash_table::hash_key;
@@ -22,7 +23,7 @@ impl Hart {
     /// Insert or update (upsert): Algorithm 1, with Algorithm 3 for an existing key.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         Self::check_sizes(key, value)?;
-        self.pool.check_writable()?;
+        self.check_write()?;
         let hk = hash_key(key, self.kh);
         let depth = key.len().min(self.kh);
         self.table.with_or_create(hk, depth, |art| {
@@ -58,7 +59,7 @@ impl Hart {
         let v = if inline {
             0
         } else {
-            match self.new_value(value) {
+            match self.new_value(leaf, value) {
                 Ok(v) => v,
                 Err(e) => {
                     self.alloc.unreserve(leaf);
@@ -96,21 +97,26 @@ impl Hart {
         if inline {
             flags |= FLAG_VALUE_INLINE | ((value.len() as u32) << INLINE_LEN_SHIFT);
         }
+        let mut word = [0u8; 8];
+        if inline {
+            word[..value.len()].copy_from_slice(value);
+        } else {
+            word = v.to_le_bytes();
+        }
+        let word = u64::from_le_bytes(word);
+        let m = Meta { key_len: key.len(), flags, key_check: checksum::key_check(leaf, key, kobj != 0) };
+        let vc = checksum::value_check(leaf, word, flags);
         // SAFETY: reserved leaf slot of 64 bytes.
         unsafe {
             let p = pool.at::<u8>(leaf);
             std::ptr::write_bytes(p, 0, LEAF_SIZE);
-            if inline {
-                std::ptr::copy_nonoverlapping(value.as_ptr(), p, value.len());
-            } else {
-                (p as *mut u64).write(v);
-            }
-            (p.add(8) as *mut u32).write(key.len() as u32);
-            (p.add(12) as *mut u32).write(flags);
+            (p as *mut u64).write(word);
+            (p.add(LEAF_META as usize) as *mut u64).write(m.encode());
+            (p.add(LEAF_VCHECK as usize) as *mut u64).write(checksum::vcheck_word(vc, vc));
             if kobj != 0 {
-                (p.add(16) as *mut u64).write(kobj);
+                (p.add(LEAF_KEY as usize) as *mut u64).write(kobj);
             } else {
-                std::ptr::copy_nonoverlapping(key.as_ptr(), p.add(16), key.len());
+                std::ptr::copy_nonoverlapping(key.as_ptr(), p.add(LEAF_KEY as usize), key.len());
             }
         }
         pool.flush_off(leaf, LEAF_SIZE);

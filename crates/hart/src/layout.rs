@@ -6,25 +6,37 @@
 //! | bytes  | field     | meaning |
 //! |--------|-----------|---------|
 //! | 0..8   | p_value   | offset of the value object (HART's `p_value`), or the value itself if inline |
-//! | 8..12  | key_len   | key length in bytes |
-//! | 12..16 | flags     | bit 0: key stored out of line; bit 1: value inline; bits 8..12: inline value length (0..=8) |
-//! | 16..64 | key       | the key if `key_len <= 48`, else bytes 16..24 hold `p_key` |
+//! | 8..10  | key_len   | key length in bytes (≤ 65,535) |
+//! | 10..12 | flags     | bit 0: key stored out of line; bit 1: value inline; bits 8..12: inline value length (0..=8) |
+//! | 12..16 | key check | CRC-32C of (leaf offset, key_len, bit 0 of flags, the key bytes) \| 1; 0 = erased by a delete |
+//! | 16..20 | value check | CRC-32C of (leaf offset, p_value word, the inline bits of flags) |
+//! | 20..24 | previous value check | the value check before the last update |
+//! | 24..64 | key       | the key if `key_len <= 40`, else bytes 24..32 hold `p_key` |
 //!
-//! The paper's leaf holds the key inline (≤ 24 bytes, §IV); pmkv keeps up to 48 bytes
-//! inline, and longer keys in a **key object** (type [`KEY`]) of exactly `key_len` bytes:
-//! one more allocation, one more fence at insert, and one more PM line read per leaf
-//! comparison.
+//! The checks travel in the leaf's own cache line, so they cost no extra persist, and they
+//! are seeded with the leaf's offset, so a line copied or shifted elsewhere does not pass
+//! (see `checksum`). The previous value check lets an in-place update store the new check
+//! before the new value word: a crash between the two leaves the old value, which the
+//! previous check still proves.
+//!
+//! The paper's leaf holds the key inline (≤ 24 bytes, §IV); pmkv keeps up to 40 bytes
+//! inline (all but one word of the Dictionary), and longer keys in a **key object** (type
+//! [`KEY`]) of exactly `key_len` bytes, covered by the leaf's key check: one more
+//! allocation, one more fence at insert, and one more PM line read per leaf comparison.
 //!
 //! **Inline values** (pmkv's extension; off with `HartOptions::paper_updates`): a value of
 //! at most 8 bytes inserted with a new key is stored in the `p_value` word itself, so the
 //! leaf is the only object of the record: one allocation fewer per insert, one PM line
-//! fewer per search, one free fewer per delete. An update to the same length is one
-//! atomic 8-byte store; any other update moves the value out of line for good (Algorithm
-//! 3 with the micro-log, which logs the leaf's flags too).
+//! fewer per search, one free fewer per delete. An update to the same length is two
+//! stores in the leaf's line (value check, then value word); any other update moves the
+//! value out of line for good (Algorithm 3 with the micro-log, which logs the leaf's flags
+//! too).
 //!
-//! **Value object** (type [`VALUE`]): bytes 0..4 length, 4..8 zero, then the value. The
-//! length lives with the value (not in the leaf) so that the out-of-place update swings
-//! value and length together with the single 8-byte store of `p_value`.
+//! **Value object** (type [`VALUE`]): bytes 0..4 length, 4..8 CRC-32C of (owning leaf's
+//! offset, length, value bytes), then the value. The length lives with the value (not in
+//! the leaf) so that the out-of-place update swings value and length together with the
+//! single 8-byte store of `p_value`; value objects are never written after they are
+//! published (every update of an out-of-line value is out of place).
 //!
 //! **Superblock** (pool root [`SUPER_ROOT`]): magic `HARTSB01`, version, k_h, number of
 //! micro-logs, offset of the micro-log array.
@@ -39,17 +51,20 @@ pub const KEY: TypeId = TypeId(3);
 pub const SUPER: TypeId = TypeId(4);
 
 pub const LEAF_SIZE: usize = 64;
-pub const INLINE_KEY: usize = 48;
+pub const INLINE_KEY: usize = 40;
 pub const VALUE_HDR: usize = 8;
-/// Largest key, in bytes (longer keys are refused with `HartError::KeyTooLarge`).
-pub const MAX_KEY: usize = 64 * 1024;
+/// Largest key, in bytes (longer keys are refused with `HartError::KeyTooLarge`); the
+/// leaf records key lengths in 16 bits.
+pub const MAX_KEY: usize = 65_535;
 /// Largest value, in bytes (longer values are refused with `HartError::ValueTooLarge`).
 pub const MAX_VALUE: usize = 16 * 1024 * 1024;
 
 pub const LEAF_P_VALUE: u64 = 0;
-pub const LEAF_KEY_LEN: u64 = 8;
-pub const LEAF_FLAGS: u64 = 12;
-pub const LEAF_KEY: u64 = 16;
+/// The meta word: key_len (bits 0..16), flags (16..32), key check (32..64).
+pub const LEAF_META: u64 = 8;
+/// The value-check word: value check (bits 0..32), previous value check (32..64).
+pub const LEAF_VCHECK: u64 = 16;
+pub const LEAF_KEY: u64 = 24;
 pub const FLAG_KEY_OUT: u32 = 1;
 pub const FLAG_VALUE_INLINE: u32 = 2;
 /// Inline value length: `(flags >> INLINE_LEN_SHIFT) & 0xf`.
@@ -68,8 +83,11 @@ pub fn inline_len(flags: u32) -> Option<usize> {
 /// Pool root slot of HART's superblock (EPallocator owns slot 0).
 pub const SUPER_ROOT: usize = 1;
 pub const SUPER_MAGIC: [u8; 8] = *b"HARTSB01";
-/// Version 2 added inline values; version 1 pools (which have none) are upgraded in place.
-pub const SUPER_VERSION: u32 = 2;
+/// Version 3 added the leaf and value checksums (and moved the key to byte 24); version
+/// 2 added inline values. Pools of versions 1 and 2 are refused with a clear error: their
+/// leaves have no checks to verify, and inventing them in place would bless whatever
+/// damage those pools already hold.
+pub const SUPER_VERSION: u32 = 3;
 pub const SUPER_SIZE: u64 = 64;
 /// Update micro-logs (one per concurrent writer; writers share them round-robin).
 pub const NUM_LOGS: u32 = 64;

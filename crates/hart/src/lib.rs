@@ -21,6 +21,7 @@
 //! and in docs/DESIGN.md.
 pub(crate) mod art;
 mod checker;
+pub(crate) mod checksum;
 mod delete;
 mod engine;
 mod error;

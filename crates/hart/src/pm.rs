@@ -2,6 +2,7 @@
 //! expansion compares whole keys at leaves), a leaf's value, and new value objects.
 
 use crate::art::KeySource;
+use crate::checksum::{self, Meta};
 use crate::error::{HartError, Result};
 use crate::hart::Hart;
 use crate::layout::*;
@@ -120,10 +121,10 @@ impl KeySource for PmKeys<'_> {
     #[inline]
     fn with_key<R>(&self, leaf: u64, f: impl FnOnce(&[u8]) -> R) -> R {
         let pool = self.0;
-        let len = read_u32(pool, leaf + LEAF_KEY_LEN) as usize;
-        let flags = read_u32(pool, leaf + LEAF_FLAGS);
+        let m = meta(pool, leaf);
+        let len = m.key_len;
         pool.note_read(1);
-        let at = if flags & FLAG_KEY_OUT != 0 {
+        let at = if m.key_out() {
             let k = read_u64(pool, leaf + LEAF_KEY);
             pool.note_read(lines(len));
             k
@@ -132,8 +133,46 @@ impl KeySource for PmKeys<'_> {
         };
         // SAFETY: no one writes this key while it is borrowed (the contract of `new`; a
         // used leaf's key never changes, only a freed leaf's slot is rewritten).
-        f(unsafe { bytes(pool, at, len.min(MAX_KEY)) })
+        f(unsafe { bytes(pool, at, len) })
     }
+}
+
+/// The meta word of the leaf at `leaf`, decoded.
+#[inline]
+pub(crate) fn meta(pool: &Pool, leaf: u64) -> Meta {
+    Meta::decode(read_u64(pool, leaf + LEAF_META))
+}
+
+/// Why the leaf at `leaf` fails its checks (`None`: it passes): flags this build never
+/// writes, a key outside the pool, or a key check (and, `with_value`, a value check) that
+/// does not match.
+///
+/// # Safety
+///
+/// Nothing writes the leaf or its key meanwhile: it is a leaf of an ART whose lock the
+/// caller holds, or the caller runs alone (recovery, a quiesced `check`).
+pub(crate) unsafe fn leaf_damage(pool: &Pool, leaf: u64, with_value: bool) -> Option<String> {
+    let m = meta(pool, leaf);
+    if m.key_check == 0 {
+        return Some(format!("leaf {leaf:#x} is used but was erased (zeroed meta word)"));
+    }
+    if !m.flags_valid() {
+        return Some(format!("leaf {leaf:#x} has invalid flags {:#x} for a {}-byte key", m.flags, m.key_len));
+    }
+    let at = if m.key_out() { read_u64(pool, leaf + LEAF_KEY) } else { leaf + LEAF_KEY };
+    if !pool.contains(at, m.key_len as u64) {
+        return Some(format!("leaf {leaf:#x} names a key object {at:#x} outside the pool"));
+    }
+    // SAFETY: inside the pool (checked); not written meanwhile (the contract).
+    let key = unsafe { bytes(pool, at, m.key_len) };
+    if checksum::key_check(leaf, key, m.key_out()) != m.key_check {
+        return Some(format!("leaf {leaf:#x}: the key check does not match its key"));
+    }
+    let word = read_u64(pool, leaf + LEAF_P_VALUE);
+    if with_value && !checksum::value_ok(leaf, read_u64(pool, leaf + LEAF_VCHECK), word, m.flags) {
+        return Some(format!("leaf {leaf:#x}: the value check does not match its value word"));
+    }
+    None
 }
 
 impl PmKeys<'_> {
@@ -158,36 +197,59 @@ impl Hart {
     /// `leaf` is a used leaf of an ART whose lock (read or write) the caller holds, so that
     /// no one writes the value while `f` borrows it.
     pub(crate) unsafe fn read_value(&self, leaf: u64, f: &mut dyn FnMut(&[u8])) -> Result<()> {
-        if let Some(len) = inline_len(read_u32(&self.pool, leaf + LEAF_FLAGS)) {
-            // SAFETY: the leaf's value word, which only a writer holding the ART write lock
-            // changes (the caller holds the ART lock); recovery checked len <= 8.
-            f(unsafe { bytes(&self.pool, leaf + LEAF_P_VALUE, len.min(INLINE_VALUE)) });
-            return Ok(());
+        // SAFETY: the caller's contract is `value_of`'s.
+        let v = unsafe { self.value_of(leaf) }.inspect_err(|e| self.note_damage(e))?;
+        f(v);
+        Ok(())
+    }
+
+    /// The value of a used leaf, verified: the leaf's value check, and for a value object
+    /// its bounds and its own check. A mismatch is [`HartError::Corrupt`], never wrong data.
+    ///
+    /// # Safety
+    ///
+    /// As [`Hart::read_value`]: no one writes the leaf or its value while the slice lives.
+    pub(crate) unsafe fn value_of(&self, leaf: u64) -> Result<&[u8]> {
+        let pool = &*self.pool;
+        let word = read_u64(pool, leaf + LEAF_P_VALUE);
+        let m = meta(pool, leaf);
+        if !checksum::value_ok(leaf, read_u64(pool, leaf + LEAF_VCHECK), word, m.flags) {
+            return Err(HartError::Corrupt(format!("leaf {leaf:#x}: the value check does not match its value word")));
         }
-        let v = read_u64(&self.pool, leaf + LEAF_P_VALUE);
-        if !v.is_multiple_of(8) || !self.pool.contains(v, VALUE_HDR as u64) {
+        if let Some(len) = inline_len(m.flags) {
+            // SAFETY: the leaf's value word, which only a writer holding the ART write lock
+            // changes (the caller holds the ART lock); len <= 8 (flags are verified when
+            // the leaf enters the tree).
+            return Ok(unsafe { bytes(pool, leaf + LEAF_P_VALUE, len.min(INLINE_VALUE)) });
+        }
+        let v = word;
+        if !v.is_multiple_of(8) || !pool.contains(v, VALUE_HDR as u64) {
             return Err(HartError::Corrupt(format!(
                 "leaf {leaf:#x} names value {v:#x}: misaligned or outside the pool"
             )));
         }
-        let len = read_u32(&self.pool, v) as usize;
-        if len > MAX_VALUE || !self.pool.contains(v, (VALUE_HDR + len) as u64) {
+        let len = read_u32(pool, v) as usize;
+        if len > MAX_VALUE || !pool.contains(v, (VALUE_HDR + len) as u64) {
             return Err(HartError::Corrupt(format!("value {v:#x} of leaf {leaf:#x} claims {len} bytes")));
         }
-        self.pool.note_read(lines(VALUE_HDR + len));
-        // SAFETY: bounds checked above; a used leaf's value object is not written while a
-        // reader holds the ART lock (the caller does), except for the in-place update,
-        // which holds the write lock.
-        f(unsafe { bytes(&self.pool, v + VALUE_HDR as u64, len) });
-        Ok(())
+        pool.note_read(lines(VALUE_HDR + len));
+        // SAFETY: bounds checked above; a used leaf's value object is never written after
+        // it is published (updates are out of place).
+        let bytes = unsafe { bytes(pool, v + VALUE_HDR as u64, len) };
+        if checksum::object_check(leaf, bytes) != read_u32(pool, v + 4) {
+            return Err(HartError::Corrupt(format!("value {v:#x} of leaf {leaf:#x} fails its check")));
+        }
+        Ok(bytes)
     }
 
-    /// Allocate and write a value object; flushed, not fenced, not published.
-    pub(crate) fn new_value(&self, value: &[u8]) -> Result<u64> {
+    /// Allocate and write a value object owned by the leaf at `leaf` (its check is seeded
+    /// with the leaf's offset); flushed, not fenced, not published.
+    pub(crate) fn new_value(&self, leaf: u64, value: &[u8]) -> Result<u64> {
         let v = self.alloc.alloc(VALUE, VALUE_HDR + value.len())?;
+        let check = checksum::object_check(leaf, value);
         // SAFETY: `v` is a reserved slot of at least VALUE_HDR + len bytes.
         unsafe {
-            self.pool.at::<u64>(v).write(value.len() as u64);
+            self.pool.at::<u64>(v).write(value.len() as u64 | (check as u64) << 32);
             std::ptr::copy_nonoverlapping(value.as_ptr(), self.pool.at::<u8>(v + VALUE_HDR as u64), value.len());
         }
         self.pool.flush_off(v, VALUE_HDR + value.len());

@@ -18,12 +18,13 @@
 //! when no operation was in flight.
 
 use crate::art::KeySource;
+use crate::checksum::{self, Meta};
 use crate::error::{HartError, Result};
 use crate::hart::{Hart, PoolClaim, RecoveryReport};
 use crate::hash_table::hash_key;
 use crate::layout::*;
 use crate::micro_log;
-use crate::pm::{bytes, read_u32, read_u64, write_u32, write_u64, PmKeys};
+use crate::pm::{bytes, leaf_damage, meta, read_u32, read_u64, write_u64, PmKeys};
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::Pool;
 use std::sync::Arc;
@@ -46,8 +47,16 @@ fn read_super(pool: &Pool, alloc: &EpAlloc) -> Result<(usize, u64)> {
         return Err(corrupt("bad superblock magic"));
     }
     let version = read_u32(pool, sb + 8);
-    if version != SUPER_VERSION && version != 1 {
-        return Err(corrupt(format!("HART format version {version} (this build reads 1 and {SUPER_VERSION})")));
+    if version != SUPER_VERSION {
+        let why = if version < SUPER_VERSION {
+            "; it was written by an older pmkv, before leaf and value checksums: dump it with that build and \
+             load the dump with this one"
+        } else {
+            ""
+        };
+        return Err(HartError::Version(format!(
+            "HART format version {version} is not supported (this build reads {SUPER_VERSION}){why}"
+        )));
     }
     let kh = read_u32(pool, sb + 12) as usize;
     let n = read_u32(pool, sb + 16);
@@ -55,36 +64,7 @@ fn read_super(pool: &Pool, alloc: &EpAlloc) -> Result<(usize, u64)> {
     if kh > 7 || n != NUM_LOGS || logs != sb + SUPER_SIZE || !pool.contains(logs, NUM_LOGS as u64 * LOG_SIZE) {
         return Err(corrupt("superblock fields out of range"));
     }
-    if version == 1 && !pool.is_read_only() {
-        // Version 1 had no inline values (it never set the flag bits that mark them); it
-        // is version 2 without them. Marked as 2 before anything writes an inline value,
-        // so a version-1 build refuses the pool instead of misreading it. (A read-only
-        // open reads it as it is.)
-        // SAFETY: the superblock's version word; recovery runs alone (no reference to it).
-        unsafe { write_u32(pool, sb + 8, SUPER_VERSION) };
-        pool.persist_off(sb + 8, 4);
-    }
     Ok((kh, logs))
-}
-
-/// Check that a used leaf's key is addressable before the ART reads it.
-fn leaf_ok(pool: &Pool, alloc: &EpAlloc, leaf: u64) -> bool {
-    let len = read_u32(pool, leaf + LEAF_KEY_LEN) as usize;
-    let flags = read_u32(pool, leaf + LEAF_FLAGS);
-    let v = read_u64(pool, leaf + LEAF_P_VALUE);
-    let value_ok = match inline_len(flags) {
-        Some(n) => n <= INLINE_VALUE,
-        None => v.is_multiple_of(8) && pool.contains(v, VALUE_HDR as u64),
-    };
-    if len > MAX_KEY || !value_ok {
-        return false;
-    }
-    if flags & FLAG_KEY_OUT != 0 {
-        let k = read_u64(pool, leaf + LEAF_KEY);
-        pool.contains(k, len as u64) && alloc.is_used(k)
-    } else {
-        len <= INLINE_KEY
-    }
 }
 
 pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
@@ -122,11 +102,17 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
                     };
                     // SAFETY: a used leaf (checked); recovery runs alone and holds no
                     // reference into PM here.
+                    // The three words are rewritten whole (the crash may have torn them),
+                    // the value check proving the target and nothing else.
+                    let leaf = log.leaf;
+                    let m = Meta { flags: target.1, ..meta(&pool, leaf) };
+                    let vc = checksum::value_check(leaf, target.0, target.1);
                     unsafe {
-                        write_u64(&pool, log.leaf + LEAF_P_VALUE, target.0);
-                        write_u32(&pool, log.leaf + LEAF_FLAGS, target.1);
+                        write_u64(&pool, leaf + LEAF_VCHECK, checksum::vcheck_word(vc, vc));
+                        write_u64(&pool, leaf + LEAF_META, m.encode());
+                        write_u64(&pool, leaf + LEAF_P_VALUE, target.0);
                     }
-                    pool.persist_off(log.leaf + LEAF_P_VALUE, 16);
+                    pool.persist_off(leaf + LEAF_P_VALUE, 24);
                 }
                 _ => rep.updates_rolled_back += 1,
             }
@@ -140,19 +126,33 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
     let mut keys: Vec<u64> = Vec::new();
     let mut leaves: Vec<(u64, u64)> = Vec::new();
     let mut err = None;
+    let mut erased = Vec::new();
     hart.alloc.for_each_used(LEAF, |leaf| {
         if err.is_some() {
             return;
         }
-        if !leaf_ok(&pool, &hart.alloc, leaf) {
-            err = Some(corrupt(format!("used leaf {leaf:#x} has an invalid key or value offset")));
+        if !clean && read_u64(&pool, leaf + LEAF_META) == 0 {
+            // A delete erased the leaf and the crash came before its bit was reset:
+            // finish the delete (its value and key object are then orphans, swept below).
+            erased.push(leaf);
+            return;
+        }
+        // Every leaf is verified before it enters a tree: a leaf that fails its checks
+        // makes the open fail (the pool is damaged; `salvage` copies what is intact).
+        // SAFETY: recovery runs alone: nothing writes leaves meanwhile.
+        if let Some(why) = unsafe { leaf_damage(&pool, leaf, true) } {
+            err = Some(corrupt(format!("{why}; `pmkv salvage` copies every intact record to a new pool")));
+            return;
+        }
+        if meta(&pool, leaf).key_out() && !hart.alloc.is_used(read_u64(&pool, leaf + LEAF_KEY)) {
+            err = Some(corrupt(format!("leaf {leaf:#x} names a key object that is not in use")));
             return;
         }
         // SAFETY: recovery runs alone: nothing writes leaves meanwhile.
         let prefix = unsafe { PmKeys::new(&pool) }.with_key_prefix(leaf);
         leaves.push((prefix, leaf));
         if !clean {
-            let flags = read_u32(&pool, leaf + LEAF_FLAGS);
+            let flags = meta(&pool, leaf).flags;
             if inline_len(flags).is_none() {
                 values.push(read_u64(&pool, leaf + LEAF_P_VALUE));
             }
@@ -163,6 +163,9 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
     });
     if let Some(e) = err {
         return Err(e);
+    }
+    for &leaf in &erased {
+        hart.alloc.free(leaf);
     }
     rep.leaves = leaves.len() as u64;
     hart.insert_recovered(leaves)?;
@@ -334,14 +337,14 @@ mod tests {
         file.write_all_at(&value.to_le_bytes(), leaf + LEAF_P_VALUE).unwrap();
         // A leaf claiming an inline value of 15 bytes (at most 8 fit): open reports
         // corruption.
-        file.write_all_at(&(FLAG_VALUE_INLINE | 15 << 8).to_le_bytes(), leaf + LEAF_FLAGS).unwrap();
+        file.write_all_at(&((FLAG_VALUE_INLINE | 15 << 8) as u16).to_le_bytes(), leaf + LEAF_META + 2).unwrap();
         let r = reopen(&path);
         assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.err());
     }
 
-    /// A pool written by a version-1 build (no inline values) opens, keeps its records and
-    /// is marked version 2; an unknown version is refused and nothing past the pool header
-    /// (whose open/close state slots change on every open) is written.
+    /// Pools of the formats before checksums (1, 2) and of unknown ones are refused with a
+    /// version error, and nothing past the pool header (whose open/close state slots change
+    /// on every open) is written.
     #[test]
     fn format_versions() {
         let dir = pool_dir();
@@ -352,25 +355,21 @@ mod tests {
             h.pool().root(SUPER_ROOT)
         };
         let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
-        let version = |file: &std::fs::File| {
-            let mut b = [0u8; 4];
-            file.read_exact_at(&mut b, sb + 8).unwrap();
-            u32::from_le_bytes(b)
-        };
-        assert_eq!(version(&file), 2);
-        file.write_all_at(&1u32.to_le_bytes(), sb + 8).unwrap();
-        {
-            let h = reopen(&path).unwrap();
-            assert_eq!(get(&h, b"old").as_deref(), Some(&b"a value too long to be inline"[..]));
-            h.put(b"new", b"inline").unwrap();
-            h.check().unwrap();
+        let mut b = [0u8; 4];
+        file.read_exact_at(&mut b, sb + 8).unwrap();
+        assert_eq!(u32::from_le_bytes(b), SUPER_VERSION);
+        for v in [1u32, 2, SUPER_VERSION + 1] {
+            file.write_all_at(&v.to_le_bytes(), sb + 8).unwrap();
+            let before = std::fs::read(&path).unwrap();
+            let r = reopen(&path);
+            let msg = format!("{:?}", r.as_ref().err());
+            assert!(matches!(r, Err(HartError::Version(_))), "{msg}");
+            assert!(v > SUPER_VERSION || msg.contains("older pmkv"), "{msg}");
+            drop(r);
+            assert!(std::fs::read(&path).unwrap()[4096..] == before[4096..]);
         }
-        assert_eq!(version(&file), 2);
-        file.write_all_at(&3u32.to_le_bytes(), sb + 8).unwrap();
-        let before = std::fs::read(&path).unwrap();
-        let r = reopen(&path);
-        assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.err());
-        drop(r);
-        assert!(std::fs::read(&path).unwrap()[4096..] == before[4096..]);
+        file.write_all_at(&SUPER_VERSION.to_le_bytes(), sb + 8).unwrap();
+        let h = reopen(&path).unwrap();
+        assert_eq!(get(&h, b"old").as_deref(), Some(&b"a value too long to be inline"[..]));
     }
 }

@@ -4,10 +4,10 @@
 //! the subtrees outside the bounds by their paths.
 
 use crate::art::KeySource;
-use crate::error::Result;
+use crate::error::{HartError, Result};
 use crate::hart::Hart;
 use crate::hash_table::{hash_key, hash_key_bytes};
-use crate::pm::PmKeys;
+use crate::pm::{leaf_damage, PmKeys};
 use std::ops::Bound;
 
 impl Hart {
@@ -96,6 +96,14 @@ impl Hart {
                         }
                         let mut go = true;
                         // SAFETY: a used leaf of this ART, whose read lock we hold.
+                        if let Some(why) = unsafe { leaf_damage(pool, leaf, false) } {
+                            let e = HartError::Corrupt(why);
+                            self.note_damage(&e);
+                            err = Some(e);
+                            stop = true;
+                            return false;
+                        }
+                        // SAFETY: as above.
                         if let Err(e) = unsafe { self.read_value(leaf, &mut |v| go = f(k, v)) } {
                             err = Some(e);
                             go = false;

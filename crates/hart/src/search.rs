@@ -1,10 +1,10 @@
 //! Search (Algorithm 4).
 
-use crate::error::Result;
+use crate::error::{HartError, Result};
 use crate::hart::Hart;
 use crate::hash_table::hash_key;
 use crate::layout::*;
-use crate::pm::PmKeys;
+use crate::pm::{leaf_damage, PmKeys};
 
 impl Hart {
     /// Search (Algorithm 4): call `f` with the value of `key`; returns whether the key
@@ -23,7 +23,15 @@ impl Hart {
             // the tree is always used (writers publish it before releasing the lock), so
             // the check is needed only in recovery and in `check`.
             let Some(leaf) = art.get(key, &ks) else { return Ok(false) };
+            // The leaf's key check (its bytes are in cache from the comparison), then its
+            // value through `read_value`, which verifies the value check and the object's.
             // SAFETY: a used leaf of this ART, whose read lock we hold.
+            if let Some(why) = unsafe { leaf_damage(&self.pool, leaf, false) } {
+                let e = HartError::Corrupt(why);
+                self.note_damage(&e);
+                return Err(e);
+            }
+            // SAFETY: as above.
             unsafe { self.read_value(leaf, f)? };
             Ok(true)
         });

@@ -1,11 +1,12 @@
 //! Update (Algorithm 3): out of place through the per-thread micro-log, or in place for
 //! same-length values of at most 8 bytes (see `HartOptions::paper_updates`).
 
+use crate::checksum::{self, Meta};
 use crate::error::Result;
 use crate::hart::Hart;
 use crate::layout::*;
 use crate::micro_log::{self, UpdateLog};
-use crate::pm::{read_u32, read_u64, write_u32, write_u64};
+use crate::pm::{meta, read_u64, write_u64};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static NEXT_LOG: AtomicUsize = AtomicUsize::new(0);
@@ -27,36 +28,42 @@ impl Hart {
     /// or writes the leaf or its value meanwhile.
     pub(crate) unsafe fn update(&self, leaf: u64, value: &[u8]) -> Result<()> {
         let pool = &*self.pool;
+        // The old value is what a crash rolls back to: never build on a damaged one.
+        // SAFETY: a used leaf of an ART whose write lock we hold (the contract).
+        if let Err(e) = unsafe { self.value_of(leaf) } {
+            self.note_damage(&e);
+            return Err(e);
+        }
         let old = read_u64(pool, leaf + LEAF_P_VALUE);
-        let flags = read_u32(pool, leaf + LEAF_FLAGS);
+        let m = meta(pool, leaf);
+        let flags = m.flags;
+        let old_check = checksum::value_check(leaf, old, flags);
         let old_inline = inline_len(flags);
         if old_inline == Some(value.len()) && !self.paper_updates {
-            // An inline value of the same length: one atomic 8-byte store of the leaf's
-            // value word, persisted (a crash leaves the old or the new value). (A pool
-            // written without `paper_updates` and reopened with it moves such values out
-            // of line with Algorithm 3 instead.)
+            // An inline value of the same length: the new value check, then the value
+            // word, both in the leaf's line. The check word keeps the old check beside the
+            // new one, so whichever of the two stores a crash keeps, the leaf verifies:
+            // old value (old check still there) or new. In adr the check is persisted
+            // before the word, since two stores to one line may reach PM in either order
+            // when the line is evicted between them (the crash simulator's torn-line
+            // model); in eadr stores persist in program order and one fence suffices.
+            // (A pool written without `paper_updates` and reopened with it moves such
+            // values out of line with Algorithm 3 instead.)
             let mut w = [0u8; 8];
             w[..value.len()].copy_from_slice(value);
-            // SAFETY: the leaf's value word, ours under the ART write lock (the contract).
-            unsafe { write_u64(pool, leaf + LEAF_P_VALUE, u64::from_le_bytes(w)) };
+            let w = u64::from_le_bytes(w);
+            let vc = checksum::vcheck_word(checksum::value_check(leaf, w, flags), old_check);
+            // SAFETY: the leaf's words, ours under the ART write lock (the contract).
+            unsafe { write_u64(pool, leaf + LEAF_VCHECK, vc) };
+            if pool.mode().flushes() {
+                pool.persist_off(leaf + LEAF_VCHECK, 8);
+            }
+            // SAFETY: as above.
+            unsafe { write_u64(pool, leaf + LEAF_P_VALUE, w) };
             pool.persist_off(leaf + LEAF_P_VALUE, 8);
             return Ok(());
         }
-        if old_inline.is_none()
-            && !self.paper_updates
-            && value.len() <= 8
-            && read_u32(pool, old) as usize == value.len()
-        {
-            // In place: the value's data word is one aligned 8-byte store, which PM writes
-            // atomically, so a crash leaves the old or the new value (see HartOptions).
-            let mut w = [0u8; 8];
-            w[..value.len()].copy_from_slice(value);
-            // SAFETY: the value's data word, ours under the ART write lock (the contract).
-            unsafe { write_u64(pool, old + VALUE_HDR as u64, u64::from_le_bytes(w)) };
-            pool.persist_off(old + VALUE_HDR as u64, 8);
-            return Ok(());
-        }
-        let new = self.new_value(value)?; // lines 4–5 (flushed)
+        let new = self.new_value(leaf, value)?; // lines 4–5 (flushed)
         let i = MY_LOG.with(|x| *x) % NUM_LOGS as usize;
         let _log = self.log_locks[i].lock();
         let at = self.log_at(i);
@@ -73,13 +80,18 @@ impl Hart {
         // covers them. Recovery decides by the new value's bit: set → roll forward (swing),
         // clear → roll back to the logged word and flags (the old value was not yet freed).
         // SAFETY: the leaf's words, ours under the ART write lock (the contract).
+        // The value check goes first and keeps the old check beside the new one; a crash
+        // that tears these words leaves a valid log, and recovery rewrites all three.
         unsafe {
-            write_u64(pool, leaf + LEAF_P_VALUE, new);
+            let new_flags = flags & !INLINE_MASK;
+            let vc = checksum::vcheck_word(checksum::value_check(leaf, new, new_flags), old_check);
+            write_u64(pool, leaf + LEAF_VCHECK, vc);
             if old_inline.is_some() {
-                write_u32(pool, leaf + LEAF_FLAGS, flags & !INLINE_MASK);
+                write_u64(pool, leaf + LEAF_META, Meta { flags: new_flags, ..m }.encode());
             }
+            write_u64(pool, leaf + LEAF_P_VALUE, new);
         }
-        pool.flush_off(leaf + LEAF_P_VALUE, 16);
+        pool.flush_off(leaf + LEAF_P_VALUE, 24);
         self.alloc.publish(new);
         if old_inline.is_some() {
             // No old object to free: reclaim the log with a fence of its own (fence 3).

@@ -29,6 +29,14 @@ pub enum Mode {
 impl Mode {
     pub const ALL: [Mode; 4] = [Mode::Adr, Mode::Eadr, Mode::Msync, Mode::None];
 
+    /// Whether stores reach the persistence domain only when their line is written back
+    /// (`adr`, and `msync` which is simulated like it): then two stores to one line may
+    /// persist in either order, and a protocol that needs an order must persist the first
+    /// before making the second. In `eadr` (and `none`) stores persist in program order.
+    pub fn flushes(self) -> bool {
+        matches!(self, Mode::Adr | Mode::Msync)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Mode::Adr => "adr",
