@@ -63,6 +63,9 @@ enum Cmd {
     Scan(commands::kv::ScanArgs),
     /// Print every record in key order as key<TAB>value (bytes escaped as \xNN).
     Dump(commands::kv::DumpArgs),
+    /// Copy every intact record of a damaged pool (one every other command refuses) into
+    /// a new pool; the damaged file is only read.
+    Salvage(commands::salvage::Args),
 }
 
 /// What a command reports besides success.
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
         Cmd::Del(a) => commands::kv::del(a),
         Cmd::Scan(a) => commands::kv::scan(a),
         Cmd::Dump(a) => commands::kv::dump(a),
+        Cmd::Salvage(a) => commands::salvage::run(a),
     };
     // Output still buffered must reach its destination too (or fail like the rest).
     let r = r.and_then(|o| {

@@ -11,7 +11,7 @@ use crate::batch::{BatchOp, WriteBatch};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::Options;
 use crate::range::{Direction, KeyRange};
-use crate::report::{CheckReport, MemoryUsage, RecoveryReport};
+use crate::report::{CheckReport, MemoryUsage, RecoveryReport, SalvageReport};
 use pmkv_substrate::{Pool, PoolError};
 use std::path::Path;
 use std::sync::Arc;
@@ -192,6 +192,15 @@ pub trait EngineFactory: Send + Sync {
     fn open_pool(&self, pool: Arc<Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
         let _ = (pool, opts);
         Err(Error::unsupported(self.info().name, "opening on an existing pool"))
+    }
+
+    /// Salvage: find every intact record in `image`, the raw bytes of one of this engine's
+    /// pool files, however damaged (header, allocator metadata, anything), and hand each to
+    /// `emit` once. Records whose checks fail are counted, never emitted. Engines without
+    /// self-verifying records return `Unsupported`.
+    fn salvage(&self, image: &[u8], emit: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>) -> Result<SalvageReport> {
+        let _ = (image, emit);
+        Err(Error::unsupported(self.info().name, "salvage"))
     }
 
     /// Refuse any parameter in `opts` that this engine does not declare.

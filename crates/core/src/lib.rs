@@ -33,6 +33,6 @@ pub use engine::{open_pool_file, Engine, EngineFactory, EngineInfo, Param, Visit
 pub use error::{Error, ErrorKind, Result};
 pub use options::{EngineOptions, Options};
 pub use range::{Direction, KeyRange};
-pub use report::{CheckReport, MemoryUsage, RecoveryReport};
+pub use report::{CheckReport, MemoryUsage, RecoveryReport, SalvageReport};
 
 pub use pmkv_substrate::{Latency, Mode, Pool};

@@ -124,3 +124,19 @@ impl MemoryUsage {
         self.pm.iter().map(|x| x.1).sum()
     }
 }
+
+/// What [`EngineFactory::salvage`](crate::EngineFactory::salvage) found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SalvageReport {
+    /// Records whose every check passed, handed to `emit` (each key once).
+    pub records: u64,
+    /// Records whose key was intact but whose value failed its check: lost, and listed
+    /// (up to 100 keys) in `lost_keys`.
+    pub damaged: u64,
+    /// Keys found intact more than once (a delete interrupted by a crash can leave a
+    /// stale copy); the first copy found was kept.
+    pub duplicates: u64,
+    /// Keys of damaged records (at most 100).
+    pub lost_keys: Vec<Vec<u8>>,
+}

@@ -6,7 +6,7 @@ use crate::hart::{Hart, HartOptions};
 use crate::layout::{MAX_KEY, MAX_VALUE};
 use pmkv_core::{
     open_pool_file, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
-    Options, Param, Pool, RecoveryReport, Result, Visitor,
+    Options, Param, Pool, RecoveryReport, Result, SalvageReport, Visitor,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -84,6 +84,10 @@ impl EngineFactory for HartFactory {
         let pool = open_pool_file(path, LAYOUT, opts)?;
         Ok(Box::new(HartEngine(Hart::open(Arc::new(pool), h)?)))
     }
+    fn salvage(&self, image: &[u8], emit: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>) -> Result<SalvageReport> {
+        crate::salvage::salvage(image, emit)
+    }
+
     fn open_pool(&self, pool: Arc<Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
         self.check_params(opts)?;
         Ok(Box::new(HartEngine(Hart::open(pool, hart_options(opts)?)?)))

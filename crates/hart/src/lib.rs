@@ -33,6 +33,7 @@ mod memory;
 pub(crate) mod micro_log;
 mod pm;
 mod recovery;
+mod salvage;
 mod scan;
 mod search;
 mod update;

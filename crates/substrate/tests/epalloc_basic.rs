@@ -337,3 +337,67 @@ fn p7_a_log_left_in_a_clean_pool_is_damage_not_repaired() {
     std::fs::File::open(&path).unwrap().read_exact_at(&mut word, entry.pprev_at()).unwrap();
     assert_eq!(u64::from_le_bytes(word), 4096, "the refused open changed the log");
 }
+
+/// The seal (see `epalloc::seal`): damage that leaves every list walkable and every header
+/// consistent — a cut list, a bitmap bit flipped either way, a chunk dropped from the
+/// middle of its list — is found when a cleanly closed pool is opened, read-only or not,
+/// and the file is not changed.
+#[test]
+fn p7_the_seal_finds_a_cut_list_and_flipped_bits_after_a_clean_shutdown() {
+    use std::os::unix::fs::FileExt;
+    let (_dir, path) = pool_file("seal.pool");
+    let o = opts();
+    let (entry, chunks) = {
+        let ep = EpAlloc::create(Arc::new(Pool::create(&path, LAYOUT, &o).unwrap())).unwrap();
+        for i in 0..3 * SLOTS as u64 - 10 {
+            put(&ep, A, 64, i);
+        }
+        let r = ep.pool().root(EPALLOC_ROOT);
+        let e = (0..root::DIR_CAP as u64)
+            .map(|i| root::Entry(r + root::DIR_AT + i * root::ENTRY_LEN))
+            .find(|e| read_u64(ep.pool(), e.tag_at()) == root::tag(A, class_of(64).unwrap() as u8))
+            .expect("list of type A, class 64");
+        let mut chunks = vec![read_u64(ep.pool(), e.head_at())];
+        while let Some(&c) = chunks.last() {
+            let n = read_u64(ep.pool(), c + 8);
+            if n == 0 {
+                break;
+            }
+            chunks.push(n);
+        }
+        assert_eq!(chunks.len(), 3);
+        (e, chunks)
+    };
+    let good = std::fs::read(&path).unwrap();
+    let cases: Vec<(&str, u64, u64)> = vec![
+        ("the first chunk's link zeroed (a cut list)", chunks[0] + 8, 0),
+        ("the middle chunk skipped", chunks[0] + 8, chunks[2]),
+        // The partly filled chunk (at the head): a free slot above the next-free index
+        // marked used leaves the header word consistent.
+        ("a free bit set", chunks[0], read_word(&good, chunks[0]) | 1 << 50),
+        ("the head moved to the second chunk", entry.head_at(), chunks[1]),
+    ];
+    for (what, at, v) in cases {
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        file.write_all_at(&good, 0).unwrap();
+        file.write_all_at(&v.to_le_bytes(), at).unwrap();
+        drop(file);
+        let before = std::fs::read(&path).unwrap();
+        let ro = Arc::new(Pool::open_read_only(&path, Some(LAYOUT), &o).unwrap());
+        let r = EpAlloc::open(ro);
+        assert!(matches!(r, Err(PoolError::CorruptAllocator(ref m)) if m.contains("sealed")), "{what}: {:?}", r.err());
+        let rw = Arc::new(Pool::open(&path, Some(LAYOUT), &o).unwrap());
+        assert!(matches!(EpAlloc::open(rw), Err(PoolError::CorruptAllocator(_))), "{what}");
+        assert!(std::fs::read(&path).unwrap()[4096..] == before[4096..], "{what}: the refused opens changed the heap");
+    }
+    // The undamaged pool still opens, with every object.
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    file.write_all_at(&good, 0).unwrap();
+    drop(file);
+    let ep = EpAlloc::open(Arc::new(Pool::open(&path, Some(LAYOUT), &o).unwrap())).unwrap();
+    assert_eq!(ep.recovery().used_slots, 3 * SLOTS as u64 - 10);
+}
+
+fn read_word(img: &[u8], at: u64) -> u64 {
+    u64::from_le_bytes(img[at as usize..at as usize + 8].try_into().unwrap())
+}

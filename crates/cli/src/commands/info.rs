@@ -27,7 +27,11 @@ pub fn run(a: Args) -> CmdResult {
     outln!("in use          {}", if i.in_use { "yes, by another process" } else { "no" })?;
     outln!("header seq      {}", s.seq)?;
     for (n, r) in s.roots.iter().enumerate().filter(|(_, r)| **r != 0) {
-        outln!("root[{n}]         {r:#x}")?;
+        if n == pmkv_substrate::header::SEAL_ROOT {
+            outln!("allocator seal  {r:#018x} (the chunk lists at the last clean shutdown)")?;
+        } else {
+            outln!("root[{n}]         {r:#x}")?;
+        }
     }
     outln!("mode            chosen at open (adr, eadr, msync or none); not stored in the pool")?;
     Ok(Outcome::Ok)

@@ -6,6 +6,7 @@ pub mod check;
 pub mod engines;
 pub mod info;
 pub mod kv;
+pub mod salvage;
 
 /// Errors of commands: anything printable as one line.
 pub type CmdResult = Result<crate::Outcome, Box<dyn std::error::Error>>;

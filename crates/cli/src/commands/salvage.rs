@@ -1,0 +1,56 @@
+//! `pmkv salvage DAMAGED NEW`: copy every intact record of a damaged pool into a new pool.
+//!
+//! A pool that fails its checks is refused by every other command (reads must never
+//! return damaged data, writes must not build on it). Salvage reads the damaged file as
+//! plain bytes — it never opens or changes it — and asks its engine to find the records
+//! whose checks pass (`EngineFactory::salvage`; HART finds its leaves by their
+//! offset-seeded key checks, trusting neither the header nor the allocator). Those go
+//! into a new pool of the same engine; records whose key survived but whose value did
+//! not are counted and listed.
+
+use super::kv::{escape, OpenArgs};
+use super::CmdResult;
+use crate::Outcome;
+use pmkv::{Registry, Store};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The damaged pool file (read only, never changed).
+    pub damaged: PathBuf,
+    /// The new pool to create (must not exist).
+    pub new: PathBuf,
+    /// The damaged pool's engine, if its header is too damaged to say.
+    #[arg(long)]
+    pub engine: Option<String>,
+    /// Initial size of the new pool, in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub initial_mib: u64,
+    #[command(flatten)]
+    pub open: OpenArgs,
+}
+
+pub fn run(a: Args) -> CmdResult {
+    let reg = Registry::builtin();
+    let factory = match &a.engine {
+        Some(name) => reg.get(name)?,
+        None => reg
+            .for_pool(&a.damaged)
+            .map_err(|e| format!("{e}; if the header is what was damaged, name the engine with --engine"))?,
+    };
+    if std::fs::symlink_metadata(&a.new).is_ok() {
+        return Err(format!("{}: already exists (salvage writes a new pool)", a.new.display()).into());
+    }
+    let image = std::fs::read(&a.damaged).map_err(|e| format!("{}: {e}", a.damaged.display()))?;
+    let opts = a.open.options()?.create(true).initial_size(a.initial_mib << 20);
+    let store = Store::open_with(factory, &a.new, &opts)?;
+    let report = factory.salvage(&image, &mut |k, v| store.put(k, v))?;
+    store.close()?;
+    outln!("salvaged         {} records into {}", report.records, a.new.display())?;
+    outln!("lost             {} records whose value failed its check", report.damaged)?;
+    outln!("duplicates       {} stale copies skipped", report.duplicates)?;
+    for k in &report.lost_keys {
+        outln!("lost key         {}", escape(k))?;
+    }
+    Ok(Outcome::Ok)
+}
