@@ -5,7 +5,7 @@
 //! each copy. Each must either give a clear error (exit 2, one line) or exactly the right
 //! data; `check` may pass only if the data is right; no read command may change the file
 //! (unless the damage made the header say the pool needs crash recovery, which a read
-//! command then runs); `salvage` recovers the intact records, never a wrong one.
+//! command then runs), nor may a refused write; `salvage` recovers the intact records, never a wrong one.
 //!
 //! The default run damages `PMKV_DAMAGE_COPIES` copies (200); the soak is
 //! `PMKV_DAMAGE_COPIES=3000 cargo test --release -p pmkv-cli --test damage -- --nocapture`.
@@ -126,6 +126,7 @@ struct Counts {
     check_failed: u64,
     recovered: u64,
     salvaged_records: u64,
+    refused_writes: u64,
 }
 
 #[test]
@@ -158,7 +159,8 @@ fn damaged_pools_give_errors_or_the_right_data_never_wrong_data() {
     let seed: u64 = std::env::var("PMKV_DAMAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_da3a);
     println!("damage test: {copies} copies, seed {seed} (PMKV_DAMAGE_SEED replays it)");
     let mut rng = Rng(seed | 1);
-    let mut n = Counts { copies, refused: 0, exact: 0, check_failed: 0, recovered: 0, salvaged_records: 0 };
+    let mut n =
+        Counts { copies, refused: 0, exact: 0, check_failed: 0, recovered: 0, salvaged_records: 0, refused_writes: 0 };
     for c in 0..copies {
         let mut b = pristine.clone();
         let what = damage(&mut b, used, &mut rng);
@@ -212,6 +214,21 @@ fn damaged_pools_give_errors_or_the_right_data_never_wrong_data() {
             assert!(after == b, "{ctx}: a read command changed the file");
         }
 
+        // A write to a pool that is refused (damage found when opening it read-write)
+        // changes nothing either, not even the header's sequence number.
+        // (A put the open did not refuse — the damage lies where only a read of that record
+        // finds it — adds its record, which salvage may then find too.)
+        let mut added = false;
+        if !right && !unclean {
+            let w = pmkv(&["put", p, "new-key", "new-value"]);
+            added = w.status.code() == Some(0);
+            if !added {
+                assert_refused(&w);
+                assert!(std::fs::read(&path).unwrap() == b, "{ctx}: a refused put changed the file");
+                n.refused_writes += 1;
+            }
+        }
+
         // Salvage (every 4th copy, it is the slowest command): never a wrong record.
         if c % 4 == 0 {
             let out = dir.path().join("s.pool");
@@ -222,7 +239,10 @@ fn damaged_pools_give_errors_or_the_right_data_never_wrong_data() {
                 assert_eq!(sd.status.code(), Some(0), "{ctx}: the salvaged pool opens");
                 let got = text(&sd.stdout);
                 for line in got.lines() {
-                    assert!(want_lines.contains(line), "{ctx}: salvage produced a record that was not there: {line}");
+                    assert!(
+                        want_lines.contains(line) || (added && line == "new-key\tnew-value"),
+                        "{ctx}: salvage produced a record that was not there: {line}"
+                    );
                 }
                 n.salvaged_records += got.lines().count() as u64;
                 // What salvage could not save, it named: only damage loses records.
@@ -236,12 +256,13 @@ fn damaged_pools_give_errors_or_the_right_data_never_wrong_data() {
     }
     println!(
         "damage test: {} copies: {} read exactly right, {} refused with an error, 0 wrong; check failed on {}; \
-         {} needed crash recovery; salvage recovered {} records from {} copies",
+         {} needed crash recovery; {} refused puts left the file unchanged; salvage recovered {} records from {} copies",
         n.copies,
         n.exact,
         n.refused,
         n.check_failed,
         n.recovered,
+        n.refused_writes,
         n.salvaged_records,
         copies.div_ceil(4)
     );

@@ -223,6 +223,27 @@ pub trait EngineFactory: Send + Sync {
     }
 }
 
+/// Open the pool file at `path` (as [`open_pool_file`]) and the engine on it with `open`.
+/// If the engine refuses the pool (damaged, a format it cannot read), the file is left
+/// exactly as it was found ([`Pool::abandon`]): a refused open changes nothing.
+pub fn open_engine_file<E>(
+    path: &Path,
+    layout: &str,
+    opts: &Options,
+    open: impl FnOnce(Arc<Pool>) -> Result<E>,
+) -> Result<E> {
+    let pool = Arc::new(open_pool_file(path, layout, opts)?);
+    match open(pool.clone()) {
+        Ok(e) => Ok(e),
+        Err(e) => {
+            if let Ok(p) = Arc::try_unwrap(pool) {
+                p.abandon();
+            }
+            Err(e)
+        }
+    }
+}
+
 /// Open the pool file an engine with `layout` keeps at `path`, as `opts` say: read-only,
 /// read-write, or created when missing and `opts.create`. Shared by every pool-backed
 /// engine so that they refuse and create files the same way.

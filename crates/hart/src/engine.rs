@@ -5,8 +5,8 @@ use crate::error::HartError;
 use crate::hart::{Hart, HartOptions};
 use crate::layout::{MAX_KEY, MAX_VALUE};
 use pmkv_core::{
-    open_pool_file, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
-    Options, Param, Pool, RecoveryReport, Result, SalvageReport, Visitor,
+    open_engine_file, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange,
+    MemoryUsage, Options, Param, Pool, RecoveryReport, Result, SalvageReport, Visitor,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -81,8 +81,7 @@ impl EngineFactory for HartFactory {
     fn open(&self, path: &Path, opts: &Options) -> Result<Box<dyn Engine>> {
         self.check_params(opts)?;
         let h = hart_options(opts)?;
-        let pool = open_pool_file(path, LAYOUT, opts)?;
-        Ok(Box::new(HartEngine(Hart::open(Arc::new(pool), h)?)))
+        open_engine_file(path, LAYOUT, opts, |pool| Ok(Box::new(HartEngine(Hart::open(pool, h)?)) as Box<dyn Engine>))
     }
     fn salvage(&self, image: &[u8], emit: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>) -> Result<SalvageReport> {
         crate::salvage::salvage(image, emit)

@@ -137,6 +137,9 @@ pub struct EpAlloc {
     /// Process-unique id of this allocator, for the per-thread cache of [`EpAlloc::locate`]
     /// (never reused, so a cache entry of a dropped allocator can never match).
     uid: u64,
+    /// Set once the open has validated everything: only then does the drop write a seal
+    /// (an open that failed on damage must neither change the file nor bless the damage).
+    pub(crate) opened: bool,
 }
 
 /// The chunk a thread located last (see [`EpAlloc::locate`]).
@@ -205,6 +208,7 @@ impl EpAlloc {
             space: Mutex::new(FreeSpace::default()),
             recovery,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+            opened: false,
         }
     }
 

@@ -188,5 +188,6 @@ pub(crate) fn open(pool: Arc<Pool>, verify_seal: bool) -> Result<EpAlloc> {
     rep.free_bytes = free.bytes();
     *ep.space.lock() = free;
     ep.recovery = rep;
+    ep.opened = true;
     Ok(ep)
 }

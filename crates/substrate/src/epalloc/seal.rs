@@ -112,7 +112,7 @@ impl Drop for EpAlloc {
     /// engine poisoned the pool (the pool then stays unclean and the seal is not used).
     fn drop(&mut self) {
         let pool = &*self.pool;
-        if pool.is_read_only() || pool.is_poisoned() || std::thread::panicking() {
+        if !self.opened || pool.is_read_only() || pool.is_poisoned() || std::thread::panicking() {
             return;
         }
         let seal = self.compute_seal().unwrap_or(0);

@@ -132,6 +132,11 @@ pub struct Pool {
     pub(crate) sim: Option<Box<SimState>>,
     /// The engine above may have left PM mid-operation (it panicked): never mark clean.
     poisoned: AtomicBool,
+    /// The header slot that marking the pool in use overwrote, with its offset and the
+    /// state it held: what [`Pool::abandon`] puts back.
+    overwritten: Mutex<Option<(u64, [u8; SLOT_LEN], Mutable)>>,
+    /// Set by [`Pool::abandon`]: the drop then leaves the header alone.
+    abandoned: AtomicBool,
     /// Test-only fault injection at every flush and fence (`fault-injection` feature).
     #[cfg(feature = "fault-injection")]
     fault: crate::fault::FaultSlot,
@@ -288,6 +293,37 @@ impl Pool {
     }
 }
 
+impl Pool {
+    /// Give up an open that the engine refused (a damaged or foreign pool, a format it
+    /// cannot read) without changing the file: the header slot that marking the pool in
+    /// use overwrote is written back byte for byte, and the drop writes nothing. A refused
+    /// open then leaves the file exactly as it found it (SPEC P1: bad input loses nothing
+    /// and changes nothing).
+    ///
+    /// Only for a pool that was closed cleanly and in which nothing has been written since
+    /// it was opened (the engine refused before writing; engines write nothing while
+    /// validating a cleanly closed pool). Otherwise it is an ordinary drop: a pool that
+    /// needed crash recovery stays marked as such.
+    pub fn abandon(self) {
+        let first_write = self.state.lock().seq == self.overwritten.lock().as_ref().map_or(0, |o| o.2.seq + 1);
+        if self.was_clean && !self.read_only && !self.is_poisoned() && first_write {
+            if let Some((at, bytes, before)) = self.overwritten.lock().take() {
+                for (i, w) in bytes.chunks_exact(8).enumerate() {
+                    let word = u64::from_ne_bytes(w.try_into().expect("8-byte chunk"));
+                    // SAFETY: as in `write_state_locked`: the header page is mapped
+                    // read-write, the word is aligned, header words are accessed
+                    // atomically, and we own the pool (no other thread writes the header).
+                    unsafe { AtomicU64::from_ptr(self.at::<u64>(at + 8 * i as u64)) }.store(word, Ordering::Relaxed);
+                }
+                self.persist_off(at, SLOT_LEN);
+                *self.state.lock() = before;
+                self.abandoned.store(true, Ordering::Release);
+            }
+        }
+        drop(self);
+    }
+}
+
 impl Drop for Pool {
     fn drop(&mut self) {
         if self.size() == 0 {
@@ -307,7 +343,7 @@ impl Drop for Pool {
         self.clear_fault_hook();
         // A pool dropped while a panic unwinds, or poisoned by its engine, may hold a
         // half-done operation: leave it marked unclean so the next open recovers (R4).
-        if !std::thread::panicking() && !self.is_poisoned() {
+        if !std::thread::panicking() && !self.is_poisoned() && !self.abandoned.load(Ordering::Acquire) {
             self.update_state(|s| s.clean = true);
         }
         if self.mode == Mode::Msync {

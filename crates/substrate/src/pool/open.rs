@@ -255,13 +255,24 @@ impl Pool {
             backing: Backing::File { file, path },
             sim: None,
             poisoned: AtomicBool::new(false),
+            overwritten: Mutex::new(None),
+            abandoned: AtomicBool::new(false),
             #[cfg(feature = "fault-injection")]
             fault: Default::default(),
         };
         pool.map_extent(0, st.size)?;
         pool.mapped.store(st.size, Ordering::Release);
         // Mark the pool in use: a crash from here on is seen as unclean by the next open.
-        // (A read-only pool changes nothing: `update_state` does nothing.)
+        // (A read-only pool changes nothing: `update_state` does nothing.) The slot this
+        // overwrites is kept, so that an open the engine refuses can put it back.
+        if !read_only {
+            let at = Mutable::slot_for(st.seq + 1) as u64;
+            let mut old = [0u8; SLOT_LEN];
+            // SAFETY: the header page is mapped; the bytes are copied out before any
+            // write, while no other thread has the pool.
+            old.copy_from_slice(unsafe { std::slice::from_raw_parts(pool.at::<u8>(at), SLOT_LEN) });
+            *pool.overwritten.lock() = Some((at, old, st));
+        }
         pool.update_state(|s| s.clean = false);
         Ok(pool)
     }
@@ -302,6 +313,8 @@ impl Pool {
             backing: Backing::Sim,
             sim: Some(Box::new(sim)),
             poisoned: AtomicBool::new(false),
+            overwritten: Mutex::new(None),
+            abandoned: AtomicBool::new(false),
             #[cfg(feature = "fault-injection")]
             fault: Default::default(),
         };

@@ -104,6 +104,11 @@ pub fn check_image(
             allowed.iter().map(describe).collect::<Vec<_>>().join(" / ")
         ));
     }
+    // Recovery that repaired something wrote to PM: crash it at each of its own points
+    // and recover again (SPEC R3): the result must be what the uninterrupted one gave.
+    if ep.recovery().repaired().next().is_some() {
+        recover_twice(img, o, types, &used)?;
+    }
     // The recovered allocator must also be usable: allocate, publish and free again.
     let off = ep.alloc(TypeId(999), 40).map_err(|e| format!("alloc after recovery: {e}"))?;
     ep.publish(off);
@@ -111,6 +116,41 @@ pub fn check_image(
     ep.check().map_err(|e| format!("check after reuse: {e}"))?;
     Ok(ep.recovery().repaired().map(|c| c.2).collect())
 }
+
+/// Recover `img` with the simulator watching recovery itself, then recover each image of
+/// each of recovery's flush/fence points (four evictions each) again: every one must open,
+/// pass the checker and hold exactly `want` (what the uninterrupted recovery produced).
+pub fn recover_twice(img: &[u8], o: &PoolOptions, types: &[TypeId], want: &Used) -> Result<(), String> {
+    let pool = Pool::from_image(img, Some(LAYOUT), o).map_err(|e| format!("pool: {e}"))?;
+    let images: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let sink = images.clone();
+    pool.sim().expect("sim pool").set_hook(true, move |pt: &CrashPoint<'_>| {
+        let mut v = sink.lock().unwrap();
+        for ev in Eviction::standard(pt.index) {
+            v.push(pt.image(ev));
+        }
+    });
+    let ep = EpAlloc::open(Arc::new(pool)).map_err(|e| format!("open: {e}"))?;
+    ep.pool().sim().expect("sim pool").clear_hook();
+    let images = std::mem::take(&mut *images.lock().unwrap());
+    if images.is_empty() {
+        return Err("a recovery that repaired a recycle wrote nothing".into());
+    }
+    for (i, second) in images.iter().enumerate() {
+        let pool =
+            Pool::from_image(second, Some(LAYOUT), o).map_err(|e| format!("recovery crashed ({i}): pool: {e}"))?;
+        let ep2 = EpAlloc::open(Arc::new(pool)).map_err(|e| format!("recovery crashed ({i}): open: {e}"))?;
+        ep2.check().map_err(|e| format!("recovery crashed ({i}): check: {e}"))?;
+        if &used_set(&ep2, types) != want {
+            return Err(format!("recovery crashed at its image {i}: the second recovery differs from the first"));
+        }
+    }
+    DOUBLE_CRASH_IMAGES.fetch_add(images.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// Images of crashed recoveries recovered by [`recover_twice`] (for the tests' reports).
+pub static DOUBLE_CRASH_IMAGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Install a hook that checks the images of every crash point (flushes included).
 pub fn install_hook(pool: &Pool, shared: &Shared, o: &PoolOptions) {
