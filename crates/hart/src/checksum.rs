@@ -15,14 +15,46 @@
 
 use crate::layout::*;
 
-/// CRC-32C of `parts`, seeded with `leaf`.
+/// CRC-32C of `leaf` (little-endian) followed by `parts`: the same value as
+/// `crc32c::crc32c` of their concatenation. The inputs are short (a key, a few words), where
+/// a library call's set-up costs more than the CRC itself, so on x86-64 with SSE 4.2 the
+/// `crc32` instruction is used inline, 8 bytes at a time (about 1 ns per word).
 #[inline]
 fn crc(leaf: u64, parts: &[&[u8]]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("sse4.2") {
+            // SAFETY: the CPU has SSE 4.2 (checked just above).
+            return unsafe { crc_sse42(leaf, parts) };
+        }
+    }
     let mut c = crc32c::crc32c(&leaf.to_le_bytes());
     for p in parts {
         c = crc32c::crc32c_append(c, p);
     }
     c
+}
+
+/// [`crc`] with the SSE 4.2 `crc32` instruction.
+///
+/// # Safety
+///
+/// The CPU supports SSE 4.2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn crc_sse42(leaf: u64, parts: &[&[u8]]) -> u32 {
+    use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
+    let mut c = _mm_crc32_u64(0xffff_ffff, leaf);
+    for p in parts {
+        let mut words = p.chunks_exact(8);
+        for w in &mut words {
+            c = _mm_crc32_u64(c, u64::from_le_bytes(w.try_into().expect("8-byte chunk")));
+        }
+        for &b in words.remainder() {
+            c = _mm_crc32_u8(c as u32, b) as u64;
+        }
+    }
+    !(c as u32)
 }
 
 /// The key check of a leaf at `leaf` with this key and key-out-of-line bit; never 0.
@@ -97,6 +129,21 @@ pub(crate) fn value_ok(leaf: u64, vw: u64, word: u64, flags: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_inline_crc_is_crc32c() {
+        let data: Vec<u8> = (0..200u32).map(|i| (i.wrapping_mul(2654435761) >> 7) as u8).collect();
+        for leaf in [0u64, 64, 0xdead_beef_0040] {
+            for (a, b) in [(0, 0), (0, 1), (3, 11), (8, 16), (5, 200), (0, 200)] {
+                let (x, y) = data.split_at(b);
+                let x = &x[a..];
+                let mut cat = leaf.to_le_bytes().to_vec();
+                cat.extend_from_slice(x);
+                cat.extend_from_slice(y);
+                assert_eq!(crc(leaf, &[x, y]), crc32c::crc32c(&cat), "leaf {leaf} parts {a}..{b}");
+            }
+        }
+    }
 
     #[test]
     fn checks_depend_on_place_and_content() {

@@ -42,7 +42,7 @@ fn value(image: &[u8], leaf: u64, m: Meta) -> Option<&[u8]> {
     }
     let head = u64_at(image, word)?;
     let len = (head & 0xffff_ffff) as usize;
-    let v = slice(image, word + VALUE_HDR as u64, len.min(MAX_VALUE))?;
+    let v = slice(image, word.checked_add(VALUE_HDR as u64)?, len.min(MAX_VALUE))?;
     (v.len() == len && checksum::object_check(leaf, v) == (head >> 32) as u32).then_some(v)
 }
 

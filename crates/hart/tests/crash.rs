@@ -1,6 +1,6 @@
 //! SPEC H4/H5/H6 + P6: every write path of HART under the crash simulator. For each
 //! operation, at EVERY flush and fence it issues, crash images (persisted only, all dirty
-//! lines evicted, a random half of the lines, torn 8-byte words) are recovered in a fresh
+//! lines evicted, random halves of the lines and torn 8-byte words, seeded and printed) are recovered in a fresh
 //! pool; the recovered HART must pass `check` (no leak, no unreachable leaf, bits
 //! consistent) and hold exactly the state before or after the operation.
 
@@ -14,7 +14,24 @@ fn explore(ops: &[Op], pool_size: u64) -> u64 {
     explore_with(ops, pool_size, HartOptions::default())
 }
 
+/// The evictions checked at point `i`: the four standard ones, plus two more random
+/// samples (lines, torn words) drawn from the run's seed, printed so a failure replays
+/// with `PMKV_CRASH_SEED`.
+fn evictions(seed: u64, i: u64) -> Vec<Eviction> {
+    let s = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut v = Eviction::standard(i).to_vec();
+    v.extend([Eviction::Lines(s), Eviction::Words(s ^ 0x5555)]);
+    v
+}
+
+fn seed() -> u64 {
+    let seed = std::env::var("PMKV_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x00c0_ffee);
+    eprintln!("crash test eviction seed {seed} (PMKV_CRASH_SEED={seed} replays it)");
+    seed
+}
+
 fn explore_with(ops: &[Op], pool_size: u64, opts: HartOptions) -> u64 {
+    let seed = seed();
     let h = sim_hart_with(pool_size, opts);
     let mut model = Model::new();
     let found = CrashFindings::new();
@@ -24,7 +41,7 @@ fn explore_with(ops: &[Op], pool_size: u64, opts: HartOptions) -> u64 {
         let after = model.clone();
         let (f, desc) = (found.clone(), format!("op {i} {op:?}"));
         h.pool().sim().unwrap().set_hook(true, move |pt| {
-            f.check_images(pt, Eviction::standard(pt.index), &desc, |img| {
+            f.check_images(pt, evictions(seed, pt.index), &desc, |img| {
                 let r = recover(img)?;
                 r.check().map_err(|e| e.to_string())?;
                 let got = contents(&r);
@@ -42,6 +59,8 @@ fn explore_with(ops: &[Op], pool_size: u64, opts: HartOptions) -> u64 {
         assert_eq!(contents(&h), model);
     }
     found.assert_none("crash consistency violated");
+    // The running engine, which every crash point was taken from, is sound too.
+    h.check().unwrap();
     // The final state survives a crash right after the last operation.
     let img = h.pool().sim().unwrap().image_now(h.pool(), Eviction::None);
     let r = recover(&img).unwrap();

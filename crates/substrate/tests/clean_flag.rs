@@ -94,3 +94,29 @@ fn fault_hook_fires_at_every_flush_and_fence_of_a_file_pool() {
     p.persist_off(off, 64);
     assert_eq!(flushes.load(Ordering::SeqCst), 3);
 }
+
+/// `Pool::abandon` (an open the engine refused): a cleanly closed pool is left byte for
+/// byte as it was, in every mode; a pool that needed crash recovery stays marked so (its
+/// recovery did not complete), where a plain drop would have marked it clean.
+#[test]
+fn p1_an_abandoned_open_changes_nothing_and_an_unrecovered_pool_stays_unclean() {
+    let d = pool_dir();
+    for mode in [Mode::Adr, Mode::Eadr, Mode::Msync] {
+        let path = d.path().join(format!("{mode}.pool"));
+        Pool::create(&path, "t", &opts(mode)).unwrap().close().unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let p = Pool::open(&path, Some("t"), &opts(mode)).unwrap();
+        assert!(std::fs::read(&path).unwrap() != before, "{mode}: opening marks the pool in use");
+        p.abandon();
+        assert!(std::fs::read(&path).unwrap() == before, "{mode}: an abandoned open changed the file");
+        // A pool left unclean (a crash: here, a drop while panicking) and abandoned stays so.
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            let _p = Pool::open(&path, Some("t"), &opts(mode)).unwrap();
+            panic!("crash");
+        }));
+        let p = Pool::open(&path, Some("t"), &opts(mode)).unwrap();
+        assert!(!p.was_clean());
+        p.abandon();
+        assert!(!Pool::open(&path, Some("t"), &opts(mode)).unwrap().was_clean(), "{mode}: abandon marked it clean");
+    }
+}

@@ -300,11 +300,16 @@ impl Pool {
     /// open then leaves the file exactly as it found it (SPEC P1: bad input loses nothing
     /// and changes nothing).
     ///
-    /// Only for a pool that was closed cleanly and in which nothing has been written since
-    /// it was opened (the engine refused before writing; engines write nothing while
-    /// validating a cleanly closed pool). Otherwise it is an ordinary drop: a pool that
-    /// needed crash recovery stays marked as such.
+    /// The slot is restored only for a pool that was closed cleanly and in which nothing
+    /// has been written since it was opened (the engine refused before writing; engines
+    /// write nothing while validating a cleanly closed pool). A pool that needed crash
+    /// recovery stays marked as needing it (its recovery did not complete).
     pub fn abandon(self) {
+        if !self.was_clean {
+            // Recovery did not complete: the pool must stay marked as needing it (a drop
+            // would mark it clean, and the next open would skip the recovery).
+            self.poison();
+        }
         let first_write = self.state.lock().seq == self.overwritten.lock().as_ref().map_or(0, |o| o.2.seq + 1);
         if self.was_clean && !self.read_only && !self.is_poisoned() && first_write {
             if let Some((at, bytes, before)) = self.overwritten.lock().take() {
