@@ -8,7 +8,7 @@
 //! | operation | paper | pmkv (short key) |
 //! |-----------|-------|------------------|
 //! | insert    | 6     | 2 (value bit or, for an inline value, a plain fence, after which contents are durable; leaf bit) |
-//! | update    | 8     | 3 (value+log; new bit+p_value; log reclaim+old bit); 1 in place for same-size values of ≤ 8 bytes |
+//! | update    | 8     | 3 (value+log; new bit+p_value; log reclaim+old bit); in place for a same-size inline value: 1 in eadr, 2 in adr (value check, then value word) |
 //! | delete    | 2     | 1 (leaf bit; the value bit, if any, is flushed, durable at the next fence) |
 //!
 //! plus one per chunk recycled (Algorithm 6) and one per new chunk.
@@ -30,10 +30,11 @@ pub struct HartOptions {
     /// update out of place with the micro-log (Algorithm 3). When false (the default),
     /// pmkv makes two changes. A value of at most 8 bytes inserted with a new key is kept
     /// inline in the leaf's `p_value` word (see `layout`): one object per record instead
-    /// of two. And a value of at most 8 bytes replaced by one of the same length is
-    /// overwritten in place with one atomic 8-byte store and one persist: a crash leaves
-    /// the old or the new value, as with Algorithm 3, with 1 fence instead of 3 and no
-    /// allocation. Larger or resized values always take Algorithm 3.
+    /// of two. And an inline value replaced by one of the same length is overwritten in
+    /// place: the leaf's value check (which keeps the previous check too), then its value
+    /// word, persisted (in `adr` the check first, so 2 fences; in `eadr` 1): a crash leaves
+    /// the old or the new value, as with Algorithm 3, with no allocation and no log.
+    /// Out-of-line, larger or resized values always take Algorithm 3.
     pub paper_updates: bool,
 }
 

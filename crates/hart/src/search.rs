@@ -1,10 +1,10 @@
 //! Search (Algorithm 4).
 
-use crate::error::{HartError, Result};
+use crate::error::Result;
 use crate::hart::Hart;
 use crate::hash_table::hash_key;
 use crate::layout::*;
-use crate::pm::{leaf_damage, PmKeys};
+use crate::pm::PmKeys;
 
 impl Hart {
     /// Search (Algorithm 4): call `f` with the value of `key`; returns whether the key
@@ -23,15 +23,13 @@ impl Hart {
             // the tree is always used (writers publish it before releasing the lock), so
             // the check is needed only in recovery and in `check`.
             let Some(leaf) = art.get(key, &ks) else { return Ok(false) };
-            // The leaf's key check (its bytes are in cache from the comparison), then its
-            // value through `read_value`, which verifies the value check and the object's.
+            // The value is verified (`read_value`: the leaf's value check, and a value
+            // object's own check). The key check is not recomputed here: every leaf's key
+            // was verified when the open put it in the tree, and the tree has just compared
+            // the whole stored key with the one asked for, byte for byte, so the record
+            // answers exactly that key. (Measured: recomputing it costs ~20 ns, a sixth of
+            // a search.) `scan`, which returns stored keys, does verify them.
             // SAFETY: a used leaf of this ART, whose read lock we hold.
-            if let Some(why) = unsafe { leaf_damage(&self.pool, leaf, false) } {
-                let e = HartError::Corrupt(why);
-                self.note_damage(&e);
-                return Err(e);
-            }
-            // SAFETY: as above.
             unsafe { self.read_value(leaf, f)? };
             Ok(true)
         });

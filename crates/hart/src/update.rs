@@ -2,7 +2,7 @@
 //! same-length values of at most 8 bytes (see `HartOptions::paper_updates`).
 
 use crate::checksum::{self, Meta};
-use crate::error::Result;
+use crate::error::{HartError, Result};
 use crate::hart::Hart;
 use crate::layout::*;
 use crate::micro_log::{self, UpdateLog};
@@ -28,16 +28,17 @@ impl Hart {
     /// or writes the leaf or its value meanwhile.
     pub(crate) unsafe fn update(&self, leaf: u64, value: &[u8]) -> Result<()> {
         let pool = &*self.pool;
-        // The old value is what a crash rolls back to: never build on a damaged one.
-        // SAFETY: a used leaf of an ART whose write lock we hold (the contract).
-        if let Err(e) = unsafe { self.value_of(leaf) } {
-            self.note_damage(&e);
-            return Err(e);
-        }
         let old = read_u64(pool, leaf + LEAF_P_VALUE);
         let m = meta(pool, leaf);
         let flags = m.flags;
         let old_check = checksum::value_check(leaf, old, flags);
+        // The old value word is what a crash rolls back to: never build on a damaged one.
+        let vw = read_u64(pool, leaf + LEAF_VCHECK);
+        if old_check != vw as u32 && old_check != (vw >> 32) as u32 {
+            let e = HartError::Corrupt(format!("leaf {leaf:#x}: the value check does not match its value word"));
+            self.note_damage(&e);
+            return Err(e);
+        }
         let old_inline = inline_len(flags);
         if old_inline == Some(value.len()) && !self.paper_updates {
             // An inline value of the same length: the new value check, then the value
