@@ -17,6 +17,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// A scan visitor: called with each record in order; return `false` to stop.
+/// Where [`EngineFactory::salvage`] hands each intact record (key, value); an error stops
+/// the salvage.
+pub type Emit<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> Result<()>;
+
 pub type Visitor<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> bool;
 
 /// What an engine is and offers. Front ends adapt to it instead of to engine names.
@@ -198,7 +202,7 @@ pub trait EngineFactory: Send + Sync {
     /// pool files, however damaged (header, allocator metadata, anything), and hand each to
     /// `emit` once. Records whose checks fail are counted, never emitted. Engines without
     /// self-verifying records return `Unsupported`.
-    fn salvage(&self, image: &[u8], emit: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>) -> Result<SalvageReport> {
+    fn salvage(&self, image: &[u8], emit: Emit<'_>) -> Result<SalvageReport> {
         let _ = (image, emit);
         Err(Error::unsupported(self.info().name, "salvage"))
     }

@@ -29,7 +29,7 @@ mod range;
 mod report;
 
 pub use batch::{BatchOp, WriteBatch};
-pub use engine::{open_engine_file, open_pool_file, Engine, EngineFactory, EngineInfo, Param, Visitor};
+pub use engine::{open_engine_file, open_pool_file, Emit, Engine, EngineFactory, EngineInfo, Param, Visitor};
 pub use error::{Error, ErrorKind, Result};
 pub use options::{EngineOptions, Options};
 pub use range::{Direction, KeyRange};

@@ -5,7 +5,7 @@ use crate::error::HartError;
 use crate::hart::{Hart, HartOptions};
 use crate::layout::{MAX_KEY, MAX_VALUE};
 use pmkv_core::{
-    open_engine_file, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange,
+    open_engine_file, CheckReport, Direction, Emit, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange,
     MemoryUsage, Options, Param, Pool, RecoveryReport, Result, SalvageReport, Visitor,
 };
 use std::path::Path;
@@ -83,7 +83,7 @@ impl EngineFactory for HartFactory {
         let h = hart_options(opts)?;
         open_engine_file(path, LAYOUT, opts, |pool| Ok(Box::new(HartEngine(Hart::open(pool, h)?)) as Box<dyn Engine>))
     }
-    fn salvage(&self, image: &[u8], emit: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>) -> Result<SalvageReport> {
+    fn salvage(&self, image: &[u8], emit: Emit<'_>) -> Result<SalvageReport> {
         crate::salvage::salvage(image, emit)
     }
 

@@ -100,13 +100,13 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
                         rep.updates_rolled_back += 1;
                         (log.old_value, log.old_flags)
                     };
-                    // SAFETY: a used leaf (checked); recovery runs alone and holds no
-                    // reference into PM here.
                     // The three words are rewritten whole (the crash may have torn them),
                     // the value check proving the target and nothing else.
                     let leaf = log.leaf;
                     let m = Meta { flags: target.1, ..meta(&pool, leaf) };
                     let vc = checksum::value_check(leaf, target.0, target.1);
+                    // SAFETY: a used leaf (checked); recovery runs alone and holds no
+                    // reference into PM here.
                     unsafe {
                         write_u64(&pool, leaf + LEAF_VCHECK, checksum::vcheck_word(vc, vc));
                         write_u64(&pool, leaf + LEAF_META, m.encode());

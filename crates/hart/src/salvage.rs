@@ -15,7 +15,7 @@
 
 use crate::checksum::{self, Meta};
 use crate::layout::*;
-use pmkv_core::{Result, SalvageReport};
+use pmkv_core::{Emit, Result, SalvageReport};
 use std::collections::HashSet;
 
 /// The pool header's size: leaves lie above it.
@@ -47,7 +47,7 @@ fn value(image: &[u8], leaf: u64, m: Meta) -> Option<&[u8]> {
 }
 
 /// Scan `image` (a HART pool file's bytes) for intact records; see the module doc.
-pub(crate) fn salvage(image: &[u8], emit: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>) -> Result<SalvageReport> {
+pub(crate) fn salvage(image: &[u8], emit: Emit<'_>) -> Result<SalvageReport> {
     let mut rep = SalvageReport::default();
     let mut seen: HashSet<Vec<u8>> = HashSet::new();
     let end = image.len() / LEAF_SIZE * LEAF_SIZE;

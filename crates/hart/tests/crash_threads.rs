@@ -16,8 +16,11 @@ use std::sync::Arc;
 
 const WRITERS: [&str; 3] = ["aa", "zz", "mm"];
 
-/// Writer `p`'s operations, in order: (key, Some(value) for a put, None for a delete).
-fn ops(p: &str) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+/// One writer's operations, in order: (key, Some(value) for a put, None for a delete).
+type Plan = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// Writer `p`'s operations.
+fn ops(p: &str) -> Plan {
     let mut v = Vec::new();
     for round in 0..3u32 {
         for i in 0..24u32 {
@@ -51,7 +54,7 @@ fn concurrent_writers_crash_anywhere() {
     let seed: u64 = std::env::var("PMKV_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0xc0ffee);
     eprintln!("concurrent writers: eviction seed {seed} (PMKV_CRASH_SEED={seed} replays it)");
     let h = Arc::new(sim_hart(2 << 20, 2));
-    let plans: Arc<Vec<Vec<(Vec<u8>, Option<Vec<u8>>)>>> = Arc::new(WRITERS.iter().map(|p| ops(p)).collect());
+    let plans: Arc<Vec<Plan>> = Arc::new(WRITERS.iter().map(|p| ops(p)).collect());
     // Operations each writer has completed (stored after the operation returned).
     let done: Arc<Vec<AtomicUsize>> = Arc::new(WRITERS.iter().map(|_| AtomicUsize::new(0)).collect());
     let found = CrashFindings::new();

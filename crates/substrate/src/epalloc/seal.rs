@@ -89,7 +89,10 @@ impl EpAlloc {
             let mut steps = 0;
             while off != 0 {
                 steps += 1;
-                if steps > max_steps || off < self.root.heap_start || off.saturating_add(16) > heap_top || off % 16 != 0
+                if steps > max_steps
+                    || off < self.root.heap_start
+                    || off.saturating_add(16) > heap_top
+                    || !off.is_multiple_of(16)
                 {
                     return None;
                 }
