@@ -1,0 +1,17 @@
+//! Mangosteen's errors.
+
+use pmkv_substrate::PoolError;
+
+pub type Result<T> = std::result::Result<T, MangosteenError>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MangosteenError {
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    #[error("write of {len} bytes at {off} is outside the {size}-byte region")]
+    OutOfRegion { off: u64, len: usize, size: u64 },
+    #[error("invalid Mangosteen option: {0}")]
+    InvalidOption(String),
+    #[error("corrupt Mangosteen pool: {0}")]
+    Corrupt(String),
+}

@@ -1,0 +1,35 @@
+//! Mangosteen (Lersch et al.; SPEC M1–M9), part 1 in progress: the persistence machinery
+//! that makes an in-memory state durable with one fence and one persist per batch.
+//!
+//! What is built here, named as the paper names it:
+//! * [`dedup`] — the intra-batch deduplication hash set of Fig. 3 (lines 6–12): aligned
+//!   block addresses in a cache-resident open-addressing table with linear probing,
+//!   spilling into an overflow buffer past 60% load (§4.3).
+//! * [`redo_log`] — the batched redo log of §4.3: a PM ring buffer of one-line records
+//!   (REDO with a block, COMMIT), persistent head and tail, the frontend's `rb_enque` and
+//!   `end_tx` (Fig. 3 lines 20–41).
+//! * [`backend`] — Fig. 4: applies committed records to the PM copy and advances the
+//!   persistent head; a thread of its own or called inline.
+//! * [`recovery`] — M8: replay the committed records between head and tail onto the PM
+//!   copy, then rebuild the DRAM copy from it.
+//! * [`runtime`] — [`Mangosteen`], a durable byte region: reads run on the DRAM copy in
+//!   parallel; a batch of writes (explicit capture, `Tx::write`/`Tx::record`, the API the
+//!   compiler instrumentation of part 2 will call) is executed under the writer lock, its
+//!   dirty blocks deduplicated and logged, and the batch returns only once its COMMIT is
+//!   persistent.
+//!
+//! Not built yet (see the README's status table): flat combining across threads (M2; today
+//! each `batch` call is one batch), the page-protection capture path, the split heap at a
+//! fixed address with allocator redirection (M7), the callback API and RPC mode (M1), and
+//! the `mangosteen` engine behind the library API.
+
+pub mod backend;
+pub mod dedup;
+pub mod error;
+pub mod layout;
+pub mod recovery;
+pub mod redo_log;
+pub mod runtime;
+
+pub use error::{MangosteenError, Result};
+pub use runtime::{Mangosteen, MangosteenOptions, Tx};

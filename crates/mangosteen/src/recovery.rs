@@ -1,0 +1,36 @@
+//! Recovery (SPEC M8): replay the committed records onto the PM copy, then rebuild the
+//! DRAM copy from it.
+//!
+//! The records between the persistent head and tail are whole batches (the tail only
+//! ever moves to just past a COMMIT, after a fence that made the batch's records
+//! durable), so replaying them with the backend's own code brings the PM copy to the
+//! state after every batch that was acknowledged — and no further: a batch whose tail
+//! never became durable is not replayed, and since its requests were never answered,
+//! losing it whole is what durable linearizability allows. Replay is idempotent, so a
+//! crash during recovery is recovered by running it again.
+
+use crate::backend;
+use crate::error::Result;
+use crate::redo_log::RedoLog;
+
+/// What an open's recovery did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Records replayed (REDO and COMMIT).
+    pub records: u64,
+    /// The persistent head and tail found.
+    pub head: u64,
+    pub tail: u64,
+}
+
+pub(crate) fn replay(log: &RedoLog, region: u64, size: u64) -> Result<RecoveryReport> {
+    let (head, tail) = (log.p_head(), log.p_tail());
+    if tail < head || tail - head > log.cap {
+        return Err(crate::MangosteenError::Corrupt(format!(
+            "redo log head {head} and tail {tail} are inconsistent with a ring of {} records",
+            log.cap
+        )));
+    }
+    backend::apply(log, region, size, head, tail)?;
+    Ok(RecoveryReport { records: tail - head, head, tail })
+}

@@ -1,0 +1,140 @@
+//! The batched redo log (paper §4.3, "Batched Redo Logging"; Fig. 3 lines 20–41).
+//!
+//! A ring of one-line records in PM with a persistent head (first record the backend has
+//! not applied) and tail (one past the last COMMIT). The frontend appends the REDO records
+//! of a batch and its COMMIT, each flushed as it is written but none fenced; then one
+//! fence, the new tail, and one persist (Fig. 3 lines 27–31): the batch is durable, and
+//! its requests may be answered, exactly when the tail that covers its COMMIT is. A crash
+//! before that leaves records past the persistent tail, which recovery never reads: the
+//! batch is lost whole, and it was never acknowledged. Records carry their own index and
+//! a CRC, so damage, or a stale record of an earlier lap of the ring, is an error instead
+//! of a write of garbage into the PM copy.
+
+use crate::error::{MangosteenError, Result};
+use crate::layout::*;
+use pmkv_substrate::Pool;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A decoded record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// `len` bytes of `data` go to region offset `addr`.
+    Redo { addr: u64, len: usize, data: [u8; MAX_BLOCK] },
+    /// The end of batch `batch`.
+    Commit { batch: u64 },
+}
+
+/// The ring and its persistent head and tail.
+pub struct RedoLog {
+    pub(crate) pool: Arc<Pool>,
+    /// Offset of the ring's first slot.
+    ring: u64,
+    /// Capacity in records.
+    pub(crate) cap: u64,
+    /// Offsets of the persistent head and tail words.
+    head_at: u64,
+    tail_at: u64,
+}
+
+impl RedoLog {
+    pub(crate) fn new(pool: Arc<Pool>, ring: u64, cap: u64, sb: u64) -> RedoLog {
+        RedoLog { pool, ring, cap, head_at: sb + HEAD_AT, tail_at: sb + TAIL_AT }
+    }
+
+    fn word(&self, off: u64) -> &AtomicU64 {
+        assert!(off.is_multiple_of(8) && self.pool.contains(off, 8), "redo log word {off:#x} outside the pool");
+        // SAFETY: aligned and inside the mapping (checked), which lives as long as `pool`;
+        // the head and tail words are only ever accessed atomically.
+        unsafe { AtomicU64::from_ptr(self.pool.at::<u64>(off)) }
+    }
+
+    /// `p_rb_head`. Acquire: the backend's stores to the PM copy and its release of ring
+    /// slots happen before a frontend that reads the new head reuses them.
+    pub fn p_head(&self) -> u64 {
+        self.word(self.head_at).load(Ordering::Acquire)
+    }
+
+    /// `p_rb_tail`. Acquire: the records below it were written before it was published.
+    pub fn p_tail(&self) -> u64 {
+        self.word(self.tail_at).load(Ordering::Acquire)
+    }
+
+    /// Store and persist `p_rb_head` (the backend, Fig. 4 lines 22–24).
+    pub(crate) fn set_p_head(&self, h: u64) {
+        self.word(self.head_at).store(h, Ordering::Release);
+        self.pool.persist_off(self.head_at, 8);
+    }
+
+    /// Store and persist `p_rb_tail` (the frontend, Fig. 3 lines 29–31).
+    pub(crate) fn set_p_tail(&self, t: u64) {
+        self.word(self.tail_at).store(t, Ordering::Release);
+        self.pool.persist_off(self.tail_at, 8);
+    }
+
+    fn slot(&self, idx: u64) -> u64 {
+        self.ring + (idx % self.cap) * RECORD as u64
+    }
+
+    /// Write record `idx` into its slot and flush it (no fence: Fig. 3 line 37's pwb).
+    /// The caller owns the slot: `idx` is at or past the persistent tail and less than
+    /// head + capacity, so neither the backend nor recovery reads it before the tail that
+    /// covers it is published.
+    pub(crate) fn write(&self, idx: u64, rec: &Record) {
+        let mut b = [0u8; RECORD];
+        match rec {
+            Record::Redo { addr, len, data } => {
+                b[0..4].copy_from_slice(&REDO.to_le_bytes());
+                b[4..8].copy_from_slice(&(*len as u32).to_le_bytes());
+                b[8..16].copy_from_slice(&addr.to_le_bytes());
+                b[16..48].copy_from_slice(data);
+            }
+            Record::Commit { batch } => {
+                b[0..4].copy_from_slice(&COMMIT.to_le_bytes());
+                b[8..16].copy_from_slice(&batch.to_le_bytes());
+            }
+        }
+        b[48..56].copy_from_slice(&idx.to_le_bytes());
+        let crc = crc32fast::hash(&b[..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        let at = self.slot(idx);
+        assert!(self.pool.contains(at, RECORD as u64), "ring slot {at:#x} outside the pool");
+        for (i, w) in b.chunks_exact(8).enumerate() {
+            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            // Word stores through atomics: the simulator and a backend thread may read the
+            // line concurrently (they only trust it below the published tail).
+            self.word(at + 8 * i as u64).store(w, Ordering::Relaxed);
+        }
+        self.pool.flush_off(at, RECORD);
+    }
+
+    /// Read and verify record `idx` (which must lie below the persistent tail).
+    pub(crate) fn read(&self, idx: u64) -> Result<Record> {
+        let at = self.slot(idx);
+        let mut b = [0u8; RECORD];
+        for (i, w) in b.chunks_exact_mut(8).enumerate() {
+            w.copy_from_slice(&self.word(at + 8 * i as u64).load(Ordering::Relaxed).to_le_bytes());
+        }
+        let bad = |what: &str| Err(MangosteenError::Corrupt(format!("redo record {idx} (slot {at:#x}): {what}")));
+        if u32::from_le_bytes(b[60..64].try_into().unwrap()) != crc32fast::hash(&b[..60]) {
+            return bad("checksum does not match");
+        }
+        if u64::from_le_bytes(b[48..56].try_into().unwrap()) != idx {
+            return bad("it is a record of another lap of the ring");
+        }
+        let field = u64::from_le_bytes(b[8..16].try_into().unwrap());
+        match u32::from_le_bytes(b[0..4].try_into().unwrap()) {
+            REDO => {
+                let len = u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize;
+                if len > MAX_BLOCK {
+                    return bad("block longer than a record holds");
+                }
+                let mut data = [0u8; MAX_BLOCK];
+                data.copy_from_slice(&b[16..48]);
+                Ok(Record::Redo { addr: field, len, data })
+            }
+            COMMIT => Ok(Record::Commit { batch: field }),
+            _ => bad("unknown kind"),
+        }
+    }
+}

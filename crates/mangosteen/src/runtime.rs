@@ -1,0 +1,407 @@
+//! The runtime: a durable byte region with a DRAM copy and a PM copy (paper §3.2).
+//!
+//! Reads run on the DRAM copy, in parallel (the reader side of the writer-preference
+//! lock of Fig. 2). A batch of writes runs under the writer side: each write goes to the
+//! DRAM copy and its blocks into the deduplication set; at the end of the batch (`end_tx`,
+//! Fig. 3 lines 20–32) every dirty block is logged once with its final content, then the
+//! COMMIT, one fence, the tail, one persist — and only then does `batch` return. The
+//! backend applies committed batches to the PM copy, inline after each batch or on a
+//! thread of its own ([`MangosteenOptions::background`]).
+
+use crate::backend;
+use crate::dedup::DedupSet;
+use crate::error::{MangosteenError, Result};
+use crate::layout::*;
+use crate::recovery::{self, RecoveryReport};
+use crate::redo_log::{Record, RedoLog};
+use parking_lot::{Mutex, RwLock};
+use pmkv_substrate::epalloc::EpAlloc;
+use pmkv_substrate::Pool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Options of a Mangosteen region. Size, block size and ring capacity are fixed when the
+/// pool is created and read back at open.
+#[derive(Clone, Copy, Debug)]
+pub struct MangosteenOptions {
+    /// Bytes of the region.
+    pub region_size: u64,
+    /// Deduplication and log granularity: 8, 16 or 32 bytes (the paper's default, 32).
+    pub block_size: usize,
+    /// Records in the redo ring.
+    pub ring_records: u64,
+    /// Entries of the deduplication table (a power of two; 4,096 = 32 KiB, cache-sized).
+    pub dedup_slots: usize,
+    /// Deduplicate (false: the paper's ablation, every write logged).
+    pub dedup: bool,
+    /// Run the backend on a thread of its own (the paper's design); false applies each
+    /// batch inline right after its commit (deterministic, for tests and tools).
+    pub background: bool,
+}
+
+impl Default for MangosteenOptions {
+    fn default() -> Self {
+        MangosteenOptions {
+            region_size: 1 << 20,
+            block_size: 32,
+            ring_records: 4096,
+            dedup_slots: 4096,
+            dedup: true,
+            background: false,
+        }
+    }
+}
+
+/// The writer's state: the batch being built and the frontend's cached log indices.
+struct Frontend {
+    dedup: DedupSet,
+    tail: u64,
+    head: u64,
+    batch: u64,
+}
+
+/// Shared between the runtime and its backend thread.
+struct Shared {
+    log: RedoLog,
+    region: u64,
+    size: u64,
+    stop: AtomicBool,
+    /// The first error the backend met (then it stops; batches still commit durably).
+    failed: Mutex<Option<String>>,
+}
+
+/// A durable region (see the module doc).
+pub struct Mangosteen {
+    shared: Arc<Shared>,
+    dram: RwLock<Vec<u8>>,
+    front: Mutex<Frontend>,
+    block: usize,
+    background: bool,
+    backend: Option<std::thread::JoinHandle<()>>,
+    recovery: RecoveryReport,
+    _alloc: EpAlloc,
+}
+
+/// A batch in progress: writes go to the DRAM copy and are captured for the log.
+pub struct Tx<'a> {
+    dram: &'a mut [u8],
+    dedup: &'a mut DedupSet,
+}
+
+impl Tx<'_> {
+    /// Write `bytes` at region offset `off` (captured).
+    pub fn write(&mut self, off: u64, bytes: &[u8]) -> Result<()> {
+        let r = range(off, bytes.len(), self.dram.len() as u64)?;
+        self.dram[r].copy_from_slice(bytes);
+        self.dedup.record(off, bytes.len());
+        Ok(())
+    }
+
+    /// The region, for reading and for writing in place; every byte written this way must
+    /// be [`record`](Tx::record)ed (the explicit capture API that part 2's compiler
+    /// instrumentation will call).
+    pub fn region(&mut self) -> &mut [u8] {
+        self.dram
+    }
+
+    /// Capture a write of `len` bytes at `off` made through [`Tx::region`].
+    pub fn record(&mut self, off: u64, len: usize) -> Result<()> {
+        range(off, len, self.dram.len() as u64)?;
+        self.dedup.record(off, len);
+        Ok(())
+    }
+}
+
+fn range(off: u64, len: usize, size: u64) -> Result<std::ops::Range<usize>> {
+    match off.checked_add(len as u64) {
+        Some(end) if end <= size => Ok(off as usize..end as usize),
+        _ => Err(MangosteenError::OutOfRegion { off, len, size }),
+    }
+}
+
+fn check_options(o: &MangosteenOptions) -> Result<()> {
+    let bad = |m: &str| Err(MangosteenError::InvalidOption(m.into()));
+    if ![8, 16, 32].contains(&o.block_size) {
+        return bad("block_size must be 8, 16 or 32");
+    }
+    if o.region_size == 0 || !o.region_size.is_multiple_of(o.block_size as u64) || o.region_size > 1 << 36 {
+        return bad("region_size must be a positive multiple of the block size, at most 64 GiB");
+    }
+    if o.ring_records < 2 || o.ring_records > 1 << 30 {
+        return bad("ring_records must be between 2 and 2^30");
+    }
+    if !o.dedup_slots.is_power_of_two() {
+        return bad("dedup_slots must be a power of two");
+    }
+    Ok(())
+}
+
+impl Mangosteen {
+    /// Open the region in `pool`, creating it (with `opts`' geometry) if the pool has none;
+    /// an existing region is recovered (committed batches replayed) before this returns.
+    pub fn open(pool: Arc<Pool>, opts: MangosteenOptions) -> Result<Mangosteen> {
+        check_options(&opts)?;
+        let (alloc, sb) = if pool.root(SUPER_ROOT) == 0 {
+            pool.check_writable()?;
+            format(pool.clone(), &opts)?
+        } else {
+            let alloc = EpAlloc::open(pool.clone())?;
+            let sb = pool.root(SUPER_ROOT);
+            (alloc, sb)
+        };
+        let (block, cap, size, ring, region) = read_super(&pool, &alloc, sb)?;
+        let log = RedoLog::new(pool.clone(), ring, cap, sb);
+        let recovery = if pool.is_read_only() {
+            RecoveryReport { head: log.p_head(), tail: log.p_tail(), records: 0 }
+        } else {
+            recovery::replay(&log, region, size)?
+        };
+        let (head, tail) = (log.p_head(), log.p_tail());
+        if pool.is_read_only() && head != tail {
+            return Err(MangosteenError::Pool(pmkv_substrate::PoolError::NeedsRecovery {
+                path: pool.path().map(|p| p.to_path_buf()).unwrap_or_default(),
+            }));
+        }
+        let mut dram = vec![0u8; size as usize];
+        // SAFETY: the region object lies inside the pool (validated by `read_super`) and
+        // nothing writes it now (recovery is done; the backend is not running yet).
+        dram.copy_from_slice(unsafe { std::slice::from_raw_parts(pool.at::<u8>(region), size as usize) });
+        let shared = Arc::new(Shared { log, region, size, stop: AtomicBool::new(false), failed: Mutex::new(None) });
+        let backend = (opts.background && !pool.is_read_only()).then(|| {
+            let s = shared.clone();
+            std::thread::spawn(move || run_backend(&s))
+        });
+        Ok(Mangosteen {
+            front: Mutex::new(Frontend {
+                dedup: DedupSet::new(block, opts.dedup_slots, opts.dedup),
+                tail,
+                head,
+                batch: 0,
+            }),
+            shared,
+            dram: RwLock::new(dram),
+            block,
+            background: backend.is_some(),
+            backend,
+            recovery,
+            _alloc: alloc,
+        })
+    }
+
+    /// What the open's recovery replayed.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// Region size in bytes.
+    pub fn size(&self) -> u64 {
+        self.shared.size
+    }
+
+    /// Read the region (the DRAM copy), in parallel with other readers.
+    pub fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        f(&self.dram.read())
+    }
+
+    /// Run one batch of writes; returns once the batch is durable (its COMMIT and the tail
+    /// covering it are persistent). An error from `f` still commits the writes `f` made
+    /// before it (they are in the DRAM copy, which must not run ahead of the log).
+    pub fn batch<R>(&self, f: impl FnOnce(&mut Tx<'_>) -> R) -> Result<R> {
+        self.shared.log.pool.check_writable()?;
+        let mut front = self.front.lock();
+        let mut dram = self.dram.write();
+        let r = {
+            let front = &mut *front;
+            let mut tx = Tx { dram: &mut dram, dedup: &mut front.dedup };
+            f(&mut tx)
+        };
+        // Readers wait until the batch is durable: one that saw its writes before a
+        // crash lost them would have seen a state that never was (durable
+        // linearizability).
+        self.end_tx(&mut front, &dram)?;
+        drop(dram);
+        Ok(r)
+    }
+
+    /// Fig. 3 lines 20–32: log every dirty block, then the COMMIT; one fence; the tail;
+    /// one persist.
+    fn end_tx(&self, front: &mut Frontend, dram: &[u8]) -> Result<()> {
+        if front.dedup.is_empty() {
+            return Ok(());
+        }
+        let log = &self.shared.log;
+        let mut blocks = Vec::with_capacity(front.dedup.len());
+        front.dedup.drain(|a| blocks.push(a));
+        front.batch += 1;
+        for a in blocks {
+            let len = self.block.min((self.shared.size - a) as usize);
+            let mut data = [0u8; MAX_BLOCK];
+            data[..len].copy_from_slice(&dram[a as usize..a as usize + len]);
+            self.enque(front, Record::Redo { addr: a, len, data })?;
+        }
+        self.enque(front, Record::Commit { batch: front.batch })?;
+        log.pool.fence(); // line 28
+        log.set_p_tail(front.tail); // lines 29–31
+        if !self.background {
+            front.head = backend::apply(log, self.shared.region, self.shared.size, front.head, front.tail)?;
+        }
+        Ok(())
+    }
+
+    /// `rb_enque` (Fig. 3 lines 33–41): wait while the ring is full (back-pressure on the
+    /// backend), then write the record at the tail.
+    fn enque(&self, front: &mut Frontend, rec: Record) -> Result<()> {
+        let log = &self.shared.log;
+        while front.tail - front.head >= log.cap {
+            if self.background {
+                if let Some(e) = self.shared.failed.lock().clone() {
+                    return Err(MangosteenError::Corrupt(format!("the backend stopped: {e}")));
+                }
+                std::thread::yield_now();
+                front.head = log.p_head();
+            } else {
+                // Inline backend: apply what is committed so far. A batch larger than the
+                // ring cannot commit (its first records would be overwritten before its
+                // COMMIT): refuse it rather than wait forever.
+                let durable = log.p_tail();
+                if durable == front.head {
+                    return Err(MangosteenError::InvalidOption(format!(
+                        "a batch of more than {} records does not fit in the redo ring",
+                        log.cap
+                    )));
+                }
+                front.head = backend::apply(log, self.shared.region, self.shared.size, front.head, durable)?;
+            }
+        }
+        log.write(front.tail, &rec);
+        front.tail += 1;
+        Ok(())
+    }
+
+    /// Wait until the backend has applied every committed batch (the PM copy is then the
+    /// DRAM copy).
+    pub fn quiesce(&self) -> Result<()> {
+        let log = &self.shared.log;
+        let tail = log.p_tail();
+        while log.p_head() < tail {
+            if let Some(e) = self.shared.failed.lock().clone() {
+                return Err(MangosteenError::Corrupt(format!("the backend stopped: {e}")));
+            }
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Mangosteen {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(t) = self.backend.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The backend thread (Fig. 4 main loop): apply what is committed, else wait a little.
+fn run_backend(s: &Shared) {
+    let mut head = s.log.p_head();
+    loop {
+        let tail = s.log.p_tail();
+        if head < tail {
+            match backend::apply(&s.log, s.region, s.size, head, tail) {
+                Ok(h) => head = h,
+                Err(e) => {
+                    *s.failed.lock() = Some(e.to_string());
+                    return;
+                }
+            }
+        } else if s.stop.load(Ordering::Acquire) {
+            return;
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    }
+}
+
+/// Create the superblock, ring and PM copy (all EPallocator objects, so nothing leaks):
+/// written and persisted, published, and only then named by the pool root. A crash before
+/// the root leaves published objects no root names; the next attempt frees them first.
+fn format(pool: Arc<Pool>, o: &MangosteenOptions) -> Result<(EpAlloc, u64)> {
+    let alloc = if pool.root(pmkv_substrate::epalloc::EPALLOC_ROOT) == 0 {
+        EpAlloc::create(pool.clone())?
+    } else {
+        EpAlloc::open(pool.clone())?
+    };
+    for ty in [SUPER, RING, REGION] {
+        let mut stale = Vec::new();
+        alloc.for_each_used(ty, |o| stale.push(o));
+        for s in stale {
+            alloc.free(s);
+        }
+    }
+    let ring_len = o.ring_records * RECORD as u64;
+    let sb = alloc.alloc(SUPER, SUPER_SIZE)?;
+    let ring = alloc.alloc(RING, ring_len as usize)?;
+    let region = alloc.alloc(REGION, o.region_size as usize)?;
+    // SAFETY: three reserved objects of these sizes, not yet reachable from anything.
+    unsafe {
+        std::ptr::write_bytes(pool.at::<u8>(sb), 0, SUPER_SIZE);
+        std::ptr::write_bytes(pool.at::<u8>(ring), 0, ring_len as usize);
+        std::ptr::write_bytes(pool.at::<u8>(region), 0, o.region_size as usize);
+        let mut b = [0u8; 64];
+        b[0..8].copy_from_slice(&SUPER_MAGIC);
+        b[8..12].copy_from_slice(&SUPER_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&(o.block_size as u32).to_le_bytes());
+        b[16..24].copy_from_slice(&o.ring_records.to_le_bytes());
+        b[24..32].copy_from_slice(&o.region_size.to_le_bytes());
+        b[32..40].copy_from_slice(&ring.to_le_bytes());
+        b[40..48].copy_from_slice(&region.to_le_bytes());
+        let crc = crc32fast::hash(&b[..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        std::ptr::copy_nonoverlapping(b.as_ptr(), pool.at::<u8>(sb), 64);
+    }
+    pool.flush_off(sb, SUPER_SIZE);
+    pool.flush_off(ring, ring_len as usize);
+    pool.flush_off(region, o.region_size as usize);
+    pool.fence();
+    alloc.publish(sb);
+    alloc.publish(ring);
+    alloc.publish(region);
+    pool.set_root(SUPER_ROOT, sb);
+    Ok((alloc, sb))
+}
+
+/// Validate the superblock: (block, capacity, region size, ring offset, region offset).
+fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(usize, u64, u64, u64, u64)> {
+    let bad = |m: String| Err(MangosteenError::Corrupt(m));
+    if alloc.type_of(sb) != Some(SUPER) || !alloc.is_used(sb) || !pool.contains(sb, SUPER_SIZE as u64) {
+        return bad(format!("root {sb:#x} does not name a used superblock"));
+    }
+    let mut b = [0u8; 64];
+    // SAFETY: inside the pool (checked); the superblock's first line is written once, by
+    // `format`, before the root names it.
+    b.copy_from_slice(unsafe { std::slice::from_raw_parts(pool.at::<u8>(sb), 64) });
+    if b[0..8] != SUPER_MAGIC || u32::from_le_bytes(b[60..64].try_into().unwrap()) != crc32fast::hash(&b[..60]) {
+        return bad("bad superblock magic or checksum".into());
+    }
+    let version = u32::from_le_bytes(b[8..12].try_into().unwrap());
+    if version != SUPER_VERSION {
+        return bad(format!("format version {version} (this build reads {SUPER_VERSION})"));
+    }
+    let block = u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize;
+    let cap = u64::from_le_bytes(b[16..24].try_into().unwrap());
+    let size = u64::from_le_bytes(b[24..32].try_into().unwrap());
+    let ring = u64::from_le_bytes(b[32..40].try_into().unwrap());
+    let region = u64::from_le_bytes(b[40..48].try_into().unwrap());
+    let ok_obj = |o: u64, ty, len: u64| {
+        alloc.type_of(o) == Some(ty) && alloc.is_used(o) && pool.contains(o, len) && alloc.capacity(o) as u64 >= len
+    };
+    if ![8, 16, 32].contains(&block)
+        || cap < 2
+        || !ok_obj(ring, RING, cap.saturating_mul(RECORD as u64))
+        || !ok_obj(region, REGION, size)
+    {
+        return bad("superblock geometry or object offsets are invalid".into());
+    }
+    Ok((block, cap, size, ring, region))
+}
