@@ -12,20 +12,23 @@
 //!   persistent head; a thread of its own or called inline.
 //! * [`recovery`] — M8: replay the committed records between head and tail onto the PM
 //!   copy, then rebuild the DRAM copy from it.
+//! * [`flat_combining`] — Fig. 2's batching of read-write requests from many threads: one
+//!   combiner runs every published request as one batch, sharing its fence and persist.
 //! * [`runtime`] — [`Mangosteen`], a durable byte region: reads run on the DRAM copy in
 //!   parallel; a batch of writes (explicit capture, `Tx::write`/`Tx::record`, the API the
 //!   compiler instrumentation of part 2 will call) is executed under the writer lock, its
 //!   dirty blocks deduplicated and logged, and the batch returns only once its COMMIT is
 //!   persistent.
 //!
-//! Not built yet (see the README's status table): flat combining across threads (M2; today
-//! each `batch` call is one batch), the page-protection capture path, the split heap at a
+//! Not built yet (see the README's status table): a loom/shuttle model of the combiner
+//! (M2 is checked by a many-thread stress test), the page-protection capture path, the split heap at a
 //! fixed address with allocator redirection (M7), the callback API and RPC mode (M1), and
 //! the `mangosteen` engine behind the library API.
 
 pub mod backend;
 pub mod dedup;
 pub mod error;
+pub mod flat_combining;
 pub mod layout;
 pub mod recovery;
 pub mod redo_log;

@@ -11,13 +11,14 @@
 use crate::backend;
 use crate::dedup::DedupSet;
 use crate::error::{MangosteenError, Result};
+use crate::flat_combining::{Batch, Combining, Outcome};
 use crate::layout::*;
 use crate::recovery::{self, RecoveryReport};
 use crate::redo_log::{Record, RedoLog};
 use parking_lot::{Mutex, RwLock};
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::Pool;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Options of a Mangosteen region. Size, block size and ring capacity are fixed when the
@@ -79,6 +80,9 @@ pub struct Mangosteen {
     background: bool,
     backend: Option<std::thread::JoinHandle<()>>,
     recovery: RecoveryReport,
+    combining: Combining,
+    batches: AtomicU64,
+    requests: AtomicU64,
     _alloc: EpAlloc,
 }
 
@@ -184,6 +188,9 @@ impl Mangosteen {
             background: backend.is_some(),
             backend,
             recovery,
+            combining: Combining::default(),
+            batches: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
             _alloc: alloc,
         })
     }
@@ -203,24 +210,47 @@ impl Mangosteen {
         f(&self.dram.read())
     }
 
-    /// Run one batch of writes; returns once the batch is durable (its COMMIT and the tail
-    /// covering it are persistent). An error from `f` still commits the writes `f` made
-    /// before it (they are in the DRAM copy, which must not run ahead of the log).
-    pub fn batch<R>(&self, f: impl FnOnce(&mut Tx<'_>) -> R) -> Result<R> {
+    /// Run `f` as part of a batch of writes; returns once the batch is durable (its
+    /// COMMIT and the tail covering it are persistent). Concurrent callers are combined
+    /// into one batch by flat combining (see [`crate::flat_combining`]): `f` may run on
+    /// another thread, and shares the batch's single fence and persist with the others.
+    /// Writes `f` made before it returned an error (or panicked) still commit: they are in
+    /// the DRAM copy, which must not run ahead of the log. A panic in `f` is re-raised here.
+    pub fn batch<R: Send>(&self, f: impl FnOnce(&mut Tx<'_>) -> R + Send) -> Result<R> {
         self.shared.log.pool.check_writable()?;
-        let mut front = self.front.lock();
-        let mut dram = self.dram.write();
-        let r = {
-            let front = &mut *front;
-            let mut tx = Tx { dram: &mut dram, dedup: &mut front.dedup };
-            f(&mut tx)
+        let mut f = Some(f);
+        let mut result: Option<R> = None;
+        let mut job = |tx: &mut Tx<'_>| {
+            if let Some(f) = f.take() {
+                result = Some(f(tx));
+            }
         };
-        // Readers wait until the batch is durable: one that saw its writes before a
-        // crash lost them would have seen a state that never was (durable
-        // linearizability).
-        self.end_tx(&mut front, &dram)?;
-        drop(dram);
-        Ok(r)
+        let outcome = self.combining.submit(&mut job, &|b: &mut Batch| {
+            let mut front = self.front.lock();
+            let mut dram = self.dram.write();
+            {
+                let front = &mut *front;
+                let mut tx = Tx { dram: &mut dram, dedup: &mut front.dedup };
+                b.run(&mut tx);
+            }
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            self.requests.fetch_add(b.len() as u64, Ordering::Relaxed);
+            // Readers wait until the batch is durable: one that saw its writes before a
+            // crash lost them would have seen a state that never was (durable
+            // linearizability).
+            self.end_tx(&mut front, &dram).map_err(|e| e.to_string())
+        });
+        match outcome {
+            Outcome::Ok => Ok(result.expect("a request that ran has a result")),
+            Outcome::Failed(e) => Err(MangosteenError::Corrupt(format!("the batch could not be committed: {e}"))),
+            Outcome::Panicked(p) => std::panic::resume_unwind(p),
+        }
+    }
+
+    /// Batches committed and requests they held, since the open: requests ÷ batches is the
+    /// flat-combining batch size B of the paper's cost model.
+    pub fn batch_stats(&self) -> (u64, u64) {
+        (self.batches.load(Ordering::Relaxed), self.requests.load(Ordering::Relaxed))
     }
 
     /// Fig. 3 lines 20–32: log every dirty block, then the COMMIT; one fence; the tail;

@@ -1,0 +1,154 @@
+//! Flat combining (paper §4.1, Fig. 2; SPEC M2): read-write requests from many threads run
+//! as one batch, so that they share one fence and one persist.
+//!
+//! A writer publishes its request (a closure) in the publication list and then either
+//! becomes the *combiner* — the one thread holding the combiner lock — or waits. The
+//! combiner takes every published request, runs them one after another under the region's
+//! writer lock (readers wait: a batch is never seen half applied, nor before it is
+//! durable), commits the batch with one `end_tx`, and marks each request done with its
+//! result. A waiting writer whose request is done returns; one whose request is still
+//! queued when the combiner lock frees tries to become the next combiner, so no request is
+//! ever left behind (the paper's `readySet` scan, with a lock-protected list instead of
+//! per-thread slots: the list is touched twice per request, the batch's work dominates).
+//!
+//! Requests borrow from their writers' stacks (the closure and its result slot); the
+//! combiner runs them on its own thread. That is sound because a writer never returns —
+//! nor unwinds — before its request is marked done, which the combiner does only after it
+//! last touched the request. A panic inside a request is caught by the combiner and
+//! re-raised in the writer that made it; the batch's other requests are unaffected.
+
+use parking_lot::{Condvar, Mutex};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// A published request: run it on the batch's transaction.
+type Job = dyn FnMut(&mut crate::Tx<'_>) + Send;
+/// The same, borrowing from its writer's stack.
+type Borrowed<'a> = dyn FnMut(&mut crate::Tx<'_>) + Send + 'a;
+
+/// One request in the publication list.
+pub(crate) struct Request {
+    /// The writer's closure, with its lifetime erased (see the module doc).
+    job: *mut Job,
+    /// Where the combiner reports the request's end.
+    done: *const Done,
+}
+
+// SAFETY: the closure is `Send` (it runs on the combiner's thread); `Done` is `Sync`; both
+// outlive the request (the writer waits for `done` before returning).
+unsafe impl Send for Request {}
+
+/// A request's completion: set once by the combiner, then the writer may return.
+#[derive(Default)]
+pub(crate) struct Done {
+    state: Mutex<Option<Outcome>>,
+}
+
+/// How a request ended.
+pub(crate) enum Outcome {
+    /// It ran and its batch is durable.
+    Ok,
+    /// Its batch could not be committed.
+    Failed(String),
+    /// It panicked; the payload is re-raised in the writer.
+    Panicked(Box<dyn std::any::Any + Send>),
+}
+
+/// The publication list and the combiner lock.
+#[derive(Default)]
+pub(crate) struct Combining {
+    published: Mutex<Vec<Request>>,
+    combiner: Mutex<()>,
+    /// Signalled whenever a combiner finishes a batch.
+    finished: Condvar,
+    finished_lock: Mutex<u64>,
+}
+
+impl Combining {
+    /// Publish `job` and return once it ran in a committed batch. `run_batch` is called by
+    /// whichever thread combines, with every request published so far; it must call each
+    /// request's job (through [`Batch::run`]) and commit, returning the commit's outcome.
+    pub(crate) fn submit(
+        &self,
+        job: &mut Borrowed<'_>,
+        run_batch: &dyn Fn(&mut Batch) -> std::result::Result<(), String>,
+    ) -> Outcome {
+        let done = Done::default();
+        let job: *mut Borrowed<'_> = job;
+        // SAFETY: lifetime erasure; the pointer is used only by a combiner while this
+        // thread waits below, and this function returns only after `done` is set, which
+        // the combiner does after its last use of the pointer.
+        let job = unsafe { std::mem::transmute::<*mut Borrowed<'_>, *mut Job>(job) };
+        self.published.lock().push(Request { job, done: &done });
+        loop {
+            if let Some(o) = done.state.lock().take() {
+                return o;
+            }
+            if let Some(_g) = self.combiner.try_lock() {
+                let requests = std::mem::take(&mut *self.published.lock());
+                if !requests.is_empty() {
+                    let mut batch = Batch { requests, panics: Vec::new() };
+                    // A panic outside the requests (in the commit) must still release every
+                    // writer of the batch: it becomes the batch's failure.
+                    let r = catch_unwind(AssertUnwindSafe(|| run_batch(&mut batch)))
+                        .unwrap_or_else(|_| Err("the combiner panicked while committing the batch".into()));
+                    batch.finish(r);
+                }
+                *self.finished_lock.lock() += 1;
+                self.finished.notify_all();
+                continue;
+            }
+            // Someone else combines: wait for the end of its batch, then look again.
+            let mut n = self.finished_lock.lock();
+            if done.state.lock().is_some() {
+                continue;
+            }
+            let seen = *n;
+            while *n == seen {
+                if self.finished.wait_for(&mut n, std::time::Duration::from_millis(1)).timed_out() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The requests one combiner runs as one batch.
+pub(crate) struct Batch {
+    requests: Vec<Request>,
+    panics: Vec<(usize, Box<dyn std::any::Any + Send>)>,
+}
+
+impl Batch {
+    /// Run every request's job on `tx`, in publication order, catching panics.
+    pub(crate) fn run(&mut self, tx: &mut crate::Tx<'_>) {
+        for (i, r) in self.requests.iter().enumerate() {
+            // SAFETY: the writer that published `r` is waiting for it (see `submit`), so
+            // its closure is alive, and only this combiner uses it.
+            let job = unsafe { &mut *r.job };
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| job(tx))) {
+                self.panics.push((i, p));
+            }
+        }
+    }
+
+    /// Requests in the batch.
+    pub(crate) fn len(&self) -> usize {
+        self.requests.len()
+    }
+
+    fn finish(self, commit: std::result::Result<(), String>) {
+        let mut panics = self.panics.into_iter().peekable();
+        for (i, r) in self.requests.into_iter().enumerate() {
+            let outcome = match panics.next_if(|(j, _)| *j == i) {
+                Some((_, p)) => Outcome::Panicked(p),
+                None => match &commit {
+                    Ok(()) => Outcome::Ok,
+                    Err(e) => Outcome::Failed(e.clone()),
+                },
+            };
+            // SAFETY: the writer waits for this very store before it returns, so `done`
+            // is alive; after it, this combiner never touches the request again.
+            *unsafe { &*r.done }.state.lock() = Some(outcome);
+        }
+    }
+}
