@@ -14,4 +14,6 @@ pub enum MangosteenError {
     InvalidOption(String),
     #[error("corrupt Mangosteen pool: {0}")]
     Corrupt(String),
+    #[error("mapping the region's DRAM copy: {0}")]
+    Io(#[from] std::io::Error),
 }

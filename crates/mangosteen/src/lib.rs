@@ -20,12 +20,17 @@
 //!   dirty blocks deduplicated and logged, and the batch returns only once its COMMIT is
 //!   persistent.
 //!
+//! * [`capture`] — write capture with no recompilation: the region is write-protected for
+//!   a batch, each page's first write faults and is snapshotted, and the blocks that
+//!   really changed are logged at commit.
+//!
 //! Not built yet (see the README's status table): a loom/shuttle model of the combiner
-//! (M2 is checked by a many-thread stress test), the page-protection capture path, the split heap at a
+//! (M2 is checked by a many-thread stress test), the split heap at a
 //! fixed address with allocator redirection (M7), the callback API and RPC mode (M1), and
 //! the `mangosteen` engine behind the library API.
 
 pub mod backend;
+pub mod capture;
 pub mod dedup;
 pub mod error;
 pub mod flat_combining;
@@ -35,4 +40,4 @@ pub mod redo_log;
 pub mod runtime;
 
 pub use error::{MangosteenError, Result};
-pub use runtime::{Mangosteen, MangosteenOptions, Tx};
+pub use runtime::{Capture, Mangosteen, MangosteenOptions, Tx};

@@ -9,6 +9,7 @@
 //! thread of its own ([`MangosteenOptions::background`]).
 
 use crate::backend;
+use crate::capture::{PageCapture, RegionBuf};
 use crate::dedup::DedupSet;
 use crate::error::{MangosteenError, Result};
 use crate::flat_combining::{Batch, Combining, Outcome};
@@ -38,6 +39,18 @@ pub struct MangosteenOptions {
     /// Run the backend on a thread of its own (the paper's design); false applies each
     /// batch inline right after its commit (deterministic, for tests and tools).
     pub background: bool,
+    /// How a batch's writes are captured.
+    pub capture: Capture,
+}
+
+/// How the writes of a batch are found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Capture {
+    /// Only what `Tx::write` and `Tx::record` say (the API compiler instrumentation calls).
+    Explicit,
+    /// Also every byte changed through plain pointers into the region, found by page
+    /// protection (see [`crate::capture`]); one region per process may use it at a time.
+    Pages,
 }
 
 impl Default for MangosteenOptions {
@@ -49,6 +62,7 @@ impl Default for MangosteenOptions {
             dedup_slots: 4096,
             dedup: true,
             background: false,
+            capture: Capture::Explicit,
         }
     }
 }
@@ -56,6 +70,7 @@ impl Default for MangosteenOptions {
 /// The writer's state: the batch being built and the frontend's cached log indices.
 struct Frontend {
     dedup: DedupSet,
+    pages: Option<PageCapture>,
     tail: u64,
     head: u64,
     batch: u64,
@@ -74,7 +89,7 @@ struct Shared {
 /// A durable region (see the module doc).
 pub struct Mangosteen {
     shared: Arc<Shared>,
-    dram: RwLock<Vec<u8>>,
+    dram: RwLock<RegionBuf>,
     front: Mutex<Frontend>,
     block: usize,
     background: bool,
@@ -166,7 +181,7 @@ impl Mangosteen {
                 path: pool.path().map(|p| p.to_path_buf()).unwrap_or_default(),
             }));
         }
-        let mut dram = vec![0u8; size as usize];
+        let mut dram = RegionBuf::new(size as usize)?;
         // SAFETY: the region object lies inside the pool (validated by `read_super`) and
         // nothing writes it now (recovery is done; the backend is not running yet).
         dram.copy_from_slice(unsafe { std::slice::from_raw_parts(pool.at::<u8>(region), size as usize) });
@@ -178,6 +193,7 @@ impl Mangosteen {
         Ok(Mangosteen {
             front: Mutex::new(Frontend {
                 dedup: DedupSet::new(block, opts.dedup_slots, opts.dedup),
+                pages: (opts.capture == Capture::Pages).then(|| PageCapture::new(&dram)),
                 tail,
                 head,
                 batch: 0,
@@ -198,6 +214,12 @@ impl Mangosteen {
     /// What the open's recovery replayed.
     pub fn recovery(&self) -> &RecoveryReport {
         &self.recovery
+    }
+
+    /// The redo log's persistent head and tail (records applied / records committed,
+    /// counted since the region was created).
+    pub fn log_indices(&self) -> (u64, u64) {
+        (self.shared.log.p_head(), self.shared.log.p_tail())
     }
 
     /// Region size in bytes.
@@ -230,8 +252,28 @@ impl Mangosteen {
             let mut dram = self.dram.write();
             {
                 let front = &mut *front;
-                let mut tx = Tx { dram: &mut dram, dedup: &mut front.dedup };
-                b.run(&mut tx);
+                match &mut front.pages {
+                    None => {
+                        let mut tx = Tx { dram: &mut dram, dedup: &mut front.dedup };
+                        b.run(&mut tx);
+                    }
+                    Some(pages) => {
+                        let dedup = &mut front.dedup;
+                        let mut changed = Vec::new();
+                        pages.run(
+                            &mut dram,
+                            self.block,
+                            |buf| {
+                                let mut tx = Tx { dram: buf, dedup: &mut *dedup };
+                                b.run(&mut tx);
+                            },
+                            |off| changed.push(off),
+                        );
+                        for off in changed {
+                            dedup.record(off, self.block);
+                        }
+                    }
+                }
             }
             self.batches.fetch_add(1, Ordering::Relaxed);
             self.requests.fetch_add(b.len() as u64, Ordering::Relaxed);

@@ -1,0 +1,235 @@
+//! Write capture without recompilation: page protection (issue "Mangosteen, part 1",
+//! "write capture, first path"; the paper captures with binary instrumentation, §3.2).
+//!
+//! The DRAM copy of the region is an anonymous mapping of whole pages ([`RegionBuf`]).
+//! At the start of a batch it is made read-only; the first write to each page faults, and
+//! the SIGSEGV handler saves the page's content (the *before* image), makes the page
+//! writable again and lets the write proceed. At the end of the batch every faulted page
+//! is compared with its before image, block by block, and exactly the blocks whose bytes
+//! changed go to the deduplication set — so ordinary code that writes the region through
+//! plain pointers (an unchanged data structure) is made durable without a single
+//! `record` call. Cost: one fault (a few µs) per page per batch, and a compare of each
+//! written page at commit.
+//!
+//! One capture can be active per process at a time (the handler is process-wide); faults
+//! anywhere else go to the handler that was installed before (Rust's stack-overflow
+//! handler, or the default action). The handler does only async-signal-safe work: loads
+//! and stores to memory prepared before the batch, a copy, and `mprotect`.
+
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::Once;
+
+/// Page-aligned anonymous memory: the DRAM copy.
+pub struct RegionBuf {
+    ptr: *mut u8,
+    len: usize,
+    map_len: usize,
+}
+
+// SAFETY: a plain owned buffer; access is governed by the borrow rules of `&`/`&mut`.
+unsafe impl Send for RegionBuf {}
+// SAFETY: as above.
+unsafe impl Sync for RegionBuf {}
+
+impl RegionBuf {
+    /// `len` zero bytes, page-aligned.
+    pub fn new(len: usize) -> std::io::Result<RegionBuf> {
+        let map_len = len.max(1).next_multiple_of(page_size());
+        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(RegionBuf { ptr: p as *mut u8, len, map_len })
+    }
+
+    fn protect(&self, prot: libc::c_int) {
+        // SAFETY: the whole mapping, owned by `self`.
+        let r = unsafe { libc::mprotect(self.ptr as *mut libc::c_void, self.map_len, prot) };
+        assert_eq!(r, 0, "mprotect of the region failed: {}", std::io::Error::last_os_error());
+    }
+}
+
+impl std::ops::Deref for RegionBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `len` mapped bytes, alive as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl std::ops::DerefMut for RegionBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and `&mut self` is the only access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for RegionBuf {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer borrowed.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.map_len) };
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as usize
+}
+
+/// What the handler needs during one batch, prepared before the region is protected.
+struct Active {
+    base: usize,
+    map_len: usize,
+    page: usize,
+    /// Before images, one page per faulted page, in fault order.
+    before: *mut u8,
+    /// The faulted pages' indices; `count` of them are valid.
+    pages: *mut usize,
+    count: AtomicUsize,
+}
+
+static ACTIVE: AtomicPtr<Active> = AtomicPtr::new(std::ptr::null_mut());
+static mut PREVIOUS: std::mem::MaybeUninit<libc::sigaction> = std::mem::MaybeUninit::uninit();
+static INSTALL: Once = Once::new();
+
+extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let a = ACTIVE.load(Ordering::Acquire);
+    // SAFETY: the kernel passes a valid siginfo for SIGSEGV.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    if !a.is_null() {
+        // SAFETY: `ACTIVE` points to the `Active` of the batch in progress, which the
+        // batch keeps alive until it has cleared `ACTIVE` (see `PageCapture::end`).
+        let a = unsafe { &*a };
+        if addr >= a.base && addr < a.base + a.map_len {
+            let page = (addr - a.base) / a.page;
+            let start = a.base + page * a.page;
+            let i = a.count.fetch_add(1, Ordering::AcqRel);
+            // SAFETY: `before` and `pages` hold one slot per page of the region, and a page
+            // faults at most once per batch (it is writable afterwards), so `i` is in
+            // bounds; the page is readable (read-only, not unmapped).
+            unsafe {
+                std::ptr::copy_nonoverlapping(start as *const u8, a.before.add(i * a.page), a.page);
+                *a.pages.add(i) = page;
+                libc::mprotect(start as *mut libc::c_void, a.page, libc::PROT_READ | libc::PROT_WRITE);
+            }
+            return;
+        }
+    }
+    // Not ours: hand the fault to whoever handled it before us.
+    // SAFETY: `PREVIOUS` was written once, before this handler was installed.
+    let prev = unsafe { (*std::ptr::addr_of!(PREVIOUS)).assume_init_ref() };
+    if prev.sa_flags & libc::SA_SIGINFO != 0 && prev.sa_sigaction > libc::SIG_IGN {
+        // SAFETY: an SA_SIGINFO handler takes exactly these arguments.
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(prev.sa_sigaction) };
+        f(sig, info, ctx);
+    } else {
+        // Restore the previous disposition and return: the faulting instruction runs again
+        // and faults under it (the default action: the process ends with SIGSEGV).
+        // SAFETY: reinstalling a disposition that was installed before.
+        unsafe { libc::sigaction(libc::SIGSEGV, prev, std::ptr::null_mut()) };
+    }
+}
+
+fn install() {
+    INSTALL.call_once(|| {
+        // SAFETY: sigaction with a zeroed struct, our handler and SA_SIGINFO | SA_ONSTACK;
+        // the previous disposition is saved first, before any fault can reach `on_fault`.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_fault as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_NODEFER;
+            libc::sigemptyset(&mut sa.sa_mask);
+            let mut prev: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut prev);
+            (*std::ptr::addr_of_mut!(PREVIOUS)).write(prev);
+            libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut());
+        }
+    });
+}
+
+/// Page-protection capture of one region (see the module doc).
+pub struct PageCapture {
+    before: Vec<u8>,
+    pages: Vec<usize>,
+    active: Box<Active>,
+}
+
+// SAFETY: the raw pointers in `active` point into this value's own buffers (`before`,
+// `pages`), which move with it; the signal handler uses them only while `run` holds
+// `&mut self`, on whichever thread runs the batch.
+unsafe impl Send for PageCapture {}
+
+/// Only one region may be captured at a time in a process.
+static BUSY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+impl PageCapture {
+    /// Capture for `region` (buffers sized for every page of it).
+    pub fn new(region: &RegionBuf) -> PageCapture {
+        install();
+        let page = page_size();
+        let n = region.map_len / page;
+        let mut before = vec![0u8; region.map_len];
+        let mut pages = vec![0usize; n];
+        let active = Box::new(Active {
+            base: region.ptr as usize,
+            map_len: region.map_len,
+            page,
+            before: before.as_mut_ptr(),
+            pages: pages.as_mut_ptr(),
+            count: AtomicUsize::new(0),
+        });
+        PageCapture { before, pages, active }
+    }
+
+    /// Run `f` (which writes `region` through plain pointers) with every page it changes
+    /// captured; then report each changed `block`-byte block's offset to `dirty`.
+    pub fn run<R>(
+        &mut self,
+        region: &mut RegionBuf,
+        block: usize,
+        f: impl FnOnce(&mut RegionBuf) -> R,
+        mut dirty: impl FnMut(u64),
+    ) -> R {
+        let _one = BUSY.lock().unwrap_or_else(|e| e.into_inner());
+        self.active.count.store(0, Ordering::Relaxed);
+        ACTIVE.store(&mut *self.active as *mut Active, Ordering::Release);
+        region.protect(libc::PROT_READ);
+        // A panic in `f` must still unprotect the region and deactivate the handler.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(region)));
+        ACTIVE.store(std::ptr::null_mut(), Ordering::Release);
+        region.protect(libc::PROT_READ | libc::PROT_WRITE);
+        let n = self.active.count.load(Ordering::Acquire);
+        let page = self.active.page;
+        for i in 0..n {
+            let p = self.pages[i];
+            let now = &region[..];
+            let was = &self.before[i * page..(i + 1) * page];
+            let start = p * page;
+            for (b, chunk) in was.chunks(block).enumerate() {
+                let off = start + b * block;
+                if off >= now.len() {
+                    break;
+                }
+                let end = (off + block).min(now.len());
+                if now[off..end] != chunk[..end - off] {
+                    dirty(off as u64);
+                }
+            }
+        }
+        match r {
+            Ok(r) => r,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    }
+}
