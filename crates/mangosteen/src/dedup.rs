@@ -13,6 +13,11 @@ pub struct DedupSet {
     /// Block address + 1 (0 = empty), so that block 0 can be recorded.
     table: Vec<u64>,
     used: usize,
+    /// Indices of the filled entries, in insertion order. The paper's `end_tx` scans the
+    /// whole table (Fig. 3 line 22); keeping the filled indices makes draining cost the
+    /// batch's size rather than the table's (measured: with 32-update batches and a
+    /// 4,096-entry table the scan made deduplication cost more than it saved).
+    filled: Vec<u32>,
     overflow: Vec<u64>,
     block: u64,
     enabled: bool,
@@ -24,7 +29,14 @@ impl DedupSet {
     /// paper's ablation, Fig. 7).
     pub fn new(block: usize, slots: usize, enabled: bool) -> DedupSet {
         assert!(block.is_power_of_two() && slots.is_power_of_two());
-        DedupSet { table: vec![0; slots], used: 0, overflow: Vec::new(), block: block as u64, enabled }
+        DedupSet {
+            table: vec![0; slots],
+            used: 0,
+            filled: Vec::new(),
+            overflow: Vec::new(),
+            block: block as u64,
+            enabled,
+        }
     }
 
     /// Record a write of `len` bytes at `addr` (lines 6–12): every block it touches.
@@ -55,6 +67,7 @@ impl DedupSet {
                 0 => {
                     self.table[i] = a + 1;
                     self.used += 1;
+                    self.filled.push(i as u32);
                     return;
                 }
                 x if x == a + 1 => return,
@@ -73,15 +86,13 @@ impl DedupSet {
         self.len() == 0
     }
 
-    /// Hand every recorded block to `f` (lines 22–26) and empty the set.
+    /// Hand every recorded block to `f` (lines 22–26), in the order first recorded, and
+    /// empty the set.
     pub fn drain(&mut self, mut f: impl FnMut(u64)) {
-        if self.used > 0 {
-            for e in self.table.iter_mut() {
-                if *e != 0 {
-                    f(*e - 1);
-                    *e = 0;
-                }
-            }
+        for i in self.filled.drain(..) {
+            let e = &mut self.table[i as usize];
+            f(*e - 1);
+            *e = 0;
         }
         self.used = 0;
         for a in self.overflow.drain(..) {
