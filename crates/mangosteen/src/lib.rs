@@ -24,8 +24,7 @@
 //!   a batch, each page's first write faults and is snapshotted, and the blocks that
 //!   really changed are logged at commit.
 //!
-//! Not built yet (see the README's status table): a loom/shuttle model of the combiner
-//! (M2 is checked by a many-thread stress test), the split heap at a
+//! Not built yet (see the README's status table): the split heap at a
 //! fixed address with allocator redirection (M7), the callback API and RPC mode (M1), and
 //! the `mangosteen` engine behind the library API.
 

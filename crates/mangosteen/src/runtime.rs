@@ -131,6 +131,14 @@ impl Tx<'_> {
     }
 }
 
+#[cfg(all(test, shuttle))]
+impl<'a> Tx<'a> {
+    /// A transaction over plain buffers, for the combining model test.
+    pub(crate) fn scratch(dram: &'a mut [u8], dedup: &'a mut DedupSet) -> Tx<'a> {
+        Tx { dram, dedup }
+    }
+}
+
 fn range(off: u64, len: usize, size: u64) -> Result<std::ops::Range<usize>> {
     match off.checked_add(len as u64) {
         Some(end) if end <= size => Ok(off as usize..end as usize),
