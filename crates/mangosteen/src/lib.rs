@@ -24,18 +24,24 @@
 //!   a batch, each page's first write faults and is snapshotted, and the blocks that
 //!   really changed are logged at commit.
 //!
-//! Not built yet (see the README's status table): the split heap at a
-//! fixed address with allocator redirection (M7), the callback API and RPC mode (M1), and
-//! the `mangosteen` engine behind the library API.
+//! * [`callback`] and [`rpc`] — the callback API of Listing 1 (M1), in local mode and
+//!   over a socket; [`kv`] is a small application on it (the `mangosteen-kv` server).
+//!
+//! Not built yet (see the README's status table): the split heap at a fixed address with
+//! allocator redirection (M7), a C form of the callback API, and the `mangosteen` engine
+//! behind the library API.
 
 pub mod backend;
+pub mod callback;
 pub mod capture;
 pub mod dedup;
 pub mod error;
 pub mod flat_combining;
+pub mod kv;
 pub mod layout;
 pub mod recovery;
 pub mod redo_log;
+pub mod rpc;
 pub mod runtime;
 
 pub use error::{MangosteenError, Result};
