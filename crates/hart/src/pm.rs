@@ -56,9 +56,10 @@ pub(crate) fn read_u32(pool: &Pool, off: u64) -> u32 {
 /// or it is a leaf (or its value) of an ART whose write lock the caller holds.
 #[inline]
 pub(crate) unsafe fn write_u64(pool: &Pool, off: u64, v: u64) {
-    // SAFETY: aligned and inside the mapping (checked); no reference overlaps the word
-    // (the contract).
-    unsafe { AtomicU64::from_ptr(word(pool, off)) }.store(v, Ordering::Relaxed)
+    // SAFETY: no reference overlaps the word (the contract); `store_u64` checks the
+    // bounds. Through the pool's store function, so that the crash simulator's store
+    // points (the eADR model) see every store HART makes to a reachable object.
+    unsafe { pool.store_u64(off, v) }
 }
 
 /// Write the 4-byte PM word at `off` (checked as [`word`]); not flushed.
@@ -69,7 +70,7 @@ pub(crate) unsafe fn write_u64(pool: &Pool, off: u64, v: u64) {
 #[inline]
 pub(crate) unsafe fn write_u32(pool: &Pool, off: u64, v: u32) {
     // SAFETY: as in `write_u64`.
-    unsafe { AtomicU32::from_ptr(word(pool, off)) }.store(v, Ordering::Relaxed)
+    unsafe { pool.store_u32(off, v) }
 }
 
 /// The `len` PM bytes at `off` as a slice, which lives as long as the borrow of `pool`.

@@ -44,11 +44,17 @@ impl Eviction {
     }
 }
 
-/// What kind of event a crash point is.
+/// What kind of event a crash point is (more kinds may come: match with a wildcard).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PointKind {
     Flush,
     Fence,
+    /// Just before a store an engine makes through the pool's store functions
+    /// ([`Pool::store_u64`]) or EPallocator makes to its metadata: the eADR crash model,
+    /// where every store is persistent the moment it is visible, so a crash between two
+    /// stores keeps exactly the first.
+    Store,
 }
 
 type Hook = Box<dyn FnMut(&CrashPoint<'_>) + Send>;
@@ -64,6 +70,7 @@ struct Inner {
     flush_seq: u64,
     hook: Option<Hook>,
     hook_on_flush: bool,
+    hook_on_store: bool,
 }
 
 /// Simulator state of one pool.
@@ -129,6 +136,7 @@ impl SimState {
                 flush_seq: 0,
                 hook: None,
                 hook_on_flush: false,
+                hook_on_store: false,
             }),
         })
     }
@@ -163,9 +171,18 @@ impl SimState {
     /// Install the crash-point hook. With `on_flush`, flushes are crash points too (fences
     /// always are). The hook runs under the simulator's lock: it must not use this pool.
     pub fn set_hook(&self, on_flush: bool, hook: impl FnMut(&CrashPoint<'_>) + Send + 'static) {
+        self.set_hook_with(on_flush, false, hook);
+    }
+
+    /// Install the crash-point hook with stores as crash points too (`on_store`, see
+    /// [`PointKind::Store`]): the eADR crash model, where a crash between two stores that
+    /// no fence separates is possible and keeps the first. Useful in `adr` as well (a
+    /// dirty line may be evicted between any two stores).
+    pub fn set_hook_with(&self, on_flush: bool, on_store: bool, hook: impl FnMut(&CrashPoint<'_>) + Send + 'static) {
         let mut g = self.inner.lock();
         g.hook = Some(Box::new(hook));
         g.hook_on_flush = on_flush;
+        g.hook_on_store = on_store;
     }
 
     /// Remove the hook.
@@ -199,6 +216,14 @@ impl SimState {
         }
         if g.hook_on_flush {
             self.fire(&mut g, pool, PointKind::Flush);
+        }
+    }
+
+    /// A store is about to be made (see [`PointKind::Store`]).
+    pub(crate) fn on_store(&self, pool: &Pool) {
+        let mut g = self.inner.lock();
+        if g.hook_on_store {
+            self.fire(&mut g, pool, PointKind::Store);
         }
     }
 

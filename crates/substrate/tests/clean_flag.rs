@@ -80,6 +80,7 @@ fn fault_hook_fires_at_every_flush_and_fence_of_a_file_pool() {
         match pt.kind {
             PointKind::Flush => fl.fetch_add(1, Ordering::SeqCst),
             PointKind::Fence => fe.fetch_add(1, Ordering::SeqCst),
+            _ => 0, // store points are not fault points
         };
         if pt.index == 5 {
             panic!("fault at point 5");

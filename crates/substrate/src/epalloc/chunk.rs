@@ -124,6 +124,7 @@ pub(crate) fn next(pool: &Pool, chunk: u64) -> u64 {
 
 /// Store and persist `PNext` of `chunk`.
 pub(crate) fn set_next(pool: &Pool, chunk: u64, to: u64) {
+    pool.note_store();
     word(pool, chunk + NEXT_AT).store(to, Ordering::Release);
     pool.persist_off(chunk + NEXT_AT, 8);
 }
@@ -149,6 +150,7 @@ pub(crate) fn set_bit(pool: &Pool, chunk: u64, slot: usize, used: bool) -> Optio
 pub(crate) fn set_bit_ordered(pool: &Pool, chunk: u64, slot: usize, used: bool, fence: bool) -> Option<HeaderWord> {
     let w = word(pool, chunk);
     let bit = 1u64 << slot;
+    pool.note_store();
     let mut cur = w.load(Ordering::Acquire);
     loop {
         let old = HeaderWord(cur);

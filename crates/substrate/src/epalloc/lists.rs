@@ -133,6 +133,7 @@ impl EpAlloc {
             )));
         };
         let e = self.root.entry(i);
+        self.pool.note_store();
         chunk::word(&self.pool, e.tag_at()).store(want, Ordering::Release);
         self.pool.persist_off(e.tag_at(), 8);
         self.install_list(ListState::new(i, e, ty, class));

@@ -66,6 +66,7 @@ impl Entry {
     }
     /// Store and persist `PHead`.
     pub(crate) fn set_head(self, pool: &Pool, to: u64) {
+        pool.note_store();
         word(pool, self.head_at()).store(to, Ordering::Release);
         pool.persist_off(self.head_at(), 8);
     }
@@ -76,10 +77,12 @@ impl Entry {
         word(pool, self.pprev_at()).load(Ordering::Acquire)
     }
     pub(crate) fn set_pcurrent(self, pool: &Pool, to: u64) {
+        pool.note_store();
         word(pool, self.pcurrent_at()).store(to, Ordering::Release);
         pool.persist_off(self.pcurrent_at(), 8);
     }
     pub(crate) fn set_pprev(self, pool: &Pool, to: u64) {
+        pool.note_store();
         word(pool, self.pprev_at()).store(to, Ordering::Release);
         pool.persist_off(self.pprev_at(), 8);
     }

@@ -92,6 +92,56 @@ impl Pool {
         self.fence();
     }
 
+    /// A store to PM is about to be made: a crash point in a crash-simulation pool whose
+    /// hook asks for store points (the eADR model); nothing otherwise.
+    #[inline]
+    pub(crate) fn note_store(&self) {
+        if let Some(sim) = self.sim.as_deref() {
+            sim.on_store(self);
+        }
+    }
+
+    /// Store `v` to the 8-byte PM word at `off` (atomically, relaxed: a plain move on
+    /// x86-64), after the crash point this store is in the eADR model. Engines that make
+    /// their PM stores through this (and [`Pool::store_u32`]) get every store checked by
+    /// the crash simulator's store points.
+    ///
+    /// # Panics
+    ///
+    /// If the word is misaligned or outside the pool.
+    ///
+    /// # Safety
+    ///
+    /// No reference to these bytes is alive (PM bytes handed out as slices must not
+    /// change under them): the caller owns the word by its own protocol.
+    #[inline]
+    pub unsafe fn store_u64(&self, off: u64, v: u64) {
+        assert!(off.is_multiple_of(8) && self.contains(off, 8), "PM word {off:#x} misaligned or outside the pool");
+        self.note_store();
+        // SAFETY: aligned and inside the mapping (checked); no reference overlaps the
+        // word (the caller's contract); an atomic store keeps concurrent readers defined.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(self.at::<u64>(off)) }
+            .store(v, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// [`Pool::store_u64`] for a 4-byte word.
+    ///
+    /// # Panics
+    ///
+    /// If the word is misaligned or outside the pool.
+    ///
+    /// # Safety
+    ///
+    /// As [`Pool::store_u64`].
+    #[inline]
+    pub unsafe fn store_u32(&self, off: u64, v: u32) {
+        assert!(off.is_multiple_of(4) && self.contains(off, 4), "PM word {off:#x} misaligned or outside the pool");
+        self.note_store();
+        // SAFETY: as in `store_u64`.
+        unsafe { std::sync::atomic::AtomicU32::from_ptr(self.at::<u32>(off)) }
+            .store(v, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Order all earlier flushes before any later store (the durability point).
     #[inline]
     pub fn fence(&self) {
