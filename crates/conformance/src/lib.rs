@@ -10,8 +10,10 @@
 //! open recovers; and, for persistent engines, every write path (put, delete, batch)
 //! under the crash simulator (SPEC P6) at every flush and fence point, recovering to the
 //! state before or after the operation (a prefix of a non-atomic batch) with `check`
-//! clean (no leak); and recovery crashed at each of its own flush and fence points, then
-//! run again, giving what an uninterrupted recovery gives (SPEC R3).
+//! clean (no leak); recovery crashed at each of its own flush and fence points, then
+//! run again, giving what an uninterrupted recovery gives (SPEC R3); and randomly damaged
+//! copies of a pool, which must read back exactly or fail with an error, never return
+//! other data, and never be changed by a read-only open.
 //!
 //! An engine crate (or this crate's tests) runs it with one line:
 //!
@@ -28,6 +30,7 @@ pub mod basic;
 pub mod batch;
 pub mod concurrent;
 pub mod crash;
+pub mod damage;
 pub mod files;
 pub mod model;
 pub mod scan;
@@ -58,6 +61,7 @@ macro_rules! suite {
             files::second_open_is_refused,
             files::foreign_and_damaged_files_are_refused,
             files::panic_in_write_leaves_pool_unclean,
+            damage::damaged_copies_read_right_or_fail,
             concurrent::readers_and_writers,
             crash::put_delete_every_crash_point,
             crash::batch_every_crash_point,
