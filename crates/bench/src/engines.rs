@@ -14,6 +14,8 @@ pub enum EngineKind {
     /// An engine opened through `pmkv::Store::open`.
     Pmkv(&'static str),
     Lmdb(LmdbVariant),
+    /// The engine that does nothing: the harness's own cost (`baseline::null`).
+    Null,
 }
 
 /// An engine to benchmark.
@@ -27,12 +29,18 @@ impl EngineSpec {
         match self.kind {
             EngineKind::Pmkv(n) => n,
             EngineKind::Lmdb(v) => v.name(),
+            EngineKind::Null => crate::baseline::null::NAME,
         }
     }
 
     /// Whether the persistence mode and emulated PM latency apply (pmkv engines over a pool).
     pub fn uses_pool(&self) -> bool {
         matches!(self.kind, EngineKind::Pmkv(n) if n != VOLATILE)
+    }
+
+    /// Whether this is the `null` engine (the harness's own cost).
+    pub fn is_null(&self) -> bool {
+        self.kind == EngineKind::Null
     }
 
     /// Whether the engine is one of the comparison baselines.
@@ -51,6 +59,7 @@ impl EngineSpec {
                 Mode::None => "none (mode none: no flush, no fence)".into(),
             },
             EngineKind::Lmdb(v) => v.durability().into(),
+            EngineKind::Null => "none (does nothing: the harness's own cost)".into(),
         }
     }
 
@@ -77,6 +86,7 @@ impl EngineSpec {
         match self.kind {
             EngineKind::Pmkv(n) => dir.join(format!("{n}-{safe}.pool")),
             EngineKind::Lmdb(v) => dir.join(format!("{}-{safe}.lmdb", v.name())),
+            EngineKind::Null => dir.join(format!("null-{safe}")),
         }
     }
 
@@ -92,6 +102,7 @@ impl EngineSpec {
                 Store::open(path, name, &opts)
             }
             EngineKind::Lmdb(v) => Ok(Store::from_engine(Box::new(Lmdb::open(path, v, create)?))),
+            EngineKind::Null => Ok(Store::from_engine(Box::new(crate::baseline::null::Null))),
         }
     }
 
@@ -114,11 +125,15 @@ pub fn latency_name(l: Latency) -> String {
     }
 }
 
-/// Every engine of `pmkv::Registry::builtin()`, then the LMDB baselines.
+/// The `null` engine.
+pub const NULL: EngineSpec = EngineSpec { kind: EngineKind::Null };
+
+/// Every engine of `pmkv::Registry::builtin()`, then the LMDB baselines, then `null`.
 pub fn all() -> Vec<EngineSpec> {
     let mut v: Vec<EngineSpec> =
         pmkv::Registry::builtin().names().into_iter().map(|n| EngineSpec { kind: EngineKind::Pmkv(n) }).collect();
     v.extend(LmdbVariant::ALL.iter().map(|&l| EngineSpec { kind: EngineKind::Lmdb(l) }));
+    v.push(NULL);
     v
 }
 
@@ -150,6 +165,10 @@ pub fn parse_list(names: &[String]) -> Result<Vec<EngineSpec>, String> {
         if !out.contains(&e) {
             out.push(e);
         }
+    }
+    // Every table shows the harness's own cost beside the engines it was asked for.
+    if !out.contains(&NULL) {
+        out.push(NULL);
     }
     Ok(out)
 }

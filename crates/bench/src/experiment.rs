@@ -34,7 +34,7 @@ pub struct Settings {
 
 impl Settings {
     pub fn new(dir: &Path, seed: u64) -> Settings {
-        Settings { dir: dir.to_path_buf(), seed, value_size: 8, sample_every: 8, warmup: 0.1, keep_cdf: false }
+        Settings { dir: dir.to_path_buf(), seed, value_size: 8, sample_every: 64, warmup: 0.1, keep_cdf: false }
     }
 }
 
@@ -185,7 +185,7 @@ pub fn basic_ops(s: &Settings, t: &Target, exp: &str, workload: &str, keys: &Key
         let st = execute(&work, s.sample_every, |&i, sc| put(e, keys, i, 0, vs, sc));
         push("insert", 0, &st);
         let len = e.len();
-        if len != n {
+        if len != n && !t.engine.is_null() {
             return Err(format!("after inserting {n} distinct keys the store holds {len}"));
         }
         // Warm-up: search a spread-out tenth of the keys (at least 1), untimed.
@@ -397,7 +397,7 @@ pub fn build_recover(s: &Settings, t: &Target, exp: &str, workload: &str, keys: 
         r.ops = n;
         r.ns_per_op = rec_s * 1e9 / n.max(1) as f64;
         r.extra.insert("recovered_records".into(), got as f64);
-        if got != n {
+        if got != n && !t.engine.is_null() {
             r.error = Some(if got == 0 && t.engine.is_baseline() {
                 "not persistent: nothing survives a reopen (recovery n/a)".into()
             } else {
