@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Build the C library and run the C tests against it: plainly and under AddressSanitizer.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+cargo build -p pmkv-c --locked
+lib="${CARGO_TARGET_DIR:-target}/debug"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+for san in "" "-fsanitize=address -fno-omit-frame-pointer"; do
+    # shellcheck disable=SC2086
+    gcc -std=c11 -Wall -Wextra -Werror -g $san -Ibindings/c/include bindings/c/tests/test_pmkv.c \
+        -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_pmkv"
+    # Rust's allocations are freed by Rust; leak checking would only see the test's own.
+    ASAN_OPTIONS=detect_leaks=1 "$out/test_pmkv" "$out"
+done

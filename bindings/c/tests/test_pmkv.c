@@ -1,0 +1,137 @@
+/* C tests of the pmkv C API: every function, every error path, NULL and oversized
+ * arguments. Built and run by tests/run.sh (plainly and under AddressSanitizer). */
+#include "pmkv.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures = 0;
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+                    pmkv_last_error());                                              \
+            failures++;                                                              \
+        }                                                                            \
+    } while (0)
+
+#define K(s) (const uint8_t *)(s), strlen(s)
+
+int main(int argc, char **argv) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/c-test-%d.pool", argc > 1 ? argv[1] : "/tmp", (int)getpid());
+    unlink(path);
+
+    pmkv_store *s = NULL;
+    /* Opening a missing pool without create: an error with a message. */
+    CHECK(pmkv_open(path, NULL, &s) < 0);
+    CHECK(strlen(pmkv_last_error()) > 0);
+    /* NULL arguments. */
+    CHECK(pmkv_open(NULL, NULL, &s) == PMKV_E_INVALID_ARGUMENT);
+    CHECK(pmkv_open(path, NULL, NULL) == PMKV_E_INVALID_ARGUMENT);
+    pmkv_options bad = {0};
+    bad.engine = "no-such-engine";
+    bad.create = 1;
+    CHECK(pmkv_open(path, &bad, &s) == PMKV_E_UNKNOWN_ENGINE);
+    bad.engine = NULL;
+    bad.mode = "warp";
+    CHECK(pmkv_open(path, &bad, &s) == PMKV_E_INVALID_ARGUMENT);
+
+    pmkv_options o = {0};
+    o.engine = "hart";
+    o.mode = "eadr";
+    o.create = 1;
+    o.initial_size = 8 << 20;
+    CHECK(pmkv_open(path, &o, &s) == PMKV_OK);
+    CHECK(s != NULL);
+
+    /* A second open of the same pool is refused while it is open. */
+    pmkv_store *s2 = NULL;
+    CHECK(pmkv_open(path, &o, &s2) == PMKV_E_LOCKED);
+
+    CHECK(pmkv_put(s, K("alpha"), K("1")) == PMKV_OK);
+    CHECK(pmkv_put(s, K("beta"), K("two")) == PMKV_OK);
+    CHECK(pmkv_put(s, K("gamma"), K("a value longer than eight bytes")) == PMKV_OK);
+    CHECK(pmkv_put(s, (const uint8_t *)"", 0, K("empty key")) == PMKV_OK);
+    CHECK(pmkv_put(s, NULL, 3, K("x")) == PMKV_E_INVALID_ARGUMENT);
+    CHECK(pmkv_put(NULL, K("k"), K("v")) == PMKV_E_INVALID_ARGUMENT);
+
+    /* Oversized key: a clear error, nothing stored. */
+    size_t big = 1 << 17;
+    uint8_t *bigkey = calloc(big, 1);
+    CHECK(pmkv_put(s, bigkey, big, K("v")) == PMKV_E_KEY_TOO_LARGE);
+    free(bigkey);
+
+    uint64_t n = 0;
+    CHECK(pmkv_len(s, &n) == PMKV_OK && n == 4);
+    CHECK(pmkv_len(s, NULL) == PMKV_E_INVALID_ARGUMENT);
+
+    /* get into a caller buffer: exact, too small, absent. */
+    uint8_t buf[64];
+    size_t len = 0;
+    CHECK(pmkv_get(s, K("beta"), buf, sizeof buf, &len) == PMKV_OK && len == 3 && memcmp(buf, "two", 3) == 0);
+    CHECK(pmkv_get(s, K("gamma"), buf, 4, &len) == PMKV_E_BUFFER && len == 31);
+    CHECK(pmkv_get(s, K("nope"), buf, sizeof buf, &len) == PMKV_ABSENT);
+    CHECK(pmkv_get(s, K("beta"), NULL, 8, &len) == PMKV_E_INVALID_ARGUMENT);
+    CHECK(pmkv_get(s, K("beta"), buf, sizeof buf, NULL) == PMKV_E_INVALID_ARGUMENT);
+
+    /* get with a returned buffer. */
+    uint8_t *v = NULL;
+    CHECK(pmkv_get_alloc(s, K("gamma"), &v, &len) == PMKV_OK && len == 31 && memcmp(v, "a value", 7) == 0);
+    pmkv_free(v, len);
+    CHECK(pmkv_get_alloc(s, K("nope"), &v, &len) == PMKV_ABSENT && v == NULL);
+    pmkv_free(NULL, 0);
+
+    /* Cursors: forward over everything, backward over a range. */
+    pmkv_cursor *c = NULL;
+    const uint8_t *ck, *cv;
+    size_t ckl, cvl;
+    CHECK(pmkv_cursor_open(s, NULL, 0, NULL, 0, 0, &c) == PMKV_OK);
+    int count = 0;
+    const char *order[] = {"", "alpha", "beta", "gamma"};
+    while (pmkv_cursor_next(c, &ck, &ckl, &cv, &cvl) == PMKV_OK) {
+        CHECK(count < 4 && ckl == strlen(order[count]) && memcmp(ck, order[count], ckl) == 0);
+        count++;
+    }
+    CHECK(count == 4);
+    CHECK(pmkv_cursor_next(c, &ck, &ckl, &cv, &cvl) == PMKV_ABSENT);
+    pmkv_cursor_close(c);
+    CHECK(pmkv_cursor_open(s, K("alpha"), K("gamma"), 1, &c) == PMKV_OK);
+    CHECK(pmkv_cursor_next(c, &ck, &ckl, &cv, &cvl) == PMKV_OK && ckl == 4 && memcmp(ck, "beta", 4) == 0);
+    CHECK(pmkv_cursor_next(c, &ck, &ckl, &cv, &cvl) == PMKV_OK && ckl == 5 && memcmp(ck, "alpha", 5) == 0);
+    CHECK(pmkv_cursor_next(c, &ck, &ckl, &cv, &cvl) == PMKV_ABSENT);
+    CHECK(pmkv_cursor_next(c, NULL, &ckl, &cv, &cvl) == PMKV_E_INVALID_ARGUMENT);
+    pmkv_cursor_close(c);
+    pmkv_cursor_close(NULL);
+    CHECK(pmkv_cursor_next(NULL, &ck, &ckl, &cv, &cvl) == PMKV_E_INVALID_ARGUMENT);
+
+    CHECK(pmkv_delete(s, K("alpha")) == PMKV_OK);
+    CHECK(pmkv_delete(s, K("alpha")) == PMKV_ABSENT);
+    CHECK(pmkv_check(s) == PMKV_OK);
+    CHECK(pmkv_check(NULL) == PMKV_E_INVALID_ARGUMENT);
+    CHECK(pmkv_close(s) == PMKV_OK);
+    CHECK(pmkv_close(NULL) == PMKV_OK);
+
+    /* Reopen (engine from the header), read-only: data is there, writes refused. */
+    pmkv_options ro = {0};
+    ro.read_only = 1;
+    CHECK(pmkv_open(path, &ro, &s) == PMKV_OK);
+    CHECK(pmkv_get(s, K("beta"), buf, sizeof buf, &len) == PMKV_OK && len == 3);
+    CHECK(pmkv_put(s, K("k"), K("v")) == PMKV_E_READ_ONLY);
+    CHECK(pmkv_len(s, &n) == PMKV_OK && n == 3);
+    CHECK(pmkv_close(s) == PMKV_OK);
+
+    /* A file that is not a pool is refused. */
+    char junk[600];
+    snprintf(junk, sizeof junk, "%s.junk", path);
+    FILE *f = fopen(junk, "w");
+    fputs("not a pool at all, just some text that is long enough", f);
+    fclose(f);
+    CHECK(pmkv_open(junk, NULL, &s) == PMKV_E_NOT_A_POOL);
+    unlink(junk);
+    unlink(path);
+
+    printf("%d passed, %d failed\n", failures ? 0 : 1, failures);
+    return failures ? 1 : 0;
+}
