@@ -1,0 +1,194 @@
+"""pmkv: a persistent-memory key-value toolkit, as a Python mapping.
+
+    >>> import pmkv
+    >>> with pmkv.open("words.pool") as db:      # creates the pool (engine "hart", mode "adr")
+    ...     db[b"hello"] = b"world"              # str keys and values are stored as UTF-8
+    ...     db["hello"]
+    b'world'
+
+A store is a ``collections.abc.MutableMapping`` over bytes, in key order: ``db[k]``,
+``db[k] = v``, ``del db[k]``, ``k in db``, ``len(db)``, ``get``, ``pop``, ``setdefault``,
+``update``, iteration over keys; ``scan(start, end, limit)`` yields ``(key, value)`` pairs
+in chunks, never the whole range at once. Every write is durable when it returns (in the
+pool's persistence mode). Calls release the GIL, so threads run in parallel.
+
+Errors are ``pmkv.Error`` subclasses: ``CorruptError`` (damaged, foreign, other-engine or
+unknown-version pool), ``LockedError`` (open elsewhere), ``FullError``, ``TooLargeError``,
+``ReadOnlyError``, ``ClosedError`` (use after ``close()``); a missing key is ``KeyError``.
+"""
+
+from collections.abc import Iterator, MutableMapping
+import os
+from typing import Optional, Tuple, Union
+
+from . import _pmkv
+from ._pmkv import (
+    ClosedError,
+    CorruptError,
+    Error,
+    FullError,
+    LockedError,
+    ReadOnlyError,
+    TooLargeError,
+)
+
+__all__ = [
+    "open",
+    "engines",
+    "Store",
+    "Error",
+    "CorruptError",
+    "LockedError",
+    "FullError",
+    "TooLargeError",
+    "ReadOnlyError",
+    "ClosedError",
+]
+
+BytesLike = Union[bytes, bytearray, memoryview, str]
+
+_CHUNK = 256
+
+
+def _b(x: BytesLike) -> bytes:
+    if isinstance(x, str):
+        return x.encode("utf-8")
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x)
+    raise TypeError(f"pmkv keys and values are bytes or str, not {type(x).__name__}")
+
+
+def engines() -> list:
+    """The engines of this build ("hart", "volatile", ...)."""
+    return list(_pmkv.engines())
+
+
+def open(  # noqa: A001 - the conventional name (dbm.open, lmdb.open, sqlite3.connect)
+    path: Union[str, "os.PathLike[str]"],
+    engine: Optional[str] = None,
+    mode: str = "adr",
+    create: bool = True,
+    read_only: bool = False,
+    initial_size: Optional[int] = None,
+) -> "Store":
+    """Open (or, with ``create``, create) the pool at ``path``.
+
+    ``engine``: for a new pool, which engine ("hart" by default); an existing pool's
+    engine is read from its header. ``mode``: "adr" (flush and fence per write, for
+    ADR persistent memory or a file), "eadr" (fences only), "msync" (msync per write, for
+    a disk file) or "none" (no persistence). ``read_only``: refuse writes, change nothing.
+    """
+    return Store(_pmkv.open_store(os.fspath(path), engine, mode, create, read_only, initial_size))
+
+
+class Store(MutableMapping):
+    """An open pmkv store (see the module documentation)."""
+
+    def __init__(self, native: "_pmkv.Store") -> None:
+        self._s = native
+
+    # -- the mapping ------------------------------------------------------------
+    def __getitem__(self, key: BytesLike) -> bytes:
+        v = self._s.get(_b(key))
+        if v is None:
+            raise KeyError(key)
+        return v
+
+    def __setitem__(self, key: BytesLike, value: BytesLike) -> None:
+        self._s.put(_b(key), _b(value))
+
+    def __delitem__(self, key: BytesLike) -> None:
+        if not self._s.delete(_b(key)):
+            raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, (bytes, bytearray, memoryview, str)):
+            return False
+        return self._s.get(_b(key)) is not None
+
+    def __len__(self) -> int:
+        return self._s.len()
+
+    def __iter__(self) -> Iterator[bytes]:
+        for k, _ in self.scan():
+            yield k
+
+    def get(self, key: BytesLike, default=None):
+        """The value of ``key``, or ``default``."""
+        v = self._s.get(_b(key))
+        return default if v is None else v
+
+    # -- beyond the mapping -----------------------------------------------------
+    def scan(
+        self,
+        start: Optional[BytesLike] = None,
+        end: Optional[BytesLike] = None,
+        limit: Optional[int] = None,
+        reverse: bool = False,
+    ) -> Iterator[Tuple[bytes, bytes]]:
+        """``(key, value)`` pairs with ``start <= key < end`` (None: unbounded), in key
+        order (or reverse), at most ``limit``. Fetched in chunks of 256 records with no
+        lock held between chunks: writes may run meanwhile; the next chunk starts after the
+        last key fetched, so records written past it are seen, none is seen twice."""
+        lo = None if start is None else _b(start)
+        hi = None if end is None else _b(end)
+        left = limit
+        if reverse:
+            # Walk backwards: each chunk ends (exclusively) at the last key returned.
+            upper = hi
+            while left is None or left > 0:
+                n = _CHUNK if left is None else min(_CHUNK, left)
+                chunk = self._s.range(lo, upper, n, True, False)
+                for kv in chunk:
+                    yield kv
+                if left is not None:
+                    left -= len(chunk)
+                if len(chunk) < n:
+                    return
+                upper = chunk[-1][0]
+        else:
+            after, first = lo, True
+            while left is None or left > 0:
+                n = _CHUNK if left is None else min(_CHUNK, left)
+                chunk = self._s.range(after, hi, n, False, not first)
+                for kv in chunk:
+                    yield kv
+                if left is not None:
+                    left -= len(chunk)
+                if len(chunk) < n:
+                    return
+                after, first = chunk[-1][0], False
+
+    def items(self):  # type: ignore[override]
+        """(key, value) pairs in key order (one scan, not a lookup per key)."""
+        return self.scan()
+
+    def check(self) -> str:
+        """Check the store's invariants; a report, or ``CorruptError``."""
+        return self._s.check()
+
+    def sync(self) -> None:
+        """Make every write durable (matters in ``msync`` mode)."""
+        self._s.sync()
+
+    @property
+    def engine(self) -> str:
+        """The engine's name."""
+        return self._s.engine()
+
+    def close(self) -> None:
+        """Close the store; later use raises ``ClosedError``. A second close does nothing."""
+        self._s.close()
+
+    @property
+    def closed(self) -> bool:
+        return not self._s.is_open
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<pmkv.Store {'closed' if self.closed else self.engine}>"

@@ -1,0 +1,195 @@
+//! The native half of the `pmkv` Python package (SPEC U4): a thin layer over the `pmkv`
+//! API crate. `python/pmkv/__init__.py` builds the `MutableMapping` on top of it.
+//!
+//! Every call into an engine releases the GIL (`allow_threads`), so Python threads run in
+//! parallel; every error is a `pmkv.Error` subclass chosen by the stable `ErrorKind`; a
+//! closed store raises instead of crashing; no Rust panic crosses into Python (pyo3 turns
+//! one into `PanicException`, and the API crate already contains engine panics).
+
+use pmkv::{Direction, ErrorKind, KeyRange, Options, Store as RStore};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::ops::Bound as Edge;
+use std::sync::RwLock;
+
+create_exception!(_pmkv, Error, PyException, "Base class of every pmkv error.");
+create_exception!(
+    _pmkv,
+    CorruptError,
+    Error,
+    "The pool is damaged, foreign, of another engine or of an unknown format version."
+);
+create_exception!(_pmkv, LockedError, Error, "The pool is open in another process (or elsewhere in this one).");
+create_exception!(_pmkv, FullError, Error, "The pool (or the file system under it) is full.");
+create_exception!(_pmkv, TooLargeError, Error, "A key or value exceeds the engine's limit.");
+create_exception!(_pmkv, ReadOnlyError, Error, "A write to a store opened read-only.");
+create_exception!(_pmkv, ClosedError, Error, "Use of a store after close().");
+
+fn to_py(e: pmkv::Error) -> PyErr {
+    let msg = e.to_string();
+    match e.kind() {
+        ErrorKind::Corrupt | ErrorKind::NotAPool | ErrorKind::WrongEngine | ErrorKind::Version => {
+            CorruptError::new_err(msg)
+        }
+        ErrorKind::Locked => LockedError::new_err(msg),
+        ErrorKind::Full => FullError::new_err(msg),
+        ErrorKind::KeyTooLarge | ErrorKind::ValueTooLarge => TooLargeError::new_err(msg),
+        ErrorKind::ReadOnly => ReadOnlyError::new_err(msg),
+        _ => Error::new_err(format!("{msg} [{}]", e.kind().name())),
+    }
+}
+
+/// An open store (see `pmkv.open`).
+#[pyclass(module = "pmkv._pmkv", frozen)]
+struct Store {
+    inner: RwLock<Option<RStore>>,
+}
+
+impl Store {
+    /// Run `f` on the open store with the GIL released.
+    fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&RStore) -> pmkv::Result<R> + Send) -> PyResult<R> {
+        let g = self.inner.read().map_err(|_| Error::new_err("store lock poisoned"))?;
+        let s = g.as_ref().ok_or_else(|| ClosedError::new_err("the store is closed"))?;
+        py.allow_threads(|| f(s)).map_err(to_py)
+    }
+}
+
+#[pymethods]
+impl Store {
+    /// The value of `key` as bytes, or None.
+    fn get<'py>(&self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let v = self.with(py, |s| s.get(key))?;
+        Ok(v.map(|v| PyBytes::new(py, &v)))
+    }
+
+    /// Insert or replace; durable when it returns (in the store's mode).
+    fn put(&self, py: Python<'_>, key: &[u8], value: &[u8]) -> PyResult<()> {
+        self.with(py, |s| s.put(key, value))
+    }
+
+    /// Delete `key`; returns whether it was there.
+    fn delete(&self, py: Python<'_>, key: &[u8]) -> PyResult<bool> {
+        self.with(py, |s| s.delete(key))
+    }
+
+    /// Number of records.
+    fn len(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with(py, |s| s.len())
+    }
+
+    /// Up to `limit` records of [start, end) in key order (or reverse), as (key, value)
+    /// pairs. `start_open`: start is exclusive (to continue after a key). None = unbounded.
+    #[pyo3(signature = (start, end, limit, reverse=false, start_open=false))]
+    fn range<'py>(
+        &self,
+        py: Python<'py>,
+        start: Option<Vec<u8>>,
+        end: Option<Vec<u8>>,
+        limit: usize,
+        reverse: bool,
+        start_open: bool,
+    ) -> PyResult<Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+        let lo = match start {
+            None => Edge::Unbounded,
+            Some(k) if start_open => Edge::Excluded(k),
+            Some(k) => Edge::Included(k),
+        };
+        let hi = match end {
+            None => Edge::Unbounded,
+            Some(k) => Edge::Excluded(k),
+        };
+        let dir = if reverse { Direction::Reverse } else { Direction::Forward };
+        let recs = self.with(py, |s| s.collect(&KeyRange { start: lo, end: hi }, dir, limit))?;
+        Ok(recs.into_iter().map(|(k, v)| (PyBytes::new(py, &k), PyBytes::new(py, &v))).collect())
+    }
+
+    /// Check the store's invariants: a report string, or CorruptError.
+    fn check(&self, py: Python<'_>) -> PyResult<String> {
+        let r = self.with(py, |s| s.check())?;
+        if r.is_ok() {
+            Ok(r.to_string())
+        } else {
+            Err(CorruptError::new_err(r.to_string()))
+        }
+    }
+
+    /// Make every write durable (matters in `msync` mode).
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |s| s.sync())
+    }
+
+    /// The engine's name.
+    fn engine(&self, py: Python<'_>) -> PyResult<String> {
+        self.with(py, |s| Ok(s.info().name.to_string()))
+    }
+
+    /// Close (a second close does nothing). Pending writes are made durable; errors the
+    /// close meets are raised.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let s = self.inner.write().map_err(|_| Error::new_err("store lock poisoned"))?.take();
+        match s {
+            Some(s) => py.allow_threads(|| s.close()).map_err(to_py),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the store is open.
+    #[getter]
+    fn is_open(&self) -> bool {
+        self.inner.read().map(|g| g.is_some()).unwrap_or(false)
+    }
+}
+
+/// Open a store (see `pmkv.open`, which documents the arguments).
+#[pyfunction]
+#[pyo3(signature = (path, engine=None, mode=None, create=true, read_only=false, initial_size=None))]
+fn open_store(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    engine: Option<String>,
+    mode: Option<String>,
+    create: bool,
+    read_only: bool,
+    initial_size: Option<u64>,
+) -> PyResult<Store> {
+    let mut o = Options::default().create(create && !read_only).read_only(read_only);
+    if let Some(m) = mode {
+        o = o.mode(m.parse().map_err(|e: String| pyo3::exceptions::PyValueError::new_err(e))?);
+    }
+    if let Some(n) = initial_size {
+        o = o.initial_size(n);
+    }
+    let s = py
+        .allow_threads(|| match engine {
+            Some(e) if !path.exists() => RStore::open(&path, &e, &o),
+            Some(e) => RStore::open(&path, &e, &o.clone().create(false)),
+            None if path.exists() => RStore::open_existing(&path, &o),
+            None => RStore::open(&path, "hart", &o),
+        })
+        .map_err(to_py)?;
+    Ok(Store { inner: RwLock::new(Some(s)) })
+}
+
+/// The engines of this build.
+#[pyfunction]
+fn engines() -> Vec<&'static str> {
+    pmkv::Registry::builtin().names()
+}
+
+#[pymodule]
+fn _pmkv(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<Store>()?;
+    m.add_function(wrap_pyfunction!(open_store, m)?)?;
+    m.add_function(wrap_pyfunction!(engines, m)?)?;
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("CorruptError", py.get_type::<CorruptError>())?;
+    m.add("LockedError", py.get_type::<LockedError>())?;
+    m.add("FullError", py.get_type::<FullError>())?;
+    m.add("TooLargeError", py.get_type::<TooLargeError>())?;
+    m.add("ReadOnlyError", py.get_type::<ReadOnlyError>())?;
+    m.add("ClosedError", py.get_type::<ClosedError>())?;
+    Ok(())
+}
