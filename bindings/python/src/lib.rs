@@ -144,7 +144,8 @@ impl Store {
 
 /// Open a store (see `pmkv.open`, which documents the arguments).
 #[pyfunction]
-#[pyo3(signature = (path, engine=None, mode=None, create=true, read_only=false, initial_size=None))]
+#[pyo3(signature = (path, engine=None, mode=None, create=true, read_only=false, initial_size=None, max_size=None))]
+#[allow(clippy::too_many_arguments)]
 fn open_store(
     py: Python<'_>,
     path: std::path::PathBuf,
@@ -153,6 +154,7 @@ fn open_store(
     create: bool,
     read_only: bool,
     initial_size: Option<u64>,
+    max_size: Option<u64>,
 ) -> PyResult<Store> {
     let mut o = Options::default().create(create && !read_only).read_only(read_only);
     if let Some(m) = mode {
@@ -160,6 +162,9 @@ fn open_store(
     }
     if let Some(n) = initial_size {
         o = o.initial_size(n);
+    }
+    if let Some(n) = max_size {
+        o = o.max_size(n);
     }
     let s = py
         .allow_threads(|| match engine {

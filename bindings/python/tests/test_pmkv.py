@@ -98,6 +98,17 @@ def test_errors_have_their_types(path, tmp_path):
     assert issubclass(pmkv.CorruptError, pmkv.Error) and issubclass(pmkv.Error, Exception)
 
 
+def test_a_full_pool_raises_full_and_keeps_what_it_has(path):
+    with pmkv.open(path, initial_size=1 << 20, max_size=1 << 20) as db:
+        written = 0
+        with pytest.raises(pmkv.FullError):
+            for i in range(1_000_000):
+                db[b"f%07d" % i] = b"v" * 100
+                written += 1
+        assert len(db) == written and db[b"f%07d" % (written - 1)] == b"v" * 100
+        db.check()
+
+
 def test_threads_in_parallel(path):
     with pmkv.open(path) as db:
         def work(t):

@@ -70,6 +70,7 @@ def open(  # noqa: A001 - the conventional name (dbm.open, lmdb.open, sqlite3.co
     create: bool = True,
     read_only: bool = False,
     initial_size: Optional[int] = None,
+    max_size: Optional[int] = None,
 ) -> "Store":
     """Open (or, with ``create``, create) the pool at ``path``.
 
@@ -77,8 +78,10 @@ def open(  # noqa: A001 - the conventional name (dbm.open, lmdb.open, sqlite3.co
     engine is read from its header. ``mode``: "adr" (flush and fence per write, for
     ADR persistent memory or a file), "eadr" (fences only), "msync" (msync per write, for
     a disk file) or "none" (no persistence). ``read_only``: refuse writes, change nothing.
+    ``initial_size`` and ``max_size`` (bytes) bound a new pool's file: a pool that cannot
+    grow further raises ``FullError`` and keeps what it has.
     """
-    return Store(_pmkv.open_store(os.fspath(path), engine, mode, create, read_only, initial_size))
+    return Store(_pmkv.open_store(os.fspath(path), engine, mode, create, read_only, initial_size, max_size))
 
 
 class Store(MutableMapping):

@@ -31,5 +31,6 @@ def open_store(
     create: bool = ...,
     read_only: bool = ...,
     initial_size: Optional[int] = ...,
+    max_size: Optional[int] = ...,
 ) -> Store: ...
 def engines() -> List[str]: ...
