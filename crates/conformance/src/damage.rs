@@ -9,19 +9,7 @@
 
 use crate::util::*;
 use pmkv::{EngineFactory, KeyRange, Store};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+use pmkv_testutil::XorShift;
 
 /// Read every record of `s` by cursor and every key of `m` by `get`: `Ok(true)` if all
 /// came back exactly, `Ok(false)` if some read failed with an error, `Err` on wrong data.
@@ -79,7 +67,7 @@ pub fn damaged_copies_read_right_or_fail(f: &'static dyn EngineFactory) {
     let good = std::fs::read(&path).unwrap();
     // Where the data is: up to the last non-zero page.
     let used = good.chunks(4096).rposition(|p| p.iter().any(|&b| b != 0)).map_or(good.len(), |i| (i + 1) * 4096);
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ f.info().name.len() as u64);
+    let mut rng = XorShift::new(0x9e37_79b9_7f4a_7c15 ^ f.info().name.len() as u64);
     let copy = d.path().join("damaged.pool");
     let ro = opts().read_only(true).create(false);
     let (mut exact, mut refused) = (0, 0);
@@ -93,7 +81,7 @@ pub fn damaged_copies_read_right_or_fail(f: &'static dyn EngineFactory) {
             }
             1 => {
                 let at = at.min(b.len() - 64);
-                b[at..at + 64].iter_mut().for_each(|x| *x = rng.next() as u8);
+                b[at..at + 64].iter_mut().for_each(|x| *x = rng.next_u64() as u8);
                 format!("64 bytes of garbage at {at:#x}")
             }
             _ => {

@@ -9,24 +9,12 @@
 
 use pmkv_mangosteen::{Mangosteen, MangosteenOptions};
 use pmkv_substrate::{Latency, Mode, Pool, PoolOptions};
+use pmkv_testutil::XorShift;
 use std::sync::Arc;
 use std::time::Instant;
 
 const SLOTS: u64 = 1 << 16; // 8-byte counters: a 512 KiB region
 const OPS: u64 = 400_000;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 /// Zipf(θ) over 0..n (Gray et al.'s method, as YCSB), as a pre-generated stream.
 fn zipf_stream(n: u64, theta: f64, len: u64, seed: u64) -> Vec<u64> {
@@ -34,7 +22,7 @@ fn zipf_stream(n: u64, theta: f64, len: u64, seed: u64) -> Vec<u64> {
     let (zn, z2) = (zeta(n), zeta(2));
     let alpha = 1.0 / (1.0 - theta);
     let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - z2 / zn);
-    let mut r = Rng(seed);
+    let mut r = XorShift::new(seed);
     (0..len)
         .map(|_| {
             let u = r.unit();
@@ -81,8 +69,8 @@ fn run(m: &Mangosteen, stream: &[u64], per_batch: usize) -> (f64, f64) {
 
 fn main() {
     let zipf = zipf_stream(SLOTS, 0.99, OPS, 42);
-    let mut r = Rng(7);
-    let uniform: Vec<u64> = (0..OPS).map(|_| r.next() % SLOTS).collect();
+    let mut r = XorShift::new(7);
+    let uniform: Vec<u64> = (0..OPS).map(|_| r.next_u64() % SLOTS).collect();
     println!("Mangosteen runtime, {OPS} counter updates over {SLOTS} slots");
     println!("| mode | keys | updates per batch | dedup | Mops/s | redo records per update |");
     println!("|---|---|---:|---|---:|---:|");

@@ -22,6 +22,7 @@ mod bytes;
 mod crash;
 mod files;
 mod model;
+mod rng;
 pub mod strategy;
 mod values;
 
@@ -29,6 +30,7 @@ pub use bytes::{read_bytes, read_u64, write_bytes, write_u64};
 pub use crash::CrashFindings;
 pub use files::{forge_version, patched_copy, write_file, write_pool};
 pub use model::{apply, bound_kinds, in_bounds, model_of_scan, model_range, Model, Op, Records};
+pub use rng::XorShift;
 pub use values::{edge_keys, op_stream, tag_of, tagged_value};
 
 use pmkv_substrate::{Latency, Mode, PoolOptions};
