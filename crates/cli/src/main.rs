@@ -66,6 +66,9 @@ enum Cmd {
     /// Copy every intact record of a damaged pool (one every other command refuses) into
     /// a new pool; the damaged file is only read.
     Salvage(commands::salvage::Args),
+    /// Serve a pool over the Redis protocol (RESP2/RESP3): redis-cli, redis-benchmark and
+    /// Redis client libraries work unchanged; every write is durable before its reply.
+    Serve(commands::serve::Args),
 }
 
 /// What a command reports besides success.
@@ -98,6 +101,7 @@ fn main() -> ExitCode {
         Cmd::Scan(a) => commands::kv::scan(a),
         Cmd::Dump(a) => commands::kv::dump(a),
         Cmd::Salvage(a) => commands::salvage::run(a),
+        Cmd::Serve(a) => commands::serve::run(a),
     };
     // Output still buffered must reach its destination too (or fail like the rest).
     let r = r.and_then(|o| {

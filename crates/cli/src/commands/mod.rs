@@ -7,6 +7,7 @@ pub mod engines;
 pub mod info;
 pub mod kv;
 pub mod salvage;
+pub mod serve;
 
 /// Errors of commands: anything printable as one line.
 pub type CmdResult = Result<crate::Outcome, Box<dyn std::error::Error>>;

@@ -1,0 +1,118 @@
+//! `pmkv serve` as a process (SPEC U2, U3): every acknowledged SET survives SIGKILL (three
+//! kills at random moments while a client writes as fast as it can), the pool checks clean
+//! after SHUTDOWN, and `redis-cli` (Debian redis-tools, installed by .ci/run) talks to it.
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+fn serve(pool: &std::path::Path) -> (Child, u16) {
+    let mut child = pmkv_command()
+        .args(["serve", pool.to_str().unwrap(), "--port", "0", "--mode", "adr"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("{line:?}"));
+    (child, port)
+}
+
+fn call(s: &mut TcpStream, args: &[&str]) -> std::io::Result<String> {
+    let mut b = format!("*{}\r\n", args.len());
+    for a in args {
+        b.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(b.as_bytes())?;
+    let mut out = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        if s.read(&mut byte)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        out.push(byte[0]);
+        if out.ends_with(b"\r\n")
+            && (out[0] != b'$' || out.iter().filter(|&&c| c == b'\n').count() == 2 || out == b"$-1\r\n")
+        {
+            return Ok(String::from_utf8_lossy(&out).into_owned());
+        }
+    }
+}
+
+#[test]
+fn u3_every_acknowledged_set_survives_sigkill() {
+    let dir = pool_dir();
+    let pool = dir.path().join("srv.pool");
+    let mut acked: std::collections::HashMap<String, String> = Default::default();
+    let mut n = 0u64;
+    for round in 0..3u64 {
+        let (mut child, port) = serve(&pool);
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        for (k, v) in &acked {
+            let got = call(&mut s, &["GET", k]).unwrap();
+            assert_eq!(got, format!("${}\r\n{v}\r\n", v.len()), "round {round}: {k} lost its acknowledged value");
+        }
+        let kill_at = Duration::from_millis(30 + 40 * round);
+        let t0 = Instant::now();
+        let mut killed = false;
+        loop {
+            if !killed && t0.elapsed() >= kill_at {
+                child.kill().unwrap();
+                killed = true;
+            }
+            n += 1;
+            let (k, v) = (format!("k{}", n % 300), n.to_string());
+            match call(&mut s, &["SET", &k, &v]) {
+                Ok(r) if r == "+OK\r\n" => {
+                    acked.insert(k, v);
+                }
+                Ok(r) => panic!("{r}"),
+                Err(_) => break,
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20));
+        }
+        child.wait().unwrap();
+        // The write in flight at the kill may have landed: accept it from now on.
+        let (k, v) = (format!("k{}", n % 300), n.to_string());
+        let (mut c, port) = serve(&pool);
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let got = call(&mut s, &["GET", &k]).unwrap();
+        if got == format!("${}\r\n{v}\r\n", v.len()) {
+            acked.insert(k, v);
+        }
+        assert_eq!(call(&mut s, &["SHUTDOWN"]).unwrap(), "+OK\r\n");
+        assert!(c.wait().unwrap().success(), "a clean shutdown exits 0");
+    }
+    let check = pmkv(&["check", pool.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check.stderr));
+    assert!(acked.len() > 10);
+}
+
+#[test]
+fn u3_redis_cli_drives_it() {
+    let Ok(out) = std::process::Command::new("redis-cli").arg("--version").output() else {
+        eprintln!("redis-cli is not installed here (Debian redis-tools; .ci/run installs it): skipped");
+        assert!(std::env::var_os("CI").is_none(), "CI must have redis-cli");
+        return;
+    };
+    assert!(out.status.success());
+    let dir = pool_dir();
+    let pool = dir.path().join("cli.pool");
+    let (mut child, port) = serve(&pool);
+    let cli = |args: &[&str]| {
+        let o = std::process::Command::new("redis-cli").arg("-p").arg(port.to_string()).args(args).output().unwrap();
+        text(&o.stdout).trim().to_string()
+    };
+    assert_eq!(cli(&["PING"]), "PONG");
+    assert_eq!(cli(&["SET", "greeting", "hello world"]), "OK");
+    assert_eq!(cli(&["GET", "greeting"]), "hello world");
+    assert_eq!(cli(&["INCRBY", "n", "5"]), "5");
+    assert_eq!(cli(&["DBSIZE"]), "2");
+    assert_eq!(cli(&["-3", "GET", "nope"]), "");
+    assert_eq!(cli(&["SHUTDOWN"]), "OK");
+    assert!(child.wait().unwrap().success());
+}

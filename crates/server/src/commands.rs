@@ -1,0 +1,498 @@
+//! The commands: what each does to the store, and its reply. Engine-neutral: everything
+//! goes through `pmkv::Store`.
+//!
+//! Read-modify-write commands (SET NX/XX/GET, SETNX, GETSET, GETDEL, INCR…, APPEND, MSET,
+//! DEL) take the stripe locks of their keys (sorted, so two never deadlock) for the whole
+//! read-modify-write: atomic against each other. Plain GET and SET take no lock; SET takes
+//! its stripe so that it orders with RMWs on the same key. A reply to a write is sent
+//! only after the engine's put returned, i.e. after the write is persistent in the pool's
+//! mode.
+
+use crate::resp::Reply;
+use crate::Shared;
+use pmkv::{Direction, KeyRange, Store};
+use std::ops::Bound;
+
+/// Per-connection state the commands see.
+pub struct Conn {
+    pub id: u64,
+    pub name: Option<Vec<u8>>,
+    pub resp3: bool,
+    pub authed: bool,
+    /// SCAN cursors of this connection: cursor number → the last key returned.
+    pub cursors: Vec<Vec<u8>>,
+}
+
+/// What the connection loop must do after a reply.
+pub enum After {
+    Continue,
+    Close,
+    Shutdown,
+}
+
+fn upper(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_ascii_uppercase()
+}
+
+fn int(b: &[u8]) -> Option<i64> {
+    std::str::from_utf8(b).ok()?.parse().ok()
+}
+
+fn wrong_args(cmd: &str) -> Reply {
+    Reply::err(format!("ERR wrong number of arguments for '{}' command", cmd.to_ascii_lowercase()))
+}
+
+fn store_err(e: pmkv::Error) -> Reply {
+    Reply::err(format!("ERR {} ({})", e, e.kind().name()))
+}
+
+/// Glob match as Redis's KEYS/SCAN MATCH: `*`, `?`, `[...]`, `\\` escapes.
+pub fn glob(p: &[u8], s: &[u8]) -> bool {
+    match (p.first(), s.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => glob(&p[1..], s) || (!s.is_empty() && glob(p, &s[1..])),
+        (Some(b'?'), Some(_)) => glob(&p[1..], &s[1..]),
+        (Some(b'['), Some(&c)) => {
+            let Some(end) = p.iter().skip(1).position(|&x| x == b']') else {
+                return p[0] == c && glob(&p[1..], &s[1..]);
+            };
+            let class = &p[1..=end];
+            let (neg, class) = if class.first() == Some(&b'^') { (true, &class[1..]) } else { (false, class) };
+            let mut hit = false;
+            let mut i = 0;
+            while i < class.len() {
+                if i + 2 < class.len() && class[i + 1] == b'-' {
+                    hit |= class[i] <= c && c <= class[i + 2];
+                    i += 3;
+                } else {
+                    hit |= class[i] == c;
+                    i += 1;
+                }
+            }
+            hit != neg && glob(&p[end + 2..], &s[1..])
+        }
+        (Some(b'\\'), Some(&c)) if p.len() > 1 => p[1] == c && glob(&p[2..], &s[1..]),
+        (Some(&a), Some(&b)) => a == b && glob(&p[1..], &s[1..]),
+        _ => false,
+    }
+}
+
+/// Run one command.
+pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
+    let cmd = upper(&args[0]);
+    let a = &args[1..];
+    let s: &Store = &sh.store;
+    if !c.authed && !matches!(cmd.as_str(), "AUTH" | "HELLO" | "QUIT" | "PING") {
+        return (Reply::err("NOAUTH Authentication required."), After::Continue);
+    }
+    let r = match cmd.as_str() {
+        "PING" => match a.len() {
+            0 => Reply::Simple("PONG".into()),
+            1 => Reply::bulk(a[0].clone()),
+            _ => wrong_args(&cmd),
+        },
+        "ECHO" if a.len() == 1 => Reply::bulk(a[0].clone()),
+        "QUIT" => return (Reply::ok(), After::Close),
+        "RESET" => {
+            c.resp3 = false;
+            c.name = None;
+            c.cursors.clear();
+            Reply::Simple("RESET".into())
+        }
+        "SELECT" if a.len() == 1 => match int(&a[0]) {
+            Some(0) => Reply::ok(),
+            _ => Reply::err("ERR DB index is out of range (pmkv serves database 0 only)"),
+        },
+        "AUTH" => {
+            let pass = a.last().cloned().unwrap_or_default();
+            match &sh.password {
+                None => Reply::err("ERR AUTH <password> called without any password configured"),
+                Some(p) if crate::constant_time_eq(p.as_bytes(), &pass) => {
+                    c.authed = true;
+                    Reply::ok()
+                }
+                Some(_) => Reply::err("WRONGPASS invalid username-password pair or user is disabled."),
+            }
+        }
+        "HELLO" => {
+            let mut i = 0;
+            if let Some(v) = a.first() {
+                match int(v) {
+                    Some(2) => c.resp3 = false,
+                    Some(3) => c.resp3 = true,
+                    _ => return (Reply::err("NOPROTO unsupported protocol version"), After::Continue),
+                }
+                i = 1;
+            }
+            while i < a.len() {
+                match upper(&a[i]).as_str() {
+                    "AUTH" if i + 2 < a.len() => {
+                        let ok = sh.password.as_ref().is_some_and(|p| crate::constant_time_eq(p.as_bytes(), &a[i + 2]));
+                        if !ok {
+                            return (Reply::err("WRONGPASS invalid username-password pair"), After::Continue);
+                        }
+                        c.authed = true;
+                        i += 3;
+                    }
+                    "SETNAME" if i + 1 < a.len() => {
+                        c.name = Some(a[i + 1].clone());
+                        i += 2;
+                    }
+                    _ => return (Reply::err("ERR syntax error in HELLO option"), After::Continue),
+                }
+            }
+            if !c.authed {
+                return (
+                    Reply::err("NOAUTH HELLO must be called with the client already authenticated"),
+                    After::Continue,
+                );
+            }
+            let b = |s: &str| Reply::bulk(s.as_bytes().to_vec());
+            Reply::Map(vec![
+                (b("server"), b("pmkv")),
+                (b("version"), b(env!("CARGO_PKG_VERSION"))),
+                (b("proto"), Reply::Int(if c.resp3 { 3 } else { 2 })),
+                (b("id"), Reply::Int(c.id as i64)),
+                (b("mode"), b("standalone")),
+                (b("role"), b("master")),
+                (b("modules"), Reply::Array(vec![])),
+            ])
+        }
+        "CLIENT" if !a.is_empty() => match upper(&a[0]).as_str() {
+            "SETNAME" if a.len() == 2 => {
+                c.name = Some(a[1].clone());
+                Reply::ok()
+            }
+            "GETNAME" => c.name.clone().map(Reply::Bulk).unwrap_or(Reply::Nil),
+            "ID" => Reply::Int(c.id as i64),
+            "SETINFO" => Reply::ok(),
+            _ => Reply::err("ERR unknown CLIENT subcommand (pmkv has SETNAME, GETNAME, ID, SETINFO)"),
+        },
+        "COMMAND" => match a.first().map(|x| upper(x)) {
+            None => Reply::Array(vec![]),
+            Some(s) if s == "DOCS" => {
+                if c.resp3 {
+                    Reply::Map(vec![])
+                } else {
+                    Reply::Array(vec![])
+                }
+            }
+            Some(s) if s == "COUNT" => Reply::Int(0),
+            _ => Reply::Array(vec![]),
+        },
+        "CONFIG" if a.len() >= 2 && upper(&a[0]) == "GET" => {
+            let mut out = Vec::new();
+            for p in &a[1..] {
+                for (k, v) in [("save", ""), ("appendonly", "no"), ("databases", "1"), ("maxmemory", "0")] {
+                    if glob(&p.to_ascii_lowercase(), k.as_bytes()) {
+                        out.push((Reply::bulk(k.as_bytes().to_vec()), Reply::bulk(v.as_bytes().to_vec())));
+                    }
+                }
+            }
+            Reply::Map(out)
+        }
+        "GET" if a.len() == 1 => match s.get(&a[0]) {
+            Ok(Some(v)) => Reply::Bulk(v),
+            Ok(None) => Reply::Nil,
+            Err(e) => store_err(e),
+        },
+        "SET" if a.len() >= 2 => set(sh, &a[0], &a[1], &a[2..]),
+        "SETNX" if a.len() == 2 => match set(sh, &a[0], &a[1], &[b"NX".to_vec()]) {
+            Reply::Simple(_) => Reply::Int(1),
+            Reply::Nil => Reply::Int(0),
+            r => r,
+        },
+        "GETSET" if a.len() == 2 => set(sh, &a[0], &a[1], &[b"GET".to_vec()]),
+        "GETDEL" if a.len() == 1 => {
+            let _g = sh.lock(&[&a[0]]);
+            match s.get(&a[0]) {
+                Ok(Some(v)) => match s.delete(&a[0]) {
+                    Ok(_) => Reply::Bulk(v),
+                    Err(e) => store_err(e),
+                },
+                Ok(None) => Reply::Nil,
+                Err(e) => store_err(e),
+            }
+        }
+        "MGET" if !a.is_empty() => Reply::Array(
+            a.iter()
+                .map(|k| match s.get(k) {
+                    Ok(Some(v)) => Reply::Bulk(v),
+                    Ok(None) => Reply::Nil,
+                    Err(e) => store_err(e),
+                })
+                .collect(),
+        ),
+        "MSET" if !a.is_empty() && a.len().is_multiple_of(2) => {
+            let keys: Vec<&Vec<u8>> = a.iter().step_by(2).collect();
+            let _g = sh.lock(&keys.iter().map(|k| k.as_slice()).collect::<Vec<_>>());
+            let mut b = pmkv::WriteBatch::new();
+            for kv in a.chunks(2) {
+                b.put(kv[0].clone(), kv[1].clone());
+            }
+            match s.write(&b) {
+                Ok(()) => Reply::ok(),
+                Err(e) => store_err(e),
+            }
+        }
+        "DEL" | "UNLINK" if !a.is_empty() => {
+            let _g = sh.lock(&a.iter().map(|k| k.as_slice()).collect::<Vec<_>>());
+            let mut n = 0;
+            for k in a {
+                match s.delete(k) {
+                    Ok(true) => n += 1,
+                    Ok(false) => {}
+                    Err(e) => return (store_err(e), After::Continue),
+                }
+            }
+            Reply::Int(n)
+        }
+        "EXISTS" if !a.is_empty() => {
+            let mut n = 0;
+            for k in a {
+                match s.contains(k) {
+                    Ok(true) => n += 1,
+                    Ok(false) => {}
+                    Err(e) => return (store_err(e), After::Continue),
+                }
+            }
+            Reply::Int(n)
+        }
+        "INCR" | "DECR" if a.len() == 1 => incr(sh, &a[0], if cmd == "INCR" { 1 } else { -1 }),
+        "INCRBY" | "DECRBY" if a.len() == 2 => match int(&a[1]) {
+            Some(d) if cmd == "INCRBY" => incr(sh, &a[0], d),
+            Some(d) => match d.checked_neg() {
+                Some(d) => incr(sh, &a[0], d),
+                None => Reply::err("ERR decrement would overflow"),
+            },
+            None => Reply::err("ERR value is not an integer or out of range"),
+        },
+        "APPEND" if a.len() == 2 => {
+            let _g = sh.lock(&[&a[0]]);
+            match s.get(&a[0]) {
+                Ok(v) => {
+                    let mut v = v.unwrap_or_default();
+                    v.extend_from_slice(&a[1]);
+                    match s.put(&a[0], &v) {
+                        Ok(()) => Reply::Int(v.len() as i64),
+                        Err(e) => store_err(e),
+                    }
+                }
+                Err(e) => store_err(e),
+            }
+        }
+        "STRLEN" if a.len() == 1 => match s.get(&a[0]) {
+            Ok(v) => Reply::Int(v.map_or(0, |v| v.len() as i64)),
+            Err(e) => store_err(e),
+        },
+        "TYPE" if a.len() == 1 => match s.contains(&a[0]) {
+            Ok(true) => Reply::Simple("string".into()),
+            Ok(false) => Reply::Simple("none".into()),
+            Err(e) => store_err(e),
+        },
+        "DBSIZE" => match s.len() {
+            Ok(n) => Reply::Int(n as i64),
+            Err(e) => store_err(e),
+        },
+        "KEYS" if a.len() == 1 => {
+            let mut out = Vec::new();
+            for r in s.range(&KeyRange::all()) {
+                match r {
+                    Ok((k, _)) if glob(&a[0], &k) => out.push(Reply::Bulk(k)),
+                    Ok(_) => {}
+                    Err(e) => return (store_err(e), After::Continue),
+                }
+            }
+            Reply::Array(out)
+        }
+        "SCAN" if !a.is_empty() => scan(s, c, a),
+        "FLUSHDB" | "FLUSHALL" => {
+            let keys: Vec<Vec<u8>> = match s.collect(&KeyRange::all(), Direction::Forward, usize::MAX) {
+                Ok(r) => r.into_iter().map(|(k, _)| k).collect(),
+                Err(e) => return (store_err(e), After::Continue),
+            };
+            for k in keys {
+                if let Err(e) = s.delete(&k) {
+                    return (store_err(e), After::Continue);
+                }
+            }
+            Reply::ok()
+        }
+        "PMKV.RANGE" if a.len() == 3 => {
+            let lim = match int(&a[2]) {
+                Some(n) if n >= 0 => n as usize,
+                _ => return (Reply::err("ERR limit must be a non-negative integer"), After::Continue),
+            };
+            let bound = |k: &Vec<u8>| {
+                if k.as_slice() == b"-" || k.as_slice() == b"+" {
+                    Bound::Unbounded
+                } else {
+                    Bound::Included(k.clone())
+                }
+            };
+            let end = if a[1].as_slice() == b"+" { Bound::Unbounded } else { Bound::Excluded(a[1].clone()) };
+            match s.collect(&KeyRange { start: bound(&a[0]), end }, Direction::Forward, lim) {
+                Ok(r) => Reply::Array(r.into_iter().flat_map(|(k, v)| [Reply::Bulk(k), Reply::Bulk(v)]).collect()),
+                Err(e) => store_err(e),
+            }
+        }
+        "INFO" => info(sh),
+        "SHUTDOWN" => return (Reply::ok(), After::Shutdown),
+        "SET" | "GET" | "ECHO" | "SELECT" | "SETNX" | "GETSET" | "GETDEL" | "MGET" | "MSET" | "DEL" | "UNLINK"
+        | "EXISTS" | "INCR" | "DECR" | "INCRBY" | "DECRBY" | "APPEND" | "STRLEN" | "TYPE" | "KEYS" | "SCAN"
+        | "PMKV.RANGE" | "CLIENT" | "CONFIG" => wrong_args(&cmd),
+        _ => Reply::err(format!(
+            "ERR unknown command '{}', with args beginning with: {}",
+            String::from_utf8_lossy(&args[0]),
+            a.iter().take(3).map(|x| format!("'{}' ", String::from_utf8_lossy(x))).collect::<String>()
+        )),
+    };
+    (r, After::Continue)
+}
+
+fn set(sh: &Shared, k: &[u8], v: &[u8], opts: &[Vec<u8>]) -> Reply {
+    let (mut nx, mut xx, mut get) = (false, false, false);
+    for o in opts {
+        match upper(o).as_str() {
+            "NX" => nx = true,
+            "XX" => xx = true,
+            "GET" => get = true,
+            "EX" | "PX" | "EXAT" | "PXAT" | "KEEPTTL" => {
+                return Reply::err("ERR pmkv keeps no expiry times: EX, PX, EXAT, PXAT and KEEPTTL are not supported")
+            }
+            _ => return Reply::err("ERR syntax error"),
+        }
+    }
+    if nx && xx {
+        return Reply::err("ERR syntax error");
+    }
+    let s = &sh.store;
+    let _g = sh.lock(&[k]);
+    let old = if nx || xx || get {
+        match s.get(k) {
+            Ok(o) => o,
+            Err(e) => return store_err(e),
+        }
+    } else {
+        None
+    };
+    if (nx && old.is_some()) || (xx && old.is_none()) {
+        return if get { old.map(Reply::Bulk).unwrap_or(Reply::Nil) } else { Reply::Nil };
+    }
+    match s.put(k, v) {
+        Ok(()) if get => old.map(Reply::Bulk).unwrap_or(Reply::Nil),
+        Ok(()) => Reply::ok(),
+        Err(e) => store_err(e),
+    }
+}
+
+fn incr(sh: &Shared, k: &[u8], by: i64) -> Reply {
+    let s = &sh.store;
+    let _g = sh.lock(&[k]);
+    let cur = match s.get(k) {
+        Ok(None) => 0,
+        Ok(Some(v)) => match int(&v) {
+            Some(n) => n,
+            None => return Reply::err("ERR value is not an integer or out of range"),
+        },
+        Err(e) => return store_err(e),
+    };
+    let Some(n) = cur.checked_add(by) else { return Reply::err("ERR increment or decrement would overflow") };
+    match s.put(k, n.to_string().as_bytes()) {
+        Ok(()) => Reply::Int(n),
+        Err(e) => store_err(e),
+    }
+}
+
+fn scan(s: &Store, c: &mut Conn, a: &[Vec<u8>]) -> Reply {
+    let Some(cur) = int(&a[0]).filter(|&n| n >= 0) else { return Reply::err("ERR invalid cursor") };
+    let (mut pattern, mut count) = (None, 10usize);
+    let mut i = 1;
+    while i < a.len() {
+        match upper(&a[i]).as_str() {
+            "MATCH" if i + 1 < a.len() => pattern = Some(a[i + 1].clone()),
+            "COUNT" if i + 1 < a.len() => match int(&a[i + 1]) {
+                Some(n) if n > 0 => count = n as usize,
+                _ => return Reply::err("ERR value is not an integer or out of range"),
+            },
+            "TYPE" if i + 1 < a.len() => {}
+            _ => return Reply::err("ERR syntax error"),
+        }
+        i += 2;
+    }
+    // Cursor 0 starts; n > 0 continues after the key remembered for it.
+    let start = match cur {
+        0 => Bound::Unbounded,
+        n => match c.cursors.get(n as usize - 1) {
+            Some(k) => Bound::Excluded(k.clone()),
+            None => return Reply::err("ERR invalid cursor"),
+        },
+    };
+    let recs = match s.collect(&KeyRange { start, end: Bound::Unbounded }, Direction::Forward, count.min(100_000)) {
+        Ok(r) => r,
+        Err(e) => return store_err(e),
+    };
+    let next = if recs.len() < count {
+        0
+    } else {
+        if c.cursors.len() >= 1024 {
+            c.cursors.clear(); // bounded memory per connection; old cursors become invalid
+        }
+        c.cursors.push(recs.last().map(|r| r.0.clone()).unwrap_or_default());
+        c.cursors.len() as i64
+    };
+    let keys: Vec<Reply> = recs
+        .into_iter()
+        .filter(|(k, _)| pattern.as_ref().is_none_or(|p| glob(p, k)))
+        .map(|(k, _)| Reply::Bulk(k))
+        .collect();
+    Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(keys)])
+}
+
+fn info(sh: &Shared) -> Reply {
+    use std::sync::atomic::Ordering::Relaxed;
+    let s = &sh.store;
+    let info = s.info();
+    let mut t = String::new();
+    t.push_str("# Server\r\nredis_version:7.0.0-pmkv\r\npmkv_version:");
+    t.push_str(env!("CARGO_PKG_VERSION"));
+    t.push_str(&format!("\r\npmkv_engine:{}\r\ntcp_port:{}\r\n", info.name, sh.port));
+    t.push_str(&format!(
+        "\r\n# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n",
+        sh.clients.load(Relaxed),
+        sh.max_clients
+    ));
+    if let Ok(m) = s.memory() {
+        t.push_str(&format!(
+            "\r\n# Memory\r\nused_memory:{}\r\npmkv_dram_bytes:{}\r\npmkv_pm_bytes:{}\r\n",
+            m.dram_total(),
+            m.dram_total(),
+            m.pm_total()
+        ));
+    }
+    t.push_str(&format!(
+        "\r\n# Persistence\r\nloading:0\r\naof_enabled:0\r\npmkv_mode:{}\r\npmkv_durable_writes:1\r\n",
+        sh.mode
+    ));
+    t.push_str(&format!(
+        "\r\n# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n",
+        sh.connections.load(Relaxed),
+        sh.commands.load(Relaxed)
+    ));
+    if let Ok(n) = s.len() {
+        t.push_str(&format!("\r\n# Keyspace\r\ndb0:keys={n},expires=0,avg_ttl=0\r\n"));
+    }
+    Reply::Bulk(t.into_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob;
+
+    #[test]
+    fn glob_matches_like_redis() {
+        assert!(glob(b"*", b"anything") && glob(b"h?llo", b"hello") && glob(b"h*o", b"hello"));
+        assert!(glob(b"h[ae]llo", b"hallo") && !glob(b"h[^e]llo", b"hello") && glob(b"k[0-9]", b"k7"));
+        assert!(!glob(b"a*b", b"acd") && glob(b"a\\*", b"a*") && !glob(b"a\\*", b"ab"));
+    }
+}

@@ -1,0 +1,221 @@
+//! RESP, the Redis serialization protocol: requests (arrays of bulk strings, or inline
+//! commands as telnet and `redis-cli` send them) and replies in RESP2 or RESP3.
+//!
+//! Parsing is bounded: a bulk string longer than [`Limits::max_bulk`], an array of more
+//! than [`Limits::max_args`] elements or an inline line longer than [`Limits::max_inline`]
+//! is a protocol error (the connection gets an error reply and is closed), so a client
+//! cannot make the server allocate without limit. Nothing here panics on any input.
+
+use std::io::{self, BufRead, Write};
+
+/// Bounds on what one request may make the server read and hold.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_bulk: usize,
+    pub max_args: usize,
+    pub max_inline: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_bulk: 64 << 20, max_args: 1 << 20, max_inline: 64 << 10 }
+    }
+}
+
+/// Why a request could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The connection closed (cleanly, between requests).
+    Eof,
+    Io(io::Error),
+    /// Malformed or over the limits: reply with this message and close.
+    Protocol(String),
+}
+
+impl From<io::Error> for ReadError {
+    fn from(e: io::Error) -> Self {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            ReadError::Eof
+        } else {
+            ReadError::Io(e)
+        }
+    }
+}
+
+fn read_line(r: &mut impl BufRead, max: usize) -> Result<Vec<u8>, ReadError> {
+    let mut line = Vec::new();
+    let n = io::Read::take(&mut *r, max as u64 + 2).read_until(b'\n', &mut line)?;
+    if n == 0 {
+        return Err(ReadError::Eof);
+    }
+    if line.last() != Some(&b'\n') {
+        return Err(if n > max { ReadError::Protocol("too big inline request".into()) } else { ReadError::Eof });
+    }
+    line.pop();
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    Ok(line)
+}
+
+fn parse_len(b: &[u8], what: &str) -> Result<i64, ReadError> {
+    std::str::from_utf8(b)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or_else(|| ReadError::Protocol(format!("invalid {what} length")))
+}
+
+/// Read one request: its arguments (the command name first).
+pub fn read_request(r: &mut impl BufRead, lim: &Limits) -> Result<Vec<Vec<u8>>, ReadError> {
+    loop {
+        let line = read_line(r, lim.max_inline)?;
+        if line.is_empty() {
+            continue; // empty lines between inline commands
+        }
+        if line[0] != b'*' {
+            // Inline command: words separated by spaces.
+            return Ok(line
+                .split(|&c| c == b' ' || c == b'\t')
+                .filter(|w| !w.is_empty())
+                .map(|w| w.to_vec())
+                .collect());
+        }
+        let n = parse_len(&line[1..], "multibulk")?;
+        if n <= 0 {
+            continue; // `*0` or `*-1`: nothing to do
+        }
+        if n as usize > lim.max_args {
+            return Err(ReadError::Protocol("invalid multibulk length".into()));
+        }
+        let mut args = Vec::with_capacity((n as usize).min(1024));
+        for _ in 0..n {
+            let h = read_line(r, 64)?;
+            if h.first() != Some(&b'$') {
+                return Err(ReadError::Protocol(format!(
+                    "expected '$', got '{}'",
+                    h.first().map(|&c| c as char).unwrap_or(' ')
+                )));
+            }
+            let len = parse_len(&h[1..], "bulk")?;
+            if len < 0 || len as usize > lim.max_bulk {
+                return Err(ReadError::Protocol("invalid bulk length".into()));
+            }
+            let mut buf = vec![0u8; len as usize + 2];
+            r.read_exact(&mut buf)?;
+            if &buf[len as usize..] != b"\r\n" {
+                return Err(ReadError::Protocol("bulk string not terminated by CRLF".into()));
+            }
+            buf.truncate(len as usize);
+            args.push(buf);
+        }
+        return Ok(args);
+    }
+}
+
+/// A reply.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    Nil,
+    Array(Vec<Reply>),
+    /// A map (RESP3), sent as a flat array in RESP2.
+    Map(Vec<(Reply, Reply)>),
+}
+
+impl Reply {
+    pub fn ok() -> Reply {
+        Reply::Simple("OK".into())
+    }
+    pub fn err(msg: impl Into<String>) -> Reply {
+        Reply::Error(msg.into())
+    }
+    pub fn bulk(b: impl Into<Vec<u8>>) -> Reply {
+        Reply::Bulk(b.into())
+    }
+
+    /// Write the reply in RESP2 (`resp3` false) or RESP3.
+    pub fn write(&self, w: &mut impl Write, resp3: bool) -> io::Result<()> {
+        match self {
+            Reply::Simple(s) => write!(w, "+{}\r\n", s.replace(['\r', '\n'], " ")),
+            Reply::Error(s) => write!(w, "-{}\r\n", s.replace(['\r', '\n'], " ")),
+            Reply::Int(i) => write!(w, ":{i}\r\n"),
+            Reply::Bulk(b) => {
+                write!(w, "${}\r\n", b.len())?;
+                w.write_all(b)?;
+                w.write_all(b"\r\n")
+            }
+            Reply::Nil => w.write_all(if resp3 { b"_\r\n" } else { b"$-1\r\n" }),
+            Reply::Array(items) => {
+                write!(w, "*{}\r\n", items.len())?;
+                items.iter().try_for_each(|i| i.write(w, resp3))
+            }
+            Reply::Map(pairs) => {
+                if resp3 {
+                    write!(w, "%{}\r\n", pairs.len())?;
+                } else {
+                    write!(w, "*{}\r\n", pairs.len() * 2)?;
+                }
+                pairs.iter().try_for_each(|(k, v)| {
+                    k.write(w, resp3)?;
+                    v.write(w, resp3)
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(b: &[u8]) -> Result<Vec<Vec<u8>>, ReadError> {
+        read_request(&mut std::io::BufReader::new(b), &Limits { max_bulk: 100, max_args: 10, max_inline: 50 })
+    }
+
+    #[test]
+    fn requests_parse_and_bad_input_is_an_error_not_a_panic() {
+        assert_eq!(parse(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").unwrap(), vec![b"GET".to_vec(), b"k".to_vec()]);
+        assert_eq!(parse(b"PING  hello\r\n").unwrap(), vec![b"PING".to_vec(), b"hello".to_vec()]);
+        assert_eq!(parse(b"*1\r\n$0\r\n\r\n").unwrap(), vec![Vec::<u8>::new()]);
+        for bad in [
+            &b"*2\r\n$3\r\nGET\r\n"[..], // truncated
+            b"*11\r\n",                  // too many args
+            b"*1\r\n$101\r\n",           // bulk too long
+            b"*1\r\n$-5\r\n",            // negative bulk
+            b"*x\r\n",                   // not a number
+            b"*1\r\n:3\r\n",             // not a bulk
+            b"*1\r\n$3\r\nGETXX",        // no CRLF after the bulk
+            &[b'P'; 80],                 // inline too long
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+        // Random garbage never panics.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2000 {
+            let mut b = Vec::new();
+            for _ in 0..(x % 40) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                b.push(b"*$\r\n0123456789-GETSET"[(x % 20) as usize]);
+            }
+            let _ = parse(&b);
+        }
+    }
+
+    #[test]
+    fn replies_in_resp2_and_resp3() {
+        let mut o = Vec::new();
+        Reply::Array(vec![Reply::bulk("a"), Reply::Nil, Reply::Int(3)]).write(&mut o, false).unwrap();
+        assert_eq!(o, b"*3\r\n$1\r\na\r\n$-1\r\n:3\r\n");
+        o.clear();
+        Reply::Map(vec![(Reply::bulk("k"), Reply::Int(1))]).write(&mut o, true).unwrap();
+        assert_eq!(o, b"%1\r\n$1\r\nk\r\n:1\r\n");
+        o.clear();
+        Reply::Nil.write(&mut o, true).unwrap();
+        assert_eq!(o, b"_\r\n");
+    }
+}

@@ -1,0 +1,228 @@
+//! The server driven over TCP on loopback: commands and their replies, RESP3, AUTH,
+//! atomic read-modify-writes under concurrent clients, 10,000 pipelined commands, and
+//! adversarial input (after which a new client still gets PONG).
+
+use pmkv::{Options, Store};
+use pmkv_server::{Config, Server};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+fn start(password: Option<&str>) -> (u16, impl Fn(), std::thread::JoinHandle<pmkv::Result<()>>, tempfile::TempDir) {
+    let dir = pmkv_testutil::pool_dir();
+    let store = Store::open(dir.path().join("s.pool"), "hart", &Options::default().initial_size(16 << 20)).unwrap();
+    let cfg = Config { port: 0, password: password.map(str::to_string), ..Config::default() };
+    let srv = Server::bind(store, "adr", cfg).unwrap();
+    let (port, stop) = (srv.port(), srv.stopper());
+    let h = std::thread::spawn(move || srv.run(false));
+    (port, stop, h, dir)
+}
+
+struct Client {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Client {
+    fn new(port: u16) -> Client {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Client { r: BufReader::new(s.try_clone().unwrap()), w: s }
+    }
+    fn send(&mut self, args: &[&[u8]]) {
+        let mut b = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            b.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            b.extend_from_slice(a);
+            b.extend_from_slice(b"\r\n");
+        }
+        self.w.write_all(&b).unwrap();
+    }
+    /// One reply, rendered compactly: +OK, -ERR..., :1, $bytes as text, (nil), [a,b], {k:v}.
+    fn reply(&mut self) -> String {
+        let mut line = String::new();
+        self.r.read_line(&mut line).unwrap();
+        let line = line.trim_end().to_string();
+        let (t, rest) = line.split_at(1);
+        match t {
+            "+" | "-" | ":" => line,
+            "_" => "(nil)".into(),
+            "$" => {
+                let n: i64 = rest.parse().unwrap();
+                if n < 0 {
+                    return "(nil)".into();
+                }
+                let mut b = vec![0u8; n as usize + 2];
+                self.r.read_exact(&mut b).unwrap();
+                String::from_utf8_lossy(&b[..n as usize]).into_owned()
+            }
+            "*" | "%" => {
+                let n: usize = rest.parse().unwrap();
+                let n = if t == "%" { 2 * n } else { n };
+                let items: Vec<String> = (0..n).map(|_| self.reply()).collect();
+                format!("[{}]", items.join(","))
+            }
+            _ => panic!("unexpected reply line {line:?}"),
+        }
+    }
+    fn cmd(&mut self, args: &[&str]) -> String {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        self.send(&a);
+        self.reply()
+    }
+}
+
+#[test]
+fn u3_commands_reply_as_redis_does() {
+    let (port, stop, h, _d) = start(None);
+    let mut c = Client::new(port);
+    assert_eq!(c.cmd(&["PING"]), "+PONG");
+    assert_eq!(c.cmd(&["ECHO", "hi"]), "hi");
+    assert_eq!(c.cmd(&["SET", "k", "v"]), "+OK");
+    assert_eq!(c.cmd(&["GET", "k"]), "v");
+    assert_eq!(c.cmd(&["GET", "nope"]), "(nil)");
+    assert_eq!(c.cmd(&["SET", "k", "w", "NX"]), "(nil)");
+    assert_eq!(c.cmd(&["SET", "k", "w", "XX", "GET"]), "v");
+    assert_eq!(c.cmd(&["SET", "n", "1", "XX"]), "(nil)");
+    assert!(c.cmd(&["SET", "k", "v", "EX", "10"]).starts_with("-ERR pmkv keeps no expiry"));
+    assert_eq!(c.cmd(&["SETNX", "k", "x"]), ":0");
+    assert_eq!(c.cmd(&["SETNX", "k2", "x"]), ":1");
+    assert_eq!(c.cmd(&["GETSET", "k2", "y"]), "x");
+    assert_eq!(c.cmd(&["GETDEL", "k2"]), "y");
+    assert_eq!(c.cmd(&["EXISTS", "k", "k2", "k"]), ":2");
+    assert_eq!(c.cmd(&["MSET", "a", "1", "b", "2"]), "+OK");
+    assert_eq!(c.cmd(&["MGET", "a", "nope", "b"]), "[1,(nil),2]");
+    assert_eq!(c.cmd(&["INCR", "a"]), ":2");
+    assert_eq!(c.cmd(&["INCRBY", "a", "10"]), ":12");
+    assert_eq!(c.cmd(&["DECRBY", "a", "5"]), ":7");
+    assert_eq!(c.cmd(&["DECR", "new"]), ":-1");
+    assert!(c.cmd(&["INCR", "k"]).starts_with("-ERR value is not an integer"));
+    assert_eq!(c.cmd(&["APPEND", "k", "xyz"]), ":4");
+    assert_eq!(c.cmd(&["STRLEN", "k"]), ":4");
+    assert_eq!(c.cmd(&["TYPE", "k"]), "+string");
+    assert_eq!(c.cmd(&["TYPE", "nope"]), "+none");
+    assert_eq!(c.cmd(&["DBSIZE"]), ":4");
+    assert_eq!(c.cmd(&["KEYS", "*"]), "[a,b,k,new]");
+    assert_eq!(c.cmd(&["KEYS", "?"]), "[a,b,k]");
+    assert_eq!(c.cmd(&["PMKV.RANGE", "a", "k", "10"]), "[a,7,b,2]");
+    assert_eq!(c.cmd(&["SCAN", "0", "COUNT", "2"]), "[1,[a,b]]");
+    assert_eq!(c.cmd(&["SCAN", "1", "COUNT", "2"]), "[2,[k,new]]");
+    assert_eq!(c.cmd(&["SCAN", "2", "COUNT", "2"]), "[0,[]]");
+    assert_eq!(c.cmd(&["SCAN", "0", "MATCH", "n*"]), "[0,[new]]");
+    assert_eq!(c.cmd(&["DEL", "a", "b", "nope"]), ":2");
+    assert_eq!(c.cmd(&["SELECT", "0"]), "+OK");
+    assert!(c.cmd(&["SELECT", "1"]).starts_with("-ERR"));
+    assert_eq!(c.cmd(&["CLIENT", "SETNAME", "me"]), "+OK");
+    assert_eq!(c.cmd(&["CLIENT", "GETNAME"]), "me");
+    assert!(c.cmd(&["INFO"]).contains("pmkv_engine:hart"));
+    assert!(c.cmd(&["CONFIG", "GET", "save"]).starts_with("[save,"));
+    assert_eq!(c.cmd(&["COMMAND", "DOCS"]), "[]");
+    assert!(c.cmd(&["NOSUCH", "x"]).starts_with("-ERR unknown command 'NOSUCH'"));
+    assert!(c.cmd(&["GET"]).starts_with("-ERR wrong number of arguments"));
+    // RESP3.
+    let hello = c.cmd(&["HELLO", "3"]);
+    assert!(hello.starts_with("[server,pmkv,") && hello.contains("proto,:3"), "{hello}");
+    assert_eq!(c.cmd(&["GET", "nope"]), "(nil)");
+    assert_eq!(c.cmd(&["FLUSHDB"]), "+OK");
+    assert_eq!(c.cmd(&["DBSIZE"]), ":0");
+    assert_eq!(c.cmd(&["QUIT"]), "+OK");
+    stop();
+    h.join().unwrap().unwrap();
+}
+
+#[test]
+fn u3_auth_is_required_when_configured() {
+    let (port, stop, h, _d) = start(Some("s3cret"));
+    let mut c = Client::new(port);
+    assert!(c.cmd(&["GET", "k"]).starts_with("-NOAUTH"));
+    assert!(c.cmd(&["AUTH", "wrong"]).starts_with("-WRONGPASS"));
+    assert_eq!(c.cmd(&["AUTH", "s3cret"]), "+OK");
+    assert_eq!(c.cmd(&["SET", "k", "v"]), "+OK");
+    stop();
+    h.join().unwrap().unwrap();
+    // A non-loopback address without a password is refused.
+    let dir = pmkv_testutil::pool_dir();
+    let store = Store::open(dir.path().join("x.pool"), "hart", &Options::default()).unwrap();
+    let cfg = Config { bind: "0.0.0.0".into(), port: 0, ..Config::default() };
+    assert!(Server::bind(store, "adr", cfg).is_err());
+}
+
+#[test]
+fn u3_read_modify_writes_are_atomic_under_concurrent_clients() {
+    let (port, stop, h, _d) = start(None);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut c = Client::new(port);
+                for i in 0..300 {
+                    c.cmd(&["INCR", "counter"]);
+                    c.cmd(&["APPEND", "log", "x"]);
+                    assert_eq!(c.cmd(&["SETNX", &format!("once-{i}"), &t.to_string()]).len(), 2);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut c = Client::new(port);
+    assert_eq!(c.cmd(&["GET", "counter"]), "1200");
+    assert_eq!(c.cmd(&["STRLEN", "log"]), ":1200");
+    assert_eq!(c.cmd(&["DBSIZE"]), ":302");
+    stop();
+    h.join().unwrap().unwrap();
+}
+
+#[test]
+fn u3_pipelines_and_bad_input_leave_the_server_serving() {
+    let (port, stop, h, _d) = start(None);
+    // 10,000 pipelined commands in one write.
+    let mut c = Client::new(port);
+    let mut b = Vec::new();
+    for i in 0..10_000 {
+        let (k, v) = (format!("p{i}"), i.to_string());
+        b.extend_from_slice(format!("*3\r\n$3\r\nSET\r\n${}\r\n{k}\r\n${}\r\n{v}\r\n", k.len(), v.len()).as_bytes());
+    }
+    c.w.write_all(&b).unwrap();
+    for _ in 0..10_000 {
+        assert_eq!(c.reply(), "+OK");
+    }
+    assert_eq!(c.cmd(&["DBSIZE"]), ":10000");
+    // Adversarial input: each on its own connection, which gets an error and is closed.
+    let bad: Vec<&[u8]> = vec![
+        b"*-1\r\n*1000000000\r\n",
+        b"*1\r\n$999999999999\r\n",
+        b"*1\r\n$-7\r\n",
+        b"*2\r\n$3\r\nGET\r\n:5\r\n",
+        b"*1\r\n$3\r\nGETXXXXX",
+        b"\x00\x01\x02\xff\xfe garbage \r\n*x\r\n",
+        &[b'A'; 70_000],
+    ];
+    for input in bad {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = s.write_all(input);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+    }
+    // Truncated frames left open, and random bytes.
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..50 {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut b = Vec::new();
+        for _ in 0..200 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let alphabet = b"*$:+-\r\n0123456789SETGET";
+            b.push(alphabet[(x % alphabet.len() as u64) as usize]);
+        }
+        let _ = s.write_all(&b);
+    }
+    let mut fresh = Client::new(port);
+    assert_eq!(fresh.cmd(&["PING"]), "+PONG");
+    assert_eq!(fresh.cmd(&["GET", "p9999"]), "9999");
+    stop();
+    h.join().unwrap().unwrap();
+}
