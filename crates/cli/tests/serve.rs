@@ -84,7 +84,7 @@ fn u3_every_acknowledged_set_survives_sigkill() {
         if got == format!("${}\r\n{v}\r\n", v.len()) {
             acked.insert(k, v);
         }
-        assert_eq!(call(&mut s, &["SHUTDOWN"]).unwrap(), "+OK\r\n");
+        assert!(call(&mut s, &["SHUTDOWN"]).is_err(), "SHUTDOWN closes the connection without a reply");
         assert!(c.wait().unwrap().success(), "a clean shutdown exits 0");
     }
     let check = pmkv(&["check", pool.to_str().unwrap()]);
@@ -113,6 +113,6 @@ fn u3_redis_cli_drives_it() {
     assert_eq!(cli(&["INCRBY", "n", "5"]), "5");
     assert_eq!(cli(&["DBSIZE"]), "2");
     assert_eq!(cli(&["-3", "GET", "nope"]), "");
-    assert_eq!(cli(&["SHUTDOWN"]), "OK");
+    cli(&["SHUTDOWN"]);
     assert!(child.wait().unwrap().success());
 }

@@ -337,7 +337,8 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
             }
         }
         "INFO" => info(sh),
-        "SHUTDOWN" => return (Reply::ok(), After::Shutdown),
+        // As Redis: no reply; the connection closes when the server has stopped.
+        "SHUTDOWN" => return (Reply::Nil, After::Shutdown),
         "SET" | "GET" | "ECHO" | "SELECT" | "SETNX" | "GETSET" | "GETDEL" | "MGET" | "MSET" | "DEL" | "UNLINK"
         | "EXISTS" | "INCR" | "DECR" | "INCRBY" | "DECRBY" | "APPEND" | "STRLEN" | "TYPE" | "KEYS" | "SCAN"
         | "PMKV.RANGE" | "CLIENT" | "CONFIG" => wrong_args(&cmd),

@@ -219,6 +219,11 @@ fn connection(sh: &Shared, conn: TcpStream, cfg: &Config, id: u64) -> std::io::R
                 idle = Duration::ZERO;
                 sh.commands.fetch_add(1, Ordering::Relaxed);
                 let (reply, after) = commands::run(sh, &mut c, &args);
+                if matches!(after, commands::After::Shutdown) {
+                    // No reply (as Redis): the client sees the connection close.
+                    sh.stop.store(true, Ordering::SeqCst);
+                    return Ok(());
+                }
                 reply.write(&mut w, c.resp3)?;
                 // Flush when no further request is already buffered (pipelines get one write).
                 if r.buffer().is_empty() {
