@@ -4,10 +4,10 @@
 //! * [`resp`] — the protocol, bounded (bulk length, argument count, inline line).
 //! * [`commands`] — what each command does to the store; read-modify-write commands are
 //!   atomic under concurrent clients (key-striped locks).
-//! * here — the listener, connections (one thread each, at most `max_clients`, an idle
-//!   timeout, an output buffer that blocks a slow reader rather than growing), AUTH in
-//!   constant time, loopback by default, and a clean shutdown on SIGINT, SIGTERM or
-//!   SHUTDOWN: the store is closed and the pool marked clean.
+//! * here — the listener and connections: tokio tasks (at most `max_clients`, an idle
+//!   timeout, replies written before more is read so a slow reader only slows itself),
+//!   AUTH in constant time, loopback by default, and a clean shutdown on SIGINT, SIGTERM
+//!   or SHUTDOWN: the store is closed and the pool marked clean.
 //!
 //! Durability: a write's reply is sent after the engine's put returned, i.e. once the write
 //! is persistent in the pool's mode (`adr`/`eadr`: in PM; `msync`: on the file's device;
@@ -18,8 +18,7 @@ pub mod commands;
 pub mod resp;
 
 use pmkv::Store;
-use std::io::{BufReader, BufWriter, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -153,6 +152,10 @@ impl Server {
 
     /// Serve until SHUTDOWN, SIGINT/SIGTERM (with `signals`) or the stopper; then close the
     /// store (marking the pool clean) and return its result.
+    ///
+    /// Connections are tasks on a tokio runtime with one worker per core: an idle client
+    /// costs a few KiB and no thread. Engine calls run inline on the worker (they take
+    /// microseconds and never wait for the network).
     pub fn run(self, signals: bool) -> pmkv::Result<()> {
         if signals {
             // SAFETY: installing a handler that only stores to an atomic.
@@ -161,104 +164,106 @@ impl Server {
                 libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
             }
         }
-        let _ = self.listener.set_nonblocking(true);
-        let mut next_id = 0u64;
-        let stopping = |sh: &Shared| sh.stop.load(Ordering::SeqCst) || (signals && SIGNALLED.load(Ordering::SeqCst));
-        while !stopping(&self.shared) {
-            match self.listener.accept() {
-                Ok((conn, _)) => {
-                    next_id += 1;
-                    let sh = self.shared.clone();
-                    self.shared.connections.fetch_add(1, Ordering::Relaxed);
-                    if sh.clients.load(Ordering::SeqCst) as usize >= sh.max_clients {
-                        let mut w = conn;
-                        let _ = w.write_all(b"-ERR max number of clients reached\r\n");
-                        continue;
-                    }
-                    sh.clients.fetch_add(1, Ordering::SeqCst);
-                    let cfg = self.cfg.clone();
-                    std::thread::spawn(move || {
-                        let _ = connection(&sh, conn, &cfg, next_id);
-                        sh.clients.fetch_sub(1, Ordering::SeqCst);
-                    });
+        let io_err = |e: std::io::Error| pmkv::Error::new(pmkv::ErrorKind::Io, format!("server: {e}"));
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(io_err)?;
+        let Server { listener, shared, cfg } = self;
+        let sh = shared.clone();
+        rt.block_on(async move {
+            listener.set_nonblocking(true)?;
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            let mut next_id = 0u64;
+            let stopping =
+                |sh: &Shared| sh.stop.load(Ordering::SeqCst) || (signals && SIGNALLED.load(Ordering::SeqCst));
+            while !stopping(&sh) {
+                let accepted = tokio::time::timeout(Duration::from_millis(50), listener.accept()).await;
+                let Ok(Ok((sock, _))) = accepted else { continue };
+                next_id += 1;
+                sh.connections.fetch_add(1, Ordering::Relaxed);
+                if sh.clients.load(Ordering::SeqCst) as usize >= sh.max_clients {
+                    use tokio::io::AsyncWriteExt;
+                    let mut sock = sock;
+                    let _ = sock.write_all(b"-ERR max number of clients reached\r\n").await;
+                    continue;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                sh.clients.fetch_add(1, Ordering::SeqCst);
+                let (sh2, cfg2, id) = (sh.clone(), cfg.clone(), next_id);
+                tokio::spawn(async move {
+                    let _ = connection(&sh2, sock, &cfg2, id).await;
+                    sh2.clients.fetch_sub(1, Ordering::SeqCst);
+                });
             }
-        }
-        self.shared.stop.store(true, Ordering::SeqCst);
-        // Let connections see the stop (they poll it between requests and on timeouts).
-        for _ in 0..200 {
-            if self.shared.clients.load(Ordering::SeqCst) == 0 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        match Arc::try_unwrap(self.shared) {
+            sh.stop.store(true, Ordering::SeqCst);
+            Ok::<(), std::io::Error>(())
+        })
+        .map_err(io_err)?;
+        // Connections notice the stop at their next request or read; the rest are dropped.
+        rt.shutdown_timeout(Duration::from_secs(1));
+        match Arc::try_unwrap(shared) {
             Ok(sh) => sh.store.close(),
-            Err(sh) => sh.store.sync(), // a connection is still mid-request: make it durable
+            Err(sh) => sh.store.sync(), // cannot happen once the runtime is gone; be safe
         }
     }
 }
 
-fn connection(sh: &Shared, conn: TcpStream, cfg: &Config, id: u64) -> std::io::Result<()> {
-    conn.set_nodelay(true)?;
-    // Wake up periodically to notice a shutdown; idle connections close after the timeout.
-    conn.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let mut r = BufReader::with_capacity(64 << 10, conn.try_clone()?);
-    let mut w = BufWriter::with_capacity(64 << 10, conn);
+async fn connection(sh: &Shared, mut sock: tokio::net::TcpStream, cfg: &Config, id: u64) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    sock.set_nodelay(true)?;
     let mut c = commands::Conn { id, name: None, resp3: false, authed: sh.password.is_none(), cursors: Vec::new() };
-    let mut idle = Duration::ZERO;
+    let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
+    let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
     loop {
+        // Every complete request in the buffer, replies gathered: a pipeline's replies go
+        // out in one write, after each of its writes was made durable in turn.
+        let mut used = 0;
+        loop {
+            match resp::parse_request(&buf[used..], &cfg.limits) {
+                Ok(Some((args, n))) => {
+                    used += n;
+                    if args.is_empty() {
+                        continue;
+                    }
+                    sh.commands.fetch_add(1, Ordering::Relaxed);
+                    let (reply, after) = commands::run(sh, &mut c, &args);
+                    match after {
+                        commands::After::Shutdown => {
+                            // No reply (as Redis): the client sees the connection close.
+                            sock.write_all(&out).await?;
+                            sh.stop.store(true, Ordering::SeqCst);
+                            return Ok(());
+                        }
+                        commands::After::Close => {
+                            reply.write(&mut out, c.resp3)?;
+                            return sock.write_all(&out).await;
+                        }
+                        commands::After::Continue => reply.write(&mut out, c.resp3)?,
+                    }
+                }
+                Ok(None) => break,
+                Err(m) => {
+                    resp::Reply::err(format!("ERR Protocol error: {m}")).write(&mut out, c.resp3)?;
+                    return sock.write_all(&out).await;
+                }
+            }
+        }
+        buf.drain(..used);
+        if !out.is_empty() {
+            sock.write_all(&out).await?; // a slow reader blocks this client only
+            out.clear();
+        }
         if sh.stop.load(Ordering::SeqCst) {
             return Ok(());
         }
-        match resp::read_request(&mut r, &cfg.limits) {
-            Ok(args) if args.is_empty() => continue,
-            Ok(args) => {
-                idle = Duration::ZERO;
-                sh.commands.fetch_add(1, Ordering::Relaxed);
-                let (reply, after) = commands::run(sh, &mut c, &args);
-                if matches!(after, commands::After::Shutdown) {
-                    // No reply (as Redis): the client sees the connection close.
-                    sh.stop.store(true, Ordering::SeqCst);
-                    return Ok(());
-                }
-                reply.write(&mut w, c.resp3)?;
-                // Flush when no further request is already buffered (pipelines get one write).
-                if r.buffer().is_empty() {
-                    w.flush()?;
-                }
-                match after {
-                    commands::After::Continue => {}
-                    commands::After::Close => return w.flush(),
-                    commands::After::Shutdown => {
-                        w.flush()?;
-                        sh.stop.store(true, Ordering::SeqCst);
-                        return Ok(());
-                    }
-                }
+        let read = sock.read_buf(&mut buf);
+        let n = if cfg.idle_timeout.is_zero() {
+            read.await?
+        } else {
+            match tokio::time::timeout(cfg.idle_timeout, read).await {
+                Ok(r) => r?,
+                Err(_) => return Ok(()), // idle too long
             }
-            Err(resp::ReadError::Io(e))
-                if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
-            {
-                // A read timeout between requests. (A timeout inside a request loses what
-                // was read of it: treated as a broken client, the connection closes.)
-                if r.buffer().is_empty() {
-                    idle += Duration::from_millis(200);
-                    if !cfg.idle_timeout.is_zero() && idle >= cfg.idle_timeout {
-                        return Ok(());
-                    }
-                    continue;
-                }
-                return Ok(());
-            }
-            Err(resp::ReadError::Eof) => return Ok(()),
-            Err(resp::ReadError::Io(e)) => return Err(e),
-            Err(resp::ReadError::Protocol(m)) => {
-                let _ = resp::Reply::err(format!("ERR Protocol error: {m}")).write(&mut w, c.resp3);
-                return w.flush();
-            }
+        };
+        if n == 0 {
+            return Ok(());
         }
     }
 }

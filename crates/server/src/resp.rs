@@ -112,6 +112,69 @@ pub fn read_request(r: &mut impl BufRead, lim: &Limits) -> Result<Vec<Vec<u8>>, 
     }
 }
 
+/// Parse one request from the front of `buf` without blocking: `Ok(Some((args, used)))`
+/// for a complete request (`used` bytes), `Ok(None)` if more bytes are needed (nothing is
+/// consumed), `Err` for malformed input or input over the limits. Used by the event-loop
+/// front end; the same grammar and limits as [`read_request`].
+pub fn parse_request(buf: &[u8], lim: &Limits) -> Result<Option<(Vec<Vec<u8>>, usize)>, String> {
+    fn line(buf: &[u8], at: usize, max: usize) -> Result<Option<(&[u8], usize)>, String> {
+        let rest = &buf[at.min(buf.len())..];
+        match rest.iter().take(max + 2).position(|&c| c == b'\n') {
+            Some(i) => {
+                let l = &rest[..i];
+                Ok(Some((l.strip_suffix(b"\r").unwrap_or(l), at + i + 1)))
+            }
+            None if rest.len() > max + 1 => Err("too big inline request".into()),
+            None => Ok(None),
+        }
+    }
+    fn num(b: &[u8], what: &str) -> Result<i64, String> {
+        std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()).ok_or_else(|| format!("invalid {what} length"))
+    }
+    let mut at = 0;
+    loop {
+        let Some((l, next)) = line(buf, at, lim.max_inline)? else { return Ok(None) };
+        if l.is_empty() {
+            at = next;
+            continue;
+        }
+        if l[0] != b'*' {
+            let args = l.split(|&c| c == b' ' || c == b'\t').filter(|w| !w.is_empty()).map(|w| w.to_vec()).collect();
+            return Ok(Some((args, next)));
+        }
+        let n = num(&l[1..], "multibulk")?;
+        if n <= 0 {
+            at = next;
+            continue;
+        }
+        if n as usize > lim.max_args {
+            return Err("invalid multibulk length".into());
+        }
+        let mut pos = next;
+        let mut args = Vec::with_capacity((n as usize).min(1024));
+        for _ in 0..n {
+            let Some((h, after)) = line(buf, pos, 64)? else { return Ok(None) };
+            if h.first() != Some(&b'$') {
+                return Err(format!("expected '$', got '{}'", h.first().map(|&c| c as char).unwrap_or(' ')));
+            }
+            let len = num(&h[1..], "bulk")?;
+            if len < 0 || len as usize > lim.max_bulk {
+                return Err("invalid bulk length".into());
+            }
+            let end = after + len as usize;
+            if buf.len() < end + 2 {
+                return Ok(None);
+            }
+            if &buf[end..end + 2] != b"\r\n" {
+                return Err("bulk string not terminated by CRLF".into());
+            }
+            args.push(buf[after..end].to_vec());
+            pos = end + 2;
+        }
+        return Ok(Some((args, pos)));
+    }
+}
+
 /// A reply.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
@@ -203,6 +266,34 @@ mod tests {
                 b.push(b"*$\r\n0123456789-GETSET"[(x % 20) as usize]);
             }
             let _ = parse(&b);
+        }
+    }
+
+    /// The buffer parser agrees with the reader on every prefix: incomplete until the
+    /// whole request is there, then the same arguments; errors where the reader errs.
+    #[test]
+    fn the_buffer_parser_agrees_with_the_reader() {
+        let lim = Limits { max_bulk: 100, max_args: 10, max_inline: 50 };
+        let good: &[&[u8]] =
+            &[b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", b"PING  hello\r\n", b"*1\r\n$0\r\n\r\n", b"\r\n*0\r\nPING\r\n"];
+        for g in good {
+            let whole = parse_request(g, &lim).unwrap().expect("complete");
+            assert_eq!(whole.0, read_request(&mut std::io::BufReader::new(*g), &lim).unwrap());
+            assert_eq!(whole.1, g.len());
+            for cut in 0..g.len() {
+                assert!(parse_request(&g[..cut], &lim).unwrap().is_none(), "{g:?} cut at {cut}");
+            }
+        }
+        for bad in [
+            &b"*11\r\n"[..],
+            b"*1\r\n$101\r\n",
+            b"*1\r\n$-5\r\n",
+            b"*x\r\n",
+            b"*1\r\n:3\r\n",
+            b"*1\r\n$3\r\nGETXX",
+            &[b'P'; 80],
+        ] {
+            assert!(parse_request(bad, &lim).is_err(), "{bad:?}");
         }
     }
 
