@@ -112,11 +112,14 @@ pub fn read_request(r: &mut impl BufRead, lim: &Limits) -> Result<Vec<Vec<u8>>, 
     }
 }
 
+/// A parsed request and the bytes it took, or `None` when more input is needed.
+pub type Parsed = Option<(Vec<Vec<u8>>, usize)>;
+
 /// Parse one request from the front of `buf` without blocking: `Ok(Some((args, used)))`
 /// for a complete request (`used` bytes), `Ok(None)` if more bytes are needed (nothing is
 /// consumed), `Err` for malformed input or input over the limits. Used by the event-loop
 /// front end; the same grammar and limits as [`read_request`].
-pub fn parse_request(buf: &[u8], lim: &Limits) -> Result<Option<(Vec<Vec<u8>>, usize)>, String> {
+pub fn parse_request(buf: &[u8], lim: &Limits) -> Result<Parsed, String> {
     fn line(buf: &[u8], at: usize, max: usize) -> Result<Option<(&[u8], usize)>, String> {
         let rest = &buf[at.min(buf.len())..];
         match rest.iter().take(max + 2).position(|&c| c == b'\n') {
