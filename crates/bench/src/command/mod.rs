@@ -6,12 +6,14 @@
 //! * [`persist`] — `pmkv bench persist`, the substrate's flush and fence costs;
 //! * [`alloc`] — `pmkv bench alloc`, EPallocator against PMDK's libpmemobj;
 //! * [`run`] — `pmkv bench run`, any workload on chosen engines and settings;
+//! * [`server`] — `pmkv bench server`, redis-benchmark against pmkv serve and Redis;
 //! * `pmkv bench reproduce` — [`crate::reproduce`].
 
 pub mod alloc;
 pub mod main_job;
 pub mod persist;
 pub mod run;
+pub mod server;
 
 /// What a benchmark command returns.
 pub type CmdResult = std::result::Result<(), Box<dyn std::error::Error>>;
@@ -34,6 +36,8 @@ pub enum What {
     Run(Box<run::RunArgs>),
     /// Reproduce a paper's experiments: report.md, results.json/.csv, plots (SPEC U5).
     Reproduce(Box<crate::reproduce::ReproduceArgs>),
+    /// redis-benchmark against pmkv serve and redis-server (always, everysec, no persistence).
+    Server(server::ServerArgs),
 }
 
 /// Run the command `a` names.
@@ -43,6 +47,7 @@ pub fn execute(a: Args) -> CmdResult {
         Some(What::Alloc(a)) => alloc::run(a),
         Some(What::Run(r)) => run::run(*r).map_err(Into::into),
         Some(What::Reproduce(r)) => crate::reproduce::reproduce(&r).map_err(Into::into),
+        Some(What::Server(s)) => server::run(s),
         // No subcommand: the main job (Dictionary, every engine, eadr and adr, baselines).
         None => main_job::main_job().map_err(Into::into),
     }
