@@ -116,3 +116,57 @@ fn u3_redis_cli_drives_it() {
     cli(&["SHUTDOWN"]);
     assert!(child.wait().unwrap().success());
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Protocol fuzz against the process (issue: "the server still answers PING to a new client
+/// and its memory stays bounded"): huge announced lengths and counts, truncated frames,
+/// garbage, each on its own connection; then redis-benchmark's own traffic.
+#[test]
+fn u3_fuzzed_server_answers_and_its_memory_stays_bounded() {
+    let dir = pool_dir();
+    let (mut child, port) = serve(&dir.path().join("fz.pool"));
+    let mut ok = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    assert_eq!(call(&mut ok, &["PING"]).unwrap(), "+PONG\r\n");
+    let before = rss_kib(child.id());
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..300 {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut b: Vec<u8> = match i % 4 {
+            0 => b"*2147483647\r\n$2147483647\r\n".to_vec(),
+            1 => b"*1\r\n$67108864\r\nabc".to_vec(), // announces 64 MiB, sends 3 bytes
+            2 => vec![b'A'; 100_000],
+            _ => Vec::new(),
+        };
+        for _ in 0..300 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b.push(x as u8);
+        }
+        let _ = s.write_all(&b);
+    }
+    let mut fresh = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    assert_eq!(call(&mut fresh, &["PING"]).unwrap(), "+PONG\r\n");
+    let after = rss_kib(child.id());
+    assert!(after < before + 256 * 1024, "RSS grew from {before} KiB to {after} KiB");
+    if let Ok(o) = std::process::Command::new("redis-benchmark")
+        .args(["-p", &port.to_string(), "-q", "-n", "2000", "-c", "8", "-t", "set,get,incr,mset"])
+        .output()
+    {
+        assert!(o.status.success(), "redis-benchmark: {}", text(&o.stderr));
+        assert!(text(&o.stdout).contains("SET:"), "{}", text(&o.stdout));
+    } else {
+        assert!(std::env::var_os("CI").is_none(), "CI must have redis-benchmark");
+    }
+    assert_eq!(call(&mut fresh, &["PING"]).unwrap(), "+PONG\r\n");
+    let _ = call(&mut fresh, &["SHUTDOWN"]);
+    assert!(child.wait().unwrap().success());
+}
