@@ -90,15 +90,27 @@ impl EngineSpec {
         }
     }
 
-    /// Open (or create) the store at `path`.
-    pub fn open(&self, path: &Path, mode: Mode, latency: Latency, create: bool, size_hint: u64) -> pmkv::Result<Store> {
+    /// Open (or create) the store at `path`; `params` are engine parameters (`key=value`,
+    /// as `pmkv engines` lists them) for pmkv engines.
+    pub fn open(
+        &self,
+        path: &Path,
+        mode: Mode,
+        latency: Latency,
+        create: bool,
+        size_hint: u64,
+        params: &[(String, String)],
+    ) -> pmkv::Result<Store> {
         match self.kind {
             EngineKind::Pmkv(name) => {
-                let opts = Options::default()
+                let mut opts = Options::default()
                     .mode(mode)
                     .latency(latency)
                     .create(create)
                     .initial_size(size_hint.clamp(64 << 20, 8 << 30));
+                for (k, v) in params {
+                    opts = opts.param(k, v);
+                }
                 Store::open(path, name, &opts)
             }
             EngineKind::Lmdb(v) => Ok(Store::from_engine(Box::new(Lmdb::open(path, v, create)?))),

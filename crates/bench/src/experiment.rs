@@ -30,11 +30,21 @@ pub struct Settings {
     pub warmup: f64,
     /// Keep latency CDF points in the records.
     pub keep_cdf: bool,
+    /// Engine parameters for pmkv engines (`--param key=value`).
+    pub params: Vec<(String, String)>,
 }
 
 impl Settings {
     pub fn new(dir: &Path, seed: u64) -> Settings {
-        Settings { dir: dir.to_path_buf(), seed, value_size: 8, sample_every: 64, warmup: 0.1, keep_cdf: false }
+        Settings {
+            dir: dir.to_path_buf(),
+            seed,
+            value_size: 8,
+            sample_every: 64,
+            warmup: 0.1,
+            keep_cdf: false,
+            params: Vec::new(),
+        }
     }
 }
 
@@ -100,16 +110,17 @@ pub fn fill(mut r: Record, st: &PhaseStats, keep_cdf: bool) -> Record {
 struct Pool {
     engine: EngineSpec,
     path: PathBuf,
+    params: Vec<(String, String)>,
 }
 
 impl Pool {
     fn fresh(s: &Settings, t: &Target, exp: &str) -> Pool {
         let path = t.engine.pool_path(&s.dir, &t.tag(exp));
         t.engine.remove(&path);
-        Pool { engine: t.engine, path }
+        Pool { engine: t.engine, path, params: s.params.clone() }
     }
     fn open(&self, t: &Target, create: bool, size_hint: u64) -> Result<Store, String> {
-        t.engine.open(&self.path, t.mode, t.latency, create, size_hint).map_err(|e| format!("open: {e}"))
+        t.engine.open(&self.path, t.mode, t.latency, create, size_hint, &self.params).map_err(|e| format!("open: {e}"))
     }
 }
 

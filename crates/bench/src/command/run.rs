@@ -77,6 +77,9 @@ pub struct RunArgs {
     /// No progress output.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// An engine parameter for pmkv engines, KEY=VALUE (repeatable), e.g. hash_key_len=3.
+    #[arg(long = "param", short = 'p', value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
 }
 
 impl Default for RunArgs {
@@ -99,6 +102,7 @@ impl Default for RunArgs {
             warmup: 0.1,
             scan_len: 100_000,
             quiet: false,
+            params: Vec::new(),
         }
     }
 }
@@ -207,6 +211,10 @@ pub fn run(a: RunArgs) -> Result<()> {
     s.sample_every = a.sample_every.max(1);
     s.warmup = a.warmup.clamp(0.0, 10.0);
     s.keep_cdf = a.out.is_some();
+    for p in &a.params {
+        let (k, v) = p.split_once('=').ok_or_else(|| format!("--param {p}: expected KEY=VALUE"))?;
+        s.params.push((k.trim().to_string(), v.trim().to_string()));
+    }
     let tg = targets(&engines, &a.mode, &lats);
     measure::calibrate();
     let keys = |k: KeyKind| KeySet::generate(k, n, a.seed);
