@@ -5,8 +5,8 @@ use crate::error::HartError;
 use crate::hart::{Hart, HartOptions};
 use crate::layout::{MAX_KEY, MAX_VALUE};
 use pmkv_core::{
-    open_engine_file, CheckReport, Direction, Emit, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange,
-    MemoryUsage, Options, Param, Pool, RecoveryReport, Result, SalvageReport, Visitor,
+    open_engine_file, BatchOp, CheckReport, Direction, Emit, Engine, EngineFactory, EngineInfo, Error, ErrorKind,
+    KeyRange, MemoryUsage, Options, Param, Pool, RecoveryReport, Result, SalvageReport, Visitor, WriteBatch,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -108,6 +108,33 @@ impl Engine for HartEngine {
     }
     fn delete(&self, key: &[u8]) -> Result<bool> {
         Ok(self.0.delete(key)?)
+    }
+    /// In order and not atomic (a crash keeps a prefix), with group commit: consecutive
+    /// puts go through [`Hart::put_many`], which shares one commit fence among the puts
+    /// of a run that fall in one ART.
+    fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
+        let ops = batch.ops();
+        let mut i = 0;
+        while i < ops.len() {
+            match &ops[i] {
+                BatchOp::Delete(k) => {
+                    self.0.delete(k)?;
+                    i += 1;
+                }
+                BatchOp::Put(..) => {
+                    let puts: Vec<(&[u8], &[u8])> = ops[i..]
+                        .iter()
+                        .map_while(|op| match op {
+                            BatchOp::Put(k, v) => Some((&k[..], &v[..])),
+                            BatchOp::Delete(_) => None,
+                        })
+                        .collect();
+                    i += puts.len();
+                    self.0.put_many(&puts)?;
+                }
+            }
+        }
+        Ok(())
     }
     fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
         if range.is_empty() {

@@ -2,6 +2,7 @@
 //! key object for long keys) linked into the ART, then published; an existing key goes to
 //! the update of Algorithm 3 (`update`).
 
+use crate::art::Art;
 use crate::checksum::{self, Meta};
 use crate::error::{HartError, Result};
 use crate::hart::Hart;
@@ -26,27 +27,55 @@ impl Hart {
         self.check_write()?;
         let hk = hash_key(key, self.kh);
         let depth = key.len().min(self.kh);
-        self.table.with_or_create(hk, depth, |art| {
-            let mut art = art.write();
-            // One traversal: the new leaf is made only at the insertion point.
-            let mut made = 0;
-            let make = || {
-                made = self.make_leaf(key, value)?;
-                Ok::<u64, HartError>(made)
-            };
-            // SAFETY: given only leaves of this ART, under its write lock.
-            let ks = unsafe { PmKeys::new(&self.pool) };
-            match art.upsert(key, make, &ks)? {
-                // SAFETY: a used leaf of this ART, whose write lock we hold.
-                Err(existing) => unsafe { self.update(existing, value) },
-                Ok(()) => {
-                    // Line 18: the leaf bit (fence 2), after line 17 linked the leaf into
-                    // the DRAM tree.
-                    self.alloc.publish(made);
-                    Ok(())
-                }
+        self.table.with_or_create(hk, depth, |art| self.put_locked(&mut art.write(), key, value))
+    }
+
+    /// Puts in order, with group commit ([`Pool::group`](pmkv_substrate::Pool::group)):
+    /// a run of consecutive puts whose keys fall in one ART is applied under one
+    /// acquisition of its write lock and shares one commit fence, issued before the lock
+    /// is released, so no other thread sees (or builds on) a put before it is durable. A
+    /// crash keeps a prefix of `puts`; an error stops at the failing put, the ones before
+    /// it applied and durable.
+    pub fn put_many(&self, puts: &[(&[u8], &[u8])]) -> Result<()> {
+        for (k, v) in puts {
+            Self::check_sizes(k, v)?;
+        }
+        self.check_write()?;
+        let mut i = 0;
+        while i < puts.len() {
+            let hk = hash_key(puts[i].0, self.kh);
+            let run = puts[i..].iter().take_while(|(k, _)| hash_key(k, self.kh) == hk).count();
+            let depth = puts[i].0.len().min(self.kh);
+            self.table.with_or_create(hk, depth, |art| {
+                let mut art = art.write();
+                self.pool.group(|| puts[i..i + run].iter().try_for_each(|(k, v)| self.put_locked(&mut art, k, v)))
+            })?;
+            i += run;
+        }
+        Ok(())
+    }
+
+    /// The body of a put, under the write lock of the key's ART.
+    fn put_locked(&self, art: &mut Art, key: &[u8], value: &[u8]) -> Result<()> {
+        // One traversal: the new leaf is made only at the insertion point.
+        let mut made = 0;
+        let make = || {
+            made = self.make_leaf(key, value)?;
+            Ok::<u64, HartError>(made)
+        };
+        // SAFETY: given only leaves of this ART, under its write lock.
+        let ks = unsafe { PmKeys::new(&self.pool) };
+        match art.upsert(key, make, &ks)? {
+            // SAFETY: a used leaf of this ART, whose write lock we hold.
+            Err(existing) => unsafe { self.update(existing, value) },
+            Ok(()) => {
+                // Line 18: the leaf bit (fence 2, the commit fence), after line 17 linked
+                // the leaf into the DRAM tree.
+                self.alloc.publish_unfenced(made);
+                self.pool.commit_fence();
+                Ok(())
             }
-        })
+        }
     }
 
     /// Algorithm 1 lines 10–16 for a key not in the tree (caller holds the ART write

@@ -61,7 +61,8 @@ impl Hart {
             }
             // SAFETY: as above.
             unsafe { write_u64(pool, leaf + LEAF_P_VALUE, w) };
-            pool.persist_off(leaf + LEAF_P_VALUE, 8);
+            pool.flush_off(leaf + LEAF_P_VALUE, 8);
+            pool.commit_fence();
             return Ok(());
         }
         let new = self.new_value(leaf, value)?; // lines 4–5 (flushed)

@@ -351,6 +351,39 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
     (r, After::Continue)
 }
 
+/// Whether `args` is a plain `SET key value` this connection may run and the engine
+/// accepts the sizes of: such SETs, when pipelined back to back, are applied together by
+/// [`set_many`] (group commit).
+pub fn is_plain_set(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
+    args.len() == 3
+        && c.authed
+        && args[0].eq_ignore_ascii_case(b"SET")
+        && sh.store.info().check_sizes(&args[1], Some(&args[2])).is_ok()
+}
+
+/// Group commit of plain SETs that arrived together (issue "pmkv serve"): one write batch,
+/// under the stripe locks of all their keys (so read-modify-write commands stay atomic),
+/// in which the engine shares persists and fences where it can (HART: one commit fence
+/// per run of keys in one ART, see `Hart::put_many`). Each SET is acknowledged only after
+/// the batch returned, i.e. after all of them are durable. On an error (say, a full pool)
+/// a prefix of the batch may have been applied; every SET of it gets the error reply, as
+/// a client cannot tell which of a failed pipeline's writes landed anyway. Returns the
+/// reply of each of them.
+pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Reply {
+    let mut b = pmkv::WriteBatch::new();
+    for mut a in sets {
+        let v = a.pop().unwrap_or_default();
+        let k = a.pop().unwrap_or_default();
+        b.put(k, v);
+    }
+    let keys: Vec<&[u8]> = b.ops().iter().map(|op| op.key()).collect();
+    let _g = sh.lock(&keys);
+    match sh.store.write(&b) {
+        Ok(()) => Reply::ok(),
+        Err(e) => store_err(e),
+    }
+}
+
 fn set(sh: &Shared, k: &[u8], v: &[u8], opts: &[Vec<u8>]) -> Reply {
     let (mut nx, mut xx, mut get) = (false, false, false);
     for o in opts {

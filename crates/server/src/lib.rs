@@ -11,8 +11,10 @@
 //!
 //! Durability: a write's reply is sent after the engine's put returned, i.e. once the write
 //! is persistent in the pool's mode (`adr`/`eadr`: in PM; `msync`: on the file's device;
-//! `none`: not durable). Replies of one connection are written after each request; a
-//! pipeline's writes are each durable before their own reply.
+//! `none`: not durable). The replies to all the requests that arrived in one read go out
+//! in one write. Group commit: plain SETs pipelined back to back are applied as one write
+//! batch, in which the engine shares commit fences (HART: one per run of keys in one ART),
+//! and all are acknowledged after the batch is durable.
 
 pub mod commands;
 pub mod resp;
@@ -64,7 +66,10 @@ pub struct Shared {
     pub connections: AtomicU64,
     pub commands: AtomicU64,
     stripes: Vec<Mutex<()>>,
-    stop: AtomicBool,
+    /// Set by SHUTDOWN or a [`Server::stopper`]; its own `Arc` so that a stopper does not
+    /// keep the store alive (the store must be closed, and the pool marked clean, when
+    /// the server returns).
+    stop: Arc<AtomicBool>,
 }
 
 impl Shared {
@@ -134,7 +139,7 @@ impl Server {
             connections: AtomicU64::new(0),
             commands: AtomicU64::new(0),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
-            stop: AtomicBool::new(false),
+            stop: Arc::new(AtomicBool::new(false)),
         });
         Ok(Server { listener, shared, cfg })
     }
@@ -146,8 +151,8 @@ impl Server {
 
     /// A handle that stops the server (as SHUTDOWN does).
     pub fn stopper(&self) -> impl Fn() + Send + Sync + 'static {
-        let s = self.shared.clone();
-        move || s.stop.store(true, Ordering::SeqCst)
+        let s = self.shared.stop.clone();
+        move || s.store(true, Ordering::SeqCst)
     }
 
     /// Serve until SHUTDOWN, SIGINT/SIGTERM (with `signals`) or the stopper; then close the
@@ -214,7 +219,21 @@ async fn connection(sh: &Shared, mut sock: tokio::net::TcpStream, cfg: &Config, 
     loop {
         // Every complete request in the buffer, replies gathered: a pipeline's replies go
         // out in one write, after each of its writes was made durable in turn.
+        // Plain SETs pipelined back to back are held in `sets` and applied together
+        // (group commit, `commands::set_many`) before the next other command runs and
+        // before any reply is sent.
         let mut used = 0;
+        let mut sets: Vec<Vec<Vec<u8>>> = Vec::new();
+        let flush_sets = |sets: &mut Vec<Vec<Vec<u8>>>, out: &mut Vec<u8>, resp3: bool| -> std::io::Result<()> {
+            if !sets.is_empty() {
+                let n = sets.len();
+                let reply = commands::set_many(sh, std::mem::take(sets));
+                for _ in 0..n {
+                    reply.write(out, resp3)?;
+                }
+            }
+            Ok(())
+        };
         loop {
             match resp::parse_request(&buf[used..], &cfg.limits) {
                 Ok(Some((args, n))) => {
@@ -223,6 +242,11 @@ async fn connection(sh: &Shared, mut sock: tokio::net::TcpStream, cfg: &Config, 
                         continue;
                     }
                     sh.commands.fetch_add(1, Ordering::Relaxed);
+                    if commands::is_plain_set(sh, &c, &args) {
+                        sets.push(args);
+                        continue;
+                    }
+                    flush_sets(&mut sets, &mut out, c.resp3)?;
                     let (reply, after) = commands::run(sh, &mut c, &args);
                     match after {
                         commands::After::Shutdown => {
@@ -240,11 +264,13 @@ async fn connection(sh: &Shared, mut sock: tokio::net::TcpStream, cfg: &Config, 
                 }
                 Ok(None) => break,
                 Err(m) => {
+                    flush_sets(&mut sets, &mut out, c.resp3)?;
                     resp::Reply::err(format!("ERR Protocol error: {m}")).write(&mut out, c.resp3)?;
                     return sock.write_all(&out).await;
                 }
             }
         }
+        flush_sets(&mut sets, &mut out, c.resp3)?;
         buf.drain(..used);
         if !out.is_empty() {
             sock.write_all(&out).await?; // a slow reader blocks this client only

@@ -3,8 +3,15 @@
 //! persistence, in one run: 50 clients, SET and GET over a 1M-key space, without
 //! pipelining and with 16 requests per round trip. Prints a Markdown table with each
 //! figure's ratio to Redis in the same run (durable SET against `always`, GET against no
-//! persistence). Needs `redis-benchmark` and `redis-server` (Debian redis-tools,
-//! redis-server) on the PATH; every server runs on loopback and in a temporary directory.
+//! persistence) and, with `--out`, writes it as a bar chart (PNG and SVG).
+//!
+//! Where a durable write goes decides what it costs, so both media are measured: pmkv's
+//! pool and Redis's AOF on /dev/shm (memory: pmkv `adr` emulates PM with clwb + sfence,
+//! and Redis's fsync of a tmpfs file returns at once, so its `always` there guards only
+//! against a process crash), and both on a disk-backed directory (`--disk-dir`, default
+//! /var/tmp): Redis `always` fsyncs the AOF, pmkv `msync` flushes the pool's pages. Needs
+//! `redis-benchmark` and `redis-server` (Debian redis-tools, redis-server) on the PATH;
+//! every server runs on loopback and in a temporary directory.
 
 use super::CmdResult;
 use std::path::{Path, PathBuf};
@@ -22,9 +29,17 @@ pub struct ServerArgs {
     /// Persistence mode of pmkv serve.
     #[arg(long, default_value = "adr")]
     pub mode: String,
-    /// Where pools and Redis files go (default: a temporary directory on /dev/shm).
+    /// Where the in-memory pools and Redis files go (default: a temporary directory on
+    /// /dev/shm).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// A directory on a disk, for the rows whose writes go to a device: pmkv `msync` and
+    /// Redis `appendfsync always` with the AOF there. Empty: skip those rows.
+    #[arg(long, default_value = "/var/tmp")]
+    pub disk_dir: PathBuf,
+    /// Write server.png and server.svg here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 struct Guard(Child);
@@ -79,45 +94,96 @@ fn run_one(name: &str, mut cmd: Command, port: u16, a: &ServerArgs) -> Result<[f
     Ok([s1, g1, s16, g16])
 }
 
+/// One server to measure: label, what a SET's reply promises, how to start it.
+struct Row {
+    label: String,
+    durability: &'static str,
+    pmkv_mode: Option<String>,
+    redis_conf: &'static [&'static str],
+    dir: PathBuf,
+}
+
+const ALWAYS: &[&str] = &["--appendonly", "yes", "--appendfsync", "always"];
+
 pub fn run(a: ServerArgs) -> CmdResult {
     let tmp = match &a.dir {
         Some(d) => tempfile::tempdir_in(d)?,
         None => tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir())?,
     };
-    let dir: &Path = tmp.path();
+    let disk = if a.disk_dir.as_os_str().is_empty() { None } else { Some(tempfile::tempdir_in(&a.disk_dir)?) };
+    let mem = tmp.path().to_path_buf();
+    let mut plan = vec![
+        Row {
+            label: format!("pmkv serve ({}, memory)", a.mode),
+            durability: "persistent before the reply",
+            pmkv_mode: Some(a.mode.clone()),
+            redis_conf: &[],
+            dir: mem.clone(),
+        },
+        Row {
+            label: "redis appendfsync always (memory)".into(),
+            durability: "AOF write + fsync before the reply (fsync of tmpfs: no-op)",
+            pmkv_mode: None,
+            redis_conf: ALWAYS,
+            dir: mem.clone(),
+        },
+        Row {
+            label: "redis appendfsync everysec (memory)".into(),
+            durability: "AOF, up to 1 s lost",
+            pmkv_mode: None,
+            redis_conf: &["--appendonly", "yes", "--appendfsync", "everysec"],
+            dir: mem.clone(),
+        },
+        Row {
+            label: "redis, no persistence".into(),
+            durability: "none",
+            pmkv_mode: None,
+            redis_conf: &["--appendonly", "no", "--save", ""],
+            dir: mem.clone(),
+        },
+    ];
+    if let Some(d) = &disk {
+        let d = d.path().to_path_buf();
+        plan.push(Row {
+            label: "pmkv serve (msync, disk)".into(),
+            durability: "msync'd to the device before the reply",
+            pmkv_mode: Some("msync".into()),
+            redis_conf: &[],
+            dir: d.clone(),
+        });
+        plan.push(Row {
+            label: "redis appendfsync always (disk)".into(),
+            durability: "fsync'd to the device before the reply",
+            pmkv_mode: None,
+            redis_conf: ALWAYS,
+            dir: d,
+        });
+    }
     let me = std::env::current_exe()?;
     let mut rows: Vec<(String, String, [f64; 4])> = Vec::new();
-    let port = free_port()?;
-    let mut pmkv = Command::new(&me);
-    pmkv.args(["serve", dir.join("bench.pool").to_str().unwrap_or("bench.pool"), "--port", &port.to_string()]).args([
-        "--mode",
-        &a.mode,
-        "--initial-mib",
-        "512",
-    ]);
-    let r = run_one("pmkv serve", pmkv, port, &a)?;
-    rows.push((format!("pmkv serve ({})", a.mode), "persistent before the reply".into(), r));
-    for (label, durability, conf) in [
-        (
-            "redis appendfsync always",
-            "fsync'd AOF before the reply",
-            &["--appendonly", "yes", "--appendfsync", "always"][..],
-        ),
-        (
-            "redis appendfsync everysec",
-            "AOF, up to 1 s lost",
-            &["--appendonly", "yes", "--appendfsync", "everysec"][..],
-        ),
-        ("redis, no persistence", "none", &["--appendonly", "no", "--save", ""][..]),
-    ] {
+    for (i, row) in plan.iter().enumerate() {
         let port = free_port()?;
-        let rdir = dir.join(label.replace(' ', "-"));
-        std::fs::create_dir_all(&rdir)?;
-        let mut redis = Command::new("redis-server");
-        redis.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"]).arg(&rdir).args(conf);
-        match run_one(label, redis, port, &a) {
-            Ok(r) => rows.push((label.into(), durability.into(), r)),
-            Err(e) => eprintln!("{label}: skipped ({e}; install Debian's redis-server)"),
+        let sub = row.dir.join(format!("server-{i}"));
+        std::fs::create_dir_all(&sub)?;
+        let cmd = match &row.pmkv_mode {
+            Some(mode) => {
+                let mut c = Command::new(&me);
+                c.arg("serve").arg(sub.join("bench.pool")).args(["--port", &port.to_string(), "--mode", mode]);
+                c.args(["--initial-mib", "512"]);
+                c
+            }
+            None => {
+                let mut c = Command::new("redis-server");
+                c.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"]).arg(&sub).args(row.redis_conf);
+                c
+            }
+        };
+        match run_one(&row.label, cmd, port, &a) {
+            Ok(r) => rows.push((row.label.clone(), row.durability.into(), r)),
+            Err(e) if row.pmkv_mode.is_none() => {
+                eprintln!("{}: skipped ({e}; install Debian's redis-server)", row.label)
+            }
+            Err(e) => return Err(e.into()),
         }
     }
     println!(
@@ -130,16 +196,58 @@ pub fn run(a: ServerArgs) -> CmdResult {
         println!("| {n} | {d} | {:.0} | {:.0} | {:.0} | {:.0} |", r[0], r[1], r[2], r[3]);
     }
     let find = |l: &str| rows.iter().find(|r| r.0 == l).map(|r| r.2);
+    let pm = find(&plan[0].label);
     if let (Some(p), Some(always), Some(none)) =
-        (rows.first().map(|r| r.2), find("redis appendfsync always"), find("redis, no persistence"))
+        (pm, find("redis appendfsync always (memory)"), find("redis, no persistence"))
     {
         println!(
-            "pmkv durable SET / redis always: {:.2} (P1), {:.2} (P16); pmkv GET / redis without persistence: {:.2} (P1), {:.2} (P16)",
+            "in memory: pmkv durable SET / redis always: {:.2} (P1), {:.2} (P16); pmkv GET / redis without persistence: {:.2} (P1), {:.2} (P16)",
             p[0] / always[0],
             p[2] / always[2],
             p[1] / none[1],
             p[3] / none[3]
         );
     }
+    if let (Some(p), Some(always)) = (find("pmkv serve (msync, disk)"), find("redis appendfsync always (disk)")) {
+        println!(
+            "on disk: pmkv msync SET / redis always SET: {:.2} (P1), {:.2} (P16)",
+            p[0] / always[0],
+            p[2] / always[2]
+        );
+    }
+    if let Some(out) = &a.out {
+        for f in plot(&rows, a.clients, out)? {
+            eprintln!("wrote {}", f.display());
+        }
+    }
     Ok(())
+}
+
+/// The table as grouped bars: one group per test, one bar per server.
+fn plot(rows: &[(String, String, [f64; 4])], clients: u32, out: &Path) -> Result<Vec<PathBuf>, String> {
+    use crate::plot::{render, Bars, Figure, Panel, PanelKind};
+    let panel = |title: &str, cols: [usize; 2]| {
+        let series = rows
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _, r))| Bars {
+                name: name.clone(),
+                color: i,
+                values: cols.iter().map(|&c| Some(r[c])).collect(),
+            })
+            .collect();
+        Panel::new(
+            title,
+            "test",
+            "requests per second",
+            false,
+            PanelKind::Bars { categories: vec!["SET".into(), "GET".into()], series },
+        )
+    };
+    let fig = Figure {
+        title: format!("pmkv bench server: redis-benchmark, {clients} clients, 1M keys"),
+        cols: 2,
+        panels: vec![panel("no pipelining (P1)", [0, 1]), panel("16 per round trip (P16)", [2, 3])],
+    };
+    render(&fig, &out.join("server"))
 }

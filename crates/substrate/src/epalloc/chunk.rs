@@ -139,14 +139,9 @@ pub(crate) fn init(pool: &Pool, chunk: u64, next: u64) {
 
 /// Set (`used = true`) or reset bit `slot` of the chunk's header with one 8-byte
 /// compare-and-swap (other threads may update other bits of the same word at the same
-/// time), then persist the word. Returns the previous header, or `None` if the bit
+/// time), then flush the word, and fence it when `fence` (else it becomes durable at the
+/// calling thread's next fence). Returns the previous header, or `None` if the bit
 /// already had the requested value (nothing was written).
-pub(crate) fn set_bit(pool: &Pool, chunk: u64, slot: usize, used: bool) -> Option<HeaderWord> {
-    set_bit_ordered(pool, chunk, slot, used, true)
-}
-
-/// [`set_bit`] whose write-back is flushed but, unless `fence`, not fenced: it becomes
-/// durable at the calling thread's next fence.
 pub(crate) fn set_bit_ordered(pool: &Pool, chunk: u64, slot: usize, used: bool, fence: bool) -> Option<HeaderWord> {
     let w = word(pool, chunk);
     let bit = 1u64 << slot;

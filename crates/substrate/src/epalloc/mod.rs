@@ -243,13 +243,26 @@ impl EpAlloc {
 
     /// [`EpAlloc::publish`] that reports misuse.
     pub fn try_publish(&self, off: u64) -> Result<()> {
+        self.publish_ordered(off, true)
+    }
+
+    /// [`EpAlloc::publish`] whose bit is flushed but not fenced: it becomes durable at
+    /// this thread's next fence. For the last store of an operation, which the caller
+    /// follows with [`Pool::commit_fence`] (so that a group commit, [`Pool::group`], can
+    /// share that fence with the operations after it). Extents are published fenced.
+    pub fn publish_unfenced(&self, off: u64) {
+        let _ = self.publish_ordered(off, false);
+    }
+
+    fn publish_ordered(&self, off: u64, fence: bool) -> Result<()> {
         self.pool.check_writable()?;
         let loc = self.locate(off).ok_or_else(|| misuse("publish", off, "not an object offset"))?;
         let Some(i) = loc.slot else { return self.publish_extent(&loc) };
         if loc.it.reserved.load(Ordering::Acquire) & (1 << i) == 0 {
             return Err(misuse("publish", off, "the slot is not reserved"));
         }
-        chunk::set_bit(&self.pool, loc.base, i, true).ok_or_else(|| misuse("publish", off, "already published"))?;
+        chunk::set_bit_ordered(&self.pool, loc.base, i, true, fence)
+            .ok_or_else(|| misuse("publish", off, "already published"))?;
         Ok(())
     }
 
