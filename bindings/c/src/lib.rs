@@ -8,6 +8,8 @@
 
 #![allow(non_camel_case_types)] // C type names: pmkv_store, pmkv_cursor, pmkv_options
 
+pub mod mangosteen;
+
 use pmkv::{ErrorKind, KeyRange, Options, Store};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
@@ -301,7 +303,8 @@ pub unsafe extern "C" fn pmkv_get_alloc(
     })
 }
 
-/// Release a buffer from pmkv_get_alloc (with the length it came with). NULL is accepted.
+/// Release a buffer from pmkv_get_alloc or pmkv_mg_client_cmd (with the length it came
+/// with). NULL is accepted.
 ///
 /// # Safety
 ///
@@ -312,7 +315,8 @@ pub unsafe extern "C" fn pmkv_get_alloc(
 pub unsafe extern "C" fn pmkv_free(value: *mut u8, value_len: usize) {
     if !value.is_null() {
         let _ = catch_unwind(|| {
-            // SAFETY: a buffer of exactly `value_len` bytes from pmkv_get_alloc (the contract).
+            // SAFETY: a buffer of exactly `value_len` bytes from pmkv_get_alloc or
+            // pmkv_mg_client_cmd (the contract).
             drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(value, value_len)) });
         });
     }

@@ -13,3 +13,9 @@ for san in "" "-fsanitize=address -fno-omit-frame-pointer"; do
     # Rust's allocations are freed by Rust; leak checking would only see the test's own.
     ASAN_OPTIONS=detect_leaks=1 "$out/test_pmkv" "$out"
 done
+# Mangosteen's callback API (Listing 1) from C. Not under AddressSanitizer: the runtime
+# finds the application's writes by write-protecting its region and catching SIGSEGV,
+# which ASan claims for itself.
+gcc -std=c11 -Wall -Wextra -Werror -g -pthread -Ibindings/c/include bindings/c/tests/test_mangosteen.c \
+    -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen"
+"$out/test_mangosteen" "$out"

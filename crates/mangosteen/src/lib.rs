@@ -27,9 +27,11 @@
 //! * [`callback`] and [`rpc`] — the callback API of Listing 1 (M1), in local mode and
 //!   over a socket; [`kv`] is a small application on it (the `mangosteen-kv` server).
 //!
+//! The callback API's C form is in `bindings/c` (`pmkv_mg_*`, with a C test of the
+//! paper's Listing 2 store in local and RPC mode).
+//!
 //! Not built yet (see the README's status table): the split heap at a fixed address with
-//! allocator redirection (M7), a C form of the callback API, and the `mangosteen` engine
-//! behind the library API.
+//! allocator redirection (M7) and the `mangosteen` engine behind the library API.
 
 pub mod backend;
 pub mod callback;

@@ -1,0 +1,407 @@
+//! Mangosteen's callback API (the paper's Listing 1, SPEC M1) in C: a C application hands
+//! its request processing to the runtime, which makes its state durable.
+//!
+//! The application keeps its state in the durable region and touches it only in
+//! `process_request`, which receives the region's base address: a read-only request may
+//! read it (in parallel with other reads), a read-write request may read and write it
+//! with plain stores. Read-write requests are flat-combined into batches; their writes are
+//! found by page protection (`Capture::Pages`: no instrumentation, no `record` calls), and
+//! a response is handed back only once its batch is durable. The region is a fresh
+//! mapping at each open, so the state must hold offsets, not pointers, until the split
+//! heap at a fixed address (M7) is built.
+//!
+//! Listing 1 maps one to one: `initAppClient` → `init_client`, `destroyAppClient` →
+//! `destroy_client`, `deserializeRequest` → `deserialize_request`, `isReadOnly` →
+//! `is_read_only`, `processRequest` → `process_request` (plus the region), `getResponse` →
+//! `get_response`; `initMangosteen` → [`pmkv_mg_open`], and the two modes are
+//! [`pmkv_mg_client_cmd`] (local: the application calls `ClientCmd`) and
+//! [`pmkv_mg_serve`] (RPC: length-prefixed frames over TCP, see `pmkv_mangosteen::rpc`).
+
+use crate::{bytes, cstr, fail, guard};
+use pmkv::ErrorKind;
+use pmkv_mangosteen::callback::{Application, Frontend};
+use pmkv_mangosteen::runtime::Tx;
+use pmkv_mangosteen::{Capture, Mangosteen, MangosteenError, MangosteenOptions};
+use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::Arc;
+
+/// The application's callbacks (Listing 1). All are required. They are called from the
+/// runtime's threads: `process_request` of a read-write request may run on another
+/// client's thread (the flat combiner), so it must touch only its client context and the
+/// region, and must not call back into the runtime.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct pmkv_mg_callbacks {
+    /// A new client: returns its context, from the `params` given to [`pmkv_mg_open`].
+    pub init_client: Option<unsafe extern "C" fn(params: *mut c_void) -> *mut c_void>,
+    /// A client went away: release its context.
+    pub destroy_client: Option<unsafe extern "C" fn(client: *mut c_void)>,
+    /// Parse `len` bytes at `req` into the client's current request; non-zero means
+    /// malformed (the caller gets an error and nothing runs).
+    pub deserialize_request: Option<unsafe extern "C" fn(client: *mut c_void, req: *const u8, len: usize) -> c_int>,
+    /// Whether the current request only reads the state.
+    pub is_read_only: Option<unsafe extern "C" fn(client: *mut c_void) -> bool>,
+    /// Run the current request on the state at `region` (`region_len` bytes); a
+    /// read-only request must not write it.
+    pub process_request: Option<unsafe extern "C" fn(client: *mut c_void, region: *mut u8, region_len: usize)>,
+    /// The current request's response: `*len` bytes at the returned pointer, owned by the
+    /// client and valid until its next request.
+    pub get_response: Option<unsafe extern "C" fn(client: *mut c_void, len: *mut usize) -> *const u8>,
+}
+
+/// How to open a Mangosteen pool. Zero-initialise it and set what you need: a NULL `mode`
+/// means "adr"; `region_size` 0 means 1 MiB (fixed when the pool is created);
+/// `initial_size` 0 means 16 MiB.
+#[repr(C)]
+pub struct pmkv_mg_options {
+    /// Persistence mode: "adr", "eadr", "msync" or "none", or NULL.
+    pub mode: *const c_char,
+    /// Create the pool if it does not exist (non-zero).
+    pub create: c_int,
+    /// Size of a new pool file in bytes (0: 16 MiB).
+    pub initial_size: u64,
+    /// Bytes of the durable region of a new pool (0: 1 MiB).
+    pub region_size: u64,
+    /// Run the backend on a thread of its own (non-zero, the paper's design) instead of
+    /// applying each batch right after its commit.
+    pub background: c_int,
+}
+
+/// The application's functions and its parameters (C pointers: the contract of
+/// [`pmkv_mg_open`] makes them usable from any thread).
+struct CApp {
+    cb: pmkv_mg_callbacks,
+    params: *mut c_void,
+}
+
+// SAFETY: the header's contract — the callbacks and `params` may be used from any thread.
+unsafe impl Send for CApp {}
+// SAFETY: as above.
+unsafe impl Sync for CApp {}
+
+/// A client context of the C application.
+pub struct CClient(*mut c_void);
+// SAFETY: a client context is used by one request at a time (the runtime's contract), on
+// whichever thread runs it; the header requires contexts not to be thread-bound.
+unsafe impl Send for CClient {}
+
+/// The current request lives in the client context (Listing 1); this names it.
+pub struct CRequest(*mut c_void);
+// SAFETY: as for `CClient`.
+unsafe impl Send for CRequest {}
+// SAFETY: the runtime only passes a request to one callback at a time.
+unsafe impl Sync for CRequest {}
+
+impl CApp {
+    fn response(&self, c: *mut c_void) -> Vec<u8> {
+        let Some(get) = self.cb.get_response else { return Vec::new() };
+        let mut len = 0usize;
+        // SAFETY: the application's callback, on its client (the header's contract).
+        let p = unsafe { get(c, &mut len) };
+        // SAFETY: `len` bytes at `p`, valid until the client's next request.
+        unsafe { bytes(p, len) }.map(<[u8]>::to_vec).unwrap_or_default()
+    }
+}
+
+impl Application for CApp {
+    type Client = CClient;
+    type Request = CRequest;
+
+    fn init_client(&self) -> CClient {
+        // SAFETY: checked non-NULL at open; the application's callback.
+        CClient(self.cb.init_client.map_or(std::ptr::null_mut(), |f| unsafe { f(self.params) }))
+    }
+    fn destroy_client(&self, client: CClient) {
+        if let Some(f) = self.cb.destroy_client {
+            // SAFETY: a context `init_client` returned, destroyed once.
+            unsafe { f(client.0) }
+        }
+    }
+    fn deserialize(&self, client: &mut CClient, b: &[u8]) -> Result<CRequest, String> {
+        let f = self.cb.deserialize_request.ok_or("no deserialize_request callback")?;
+        // SAFETY: the application's callback with `b.len()` readable bytes.
+        match unsafe { f(client.0, b.as_ptr(), b.len()) } {
+            0 => Ok(CRequest(client.0)),
+            n => Err(format!("the application refused the request (deserialize_request returned {n})")),
+        }
+    }
+    fn is_read_only(&self, req: &CRequest) -> bool {
+        // SAFETY: the application's callback on the request's client.
+        self.cb.is_read_only.is_some_and(|f| unsafe { f(req.0) })
+    }
+    fn process_read(&self, state: &[u8], req: &CRequest) -> Vec<u8> {
+        if let Some(f) = self.cb.process_request {
+            // SAFETY: a read-only request reads the region only (the header's contract).
+            unsafe { f(req.0, state.as_ptr() as *mut u8, state.len()) }
+        }
+        self.response(req.0)
+    }
+    fn process_write(&self, tx: &mut Tx<'_>, req: &CRequest) -> Vec<u8> {
+        if let Some(f) = self.cb.process_request {
+            let region = tx.region();
+            // SAFETY: the region, ours for the batch; its writes are captured by page
+            // protection.
+            unsafe { f(req.0, region.as_mut_ptr(), region.len()) }
+        }
+        self.response(req.0)
+    }
+}
+
+/// An open Mangosteen runtime with its application (opaque).
+pub struct pmkv_mg {
+    fe: Arc<Frontend<CApp>>,
+}
+
+/// A local-mode client (opaque): its context, made by `init_client`.
+pub struct pmkv_mg_client {
+    c: CClient,
+}
+
+fn mg_err(e: MangosteenError) -> c_int {
+    match e {
+        MangosteenError::Pool(p) => crate::from_err(p.into()),
+        MangosteenError::InvalidOption(m) => fail(ErrorKind::InvalidArgument, &m),
+        MangosteenError::OutOfRegion { .. } => fail(ErrorKind::InvalidArgument, &e.to_string()),
+        MangosteenError::Corrupt(_) => fail(ErrorKind::Corrupt, &e.to_string()),
+        MangosteenError::Io(_) => fail(ErrorKind::Io, &e.to_string()),
+    }
+}
+
+/// Open (or, with `opts->create`, create) the Mangosteen pool at `path` for the
+/// application `cb`, recovering it first (committed batches are replayed); `params` is
+/// passed to `init_client`. On success `*out` is the runtime, released by
+/// [`pmkv_mg_close`].
+///
+/// # Safety
+///
+/// `path` is a NUL-terminated string; `opts` NULL or valid; `cb` points to callbacks that,
+/// with `params`, stay valid and callable from any thread until [`pmkv_mg_close`]; `out`
+/// is writable.
+#[no_mangle]
+pub unsafe extern "C" fn pmkv_mg_open(
+    path: *const c_char,
+    opts: *const pmkv_mg_options,
+    cb: *const pmkv_mg_callbacks,
+    params: *mut c_void,
+    out: *mut *mut pmkv_mg,
+) -> c_int {
+    guard(|| {
+        if out.is_null() || cb.is_null() {
+            return fail(ErrorKind::InvalidArgument, "NULL callbacks or out pointer");
+        }
+        // SAFETY: checked non-NULL; the caller's contract.
+        let cb = unsafe { *cb };
+        if cb.init_client.is_none()
+            || cb.destroy_client.is_none()
+            || cb.deserialize_request.is_none()
+            || cb.is_read_only.is_none()
+            || cb.process_request.is_none()
+            || cb.get_response.is_none()
+        {
+            return fail(ErrorKind::InvalidArgument, "every callback of pmkv_mg_callbacks is required");
+        }
+        // SAFETY: the caller's contract.
+        let path = match unsafe { cstr(path, "path") } {
+            Ok(Some(p)) => p,
+            Ok(None) => return fail(ErrorKind::InvalidArgument, "NULL path"),
+            Err(e) => return e,
+        };
+        // SAFETY: NULL or valid (the caller's contract).
+        let o = unsafe { opts.as_ref() };
+        // SAFETY: as above.
+        let mode = match o.map(|o| unsafe { cstr(o.mode, "mode") }).transpose() {
+            Ok(m) => m.flatten().unwrap_or("adr"),
+            Err(e) => return e,
+        };
+        let mode: Mode = match mode.parse() {
+            Ok(m) => m,
+            Err(e) => return fail(ErrorKind::InvalidArgument, &e),
+        };
+        let initial = o.map_or(0, |o| o.initial_size);
+        let po = PoolOptions::default().mode(mode).initial_size(if initial == 0 { 16 << 20 } else { initial });
+        let pool = match Pool::open(path, Some("mangosteen"), &po) {
+            Err(PoolError::NotFound { .. }) if o.is_some_and(|o| o.create != 0) => {
+                Pool::create(path, "mangosteen", &po)
+            }
+            r => r,
+        };
+        let pool = match pool {
+            Ok(p) => Arc::new(p),
+            Err(e) => return crate::from_err(e.into()),
+        };
+        let region = o.map_or(0, |o| o.region_size);
+        let mo = MangosteenOptions {
+            region_size: if region == 0 { 1 << 20 } else { region },
+            background: o.is_some_and(|o| o.background != 0),
+            capture: Capture::Pages,
+            ..MangosteenOptions::default()
+        };
+        let m = match Mangosteen::open(pool, mo) {
+            Ok(m) => m,
+            Err(e) => return mg_err(e),
+        };
+        let fe = Arc::new(Frontend::new(CApp { cb, params }, m));
+        // SAFETY: checked non-NULL, writable (the caller's contract).
+        unsafe { *out = Box::into_raw(Box::new(pmkv_mg { fe })) };
+        0
+    })
+}
+
+/// The durable region's size in bytes (0 for a NULL runtime).
+///
+/// # Safety
+///
+/// `m` is NULL or an open runtime.
+#[no_mangle]
+pub unsafe extern "C" fn pmkv_mg_region_size(m: *const pmkv_mg) -> u64 {
+    // SAFETY: NULL or open (the caller's contract).
+    unsafe { m.as_ref() }.map_or(0, |m| m.fe.runtime().size())
+}
+
+/// A new local-mode client (its context from `init_client`), released by
+/// [`pmkv_mg_client_close`] before the runtime is closed.
+///
+/// # Safety
+///
+/// `m` is an open runtime; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn pmkv_mg_client_open(m: *const pmkv_mg, out: *mut *mut pmkv_mg_client) -> c_int {
+    guard(|| {
+        // SAFETY: NULL or open (the caller's contract).
+        let Some(m) = (unsafe { m.as_ref() }) else { return fail(ErrorKind::InvalidArgument, "NULL runtime") };
+        if out.is_null() {
+            return fail(ErrorKind::InvalidArgument, "NULL out pointer");
+        }
+        let c = m.fe.app().init_client();
+        // SAFETY: checked non-NULL (the caller's contract).
+        unsafe { *out = Box::into_raw(Box::new(pmkv_mg_client { c })) };
+        0
+    })
+}
+
+/// Release a local-mode client (`destroy_client`). NULL is ignored.
+///
+/// # Safety
+///
+/// `c` is NULL or a client of `m` not yet closed; `m` is open.
+#[no_mangle]
+pub unsafe extern "C" fn pmkv_mg_client_close(m: *const pmkv_mg, c: *mut pmkv_mg_client) {
+    let _ = guard(|| {
+        // SAFETY: the caller's contract.
+        if let (Some(m), false) = (unsafe { m.as_ref() }, c.is_null()) {
+            // SAFETY: from `pmkv_mg_client_open`, closed once.
+            let c = unsafe { Box::from_raw(c) };
+            m.fe.app().destroy_client(c.c);
+        }
+        0
+    });
+}
+
+/// Local mode's `ClientCmd`: run the request `req` (`len` bytes) of client `c`: parsed,
+/// then run as a read, or in a batch of writes whose response comes back once the batch is
+/// durable. The response is copied to a buffer `*resp` of `*resp_len` bytes, released with
+/// `pmkv_free`. A request the application refuses is `PMKV_E_INVALID_ARGUMENT`.
+///
+/// # Safety
+///
+/// `m` is open; `c` one of its clients, used by one thread at a time; `req` has `len`
+/// readable bytes; `resp` and `resp_len` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn pmkv_mg_client_cmd(
+    m: *const pmkv_mg,
+    c: *mut pmkv_mg_client,
+    req: *const u8,
+    len: usize,
+    resp: *mut *mut u8,
+    resp_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (Some(m), Some(c)) = (unsafe { m.as_ref() }, unsafe { c.as_mut() }) else {
+            return fail(ErrorKind::InvalidArgument, "NULL runtime or client");
+        };
+        if resp.is_null() || resp_len.is_null() {
+            return fail(ErrorKind::InvalidArgument, "NULL response pointers");
+        }
+        // SAFETY: the caller's contract.
+        let req = match unsafe { bytes(req, len) } {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        let out = match m.fe.handle(&mut c.c, req) {
+            Ok(Ok(r)) => r,
+            Ok(Err(msg)) => return fail(ErrorKind::InvalidArgument, &msg),
+            Err(e) => return mg_err(e),
+        };
+        let n = out.len();
+        let p = Box::into_raw(out.into_boxed_slice()) as *mut u8;
+        // SAFETY: checked non-NULL (the caller's contract).
+        unsafe {
+            *resp = p;
+            *resp_len = n;
+        }
+        0
+    })
+}
+
+/// RPC mode: serve the application on 127.0.0.1:`port` (0: any free port) until the
+/// process ends or the listener fails. Once listening, `ready(port, arg)` is called (if
+/// not NULL) with the bound port. Each connection is a client (`init_client` /
+/// `destroy_client`); framing is the runtime's (`pmkv_mangosteen::rpc`: a 4-byte
+/// little-endian length, then the bytes; responses start with a status byte, 0 = the
+/// application's response, 1 = an error message). Returns only on an error.
+///
+/// # Safety
+///
+/// `m` is open and stays open while this runs; `ready` is NULL or callable with `arg`.
+#[no_mangle]
+pub unsafe extern "C" fn pmkv_mg_serve(
+    m: *const pmkv_mg,
+    port: u16,
+    ready: Option<unsafe extern "C" fn(port: u16, arg: *mut c_void)>,
+    arg: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let Some(m) = (unsafe { m.as_ref() }) else { return fail(ErrorKind::InvalidArgument, "NULL runtime") };
+        let l = match std::net::TcpListener::bind(("127.0.0.1", port)) {
+            Ok(l) => l,
+            Err(e) => return fail(ErrorKind::Io, &format!("listen on port {port}: {e}")),
+        };
+        let bound = l.local_addr().map(|a| a.port()).unwrap_or(port);
+        if let Some(f) = ready {
+            // SAFETY: the caller's callback.
+            unsafe { f(bound, arg) }
+        }
+        match pmkv_mangosteen::rpc::serve(l, m.fe.clone()) {
+            Ok(()) => 0,
+            Err(e) => fail(ErrorKind::Io, &format!("serving: {e}")),
+        }
+    })
+}
+
+/// Close the runtime: wait for the backend to apply every committed batch, then release
+/// the pool. NULL is ignored. Returns 0, or an error if a batch could not be applied (the
+/// log still holds it: the next open replays it).
+///
+/// # Safety
+///
+/// `m` is NULL or an open runtime with no client, cursor or `pmkv_mg_serve` still using it;
+/// it is invalid afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn pmkv_mg_close(m: *mut pmkv_mg) -> c_int {
+    guard(|| {
+        if m.is_null() {
+            return 0;
+        }
+        // SAFETY: from `pmkv_mg_open`, closed once (the caller's contract).
+        let m = unsafe { Box::from_raw(m) };
+        let r = m.fe.runtime().quiesce();
+        drop(m);
+        match r {
+            Ok(()) => 0,
+            Err(e) => mg_err(e),
+        }
+    })
+}
