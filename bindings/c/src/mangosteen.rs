@@ -165,6 +165,7 @@ fn mg_err(e: MangosteenError) -> c_int {
         MangosteenError::OutOfRegion { .. } => fail(ErrorKind::InvalidArgument, &e.to_string()),
         MangosteenError::Corrupt(_) => fail(ErrorKind::Corrupt, &e.to_string()),
         MangosteenError::Io(_) => fail(ErrorKind::Io, &e.to_string()),
+        MangosteenError::AddressInUse { .. } => fail(ErrorKind::Locked, &e.to_string()),
     }
 }
 

@@ -52,6 +52,68 @@ impl RegionBuf {
         Ok(RegionBuf { ptr: p as *mut u8, len, map_len })
     }
 
+    /// `len` zero bytes mapped exactly at `addr` (page-aligned), for state that holds
+    /// absolute pointers into itself (the split heap, M7). Fails with `AddrInUse` if
+    /// anything is mapped there already (`MAP_FIXED_NOREPLACE`: nothing is replaced).
+    pub fn new_at(addr: usize, len: usize) -> std::io::Result<RegionBuf> {
+        let map_len = len.max(1).next_multiple_of(page_size());
+        if !addr.is_multiple_of(page_size()) {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "unaligned region address"));
+        }
+        // SAFETY: a private anonymous mapping that may not replace an existing one.
+        let p = unsafe {
+            libc::mmap(
+                addr as *mut libc::c_void,
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        if p as usize != addr {
+            // An old kernel without MAP_FIXED_NOREPLACE treats it as a hint.
+            // SAFETY: the mapping just made, unused.
+            unsafe { libc::munmap(p, map_len) };
+            return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, "the region's address is taken"));
+        }
+        Ok(RegionBuf { ptr: p as *mut u8, len, map_len })
+    }
+
+    /// A free address for a new fixed region of `len` bytes: random (so that pools
+    /// created in one process do not collide), 2 MiB-aligned, in the middle of the user
+    /// address space, and not mapped now.
+    pub fn pick_address(len: usize) -> std::io::Result<usize> {
+        const LO: usize = 0x2000_0000_0000;
+        const SPAN: usize = 0x3000_0000_0000;
+        const ALIGN: usize = 2 << 20;
+        let mut seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+            ^ ((std::process::id() as u64) << 32)
+            ^ (&SEED_MARKER as *const u8 as u64);
+        for _ in 0..64 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let addr = LO + (seed as usize % (SPAN / ALIGN)) * ALIGN;
+            if let Ok(r) = RegionBuf::new_at(addr, len) {
+                drop(r);
+                return Ok(addr);
+            }
+        }
+        Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, "no free address for the region"))
+    }
+
+    /// The first byte's address.
+    pub fn base(&self) -> usize {
+        self.ptr as usize
+    }
+
     fn protect(&self, prot: libc::c_int) {
         // SAFETY: the whole mapping, owned by `self`.
         let r = unsafe { libc::mprotect(self.ptr as *mut libc::c_void, self.map_len, prot) };
@@ -80,6 +142,9 @@ impl Drop for RegionBuf {
         unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.map_len) };
     }
 }
+
+/// Its address adds the binary's load address (ASLR) to the seed of `pick_address`.
+static SEED_MARKER: u8 = 0;
 
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.

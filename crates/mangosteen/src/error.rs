@@ -14,6 +14,8 @@ pub enum MangosteenError {
     InvalidOption(String),
     #[error("corrupt Mangosteen pool: {0}")]
     Corrupt(String),
+    #[error("the region's fixed address {addr:#x} is in use in this process (is this pool, or a copy of it, open already?)")]
+    AddressInUse { addr: u64 },
     #[error("mapping the region's DRAM copy: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -12,6 +12,7 @@
 //! | 24..32 | region size, in bytes |
 //! | 32..40 | offset of the ring (an object of type [`RING`]) |
 //! | 40..48 | offset of the PM copy of the region (an object of type [`REGION`]) |
+//! | 48..56 | address of the DRAM copy, fixed at creation (0: anywhere); see `heap` |
 //! | 60..64 | CRC-32 of bytes 0..60 |
 //! | 64..72 | `p_rb_head`: index of the first record not yet applied (its own line) |
 //! | 128..136 | `p_rb_tail`: index one past the last COMMIT persisted (its own line) |

@@ -37,14 +37,17 @@ pub mod backend;
 pub mod callback;
 pub mod capture;
 pub mod dedup;
+pub mod engine;
 pub mod error;
 pub mod flat_combining;
+pub mod heap;
 pub mod kv;
 pub mod layout;
 pub mod recovery;
 pub mod redo_log;
 pub mod rpc;
 pub mod runtime;
+pub mod split_alloc;
 
 pub use error::{MangosteenError, Result};
 pub use runtime::{Capture, Mangosteen, MangosteenOptions, Tx};

@@ -41,6 +41,10 @@ pub struct MangosteenOptions {
     pub background: bool,
     /// How a batch's writes are captured.
     pub capture: Capture,
+    /// Map the DRAM copy at one address for the life of the pool, chosen at creation
+    /// (the split heap, M7: state that holds absolute pointers into the region stays
+    /// valid across restarts). Only read at creation; an existing pool keeps its choice.
+    pub fixed_address: bool,
 }
 
 /// How the writes of a batch are found.
@@ -63,6 +67,7 @@ impl Default for MangosteenOptions {
             dedup: true,
             background: false,
             capture: Capture::Explicit,
+            fixed_address: false,
         }
     }
 }
@@ -176,7 +181,7 @@ impl Mangosteen {
             let sb = pool.root(SUPER_ROOT);
             (alloc, sb)
         };
-        let (block, cap, size, ring, region) = read_super(&pool, &alloc, sb)?;
+        let (block, cap, size, ring, region, addr) = read_super(&pool, &alloc, sb)?;
         let log = RedoLog::new(pool.clone(), ring, cap, sb);
         let recovery = if pool.is_read_only() {
             RecoveryReport { head: log.p_head(), tail: log.p_tail(), records: 0 }
@@ -189,7 +194,15 @@ impl Mangosteen {
                 path: pool.path().map(|p| p.to_path_buf()).unwrap_or_default(),
             }));
         }
-        let mut dram = RegionBuf::new(size as usize)?;
+        let mut dram = match addr {
+            0 => RegionBuf::new(size as usize)?,
+            a => RegionBuf::new_at(a as usize, size as usize).map_err(|e| match e.kind() {
+                std::io::ErrorKind::AddrInUse | std::io::ErrorKind::AlreadyExists => {
+                    MangosteenError::AddressInUse { addr: a }
+                }
+                _ => MangosteenError::Io(e),
+            })?,
+        };
         // SAFETY: the region object lies inside the pool (validated by `read_super`) and
         // nothing writes it now (recovery is done; the backend is not running yet).
         dram.copy_from_slice(unsafe { std::slice::from_raw_parts(pool.at::<u8>(region), size as usize) });
@@ -233,6 +246,17 @@ impl Mangosteen {
     /// Region size in bytes.
     pub fn size(&self) -> u64 {
         self.shared.size
+    }
+
+    /// The pool the region lives in.
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.shared.log.pool
+    }
+
+    /// The DRAM copy's first byte: fixed for the pool's life with
+    /// [`MangosteenOptions::fixed_address`], else for this open's.
+    pub fn region_base(&self) -> usize {
+        self.dram.read().base()
     }
 
     /// Read the region (the DRAM copy), in parallel with other readers.
@@ -420,6 +444,7 @@ fn format(pool: Arc<Pool>, o: &MangosteenOptions) -> Result<(EpAlloc, u64)> {
         }
     }
     let ring_len = o.ring_records * RECORD as u64;
+    let addr = if o.fixed_address { RegionBuf::pick_address(o.region_size as usize)? } else { 0 };
     let sb = alloc.alloc(SUPER, SUPER_SIZE)?;
     let ring = alloc.alloc(RING, ring_len as usize)?;
     let region = alloc.alloc(REGION, o.region_size as usize)?;
@@ -436,6 +461,7 @@ fn format(pool: Arc<Pool>, o: &MangosteenOptions) -> Result<(EpAlloc, u64)> {
         b[24..32].copy_from_slice(&o.region_size.to_le_bytes());
         b[32..40].copy_from_slice(&ring.to_le_bytes());
         b[40..48].copy_from_slice(&region.to_le_bytes());
+        b[48..56].copy_from_slice(&(addr as u64).to_le_bytes());
         let crc = crc32fast::hash(&b[..60]);
         b[60..64].copy_from_slice(&crc.to_le_bytes());
         std::ptr::copy_nonoverlapping(b.as_ptr(), pool.at::<u8>(sb), 64);
@@ -452,7 +478,10 @@ fn format(pool: Arc<Pool>, o: &MangosteenOptions) -> Result<(EpAlloc, u64)> {
 }
 
 /// Validate the superblock: (block, capacity, region size, ring offset, region offset).
-fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(usize, u64, u64, u64, u64)> {
+/// Block size, ring capacity, region size, ring and region offsets, fixed DRAM address.
+type Super = (usize, u64, u64, u64, u64, u64);
+
+fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<Super> {
     let bad = |m: String| Err(MangosteenError::Corrupt(m));
     if alloc.type_of(sb) != Some(SUPER) || !alloc.is_used(sb) || !pool.contains(sb, SUPER_SIZE as u64) {
         return bad(format!("root {sb:#x} does not name a used superblock"));
@@ -473,6 +502,7 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(usize, u64, u64,
     let size = u64::from_le_bytes(b[24..32].try_into().unwrap());
     let ring = u64::from_le_bytes(b[32..40].try_into().unwrap());
     let region = u64::from_le_bytes(b[40..48].try_into().unwrap());
+    let addr = u64::from_le_bytes(b[48..56].try_into().unwrap());
     let ok_obj = |o: u64, ty, len: u64| {
         alloc.type_of(o) == Some(ty) && alloc.is_used(o) && pool.contains(o, len) && alloc.capacity(o) as u64 >= len
     };
@@ -480,8 +510,10 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(usize, u64, u64,
         || cap < 2
         || !ok_obj(ring, RING, cap.saturating_mul(RECORD as u64))
         || !ok_obj(region, REGION, size)
+        || !addr.is_multiple_of(4096)
+        || addr.checked_add(size).is_none_or(|end| end > 1 << 47)
     {
         return bad("superblock geometry or object offsets are invalid".into());
     }
-    Ok((block, cap, size, ring, region))
+    Ok((block, cap, size, ring, region, addr))
 }

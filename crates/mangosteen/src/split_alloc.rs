@@ -1,0 +1,164 @@
+//! Split allocation (SPEC M7): the application's allocator calls are redirected, without
+//! changing its code, to the persistent heap ([`crate::heap`]) while a read-write request
+//! runs, and to the ordinary transient heap otherwise.
+//!
+//! For Rust this is a global allocator, [`SplitAlloc`], that the final program installs
+//! (`#[global_allocator] static A: SplitAlloc = SplitAlloc;`; a library cannot do it for
+//! the program). It forwards to the system allocator unless the calling thread is inside
+//! [`scope`], which the runtime enters around the application's code on the thread that
+//! runs a batch. Frees go to where the block came from: a pointer inside the scope's
+//! region goes back to its heap; a pointer inside another registered region
+//! ([`register`]) outside a scope is *leaked* and counted ([`stray_frees`]) — freeing it
+//! would change persistent state that no batch captures; everything else goes to the
+//! system allocator.
+//!
+//! Inside a scope, an allocation the heap cannot satisfy (full, or aligned to more than
+//! 16 bytes) returns null, which Rust turns into an abort: callers check the room left
+//! first (the `mangosteen` engine refuses a put with `Full` before it could run out).
+
+use crate::heap::Heap;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+thread_local! {
+    /// The persistent heap this thread allocates from, if inside a scope.
+    static CURRENT: Cell<Option<Heap>> = const { Cell::new(None) };
+}
+
+const SLOTS: usize = 64;
+/// Registered regions: start and end addresses, 0 = free slot.
+static REGIONS: [(AtomicUsize, AtomicUsize); SLOTS] = [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; SLOTS];
+static REGISTERED: AtomicUsize = AtomicUsize::new(0);
+static STRAY: AtomicU64 = AtomicU64::new(0);
+static SEEN: AtomicBool = AtomicBool::new(false);
+
+/// The global allocator that splits (see the module doc).
+pub struct SplitAlloc;
+
+fn in_registered(p: usize) -> bool {
+    if REGISTERED.load(Ordering::Acquire) == 0 {
+        return false;
+    }
+    REGIONS.iter().any(|(s, e)| {
+        let s = s.load(Ordering::Acquire);
+        s != 0 && p >= s && p < e.load(Ordering::Acquire)
+    })
+}
+
+// SAFETY: every path either forwards to `System` with the caller's arguments, or hands
+// out a payload of a `Heap` (at least `size` bytes, 16-byte aligned, checked `align <=
+// 16`) that no one else owns, or returns null; frees of heap payloads go back to the
+// heap they came from.
+unsafe impl GlobalAlloc for SplitAlloc {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if !SEEN.load(Ordering::Relaxed) {
+            SEEN.store(true, Ordering::Relaxed);
+        }
+        match CURRENT.with(Cell::get) {
+            Some(h) => h.alloc(l.size(), l.align()),
+            // SAFETY: the caller's layout, forwarded.
+            None => unsafe { System.alloc(l) },
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        match CURRENT.with(Cell::get) {
+            Some(h) => {
+                let p = h.alloc(l.size(), l.align());
+                if !p.is_null() {
+                    // SAFETY: a fresh payload of at least `l.size()` bytes.
+                    unsafe { std::ptr::write_bytes(p, 0, l.size()) };
+                }
+                p
+            }
+            // SAFETY: forwarded.
+            None => unsafe { System.alloc_zeroed(l) },
+        }
+    }
+
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        if let Some(h) = CURRENT.with(Cell::get) {
+            if h.contains(p) {
+                h.free(p);
+                return;
+            }
+        }
+        if in_registered(p as usize) {
+            STRAY.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        // SAFETY: not a heap payload, so it came from `System` with this layout.
+        unsafe { System.dealloc(p, l) }
+    }
+
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        let here = CURRENT.with(Cell::get);
+        if here.is_none() && !in_registered(p as usize) {
+            // SAFETY: a `System` block, forwarded.
+            return unsafe { System.realloc(p, l, new) };
+        }
+        // SAFETY: `new` is non-zero and, rounded to `l.align()`, fits `isize` (the
+        // caller's contract of `realloc`).
+        let nl = unsafe { Layout::from_size_align_unchecked(new, l.align()) };
+        // SAFETY: as for `alloc`.
+        let q = unsafe { self.alloc(nl) };
+        if !q.is_null() {
+            // SAFETY: both blocks hold at least the smaller size; they are distinct.
+            unsafe { std::ptr::copy_nonoverlapping(p, q, l.size().min(new)) };
+            // SAFETY: the old block, given back once.
+            unsafe { self.dealloc(p, l) };
+        }
+        q
+    }
+}
+
+/// Run `f` with this thread's allocations coming from `heap` (and frees of its blocks
+/// going back to it); the previous setting is restored afterwards, also on a panic.
+pub fn scope<R>(heap: Heap, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Heap>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CURRENT.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(CURRENT.with(|c| c.replace(Some(heap))));
+    f()
+}
+
+/// A registered region (see [`register`]); unregisters on drop.
+pub struct Registration(usize);
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        REGIONS[self.0].0.store(0, Ordering::Release);
+        REGIONS[self.0].1.store(0, Ordering::Release);
+        REGISTERED.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Declare `[start, start+len)` a persistent region, so that a free of one of its
+/// blocks outside a scope is leaked rather than handed to the system allocator. `None`
+/// if all 64 slots are taken.
+pub fn register(start: usize, len: usize) -> Option<Registration> {
+    for (i, (s, e)) in REGIONS.iter().enumerate() {
+        if s.compare_exchange(0, start, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            e.store(start + len, Ordering::Release);
+            REGISTERED.fetch_add(1, Ordering::AcqRel);
+            return Some(Registration(i));
+        }
+    }
+    None
+}
+
+/// Frees of persistent blocks made outside any scope (leaked, see the module doc).
+pub fn stray_frees() -> u64 {
+    STRAY.load(Ordering::Relaxed)
+}
+
+/// Whether this program's global allocator is [`SplitAlloc`].
+pub fn installed() -> bool {
+    let b = std::hint::black_box(Box::new(7u64));
+    drop(b);
+    SEEN.load(Ordering::Relaxed)
+}
