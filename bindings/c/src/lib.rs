@@ -16,6 +16,11 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::ops::Bound;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+/// Split allocation for the `mangosteen` engine (SPEC M7): the system allocator, except
+/// inside Mangosteen's read-write requests.
+#[global_allocator]
+static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
+
 /// Success.
 pub const PMKV_OK: c_int = 0;
 /// The key (or, for a cursor, a further record) is not there: not an error.

@@ -166,6 +166,7 @@ fn mg_err(e: MangosteenError) -> c_int {
         MangosteenError::Corrupt(_) => fail(ErrorKind::Corrupt, &e.to_string()),
         MangosteenError::Io(_) => fail(ErrorKind::Io, &e.to_string()),
         MangosteenError::AddressInUse { .. } => fail(ErrorKind::Locked, &e.to_string()),
+        MangosteenError::Panicked(_) => fail(ErrorKind::Internal, &e.to_string()),
     }
 }
 

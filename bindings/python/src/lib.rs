@@ -11,6 +11,11 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+
+/// Split allocation for the `mangosteen` engine (SPEC M7): the system allocator, except
+/// inside Mangosteen's read-write requests.
+#[global_allocator]
+static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
 use std::ops::Bound as Edge;
 use std::sync::RwLock;
 

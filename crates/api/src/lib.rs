@@ -58,4 +58,15 @@ pub mod engines {
     pub use pmkv_hart as hart;
     #[cfg(feature = "volatile")]
     pub use pmkv_volatile as volatile;
+    #[cfg(feature = "mangosteen")]
+    pub use pmkv_mangosteen as mangosteen;
 }
+
+/// The global allocator the `mangosteen` engine needs (split allocation, SPEC M7). A
+/// program that opens `mangosteen` stores installs it:
+/// `#[global_allocator] static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;`. It forwards
+/// every call to the system allocator except inside Mangosteen's read-write requests,
+/// whose allocations come from the durable region. Without it, opening a `mangosteen`
+/// store fails with `Unsupported`; every other engine works either way.
+#[cfg(feature = "mangosteen")]
+pub use pmkv_mangosteen::split_alloc::SplitAlloc;

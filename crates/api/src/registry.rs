@@ -38,6 +38,8 @@ impl Registry {
             r.register(&pmkv_hart::FACTORY);
             #[cfg(feature = "volatile")]
             r.register(&pmkv_volatile::FACTORY);
+            #[cfg(feature = "mangosteen")]
+            r.register(&pmkv_mangosteen::engine::FACTORY);
             r
         })
     }

@@ -9,8 +9,16 @@ mod volatile {
     pmkv_conformance::suite!(pmkv_volatile::FACTORY);
 }
 
+mod mangosteen {
+    pmkv_conformance::suite!(pmkv_mangosteen::engine::FACTORY);
+}
+
+/// The `mangosteen` engine allocates through it (split allocation, SPEC M7).
+#[global_allocator]
+static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
+
 /// The engines this file runs the suite for.
-const COVERED: &[&str] = &["hart", "volatile"];
+const COVERED: &[&str] = &["hart", "volatile", "mangosteen"];
 
 #[test]
 fn every_registered_engine_is_covered() {

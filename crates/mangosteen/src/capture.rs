@@ -1,12 +1,12 @@
 //! Write capture without recompilation: page protection (issue "Mangosteen, part 1",
 //! "write capture, first path"; the paper captures with binary instrumentation, §3.2).
 //!
-//! The DRAM copy of the region is an anonymous mapping of whole pages ([`RegionBuf`]).
-//! At the start of a batch it is made read-only; the first write to each page faults, and
+//! The DRAM copy of the region is an anonymous mapping of whole pages ([`RegionBuf`]),
+//! kept read-only while a capture exists; the first write of a batch to each page faults, and
 //! the SIGSEGV handler saves the page's content (the *before* image), makes the page
 //! writable again and lets the write proceed. At the end of the batch every faulted page
 //! is compared with its before image, block by block, and exactly the blocks whose bytes
-//! changed go to the deduplication set — so ordinary code that writes the region through
+//! changed go to the deduplication set, and the page is made read-only again — so ordinary code that writes the region through
 //! plain pointers (an unchanged data structure) is made durable without a single
 //! `record` call. Cost: one fault (a few µs) per page per batch, and a compare of each
 //! written page at commit.
@@ -254,6 +254,10 @@ impl PageCapture {
             pages: pages.as_mut_ptr(),
             count: AtomicUsize::new(0),
         });
+        // Read-only from now on, between batches too: a batch then pays only for the pages
+        // it writes (a fault each, and one `mprotect` each at its end), not for two
+        // `mprotect`s of the whole region, which cost in proportion to its size.
+        region.protect(libc::PROT_READ);
         PageCapture { before, pages, active }
     }
 
@@ -269,13 +273,16 @@ impl PageCapture {
         let _one = BUSY.lock().unwrap_or_else(|e| e.into_inner());
         self.active.count.store(0, Ordering::Relaxed);
         ACTIVE.store(&mut *self.active as *mut Active, Ordering::Release);
-        region.protect(libc::PROT_READ);
-        // A panic in `f` must still unprotect the region and deactivate the handler.
+        // A panic in `f` must still deactivate the handler and protect the pages again.
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(region)));
         ACTIVE.store(std::ptr::null_mut(), Ordering::Release);
-        region.protect(libc::PROT_READ | libc::PROT_WRITE);
         let n = self.active.count.load(Ordering::Acquire);
         let page = self.active.page;
+        for &p in &self.pages[..n] {
+            // SAFETY: a page of the region's own mapping.
+            let r = unsafe { libc::mprotect(region.ptr.add(p * page) as *mut libc::c_void, page, libc::PROT_READ) };
+            assert_eq!(r, 0, "mprotect of a region page failed: {}", std::io::Error::last_os_error());
+        }
         for i in 0..n {
             let p = self.pages[i];
             let now = &region[..];

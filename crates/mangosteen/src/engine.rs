@@ -51,7 +51,10 @@ const PARAMS: &[Param] = &[
         doc: "MiB of the durable region holding the map (fixed when the pool is created; default: max_size / 64, between 1 and 256)",
     },
     Param { name: "dedup", doc: "false: log every captured block, the paper's no-deduplication ablation (default true)" },
-    Param { name: "background", doc: "false: apply each batch inline instead of on a backend thread (default true)" },
+    Param {
+        name: "background",
+        doc: "true: apply committed batches on a backend thread, the paper's design (default false: inline, right after each commit)",
+    },
 ];
 
 fn info() -> EngineInfo {
@@ -72,12 +75,13 @@ fn err(e: MangosteenError) -> Error {
         MangosteenError::Corrupt(_) => Error::with_source(ErrorKind::Corrupt, e),
         MangosteenError::AddressInUse { .. } => Error::with_source(ErrorKind::Locked, e),
         MangosteenError::Io(_) => Error::with_source(ErrorKind::Io, e),
+        MangosteenError::Panicked(_) => Error::with_source(ErrorKind::Internal, e),
     }
 }
 
 fn options(opts: &Options) -> Result<MangosteenOptions> {
     let mut region_mib = (opts.max_size >> 26).clamp(1, 256);
-    let mut o = MangosteenOptions { background: true, capture: Capture::Pages, fixed_address: true, ..Default::default() };
+    let mut o = MangosteenOptions { capture: Capture::Pages, fixed_address: true, ..Default::default() };
     for (k, v) in opts.params() {
         let bad = || Error::invalid(format!("mangosteen parameter {k}={v}: not a valid value"));
         match k.as_str() {
@@ -88,6 +92,10 @@ fn options(opts: &Options) -> Result<MangosteenOptions> {
         }
     }
     o.region_size = region_mib << 20;
+    // Room in the ring for every block of the region (then any batch fits: the dedup set
+    // logs each block once), up to 1M records (64 MiB); past that a batch that dirties
+    // more than 32 MiB of the region is refused.
+    o.ring_records = (o.region_size / o.block_size as u64 + 1).clamp(4096, 1 << 20);
     Ok(o)
 }
 
@@ -219,7 +227,13 @@ impl MangosteenEngine {
         match r {
             Ok(r) => r,
             Err(e) => {
-                self.poisoned.store(true, Ordering::Release);
+                self.poison();
+                if let MangosteenError::Panicked(m) = e {
+                    // The commit panicked on the combining thread: raise it here too, so
+                    // the store handles it as it handles any engine panic (poisoned,
+                    // pool left unclean, recovery at the next open).
+                    panic!("{m}");
+                }
                 Err(err(e))
             }
         }
@@ -237,8 +251,11 @@ fn upsert(m: &mut Map, key: &[u8], value: &[u8]) {
 }
 
 impl Engine for MangosteenEngine {
+    /// Keys up to 64 KiB and values up to an eighth of the region (so that a record always
+    /// fits an empty region with room for the map's nodes).
     fn info(&self) -> EngineInfo {
-        info()
+        let r = self.m.size() as usize;
+        info().limits((64 << 10).min(r / 16), r / 8)
     }
     fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
         Ok(self.read(|m| m.get(key).map(|v| f(v)).is_some()))
@@ -318,7 +335,7 @@ impl Engine for MangosteenEngine {
     fn recovery(&self) -> Option<RecoveryReport> {
         let r = self.m.recovery();
         let mut rep = RecoveryReport::new("mangosteen");
-        rep.clean_shutdown = r.records == 0;
+        rep.clean_shutdown = self.m.pool().was_clean();
         rep.records = self.len();
         rep.rolled_forward = r.records;
         Some(rep)
@@ -330,8 +347,10 @@ impl Engine for MangosteenEngine {
         // The map is never dropped: it lives in the region, which the next open maps again.
         self.m.quiesce().map_err(err)
     }
+    /// Refuse further writes and leave the pool marked unclean, so the next open recovers.
     fn poison(&self) {
         self.poisoned.store(true, Ordering::Release);
+        self.m.pool().poison();
     }
     fn pool(&self) -> Option<&Arc<Pool>> {
         Some(self.m.pool())

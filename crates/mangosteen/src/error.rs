@@ -16,6 +16,8 @@ pub enum MangosteenError {
     Corrupt(String),
     #[error("the region's fixed address {addr:#x} is in use in this process (is this pool, or a copy of it, open already?)")]
     AddressInUse { addr: u64 },
+    #[error("{0} (the batch is not durable; reopen the pool to recover)")]
+    Panicked(String),
     #[error("mapping the region's DRAM copy: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -54,6 +54,9 @@ pub(crate) struct Done {
     state: Mutex<Option<Outcome>>,
 }
 
+/// The failure of a batch whose commit panicked.
+pub(crate) const COMMIT_PANICKED: &str = "the combiner panicked while committing the batch";
+
 /// How a request ended.
 pub(crate) enum Outcome {
     /// It ran and its batch is durable.
@@ -105,7 +108,7 @@ impl Combining {
                         // A panic outside the requests (in the commit) must still release
                         // every writer of the batch: it becomes the batch's failure.
                         let r = catch_unwind(AssertUnwindSafe(|| run_batch(&mut batch)))
-                            .unwrap_or_else(|_| Err("the combiner panicked while committing the batch".into()));
+                            .unwrap_or_else(|_| Err(COMMIT_PANICKED.into()));
                         batch.finish(r);
                     }
                     drop(g);

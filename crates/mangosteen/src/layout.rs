@@ -13,6 +13,7 @@
 //! | 32..40 | offset of the ring (an object of type [`RING`]) |
 //! | 40..48 | offset of the PM copy of the region (an object of type [`REGION`]) |
 //! | 48..56 | address of the DRAM copy, fixed at creation (0: anywhere); see `heap` |
+//! | 56..60 | offset of the page checks ÷ 64 (an object of type [`CHECKS`]: a CRC-32 per 4 KiB page of the PM copy; 0: none) |
 //! | 60..64 | CRC-32 of bytes 0..60 |
 //! | 64..72 | `p_rb_head`: index of the first record not yet applied (its own line) |
 //! | 128..136 | `p_rb_tail`: index one past the last COMMIT persisted (its own line) |
@@ -37,6 +38,7 @@ use pmkv_substrate::epalloc::TypeId;
 pub const SUPER: TypeId = TypeId(1);
 pub const RING: TypeId = TypeId(2);
 pub const REGION: TypeId = TypeId(3);
+pub const CHECKS: TypeId = TypeId(4);
 pub const SUPER_ROOT: usize = 1;
 pub const SUPER_MAGIC: [u8; 8] = *b"MANGOST1";
 pub const SUPER_VERSION: u32 = 1;

@@ -23,7 +23,7 @@ pub struct RecoveryReport {
     pub tail: u64,
 }
 
-pub(crate) fn replay(log: &RedoLog, region: u64, size: u64) -> Result<RecoveryReport> {
+pub(crate) fn replay(log: &RedoLog, pm: &backend::PmCopy) -> Result<RecoveryReport> {
     let (head, tail) = (log.p_head(), log.p_tail());
     if tail < head || tail - head > log.cap {
         return Err(crate::MangosteenError::Corrupt(format!(
@@ -31,6 +31,6 @@ pub(crate) fn replay(log: &RedoLog, region: u64, size: u64) -> Result<RecoveryRe
             log.cap
         )));
     }
-    backend::apply(log, region, size, head, tail)?;
+    backend::apply(log, pm, head, tail)?;
     Ok(RecoveryReport { records: tail - head, head, tail })
 }

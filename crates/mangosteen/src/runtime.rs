@@ -8,7 +8,7 @@
 //! backend applies committed batches to the PM copy, inline after each batch or on a
 //! thread of its own ([`MangosteenOptions::background`]).
 
-use crate::backend;
+use crate::backend::{self, PmCopy};
 use crate::capture::{PageCapture, RegionBuf};
 use crate::dedup::DedupSet;
 use crate::error::{MangosteenError, Result};
@@ -84,17 +84,49 @@ struct Frontend {
 /// Shared between the runtime and its backend thread.
 struct Shared {
     log: RedoLog,
-    region: u64,
+    pm: PmCopy,
     size: u64,
     stop: AtomicBool,
     /// The first error the backend met (then it stops; batches still commit durably).
     failed: Mutex<Option<String>>,
 }
 
+/// The DRAM copy: owned, or — for read-only opens of a pool whose region has a fixed
+/// address — shared by every read-only open of that pool in this process (they all need
+/// the one address, and nothing can write the pool while they are open).
+enum Dram {
+    Own(RegionBuf),
+    Shared(Arc<RegionBuf>),
+}
+
+impl std::ops::Deref for Dram {
+    type Target = RegionBuf;
+    fn deref(&self) -> &RegionBuf {
+        match self {
+            Dram::Own(b) => b,
+            Dram::Shared(b) => b,
+        }
+    }
+}
+
+impl Dram {
+    /// The copy, for a batch; read-only opens run none (`batch` refuses them first).
+    fn own(&mut self) -> &mut RegionBuf {
+        match self {
+            Dram::Own(b) => b,
+            Dram::Shared(_) => unreachable!("a read-only open runs no batch"),
+        }
+    }
+}
+
+/// Fixed-address DRAM copies of read-only opens: address, pool file, the copy.
+#[allow(clippy::type_complexity)]
+static READ_ONLY_COPIES: Mutex<Vec<(u64, std::path::PathBuf, std::sync::Weak<RegionBuf>)>> = Mutex::new(Vec::new());
+
 /// A durable region (see the module doc).
 pub struct Mangosteen {
     shared: Arc<Shared>,
-    dram: RwLock<RegionBuf>,
+    dram: RwLock<Dram>,
     front: Mutex<Frontend>,
     block: usize,
     background: bool,
@@ -181,12 +213,13 @@ impl Mangosteen {
             let sb = pool.root(SUPER_ROOT);
             (alloc, sb)
         };
-        let (block, cap, size, ring, region, addr) = read_super(&pool, &alloc, sb)?;
+        let (block, cap, size, ring, region, addr, checks) = read_super(&pool, &alloc, sb)?;
+        let pm = PmCopy { region, size, checks };
         let log = RedoLog::new(pool.clone(), ring, cap, sb);
         let recovery = if pool.is_read_only() {
             RecoveryReport { head: log.p_head(), tail: log.p_tail(), records: 0 }
         } else {
-            recovery::replay(&log, region, size)?
+            recovery::replay(&log, &pm)?
         };
         let (head, tail) = (log.p_head(), log.p_tail());
         if pool.is_read_only() && head != tail {
@@ -194,19 +227,48 @@ impl Mangosteen {
                 path: pool.path().map(|p| p.to_path_buf()).unwrap_or_default(),
             }));
         }
-        let mut dram = match addr {
-            0 => RegionBuf::new(size as usize)?,
-            a => RegionBuf::new_at(a as usize, size as usize).map_err(|e| match e.kind() {
+        let map_at = |a: u64| {
+            RegionBuf::new_at(a as usize, size as usize).map_err(|e| match e.kind() {
                 std::io::ErrorKind::AddrInUse | std::io::ErrorKind::AlreadyExists => {
                     MangosteenError::AddressInUse { addr: a }
                 }
                 _ => MangosteenError::Io(e),
-            })?,
+            })
         };
         // SAFETY: the region object lies inside the pool (validated by `read_super`) and
         // nothing writes it now (recovery is done; the backend is not running yet).
-        dram.copy_from_slice(unsafe { std::slice::from_raw_parts(pool.at::<u8>(region), size as usize) });
-        let shared = Arc::new(Shared { log, region, size, stop: AtomicBool::new(false), failed: Mutex::new(None) });
+        let pm_copy = || unsafe { std::slice::from_raw_parts(pool.at::<u8>(region), size as usize) };
+        let dram = if addr == 0 {
+            let mut d = RegionBuf::new(size as usize)?;
+            d.copy_from_slice(pm_copy());
+            Dram::Own(d)
+        } else if pool.is_read_only() {
+            let file = pool.path().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
+            let mut copies = READ_ONLY_COPIES.lock();
+            copies.retain(|(_, _, w)| w.strong_count() > 0);
+            let found = copies
+                .iter()
+                .find(|(a, f, _)| *a == addr && file.as_ref() == Some(f))
+                .and_then(|(_, _, w)| w.upgrade());
+            match found {
+                Some(d) => Dram::Shared(d),
+                None => {
+                    let mut d = map_at(addr)?;
+                    d.copy_from_slice(pm_copy());
+                    let d = Arc::new(d);
+                    if let Some(f) = file {
+                        copies.push((addr, f, Arc::downgrade(&d)));
+                    }
+                    Dram::Shared(d)
+                }
+            }
+        } else {
+            let mut d = map_at(addr)?;
+            d.copy_from_slice(pm_copy());
+            Dram::Own(d)
+        };
+        pm.verify(&pool)?;
+        let shared = Arc::new(Shared { log, pm, size, stop: AtomicBool::new(false), failed: Mutex::new(None) });
         let backend = (opts.background && !pool.is_read_only()).then(|| {
             let s = shared.clone();
             std::thread::spawn(move || run_backend(&s))
@@ -214,7 +276,7 @@ impl Mangosteen {
         Ok(Mangosteen {
             front: Mutex::new(Frontend {
                 dedup: DedupSet::new(block, opts.dedup_slots, opts.dedup),
-                pages: (opts.capture == Capture::Pages).then(|| PageCapture::new(&dram)),
+                pages: (opts.capture == Capture::Pages && !pool.is_read_only()).then(|| PageCapture::new(&dram)),
                 tail,
                 head,
                 batch: 0,
@@ -281,19 +343,20 @@ impl Mangosteen {
         };
         let outcome = self.combining.submit(&mut job, &|b: &mut Batch| {
             let mut front = self.front.lock();
-            let mut dram = self.dram.write();
+            let mut guard = self.dram.write();
+            let dram = guard.own();
             {
                 let front = &mut *front;
                 match &mut front.pages {
                     None => {
-                        let mut tx = Tx { dram: &mut dram, dedup: &mut front.dedup };
+                        let mut tx = Tx { dram: &mut *dram, dedup: &mut front.dedup };
                         b.run(&mut tx);
                     }
                     Some(pages) => {
                         let dedup = &mut front.dedup;
                         let mut changed = Vec::new();
                         pages.run(
-                            &mut dram,
+                            dram,
                             self.block,
                             |buf| {
                                 let mut tx = Tx { dram: buf, dedup: &mut *dedup };
@@ -312,10 +375,11 @@ impl Mangosteen {
             // Readers wait until the batch is durable: one that saw its writes before a
             // crash lost them would have seen a state that never was (durable
             // linearizability).
-            self.end_tx(&mut front, &dram).map_err(|e| e.to_string())
+            self.end_tx(&mut front, dram).map_err(|e| e.to_string())
         });
         match outcome {
             Outcome::Ok => Ok(result.expect("a request that ran has a result")),
+            Outcome::Failed(e) if e == crate::flat_combining::COMMIT_PANICKED => Err(MangosteenError::Panicked(e)),
             Outcome::Failed(e) => Err(MangosteenError::Corrupt(format!("the batch could not be committed: {e}"))),
             Outcome::Panicked(p) => std::panic::resume_unwind(p),
         }
@@ -347,7 +411,7 @@ impl Mangosteen {
         log.pool.fence(); // line 28
         log.set_p_tail(front.tail); // lines 29–31
         if !self.background {
-            front.head = backend::apply(log, self.shared.region, self.shared.size, front.head, front.tail)?;
+            front.head = backend::apply(log, &self.shared.pm, front.head, front.tail)?;
         }
         Ok(())
     }
@@ -360,6 +424,14 @@ impl Mangosteen {
             if self.background {
                 if let Some(e) = self.shared.failed.lock().clone() {
                     return Err(MangosteenError::Corrupt(format!("the backend stopped: {e}")));
+                }
+                // Everything committed is applied and the ring is still full: it holds
+                // only this batch, which can never commit. Refuse it.
+                if log.p_head() == log.p_tail() && front.head == log.p_head() {
+                    return Err(MangosteenError::InvalidOption(format!(
+                        "a batch of more than {} records does not fit in the redo ring",
+                        log.cap
+                    )));
                 }
                 std::thread::yield_now();
                 front.head = log.p_head();
@@ -374,7 +446,7 @@ impl Mangosteen {
                         log.cap
                     )));
                 }
-                front.head = backend::apply(log, self.shared.region, self.shared.size, front.head, durable)?;
+                front.head = backend::apply(log, &self.shared.pm, front.head, durable)?;
             }
         }
         log.write(front.tail, &rec);
@@ -386,6 +458,16 @@ impl Mangosteen {
     /// DRAM copy).
     pub fn quiesce(&self) -> Result<()> {
         let log = &self.shared.log;
+        if !self.background {
+            // No backend thread: apply here what is committed and not yet applied (a
+            // batch whose commit was interrupted after its tail became durable).
+            let mut front = self.front.lock();
+            let tail = log.p_tail();
+            if front.head < tail && !log.pool.is_read_only() {
+                front.head = backend::apply(log, &self.shared.pm, front.head, tail)?;
+            }
+            return Ok(());
+        }
         let tail = log.p_tail();
         while log.p_head() < tail {
             if let Some(e) = self.shared.failed.lock().clone() {
@@ -408,11 +490,20 @@ impl Drop for Mangosteen {
 
 /// The backend thread (Fig. 4 main loop): apply what is committed, else wait a little.
 fn run_backend(s: &Shared) {
+    // A panic (say, an injected fault) must not leave writers waiting for a head that
+    // will never move: it becomes the backend's error.
+    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backend_loop(s))) {
+        let what = p.downcast_ref::<&str>().map(|m| m.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+        *s.failed.lock() = Some(format!("the backend panicked: {}", what.unwrap_or_default()));
+    }
+}
+
+fn backend_loop(s: &Shared) {
     let mut head = s.log.p_head();
     loop {
         let tail = s.log.p_tail();
         if head < tail {
-            match backend::apply(&s.log, s.region, s.size, head, tail) {
+            match backend::apply(&s.log, &s.pm, head, tail) {
                 Ok(h) => head = h,
                 Err(e) => {
                     *s.failed.lock() = Some(e.to_string());
@@ -436,7 +527,7 @@ fn format(pool: Arc<Pool>, o: &MangosteenOptions) -> Result<(EpAlloc, u64)> {
     } else {
         EpAlloc::open(pool.clone())?
     };
-    for ty in [SUPER, RING, REGION] {
+    for ty in [SUPER, RING, REGION, CHECKS] {
         let mut stale = Vec::new();
         alloc.for_each_used(ty, |o| stale.push(o));
         for s in stale {
@@ -448,11 +539,23 @@ fn format(pool: Arc<Pool>, o: &MangosteenOptions) -> Result<(EpAlloc, u64)> {
     let sb = alloc.alloc(SUPER, SUPER_SIZE)?;
     let ring = alloc.alloc(RING, ring_len as usize)?;
     let region = alloc.alloc(REGION, o.region_size as usize)?;
+    let pm = PmCopy { region, size: o.region_size, checks: 0 };
+    let checks_len = (pm.pages() * 4) as usize;
+    // At least a line, so that the object is line-aligned and its offset ÷ 64 exact.
+    let checks = alloc.alloc(CHECKS, checks_len.max(64))?;
+    if !checks.is_multiple_of(64) {
+        return Err(MangosteenError::Corrupt(format!("the page checks object at {checks:#x} is not line-aligned")));
+    }
     // SAFETY: three reserved objects of these sizes, not yet reachable from anything.
     unsafe {
         std::ptr::write_bytes(pool.at::<u8>(sb), 0, SUPER_SIZE);
         std::ptr::write_bytes(pool.at::<u8>(ring), 0, ring_len as usize);
         std::ptr::write_bytes(pool.at::<u8>(region), 0, o.region_size as usize);
+        let zero_page = crc32fast::hash(&[0u8; backend::PAGE as usize]);
+        for p in 0..pm.pages() {
+            let c = if (p + 1) * backend::PAGE <= o.region_size { zero_page } else { pm.compute(&pool, p) };
+            (pool.at::<u8>(checks + 4 * p) as *mut u32).write(c);
+        }
         let mut b = [0u8; 64];
         b[0..8].copy_from_slice(&SUPER_MAGIC);
         b[8..12].copy_from_slice(&SUPER_VERSION.to_le_bytes());
@@ -462,6 +565,7 @@ fn format(pool: Arc<Pool>, o: &MangosteenOptions) -> Result<(EpAlloc, u64)> {
         b[32..40].copy_from_slice(&ring.to_le_bytes());
         b[40..48].copy_from_slice(&region.to_le_bytes());
         b[48..56].copy_from_slice(&(addr as u64).to_le_bytes());
+        b[56..60].copy_from_slice(&((checks / 64) as u32).to_le_bytes());
         let crc = crc32fast::hash(&b[..60]);
         b[60..64].copy_from_slice(&crc.to_le_bytes());
         std::ptr::copy_nonoverlapping(b.as_ptr(), pool.at::<u8>(sb), 64);
@@ -469,17 +573,20 @@ fn format(pool: Arc<Pool>, o: &MangosteenOptions) -> Result<(EpAlloc, u64)> {
     pool.flush_off(sb, SUPER_SIZE);
     pool.flush_off(ring, ring_len as usize);
     pool.flush_off(region, o.region_size as usize);
+    pool.flush_off(checks, checks_len);
     pool.fence();
     alloc.publish(sb);
     alloc.publish(ring);
     alloc.publish(region);
+    alloc.publish(checks);
     pool.set_root(SUPER_ROOT, sb);
     Ok((alloc, sb))
 }
 
 /// Validate the superblock: (block, capacity, region size, ring offset, region offset).
-/// Block size, ring capacity, region size, ring and region offsets, fixed DRAM address.
-type Super = (usize, u64, u64, u64, u64, u64);
+/// Block size, ring capacity, region size, ring and region offsets, fixed DRAM address,
+/// page checks' offset.
+type Super = (usize, u64, u64, u64, u64, u64, u64);
 
 fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<Super> {
     let bad = |m: String| Err(MangosteenError::Corrupt(m));
@@ -503,6 +610,7 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<Super> {
     let ring = u64::from_le_bytes(b[32..40].try_into().unwrap());
     let region = u64::from_le_bytes(b[40..48].try_into().unwrap());
     let addr = u64::from_le_bytes(b[48..56].try_into().unwrap());
+    let checks = u32::from_le_bytes(b[56..60].try_into().unwrap()) as u64 * 64;
     let ok_obj = |o: u64, ty, len: u64| {
         alloc.type_of(o) == Some(ty) && alloc.is_used(o) && pool.contains(o, len) && alloc.capacity(o) as u64 >= len
     };
@@ -510,10 +618,11 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<Super> {
         || cap < 2
         || !ok_obj(ring, RING, cap.saturating_mul(RECORD as u64))
         || !ok_obj(region, REGION, size)
+        || (checks != 0 && !ok_obj(checks, CHECKS, size.div_ceil(backend::PAGE) * 4))
         || !addr.is_multiple_of(4096)
         || addr.checked_add(size).is_none_or(|end| end > 1 << 47)
     {
         return bad("superblock geometry or object offsets are invalid".into());
     }
-    Ok((block, cap, size, ring, region, addr))
+    Ok((block, cap, size, ring, region, addr, checks))
 }
