@@ -44,14 +44,19 @@ fn apply(m: &mut Model, op: &BatchOp) {
 
 /// Run each batch on a simulated pool, exploring every crash point of each; a batch of
 /// one operation is run as a plain put or delete. Returns the images checked.
+///
+/// The images of an operation are taken at its crash points and checked once it has
+/// returned. For an engine whose state lives at a fixed address (`fixed_address`), the
+/// live store is closed first (an image cannot be opened beside it) and reopened after,
+/// from the image of the state the operation left — itself a crash right after it.
 fn explore(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> u64 {
     let layout = f.layout().expect("persistent engines name their layout");
-    let s = sim_store(f, layout);
-    let sim_pool = s.engine().pool().expect("engine on a pool").clone();
-    let atomic = s.info().atomic_batches;
+    let mut s = Some(sim_store(f, layout));
+    let atomic = s.as_ref().unwrap().info().atomic_batches;
+    let fixed = f.info().fixed_address;
     let mut model = Model::new();
-    let images = Arc::new(Mutex::new(0u64));
-    let failures: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    let mut images = 0u64;
+    let mut failures: Vec<String> = Vec::new();
     for (i, ops) in batches.iter().enumerate() {
         // The states a crash may leave.
         let mut allowed = vec![model.clone()];
@@ -64,45 +69,61 @@ fn explore(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> u64 {
         if atomic && ops.len() > 1 {
             allowed.push(model.clone());
         }
-        let (imgs, fails) = (images.clone(), failures.clone());
         let desc = format!("op {i} {ops:?}");
-        let hook_desc = desc.clone();
-        let fac = f; // factories are statics: the hook may keep the reference
+        let live = s.as_ref().unwrap();
+        let sim_pool = live.engine().pool().expect("engine on a pool").clone();
+        let taken: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::new(Mutex::new(Vec::new()));
+        let t = taken.clone();
         sim_pool.sim().expect("sim pool").set_hook(true, move |pt| {
             for ev in Eviction::standard(pt.index) {
-                let img = pt.image(ev);
-                *imgs.lock().unwrap() += 1;
-                let r = recover(fac, layout, &img).and_then(|got| {
-                    if allowed.contains(&got) {
-                        Ok(())
-                    } else {
-                        Err(format!("state of {} keys is none of the {} allowed", got.len(), allowed.len()))
-                    }
-                });
-                if let Err(e) = r {
-                    let mut fl = fails.lock().unwrap();
-                    if fl.len() < 5 {
-                        fl.push(format!("{hook_desc} at point {} ({:?}, {ev:?}): {e}", pt.index, pt.kind));
-                    }
-                }
+                t.lock().unwrap().push((format!("point {} ({:?}, {ev:?})", pt.index, pt.kind), pt.image(ev)));
             }
         });
         let r = match &ops[..] {
-            [BatchOp::Put(k, v)] => s.put(k, v),
-            [BatchOp::Delete(k)] => s.delete(k).map(|_| ()),
-            _ => s.write(&ops.iter().cloned().collect::<WriteBatch>()),
+            [BatchOp::Put(k, v)] => live.put(k, v),
+            [BatchOp::Delete(k)] => live.delete(k).map(|_| ()),
+            _ => live.write(&ops.iter().cloned().collect::<WriteBatch>()),
         };
         sim_pool.sim().unwrap().clear_hook();
         r.unwrap_or_else(|e| panic!("{desc}: {e}"));
-        assert_eq!(contents(&s), model, "{desc}: live state");
+        assert_eq!(contents(live), model, "{desc}: live state");
+        let now = sim_pool.sim().unwrap().image_now(&sim_pool, Eviction::None);
+        if fixed {
+            drop(sim_pool);
+            drop(s.take());
+        }
+        for (at, img) in std::mem::take(&mut *taken.lock().unwrap()) {
+            images += 1;
+            let r = recover(f, layout, &img).and_then(|got| {
+                if allowed.contains(&got) {
+                    Ok(())
+                } else {
+                    Err(format!("state of {} keys is none of the {} allowed", got.len(), allowed.len()))
+                }
+            });
+            if let Err(e) = r {
+                if failures.len() < 5 {
+                    failures.push(format!("{desc} at {at}: {e}"));
+                }
+            }
+        }
+        if fixed {
+            let pool = Pool::from_image(&now, Some(layout), &sim_opts().pool_options()).expect("image of the live state");
+            s = Some(Store::from_engine(f.open_pool(Arc::new(pool), &sim_opts()).expect("reopen the live state")));
+            assert_eq!(contents(s.as_ref().unwrap()), model, "{desc}: state reopened after the operation");
+        }
     }
-    let fl = failures.lock().unwrap();
-    assert!(fl.is_empty(), "crash consistency violated:\n{}", fl.join("\n"));
+    assert!(failures.is_empty(), "crash consistency violated:\n{}", failures.join("\n"));
     // The final state survives a crash right after the last operation.
+    let live = s.take().unwrap();
+    let sim_pool = live.engine().pool().expect("engine on a pool").clone();
     let img = sim_pool.sim().unwrap().image_now(&sim_pool, Eviction::None);
+    if fixed {
+        drop(sim_pool);
+        drop(live);
+    }
     assert_eq!(recover(f, layout, &img).unwrap(), model);
-    let n = *images.lock().unwrap();
-    n
+    images
 }
 
 fn put(k: &[u8], v: &[u8]) -> Vec<BatchOp> {
@@ -203,6 +224,9 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
         r.unwrap();
     }
     let all = std::mem::take(&mut *images.lock().unwrap());
+    // Images are opened only once no other store of the pool is (see `explore`).
+    drop(sim_pool);
+    drop(s);
     // Every image would take minutes in a debug build: an even sample of 48 keeps every
     // operation and eviction kind represented.
     let step = (all.len() / 48).max(1);
@@ -214,28 +238,29 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
             Err(e) => panic!("image {n}: the first recovery failed: {e}"),
         };
         let pool = Pool::from_image(img, Some(layout), &sim_opts().pool_options()).unwrap();
-        let (fails, count, want) = (failures.clone(), Arc::new(Mutex::new(0u64)), reference.clone());
-        let c2 = count.clone();
+        // The images of the interrupted recovery, checked once it has finished.
+        let nested: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::new(Mutex::new(Vec::new()));
+        let nt = nested.clone();
         pool.sim().unwrap().set_hook(true, move |pt| {
             for ev in Eviction::standard(pt.index) {
-                *c2.lock().unwrap() += 1;
-                match recover(f, layout, &pt.image(ev)) {
-                    Ok(got) if got == want => {}
-                    Ok(got) => fails.lock().unwrap().push(format!(
-                        "image {n}, recovery point {} ({ev:?}): {} keys after the second recovery, {} expected",
-                        pt.index,
-                        got.len(),
-                        want.len()
-                    )),
-                    Err(e) => {
-                        fails.lock().unwrap().push(format!("image {n}, recovery point {} ({ev:?}): {e}", pt.index))
-                    }
-                }
+                nt.lock().unwrap().push((format!("recovery point {} ({ev:?})", pt.index), pt.image(ev)));
             }
         });
         let st = Store::from_engine(f.open_pool(Arc::new(pool), &sim_opts()).expect("interrupted-recovery open"));
         assert_eq!(contents(&st), reference, "image {n}: recovery with a hook differs from without");
-        checked += *count.lock().unwrap();
+        drop(st);
+        for (at, img2) in std::mem::take(&mut *nested.lock().unwrap()) {
+            checked += 1;
+            match recover(f, layout, &img2) {
+                Ok(got) if got == reference => {}
+                Ok(got) => failures.lock().unwrap().push(format!(
+                    "image {n}, {at}: {} keys after the second recovery, {} expected",
+                    got.len(),
+                    reference.len()
+                )),
+                Err(e) => failures.lock().unwrap().push(format!("image {n}, {at}: {e}")),
+            }
+        }
     }
     let fl = failures.lock().unwrap();
     assert!(

@@ -41,6 +41,11 @@ pub struct EngineInfo {
     pub max_key_len: usize,
     /// Longest value accepted, in bytes.
     pub max_value_len: usize,
+    /// The engine's DRAM state lives at an address fixed per pool (Mangosteen's split
+    /// heap), so one process can have only one open of a pool — or of any copy of it,
+    /// crash images included — at a time (read-only opens share theirs). Tests that open
+    /// crash images close the live store first.
+    pub fixed_address: bool,
 }
 
 impl EngineInfo {
@@ -54,7 +59,13 @@ impl EngineInfo {
             atomic_batches: false,
             max_key_len: usize::MAX,
             max_value_len: usize::MAX,
+            fixed_address: false,
         }
+    }
+    /// Set whether the engine's state lives at a fixed address (see the field).
+    pub fn fixed_address(mut self, yes: bool) -> Self {
+        self.fixed_address = yes;
+        self
     }
     /// Set whether data survives close and crash.
     pub fn persistent(mut self, yes: bool) -> Self {

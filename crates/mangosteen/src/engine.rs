@@ -64,6 +64,7 @@ fn info() -> EngineInfo {
     )
     .persistent(true)
     .atomic_batches(true)
+    .fixed_address(true)
 }
 
 fn err(e: MangosteenError) -> Error {
