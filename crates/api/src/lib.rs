@@ -56,10 +56,10 @@ pub struct ReadmeDoctests;
 pub mod engines {
     #[cfg(feature = "hart")]
     pub use pmkv_hart as hart;
-    #[cfg(feature = "volatile")]
-    pub use pmkv_volatile as volatile;
     #[cfg(feature = "mangosteen")]
     pub use pmkv_mangosteen as mangosteen;
+    #[cfg(feature = "volatile")]
+    pub use pmkv_volatile as volatile;
 }
 
 /// The global allocator the `mangosteen` engine needs (split allocation, SPEC M7). A

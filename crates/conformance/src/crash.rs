@@ -30,6 +30,9 @@ fn recover(f: &dyn EngineFactory, layout: &str, img: &[u8]) -> Result<Model, Str
     Ok(contents(&s))
 }
 
+/// Crash images taken at crash points, with where each was taken; checked later.
+type Taken = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
 /// Apply `op` to a model.
 fn apply(m: &mut Model, op: &BatchOp) {
     match op {
@@ -72,7 +75,7 @@ fn explore(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> u64 {
         let desc = format!("op {i} {ops:?}");
         let live = s.as_ref().unwrap();
         let sim_pool = live.engine().pool().expect("engine on a pool").clone();
-        let taken: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::new(Mutex::new(Vec::new()));
+        let taken: Taken = Arc::new(Mutex::new(Vec::new()));
         let t = taken.clone();
         sim_pool.sim().expect("sim pool").set_hook(true, move |pt| {
             for ev in Eviction::standard(pt.index) {
@@ -108,7 +111,8 @@ fn explore(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> u64 {
             }
         }
         if fixed {
-            let pool = Pool::from_image(&now, Some(layout), &sim_opts().pool_options()).expect("image of the live state");
+            let pool =
+                Pool::from_image(&now, Some(layout), &sim_opts().pool_options()).expect("image of the live state");
             s = Some(Store::from_engine(f.open_pool(Arc::new(pool), &sim_opts()).expect("reopen the live state")));
             assert_eq!(contents(s.as_ref().unwrap()), model, "{desc}: state reopened after the operation");
         }
@@ -239,7 +243,7 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
         };
         let pool = Pool::from_image(img, Some(layout), &sim_opts().pool_options()).unwrap();
         // The images of the interrupted recovery, checked once it has finished.
-        let nested: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::new(Mutex::new(Vec::new()));
+        let nested: Taken = Arc::new(Mutex::new(Vec::new()));
         let nt = nested.clone();
         pool.sim().unwrap().set_hook(true, move |pt| {
             for ev in Eviction::standard(pt.index) {

@@ -86,7 +86,9 @@ fn options(opts: &Options) -> Result<MangosteenOptions> {
     for (k, v) in opts.params() {
         let bad = || Error::invalid(format!("mangosteen parameter {k}={v}: not a valid value"));
         match k.as_str() {
-            "region_mib" => region_mib = v.parse().ok().filter(|&m: &u64| (1..=1 << 16).contains(&m)).ok_or_else(bad)?,
+            "region_mib" => {
+                region_mib = v.parse().ok().filter(|&m: &u64| (1..=1 << 16).contains(&m)).ok_or_else(bad)?
+            }
             "dedup" => o.dedup = v.parse().map_err(|_| bad())?,
             "background" => o.background = v.parse().map_err(|_| bad())?,
             _ => {}
@@ -145,11 +147,15 @@ impl MangosteenEngine {
         let (base, size) = (m.region_base(), m.size() as usize);
         let registration = split_alloc::register(base, size)
             .ok_or_else(|| Error::new(ErrorKind::Unsupported, "more than 64 mangosteen stores open in one process"))?;
-        // SAFETY: reads of the heap header inside the region (the DRAM copy, mapped for
-        // `m`'s life); no batch runs yet.
         let root = m.read(|r| {
+            // SAFETY: only reads of the heap header inside the region (the DRAM copy,
+            // mapped for `m`'s life); no batch runs yet.
             let h = unsafe { Heap::new(r.as_ptr() as *mut u8, r.len()) };
-            h.is_formatted().then(|| h.root()).unwrap_or(0)
+            if h.is_formatted() {
+                h.root()
+            } else {
+                0
+            }
         });
         let root = if root != 0 {
             root
@@ -288,8 +294,8 @@ impl Engine for MangosteenEngine {
         }
         self.read(|m| {
             let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (range.start_bound(), range.end_bound());
-            let it = m.range::<[u8], _>(bounds);
-            let mut go = |(k, v): (&Box<[u8]>, &Box<[u8]>)| visit(k, v);
+            let it = m.range::<[u8], _>(bounds).map(|(k, v)| (&k[..], &v[..]));
+            let mut go = |(k, v): (&[u8], &[u8])| visit(k, v);
             match dir {
                 Direction::Forward => it.take(limit).all(&mut go),
                 Direction::Reverse => it.rev().take(limit).all(&mut go),

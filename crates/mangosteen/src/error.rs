@@ -14,7 +14,9 @@ pub enum MangosteenError {
     InvalidOption(String),
     #[error("corrupt Mangosteen pool: {0}")]
     Corrupt(String),
-    #[error("the region's fixed address {addr:#x} is in use in this process (is this pool, or a copy of it, open already?)")]
+    #[error(
+        "the region's fixed address {addr:#x} is in use in this process (is this pool, or a copy of it, open already?)"
+    )]
     AddressInUse { addr: u64 },
     #[error("{0} (the batch is not durable; reopen the pool to recover)")]
     Panicked(String),

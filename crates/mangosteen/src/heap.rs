@@ -160,7 +160,7 @@ impl Heap {
             }
             None => {
                 let want = total.next_multiple_of(BIG_UNIT);
-                let b = match self.take_big(want) {
+                match self.take_big(want) {
                     Some(b) => b, // keeps its header, and its (possibly larger) size
                     None => match self.bump(want) {
                         Some(b) => {
@@ -169,8 +169,7 @@ impl Heap {
                         }
                         None => return std::ptr::null_mut(),
                     },
-                };
-                b
+                }
             }
         };
         let sz = self.block_size(block).unwrap_or(0) as u64;
