@@ -1,5 +1,5 @@
-//! Mangosteen (Lersch et al.; SPEC M1–M9), part 1 in progress: the persistence machinery
-//! that makes an in-memory state durable with one fence and one persist per batch.
+//! Mangosteen (Lersch et al.; SPEC M1–M9), part 1: the persistence machinery that makes an
+//! in-memory state durable with one fence and one persist per batch.
 //!
 //! What is built here, named as the paper names it:
 //! * [`dedup`] — the intra-batch deduplication hash set of Fig. 3 (lines 6–12): aligned
@@ -30,8 +30,12 @@
 //! The callback API's C form is in `bindings/c` (`pmkv_mg_*`, with a C test of the
 //! paper's Listing 2 store in local and RPC mode).
 //!
-//! Not built yet (see the README's status table): the split heap at a fixed address with
-//! allocator redirection (M7) and the `mangosteen` engine behind the library API.
+//! * [`heap`] and [`split_alloc`] — the split heap (M7): the region is mapped at one
+//!   address for the pool's life, a persistent allocator keeps all its metadata inside
+//!   it, and a global allocator sends a request's allocations there and every other
+//!   allocation to the system heap.
+//! * [`engine`] — the `mangosteen` engine behind the library API: the standard library's
+//!   `BTreeMap`, unchanged, made durable by all of the above.
 
 pub mod backend;
 pub mod callback;
