@@ -199,8 +199,17 @@ pub trait EngineFactory: Send + Sync {
         &[]
     }
 
-    /// Open (or, with `opts.create`, create) the engine's pool at `path`.
-    fn open(&self, path: &Path, opts: &Options) -> Result<Box<dyn Engine>>;
+    /// Open (or, with `opts.create`, create) the engine's pool at `path`. The default, for
+    /// engines with a pool layout, opens the file as every such engine must
+    /// ([`open_engine_file`]: a refused open leaves it untouched) and the engine on it
+    /// with [`open_pool`](EngineFactory::open_pool).
+    fn open(&self, path: &Path, opts: &Options) -> Result<Box<dyn Engine>> {
+        let Some(layout) = self.layout() else {
+            return Err(Error::unsupported(self.info().name, "opening a pool file (the engine has no pool layout)"));
+        };
+        self.check_params(opts)?;
+        open_engine_file(path, layout, opts, |pool| self.open_pool(pool, opts))
+    }
 
     /// Open the engine on a pool already open (crash-simulation images in tests, pools
     /// shared with other code). Engines without a pool return `Unsupported`.

@@ -5,10 +5,9 @@ use crate::error::HartError;
 use crate::hart::{Hart, HartOptions};
 use crate::layout::{MAX_KEY, MAX_VALUE};
 use pmkv_core::{
-    open_engine_file, BatchOp, CheckReport, Direction, Emit, Engine, EngineFactory, EngineInfo, Error, ErrorKind,
-    KeyRange, MemoryUsage, Options, Param, Pool, RecoveryReport, Result, SalvageReport, Visitor, WriteBatch,
+    BatchOp, CheckReport, Direction, Emit, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
+    Options, Param, Pool, RecoveryReport, Result, SalvageReport, Visitor, WriteBatch,
 };
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,11 +76,6 @@ impl EngineFactory for HartFactory {
     }
     fn params(&self) -> &'static [Param] {
         PARAMS
-    }
-    fn open(&self, path: &Path, opts: &Options) -> Result<Box<dyn Engine>> {
-        self.check_params(opts)?;
-        let h = hart_options(opts)?;
-        open_engine_file(path, LAYOUT, opts, |pool| Ok(Box::new(HartEngine(Hart::open(pool, h)?)) as Box<dyn Engine>))
     }
     fn salvage(&self, image: &[u8], emit: Emit<'_>) -> Result<SalvageReport> {
         crate::salvage::salvage(image, emit)

@@ -19,12 +19,11 @@ use crate::runtime::{Capture, Mangosteen, MangosteenOptions};
 use crate::split_alloc::{self, Registration};
 use crate::MangosteenError;
 use pmkv_core::{
-    open_engine_file, BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange,
-    MemoryUsage, Options, Param, Pool, RecoveryReport, Result, Visitor, WriteBatch,
+    BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
+    Options, Param, Pool, RecoveryReport, Result, Visitor, WriteBatch,
 };
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -111,11 +110,6 @@ impl EngineFactory for MangosteenFactory {
     }
     fn params(&self) -> &'static [Param] {
         PARAMS
-    }
-    fn open(&self, path: &Path, opts: &Options) -> Result<Box<dyn Engine>> {
-        self.check_params(opts)?;
-        let o = options(opts)?;
-        open_engine_file(path, LAYOUT, opts, |pool| Ok(Box::new(MangosteenEngine::open(pool, o)?) as Box<dyn Engine>))
     }
     fn open_pool(&self, pool: Arc<Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
         self.check_params(opts)?;
