@@ -30,6 +30,9 @@ use std::sync::Arc;
 /// The map the application keeps: unchanged standard-library code.
 type Map = BTreeMap<Box<[u8]>, Box<[u8]>>;
 
+/// Most records in the redo ring (see `options`).
+const RING_MAX: u64 = 256 << 10;
+
 /// The pool layout name of the engine.
 pub const LAYOUT: &str = "mangosteen-map";
 
@@ -95,9 +98,10 @@ fn options(opts: &Options) -> Result<MangosteenOptions> {
     }
     o.region_size = region_mib << 20;
     // Room in the ring for every block of the region (then any batch fits: the dedup set
-    // logs each block once), up to 1M records (64 MiB); past that a batch that dirties
-    // more than 32 MiB of the region is refused.
-    o.ring_records = (o.region_size / o.block_size as u64 + 1).clamp(4096, 1 << 20);
+    // logs each block once), up to 256K records (16 MiB of PM); past that a batch that
+    // dirties more than 8 MiB of the region is refused (values are limited to a quarter
+    // of that, see `info`).
+    o.ring_records = (o.region_size / o.block_size as u64 + 1).clamp(4096, RING_MAX);
     Ok(o)
 }
 
@@ -253,10 +257,12 @@ fn upsert(m: &mut Map, key: &[u8], value: &[u8]) {
 
 impl Engine for MangosteenEngine {
     /// Keys up to 64 KiB and values up to an eighth of the region (so that a record always
-    /// fits an empty region with room for the map's nodes).
+    /// fits an empty region with room for the map's nodes), and up to 2 MiB (so that a
+    /// batch of a few such writes fits the redo ring).
     fn info(&self) -> EngineInfo {
         let r = self.m.size() as usize;
-        info().limits((64 << 10).min(r / 16), r / 8)
+        let ring_bytes = (RING_MAX * 32) as usize;
+        info().limits((64 << 10).min(r / 16), (r / 8).min(ring_bytes / 4))
     }
     fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
         Ok(self.read(|m| m.get(key).map(|v| f(v)).is_some()))
@@ -307,7 +313,7 @@ impl Engine for MangosteenEngine {
             (r.len() as u64, h.used())
         });
         MemoryUsage {
-            dram: vec![("region (DRAM copy)".into(), size), ("of which heap blocks in use".into(), used)],
+            dram: vec![(format!("region (DRAM copy; {used} bytes in heap blocks)"), size)],
             pm: vec![("region (PM copy)".into(), size)],
         }
     }
