@@ -6,9 +6,9 @@
 //! the SIGSEGV handler saves the page's content (the *before* image), makes the page
 //! writable again and lets the write proceed. At the end of the batch every faulted page
 //! is compared with its before image, block by block, and exactly the blocks whose bytes
-//! changed go to the deduplication set, and the page is made read-only again — so ordinary code that writes the region through
-//! plain pointers (an unchanged data structure) is made durable without a single
-//! `record` call. Cost: one fault (a few µs) per page per batch, and a compare of each
+//! changed go to the deduplication set, and the page is made read-only again — so
+//! ordinary code that writes the region through plain pointers (an unchanged data
+//! structure) is made durable without a single `record` call. Cost: one fault (a few µs) per page per batch, and a compare of each
 //! written page at commit.
 //!
 //! One capture can be active per process at a time (the handler is process-wide); faults

@@ -176,8 +176,11 @@ impl MangosteenEngine {
             })
             .map_err(err)?
         };
-        if root as usize >= size {
-            return Err(Error::new(ErrorKind::Corrupt, format!("map root {root:#x} outside the {size}-byte region")));
+        if root as usize >= size || !(root as usize).is_multiple_of(crate::heap::MAX_ALIGN) {
+            return Err(Error::new(
+                ErrorKind::Corrupt,
+                format!("map root {root:#x} is no block of the {size}-byte region"),
+            ));
         }
         Ok(MangosteenEngine {
             m,

@@ -54,15 +54,14 @@ pub(crate) struct Done {
     state: Mutex<Option<Outcome>>,
 }
 
-/// The failure of a batch whose commit panicked.
-pub(crate) const COMMIT_PANICKED: &str = "the combiner panicked while committing the batch";
-
 /// How a request ended.
 pub(crate) enum Outcome {
     /// It ran and its batch is durable.
     Ok,
     /// Its batch could not be committed.
     Failed(String),
+    /// The commit of its batch panicked (on the combiner's thread): not durable.
+    CommitPanicked,
     /// It panicked; the payload is re-raised in the writer.
     Panicked(Box<dyn std::any::Any + Send>),
 }
@@ -107,9 +106,8 @@ impl Combining {
                         let mut batch = Batch { requests, panics: Vec::new() };
                         // A panic outside the requests (in the commit) must still release
                         // every writer of the batch: it becomes the batch's failure.
-                        let r = catch_unwind(AssertUnwindSafe(|| run_batch(&mut batch)))
-                            .unwrap_or_else(|_| Err(COMMIT_PANICKED.into()));
-                        batch.finish(r);
+                        let r = catch_unwind(AssertUnwindSafe(|| run_batch(&mut batch)));
+                        batch.finish(r.map_err(|_| ()));
                     }
                     drop(g);
                     true
@@ -160,14 +158,17 @@ impl Batch {
         self.requests.len()
     }
 
-    fn finish(self, commit: std::result::Result<(), String>) {
+    /// Hand each request its outcome: the commit's result (`Err(())`: the commit panicked),
+    /// unless the request itself panicked.
+    fn finish(self, commit: std::result::Result<std::result::Result<(), String>, ()>) {
         let mut panics = self.panics.into_iter().peekable();
         for (i, r) in self.requests.into_iter().enumerate() {
             let outcome = match panics.next_if(|(j, _)| *j == i) {
                 Some((_, p)) => Outcome::Panicked(p),
                 None => match &commit {
-                    Ok(()) => Outcome::Ok,
-                    Err(e) => Outcome::Failed(e.clone()),
+                    Ok(Ok(())) => Outcome::Ok,
+                    Ok(Err(e)) => Outcome::Failed(e.clone()),
+                    Err(()) => Outcome::CommitPanicked,
                 },
             };
             // SAFETY: the writer waits for this very store before it returns, so `done`

@@ -379,7 +379,9 @@ impl Mangosteen {
         });
         match outcome {
             Outcome::Ok => Ok(result.expect("a request that ran has a result")),
-            Outcome::Failed(e) if e == crate::flat_combining::COMMIT_PANICKED => Err(MangosteenError::Panicked(e)),
+            Outcome::CommitPanicked => {
+                Err(MangosteenError::Panicked("the combiner panicked while committing the batch".into()))
+            }
             Outcome::Failed(e) => Err(MangosteenError::Corrupt(format!("the batch could not be committed: {e}"))),
             Outcome::Panicked(p) => std::panic::resume_unwind(p),
         }
@@ -546,7 +548,7 @@ fn format(pool: Arc<Pool>, o: &MangosteenOptions) -> Result<(EpAlloc, u64)> {
     if !checks.is_multiple_of(64) {
         return Err(MangosteenError::Corrupt(format!("the page checks object at {checks:#x} is not line-aligned")));
     }
-    // SAFETY: three reserved objects of these sizes, not yet reachable from anything.
+    // SAFETY: four reserved objects of these sizes, not yet reachable from anything.
     unsafe {
         std::ptr::write_bytes(pool.at::<u8>(sb), 0, SUPER_SIZE);
         std::ptr::write_bytes(pool.at::<u8>(ring), 0, ring_len as usize);
@@ -583,11 +585,11 @@ fn format(pool: Arc<Pool>, o: &MangosteenOptions) -> Result<(EpAlloc, u64)> {
     Ok((alloc, sb))
 }
 
-/// Validate the superblock: (block, capacity, region size, ring offset, region offset).
 /// Block size, ring capacity, region size, ring and region offsets, fixed DRAM address,
 /// page checks' offset.
 type Super = (usize, u64, u64, u64, u64, u64, u64);
 
+/// Validate the superblock and read its fields.
 fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<Super> {
     let bad = |m: String| Err(MangosteenError::Corrupt(m));
     if alloc.type_of(sb) != Some(SUPER) || !alloc.is_used(sb) || !pool.contains(sb, SUPER_SIZE as u64) {

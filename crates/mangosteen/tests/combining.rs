@@ -91,3 +91,32 @@ fn m2_many_writers_share_batches_and_lose_nothing() {
     let m = Mangosteen::open(pool, opts).unwrap();
     m.read(|r| assert_eq!(counter(r, 0), WRITERS * EACH, "the PM copy holds every request"));
 }
+
+/// A batch that dirties more blocks than the redo ring holds can never commit (its COMMIT
+/// would come after records the ring already overwrote): it is refused with an error, in
+/// both backend modes, instead of waiting forever for room.
+#[test]
+fn a_batch_larger_than_the_ring_is_refused_not_waited_for() {
+    for background in [false, true] {
+        let dir = pmkv_testutil::pool_dir();
+        let path = dir.path().join("big.pool");
+        let opts = MangosteenOptions { region_size: 4096, ring_records: 8, background, ..MangosteenOptions::default() };
+        let pool = Arc::new(Pool::create(&path, "mangosteen", &pmkv_testutil::small_opts()).unwrap());
+        let m = Mangosteen::open(pool, opts).unwrap();
+        // A batch that fits commits.
+        m.batch(|tx| tx.write(0, &[1; 64]).unwrap()).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // 20 distinct 32-byte blocks: 20 REDO records and a COMMIT, in a ring of 8.
+            let r = m.batch(|tx| {
+                for b in 0..20u64 {
+                    tx.write(b * 64, &[2; 32]).unwrap();
+                }
+            });
+            let _ = tx.send(r.map_err(|e| e.to_string()));
+        });
+        let r = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("the oversized batch hung");
+        let e = r.expect_err("a batch larger than the ring committed");
+        assert!(e.contains("does not fit in the redo ring"), "background {background}: {e}");
+    }
+}

@@ -155,8 +155,7 @@ fn full_region_locked_and_read_only() {
     assert!(n > 20, "{n} puts of 20 kB fit a 1 MiB region");
     assert_eq!(e.len(), n as u64);
     assert!(e.check().unwrap().is_ok());
-    // Small writes still fit in the headroom kept for them? No: the region is full for
-    // every write until space is freed; deletes always work.
+    // Deletes always work on a full region.
     assert!(e.delete(&0u32.to_be_bytes()).unwrap());
     assert_eq!(e.len(), n as u64 - 1);
     let second = FACTORY.open(&path, &o).err().expect("a second open is refused");
