@@ -58,6 +58,8 @@ pub mod engines {
     pub use pmkv_hart as hart;
     #[cfg(feature = "mangosteen")]
     pub use pmkv_mangosteen as mangosteen;
+    #[cfg(feature = "nbtree")]
+    pub use pmkv_nbtree as nbtree;
     #[cfg(feature = "volatile")]
     pub use pmkv_volatile as volatile;
 }

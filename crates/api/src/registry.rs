@@ -40,6 +40,8 @@ impl Registry {
             r.register(&pmkv_volatile::FACTORY);
             #[cfg(feature = "mangosteen")]
             r.register(&pmkv_mangosteen::engine::FACTORY);
+            #[cfg(feature = "nbtree")]
+            r.register(&pmkv_nbtree::FACTORY);
             r
         })
     }

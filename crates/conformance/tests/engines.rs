@@ -9,6 +9,10 @@ mod volatile {
     pmkv_conformance::suite!(pmkv_volatile::FACTORY);
 }
 
+mod nbtree {
+    pmkv_conformance::suite!(pmkv_nbtree::FACTORY);
+}
+
 mod mangosteen {
     pmkv_conformance::suite!(pmkv_mangosteen::engine::FACTORY);
 }
@@ -18,7 +22,7 @@ mod mangosteen {
 static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
 
 /// The engines this file runs the suite for.
-const COVERED: &[&str] = &["hart", "volatile", "mangosteen"];
+const COVERED: &[&str] = &["hart", "volatile", "mangosteen", "nbtree"];
 
 #[test]
 fn every_registered_engine_is_covered() {

@@ -127,6 +127,50 @@ impl Pool {
             .store(v, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Compare-and-swap the 8-byte PM word at `off` from `current` to `new` (AcqRel), after
+    /// the crash point this store is in the eADR model (taken whether or not the swap
+    /// succeeds: a crash point is where a store *may* happen). Returns the word found, as
+    /// `compare_exchange` does. For lock-free engines (NBTree), whose PM words are shared
+    /// by threads that write them with atomics only.
+    ///
+    /// # Panics
+    ///
+    /// If the word is misaligned or outside the pool.
+    ///
+    /// # Safety
+    ///
+    /// As [`Pool::store_u64`].
+    #[inline]
+    pub unsafe fn cas_u64(&self, off: u64, current: u64, new: u64) -> std::result::Result<u64, u64> {
+        assert!(off.is_multiple_of(8) && self.contains(off, 8), "PM word {off:#x} misaligned or outside the pool");
+        self.note_store();
+        // SAFETY: as in `store_u64`.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(self.at::<u64>(off)) }.compare_exchange(
+            current,
+            new,
+            std::sync::atomic::Ordering::AcqRel,
+            std::sync::atomic::Ordering::Acquire,
+        )
+    }
+
+    /// Load the 8-byte PM word at `off` (Acquire): the read that pairs with
+    /// [`Pool::store_u64`] and [`Pool::cas_u64`] of other threads.
+    ///
+    /// # Panics
+    ///
+    /// If the word is misaligned or outside the pool.
+    ///
+    /// # Safety
+    ///
+    /// No thread writes the word with a plain (non-atomic) store meanwhile.
+    #[inline]
+    pub unsafe fn load_u64(&self, off: u64) -> u64 {
+        assert!(off.is_multiple_of(8) && self.contains(off, 8), "PM word {off:#x} misaligned or outside the pool");
+        // SAFETY: aligned and inside the mapping (checked); no plain store races with
+        // this load (the caller's contract).
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(self.at::<u64>(off)) }.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// [`Pool::store_u64`] for a 4-byte word.
     ///
     /// # Panics

@@ -1,0 +1,185 @@
+//! `check` (SPEC N-invariants): every PM entry reachable from the leaf list, each key once
+//! and in order, the metadata layer equal to what the blocks say, no leaked object.
+//! Run it while no other thread writes the tree (a check beside writers may report
+//! transient differences, never undefined behaviour: everything it reads is atomic).
+
+use crate::error::{NbError, Result};
+use crate::layout::*;
+use crate::leaf::{self, load, Leaf, SLOTS_MASK};
+use crate::tree::NbTree;
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+
+impl NbTree {
+    /// Verify the tree; `Err(Corrupt)` lists the problems, `Ok` summarises.
+    pub fn check(&self) -> Result<String> {
+        let _g = crossbeam_epoch::pin();
+        drop(_g);
+        for _ in 0..4 {
+            crossbeam_epoch::pin().flush();
+            if !self.pool.is_read_only() {
+                self.collect();
+            }
+        }
+        let g = crossbeam_epoch::pin();
+        let mut problems: Vec<String> = Vec::new();
+        let mut keep: HashSet<u64> = HashSet::new();
+        keep.insert(self.sb);
+        // SAFETY: the sentinel lives as long as the tree.
+        let head = unsafe { &*self.head };
+        let mut leaves: Vec<&Leaf> = vec![head];
+        // SAFETY: live leaves, pinned.
+        leaves.extend(self.leaves_quiesced().into_iter().map(|l| unsafe { &*l }));
+        // The PM list must be the DRAM list.
+        let mut off = head.block;
+        for (i, l) in leaves.iter().enumerate() {
+            if off != l.block {
+                problems.push(format!("leaf {i}: the PM list names block {off:#x}, the metadata layer {:#x}", l.block));
+                break;
+            }
+            keep.insert(off);
+            off = load(&self.pool, off + BLK_NEXT);
+        }
+        if off != 0 && problems.is_empty() {
+            problems.push(format!("the PM list continues past the last leaf, to {off:#x}"));
+        }
+        let mut records = 0u64;
+        let mut last: Option<Vec<u8>> = None;
+        for (i, l) in leaves.iter().enumerate() {
+            let b = l.bitmap.load(Ordering::Acquire);
+            if i == 0 && b != 0 {
+                problems.push("the sentinel has committed slots".into());
+            }
+            if b & crate::leaf::SMO_BIT != 0 {
+                problems.push(format!("leaf {i} (block {:#x}) is in an SMO", l.block));
+            }
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            for slot in 0..CAP {
+                let kw = load(&self.pool, l.key_at(slot));
+                let p = load(&self.pool, l.payload_at(slot));
+                let committed = b & SLOTS_MASK & (1 << slot) != 0;
+                let ctx = || format!("leaf {i} (block {:#x}) slot {slot}", l.block);
+                if kw == 0 {
+                    continue;
+                }
+                if !committed {
+                    problems.push(format!("{}: a key recovery would find is not in the bitmap", ctx()));
+                    continue;
+                }
+                if p & (DEL | FROZEN) != 0 {
+                    problems.push(format!("{}: payload {p:#x} is marked deleted or frozen", ctx()));
+                    continue;
+                }
+                // SAFETY: pinned.
+                let Some(k) = (unsafe { leaf::entry_key(&self.pool, kw, p, true) }) else {
+                    problems.push(format!("{}: the key is damaged", ctx()));
+                    continue;
+                };
+                let k = k.as_slice().to_vec();
+                if l.fps[slot].load(Ordering::Relaxed) != fingerprint(&k) {
+                    problems.push(format!("{}: wrong fingerprint", ctx()));
+                }
+                if k.as_slice() < &l.low[..] {
+                    problems.push(format!("{}: key {k:x?} below the leaf's fence", ctx()));
+                }
+                // SAFETY: pinned.
+                if !unsafe { leaf::with_value(&self.pool, p, &mut |_| {}) } {
+                    problems.push(format!("{}: the value of {k:x?} is damaged", ctx()));
+                }
+                if p & VAL_PTR != 0 {
+                    keep.insert(p & DATA_MASK);
+                    self.check_object(p & DATA_MASK, VALUE, &ctx, &mut problems);
+                }
+                if (p & KIND_MASK) >> KIND_SHIFT == KIND_OBJ {
+                    keep.insert(kw);
+                    self.check_object(kw, KEY, &ctx, &mut problems);
+                }
+                keys.push(k);
+                records += 1;
+            }
+            keys.sort();
+            for w in keys.windows(2) {
+                if w[0] == w[1] {
+                    problems.push(format!("leaf {i}: key {:x?} twice", w[0]));
+                }
+            }
+            if let (Some(prev), Some(first)) = (&last, keys.first()) {
+                if first <= prev {
+                    problems.push(format!("leaf {i}: key {first:x?} not above the previous leaf's keys"));
+                }
+            }
+            if let Some(k) = keys.last() {
+                last = Some(k.clone());
+            }
+        }
+        if records != self.len() {
+            problems.push(format!("the tree counts {} records, the blocks hold {records}", self.len()));
+        }
+        // Leaks: used objects no live entry names, beyond those retired and waiting.
+        let mut orphans = 0u64;
+        for ty in [SUPER, BLOCK, KEY, VALUE] {
+            self.alloc.for_each_used(ty, |o| {
+                if !keep.contains(&o) {
+                    orphans += 1;
+                }
+            });
+        }
+        let waiting = self.reclaim.pending();
+        let unswept = load(&self.pool, self.sb + SB_SWEEP) != 0;
+        if orphans > waiting && !unswept {
+            problems.push(format!("{} leaked PM objects (used, named by no entry, not retired)", orphans - waiting));
+        }
+        match self.alloc.check() {
+            Ok(r) => problems.extend(r.problems.iter().map(|p| format!("allocator: {p}"))),
+            Err(e) => problems.push(format!("allocator: {e}")),
+        }
+        drop(g);
+        if problems.is_empty() {
+            Ok(format!(
+                "{records} records in {} leaves; {orphans} objects awaiting reclamation{}",
+                leaves.len() - 1,
+                if unswept { " (the next read-write open sweeps)" } else { "" }
+            ))
+        } else {
+            Err(NbError::Corrupt(problems.join("\n")))
+        }
+    }
+
+    fn check_object(&self, off: u64, ty: pmkv_substrate::epalloc::TypeId, ctx: &dyn Fn() -> String, problems: &mut Vec<String>) {
+        if self.alloc.type_of(off) != Some(ty) || !self.alloc.is_used(off) {
+            problems.push(format!("{}: object {off:#x} is not a used object of its type", ctx()));
+        }
+    }
+
+    /// DRAM and PM bytes by structure.
+    pub fn memory(&self) -> (Vec<(String, u64)>, Vec<(String, u64)>) {
+        let _g = crossbeam_epoch::pin();
+        let leaves = self.leaves_quiesced().len() as u64 + 1;
+        // SAFETY: pinned; nodes reachable from the root are alive while pinned... and not
+        // changed (they are immutable).
+        let nodes = unsafe { crate::inner::nodes(self.root.load(Ordering::Acquire)) };
+        let inner: u64 = nodes
+            .iter()
+            .map(|&n| {
+                // SAFETY: as above.
+                let n = unsafe { &*n };
+                (std::mem::size_of::<crate::inner::INode>()
+                    + n.children.capacity() * 8
+                    + n.prefixes.capacity() * 8
+                    + n.keys.iter().map(|k| 16 + k.len()).sum::<usize>()) as u64
+            })
+            .sum();
+        let dram = vec![
+            ("leaf metadata".to_string(), leaves * std::mem::size_of::<Leaf>() as u64),
+            ("inner nodes".to_string(), inner),
+        ];
+        let st = self.alloc.stats();
+        let pm = vec![
+            ("key-value blocks".to_string(), st.of_type(BLOCK).1),
+            ("key objects".to_string(), st.of_type(KEY).1),
+            ("value objects".to_string(), st.of_type(VALUE).1),
+            ("superblock".to_string(), st.of_type(SUPER).1),
+        ];
+        (dram, pm)
+    }
+}

@@ -1,0 +1,127 @@
+//! NBTree behind the engine contract of `pmkv-core` (SPEC U1).
+
+use crate::error::NbError;
+use crate::layout::{MAX_KEY, MAX_VALUE};
+use crate::tree::NbTree;
+use pmkv_core::{
+    CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage, Options, Pool,
+    RecoveryReport, Result, Visitor,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The layout name NBTree pools carry in their header.
+pub const LAYOUT: &str = "nbtree";
+
+/// The factory the registry lists.
+pub static FACTORY: NbTreeFactory = NbTreeFactory;
+
+/// Opens NBTree engines.
+#[derive(Debug, Default)]
+pub struct NbTreeFactory;
+
+fn info() -> EngineInfo {
+    EngineInfo::new(
+        "nbtree",
+        "NBTree: lock-free B+-tree, DRAM leaf metadata and inner nodes over PM key-value blocks (Zhang et al., VLDB 2022)",
+    )
+    .persistent(true)
+    .atomic_batches(false)
+    .limits(MAX_KEY, MAX_VALUE)
+}
+
+impl From<NbError> for Error {
+    fn from(e: NbError) -> Error {
+        match e {
+            NbError::Pool(p) => p.into(),
+            NbError::KeyTooLarge(len) => Error::key_too_large(len, MAX_KEY),
+            NbError::ValueTooLarge(len) => Error::value_too_large(len, MAX_VALUE),
+            NbError::Corrupt(_) => Error::with_source(ErrorKind::Corrupt, e),
+            NbError::Version(_) => Error::with_source(ErrorKind::Version, e),
+        }
+    }
+}
+
+impl EngineFactory for NbTreeFactory {
+    fn info(&self) -> EngineInfo {
+        info()
+    }
+    fn layout(&self) -> Option<&'static str> {
+        Some(LAYOUT)
+    }
+    fn open_pool(&self, pool: Arc<Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
+        self.check_params(opts)?;
+        Ok(Box::new(NbTreeEngine(NbTree::open(pool)?)))
+    }
+}
+
+/// An open NBTree as an [`Engine`].
+pub struct NbTreeEngine(pub NbTree);
+
+impl Engine for NbTreeEngine {
+    fn info(&self) -> EngineInfo {
+        info()
+    }
+    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        Ok(self.0.get_with(key, f)?)
+    }
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.0.put(key, value)?;
+        Ok(())
+    }
+    fn delete(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.0.delete(key)?)
+    }
+    fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
+        if range.is_empty() {
+            return Ok(());
+        }
+        Ok(self.0.scan(range.start_bound(), range.end_bound(), limit, dir == Direction::Reverse, visit)?)
+    }
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn memory(&self) -> MemoryUsage {
+        let (dram, pm) = self.0.memory();
+        MemoryUsage { dram, pm }
+    }
+    fn check(&self) -> Result<CheckReport> {
+        let mut r = CheckReport::new("nbtree");
+        match self.0.check() {
+            Ok(summary) => {
+                r.fact("summary", summary);
+            }
+            Err(NbError::Corrupt(problems)) => {
+                for p in problems.lines() {
+                    r.problem(p);
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(r)
+    }
+    fn recovery(&self) -> Option<RecoveryReport> {
+        let h = self.0.recovery_report();
+        let mut r = RecoveryReport::new("nbtree");
+        r.clean_shutdown = h.clean;
+        r.records = h.records;
+        r.rolled_forward = h.repaired;
+        r.orphans_freed = h.orphans_freed;
+        r.duration = Duration::from_micros(h.micros);
+        r.details.push(("leaves".into(), h.leaves.to_string()));
+        r.details.push(("threads".into(), h.threads.to_string()));
+        Some(r)
+    }
+    fn sync(&self) -> Result<()> {
+        Ok(self.0.sync()?)
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        Ok(self.0.close()?)
+    }
+    fn poison(&self) {
+        self.0.pool().poison();
+    }
+    fn pool(&self) -> Option<&Arc<Pool>> {
+        Some(self.0.pool())
+    }
+}

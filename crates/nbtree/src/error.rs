@@ -1,0 +1,27 @@
+//! Errors of NBTree.
+
+use pmkv_substrate::PoolError;
+
+/// Result alias of the crate.
+pub type Result<T> = std::result::Result<T, NbError>;
+
+/// Why an NBTree operation failed.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum NbError {
+    /// The pool refused (full, read-only, damaged allocator, ...).
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// A key longer than [`crate::MAX_KEY`].
+    #[error("key of {0} bytes is longer than the limit {max}", max = crate::MAX_KEY)]
+    KeyTooLarge(usize),
+    /// A value longer than [`crate::MAX_VALUE`].
+    #[error("value of {0} bytes is longer than the limit {max}", max = crate::MAX_VALUE)]
+    ValueTooLarge(usize),
+    /// The pool's NBTree data is damaged.
+    #[error("NBTree data is damaged: {0}")]
+    Corrupt(String),
+    /// A format this build cannot read.
+    #[error("{0}")]
+    Version(String),
+}

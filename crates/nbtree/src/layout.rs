@@ -1,0 +1,195 @@
+//! The on-PM format of NBTree (paper §3.1, Figure 1; byte by byte in docs/DESIGN.md).
+//!
+//! Only the key-value layer is persistent. Everything else (leaf metadata, inner nodes)
+//! is rebuilt from it at open (§3.2 "Crash Consistency", SPEC N6).
+//!
+//! * **Superblock** (type [`SUPER`], 64 bytes, pool root [`SUPER_ROOT`]): magic, version,
+//!   leaf capacity, the head of the block list (a sentinel block that holds no key), a
+//!   "sweep needed" word, and a CRC-32C of the immutable fields.
+//! * **Key-value block** (type [`BLOCK`], [`BLOCK_SIZE`] bytes): the next block (8), a
+//!   seal (CRC-32C of the block, written at clean close and verified at clean open) (4),
+//!   4 reserved, then [`CAP`] unsorted 16-byte entries.
+//! * **Entry**: an 8-byte key word and an 8-byte payload. Key 0 is an empty or deleted
+//!   slot (the paper's convention). The payload's top two bits are the paper's two
+//!   concurrency bits, used here as [`FROZEN`] (the entry was copied by an SMO) and
+//!   [`DEL`] (deleted; the key is zeroed next); see `smo` for why.
+//! * **Key and value objects** (types [`KEY`], [`VALUE`]): 4-byte length, CRC-32C of
+//!   length and bytes, the bytes. Immutable once published.
+
+use pmkv_substrate::epalloc::TypeId;
+
+/// Pool root slot of the superblock (root 0 is EPallocator's).
+pub(crate) const SUPER_ROOT: usize = 1;
+/// Object types in EPallocator.
+pub(crate) const SUPER: TypeId = TypeId(1);
+pub(crate) const BLOCK: TypeId = TypeId(2);
+pub(crate) const KEY: TypeId = TypeId(3);
+pub(crate) const VALUE: TypeId = TypeId(4);
+
+pub(crate) const SUPER_MAGIC: &[u8; 8] = b"NBTREE01";
+pub(crate) const SUPER_VERSION: u32 = 1;
+pub(crate) const SUPER_SIZE: usize = 64;
+/// Superblock field offsets.
+pub(crate) const SB_VERSION: u64 = 8;
+pub(crate) const SB_CAP: u64 = 12;
+pub(crate) const SB_HEAD: u64 = 16;
+pub(crate) const SB_CRC: u64 = 24;
+/// 1 when the last close left retired objects unfreed: the next open sweeps.
+pub(crate) const SB_SWEEP: u64 = 32;
+
+/// Key-value block: 1 KiB, the paper's node size (§6.1).
+pub(crate) const BLOCK_SIZE: usize = 1024;
+pub(crate) const BLK_NEXT: u64 = 0;
+pub(crate) const BLK_SEAL: u64 = 8;
+pub(crate) const BLK_ENTRIES: u64 = 16;
+/// Entries per block: (1024 - 16) / 16. Bit 63 of the DRAM bitmap is the SMO bit.
+pub(crate) const CAP: usize = 63;
+pub(crate) const ENTRY: u64 = 16;
+
+/// Payload bits.
+pub(crate) const FROZEN: u64 = 1 << 63;
+pub(crate) const DEL: u64 = 1 << 62;
+pub(crate) const KIND_SHIFT: u32 = 60;
+pub(crate) const KIND_MASK: u64 = 3 << KIND_SHIFT;
+/// The key word is the key itself: exactly 8 bytes, big-endian, not all zero.
+pub(crate) const KIND_INLINE8: u64 = 0;
+/// The key word holds up to 7 bytes, left-aligned, and `len + 1` in its low byte.
+pub(crate) const KIND_SHORT: u64 = 1;
+/// The key word is the offset of a key object.
+pub(crate) const KIND_OBJ: u64 = 2;
+/// The value is a value object whose offset is in the low 56 bits.
+pub(crate) const VAL_PTR: u64 = 1 << 59;
+pub(crate) const VLEN_SHIFT: u32 = 56;
+pub(crate) const DATA_MASK: u64 = (1 << 56) - 1;
+/// Longest value kept in the payload itself.
+pub(crate) const INLINE_VALUE: usize = 7;
+
+/// Key and value object header: length (4) and CRC-32C (4).
+pub(crate) const OBJ_HEAD: usize = 8;
+
+/// Longest key, as HART's (and the library's common limit).
+pub const MAX_KEY: usize = 65_535;
+/// Longest value.
+pub const MAX_VALUE: usize = 16 * 1024 * 1024;
+
+/// Offset of entry `slot` of the block at `block`.
+#[inline]
+pub(crate) fn entry_off(block: u64, slot: usize) -> u64 {
+    block + BLK_ENTRIES + slot as u64 * ENTRY
+}
+
+/// CRC-32C of an object's length and bytes.
+pub(crate) fn obj_crc(bytes: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&(bytes.len() as u32).to_le_bytes()), bytes)
+}
+
+/// The seal of a block image: CRC-32C of everything but the seal word.
+pub(crate) fn block_seal(block: &[u8]) -> u32 {
+    let c = crc32c::crc32c(&block[..BLK_SEAL as usize]);
+    crc32c::crc32c_append(c, &block[BLK_ENTRIES as usize..BLOCK_SIZE])
+}
+
+/// CRC-32C of the superblock's immutable fields.
+pub(crate) fn super_crc(sb: &[u8]) -> u32 {
+    crc32c::crc32c(&sb[..SB_CRC as usize])
+}
+
+/// A key as the leaf stores it: the key word and the kind bits of the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyWord {
+    /// The word is the key (inline kinds).
+    Inline(u64, u64),
+    /// The key needs an object.
+    Object,
+}
+
+/// How `key` is stored: inline (word, kind) or in an object.
+pub(crate) fn key_word(key: &[u8]) -> KeyWord {
+    if key.len() == 8 {
+        let w = u64::from_be_bytes(key.try_into().expect("8 bytes"));
+        if w != 0 {
+            return KeyWord::Inline(w, KIND_INLINE8);
+        }
+        return KeyWord::Object;
+    }
+    if key.len() <= 7 {
+        let mut b = [0u8; 8];
+        b[..key.len()].copy_from_slice(key);
+        b[7] = key.len() as u8 + 1;
+        return KeyWord::Inline(u64::from_be_bytes(b), KIND_SHORT);
+    }
+    KeyWord::Object
+}
+
+/// The bytes of an inline key word of `kind`; `None` if the word is not a valid one.
+pub(crate) fn inline_key(word: u64, kind: u64) -> Option<([u8; 8], usize)> {
+    let b = word.to_be_bytes();
+    match kind {
+        KIND_INLINE8 if word != 0 => Some((b, 8)),
+        KIND_SHORT => {
+            let len = (b[7] as usize).checked_sub(1)?;
+            (len <= 7 && b[len..7].iter().all(|&x| x == 0)).then_some((b, len))
+        }
+        _ => None,
+    }
+}
+
+/// The payload of an inline value (at most [`INLINE_VALUE`] bytes).
+pub(crate) fn inline_value(v: &[u8]) -> u64 {
+    debug_assert!(v.len() <= INLINE_VALUE);
+    let mut w = 0u64;
+    for (i, &b) in v.iter().enumerate() {
+        w |= (b as u64) << (8 * (6 - i));
+    }
+    w | (v.len() as u64) << VLEN_SHIFT
+}
+
+/// The bytes of an inline value payload.
+pub(crate) fn inline_value_bytes(p: u64) -> ([u8; 7], usize) {
+    let len = ((p >> VLEN_SHIFT) & 7) as usize;
+    let mut b = [0u8; 7];
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = (p >> (8 * (6 - i))) as u8;
+    }
+    (b, len)
+}
+
+/// 1-byte fingerprint of a key (the paper's `fps`): a multiplicative hash over 8-byte
+/// words, top byte.
+#[inline]
+pub(crate) fn fingerprint(key: &[u8]) -> u8 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ key.len() as u64;
+    let mut chunks = key.chunks_exact(8);
+    for c in &mut chunks {
+        h = (h ^ u64::from_le_bytes(c.try_into().expect("8 bytes"))).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    let mut last = [0u8; 8];
+    last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = (h ^ u64::from_le_bytes(last)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> 56) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_values_round_trip() {
+        for key in [&b""[..], b"a", b"abcdefg", b"\0\0\0", b"\0"] {
+            let KeyWord::Inline(w, k) = key_word(key) else { panic!("{key:?} should be inline") };
+            assert_ne!(w, 0);
+            let (b, len) = inline_key(w, k).unwrap();
+            assert_eq!(&b[..len], key);
+        }
+        assert_eq!(key_word(&[0; 8]), KeyWord::Object);
+        assert_eq!(key_word(b"abcdefghi"), KeyWord::Object);
+        let KeyWord::Inline(w, KIND_INLINE8) = key_word(b"12345678") else { panic!() };
+        assert_eq!(inline_key(w, KIND_INLINE8).unwrap().0, *b"12345678");
+        for v in [&b""[..], b"x", b"1234567", b"\0\xff"] {
+            let p = inline_value(v);
+            assert_eq!(p & (FROZEN | DEL | KIND_MASK | VAL_PTR), 0);
+            let (b, len) = inline_value_bytes(p);
+            assert_eq!(&b[..len], v);
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! Structural modification (Algorithm 2, §4.2, SPEC N4): a full leaf is replaced by one
+//! or two new leaves in a *copy* phase and a *link* phase, cooperatively: any thread that
+//! meets a leaf in SMO runs the phases that are not done yet, and CAS decides which
+//! thread's result counts.
+//!
+//! **Freezing instead of the sync phase.** The paper lets updates and deletes keep
+//! writing the old leaf during the copy, then repairs the lost writes in a *sync* phase,
+//! with *sync-on-write* and *sync-on-read* (Algorithms 2, 3, 5), serialised by the
+//! payload's `copy_bit` and `sync_bit`. pmkv uses those two payload bits differently:
+//! the copy phase sets [`FROZEN`] on each entry it copies with a CAS, and every update
+//! and delete is a CAS that expects the bit clear (a delete sets [`DEL`] by CAS before it
+//! zeroes the key). So each write either lands before its entry is frozen, and the copy
+//! carries it, or fails and is redone in the new leaf after the SMO (cooperative SMO).
+//! Nothing can be lost, so there is nothing to sync. Readers need no sync-on-read: an
+//! old leaf is exactly up to date until `copy_ptr` is set, and after that readers go to
+//! the new leaves (see `tree::get_with`). This also settles something the paper leaves
+//! open: which entry owns an out-of-line value. With sync, old and new entries can hold
+//! different versions at once, so which object to free is unclear. With freezing, the
+//! owner is the live entry, and the old leaf's objects pass to the copies.
+//! Cost: one CAS per copied entry, on the old block, which is freed right after (the
+//! frozen bit needs no flush: it only matters while the tree is open, and recovery
+//! clears it).
+//!
+//! **Durability point** (§4.2): the CAS of the predecessor block's `next` from the old
+//! block to the first new one. Before it, the old block is in the PM list; after it, the
+//! new ones are, already complete and published. A crash between publishing the new
+//! blocks and that CAS leaves them unreachable: the next open sweeps them (`recovery`).
+
+use crate::error::{NbError, Result};
+use crate::inner;
+use crate::layout::*;
+use crate::leaf::{self, load, Leaf, LINKED, SLOTS_MASK};
+use crate::tree::NbTree;
+use crossbeam_epoch::Guard;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A copied entry: key bytes, key word, payload (unfrozen).
+type Rec = (Vec<u8>, u64, u64);
+
+impl NbTree {
+    /// Complete the SMO of `leaf` (whose SMO bit is set): the copy phase if no thread has
+    /// published its copy yet, then the link phase if it is not done.
+    pub(crate) fn smo(&self, leaf: &Leaf, g: &Guard) -> Result<()> {
+        if leaf.copy.load(Ordering::Acquire).is_null() {
+            self.copy_phase(leaf, g)?;
+        }
+        if leaf.flag.load(Ordering::Acquire) & LINKED == 0 {
+            self.link_phase(leaf, g)?;
+        }
+        Ok(())
+    }
+
+    /// Algorithm 2 lines 1-9: freeze and copy the live entries into new leaves (two if
+    /// more than half the capacity is live, split at the median key), then install them
+    /// with a CAS of `copy_ptr`. A thread that loses the CAS frees its copy.
+    fn copy_phase(&self, leaf: &Leaf, g: &Guard) -> Result<()> {
+        let _ = g;
+        // The SMO bit is set: no insert can commit any more, so the bitmap is final.
+        let mut bits = leaf.bitmap.load(Ordering::Acquire) & SLOTS_MASK;
+        let mut recs: Vec<Rec> = Vec::with_capacity(bits.count_ones() as usize);
+        while bits != 0 {
+            let slot = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let po = leaf.payload_at(slot);
+            loop {
+                let p = load(&self.pool, po);
+                if p & DEL != 0 {
+                    break;
+                }
+                // SAFETY: entry words are changed only by CAS once committed.
+                if p & FROZEN == 0 && unsafe { self.pool.cas_u64(po, p, p | FROZEN) }.is_err() {
+                    continue;
+                }
+                let kw = load(&self.pool, leaf.key_at(slot));
+                if kw == 0 {
+                    break;
+                }
+                let p = p & !FROZEN;
+                // SAFETY: the leaf is pinned by the caller; its key objects stay allocated.
+                let k = unsafe { leaf::entry_key(&self.pool, kw, p, false) }
+                    .ok_or_else(|| NbError::Corrupt(format!("block {:#x} slot {slot}: bad key", leaf.block)))?;
+                recs.push((k.as_slice().to_vec(), kw, p));
+                break;
+            }
+        }
+        if !leaf.copy.load(Ordering::Acquire).is_null() {
+            return Ok(());
+        }
+        recs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let next_pm = load(&self.pool, leaf.block + BLK_NEXT);
+        let next = leaf.next.load(Ordering::Acquire);
+        let (left, right) = if recs.len() > CAP / 2 {
+            let mid = recs.len() / 2;
+            let split: Arc<[u8]> = recs[mid].0.clone().into();
+            let right = self.build_leaf(&recs[mid..], split.clone(), None, next_pm, next)?;
+            // SAFETY: just built, not shared.
+            let rblock = unsafe { &*right }.block;
+            let left = match self.build_leaf(&recs[..mid], leaf.low.clone(), Some(split), rblock, right) {
+                Ok(l) => l,
+                Err(e) => {
+                    self.discard(right);
+                    return Err(e);
+                }
+            };
+            // SAFETY: just built, not shared.
+            unsafe { &*left }.sibling.store(right, Ordering::Release);
+            (left, Some(right))
+        } else {
+            (self.build_leaf(&recs, leaf.low.clone(), None, next_pm, next)?, None)
+        };
+        if leaf.copy.compare_exchange(std::ptr::null_mut(), left, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            // Another thread's copy won (cooperative SMO): ours was never visible.
+            self.discard(left);
+            if let Some(r) = right {
+                self.discard(r);
+            }
+        }
+        Ok(())
+    }
+
+    /// A new leaf holding `recs` (sorted): its block written, persisted and published,
+    /// its metadata built. Not linked anywhere yet.
+    fn build_leaf(
+        &self,
+        recs: &[Rec],
+        low: Arc<[u8]>,
+        split: Option<Arc<[u8]>>,
+        next_pm: u64,
+        next: *mut Leaf,
+    ) -> Result<*mut Leaf> {
+        let block = self.alloc.alloc(BLOCK, BLOCK_SIZE)?;
+        let mut img = [0u8; BLOCK_SIZE];
+        img[..8].copy_from_slice(&next_pm.to_le_bytes());
+        for (i, (_, kw, p)) in recs.iter().enumerate() {
+            let at = (BLK_ENTRIES + i as u64 * ENTRY) as usize;
+            img[at..at + 8].copy_from_slice(&kw.to_le_bytes());
+            img[at + 8..at + 16].copy_from_slice(&p.to_le_bytes());
+        }
+        // SAFETY: a reserved block nobody else can reach: plain writes inside it.
+        unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), self.pool.at::<u8>(block), BLOCK_SIZE) };
+        self.pool.flush_off(block, BLOCK_SIZE);
+        self.pool.fence();
+        if let Err(e) = self.alloc.try_publish(block) {
+            self.alloc.unreserve(block);
+            return Err(e.into());
+        }
+        let mut l = Leaf::new(block, low);
+        l.split = split;
+        for (i, (k, _, _)) in recs.iter().enumerate() {
+            l.fps[i].store(fingerprint(k), Ordering::Relaxed);
+        }
+        let n = recs.len();
+        l.num.store(n as u32, Ordering::Relaxed);
+        l.bitmap.store(if n == 0 { 0 } else { u64::MAX >> (64 - n) }, Ordering::Relaxed);
+        l.next.store(next, Ordering::Relaxed);
+        Ok(Box::into_raw(Box::new(l)))
+    }
+
+    /// Free a new leaf that lost the copy race (never reachable by another thread).
+    fn discard(&self, l: *mut Leaf) {
+        // SAFETY: built by this thread and never published.
+        let l = unsafe { Box::from_raw(l) };
+        self.alloc.free(l.block);
+    }
+
+    /// The leaf whose `next` is `leaf` in the live list, or `None` if `leaf` is no longer
+    /// in it (another thread linked its replacement). The walk starts at the leaf the
+    /// inner nodes give for the keys just below `leaf`'s fence.
+    fn find_pred<'g>(&self, leaf: &Leaf, g: &'g Guard) -> Option<&'g Leaf> {
+        let target = leaf as *const Leaf as *mut Leaf;
+        let mut p: &Leaf = if leaf.low.is_empty() {
+            // SAFETY: the sentinel lives as long as the tree.
+            unsafe { &*self.head }
+        } else {
+            self.find_leaf(&leaf.low, false, g)
+        };
+        loop {
+            let n = p.next.load(Ordering::Acquire);
+            if n == target {
+                return Some(p);
+            }
+            if n.is_null() {
+                return None;
+            }
+            // SAFETY: a leaf reachable from one we hold while pinned: a stale `next`
+            // names a leaf retired after the one holding it, so still alive (DESIGN.md).
+            let nl = unsafe { &*n };
+            if *nl.low >= *leaf.low {
+                return None;
+            }
+            p = nl;
+        }
+    }
+
+    /// Algorithm 2 lines 25-36: link the new leaves into both lists in place of `leaf`
+    /// (helping the predecessor's own SMO first if it has one, lines 29-31, so that its
+    /// copy does not keep a stale `next`), then replace `leaf` in the inner nodes and set
+    /// `flag.link` under the inner-node mutex (the paper's HTM transaction).
+    fn link_phase(&self, leaf: &Leaf, g: &Guard) -> Result<()> {
+        // SAFETY: `copy` is set (the copy phase ran) and lives while `leaf` is pinned.
+        let left = unsafe { &*leaf.copy.load(Ordering::Acquire) };
+        let me = leaf as *const Leaf as *mut Leaf;
+        while let Some(pred) = self.find_pred(leaf, g) {
+            // PM first: the durability point.
+            // SAFETY: the `next` word of a published block, changed only by CAS.
+            if unsafe { self.pool.cas_u64(pred.block + BLK_NEXT, leaf.block, left.block) }.is_ok() {
+                self.pool.flush_off(pred.block + BLK_NEXT, 8);
+                self.pool.fence();
+            }
+            let _ = pred.next.compare_exchange(me, left as *const Leaf as *mut Leaf, Ordering::AcqRel, Ordering::Acquire);
+            pred.touch();
+            if !std::ptr::eq(pred, self.head) && pred.in_smo() {
+                self.smo(pred, g)?;
+                continue;
+            }
+            break;
+        }
+        let _l = self.inner_lock.lock();
+        if leaf.flag.load(Ordering::Acquire) & LINKED != 0 {
+            return Ok(());
+        }
+        let right = leaf::sibling_of(left);
+        let root = self.root.load(Ordering::Acquire);
+        // SAFETY: we hold the writers' mutex; nodes reachable from the root are alive.
+        let (new_root, replaced) = unsafe { inner::replace(root, me, &leaf.low, left, right) }
+            .ok_or_else(|| NbError::Corrupt(format!("leaf of block {:#x} is not in the inner nodes", leaf.block)))?;
+        self.root.store(new_root, Ordering::Release);
+        leaf.flag.store(LINKED, Ordering::Release);
+        for n in replaced {
+            // SAFETY: unreachable from the new root; freed after every pinned reader.
+            unsafe { g.defer_unchecked(move || drop(Box::from_raw(n))) };
+        }
+        // SAFETY: unreachable from the inner nodes and both lists (its predecessor points
+        // past it); readers that still hold it are pinned, and it is freed after them.
+        unsafe { g.defer_unchecked(move || drop(Box::from_raw(me))) };
+        self.retire(leaf.block, g);
+        Ok(())
+    }
+}

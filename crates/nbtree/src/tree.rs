@@ -1,0 +1,654 @@
+//! The tree and its base operations: insert (Algorithm 1), update (Algorithm 3), delete
+//! (Algorithm 4), search (Algorithm 5), and ordered scans over the leaf list.
+//!
+//! **Persistence (SPEC N2, N8).** An insert writes its entry (payload, then key) into the
+//! slot it took with fetch-and-add, makes it durable, and only then commits it by a CAS of
+//! the DRAM bitmap: no reader can see an entry that a crash could lose. In `eadr` the two
+//! stores are ordered by program order (one PM line written, no flush); in `adr` the
+//! payload is flushed and fenced before the key is stored, because a crash may persist
+//! any subset of a line's dirty 8-byte words (the simulator's torn-line images), and a
+//! key must never be durable without its value. Updates and deletes change one 8-byte
+//! word of the entry with a CAS (plus the key word for a delete), then persist that line.
+//!
+//! **ADR caveat.** In `adr`, between an update's CAS and its flush another thread may read
+//! the new value; a power failure in that window loses a value that was read (the paper's
+//! "dirty read", §2.3, which eADR removes). The writer itself returns only after the flush.
+//!
+//! **Reclamation.** Every operation runs pinned in crossbeam-epoch. Leaves replaced by an
+//! SMO, inner nodes replaced by a copy, blocks and key/value objects that an update or
+//! delete released are freed only after every thread pinned at that time has unpinned.
+
+use crate::error::{NbError, Result};
+use crate::inner::{self, INode};
+use crate::layout::*;
+use crate::leaf::{self, find, load, pick, pick_below, Leaf, SMO_BIT};
+use crate::reclaim::Reclaimer;
+use crossbeam_epoch::{self as epoch, Guard};
+use parking_lot::Mutex;
+use pmkv_substrate::epalloc::EpAlloc;
+use pmkv_substrate::{Mode, Pool};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicI64, AtomicPtr, Ordering};
+use std::sync::Arc;
+
+/// Figures of the open's recovery (SPEC N6).
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryReport {
+    /// The pool was closed cleanly.
+    pub clean: bool,
+    /// Key-value blocks (leaves) found.
+    pub leaves: u64,
+    /// Live records found.
+    pub records: u64,
+    /// Entries repaired after a crash (frozen or half-deleted entries, duplicates).
+    pub repaired: u64,
+    /// Objects no entry referenced, freed.
+    pub orphans_freed: u64,
+    /// Threads that rebuilt the leaves.
+    pub threads: usize,
+    /// Microseconds the open took.
+    pub micros: u64,
+}
+
+/// Counters striped over cache lines so that writers on different cores do not share one.
+pub(crate) struct Striped([crate::Padded<AtomicI64>; 16]);
+
+impl Striped {
+    pub(crate) fn new(v: i64) -> Striped {
+        let s = Striped(std::array::from_fn(|_| crate::Padded(AtomicI64::new(0))));
+        s.0[0].0.store(v, Ordering::Relaxed);
+        s
+    }
+    #[inline]
+    pub(crate) fn add(&self, d: i64) {
+        thread_local! {
+            static STRIPE: usize = {
+                static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+                NEXT.fetch_add(1, Ordering::Relaxed) % 16
+            };
+        }
+        let i = STRIPE.with(|s| *s);
+        self.0[i].0.fetch_add(d, Ordering::Relaxed);
+    }
+    pub(crate) fn sum(&self) -> i64 {
+        self.0.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// An open NBTree over one pool.
+pub struct NbTree {
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) alloc: EpAlloc,
+    /// Superblock offset.
+    pub(crate) sb: u64,
+    /// The sentinel: head of both lists, holds no key, never splits.
+    pub(crate) head: *const Leaf,
+    pub(crate) root: AtomicPtr<INode>,
+    /// Serialises inner-node changes (the link phases of SMOs).
+    pub(crate) inner_lock: Mutex<()>,
+    pub(crate) reclaim: Reclaimer,
+    pub(crate) count: Striped,
+    pub(crate) recovery: RecoveryReport,
+    /// `close` sealed the blocks already.
+    pub(crate) closed: bool,
+    pub(crate) _claim: crate::claim::PoolClaim,
+}
+
+// SAFETY: the raw pointers are to leaves and inner nodes owned by the tree, shared between
+// threads only through atomics and freed only through the epoch scheme (see `reclaim`).
+unsafe impl Send for NbTree {}
+// SAFETY: as above; every method takes `&self` and synchronises through atomics.
+unsafe impl Sync for NbTree {}
+
+/// What a writer holds of its key and value while it retries: objects allocated once.
+struct Prepared {
+    /// Payload bits of the value (inline bytes or object offset, VAL_PTR).
+    vword: u64,
+    /// Key word and kind bits, once encoded (objects are made only for inserts).
+    key: Option<(u64, u64)>,
+}
+
+impl NbTree {
+    /// The pool under the tree.
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// What the open's recovery did.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.count.sum().max(0) as u64
+    }
+
+    /// Whether the tree holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn root(&self) -> &INode {
+        // SAFETY: the root is replaced only by `smo::link`, which frees the old one through
+        // the epoch scheme; every caller is pinned.
+        unsafe { &*self.root.load(Ordering::Acquire) }
+    }
+
+    /// The leaf the inner nodes route `key` to (`upper`), or the leaf that holds the keys
+    /// just below `key` (`!upper`).
+    pub(crate) fn find_leaf<'g>(&self, key: &[u8], upper: bool, _g: &'g Guard) -> &'g Leaf {
+        let kp = inner::prefix(key);
+        let mut n = self.root();
+        loop {
+            let i = n.route(key, kp, upper);
+            if n.level == 0 {
+                // SAFETY: leaves reachable from a root loaded while pinned stay alive
+                // until the guard is dropped.
+                return unsafe { &*(n.children[i] as *const Leaf) };
+            }
+            // SAFETY: as for the root.
+            n = unsafe { &*(n.children[i] as *const INode) };
+        }
+    }
+
+    /// Follow `copy_ptr`s from `leaf` to the leaf that now holds `key` (readers: the new
+    /// leaves of an SMO are complete once `copy_ptr` is set, §4.2 Table 3).
+    #[inline]
+    fn resolve<'g>(&self, mut leaf: &'g Leaf, key: &[u8], below: bool) -> &'g Leaf {
+        loop {
+            if !leaf.in_smo() {
+                return leaf;
+            }
+            let c = leaf.copy.load(Ordering::Acquire);
+            if c.is_null() {
+                return leaf;
+            }
+            // SAFETY: a copy is freed only after the leaf that points to it was replaced
+            // and the guard's epoch ended; we are pinned.
+            let c = unsafe { &*c };
+            let p = if below { pick_below(c, key) } else { pick(c, key) };
+            // SAFETY: as above.
+            leaf = unsafe { &*p };
+        }
+    }
+
+    /// The leaf that holds `key`, for a reader.
+    pub(crate) fn locate<'g>(&self, key: &[u8], g: &'g Guard) -> &'g Leaf {
+        self.resolve(self.find_leaf(key, true, g), key, false)
+    }
+
+    /// The leaf that holds `key`, for a writer: any SMO on the way is completed first
+    /// (cooperative SMO), so a writer never writes a leaf that is not linked in PM.
+    fn locate_w<'g>(&self, key: &[u8], g: &'g Guard) -> Result<&'g Leaf> {
+        let mut leaf = self.find_leaf(key, true, g);
+        while leaf.in_smo() {
+            self.smo(leaf, g)?;
+            // SAFETY: `smo` returns once `copy` is set and linked; pinned.
+            let c = unsafe { &*leaf.copy.load(Ordering::Acquire) };
+            // SAFETY: as above.
+            leaf = unsafe { &*pick(c, key) };
+        }
+        Ok(leaf)
+    }
+
+    /// Search (Algorithm 5): call `f` with the value of `key`.
+    pub fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let g = epoch::pin();
+        let fp = fingerprint(key);
+        loop {
+            let leaf = self.locate(key, &g);
+            // SAFETY: pinned.
+            let hit = unsafe { find(&self.pool, leaf, key, fp, leaf.bitmap.load(Ordering::Acquire)) };
+            // Valid only if no SMO published new leaves meanwhile: writes go to those
+            // only after `copy` is set (see `smo`), so with `copy` still null the value
+            // read was the key's latest.
+            if !leaf.copy.load(Ordering::Acquire).is_null() {
+                continue;
+            }
+            return match hit {
+                None => Ok(false),
+                Some((_, p)) => {
+                    // SAFETY: pinned; the object stays allocated until we unpin.
+                    if unsafe { leaf::with_value(&self.pool, p, f) } {
+                        Ok(true)
+                    } else {
+                        Err(NbError::Corrupt(format!("the value of key {key:x?} fails its check")))
+                    }
+                }
+            };
+        }
+    }
+
+    fn prepare_value(&self, value: &[u8]) -> Result<u64> {
+        if value.len() <= INLINE_VALUE {
+            return Ok(inline_value(value));
+        }
+        Ok(VAL_PTR | self.new_object(VALUE, value)?)
+    }
+
+    /// Allocate, write, persist and publish an object holding `bytes`.
+    pub(crate) fn new_object(&self, ty: pmkv_substrate::epalloc::TypeId, bytes: &[u8]) -> Result<u64> {
+        let off = self.alloc.alloc(ty, OBJ_HEAD + bytes.len())?;
+        let head = (bytes.len() as u64) | (obj_crc(bytes) as u64) << 32;
+        // SAFETY: a reserved object nobody else can reach: plain writes inside it.
+        unsafe {
+            std::ptr::write(self.pool.at::<u64>(off), head);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.pool.at::<u8>(off + OBJ_HEAD as u64), bytes.len());
+        }
+        self.pool.flush_off(off, OBJ_HEAD + bytes.len());
+        self.pool.fence();
+        self.alloc.try_publish(off)?;
+        Ok(off)
+    }
+
+    fn key_word_for(&self, key: &[u8], prep: &mut Prepared) -> Result<(u64, u64)> {
+        if let Some(k) = prep.key {
+            return Ok(k);
+        }
+        let k = match key_word(key) {
+            KeyWord::Inline(w, kind) => (w, kind),
+            KeyWord::Object => (self.new_object(KEY, key)?, KIND_OBJ),
+        };
+        prep.key = Some(k);
+        Ok(k)
+    }
+
+    /// Free what a failed writer allocated.
+    fn release(&self, prep: &Prepared) {
+        if prep.vword & VAL_PTR != 0 {
+            self.alloc.free(prep.vword & DATA_MASK);
+        }
+        if let Some((w, KIND_OBJ)) = prep.key {
+            self.alloc.free(w);
+        }
+    }
+
+    /// Retire the objects of a payload that no entry references any more.
+    fn retire_value(&self, p: u64, g: &Guard) {
+        if p & VAL_PTR != 0 {
+            self.reclaim.retire(p & DATA_MASK, g);
+        }
+    }
+
+    /// Persist the entry line of `slot`: the write's durability point.
+    #[inline]
+    fn persist_entry(&self, leaf: &Leaf, slot: usize) {
+        self.pool.flush_off(leaf.key_at(slot), ENTRY as usize);
+        self.pool.commit_fence();
+    }
+
+    /// Insert or replace (Algorithms 1 and 3). Returns whether the key was new.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        if key.len() > MAX_KEY {
+            return Err(NbError::KeyTooLarge(key.len()));
+        }
+        if value.len() > MAX_VALUE {
+            return Err(NbError::ValueTooLarge(value.len()));
+        }
+        self.pool.check_writable()?;
+        let g = epoch::pin();
+        let mut prep = Prepared { vword: self.prepare_value(value)?, key: None };
+        let r = self.put_prepared(key, &mut prep, &g);
+        if r.is_err() {
+            self.release(&prep);
+        }
+        r
+    }
+
+    fn put_prepared(&self, key: &[u8], prep: &mut Prepared, g: &Guard) -> Result<bool> {
+        let fp = fingerprint(key);
+        'retry: loop {
+            let leaf = self.locate_w(key, g)?;
+            let mut seen = leaf.bitmap.load(Ordering::Acquire);
+            // SAFETY: pinned.
+            if let Some((slot, p)) = unsafe { find(&self.pool, leaf, key, fp, seen) } {
+                if self.update_slot(leaf, slot, p, prep, g)? {
+                    return Ok(false);
+                }
+                continue 'retry;
+            }
+            if seen & SMO_BIT != 0 {
+                continue 'retry; // locate_w completes it
+            }
+            // Algorithm 1: take the next slot.
+            let pos = leaf.num.fetch_add(1, Ordering::AcqRel) as usize;
+            if pos >= CAP {
+                leaf.bitmap.fetch_or(SMO_BIT, Ordering::AcqRel); // line 4
+                continue 'retry; // lines 5-6 (locate_w runs the SMO)
+            }
+            let (kw, kind) = self.key_word_for(key, prep)?;
+            self.write_entry(leaf, pos, kw, (kind << KIND_SHIFT) | prep.vword);
+            leaf.fps[pos].store(fp, Ordering::Relaxed);
+            // Commit: CAS the bitmap (line 8). A concurrent commit of the same key (two
+            // upserts of one new key) is caught here: the bits set since `seen` are
+            // searched before each attempt, so the CAS succeeds only if none holds it.
+            loop {
+                let b = leaf.bitmap.load(Ordering::Acquire);
+                if b & SMO_BIT != 0 {
+                    self.abandon(leaf, pos);
+                    continue 'retry; // line 9
+                }
+                if b != seen {
+                    // SAFETY: pinned.
+                    if unsafe { find(&self.pool, leaf, key, fp, b & !seen) }.is_some() {
+                        self.abandon(leaf, pos);
+                        continue 'retry;
+                    }
+                    seen = b;
+                }
+                if leaf.bitmap.compare_exchange(b, b | 1 << pos, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                    leaf.touch();
+                    self.count.add(1);
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    /// Write a new entry into the free slot `pos` and make it durable (§3.2 Figure 2,
+    /// steps 2-3): payload, then key.
+    fn write_entry(&self, leaf: &Leaf, pos: usize, kw: u64, payload: u64) {
+        let (ko, po) = (leaf.key_at(pos), leaf.payload_at(pos));
+        // SAFETY: slot `pos` was taken by this thread's fetch-and-add and is not committed:
+        // no other thread writes it, readers skip it (bitmap), and it holds no reference.
+        unsafe { self.pool.store_u64(po, payload) };
+        if !matches!(self.pool.mode(), Mode::Eadr | Mode::None) {
+            // The payload must be durable before the key (torn lines, see the module doc).
+            self.pool.flush_off(po, 8);
+            self.pool.fence();
+        }
+        // SAFETY: as above.
+        unsafe { self.pool.store_u64(ko, kw) };
+        self.persist_entry(leaf, pos);
+    }
+
+    /// Give up slot `pos` whose insert did not commit: zero its key so that recovery does
+    /// not find it.
+    fn abandon(&self, leaf: &Leaf, pos: usize) {
+        // SAFETY: the slot is this thread's (never committed).
+        unsafe { self.pool.store_u64(leaf.key_at(pos), 0) };
+        self.persist_entry(leaf, pos);
+    }
+
+    /// In-place update (Algorithm 3 line 2) of a committed slot found with payload `p`.
+    /// `Ok(false)`: the entry changed or is frozen; the caller retries.
+    fn update_slot(&self, leaf: &Leaf, slot: usize, p: u64, prep: &mut Prepared, g: &Guard) -> Result<bool> {
+        if p & FROZEN != 0 {
+            // Copied by an SMO: the write belongs in the new leaf.
+            self.smo(leaf, g)?;
+            return Ok(false);
+        }
+        let new = (p & KIND_MASK) | prep.vword;
+        // SAFETY: an entry word shared by writers, changed only by CAS.
+        match unsafe { self.pool.cas_u64(leaf.payload_at(slot), p, new) } {
+            Ok(_) => {
+                self.persist_entry(leaf, slot);
+                leaf.touch();
+                // The key object we may have made for an insert is not needed.
+                if let Some((w, KIND_OBJ)) = prep.key.take() {
+                    self.alloc.free(w);
+                }
+                prep.vword = 0;
+                self.retire_value(p, g);
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// Delete (Algorithm 4): mark the payload [`DEL`], then zero the key; returns whether
+    /// the key was present.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        if key.len() > MAX_KEY {
+            return Ok(false);
+        }
+        self.pool.check_writable()?;
+        let g = epoch::pin();
+        let fp = fingerprint(key);
+        loop {
+            let leaf = self.locate_w(key, &g)?;
+            // SAFETY: pinned.
+            let Some((slot, p)) = (unsafe { find(&self.pool, leaf, key, fp, leaf.bitmap.load(Ordering::Acquire)) })
+            else {
+                if leaf.in_smo() {
+                    continue;
+                }
+                return Ok(false);
+            };
+            if p & FROZEN != 0 {
+                self.smo(leaf, &g)?;
+                continue;
+            }
+            // SAFETY: an entry word shared by writers, changed only by CAS.
+            if unsafe { self.pool.cas_u64(leaf.payload_at(slot), p, p | DEL) }.is_err() {
+                continue;
+            }
+            let kw = load(&self.pool, leaf.key_at(slot));
+            // SAFETY: the DEL bit made this thread the slot's only writer.
+            unsafe { self.pool.store_u64(leaf.key_at(slot), 0) };
+            self.persist_entry(leaf, slot);
+            leaf.touch();
+            self.count.add(-1);
+            self.retire_value(p, &g);
+            if (p & KIND_MASK) >> KIND_SHIFT == KIND_OBJ {
+                self.reclaim.retire(kw, &g);
+            }
+            return Ok(true);
+        }
+    }
+
+    /// Visit the records in `[start, end)` bounds in order (or reverse) until `visit`
+    /// returns false or `limit` records were visited. Leaves are unsorted: each leaf's
+    /// live entries are read, sorted, and visited; then the scan moves to the next leaf
+    /// by its fence. Each leaf is read at one moment (validated against a concurrent
+    /// SMO), not the whole range at once.
+    pub fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let g = epoch::pin();
+        let mut left = limit;
+        let in_start = |k: &[u8]| match start {
+            Bound::Included(s) => k >= s,
+            Bound::Excluded(s) => k > s,
+            Bound::Unbounded => true,
+        };
+        let in_end = |k: &[u8]| match end {
+            Bound::Included(e) => k <= e,
+            Bound::Excluded(e) => k < e,
+            Bound::Unbounded => true,
+        };
+        // Forward: `cur` is a key the next leaf must cover. Reverse: `cur` is an exclusive
+        // upper bound (None = +inf).
+        let mut cur: Option<Vec<u8>> = if reverse {
+            match end {
+                Bound::Included(e) => {
+                    let mut v = e.to_vec();
+                    v.push(0); // the least key above `e`
+                    Some(v)
+                }
+                Bound::Excluded(e) => Some(e.to_vec()),
+                Bound::Unbounded => None,
+            }
+        } else {
+            Some(match start {
+                Bound::Included(s) | Bound::Excluded(s) => s.to_vec(),
+                Bound::Unbounded => Vec::new(),
+            })
+        };
+        let mut recs: Vec<(Vec<u8>, u64)> = Vec::new();
+        loop {
+            if left == 0 {
+                return Ok(());
+            }
+            let leaf = if reverse {
+                match &cur {
+                    None => self.last_leaf(&g),
+                    Some(c) => self.resolve(self.find_leaf(c, false, &g), c, true),
+                }
+            } else {
+                let c = cur.as_deref().expect("forward scans always have a key");
+                self.locate(c, &g)
+            };
+            recs.clear();
+            for (_, kw, p) in leaf::live_entries(&self.pool, leaf) {
+                // SAFETY: pinned.
+                let k = unsafe { leaf::entry_key(&self.pool, kw, p, false) }
+                    .ok_or_else(|| NbError::Corrupt(format!("an entry of block {:#x} has a bad key", leaf.block)))?;
+                recs.push((k.as_slice().to_vec(), p));
+            }
+            if !leaf.copy.load(Ordering::Acquire).is_null() {
+                continue; // replaced meanwhile: read its new leaves
+            }
+            recs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            if reverse {
+                recs.reverse();
+            }
+            for (k, p) in &recs {
+                if !in_start(k) || !in_end(k) {
+                    continue;
+                }
+                if let Some(c) = &cur {
+                    if reverse && k.as_slice() >= c.as_slice() {
+                        continue;
+                    }
+                    if !reverse && k.as_slice() < c.as_slice() {
+                        continue;
+                    }
+                }
+                let mut go = true;
+                // SAFETY: pinned.
+                let ok = unsafe { leaf::with_value(&self.pool, *p, &mut |v| go = visit(k, v)) };
+                if !ok {
+                    return Err(NbError::Corrupt(format!("the value of key {k:x?} fails its check")));
+                }
+                left -= 1;
+                if !go || left == 0 {
+                    return Ok(());
+                }
+            }
+            if reverse {
+                // Done at the first leaf, or when every key below this leaf is below the
+                // range's start.
+                let below_start = match start {
+                    Bound::Included(s) | Bound::Excluded(s) => *leaf.low <= *s,
+                    Bound::Unbounded => false,
+                };
+                if leaf.low.is_empty() || below_start {
+                    return Ok(());
+                }
+                cur = Some(leaf.low.to_vec());
+            } else {
+                let next = leaf.next.load(Ordering::Acquire);
+                if next.is_null() {
+                    return Ok(());
+                }
+                // SAFETY: pinned.
+                let low = &unsafe { &*next }.low;
+                if !in_end(low) {
+                    return Ok(());
+                }
+                cur = Some(low.to_vec());
+            }
+        }
+    }
+
+    /// The last leaf (holding the largest keys).
+    fn last_leaf<'g>(&self, g: &'g Guard) -> &'g Leaf {
+        let mut n = self.root();
+        loop {
+            let c = *n.children.last().expect("nodes have children");
+            if n.level == 0 {
+                // SAFETY: pinned.
+                let mut leaf = unsafe { &*(c as *const Leaf) };
+                // Follow copies to the rightmost new leaf.
+                loop {
+                    let cp = leaf.copy.load(Ordering::Acquire);
+                    if !leaf.in_smo() || cp.is_null() {
+                        break;
+                    }
+                    // SAFETY: pinned.
+                    let cp = unsafe { &*cp };
+                    let s = cp.sibling.load(Ordering::Acquire);
+                    // SAFETY: pinned.
+                    leaf = if s.is_null() { cp } else { unsafe { &*s } };
+                }
+                let _ = g;
+                return leaf;
+            }
+            // SAFETY: pinned.
+            n = unsafe { &*(c as *const INode) };
+        }
+    }
+
+    /// Every leaf of the live list after the sentinel, in order. Only while no SMO runs.
+    pub(crate) fn leaves_quiesced(&self) -> Vec<*const Leaf> {
+        let mut out = Vec::new();
+        // SAFETY: the sentinel lives as long as the tree.
+        let mut p = unsafe { &*self.head }.next.load(Ordering::Acquire) as *const Leaf;
+        while !p.is_null() {
+            out.push(p);
+            // SAFETY: leaves of the live list are alive while no SMO retires them (the
+            // caller's condition).
+            p = unsafe { &*p }.next.load(Ordering::Acquire);
+        }
+        out
+    }
+
+    /// Free `off` (a block, key or value object) once no thread can hold it.
+    pub(crate) fn retire(&self, off: u64, g: &Guard) {
+        self.reclaim.retire(off, g);
+        if self.reclaim.ready_len() >= 64 {
+            self.collect();
+        }
+    }
+
+    /// Seal the blocks, release the DRAM layer, close the pool and mark it clean.
+    pub fn close(mut self) -> Result<()> {
+        self.seal();
+        self.closed = true;
+        let pool = self.pool.clone();
+        drop(self);
+        match Arc::try_unwrap(pool) {
+            Ok(pool) => Ok(pool.close()?),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Drain retired objects whose grace period has passed.
+    pub(crate) fn collect(&self) {
+        self.reclaim.collect(&self.alloc);
+    }
+
+    /// `msync` or fence, as the pool's mode needs.
+    pub fn sync(&self) -> Result<()> {
+        Ok(self.pool.sync()?)
+    }
+}
+
+impl Drop for NbTree {
+    /// Seal (unless `close` did, or a panic is unwinding: the pool is then not marked
+    /// clean and the next open recovers), then free the metadata layer and inner nodes.
+    /// Leaves and nodes already retired are freed by the epoch scheme.
+    fn drop(&mut self) {
+        if !self.closed && !std::thread::panicking() {
+            self.seal();
+        }
+        for l in self.leaves_quiesced() {
+            // SAFETY: the live leaves are owned by the tree, and no thread uses it now.
+            drop(unsafe { Box::from_raw(l as *mut Leaf) });
+        }
+        // SAFETY: as above, for the sentinel.
+        drop(unsafe { Box::from_raw(self.head as *mut Leaf) });
+        // SAFETY: the nodes reachable from the root are owned by the tree.
+        for n in unsafe { inner::nodes(self.root.load(Ordering::Acquire)) } {
+            // SAFETY: as above; each node is listed once.
+            drop(unsafe { Box::from_raw(n as *mut INode) });
+        }
+    }
+}
