@@ -1,4 +1,4 @@
-//! SPEC H5 with a real process: `pmkv load` killed with SIGKILL at a random moment; the
+//! SPEC H5 and N6 with a real process, for HART and NBTree: `pmkv load` killed with SIGKILL at a random moment; the
 //! reopened pool passes `pmkv check` and holds exactly a prefix of the input (each record
 //! with its line number as value).
 
@@ -11,6 +11,15 @@ use std::time::Duration;
 
 #[test]
 fn sigkill_during_load_leaves_a_prefix() {
+    sigkill_during_load("hart");
+}
+
+#[test]
+fn sigkill_during_load_leaves_a_prefix_nbtree() {
+    sigkill_during_load("nbtree");
+}
+
+fn sigkill_during_load(engine: &str) {
     let dir = pool_dir();
     let input = dir.path().join("keys.txt");
     let mut f = std::fs::File::create(&input).unwrap();
@@ -38,7 +47,7 @@ fn sigkill_during_load_leaves_a_prefix() {
     for (round, delay_ms) in delays.into_iter().enumerate() {
         let pool = dir.path().join(format!("p{round}.pool"));
         let mut child = pmkv_command()
-            .args(["load", pool.to_str().unwrap(), input.to_str().unwrap(), "--engine", "hart"])
+            .args(["load", pool.to_str().unwrap(), input.to_str().unwrap(), "--engine", engine])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -65,6 +74,6 @@ fn sigkill_during_load_leaves_a_prefix() {
         for (i, key) in lines.iter().take(m).enumerate() {
             assert_eq!(got.get(key), Some(&(i + 1).to_string()), "record {} of the prefix", i + 1);
         }
-        eprintln!("kill after {delay_ms} ms: {m} of {n} records, a prefix");
+        eprintln!("{engine}: kill after {delay_ms} ms: {m} of {n} records, a prefix");
     }
 }

@@ -10,6 +10,9 @@ use crate::tree::NbTree;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
+/// Bytes by structure name.
+pub type ByStructure = Vec<(String, u64)>;
+
 impl NbTree {
     /// Verify the tree; `Err(Corrupt)` lists the problems, `Ok` summarises.
     pub fn check(&self) -> Result<String> {
@@ -145,14 +148,20 @@ impl NbTree {
         }
     }
 
-    fn check_object(&self, off: u64, ty: pmkv_substrate::epalloc::TypeId, ctx: &dyn Fn() -> String, problems: &mut Vec<String>) {
+    fn check_object(
+        &self,
+        off: u64,
+        ty: pmkv_substrate::epalloc::TypeId,
+        ctx: &dyn Fn() -> String,
+        problems: &mut Vec<String>,
+    ) {
         if self.alloc.type_of(off) != Some(ty) || !self.alloc.is_used(off) {
             problems.push(format!("{}: object {off:#x} is not a used object of its type", ctx()));
         }
     }
 
     /// DRAM and PM bytes by structure.
-    pub fn memory(&self) -> (Vec<(String, u64)>, Vec<(String, u64)>) {
+    pub fn memory(&self) -> (ByStructure, ByStructure) {
         let _g = crossbeam_epoch::pin();
         let leaves = self.leaves_quiesced().len() as u64 + 1;
         // SAFETY: pinned; nodes reachable from the root are alive while pinned... and not

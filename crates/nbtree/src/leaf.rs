@@ -93,7 +93,7 @@ impl Leaf {
 
 /// Which new leaf of an SMO that started at `left` holds `key`.
 #[inline]
-pub(crate) fn pick<'a>(left: &'a Leaf, key: &[u8]) -> *const Leaf {
+pub(crate) fn pick(left: &Leaf, key: &[u8]) -> *const Leaf {
     match &left.split {
         Some(s) if key >= &s[..] => left.sibling.load(Ordering::Acquire),
         _ => left as *const Leaf,
@@ -102,7 +102,7 @@ pub(crate) fn pick<'a>(left: &'a Leaf, key: &[u8]) -> *const Leaf {
 
 /// Which new leaf of an SMO holds the keys just below `bound` (for reverse scans).
 #[inline]
-pub(crate) fn pick_below<'a>(left: &'a Leaf, bound: &[u8]) -> *const Leaf {
+pub(crate) fn pick_below(left: &Leaf, bound: &[u8]) -> *const Leaf {
     match &left.split {
         Some(s) if &s[..] < bound => left.sibling.load(Ordering::Acquire),
         _ => left as *const Leaf,
@@ -141,7 +141,7 @@ pub(crate) fn load(pool: &Pool, off: u64) -> u64 {
 /// # Safety
 /// `off` names a published key or value object that stays allocated while the slice is
 /// used (the caller is pinned in the epoch in which it read the reference).
-pub(crate) unsafe fn object<'a>(pool: &'a Pool, off: u64, max: usize, verify: bool) -> Option<&'a [u8]> {
+pub(crate) unsafe fn object(pool: &Pool, off: u64, max: usize, verify: bool) -> Option<&[u8]> {
     if off == 0 || !off.is_multiple_of(8) || !pool.contains(off, OBJ_HEAD as u64) {
         return None;
     }

@@ -13,7 +13,7 @@
 //! The public API is [`NbTree`], [`RecoveryReport`], [`NbError`], [`Result`], the limits
 //! and the engine factory. Everything else is crate-private.
 
-mod checker;
+pub(crate) mod checker;
 mod claim;
 mod engine;
 mod error;
@@ -25,6 +25,7 @@ mod recovery;
 mod smo;
 mod tree;
 
+pub use checker::ByStructure;
 pub use engine::{NbTreeEngine, NbTreeFactory, FACTORY, LAYOUT};
 pub use error::{NbError, Result};
 pub use layout::{MAX_KEY, MAX_VALUE};

@@ -74,7 +74,13 @@ fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant) -> Result<NbTree> {
     let sentinel = Leaf::new(head, Arc::from(&b""[..]));
     sentinel.next.store(first_leaf, Ordering::Relaxed);
     let root = inner::build(&[(Arc::from(&b""[..]), first_leaf as *const Leaf)]);
-    let rep = RecoveryReport { clean: true, leaves: 1, threads: 1, micros: t0.elapsed().as_micros() as u64, ..Default::default() };
+    let rep = RecoveryReport {
+        clean: true,
+        leaves: 1,
+        threads: 1,
+        micros: t0.elapsed().as_micros() as u64,
+        ..Default::default()
+    };
     Ok(assemble(pool, alloc, sbo, sentinel, root, 0, rep, claim))
 }
 
@@ -106,7 +112,11 @@ fn assemble(
 
 /// Validate the superblock; returns the head block.
 fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<u64> {
-    if !sb.is_multiple_of(8) || !pool.contains(sb, SUPER_SIZE as u64) || alloc.type_of(sb) != Some(SUPER) || !alloc.is_used(sb) {
+    if !sb.is_multiple_of(8)
+        || !pool.contains(sb, SUPER_SIZE as u64)
+        || alloc.type_of(sb) != Some(SUPER)
+        || !alloc.is_used(sb)
+    {
         return Err(corrupt("the superblock offset does not name a used superblock object"));
     }
     // SAFETY: inside the pool (checked); nothing writes it while the tree opens.

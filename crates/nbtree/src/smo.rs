@@ -208,7 +208,8 @@ impl NbTree {
                 self.pool.flush_off(pred.block + BLK_NEXT, 8);
                 self.pool.fence();
             }
-            let _ = pred.next.compare_exchange(me, left as *const Leaf as *mut Leaf, Ordering::AcqRel, Ordering::Acquire);
+            let _ =
+                pred.next.compare_exchange(me, left as *const Leaf as *mut Leaf, Ordering::AcqRel, Ordering::Acquire);
             pred.touch();
             if !std::ptr::eq(pred, self.head) && pred.in_smo() {
                 self.smo(pred, g)?;

@@ -482,6 +482,8 @@ impl NbTree {
             })
         };
         let mut recs: Vec<(Vec<u8>, u64)> = Vec::new();
+        // Forward: the leaf to read next, when known.
+        let mut fwd: Option<&Leaf> = None;
         loop {
             if left == 0 {
                 return Ok(());
@@ -492,8 +494,10 @@ impl NbTree {
                     Some(c) => self.resolve(self.find_leaf(c, false, &g), c, true),
                 }
             } else {
-                let c = cur.as_deref().expect("forward scans always have a key");
-                self.locate(c, &g)
+                match fwd.take() {
+                    Some(l) => l,
+                    None => self.locate(cur.as_deref().expect("forward scans always have a key"), &g),
+                }
             };
             recs.clear();
             for (_, kw, p) in leaf::live_entries(&self.pool, leaf) {
@@ -503,7 +507,11 @@ impl NbTree {
                 recs.push((k.as_slice().to_vec(), p));
             }
             if !leaf.copy.load(Ordering::Acquire).is_null() {
-                continue; // replaced meanwhile: read its new leaves
+                // Replaced meanwhile: read its new leaves.
+                if !reverse {
+                    fwd = Some(self.resolve(leaf, &leaf.low, false));
+                }
+                continue;
             }
             recs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             if reverse {
@@ -548,12 +556,14 @@ impl NbTree {
                 if next.is_null() {
                     return Ok(());
                 }
+                // Forward moves by the list, not the inner nodes: a leaf left empty by
+                // deletes before a crash is in the list but has no fence of its own.
                 // SAFETY: pinned.
-                let low = &unsafe { &*next }.low;
-                if !in_end(low) {
+                let nl = unsafe { &*next };
+                if !in_end(&nl.low) {
                     return Ok(());
                 }
-                cur = Some(low.to_vec());
+                fwd = Some(self.resolve(nl, &nl.low, false));
             }
         }
     }

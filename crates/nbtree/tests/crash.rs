@@ -8,9 +8,9 @@
 
 use pmkv_nbtree::NbTree;
 use pmkv_substrate::{Eviction, Mode, Pool};
+use pmkv_testutil::sim_opts;
 use pmkv_testutil::CrashFindings;
 use pmkv_testutil::{apply, model_of_scan, Model, Op};
-use pmkv_testutil::sim_opts;
 use std::ops::Bound;
 use std::sync::Arc;
 

@@ -168,7 +168,8 @@ impl Pool {
         assert!(off.is_multiple_of(8) && self.contains(off, 8), "PM word {off:#x} misaligned or outside the pool");
         // SAFETY: aligned and inside the mapping (checked); no plain store races with
         // this load (the caller's contract).
-        unsafe { std::sync::atomic::AtomicU64::from_ptr(self.at::<u64>(off)) }.load(std::sync::atomic::Ordering::Acquire)
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(self.at::<u64>(off)) }
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// [`Pool::store_u64`] for a 4-byte word.
