@@ -86,7 +86,7 @@ impl NbTree {
                     problems.push(format!("{}: key {k:x?} below the leaf's fence", ctx()));
                 }
                 // SAFETY: pinned.
-                if !unsafe { leaf::with_value(&self.pool, p, &mut |_| {}) } {
+                if !unsafe { leaf::with_value(&self.pool, p, load(&self.pool, l.value_at(slot)), &mut |_| {}) } {
                     problems.push(format!("{}: the value of {k:x?} is damaged", ctx()));
                 }
                 if p & VAL_PTR != 0 {

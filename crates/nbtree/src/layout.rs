@@ -8,11 +8,21 @@
 //!   "sweep needed" word, and a CRC-32C of the immutable fields.
 //! * **Key-value block** (type [`BLOCK`], [`BLOCK_SIZE`] bytes): the next block (8), a
 //!   seal (CRC-32C of the block, written at clean close and verified at clean open) (4),
-//!   4 reserved, then [`CAP`] unsorted 16-byte entries.
-//! * **Entry**: an 8-byte key word and an 8-byte payload. Key 0 is an empty or deleted
-//!   slot (the paper's convention). The payload's top two bits are the paper's two
+//!   20 reserved, then [`CAP`] unsorted 32-byte entries.
+//! * **Entry** (32 bytes, aligned, so one PM line): an 8-byte key word, an 8-byte
+//!   payload, an 8-byte inline value word, 8 reserved. Key 0 is an empty or deleted slot
+//!   (the paper's convention). The payload's top two bits are the paper's two
 //!   concurrency bits, used here as [`FROZEN`] (the entry was copied by an SMO) and
 //!   [`DEL`] (deleted; the key is zeroed next); see `smo` for why.
+//!
+//!   **Why 32 bytes, not the paper's 16.** The paper's payload is a 62-bit integer, so
+//!   8-byte keys and values fit 16 bytes. pmkv's values are byte strings: an 8-byte value
+//!   plus the concurrency bits, the key's kind and the value's length need more than 64
+//!   bits, and with 16-byte entries every 8-byte value would live in a PM object of its
+//!   own (an extra allocation, PM line written and PM line read per operation; measured
+//!   at 0.6-0.8x the throughput). With a separate value word an 8-byte value stays in the
+//!   entry, every operation still writes and reads one PM line (Table 1), and a block of
+//!   2 KiB holds 63 entries, as many as the paper's 1 KiB node of 16-byte entries.
 //! * **Key and value objects** (types [`KEY`], [`VALUE`]): 4-byte length, CRC-32C of
 //!   length and bytes, the bytes. Immutable once published.
 
@@ -37,14 +47,17 @@ pub(crate) const SB_CRC: u64 = 24;
 /// 1 when the last close left retired objects unfreed: the next open sweeps.
 pub(crate) const SB_SWEEP: u64 = 32;
 
-/// Key-value block: 1 KiB, the paper's node size (§6.1).
-pub(crate) const BLOCK_SIZE: usize = 1024;
+/// Key-value block: 2 KiB, 63 entries (the paper's 1 KiB node holds 64 of 16 bytes).
+pub(crate) const BLOCK_SIZE: usize = 2048;
 pub(crate) const BLK_NEXT: u64 = 0;
 pub(crate) const BLK_SEAL: u64 = 8;
-pub(crate) const BLK_ENTRIES: u64 = 16;
-/// Entries per block: (1024 - 16) / 16. Bit 63 of the DRAM bitmap is the SMO bit.
+pub(crate) const BLK_ENTRIES: u64 = 32;
+/// Entries per block: (2048 - 32) / 32. Bit 63 of the DRAM bitmap is the SMO bit.
 pub(crate) const CAP: usize = 63;
-pub(crate) const ENTRY: u64 = 16;
+pub(crate) const ENTRY: u64 = 32;
+/// Offsets in an entry.
+pub(crate) const E_PAYLOAD: u64 = 8;
+pub(crate) const E_VALUE: u64 = 16;
 
 /// Payload bits.
 pub(crate) const FROZEN: u64 = 1 << 63;
@@ -57,12 +70,14 @@ pub(crate) const KIND_INLINE8: u64 = 0;
 pub(crate) const KIND_SHORT: u64 = 1;
 /// The key word is the offset of a key object.
 pub(crate) const KIND_OBJ: u64 = 2;
-/// The value is a value object whose offset is in the low 56 bits.
+/// The value is a value object whose offset is in the low 52 bits; otherwise it is the
+/// first `len` bytes of the entry's value word.
 pub(crate) const VAL_PTR: u64 = 1 << 59;
-pub(crate) const VLEN_SHIFT: u32 = 56;
-pub(crate) const DATA_MASK: u64 = (1 << 56) - 1;
-/// Longest value kept in the payload itself.
-pub(crate) const INLINE_VALUE: usize = 7;
+pub(crate) const VLEN_SHIFT: u32 = 52;
+pub(crate) const VLEN_MASK: u64 = 0xf << VLEN_SHIFT;
+pub(crate) const DATA_MASK: u64 = (1 << 52) - 1;
+/// Longest value kept in the entry itself.
+pub(crate) const INLINE_VALUE: usize = 8;
 
 /// Key and value object header: length (4) and CRC-32C (4).
 pub(crate) const OBJ_HEAD: usize = 8;
@@ -86,6 +101,7 @@ pub(crate) fn obj_crc(bytes: &[u8]) -> u32 {
 /// The seal of a block image: CRC-32C of everything but the seal word.
 pub(crate) fn block_seal(block: &[u8]) -> u32 {
     let c = crc32c::crc32c(&block[..BLK_SEAL as usize]);
+    let c = crc32c::crc32c_append(c, &block[BLK_SEAL as usize + 4..BLK_ENTRIES as usize]);
     crc32c::crc32c_append(c, &block[BLK_ENTRIES as usize..BLOCK_SIZE])
 }
 
@@ -134,24 +150,19 @@ pub(crate) fn inline_key(word: u64, kind: u64) -> Option<([u8; 8], usize)> {
     }
 }
 
-/// The payload of an inline value (at most [`INLINE_VALUE`] bytes).
-pub(crate) fn inline_value(v: &[u8]) -> u64 {
+/// The payload bits and value word of an inline value (at most [`INLINE_VALUE`] bytes).
+pub(crate) fn inline_value(v: &[u8]) -> (u64, u64) {
     debug_assert!(v.len() <= INLINE_VALUE);
-    let mut w = 0u64;
-    for (i, &b) in v.iter().enumerate() {
-        w |= (b as u64) << (8 * (6 - i));
-    }
-    w | (v.len() as u64) << VLEN_SHIFT
+    let mut b = [0u8; 8];
+    b[..v.len()].copy_from_slice(v);
+    ((v.len() as u64) << VLEN_SHIFT, u64::from_le_bytes(b))
 }
 
-/// The bytes of an inline value payload.
-pub(crate) fn inline_value_bytes(p: u64) -> ([u8; 7], usize) {
-    let len = ((p >> VLEN_SHIFT) & 7) as usize;
-    let mut b = [0u8; 7];
-    for (i, x) in b.iter_mut().enumerate() {
-        *x = (p >> (8 * (6 - i))) as u8;
-    }
-    (b, len)
+/// The bytes of an inline value: payload `p`, value word `w`; `None` if the length is
+/// not a valid one (damage).
+pub(crate) fn inline_value_bytes(p: u64, w: u64) -> Option<([u8; 8], usize)> {
+    let len = ((p & VLEN_MASK) >> VLEN_SHIFT) as usize;
+    (len <= INLINE_VALUE).then_some((w.to_le_bytes(), len))
 }
 
 /// 1-byte fingerprint of a key (the paper's `fps`): a multiplicative hash over 8-byte
@@ -185,10 +196,10 @@ mod tests {
         assert_eq!(key_word(b"abcdefghi"), KeyWord::Object);
         let KeyWord::Inline(w, KIND_INLINE8) = key_word(b"12345678") else { panic!() };
         assert_eq!(inline_key(w, KIND_INLINE8).unwrap().0, *b"12345678");
-        for v in [&b""[..], b"x", b"1234567", b"\0\xff"] {
-            let p = inline_value(v);
-            assert_eq!(p & (FROZEN | DEL | KIND_MASK | VAL_PTR), 0);
-            let (b, len) = inline_value_bytes(p);
+        for v in [&b""[..], b"x", b"1234567", b"12345678", b"\0\xff"] {
+            let (p, w) = inline_value(v);
+            assert_eq!(p & (FROZEN | DEL | KIND_MASK | VAL_PTR | DATA_MASK), 0);
+            let (b, len) = inline_value_bytes(p, w).unwrap();
             assert_eq!(&b[..len], v);
         }
     }

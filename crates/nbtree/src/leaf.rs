@@ -87,7 +87,13 @@ impl Leaf {
     /// Offset of the payload of `slot`.
     #[inline]
     pub(crate) fn payload_at(&self, slot: usize) -> u64 {
-        entry_off(self.block, slot) + 8
+        entry_off(self.block, slot) + E_PAYLOAD
+    }
+
+    /// Offset of the inline value word of `slot`.
+    #[inline]
+    pub(crate) fn value_at(&self, slot: usize) -> u64 {
+        entry_off(self.block, slot) + E_VALUE
     }
 }
 
@@ -174,17 +180,14 @@ pub(crate) unsafe fn entry_key<'a>(pool: &'a Pool, kw: u64, p: u64, verify: bool
     }
 }
 
-/// Call `f` with the value of payload `p`; `false` if its object is damaged.
+/// Call `f` with the value of payload `p` and value word `w`; `false` if it is damaged.
 ///
 /// # Safety
 /// As [`object`] for the value object `p` names.
 #[inline]
-pub(crate) unsafe fn with_value(pool: &Pool, p: u64, f: &mut dyn FnMut(&[u8])) -> bool {
+pub(crate) unsafe fn with_value(pool: &Pool, p: u64, w: u64, f: &mut dyn FnMut(&[u8])) -> bool {
     if p & VAL_PTR == 0 {
-        let (b, n) = inline_value_bytes(p);
-        if n > INLINE_VALUE {
-            return false;
-        }
+        let Some((b, n)) = inline_value_bytes(p, w) else { return false };
         f(&b[..n]);
         return true;
     }
@@ -241,18 +244,18 @@ pub(crate) unsafe fn find(pool: &Pool, leaf: &Leaf, key: &[u8], fp: u8, bitmap: 
     None
 }
 
-/// The live entries of a leaf's committed slots: (slot, key word, payload).
-pub(crate) fn live_entries(pool: &Pool, leaf: &Leaf) -> Vec<(usize, u64, u64)> {
+/// The live entries of a leaf's committed slots: (slot, key word, payload, value word).
+pub(crate) fn live_entries(pool: &Pool, leaf: &Leaf) -> Vec<(usize, u64, u64, u64)> {
     let mut bits = leaf.bitmap.load(Ordering::Acquire) & SLOTS_MASK;
     let mut out = Vec::with_capacity(bits.count_ones() as usize);
-    pool.note_read((bits.count_ones() as u64).div_ceil(4));
+    pool.note_read((bits.count_ones() as u64).div_ceil(2));
     while bits != 0 {
         let slot = bits.trailing_zeros() as usize;
         bits &= bits - 1;
         let kw = load(pool, leaf.key_at(slot));
         let p = load(pool, leaf.payload_at(slot));
         if kw != 0 && p & DEL == 0 {
-            out.push((slot, kw, p));
+            out.push((slot, kw, p, load(pool, leaf.value_at(slot))));
         }
     }
     out

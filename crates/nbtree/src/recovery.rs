@@ -167,14 +167,14 @@ fn decode(pool: &Pool, block: u64, verify: bool) -> Result<Decoded> {
             continue;
         }
         d.num = slot + 1;
-        let mut p = load(pool, ko + 8);
+        let mut p = load(pool, ko + E_PAYLOAD);
         if p & DEL != 0 {
             d.fixes.push((ko, 0)); // finish the delete
             continue;
         }
         if p & FROZEN != 0 {
             p &= !FROZEN;
-            d.fixes.push((ko + 8, p)); // an SMO that never linked
+            d.fixes.push((ko + E_PAYLOAD, p)); // an SMO that never linked
         }
         // SAFETY: recovery runs alone; objects stay allocated.
         let k = unsafe { leaf::entry_key(pool, kw, p, verify) }

@@ -35,8 +35,8 @@ use crossbeam_epoch::Guard;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// A copied entry: key bytes, key word, payload (unfrozen).
-type Rec = (Vec<u8>, u64, u64);
+/// A copied entry: key bytes, key word, payload (unfrozen), value word.
+type Rec = (Vec<u8>, u64, u64, u64);
 
 impl NbTree {
     /// Complete the SMO of `leaf` (whose SMO bit is set): the copy phase if no thread has
@@ -80,7 +80,10 @@ impl NbTree {
                 // SAFETY: the leaf is pinned by the caller; its key objects stay allocated.
                 let k = unsafe { leaf::entry_key(&self.pool, kw, p, false) }
                     .ok_or_else(|| NbError::Corrupt(format!("block {:#x} slot {slot}: bad key", leaf.block)))?;
-                recs.push((k.as_slice().to_vec(), kw, p));
+                // Read after the freeze: no update can change the value word any more
+                // without seeing the frozen bit and redoing itself in the new leaf.
+                let w = load(&self.pool, leaf.value_at(slot));
+                recs.push((k.as_slice().to_vec(), kw, p, w));
                 break;
             }
         }
@@ -132,10 +135,11 @@ impl NbTree {
         let block = self.alloc.alloc(BLOCK, BLOCK_SIZE)?;
         let mut img = [0u8; BLOCK_SIZE];
         img[..8].copy_from_slice(&next_pm.to_le_bytes());
-        for (i, (_, kw, p)) in recs.iter().enumerate() {
+        for (i, (_, kw, p, w)) in recs.iter().enumerate() {
             let at = (BLK_ENTRIES + i as u64 * ENTRY) as usize;
             img[at..at + 8].copy_from_slice(&kw.to_le_bytes());
             img[at + 8..at + 16].copy_from_slice(&p.to_le_bytes());
+            img[at + 16..at + 24].copy_from_slice(&w.to_le_bytes());
         }
         // SAFETY: a reserved block nobody else can reach: plain writes inside it.
         unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), self.pool.at::<u8>(block), BLOCK_SIZE) };
@@ -147,7 +151,7 @@ impl NbTree {
         }
         let mut l = Leaf::new(block, low);
         l.split = split;
-        for (i, (k, _, _)) in recs.iter().enumerate() {
+        for (i, (k, _, _, _)) in recs.iter().enumerate() {
             l.fps[i].store(fingerprint(k), Ordering::Relaxed);
         }
         let n = recs.len();

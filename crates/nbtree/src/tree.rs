@@ -102,8 +102,10 @@ unsafe impl Sync for NbTree {}
 
 /// What a writer holds of its key and value while it retries: objects allocated once.
 struct Prepared {
-    /// Payload bits of the value (inline bytes or object offset, VAL_PTR).
-    vword: u64,
+    /// Payload bits (the length) and value word of a value that fits the entry.
+    inline: Option<(u64, u64)>,
+    /// The value's object, once made (always for values that do not fit the entry).
+    obj: Option<u64>,
     /// Key word and kind bits, once encoded (objects are made only for inserts).
     key: Option<(u64, u64)>,
 }
@@ -199,7 +201,8 @@ impl NbTree {
         loop {
             let leaf = self.locate(key, &g);
             // SAFETY: pinned.
-            let hit = unsafe { find(&self.pool, leaf, key, fp, leaf.bitmap.load(Ordering::Acquire)) };
+            let hit = unsafe { find(&self.pool, leaf, key, fp, leaf.bitmap.load(Ordering::Acquire)) }
+                .map(|(slot, p)| (p, load(&self.pool, leaf.value_at(slot))));
             // Valid only if no SMO published new leaves meanwhile: writes go to those
             // only after `copy` is set (see `smo`), so with `copy` still null the value
             // read was the key's latest.
@@ -208,9 +211,9 @@ impl NbTree {
             }
             return match hit {
                 None => Ok(false),
-                Some((_, p)) => {
+                Some((p, w)) => {
                     // SAFETY: pinned; the object stays allocated until we unpin.
-                    if unsafe { leaf::with_value(&self.pool, p, f) } {
+                    if unsafe { leaf::with_value(&self.pool, p, w, f) } {
                         Ok(true)
                     } else {
                         Err(NbError::Corrupt(format!("the value of key {key:x?} fails its check")))
@@ -220,11 +223,21 @@ impl NbTree {
         }
     }
 
-    fn prepare_value(&self, value: &[u8]) -> Result<u64> {
+    fn prepare_value(&self, value: &[u8]) -> Result<Prepared> {
         if value.len() <= INLINE_VALUE {
-            return Ok(inline_value(value));
+            return Ok(Prepared { inline: Some(inline_value(value)), obj: None, key: None });
         }
-        Ok(VAL_PTR | self.new_object(VALUE, value)?)
+        Ok(Prepared { inline: None, obj: Some(self.new_object(VALUE, value)?), key: None })
+    }
+
+    /// The value's object, made now if it was not yet.
+    fn value_obj(&self, value: &[u8], prep: &mut Prepared) -> Result<u64> {
+        if let Some(o) = prep.obj {
+            return Ok(o);
+        }
+        let o = self.new_object(VALUE, value)?;
+        prep.obj = Some(o);
+        Ok(o)
     }
 
     /// Allocate, write, persist and publish an object holding `bytes`.
@@ -254,12 +267,12 @@ impl NbTree {
         Ok(k)
     }
 
-    /// Free what a failed writer allocated.
-    fn release(&self, prep: &Prepared) {
-        if prep.vword & VAL_PTR != 0 {
-            self.alloc.free(prep.vword & DATA_MASK);
+    /// Free what a writer allocated and did not use.
+    fn release(&self, prep: &mut Prepared) {
+        if let Some(o) = prep.obj.take() {
+            self.alloc.free(o);
         }
-        if let Some((w, KIND_OBJ)) = prep.key {
+        if let Some((w, KIND_OBJ)) = prep.key.take() {
             self.alloc.free(w);
         }
     }
@@ -288,22 +301,21 @@ impl NbTree {
         }
         self.pool.check_writable()?;
         let g = epoch::pin();
-        let mut prep = Prepared { vword: self.prepare_value(value)?, key: None };
-        let r = self.put_prepared(key, &mut prep, &g);
-        if r.is_err() {
-            self.release(&prep);
-        }
+        let mut prep = self.prepare_value(value)?;
+        let r = self.put_prepared(key, value, &mut prep, &g);
+        // Whatever the put did not use (all of it, on an error).
+        self.release(&mut prep);
         r
     }
 
-    fn put_prepared(&self, key: &[u8], prep: &mut Prepared, g: &Guard) -> Result<bool> {
+    fn put_prepared(&self, key: &[u8], value: &[u8], prep: &mut Prepared, g: &Guard) -> Result<bool> {
         let fp = fingerprint(key);
         'retry: loop {
             let leaf = self.locate_w(key, g)?;
             let mut seen = leaf.bitmap.load(Ordering::Acquire);
             // SAFETY: pinned.
             if let Some((slot, p)) = unsafe { find(&self.pool, leaf, key, fp, seen) } {
-                if self.update_slot(leaf, slot, p, prep, g)? {
+                if self.update_slot(leaf, slot, p, value, prep, g)? {
                     return Ok(false);
                 }
                 continue 'retry;
@@ -318,7 +330,12 @@ impl NbTree {
                 continue 'retry; // lines 5-6 (locate_w runs the SMO)
             }
             let (kw, kind) = self.key_word_for(key, prep)?;
-            self.write_entry(leaf, pos, kw, (kind << KIND_SHIFT) | prep.vword);
+            let (vbits, w) = match (prep.inline, prep.obj) {
+                (Some(i), _) => i,
+                (None, Some(o)) => (VAL_PTR | o, 0),
+                (None, None) => unreachable!("a value that does not fit the entry has its object"),
+            };
+            self.write_entry(leaf, pos, kw, (kind << KIND_SHIFT) | vbits, w);
             leaf.fps[pos].store(fp, Ordering::Relaxed);
             // Commit: CAS the bitmap (line 8). A concurrent commit of the same key (two
             // upserts of one new key) is caught here: the bits set since `seen` are
@@ -339,6 +356,11 @@ impl NbTree {
                 }
                 if leaf.bitmap.compare_exchange(b, b | 1 << pos, Ordering::AcqRel, Ordering::Acquire).is_ok() {
                     leaf.touch();
+                    // The entry owns them now.
+                    prep.key = None;
+                    if prep.inline.is_none() {
+                        prep.obj = None;
+                    }
                     self.count.add(1);
                     return Ok(true);
                 }
@@ -347,12 +369,15 @@ impl NbTree {
     }
 
     /// Write a new entry into the free slot `pos` and make it durable (§3.2 Figure 2,
-    /// steps 2-3): payload, then key.
-    fn write_entry(&self, leaf: &Leaf, pos: usize, kw: u64, payload: u64) {
+    /// steps 2-3): value and payload, then key.
+    fn write_entry(&self, leaf: &Leaf, pos: usize, kw: u64, payload: u64, w: u64) {
         let (ko, po) = (leaf.key_at(pos), leaf.payload_at(pos));
         // SAFETY: slot `pos` was taken by this thread's fetch-and-add and is not committed:
         // no other thread writes it, readers skip it (bitmap), and it holds no reference.
-        unsafe { self.pool.store_u64(po, payload) };
+        unsafe {
+            self.pool.store_u64(leaf.value_at(pos), w);
+            self.pool.store_u64(po, payload);
+        }
         if !matches!(self.pool.mode(), Mode::Eadr | Mode::None) {
             // The payload must be durable before the key (torn lines, see the module doc).
             self.pool.flush_off(po, 8);
@@ -373,28 +398,53 @@ impl NbTree {
 
     /// In-place update (Algorithm 3 line 2) of a committed slot found with payload `p`.
     /// `Ok(false)`: the entry changed or is frozen; the caller retries.
-    fn update_slot(&self, leaf: &Leaf, slot: usize, p: u64, prep: &mut Prepared, g: &Guard) -> Result<bool> {
+    ///
+    /// A value of the same length that fits the entry is one 8-byte store of the value
+    /// word (the paper's in-place update). Anything else (another length, a value in an
+    /// object before or after) swaps the payload by CAS to the new value's object: the
+    /// value word and the payload cannot change together atomically. A store that races
+    /// such a swap, or a delete, is ordered before it (its value is simply never read);
+    /// one that races an SMO's freeze sees the frozen bit when it re-reads the payload and
+    /// is redone in the new leaf, whether or not the copy carried it.
+    fn update_slot(
+        &self,
+        leaf: &Leaf,
+        slot: usize,
+        p: u64,
+        value: &[u8],
+        prep: &mut Prepared,
+        g: &Guard,
+    ) -> Result<bool> {
         if p & FROZEN != 0 {
             // Copied by an SMO: the write belongs in the new leaf.
             self.smo(leaf, g)?;
             return Ok(false);
         }
-        let new = (p & KIND_MASK) | prep.vword;
-        // SAFETY: an entry word shared by writers, changed only by CAS.
-        match unsafe { self.pool.cas_u64(leaf.payload_at(slot), p, new) } {
-            Ok(_) => {
+        match prep.inline {
+            Some((bits, w)) if p & VAL_PTR == 0 && p & VLEN_MASK == bits => {
+                // SAFETY: the value word of a committed entry, written only by atomic
+                // stores of whole words.
+                unsafe { self.pool.store_u64(leaf.value_at(slot), w) };
                 self.persist_entry(leaf, slot);
-                leaf.touch();
-                // The key object we may have made for an insert is not needed.
-                if let Some((w, KIND_OBJ)) = prep.key.take() {
-                    self.alloc.free(w);
+                if load(&self.pool, leaf.payload_at(slot)) & FROZEN != 0 {
+                    self.smo(leaf, g)?;
+                    return Ok(false);
                 }
-                prep.vword = 0;
-                self.retire_value(p, g);
-                Ok(true)
             }
-            Err(_) => Ok(false),
+            _ => {
+                let o = self.value_obj(value, prep)?;
+                let new = (p & KIND_MASK) | VAL_PTR | o;
+                // SAFETY: an entry word shared by writers, changed only by CAS.
+                if unsafe { self.pool.cas_u64(leaf.payload_at(slot), p, new) }.is_err() {
+                    return Ok(false);
+                }
+                self.persist_entry(leaf, slot);
+                prep.obj = None; // the entry owns it
+                self.retire_value(p, g);
+            }
         }
+        leaf.touch();
+        Ok(true)
     }
 
     /// Delete (Algorithm 4): mark the payload [`DEL`], then zero the key; returns whether
@@ -481,7 +531,7 @@ impl NbTree {
                 Bound::Unbounded => Vec::new(),
             })
         };
-        let mut recs: Vec<(Vec<u8>, u64)> = Vec::new();
+        let mut recs: Vec<(Vec<u8>, u64, u64)> = Vec::new();
         // Forward: the leaf to read next, when known.
         let mut fwd: Option<&Leaf> = None;
         loop {
@@ -500,11 +550,11 @@ impl NbTree {
                 }
             };
             recs.clear();
-            for (_, kw, p) in leaf::live_entries(&self.pool, leaf) {
+            for (_, kw, p, w) in leaf::live_entries(&self.pool, leaf) {
                 // SAFETY: pinned.
                 let k = unsafe { leaf::entry_key(&self.pool, kw, p, false) }
                     .ok_or_else(|| NbError::Corrupt(format!("an entry of block {:#x} has a bad key", leaf.block)))?;
-                recs.push((k.as_slice().to_vec(), p));
+                recs.push((k.as_slice().to_vec(), p, w));
             }
             if !leaf.copy.load(Ordering::Acquire).is_null() {
                 // Replaced meanwhile: read its new leaves.
@@ -517,7 +567,7 @@ impl NbTree {
             if reverse {
                 recs.reverse();
             }
-            for (k, p) in &recs {
+            for (k, p, w) in &recs {
                 if !in_start(k) || !in_end(k) {
                     continue;
                 }
@@ -531,7 +581,7 @@ impl NbTree {
                 }
                 let mut go = true;
                 // SAFETY: pinned.
-                let ok = unsafe { leaf::with_value(&self.pool, *p, &mut |v| go = visit(k, v)) };
+                let ok = unsafe { leaf::with_value(&self.pool, *p, *w, &mut |v| go = visit(k, v)) };
                 if !ok {
                     return Err(NbError::Corrupt(format!("the value of key {k:x?} fails its check")));
                 }

@@ -104,6 +104,10 @@ fn workload(n: u32) -> Vec<Op> {
     for i in (0..n).step_by(3) {
         ops.push(Op::Put(key(i), value(i, 1)));
     }
+    // Same lengths as before: inline values of up to 8 bytes are updated in place.
+    for i in (0..n).step_by(4) {
+        ops.push(Op::Put(key(i), value(i, 4)));
+    }
     for i in (0..n).filter(|i| i % 5 != 0) {
         ops.push(Op::Delete(key(i)));
     }
