@@ -164,18 +164,14 @@ impl NbTree {
     pub fn memory(&self) -> (ByStructure, ByStructure) {
         let _g = crossbeam_epoch::pin();
         let leaves = self.leaves_quiesced().len() as u64 + 1;
-        // SAFETY: pinned; nodes reachable from the root are alive while pinned... and not
-        // changed (they are immutable).
+        // SAFETY: pinned: nodes reachable from the root stay alive, and they are immutable.
         let nodes = unsafe { crate::inner::nodes(self.root.load(Ordering::Acquire)) };
         let inner: u64 = nodes
             .iter()
             .map(|&n| {
                 // SAFETY: as above.
                 let n = unsafe { &*n };
-                (std::mem::size_of::<crate::inner::INode>()
-                    + n.children.capacity() * 8
-                    + n.prefixes.capacity() * 8
-                    + n.keys.iter().map(|k| 16 + k.len()).sum::<usize>()) as u64
+                n.bytes() as u64
             })
             .sum();
         let dram = vec![

@@ -20,19 +20,26 @@ pub(crate) const LINKED: u8 = 1;
 
 /// The DRAM metadata of one leaf (paper §3.1: fps, num, bitmap, data_ptr, copy_ptr, flag,
 /// next), plus the fences this implementation needs for byte-string keys.
+///
+/// Laid out for a search: the bitmap and the fingerprints it filters by are the first
+/// 71 bytes, on the leaf's first two cache lines (fetched together by the adjacent-line
+/// prefetcher); the rest is touched by writers and SMOs.
+#[repr(C, align(64))]
 pub(crate) struct Leaf {
     /// Committed slots, and [`SMO_BIT`].
     pub bitmap: AtomicU64,
-    /// Slots taken by committed and in-flight inserts (fetch-and-add, Algorithm 1 line 2).
-    pub num: AtomicU32,
+    /// One-byte fingerprints of the slots' keys.
+    pub fps: [AtomicU8; CAP],
     /// SMO phase flags ([`LINKED`]).
     pub flag: AtomicU8,
-    /// Written since its seal was last computed (the seal is rewritten at clean close).
-    pub dirty: AtomicBool,
     /// The paper's `data_ptr`: pool offset of the key-value block. Never changes.
     pub block: u64,
     /// The paper's `copy_ptr`: the first new leaf of this leaf's SMO, once copied.
     pub copy: AtomicPtr<Leaf>,
+    /// Slots taken by committed and in-flight inserts (fetch-and-add, Algorithm 1 line 2).
+    pub num: AtomicU32,
+    /// Written since its seal was last computed (the seal is rewritten at clean close).
+    pub dirty: AtomicBool,
     /// The next leaf of the metadata layer.
     pub next: AtomicPtr<Leaf>,
     /// Inclusive lower fence: no key below it is ever stored here (empty for the first
@@ -42,8 +49,6 @@ pub(crate) struct Leaf {
     pub split: Option<Arc<[u8]>>,
     /// The right leaf of the same SMO (null if the SMO made one leaf).
     pub sibling: AtomicPtr<Leaf>,
-    /// One-byte fingerprints of the slots' keys.
-    pub fps: [AtomicU8; CAP],
 }
 
 impl Leaf {

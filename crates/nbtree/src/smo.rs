@@ -35,8 +35,9 @@ use crossbeam_epoch::Guard;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// A copied entry: key bytes, key word, payload (unfrozen), value word.
-type Rec = (Vec<u8>, u64, u64, u64);
+/// A copied entry: key, key word, payload (unfrozen), value word. Keys are read in place
+/// (inline bytes or a slice of the key object), not copied to the heap.
+type Rec<'a> = (leaf::KeyBytes<'a>, u64, u64, u64);
 
 impl NbTree {
     /// Complete the SMO of `leaf` (whose SMO bit is set): the copy phase if no thread has
@@ -83,19 +84,19 @@ impl NbTree {
                 // Read after the freeze: no update can change the value word any more
                 // without seeing the frozen bit and redoing itself in the new leaf.
                 let w = load(&self.pool, leaf.value_at(slot));
-                recs.push((k.as_slice().to_vec(), kw, p, w));
+                recs.push((k, kw, p, w));
                 break;
             }
         }
         if !leaf.copy.load(Ordering::Acquire).is_null() {
             return Ok(());
         }
-        recs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        recs.sort_unstable_by(|a, b| a.0.as_slice().cmp(b.0.as_slice()));
         let next_pm = load(&self.pool, leaf.block + BLK_NEXT);
         let next = leaf.next.load(Ordering::Acquire);
         let (left, right) = if recs.len() > CAP / 2 {
             let mid = recs.len() / 2;
-            let split: Arc<[u8]> = recs[mid].0.clone().into();
+            let split: Arc<[u8]> = Arc::from(recs[mid].0.as_slice());
             let right = self.build_leaf(&recs[mid..], split.clone(), None, next_pm, next)?;
             // SAFETY: just built, not shared.
             let rblock = unsafe { &*right }.block;
@@ -152,7 +153,7 @@ impl NbTree {
         let mut l = Leaf::new(block, low);
         l.split = split;
         for (i, (k, _, _, _)) in recs.iter().enumerate() {
-            l.fps[i].store(fingerprint(k), Ordering::Relaxed);
+            l.fps[i].store(fingerprint(k.as_slice()), Ordering::Relaxed);
         }
         let n = recs.len();
         l.num.store(n as u32, Ordering::Relaxed);

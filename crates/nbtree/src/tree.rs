@@ -622,7 +622,7 @@ impl NbTree {
     fn last_leaf<'g>(&self, g: &'g Guard) -> &'g Leaf {
         let mut n = self.root();
         loop {
-            let c = *n.children.last().expect("nodes have children");
+            let c = n.children[n.n - 1];
             if n.level == 0 {
                 // SAFETY: pinned.
                 let mut leaf = unsafe { &*(c as *const Leaf) };
