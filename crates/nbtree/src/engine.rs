@@ -110,6 +110,8 @@ impl Engine for NbTreeEngine {
         r.duration = Duration::from_micros(h.micros);
         r.details.push(("leaves".into(), h.leaves.to_string()));
         r.details.push(("threads".into(), h.threads.to_string()));
+        let [a, w, d, b] = h.phase_micros;
+        r.details.push(("phases".into(), format!("allocator {a} us, list {w} us, seals+decode {d} us, build {b} us")));
         Some(r)
     }
     fn sync(&self) -> Result<()> {

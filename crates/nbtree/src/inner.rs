@@ -21,7 +21,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 /// Children per inner node at most.
-pub(crate) const FANOUT: usize = 64;
+pub(crate) const FANOUT: usize = 32;
 
 /// A separator key: its first 8 bytes (big-endian, zero-padded) and length decide its
 /// order against any key of at most 8 bytes (the common case, 8-byte integers among

@@ -143,31 +143,91 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<u64> {
 /// What decoding one block found.
 #[derive(Default)]
 struct Decoded {
-    /// (slot, fingerprint) of each live entry kept.
-    live: Vec<(usize, u8)>,
+    /// The leaf's metadata, built here (its fence is set once the list order is known).
+    leaf: Option<Box<Leaf>>,
+    /// Live entries kept.
+    live: usize,
     /// Highest slot with a non-zero key, plus one.
     num: usize,
-    min: Option<Vec<u8>>,
-    max: Option<Vec<u8>>,
+    min: Option<Arc<[u8]>>,
+    max: Option<Arc<[u8]>>,
     /// PM words to rewrite (offset, value): repairs after a crash.
     fixes: Vec<(u64, u64)>,
     /// Objects the kept entries name.
     objects: Vec<u64>,
 }
 
+/// A key as recovery compares it: keys of up to 8 bytes by their zero-padded prefix and
+/// length (exact, see `inner::Sep`), longer ones by their bytes. A small `Copy` struct:
+/// recovery compares every key once or more, and moving enums of slices around cost
+/// more than the comparisons.
+#[derive(Clone, Copy)]
+struct RKey<'a> {
+    prefix: u64,
+    len: u32,
+    /// The bytes of a key longer than 8 bytes (empty otherwise).
+    long: &'a [u8],
+}
+
+impl<'a> RKey<'a> {
+    #[inline]
+    fn of(k: &leaf::KeyBytes<'a>) -> RKey<'a> {
+        let s = k.as_slice();
+        if s.len() <= 8 {
+            RKey { prefix: inner::prefix(s), len: s.len() as u32, long: &[] }
+        } else {
+            RKey {
+                prefix: inner::prefix(s),
+                len: s.len() as u32,
+                long: match k {
+                    leaf::KeyBytes::Obj(o) => o,
+                    leaf::KeyBytes::Inline(..) => unreachable!("inline keys have at most 8 bytes"),
+                },
+            }
+        }
+    }
+
+    #[inline]
+    fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        if self.len <= 8 {
+            f(&self.prefix.to_be_bytes()[..self.len as usize])
+        } else {
+            f(self.long)
+        }
+    }
+
+    #[inline]
+    fn cmp(&self, o: &RKey<'_>) -> std::cmp::Ordering {
+        if self.prefix != o.prefix {
+            return self.prefix.cmp(&o.prefix);
+        }
+        if self.len <= 8 && o.len <= 8 {
+            return self.len.cmp(&o.len);
+        }
+        self.with_bytes(|a| o.with_bytes(|b| a.cmp(b)))
+    }
+}
+
 /// Decode the entries of `block`.
-fn decode(pool: &Pool, block: u64, verify: bool) -> Result<Decoded> {
+fn decode(pool: &Pool, block: u64, verify: bool, dedup: bool, empty: &Arc<[u8]>) -> Result<Decoded> {
     let mut d = Decoded::default();
     // (key, slot, key word, payload) of each entry with a key.
-    let mut keys: Vec<(Vec<u8>, usize, u64, u64)> = Vec::new();
+    let mut keys: Vec<(RKey<'_>, usize, u64, u64)> = Vec::with_capacity(CAP);
+    // The block's words, read as plain memory: recovery runs alone (no thread writes the
+    // block meanwhile), and per-word checked atomic loads cost more than the reads.
+    assert!(pool.contains(block, BLOCK_SIZE as u64) && block.is_multiple_of(8), "a used block lies in the pool");
+    // SAFETY: inside the mapped pool (checked) and 8-aligned; nothing writes it meanwhile.
+    let words = unsafe { std::slice::from_raw_parts(pool.at::<u64>(block), BLOCK_SIZE / 8) };
+    let entry_words = (ENTRY / 8) as usize;
+    let first = (BLK_ENTRIES / 8) as usize;
     for slot in 0..CAP {
         let ko = entry_off(block, slot);
-        let kw = load(pool, ko);
+        let kw = words[first + slot * entry_words];
         if kw == 0 {
             continue;
         }
         d.num = slot + 1;
-        let mut p = load(pool, ko + E_PAYLOAD);
+        let mut p = words[first + slot * entry_words + (E_PAYLOAD / 8) as usize];
         if p & DEL != 0 {
             d.fixes.push((ko, 0)); // finish the delete
             continue;
@@ -176,44 +236,88 @@ fn decode(pool: &Pool, block: u64, verify: bool) -> Result<Decoded> {
             p &= !FROZEN;
             d.fixes.push((ko + E_PAYLOAD, p)); // an SMO that never linked
         }
-        // SAFETY: recovery runs alone; objects stay allocated.
-        let k = unsafe { leaf::entry_key(pool, kw, p, verify) }
-            .ok_or_else(|| corrupt(format!("block {block:#x} slot {slot}: the key is damaged")))?;
         if p & VAL_PTR != 0 {
             let v = p & DATA_MASK;
             if !v.is_multiple_of(8) || !pool.contains(v, OBJ_HEAD as u64) {
                 return Err(corrupt(format!("block {block:#x} slot {slot}: bad value offset {v:#x}")));
             }
         }
-        keys.push((k.as_slice().to_vec(), slot, kw, p));
+        if (p & KIND_MASK) >> KIND_SHIFT == KIND_INLINE8 {
+            // The paper's 8-byte keys: the word is the key.
+            keys.push((RKey { prefix: kw, len: 8, long: &[] }, slot, kw, p));
+            continue;
+        }
+        // SAFETY: recovery runs alone; objects stay allocated.
+        let k = unsafe { leaf::entry_key(pool, kw, p, verify) }
+            .ok_or_else(|| corrupt(format!("block {block:#x} slot {slot}: the key is damaged")))?;
+        keys.push((RKey::of(&k), slot, kw, p));
     }
     // Two entries of one key: inserts that raced, cut short by the crash. Either was in
     // flight, so keeping either is a state the operations allow: keep the first slot.
-    // The other's objects are named by no kept entry, so the sweep frees them.
-    keys.sort();
-    let mut kept: Vec<(Vec<u8>, usize)> = Vec::with_capacity(keys.len());
-    for (k, slot, kw, p) in keys {
-        if kept.last().is_some_and(|l| l.0 == k) {
-            d.fixes.push((entry_off(block, slot), 0));
-            continue;
+    // The other's objects are named by no kept entry, so the sweep frees them. Only a
+    // crash leaves duplicates, so only then are the keys sorted to find them.
+    if dedup {
+        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut i = 1;
+        while i < keys.len() {
+            if keys[i].0.cmp(&keys[i - 1].0).is_eq() {
+                let (_, slot, _, _) = keys.remove(i);
+                d.fixes.push((entry_off(block, slot), 0));
+            } else {
+                i += 1;
+            }
         }
+    }
+    let (mut min, mut max): (Option<RKey<'_>>, Option<RKey<'_>>) = (None, None);
+    let l = Leaf::new(block, empty.clone());
+    let mut bm = 0u64;
+    for (k, slot, kw, p) in &keys {
         if p & VAL_PTR != 0 {
             d.objects.push(p & DATA_MASK);
         }
         if (p & KIND_MASK) >> KIND_SHIFT == KIND_OBJ {
-            d.objects.push(kw);
+            d.objects.push(*kw);
         }
-        kept.push((k, slot));
+        if min.is_none_or(|m| k.cmp(&m).is_lt()) {
+            min = Some(*k);
+        }
+        if max.is_none_or(|m| k.cmp(&m).is_gt()) {
+            max = Some(*k);
+        }
+        l.fps[*slot].store(k.with_bytes(fingerprint), Ordering::Relaxed);
+        bm |= 1 << slot;
     }
-    d.min = kept.first().map(|x| x.0.clone());
-    d.max = kept.last().map(|x| x.0.clone());
-    d.live = kept.iter().map(|(k, s)| (*s, fingerprint(k))).collect();
+    l.bitmap.store(bm, Ordering::Relaxed);
+    // Slots up to the last non-zero key stay used (their keys may be zeroed only now).
+    l.num.store(d.num as u32, Ordering::Relaxed);
+    d.live = keys.len();
+    d.leaf = Some(Box::new(l));
+    d.min = min.map(|k| k.with_bytes(|b| Arc::from(b)));
+    d.max = max.map(|k| k.with_bytes(|b| Arc::from(b)));
     Ok(d)
+}
+
+/// A hasher for pool offsets (SipHash, the default, costs more than the whole lookup).
+#[derive(Default)]
+struct OffsetHasher(u64);
+
+impl std::hash::Hasher for OffsetHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 /// Run `f` over `items` on every core, keeping order.
 fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> (Vec<R>, usize) {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len().div_ceil(256)).max(1);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len()).max(1);
     if threads == 1 {
         return (items.iter().map(&f).collect(), 1);
     }
@@ -235,43 +339,53 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<NbTree> {
         return format(pool, claim, t0);
     }
     let alloc = EpAlloc::open(pool.clone())?;
+    let mut phases = [t0.elapsed().as_micros() as u64, 0, 0, 0];
     let head = read_super(&pool, &alloc, sb)?;
     let clean = pool.was_clean();
     let rw = !pool.is_read_only();
     let sweep = !clean || load(&pool, sb + SB_SWEEP) != 0;
-    let mut used_blocks = 0u64;
-    alloc.for_each_used(BLOCK, |_| used_blocks += 1);
-    // The PM list, validated: every link a used block, no cycle.
-    let mut blocks = Vec::new();
-    let mut off = head;
-    while off != 0 {
-        if !off.is_multiple_of(64) || alloc.type_of(off) != Some(BLOCK) || !alloc.is_used(off) {
-            return Err(corrupt(format!("the block list names {off:#x}, which is not a used block")));
-        }
-        blocks.push(off);
-        if blocks.len() as u64 > used_blocks {
-            return Err(corrupt("the block list has a cycle"));
-        }
-        pool.prefetch(load(&pool, off + BLK_NEXT));
-        off = load(&pool, off + BLK_NEXT);
-    }
-    if blocks.len() < 2 {
-        return Err(corrupt("the block list has no leaf after the sentinel"));
-    }
+    // Every used block is decoded in parallel in address order (streaming reads the
+    // hardware prefetcher follows), then the list is followed through a DRAM map of the
+    // blocks' `next` words instead of by chasing PM pointers one miss at a time. A block
+    // off the list (an SMO copy a crash left unlinked, a replaced block not freed yet)
+    // is decoded for nothing and never used; its errors do not count.
+    let mut all: Vec<u64> = Vec::new();
+    alloc.for_each_used(BLOCK, |o| all.push(o));
     let verify = clean;
-    let (decoded, threads) = parallel(&blocks, |&b| -> Result<Decoded> {
+    phases[1] = t0.elapsed().as_micros() as u64;
+    let empty: Arc<[u8]> = Arc::from(&b""[..]);
+    let (mut results, threads) = parallel(&all, |&b| -> (u64, Option<Result<Decoded>>) {
+        let next = load(&pool, b + BLK_NEXT);
         if verify {
             // SAFETY: a used block inside the pool; nothing writes it while the tree opens.
             let img = unsafe { std::slice::from_raw_parts(pool.at::<u8>(b), BLOCK_SIZE) };
             let seal = u32::from_le_bytes(img[BLK_SEAL as usize..BLK_SEAL as usize + 4].try_into().expect("4"));
             if seal != block_seal(img) {
-                return Err(corrupt(format!("block {b:#x} fails its seal (checksum)")));
+                return (next, Some(Err(corrupt(format!("block {b:#x} fails its seal (checksum)")))));
             }
         }
-        decode(&pool, b, verify)
+        (next, Some(decode(&pool, b, verify, !clean, &empty)))
     });
-    let decoded: Vec<Decoded> = decoded.into_iter().collect::<Result<_>>()?;
-    if !decoded[0].live.is_empty() {
+    // Block offsets are distinct multiples of 64: a multiplicative hash spreads them.
+    let pos: std::collections::HashMap<u64, usize, std::hash::BuildHasherDefault<OffsetHasher>> =
+        all.iter().enumerate().map(|(i, &o)| (o, i)).collect();
+    // The list, validated: every link a used block, no cycle.
+    let mut blocks = Vec::new();
+    let mut decoded: Vec<Decoded> = Vec::new();
+    let mut off = head;
+    while off != 0 {
+        let Some((next, Some(r))) = pos.get(&off).map(|&i| (results[i].0, results[i].1.take())) else {
+            return Err(corrupt(format!("the block list names {off:#x}, which is not a used block, or twice")));
+        };
+        blocks.push(off);
+        decoded.push(r?);
+        off = next;
+    }
+    if blocks.len() < 2 {
+        return Err(corrupt("the block list has no leaf after the sentinel"));
+    }
+    phases[2] = t0.elapsed().as_micros() as u64;
+    if decoded[0].live != 0 {
         return Err(corrupt("the sentinel block holds entries"));
     }
     // Repairs, then the sweep (read-write opens after a crash or an unswept close).
@@ -317,7 +431,7 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<NbTree> {
         }
     }
     // Keys in order across leaves.
-    let mut last_max: Option<&Vec<u8>> = None;
+    let mut last_max: Option<&Arc<[u8]>> = None;
     for (d, &b) in decoded.iter().zip(&blocks).skip(1) {
         if let (Some(m), Some(min)) = (last_max, &d.min) {
             if min <= m {
@@ -328,35 +442,25 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<NbTree> {
             last_max = d.max.as_ref();
         }
     }
-    // The metadata layer and the inner nodes.
-    let sentinel = Leaf::new(head, Arc::from(&b""[..]));
+    // The metadata layer (built by the decode; linked and fenced here) and the inner nodes.
+    let sentinel = decoded[0].leaf.take().expect("decoded leaves have metadata");
     sentinel.dirty.store(!clean, Ordering::Relaxed);
     let mut index: Vec<(Arc<[u8]>, *const Leaf)> = Vec::with_capacity(blocks.len());
-    let mut prev: *const Leaf = &sentinel;
-    let mut prev_low: Arc<[u8]> = Arc::from(&b""[..]);
+    let mut prev: *const Leaf = &*sentinel;
+    let mut prev_low: Arc<[u8]> = empty.clone();
     let mut count = 0i64;
-    for (i, (d, &b)) in decoded.iter().zip(&blocks).enumerate().skip(1) {
+    for (i, d) in decoded.iter_mut().enumerate().skip(1) {
         let indexed = i == 1 || d.min.is_some();
-        let low: Arc<[u8]> = if i == 1 {
-            Arc::from(&b""[..])
-        } else {
-            match &d.min {
-                Some(m) => Arc::from(&m[..]),
-                None => prev_low.clone(), // an empty leaf: reached only through the list
-            }
+        let low: Arc<[u8]> = match &d.min {
+            Some(m) if i > 1 => m.clone(),
+            Some(_) => empty.clone(),
+            None => prev_low.clone(), // an empty leaf: reached only through the list
         };
-        let l = Leaf::new(b, low.clone());
+        let mut l = d.leaf.take().expect("decoded leaves have metadata");
+        l.low = low.clone();
         l.dirty.store(!clean, Ordering::Relaxed);
-        let mut bm = 0u64;
-        for &(slot, fp) in &d.live {
-            l.fps[slot].store(fp, Ordering::Relaxed);
-            bm |= 1 << slot;
-        }
-        l.bitmap.store(bm, Ordering::Relaxed);
-        // Slots up to the last non-zero key stay used (their keys may be zeroed only now).
-        l.num.store(d.num as u32, Ordering::Relaxed);
-        count += d.live.len() as i64;
-        let l = Box::into_raw(Box::new(l));
+        count += d.live as i64;
+        let l = Box::into_raw(l);
         // SAFETY: `prev` is the sentinel or a leaf built just before, owned here.
         unsafe { &*prev }.next.store(l, Ordering::Relaxed);
         prev = l;
@@ -368,7 +472,12 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<NbTree> {
     rep.records = count as u64;
     let root = inner::build(&index);
     rep.micros = t0.elapsed().as_micros() as u64;
-    Ok(assemble(pool, alloc, sb, sentinel, root, count, rep, claim))
+    phases[3] = rep.micros;
+    for i in (1..4).rev() {
+        phases[i] -= phases[i - 1];
+    }
+    rep.phase_micros = phases;
+    Ok(assemble(pool, alloc, sb, *sentinel, root, count, rep, claim))
 }
 
 impl NbTree {

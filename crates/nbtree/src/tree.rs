@@ -48,6 +48,9 @@ pub struct RecoveryReport {
     pub threads: usize,
     /// Microseconds the open took.
     pub micros: u64,
+    /// Of which: opening the allocator, walking the block list, checking seals and
+    /// decoding the blocks, building the metadata layer and inner nodes.
+    pub phase_micros: [u64; 4],
 }
 
 /// Counters striped over cache lines so that writers on different cores do not share one.
@@ -710,5 +713,52 @@ impl Drop for NbTree {
             // SAFETY: as above; each node is listed once.
             drop(unsafe { Box::from_raw(n as *mut INode) });
         }
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    //! Where a search's time goes (run by hand: `cargo test --release -p pmkv-nbtree
+    //! timing -- --ignored --nocapture`): the inner nodes alone, then the leaf metadata,
+    //! then the whole search.
+    use super::*;
+    use pmkv_substrate::PoolOptions;
+    use std::time::Instant;
+
+    #[test]
+    #[ignore = "a measurement, not a test"]
+    fn search_breakdown() {
+        let n = 4_000_000u64;
+        let path = std::path::Path::new("/dev/shm/pmkv-timing.pool");
+        let _ = std::fs::remove_file(path);
+        let opts = PoolOptions::default().mode(Mode::Eadr).initial_size(64 << 20).max_size(8 << 30);
+        let t = NbTree::open(Arc::new(Pool::create(path, "nbtree", &opts).unwrap())).unwrap();
+        let key = |i: u64| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1).to_be_bytes();
+        for i in 0..n {
+            t.put(&key(i), &i.to_le_bytes()).unwrap();
+        }
+        let order: Vec<u64> = (0..n).map(|i| i.wrapping_mul(0x2545_f491_4f6c_dd1d) % n).collect();
+        let g = epoch::pin();
+        let t0 = Instant::now();
+        let mut x = 0usize;
+        for &j in &order {
+            x ^= t.find_leaf(&key(j), true, &g) as *const Leaf as usize;
+        }
+        let inner = t0.elapsed().as_nanos() as f64 / n as f64;
+        let t0 = Instant::now();
+        for &j in &order {
+            let l = t.find_leaf(&key(j), true, &g);
+            x ^= l.bitmap.load(Ordering::Relaxed) as usize ^ l.fps[5].load(Ordering::Relaxed) as usize;
+        }
+        let meta = t0.elapsed().as_nanos() as f64 / n as f64;
+        drop(g);
+        let t0 = Instant::now();
+        for &j in &order {
+            t.get_with(&key(j), &mut |v| x ^= v[0] as usize).unwrap();
+        }
+        let whole = t0.elapsed().as_nanos() as f64 / n as f64;
+        println!("inner nodes {inner:.0} ns, + leaf metadata {meta:.0} ns, whole search {whole:.0} ns ({x})");
+        t.close().unwrap();
+        let _ = std::fs::remove_file(path);
     }
 }
