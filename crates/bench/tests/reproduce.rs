@@ -115,3 +115,32 @@ fn u5_reproduce_papers_without_engines_say_so() {
         assert!(!out.path().join("x").exists(), "nothing is written");
     }
 }
+
+#[test]
+fn u5_reproduce_nbtree_writes_its_report() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("nb");
+    let a = ReproduceArgs {
+        paper: Paper::Nbtree,
+        scale: Scale::Tiny,
+        out: dir.clone(),
+        engines: vec!["nbtree".into(), "volatile".into()],
+        seed: 1,
+        dir: None,
+        quiet: true,
+    };
+    reproduce(&a).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for section in
+        ["## Table 1", "## Fig. 5", "## Fig. 7", "## Figs. 8 and 12", "## Fig. 9", "## Fig. 10", "## Fig. 13"]
+    {
+        assert!(md.contains(section), "report.md lacks {section}");
+    }
+    // Table 1 has measured rows for nbtree (flushes in adr, lines in eadr).
+    assert!(md.lines().any(|l| l.starts_with("| nbtree | insert |")), "{md}");
+    let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    for exp in ["\"base\"", "\"space\"", "\"ycsb\"", "\"skew\"", "\"writes\"", "\"large\"", "\"recovery\""] {
+        assert!(json.contains(exp), "results.json lacks experiment {exp}");
+    }
+    assert!(dir.join("results.csv").exists());
+}

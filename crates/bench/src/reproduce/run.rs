@@ -18,7 +18,7 @@ struct Run<'a> {
 }
 
 /// Run one measurement step: progress label, the records, failures printed.
-fn step(pg: &mut Progress, recs: &mut Vec<Record>, label: String, f: &mut dyn FnMut() -> Vec<Record>) {
+pub(super) fn step(pg: &mut Progress, recs: &mut Vec<Record>, label: String, f: &mut dyn FnMut() -> Vec<Record>) {
     pg.set(&label);
     let r = f();
     for x in r.iter().filter(|x| x.error.is_some()) {
