@@ -13,6 +13,9 @@
 //! The public API is [`NbTree`], [`RecoveryReport`], [`NbError`], [`Result`], the limits
 //! and the engine factory. Everything else is crate-private.
 
+mod chaos;
+#[cfg(feature = "chaos")]
+pub use chaos::enable as enable_chaos;
 pub(crate) mod checker;
 mod claim;
 mod engine;

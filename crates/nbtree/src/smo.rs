@@ -73,6 +73,7 @@ impl NbTree {
                 if p & FROZEN == 0 && unsafe { self.pool.cas_u64(po, p, p | FROZEN) }.is_err() {
                     continue;
                 }
+                crate::chaos::point();
                 let kw = load(&self.pool, leaf.key_at(slot));
                 if kw == 0 {
                     break;
@@ -113,6 +114,7 @@ impl NbTree {
         } else {
             (self.build_leaf(&recs, leaf.low.clone(), None, next_pm, next)?, None)
         };
+        crate::chaos::point();
         if leaf.copy.compare_exchange(std::ptr::null_mut(), left, Ordering::AcqRel, Ordering::Acquire).is_err() {
             // Another thread's copy won (cooperative SMO): ours was never visible.
             self.discard(left);
@@ -213,6 +215,7 @@ impl NbTree {
                 self.pool.flush_off(pred.block + BLK_NEXT, 8);
                 self.pool.fence();
             }
+            crate::chaos::point();
             let _ =
                 pred.next.compare_exchange(me, left as *const Leaf as *mut Leaf, Ordering::AcqRel, Ordering::Acquire);
             pred.touch();
@@ -222,6 +225,7 @@ impl NbTree {
             }
             break;
         }
+        crate::chaos::point();
         let _l = self.inner_lock.lock();
         if leaf.flag.load(Ordering::Acquire) & LINKED != 0 {
             return Ok(());

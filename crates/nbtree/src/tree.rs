@@ -206,6 +206,7 @@ impl NbTree {
             // SAFETY: pinned.
             let hit = unsafe { find(&self.pool, leaf, key, fp, leaf.bitmap.load(Ordering::Acquire)) }
                 .map(|(slot, p)| (p, load(&self.pool, leaf.value_at(slot))));
+            crate::chaos::point();
             // Valid only if no SMO published new leaves meanwhile: writes go to those
             // only after `copy` is set (see `smo`), so with `copy` still null the value
             // read was the key's latest.
@@ -340,6 +341,7 @@ impl NbTree {
             };
             self.write_entry(leaf, pos, kw, (kind << KIND_SHIFT) | vbits, w);
             leaf.fps[pos].store(fp, Ordering::Relaxed);
+            crate::chaos::point();
             // Commit: CAS the bitmap (line 8). A concurrent commit of the same key (two
             // upserts of one new key) is caught here: the bits set since `seen` are
             // searched before each attempt, so the CAS succeeds only if none holds it.
@@ -425,10 +427,12 @@ impl NbTree {
         }
         match prep.inline {
             Some((bits, w)) if p & VAL_PTR == 0 && p & VLEN_MASK == bits => {
+                crate::chaos::point();
                 // SAFETY: the value word of a committed entry, written only by atomic
                 // stores of whole words.
                 unsafe { self.pool.store_u64(leaf.value_at(slot), w) };
                 self.persist_entry(leaf, slot);
+                crate::chaos::point();
                 if load(&self.pool, leaf.payload_at(slot)) & FROZEN != 0 {
                     self.smo(leaf, g)?;
                     return Ok(false);
@@ -477,6 +481,7 @@ impl NbTree {
             if unsafe { self.pool.cas_u64(leaf.payload_at(slot), p, p | DEL) }.is_err() {
                 continue;
             }
+            crate::chaos::point();
             let kw = load(&self.pool, leaf.key_at(slot));
             // SAFETY: the DEL bit made this thread the slot's only writer.
             unsafe { self.pool.store_u64(leaf.key_at(slot), 0) };

@@ -12,6 +12,9 @@
 //! * Scans must be in strictly increasing order with well-formed values.
 //! * At the end the tree equals the union of the models, passes `check`, and so does it
 //!   after a reopen.
+//!
+//! With the `chaos` feature, `n4_randomized_schedules_small_tree` runs the same checks with
+//! random yields inside the SMO's race windows.
 
 use pmkv_nbtree::NbTree;
 use pmkv_substrate::{Mode, Pool};
@@ -20,8 +23,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 
-const THREADS: u64 = 4;
-const KEYS: u64 = 3000;
 const HOT: u64 = 16;
 
 fn key(k: u64) -> Vec<u8> {
@@ -63,7 +64,9 @@ fn get(t: &NbTree, k: &[u8]) -> Option<Vec<u8>> {
     out
 }
 
-fn run(mode: Mode, ops_per_thread: u32) {
+fn run(mode: Mode, ops_per_thread: u32, keys: u64, threads: u64) {
+    #[allow(non_snake_case)]
+    let (KEYS, THREADS) = (keys, threads);
     let d = pool_dir();
     let path = d.path().join("stress.pool");
     let opts = pool_opts(mode, 8 << 20, 512 << 20);
@@ -163,10 +166,23 @@ fn run(mode: Mode, ops_per_thread: u32) {
 
 #[test]
 fn n4_many_threads_eadr() {
-    run(Mode::Eadr, 60_000);
+    run(Mode::Eadr, 60_000, 3000, 4);
 }
 
 #[test]
 fn n4_many_threads_adr() {
-    run(Mode::Adr, 20_000);
+    run(Mode::Adr, 20_000, 3000, 4);
+}
+
+/// The randomized-schedule test (feature `chaos`: random yields and spins inside the SMO
+/// protocol's race windows, see `src/chaos.rs`): a tree of a few leaves, so that most
+/// operations meet an SMO, six threads on two cores, 16 rounds of thread timing. (Checked
+/// to fail, in most runs, without the frozen-bit re-check after an in-place update.)
+#[cfg(feature = "chaos")]
+#[test]
+fn n4_randomized_schedules_small_tree() {
+    pmkv_nbtree::enable_chaos(true);
+    for round in 0..16 {
+        run(if round % 2 == 0 { Mode::Eadr } else { Mode::Adr }, 20_000, 300, 6);
+    }
 }
