@@ -2,7 +2,7 @@
 
 use crate::error::NbError;
 use crate::layout::{MAX_KEY, MAX_VALUE};
-use crate::tree::NbTree;
+use crate::tree::{NbOptions, NbTree};
 use pmkv_core::{
     CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage, Options, Pool,
     RecoveryReport, Result, Visitor,
@@ -12,6 +12,24 @@ use std::time::Duration;
 
 /// The layout name NBTree pools carry in their header.
 pub const LAYOUT: &str = "nbtree";
+
+const PARAMS: &[pmkv_core::Param] = &[pmkv_core::Param {
+    name: "write_locks",
+    doc: "true: NBTree-W, the paper's ablation: writers take a per-leaf lock instead of writing lock-free (default false)",
+}];
+
+/// The options `opts` give NBTree: the typed [`NbOptions`] if attached, then any
+/// `key=value` parameters on top.
+pub fn nbtree_options(opts: &Options) -> Result<NbOptions> {
+    let mut o = opts.engine_options::<NbOptions>().copied().unwrap_or_default();
+    for (k, v) in opts.params() {
+        if k.as_str() == "write_locks" {
+            o.write_locks =
+                v.parse().map_err(|_| Error::invalid(format!("nbtree parameter {k}={v}: not true or false")))?;
+        }
+    }
+    Ok(o)
+}
 
 /// The factory the registry lists.
 pub static FACTORY: NbTreeFactory = NbTreeFactory;
@@ -49,9 +67,12 @@ impl EngineFactory for NbTreeFactory {
     fn layout(&self) -> Option<&'static str> {
         Some(LAYOUT)
     }
+    fn params(&self) -> &'static [pmkv_core::Param] {
+        PARAMS
+    }
     fn open_pool(&self, pool: Arc<Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
         self.check_params(opts)?;
-        Ok(Box::new(NbTreeEngine(NbTree::open(pool)?)))
+        Ok(Box::new(NbTreeEngine(NbTree::open_with(pool, nbtree_options(opts)?)?)))
     }
 }
 

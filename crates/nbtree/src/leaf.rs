@@ -49,6 +49,9 @@ pub(crate) struct Leaf {
     pub split: Option<Arc<[u8]>>,
     /// The right leaf of the same SMO (null if the SMO made one leaf).
     pub sibling: AtomicPtr<Leaf>,
+    /// NBTree-W (the paper's ablation, §6.4): writers of this leaf take this lock
+    /// instead of relying on the lock-free protocol alone. Unused otherwise.
+    pub wlock: parking_lot::Mutex<()>,
 }
 
 impl Leaf {
@@ -64,6 +67,7 @@ impl Leaf {
             low,
             split: None,
             sibling: AtomicPtr::new(std::ptr::null_mut()),
+            wlock: parking_lot::Mutex::new(()),
             fps: std::array::from_fn(|_| AtomicU8::new(0)),
         }
     }

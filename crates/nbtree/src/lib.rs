@@ -29,10 +29,10 @@ mod smo;
 mod tree;
 
 pub use checker::ByStructure;
-pub use engine::{NbTreeEngine, NbTreeFactory, FACTORY, LAYOUT};
+pub use engine::{nbtree_options, NbTreeEngine, NbTreeFactory, FACTORY, LAYOUT};
 pub use error::{NbError, Result};
 pub use layout::{MAX_KEY, MAX_VALUE};
-pub use tree::{NbTree, RecoveryReport};
+pub use tree::{NbOptions, NbTree, RecoveryReport};
 
 use std::sync::Arc;
 
@@ -45,5 +45,12 @@ impl NbTree {
     /// live tree uses is refused (`PoolError::Locked`).
     pub fn open(pool: Arc<pmkv_substrate::Pool>) -> Result<NbTree> {
         recovery::open(pool)
+    }
+
+    /// [`NbTree::open`] with options.
+    pub fn open_with(pool: Arc<pmkv_substrate::Pool>, opts: NbOptions) -> Result<NbTree> {
+        let mut t = recovery::open(pool)?;
+        t.write_locks = opts.write_locks;
+        Ok(t)
     }
 }

@@ -106,6 +106,7 @@ fn assemble(
         count: Striped::new(count),
         recovery,
         closed: false,
+        write_locks: false,
         _claim: claim,
     }
 }

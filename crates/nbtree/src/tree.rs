@@ -53,6 +53,15 @@ pub struct RecoveryReport {
     pub phase_micros: [u64; 4],
 }
 
+/// Options of an NBTree (not stored in the pool: they may change between opens).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NbOptions {
+    /// NBTree-W, the paper's ablation (§6.4, Fig. 8): writers take a per-leaf lock, as
+    /// FAST&FAIR and uTree do, instead of writing lock-free. For measuring what the
+    /// lock-free writes are worth; never faster.
+    pub write_locks: bool,
+}
+
 /// Counters striped over cache lines so that writers on different cores do not share one.
 pub(crate) struct Striped([crate::Padded<AtomicI64>; 16]);
 
@@ -94,6 +103,8 @@ pub struct NbTree {
     pub(crate) recovery: RecoveryReport,
     /// `close` sealed the blocks already.
     pub(crate) closed: bool,
+    /// NBTree-W: node-grained write locks (see [`NbOptions`]).
+    pub(crate) write_locks: bool,
     pub(crate) _claim: crate::claim::PoolClaim,
 }
 
@@ -316,6 +327,7 @@ impl NbTree {
         let fp = fingerprint(key);
         'retry: loop {
             let leaf = self.locate_w(key, g)?;
+            let _w = self.write_locks.then(|| leaf.wlock.lock());
             let mut seen = leaf.bitmap.load(Ordering::Acquire);
             // SAFETY: pinned.
             if let Some((slot, p)) = unsafe { find(&self.pool, leaf, key, fp, seen) } {
@@ -465,6 +477,7 @@ impl NbTree {
         let fp = fingerprint(key);
         loop {
             let leaf = self.locate_w(key, &g)?;
+            let _w = self.write_locks.then(|| leaf.wlock.lock());
             // SAFETY: pinned.
             let Some((slot, p)) = (unsafe { find(&self.pool, leaf, key, fp, leaf.bitmap.load(Ordering::Acquire)) })
             else {

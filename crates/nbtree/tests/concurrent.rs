@@ -16,7 +16,7 @@
 //! With the `chaos` feature, `n4_randomized_schedules_small_tree` runs the same checks with
 //! random yields inside the SMO's race windows.
 
-use pmkv_nbtree::NbTree;
+use pmkv_nbtree::{NbOptions, NbTree};
 use pmkv_substrate::{Mode, Pool};
 use pmkv_testutil::{pool_dir, pool_opts, XorShift};
 use std::collections::{BTreeMap, HashMap};
@@ -65,12 +65,16 @@ fn get(t: &NbTree, k: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn run(mode: Mode, ops_per_thread: u32, keys: u64, threads: u64) {
+    run_with(mode, ops_per_thread, keys, threads, NbOptions::default())
+}
+
+fn run_with(mode: Mode, ops_per_thread: u32, keys: u64, threads: u64, o: NbOptions) {
     #[allow(non_snake_case)]
     let (KEYS, THREADS) = (keys, threads);
     let d = pool_dir();
     let path = d.path().join("stress.pool");
     let opts = pool_opts(mode, 8 << 20, 512 << 20);
-    let tree = Arc::new(NbTree::open(Arc::new(Pool::create(&path, "nbtree", &opts).unwrap())).unwrap());
+    let tree = Arc::new(NbTree::open_with(Arc::new(Pool::create(&path, "nbtree", &opts).unwrap()), o).unwrap());
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
             let tree = tree.clone();
@@ -167,6 +171,12 @@ fn run(mode: Mode, ops_per_thread: u32, keys: u64, threads: u64) {
 #[test]
 fn n4_many_threads_eadr() {
     run(Mode::Eadr, 60_000, 3000, 4);
+}
+
+/// NBTree-W (per-leaf write locks, the paper's ablation) is correct too.
+#[test]
+fn n4_many_threads_write_locks() {
+    run_with(Mode::Eadr, 20_000, 3000, 4, NbOptions { write_locks: true });
 }
 
 #[test]
