@@ -18,7 +18,7 @@ use crate::hash_table::HashTable;
 use crate::layout::*;
 use parking_lot::Mutex;
 use pmkv_substrate::epalloc::EpAlloc;
-use pmkv_substrate::{Pool, PoolError};
+use pmkv_substrate::Pool;
 use std::sync::Arc;
 
 /// Options of a HART pool.
@@ -82,35 +82,8 @@ pub struct Hart {
     _claim: PoolClaim,
 }
 
-/// The pools a live HART uses, by mapping address. A second HART over the same pool would
-/// run a second allocator over the same slots (handing one slot to both) and a second set
-/// of locks over the same leaves, so writes of one could change bytes that readers of the
-/// other hold slices of. (A pool file opened twice is refused by the pool's file lock.)
-static IN_USE: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
-
-/// One HART's claim on its pool (see [`IN_USE`]); released when dropped. It holds the
-/// pool too, so that the mapping (whose address names the claim) outlives the claim.
-pub(crate) struct PoolClaim(Arc<Pool>);
-
-impl PoolClaim {
-    fn take(pool: &Arc<Pool>) -> Result<PoolClaim> {
-        let at = pool.base() as usize;
-        let mut used = IN_USE.lock().unwrap_or_else(|e| e.into_inner());
-        if used.contains(&at) {
-            let path = pool.path().map_or_else(|| "(simulated pool)".into(), |p| p.to_path_buf());
-            return Err(PoolError::Locked { path }.into());
-        }
-        used.push(at);
-        Ok(PoolClaim(pool.clone()))
-    }
-}
-
-impl Drop for PoolClaim {
-    fn drop(&mut self) {
-        let at = self.0.base() as usize;
-        IN_USE.lock().unwrap_or_else(|e| e.into_inner()).retain(|&a| a != at);
-    }
-}
+/// One HART per pool mapping (see [`pmkv_substrate::EngineClaim`]).
+pub(crate) type PoolClaim = pmkv_substrate::EngineClaim;
 
 impl Hart {
     /// Open the HART in `pool`, formatting it if the pool is new (root unset). A pool

@@ -17,7 +17,6 @@ mod chaos;
 #[cfg(feature = "chaos")]
 pub use chaos::enable as enable_chaos;
 pub(crate) mod checker;
-mod claim;
 mod engine;
 mod error;
 pub(crate) mod inner;

@@ -15,7 +15,7 @@
 //! verifies every seal, and key objects' CRCs, so a damaged file is refused instead of
 //! read wrong. Value objects carry a CRC checked at every read.
 
-use crate::claim::PoolClaim;
+use pmkv_substrate::EngineClaim as PoolClaim;
 use crate::error::{NbError, Result};
 use crate::inner;
 use crate::layout::*;
@@ -318,7 +318,8 @@ impl std::hash::Hasher for OffsetHasher {
 
 /// Run `f` over `items` on every core, keeping order.
 fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> (Vec<R>, usize) {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len()).max(1);
+    // Threads only when there is work enough to pay for starting them.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len() / 64).max(1);
     if threads == 1 {
         return (items.iter().map(&f).collect(), 1);
     }

@@ -105,7 +105,7 @@ pub struct NbTree {
     pub(crate) closed: bool,
     /// NBTree-W: node-grained write locks (see [`NbOptions`]).
     pub(crate) write_locks: bool,
-    pub(crate) _claim: crate::claim::PoolClaim,
+    pub(crate) _claim: pmkv_substrate::EngineClaim,
 }
 
 // SAFETY: the raw pointers are to leaves and inner nodes owned by the tree, shared between
@@ -524,16 +524,9 @@ impl NbTree {
     ) -> Result<()> {
         let g = epoch::pin();
         let mut left = limit;
-        let in_start = |k: &[u8]| match start {
-            Bound::Included(s) => k >= s,
-            Bound::Excluded(s) => k > s,
-            Bound::Unbounded => true,
-        };
-        let in_end = |k: &[u8]| match end {
-            Bound::Included(e) => k <= e,
-            Bound::Excluded(e) => k < e,
-            Bound::Unbounded => true,
-        };
+        let range = pmkv_core::KeyRange::bounds(start, end);
+        let in_start = |k: &[u8]| range.after_start(k);
+        let in_end = |k: &[u8]| range.before_end(k);
         // Forward: `cur` is a key the next leaf must cover. Reverse: `cur` is an exclusive
         // upper bound (None = +inf).
         let mut cur: Option<Vec<u8>> = if reverse {

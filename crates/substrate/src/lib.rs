@@ -33,4 +33,4 @@ pub use error::{PoolError, Result};
 pub use fault::{FaultHook, FaultPoint};
 pub use latency::Latency;
 pub use persist::{flush_insn, FlushInsn, Mode, LINE};
-pub use pool::{Pool, PoolInfo, PoolOptions, MIN_POOL_SIZE};
+pub use pool::{EngineClaim, Pool, PoolInfo, PoolOptions, MIN_POOL_SIZE};

@@ -19,10 +19,13 @@
 //! header's crash-atomic state slots: clean flag, roots, heap top) and `flush` (flush and
 //! fence dispatch by persistence mode, msync, counters, latency emulation).
 
+mod claim;
 mod flush;
 mod mapping;
 mod open;
 mod state;
+
+pub use claim::EngineClaim;
 
 use flush::msync_pending;
 pub(crate) use mapping::reserve;
