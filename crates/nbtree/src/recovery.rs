@@ -15,7 +15,6 @@
 //! verifies every seal, and key objects' CRCs, so a damaged file is refused instead of
 //! read wrong. Value objects carry a CRC checked at every read.
 
-use pmkv_substrate::EngineClaim as PoolClaim;
 use crate::error::{NbError, Result};
 use crate::inner;
 use crate::layout::*;
@@ -24,6 +23,7 @@ use crate::reclaim::Reclaimer;
 use crate::tree::{NbTree, RecoveryReport, Striped};
 use parking_lot::Mutex;
 use pmkv_substrate::epalloc::{EpAlloc, EPALLOC_ROOT};
+use pmkv_substrate::EngineClaim as PoolClaim;
 use pmkv_substrate::Pool;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicPtr, Ordering};
