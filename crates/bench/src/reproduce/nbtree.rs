@@ -470,6 +470,88 @@ fn plots(
         },
         "fig9",
     )?;
+    // Figs. 7, 10, 12 and recovery: one bar per engine and category.
+    let names: Vec<&str> = pool_engines(engines).map(|e| e.name()).collect();
+    let by_engine = |cats: &[&str], value: &dyn Fn(&str, &str) -> Option<f64>| -> Vec<Bars> {
+        names
+            .iter()
+            .map(|&n| Bars {
+                name: n.into(),
+                color: engine_color(n),
+                values: cats.iter().map(|c| value(n, c)).collect(),
+            })
+            .collect()
+    };
+    let find_x = |exp: &str, engine: &str, pred: &dyn Fn(&Record) -> bool| -> Option<Record> {
+        recs.iter().find(|r| r.experiment == exp && r.engine == engine && r.error.is_none() && pred(r)).cloned()
+    };
+    let space_cats = ["initial", "after inserts"];
+    let space = |key: &'static str| {
+        by_engine(&space_cats, &|n, c| {
+            find_x("space", n, &|r| r.workload == c).and_then(|r| r.extra.get(key).map(|b| b / 1048576.0))
+        })
+    };
+    let cat = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    save(
+        Figure {
+            title: "NBTree Fig. 7: space after N/2 and N keys".into(),
+            cols: 2,
+            panels: vec![
+                Panel::new(
+                    "(a) DRAM",
+                    "when",
+                    "MiB",
+                    false,
+                    PanelKind::Bars { categories: cat(&space_cats), series: space("dram_bytes") },
+                ),
+                Panel::new(
+                    "(b) PM",
+                    "when",
+                    "MiB",
+                    false,
+                    PanelKind::Bars { categories: cat(&space_cats), series: space("pm_bytes") },
+                ),
+            ],
+        },
+        "fig7",
+    )?;
+    let modes = ["eadr", "adr"];
+    let ycsb = by_engine(&modes, &|n, m| {
+        find_x("ycsb", n, &|r| (r.mode == m || (r.mode == "-" && m == "eadr")) && r.threads == max_t).map(|r| r.mops)
+    });
+    let large = by_engine(&["YCSB 50:50"], &|n, _| find_x("large", n, &|_| true).map(|r| r.mops));
+    let rec_cats = ["build", "recovery"];
+    let recovery = by_engine(&rec_cats, &|n, c| find_x("recovery", n, &|r| r.op == c).map(|r| r.wall_s));
+    save(
+        Figure {
+            title: format!("NBTree Figs. 10 and 12, and recovery ({max_t} threads for the mixes)"),
+            cols: 3,
+            panels: vec![
+                Panel::new(
+                    "(a) Fig. 10: large keys and values",
+                    "",
+                    "Mops/s",
+                    false,
+                    PanelKind::Bars { categories: cat(&["YCSB 50:50"]), series: large },
+                ),
+                Panel::new(
+                    "(b) Fig. 12: YCSB 50:50 by mode",
+                    "mode",
+                    "Mops/s",
+                    false,
+                    PanelKind::Bars { categories: cat(&modes), series: ycsb },
+                ),
+                Panel::new(
+                    "(c) build vs recovery",
+                    "",
+                    "seconds",
+                    true,
+                    PanelKind::Bars { categories: cat(&rec_cats), series: recovery },
+                ),
+            ],
+        },
+        "fig10-12",
+    )?;
     Ok(done)
 }
 
@@ -585,8 +667,9 @@ fn report_md(
         s,
         "## Fig. 7: space\n\n**Paper.** {}\n\n{}",
         claim("fig7"),
-        md_table(&["engine", "when", "DRAM MiB", "PM MiB", "DRAM:PM"].map(String::from), &rows)
+        md_table(&["engine", "when", "DRAM MiB", "PM MiB", "DRAM:PM"].map(String::from), &rows),
     );
+    s.push_str(&img("fig7"));
     // Fig. 8 and 12.
     let mut rows = Vec::new();
     let mut names: Vec<&str> = pool_engines(engines).map(|e| e.name()).collect();
@@ -690,6 +773,7 @@ fn report_md(
          the same tree by inserting every key:\n\n{}",
         md_table(&["engine", "build s", "recovery s", "build / recovery"].map(String::from), &rows)
     );
+    let _ = writeln!(s, "Figs. 10 and 12 and the recovery times as bars:\n\n{}", img("fig10-12"));
     let _ = writeln!(
         s,
         "## Not reproduced\n\n- The paper's competitor trees, and the ablations NBTree-SL (single-layer leaves) and NBTree-WR (HTM \
