@@ -79,7 +79,7 @@ impl NbTree {
                     continue;
                 };
                 let k = k.as_slice().to_vec();
-                if l.fps[slot].load(Ordering::Relaxed) != fingerprint(&k) {
+                if l.fp(slot) != fingerprint(&k) {
                     problems.push(format!("{}: wrong fingerprint", ctx()));
                 }
                 if k.as_slice() < &l.low[..] {

@@ -22,14 +22,16 @@ pub(crate) const LINKED: u8 = 1;
 /// next), plus the fences this implementation needs for byte-string keys.
 ///
 /// Laid out for a search: the bitmap and the fingerprints it filters by are the first
-/// 71 bytes, on the leaf's first two cache lines (fetched together by the adjacent-line
+/// 72 bytes, on the leaf's first two cache lines (fetched together by the adjacent-line
 /// prefetcher); the rest is touched by writers and SMOs.
 #[repr(C, align(64))]
 pub(crate) struct Leaf {
     /// Committed slots, and [`SMO_BIT`].
     pub bitmap: AtomicU64,
-    /// One-byte fingerprints of the slots' keys.
-    pub fps: [AtomicU8; CAP],
+    /// One-byte fingerprints of the slots' keys, eight to a word (slot `i` is byte `i % 8`
+    /// of word `i / 8`), so that a search compares all of them in a few word operations
+    /// ([`Leaf::matching`]) instead of a loop over the slots.
+    fps: [AtomicU64; 8],
     /// SMO phase flags ([`LINKED`]).
     pub flag: AtomicU8,
     /// The paper's `data_ptr`: pool offset of the key-value block. Never changes.
@@ -68,8 +70,42 @@ impl Leaf {
             split: None,
             sibling: AtomicPtr::new(std::ptr::null_mut()),
             wlock: parking_lot::Mutex::new(()),
-            fps: std::array::from_fn(|_| AtomicU8::new(0)),
+            fps: std::array::from_fn(|_| AtomicU64::new(0)),
         }
+    }
+
+    /// The fingerprint of `slot`.
+    #[inline]
+    pub(crate) fn fp(&self, slot: usize) -> u8 {
+        (self.fps[slot / 8].load(Ordering::Relaxed) >> (8 * (slot % 8))) as u8
+    }
+
+    /// Set the fingerprint of `slot` (a slot this thread owns: other bytes of the word may
+    /// change meanwhile, so the byte is replaced by a CAS loop).
+    #[inline]
+    pub(crate) fn set_fp(&self, slot: usize, fp: u8) {
+        let sh = 8 * (slot % 8);
+        let _ = self.fps[slot / 8]
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |w| Some(w & !(0xff << sh) | (fp as u64) << sh));
+    }
+
+    /// The slots whose fingerprint is `fp`, as a bitmap (SWAR: a zero byte of
+    /// `word ^ fp·0x0101..` is a match, found without carries between bytes).
+    #[inline]
+    pub(crate) fn matching(&self, fp: u8) -> u64 {
+        const LO7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+        let pat = (fp as u64).wrapping_mul(0x0101_0101_0101_0101);
+        let mut out = 0u64;
+        for (i, w) in self.fps.iter().enumerate() {
+            let x = w.load(Ordering::Relaxed) ^ pat;
+            // High bit of each byte set iff that byte of `x` is non-zero.
+            let nonzero = ((x & LO7).wrapping_add(LO7) | x) & !LO7;
+            let zero = !nonzero & !LO7;
+            // Gather the 8 high bits into one byte.
+            let bits = ((zero >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) & 0xff;
+            out |= bits << (8 * i);
+        }
+        out
     }
 
     /// Whether an SMO has started on this leaf.
@@ -218,14 +254,11 @@ pub(crate) unsafe fn with_value(pool: &Pool, p: u64, w: u64, f: &mut dyn FnMut(&
 /// # Safety
 /// `leaf` is pinned (its block and the objects its entries name stay allocated).
 pub(crate) unsafe fn find(pool: &Pool, leaf: &Leaf, key: &[u8], fp: u8, bitmap: u64) -> Option<(usize, u64)> {
-    let mut bits = bitmap & SLOTS_MASK;
+    let mut bits = bitmap & SLOTS_MASK & leaf.matching(fp);
     let inline = key_word(key);
     while bits != 0 {
         let slot = bits.trailing_zeros() as usize;
         bits &= bits - 1;
-        if leaf.fps[slot].load(Ordering::Relaxed) != fp {
-            continue;
-        }
         pool.note_read(1);
         let kw = load(pool, leaf.key_at(slot));
         if kw == 0 {
@@ -276,5 +309,32 @@ pub(crate) fn sibling_of(left: &Leaf) -> Option<(Arc<[u8]>, *const Leaf)> {
     match (&left.split, r.is_null()) {
         (Some(s), false) => Some((s.clone(), r as *const Leaf)),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matching_finds_exactly_the_equal_fingerprints() {
+        let l = Leaf::new(0, Arc::from(&b""[..]));
+        let mut x = 0x1234_5678_9abc_def1u64;
+        let mut fps = [0u8; CAP];
+        for (i, f) in fps.iter_mut().enumerate() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Few distinct values, zero and 0xff and 0x80 and 0x01 among them.
+            *f = [0u8, 1, 0x7f, 0x80, 0xff, 0x42][(x % 6) as usize];
+            l.set_fp(i, *f);
+        }
+        for i in 0..CAP {
+            assert_eq!(l.fp(i), fps[i]);
+        }
+        for fp in [0u8, 1, 2, 0x7f, 0x80, 0x81, 0xfe, 0xff, 0x42] {
+            let want = (0..CAP).filter(|&i| fps[i] == fp).fold(0u64, |m, i| m | 1 << i);
+            assert_eq!(l.matching(fp) & SLOTS_MASK, want, "fp {fp:#x}");
+        }
     }
 }

@@ -285,7 +285,7 @@ fn decode(pool: &Pool, block: u64, verify: bool, dedup: bool, empty: &Arc<[u8]>)
         if max.is_none_or(|m| k.cmp(&m).is_gt()) {
             max = Some(*k);
         }
-        l.fps[*slot].store(k.with_bytes(fingerprint), Ordering::Relaxed);
+        l.set_fp(*slot, k.with_bytes(fingerprint));
         bm |= 1 << slot;
     }
     l.bitmap.store(bm, Ordering::Relaxed);

@@ -155,7 +155,7 @@ impl NbTree {
         let mut l = Leaf::new(block, low);
         l.split = split;
         for (i, (k, _, _, _)) in recs.iter().enumerate() {
-            l.fps[i].store(fingerprint(k.as_slice()), Ordering::Relaxed);
+            l.set_fp(i, fingerprint(k.as_slice()));
         }
         let n = recs.len();
         l.num.store(n as u32, Ordering::Relaxed);

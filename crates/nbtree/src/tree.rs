@@ -352,7 +352,7 @@ impl NbTree {
                 (None, None) => unreachable!("a value that does not fit the entry has its object"),
             };
             self.write_entry(leaf, pos, kw, (kind << KIND_SHIFT) | vbits, w);
-            leaf.fps[pos].store(fp, Ordering::Relaxed);
+            leaf.set_fp(pos, fp);
             crate::chaos::point();
             // Commit: CAS the bitmap (line 8). A concurrent commit of the same key (two
             // upserts of one new key) is caught here: the bits set since `seen` are
@@ -759,7 +759,7 @@ mod timing {
         let t0 = Instant::now();
         for &j in &order {
             let l = t.find_leaf(&key(j), true, &g);
-            x ^= l.bitmap.load(Ordering::Relaxed) as usize ^ l.fps[5].load(Ordering::Relaxed) as usize;
+            x ^= l.bitmap.load(Ordering::Relaxed) as usize ^ l.fp(5) as usize;
         }
         let meta = t0.elapsed().as_nanos() as f64 / n as f64;
         drop(g);
