@@ -89,6 +89,16 @@ impl Leaf {
             .fetch_update(Ordering::Release, Ordering::Relaxed, |w| Some(w & !(0xff << sh) | (fp as u64) << sh));
     }
 
+    /// Set every fingerprint of a leaf no other thread can see yet (a leaf being built):
+    /// plain stores of whole words, not a read-modify-write per slot.
+    pub(crate) fn init_fps(&self, fps: &[u8; CAP]) {
+        for (w, chunk) in self.fps.iter().zip(fps.chunks(8)) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            w.store(u64::from_le_bytes(b), Ordering::Relaxed);
+        }
+    }
+
     /// The slots whose fingerprint is `fp`, as a bitmap (SWAR: a zero byte of
     /// `word ^ fp·0x0101..` is a match, found without carries between bytes).
     #[inline]
@@ -329,8 +339,8 @@ mod tests {
             *f = [0u8, 1, 0x7f, 0x80, 0xff, 0x42][(x % 6) as usize];
             l.set_fp(i, *f);
         }
-        for i in 0..CAP {
-            assert_eq!(l.fp(i), fps[i]);
+        for (i, f) in fps.iter().enumerate() {
+            assert_eq!(l.fp(i), *f);
         }
         for fp in [0u8, 1, 2, 0x7f, 0x80, 0x81, 0xfe, 0xff, 0x42] {
             let want = (0..CAP).filter(|&i| fps[i] == fp).fold(0u64, |m, i| m | 1 << i);

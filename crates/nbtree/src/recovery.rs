@@ -271,6 +271,7 @@ fn decode(pool: &Pool, block: u64, verify: bool, dedup: bool, empty: &Arc<[u8]>)
     }
     let (mut min, mut max): (Option<RKey<'_>>, Option<RKey<'_>>) = (None, None);
     let l = Leaf::new(block, empty.clone());
+    let mut fps = [0u8; CAP];
     let mut bm = 0u64;
     for (k, slot, kw, p) in &keys {
         if p & VAL_PTR != 0 {
@@ -285,9 +286,10 @@ fn decode(pool: &Pool, block: u64, verify: bool, dedup: bool, empty: &Arc<[u8]>)
         if max.is_none_or(|m| k.cmp(&m).is_gt()) {
             max = Some(*k);
         }
-        l.set_fp(*slot, k.with_bytes(fingerprint));
+        fps[*slot] = k.with_bytes(fingerprint);
         bm |= 1 << slot;
     }
+    l.init_fps(&fps);
     l.bitmap.store(bm, Ordering::Relaxed);
     // Slots up to the last non-zero key stay used (their keys may be zeroed only now).
     l.num.store(d.num as u32, Ordering::Relaxed);
@@ -296,24 +298,6 @@ fn decode(pool: &Pool, block: u64, verify: bool, dedup: bool, empty: &Arc<[u8]>)
     d.min = min.map(|k| k.with_bytes(|b| Arc::from(b)));
     d.max = max.map(|k| k.with_bytes(|b| Arc::from(b)));
     Ok(d)
-}
-
-/// A hasher for pool offsets (SipHash, the default, costs more than the whole lookup).
-#[derive(Default)]
-struct OffsetHasher(u64);
-
-impl std::hash::Hasher for OffsetHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (v >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
 }
 
 /// Run `f` over `items` on every core, keeping order.
@@ -368,15 +352,21 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<NbTree> {
         }
         (next, Some(decode(&pool, b, verify, !clean, &empty)))
     });
-    // Block offsets are distinct multiples of 64: a multiplicative hash spreads them.
-    let pos: std::collections::HashMap<u64, usize, std::hash::BuildHasherDefault<OffsetHasher>> =
-        all.iter().enumerate().map(|(i, &o)| (o, i)).collect();
+    // Block offset -> index in `all`, by offset / BLOCK_SIZE: two blocks lie at least a
+    // block apart, so no two share a cell. A flat array: cheaper than any hash map.
+    let cells = (pool.size() / BLOCK_SIZE as u64 + 1) as usize;
+    let mut pos = vec![u32::MAX; cells];
+    for (i, &o) in all.iter().enumerate() {
+        pos[(o / BLOCK_SIZE as u64) as usize] = i as u32;
+    }
     // The list, validated: every link a used block, no cycle.
     let mut blocks = Vec::new();
     let mut decoded: Vec<Decoded> = Vec::new();
     let mut off = head;
     while off != 0 {
-        let Some((next, Some(r))) = pos.get(&off).map(|&i| (results[i].0, results[i].1.take())) else {
+        let found =
+            pos.get((off / BLOCK_SIZE as u64) as usize).copied().filter(|&i| i != u32::MAX && all[i as usize] == off);
+        let Some((next, Some(r))) = found.map(|i| (results[i as usize].0, results[i as usize].1.take())) else {
             return Err(corrupt(format!("the block list names {off:#x}, which is not a used block, or twice")));
         };
         blocks.push(off);

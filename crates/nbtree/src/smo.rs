@@ -154,9 +154,11 @@ impl NbTree {
         }
         let mut l = Leaf::new(block, low);
         l.split = split;
+        let mut fps = [0u8; CAP];
         for (i, (k, _, _, _)) in recs.iter().enumerate() {
-            l.set_fp(i, fingerprint(k.as_slice()));
+            fps[i] = fingerprint(k.as_slice());
         }
+        l.init_fps(&fps);
         let n = recs.len();
         l.num.store(n as u32, Ordering::Relaxed);
         l.bitmap.store(if n == 0 { 0 } else { u64::MAX >> (64 - n) }, Ordering::Relaxed);
