@@ -12,8 +12,8 @@
 //! entry never committed.
 //!
 //! **Damage.** A clean close writes each written block's seal (CRC-32C); a clean open
-//! verifies every seal, and key objects' CRCs, so a damaged file is refused instead of
-//! read wrong. Value objects carry a CRC checked at every read.
+//! verifies every seal, and every open every key object's CRC, so a damaged file is
+//! refused instead of read wrong. Value objects carry a CRC checked at every read.
 
 use crate::error::{NbError, Result};
 use crate::inner;
@@ -210,7 +210,7 @@ impl<'a> RKey<'a> {
 }
 
 /// Decode the entries of `block`.
-fn decode(pool: &Pool, block: u64, verify: bool, dedup: bool, empty: &Arc<[u8]>) -> Result<Decoded> {
+fn decode(pool: &Pool, block: u64, dedup: bool, empty: &Arc<[u8]>) -> Result<Decoded> {
     let mut d = Decoded::default();
     // (key, slot, key word, payload) of each entry with a key.
     let mut keys: Vec<(RKey<'_>, usize, u64, u64)> = Vec::with_capacity(CAP);
@@ -248,8 +248,10 @@ fn decode(pool: &Pool, block: u64, verify: bool, dedup: bool, empty: &Arc<[u8]>)
             keys.push((RKey { prefix: kw, len: 8, long: &[] }, slot, kw, p));
             continue;
         }
+        // Key objects are immutable, so their CRCs hold after a crash too: always checked
+        // (scans hand key bytes out without checking them again).
         // SAFETY: recovery runs alone; objects stay allocated.
-        let k = unsafe { leaf::entry_key(pool, kw, p, verify) }
+        let k = unsafe { leaf::entry_key(pool, kw, p, true) }
             .ok_or_else(|| corrupt(format!("block {block:#x} slot {slot}: the key is damaged")))?;
         keys.push((RKey::of(&k), slot, kw, p));
     }
@@ -350,7 +352,7 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<NbTree> {
                 return (next, Some(Err(corrupt(format!("block {b:#x} fails its seal (checksum)")))));
             }
         }
-        (next, Some(decode(&pool, b, verify, !clean, &empty)))
+        (next, Some(decode(&pool, b, !clean, &empty)))
     });
     // Block offset -> index in `all`, by offset / BLOCK_SIZE: two blocks lie at least a
     // block apart, so no two share a cell. A flat array: cheaper than any hash map.

@@ -706,11 +706,12 @@ impl NbTree {
 }
 
 impl Drop for NbTree {
-    /// Seal (unless `close` did, or a panic is unwinding: the pool is then not marked
-    /// clean and the next open recovers), then free the metadata layer and inner nodes.
+    /// Seal (unless `close` did, or a panic is unwinding or has poisoned the pool: it is
+    /// then not marked clean and the next open recovers, so nothing should be written),
+    /// then free the metadata layer and inner nodes.
     /// Leaves and nodes already retired are freed by the epoch scheme.
     fn drop(&mut self) {
-        if !self.closed && !std::thread::panicking() {
+        if !self.closed && !std::thread::panicking() && !self.pool.is_poisoned() {
             self.seal();
         }
         for l in self.leaves_quiesced() {
