@@ -49,15 +49,18 @@ impl NbTree {
         let mut records = 0u64;
         let mut last: Option<Vec<u8>> = None;
         for (i, l) in leaves.iter().enumerate() {
-            let b = l.bitmap.load(Ordering::Acquire);
+            let b = l.bits(&self.pool);
             if i == 0 && b != 0 {
                 problems.push("the sentinel has committed slots".into());
+            }
+            if b & ((1u64 << self.first_slot()) - 1) != 0 {
+                problems.push(format!("leaf {i} (block {:#x}): the bitmap names a metadata slot", l.block));
             }
             if b & crate::leaf::SMO_BIT != 0 {
                 problems.push(format!("leaf {i} (block {:#x}) is in an SMO", l.block));
             }
             let mut keys: Vec<Vec<u8>> = Vec::new();
-            for slot in 0..CAP {
+            for slot in self.first_slot()..CAP {
                 let kw = load(&self.pool, l.key_at(slot));
                 let p = load(&self.pool, l.payload_at(slot));
                 let committed = b & SLOTS_MASK & (1 << slot) != 0;
@@ -79,7 +82,7 @@ impl NbTree {
                     continue;
                 };
                 let k = k.as_slice().to_vec();
-                if l.fp(slot) != fingerprint(&k) {
+                if l.fp(&self.pool, slot) != fingerprint(&k) {
                     problems.push(format!("{}: wrong fingerprint", ctx()));
                 }
                 if k.as_slice() < &l.low[..] {

@@ -13,20 +13,28 @@ use std::time::Duration;
 /// The layout name NBTree pools carry in their header.
 pub const LAYOUT: &str = "nbtree";
 
-const PARAMS: &[pmkv_core::Param] = &[pmkv_core::Param {
-    name: "write_locks",
-    doc: "true: NBTree-W, the paper's ablation: writers take a per-leaf lock instead of writing lock-free (default false)",
-}];
+const PARAMS: &[pmkv_core::Param] = &[
+    pmkv_core::Param {
+        name: "write_locks",
+        doc: "true: NBTree-W, the paper's ablation: writers take a per-leaf lock instead of writing lock-free (default false)",
+    },
+    pmkv_core::Param {
+        name: "single_layer",
+        doc: "true: NBTree-SL, the paper's ablation: leaf metadata (bitmap, num, fingerprints) in the PM block instead of DRAM; chosen when the pool is created (default false)",
+    },
+];
 
 /// The options `opts` give NBTree: the typed [`NbOptions`] if attached, then any
 /// `key=value` parameters on top.
 pub fn nbtree_options(opts: &Options) -> Result<NbOptions> {
     let mut o = opts.engine_options::<NbOptions>().copied().unwrap_or_default();
     for (k, v) in opts.params() {
-        if k.as_str() == "write_locks" {
-            o.write_locks =
-                v.parse().map_err(|_| Error::invalid(format!("nbtree parameter {k}={v}: not true or false")))?;
-        }
+        let flag = match k.as_str() {
+            "write_locks" => &mut o.write_locks,
+            "single_layer" => &mut o.single_layer,
+            _ => continue,
+        };
+        *flag = v.parse().map_err(|_| Error::invalid(format!("nbtree parameter {k}={v}: not true or false")))?;
     }
     Ok(o)
 }
@@ -56,6 +64,7 @@ impl From<NbError> for Error {
             NbError::ValueTooLarge(len) => Error::value_too_large(len, MAX_VALUE),
             NbError::Corrupt(_) => Error::with_source(ErrorKind::Corrupt, e),
             NbError::Version(_) => Error::with_source(ErrorKind::Version, e),
+            NbError::Invalid(m) => Error::invalid(m),
         }
     }
 }

@@ -21,6 +21,9 @@ pub enum NbError {
     /// The pool's NBTree data is damaged.
     #[error("NBTree data is damaged: {0}")]
     Corrupt(String),
+    /// Options that do not fit the pool.
+    #[error("{0}")]
+    Invalid(String),
     /// A format this build cannot read.
     #[error("{0}")]
     Version(String),

@@ -55,6 +55,20 @@ pub(crate) const BLK_ENTRIES: u64 = 32;
 /// Entries per block: (2048 - 32) / 32. Bit 63 of the DRAM bitmap is the SMO bit.
 pub(crate) const CAP: usize = 63;
 pub(crate) const ENTRY: u64 = 32;
+
+/// NBTree-SL (the paper's single-layer ablation, Fig. 6): the leaf's bitmap, `num` and
+/// fingerprints live in the PM block itself, in the space of its first [`SL_FIRST`]
+/// entries (96 bytes right after the header), so a block holds [`CAP`] - [`SL_FIRST`] =
+/// 60 entries. The superblock's capacity field says which kind a pool has
+/// ([`CAP`] or [`CAP_SL`]).
+pub(crate) const SL_FIRST: usize = 3;
+/// Entries of a single-layer block.
+pub(crate) const CAP_SL: usize = CAP - SL_FIRST;
+/// Offsets in a single-layer block: the bitmap (with the SMO bit), `num`, and the 64
+/// fingerprint bytes (slot `i` at byte `i`; bytes 0-2 unused).
+pub(crate) const M_BITMAP: u64 = BLK_ENTRIES;
+pub(crate) const M_NUM: u64 = BLK_ENTRIES + 8;
+pub(crate) const M_FPS: u64 = BLK_ENTRIES + 16;
 /// Offsets in an entry.
 pub(crate) const E_PAYLOAD: u64 = 8;
 pub(crate) const E_VALUE: u64 = 16;

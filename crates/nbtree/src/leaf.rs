@@ -24,22 +24,32 @@ pub(crate) const LINKED: u8 = 1;
 /// Laid out for a search: the bitmap and the fingerprints it filters by are the first
 /// 72 bytes, on the leaf's first two cache lines (fetched together by the adjacent-line
 /// prefetcher); the rest is touched by writers and SMOs.
+///
+/// **NBTree-SL** ([`Leaf::sl`]): the bitmap, `num` and fingerprints are read and written
+/// in the PM block instead (`layout::M_BITMAP` ...), through the pool's atomic accessors,
+/// so that every operation pays the PM line reads (and, in `adr`, the flushes) a
+/// single-layer leaf costs; the DRAM words then only carry values between building a
+/// leaf and storing it. The SMO-only fields (`copy`, `flag`, `next`, fences) stay in DRAM
+/// in both kinds: they are touched once per SMO, not per operation, and the paper's
+/// ablation is about the per-operation metadata.
 #[repr(C, align(64))]
 pub(crate) struct Leaf {
-    /// Committed slots, and [`SMO_BIT`].
-    pub bitmap: AtomicU64,
+    /// Committed slots, and [`SMO_BIT`] (two-layer leaves; see [`Leaf::bits`]).
+    bitmap: AtomicU64,
     /// One-byte fingerprints of the slots' keys, eight to a word (slot `i` is byte `i % 8`
     /// of word `i / 8`), so that a search compares all of them in a few word operations
     /// ([`Leaf::matching`]) instead of a loop over the slots.
     fps: [AtomicU64; 8],
     /// SMO phase flags ([`LINKED`]).
     pub flag: AtomicU8,
+    /// NBTree-SL: the metadata words live in the PM block. Set before the leaf is shared.
+    pub sl: bool,
     /// The paper's `data_ptr`: pool offset of the key-value block. Never changes.
     pub block: u64,
     /// The paper's `copy_ptr`: the first new leaf of this leaf's SMO, once copied.
     pub copy: AtomicPtr<Leaf>,
     /// Slots taken by committed and in-flight inserts (fetch-and-add, Algorithm 1 line 2).
-    pub num: AtomicU32,
+    num: AtomicU32,
     /// Written since its seal was last computed (the seal is rewritten at clean close).
     pub dirty: AtomicBool,
     /// The next leaf of the metadata layer.
@@ -62,6 +72,7 @@ impl Leaf {
             bitmap: AtomicU64::new(0),
             num: AtomicU32::new(0),
             flag: AtomicU8::new(0),
+            sl: false,
             dirty: AtomicBool::new(true),
             block,
             copy: AtomicPtr::new(std::ptr::null_mut()),
@@ -74,40 +85,146 @@ impl Leaf {
         }
     }
 
+    /// Atomically update the PM word `off` of a single-layer leaf with `f` (a CAS loop:
+    /// the pool's CAS is the one read-modify-write the eADR crash model sees as a store).
+    /// Returns the old value, or `None` if `f` declined.
+    #[inline]
+    fn pm_update(pool: &Pool, off: u64, mut f: impl FnMut(u64) -> Option<u64>) -> Option<u64> {
+        let mut cur = load(pool, off);
+        loop {
+            let new = f(cur)?;
+            // SAFETY: a metadata word of a single-layer block this leaf owns, shared by
+            // threads only through atomic accesses.
+            match unsafe { pool.cas_u64(off, cur, new) } {
+                Ok(_) => return Some(cur),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// The bitmap: committed slots and [`SMO_BIT`].
+    #[inline]
+    pub(crate) fn bits(&self, pool: &Pool) -> u64 {
+        if self.sl {
+            load(pool, self.block + M_BITMAP)
+        } else {
+            self.bitmap.load(Ordering::Acquire)
+        }
+    }
+
+    /// Commit: CAS the bitmap from `old` to `new` (Algorithm 1 line 8). A single-layer
+    /// leaf's bitmap is its commit record in PM, so in `adr` it is persisted, with the
+    /// fingerprint and `num` lines written before it.
+    #[inline]
+    pub(crate) fn cas_bits(&self, pool: &Pool, old: u64, new: u64) -> bool {
+        if !self.sl {
+            return self.bitmap.compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire).is_ok();
+        }
+        // SAFETY: the bitmap word of a single-layer block, changed only by CAS.
+        if unsafe { pool.cas_u64(self.block + M_BITMAP, old, new) }.is_err() {
+            return false;
+        }
+        if !matches!(pool.mode(), pmkv_substrate::Mode::Eadr | pmkv_substrate::Mode::None) {
+            pool.flush_off(self.block + M_BITMAP, (M_FPS + 64 - M_BITMAP) as usize);
+            pool.commit_fence();
+        }
+        true
+    }
+
+    /// Set [`SMO_BIT`] (Algorithm 1 line 4).
+    #[inline]
+    pub(crate) fn set_smo(&self, pool: &Pool) {
+        if self.sl {
+            Self::pm_update(pool, self.block + M_BITMAP, |b| Some(b | SMO_BIT));
+        } else {
+            self.bitmap.fetch_or(SMO_BIT, Ordering::AcqRel);
+        }
+    }
+
+    /// Take the next slot (fetch-and-add on `num`, Algorithm 1 line 2).
+    #[inline]
+    pub(crate) fn take_slot(&self, pool: &Pool) -> usize {
+        if self.sl {
+            // Saturates at the capacity: a full leaf's `num` stays a small PM word.
+            Self::pm_update(pool, self.block + M_NUM, |n| Some((n + 1).min(CAP as u64 + 1))).unwrap_or(0) as usize
+        } else {
+            self.num.fetch_add(1, Ordering::AcqRel) as usize
+        }
+    }
+
+    /// Word `i` of the fingerprints.
+    #[inline]
+    fn fp_word(&self, pool: &Pool, i: usize) -> u64 {
+        if self.sl {
+            load(pool, self.block + M_FPS + 8 * i as u64)
+        } else {
+            self.fps[i].load(Ordering::Relaxed)
+        }
+    }
+
     /// The fingerprint of `slot`.
     #[inline]
-    pub(crate) fn fp(&self, slot: usize) -> u8 {
-        (self.fps[slot / 8].load(Ordering::Relaxed) >> (8 * (slot % 8))) as u8
+    pub(crate) fn fp(&self, pool: &Pool, slot: usize) -> u8 {
+        (self.fp_word(pool, slot / 8) >> (8 * (slot % 8))) as u8
     }
 
     /// Set the fingerprint of `slot` (a slot this thread owns: other bytes of the word may
     /// change meanwhile, so the byte is replaced by a CAS loop).
     #[inline]
-    pub(crate) fn set_fp(&self, slot: usize, fp: u8) {
+    pub(crate) fn set_fp(&self, pool: &Pool, slot: usize, fp: u8) {
         let sh = 8 * (slot % 8);
-        let _ = self.fps[slot / 8]
-            .fetch_update(Ordering::Release, Ordering::Relaxed, |w| Some(w & !(0xff << sh) | (fp as u64) << sh));
+        let f = |w: u64| Some(w & !(0xff << sh) | (fp as u64) << sh);
+        if self.sl {
+            Self::pm_update(pool, self.block + M_FPS + 8 * (slot / 8) as u64, f);
+        } else {
+            let _ = self.fps[slot / 8].fetch_update(Ordering::Release, Ordering::Relaxed, f);
+        }
     }
 
-    /// Set every fingerprint of a leaf no other thread can see yet (a leaf being built):
-    /// plain stores of whole words, not a read-modify-write per slot.
-    pub(crate) fn init_fps(&self, fps: &[u8; CAP]) {
+    /// Set the metadata of a leaf no other thread can see yet (a leaf being built or
+    /// recovered): plain stores of whole words, not a read-modify-write per slot. For a
+    /// single-layer leaf these are the values [`Leaf::store_meta`] writes to its block.
+    pub(crate) fn init_meta(&self, fps: &[u8; CAP], num: usize, bitmap: u64) {
         for (w, chunk) in self.fps.iter().zip(fps.chunks(8)) {
             let mut b = [0u8; 8];
             b[..chunk.len()].copy_from_slice(chunk);
             w.store(u64::from_le_bytes(b), Ordering::Relaxed);
         }
+        self.num.store(num as u32, Ordering::Relaxed);
+        self.bitmap.store(bitmap, Ordering::Relaxed);
+    }
+
+    /// The PM metadata words of a single-layer leaf, from the values [`Leaf::init_meta`]
+    /// set: (offset in the block, value).
+    pub(crate) fn meta_words(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let head = [(M_BITMAP, self.bitmap.load(Ordering::Relaxed)), (M_NUM, self.num.load(Ordering::Relaxed) as u64)];
+        head.into_iter().chain((0..8).map(|i| (M_FPS + 8 * i as u64, self.fps[i].load(Ordering::Relaxed))))
+    }
+
+    /// Make a leaf single-layer: store its metadata into its block and read it from there
+    /// from now on. For a leaf no other thread can see yet (recovery), unflushed: the
+    /// words are rebuilt from the entries at every open, so they need no durability of
+    /// their own until the clean close seals the block.
+    pub(crate) fn store_meta(&mut self, pool: &Pool) {
+        for (o, v) in self.meta_words() {
+            // SAFETY: a metadata word of a used block that only this thread can reach.
+            unsafe { pool.store_u64(self.block + o, v) };
+        }
+        self.sl = true;
     }
 
     /// The slots whose fingerprint is `fp`, as a bitmap (SWAR: a zero byte of
     /// `word ^ fp·0x0101..` is a match, found without carries between bytes).
     #[inline]
-    pub(crate) fn matching(&self, fp: u8) -> u64 {
+    pub(crate) fn matching(&self, pool: &Pool, fp: u8) -> u64 {
         const LO7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+        if self.sl {
+            pool.note_read(2); // the bitmap's and the fingerprints' lines of the block
+        }
         let pat = (fp as u64).wrapping_mul(0x0101_0101_0101_0101);
         let mut out = 0u64;
-        for (i, w) in self.fps.iter().enumerate() {
-            let x = w.load(Ordering::Relaxed) ^ pat;
+        for i in 0..8 {
+            let x = self.fp_word(pool, i) ^ pat;
             // High bit of each byte set iff that byte of `x` is non-zero.
             let nonzero = ((x & LO7).wrapping_add(LO7) | x) & !LO7;
             let zero = !nonzero & !LO7;
@@ -120,8 +237,8 @@ impl Leaf {
 
     /// Whether an SMO has started on this leaf.
     #[inline]
-    pub(crate) fn in_smo(&self) -> bool {
-        self.bitmap.load(Ordering::Acquire) & SMO_BIT != 0
+    pub(crate) fn in_smo(&self, pool: &Pool) -> bool {
+        self.bits(pool) & SMO_BIT != 0
     }
 
     /// Note a write (for the seal at close). A load first: the flag is usually set, and a
@@ -264,7 +381,7 @@ pub(crate) unsafe fn with_value(pool: &Pool, p: u64, w: u64, f: &mut dyn FnMut(&
 /// # Safety
 /// `leaf` is pinned (its block and the objects its entries name stay allocated).
 pub(crate) unsafe fn find(pool: &Pool, leaf: &Leaf, key: &[u8], fp: u8, bitmap: u64) -> Option<(usize, u64)> {
-    let mut bits = bitmap & SLOTS_MASK & leaf.matching(fp);
+    let mut bits = bitmap & SLOTS_MASK & leaf.matching(pool, fp);
     let inline = key_word(key);
     while bits != 0 {
         let slot = bits.trailing_zeros() as usize;
@@ -298,7 +415,7 @@ pub(crate) unsafe fn find(pool: &Pool, leaf: &Leaf, key: &[u8], fp: u8, bitmap: 
 
 /// The live entries of a leaf's committed slots: (slot, key word, payload, value word).
 pub(crate) fn live_entries(pool: &Pool, leaf: &Leaf) -> Vec<(usize, u64, u64, u64)> {
-    let mut bits = leaf.bitmap.load(Ordering::Acquire) & SLOTS_MASK;
+    let mut bits = leaf.bits(pool) & SLOTS_MASK;
     let mut out = Vec::with_capacity(bits.count_ones() as usize);
     pool.note_read((bits.count_ones() as u64).div_ceil(2));
     while bits != 0 {
@@ -326,25 +443,56 @@ pub(crate) fn sibling_of(left: &Leaf) -> Option<(Arc<[u8]>, *const Leaf)> {
 mod tests {
     use super::*;
 
+    /// Both kinds of leaf: DRAM metadata, and NBTree-SL's metadata in a PM block.
+    fn leaves(pool: &Pool) -> [Leaf; 2] {
+        let block = pool.take_heap(BLOCK_SIZE as u64, 64).unwrap();
+        let mut sl = Leaf::new(block, Arc::from(&b""[..]));
+        sl.store_meta(pool);
+        [Leaf::new(0, Arc::from(&b""[..])), sl]
+    }
+
     #[test]
     fn matching_finds_exactly_the_equal_fingerprints() {
-        let l = Leaf::new(0, Arc::from(&b""[..]));
-        let mut x = 0x1234_5678_9abc_def1u64;
-        let mut fps = [0u8; CAP];
-        for (i, f) in fps.iter_mut().enumerate() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            // Few distinct values, zero and 0xff and 0x80 and 0x01 among them.
-            *f = [0u8, 1, 0x7f, 0x80, 0xff, 0x42][(x % 6) as usize];
-            l.set_fp(i, *f);
+        let pool = Pool::create_sim("t", &pmkv_substrate::PoolOptions::default()).unwrap();
+        for l in leaves(&pool) {
+            let mut x = 0x1234_5678_9abc_def1u64;
+            let mut fps = [0u8; CAP];
+            for (i, f) in fps.iter_mut().enumerate() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Few distinct values, zero and 0xff and 0x80 and 0x01 among them.
+                *f = [0u8, 1, 0x7f, 0x80, 0xff, 0x42][(x % 6) as usize];
+                l.set_fp(&pool, i, *f);
+            }
+            for (i, f) in fps.iter().enumerate() {
+                assert_eq!(l.fp(&pool, i), *f);
+            }
+            for fp in [0u8, 1, 2, 0x7f, 0x80, 0x81, 0xfe, 0xff, 0x42] {
+                let want = (0..CAP).filter(|&i| fps[i] == fp).fold(0u64, |m, i| m | 1 << i);
+                assert_eq!(l.matching(&pool, fp) & SLOTS_MASK, want, "sl {} fp {fp:#x}", l.sl);
+            }
         }
-        for (i, f) in fps.iter().enumerate() {
-            assert_eq!(l.fp(i), *f);
+    }
+
+    #[test]
+    fn bitmap_and_slots_work_on_both_kinds() {
+        let pool = Pool::create_sim("t", &pmkv_substrate::PoolOptions::default()).unwrap();
+        for l in leaves(&pool) {
+            assert_eq!(l.take_slot(&pool), 0);
+            assert_eq!(l.take_slot(&pool), 1);
+            assert!(l.cas_bits(&pool, 0, 0b10));
+            assert!(!l.cas_bits(&pool, 0, 0b1), "a stale CAS must fail");
+            assert_eq!(l.bits(&pool), 0b10);
+            assert!(!l.in_smo(&pool));
+            l.set_smo(&pool);
+            assert!(l.in_smo(&pool));
+            assert_eq!(l.bits(&pool) & SLOTS_MASK, 0b10);
         }
-        for fp in [0u8, 1, 2, 0x7f, 0x80, 0x81, 0xfe, 0xff, 0x42] {
-            let want = (0..CAP).filter(|&i| fps[i] == fp).fold(0u64, |m, i| m | 1 << i);
-            assert_eq!(l.matching(fp) & SLOTS_MASK, want, "fp {fp:#x}");
-        }
+        // The single-layer leaf's metadata is in its block, not in DRAM.
+        let [dram, sl] = leaves(&pool);
+        assert!(sl.cas_bits(&pool, 0, 0b100));
+        assert_eq!(load(&pool, sl.block + M_BITMAP), 0b100);
+        assert_eq!(dram.bits(&pool), 0);
     }
 }

@@ -43,12 +43,12 @@ impl NbTree {
     /// Open the NBTree in `pool`, formatting it if the pool is new. A pool that another
     /// live tree uses is refused (`PoolError::Locked`).
     pub fn open(pool: Arc<pmkv_substrate::Pool>) -> Result<NbTree> {
-        recovery::open(pool)
+        recovery::open(pool, false)
     }
 
     /// [`NbTree::open`] with options.
     pub fn open_with(pool: Arc<pmkv_substrate::Pool>, opts: NbOptions) -> Result<NbTree> {
-        let mut t = recovery::open(pool)?;
+        let mut t = recovery::open(pool, opts.single_layer)?;
         t.write_locks = opts.write_locks;
         Ok(t)
     }

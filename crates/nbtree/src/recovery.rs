@@ -47,7 +47,7 @@ fn new_zeroed(pool: &Pool, alloc: &EpAlloc, ty: pmkv_substrate::epalloc::TypeId,
 /// Format a new tree: one empty leaf after the sentinel. The superblock is published
 /// last and named by the atomic root update; a crash before that leaves objects no root
 /// names, freed on the next try.
-fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant) -> Result<NbTree> {
+fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant, sl: bool) -> Result<NbTree> {
     let alloc =
         if pool.root(EPALLOC_ROOT) == 0 { EpAlloc::create(pool.clone())? } else { EpAlloc::open(pool.clone())? };
     for ty in [SUPER, BLOCK, KEY, VALUE] {
@@ -57,20 +57,31 @@ fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant) -> Result<NbTree> {
             alloc.try_free(o)?;
         }
     }
-    let first = new_zeroed(&pool, &alloc, BLOCK, &[0u8; BLOCK_SIZE])?;
+    // The first leaf: empty; a single-layer one starts taking slots after its metadata.
+    let mut first_leaf = Leaf::new(0, Arc::from(&b""[..]));
+    let mut img = [0u8; BLOCK_SIZE];
+    if sl {
+        first_leaf.init_meta(&[0; CAP], SL_FIRST, 0);
+        for (o, v) in first_leaf.meta_words() {
+            img[o as usize..o as usize + 8].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    let first = new_zeroed(&pool, &alloc, BLOCK, &img)?;
+    first_leaf.block = first;
+    first_leaf.sl = sl;
     let mut img = [0u8; BLOCK_SIZE];
     img[..8].copy_from_slice(&first.to_le_bytes());
     let head = new_zeroed(&pool, &alloc, BLOCK, &img)?;
     let mut sb = [0u8; SUPER_SIZE];
     sb[..8].copy_from_slice(SUPER_MAGIC);
     sb[8..12].copy_from_slice(&SUPER_VERSION.to_le_bytes());
-    sb[12..16].copy_from_slice(&(CAP as u32).to_le_bytes());
+    sb[12..16].copy_from_slice(&(if sl { CAP_SL } else { CAP } as u32).to_le_bytes());
     sb[16..24].copy_from_slice(&head.to_le_bytes());
     let crc = super_crc(&sb);
     sb[24..28].copy_from_slice(&crc.to_le_bytes());
     let sbo = new_zeroed(&pool, &alloc, SUPER, &sb)?;
     pool.set_root(SUPER_ROOT, sbo);
-    let first_leaf = Box::into_raw(Box::new(Leaf::new(first, Arc::from(&b""[..]))));
+    let first_leaf = Box::into_raw(Box::new(first_leaf));
     let sentinel = Leaf::new(head, Arc::from(&b""[..]));
     sentinel.next.store(first_leaf, Ordering::Relaxed);
     let root = inner::build(&[(Arc::from(&b""[..]), first_leaf as *const Leaf)]);
@@ -81,7 +92,7 @@ fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant) -> Result<NbTree> {
         micros: t0.elapsed().as_micros() as u64,
         ..Default::default()
     };
-    Ok(assemble(pool, alloc, sbo, sentinel, root, 0, rep, claim))
+    Ok(assemble(pool, alloc, sbo, sentinel, root, 0, rep, claim, sl))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -94,6 +105,7 @@ fn assemble(
     count: i64,
     recovery: RecoveryReport,
     claim: PoolClaim,
+    sl: bool,
 ) -> NbTree {
     NbTree {
         pool,
@@ -107,12 +119,13 @@ fn assemble(
         recovery,
         closed: false,
         write_locks: false,
+        sl,
         _claim: claim,
     }
 }
 
-/// Validate the superblock; returns the head block.
-fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<u64> {
+/// Validate the superblock; returns the head block and whether leaves are single-layer.
+fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(u64, bool)> {
     if !sb.is_multiple_of(8)
         || !pool.contains(sb, SUPER_SIZE as u64)
         || alloc.type_of(sb) != Some(SUPER)
@@ -135,10 +148,12 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<u64> {
     if u32::from_le_bytes(field(SB_CRC, 4).try_into().expect("4 bytes")) != super_crc(b) {
         return Err(corrupt("the superblock fails its checksum"));
     }
-    if u32::from_le_bytes(field(SB_CAP, 4).try_into().expect("4 bytes")) != CAP as u32 {
-        return Err(corrupt("the superblock's leaf capacity is not this build's"));
-    }
-    Ok(u64::from_le_bytes(field(SB_HEAD, 8).try_into().expect("8 bytes")))
+    let sl = match u32::from_le_bytes(field(SB_CAP, 4).try_into().expect("4 bytes")) as usize {
+        CAP => false,
+        CAP_SL => true,
+        _ => return Err(corrupt("the superblock's leaf capacity is not this build's")),
+    };
+    Ok((u64::from_le_bytes(field(SB_HEAD, 8).try_into().expect("8 bytes")), sl))
 }
 
 /// What decoding one block found.
@@ -210,7 +225,7 @@ impl<'a> RKey<'a> {
 }
 
 /// Decode the entries of `block`.
-fn decode(pool: &Pool, block: u64, dedup: bool, empty: &Arc<[u8]>) -> Result<Decoded> {
+fn decode(pool: &Pool, block: u64, first_slot: usize, dedup: bool, empty: &Arc<[u8]>) -> Result<Decoded> {
     let mut d = Decoded::default();
     // (key, slot, key word, payload) of each entry with a key.
     let mut keys: Vec<(RKey<'_>, usize, u64, u64)> = Vec::with_capacity(CAP);
@@ -221,7 +236,8 @@ fn decode(pool: &Pool, block: u64, dedup: bool, empty: &Arc<[u8]>) -> Result<Dec
     let words = unsafe { std::slice::from_raw_parts(pool.at::<u64>(block), BLOCK_SIZE / 8) };
     let entry_words = (ENTRY / 8) as usize;
     let first = (BLK_ENTRIES / 8) as usize;
-    for slot in 0..CAP {
+    d.num = first_slot;
+    for slot in first_slot..CAP {
         let ko = entry_off(block, slot);
         let kw = words[first + slot * entry_words];
         if kw == 0 {
@@ -291,10 +307,8 @@ fn decode(pool: &Pool, block: u64, dedup: bool, empty: &Arc<[u8]>) -> Result<Dec
         fps[*slot] = k.with_bytes(fingerprint);
         bm |= 1 << slot;
     }
-    l.init_fps(&fps);
-    l.bitmap.store(bm, Ordering::Relaxed);
     // Slots up to the last non-zero key stay used (their keys may be zeroed only now).
-    l.num.store(d.num as u32, Ordering::Relaxed);
+    l.init_meta(&fps, d.num, bm);
     d.live = keys.len();
     d.leaf = Some(Box::new(l));
     d.min = min.map(|k| k.with_bytes(|b| Arc::from(b)));
@@ -318,17 +332,23 @@ fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> (Vec<R
 }
 
 /// Open the tree in `pool`, formatting it if the pool is new.
-pub(crate) fn open(pool: Arc<Pool>) -> Result<NbTree> {
+pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
     let t0 = Instant::now();
     let claim = PoolClaim::take(&pool)?;
     let sb = pool.root(SUPER_ROOT);
     if sb == 0 {
         pool.check_writable()?;
-        return format(pool, claim, t0);
+        return format(pool, claim, t0, want_sl);
     }
     let alloc = EpAlloc::open(pool.clone())?;
     let mut phases = [t0.elapsed().as_micros() as u64, 0, 0, 0];
-    let head = read_super(&pool, &alloc, sb)?;
+    let (head, sl) = read_super(&pool, &alloc, sb)?;
+    if want_sl && !sl {
+        return Err(NbError::Invalid(
+            "single_layer: this pool was created with two-layer leaves (the kind is chosen at creation)".into(),
+        ));
+    }
+    let first_slot = if sl { SL_FIRST } else { 0 };
     let clean = pool.was_clean();
     let rw = !pool.is_read_only();
     let sweep = !clean || load(&pool, sb + SB_SWEEP) != 0;
@@ -352,7 +372,7 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<NbTree> {
                 return (next, Some(Err(corrupt(format!("block {b:#x} fails its seal (checksum)")))));
             }
         }
-        (next, Some(decode(&pool, b, !clean, &empty)))
+        (next, Some(decode(&pool, b, first_slot, !clean, &empty)))
     });
     // Block offset -> index in `all`, by offset / BLOCK_SIZE: two blocks lie at least a
     // block apart, so no two share a cell. A flat array: cheaper than any hash map.
@@ -453,6 +473,14 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<NbTree> {
         let mut l = d.leaf.take().expect("decoded leaves have metadata");
         l.low = low.clone();
         l.dirty.store(!clean, Ordering::Relaxed);
+        if sl && rw {
+            // NBTree-SL: the rebuilt metadata goes to the block (where it may differ
+            // from what the crash or the last close left), so the block is resealed at
+            // close. A read-only open cannot write it and keeps it in DRAM: reads see the
+            // same entries either way.
+            l.store_meta(&pool);
+            l.dirty.store(true, Ordering::Relaxed);
+        }
         count += d.live as i64;
         let l = Box::into_raw(l);
         // SAFETY: `prev` is the sentinel or a leaf built just before, owned here.
@@ -471,7 +499,7 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<NbTree> {
         phases[i] -= phases[i - 1];
     }
     rep.phase_micros = phases;
-    Ok(assemble(pool, alloc, sb, *sentinel, root, count, rep, claim))
+    Ok(assemble(pool, alloc, sb, *sentinel, root, count, rep, claim, sl))
 }
 
 impl NbTree {

@@ -58,7 +58,7 @@ impl NbTree {
     fn copy_phase(&self, leaf: &Leaf, g: &Guard) -> Result<()> {
         let _ = g;
         // The SMO bit is set: no insert can commit any more, so the bitmap is final.
-        let mut bits = leaf.bitmap.load(Ordering::Acquire) & SLOTS_MASK;
+        let mut bits = leaf.bits(&self.pool) & SLOTS_MASK;
         let mut recs: Vec<Rec> = Vec::with_capacity(bits.count_ones() as usize);
         while bits != 0 {
             let slot = bits.trailing_zeros() as usize;
@@ -95,7 +95,7 @@ impl NbTree {
         recs.sort_unstable_by(|a, b| a.0.as_slice().cmp(b.0.as_slice()));
         let next_pm = load(&self.pool, leaf.block + BLK_NEXT);
         let next = leaf.next.load(Ordering::Acquire);
-        let (left, right) = if recs.len() > CAP / 2 {
+        let (left, right) = if recs.len() > (CAP - self.first_slot()) / 2 {
             let mid = recs.len() / 2;
             let split: Arc<[u8]> = Arc::from(recs[mid].0.as_slice());
             let right = self.build_leaf(&recs[mid..], split.clone(), None, next_pm, next)?;
@@ -135,15 +135,29 @@ impl NbTree {
         next_pm: u64,
         next: *mut Leaf,
     ) -> Result<*mut Leaf> {
-        let block = self.alloc.alloc(BLOCK, BLOCK_SIZE)?;
+        let first = self.first_slot();
+        let mut l = Leaf::new(0, low);
+        l.split = split;
+        let mut fps = [0u8; CAP];
+        for (i, (k, _, _, _)) in recs.iter().enumerate() {
+            fps[first + i] = fingerprint(k.as_slice());
+        }
+        let n = recs.len();
+        l.init_meta(&fps, first + n, if n == 0 { 0 } else { (u64::MAX >> (64 - n)) << first });
         let mut img = [0u8; BLOCK_SIZE];
         img[..8].copy_from_slice(&next_pm.to_le_bytes());
+        if self.sl {
+            for (o, v) in l.meta_words() {
+                img[o as usize..o as usize + 8].copy_from_slice(&v.to_le_bytes());
+            }
+        }
         for (i, (_, kw, p, w)) in recs.iter().enumerate() {
-            let at = (BLK_ENTRIES + i as u64 * ENTRY) as usize;
+            let at = (BLK_ENTRIES + (first + i) as u64 * ENTRY) as usize;
             img[at..at + 8].copy_from_slice(&kw.to_le_bytes());
             img[at + 8..at + 16].copy_from_slice(&p.to_le_bytes());
             img[at + 16..at + 24].copy_from_slice(&w.to_le_bytes());
         }
+        let block = self.alloc.alloc(BLOCK, BLOCK_SIZE)?;
         // SAFETY: a reserved block nobody else can reach: plain writes inside it.
         unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), self.pool.at::<u8>(block), BLOCK_SIZE) };
         self.pool.flush_off(block, BLOCK_SIZE);
@@ -152,16 +166,8 @@ impl NbTree {
             self.alloc.unreserve(block);
             return Err(e.into());
         }
-        let mut l = Leaf::new(block, low);
-        l.split = split;
-        let mut fps = [0u8; CAP];
-        for (i, (k, _, _, _)) in recs.iter().enumerate() {
-            fps[i] = fingerprint(k.as_slice());
-        }
-        l.init_fps(&fps);
-        let n = recs.len();
-        l.num.store(n as u32, Ordering::Relaxed);
-        l.bitmap.store(if n == 0 { 0 } else { u64::MAX >> (64 - n) }, Ordering::Relaxed);
+        l.block = block;
+        l.sl = self.sl;
         l.next.store(next, Ordering::Relaxed);
         Ok(Box::into_raw(Box::new(l)))
     }
@@ -221,7 +227,7 @@ impl NbTree {
             let _ =
                 pred.next.compare_exchange(me, left as *const Leaf as *mut Leaf, Ordering::AcqRel, Ordering::Acquire);
             pred.touch();
-            if !std::ptr::eq(pred, self.head) && pred.in_smo() {
+            if !std::ptr::eq(pred, self.head) && pred.in_smo(&self.pool) {
                 self.smo(pred, g)?;
                 continue;
             }

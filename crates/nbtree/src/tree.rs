@@ -60,6 +60,13 @@ pub struct NbOptions {
     /// FAST&FAIR and uTree do, instead of writing lock-free. For measuring what the
     /// lock-free writes are worth; never faster.
     pub write_locks: bool,
+    /// NBTree-SL, the paper's other ablation (Fig. 6): single-layer leaves, whose bitmap,
+    /// `num` and fingerprints live in the PM block instead of DRAM, so every operation
+    /// reads them from PM and an insert writes (and in `adr` flushes) them there. Chosen
+    /// when the pool is created and stored in it (the block format differs: 60 entries
+    /// instead of 63); an existing pool keeps its kind, and asking for single-layer
+    /// leaves on a two-layer pool is an error.
+    pub single_layer: bool,
 }
 
 /// Counters striped over cache lines so that writers on different cores do not share one.
@@ -105,6 +112,8 @@ pub struct NbTree {
     pub(crate) closed: bool,
     /// NBTree-W: node-grained write locks (see [`NbOptions`]).
     pub(crate) write_locks: bool,
+    /// NBTree-SL: leaves keep their metadata in PM (see [`NbOptions::single_layer`]).
+    pub(crate) sl: bool,
     pub(crate) _claim: pmkv_substrate::EngineClaim,
 }
 
@@ -145,6 +154,22 @@ impl NbTree {
         self.len() == 0
     }
 
+    /// Whether the tree has single-layer leaves (NBTree-SL).
+    pub fn single_layer(&self) -> bool {
+        self.sl
+    }
+
+    /// The first slot of a block that holds entries (a single-layer block keeps its
+    /// metadata in the first ones).
+    #[inline]
+    pub(crate) fn first_slot(&self) -> usize {
+        if self.sl {
+            SL_FIRST
+        } else {
+            0
+        }
+    }
+
     fn root(&self) -> &INode {
         // SAFETY: the root is replaced only by `smo::link`, which frees the old one through
         // the epoch scheme; every caller is pinned.
@@ -173,7 +198,7 @@ impl NbTree {
     #[inline]
     fn resolve<'g>(&self, mut leaf: &'g Leaf, key: &[u8], below: bool) -> &'g Leaf {
         loop {
-            if !leaf.in_smo() {
+            if !leaf.in_smo(&self.pool) {
                 return leaf;
             }
             let c = leaf.copy.load(Ordering::Acquire);
@@ -198,7 +223,7 @@ impl NbTree {
     /// (cooperative SMO), so a writer never writes a leaf that is not linked in PM.
     fn locate_w<'g>(&self, key: &[u8], g: &'g Guard) -> Result<&'g Leaf> {
         let mut leaf = self.find_leaf(key, true, g);
-        while leaf.in_smo() {
+        while leaf.in_smo(&self.pool) {
             self.smo(leaf, g)?;
             // SAFETY: `smo` returns once `copy` is set and linked; pinned.
             let c = unsafe { &*leaf.copy.load(Ordering::Acquire) };
@@ -215,7 +240,7 @@ impl NbTree {
         loop {
             let leaf = self.locate(key, &g);
             // SAFETY: pinned.
-            let hit = unsafe { find(&self.pool, leaf, key, fp, leaf.bitmap.load(Ordering::Acquire)) }
+            let hit = unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool)) }
                 .map(|(slot, p)| (p, load(&self.pool, leaf.value_at(slot))));
             crate::chaos::point();
             // Valid only if no SMO published new leaves meanwhile: writes go to those
@@ -343,7 +368,7 @@ impl NbTree {
         'retry: loop {
             let leaf = self.locate_w(key, g)?;
             let _w = self.write_locks.then(|| leaf.wlock.lock());
-            let mut seen = leaf.bitmap.load(Ordering::Acquire);
+            let mut seen = leaf.bits(&self.pool);
             // SAFETY: pinned.
             if let Some((slot, p)) = unsafe { find(&self.pool, leaf, key, fp, seen) } {
                 if self.update_slot(leaf, slot, p, value, prep, g)? {
@@ -355,9 +380,9 @@ impl NbTree {
                 continue 'retry; // locate_w completes it
             }
             // Algorithm 1: take the next slot.
-            let pos = leaf.num.fetch_add(1, Ordering::AcqRel) as usize;
+            let pos = leaf.take_slot(&self.pool);
             if pos >= CAP {
-                leaf.bitmap.fetch_or(SMO_BIT, Ordering::AcqRel); // line 4
+                leaf.set_smo(&self.pool); // line 4
                 continue 'retry; // lines 5-6 (locate_w runs the SMO)
             }
             let (kw, kind) = self.key_word_for(key, prep)?;
@@ -367,13 +392,13 @@ impl NbTree {
                 (None, None) => unreachable!("a value that does not fit the entry has its object"),
             };
             self.write_entry(leaf, pos, kw, (kind << KIND_SHIFT) | vbits, w);
-            leaf.set_fp(pos, fp);
+            leaf.set_fp(&self.pool, pos, fp);
             crate::chaos::point();
             // Commit: CAS the bitmap (line 8). A concurrent commit of the same key (two
             // upserts of one new key) is caught here: the bits set since `seen` are
             // searched before each attempt, so the CAS succeeds only if none holds it.
             loop {
-                let b = leaf.bitmap.load(Ordering::Acquire);
+                let b = leaf.bits(&self.pool);
                 if b & SMO_BIT != 0 {
                     self.abandon(leaf, pos);
                     continue 'retry; // line 9
@@ -386,7 +411,7 @@ impl NbTree {
                     }
                     seen = b;
                 }
-                if leaf.bitmap.compare_exchange(b, b | 1 << pos, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                if leaf.cas_bits(&self.pool, b, b | 1 << pos) {
                     leaf.touch();
                     // The entry owns them now.
                     prep.key = None;
@@ -496,9 +521,8 @@ impl NbTree {
             let leaf = self.locate_w(key, &g)?;
             let _w = self.write_locks.then(|| leaf.wlock.lock());
             // SAFETY: pinned.
-            let Some((slot, p)) = (unsafe { find(&self.pool, leaf, key, fp, leaf.bitmap.load(Ordering::Acquire)) })
-            else {
-                if leaf.in_smo() {
+            let Some((slot, p)) = (unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool)) }) else {
+                if leaf.in_smo(&self.pool) {
                     continue;
                 }
                 return Ok(false);
@@ -660,7 +684,7 @@ impl NbTree {
                 // Follow copies to the rightmost new leaf.
                 loop {
                     let cp = leaf.copy.load(Ordering::Acquire);
-                    if !leaf.in_smo() || cp.is_null() {
+                    if !leaf.in_smo(&self.pool) || cp.is_null() {
                         break;
                     }
                     // SAFETY: pinned.
@@ -777,7 +801,7 @@ mod timing {
         let t0 = Instant::now();
         for &j in &order {
             let l = t.find_leaf(&key(j), true, &g);
-            x ^= l.bitmap.load(Ordering::Relaxed) as usize ^ l.fp(5) as usize;
+            x ^= l.bits(&t.pool) as usize ^ l.fp(&t.pool, 5) as usize;
         }
         let meta = t0.elapsed().as_nanos() as f64 / n as f64;
         drop(g);

@@ -176,7 +176,13 @@ fn n4_many_threads_eadr() {
 /// NBTree-W (per-leaf write locks, the paper's ablation) is correct too.
 #[test]
 fn n4_many_threads_write_locks() {
-    run_with(Mode::Eadr, 20_000, 3000, 4, NbOptions { write_locks: true });
+    run_with(Mode::Eadr, 20_000, 3000, 4, NbOptions { write_locks: true, ..NbOptions::default() });
+}
+
+/// NBTree-SL (metadata in the PM blocks, the paper's other ablation) is correct too.
+#[test]
+fn n4_many_threads_single_layer() {
+    run_with(Mode::Adr, 20_000, 3000, 4, NbOptions { single_layer: true, ..NbOptions::default() });
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 use std::ops::Bound;
+use std::sync::Arc;
 
 #[derive(Clone, Debug)]
 enum Step {
@@ -36,8 +37,8 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-fn run(steps: Vec<Step>, mode: Mode) {
-    let mut t = sim_tree(2 << 20, mode);
+fn run(steps: Vec<Step>, mode: Mode, single_layer: bool) {
+    let mut t = sim_tree_with(2 << 20, mode, pmkv_nbtree::NbOptions { single_layer, ..Default::default() });
     let mut m = Model::new();
     for step in steps {
         match step {
@@ -64,6 +65,7 @@ fn run(steps: Vec<Step>, mode: Mode) {
                 let img = t.pool().sim().unwrap().image_now(t.pool(), Eviction::None);
                 t = recover(&img, mode).unwrap();
                 assert!(!t.recovery_report().clean);
+                assert_eq!(t.single_layer(), single_layer, "the pool keeps its kind of leaf");
                 t.check().unwrap();
             }
         }
@@ -81,7 +83,13 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
     #[test]
     fn nbtree_matches_btreemap(steps in proptest::collection::vec(step(), 1..400), eadr in any::<bool>()) {
-        run(steps, if eadr { Mode::Eadr } else { Mode::Adr });
+        run(steps, if eadr { Mode::Eadr } else { Mode::Adr }, false);
+    }
+
+    /// NBTree-SL: the same model, leaf metadata in the PM blocks.
+    #[test]
+    fn single_layer_nbtree_matches_btreemap(steps in proptest::collection::vec(step(), 1..400), eadr in any::<bool>()) {
+        run(steps, if eadr { Mode::Eadr } else { Mode::Adr }, true);
     }
 }
 
@@ -131,4 +139,49 @@ fn damaged_key_object_is_refused_after_a_crash() {
     let at = img.windows(key.len()).position(|w| w == key.as_slice()).expect("the key's bytes are in the image");
     img[at + 3] ^= 0x20;
     assert!(recover(&img, Mode::Eadr).is_err(), "a damaged key object must be refused");
+}
+
+/// NBTree-SL on a file pool: the kind is stored in the pool (a plain reopen keeps it), a
+/// clean reopen verifies the blocks' seals over the metadata words the inserts wrote, a
+/// read-only open reads the same records, and asking for single-layer leaves on a
+/// two-layer pool is refused without touching it.
+#[test]
+fn single_layer_is_kept_by_the_pool_and_refused_on_a_two_layer_one() {
+    use pmkv_nbtree::NbOptions;
+    let (_dir, path) = pool_file("sl.pool");
+    let opts = pool_opts(Mode::Adr, 8 << 20, 64 << 20);
+    let sl = NbOptions { single_layer: true, ..NbOptions::default() };
+    let mut m = Model::new();
+    {
+        let pool = Arc::new(Pool::create(&path, "nbtree", &opts).unwrap());
+        let t = NbTree::open_with(pool, sl).unwrap();
+        assert!(t.single_layer());
+        for i in 0..5000u32 {
+            let k = format!("key{}", i * 7919 % 5000).into_bytes();
+            t.put(&k, &i.to_le_bytes()).unwrap();
+            m.insert(k, i.to_le_bytes().to_vec());
+        }
+        t.close().unwrap();
+    }
+    let t = reopen_tree(&path, &opts);
+    assert!(t.single_layer() && t.recovery_report().clean);
+    assert_eq!(contents(&t), m);
+    t.check().unwrap();
+    t.close().unwrap();
+    let ro = NbTree::open(Arc::new(Pool::open_read_only(&path, Some("nbtree"), &opts).unwrap())).unwrap();
+    assert_eq!(contents(&ro), m);
+    ro.check().unwrap();
+    drop(ro);
+
+    let (_dir2, two) = pool_file("two.pool");
+    let t = create_tree(&two, &opts);
+    t.put(b"k", b"v").unwrap();
+    t.close().unwrap();
+    let pool = Arc::new(Pool::open(&two, Some("nbtree"), &opts).unwrap());
+    let e = NbTree::open_with(pool, sl).err().expect("single_layer on a two-layer pool must be refused");
+    assert!(e.to_string().contains("two-layer"), "{e}");
+    let t = reopen_tree(&two, &opts);
+    assert!(!t.single_layer());
+    assert_eq!(get(&t, b"k").as_deref(), Some(&b"v"[..]));
+    t.check().unwrap();
 }
