@@ -114,7 +114,7 @@ impl Leaf {
 
     /// Commit: CAS the bitmap from `old` to `new` (Algorithm 1 line 8). A single-layer
     /// leaf's bitmap is its commit record in PM, so in `adr` it is persisted, with the
-    /// fingerprint and `num` lines written before it.
+    /// fingerprint and `num` words written before it (the two metadata lines).
     #[inline]
     pub(crate) fn cas_bits(&self, pool: &Pool, old: u64, new: u64) -> bool {
         if !self.sl {
@@ -124,8 +124,10 @@ impl Leaf {
         if unsafe { pool.cas_u64(self.block + M_BITMAP, old, new) }.is_err() {
             return false;
         }
+        // Written back in `adr`; in `eadr` this only counts the lines (SPEC P4), which
+        // the caches make durable without a flush or fence.
+        pool.flush_off(self.block + M_BITMAP, (M_FPS + 64 - M_BITMAP) as usize);
         if !matches!(pool.mode(), pmkv_substrate::Mode::Eadr | pmkv_substrate::Mode::None) {
-            pool.flush_off(self.block + M_BITMAP, (M_FPS + 64 - M_BITMAP) as usize);
             pool.commit_fence();
         }
         true
