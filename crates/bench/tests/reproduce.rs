@@ -138,6 +138,10 @@ fn u5_reproduce_nbtree_writes_its_report() {
     }
     // Table 1 has measured rows for nbtree (flushes in adr, lines in eadr).
     assert!(md.lines().any(|l| l.starts_with("| nbtree | insert |")), "{md}");
+    // The NBTree-SL ablation ran (its own Table 1 rows, and a row of the Fig. 6 table
+    // beside the two-layer comparison).
+    assert!(md.lines().any(|l| l.starts_with("| nbtree-sl | search |")), "{md}");
+    assert!(md.contains("nbtree / nbtree-sl"), "{md}");
     let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
     for exp in ["\"base\"", "\"space\"", "\"ycsb\"", "\"skew\"", "\"writes\"", "\"large\"", "\"recovery\""] {
         assert!(json.contains(exp), "results.json lacks experiment {exp}");

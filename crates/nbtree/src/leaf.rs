@@ -237,6 +237,16 @@ impl Leaf {
         out
     }
 
+    /// The slot the next insert will probably take (`num` now), for prefetching.
+    #[inline]
+    pub(crate) fn next_slot(&self, pool: &Pool) -> usize {
+        if self.sl {
+            load(pool, self.block + M_NUM) as usize
+        } else {
+            self.num.load(Ordering::Relaxed) as usize
+        }
+    }
+
     /// Whether an SMO has started on this leaf.
     #[inline]
     pub(crate) fn in_smo(&self, pool: &Pool) -> bool {

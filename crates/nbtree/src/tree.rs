@@ -367,6 +367,13 @@ impl NbTree {
         let fp = fingerprint(key);
         'retry: loop {
             let leaf = self.locate_w(key, g)?;
+            // The entry line a new key will take: fetched for writing now, so that its
+            // miss overlaps the duplicate search instead of stalling the entry's stores
+            // and the commit CAS (a wasted line when the key exists).
+            let next = leaf.next_slot(&self.pool);
+            if next < CAP {
+                self.pool.prefetch_write(leaf.key_at(next));
+            }
             let _w = self.write_locks.then(|| leaf.wlock.lock());
             let mut seen = leaf.bits(&self.pool);
             // SAFETY: pinned.

@@ -283,6 +283,24 @@ impl Pool {
         };
     }
 
+    /// Hint that the line at `off` will be written soon: fetch it for ownership
+    /// (`prefetchw`; on a CPU without it the instruction is a no-op), so that the store's
+    /// read-for-ownership miss overlaps the work before it instead of stalling the store
+    /// and every locked instruction after it. Harmless for any offset inside the
+    /// reservation, like [`Pool::prefetch`].
+    #[inline]
+    pub fn prefetch_write(&self, off: u64) {
+        if off >= self.reserved {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults, reads or writes nothing architecturally and
+        // leaves the flags alone.
+        unsafe {
+            std::arch::asm!("prefetchw [{0}]", in(reg) self.at::<u8>(off), options(nostack, preserves_flags, readonly))
+        };
+    }
+
     /// Engines report each PM line they read (P4) so counters and read-latency
     /// emulation (P5) see it.
     #[inline]
