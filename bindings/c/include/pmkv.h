@@ -150,6 +150,17 @@ typedef struct pmkv_mg_options {
    * applying each batch right after its commit.
    */
   int background;
+  /**
+   * Split allocation (non-zero; SPEC M7): the region is mapped at an address fixed when
+   * the pool is created and holds a persistent heap, from which `malloc`, `calloc`,
+   * `realloc` and `free` (and C++'s `new` and `delete`) allocate while a read-write
+   * request runs `process_request`; everywhere else they are the C library's. Needs
+   * the program linked with libpmkv (or libpmkv in `LD_PRELOAD`), which replaces those
+   * functions: otherwise the open fails with `PMKV_E_UNSUPPORTED`. Aligned allocations
+   * (`posix_memalign`, `aligned_alloc`) are not redirected. Must match how the pool was
+   * created.
+   */
+  int split_heap;
 } pmkv_mg_options;
 
 /**
@@ -388,6 +399,29 @@ int pmkv_mg_open(const char *path,
  * `m` is NULL or an open runtime.
  */
 uint64_t pmkv_mg_region_size(const struct pmkv_mg *m);
+
+/**
+ * The application's root object in a `split_heap` region (set by [`pmkv_mg_set_root`]),
+ * or NULL if none was set (a new pool) or the region has no heap. Call it from
+ * `process_request` with the region it received.
+ *
+ * # Safety
+ *
+ * `region` and `region_len` are what `process_request` received, during that call.
+ */
+void *pmkv_mg_root(uint8_t *region, uintptr_t region_len);
+
+/**
+ * Make `root` (a block `malloc` returned in a read-write request, or NULL) the
+ * application's root object in a `split_heap` region: durable with the request's batch,
+ * and what [`pmkv_mg_root`] returns from then on, after restarts too. Only from
+ * `process_request` of a read-write request, with the region it received.
+ *
+ * # Safety
+ *
+ * `region` and `region_len` are what `process_request` received, during that call.
+ */
+int pmkv_mg_set_root(uint8_t *region, uintptr_t region_len, void *root);
 
 /**
  * A new local-mode client (its context from `init_client`), released by

@@ -8,6 +8,7 @@
 
 #![allow(non_camel_case_types)] // C type names: pmkv_store, pmkv_cursor, pmkv_options
 
+mod interpose;
 pub mod mangosteen;
 
 use pmkv::{ErrorKind, KeyRange, Options, Store};

@@ -6,9 +6,13 @@
 //! read it (in parallel with other reads), a read-write request may read and write it
 //! with plain stores. Read-write requests are flat-combined into batches; their writes are
 //! found by page protection (`Capture::Pages`: no instrumentation, no `record` calls), and
-//! a response is handed back only once its batch is durable. The region is a fresh
-//! mapping at each open, so the state must hold offsets, not pointers, until the split
-//! heap at a fixed address (M7) is built.
+//! a response is handed back only once its batch is durable. By default the region is a
+//! fresh mapping at each open, so the state must hold offsets, not pointers. With
+//! `split_heap` (M7) the region is mapped at an address fixed when the pool is created and
+//! holds a persistent heap: inside a read-write request `malloc`, `calloc`, `realloc` and
+//! `free` (and C++'s `new` and `delete`) allocate from it (`src/interpose.rs`), so the
+//! application keeps ordinary pointers, and finds its state again through
+//! [`pmkv_mg_root`] / [`pmkv_mg_set_root`].
 //!
 //! Listing 1 maps one to one: `initAppClient` → `init_client`, `destroyAppClient` →
 //! `destroy_client`, `deserializeRequest` → `deserialize_request`, `isReadOnly` →
@@ -20,7 +24,9 @@
 use crate::{bytes, cstr, fail, guard};
 use pmkv::ErrorKind;
 use pmkv_mangosteen::callback::{Application, Frontend};
+use pmkv_mangosteen::heap::Heap;
 use pmkv_mangosteen::runtime::Tx;
+use pmkv_mangosteen::split_alloc::{self, Registration};
 use pmkv_mangosteen::{Capture, Mangosteen, MangosteenError, MangosteenOptions};
 use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
 use std::ffi::{c_char, c_int, c_void};
@@ -66,6 +72,15 @@ pub struct pmkv_mg_options {
     /// Run the backend on a thread of its own (non-zero, the paper's design) instead of
     /// applying each batch right after its commit.
     pub background: c_int,
+    /// Split allocation (non-zero; SPEC M7): the region is mapped at an address fixed when
+    /// the pool is created and holds a persistent heap, from which `malloc`, `calloc`,
+    /// `realloc` and `free` (and C++'s `new` and `delete`) allocate while a read-write
+    /// request runs `process_request`; everywhere else they are the C library's. Needs
+    /// the program linked with libpmkv (or libpmkv in `LD_PRELOAD`), which replaces those
+    /// functions: otherwise the open fails with `PMKV_E_UNSUPPORTED`. Aligned allocations
+    /// (`posix_memalign`, `aligned_alloc`) are not redirected. Must match how the pool was
+    /// created.
+    pub split_heap: c_int,
 }
 
 /// The application's functions and its parameters (C pointers: the contract of
@@ -73,6 +88,8 @@ pub struct pmkv_mg_options {
 struct CApp {
     cb: pmkv_mg_callbacks,
     params: *mut c_void,
+    /// Read-write requests allocate from the region's heap (`split_heap`).
+    heap: bool,
 }
 
 // SAFETY: the header's contract — the callbacks and `params` may be used from any thread.
@@ -140,9 +157,18 @@ impl Application for CApp {
     fn process_write(&self, tx: &mut Tx<'_>, req: &CRequest) -> Vec<u8> {
         if let Some(f) = self.cb.process_request {
             let region = tx.region();
-            // SAFETY: the region, ours for the batch; its writes are captured by page
-            // protection.
-            unsafe { f(req.0, region.as_mut_ptr(), region.len()) }
+            let (p, len) = (region.as_mut_ptr(), region.len());
+            if self.heap {
+                // SAFETY: the region holds a formatted heap (made at open) and is ours for
+                // the batch.
+                let h = unsafe { Heap::new(p, len) };
+                // SAFETY: as below, with this thread's allocations from the heap.
+                split_alloc::scope(h, || unsafe { f(req.0, p, len) });
+            } else {
+                // SAFETY: the region, ours for the batch; its writes are captured by page
+                // protection.
+                unsafe { f(req.0, p, len) }
+            }
         }
         self.response(req.0)
     }
@@ -151,6 +177,10 @@ impl Application for CApp {
 /// An open Mangosteen runtime with its application (opaque).
 pub struct pmkv_mg {
     fe: Arc<Frontend<CApp>>,
+    /// The region, registered with split allocation (`split_heap`): a free of one of its
+    /// blocks outside a request is leaked rather than handed to the C library. Dropped
+    /// after `fe`, so after the region is unmapped.
+    _registration: Option<Registration>,
 }
 
 /// A local-mode client (opaque): its context, made by `init_client`.
@@ -233,19 +263,49 @@ pub unsafe extern "C" fn pmkv_mg_open(
             Err(e) => return crate::from_err(e.into()),
         };
         let region = o.map_or(0, |o| o.region_size);
+        let heap = o.is_some_and(|o| o.split_heap != 0);
+        if heap && !crate::interpose::active() {
+            return fail(
+                ErrorKind::Unsupported,
+                "split_heap: this program's malloc is not libpmkv's (link the program with libpmkv, or put it \
+                 in LD_PRELOAD; a library loaded with dlopen cannot replace malloc)",
+            );
+        }
         let mo = MangosteenOptions {
             region_size: if region == 0 { 1 << 20 } else { region },
             background: o.is_some_and(|o| o.background != 0),
             capture: Capture::Pages,
+            fixed_address: heap,
             ..MangosteenOptions::default()
         };
         let m = match Mangosteen::open(pool, mo) {
             Ok(m) => m,
             Err(e) => return mg_err(e),
         };
-        let fe = Arc::new(Frontend::new(CApp { cb, params }, m));
+        let registration = if heap {
+            let Some(r) = split_alloc::register(m.region_base(), m.size() as usize) else {
+                return fail(ErrorKind::Unsupported, "more than 64 Mangosteen regions open in one process");
+            };
+            // A new pool's heap is formatted in a batch of its own, durable before use.
+            // SAFETY: reads of the heap header in the DRAM copy; no batch runs yet.
+            let formatted = m.read(|r| unsafe { Heap::new(r.as_ptr() as *mut u8, r.len()) }.is_formatted());
+            if !formatted {
+                let r = m.batch(|tx| {
+                    let r = tx.region();
+                    // SAFETY: the region, ours for the batch.
+                    unsafe { Heap::new(r.as_mut_ptr(), r.len()) }.format();
+                });
+                if let Err(e) = r {
+                    return mg_err(e);
+                }
+            }
+            Some(r)
+        } else {
+            None
+        };
+        let fe = Arc::new(Frontend::new(CApp { cb, params, heap }, m));
         // SAFETY: checked non-NULL, writable (the caller's contract).
-        unsafe { *out = Box::into_raw(Box::new(pmkv_mg { fe })) };
+        unsafe { *out = Box::into_raw(Box::new(pmkv_mg { fe, _registration: registration })) };
         0
     })
 }
@@ -259,6 +319,69 @@ pub unsafe extern "C" fn pmkv_mg_open(
 pub unsafe extern "C" fn pmkv_mg_region_size(m: *const pmkv_mg) -> u64 {
     // SAFETY: NULL or open (the caller's contract).
     unsafe { m.as_ref() }.map_or(0, |m| m.fe.runtime().size())
+}
+
+/// The heap of a `split_heap` region given to `process_request`, checked.
+///
+/// # Safety
+///
+/// `region` and `region_len` are what `process_request` received.
+unsafe fn heap_of(region: *mut u8, region_len: usize) -> Option<Heap> {
+    if region.is_null() || !split_alloc::in_region(region) {
+        return None;
+    }
+    // SAFETY: a registered region (the caller's contract: the whole region).
+    let h = unsafe { Heap::new(region, region_len) };
+    h.is_formatted().then_some(h)
+}
+
+/// The application's root object in a `split_heap` region (set by [`pmkv_mg_set_root`]),
+/// or NULL if none was set (a new pool) or the region has no heap. Call it from
+/// `process_request` with the region it received.
+///
+/// # Safety
+///
+/// `region` and `region_len` are what `process_request` received, during that call.
+#[no_mangle]
+pub unsafe extern "C" fn pmkv_mg_root(region: *mut u8, region_len: usize) -> *mut c_void {
+    // SAFETY: the caller's contract.
+    let Some(h) = (unsafe { heap_of(region, region_len) }) else { return std::ptr::null_mut() };
+    match h.root() as usize {
+        0 => std::ptr::null_mut(),
+        // SAFETY: an offset inside the region (the heap keeps it so).
+        off if off < region_len => unsafe { region.add(off) as *mut c_void },
+        _ => std::ptr::null_mut(),
+    }
+}
+
+/// Make `root` (a block `malloc` returned in a read-write request, or NULL) the
+/// application's root object in a `split_heap` region: durable with the request's batch,
+/// and what [`pmkv_mg_root`] returns from then on, after restarts too. Only from
+/// `process_request` of a read-write request, with the region it received.
+///
+/// # Safety
+///
+/// `region` and `region_len` are what `process_request` received, during that call.
+#[no_mangle]
+pub unsafe extern "C" fn pmkv_mg_set_root(region: *mut u8, region_len: usize, root: *mut c_void) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let Some(h) = (unsafe { heap_of(region, region_len) }) else {
+            return fail(ErrorKind::InvalidArgument, "not a split_heap region");
+        };
+        if split_alloc::current().is_none() {
+            return fail(ErrorKind::InvalidArgument, "pmkv_mg_set_root outside a read-write request");
+        }
+        let off = if root.is_null() {
+            0
+        } else if h.usable_size(root as *const u8).is_some() {
+            root as usize - region as usize
+        } else {
+            return fail(ErrorKind::InvalidArgument, "the root is no block of the region's heap");
+        };
+        h.set_root(off as u64);
+        0
+    })
 }
 
 /// A new local-mode client (its context from `init_client`), released by

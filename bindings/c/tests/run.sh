@@ -19,3 +19,8 @@ done
 gcc -std=c11 -Wall -Wextra -Werror -g -pthread -Ibindings/c/include bindings/c/tests/test_mangosteen.c \
     -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen"
 "$out/test_mangosteen" "$out"
+# Split allocation (M7): a C application's malloc'd state made durable. Not under ASan
+# either (ASan replaces malloc itself, before libpmkv's).
+gcc -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_heap.c \
+    -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_heap"
+"$out/test_mangosteen_heap" "$out"

@@ -219,6 +219,19 @@ impl Heap {
         }
     }
 
+    /// The payload bytes of the live block at `p` (at least what was asked for), or
+    /// `None` if `p` is no block payload of this heap.
+    pub fn usable_size(&self, p: *const u8) -> Option<usize> {
+        if !self.contains(p) {
+            return None;
+        }
+        let off = p as usize - self.base as usize;
+        if off < FIRST_BLOCK + HDR || !off.is_multiple_of(16) {
+            return None;
+        }
+        self.block_size(off - HDR).map(|s| s - HDR)
+    }
+
     /// Whether `p` points into this heap's region.
     pub fn contains(&self, p: *const u8) -> bool {
         let (a, b) = (p as usize, self.base as usize);

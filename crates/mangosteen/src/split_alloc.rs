@@ -151,6 +151,24 @@ pub fn register(start: usize, len: usize) -> Option<Registration> {
     None
 }
 
+/// The persistent heap this thread allocates from: `Some` inside a [`scope`]. For
+/// allocators other than [`SplitAlloc`] that split the same way (the C API's `malloc`
+/// interposer).
+pub fn current() -> Option<Heap> {
+    CURRENT.with(Cell::get)
+}
+
+/// Whether `p` lies in a registered persistent region (see [`register`]).
+pub fn in_region(p: *const u8) -> bool {
+    in_registered(p as usize)
+}
+
+/// Count a free of a persistent block outside any scope, which is leaked instead (see
+/// the module doc).
+pub fn note_stray() {
+    STRAY.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Frees of persistent blocks made outside any scope (leaked, see the module doc).
 pub fn stray_frees() -> u64 {
     STRAY.load(Ordering::Relaxed)

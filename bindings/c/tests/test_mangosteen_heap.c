@@ -1,0 +1,244 @@
+/* Split allocation from C (SPEC M7): an application that keeps its state in ordinary
+ * malloc'd structures — a chained hash table of malloc'd nodes, values grown with realloc,
+ * nodes freed on delete — made durable by Mangosteen with `split_heap`, without a single
+ * change to how it allocates. Checks: blocks malloc'd inside read-write requests lie in
+ * the region, others do not; the table survives a close and reopen at the same address
+ * (its pointers stay valid) and matches a model after every phase; freed blocks are
+ * reused; pmkv_mg_set_root is refused outside a request. Usage: test_mangosteen_heap DIR. */
+#define _DEFAULT_SOURCE
+#include "pmkv.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CHECK(cond)                                                                         \
+    do {                                                                                    \
+        if (!(cond)) {                                                                      \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__, \
+                    #cond, pmkv_last_error());                                              \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+
+#define BUCKETS 64
+#define KEYS 300
+
+/* The application's state: nothing but malloc'd memory and pointers. */
+typedef struct node {
+    struct node *next;
+    unsigned key;
+    size_t len;
+    char *value; /* malloc'd, grown with realloc */
+} node;
+
+typedef struct table {
+    node *buckets[BUCKETS];
+    unsigned count;
+} table;
+
+typedef struct client {
+    char op; /* 'S' set, 'D' delete, 'G' get */
+    unsigned key;
+    char value[64];
+    char response[80];
+    size_t response_len;
+} client;
+
+/* What the test saw inside requests. */
+static unsigned outside_region = 0; /* malloc'd blocks of read-write requests outside the region */
+
+static bool in_region(const void *p, const uint8_t *region, size_t len) {
+    return (const uint8_t *)p >= region && (const uint8_t *)p < region + len;
+}
+
+static void *init_client(void *params) {
+    (void)params;
+    return calloc(1, sizeof(client));
+}
+static void destroy_client(void *c) { free(c); }
+
+/* Wire format: op(1) key(4, LE) value(rest, for 'S'). */
+static int deserialize_request(void *cp, const uint8_t *req, size_t len) {
+    client *c = cp;
+    if (len < 5 || (req[0] != 'S' && req[0] != 'D' && req[0] != 'G')) return 1;
+    if (len - 5 >= sizeof c->value) return 2;
+    c->op = (char)req[0];
+    c->key = req[1] | req[2] << 8 | req[3] << 16 | (unsigned)req[4] << 24;
+    memset(c->value, 0, sizeof c->value);
+    memcpy(c->value, req + 5, len - 5);
+    return 0;
+}
+
+static bool is_read_only(void *cp) { return ((client *)cp)->op == 'G'; }
+
+static void respond(client *c, const char *s) {
+    c->response_len = strlen(s);
+    memcpy(c->response, s, c->response_len);
+}
+
+static void process_request(void *cp, uint8_t *region, size_t region_len) {
+    client *c = cp;
+    table *t = pmkv_mg_root(region, region_len);
+    if (c->op == 'G') {
+        node *n = t ? t->buckets[c->key % BUCKETS] : NULL;
+        while (n && n->key != c->key) n = n->next;
+        respond(c, n ? n->value : "-");
+        return;
+    }
+    if (!t) { /* the first write: the table itself comes from malloc too */
+        t = calloc(1, sizeof *t);
+        if (!in_region(t, region, region_len)) outside_region++;
+        CHECK(pmkv_mg_set_root(region, region_len, t) == 0);
+    }
+    node **at = &t->buckets[c->key % BUCKETS];
+    while (*at && (*at)->key != c->key) at = &(*at)->next;
+    if (c->op == 'D') {
+        if (*at) {
+            node *n = *at;
+            *at = n->next;
+            free(n->value);
+            free(n);
+            t->count--;
+        }
+        respond(c, "OK");
+        return;
+    }
+    size_t len = strlen(c->value) + 1;
+    if (!*at) {
+        node *n = malloc(sizeof *n);
+        if (!in_region(n, region, region_len)) outside_region++;
+        n->next = NULL;
+        n->key = c->key;
+        n->len = 0;
+        n->value = NULL;
+        *at = n;
+        t->count++;
+    }
+    node *n = *at;
+    if (n->len < len) { /* grow (and move) with realloc, as applications do */
+        char *v = realloc(n->value, len);
+        if (!in_region(v, region, region_len)) outside_region++;
+        n->value = v;
+        n->len = len;
+    }
+    memcpy(n->value, c->value, len);
+    respond(c, "OK");
+}
+
+static const uint8_t *get_response(void *cp, size_t *len) {
+    client *c = cp;
+    *len = c->response_len;
+    return (const uint8_t *)c->response;
+}
+
+static const pmkv_mg_callbacks CALLBACKS = {
+    init_client, destroy_client, deserialize_request, is_read_only, process_request, get_response,
+};
+
+/* The model: each key's value, or "" for absent. */
+static char model[KEYS][64];
+
+static void cmd(pmkv_mg *m, pmkv_mg_client *c, char op, unsigned key, const char *value, char *out) {
+    uint8_t req[80] = {(uint8_t)op, key & 0xff, (key >> 8) & 0xff, (key >> 16) & 0xff, key >> 24};
+    size_t n = 5;
+    if (value) {
+        memcpy(req + 5, value, strlen(value));
+        n += strlen(value);
+    }
+    uint8_t *resp;
+    size_t resp_len;
+    CHECK(pmkv_mg_client_cmd(m, c, req, n, &resp, &resp_len) == 0);
+    CHECK(resp_len < 80);
+    memcpy(out, resp, resp_len);
+    out[resp_len] = 0;
+    pmkv_free(resp, resp_len);
+}
+
+static void check_model(pmkv_mg *m, pmkv_mg_client *c) {
+    char got[80];
+    for (unsigned k = 0; k < KEYS; k++) {
+        cmd(m, c, 'G', k, NULL, got);
+        CHECK(strcmp(got, model[k][0] ? model[k] : "-") == 0);
+    }
+}
+
+static pmkv_mg *open_store(const char *path, int create) {
+    pmkv_mg_options o = {0};
+    o.create = create;
+    o.region_size = 256 << 10;
+    o.split_heap = 1;
+    pmkv_mg *m = NULL;
+    CHECK(pmkv_mg_open(path, &o, &CALLBACKS, NULL, &m) == 0);
+    return m;
+}
+
+int main(int argc, char **argv) {
+    CHECK(argc == 2);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/mg-heap.pool", argv[1]);
+    unlink(path);
+
+    pmkv_mg *m = open_store(path, 1);
+    pmkv_mg_client *c = NULL;
+    CHECK(pmkv_mg_client_open(m, &c) == 0);
+    char out[80];
+    /* Sets with values that grow (realloc), deletes, re-sets. */
+    for (unsigned round = 0; round < 3; round++) {
+        for (unsigned k = 0; k < KEYS; k++) {
+            if ((k + round) % 4 == 0 && model[k][0]) {
+                cmd(m, c, 'D', k, NULL, out);
+                model[k][0] = 0;
+                continue;
+            }
+            char v[64];
+            snprintf(v, sizeof v, "value %u of round %u%.*s", k, round, (int)(round * 9), "xxxxxxxxxxxxxxxxxxxxxxxxxxx");
+            cmd(m, c, 'S', k, v, out);
+            CHECK(strcmp(out, "OK") == 0);
+            strcpy(model[k], v);
+        }
+        check_model(m, c);
+    }
+    CHECK(outside_region == 0);
+    /* Outside requests, malloc is the C library's. */
+    uint8_t *probe = malloc(100);
+    CHECK(probe != NULL);
+    free(probe);
+    /* pmkv_mg_set_root only inside a read-write request. */
+    CHECK(pmkv_mg_set_root(NULL, 0, NULL) == PMKV_E_INVALID_ARGUMENT);
+    pmkv_mg_client_close(m, c);
+    CHECK(pmkv_mg_close(m) == 0);
+
+    /* Reopen: the region is back at its address, the table's pointers are valid, every
+     * value is the model's; then more writes (freed blocks are reused: the region
+     * (256 KiB) would not hold 30 rounds of fresh nodes and values otherwise). */
+    m = open_store(path, 0);
+    CHECK(pmkv_mg_client_open(m, &c) == 0);
+    check_model(m, c);
+    for (unsigned round = 0; round < 30; round++) {
+        for (unsigned k = 0; k < KEYS; k++) {
+            if ((k + round) % 2 == 0) {
+                cmd(m, c, 'D', k, NULL, out);
+                model[k][0] = 0;
+            } else {
+                char v[64];
+                snprintf(v, sizeof v, "r%u k%u %.*s", round, k, (int)(k % 40), "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy");
+                cmd(m, c, 'S', k, v, out);
+                strcpy(model[k], v);
+            }
+        }
+    }
+    check_model(m, c);
+    CHECK(outside_region == 0);
+    pmkv_mg_client_close(m, c);
+    CHECK(pmkv_mg_close(m) == 0);
+    m = open_store(path, 0);
+    CHECK(pmkv_mg_client_open(m, &c) == 0);
+    check_model(m, c);
+    pmkv_mg_client_close(m, c);
+    CHECK(pmkv_mg_close(m) == 0);
+    printf("mangosteen split heap from C: all checks passed\n");
+    return 0;
+}
