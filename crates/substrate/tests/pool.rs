@@ -117,6 +117,26 @@ fn p1_create_open_reopen_roots_survive() {
     assert_eq!(pool.root(0), 0);
 }
 
+/// Pools are mapped from a 2 MiB boundary, so a file system with 2 MiB pages (DAX, a
+/// tmpfs mounted `huge=`) can map them with huge pages (offsets and addresses agree modulo
+/// 2 MiB), after growth too.
+#[test]
+fn p1_pools_start_on_a_huge_page_boundary() {
+    let _g = no_spawn();
+    let (_dir, path) = pool_file("h.pool");
+    let pools: Vec<Pool> = (0..4)
+        .map(|i| {
+            let p = path.with_extension(format!("{i}"));
+            Pool::create(&p, LAYOUT, &small_opts()).unwrap()
+        })
+        .collect();
+    for p in &pools {
+        assert_eq!(p.base() as usize % (2 << 20), 0, "pool base {:p}", p.base());
+    }
+    let sim = Pool::create_sim(LAYOUT, &small_opts()).unwrap();
+    assert_eq!(sim.base() as usize % (2 << 20), 0);
+}
+
 #[test]
 fn p1_every_mode_opens_the_same_pool() {
     let _g = no_spawn();
