@@ -10,6 +10,7 @@
 //! * [`latency`] — PM latency emulation (P5);
 //! * [`crash_sim`] — the crash simulator (P6);
 //! * [`epalloc`] — EPallocator, the leak-proof persistent allocator (P7);
+//! * [`huge`] — DRAM blocks on 2 MiB pages, for the engines' DRAM structures;
 //! * `fault` — with the `fault-injection` feature only: a hook at every flush and fence of
 //!   any pool, for tests that make an engine panic mid-write on a file pool.
 //!
@@ -22,6 +23,7 @@ pub mod error;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod header;
+pub mod huge;
 pub mod latency;
 pub mod persist;
 pub mod pool;

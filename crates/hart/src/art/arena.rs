@@ -14,9 +14,11 @@
 //!   atomic instructions — less than a `malloc`/`free` pair.
 //! * **Block sizes.** A pool's next block is half of what it holds already, between
 //!   64 KiB and 2 MiB, so the space not yet carved stays below a third of the pool's
-//!   nodes (small HARTs stay small). 2 MiB blocks are 2 MiB-aligned and advised
-//!   `MADV_HUGEPAGE`: a large tree's nodes then cost a few TLB entries instead of
-//!   thousands (expensive misses under virtualisation).
+//!   nodes (small HARTs stay small). 2 MiB blocks are `pmkv_substrate::huge::HugeBlock`s,
+//!   on huge pages where the kernel gives them: a large tree's nodes then cost a few TLB
+//!   entries instead of thousands (expensive misses under virtualisation). (They were
+//!   `std::alloc` blocks advised afterwards, which got no huge page: the allocator zeroed
+//!   them first, see `huge`.)
 //! * **Memory.** Nodes are returned to the free lists, not to the system; the blocks are
 //!   released when the HART closes. [`NodeArena::reserved`] reports the bytes held
 //!   (SPEC H9 accounts them against the nodes in use).
@@ -40,6 +42,7 @@ struct KindPool {
     bump: *mut u8,
     left: usize,
     blocks: Vec<(NonNull<u8>, Layout)>,
+    huge: Vec<pmkv_substrate::huge::HugeBlock>,
 }
 
 #[repr(align(64))]
@@ -62,8 +65,15 @@ unsafe impl Sync for NodeArena {}
 
 impl Default for NodeArena {
     fn default() -> Self {
-        let pool =
-            || Mutex::new(KindPool { free: Vec::new(), bump: std::ptr::null_mut(), left: 0, blocks: Vec::new() });
+        let pool = || {
+            Mutex::new(KindPool {
+                free: Vec::new(),
+                bump: std::ptr::null_mut(),
+                left: 0,
+                blocks: Vec::new(),
+                huge: Vec::new(),
+            })
+        };
         NodeArena {
             shards: (0..SHARDS).map(|_| Shard([pool(), pool(), pool(), pool()])).collect(),
             reserved: AtomicU64::new(0),
@@ -122,19 +132,24 @@ impl NodeArena {
     }
 
     fn new_block(&self, pool: &mut KindPool, size: usize) {
-        let total: usize = pool.blocks.iter().map(|(_, l)| l.size()).sum();
+        let total: usize =
+            pool.blocks.iter().map(|(_, l)| l.size()).sum::<usize>() + pool.huge.iter().map(|b| b.len()).sum::<usize>();
         let len = (total / 2).clamp(SMALL_BLOCK.max(32 * size), HUGE_BLOCK);
-        let huge = len == HUGE_BLOCK;
-        let layout = Layout::from_size_align(len, if huge { HUGE_BLOCK } else { 64 }).expect("valid block layout");
-        // SAFETY: a non-zero size.
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let Some(block) = NonNull::new(raw) else { std::alloc::handle_alloc_error(layout) };
-        if huge {
-            // Advice only: without transparent huge pages it changes nothing.
-            // SAFETY: the range is the block just allocated.
-            unsafe { libc::madvise(raw.cast(), len, libc::MADV_HUGEPAGE) };
-        }
-        pool.blocks.push((block, layout));
+        let raw = match (len == HUGE_BLOCK).then(|| pmkv_substrate::huge::HugeBlock::new(len)).flatten() {
+            Some(b) => {
+                let raw = b.as_ptr();
+                pool.huge.push(b);
+                raw
+            }
+            None => {
+                let layout = Layout::from_size_align(len, 64).expect("valid block layout");
+                // SAFETY: a non-zero size.
+                let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+                let Some(block) = NonNull::new(raw) else { std::alloc::handle_alloc_error(layout) };
+                pool.blocks.push((block, layout));
+                raw
+            }
+        };
         pool.bump = raw;
         pool.left = len;
         self.reserved.fetch_add(len as u64, Ordering::Relaxed);
@@ -145,10 +160,12 @@ impl Drop for NodeArena {
     fn drop(&mut self) {
         for shard in self.shards.iter() {
             for pool in &shard.0 {
-                for (block, layout) in pool.lock().blocks.drain(..) {
+                let mut pool = pool.lock();
+                for (block, layout) in pool.blocks.drain(..) {
                     // SAFETY: allocated in `new_block` with this layout, released once.
                     unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
                 }
+                pool.huge.clear(); // unmapped on drop
             }
         }
     }
