@@ -177,9 +177,17 @@ impl NbTree {
                 n.bytes() as u64
             })
             .sum();
+        let meta = leaves * std::mem::size_of::<Leaf>() as u64;
         let dram = vec![
-            ("leaf metadata".to_string(), leaves * std::mem::size_of::<Leaf>() as u64),
+            ("leaf metadata".to_string(), meta),
+            ("leaf arena, not in use".to_string(), self.arena.reserved().saturating_sub(meta)),
             ("inner nodes".to_string(), inner),
+            (
+                "inner-node slab, not in use".to_string(),
+                self.nodes
+                    .reserved()
+                    .saturating_sub(nodes.len() as u64 * std::mem::size_of::<crate::inner::INode>() as u64),
+            ),
         ];
         let st = self.alloc.stats();
         let pm = vec![

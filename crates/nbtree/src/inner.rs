@@ -16,6 +16,7 @@
 //! it matters, at the leaves: a reader that reaches a leaf an SMO replaced follows its
 //! `copy_ptr` (see `tree::locate`).
 
+use crate::arena::NodeArena;
 use crate::leaf::Leaf;
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -63,16 +64,16 @@ pub(crate) fn prefix(k: &[u8]) -> u64 {
 }
 
 impl INode {
-    fn new(level: u32, seps: &[Sep], children: &[usize]) -> Box<INode> {
+    fn new(level: u32, seps: &[Sep], children: &[usize]) -> INode {
         debug_assert!(children.len() <= FANOUT && seps.len() + 1 == children.len());
-        let mut n = Box::new(INode {
+        let mut n = INode {
             level,
             n: children.len(),
             prefixes: [0; FANOUT],
             lens: [0; FANOUT],
             children: [0; FANOUT],
             long: Vec::new(),
-        });
+        };
         n.children[..children.len()].copy_from_slice(children);
         for (i, s) in seps.iter().enumerate() {
             n.prefixes[i] = s.prefix;
@@ -155,7 +156,7 @@ impl INode {
 
 /// Build a tree bottom-up over `leaves` (in key order, each with its lower fence; the
 /// first fence is ignored). Returns the root.
-pub(crate) fn build(leaves: &[(Arc<[u8]>, *const Leaf)]) -> *mut INode {
+pub(crate) fn build(leaves: &[(Arc<[u8]>, *const Leaf)], slab: &NodeArena) -> *mut INode {
     assert!(!leaves.is_empty(), "a tree has at least one leaf");
     // Nodes filled to 3/4, leaving room for splits.
     let per = FANOUT * 3 / 4;
@@ -166,7 +167,7 @@ pub(crate) fn build(leaves: &[(Arc<[u8]>, *const Leaf)]) -> *mut INode {
         for group in level.chunks(per) {
             let seps: Vec<Sep> = group[1..].iter().map(|x| x.0.clone()).collect();
             let children: Vec<usize> = group.iter().map(|x| x.1).collect();
-            up.push((group[0].0.clone(), Box::into_raw(INode::new(lv, &seps, &children)) as usize));
+            up.push((group[0].0.clone(), slab.alloc(INode::new(lv, &seps, &children)) as usize));
         }
         if up.len() == 1 {
             return up[0].1 as *mut INode;
@@ -190,6 +191,7 @@ pub(crate) unsafe fn replace(
     low: &[u8],
     left: *const Leaf,
     right: Option<(Arc<[u8]>, *const Leaf)>,
+    slab: &NodeArena,
 ) -> Option<(*mut INode, Vec<*mut INode>)> {
     // The path from the root, with the child index taken at each node.
     let mut path: Vec<(*const INode, usize)> = Vec::new();
@@ -227,19 +229,19 @@ pub(crate) unsafe fn replace(
             let rchildren = children.split_off(mid);
             let mut rseps = seps.split_off(mid - 1);
             let sep = rseps.remove(0);
-            let l = Box::into_raw(INode::new(node.level, &seps, &children));
-            let r = Box::into_raw(INode::new(node.level, &rseps, &rchildren));
+            let l = slab.alloc(INode::new(node.level, &seps, &children));
+            let r = slab.alloc(INode::new(node.level, &rseps, &rchildren));
             carry_child = l as usize;
             carry_split = Some((sep, r as usize));
         } else {
-            carry_child = Box::into_raw(INode::new(node.level, &seps, &children)) as usize;
+            carry_child = slab.alloc(INode::new(node.level, &seps, &children)) as usize;
         }
     }
     // SAFETY: as above.
     let top_level = unsafe { &*root }.level;
     let new_root = match carry_split {
         None => carry_child as *mut INode,
-        Some((k, r)) => Box::into_raw(INode::new(top_level + 1, &[k], &[carry_child, r])),
+        Some((k, r)) => slab.alloc(INode::new(top_level + 1, &[k], &[carry_child, r])),
     };
     Some((new_root, replaced))
 }

@@ -13,6 +13,7 @@
 //! The public API is [`NbTree`], [`RecoveryReport`], [`NbError`], [`Result`], the limits
 //! and the engine factory. Everything else is crate-private.
 
+pub(crate) mod arena;
 mod chaos;
 #[cfg(feature = "chaos")]
 pub use chaos::enable as enable_chaos;

@@ -81,10 +81,12 @@ fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant, sl: bool) -> Result<Nb
     sb[24..28].copy_from_slice(&crc.to_le_bytes());
     let sbo = new_zeroed(&pool, &alloc, SUPER, &sb)?;
     pool.set_root(SUPER_ROOT, sbo);
-    let first_leaf = Box::into_raw(Box::new(first_leaf));
+    let arena = Arc::new(crate::arena::LeafArena::new());
+    let first_leaf = arena.alloc(first_leaf);
     let sentinel = Leaf::new(head, Arc::from(&b""[..]));
     sentinel.next.store(first_leaf, Ordering::Relaxed);
-    let root = inner::build(&[(Arc::from(&b""[..]), first_leaf as *const Leaf)]);
+    let nodes = Arc::new(crate::arena::NodeArena::new());
+    let root = inner::build(&[(Arc::from(&b""[..]), first_leaf as *const Leaf)], &nodes);
     let rep = RecoveryReport {
         clean: true,
         leaves: 1,
@@ -92,7 +94,7 @@ fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant, sl: bool) -> Result<Nb
         micros: t0.elapsed().as_micros() as u64,
         ..Default::default()
     };
-    Ok(assemble(pool, alloc, sbo, sentinel, root, 0, rep, claim, sl))
+    Ok(assemble(pool, alloc, sbo, sentinel, root, 0, rep, claim, sl, (arena, nodes)))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -106,12 +108,13 @@ fn assemble(
     recovery: RecoveryReport,
     claim: PoolClaim,
     sl: bool,
+    (arena, nodes): (Arc<crate::arena::LeafArena>, Arc<crate::arena::NodeArena>),
 ) -> NbTree {
     NbTree {
         pool,
         alloc,
         sb,
-        head: Box::into_raw(Box::new(sentinel)),
+        head: arena.alloc(sentinel),
         root: AtomicPtr::new(root),
         inner_lock: Mutex::new(()),
         reclaim: Reclaimer::default(),
@@ -120,6 +123,8 @@ fn assemble(
         closed: false,
         write_locks: false,
         sl,
+        arena,
+        nodes,
         _claim: claim,
     }
 }
@@ -460,6 +465,7 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
     let sentinel = decoded[0].leaf.take().expect("decoded leaves have metadata");
     sentinel.dirty.store(!clean, Ordering::Relaxed);
     let mut index: Vec<(Arc<[u8]>, *const Leaf)> = Vec::with_capacity(blocks.len());
+    let arena = Arc::new(crate::arena::LeafArena::new());
     let mut prev: *const Leaf = &*sentinel;
     let mut prev_low: Arc<[u8]> = empty.clone();
     let mut count = 0i64;
@@ -482,7 +488,7 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
             l.dirty.store(true, Ordering::Relaxed);
         }
         count += d.live as i64;
-        let l = Box::into_raw(l);
+        let l = arena.alloc(*l);
         // SAFETY: `prev` is the sentinel or a leaf built just before, owned here.
         unsafe { &*prev }.next.store(l, Ordering::Relaxed);
         prev = l;
@@ -492,14 +498,15 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
         prev_low = low;
     }
     rep.records = count as u64;
-    let root = inner::build(&index);
+    let nodes = Arc::new(crate::arena::NodeArena::new());
+    let root = inner::build(&index, &nodes);
     rep.micros = t0.elapsed().as_micros() as u64;
     phases[3] = rep.micros;
     for i in (1..4).rev() {
         phases[i] -= phases[i - 1];
     }
     rep.phase_micros = phases;
-    Ok(assemble(pool, alloc, sb, *sentinel, root, count, rep, claim, sl))
+    Ok(assemble(pool, alloc, sb, *sentinel, root, count, rep, claim, sl, (arena, nodes)))
 }
 
 impl NbTree {

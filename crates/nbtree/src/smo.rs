@@ -169,14 +169,16 @@ impl NbTree {
         l.block = block;
         l.sl = self.sl;
         l.next.store(next, Ordering::Relaxed);
-        Ok(Box::into_raw(Box::new(l)))
+        Ok(self.arena.alloc(l))
     }
 
     /// Free a new leaf that lost the copy race (never reachable by another thread).
     fn discard(&self, l: *mut Leaf) {
         // SAFETY: built by this thread and never published.
-        let l = unsafe { Box::from_raw(l) };
-        self.alloc.free(l.block);
+        let block = unsafe { &*l }.block;
+        // SAFETY: as above: freed once, never used again.
+        unsafe { self.arena.free(l) };
+        self.alloc.free(block);
     }
 
     /// The leaf whose `next` is `leaf` in the live list, or `None` if `leaf` is no longer
@@ -241,17 +243,21 @@ impl NbTree {
         let right = leaf::sibling_of(left);
         let root = self.root.load(Ordering::Acquire);
         // SAFETY: we hold the writers' mutex; nodes reachable from the root are alive.
-        let (new_root, replaced) = unsafe { inner::replace(root, me, &leaf.low, left, right) }
+        let (new_root, replaced) = unsafe { inner::replace(root, me, &leaf.low, left, right, &self.nodes) }
             .ok_or_else(|| NbError::Corrupt(format!("leaf of block {:#x} is not in the inner nodes", leaf.block)))?;
         self.root.store(new_root, Ordering::Release);
         leaf.flag.store(LINKED, Ordering::Release);
         for n in replaced {
-            // SAFETY: unreachable from the new root; freed after every pinned reader.
-            unsafe { g.defer_unchecked(move || drop(Box::from_raw(n))) };
+            let nodes = self.nodes.clone();
+            // SAFETY: unreachable from the new root; freed after every pinned reader; the
+            // slab outlives the closure (it holds a reference).
+            unsafe { g.defer_unchecked(move || nodes.free(n)) };
         }
+        let arena = self.arena.clone();
         // SAFETY: unreachable from the inner nodes and both lists (its predecessor points
-        // past it); readers that still hold it are pinned, and it is freed after them.
-        unsafe { g.defer_unchecked(move || drop(Box::from_raw(me))) };
+        // past it); readers that still hold it are pinned, and it is freed after them; the
+        // arena outlives the closure (it holds a reference).
+        unsafe { g.defer_unchecked(move || arena.free(me)) };
         self.retire(leaf.block, g);
         Ok(())
     }

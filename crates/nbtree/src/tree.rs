@@ -114,6 +114,10 @@ pub struct NbTree {
     pub(crate) write_locks: bool,
     /// NBTree-SL: leaves keep their metadata in PM (see [`NbOptions::single_layer`]).
     pub(crate) sl: bool,
+    /// Where the leaves live (shared with the deferred frees of retired leaves).
+    pub(crate) arena: Arc<crate::arena::LeafArena>,
+    /// Where the inner nodes live (likewise).
+    pub(crate) nodes: Arc<crate::arena::NodeArena>,
     pub(crate) _claim: pmkv_substrate::EngineClaim,
 }
 
@@ -764,14 +768,14 @@ impl Drop for NbTree {
         }
         for l in self.leaves_quiesced() {
             // SAFETY: the live leaves are owned by the tree, and no thread uses it now.
-            drop(unsafe { Box::from_raw(l as *mut Leaf) });
+            unsafe { self.arena.free(l as *mut Leaf) };
         }
         // SAFETY: as above, for the sentinel.
-        drop(unsafe { Box::from_raw(self.head as *mut Leaf) });
+        unsafe { self.arena.free(self.head as *mut Leaf) };
         // SAFETY: the nodes reachable from the root are owned by the tree.
         for n in unsafe { inner::nodes(self.root.load(Ordering::Acquire)) } {
             // SAFETY: as above; each node is listed once.
-            drop(unsafe { Box::from_raw(n as *mut INode) });
+            unsafe { self.nodes.free(n as *mut INode) };
         }
     }
 }

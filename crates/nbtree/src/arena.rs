@@ -1,0 +1,119 @@
+//! Where the DRAM layer lives: leaves and inner nodes in slots carved from 2 MiB blocks on
+//! huge pages (`pmkv_substrate::huge`), recycled through a free list ([`Slab`]).
+//!
+//! Why not `Box`: a search's DRAM misses are its inner nodes and its leaf's metadata, and
+//! spread over glibc's heap in 4 KiB pages each is a TLB miss too (a two-level page walk
+//! in a VM). Tens of thousands of leaves and nodes in a few huge pages cost a few TLB
+//! entries (measured: about 6% of a search at 4M keys for the leaves alone). Both are
+//! allocated once per SMO (every ~30 inserts) and freed through the epoch scheme, so one
+//! mutex is no bottleneck.
+
+use crate::inner::INode;
+use crate::leaf::Leaf;
+use parking_lot::Mutex;
+use pmkv_substrate::huge::HugeBlock;
+
+/// Bytes of each block.
+const BLOCK: usize = 2 << 20;
+
+struct Inner<T> {
+    free: Vec<*mut T>,
+    bump: *mut T,
+    left: usize,
+    blocks: Vec<HugeBlock>,
+}
+
+/// Slots for values of one type (see the module doc). Shared by the tree and the deferred
+/// frees of retired leaves and nodes, which may run after the tree is gone: held in an
+/// `Arc`.
+pub(crate) struct Slab<T>(Mutex<Inner<T>>);
+
+/// The leaves' slab.
+pub(crate) type LeafArena = Slab<Leaf>;
+/// The inner nodes' slab.
+pub(crate) type NodeArena = Slab<INode>;
+
+// SAFETY: the raw pointers name slots of blocks the arena owns (released only when it
+// drops); the bookkeeping is touched only under the mutex, a slot's memory only while it
+// is free or by the leaf's owner.
+unsafe impl<T: Send> Send for Slab<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Slab<T> {}
+
+impl<T> Slab<T> {
+    pub(crate) fn new() -> Slab<T> {
+        Slab(Mutex::new(Inner { free: Vec::new(), bump: std::ptr::null_mut(), left: 0, blocks: Vec::new() }))
+    }
+
+    /// Move `l` into a slot; it lives there until [`Slab::free`].
+    pub(crate) fn alloc(&self, l: T) -> *mut T {
+        let mut a = self.0.lock();
+        let slot = match a.free.pop() {
+            Some(p) => p,
+            None => {
+                if a.left == 0 {
+                    let Some(b) = HugeBlock::new(BLOCK) else {
+                        std::alloc::handle_alloc_error(std::alloc::Layout::new::<[u8; BLOCK]>())
+                    };
+                    a.bump = b.as_ptr() as *mut T;
+                    a.left = b.len() / std::mem::size_of::<T>();
+                    a.blocks.push(b);
+                }
+                let p = a.bump;
+                // SAFETY: `left > 0` slots remain in the block after `p`.
+                a.bump = unsafe { p.add(1) };
+                a.left -= 1;
+                p
+            }
+        };
+        drop(a);
+        // SAFETY: a free slot of this slab (block memory, aligned for `T`: blocks are
+        // 2 MiB-aligned and slots a multiple of `T`'s alignment apart), owned by nobody.
+        unsafe { slot.write(l) };
+        slot
+    }
+
+    /// Drop the value at `p` and keep its slot for reuse.
+    ///
+    /// # Safety
+    ///
+    /// `p` came from [`Slab::alloc`] of this slab, is freed once, and nothing uses it
+    /// afterwards.
+    pub(crate) unsafe fn free(&self, p: *mut T) {
+        // SAFETY: the caller's contract: a live value nobody uses any more.
+        unsafe { std::ptr::drop_in_place(p) };
+        self.0.lock().free.push(p);
+    }
+
+    /// Bytes held from the system.
+    pub(crate) fn reserved(&self) -> u64 {
+        self.0.lock().blocks.iter().map(|b| b.len() as u64).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn slots_are_aligned_distinct_and_reused() {
+        let a: LeafArena = Slab::new();
+        let n = 3 * (BLOCK / std::mem::size_of::<Leaf>()) + 5; // spans four blocks
+        let mut ps: Vec<*mut Leaf> = (0..n).map(|i| a.alloc(Leaf::new(i as u64, Arc::from(&b""[..])))).collect();
+        assert!(ps.iter().all(|&p| (p as usize).is_multiple_of(std::mem::align_of::<Leaf>())));
+        // SAFETY: live leaves of this arena.
+        assert!(ps.iter().enumerate().all(|(i, &p)| unsafe { &*p }.block == i as u64), "no slot was handed out twice");
+        assert_eq!(a.reserved(), 4 * BLOCK as u64);
+        let p = ps.pop().unwrap();
+        // SAFETY: from this arena, freed once, not used again.
+        unsafe { a.free(p) };
+        let q = a.alloc(Leaf::new(7, Arc::from(&b"x"[..])));
+        assert_eq!(p, q);
+        assert_eq!(a.reserved(), 4 * BLOCK as u64);
+        for p in ps.into_iter().chain([q]) {
+            // SAFETY: as above.
+            unsafe { a.free(p) };
+        }
+    }
+}
