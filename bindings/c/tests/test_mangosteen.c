@@ -5,6 +5,7 @@
  * client speaking the runtime's frames. Usage: test_mangosteen DIR. */
 #define _DEFAULT_SOURCE
 #include "pmkv.h"
+#include "check.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -18,14 +19,6 @@
 #define VAL_SZ 16
 #define SLOTS 1000
 
-#define CHECK(cond)                                                                         \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__, \
-                    #cond, pmkv_last_error());                                              \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
 
 /* Listing 2's command and client. */
 typedef struct kv_cmd {

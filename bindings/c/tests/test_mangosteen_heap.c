@@ -7,6 +7,7 @@
  * reused; pmkv_mg_set_root is refused outside a request. Usage: test_mangosteen_heap DIR. */
 #define _DEFAULT_SOURCE
 #include "pmkv.h"
+#include "check.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,14 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                                         \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__, \
-                    #cond, pmkv_last_error());                                              \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
 
 #define BUCKETS 64
 #define KEYS 300
