@@ -9,6 +9,50 @@ use std::io::Write;
 use std::process::Stdio;
 use std::time::Duration;
 
+/// A kill while the pool file is being created (a 1 GiB file takes a few hundred ms to
+/// allocate) leaves either no file at the pool's path, or a whole pool that `check`
+/// accepts, and no other file behind. Before creation was made atomic, a kill between
+/// the file's creation and its header left a file every later open refused as foreign.
+#[test]
+fn sigkill_during_create_leaves_no_file_or_a_whole_pool() {
+    for engine in ["hart", "nbtree"] {
+        let dir = pool_dir();
+        let input = dir.path().join("keys.txt");
+        std::fs::write(&input, "a\nb\n").unwrap();
+        let (mut absent, mut whole) = (0, 0);
+        for round in 0..10u64 {
+            let pool = dir.path().join(format!("c{round}.pool"));
+            let mut child = pmkv_command()
+                .args(["load", pool.to_str().unwrap(), input.to_str().unwrap(), "--engine", engine])
+                .args(["--initial-mib", "1024"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            // Spread over the creation: from the first milliseconds to past the header.
+            std::thread::sleep(Duration::from_millis(5 + round * 80));
+            let _ = child.kill();
+            let _ = child.wait();
+            let names: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n != "keys.txt")
+                .collect();
+            if !pool.exists() {
+                assert!(names.is_empty(), "a killed creation left {names:?}");
+                absent += 1;
+                continue;
+            }
+            assert_eq!(names, [format!("c{round}.pool")], "only the pool is left");
+            let check = pmkv(&["check", pool.to_str().unwrap()]);
+            assert!(check.status.success(), "{engine}, round {round}: check failed: {}", text(&check.stderr));
+            std::fs::remove_file(&pool).unwrap();
+            whole += 1;
+        }
+        eprintln!("{engine}: {absent} kills left no pool, {whole} a whole one");
+    }
+}
+
 #[test]
 fn sigkill_during_load_leaves_a_prefix() {
     sigkill_during_load("hart");

@@ -50,6 +50,72 @@ pub(super) fn check_layout(layout: &str) -> Result<()> {
     Ok(())
 }
 
+/// A new pool file that no name reaches yet, in the directory `path` will be in.
+///
+/// Creation must be all or nothing: a process killed while it allocates the file or
+/// writes the header must not leave a file at `path` that is not a pool (the next open
+/// would refuse it as foreign, and `open_or_create` could never create it). So the file
+/// is built without a name (`O_TMPFILE`) and linked at `path` only once its header is
+/// on disk ([`publish`]). Where the file system has no `O_TMPFILE`, it is built under a
+/// hidden scratch name (returned, and removed by the caller) that a kill can leave behind,
+/// but `path` itself is still either absent or a whole pool.
+fn unnamed_file(path: &Path) -> Result<(File, Option<PathBuf>)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let creating = |e| PoolError::io(format!("{}: creating", path.display()), e);
+    match OpenOptions::new().read(true).write(true).custom_flags(libc::O_TMPFILE).open(dir) {
+        Ok(f) => return Ok((f, None)),
+        // No O_TMPFILE on this file system (or kernel): use a scratch name.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) | Some(libc::EINVAL)) => {}
+        Err(e) => return Err(creating(e)),
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let scratch = dir.join(format!(".{name}.{}-{:x}.pmkv-creating", std::process::id(), random_id()));
+    let f = OpenOptions::new().read(true).write(true).create_new(true).open(&scratch).map_err(creating)?;
+    Ok((f, Some(scratch)))
+}
+
+/// Give the finished pool file its name, atomically, failing if `path` exists by now
+/// (`link` never replaces), and make the name durable (fsync of the directory).
+fn publish(file: &File, scratch: Option<&Path>, path: &Path) -> Result<()> {
+    let linked = match scratch {
+        Some(s) => std::fs::hard_link(s, path),
+        None => std::fs::hard_link(format!("/proc/self/fd/{}", file.as_raw_fd()), path).or_else(|e| {
+            // Without /proc, AT_EMPTY_PATH links the descriptor itself (it may need
+            // CAP_DAC_READ_SEARCH; the first error is the one worth reporting).
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| e.kind())?;
+            // SAFETY: a valid descriptor, an empty C string and a NUL-terminated path.
+            let rc = unsafe {
+                libc::linkat(file.as_raw_fd(), c"".as_ptr(), libc::AT_FDCWD, c.as_ptr(), libc::AT_EMPTY_PATH)
+            };
+            let again = std::io::Error::last_os_error();
+            match rc {
+                0 => Ok(()),
+                _ if again.kind() == std::io::ErrorKind::AlreadyExists => Err(again),
+                _ => Err(e),
+            }
+        }),
+    };
+    match linked {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(PoolError::AlreadyExists { path: path.into() })
+        }
+        Err(e) => return Err(PoolError::io(format!("{}: naming the new pool", path.display()), e)),
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
 pub(super) fn lock_file(file: &File, path: &Path, exclusive: bool) -> Result<bool> {
     let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH } | libc::LOCK_NB;
     // SAFETY: flock on a valid descriptor.
@@ -135,18 +201,19 @@ pub(super) fn validate_state(imm: &Immutable, st: &Mutable, len: u64, path: &Pat
 }
 
 impl Pool {
-    /// Create a new pool file. Fails if `path` exists.
+    /// Create a new pool file. Fails if `path` exists. All or nothing: the file gets its
+    /// name only once its header is on disk (see `unnamed_file`), so a crash leaves no
+    /// file or a whole pool.
     pub fn create(path: impl AsRef<Path>, layout: &str, opts: &PoolOptions) -> Result<Pool> {
         let path = path.as_ref();
         check_layout(layout)?;
         let (size, max) = Self::check_sizes(opts)?;
-        let file = match OpenOptions::new().read(true).write(true).create_new(true).open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(PoolError::AlreadyExists { path: path.into() })
-            }
-            Err(e) => return Err(PoolError::io(format!("{}: creating", path.display()), e)),
-        };
+        // Fail early rather than after allocating the file; `publish` checks again,
+        // atomically.
+        if std::fs::symlink_metadata(path).is_ok() {
+            return Err(PoolError::AlreadyExists { path: path.into() });
+        }
+        let (file, scratch) = unnamed_file(path)?;
         let made = (|| {
             if !lock_file(&file, path, true)? {
                 return Err(PoolError::Locked { path: path.into() });
@@ -155,12 +222,14 @@ impl Pool {
             let (imm, st, page) = new_header(layout, size, max, false, HEADER_SIZE as usize);
             file.write_all_at(&page, 0).map_err(|e| PoolError::io(format!("{}: writing header", path.display()), e))?;
             file.sync_all().map_err(|e| PoolError::io(format!("{}: sync", path.display()), e))?;
-            Self::map_file(file, path.into(), imm, st, opts, false, false)
+            publish(&file, scratch.as_deref(), path)?;
+            Ok((imm, st))
         })();
-        if made.is_err() {
-            let _ = std::fs::remove_file(path);
+        if let Some(s) = &scratch {
+            let _ = std::fs::remove_file(s);
         }
-        made
+        let (imm, st) = made?;
+        Self::map_file(file, path.into(), imm, st, opts, false, false)
     }
 
     /// Open an existing pool. `layout` is the engine it must hold (`None`: any).
