@@ -240,7 +240,7 @@ impl Mangosteen {
         let pm_copy = || unsafe { std::slice::from_raw_parts(pool.at::<u8>(region), size as usize) };
         let dram = if addr == 0 {
             let mut d = RegionBuf::new(size as usize)?;
-            d.copy_from_slice(pm_copy());
+            d.fill_from(pm_copy());
             Dram::Own(d)
         } else if pool.is_read_only() {
             let file = pool.path().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
@@ -254,7 +254,7 @@ impl Mangosteen {
                 Some(d) => Dram::Shared(d),
                 None => {
                     let mut d = map_at(addr)?;
-                    d.copy_from_slice(pm_copy());
+                    d.fill_from(pm_copy());
                     let d = Arc::new(d);
                     if let Some(f) = file {
                         copies.push((addr, f, Arc::downgrade(&d)));
@@ -264,7 +264,7 @@ impl Mangosteen {
             }
         } else {
             let mut d = map_at(addr)?;
-            d.copy_from_slice(pm_copy());
+            d.fill_from(pm_copy());
             Dram::Own(d)
         };
         pm.verify(&pool)?;
