@@ -117,8 +117,12 @@ impl RegionBuf {
     /// Copy `src` (as long as the buffer) into this freshly mapped, all-zero buffer,
     /// writing only the pages of `src` that hold a nonzero byte. The rest stay
     /// unpopulated, so the empty part of a large region (by default a 64th of the pool,
-    /// mostly unused at first) costs no DRAM.
-    pub fn fill_from(&mut self, src: &[u8]) {
+    /// mostly unused at first) costs no DRAM. Only for a buffer that nothing has written
+    /// yet (the skipped pages are assumed zero), hence crate-private.
+    ///
+    /// # Panics
+    /// If `src` is not exactly as long as the buffer (a bug of the caller).
+    pub(crate) fn fill_from(&mut self, src: &[u8]) {
         const CHUNK: usize = 4096;
         static ZERO: [u8; CHUNK] = [0; CHUNK];
         assert_eq!(src.len(), self.len, "fill_from: lengths differ");
