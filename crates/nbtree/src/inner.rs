@@ -156,11 +156,11 @@ impl INode {
 
 /// Build a tree bottom-up over `leaves` (in key order, each with its lower fence; the
 /// first fence is ignored). Returns the root.
-pub(crate) fn build(leaves: &[(Arc<[u8]>, *const Leaf)], slab: &NodeArena) -> *mut INode {
+pub(crate) fn build(leaves: Vec<(Sep, *const Leaf)>, slab: &NodeArena) -> *mut INode {
     assert!(!leaves.is_empty(), "a tree has at least one leaf");
     // Nodes filled to 3/4, leaving room for splits.
     let per = FANOUT * 3 / 4;
-    let mut level: Vec<(Sep, usize)> = leaves.iter().map(|(k, l)| (Sep::of(k), *l as usize)).collect();
+    let mut level: Vec<(Sep, usize)> = leaves.into_iter().map(|(k, l)| (k, l as usize)).collect();
     let mut lv = 0;
     loop {
         let mut up = Vec::with_capacity(level.len() / per + 1);
