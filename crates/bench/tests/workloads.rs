@@ -138,6 +138,18 @@ fn w_int_keys_are_8_bytes_distinct_nonzero() {
     }
 }
 
+#[test]
+fn w_dense_keys_are_one_to_n_shuffled() {
+    let ks = KeySet::generate(KeyKind::Dense, 50_000, 5).unwrap();
+    let v: Vec<u64> = ks.iter().map(|k| u64::from_be_bytes(k.try_into().unwrap())).collect();
+    let mut sorted = v.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (1..=50_000).collect::<Vec<u64>>(), "exactly 1..=n");
+    let in_place = v.iter().enumerate().filter(|&(i, &k)| k == i as u64 + 1).count();
+    assert!(in_place < 100, "shuffled: {in_place} keys in ascending position");
+    assert_eq!("dense".parse::<KeyKind>().unwrap(), KeyKind::Dense);
+}
+
 /// Same seed, same key sets and operation streams; another seed, different ones.
 #[test]
 fn w_same_seed_same_streams_different_seed_different() {
@@ -148,7 +160,7 @@ fn w_same_seed_same_streams_different_seed_different() {
         assert_eq!(a, b, "{}: same seed must give the same streams", m.name);
         assert_ne!(a, c, "{}: another seed must give other streams", m.name);
     }
-    for kind in [KeyKind::Random, KeyKind::Int] {
+    for kind in [KeyKind::Random, KeyKind::Int, KeyKind::Dense] {
         let a = KeySet::generate(kind, 10_000, 1).unwrap();
         assert_eq!(a, KeySet::generate(kind, 10_000, 1).unwrap());
         assert_ne!(a, KeySet::generate(kind, 10_000, 2).unwrap());

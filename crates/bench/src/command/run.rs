@@ -20,8 +20,9 @@ pub struct RunArgs {
     /// plus the baselines lmdb-wm-nosync and lmdb-sync.
     #[arg(long = "engine", short = 'e')]
     pub engines: Vec<String>,
-    /// Workload: dictionary, sequential, random, int-uniform (insert/search/update/delete
-    /// over a key set); int-zipf (search and upsert, Zipfian); read-intensive (ri),
+    /// Workload: dictionary, sequential, random, int-uniform, int-dense (insert/search/
+    /// update/delete over a key set; int-dense: the keys 1..=n in a shuffled order, the
+    /// NBTree prototype's dense keys); int-zipf (search and upsert, Zipfian); read-intensive (ri),
     /// read-modify-write (rmw), write-intensive (wi); ycsb-a … ycsb-f; rw-sweep; skew-sweep;
     /// range; recovery; memory.
     #[arg(long, short = 'w', default_value = "dictionary")]
@@ -33,9 +34,11 @@ pub struct RunArgs {
     /// Measured operations of a mix (default: as many as records).
     #[arg(long)]
     pub ops: Option<u64>,
-    /// Key set of mixes, sweeps, recovery and memory: dictionary, sequential, random or int
-    /// (default: random for HART's mixes, recovery; int for YCSB and sweeps; sequential
-    /// for range and memory, as in the papers).
+    /// Key set of mixes, sweeps, recovery and memory: dictionary, sequential, random, int or
+    /// dense (default: random for HART's mixes, recovery; int for YCSB and sweeps;
+    /// sequential for range and memory, as in the papers). A mix's Zipfian ranks are
+    /// scrambled over the key set, so with `dense` its hot keys are spread over the key
+    /// range (the NBTree prototype maps rank r to key r+1, so its hot keys are adjacent).
     #[arg(long)]
     pub key_kind: Option<KeyKind>,
     /// Thread counts, e.g. 1,2,4.
@@ -161,6 +164,7 @@ fn parse_workload(a: &RunArgs) -> Result<(What, KeyKind)> {
         "sequential" | "seq" => (What::Basic(KeyKind::Sequential), KeyKind::Sequential),
         "random" | "rand" => (What::Basic(KeyKind::Random), KeyKind::Random),
         "int-uniform" | "int" => (What::Basic(KeyKind::Int), KeyKind::Int),
+        "int-dense" | "dense" => (What::Basic(KeyKind::Dense), KeyKind::Dense),
         "int-zipf" => {
             let mut s = Mix::read_write(1.0, theta);
             s.name = format!("search zipf {theta}");

@@ -1,7 +1,7 @@
 //! The papers' workloads (SPEC W), all deterministic given a seed.
 //!
 //! * key sets — [`dictionary`] (HART's Dictionary), [`strings`] (HART's Sequential and
-//!   Random), [`integers`] (NBTree's 8-byte keys);
+//!   Random), [`integers`] (NBTree's 8-byte keys, random and dense);
 //! * operation mixes and streams — [`mix`] (HART's Read-Intensive / Read-Modified-Write /
 //!   Write-Intensive, YCSB A–F, read:write and skew sweeps), with uniform, Zipfian and
 //!   latest request distributions.
@@ -24,10 +24,14 @@ pub enum KeyKind {
     Random,
     /// Distinct random 8-byte integers, big-endian (byte order = numeric order), never 0.
     Int,
+    /// The 8-byte integers 1..=n, big-endian, in a seeded shuffled order (the NBTree
+    /// prototype's dense keys).
+    Dense,
 }
 
 impl KeyKind {
-    pub const ALL: [KeyKind; 4] = [KeyKind::Dictionary, KeyKind::Sequential, KeyKind::Random, KeyKind::Int];
+    pub const ALL: [KeyKind; 5] =
+        [KeyKind::Dictionary, KeyKind::Sequential, KeyKind::Random, KeyKind::Int, KeyKind::Dense];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -35,6 +39,7 @@ impl KeyKind {
             KeyKind::Sequential => "sequential",
             KeyKind::Random => "random",
             KeyKind::Int => "int",
+            KeyKind::Dense => "dense",
         }
     }
 
@@ -61,7 +66,7 @@ impl std::str::FromStr for KeyKind {
         KeyKind::ALL
             .into_iter()
             .find(|k| k.name() == s.to_ascii_lowercase())
-            .ok_or_else(|| format!("unknown key kind '{s}' (dictionary, sequential, random, int)"))
+            .ok_or_else(|| format!("unknown key kind '{s}' (dictionary, sequential, random, int, dense)"))
     }
 }
 
@@ -88,6 +93,7 @@ impl KeySet {
             KeyKind::Sequential => strings::sequential(n),
             KeyKind::Random => strings::random(n, seed),
             KeyKind::Int => integers::uniform_keys(n, seed),
+            KeyKind::Dense => integers::dense_keys(n, seed),
         })
     }
 
