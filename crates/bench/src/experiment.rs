@@ -251,9 +251,14 @@ pub fn mix_run(
         let threads = threads.max(1);
         let per = (ops as usize).div_ceil(threads);
         let warm = ((per as f64) * s.warmup).ceil() as usize;
-        let streams = mix::generate(m, loaded, warm, per, threads, s.seed);
+        let mut streams = mix::generate(m, loaded, warm, per, threads, s.seed);
         if (keys.len() as u64) < streams.total_keys {
             return Err(format!("mix needs {} keys, the key set has {}", streams.total_keys, keys.len()));
+        }
+        if matches!(m.dist, mix::Dist::ZipfByKey(_)) {
+            let mut by_key: Vec<u64> = (0..loaded).collect();
+            by_key.sort_unstable_by(|&a, &b| keys.get(a as usize).cmp(keys.get(b as usize)));
+            streams.order_by_key(&by_key);
         }
         let pool = Pool::fresh(s, t, exp);
         let store = pool.open(t, true, size_hint(keys, s.value_size))?;

@@ -166,3 +166,35 @@ fn w_same_seed_same_streams_different_seed_different() {
         assert_ne!(a, KeySet::generate(kind, 10_000, 2).unwrap());
     }
 }
+
+/// `--zipf-order key`: the streams' ranks become the indices of the keys in key order, so
+/// the smallest keys are the hottest (and neighbours), as in the NBTree prototype's YCSB.
+#[test]
+fn w_zipf_by_key_makes_the_smallest_keys_hottest() {
+    let n = 10_000u64;
+    let ks = KeySet::generate(KeyKind::Dense, n as usize, 3).unwrap();
+    let mut m = Mix::ycsb('c', 0.99).unwrap();
+    m.dist = mix::Dist::ZipfByKey(0.99);
+    let mut st = mix::generate(&m, n, 0, 100_000, 1, 7);
+    let mut by_key: Vec<u64> = (0..n).collect();
+    by_key.sort_by(|&a, &b| ks.get(a as usize).cmp(ks.get(b as usize)));
+    st.order_by_key(&by_key);
+    let mut counts = std::collections::HashMap::new();
+    for op in st.measured_part(0) {
+        let k = u64::from_be_bytes(ks.get(op.key() as usize).try_into().unwrap());
+        *counts.entry(k).or_insert(0u64) += 1;
+    }
+    let hottest = counts.iter().max_by_key(|(_, &c)| c).map(|(&k, _)| k).unwrap();
+    assert_eq!(hottest, 1, "key 1 is the hottest");
+    let top10: u64 = (1..=10).map(|k| counts.get(&k).copied().unwrap_or(0)).sum();
+    assert!(top10 > 25_000, "keys 1..=10 take {top10} of 100,000 operations");
+    // Scrambled, the same ranks land anywhere: keys 1..=10 are no hotter than others.
+    m.dist = mix::Dist::Zipf(0.99);
+    let st = mix::generate(&m, n, 0, 100_000, 1, 7);
+    let low: u64 = st
+        .measured_part(0)
+        .iter()
+        .filter(|op| u64::from_be_bytes(ks.get(op.key() as usize).try_into().unwrap()) <= 10)
+        .count() as u64;
+    assert!(low < 25_000, "scrambled: keys 1..=10 take {low}");
+}

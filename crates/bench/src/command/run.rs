@@ -6,7 +6,7 @@ use crate::experiment::{self, Settings, Target};
 use crate::plot::run::plot_run;
 use crate::progress::Progress;
 use crate::report::{self, Meta, Record, Report};
-use crate::workload::mix::Mix;
+use crate::workload::mix::{Dist, Mix};
 use crate::workload::{KeyKind, KeySet};
 use crate::{measure, pool_dir, BenchError, Result};
 use pmkv::{Latency, Mode};
@@ -54,6 +54,11 @@ pub struct RunArgs {
     /// Zipf θ of skewed workloads.
     #[arg(long, default_value_t = crate::zipf::DEFAULT_THETA)]
     pub theta: f64,
+    /// Where a Zipfian mix's hot keys lie: `scrambled` (YCSB's way: spread over the key set)
+    /// or `key` (ranks follow key order: the hottest keys are the smallest, and neighbours,
+    /// as in the NBTree prototype's YCSB on its dense keys).
+    #[arg(long, default_value = "scrambled")]
+    pub zipf_order: String,
     /// Value size in bytes.
     #[arg(long, default_value_t = 8)]
     pub value_size: usize,
@@ -97,6 +102,7 @@ impl Default for RunArgs {
             mode: vec![Mode::Eadr],
             latency: vec![],
             theta: crate::zipf::DEFAULT_THETA,
+            zipf_order: "scrambled".into(),
             value_size: 8,
             seed: 42,
             out: None,
@@ -153,6 +159,24 @@ enum What {
 }
 
 fn parse_workload(a: &RunArgs) -> Result<(What, KeyKind)> {
+    let (mut what, kind) = parse_workload_name(a)?;
+    match a.zipf_order.to_ascii_lowercase().as_str() {
+        "scrambled" => {}
+        "key" => {
+            if let What::Mixes(ms) = &mut what {
+                for (m, _) in ms.iter_mut() {
+                    if let Dist::Zipf(t) = m.dist {
+                        m.dist = Dist::ZipfByKey(t);
+                    }
+                }
+            }
+        }
+        other => return Err(BenchError(format!("--zipf-order must be scrambled or key, got '{other}'"))),
+    }
+    Ok((what, kind))
+}
+
+fn parse_workload_name(a: &RunArgs) -> Result<(What, KeyKind)> {
     let w = a.workload.to_ascii_lowercase();
     let kk = |d: KeyKind| a.key_kind.unwrap_or(d);
     let theta = a.theta;

@@ -25,6 +25,11 @@ pub enum Dist {
     Zipf(f64),
     /// YCSB "latest": Zipfian with this θ over recency (most recent insert first).
     Latest(f64),
+    /// Zipfian with this θ whose ranks follow key order: the smallest loaded key is the
+    /// hottest, and hot keys are neighbours (the NBTree prototype's YCSB on its dense keys
+    /// works so). The streams hold ranks; [`Streams::order_by_key`] turns them into key
+    /// indices.
+    ZipfByKey(f64),
 }
 
 impl Dist {
@@ -33,6 +38,7 @@ impl Dist {
             Dist::Uniform => "uniform".into(),
             Dist::Zipf(t) => format!("zipf {t}"),
             Dist::Latest(t) => format!("latest {t}"),
+            Dist::ZipfByKey(t) => format!("zipf {t} by key"),
         }
     }
 }
@@ -201,7 +207,7 @@ impl Mix {
             return Err(format!("mix '{}': shares must be >= 0 and sum to 1 (sum {s})", self.name));
         }
         match self.dist {
-            Dist::Zipf(t) | Dist::Latest(t) if !(t.is_finite() && t >= 0.0) => {
+            Dist::Zipf(t) | Dist::Latest(t) | Dist::ZipfByKey(t) if !(t.is_finite() && t >= 0.0) => {
                 Err(format!("mix '{}': Zipf θ must be >= 0, got {t}", self.name))
             }
             _ => Ok(()),
@@ -228,6 +234,18 @@ pub struct Streams {
 }
 
 impl Streams {
+    /// For [`Dist::ZipfByKey`]: replace each rank `r` of a loaded record by `by_key[r]`,
+    /// the index of the loaded record whose key is the `r`-th smallest. Inserts (indices
+    /// past the loaded records) keep theirs.
+    pub fn order_by_key(&mut self, by_key: &[u64]) {
+        assert_eq!(by_key.len() as u64, self.loaded, "one index per loaded record");
+        for s in &mut self.per_thread {
+            for op in s.iter_mut() {
+                *op = op.map_key(|k| if k < self.loaded { by_key[k as usize] } else { k });
+            }
+        }
+    }
+
     pub fn warmup_part(&self, t: usize) -> &[Op] {
         &self.per_thread[t][..self.warmup]
     }
@@ -245,6 +263,8 @@ enum Chooser {
     Uniform,
     Zipf(ScrambledZipf),
     Latest(Zipf),
+    /// Ranks, 0 the hottest (mapped to keys by [`Streams::order_by_key`]).
+    ByKey(Zipf),
 }
 
 /// Generate `threads` streams of `warmup + ops` operations each over `loaded` records.
@@ -256,6 +276,7 @@ pub fn generate(mix: &Mix, loaded: u64, warmup: usize, ops: usize, threads: usiz
         Dist::Uniform => Chooser::Uniform,
         Dist::Zipf(t) => Chooser::Zipf(ScrambledZipf::new(loaded.max(1), t, seed)),
         Dist::Latest(t) => Chooser::Latest(Zipf::new(loaded.max(1), t)),
+        Dist::ZipfByKey(t) => Chooser::ByKey(Zipf::new(loaded.max(1), t)),
     };
     let cum: Vec<(OpKind, f64)> = mix
         .shares()
@@ -346,6 +367,7 @@ impl Gen<'_> {
         match &self.chooser {
             Chooser::Uniform => rng.below(loaded.max(1)),
             Chooser::Zipf(z) => z.sample(rng),
+            Chooser::ByKey(z) => z.sample(rng) - 1,
             Chooser::Latest(z) => {
                 let newest = loaded + inserted; // exclusive
                 let v = newest.saturating_sub(z.sample(rng));
