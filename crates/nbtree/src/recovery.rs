@@ -441,7 +441,8 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
     for (i, &o) in all.iter().enumerate() {
         pos[(o / BLOCK_SIZE as u64) as usize] = i as u32;
     }
-    // u64::MAX (no block's offset) marks a block whose decoding failed.
+    // u64::MAX marks a block whose decoding failed (a damaged `next` word may hold it too:
+    // such a word names no block, and the walk below refuses it).
     let nexts: Vec<u64> = results.iter().map(|r| r.as_ref().map_or(u64::MAX, |d| d.next)).collect();
     // The list, validated: every link a used block, decoded without error, no cycle (a
     // block seen twice). `order` holds indexes into `all`, sentinel first.
@@ -456,7 +457,7 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
         let Some(i) = found else {
             return Err(corrupt(format!("the block list names {off:#x}, which is not a used block, or twice")));
         };
-        if nexts[i as usize] == u64::MAX {
+        if nexts[i as usize] == u64::MAX && results[i as usize].is_err() {
             let mut results = results;
             return Err(results.swap_remove(i as usize).err().expect("an error, checked above"));
         }
@@ -719,6 +720,30 @@ mod tests {
         assert!(t.recovery_report().clean);
         assert_eq!(t.len(), keys.len() as u64);
         t.close().unwrap();
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A `next` word damaged to all ones, in a pool whose seals a crash left unchecked:
+    /// the open refuses the list with an error (u64::MAX also marks a block that failed
+    /// to decode, which must not be confused with it).
+    #[test]
+    fn a_next_word_of_all_ones_is_refused_not_a_panic() {
+        let path = std::env::temp_dir().join(format!("pmkv-nbtree-next-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let opts = PoolOptions::default().mode(Mode::Eadr).initial_size(16 << 20);
+        let t = NbTree::open(Arc::new(Pool::create(&path, "nbtree", &opts).unwrap())).unwrap();
+        for i in 1..100u64 {
+            t.put(&i.to_be_bytes(), b"v").unwrap();
+        }
+        t.close().unwrap();
+        let pool = Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap());
+        let first = load(&pool, load(&pool, pool.root(SUPER_ROOT) + SB_HEAD) + BLK_NEXT);
+        // SAFETY: the `next` word of a used block; no tree is open on the pool.
+        unsafe { pool.store_u64(first + BLK_NEXT, u64::MAX) };
+        pool.poison();
+        drop(pool);
+        let r = NbTree::open(Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap()));
+        assert!(matches!(r, Err(NbError::Corrupt(_))), "{:?}", r.err());
         let _ = std::fs::remove_file(&path);
     }
 }
