@@ -50,6 +50,10 @@ pub struct Options {
     /// open at once, writes fail with `ReadOnly`, and a pool that needs crash recovery is
     /// refused (`NeedsRecovery`). Default false.
     pub read_only: bool,
+    /// Prefault a new pool's pages at creation and each extent it grows by, so that no
+    /// operation pays the kernel's first touch of a page (see
+    /// [`PoolOptions::prefault`]; not in `msync` mode). Default true.
+    pub prefault: bool,
     engine: Vec<Arc<dyn EngineOptions>>,
     params: Vec<(String, String)>,
 }
@@ -63,6 +67,7 @@ impl Default for Options {
             latency: Latency::NONE,
             create: true,
             read_only: false,
+            prefault: true,
             engine: Vec::new(),
             params: Vec::new(),
         }
@@ -104,6 +109,11 @@ impl Options {
         self.read_only = read_only;
         self
     }
+    /// Prefault the pages a pool adds (default true).
+    pub fn prefault(mut self, prefault: bool) -> Self {
+        self.prefault = prefault;
+        self
+    }
     /// Attach typed options for an engine, replacing any earlier value of the same type.
     /// Engines that do not know the type ignore it, so one `Options` can carry settings
     /// for several engines.
@@ -136,6 +146,7 @@ impl Options {
             .initial_size(self.initial_size)
             .max_size(self.max_size)
             .latency(self.latency)
+            .prefault(self.prefault)
     }
 }
 

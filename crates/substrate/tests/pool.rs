@@ -137,6 +137,92 @@ fn p1_pools_start_on_a_huge_page_boundary() {
     assert_eq!(sim.base() as usize % (2 << 20), 0);
 }
 
+/// Bytes of this process's page tables that map `[start, end)`: the sum of `Rss` over the
+/// mappings inside it (a pool's extents are separate mappings), from /proc/self/smaps.
+fn resident_bytes(start: usize, end: usize) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").expect("/proc/self/smaps");
+    let mut inside = false;
+    let mut total = 0;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if let Some((a, b)) = first.split_once('-').filter(|_| !line.ends_with(':')) {
+            if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
+                inside = a >= start && b <= end;
+                continue;
+            }
+        }
+        if inside {
+            if let Some(kb) = line.strip_prefix("Rss:") {
+                total += kb.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap() * 1024;
+            }
+        }
+    }
+    total
+}
+
+/// Whether this kernel has `MADV_POPULATE_WRITE` (Linux 5.14).
+fn kernel_populates() -> bool {
+    // SAFETY: a private anonymous page of our own, advised, then unmapped.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        let ok = libc::madvise(p, 4096, libc::MADV_POPULATE_WRITE) == 0;
+        libc::munmap(p, 4096);
+        ok
+    }
+}
+
+/// `PoolOptions::prefault`: a new pool's pages, and those of each extent it grows by, are
+/// mapped before any operation touches them (so no operation pays a first-touch fault);
+/// not in `msync` mode (it would dirty a disk file's every page), and not when turned off.
+#[test]
+fn p1_prefault_maps_new_pages_at_creation_and_growth() {
+    if !kernel_populates() {
+        eprintln!("skipped: this kernel has no MADV_POPULATE_WRITE");
+        return;
+    }
+    let _g = no_spawn();
+    let (_dir, path) = pool_file("pf.pool");
+    let mb = 1u64 << 20;
+    let opts = |mode: Mode| pmkv_testutil::pool_opts(mode, 8 * mb, 64 * mb);
+    let span = |p: &Pool| (p.base() as usize, p.base() as usize + p.size() as usize);
+    for (name, o, want) in [
+        ("adr", opts(Mode::Adr), true),
+        ("eadr", opts(Mode::Eadr), true),
+        ("adr, prefault off", opts(Mode::Adr).prefault(false), false),
+        ("msync", opts(Mode::Msync), false),
+    ] {
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(&path, LAYOUT, &o).unwrap();
+        let (a, b) = span(&pool);
+        let rss = resident_bytes(a, b);
+        if want {
+            assert!(rss >= 8 * mb - 64 * 1024, "{name}: {rss} bytes of 8 MiB mapped after creation");
+        } else {
+            assert!(rss < 2 * mb, "{name}: {rss} bytes mapped after creation without prefault");
+        }
+        pool.ensure_size(20 * mb).unwrap();
+        let (a2, b2) = span(&pool);
+        assert_eq!(a2, a, "growth keeps the base");
+        // The new extent's mapping may merge with the first (same file, adjoining
+        // offsets), so the whole pool is measured.
+        let all = resident_bytes(a, b2);
+        if want {
+            assert!(all >= (b2 - a) as u64 - 64 * 1024, "{name}: {all} of {} bytes mapped after growth", b2 - a);
+        } else {
+            assert!(all < 2 * mb, "{name}: {all} bytes mapped after growth without prefault");
+        }
+        drop(pool);
+    }
+}
+
 #[test]
 fn p1_every_mode_opens_the_same_pool() {
     let _g = no_spawn();

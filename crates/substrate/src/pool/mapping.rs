@@ -117,6 +117,7 @@ impl Pool {
             allocate_file(file, path, cur, want)?;
         }
         self.map_extent(cur, want)?;
+        self.populate(cur, want);
         if let Some(sim) = &self.sim {
             sim.grow(want)?;
         }
@@ -160,6 +161,31 @@ impl Pool {
         // SAFETY: advice on the range just mapped; it changes no contents.
         unsafe { libc::madvise(p, len, libc::MADV_HUGEPAGE) };
         Ok(())
+    }
+
+    /// Prefault `[from, to)` of a file pool that has [`PoolOptions::prefault`]: allocate
+    /// and map its pages now, before any operation touches them. Best effort: a kernel
+    /// without `MADV_POPULATE_WRITE` (before 5.14) refuses it, and the pages then fault in
+    /// on first touch as they would without the option. The file's blocks were already
+    /// allocated (`allocate_file`), so this never turns a full file system into an error.
+    pub(super) fn populate(&self, from: u64, to: u64) {
+        if !self.prefault || self.read_only || from >= to || !matches!(self.backing, Backing::File { .. }) {
+            return;
+        }
+        let from = round_up(from, PAGE);
+        if from >= to {
+            return;
+        }
+        // SAFETY: `[from, to)` lies inside the mapped extent of this pool (the caller just
+        // mapped it); populating changes no contents (a write fault maps the page, it does
+        // not store to it).
+        unsafe {
+            libc::madvise(
+                self.base.add(from as usize) as *mut libc::c_void,
+                (to - from) as usize,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
     }
 
     /// After a failed `MAP_FIXED` over `[from, to)`: re-reserve the range if the failure

@@ -229,7 +229,9 @@ impl Pool {
             let _ = std::fs::remove_file(s);
         }
         let (imm, st) = made?;
-        Self::map_file(file, path.into(), imm, st, opts, false, false)
+        let pool = Self::map_file(file, path.into(), imm, st, opts, false, false)?;
+        pool.populate(HEADER_SIZE, st.size);
+        Ok(pool)
     }
 
     /// Open an existing pool. `layout` is the engine it must hold (`None`: any).
@@ -316,6 +318,7 @@ impl Pool {
             mode: opts.mode,
             latency: opts.latency,
             map_sync,
+            prefault: opts.prefault && opts.mode != Mode::Msync,
             lost: Mutex::new(Vec::new()),
             imm,
             state: Mutex::new(st),
@@ -374,6 +377,7 @@ impl Pool {
             mode: opts.mode,
             latency: opts.latency,
             map_sync: false,
+            prefault: false,
             lost: Mutex::new(Vec::new()),
             imm,
             state: Mutex::new(st),
