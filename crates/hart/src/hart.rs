@@ -140,7 +140,7 @@ impl Hart {
             pool,
             alloc,
             kh,
-            table: HashTable::new(kh),
+            table: HashTable::default(),
             logs_off,
             log_locks: (0..NUM_LOGS).map(|_| Mutex::new(())).collect(),
             recovery: RecoveryReport { clean: true, ..Default::default() },

@@ -72,183 +72,56 @@ fn fmix64(mut x: u64) -> u64 {
 
 type Map = HashMap<HashKey, RwLock<Art>, BuildHasherDefault<MulHasher>>;
 
-/// Hash keys of at most two bytes (k_h ≤ 2, the paper's setting and pmkv's default) number
-/// 1 + 256 + 65,536: few enough to index directly.
-const DIRECT_KEYS: usize = 1 + 256 + 65_536;
-
-/// The position of a hash key of at most two bytes in the direct index: the empty key
-/// first, then the one-byte keys, then the two-byte keys, each in byte order.
-#[inline]
-fn dense(hk: HashKey) -> usize {
-    let (b0, b1) = ((hk >> 56) as usize, (hk >> 48) as usize & 0xff);
-    match hk & 0xff {
-        0 => 0,
-        1 => 1 + b0,
-        _ => 257 + (b0 << 8 | b1),
-    }
-}
-
-/// The hash key at position `i` of the direct index (the inverse of [`dense`]).
-fn undense(i: usize) -> HashKey {
-    match i {
-        0 => 0,
-        1..=256 => ((i - 1) as u64) << 56 | 1,
-        _ => ((i - 257) as u64) << 48 | 2,
-    }
-}
-
-/// One shard's ARTs. With k_h ≤ 2 every hash key has its own slot in a dense array (a
-/// search finds its ART with one indexed load); longer hash keys go through a hash map.
-/// The direct index saves the map's probe (hash, SIMD group match, key compare) on every
-/// operation: 56 → 53 ns on a cache-hot search.
-enum Arts {
-    /// Slot `dense(hk) / SHARDS` of shard `dense(hk) % SHARDS`.
-    Direct(Vec<Option<Box<RwLock<Art>>>>),
-    Hashed(Map),
-}
-
-impl Arts {
-    #[inline]
-    fn get(&self, hk: HashKey) -> Option<&RwLock<Art>> {
-        match self {
-            Arts::Direct(v) => v.get(dense(hk) / SHARDS).and_then(|a| a.as_deref()),
-            Arts::Hashed(m) => m.get(&hk),
-        }
-    }
-
-    /// The ART of `hk`, created (empty, starting at `depth`) if missing; whether it was.
-    fn get_or_create(&mut self, hk: HashKey, depth: usize, arena: &Arc<NodeArena>) -> bool {
-        let fresh = || RwLock::new(Art::new(depth, arena.clone()));
-        match self {
-            Arts::Direct(v) => {
-                let slot = &mut v[dense(hk) / SHARDS];
-                let created = slot.is_none();
-                if created {
-                    *slot = Some(Box::new(fresh()));
-                }
-                created
-            }
-            Arts::Hashed(m) => match m.entry(hk) {
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(fresh());
-                    true
-                }
-                std::collections::hash_map::Entry::Occupied(_) => false,
-            },
-        }
-    }
-
-    fn remove(&mut self, hk: HashKey) {
-        match self {
-            Arts::Direct(v) => v[dense(hk) / SHARDS] = None,
-            Arts::Hashed(m) => drop(m.remove(&hk)),
-        }
-    }
-
-    /// Every ART with its hash key (`shard` is this shard's index), in no particular order.
-    fn iter(&self, shard: usize) -> Box<dyn Iterator<Item = (HashKey, &RwLock<Art>)> + '_> {
-        match self {
-            Arts::Direct(v) => Box::new(
-                v.iter().enumerate().filter_map(move |(i, a)| a.as_deref().map(|a| (undense(i * SHARDS + shard), a))),
-            ),
-            Arts::Hashed(m) => Box::new(m.iter().map(|(k, a)| (*k, a))),
-        }
-    }
-
-    /// [`Arts::iter`] with exclusive access to each ART.
-    fn iter_mut(&mut self, shard: usize) -> Box<dyn Iterator<Item = (HashKey, &mut RwLock<Art>)> + '_> {
-        match self {
-            Arts::Direct(v) => Box::new(
-                v.iter_mut()
-                    .enumerate()
-                    .filter_map(move |(i, a)| a.as_deref_mut().map(|a| (undense(i * SHARDS + shard), a))),
-            ),
-            Arts::Hashed(m) => Box::new(m.iter_mut().map(|(k, a)| (*k, a))),
-        }
-    }
-
-    /// Approximate DRAM bytes of the index itself and the ART handles it holds.
-    fn bytes(&self) -> u64 {
-        let art = std::mem::size_of::<RwLock<Art>>();
-        match self {
-            Arts::Direct(v) => {
-                (v.capacity() * std::mem::size_of::<Option<Box<RwLock<Art>>>>()
-                    + v.iter().filter(|a| a.is_some()).count() * art) as u64
-            }
-            Arts::Hashed(m) => (m.capacity() * (8 + art + 1)) as u64,
-        }
-    }
-}
-
 pub struct HashTable {
-    shards: Vec<RwLock<Arts>>,
-    /// Whether hash keys index the shards directly (k_h ≤ 2), see [`Arts`].
-    direct: bool,
+    shards: Vec<RwLock<Map>>,
     ordered: RwLock<BTreeSet<HashKey>>,
     /// Where every ART of the table allocates its nodes.
     arena: Arc<NodeArena>,
 }
 
-impl HashTable {
-    /// An empty table for hash keys of at most `kh` bytes.
-    pub fn new(kh: usize) -> HashTable {
-        let direct = kh <= 2;
-        let per_shard = DIRECT_KEYS.div_ceil(SHARDS);
+impl Default for HashTable {
+    fn default() -> Self {
         HashTable {
-            shards: (0..SHARDS)
-                .map(|_| {
-                    RwLock::new(if direct {
-                        Arts::Direct(std::iter::repeat_with(|| None).take(per_shard).collect())
-                    } else {
-                        Arts::Hashed(Map::default())
-                    })
-                })
-                .collect(),
-            direct,
+            shards: (0..SHARDS).map(|_| RwLock::new(Map::default())).collect(),
             ordered: RwLock::new(BTreeSet::new()),
             arena: Arc::new(NodeArena::new()),
         }
     }
+}
 
-    /// The shard of `hk`.
-    #[inline]
-    fn shard_of(&self, hk: HashKey) -> usize {
-        if self.direct {
-            dense(hk) % SHARDS
-        } else {
-            (hk.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize % SHARDS
-        }
-    }
+fn shard_of(hk: HashKey) -> usize {
+    (hk.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize % SHARDS
+}
 
+impl HashTable {
     /// Run `f` on the ART of `hk` under the shard read lock (None if there is no ART).
-    #[inline]
     pub fn with<R>(&self, hk: HashKey, f: impl FnOnce(&RwLock<Art>) -> R) -> Option<R> {
-        let shard = self.shards[self.shard_of(hk)].read();
-        shard.get(hk).map(f)
+        let shard = self.shards[shard_of(hk)].read();
+        shard.get(&hk).map(f)
     }
 
     /// Run `f` on the ART of `hk`, creating an empty one (starting at `depth`) if needed.
     pub fn with_or_create<R>(&self, hk: HashKey, depth: usize, f: impl FnOnce(&RwLock<Art>) -> R) -> R {
-        let s = self.shard_of(hk);
         {
-            let shard = self.shards[s].read();
-            if let Some(a) = shard.get(hk) {
+            let shard = self.shards[shard_of(hk)].read();
+            if let Some(a) = shard.get(&hk) {
                 return f(a);
             }
         }
-        let mut shard = self.shards[s].write();
-        if shard.get_or_create(hk, depth, &self.arena) {
+        let mut shard = self.shards[shard_of(hk)].write();
+        if let std::collections::hash_map::Entry::Vacant(e) = shard.entry(hk) {
+            e.insert(RwLock::new(Art::new(depth, self.arena.clone())));
             self.ordered.write().insert(hk);
         }
         let shard = parking_lot::RwLockWriteGuard::downgrade(shard);
-        f(shard.get(hk).expect("created above"))
+        f(shard.get(&hk).unwrap())
     }
 
     /// Free the ART of `hk` if it is (still) empty (SPEC H6).
     pub fn remove_if_empty(&self, hk: HashKey) -> bool {
-        let mut shard = self.shards[self.shard_of(hk)].write();
-        if shard.get(hk).is_some_and(|a| a.read().is_empty()) {
-            shard.remove(hk);
+        let mut shard = self.shards[shard_of(hk)].write();
+        if shard.get(&hk).is_some_and(|a| a.read().is_empty()) {
+            shard.remove(&hk);
             self.ordered.write().remove(&hk);
             return true;
         }
@@ -278,17 +151,17 @@ impl HashTable {
     pub fn quiesced<R>(&self, f: impl FnOnce(&[(HashKey, &Art)]) -> R) -> R {
         let mut shards: Vec<_> = self.shards.iter().map(|s| s.write()).collect();
         let mut arts: Vec<(HashKey, &Art)> =
-            shards.iter_mut().enumerate().flat_map(|(i, g)| g.iter_mut(i).map(|(k, a)| (k, &*a.get_mut()))).collect();
+            shards.iter_mut().flat_map(|g| g.iter_mut().map(|(k, a)| (*k, &*a.get_mut()))).collect();
         arts.sort_unstable_by_key(|(k, _)| *k);
         f(&arts)
     }
 
     /// Visit every ART (order unspecified) under read locks.
     pub fn for_each(&self, mut f: impl FnMut(HashKey, &RwLock<Art>)) {
-        for (i, s) in self.shards.iter().enumerate() {
-            let g: RwLockReadGuard<'_, Arts> = s.read();
-            for (k, a) in g.iter(i) {
-                f(k, a);
+        for s in &self.shards {
+            let g: RwLockReadGuard<'_, Map> = s.read();
+            for (k, a) in g.iter() {
+                f(*k, a);
             }
         }
     }
@@ -302,7 +175,8 @@ impl HashTable {
     pub fn dram_bytes(&self) -> (u64, u64) {
         let mut table = 0u64;
         for s in &self.shards {
-            table += s.read().bytes();
+            let g = s.read();
+            table += (g.capacity() * (8 + std::mem::size_of::<RwLock<Art>>() + 1)) as u64;
         }
         let ordered = self.ordered.read().len() as u64 * 16;
         (table, ordered)
@@ -344,53 +218,6 @@ mod tests {
         assert_eq!(packed.iter().map(|p| p.1).collect::<Vec<_>>(), ks);
         for k in ks {
             assert_eq!(hash_key_bytes(hash_key(k, 7)), k);
-        }
-    }
-
-    /// The direct index gives every hash key of at most two bytes its own position, and
-    /// gets the key back from it (iteration, `check` and scans rely on that).
-    #[test]
-    fn dense_positions_are_a_bijection() {
-        let mut seen = vec![false; DIRECT_KEYS];
-        let mut keys = vec![hash_key(b"", 2)];
-        keys.extend((0..=255u8).map(|a| hash_key(&[a], 2)));
-        for a in 0..=255u8 {
-            keys.extend((0..=255u8).map(|b| hash_key(&[a, b, 7], 2)));
-        }
-        assert_eq!(keys.len(), DIRECT_KEYS);
-        for hk in keys {
-            let i = dense(hk);
-            assert!(i < DIRECT_KEYS && !seen[i], "{hk:#x} at {i}");
-            seen[i] = true;
-            assert_eq!(undense(i), hk);
-        }
-    }
-
-    /// Both kinds of shard find, list (in hash-key order) and free the same ARTs.
-    #[test]
-    fn direct_and_hashed_tables_agree() {
-        let keys: Vec<&[u8]> = vec![b"", b"\0", b"a", b"ab", b"b\xff", b"\xff\xff", b"zz"];
-        for kh in [1, 2, 3] {
-            let t = HashTable::new(kh);
-            assert_eq!(t.direct, kh <= 2);
-            for k in &keys {
-                t.with_or_create(hash_key(k, kh), kh, |_| ());
-            }
-            let mut want: Vec<HashKey> = keys.iter().map(|k| hash_key(k, kh)).collect();
-            want.sort();
-            want.dedup();
-            let mut got = Vec::new();
-            t.for_each(|k, _| got.push(k));
-            got.sort();
-            assert_eq!(got, want, "k_h {kh}");
-            assert_eq!(t.quiesced(|arts| arts.iter().map(|(k, _)| *k).collect::<Vec<_>>()), want);
-            assert_eq!(t.arts(), want.len());
-            for &hk in &want {
-                assert!(t.with(hk, |_| ()).is_some());
-                assert!(t.remove_if_empty(hk));
-                assert!(t.with(hk, |_| ()).is_none());
-            }
-            assert_eq!(t.arts(), 0);
         }
     }
 }
