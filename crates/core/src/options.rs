@@ -52,7 +52,8 @@ pub struct Options {
     pub read_only: bool,
     /// Prefault a new pool's pages at creation and each extent it grows by, so that no
     /// operation pays the kernel's first touch of a page (see
-    /// [`PoolOptions::prefault`]; not in `msync` mode). Default true.
+    /// [`PoolOptions::prefault`]; only for a pool in memory, not in `msync` mode). Default
+    /// true.
     pub prefault: bool,
     engine: Vec<Arc<dyn EngineOptions>>,
     params: Vec<(String, String)>,

@@ -221,6 +221,23 @@ fn p1_prefault_maps_new_pages_at_creation_and_growth() {
         }
         drop(pool);
     }
+    // A pool on a disk file system is not prefaulted in any mode: write-faulting its pages
+    // would dirty them all for writeback.
+    let disk = tempfile::tempdir_in("/var/tmp").unwrap();
+    // SAFETY: statfs of an existing directory into a zeroed struct.
+    let on_disk = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        let c = std::ffi::CString::new(disk.path().as_os_str().as_encoded_bytes()).unwrap();
+        libc::statfs(c.as_ptr(), &mut st) == 0 && !matches!(st.f_type as i64, 0x0102_1994 | 0x8584_58f6 | 0x9584_58f6)
+    };
+    if on_disk {
+        let pool = Pool::create(disk.path().join("d.pool"), LAYOUT, &opts(Mode::Adr)).unwrap();
+        let (a, b) = span(&pool);
+        let rss = resident_bytes(a, b);
+        assert!(rss < 2 * mb, "a pool on a disk file system: {rss} bytes mapped after creation");
+    } else {
+        eprintln!("/var/tmp is in memory here: the disk case was not checked");
+    }
 }
 
 #[test]

@@ -72,6 +72,25 @@ pub(super) fn allocate_file(file: &File, path: &Path, from: u64, to: u64) -> Res
     }
 }
 
+/// Whether `file` lives in memory (tmpfs, ramfs, hugetlbfs): where prefaulting only
+/// allocates pages. On a disk file system a write fault dirties each page, and writeback
+/// would then write the whole pool to the disk; a DAX file system is recognised by its
+/// `MAP_SYNC` probe instead.
+pub(super) fn memory_fs(file: &File) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
+    // SAFETY: a zeroed plain C struct, filled by fstatfs for our valid descriptor.
+    let st = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        if libc::fstatfs(file.as_raw_fd(), &mut st) != 0 {
+            return false;
+        }
+        st
+    };
+    matches!(st.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC | HUGETLBFS_MAGIC)
+}
+
 /// Whether `file` can be mapped with `MAP_SYNC` (a DAX file system). Probed with a
 /// one-page mapping at an address of the kernel's choosing, so that a refusal cannot
 /// disturb any existing mapping.

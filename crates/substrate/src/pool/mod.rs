@@ -29,7 +29,7 @@ pub use claim::EngineClaim;
 
 use flush::msync_pending;
 pub(crate) use mapping::reserve;
-use mapping::{allocate_file, probe_map_sync};
+use mapping::{allocate_file, memory_fs, probe_map_sync};
 
 use crate::counters;
 use crate::crash_sim::SimState;
@@ -69,10 +69,10 @@ pub struct PoolOptions {
     /// allocating and zeroing it, 1–2 µs per 4 KiB page, a sixth to a third of a Dictionary
     /// insert into a new pool).
     /// PMDK offers the same (`prefault.at_create`). Done with `MADV_POPULATE_WRITE`
-    /// (Linux ≥ 5.14; elsewhere pages fault in lazily as before), and only in the modes
-    /// for memory (`adr`, `eadr`, on tmpfs, DAX or CXL memory): in `msync` mode, on a disk
-    /// file, write-faulting every page would dirty it and the first `msync` would write
-    /// the whole pool back. Pages of an existing pool are not touched at open, which would
+    /// (Linux ≥ 5.14; elsewhere pages fault in lazily as before), and only for pools in
+    /// memory — a file on tmpfs (or ramfs, hugetlbfs) or a DAX file system (mapped with
+    /// `MAP_SYNC`) — and not in `msync` mode: on a disk file, write-faulting every page would
+    /// dirty it, and writeback would write the whole pool to the disk. Pages of an existing pool are not touched at open, which would
     /// make every open (and recovery) pay for the whole file. Default: on.
     pub prefault: bool,
 }
@@ -143,7 +143,8 @@ pub struct Pool {
     mode: Mode,
     latency: Latency,
     map_sync: bool,
-    /// Prefault pages the pool adds ([`PoolOptions::prefault`], not in `msync` mode).
+    /// Prefault pages the pool adds ([`PoolOptions::prefault`]; only for a pool in memory,
+    /// not in `msync` mode).
     prefault: bool,
     /// Parts of the reserved range this pool no longer owns (a failed `MAP_FIXED` left a
     /// hole that something else mapped before it could be re-reserved); never unmapped.

@@ -318,7 +318,7 @@ impl Pool {
             mode: opts.mode,
             latency: opts.latency,
             map_sync,
-            prefault: opts.prefault && opts.mode != Mode::Msync,
+            prefault: opts.prefault && opts.mode != Mode::Msync && (map_sync || memory_fs(&file)),
             lost: Mutex::new(Vec::new()),
             imm,
             state: Mutex::new(st),
