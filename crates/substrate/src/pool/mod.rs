@@ -67,12 +67,13 @@ pub struct PoolOptions {
     /// Prefault the pages a pool adds — its whole size at creation, each new extent when it
     /// grows — so that no operation pays the kernel's first touch of a page (on tmpfs:
     /// allocating and zeroing it, 1–2 µs per 4 KiB page, a sixth to a third of a Dictionary
-    /// insert into a new pool).
-    /// PMDK offers the same (`prefault.at_create`). Done with `MADV_POPULATE_WRITE`
-    /// (Linux ≥ 5.14; elsewhere pages fault in lazily as before), and only for pools in
-    /// memory — a file on tmpfs (or ramfs, hugetlbfs) or a DAX file system (mapped with
-    /// `MAP_SYNC`) — and not in `msync` mode: on a disk file, write-faulting every page would
-    /// dirty it, and writeback would write the whole pool to the disk. Pages of an existing pool are not touched at open, which would
+    /// insert into a new pool). PMDK offers the same (`prefault.at_create`).
+    ///
+    /// Done with `MADV_POPULATE_WRITE` (Linux ≥ 5.14; elsewhere pages fault in lazily as
+    /// before), and only for pools in memory — a file on tmpfs (or ramfs, hugetlbfs) or on
+    /// a DAX file system (mapped with `MAP_SYNC`) — and not in `msync` mode: on a disk
+    /// file, write-faulting every page would dirty it, and writeback would write the whole
+    /// pool to the disk. Pages of an existing pool are not touched at open, which would
     /// make every open (and recovery) pay for the whole file. Default: on.
     pub prefault: bool,
 }
