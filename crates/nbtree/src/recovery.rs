@@ -441,8 +441,8 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
     for (i, &o) in all.iter().enumerate() {
         pos[(o / BLOCK_SIZE as u64) as usize] = i as u32;
     }
-    // u64::MAX marks a block whose decoding failed (a damaged `next` word may hold it too:
-    // such a word names no block, and the walk below refuses it).
+    // A block whose decoding failed gets u64::MAX, which names no block; the walk below
+    // checks `results` for the failure itself (a damaged `next` word may hold u64::MAX too).
     let nexts: Vec<u64> = results.iter().map(|r| r.as_ref().map_or(u64::MAX, |d| d.next)).collect();
     // The list, validated: every link a used block, decoded without error, no cycle (a
     // block seen twice). `order` holds indexes into `all`, sentinel first.
@@ -457,7 +457,7 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
         let Some(i) = found else {
             return Err(corrupt(format!("the block list names {off:#x}, which is not a used block, or twice")));
         };
-        if nexts[i as usize] == u64::MAX && results[i as usize].is_err() {
+        if results[i as usize].is_err() {
             let mut results = results;
             return Err(results.swap_remove(i as usize).err().expect("an error, checked above"));
         }

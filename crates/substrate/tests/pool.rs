@@ -145,7 +145,7 @@ fn resident_bytes(start: usize, end: usize) -> u64 {
     let mut total = 0;
     for line in smaps.lines() {
         let first = line.split_whitespace().next().unwrap_or("");
-        if let Some((a, b)) = first.split_once('-').filter(|_| !line.ends_with(':')) {
+        if let Some((a, b)) = first.split_once('-') {
             if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
                 inside = a >= start && b <= end;
                 continue;
