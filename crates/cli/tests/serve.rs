@@ -10,8 +10,13 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 fn serve(pool: &std::path::Path) -> (Child, u16) {
+    serve_with(pool, &[])
+}
+
+fn serve_with(pool: &std::path::Path, extra: &[&str]) -> (Child, u16) {
     let mut child = pmkv_command()
         .args(["serve", pool.to_str().unwrap(), "--port", "0", "--mode", "adr"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -169,4 +174,35 @@ fn u3_fuzzed_server_answers_and_its_memory_stays_bounded() {
     assert_eq!(call(&mut fresh, &["PING"]).unwrap(), "+PONG\r\n");
     let _ = call(&mut fresh, &["SHUTDOWN"]);
     assert!(child.wait().unwrap().success());
+}
+
+/// Threads of process `pid` whose name starts with `prefix`.
+fn threads_named(pid: u32, prefix: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|c| c.starts_with(prefix))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// `--threads N` runs N workers (the runtime's threads are named `pmkv-worker`), and 0 is
+/// refused before anything is opened or created.
+#[test]
+fn u3_threads_sets_the_workers() {
+    let dir = pool_dir();
+    let refused = pmkv(&["serve", dir.path().join("t0.pool").to_str().unwrap(), "--port", "0", "--threads", "0"]);
+    assert_refused(&refused);
+    assert!(text(&refused.stderr).contains("--threads"), "{}", text(&refused.stderr));
+    assert!(!dir.path().join("t0.pool").exists(), "a refused serve created its pool");
+    for n in [1usize, 3] {
+        let (mut child, port) = serve_with(&dir.path().join(format!("t{n}.pool")), &["--threads", &n.to_string()]);
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        assert_eq!(call(&mut s, &["SET", "k", "v"]).unwrap(), "+OK\r\n");
+        assert_eq!(call(&mut s, &["GET", "k"]).unwrap(), "$1\r\nv\r\n");
+        assert_eq!(threads_named(child.id(), "pmkv-worker"), n, "--threads {n}");
+        let _ = call(&mut s, &["SHUTDOWN"]);
+        assert!(child.wait().unwrap().success());
+    }
 }

@@ -11,7 +11,9 @@ use std::time::Duration;
 fn start(password: Option<&str>) -> (u16, impl Fn(), std::thread::JoinHandle<pmkv::Result<()>>, tempfile::TempDir) {
     let dir = pmkv_testutil::pool_dir();
     let store = Store::open(dir.path().join("s.pool"), "hart", &Options::default().initial_size(16 << 20)).unwrap();
-    let cfg = Config { port: 0, password: password.map(str::to_string), ..Config::default() };
+    // Four workers whatever the machine (the default is half the cores, one here): the
+    // concurrency tests must run connections on several threads at once.
+    let cfg = Config { port: 0, password: password.map(str::to_string), threads: 4, ..Config::default() };
     let srv = Server::bind(store, "adr", cfg).unwrap();
     let (port, stop) = (srv.port(), srv.stopper());
     let h = std::thread::spawn(move || srv.run(false));

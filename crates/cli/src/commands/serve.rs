@@ -35,6 +35,10 @@ pub struct Args {
     /// Serve a non-loopback address without a password.
     #[arg(long)]
     pub unprotected: bool,
+    /// Worker threads serving connections (default: half the cores, at least one; see
+    /// the README's "Server" figures for why not one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// Initial size of a new pool, in MiB.
     #[arg(long, default_value_t = 64)]
     pub initial_mib: u64,
@@ -55,6 +59,9 @@ pub fn run(a: Args) -> CmdResult {
         ),
         (None, None) => None,
     };
+    if a.threads == Some(0) {
+        return Err("--threads must be at least 1".into());
+    }
     let opts = a.open.options()?;
     let store = if a.pool.exists() {
         a.open.waiting(|| Store::open_existing(&a.pool, &opts))?
@@ -69,6 +76,7 @@ pub fn run(a: Args) -> CmdResult {
         max_clients: a.maxclients.max(1),
         idle_timeout: std::time::Duration::from_secs(a.timeout),
         unprotected: a.unprotected,
+        threads: a.threads.unwrap_or(0),
         ..Default::default()
     };
     let server =
