@@ -2,18 +2,19 @@
 //!
 //! One suite, generic over an [`EngineFactory`], run through the public [`pmkv::Store`]
 //! so that it checks what users get: every API call; scans with every bound kind, limit
-//! and direction; cursors stepped from both ends and written to while they run; callbacks
-//! that call back into the store; empty and 0x00 keys, the largest keys and values and
-//! one byte more; batches; reopen; read-only opens; a second open refused; foreign and
-//! damaged files refused without being changed; concurrent readers and writers with
-//! checked results; a panic inside a write leaving the pool unclean so that the next
+//! and direction; cursors stepped from both ends and written to while they run;
+//! callbacks that call back into the store; empty and 0x00 keys, the largest keys and
+//! values and one byte more; batches; reopen; read-only opens; a second open refused;
+//! foreign and damaged files refused without being changed; concurrent readers and
+//! writers with checked results; histories of threads sharing keys checked for
+//! linearizability; a panic inside a write leaving the pool unclean so that the next
 //! open recovers; and, for persistent engines, every write path (put, delete, batch)
-//! under the crash simulator (SPEC P6) at every flush and fence point, recovering to the
-//! state before or after the operation (a prefix of a non-atomic batch) with `check`
-//! clean (no leak); recovery crashed at each of its own flush and fence points, then
-//! run again, giving what an uninterrupted recovery gives (SPEC R3); and randomly damaged
-//! copies of a pool, which must read back exactly or fail with an error, never return
-//! other data, and never be changed by a read-only open.
+//! under the crash simulator (SPEC P6) at every flush and fence point, recovering to
+//! the state before or after the operation (a prefix of a non-atomic batch) with
+//! `check` clean (no leak); recovery crashed at each of its own flush and fence points,
+//! then run again, giving what an uninterrupted recovery gives (SPEC R3); and randomly
+//! damaged copies of a pool, which must read back exactly or fail with an error, never
+//! return other data, and never be changed by a read-only open.
 //!
 //! An engine crate (or this crate's tests) runs it with one line:
 //!
@@ -32,6 +33,7 @@ pub mod concurrent;
 pub mod crash;
 pub mod damage;
 pub mod files;
+pub mod linearizability;
 pub mod model;
 pub mod scan;
 pub mod util;
@@ -63,6 +65,7 @@ macro_rules! suite {
             files::panic_in_write_leaves_pool_unclean,
             damage::damaged_copies_read_right_or_fail,
             concurrent::readers_and_writers,
+            concurrent::histories_are_linearizable,
             crash::put_delete_every_crash_point,
             crash::batch_every_crash_point,
             crash::recovery_survives_its_own_crash,
