@@ -1,7 +1,7 @@
 //! Concurrent readers and writers, with every result checked.
 
 use crate::util::*;
-use pmkv::{EngineFactory, KeyRange};
+use pmkv::{EngineFactory, KeyRange, Store};
 use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -108,9 +108,13 @@ pub fn readers_and_writers(f: &'static dyn EngineFactory) {
 }
 
 const LIN_THREADS: u64 = 4;
+/// The contended rounds: few keys, so that operations on one key overlap.
 const LIN_KEYS: usize = 6;
 const LIN_OPS: u64 = 2000;
 const LIN_ROUNDS: u64 = 50;
+/// The wide round: enough keys that engines split leaves and make new ARTs under it.
+const WIDE_KEYS: usize = 3000;
+const WIDE_OPS: u64 = 4000;
 
 /// Key `i` of the contended set: short keys and, every third, a long one (an out-of-line
 /// key where an engine has them).
@@ -139,96 +143,117 @@ fn lin_id(key: &[u8], v: &[u8]) -> Option<u64> {
 }
 
 /// Linearizable histories (issue "NBTree": "every returned value checked against a
-/// sequential model"): four threads run random puts, gets and deletes on six shared
-/// keys, each operation stamped with one sequentially consistent counter before its call
-/// and after its return; then every key's history, and the value it holds at the end,
-/// must be linearizable as a register ([`crate::linearizability`]). Unlike
-/// `readers_and_writers`, writers share keys, so a lost update, a stale or torn read, or
-/// a delete that reports the wrong presence is caught however the threads interleave.
+/// sequential model"): four threads run random puts, gets and deletes on shared keys,
+/// each operation stamped with one sequentially consistent counter before its call and
+/// after its return; then every key's history, closed by the value it holds at the end
+/// of the round, must be linearizable as a register ([`crate::linearizability`]).
+/// Unlike `readers_and_writers`, writers share keys, so a lost update, a stale or torn
+/// read, or a delete that reports the wrong presence is caught however the threads
+/// interleave.
 ///
-/// A round is short next to a scheduler's time slice, so on a busy machine its threads
-/// may happen to run one after another; rounds are repeated (each starting from the state
-/// the last one left) until operations on one key have overlapped in time, so that the
-/// check is never merely sequential.
+/// First on six keys, so that operations on one key overlap. A round is short next to a
+/// scheduler's time slice, so on a busy machine its threads may happen to run one after
+/// another: rounds repeat (each from the state the last one left) until operations on
+/// one key have overlapped in time, so that the check is never merely sequential. Then
+/// one wide round on 3,000 keys, whose inserts make the engines restructure (NBTree
+/// splits leaves, HART grows nodes and makes ARTs) while other threads read and write.
 pub fn histories_are_linearizable(f: &'static dyn EngineFactory) {
-    use crate::linearizability::{check_register, Event, Op};
-    use std::sync::atomic::AtomicU64;
     let d = pool_dir();
     let (s, _) = fresh(f, &d);
-    let clock = AtomicU64::new(0);
+    let clock = std::sync::atomic::AtomicU64::new(0);
     let mut state: Vec<Option<u64>> = vec![None; LIN_KEYS];
     let (mut overlapped, mut rounds) = (0, 0);
-    for round in 0..LIN_ROUNDS {
+    while overlapped == 0 && rounds < LIN_ROUNDS {
+        overlapped += linearizable_round(&s, &clock, rounds, LIN_OPS, &mut state);
         rounds += 1;
-        let start = std::sync::Barrier::new(LIN_THREADS as usize);
-        let histories: Vec<Vec<(usize, Event)>> = std::thread::scope(|sc| {
-            let threads: Vec<_> = (0..LIN_THREADS)
-                .map(|t| {
-                    let (s, clock, start) = (&s, &clock, &start);
-                    sc.spawn(move || {
-                        let mut rng = rand::rngs::StdRng::seed_from_u64(0x11ea + t + 16 * round);
-                        let mut h = Vec::with_capacity(LIN_OPS as usize);
-                        start.wait();
-                        for n in 0..LIN_OPS {
-                            let i = rng.gen_range(0..LIN_KEYS);
-                            let k = lin_key(i);
-                            let choice = rng.gen_range(0..10);
-                            let id = 1 + (round << 40 | t << 32 | n);
-                            let v = lin_value(&k, id);
-                            let call = clock.fetch_add(1, Ordering::SeqCst);
-                            let op = match choice {
-                                0..=3 => {
-                                    s.put(&k, &v).unwrap();
-                                    Op::Put(id)
-                                }
-                                4..=7 => {
-                                    let got = s.get(&k).unwrap();
-                                    Op::Get(got.map(|g| {
-                                        lin_id(&k, &g)
-                                            .unwrap_or_else(|| panic!("torn or foreign value for {k:?}: {g:?}"))
-                                    }))
-                                }
-                                _ => Op::Delete(s.delete(&k).unwrap()),
-                            };
-                            let ret = clock.fetch_add(1, Ordering::SeqCst);
-                            h.push((i, Event { call, ret, op }));
-                        }
-                        h
-                    })
-                })
-                .collect();
-            threads.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        for (i, state) in state.iter_mut().enumerate() {
-            let k = lin_key(i);
-            let mut h: Vec<Event> = histories.iter().flatten().filter(|(j, _)| *j == i).map(|(_, e)| *e).collect();
-            // Operations on this key that ran at the same time as another (necessarily
-            // another thread's): what makes the check more than a sequential one.
-            h.sort_by_key(|e| e.call);
-            let mut latest_ret = 0;
-            for e in &h {
-                overlapped += usize::from(latest_ret > e.call);
-                latest_ret = latest_ret.max(e.ret);
-            }
-            // The value the key holds now (the round is over) closes its history.
-            let end = s.get(&k).unwrap().map(|g| lin_id(&k, &g).expect("a well-formed value"));
-            let at = clock.fetch_add(2, Ordering::SeqCst);
-            h.push(Event { call: at, ret: at + 1, op: Op::Get(end) });
-            if let Err(e) = check_register(&h, *state) {
-                panic!("round {round}, key {:?}: {e}", String::from_utf8_lossy(&k));
-            }
-            *state = end;
-        }
-        if overlapped > 0 {
-            break;
-        }
     }
     assert!(overlapped > 0, "in {LIN_ROUNDS} rounds no two operations on one key ran at the same time");
+    let mut wide: Vec<Option<u64>> = vec![None; WIDE_KEYS];
+    wide[..LIN_KEYS].copy_from_slice(&state);
+    let wide_overlapped = linearizable_round(&s, &clock, rounds, WIDE_OPS, &mut wide);
     eprintln!(
-        "{}: {rounds} round(s) of {} operations, {overlapped} of them overlapping another on its key",
+        "{}: {rounds} contended round(s) of {} operations on {LIN_KEYS} keys, {overlapped} of them overlapping another on its key; a wide round of {} on {WIDE_KEYS} keys, {wide_overlapped} overlapping",
         f.info().name,
-        LIN_THREADS * LIN_OPS
+        LIN_THREADS * LIN_OPS,
+        LIN_THREADS * WIDE_OPS
     );
     let c = s.check().unwrap();
     assert!(c.is_ok(), "{c}");
+}
+
+/// One round of [`histories_are_linearizable`] on the keys `0..state.len()`, which held
+/// `state` before it; afterwards `state` holds what they hold now. Returns how many
+/// operations overlapped another on their key.
+fn linearizable_round(
+    s: &Store,
+    clock: &std::sync::atomic::AtomicU64,
+    round: u64,
+    ops: u64,
+    state: &mut [Option<u64>],
+) -> usize {
+    use crate::linearizability::{check_register, Event, Op};
+    let keys = state.len();
+    let start = std::sync::Barrier::new(LIN_THREADS as usize);
+    let histories: Vec<Vec<(usize, Event)>> = std::thread::scope(|sc| {
+        let threads: Vec<_> = (0..LIN_THREADS)
+            .map(|t| {
+                let start = &start;
+                sc.spawn(move || {
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(0x11ea + t + 16 * round);
+                    let mut h = Vec::with_capacity(ops as usize);
+                    start.wait();
+                    for n in 0..ops {
+                        let i = rng.gen_range(0..keys);
+                        let k = lin_key(i);
+                        let choice = rng.gen_range(0..10);
+                        let id = 1 + (round << 40 | t << 32 | n);
+                        let v = lin_value(&k, id);
+                        let call = clock.fetch_add(1, Ordering::SeqCst);
+                        let op = match choice {
+                            0..=3 => {
+                                s.put(&k, &v).unwrap();
+                                Op::Put(id)
+                            }
+                            4..=7 => {
+                                let got = s.get(&k).unwrap();
+                                Op::Get(got.map(|g| {
+                                    lin_id(&k, &g).unwrap_or_else(|| panic!("torn or foreign value for {k:?}: {g:?}"))
+                                }))
+                            }
+                            _ => Op::Delete(s.delete(&k).unwrap()),
+                        };
+                        let ret = clock.fetch_add(1, Ordering::SeqCst);
+                        h.push((i, Event { call, ret, op }));
+                    }
+                    h
+                })
+            })
+            .collect();
+        threads.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut per_key: Vec<Vec<Event>> = vec![Vec::new(); keys];
+    for (i, e) in histories.into_iter().flatten() {
+        per_key[i].push(e);
+    }
+    let mut overlapped = 0;
+    for (i, (mut h, state)) in per_key.into_iter().zip(state.iter_mut()).enumerate() {
+        let k = lin_key(i);
+        // Operations on this key that ran at the same time as another (necessarily
+        // another thread's): what makes the check more than a sequential one.
+        h.sort_by_key(|e| e.call);
+        let mut latest_ret = 0;
+        for e in &h {
+            overlapped += usize::from(latest_ret > e.call);
+            latest_ret = latest_ret.max(e.ret);
+        }
+        // The value the key holds now (the round is over) closes its history.
+        let end = s.get(&k).unwrap().map(|g| lin_id(&k, &g).expect("a well-formed value"));
+        let at = clock.fetch_add(2, Ordering::SeqCst);
+        h.push(Event { call: at, ret: at + 1, op: Op::Get(end) });
+        if let Err(e) = check_register(&h, *state) {
+            panic!("round {round}, key {:?}: {e}", String::from_utf8_lossy(&k));
+        }
+        *state = end;
+    }
+    overlapped
 }
