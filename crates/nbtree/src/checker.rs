@@ -77,11 +77,18 @@ impl NbTree {
                     continue;
                 }
                 // SAFETY: pinned.
-                let Some(k) = (unsafe { leaf::entry_key(&self.pool, kw, p, true) }) else {
+                let Some(k) = (unsafe { leaf::entry_key(&self.pool, l.key_at(slot), kw, p, true) }) else {
                     problems.push(format!("{}: the key is damaged", ctx()));
                     continue;
                 };
                 let k = k.as_slice().to_vec();
+                let pair = (p & KIND_MASK) >> KIND_SHIFT == KIND_PAIR;
+                if pair && !self.pairs {
+                    problems.push(format!("{}: a two-word key in a format-1 pool", ctx()));
+                }
+                if !pair && load(&self.pool, l.key_at(slot) + E_KEY2) != 0 {
+                    problems.push(format!("{}: a second key word for a key that has none", ctx()));
+                }
                 if l.fp(&self.pool, slot) != fingerprint(&k) {
                     problems.push(format!("{}: wrong fingerprint", ctx()));
                 }

@@ -10,7 +10,9 @@
 //!   seal (CRC-32C of the block, written at clean close and verified at clean open) (4),
 //!   20 reserved, then [`CAP`] unsorted 32-byte entries.
 //! * **Entry** (32 bytes, aligned, so one PM line): an 8-byte key word, an 8-byte
-//!   payload, an 8-byte inline value word, 8 reserved. Key 0 is an empty or deleted slot
+//!   payload, an 8-byte inline value word, and a second key word that holds bytes 8..16
+//!   of a key of 9 to 16 bytes ([`KIND_PAIR`], format 2; zero otherwise, and in format
+//!   1, where such keys live in key objects). Key 0 is an empty or deleted slot
 //!   (the paper's convention). The payload's top two bits are the paper's two
 //!   concurrency bits, used here as [`FROZEN`] (the entry was copied by an SMO) and
 //!   [`DEL`] (deleted; the key is zeroed next); see `smo` for why.
@@ -37,7 +39,12 @@ pub(crate) const KEY: TypeId = TypeId(3);
 pub(crate) const VALUE: TypeId = TypeId(4);
 
 pub(crate) const SUPER_MAGIC: &[u8; 8] = b"NBTREE01";
-pub(crate) const SUPER_VERSION: u32 = 1;
+/// Format 2 added [`KIND_PAIR`] keys. A format-1 pool is read and written as before (its
+/// 9-to-16-byte keys keep going to key objects), so that the binaries that wrote it can
+/// still read it; new pools are format 2, which those binaries refuse.
+pub(crate) const SUPER_VERSION: u32 = 2;
+/// The oldest format this build opens.
+pub(crate) const SUPER_VERSION_MIN: u32 = 1;
 pub(crate) const SUPER_SIZE: usize = 64;
 /// Superblock field offsets.
 pub(crate) const SB_VERSION: u64 = 8;
@@ -72,6 +79,8 @@ pub(crate) const M_FPS: u64 = BLK_ENTRIES + 16;
 /// Offsets in an entry.
 pub(crate) const E_PAYLOAD: u64 = 8;
 pub(crate) const E_VALUE: u64 = 16;
+/// The second key word of a [`KIND_PAIR`] key (zero otherwise).
+pub(crate) const E_KEY2: u64 = 24;
 
 /// Payload bits.
 pub(crate) const FROZEN: u64 = 1 << 63;
@@ -84,6 +93,18 @@ pub(crate) const KIND_INLINE8: u64 = 0;
 pub(crate) const KIND_SHORT: u64 = 1;
 /// The key word is the offset of a key object.
 pub(crate) const KIND_OBJ: u64 = 2;
+/// A key of 9 to 16 bytes (format 2): its first 8 bytes big-endian in the key word (not
+/// all zero), the rest left-aligned and zero-padded in the entry's second key word
+/// ([`E_KEY2`]), and its length − 9 in the payload's [`KLEN_MASK`] bits. Such keys used
+/// to need a key object: an allocation, its own PM line written and flushed on insert,
+/// and one more line read on every search that found them.
+pub(crate) const KIND_PAIR: u64 = 3;
+/// Payload bits 56–58: a [`KIND_PAIR`] key's length − 9.
+pub(crate) const KLEN_SHIFT: u32 = 56;
+pub(crate) const KLEN_MASK: u64 = 7 << KLEN_SHIFT;
+/// The payload bits that say what the key is (its kind, and a pair key's length): every
+/// change of a payload keeps them.
+pub(crate) const KEY_BITS: u64 = KIND_MASK | KLEN_MASK;
 /// The value is a value object whose offset is in the low 52 bits; otherwise it is the
 /// first `len` bytes of the entry's value word.
 pub(crate) const VAL_PTR: u64 = 1 << 59;
@@ -124,41 +145,56 @@ pub(crate) fn super_crc(sb: &[u8]) -> u32 {
     crc32c::crc32c(&sb[..SB_CRC as usize])
 }
 
-/// A key as the leaf stores it: the key word and the kind bits of the payload.
+/// A key as the leaf stores it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum KeyWord {
-    /// The word is the key (inline kinds).
-    Inline(u64, u64),
+    /// The key lives in the entry: its key word, its second key word (0 unless
+    /// [`KIND_PAIR`]) and its payload bits ([`KEY_BITS`]).
+    Inline { word: u64, word2: u64, bits: u64 },
     /// The key needs an object.
     Object,
 }
 
-/// How `key` is stored: inline (word, kind) or in an object.
-pub(crate) fn key_word(key: &[u8]) -> KeyWord {
-    if key.len() == 8 {
-        let w = u64::from_be_bytes(key.try_into().expect("8 bytes"));
-        if w != 0 {
-            return KeyWord::Inline(w, KIND_INLINE8);
+/// How `key` is stored; `pairs`: the pool's format has [`KIND_PAIR`] keys.
+pub(crate) fn key_word(key: &[u8], pairs: bool) -> KeyWord {
+    let inline = |word: u64, word2: u64, kind: u64, klen: u64| KeyWord::Inline {
+        word,
+        word2,
+        bits: kind << KIND_SHIFT | klen << KLEN_SHIFT,
+    };
+    let be = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        u64::from_be_bytes(w)
+    };
+    match key.len() {
+        0..=7 => {
+            let mut b = [0u8; 8];
+            b[..key.len()].copy_from_slice(key);
+            b[7] = key.len() as u8 + 1;
+            inline(u64::from_be_bytes(b), 0, KIND_SHORT, 0)
         }
-        return KeyWord::Object;
+        8 if be(key) != 0 => inline(be(key), 0, KIND_INLINE8, 0),
+        9..=16 if pairs && be(&key[..8]) != 0 => inline(be(&key[..8]), be(&key[8..]), KIND_PAIR, key.len() as u64 - 9),
+        _ => KeyWord::Object,
     }
-    if key.len() <= 7 {
-        let mut b = [0u8; 8];
-        b[..key.len()].copy_from_slice(key);
-        b[7] = key.len() as u8 + 1;
-        return KeyWord::Inline(u64::from_be_bytes(b), KIND_SHORT);
-    }
-    KeyWord::Object
 }
 
-/// The bytes of an inline key word of `kind`; `None` if the word is not a valid one.
-pub(crate) fn inline_key(word: u64, kind: u64) -> Option<([u8; 8], usize)> {
-    let b = word.to_be_bytes();
-    match kind {
+/// The bytes of an inline key: key word `word`, second key word `word2` and payload `p`;
+/// `None` if they are not a valid inline key (or the key is in an object).
+pub(crate) fn inline_key(word: u64, word2: u64, p: u64) -> Option<([u8; 16], usize)> {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&word.to_be_bytes());
+    match (p & KIND_MASK) >> KIND_SHIFT {
         KIND_INLINE8 if word != 0 => Some((b, 8)),
         KIND_SHORT => {
             let len = (b[7] as usize).checked_sub(1)?;
             (len <= 7 && b[len..7].iter().all(|&x| x == 0)).then_some((b, len))
+        }
+        KIND_PAIR if word != 0 => {
+            let len = 9 + ((p & KLEN_MASK) >> KLEN_SHIFT) as usize;
+            b[8..].copy_from_slice(&word2.to_be_bytes());
+            b[len..].iter().all(|&x| x == 0).then_some((b, len))
         }
         _ => None,
     }
@@ -200,16 +236,39 @@ mod tests {
 
     #[test]
     fn keys_and_values_round_trip() {
-        for key in [&b""[..], b"a", b"abcdefg", b"\0\0\0", b"\0"] {
-            let KeyWord::Inline(w, k) = key_word(key) else { panic!("{key:?} should be inline") };
-            assert_ne!(w, 0);
-            let (b, len) = inline_key(w, k).unwrap();
+        let keys: [&[u8]; 11] = [
+            b"",
+            b"a",
+            b"abcdefg",
+            b"\0\0\0",
+            b"\0",
+            b"12345678",
+            b"abcdefghi",
+            b"abcdefgh\0",
+            b"abcdefghijklmnop",
+            b"\0\0\0\0\0\0\0\x01\0\0",
+            b"abcdefghijklmno\0",
+        ];
+        for key in keys {
+            let KeyWord::Inline { word, word2, bits } = key_word(key, true) else { panic!("{key:?} should be inline") };
+            assert_ne!(word, 0);
+            assert_eq!(bits & !KEY_BITS, 0);
+            let (b, len) = inline_key(word, word2, bits).unwrap();
             assert_eq!(&b[..len], key);
         }
-        assert_eq!(key_word(&[0; 8]), KeyWord::Object);
-        assert_eq!(key_word(b"abcdefghi"), KeyWord::Object);
-        let KeyWord::Inline(w, KIND_INLINE8) = key_word(b"12345678") else { panic!() };
-        assert_eq!(inline_key(w, KIND_INLINE8).unwrap().0, *b"12345678");
+        // Format 1 has no pair keys; a key whose first 8 bytes are zero, or longer than
+        // 16 bytes, needs an object.
+        assert_eq!(key_word(b"abcdefghi", false), KeyWord::Object);
+        assert_eq!(key_word(&[0; 8], true), KeyWord::Object);
+        assert_eq!(key_word(&[0; 12], true), KeyWord::Object);
+        assert_eq!(key_word(b"abcdefghijklmnopq", true), KeyWord::Object);
+        // Pair keys of different lengths that pad to the same words stay different.
+        let a = key_word(b"abcdefghi", true);
+        let b = key_word(b"abcdefghi\0", true);
+        assert_ne!(a, b);
+        // A damaged second word (bytes past the length) is not a key.
+        let KeyWord::Inline { word, word2, bits } = key_word(b"abcdefghi", true) else { panic!() };
+        assert!(inline_key(word, word2 | 1, bits).is_none());
         for v in [&b""[..], b"x", b"1234567", b"12345678", b"\0\xff"] {
             let (p, w) = inline_value(v);
             assert_eq!(p & (FROZEN | DEL | KIND_MASK | VAL_PTR | DATA_MASK), 0);

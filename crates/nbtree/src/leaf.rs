@@ -299,9 +299,10 @@ pub(crate) fn pick_below(left: &Leaf, bound: &[u8]) -> *const Leaf {
     }
 }
 
-/// A key read from an entry: inline bytes or a slice of its key object.
+/// A key read from an entry: inline bytes (up to 16, [`KIND_PAIR`]) or a slice of its
+/// key object.
 pub(crate) enum KeyBytes<'a> {
-    Inline([u8; 8], usize),
+    Inline([u8; 16], usize),
     Obj(&'a [u8]),
 }
 
@@ -348,19 +349,22 @@ pub(crate) unsafe fn object(pool: &Pool, off: u64, max: usize, verify: bool) -> 
     Some(b)
 }
 
-/// The key of an entry with key word `kw` and payload `p`; `None` if it is not a valid
-/// key (damage), or the key object fails its CRC when `verify`.
+/// The key of the entry at `entry` with key word `kw` and payload `p`; `None` if it is
+/// not a valid key (damage), or the key object fails its CRC when `verify`. The second
+/// key word of a [`KIND_PAIR`] key is read from the entry (immutable once the entry is
+/// committed, like the key word's other half).
 ///
 /// # Safety
 /// As [`object`] for a key object the entry names.
 #[inline]
-pub(crate) unsafe fn entry_key<'a>(pool: &'a Pool, kw: u64, p: u64, verify: bool) -> Option<KeyBytes<'a>> {
+pub(crate) unsafe fn entry_key<'a>(pool: &'a Pool, entry: u64, kw: u64, p: u64, verify: bool) -> Option<KeyBytes<'a>> {
     match (p & KIND_MASK) >> KIND_SHIFT {
         KIND_OBJ => {
             // SAFETY: the caller's contract.
             unsafe { object(pool, kw, MAX_KEY, verify) }.map(KeyBytes::Obj)
         }
-        k => inline_key(kw, k).map(|(b, n)| KeyBytes::Inline(b, n)),
+        KIND_PAIR => inline_key(kw, load(pool, entry + E_KEY2), p).map(|(b, n)| KeyBytes::Inline(b, n)),
+        _ => inline_key(kw, 0, p).map(|(b, n)| KeyBytes::Inline(b, n)),
     }
 }
 
@@ -392,9 +396,17 @@ pub(crate) unsafe fn with_value(pool: &Pool, p: u64, w: u64, f: &mut dyn FnMut(&
 ///
 /// # Safety
 /// `leaf` is pinned (its block and the objects its entries name stay allocated).
-pub(crate) unsafe fn find(pool: &Pool, leaf: &Leaf, key: &[u8], fp: u8, bitmap: u64) -> Option<(usize, u64)> {
+/// `pairs`: the pool's format stores 9-to-16-byte keys inline ([`KIND_PAIR`]).
+pub(crate) unsafe fn find(
+    pool: &Pool,
+    leaf: &Leaf,
+    key: &[u8],
+    fp: u8,
+    bitmap: u64,
+    pairs: bool,
+) -> Option<(usize, u64)> {
     let mut bits = bitmap & SLOTS_MASK & leaf.matching(pool, fp);
-    let inline = key_word(key);
+    let inline = key_word(key, pairs);
     while bits != 0 {
         let slot = bits.trailing_zeros() as usize;
         bits &= bits - 1;
@@ -408,7 +420,13 @@ pub(crate) unsafe fn find(pool: &Pool, leaf: &Leaf, key: &[u8], fp: u8, bitmap: 
             continue;
         }
         let hit = match inline {
-            KeyWord::Inline(w, k) => (p & KIND_MASK) >> KIND_SHIFT == k && kw == w,
+            // A pair key's second word is in the entry's line, already being read.
+            KeyWord::Inline { word, word2, bits } => {
+                p & KEY_BITS == bits
+                    && kw == word
+                    && ((bits & KIND_MASK) >> KIND_SHIFT != KIND_PAIR
+                        || load(pool, leaf.key_at(slot) + E_KEY2) == word2)
+            }
             KeyWord::Object => {
                 (p & KIND_MASK) >> KIND_SHIFT == KIND_OBJ
                     // SAFETY: the caller's contract.

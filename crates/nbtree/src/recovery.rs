@@ -94,7 +94,7 @@ fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant, sl: bool) -> Result<Nb
         micros: t0.elapsed().as_micros() as u64,
         ..Default::default()
     };
-    Ok(assemble(pool, alloc, sbo, sentinel, root, 0, rep, claim, sl, (arena, nodes)))
+    Ok(assemble(pool, alloc, sbo, sentinel, root, 0, rep, claim, (sl, true), (arena, nodes)))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -107,7 +107,7 @@ fn assemble(
     count: i64,
     recovery: RecoveryReport,
     claim: PoolClaim,
-    sl: bool,
+    (sl, pairs): (bool, bool),
     (arena, nodes): (Arc<crate::arena::LeafArena>, Arc<crate::arena::NodeArena>),
 ) -> NbTree {
     NbTree {
@@ -123,14 +123,16 @@ fn assemble(
         closed: false,
         write_locks: false,
         sl,
+        pairs,
         arena,
         nodes,
         _claim: claim,
     }
 }
 
-/// Validate the superblock; returns the head block and whether leaves are single-layer.
-fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(u64, bool)> {
+/// Validate the superblock; returns the head block, whether leaves are single-layer and
+/// whether the format has pair keys (format 2).
+fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(u64, bool, bool)> {
     if !sb.is_multiple_of(8)
         || !pool.contains(sb, SUPER_SIZE as u64)
         || alloc.type_of(sb) != Some(SUPER)
@@ -145,9 +147,9 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(u64, bool)> {
     }
     let field = |at: u64, n: usize| &b[at as usize..at as usize + n];
     let version = u32::from_le_bytes(field(SB_VERSION, 4).try_into().expect("4 bytes"));
-    if version != SUPER_VERSION {
+    if !(SUPER_VERSION_MIN..=SUPER_VERSION).contains(&version) {
         return Err(NbError::Version(format!(
-            "NBTree format version {version} is not supported (this build reads {SUPER_VERSION})"
+            "NBTree format version {version} is not supported (this build reads {SUPER_VERSION_MIN} to {SUPER_VERSION})"
         )));
     }
     if u32::from_le_bytes(field(SB_CRC, 4).try_into().expect("4 bytes")) != super_crc(b) {
@@ -158,7 +160,7 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(u64, bool)> {
         CAP_SL => true,
         _ => return Err(corrupt("the superblock's leaf capacity is not this build's")),
     };
-    Ok((u64::from_le_bytes(field(SB_HEAD, 8).try_into().expect("8 bytes")), sl))
+    Ok((u64::from_le_bytes(field(SB_HEAD, 8).try_into().expect("8 bytes")), sl, version >= 2))
 }
 
 /// What decoding one block found: plain data, no heap allocation in the common case (a
@@ -184,15 +186,19 @@ struct Decoded<'p> {
     objects: Vec<u64>,
 }
 
-/// A key as recovery compares it: keys of up to 8 bytes by their zero-padded prefix and
-/// length (exact, see `inner::Sep`), longer ones by their bytes. A small `Copy` struct:
-/// recovery compares every key once or more, and moving enums of slices around cost
-/// more than the comparisons.
+/// A key as recovery compares it: keys of up to 16 bytes held in the entry by their
+/// zero-padded first and second words and length (for such keys that order is byte
+/// order: equal padded words make the shorter key a prefix of the longer), keys in
+/// objects of more than 8 bytes by their bytes. A small `Copy` struct: recovery compares
+/// every key once or more, and moving enums of slices around cost more than the
+/// comparisons.
 #[derive(Clone, Copy)]
 struct RKey<'a> {
     prefix: u64,
+    /// Bytes 8..16, zero-padded, of a key held in the entry (0 otherwise).
+    second: u64,
     len: u32,
-    /// The bytes of a key longer than 8 bytes (empty otherwise).
+    /// The bytes of a key in an object longer than 8 bytes (empty otherwise).
     long: &'a [u8],
 }
 
@@ -200,24 +206,21 @@ impl<'a> RKey<'a> {
     #[inline]
     fn of(k: &leaf::KeyBytes<'a>) -> RKey<'a> {
         let s = k.as_slice();
-        if s.len() <= 8 {
-            RKey { prefix: inner::prefix(s), len: s.len() as u32, long: &[] }
-        } else {
-            RKey {
-                prefix: inner::prefix(s),
-                len: s.len() as u32,
-                long: match k {
-                    leaf::KeyBytes::Obj(o) => o,
-                    leaf::KeyBytes::Inline(..) => unreachable!("inline keys have at most 8 bytes"),
-                },
-            }
-        }
+        let second = if s.len() > 8 { inner::prefix(&s[8..]) } else { 0 };
+        let long = match k {
+            leaf::KeyBytes::Obj(o) if o.len() > 8 => *o,
+            _ => &[],
+        };
+        RKey { prefix: inner::prefix(s), second, len: s.len() as u32, long }
     }
 
     #[inline]
     fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
-        if self.len <= 8 {
-            f(&self.prefix.to_be_bytes()[..self.len as usize])
+        if self.long.is_empty() {
+            let mut b = [0u8; 16];
+            b[..8].copy_from_slice(&self.prefix.to_be_bytes());
+            b[8..].copy_from_slice(&self.second.to_be_bytes());
+            f(&b[..self.len as usize])
         } else {
             f(self.long)
         }
@@ -228,8 +231,8 @@ impl<'a> RKey<'a> {
         if self.prefix != o.prefix {
             return self.prefix.cmp(&o.prefix);
         }
-        if self.len <= 8 && o.len <= 8 {
-            return self.len.cmp(&o.len);
+        if self.long.is_empty() && o.long.is_empty() {
+            return (self.second, self.len).cmp(&(o.second, o.len));
         }
         self.with_bytes(|a| o.with_bytes(|b| a.cmp(b)))
     }
@@ -291,14 +294,23 @@ fn decode<'p>(
         }
         if (p & KIND_MASK) >> KIND_SHIFT == KIND_INLINE8 {
             // The paper's 8-byte keys: the word is the key.
-            let k = RKey { prefix: kw, len: 8, long: &[] };
+            let k = RKey { prefix: kw, second: 0, len: 8, long: &[] };
+            keys.push((k, slot, kw, p, k.with_bytes(fingerprint)));
+            continue;
+        }
+        if (p & KIND_MASK) >> KIND_SHIFT == KIND_PAIR {
+            let kw2 = words[first + slot * entry_words + (E_KEY2 / 8) as usize];
+            let Some((_, len)) = inline_key(kw, kw2, p) else {
+                return Err(corrupt(format!("block {block:#x} slot {slot}: the key is damaged")));
+            };
+            let k = RKey { prefix: kw, second: kw2, len: len as u32, long: &[] };
             keys.push((k, slot, kw, p, k.with_bytes(fingerprint)));
             continue;
         }
         // Key objects are immutable, so their CRCs hold after a crash too: always checked
         // (scans hand key bytes out without checking them again).
         // SAFETY: recovery runs alone; objects stay allocated.
-        let k = unsafe { leaf::entry_key(pool, kw, p, true) }
+        let k = unsafe { leaf::entry_key(pool, ko, kw, p, true) }
             .ok_or_else(|| corrupt(format!("block {block:#x} slot {slot}: the key is damaged")))?;
         let k = RKey::of(&k);
         keys.push((k, slot, kw, p, k.with_bytes(fingerprint)));
@@ -397,7 +409,7 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
     }
     let alloc = EpAlloc::open(pool.clone())?;
     let mut phases = [t0.elapsed().as_micros() as u64, 0, 0, 0];
-    let (head, sl) = read_super(&pool, &alloc, sb)?;
+    let (head, sl, pairs) = read_super(&pool, &alloc, sb)?;
     if want_sl && !sl {
         return Err(NbError::Invalid(
             "single_layer: this pool was created with two-layer leaves (the kind is chosen at creation)".into(),
@@ -602,7 +614,7 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
         phases[i] -= phases[i - 1];
     }
     rep.phase_micros = phases;
-    Ok(assemble(pool, alloc, sb, sentinel, root, count, rep, claim, sl, (arena, nodes)))
+    Ok(assemble(pool, alloc, sb, sentinel, root, count, rep, claim, (sl, pairs), (arena, nodes)))
 }
 
 impl NbTree {
@@ -657,8 +669,8 @@ mod tests {
 
     /// Two entries of one key, as racing inserts cut short by a crash leave them: the
     /// recovery keeps the first slot's, repairs the other, and the tree holds each key
-    /// once. Checked for an 8-byte key, a short key and a key in a key object (whose copy
-    /// names the same object, which must survive the sweep).
+    /// once. Checked for an 8-byte key, a short key, a key in a key object (whose copy
+    /// names the same object, which must survive the sweep) and a two-word key.
     #[test]
     fn a_crash_recovery_keeps_one_entry_of_a_duplicated_key() {
         let path = std::env::temp_dir().join(format!("pmkv-nbtree-dup-{}.pool", std::process::id()));
@@ -669,8 +681,10 @@ mod tests {
             7u64.to_be_bytes().to_vec(),
             b"abc".to_vec(),
             long.clone(),
+            b"two-word-key-16b".to_vec(),
             9u64.to_be_bytes().to_vec(),
             b"zz".to_vec(),
+            b"two-word-key-16".to_vec(),
         ];
         let t = NbTree::open(Arc::new(Pool::create(&path, "nbtree", &opts).unwrap())).unwrap();
         for (i, k) in keys.iter().enumerate() {
@@ -681,10 +695,10 @@ mod tests {
         let sb = pool.root(SUPER_ROOT);
         let first = load(&pool, load(&pool, sb + SB_HEAD) + BLK_NEXT);
         let used = (0..CAP).filter(|&s| load(&pool, entry_off(first, s)) != 0).count();
-        assert_eq!(used, keys.len(), "every key in the first leaf, slots 0..5");
-        // Slots 0, 1, 2 (the 8-byte, short and long keys) copied to 5, 6, 7 with a
-        // different value word.
-        for (from, to) in [(0, used), (1, used + 1), (2, used + 2)] {
+        assert_eq!(used, keys.len(), "every key in the first leaf, slots 0..7");
+        // Slots 0, 1, 2, 3 (the 8-byte, short, long and two-word keys) copied after the
+        // others with a different value word.
+        for (from, to) in [(0, used), (1, used + 1), (2, used + 2), (3, used + 3)] {
             for w in 0..(ENTRY / 8) {
                 let mut v = load(&pool, entry_off(first, from) + 8 * w);
                 if w * 8 == E_VALUE {
@@ -698,7 +712,7 @@ mod tests {
         drop(pool);
         let t = NbTree::open(Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap())).unwrap();
         assert!(!t.recovery_report().clean);
-        assert_eq!(t.recovery_report().repaired, 3);
+        assert_eq!(t.recovery_report().repaired, 4);
         assert_eq!(t.recovery_report().orphans_freed, 0, "the long key's object is still named");
         assert_eq!(t.len(), keys.len() as u64);
         for (i, k) in keys.iter().enumerate() {
@@ -720,6 +734,55 @@ mod tests {
         assert!(t.recovery_report().clean);
         assert_eq!(t.len(), keys.len() as u64);
         t.close().unwrap();
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A format-1 pool (from before two-word keys) opens, keeps putting 9-to-16-byte keys
+    /// in key objects (so the binaries that wrote it can still read it), and stays
+    /// format 1; a format this build does not know is refused.
+    #[test]
+    fn a_format_1_pool_keeps_its_format() {
+        let path = std::env::temp_dir().join(format!("pmkv-nbtree-v1-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let opts = PoolOptions::default().mode(Mode::Adr).initial_size(16 << 20);
+        let set_version = |v: u32| {
+            let pool = Pool::open(&path, Some("nbtree"), &opts).unwrap();
+            let sb = pool.root(SUPER_ROOT);
+            let mut img = [0u8; SUPER_SIZE];
+            // SAFETY: the superblock, inside the pool; no tree is open on it.
+            unsafe { std::ptr::copy_nonoverlapping(pool.at::<u8>(sb), img.as_mut_ptr(), SUPER_SIZE) };
+            img[SB_VERSION as usize..SB_VERSION as usize + 4].copy_from_slice(&v.to_le_bytes());
+            let crc = super_crc(&img);
+            img[SB_CRC as usize..SB_CRC as usize + 4].copy_from_slice(&crc.to_le_bytes());
+            // SAFETY: as above.
+            unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), pool.at::<u8>(sb), SUPER_SIZE) };
+            pool.flush_off(sb, SUPER_SIZE);
+            pool.fence();
+        };
+        // An empty new pool (format 2), marked format 1 as an older build made it.
+        let t = NbTree::open(Arc::new(Pool::create(&path, "nbtree", &opts).unwrap())).unwrap();
+        assert!(t.pairs, "a new pool has two-word keys");
+        t.close().unwrap();
+        set_version(1);
+        let t = NbTree::open(Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap())).unwrap();
+        assert!(!t.pairs);
+        for (i, k) in [&b"twelve-bytes"[..], b"sixteen-bytes-ok", b"nine-byte"].iter().enumerate() {
+            t.put(k, &[i as u8; 3]).unwrap();
+        }
+        let first = load(&t.pool, load(&t.pool, t.sb + SB_HEAD) + BLK_NEXT);
+        for slot in 0..3 {
+            let p = load(&t.pool, entry_off(first, slot) + E_PAYLOAD);
+            assert_eq!((p & KIND_MASK) >> KIND_SHIFT, KIND_OBJ, "slot {slot}: a key object in format 1");
+        }
+        t.check().unwrap();
+        t.close().unwrap();
+        let t = NbTree::open(Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap())).unwrap();
+        assert!(!t.pairs, "the format is kept");
+        assert_eq!(get(&t, b"sixteen-bytes-ok"), Some(vec![1; 3]));
+        t.close().unwrap();
+        set_version(3);
+        let r = NbTree::open(Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap()));
+        assert!(matches!(r, Err(NbError::Version(_))), "{:?}", r.err());
         let _ = std::fs::remove_file(&path);
     }
 

@@ -35,9 +35,9 @@ use crossbeam_epoch::Guard;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// A copied entry: key, key word, payload (unfrozen), value word. Keys are read in place
-/// (inline bytes or a slice of the key object), not copied to the heap.
-type Rec<'a> = (leaf::KeyBytes<'a>, u64, u64, u64);
+/// A copied entry: key, key word, second key word, payload (unfrozen), value word. Keys
+/// are read in place (inline bytes or a slice of the key object), not copied to the heap.
+type Rec<'a> = (leaf::KeyBytes<'a>, u64, u64, u64, u64);
 
 impl NbTree {
     /// Complete the SMO of `leaf` (whose SMO bit is set): the copy phase if no thread has
@@ -80,12 +80,13 @@ impl NbTree {
                 }
                 let p = p & !FROZEN;
                 // SAFETY: the leaf is pinned by the caller; its key objects stay allocated.
-                let k = unsafe { leaf::entry_key(&self.pool, kw, p, false) }
+                let k = unsafe { leaf::entry_key(&self.pool, leaf.key_at(slot), kw, p, false) }
                     .ok_or_else(|| NbError::Corrupt(format!("block {:#x} slot {slot}: bad key", leaf.block)))?;
                 // Read after the freeze: no update can change the value word any more
                 // without seeing the frozen bit and redoing itself in the new leaf.
                 let w = load(&self.pool, leaf.value_at(slot));
-                recs.push((k, kw, p, w));
+                let kw2 = load(&self.pool, leaf.key_at(slot) + E_KEY2);
+                recs.push((k, kw, kw2, p, w));
                 break;
             }
         }
@@ -139,7 +140,7 @@ impl NbTree {
         let mut l = Leaf::new(0, low);
         l.split = split;
         let mut fps = [0u8; CAP];
-        for (i, (k, _, _, _)) in recs.iter().enumerate() {
+        for (i, (k, ..)) in recs.iter().enumerate() {
             fps[first + i] = fingerprint(k.as_slice());
         }
         let n = recs.len();
@@ -151,11 +152,12 @@ impl NbTree {
                 img[o as usize..o as usize + 8].copy_from_slice(&v.to_le_bytes());
             }
         }
-        for (i, (_, kw, p, w)) in recs.iter().enumerate() {
+        for (i, (_, kw, kw2, p, w)) in recs.iter().enumerate() {
             let at = (BLK_ENTRIES + (first + i) as u64 * ENTRY) as usize;
             img[at..at + 8].copy_from_slice(&kw.to_le_bytes());
             img[at + 8..at + 16].copy_from_slice(&p.to_le_bytes());
             img[at + 16..at + 24].copy_from_slice(&w.to_le_bytes());
+            img[at + 24..at + 32].copy_from_slice(&kw2.to_le_bytes());
         }
         let block = self.alloc.alloc(BLOCK, BLOCK_SIZE)?;
         // SAFETY: a reserved block nobody else can reach: plain writes inside it.

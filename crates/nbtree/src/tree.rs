@@ -114,6 +114,9 @@ pub struct NbTree {
     pub(crate) write_locks: bool,
     /// NBTree-SL: leaves keep their metadata in PM (see [`NbOptions::single_layer`]).
     pub(crate) sl: bool,
+    /// The pool's format has [`KIND_PAIR`] keys (format 2; a format-1 pool keeps putting
+    /// 9-to-16-byte keys in objects, so that older binaries can still read it).
+    pub(crate) pairs: bool,
     /// Where the leaves live (shared with the deferred frees of retired leaves).
     pub(crate) arena: Arc<crate::arena::LeafArena>,
     /// Where the inner nodes live (likewise).
@@ -133,8 +136,9 @@ struct Prepared {
     inline: Option<(u64, u64)>,
     /// The value's object, once made (always for values that do not fit the entry).
     obj: Option<u64>,
-    /// Key word and kind bits, once encoded (objects are made only for inserts).
-    key: Option<(u64, u64)>,
+    /// Key word, second key word and payload key bits, once encoded (objects are made
+    /// only for inserts).
+    key: Option<(u64, u64, u64)>,
 }
 
 impl NbTree {
@@ -244,7 +248,7 @@ impl NbTree {
         loop {
             let leaf = self.locate(key, &g);
             // SAFETY: pinned.
-            let hit = unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool)) }
+            let hit = unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool), self.pairs) }
                 .map(|(slot, p)| (p, load(&self.pool, leaf.value_at(slot))));
             crate::chaos::point();
             // Valid only if no SMO published new leaves meanwhile: writes go to those
@@ -314,13 +318,15 @@ impl NbTree {
         }
     }
 
-    fn key_word_for(&self, key: &[u8], prep: &mut Prepared) -> Result<(u64, u64)> {
+    /// The key word, second key word and payload key bits of `key` (making its key object
+    /// if it needs one, once per put).
+    fn key_word_for(&self, key: &[u8], prep: &mut Prepared) -> Result<(u64, u64, u64)> {
         if let Some(k) = prep.key {
             return Ok(k);
         }
-        let k = match key_word(key) {
-            KeyWord::Inline(w, kind) => (w, kind),
-            KeyWord::Object => (self.new_object(KEY, key)?, KIND_OBJ),
+        let k = match key_word(key, self.pairs) {
+            KeyWord::Inline { word, word2, bits } => (word, word2, bits),
+            KeyWord::Object => (self.new_object(KEY, key)?, 0, KIND_OBJ << KIND_SHIFT),
         };
         prep.key = Some(k);
         Ok(k)
@@ -331,8 +337,10 @@ impl NbTree {
         if let Some(o) = prep.obj.take() {
             self.alloc.free(o);
         }
-        if let Some((w, KIND_OBJ)) = prep.key.take() {
-            self.alloc.free(w);
+        if let Some((w, _, bits)) = prep.key.take() {
+            if bits == KIND_OBJ << KIND_SHIFT {
+                self.alloc.free(w);
+            }
         }
     }
 
@@ -381,7 +389,7 @@ impl NbTree {
             let _w = self.write_locks.then(|| leaf.wlock.lock());
             let mut seen = leaf.bits(&self.pool);
             // SAFETY: pinned.
-            if let Some((slot, p)) = unsafe { find(&self.pool, leaf, key, fp, seen) } {
+            if let Some((slot, p)) = unsafe { find(&self.pool, leaf, key, fp, seen, self.pairs) } {
                 if self.update_slot(leaf, slot, p, value, prep, g)? {
                     return Ok(false);
                 }
@@ -396,13 +404,13 @@ impl NbTree {
                 leaf.set_smo(&self.pool); // line 4
                 continue 'retry; // lines 5-6 (locate_w runs the SMO)
             }
-            let (kw, kind) = self.key_word_for(key, prep)?;
+            let (kw, kw2, kbits) = self.key_word_for(key, prep)?;
             let (vbits, w) = match (prep.inline, prep.obj) {
                 (Some(i), _) => i,
                 (None, Some(o)) => (VAL_PTR | o, 0),
                 (None, None) => unreachable!("a value that does not fit the entry has its object"),
             };
-            self.write_entry(leaf, pos, kw, (kind << KIND_SHIFT) | vbits, w);
+            self.write_entry(leaf, pos, (kw, kw2), kbits | vbits, w);
             leaf.set_fp(&self.pool, pos, fp);
             crate::chaos::point();
             // Commit: CAS the bitmap (line 8). A concurrent commit of the same key (two
@@ -416,7 +424,7 @@ impl NbTree {
                 }
                 if b != seen {
                     // SAFETY: pinned.
-                    if unsafe { find(&self.pool, leaf, key, fp, b & !seen) }.is_some() {
+                    if unsafe { find(&self.pool, leaf, key, fp, b & !seen, self.pairs) }.is_some() {
                         self.abandon(leaf, pos);
                         continue 'retry;
                     }
@@ -437,17 +445,23 @@ impl NbTree {
     }
 
     /// Write a new entry into the free slot `pos` and make it durable (§3.2 Figure 2,
-    /// steps 2-3): value and payload, then key.
-    fn write_entry(&self, leaf: &Leaf, pos: usize, kw: u64, payload: u64, w: u64) {
+    /// steps 2-3): value, payload and a pair key's second word, then the key word.
+    fn write_entry(&self, leaf: &Leaf, pos: usize, (kw, kw2): (u64, u64), payload: u64, w: u64) {
         let (ko, po) = (leaf.key_at(pos), leaf.payload_at(pos));
         // SAFETY: slot `pos` was taken by this thread's fetch-and-add and is not committed:
         // no other thread writes it, readers skip it (bitmap), and it holds no reference.
         unsafe {
             self.pool.store_u64(leaf.value_at(pos), w);
             self.pool.store_u64(po, payload);
+            if kw2 != 0 {
+                // A slot is taken once per block, and blocks start zeroed: the word is 0
+                // unless a pair key needs it.
+                self.pool.store_u64(ko + E_KEY2, kw2);
+            }
         }
-        // The payload, and the objects it and the key name, must be durable before the
-        // key (torn lines, see the module doc; `new_object`).
+        // The payload and second key word (one line with the key word), and the objects
+        // the payload and key name, must be durable before the key word (torn lines, see
+        // the module doc; `new_object`).
         if !matches!(self.pool.mode(), Mode::Eadr | Mode::None) {
             self.pool.flush_off(po, 8);
         }
@@ -505,7 +519,7 @@ impl NbTree {
             _ => {
                 let o = self.value_obj(value, prep)?;
                 self.fence_before_naming();
-                let new = (p & KIND_MASK) | VAL_PTR | o;
+                let new = (p & KEY_BITS) | VAL_PTR | o;
                 // SAFETY: an entry word shared by writers, changed only by CAS.
                 if unsafe { self.pool.cas_u64(leaf.payload_at(slot), p, new) }.is_err() {
                     return Ok(false);
@@ -532,7 +546,8 @@ impl NbTree {
             let leaf = self.locate_w(key, &g)?;
             let _w = self.write_locks.then(|| leaf.wlock.lock());
             // SAFETY: pinned.
-            let Some((slot, p)) = (unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool)) }) else {
+            let Some((slot, p)) = (unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool), self.pairs) })
+            else {
                 if leaf.in_smo(&self.pool) {
                     continue;
                 }
@@ -616,9 +631,9 @@ impl NbTree {
                 }
             };
             recs.clear();
-            for (_, kw, p, w) in leaf::live_entries(&self.pool, leaf) {
+            for (slot, kw, p, w) in leaf::live_entries(&self.pool, leaf) {
                 // SAFETY: pinned.
-                let k = unsafe { leaf::entry_key(&self.pool, kw, p, false) }
+                let k = unsafe { leaf::entry_key(&self.pool, leaf.key_at(slot), kw, p, false) }
                     .ok_or_else(|| NbError::Corrupt(format!("an entry of block {:#x} has a bad key", leaf.block)))?;
                 recs.push((k.as_slice().to_vec(), p, w));
             }

@@ -82,12 +82,14 @@ fn explore(ops: &[Op], mode: Mode, single_layer: bool) -> u64 {
 }
 
 /// Keys of every storage kind: 8-byte integers (the paper's fast path), short inline
-/// keys, long keys in objects, and the all-zero 8-byte key (an object, since key 0 marks
-/// an empty slot).
+/// keys, 9- and 16-byte keys held in the entry's two key words, long keys in objects,
+/// and the all-zero 8-byte key (an object, since key 0 marks an empty slot).
 fn key(i: u32) -> Vec<u8> {
-    match i % 4 {
+    match i % 6 {
         0 | 1 => (0x0100_0000_0000_0000u64 + i as u64 * 7919).to_be_bytes().to_vec(),
         2 => format!("s{i:04}").into_bytes(),
+        3 => format!("pair{i:05}").into_bytes(),
+        4 => format!("pair-key-{i:07}").into_bytes(),
         _ => format!("a-longer-key-{i:06}-in-an-object").into_bytes(),
     }
 }

@@ -21,6 +21,8 @@ enum Step {
 fn key() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         3 => strategy::key(strategy::LONG_KEY),
+        // 9 to 16 bytes: held in the entry's two key words.
+        1 => proptest::collection::vec(any::<u8>(), 9..=16),
         // 8-byte integer keys, the all-zero one included.
         2 => (0u64..200).prop_map(|i| (i * 0x0101_0101).to_be_bytes().to_vec()),
     ]
