@@ -361,6 +361,34 @@ pub fn is_plain_set(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
         && sh.store.info().check_sizes(&args[1], Some(&args[2])).is_ok()
 }
 
+/// `GET key` from a client that may run it: [`get_into`] answers it.
+pub fn is_plain_get(c: &Conn, args: &[Vec<u8>]) -> bool {
+    args.len() == 2 && c.authed && args[0].eq_ignore_ascii_case(b"GET")
+}
+
+/// Answer `GET key` into `out` (what [`run`] replies, without building the reply), the
+/// value read into `value`, whose allocation the next GET reuses.
+pub fn get_into(
+    sh: &Shared,
+    key: &[u8],
+    value: &mut Option<Vec<u8>>,
+    out: &mut Vec<u8>,
+    resp3: bool,
+) -> std::io::Result<()> {
+    match sh.store.get_into(key, value) {
+        Ok(true) => {
+            let v = value.as_deref().unwrap_or_default();
+            use std::io::Write as _;
+            write!(out, "${}\r\n", v.len())?;
+            out.extend_from_slice(v);
+            out.extend_from_slice(b"\r\n");
+            Ok(())
+        }
+        Ok(false) => Reply::Nil.write(out, resp3),
+        Err(e) => store_err(e).write(out, resp3),
+    }
+}
+
 /// Group commit of plain SETs that arrived together (issue "pmkv serve"): one write batch,
 /// under the stripe locks of all their keys (so read-modify-write commands stay atomic),
 /// in which the engine shares persists and fences where it can (HART: one commit fence

@@ -240,6 +240,8 @@ async fn connection(sh: &Shared, mut sock: tokio::net::TcpStream, cfg: &Config, 
     let mut c = commands::Conn { id, name: None, resp3: false, authed: sh.password.is_none(), cursors: Vec::new() };
     let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
     let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
+    // The value of the last plain GET: its allocation is reused by the next one.
+    let mut value: Option<Vec<u8>> = None;
     loop {
         // Every complete request in the buffer, replies gathered: a pipeline's replies go
         // out in one write, after each of its writes was made durable in turn.
@@ -271,6 +273,12 @@ async fn connection(sh: &Shared, mut sock: tokio::net::TcpStream, cfg: &Config, 
                         continue;
                     }
                     flush_sets(&mut sets, &mut out, c.resp3)?;
+                    if commands::is_plain_get(&c, &args) {
+                        // The commonest request, answered straight into the output: no
+                        // reply value, no copy of the value beyond the reused buffer.
+                        commands::get_into(sh, &args[1], &mut value, &mut out, c.resp3)?;
+                        continue;
+                    }
                     let (reply, after) = commands::run(sh, &mut c, &args);
                     match after {
                         commands::After::Shutdown => {

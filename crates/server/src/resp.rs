@@ -178,6 +178,19 @@ pub fn parse_request(buf: &[u8], lim: &Limits) -> Result<Parsed, String> {
     }
 }
 
+/// A simple-string or error line: `kind`, `s` with any CR or LF made a space (they would
+/// end the line early), CRLF. Copied as is in the common case, with no allocation: every
+/// acknowledged SET of a pipeline writes one.
+fn line(w: &mut impl Write, kind: u8, s: &str) -> io::Result<()> {
+    w.write_all(&[kind])?;
+    if s.contains(['\r', '\n']) {
+        w.write_all(s.replace(['\r', '\n'], " ").as_bytes())?;
+    } else {
+        w.write_all(s.as_bytes())?;
+    }
+    w.write_all(b"\r\n")
+}
+
 /// A reply.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
@@ -205,8 +218,8 @@ impl Reply {
     /// Write the reply in RESP2 (`resp3` false) or RESP3.
     pub fn write(&self, w: &mut impl Write, resp3: bool) -> io::Result<()> {
         match self {
-            Reply::Simple(s) => write!(w, "+{}\r\n", s.replace(['\r', '\n'], " ")),
-            Reply::Error(s) => write!(w, "-{}\r\n", s.replace(['\r', '\n'], " ")),
+            Reply::Simple(s) => line(w, b'+', s),
+            Reply::Error(s) => line(w, b'-', s),
             Reply::Int(i) => write!(w, ":{i}\r\n"),
             Reply::Bulk(b) => {
                 write!(w, "${}\r\n", b.len())?;

@@ -273,3 +273,43 @@ fn u3_group_commit_keeps_pipeline_order() {
     assert_eq!(store.len().unwrap(), 3);
     store.close().unwrap();
 }
+
+/// GET, the commonest request, is answered by its own path (`commands::get_into`): the
+/// exact bytes of a hit (a binary value with CR and LF in it), of a miss in RESP2 and
+/// RESP3, in any letter case, and in order after pipelined SETs.
+#[test]
+fn u3_get_replies_exact_bytes() {
+    let (port, stop, h, _d) = start(None);
+    let mut c = Client::new(port);
+    let raw = |c: &mut Client, n: usize| {
+        let mut b = vec![0u8; n];
+        c.r.read_exact(&mut b).unwrap();
+        b
+    };
+    c.send(&[b"SET", b"bin", b"a\r\nb\0"]);
+    assert_eq!(raw(&mut c, 5), b"+OK\r\n");
+    c.send(&[b"get", b"bin"]);
+    assert_eq!(raw(&mut c, 11), b"$5\r\na\r\nb\0\r\n");
+    c.send(&[b"GET", b"nope"]);
+    assert_eq!(raw(&mut c, 5), b"$-1\r\n");
+    // A pipeline: SETs (applied as one batch) then GETs of what they wrote, in order.
+    let mut p = Vec::new();
+    for (cmd, k, v) in [("SET", "p1", Some("x")), ("SET", "p2", Some("yy")), ("GET", "p2", None), ("GET", "p1", None)] {
+        let args: Vec<&[u8]> =
+            [Some(cmd.as_bytes()), Some(k.as_bytes()), v.map(str::as_bytes)].into_iter().flatten().collect();
+        p.extend(format!("*{}\r\n", args.len()).into_bytes());
+        for a in args {
+            p.extend(format!("${}\r\n", a.len()).into_bytes());
+            p.extend_from_slice(a);
+            p.extend_from_slice(b"\r\n");
+        }
+    }
+    c.w.write_all(&p).unwrap();
+    let want = b"+OK\r\n+OK\r\n$2\r\nyy\r\n$1\r\nx\r\n";
+    assert_eq!(raw(&mut c, want.len()), want);
+    assert!(c.cmd(&["HELLO", "3"]).contains("proto,:3"));
+    c.send(&[b"GET", b"nope"]);
+    assert_eq!(raw(&mut c, 3), b"_\r\n");
+    stop();
+    h.join().unwrap().unwrap();
+}
