@@ -37,6 +37,9 @@ pub struct ServerArgs {
     /// Persistence mode of pmkv serve.
     #[arg(long, default_value = "adr")]
     pub mode: String,
+    /// Engine of pmkv serve's pools (any of `pmkv engines`).
+    #[arg(long, default_value = "hart")]
+    pub engine: String,
     /// Where the in-memory pools and Redis files go (default: a temporary directory on
     /// /dev/shm).
     #[arg(long)]
@@ -202,9 +205,10 @@ pub fn run(a: ServerArgs) -> CmdResult {
     };
     let disk = if a.disk_dir.is_empty() { None } else { Some(tempfile::tempdir_in(&a.disk_dir)?) };
     let mem = tmp.path().to_path_buf();
+    let disk_label = format!("pmkv serve ({} msync, disk)", a.engine);
     let mut plan = vec![
         Row {
-            label: format!("pmkv serve ({}, memory)", a.mode),
+            label: format!("pmkv serve ({} {}, memory)", a.engine, a.mode),
             durability: "persistent before the reply",
             pmkv_mode: Some(a.mode.clone()),
             redis_conf: &[],
@@ -235,7 +239,7 @@ pub fn run(a: ServerArgs) -> CmdResult {
     if let Some(d) = &disk {
         let d = d.path().to_path_buf();
         plan.push(Row {
-            label: "pmkv serve (msync, disk)".into(),
+            label: disk_label.clone(),
             durability: "msync'd to the device before the reply",
             pmkv_mode: Some("msync".into()),
             redis_conf: &[],
@@ -261,7 +265,7 @@ pub fn run(a: ServerArgs) -> CmdResult {
             Some(mode) => {
                 let mut c = Command::new(&me);
                 c.arg("serve").arg(sub.join("bench.pool")).args(["--port", &port.to_string(), "--mode", mode]);
-                c.args(["--initial-mib", "512"]);
+                c.args(["--initial-mib", "512", "--engine", &a.engine]);
                 if let Some(t) = a.threads {
                     c.args(["--threads", &t.to_string()]);
                 }
@@ -331,7 +335,7 @@ pub fn run(a: ServerArgs) -> CmdResult {
             p[3] / none[3]
         );
     }
-    if let (Some(p), Some(always)) = (find("pmkv serve (msync, disk)"), find("redis appendfsync always (disk)")) {
+    if let (Some(p), Some(always)) = (find(&disk_label), find("redis appendfsync always (disk)")) {
         println!(
             "on disk: pmkv msync SET / redis always SET: {:.2} (P1), {:.2} (P16)",
             p[0] / always[0],
