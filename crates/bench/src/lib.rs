@@ -20,6 +20,7 @@ pub mod command;
 pub mod engines;
 pub mod experiment;
 pub mod measure;
+pub mod pages;
 pub mod plot;
 pub mod progress;
 pub mod report;

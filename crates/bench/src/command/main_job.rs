@@ -50,14 +50,15 @@ pub fn main_job() -> Result<()> {
     println!(
         "pmkv bench — main job: Dictionary ({} words), Sequential and Random ({} keys) workloads,\n\
          insert / search / update / delete, 1 thread, {}-byte values; engines {} in eadr and adr, plus baselines;\n\
-         PM latency emulation: {}; pools in {}; flush: {}",
+         PM latency emulation: {}; pools in {}; flush: {}\n{}",
         sets[0].1.len(),
         sets[1].1.len(),
         s.value_size,
         pool_engine_names(),
         engines::latency_name(lat),
         tmp.path().parent().map_or("?".into(), |p| p.display().to_string()),
-        pmkv_substrate::flush_insn().name()
+        pmkv_substrate::flush_insn().name(),
+        crate::pages::pool_pages(tmp.path())
     );
     if pmkv::Registry::builtin().names().iter().all(|n| *n == engines::VOLATILE) {
         println!("(pmkv::Registry::builtin() has no persistent engine yet: only the baselines run)");

@@ -244,6 +244,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         s.params.push((k.trim().to_string(), v.trim().to_string()));
     }
     let tg = targets(&engines, &a.mode, &lats);
+    let pages = crate::pages::pool_pages(tmp.path());
     measure::calibrate();
     let keys = |k: KeyKind| KeySet::generate(k, n, a.seed);
     let records = match what {
@@ -265,8 +266,10 @@ pub fn run(a: RunArgs) -> Result<()> {
     drop(tmp);
     print!("{}", report::table(&records, &report::standard_columns()));
     println!("durability:\n{}", report::legend(&records));
+    println!("{pages}");
     let mut meta = Meta::new(&command_line(), a.seed, a.dir.as_deref().unwrap_or(Path::new("/dev/shm")));
     meta.notes.push(format!("wall time {:.1} s", started.elapsed().as_secs_f64()));
+    meta.notes.push(pages);
     write_outputs(&a, &Report { meta, records })
 }
 
