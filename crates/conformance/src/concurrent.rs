@@ -21,10 +21,13 @@ pub fn readers_and_writers(f: &'static dyn EngineFactory) {
     let d = pool_dir();
     let (s, _) = fresh(f, &d);
     let stop = AtomicBool::new(false);
+    // Writers start once both readers have read: on a busy machine they could otherwise
+    // finish before a reader was scheduled, and nothing would be checked concurrently.
+    let ready = std::sync::atomic::AtomicUsize::new(0);
     let models: Vec<Model> = std::thread::scope(|sc| {
         let readers: Vec<_> = (0..2u64)
             .map(|r| {
-                let (s, stop) = (&s, &stop);
+                let (s, stop, ready) = (&s, &stop, &ready);
                 sc.spawn(move || {
                     let mut rng = rand::rngs::StdRng::seed_from_u64(100 + r);
                     let mut reads = 0u64;
@@ -48,12 +51,18 @@ pub fn readers_and_writers(f: &'static dyn EngineFactory) {
                                 last = Some(k);
                             }
                         }
+                        if reads == 0 {
+                            ready.fetch_add(1, Ordering::AcqRel);
+                        }
                         reads += 1;
                     }
                     reads
                 })
             })
             .collect();
+        while ready.load(Ordering::Acquire) < 2 {
+            std::thread::yield_now();
+        }
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
                 let s = &s;

@@ -7,7 +7,7 @@
 
 use pmkv_mangosteen::{Mangosteen, MangosteenOptions};
 use pmkv_substrate::Pool;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const WRITERS: u64 = 4;
@@ -31,9 +31,13 @@ fn m2_many_writers_share_batches_and_lose_nothing() {
         let pool = Arc::new(Pool::create(&path, "mangosteen", &pmkv_testutil::small_opts()).unwrap());
         let m = Arc::new(Mangosteen::open(pool, opts).unwrap());
         let stop = Arc::new(AtomicBool::new(false));
+        // Writers start only once every reader has read: on a busy machine the writers
+        // (whose lock prefers them) could otherwise finish before a reader was scheduled,
+        // and nothing would have been checked concurrently (this failed CI once).
+        let ready = Arc::new(AtomicUsize::new(0));
         let readers: Vec<_> = (0..2)
             .map(|_| {
-                let (m, stop) = (m.clone(), stop.clone());
+                let (m, stop, ready) = (m.clone(), stop.clone(), ready.clone());
                 std::thread::spawn(move || {
                     let mut seen = 0u64;
                     while !stop.load(Ordering::Acquire) {
@@ -41,12 +45,18 @@ fn m2_many_writers_share_batches_and_lose_nothing() {
                             let sum: u64 = (1..=WRITERS).map(|i| counter(r, i)).sum();
                             assert_eq!(counter(r, 0), sum, "a reader saw a request half applied");
                         });
+                        if seen == 0 {
+                            ready.fetch_add(1, Ordering::AcqRel);
+                        }
                         seen += 1;
                     }
                     seen
                 })
             })
             .collect();
+        while ready.load(Ordering::Acquire) < 2 {
+            std::thread::yield_now();
+        }
         let writers: Vec<_> = (1..=WRITERS)
             .map(|w| {
                 let m = m.clone();
