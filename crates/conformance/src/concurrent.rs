@@ -125,13 +125,13 @@ const LIN_ROUNDS: u64 = 50;
 const WIDE_KEYS: usize = 3000;
 const WIDE_OPS: u64 = 4000;
 
-/// Key `i` of the contended set: short keys and, every third, a long one (an out-of-line
-/// key where an engine has them).
+/// Key `i` of the shared set: short keys, 12-byte ones (two key words in NBTree's entry)
+/// and long ones (out of line where an engine has such keys), in turn.
 fn lin_key(i: usize) -> Vec<u8> {
-    if i % 3 == 2 {
-        format!("contended-key-{i}-long-enough-to-live-in-an-object").into_bytes()
-    } else {
-        format!("c{i}").into_bytes()
+    match i % 3 {
+        0 => format!("c{i}").into_bytes(),
+        1 => format!("pair-{i:07}").into_bytes(),
+        _ => format!("contended-key-{i}-long-enough-to-live-in-an-object").into_bytes(),
     }
 }
 
