@@ -7,7 +7,7 @@
 mod common;
 use common::*;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Values name their key and round (out of line: longer than 8 bytes).
@@ -18,10 +18,17 @@ fn writers_readers_and_scans() {
     let h = Arc::new(sim_hart(16 << 20, 2));
     // Simulated pools are slow to flush only with a hook; none is installed here.
     let stop = Arc::new(AtomicBool::new(false));
+    // Writers start once every reader has gone round once: on a busy machine they could
+    // otherwise finish before a reader was scheduled, and nothing would be checked
+    // concurrently.
+    let ready = Arc::new(AtomicUsize::new(0));
     let writers: Vec<_> = (0..3u8)
         .map(|w| {
-            let h = h.clone();
+            let (h, ready) = (h.clone(), ready.clone());
             std::thread::spawn(move || {
+                while ready.load(Ordering::Acquire) < 4 {
+                    std::thread::yield_now();
+                }
                 // Writer 0 and 1 share hash keys ("aa"); writer 2 has its own ("zz").
                 let prefix = if w == 2 { "zz" } else { "aa" };
                 for round in 0..3u32 {
@@ -39,10 +46,15 @@ fn writers_readers_and_scans() {
         .collect();
     let readers: Vec<_> = (0..4)
         .map(|r| {
-            let (h, stop) = (h.clone(), stop.clone());
+            let (h, stop, ready) = (h.clone(), stop.clone(), ready.clone());
             std::thread::spawn(move || {
                 let mut checks = 0u64;
+                let mut rounds = 0u64;
                 while !stop.load(Ordering::Relaxed) {
+                    if rounds == 1 {
+                        ready.fetch_add(1, Ordering::AcqRel);
+                    }
+                    rounds += 1;
                     if r == 0 {
                         for i in (0..1500u32).step_by(37) {
                             for (p, w) in [("aa", 0), ("aa", 1), ("zz", 2)] {
