@@ -46,6 +46,7 @@ impl NbTree {
         if off != 0 && problems.is_empty() {
             problems.push(format!("the PM list continues past the last leaf, to {off:#x}"));
         }
+        self.check_routing(&leaves[1..], &mut problems);
         let mut records = 0u64;
         let mut last: Option<Vec<u8>> = None;
         for (i, l) in leaves.iter().enumerate() {
@@ -158,6 +159,50 @@ impl NbTree {
         }
     }
 
+    /// The inner nodes lead to the leaves of the list, in order, and each level-0 node
+    /// names its leaves' blocks (which searches prefetch from there). Recovery indexes
+    /// no leaf left empty (its keys' range routes to the leaf before it), so the list may
+    /// hold leaves the inner nodes skip, all without a committed entry.
+    fn check_routing(&self, leaves: &[&Leaf], problems: &mut Vec<String>) {
+        // SAFETY: pinned by the caller; inner nodes are immutable.
+        let nodes = unsafe { crate::inner::nodes(self.root.load(Ordering::Acquire)) };
+        // `nodes` lists each level left to right, so the level-0 nodes' children, in that
+        // order, are the indexed leaves in key order.
+        let mut j = 0;
+        for &n in &nodes {
+            // SAFETY: as above.
+            let n = unsafe { &*n };
+            if n.level != 0 {
+                continue;
+            }
+            for (&c, &b) in n.children[..n.n].iter().zip(&n.blocks[..n.n]) {
+                while leaves.get(j).is_some_and(|l| !std::ptr::eq(c as *const Leaf, *l)) {
+                    if leaves[j].bits(&self.pool) & SLOTS_MASK != 0 {
+                        problems.push(format!("leaf {}: holds entries but no inner node leads to it", j + 1));
+                    }
+                    j += 1;
+                }
+                let Some(l) = leaves.get(j) else {
+                    problems.push("the inner nodes lead to a leaf not in the list, or out of order".into());
+                    return;
+                };
+                if b != l.block {
+                    problems.push(format!(
+                        "leaf {}: its inner node names block {b:#x}, the leaf {:#x}",
+                        j + 1,
+                        l.block
+                    ));
+                }
+                j += 1;
+            }
+        }
+        for (k, l) in leaves.iter().enumerate().skip(j) {
+            if l.bits(&self.pool) & SLOTS_MASK != 0 {
+                problems.push(format!("leaf {}: holds entries but no inner node leads to it", k + 1));
+            }
+        }
+    }
+
     fn check_object(
         &self,
         off: u64,
@@ -204,5 +249,44 @@ impl NbTree {
             ("superblock".to_string(), st.of_type(SUPER).1),
         ];
         (dram, pm)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::tree::NbTree;
+    use pmkv_substrate::{Mode, Pool, PoolOptions};
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    /// `check` proves the routing layer too: a level-0 node naming the wrong block (which
+    /// searches would prefetch instead of their own) and a node leading to the wrong leaf
+    /// are both reported.
+    #[test]
+    fn check_catches_a_wrong_block_and_a_wrong_leaf_in_the_inner_nodes() {
+        let opts = PoolOptions::default().mode(Mode::Eadr).initial_size(16 << 20);
+        let t = NbTree::open(Arc::new(Pool::create_sim("nbtree", &opts).unwrap())).unwrap();
+        for i in 0..2_000u64 {
+            t.put(&(i * 7 + 1).to_be_bytes(), &i.to_le_bytes()).unwrap();
+        }
+        t.check().unwrap();
+        let _g = crossbeam_epoch::pin();
+        // SAFETY: pinned; no other thread uses the tree.
+        let nodes = unsafe { crate::inner::nodes(t.root.load(Ordering::Acquire)) };
+        let n = nodes.iter().copied().find(|&n| unsafe { &*n }.level == 0 && unsafe { &*n }.n >= 2).unwrap();
+        let n = n as *mut crate::inner::INode;
+        // SAFETY: this thread alone reads the tree; the fields are restored below.
+        unsafe {
+            (*n).blocks[1] ^= 64;
+            let e = t.check().unwrap_err().to_string();
+            assert!(e.contains("its inner node names block"), "{e}");
+            (*n).blocks[1] ^= 64;
+            t.check().unwrap();
+            (*n).children.swap(0, 1);
+            let e = t.check().unwrap_err().to_string();
+            assert!(e.contains("no inner node leads to it") || e.contains("not in the list"), "{e}");
+            (*n).children.swap(0, 1);
+        }
+        t.check().unwrap();
     }
 }

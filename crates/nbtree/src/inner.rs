@@ -41,7 +41,8 @@ impl Sep {
 }
 
 /// One immutable inner node, one allocation: `children[i]` holds the keys in
-/// `[sep[i-1], sep[i])`.
+/// `[sep[i-1], sep[i])`. Line-aligned, so that `route`'s prefetches cover it exactly.
+#[repr(C, align(64))]
 pub(crate) struct INode {
     /// 0: children are leaves; otherwise inner nodes.
     pub level: u32,
@@ -51,6 +52,12 @@ pub(crate) struct INode {
     lens: [u32; FANOUT],
     /// `*const Leaf` or `*const INode`, by `level`.
     pub children: [usize; FANOUT],
+    /// At level 0, the pool offset of each child leaf's key-value block (the paper's
+    /// `data_ptr`, which never changes for a leaf): a search learns where its PM line lies
+    /// here, one dependent load before the leaf's metadata tells it which line, and starts
+    /// that block's address translation meanwhile (see `NbTree::find_leaf`). Zero above
+    /// level 0.
+    pub blocks: [u64; FANOUT],
     /// The bytes of separators longer than 8 bytes (empty if there are none).
     long: Vec<Option<Arc<[u8]>>>,
 }
@@ -64,7 +71,10 @@ pub(crate) fn prefix(k: &[u8]) -> u64 {
 }
 
 impl INode {
-    fn new(level: u32, seps: &[Sep], children: &[usize]) -> INode {
+    /// # Safety
+    ///
+    /// At level 0, every child is a live [`Leaf`] (its block is read).
+    unsafe fn new(level: u32, seps: &[Sep], children: &[usize]) -> INode {
         debug_assert!(children.len() <= FANOUT && seps.len() + 1 == children.len());
         let mut n = INode {
             level,
@@ -72,9 +82,16 @@ impl INode {
             prefixes: [0; FANOUT],
             lens: [0; FANOUT],
             children: [0; FANOUT],
+            blocks: [0; FANOUT],
             long: Vec::new(),
         };
         n.children[..children.len()].copy_from_slice(children);
+        if level == 0 {
+            for (b, &c) in n.blocks.iter_mut().zip(children) {
+                // SAFETY: the caller's contract.
+                *b = unsafe { &*(c as *const Leaf) }.block;
+            }
+        }
         for (i, s) in seps.iter().enumerate() {
             n.prefixes[i] = s.prefix;
             n.lens[i] = s.len;
@@ -156,7 +173,10 @@ impl INode {
 
 /// Build a tree bottom-up over `leaves` (in key order, each with its lower fence; the
 /// first fence is ignored). Returns the root.
-pub(crate) fn build(leaves: Vec<(Sep, *const Leaf)>, slab: &NodeArena) -> *mut INode {
+///
+/// # Safety
+/// Every leaf is alive.
+pub(crate) unsafe fn build(leaves: Vec<(Sep, *const Leaf)>, slab: &NodeArena) -> *mut INode {
     assert!(!leaves.is_empty(), "a tree has at least one leaf");
     // Nodes filled to 3/4, leaving room for splits.
     let per = FANOUT * 3 / 4;
@@ -167,7 +187,8 @@ pub(crate) fn build(leaves: Vec<(Sep, *const Leaf)>, slab: &NodeArena) -> *mut I
         for group in level.chunks(per) {
             let seps: Vec<Sep> = group[1..].iter().map(|x| x.0.clone()).collect();
             let children: Vec<usize> = group.iter().map(|x| x.1).collect();
-            up.push((group[0].0.clone(), slab.alloc(INode::new(lv, &seps, &children)) as usize));
+            // SAFETY: at level 0 the children are the caller's live leaves.
+            up.push((group[0].0.clone(), slab.alloc(unsafe { INode::new(lv, &seps, &children) }) as usize));
         }
         if up.len() == 1 {
             return up[0].1 as *mut INode;
@@ -184,7 +205,8 @@ pub(crate) fn build(leaves: Vec<(Sep, *const Leaf)>, slab: &NodeArena) -> *mut I
 ///
 /// # Safety
 /// `root` is the current root, no other thread changes the tree meanwhile (the caller
-/// holds the writers' mutex), and every node reachable from it is alive.
+/// holds the writers' mutex), every node reachable from it is alive, and so are `left`
+/// and `right`'s leaf.
 pub(crate) unsafe fn replace(
     root: *const INode,
     old: *const Leaf,
@@ -229,19 +251,26 @@ pub(crate) unsafe fn replace(
             let rchildren = children.split_off(mid);
             let mut rseps = seps.split_off(mid - 1);
             let sep = rseps.remove(0);
-            let l = slab.alloc(INode::new(node.level, &seps, &children));
-            let r = slab.alloc(INode::new(node.level, &rseps, &rchildren));
+            // SAFETY: the children are live leaves or nodes (the caller's contract).
+            let (l, r) = unsafe {
+                (
+                    slab.alloc(INode::new(node.level, &seps, &children)),
+                    slab.alloc(INode::new(node.level, &rseps, &rchildren)),
+                )
+            };
             carry_child = l as usize;
             carry_split = Some((sep, r as usize));
         } else {
-            carry_child = slab.alloc(INode::new(node.level, &seps, &children)) as usize;
+            // SAFETY: as above.
+            carry_child = slab.alloc(unsafe { INode::new(node.level, &seps, &children) }) as usize;
         }
     }
     // SAFETY: as above.
     let top_level = unsafe { &*root }.level;
     let new_root = match carry_split {
         None => carry_child as *mut INode,
-        Some((k, r)) => slab.alloc(INode::new(top_level + 1, &[k], &[carry_child, r])),
+        // SAFETY: above level 0: no leaf is read.
+        Some((k, r)) => slab.alloc(unsafe { INode::new(top_level + 1, &[k], &[carry_child, r]) }),
     };
     Some((new_root, replaced))
 }
@@ -287,7 +316,8 @@ mod tests {
         ];
         let seps: Vec<Sep> = keys[1..].iter().map(|k| Sep::of(k)).collect();
         let children: Vec<usize> = (0..keys.len()).collect();
-        let node = INode::new(0, &seps, &children);
+        // SAFETY: level 1: the children are not read.
+        let node = unsafe { INode::new(1, &seps, &children) };
         for (i, k) in keys.iter().enumerate() {
             assert_eq!(node.route(k, prefix(k), true), i, "upper {k:?}");
             assert_eq!(node.route(k, prefix(k), false), i.saturating_sub(1).min(i), "lower {k:?}");

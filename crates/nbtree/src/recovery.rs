@@ -86,7 +86,8 @@ fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant, sl: bool) -> Result<Nb
     let sentinel = Leaf::new(head, Arc::from(&b""[..]));
     sentinel.next.store(first_leaf, Ordering::Relaxed);
     let nodes = Arc::new(crate::arena::NodeArena::new());
-    let root = inner::build(vec![(inner::Sep::of(b""), first_leaf as *const Leaf)], &nodes);
+    // SAFETY: `first_leaf` was just made and is alive.
+    let root = unsafe { inner::build(vec![(inner::Sep::of(b""), first_leaf as *const Leaf)], &nodes) };
     let rep = RecoveryReport {
         clean: true,
         leaves: 1,
@@ -607,7 +608,8 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
     rep.records = count as u64;
     drop(results);
     let nodes = Arc::new(crate::arena::NodeArena::new());
-    let root = inner::build(index, &nodes);
+    // SAFETY: the index names the leaves just made, all alive.
+    let root = unsafe { inner::build(index, &nodes) };
     rep.micros = t0.elapsed().as_micros() as u64;
     phases[3] = rep.micros;
     for i in (1..4).rev() {
