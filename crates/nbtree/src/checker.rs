@@ -273,7 +273,15 @@ mod tests {
         let _g = crossbeam_epoch::pin();
         // SAFETY: pinned; no other thread uses the tree.
         let nodes = unsafe { crate::inner::nodes(t.root.load(Ordering::Acquire)) };
-        let n = nodes.iter().copied().find(|&n| unsafe { &*n }.level == 0 && unsafe { &*n }.n >= 2).unwrap();
+        let n = nodes
+            .iter()
+            .copied()
+            .find(|&n| {
+                // SAFETY: as above.
+                let n = unsafe { &*n };
+                n.level == 0 && n.n >= 2
+            })
+            .unwrap();
         let n = n as *mut crate::inner::INode;
         // SAFETY: this thread alone reads the tree; the fields are restored below.
         unsafe {
