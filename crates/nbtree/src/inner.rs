@@ -297,6 +297,42 @@ pub(crate) unsafe fn nodes(root: *const INode) -> Vec<*const INode> {
 mod tests {
     use super::*;
 
+    /// Short keys (the (prefix, length) comparison, no separator bytes on the heap) route
+    /// to exactly the child that a byte-string comparison picks, in nodes of every size.
+    #[test]
+    fn short_keys_route_like_byte_strings() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Few byte values and every length up to 8, so equal prefixes of unequal lengths
+        // (and zero bytes) are common.
+        let mut key = |r: u64| -> Vec<u8> {
+            (0..r % 9).map(|i| [0u8, 1, 0x80, 0xff][((r >> (8 + 2 * i)) & 3) as usize]).collect()
+        };
+        for round in 0..400 {
+            let n = 1 + round % FANOUT;
+            let mut seps: Vec<Vec<u8>> = (0..n - 1).map(|_| key(next())).collect();
+            seps.sort();
+            seps.dedup();
+            let children: Vec<usize> = (0..=seps.len()).collect();
+            let sv: Vec<Sep> = seps.iter().map(|k| Sep::of(k)).collect();
+            // SAFETY: level 1: the children are not read.
+            let node = unsafe { INode::new(1, &sv, &children) };
+            assert!(node.long.is_empty());
+            for _ in 0..50 {
+                let k = key(next());
+                let le = seps.iter().filter(|s| s.as_slice() <= k.as_slice()).count();
+                let lt = seps.iter().filter(|s| s.as_slice() < k.as_slice()).count();
+                assert_eq!(node.route(&k, prefix(&k), true), le, "upper {k:?} in {seps:?}");
+                assert_eq!(node.route(&k, prefix(&k), false), lt, "lower {k:?} in {seps:?}");
+            }
+        }
+    }
+
     #[test]
     fn separators_order_like_byte_strings() {
         let keys: Vec<Vec<u8>> = vec![
