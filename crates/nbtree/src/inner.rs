@@ -310,7 +310,7 @@ mod tests {
         };
         // Few byte values and every length up to 8, so equal prefixes of unequal lengths
         // (and zero bytes) are common.
-        let mut key = |r: u64| -> Vec<u8> {
+        let key = |r: u64| -> Vec<u8> {
             (0..r % 9).map(|i| [0u8, 1, 0x80, 0xff][((r >> (8 + 2 * i)) & 3) as usize]).collect()
         };
         for round in 0..400 {

@@ -694,8 +694,9 @@ fn report_md(
         "### Against the authors' prototype\n\nThe prototype's figures are from ANCHORS.md (4M random 8-byte keys, eADR, \
          /dev/shm, measured in other runs on this kind of machine), not from this run; pmkv's are from this run at \
          this scale. The target is 1.5x. A comparison across days: built here and run in one session with pmkv \
-         (2026-11-24), the prototype itself ran 1.4-1.7x faster than these figures, and pmkv's NBTree was level \
-         with it (0.90-1.32x; README, \"NBTree against its authors' prototype, like for like\").\n\n{}",
+         (2026-11-24 and 11-25), the prototype itself ran 1.4-1.7x faster than these figures, and pmkv's NBTree \
+         was level with it (0.90-1.32x), then 0.91-1.35x once searches prefetched their PM block (README, \"NBTree \
+         against its authors' prototype, like for like\").\n\n{}",
         md_table(&["operation", "threads", "prototype Mops/s", "pmkv nbtree Mops/s", "ratio"].map(String::from), &rows)
     );
     // Fig. 7.
