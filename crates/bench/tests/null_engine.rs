@@ -31,3 +31,29 @@ fn null_runs_every_basic_operation() {
         assert_eq!(n.engine, "null");
     }
 }
+
+/// `--op-order shuffled`: the search, update and delete phases still visit every inserted
+/// key exactly once (every search and delete finds its key), in the other order too.
+#[test]
+fn shuffled_op_order_visits_every_key_once() {
+    use pmkv_bench::experiment::OpOrder;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = strings::sequential(20_000);
+    for order in [OpOrder::Insert, OpOrder::Shuffled] {
+        let mut s = Settings::new(dir.path(), 42);
+        s.op_order = order;
+        let list = engines::parse_list(&["volatile".to_string()]).unwrap();
+        let volatile = *list.iter().find(|e| !e.is_null()).unwrap();
+        let t = Target::new(volatile, Mode::None, Latency::NONE);
+        let recs = basic_ops(&s, &t, "t", "seq", &keys, 2);
+        assert_eq!(recs.len(), 4, "{order:?}");
+        for r in &recs {
+            assert_eq!(r.engine, "volatile");
+            assert_eq!(r.errors, 0, "{order:?} {}", r.op);
+            assert_eq!(r.ops, keys.len() as u64, "{order:?} {}", r.op);
+            if r.op == "search" || r.op == "delete" {
+                assert_eq!((r.found, r.missed), (keys.len() as u64, 0), "{order:?} {}", r.op);
+            }
+        }
+    }
+}

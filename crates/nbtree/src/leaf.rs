@@ -405,7 +405,24 @@ pub(crate) unsafe fn find(
     bitmap: u64,
     pairs: bool,
 ) -> Option<(usize, u64)> {
-    let mut bits = bitmap & SLOTS_MASK & leaf.matching(pool, fp);
+    // SAFETY: the caller's contract.
+    unsafe { find_among(pool, leaf, key, candidates(pool, leaf, fp, bitmap), pairs) }
+}
+
+/// The committed slots of `bitmap` whose fingerprint is `fp`: the only slots that can
+/// hold the key (none: the key is certainly absent, and no PM line need be read).
+#[inline]
+pub(crate) fn candidates(pool: &Pool, leaf: &Leaf, fp: u8, bitmap: u64) -> u64 {
+    bitmap & SLOTS_MASK & leaf.matching(pool, fp)
+}
+
+/// [`find`] among the slots of `cands` (from [`candidates`]).
+///
+/// # Safety
+/// As [`find`].
+#[inline]
+pub(crate) unsafe fn find_among(pool: &Pool, leaf: &Leaf, key: &[u8], cands: u64, pairs: bool) -> Option<(usize, u64)> {
+    let mut bits = cands;
     let inline = key_word(key, pairs);
     while bits != 0 {
         let slot = bits.trailing_zeros() as usize;

@@ -49,7 +49,7 @@ pub fn main_job() -> Result<()> {
     ];
     println!(
         "pmkv bench — main job: Dictionary ({} words), Sequential and Random ({} keys) workloads,\n\
-         insert / search / update / delete, 1 thread, {}-byte values; engines {} in eadr and adr, plus baselines;\n\
+         insert / search / update / delete (the last three in the insert order, as in the HART paper), 1 thread, {}-byte values; engines {} in eadr and adr, plus baselines;\n\
          PM latency emulation: {}; pools in {}; flush: {}\n{}",
         sets[0].1.len(),
         sets[1].1.len(),

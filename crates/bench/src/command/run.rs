@@ -2,7 +2,7 @@
 //! stdout, and with `--out DIR` results.json, results.csv and plots.
 
 use crate::engines::{self, EngineSpec};
-use crate::experiment::{self, Settings, Target};
+use crate::experiment::{self, OpOrder, Settings, Target};
 use crate::plot::run::plot_run;
 use crate::progress::Progress;
 use crate::report::{self, Meta, Record, Report};
@@ -79,6 +79,12 @@ pub struct RunArgs {
     /// Untimed warm-up before measuring, as a fraction of the measured operations.
     #[arg(long, default_value_t = 0.1)]
     pub warmup: f64,
+    /// Order of the search, update and delete phases of basic workloads: `insert` replays
+    /// the insert order (the HART paper's experiments), `shuffled` is an independent random
+    /// order (the NBTree paper's "random key access"). Replay favours an engine that lays
+    /// records out in arrival order, as HART's leaves are: its PM reads become sequential.
+    #[arg(long, value_enum, default_value = "insert")]
+    pub op_order: OpOrder,
     /// Records scanned per range query (range workload).
     #[arg(long, default_value_t = 100_000)]
     pub scan_len: usize,
@@ -109,6 +115,7 @@ impl Default for RunArgs {
             dir: None,
             sample_every: 64,
             warmup: 0.1,
+            op_order: OpOrder::Insert,
             scan_len: 100_000,
             quiet: false,
             params: Vec::new(),
@@ -238,6 +245,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     s.value_size = a.value_size;
     s.sample_every = a.sample_every.max(1);
     s.warmup = a.warmup.clamp(0.0, 10.0);
+    s.op_order = a.op_order;
     s.keep_cdf = a.out.is_some();
     for p in &a.params {
         let (k, v) = p.split_once('=').ok_or_else(|| format!("--param {p}: expected KEY=VALUE"))?;
@@ -284,11 +292,20 @@ fn basic(a: &RunArgs, s: &Settings, tg: &[Target], k: KeyKind, keys: &KeySet) ->
         for &th in &a.threads {
             let label = format!("{} {} {} threads", t.engine.name(), k.name(), th);
             pg.set(&label);
-            records.extend(experiment::basic_ops(s, t, EXP, k.name(), keys, th));
+            records.extend(experiment::basic_ops(s, t, EXP, &basic_label(k, s.op_order), keys, th));
             pg.inc(&label);
         }
     }
     records
+}
+
+/// The workload column of a basic run: the key set, and the operation order when it is not
+/// the insert order.
+fn basic_label(k: KeyKind, order: OpOrder) -> String {
+    match order {
+        OpOrder::Insert => k.name().to_string(),
+        OpOrder::Shuffled => format!("{}/shuffled", k.name()),
+    }
 }
 
 /// Mixes (a sweep's points carry their x in `sweep_x`): every mix, target and thread count.

@@ -126,6 +126,18 @@ impl KeySet {
         self.data.len()
     }
 
+    /// The same keys in a random order of `seed` (a copy: the timed loop then reads them
+    /// one after the other, with no lookup in a permutation table).
+    pub fn shuffled(&self, seed: u64) -> KeySet {
+        let mut order: Vec<usize> = (0..self.len()).collect();
+        crate::rng::Rng::derive(seed, 0x006f_7264_6572).shuffle(&mut order);
+        let mut ks = KeySet::with_capacity(self.len(), self.bytes());
+        for i in order {
+            ks.push(self.get(i));
+        }
+        ks
+    }
+
     /// The first `n` keys.
     pub fn prefix(&self, n: usize) -> KeySet {
         let n = n.min(self.len());
@@ -159,6 +171,24 @@ mod tests {
     /// The in-place fill gives the bytes of the definition: 8-byte chunks of a mix chain
     /// started from a multiplicative hash of the index and version, the last chunk cut to
     /// the size.
+    /// A shuffled key set holds the same keys, each once, in another order, and the same
+    /// seed gives the same order.
+    #[test]
+    fn shuffled_keeps_every_key_once() {
+        let ks = KeySet::generate(KeyKind::Random, 5000, 7).unwrap();
+        let sh = ks.shuffled(7);
+        assert_eq!(sh.len(), ks.len());
+        assert_eq!(sh.bytes(), ks.bytes());
+        let mut a: Vec<&[u8]> = ks.iter().collect();
+        let mut b: Vec<&[u8]> = sh.iter().collect();
+        let moved = a.iter().zip(&b).filter(|(x, y)| x != y).count();
+        assert!(moved > 4900, "only {moved} of 5000 keys moved");
+        a.sort();
+        b.sort();
+        assert_eq!(a, b);
+        assert!(ks.shuffled(7).iter().eq(sh.iter()));
+    }
+
     #[test]
     fn fill_value_matches_its_definition() {
         let mut buf = Vec::new();
