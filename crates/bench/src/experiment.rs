@@ -11,6 +11,7 @@ use crate::rng::Rng;
 use crate::workload::mix::{self, Mix, Op, OpKind};
 use crate::workload::{fill_value, KeySet};
 use pmkv::{Direction, Engine, KeyRange, Latency, Mode, Store};
+use pmkv_substrate::counters::{self, Counters};
 use std::ops::Bound;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -263,6 +264,62 @@ pub fn basic_ops(s: &Settings, t: &Target, exp: &str, workload: &str, keys: &Key
         drop(store);
         drop(pool);
         Ok(out)
+    })
+}
+
+/// Lines an insert writes beyond which it counts as having run a structural modification:
+/// an NBTree SMO writes at least one new 2 KiB block (a header line and a line per two
+/// entries copied), a split two of them; an individual insert writes one entry line, twice
+/// counted at most (`adr` flushes it before and after its key word).
+pub const SMO_LINES: u64 = 8;
+
+/// The NBTree paper's Table 1 counts the PM cost of an *individual* insert, without the
+/// structural modifications that some inserts run. Load the first `loaded` keys of `keys`
+/// (untimed), then insert the rest one at a time on this thread, reading the persistence
+/// counters around each, and split them into inserts that wrote fewer than [`SMO_LINES`]
+/// lines ("individual") and the others. Returns one record, op `insert (individual)`,
+/// whose per-op counters are the individual inserts' means; its `extra` holds
+/// `individual_share` (their fraction of all inserts), `amortized_lines_written` and
+/// `amortized_flushes` (means over all of them, SMOs included).
+pub fn individual_inserts(
+    s: &Settings,
+    t: &Target,
+    exp: &str,
+    workload: &str,
+    keys: &KeySet,
+    loaded: usize,
+) -> Vec<Record> {
+    guarded(t, exp, workload, || {
+        let pool = Pool::fresh(s, t, exp);
+        let store = pool.open(t, true, size_hint(keys, s.value_size))?;
+        let e = store.engine();
+        let loaded = loaded.min(keys.len());
+        load(e, keys, loaded as u64, 1, s.value_size)?;
+        let mut sc = measure::Scratch::default();
+        let (mut single, mut all) = (Counters::default(), Counters::default());
+        let mut n_single = 0u64;
+        for i in loaded..keys.len() {
+            let c0 = counters::snapshot();
+            put(e, keys, i as u64, 0, s.value_size, &mut sc).map_err(|err| format!("insert {i}: {err}"))?;
+            let d = counters::snapshot().since(&c0);
+            all = all.add(&d);
+            if d.lines_written < SMO_LINES {
+                single = single.add(&d);
+                n_single += 1;
+            }
+        }
+        let n = (keys.len() - loaded) as u64;
+        let mut r = t.record(exp, workload, "insert (individual)", 1, loaded as u64);
+        let per = |x: u64, of: u64| if of == 0 { 0.0 } else { x as f64 / of as f64 };
+        r.ops = n_single;
+        r.flushes_per_op = per(single.flushes, n_single);
+        r.fences_per_op = per(single.fences, n_single);
+        r.lines_written_per_op = per(single.lines_written, n_single);
+        r.lines_read_per_op = per(single.lines_read, n_single);
+        r.extra.insert("individual_share".into(), per(n_single, n));
+        r.extra.insert("amortized_lines_written".into(), per(all.lines_written, n));
+        r.extra.insert("amortized_flushes".into(), per(all.flushes, n));
+        Ok(vec![r])
     })
 }
 

@@ -138,12 +138,20 @@ fn u5_reproduce_nbtree_writes_its_report() {
     }
     // Table 1 has measured rows for nbtree (flushes in adr, lines in eadr).
     assert!(md.lines().any(|l| l.starts_with("| nbtree | insert |")), "{md}");
+    // ... and the individual inserts (those that ran no SMO), measured in both modes: one
+    // line written each in eadr, as the paper's Table 1 says.
+    let single = md.lines().find(|l| l.starts_with("| nbtree | insert, no SMO (")).unwrap_or_else(|| panic!("{md}"));
+    let cells: Vec<&str> = single.split('|').map(str::trim).collect();
+    assert_eq!(cells[4], "1.00", "{single}");
+    assert!(cells[6].starts_with("1 (met)"), "{single}");
     // The NBTree-SL ablation ran (its own Table 1 rows, and a row of the Fig. 6 table
     // beside the two-layer comparison).
     assert!(md.lines().any(|l| l.starts_with("| nbtree-sl | search |")), "{md}");
     assert!(md.contains("nbtree / nbtree-sl"), "{md}");
     let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
-    for exp in ["\"base\"", "\"space\"", "\"ycsb\"", "\"skew\"", "\"writes\"", "\"large\"", "\"recovery\""] {
+    for exp in
+        ["\"base\"", "\"table1\"", "\"space\"", "\"ycsb\"", "\"skew\"", "\"writes\"", "\"large\"", "\"recovery\""]
+    {
         assert!(json.contains(exp), "results.json lacks experiment {exp}");
     }
     assert!(dir.join("results.csv").exists());
