@@ -304,7 +304,7 @@ fn basic(a: &RunArgs, s: &Settings, tg: &[Target], k: KeyKind, keys: &KeySet) ->
 fn basic_label(k: KeyKind, order: OpOrder) -> String {
     match order {
         OpOrder::Insert => k.name().to_string(),
-        OpOrder::Shuffled => format!("{}/shuffled", k.name()),
+        o => format!("{}/{}", k.name(), o.name()),
     }
 }
 

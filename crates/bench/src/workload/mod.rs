@@ -168,9 +168,6 @@ pub fn fill_value(buf: &mut Vec<u8>, idx: u64, version: u64, size: usize) {
 mod tests {
     use super::*;
 
-    /// The in-place fill gives the bytes of the definition: 8-byte chunks of a mix chain
-    /// started from a multiplicative hash of the index and version, the last chunk cut to
-    /// the size.
     /// A shuffled key set holds the same keys, each once, in another order, and the same
     /// seed gives the same order.
     #[test]
@@ -189,6 +186,9 @@ mod tests {
         assert!(ks.shuffled(7).iter().eq(sh.iter()));
     }
 
+    /// The in-place fill gives the bytes of the definition: 8-byte chunks of a mix chain
+    /// started from a multiplicative hash of the index and version, the last chunk cut to
+    /// the size.
     #[test]
     fn fill_value_matches_its_definition() {
         let mut buf = Vec::new();
