@@ -314,6 +314,24 @@ impl KeyBytes<'_> {
             KeyBytes::Obj(s) => s,
         }
     }
+
+    /// Byte order of the keys, as `as_slice().cmp()`, but decided by two word comparisons
+    /// whenever the first 16 bytes differ (every key of up to 8 bytes): an SMO orders a
+    /// leaf's keys, and `memcmp` calls were a visible share of it.
+    #[inline]
+    pub(crate) fn cmp_key(&self, other: &Self) -> std::cmp::Ordering {
+        #[inline]
+        fn words(s: &[u8]) -> (u64, u64) {
+            let mut b = [0u8; 16];
+            let n = s.len().min(16);
+            b[..n].copy_from_slice(&s[..n]);
+            (u64::from_be_bytes(b[..8].try_into().expect("8")), u64::from_be_bytes(b[8..].try_into().expect("8")))
+        }
+        let (a, b) = (self.as_slice(), other.as_slice());
+        // Zero-padded words: when they differ, so do the keys, in the same order; when
+        // they are equal, the bytes after them and the lengths decide.
+        words(a).cmp(&words(b)).then_with(|| a.cmp(b))
+    }
 }
 
 /// Read the PM word at `off` (atomically).
@@ -496,6 +514,35 @@ mod tests {
         let mut sl = Leaf::new(block, Arc::from(&b""[..]));
         sl.store_meta(pool);
         [Leaf::new(0, Arc::from(&b""[..])), sl]
+    }
+
+    #[test]
+    fn cmp_key_is_byte_order() {
+        // Keys of 0..=24 bytes over a small alphabet with zero bytes in it, so that many
+        // share their padded words and the fallback decides; inline and object forms alike.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..600 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 25) as usize;
+            keys.push((0..len).map(|i| [0u8, 1, 0x7f, 0x80, 0xff][((x >> (i % 60)) % 5) as usize]).collect());
+        }
+        fn as_kb(k: &[u8]) -> KeyBytes<'_> {
+            if k.len() <= 16 {
+                let mut b = [0u8; 16];
+                b[..k.len()].copy_from_slice(k);
+                KeyBytes::Inline(b, k.len())
+            } else {
+                KeyBytes::Obj(k)
+            }
+        }
+        for a in &keys {
+            for b in keys.iter().step_by(7) {
+                assert_eq!(as_kb(a).cmp_key(&as_kb(b)), a.as_slice().cmp(b.as_slice()), "{a:?} {b:?}");
+            }
+        }
     }
 
     #[test]

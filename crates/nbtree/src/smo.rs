@@ -93,11 +93,13 @@ impl NbTree {
         if !leaf.copy.load(Ordering::Acquire).is_null() {
             return Ok(());
         }
-        recs.sort_unstable_by(|a, b| a.0.as_slice().cmp(b.0.as_slice()));
         let next_pm = load(&self.pool, leaf.block + BLK_NEXT);
         let next = leaf.next.load(Ordering::Acquire);
         let (left, right) = if recs.len() > (CAP - self.first_slot()) / 2 {
             let mid = recs.len() / 2;
+            // Only the split needs an order (a block's entries are unsorted, §3.1): the
+            // median key at `mid`, the smaller ones before it, the larger after it.
+            recs.select_nth_unstable_by(mid, |a, b| a.0.cmp_key(&b.0));
             let split: Arc<[u8]> = Arc::from(recs[mid].0.as_slice());
             let right = self.build_leaf(&recs[mid..], split.clone(), None, next_pm, next)?;
             // SAFETY: just built, not shared.
@@ -126,7 +128,7 @@ impl NbTree {
         Ok(())
     }
 
-    /// A new leaf holding `recs` (sorted): its block written, persisted and published,
+    /// A new leaf holding `recs` (in any order): its block written, persisted and published,
     /// its metadata built. Not linked anywhere yet.
     fn build_leaf(
         &self,
