@@ -316,8 +316,10 @@ impl KeyBytes<'_> {
     }
 
     /// Byte order of the keys, as `as_slice().cmp()`, but decided by two word comparisons
-    /// whenever the first 16 bytes differ (every key of up to 8 bytes): an SMO orders a
-    /// leaf's keys, and `memcmp` calls were a visible share of it.
+    /// whenever the zero-padded first 16 bytes differ (nearly always for distinct keys);
+    /// only keys equal there (one a prefix of the other, or sharing 16 bytes) fall back to
+    /// the slices. An SMO orders a leaf's keys, and `memcmp` calls were a visible share of
+    /// it.
     #[inline]
     pub(crate) fn cmp_key(&self, other: &Self) -> std::cmp::Ordering {
         #[inline]
