@@ -60,16 +60,22 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// On the timed path of every operation: inlined, with the rare error kept out of line.
+    #[inline]
     fn note(&mut self, r: OpResult) {
         match r {
             Ok(true) => self.found += 1,
             Ok(false) => self.missed += 1,
-            Err(e) => {
-                self.errors += 1;
-                if self.first_error.is_none() {
-                    self.first_error = Some(e.to_string());
-                }
-            }
+            Err(e) => self.note_error(e),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn note_error(&mut self, e: pmkv::Error) {
+        self.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(e.to_string());
         }
     }
 
@@ -241,6 +247,19 @@ mod tests {
         assert_eq!(st.hist.len(), 10_000);
         assert!(st.mops() > 0.0 && st.ns_per_op() > 0.0);
         assert!(!st.cdf().is_empty());
+    }
+
+    /// Errors are counted and the first one's message kept (the out-of-line path).
+    #[test]
+    fn execute_tallies_errors() {
+        let items: Vec<u64> = (0..100).collect();
+        let st = execute(&[&items[..]], 1, |&x, _| match x % 3 {
+            0 => Err(pmkv::Error::invalid(format!("bad {x}"))),
+            1 => Ok(true),
+            _ => Ok(false),
+        });
+        assert_eq!((st.tally.errors, st.tally.found, st.tally.missed), (34, 33, 33));
+        assert_eq!(st.tally.first_error.as_deref(), Some("bad 0"));
     }
 
     #[test]

@@ -158,6 +158,10 @@ pub fn fill_value(buf: &mut Vec<u8>, idx: u64, version: u64, size: usize) {
     // The first word is one multiply (it is all of an 8-byte value, the common case);
     // longer values continue with the full mix.
     let mut w = (idx ^ version.rotate_left(40)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    if let Ok(word) = <&mut [u8; 8]>::try_from(buf.as_mut_slice()) {
+        *word = w.to_le_bytes();
+        return;
+    }
     for chunk in buf.chunks_mut(8) {
         chunk.copy_from_slice(&w.to_le_bytes()[..chunk.len()]);
         w = mix64(w);
