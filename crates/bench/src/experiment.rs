@@ -176,13 +176,13 @@ pub fn guarded(t: &Target, exp: &str, workload: &str, f: impl FnOnce() -> Result
     vec![r]
 }
 
-#[inline]
+#[inline(always)]
 fn put(e: &dyn Engine, keys: &KeySet, i: u64, version: u64, vs: usize, sc: &mut measure::Scratch) -> OpResult {
     put_key(e, keys.get(i as usize), i, version, vs, sc)
 }
 
 /// Put key `key` (record `i` of its key set) with the value of `version`.
-#[inline]
+#[inline(always)]
 fn put_key(e: &dyn Engine, key: &[u8], i: u64, version: u64, vs: usize, sc: &mut measure::Scratch) -> OpResult {
     fill_value(&mut sc.value, i, version, vs);
     e.put(key, &sc.value).map(|_| true)
