@@ -186,7 +186,10 @@ impl Art {
                 }
                 Some(Ref::Leaf(old)) => {
                     // Lazy expansion: split the single-key subtree at the first differing byte.
-                    let (equal, p) = ks.with_key(old, |ok| (same(ok, key), common(ok, key, depth)));
+                    // (The common prefix is measured only for a new key: an update, which
+                    // finds its own key here, skips the byte-by-byte walk.)
+                    let (equal, p) =
+                        ks.with_key(old, |ok| if same(ok, key) { (true, 0) } else { (false, common(ok, key, depth)) });
                     if equal {
                         return Ok(Err(old));
                     }
