@@ -101,6 +101,10 @@ impl HashTable {
     }
 
     /// Run `f` on the ART of `hk`, creating an empty one (starting at `depth`) if needed.
+    /// Inlined into its callers (every put): ~2 ns off an update (6 alternating rounds of
+    /// `examples/delete_profile`), whose HART result then need not go through memory.
+    /// (Inlining `with` as well made cached searches 2 ns slower.)
+    #[inline(always)]
     pub fn with_or_create<R>(&self, hk: HashKey, depth: usize, f: impl FnOnce(&RwLock<Art>) -> R) -> R {
         {
             let shard = self.shards[shard_of(hk)].read();
