@@ -71,11 +71,14 @@ pub(crate) fn prefix(k: &[u8]) -> u64 {
 }
 
 impl INode {
-    /// # Safety
-    ///
-    /// At level 0, every child is a live [`Leaf`] (its block is read).
-    unsafe fn new(level: u32, seps: &[Sep], children: &[usize]) -> INode {
+    /// A node over `children` with separators `seps`; at level 0, `blocks[i]` is the key-value
+    /// block of leaf `children[i]` (ignored above level 0, where it may be empty). The
+    /// blocks are passed in rather than read from the leaves: an SMO's copy of a level-0 node
+    /// takes them from the node it replaces, where reading each child leaf's metadata was up
+    /// to 31 DRAM misses per SMO.
+    fn new(level: u32, seps: &[Sep], children: &[usize], blocks: &[u64]) -> INode {
         debug_assert!(children.len() <= FANOUT && seps.len() + 1 == children.len());
+        debug_assert!(level > 0 || blocks.len() == children.len());
         let mut n = INode {
             level,
             n: children.len(),
@@ -87,10 +90,7 @@ impl INode {
         };
         n.children[..children.len()].copy_from_slice(children);
         if level == 0 {
-            for (b, &c) in n.blocks.iter_mut().zip(children) {
-                // SAFETY: the caller's contract.
-                *b = unsafe { &*(c as *const Leaf) }.block;
-            }
+            n.blocks[..blocks.len()].copy_from_slice(blocks);
         }
         for (i, s) in seps.iter().enumerate() {
             n.prefixes[i] = s.prefix;
@@ -187,8 +187,13 @@ pub(crate) unsafe fn build(leaves: Vec<(Sep, *const Leaf)>, slab: &NodeArena) ->
         for group in level.chunks(per) {
             let seps: Vec<Sep> = group[1..].iter().map(|x| x.0.clone()).collect();
             let children: Vec<usize> = group.iter().map(|x| x.1).collect();
-            // SAFETY: at level 0 the children are the caller's live leaves.
-            up.push((group[0].0.clone(), slab.alloc(unsafe { INode::new(lv, &seps, &children) }) as usize));
+            let blocks: Vec<u64> = if lv == 0 {
+                // SAFETY: at level 0 the children are the caller's live leaves.
+                children.iter().map(|&c| unsafe { &*(c as *const Leaf) }.block).collect()
+            } else {
+                Vec::new()
+            };
+            up.push((group[0].0.clone(), slab.alloc(INode::new(lv, &seps, &children, &blocks)) as usize));
         }
         if up.len() == 1 {
             return up[0].1 as *mut INode;
@@ -233,44 +238,49 @@ pub(crate) unsafe fn replace(
         n = node.children[i] as *const INode;
     }
     let replaced: Vec<*mut INode> = path.iter().map(|p| p.0 as *mut INode).collect();
-    // Bottom-up: the new node, and a (separator, new right sibling) to install above.
-    let mut carry_child = left as usize;
-    let mut carry_split = right.map(|(k, r)| (Sep::of(&k), r as usize));
+    // SAFETY: the new leaves are alive (the caller's contract); their blocks never change.
+    let block_of = |l: *const Leaf| unsafe { &*l }.block;
+    // Bottom-up: the new node, and a (separator, new right sibling) to install above. At
+    // level 0 each child comes with its block (`INode::blocks`), copied from the old node
+    // for the children that stay.
+    let mut carry_child = (left as usize, block_of(left));
+    let mut carry_split = right.map(|(k, r)| (Sep::of(&k), (r as usize, block_of(r))));
     for &(n, i) in path.iter().rev() {
         // SAFETY: as above.
         let node = unsafe { &*n };
         let mut seps: Vec<Sep> = (0..node.n - 1).map(|j| node.sep(j)).collect();
         let mut children: Vec<usize> = node.children[..node.n].to_vec();
-        children[i] = carry_child;
-        if let Some((k, r)) = carry_split.take() {
+        let mut blocks: Vec<u64> = if node.level == 0 { node.blocks[..node.n].to_vec() } else { Vec::new() };
+        children[i] = carry_child.0;
+        if node.level == 0 {
+            blocks[i] = carry_child.1;
+        }
+        if let Some((k, (r, rb))) = carry_split.take() {
             seps.insert(i, k);
             children.insert(i + 1, r);
+            if node.level == 0 {
+                blocks.insert(i + 1, rb);
+            }
         }
         if children.len() > FANOUT {
             let mid = children.len() / 2;
             let rchildren = children.split_off(mid);
+            let rblocks = if node.level == 0 { blocks.split_off(mid) } else { Vec::new() };
             let mut rseps = seps.split_off(mid - 1);
             let sep = rseps.remove(0);
-            // SAFETY: the children are live leaves or nodes (the caller's contract).
-            let (l, r) = unsafe {
-                (
-                    slab.alloc(INode::new(node.level, &seps, &children)),
-                    slab.alloc(INode::new(node.level, &rseps, &rchildren)),
-                )
-            };
-            carry_child = l as usize;
-            carry_split = Some((sep, r as usize));
+            let l = slab.alloc(INode::new(node.level, &seps, &children, &blocks));
+            let r = slab.alloc(INode::new(node.level, &rseps, &rchildren, &rblocks));
+            carry_child = (l as usize, 0);
+            carry_split = Some((sep, (r as usize, 0)));
         } else {
-            // SAFETY: as above.
-            carry_child = slab.alloc(unsafe { INode::new(node.level, &seps, &children) }) as usize;
+            carry_child = (slab.alloc(INode::new(node.level, &seps, &children, &blocks)) as usize, 0);
         }
     }
     // SAFETY: as above.
     let top_level = unsafe { &*root }.level;
     let new_root = match carry_split {
-        None => carry_child as *mut INode,
-        // SAFETY: above level 0: no leaf is read.
-        Some((k, r)) => slab.alloc(unsafe { INode::new(top_level + 1, &[k], &[carry_child, r]) }),
+        None => carry_child.0 as *mut INode,
+        Some((k, (r, _))) => slab.alloc(INode::new(top_level + 1, &[k], &[carry_child.0, r], &[])),
     };
     Some((new_root, replaced))
 }
@@ -320,8 +330,7 @@ mod tests {
             seps.dedup();
             let children: Vec<usize> = (0..=seps.len()).collect();
             let sv: Vec<Sep> = seps.iter().map(|k| Sep::of(k)).collect();
-            // SAFETY: level 1: the children are not read.
-            let node = unsafe { INode::new(1, &sv, &children) };
+            let node = INode::new(1, &sv, &children, &[]);
             assert!(node.long.is_empty());
             for _ in 0..50 {
                 let k = key(next());
@@ -352,8 +361,7 @@ mod tests {
         ];
         let seps: Vec<Sep> = keys[1..].iter().map(|k| Sep::of(k)).collect();
         let children: Vec<usize> = (0..keys.len()).collect();
-        // SAFETY: level 1: the children are not read.
-        let node = unsafe { INode::new(1, &seps, &children) };
+        let node = INode::new(1, &seps, &children, &[]);
         for (i, k) in keys.iter().enumerate() {
             assert_eq!(node.route(k, prefix(k), true), i, "upper {k:?}");
             assert_eq!(node.route(k, prefix(k), false), i.saturating_sub(1).min(i), "lower {k:?}");

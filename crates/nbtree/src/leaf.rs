@@ -315,24 +315,28 @@ impl KeyBytes<'_> {
         }
     }
 
-    /// Byte order of the keys, as `as_slice().cmp()`, but decided by two word comparisons
-    /// whenever the zero-padded first 16 bytes differ (nearly always for distinct keys);
-    /// only keys equal there (one a prefix of the other, or sharing 16 bytes) fall back to
-    /// the slices. An SMO orders a leaf's keys, and `memcmp` calls were a visible share of
-    /// it.
+    /// Byte order of the keys, as `as_slice().cmp()`, given their [`KeyBytes::words`]
+    /// (`w`, `ow`), but decided by two word comparisons whenever the zero-padded first 16
+    /// bytes differ (nearly always for distinct keys); only keys equal there (one a
+    /// prefix of the other, or sharing 16 bytes) fall back to the slices. An SMO selects
+    /// its median key over records that carry the words (`smo::copy_phase`); `memcmp`
+    /// calls were a visible share of it.
     #[inline]
-    pub(crate) fn cmp_key(&self, other: &Self) -> std::cmp::Ordering {
-        #[inline]
-        fn words(s: &[u8]) -> (u64, u64) {
-            let mut b = [0u8; 16];
-            let n = s.len().min(16);
-            b[..n].copy_from_slice(&s[..n]);
-            (u64::from_be_bytes(b[..8].try_into().expect("8")), u64::from_be_bytes(b[8..].try_into().expect("8")))
-        }
-        let (a, b) = (self.as_slice(), other.as_slice());
+    pub(crate) fn cmp_key(&self, w: (u64, u64), other: &Self, ow: (u64, u64)) -> std::cmp::Ordering {
         // Zero-padded words: when they differ, so do the keys, in the same order; when
         // they are equal, the bytes after them and the lengths decide.
-        words(a).cmp(&words(b)).then_with(|| a.cmp(b))
+        w.cmp(&ow).then_with(|| self.as_slice().cmp(other.as_slice()))
+    }
+
+    /// The key's first 16 bytes, zero-padded, as two big-endian words: their order is
+    /// the keys' byte order wherever they differ (see [`KeyBytes::cmp_key`]).
+    #[inline]
+    pub(crate) fn words(&self) -> (u64, u64) {
+        let s = self.as_slice();
+        let mut b = [0u8; 16];
+        let n = s.len().min(16);
+        b[..n].copy_from_slice(&s[..n]);
+        (u64::from_be_bytes(b[..8].try_into().expect("8")), u64::from_be_bytes(b[8..].try_into().expect("8")))
     }
 }
 
@@ -542,7 +546,8 @@ mod tests {
         }
         for a in &keys {
             for b in keys.iter().step_by(7) {
-                assert_eq!(as_kb(a).cmp_key(&as_kb(b)), a.as_slice().cmp(b.as_slice()), "{a:?} {b:?}");
+                let (ka, kb) = (as_kb(a), as_kb(b));
+                assert_eq!(ka.cmp_key(ka.words(), &kb, kb.words()), a.as_slice().cmp(b.as_slice()), "{a:?} {b:?}");
             }
         }
     }

@@ -213,3 +213,56 @@ fn p5_write_and_read_latency_add_at_least_the_configured_time() {
     pool.note_read(100);
     assert!(t.elapsed() >= Duration::from_micros(225));
 }
+
+/// `Pool::write_nt` (streaming stores for a new object's image): the bytes land in every
+/// mode and survive a reopen; the lines count as written, with no flush instruction; in
+/// the crash simulator they are durable at the next fence, not before, like a flushed
+/// range; and anything but whole lines inside the pool is refused.
+#[test]
+fn p3_p4_streaming_writes_count_as_written_and_persist_at_the_fence() {
+    let dir = pool_dir();
+    let image: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+    for mode in Mode::ALL {
+        let path = dir.path().join(format!("nt-{mode}.pool"));
+        let pool = Pool::create(&path, LAYOUT, &opts(mode)).unwrap();
+        let off = pool.take_heap(8192, 64).unwrap();
+        pool.set_root(0, off);
+        let c0 = counters::snapshot();
+        // SAFETY: a fresh heap range nobody else uses.
+        unsafe { pool.write_nt(off + 64, &image) };
+        pool.fence();
+        let c = counters::snapshot().since(&c0);
+        let fences = u64::from(mode != Mode::None);
+        assert_eq!(c, Counters { flushes: 0, fences, lines_written: 64, lines_read: 0 }, "{mode}");
+        assert_eq!(read_bytes(&pool, off + 64, 4096), image, "{mode}: visible");
+        drop(pool);
+        let pool = Pool::open(&path, Some(LAYOUT), &opts(Mode::None)).unwrap();
+        assert_eq!(read_bytes(&pool, pool.root(0) + 64, 4096), image, "{mode}: after reopen");
+    }
+
+    for mode in [Mode::Adr, Mode::Eadr] {
+        let pool = Pool::create_sim(LAYOUT, &opts(mode)).unwrap();
+        let off = pool.take_heap(8192, 64).unwrap();
+        // SAFETY: as above.
+        unsafe { pool.write_nt(off, &image) };
+        let sim = pool.sim().unwrap();
+        let span = off as usize..off as usize + 4096;
+        if mode == Mode::Adr {
+            let before = sim.image_now(&pool, pmkv_substrate::Eviction::None);
+            assert_ne!(&before[span.clone()], &image[..], "adr: not durable before the fence");
+        }
+        pool.fence();
+        let after = sim.image_now(&pool, pmkv_substrate::Eviction::None);
+        assert_eq!(&after[span], &image[..], "{mode}: durable after the fence");
+    }
+
+    let pool = Pool::create_sim(LAYOUT, &opts(Mode::Eadr)).unwrap();
+    let off = pool.take_heap(8192, 64).unwrap();
+    for (at, len) in [(off + 8, 64), (off, 60), (pool.size() - 64, 128)] {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: refused before any byte is written (what this checks).
+            unsafe { pool.write_nt(at, &image[..len]) }
+        }));
+        assert!(r.is_err(), "[{at:#x}, +{len}) must be refused");
+    }
+}
