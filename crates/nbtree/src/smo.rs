@@ -142,9 +142,9 @@ impl NbTree {
     /// A new leaf holding `recs` (in any order): its block written, persisted and published,
     /// its metadata built. Not linked anywhere yet.
     ///
-    /// The block's image is built in DRAM and written with streaming stores
-    /// ([`pmkv_substrate::Pool::write_nt`]): a new block's 32 lines are not in any cache, and
-    /// plain stores would fetch each one from memory before overwriting it.
+    /// The block's image is built in DRAM and copied. Streaming (non-temporal) stores, to
+    /// spare the read for ownership of the new block's lines, were measured twice and were
+    /// no faster (docs/DESIGN.md, NBTree protocols).
     fn build_leaf<'r, 'a: 'r>(
         &self,
         recs: impl ExactSizeIterator<Item = &'r Rec<'a>>,
@@ -176,8 +176,9 @@ impl NbTree {
             }
         }
         let block = self.alloc.alloc(BLOCK, BLOCK_SIZE)?;
-        // SAFETY: a reserved block (64-byte aligned, whole lines) nobody else can reach.
-        unsafe { self.pool.write_nt(block, bytemuck_bytes(&img)) };
+        // SAFETY: a reserved block nobody else can reach: plain writes inside it.
+        unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), self.pool.at::<u64>(block), BLOCK_SIZE / 8) };
+        self.pool.flush_off(block, BLOCK_SIZE);
         self.pool.fence();
         if let Err(e) = self.alloc.try_publish(block) {
             self.alloc.unreserve(block);
@@ -278,10 +279,4 @@ impl NbTree {
         self.retire(leaf.block, g);
         Ok(())
     }
-}
-
-/// The bytes of a block image.
-fn bytemuck_bytes(img: &[u64; BLOCK_SIZE / 8]) -> &[u8] {
-    // SAFETY: any u64 array is valid as bytes, with the same lifetime and no padding.
-    unsafe { std::slice::from_raw_parts(img.as_ptr() as *const u8, BLOCK_SIZE) }
 }

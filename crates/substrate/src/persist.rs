@@ -171,37 +171,6 @@ unsafe fn flush_one(insn: FlushInsn, line: usize) {
     let _ = (insn, line);
 }
 
-/// Copy `src` to `dst` with non-temporal (streaming) stores, then `sfence`: the lines are
-/// written whole, without being read into the cache first, and are globally visible (and,
-/// where stores persist, persistent) in program order when this returns.
-///
-/// # Safety
-/// `dst` is 16-byte aligned, `[dst, dst + src.len())` is mapped and writable, and no other
-/// thread reads or writes it meanwhile; `src.len()` is a multiple of 16.
-#[inline]
-pub(crate) unsafe fn stream_copy(dst: *mut u8, src: &[u8]) {
-    debug_assert!((dst as usize).is_multiple_of(16) && src.len().is_multiple_of(16));
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
-        for i in (0..src.len()).step_by(16) {
-            // SAFETY: `i + 16 <= src.len()`; `dst + i` is 16-aligned and writable (the
-            // caller's contract). SSE2 is part of x86_64.
-            unsafe {
-                _mm_stream_si128(dst.add(i) as *mut __m128i, _mm_loadu_si128(src.as_ptr().add(i) as *const __m128i))
-            };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    // SAFETY: the caller's contract.
-    unsafe {
-        std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len())
-    };
-    // Streaming stores are weakly ordered, even on x86: without this a later store (the
-    // object's publication) could become visible before them.
-    sfence();
-}
-
 /// Store fence: orders earlier flushes (and non-temporal stores) before later stores.
 #[inline(always)]
 pub(crate) fn sfence() {

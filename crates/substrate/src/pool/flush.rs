@@ -85,53 +85,6 @@ impl Pool {
         self.fault.fire(crate::crash_sim::PointKind::Flush);
     }
 
-    /// Write `src` to the pool at `off` whole lines at a time with non-temporal stores,
-    /// for a new object's first image (an SMO's new block): the lines are written without
-    /// being fetched first, where plain stores would read each one from memory before
-    /// overwriting it, and an object written once and not read again soon does not evict
-    /// the lines the index needs. The bytes are visible to other threads in program order
-    /// when this returns, and count, for durability, the crash simulator and the
-    /// counters (SPEC P4), as written and flushed: durable after the next [`Pool::fence`]
-    /// in every mode (in `adr` no line write-back is needed: streaming stores bypass the
-    /// cache; in `msync` the pages are synced at that fence as for `flush_off`).
-    ///
-    /// # Panics
-    /// If `off` or `src.len()` is not a multiple of 64, or the range is not in the pool.
-    ///
-    /// # Safety
-    /// No other thread reads or writes these bytes meanwhile and no reference to them is
-    /// alive (an unpublished object the caller owns).
-    pub unsafe fn write_nt(&self, off: u64, src: &[u8]) {
-        let len = src.len();
-        assert!(
-            off.is_multiple_of(persist::LINE as u64)
-                && len.is_multiple_of(persist::LINE)
-                && self.contains(off, len as u64),
-            "streaming write of [{off:#x}, +{len}) not whole lines inside the pool"
-        );
-        self.note_store();
-        // SAFETY: whole, 64-aligned lines inside the mapping (checked); exclusive to the
-        // caller (its contract).
-        unsafe { persist::stream_copy(self.at::<u8>(off), src) };
-        let addr = self.at::<u8>(off) as usize;
-        let n = lines_in(addr, len);
-        counters::add_lines_written(n);
-        match self.mode {
-            Mode::Adr => {
-                if self.latency.write_ns != 0 {
-                    spin_ns(n * self.latency.write_ns as u64);
-                }
-            }
-            Mode::Msync => MSYNC_PENDING.with(|v| v.borrow_mut().push((addr, len))),
-            Mode::Eadr | Mode::None => {}
-        }
-        if let Some(sim) = &self.sim {
-            sim.on_flush(self, off as usize, len);
-        }
-        #[cfg(feature = "fault-injection")]
-        self.fault.fire(crate::crash_sim::PointKind::Flush);
-    }
-
     /// Flush then fence `[off, off+len)`: durable when this returns.
     ///
     /// # Panics
