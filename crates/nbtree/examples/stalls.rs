@@ -1,8 +1,10 @@
 //! Where do long operations come from? Loads 4M 8-byte keys, then searches them all in
 //! random order, timing each operation, and prints the latency distribution and the
-//! slowest operations' share of the total time.
+//! slowest operations' share of the total time. With `insert` after the key count it stops
+//! after the inserts: run it so under `perf record -e cpu-clock` to profile the insert
+//! path, SMOs included.
 //!
-//! `cargo run --release -p pmkv-nbtree --example stalls [keys]`
+//! `cargo run --release -p pmkv-nbtree --example stalls [keys] [insert]`
 
 use pmkv_nbtree::NbTree;
 use pmkv_substrate::{Mode, Pool, PoolOptions};
@@ -13,7 +15,9 @@ fn main() {
     let n: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(4_000_000);
     let path = std::path::Path::new("/dev/shm/pmkv-stalls.pool");
     let _ = std::fs::remove_file(path);
-    let opts = PoolOptions::default().mode(Mode::Eadr).initial_size(64 << 20).max_size(8 << 30);
+    let insert_only = std::env::args().nth(2).is_some_and(|a| a == "insert");
+    // Prefaulted and large enough, as `pmkv bench` does: the pool's growth is not timed.
+    let opts = PoolOptions::default().mode(Mode::Eadr).initial_size(1 << 30).max_size(8 << 30).prefault(true);
     let t = NbTree::open(Arc::new(Pool::create(path, "nbtree", &opts).unwrap())).unwrap();
     let key = |i: u64| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1).to_be_bytes();
     let t0 = Instant::now();
@@ -21,6 +25,11 @@ fn main() {
         t.put(&key(i), &i.to_le_bytes()).unwrap();
     }
     println!("insert: {:.0} ns/op", t0.elapsed().as_nanos() as f64 / n as f64);
+    if insert_only {
+        drop(t);
+        let _ = std::fs::remove_file(path);
+        return;
+    }
     for round in 0..2 {
         let mut lat = Vec::with_capacity(n as usize);
         let t0 = Instant::now();
