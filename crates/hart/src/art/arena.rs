@@ -51,6 +51,9 @@ struct Shard([Mutex<KindPool>; 4]);
 pub struct NodeArena {
     shards: Box<[Shard]>,
     reserved: AtomicU64,
+    /// Nodes handed out and not returned (unit tests check that removals leak none).
+    #[cfg(test)]
+    live: std::sync::atomic::AtomicI64,
 }
 
 // SAFETY: the raw pointers in the pools name heap blocks the arena owns (released only in
@@ -77,6 +80,8 @@ impl Default for NodeArena {
         NodeArena {
             shards: (0..SHARDS).map(|_| Shard([pool(), pool(), pool(), pool()])).collect(),
             reserved: AtomicU64::new(0),
+            #[cfg(test)]
+            live: std::sync::atomic::AtomicI64::new(0),
         }
     }
 }
@@ -99,8 +104,16 @@ impl NodeArena {
         self.reserved.load(Ordering::Relaxed)
     }
 
+    /// Nodes allocated and not freed.
+    #[cfg(test)]
+    pub fn live(&self) -> i64 {
+        self.live.load(Ordering::Relaxed)
+    }
+
     /// A zeroed, line-aligned slot for a node of kind `t`.
     pub fn alloc(&self, t: NodeType) -> NonNull<u8> {
+        #[cfg(test)]
+        self.live.fetch_add(1, Ordering::Relaxed);
         let size = t.slot_bytes();
         let mut pool = self.shards[my_shard()].0[t as usize].lock();
         if let Some(p) = pool.free.pop() {
@@ -128,6 +141,8 @@ impl NodeArena {
     /// returned once, and nothing reads or writes it afterwards (the arena hands it out
     /// again, and releases its block when dropped).
     pub unsafe fn free(&self, t: NodeType, p: NonNull<u8>) {
+        #[cfg(test)]
+        self.live.fetch_sub(1, Ordering::Relaxed);
         self.shards[my_shard()].0[t as usize].lock().free.push(p);
     }
 

@@ -274,56 +274,101 @@ impl Art {
         r
     }
 
-    /// [`Art::remove`] below `slot`, whose keys share their first `depth` bytes.
+    /// [`Art::remove`] below `root`, whose keys share their first `depth` bytes.
+    ///
+    /// One descent, as [`Art::get`]'s, then a repair at one place: a removal can only
+    /// change the node it leaves with no key below, which the descent already knows. A
+    /// node keeps a key after the removal unless its subtree held just the removed one,
+    /// that is, unless it has one child (the way down) and no key ending at it; under path
+    /// compression no such node exists, but the repair does not depend on that. The
+    /// descent remembers the deepest node that keeps a key (`keep`) and the slot under it
+    /// on the way (`below`): everything under `below` held only the removed key and is
+    /// freed, the entry of `below` is taken out of `keep`'s node, and that node alone is
+    /// repaired (collapsed into a leaf or into its only child). Measured against the
+    /// recursive removal it replaces, which repaired every node on the way back up: see
+    /// docs/BENCHMARKS.md, "Where a HART delete's time goes".
     ///
     /// # Safety
     ///
-    /// As [`Art::insert_at`].
+    /// As [`Art::insert_at`] (`root` for its `slot`).
     unsafe fn remove_at(
         arena: &NodeArena,
-        slot: &mut Slot,
+        root: &mut Slot,
         key: &[u8],
-        depth: usize,
+        mut depth: usize,
         ks: &impl KeySource,
     ) -> Option<u64> {
-        let n = match slot.get()? {
-            Ref::Leaf(l) => {
-                if ks.with_key(l, |k| same(k, key)) {
-                    *slot = Slot::EMPTY;
-                    return Some(l);
+        let mut slot: *mut Slot = root;
+        let mut keep: Option<(*mut Slot, u8)> = None;
+        let mut below: *mut Slot = slot;
+        // SAFETY: every slot pointer is to the root or to a child slot of a node reached
+        // from it, all under the write contract (ours). Nothing changes until the key is
+        // found, and after that only `below`'s subtree (freed whole), then `keep`'s node:
+        // the slots of both lie outside that subtree, and `keep`'s own slot outside its
+        // node, so no pointer used is into a node already freed or rebuilt.
+        unsafe {
+            let removed = loop {
+                match (*slot).get()? {
+                    Ref::Leaf(l) => {
+                        if !ks.with_key(l, |k| same(k, key)) {
+                            return None;
+                        }
+                        *slot = Slot::EMPTY;
+                        break l;
+                    }
+                    Ref::Node(n) => {
+                        let p = n.prefix();
+                        if !key.get(depth..depth + p.len()).is_some_and(|part| same(part, p)) {
+                            return None;
+                        }
+                        depth += p.len();
+                        if key.len() == depth {
+                            let t = n.term()?;
+                            n.set_term(None);
+                            if n.count() > 0 {
+                                // The node keeps its children: only it may need collapsing.
+                                Self::collapse(arena, &mut *slot);
+                                return Some(t);
+                            }
+                            break t;
+                        }
+                        let b = key[depth];
+                        let child: *mut Slot = n.find_mut(b)?;
+                        if n.count() > 1 || n.term().is_some() {
+                            keep = Some((slot, b));
+                            below = child;
+                        }
+                        slot = child;
+                        depth += 1;
+                    }
                 }
-                return None;
+            };
+            // Nothing under `below` holds a key any more: free its nodes (none if the
+            // removed leaf hung right there).
+            node::free_tree(arena, std::mem::take(&mut *below));
+            if let Some((s, b)) = keep {
+                node::remove(arena, &mut *s, b); // may shrink the node: `collapse` re-reads `*s`
+                Self::collapse(arena, &mut *s);
             }
-            Ref::Node(n) => n,
-        };
-        // SAFETY: `n` is the node in `*slot`, under the write contract (ours); the child
-        // slot borrowed by `find_mut` is used only until `node::remove` may rebuild `n`.
-        let removed = unsafe {
-            let p = n.prefix();
-            if !key.get(depth..depth + p.len()).is_some_and(|part| same(part, p)) {
-                return None;
-            }
-            let d = depth + p.len();
-            if key.len() == d {
-                let t = n.term()?;
-                n.set_term(None);
-                t
-            } else {
-                let b = key[d];
-                let child = n.find_mut(b)?;
-                let r = Self::remove_at(arena, child, key, d + 1, ks)?;
-                if child.is_empty() {
-                    node::remove(arena, slot, b); // may shrink the node: `*slot` is re-read below
-                }
-                r
-            }
-        };
-        // Restore the invariants of path compression and lazy expansion.
-        let Some(Ref::Node(n)) = slot.get() else { unreachable!("a node was here") };
-        // SAFETY: `n` is the (possibly rebuilt) node in `*slot`, under the write contract.
-        // Where it is freed, `*slot` is overwritten right after and nothing uses `n` again;
-        // a surviving only child moves up into `*slot`, keeping exactly one owner, and its
-        // new prefix is built before `n` (whose prefix it borrows) is freed.
+            Some(removed)
+        }
+    }
+
+    /// Restore path compression and lazy expansion at the node in `*slot` after it lost a
+    /// child or its own key: a node with no child becomes its key's leaf (or nothing), a
+    /// node with one child and no key of its own moves that child up, its path joined to
+    /// the child's.
+    ///
+    /// # Safety
+    ///
+    /// `*slot` names a node of a tree under [`Art`]'s invariant, allocated from `arena`,
+    /// under the write contract; handles into that node are not used afterwards.
+    unsafe fn collapse(arena: &NodeArena, slot: &mut Slot) {
+        let Some(Ref::Node(n)) = slot.get() else { return };
+        // SAFETY: `n` is the node in `*slot`, under the write contract. Where it is freed,
+        // `*slot` is overwritten right after and nothing uses `n` again; a surviving only
+        // child moves up into `*slot`, keeping exactly one owner, and its new prefix is
+        // built before `n` (whose prefix it borrows) is freed.
         unsafe {
             match (n.count(), n.term()) {
                 (0, None) => {
@@ -345,7 +390,6 @@ impl Art {
                 _ => {}
             }
         }
-        Some(removed)
     }
 
     /// Visit leaves in ascending key order whose keys are `>= start` (if given), stopping
@@ -552,6 +596,30 @@ mod tests {
         }
     }
 
+    /// The number of nodes in `art`, after checking that each has a child and holds at
+    /// least two keys (children and its own): the shape path compression and lazy
+    /// expansion promise after any sequence of inserts and removals.
+    fn shape(art: &Art) -> i64 {
+        fn walk(s: Slot) -> i64 {
+            let Some(Ref::Node(n)) = s.get() else { return 0 };
+            // SAFETY: a node of a tree the caller borrows, read only.
+            unsafe {
+                let own = n.term().is_some() as usize;
+                assert!(n.count() >= 1 && n.count() + own >= 2, "a node with {} children and {own} key", n.count());
+                let (mut nodes, mut children) = (1, 0);
+                n.for_each(|_, c| {
+                    assert!(!c.is_empty(), "an empty child slot left in a node");
+                    children += 1;
+                    nodes += walk(c);
+                    true
+                });
+                assert_eq!(children, n.count(), "a node's count is its children's");
+                nodes
+            }
+        }
+        walk(art.root)
+    }
+
     fn check_against_model(ops: Vec<(bool, Vec<u8>)>, depth: usize) {
         let mut keys = Keys(Vec::new());
         let mut art = Art::new(depth, Arc::new(NodeArena::new()));
@@ -571,6 +639,7 @@ mod tests {
                 assert_eq!(art.remove(&key, &keys), model.remove(&key));
             }
             assert_eq!(art.len(), model.len() as u64);
+            assert_eq!(art.arena.live(), shape(&art), "every node allocated is in the tree");
         }
         for (k, v) in &model {
             assert_eq!(art.get(k, &keys), Some(*v));
