@@ -119,6 +119,9 @@ impl Art {
             match cur.get()? {
                 Ref::Leaf(l) => return ks.with_key(l, |k| same(k, key)).then_some(l),
                 Ref::Node(n) => {
+                    if let Some(&b) = key.get(depth) {
+                        cur.prefetch_lookup(b);
+                    }
                     // SAFETY: a node of this tree, read under `&self` (the invariant).
                     unsafe {
                         let p = n.prefix();
@@ -217,6 +220,9 @@ impl Art {
                     return Ok(Ok(()));
                 }
                 Some(Ref::Node(n)) => {
+                    if let Some(&b) = key.get(depth) {
+                        slot.prefetch_lookup(b);
+                    }
                     // SAFETY: `n` is the node in `*slot`, under the write contract (ours).
                     // Prefix borrows end before `set_prefix` replaces the prefix. `ps` is a
                     // fresh Node4 from `arena` that takes over `*slot`'s node; `parent` is
@@ -317,6 +323,9 @@ impl Art {
                         break l;
                     }
                     Ref::Node(n) => {
+                        if let Some(&b) = key.get(depth) {
+                            (*slot).prefetch_lookup(b);
+                        }
                         let p = n.prefix();
                         if !key.get(depth..depth + p.len()).is_some_and(|part| same(part, p)) {
                             return None;
@@ -604,6 +613,7 @@ mod tests {
             let Some(Ref::Node(n)) = s.get() else { return 0 };
             // SAFETY: a node of a tree the caller borrows, read only.
             unsafe {
+                assert_eq!(s.tagged_kind(), Some(n.node_type()), "the slot word names the node's kind");
                 let own = n.term().is_some() as usize;
                 assert!(n.count() >= 1 && n.count() + own >= 2, "a node with {} children and {own} key", n.count());
                 let (mut nodes, mut children) = (1, 0);

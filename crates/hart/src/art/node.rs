@@ -56,9 +56,10 @@ const N256: usize = 256;
 pub const INLINE_PREFIX: usize = 8;
 
 /// A child word: null empty; low bit set: a leaf, `offset << 1 | 1` (an address without
-/// provenance, never dereferenced); otherwise a node pointer (allocations are 8-aligned,
-/// so the low bit is free). Kept as a pointer, not an integer, so that node pointers
-/// keep their provenance (the ART's unit tests run under Miri with strict provenance).
+/// provenance, never dereferenced); otherwise a node pointer with the node's kind in bits
+/// 1–2 ([`KIND_TAG`]; nodes are line-aligned, so the low six bits are free). Kept as a
+/// pointer, not an integer, so that node pointers keep their provenance (the ART's unit
+/// tests run under Miri with strict provenance).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(transparent)]
 pub struct Slot(*mut Header);
@@ -85,6 +86,10 @@ pub enum Ref {
     Node(NodePtr),
 }
 
+/// Bits 1–2 of a node's slot word: its [`NodeType`], so that a lookup knows which of the
+/// node's lines it will read before the node's header arrives ([`Slot::prefetch_lookup`]).
+const KIND_TAG: usize = 0b110;
+
 impl Slot {
     pub const EMPTY: Slot = Slot(std::ptr::null_mut());
 
@@ -105,13 +110,74 @@ impl Slot {
         if a & 1 == 1 {
             Some(Ref::Leaf((a >> 1) as u64))
         } else {
-            NonNull::new(self.0).map(|p| Ref::Node(NodePtr(p)))
+            NonNull::new(self.0.map_addr(|a| a & !KIND_TAG)).map(|p| Ref::Node(NodePtr(p)))
         }
     }
 
-    fn node(p: NodePtr) -> Slot {
-        Slot(p.0.as_ptr())
+    /// The kind recorded in a node's slot word (None for a leaf or an empty slot).
+    #[cfg(test)]
+    pub fn tagged_kind(self) -> Option<NodeType> {
+        let a = self.0.addr();
+        (a & 1 == 0 && a != 0).then(|| NodeType::from_u8(((a & KIND_TAG) >> 1) as u8))
     }
+
+    /// The slot of node `p`, of kind `t`.
+    fn node(p: NodePtr, t: NodeType) -> Slot {
+        debug_assert_eq!(p.0.as_ptr().addr() & (KIND_TAG | 1), 0, "nodes are line-aligned");
+        Slot(p.0.as_ptr().map_addr(|a| a | (t as usize) << 1))
+    }
+
+    /// Start loading, all at once, the lines of the node in this slot that a lookup of
+    /// `byte` in it will read (nothing for a leaf or an empty slot). A lookup reads the
+    /// node's header first and only then the line its child lies in (a Node48: the index
+    /// line, then the child's), each a dependent cache miss once the tree outgrows the
+    /// caches; the kind in the slot word tells which lines those are before the header
+    /// arrives, so they are fetched in parallel with it. The child's line depends on where
+    /// the node's compressed path ends, which only the header tells: `byte` is the key byte
+    /// right after the node's depth, the right guess when the node has no prefix (most
+    /// nodes below the first levels of a large tree), a wasted prefetch otherwise. A Node48
+    /// gets all its child lines, as its index says which only after the index line arrives.
+    /// Measured: docs/BENCHMARKS.md, "HART's cost growth".
+    #[inline(always)]
+    pub fn prefetch_lookup(self, byte: u8) {
+        debug_assert!(matches!(self.get(), Some(Ref::Node(_))), "called on a node's slot");
+        let a = self.0.addr();
+        let base = self.0.map_addr(|a| a & !KIND_TAG).cast::<u8>().cast_const();
+        let kind = (a & KIND_TAG) >> 1;
+        // Per kind, the line a lookup of `byte` reads after the header's, as (offset,
+        // stride per key byte), and a second line: a Node4 is one line, the header's (its
+        // "prefetches" are of that line, already on its way); a Node16's children fill its
+        // lines 1 and 2; a Node48's index byte `b` is at 24 + b, its children at
+        // 280..664, lines 4 to 10; a Node256's child `b` at 24 + 8b (`layout_is_compact`
+        // pins these). Computed, not matched: a jump on the kind cost a cache-hot search
+        // 5 ns (it runs beside `find`'s own jump on the kind).
+        const FIRST: [(usize, usize); 4] = [(0, 0), (64, 0), (24, 1), (24, 8)];
+        const SECOND: [usize; 4] = [0, 128, 256, 0];
+        if kind == NodeType::N4 as usize {
+            return;
+        }
+        let (off, stride) = FIRST[kind];
+        prefetch(base, off + stride * byte as usize);
+        prefetch(base, SECOND[kind]);
+        if kind == NodeType::N48 as usize {
+            for line in 5..=10 {
+                prefetch(base, line * 64);
+            }
+        }
+    }
+}
+
+/// Prefetch the line holding byte `at` of the node at `base`.
+#[inline(always)]
+fn prefetch(base: *const u8, at: usize) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: a prefetch never faults and has no architectural effect; the address lies
+    // inside the node (`wrapping_add` keeps even that from mattering).
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(base.wrapping_add(at).cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = (base, at);
 }
 
 /// The part every node kind starts with.
@@ -297,7 +363,7 @@ unsafe fn dealloc_node(arena: &NodeArena, p: NodePtr) {
 /// [`free_tree`] (a slot that is dropped leaks it, which is safe).
 pub fn new4(arena: &NodeArena, prefix: &[u8]) -> (Slot, NodePtr) {
     let p = alloc_node(arena, NodeType::N4, header(prefix));
-    (Slot::node(p), p)
+    (Slot::node(p, NodeType::N4), p)
 }
 
 /// Free one node that was unlinked from the tree (its children are not touched).
@@ -785,7 +851,7 @@ pub unsafe fn add(arena: &NodeArena, slot: &mut Slot, byte: u8, child: Slot) {
                 NodeType::N256 => unreachable!("a Node256 has room for every byte"),
             };
             p = p.rebuild(arena, to);
-            *slot = Slot::node(p);
+            *slot = Slot::node(p, to);
         }
         p.insert_child(byte, child);
     }
@@ -812,7 +878,7 @@ pub unsafe fn remove(arena: &NodeArena, slot: &mut Slot, byte: u8) -> Slot {
             NodeType::N256 if n < 37 => NodeType::N48,
             _ => return out,
         };
-        *slot = Slot::node(p.rebuild(arena, to));
+        *slot = Slot::node(p.rebuild(arena, to), to);
         out
     }
 }
@@ -820,6 +886,7 @@ pub unsafe fn remove(arena: &NodeArena, slot: &mut Slot, byte: u8) -> Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::mem::{offset_of, size_of};
 
     // The tests own every node they make: the slots below are the only ones naming them,
     // only this thread touches them, and each tree is freed once, at the end. That is the
@@ -839,6 +906,11 @@ mod tests {
         assert_eq!(NodeType::N4.slot_bytes(), 64);
         assert_eq!(NodeType::N16.slot_bytes(), 192);
         assert_eq!(std::mem::size_of::<Slot>(), 8);
+        // The lines `Slot::prefetch_lookup` fetches.
+        assert_eq!((offset_of!(Node16, children), size_of::<Node16>()), (40, 168), "Node16 children: lines 0-2");
+        assert_eq!(offset_of!(Node48, index), 24);
+        assert_eq!((offset_of!(Node48, children), size_of::<Node48>()), (280, 664), "Node48 children: lines 4-10");
+        assert_eq!(offset_of!(Node256, children), 24);
     }
 
     #[test]
