@@ -128,7 +128,7 @@ impl Slot {
     }
 
     /// Start loading, all at once, the lines of the node in this slot that a lookup of
-    /// `byte` in it will read (nothing for a leaf or an empty slot). A lookup reads the
+    /// `byte` in it will read (the slot must name a node). A lookup reads the
     /// node's header first and only then the line its child lies in (a Node48: the index
     /// line, then the child's), each a dependent cache miss once the tree outgrows the
     /// caches; the kind in the slot word tells which lines those are before the header
@@ -145,12 +145,11 @@ impl Slot {
         let base = self.0.map_addr(|a| a & !KIND_TAG).cast::<u8>().cast_const();
         let kind = (a & KIND_TAG) >> 1;
         // Per kind, the line a lookup of `byte` reads after the header's, as (offset,
-        // stride per key byte), and a second line: a Node4 is one line, the header's (its
-        // "prefetches" are of that line, already on its way); a Node16's children fill its
-        // lines 1 and 2; a Node48's index byte `b` is at 24 + b, its children at
-        // 280..664, lines 4 to 10; a Node256's child `b` at 24 + 8b (`layout_is_compact`
-        // pins these). Computed, not matched: a jump on the kind cost a cache-hot search
-        // 5 ns (it runs beside `find`'s own jump on the kind).
+        // stride per key byte), and a second line: a Node16's children fill its lines 1
+        // and 2; a Node48's index byte `b` is at 24 + b, its children at 280..664, lines 4
+        // to 10; a Node256's child `b` at 24 + 8b (`layout_is_compact` pins these). A
+        // Node4 is one line, the header's, and gets nothing: prefetching it anyway cost
+        // the Dictionary's cached passes 1-3 ns per operation (docs/BENCHMARKS.md).
         const FIRST: [(usize, usize); 4] = [(0, 0), (64, 0), (24, 1), (24, 8)];
         const SECOND: [usize; 4] = [0, 128, 256, 0];
         if kind == NodeType::N4 as usize {
