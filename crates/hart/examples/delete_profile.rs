@@ -1,6 +1,8 @@
 //! Profiling aid: load the Dictionary, then search, update and delete every word (eadr),
 //! printing ns/op per phase, with a 1 s pause before the phase named by the first argument
-//! (`delete` by default). Run under `perf record -D <ms>` to see that phase alone.
+//! (`delete` by default). Run under `perf record -D <ms>` to see that phase alone. A second
+//! argument repeats the focused phase that many times (for the read-only phases `search`
+//! and `hot`, whose single pass is too short to sample).
 
 use pmkv_hart::{Hart, HartOptions};
 use pmkv_substrate::{Mode, Pool, PoolOptions};
@@ -9,6 +11,7 @@ use std::time::Instant;
 
 fn main() {
     let focus = std::env::args().nth(1).unwrap_or_else(|| "delete".into());
+    let reps: usize = std::env::args().nth(2).and_then(|r| r.parse().ok()).unwrap_or(1);
     let owned = pmkv_testutil::words();
     let words: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
     let path = format!("/dev/shm/pmkv-delprof-{}.pool", std::process::id());
@@ -19,11 +22,14 @@ fn main() {
         if name == focus {
             std::thread::sleep(std::time::Duration::from_millis(1000));
         }
+        let reps = if name == focus { reps } else { 1 };
         let t = Instant::now();
-        for w in &words {
-            op(w);
+        for _ in 0..reps {
+            for w in &words {
+                op(w);
+            }
         }
-        eprintln!("{name} {:.1} ns/op", t.elapsed().as_nanos() as f64 / words.len() as f64);
+        eprintln!("{name} {:.1} ns/op", t.elapsed().as_nanos() as f64 / (reps * words.len()) as f64);
         if name == focus {
             // Nothing after the focused phase (teardown included) reaches the profile.
             let _ = std::fs::remove_file(&path);

@@ -4,7 +4,7 @@ use crate::error::Result;
 use crate::hart::Hart;
 use crate::hash_table::hash_key;
 use crate::layout::*;
-use crate::pm::{meta, read_u64, write_u64, PmKeys};
+use crate::pm::{meta, read_u64, write_u64, FreeingKeys, PmKeys};
 
 impl Hart {
     /// Delete (Algorithm 5). Returns whether the key was present.
@@ -20,13 +20,19 @@ impl Hart {
             .with(hk, |art| {
                 let mut art = art.write();
                 // SAFETY: given only leaves of this ART, under its write lock.
-                let ks = unsafe { PmKeys::new(pool) };
+                let ks = FreeingKeys { keys: unsafe { PmKeys::new(pool) }, alloc: &self.alloc };
                 // Line 9: out of the DRAM tree first.
                 let Some(leaf) = art.remove(key, &ks) else { return (false, false) };
                 let v = read_u64(pool, leaf + LEAF_P_VALUE);
                 let m = meta(pool, leaf);
                 let v = if inline_len(m.flags).is_some() { 0 } else { v };
                 let kobj = if m.key_out() { read_u64(pool, leaf + LEAF_KEY) } else { 0 };
+                // Their frees follow the leaf's: start loading their chunks' metadata now.
+                for obj in [v, kobj] {
+                    if obj != 0 {
+                        self.alloc.prefetch_meta(obj);
+                    }
+                }
                 // Erase the leaf (its meta word, so its key check, becomes 0) before its
                 // bit is reset, so that `salvage`, which finds leaves by their checks
                 // alone, does not bring the deleted record back. A plain store, not

@@ -114,6 +114,22 @@ impl<'a> PmKeys<'a> {
     }
 }
 
+/// [`PmKeys`] for a removal: when the descent reaches its leaf, the allocator metadata
+/// that freeing the leaf will read is prefetched before the key is compared, so that
+/// those misses overlap with the leaf's own.
+pub(crate) struct FreeingKeys<'a> {
+    pub keys: PmKeys<'a>,
+    pub alloc: &'a pmkv_substrate::epalloc::EpAlloc,
+}
+
+impl KeySource for FreeingKeys<'_> {
+    #[inline]
+    fn with_key<R>(&self, leaf: u64, f: impl FnOnce(&[u8]) -> R) -> R {
+        self.alloc.prefetch_meta(leaf);
+        self.keys.with_key(leaf, f)
+    }
+}
+
 impl KeySource for PmKeys<'_> {
     /// # Panics
     ///

@@ -65,6 +65,10 @@ impl Hart {
             pool.commit_fence();
             return Ok(());
         }
+        if old_inline.is_none() {
+            // Freed at the end: its chunk's metadata loads while the new value is written.
+            self.alloc.prefetch_meta(old);
+        }
         let new = self.new_value(leaf, value)?; // lines 4–5 (flushed)
         let i = MY_LOG.with(|x| *x) % NUM_LOGS as usize;
         let _log = self.log_locks[i].lock();

@@ -40,6 +40,48 @@ fn p7_reserve_publish_free_protocol() {
 }
 
 #[test]
+fn p7_prefetch_hints_change_nothing_for_any_offset() {
+    // `prefetch_meta` takes any offset (engines pass words read from PM, which damage can
+    // make anything) and must neither fault, panic nor write, and must not disturb the
+    // free path's per-thread cache of the chunk located last.
+    let ep = EpAlloc::create(new_sim(&opts().max_size(64 << 20))).unwrap();
+    let mut live: Vec<u64> = (0..200u64).map(|i| put(&ep, A, [24, 64, 200, 1000][i as usize % 4], i)).collect();
+    live.push(put(&ep, B, 10_000, 999));
+    let freed: Vec<u64> = live.drain(..50).collect();
+    for &off in &freed {
+        ep.free(off);
+    }
+    let reserved = ep.alloc(A, 64).unwrap();
+    let used = used_set(&ep, &[A, B]);
+    let size = ep.pool().size();
+    let image = |ep: &EpAlloc| ep.pool().sim().unwrap().image_now(ep.pool(), pmkv_substrate::Eviction::All);
+    let before = image(&ep);
+    let mut probes: Vec<u64> =
+        vec![0, 1, 8, 4095, 4096, size - 1, size, size + 4096, 64 << 20, u64::MAX, u64::MAX - 255];
+    probes.extend(live.iter().chain(&freed).flat_map(|&o| [o, o + 1, o.saturating_sub(256), o + 256]));
+    probes.push(reserved);
+    for &p in &probes {
+        ep.prefetch_meta(p);
+    }
+    assert_eq!(image(&ep), before, "a prefetch hint wrote to the pool");
+    assert_eq!(used_set(&ep, &[A, B]), used);
+    // Interleaved with frees (which use and refill the per-thread cache), every free and
+    // publish still lands on its own object.
+    for (i, &off) in live.iter().enumerate() {
+        ep.prefetch_meta(live[(i * 7 + 3) % live.len()]);
+        ep.prefetch_meta(freed[i % freed.len()]);
+        assert!(ep.is_used(off));
+        ep.try_free(off).unwrap();
+        assert!(!ep.is_used(off));
+    }
+    ep.prefetch_meta(reserved);
+    ep.try_publish(reserved).unwrap();
+    assert!(ep.is_used(reserved));
+    assert_eq!(used_set(&ep, &[A, B]).len(), 1);
+    ep.check().unwrap();
+}
+
+#[test]
 fn p7_every_class_and_extents() {
     let ep = EpAlloc::create(new_sim(&opts().max_size(64 << 20))).unwrap();
     let mut offs = HashSet::new();

