@@ -158,6 +158,9 @@ pub struct Pool {
     read_only: bool,
     backing: Backing,
     pub(crate) sim: Option<Box<SimState>>,
+    /// A flush only counts its lines: mode `eadr` or `none`, no crash simulator and no
+    /// fault injection (`flush_off`'s inlined fast path).
+    counts_only: bool,
     /// The engine above may have left PM mid-operation (it panicked): never mark clean.
     poisoned: AtomicBool,
     /// The header slot that marking the pool in use overwrote, with its offset and the

@@ -326,6 +326,8 @@ impl Pool {
             read_only,
             backing: Backing::File { file, path },
             sim: None,
+            // Fault injection fires at every flush, so it takes the full path.
+            counts_only: matches!(opts.mode, Mode::Eadr | Mode::None) && !cfg!(feature = "fault-injection"),
             poisoned: AtomicBool::new(false),
             overwritten: Mutex::new(None),
             abandoned: AtomicBool::new(false),
@@ -385,6 +387,7 @@ impl Pool {
             read_only: false,
             backing: Backing::Sim,
             sim: Some(Box::new(sim)),
+            counts_only: false,
             poisoned: AtomicBool::new(false),
             overwritten: Mutex::new(None),
             abandoned: AtomicBool::new(false),
