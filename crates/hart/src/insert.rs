@@ -135,19 +135,20 @@ impl Hart {
         let word = u64::from_le_bytes(word);
         let m = Meta { key_len: key.len(), flags, key_check: checksum::key_check(leaf, key, kobj != 0) };
         let vc = checksum::value_check(leaf, word, flags);
-        // SAFETY: reserved leaf slot of 64 bytes.
-        unsafe {
-            let p = pool.at::<u8>(leaf);
-            std::ptr::write_bytes(p, 0, LEAF_SIZE);
-            (p as *mut u64).write(word);
-            (p.add(LEAF_META as usize) as *mut u64).write(m.encode());
-            (p.add(LEAF_VCHECK as usize) as *mut u64).write(checksum::vcheck_word(vc, vc));
-            if kobj != 0 {
-                (p.add(LEAF_KEY as usize) as *mut u64).write(kobj);
-            } else {
-                std::ptr::copy_nonoverlapping(key.as_ptr(), p.add(LEAF_KEY as usize), key.len());
-            }
+        // The leaf is built in registers and stored as one 64-byte block: a `memset` and a
+        // variable-length `memcpy` call straight into PM cost ~3 % of an insert.
+        let mut img = [0u8; LEAF_SIZE];
+        img[..8].copy_from_slice(&word.to_le_bytes());
+        img[LEAF_META as usize..][..8].copy_from_slice(&m.encode().to_le_bytes());
+        img[LEAF_VCHECK as usize..][..8].copy_from_slice(&checksum::vcheck_word(vc, vc).to_le_bytes());
+        let key_area: &mut [u8; INLINE_KEY] = (&mut img[LEAF_KEY as usize..]).try_into().expect("40 bytes");
+        if kobj != 0 {
+            key_area[..8].copy_from_slice(&kobj.to_le_bytes());
+        } else {
+            put_short(key_area, key);
         }
+        // SAFETY: reserved leaf slot of 64 bytes, ours until published.
+        unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), pool.at::<u8>(leaf), LEAF_SIZE) };
         pool.flush_off(leaf, LEAF_SIZE);
         // Line 14: the value bit (fence 1, inside publish). A crash after it and before
         // the leaf bit leaves a used value no leaf names: recovery's sweep frees it (the
@@ -164,5 +165,44 @@ impl Hart {
             pool.fence();
         }
         Ok(leaf)
+    }
+}
+
+/// Copy `src` (at most 40 bytes) to the start of `dst` with fixed-size, possibly
+/// overlapping moves (its first and last 4, 8, 16 or 32 bytes), which compile to a few
+/// register moves, where a copy of variable length is a `memcpy` call.
+#[inline]
+fn put_short(dst: &mut [u8; INLINE_KEY], src: &[u8]) {
+    fn two<const W: usize>(dst: &mut [u8; INLINE_KEY], src: &[u8]) {
+        let n = src.len();
+        let (a, b): ([u8; W], [u8; W]) = (src[..W].try_into().expect("W"), src[n - W..].try_into().expect("W"));
+        dst[..W].copy_from_slice(&a);
+        dst[n - W..n].copy_from_slice(&b);
+    }
+    match src.len() {
+        0 => {}
+        1..=3 => {
+            for (d, s) in dst.iter_mut().zip(src) {
+                *d = *s;
+            }
+        }
+        4..=7 => two::<4>(dst, src),
+        8..=15 => two::<8>(dst, src),
+        16..=31 => two::<16>(dst, src),
+        _ => two::<32>(dst, src),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn put_short_copies_every_length() {
+        for n in 0..=super::INLINE_KEY {
+            let src: Vec<u8> = (1..=n as u8).collect();
+            let mut dst = [0u8; super::INLINE_KEY];
+            super::put_short(&mut dst, &src);
+            assert_eq!(&dst[..n], &src[..], "length {n}");
+            assert!(dst[n..].iter().all(|&b| b == 0), "length {n}: bytes past the key stay zero");
+        }
     }
 }
