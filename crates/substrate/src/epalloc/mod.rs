@@ -329,7 +329,8 @@ impl EpAlloc {
     /// waits: a wrong or stale guess costs only a wasted prefetch.
     ///
     /// Worth it where consecutive frees fall in different chunks (random deletes of a
-    /// large tree: 4M Random keys in shuffled order, a delete went 1118 → 965 ns); when the
+    /// large tree: 4M Random keys in shuffled order, a HART delete went from ~1040 to ~880
+    /// ns, docs/BENCHMARKS.md); when the
     /// object lies in the chunk this thread located last, its metadata is cached already
     /// and nothing is done.
     #[inline]
