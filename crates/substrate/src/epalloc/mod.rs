@@ -154,6 +154,15 @@ struct LastChunk {
     list: *const ListState,
 }
 
+impl LastChunk {
+    /// Whether this entry, taken by allocator `uid`, names a chunk whose range holds `off`
+    /// (its item's generation still to be checked before trusting it).
+    #[inline]
+    fn covers(&self, uid: u64, off: u64) -> bool {
+        self.uid == uid && self.start <= off && off < self.end
+    }
+}
+
 thread_local! {
     static LAST_CHUNK: std::cell::Cell<LastChunk> = const {
         std::cell::Cell::new(LastChunk {
@@ -336,7 +345,7 @@ impl EpAlloc {
     #[inline]
     pub fn prefetch_meta(&self, off: u64) {
         let last = LAST_CHUNK.with(|c| c.get());
-        if last.uid == self.uid && last.start <= off && off < last.end {
+        if last.covers(self.uid, off) {
             return;
         }
         if let Some(base) = self.index.guess(off) {
@@ -504,7 +513,7 @@ impl EpAlloc {
     /// offset index's dependent loads — about a third of a `free`.
     fn locate(&self, off: u64) -> Option<Loc<'_>> {
         let last = LAST_CHUNK.with(|c| c.get());
-        if last.uid == self.uid && last.start <= off && off < last.end {
+        if last.covers(self.uid, off) {
             // SAFETY: `uid` matches, so both pointers were taken from this allocator,
             // whose items and lists are never freed while it lives.
             let (it, list) = unsafe { (&*last.it, &*last.list) };
