@@ -63,6 +63,19 @@ pub fn damaged_copies_read_right_or_fail(f: &'static dyn EngineFactory) {
         s.delete(&k).unwrap();
         m.remove(&k);
     }
+    // Same-length updates of short values: an engine may keep them in place or, as HART
+    // in adr does, alternate them between two slots; either must read right or fail.
+    for (step, tag) in [(3u32, b"u"), (9, b"w")] {
+        for i in (0..800u32)
+            .step_by(step as usize)
+            .filter(|i| i % 5 != 0 && [4, 8].contains(&[4, 8, 30, 200][*i as usize % 4]))
+        {
+            let k = format!("k{i:04}").into_bytes();
+            let v = tagged_value(tag, i, [4, 8, 30, 200][i as usize % 4]);
+            s.put(&k, &v).unwrap();
+            m.insert(k, v);
+        }
+    }
     s.close().unwrap();
     let good = std::fs::read(&path).unwrap();
     // Where the data is: up to the last non-zero page.

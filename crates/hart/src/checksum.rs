@@ -153,11 +153,28 @@ pub(crate) fn vcheck_word(check: u32, prev: u32) -> u64 {
     check as u64 | (prev as u64) << 32
 }
 
-/// Whether the value-check word `vw` proves a value word `word` with `flags`.
+/// The value word that the value-check word `vw` proves, and the offset in the leaf of the
+/// slot holding it (`LEAF_P_VALUE` or `LEAF_SLOT_B`); `None` if neither proves one.
+///
+/// `a` is the `p_value` word; `b` is the second inline slot (bytes 56..64) when the leaf
+/// may use it (an inline value and a key of at most [`SLOT_B_KEY`] bytes, see
+/// `layout`), else `None`. The current check is tried on both slots first; the previous
+/// check only if neither verifies, which happens only after a crash tore an update
+/// (`update`), and then proves the value before it.
 #[inline]
-pub(crate) fn value_ok(leaf: u64, vw: u64, word: u64, flags: u32) -> bool {
-    let c = value_check(leaf, word, flags);
-    c == vw as u32 || c == (vw >> 32) as u32
+pub(crate) fn value_word(leaf: u64, vw: u64, a: u64, b: Option<u64>, flags: u32) -> Option<(u64, u64)> {
+    let (cur, prev) = (vw as u32, (vw >> 32) as u32);
+    let ca = value_check(leaf, a, flags);
+    if ca == cur {
+        return Some((a, LEAF_P_VALUE));
+    }
+    let cb = b.map(|b| (b, value_check(leaf, b, flags)));
+    match cb {
+        Some((b, c)) if c == cur => Some((b, LEAF_SLOT_B)),
+        _ if ca == prev => Some((a, LEAF_P_VALUE)),
+        Some((b, c)) if c == prev => Some((b, LEAF_SLOT_B)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -210,6 +227,30 @@ mod tests {
         let m = Meta { key_len: 65_535, flags: FLAG_KEY_OUT, key_check: 0xdead_beef };
         assert_eq!(Meta::decode(m.encode()), m);
         let vw = vcheck_word(value_check(64, 1, 0), value_check(64, 2, 0));
-        assert!(value_ok(64, vw, 1, 0) && value_ok(64, vw, 2, 0) && !value_ok(64, vw, 3, 0));
+        assert_eq!(value_word(64, vw, 1, None, 0), Some((1, LEAF_P_VALUE)));
+        assert_eq!(value_word(64, vw, 2, None, 0), Some((2, LEAF_P_VALUE)));
+        assert_eq!(value_word(64, vw, 3, None, 0), None);
+    }
+
+    /// The second slot: the current check wins over the previous one whichever slot holds
+    /// it, the previous check proves its value only when no slot matches the current one,
+    /// and a slot the leaf may not use (`b == None`) is never read.
+    #[test]
+    fn value_word_prefers_the_current_check_in_either_slot() {
+        let f = FLAG_VALUE_INLINE | (8 << INLINE_LEN_SHIFT);
+        let c = |w| value_check(64, w, f);
+        // Completed update into slot B: (new, old) with old in A.
+        let vw = vcheck_word(c(2), c(1));
+        assert_eq!(value_word(64, vw, 1, Some(2), f), Some((2, LEAF_SLOT_B)));
+        // The same word with the slot not usable: the previous check proves A.
+        assert_eq!(value_word(64, vw, 1, None, f), Some((1, LEAF_P_VALUE)));
+        // Torn: the check word reached PM, slot B did not (it holds a stale 9).
+        assert_eq!(value_word(64, vw, 1, Some(9), f), Some((1, LEAF_P_VALUE)));
+        // Torn the other way round: old check word, B written: A still current.
+        assert_eq!(value_word(64, vcheck_word(c(1), c(1)), 1, Some(2), f), Some((1, LEAF_P_VALUE)));
+        // Previous check on slot B (an update back into A torn).
+        assert_eq!(value_word(64, vcheck_word(c(3), c(2)), 7, Some(2), f), Some((2, LEAF_SLOT_B)));
+        // After the previous check is cleared, damage in the current slot is not hidden.
+        assert_eq!(value_word(64, vcheck_word(c(2), c(2)), 1, Some(2 ^ 4), f), None);
     }
 }

@@ -12,6 +12,7 @@
 //! | 16..20 | value check | CRC-32C of (leaf offset, p_value word, the inline bits of flags) |
 //! | 20..24 | previous value check | the value check before the last update |
 //! | 24..64 | key       | the key if `key_len <= 40`, else bytes 24..32 hold `p_key` |
+//! | 56..64 | slot B    | with an inline value and `key_len <= 32`: the second inline value slot |
 //!
 //! The checks travel in the leaf's own cache line, so they cost no extra persist, and they
 //! are seeded with the leaf's offset, so a line copied or shifted elsewhere does not pass
@@ -31,6 +32,15 @@
 //! stores in the leaf's line (value check, then value word); any other update moves the
 //! value out of line for good (Algorithm 3 with the micro-log, which logs the leaf's flags
 //! too).
+//!
+//! **Slot B** (version 4): in `adr`, a same-length inline update of a leaf whose key has at
+//! most 32 bytes writes the new value into whichever of the two slots (bytes 0..8, 56..64)
+//! does *not* hold the current value, then the check word (new check, current check),
+//! and persists the line once. Any torn subset of those two words leaves either the new
+//! value proved by the new check or the old value proved by the previous one, so one
+//! flush and one fence suffice where the single-slot update needs two persists. The value
+//! lives in the slot whose word the current check proves (`checksum::value_word`); the
+//! value check does not name the slot, so a reader may compute two checks.
 //!
 //! **Value object** (type [`VALUE`]): bytes 0..4 length, 4..8 CRC-32C of (owning leaf's
 //! offset, length, value bytes), then the value. The length lives with the value (not in
@@ -65,6 +75,11 @@ pub const LEAF_META: u64 = 8;
 /// The value-check word: value check (bits 0..32), previous value check (32..64).
 pub const LEAF_VCHECK: u64 = 16;
 pub const LEAF_KEY: u64 = 24;
+/// The second inline value slot: the last 8 bytes of the key area, free when the key has
+/// at most [`SLOT_B_KEY`] bytes (see the module doc, "Inline values").
+pub const LEAF_SLOT_B: u64 = 56;
+/// Longest key whose leaf has the second inline value slot.
+pub const SLOT_B_KEY: usize = 32;
 pub const FLAG_KEY_OUT: u32 = 1;
 pub const FLAG_VALUE_INLINE: u32 = 2;
 /// Inline value length: `(flags >> INLINE_LEN_SHIFT) & 0xf`.
@@ -87,7 +102,12 @@ pub const SUPER_MAGIC: [u8; 8] = *b"HARTSB01";
 /// 2 added inline values. Pools of versions 1 and 2 are refused with a clear error: their
 /// leaves have no checks to verify, and inventing them in place would bless whatever
 /// damage those pools already hold.
-pub const SUPER_VERSION: u32 = 3;
+pub const SUPER_VERSION: u32 = 4;
+/// Oldest version this build opens. Version 4 added the second inline value slot; a
+/// version-3 pool never uses it, so its leaves are valid version-4 leaves, and a writable
+/// open marks the pool version 4 before its first write (builds that read only version 3
+/// would take a value in the second slot for damage).
+pub const SUPER_VERSION_MIN: u32 = 3;
 pub const SUPER_SIZE: u64 = 64;
 /// Update micro-logs (one per concurrent writer; writers share them round-robin).
 pub const NUM_LOGS: u32 = 64;

@@ -185,11 +185,24 @@ pub(crate) unsafe fn leaf_damage(pool: &Pool, leaf: u64, with_value: bool) -> Op
     if checksum::key_check(leaf, key, m.key_out()) != m.key_check {
         return Some(format!("leaf {leaf:#x}: the key check does not match its key"));
     }
-    let word = read_u64(pool, leaf + LEAF_P_VALUE);
-    if with_value && !checksum::value_ok(leaf, read_u64(pool, leaf + LEAF_VCHECK), word, m.flags) {
+    if with_value && current_value(pool, leaf, m).is_none() {
         return Some(format!("leaf {leaf:#x}: the value check does not match its value word"));
     }
     None
+}
+
+/// Whether a leaf with meta `m` may hold its inline value in slot B (see `layout`).
+#[inline]
+pub(crate) fn has_slot_b(m: Meta) -> bool {
+    inline_len(m.flags).is_some() && !m.key_out() && m.key_len <= SLOT_B_KEY
+}
+
+/// The leaf's value word as its value check proves it, and the offset in the leaf of the
+/// slot that holds it (see `checksum::value_word`); `None` if no check proves a slot.
+#[inline]
+pub(crate) fn current_value(pool: &Pool, leaf: u64, m: Meta) -> Option<(u64, u64)> {
+    let b = has_slot_b(m).then(|| read_u64(pool, leaf + LEAF_SLOT_B));
+    checksum::value_word(leaf, read_u64(pool, leaf + LEAF_VCHECK), read_u64(pool, leaf + LEAF_P_VALUE), b, m.flags)
 }
 
 impl PmKeys<'_> {
@@ -228,16 +241,15 @@ impl Hart {
     /// As [`Hart::read_value`]: no one writes the leaf or its value while the slice lives.
     pub(crate) unsafe fn value_of(&self, leaf: u64) -> Result<&[u8]> {
         let pool = &*self.pool;
-        let word = read_u64(pool, leaf + LEAF_P_VALUE);
         let m = meta(pool, leaf);
-        if !checksum::value_ok(leaf, read_u64(pool, leaf + LEAF_VCHECK), word, m.flags) {
+        let Some((word, slot)) = current_value(pool, leaf, m) else {
             return Err(HartError::Corrupt(format!("leaf {leaf:#x}: the value check does not match its value word")));
-        }
+        };
         if let Some(len) = inline_len(m.flags) {
-            // SAFETY: the leaf's value word, which only a writer holding the ART write lock
+            // SAFETY: the leaf's value slot, which only a writer holding the ART write lock
             // changes (the caller holds the ART lock); len <= 8 (flags are verified when
             // the leaf enters the tree).
-            return Ok(unsafe { bytes(pool, leaf + LEAF_P_VALUE, len.min(INLINE_VALUE)) });
+            return Ok(unsafe { bytes(pool, leaf + slot, len.min(INLINE_VALUE)) });
         }
         let v = word;
         if !v.is_multiple_of(8) || !pool.contains(v, VALUE_HDR as u64) {

@@ -47,15 +47,15 @@ fn read_super(pool: &Pool, alloc: &EpAlloc) -> Result<(usize, u64)> {
         return Err(corrupt("bad superblock magic"));
     }
     let version = read_u32(pool, sb + 8);
-    if version != SUPER_VERSION {
-        let why = if version < SUPER_VERSION {
+    if !(SUPER_VERSION_MIN..=SUPER_VERSION).contains(&version) {
+        let why = if version < SUPER_VERSION_MIN {
             "; it was written by an older pmkv, before leaf and value checksums: dump it with that build and \
              load the dump with this one"
         } else {
             ""
         };
         return Err(HartError::Version(format!(
-            "HART format version {version} is not supported (this build reads {SUPER_VERSION}){why}"
+            "HART format version {version} is not supported (this build reads {SUPER_VERSION_MIN} to {SUPER_VERSION}){why}"
         )));
     }
     let kh = read_u32(pool, sb + 12) as usize;
@@ -71,6 +71,14 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
     let t0 = Instant::now();
     let alloc = EpAlloc::open(pool.clone())?;
     let (kh, logs_off) = read_super(&pool, &alloc)?;
+    let sb = pool.root(SUPER_ROOT);
+    if read_u32(&pool, sb + 8) < SUPER_VERSION && !pool.is_read_only() {
+        // A version-3 pool (no second value slot, see `SUPER_VERSION_MIN`): its leaves
+        // are version-4 leaves as they are; mark it before anything may write slot B.
+        // SAFETY: the superblock's version field; recovery runs alone.
+        unsafe { pool.at::<u32>(sb + 8).write(SUPER_VERSION) };
+        pool.persist_off(sb + 8, 4);
+    }
     let clean = pool.was_clean();
     let mut hart = Hart::assemble(pool.clone(), alloc, kh, logs_off, claim);
     let mut rep = RecoveryReport { clean, ..Default::default() };
@@ -371,5 +379,71 @@ mod tests {
         file.write_all_at(&SUPER_VERSION.to_le_bytes(), sb + 8).unwrap();
         let h = reopen(&path).unwrap();
         assert_eq!(get(&h, b"old").as_deref(), Some(&b"a value too long to be inline"[..]));
+    }
+
+    /// An inline value updated into the leaf's second slot: the update's previous check
+    /// is dropped once durable, so a flipped bit in the new slot is damage at open, never
+    /// a silent return of the old value still intact in the other slot. Both slots read
+    /// back across reopens.
+    #[test]
+    fn damage_to_the_second_slot_is_not_hidden_by_the_first() {
+        let dir = pool_dir();
+        let path = dir.path().join("b.pool");
+        let leaf = {
+            let h = create(&path);
+            h.put(b"short key", b"1111").unwrap();
+            h.put(b"short key", b"2222").unwrap(); // into slot B
+            let mut leaf = 0;
+            h.alloc.for_each_used(LEAF, |l| leaf = l);
+            assert_eq!(read_u64(&h.pool, leaf + LEAF_SLOT_B) as u32, u32::from_le_bytes(*b"2222"));
+            leaf
+        };
+        assert_eq!(get(&reopen(&path).unwrap(), b"short key").as_deref(), Some(&b"2222"[..]));
+        {
+            let h = reopen(&path).unwrap();
+            h.put(b"short key", b"3333").unwrap(); // back into slot A
+        }
+        let h = reopen(&path).unwrap();
+        assert_eq!(get(&h, b"short key").as_deref(), Some(&b"3333"[..]));
+        h.put(b"short key", b"4444").unwrap();
+        drop(h);
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let mut b = [0u8; 1];
+        file.read_exact_at(&mut b, leaf + LEAF_SLOT_B).unwrap();
+        assert_eq!(b[0], b'4');
+        file.write_all_at(&[b[0] ^ 1], leaf + LEAF_SLOT_B).unwrap();
+        let r = reopen(&path);
+        assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.as_ref().map(|h| get(h, b"short key")));
+    }
+
+    /// A version-3 pool (before the second value slot) opens, reads as it is, and is
+    /// marked version 4 by a writable open, before any update can use slot B; a
+    /// read-only open leaves it at 3.
+    #[test]
+    fn version_3_pools_open_and_are_marked_4() {
+        let dir = pool_dir();
+        let path = dir.path().join("v3.pool");
+        let sb = {
+            let h = create(&path);
+            h.put(b"k", b"12345678").unwrap();
+            h.pool().root(SUPER_ROOT)
+        };
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        file.write_all_at(&SUPER_VERSION_MIN.to_le_bytes(), sb + 8).unwrap();
+        let version = || {
+            let mut b = [0u8; 4];
+            file.read_exact_at(&mut b, sb + 8).unwrap();
+            u32::from_le_bytes(b)
+        };
+        {
+            let pool = Arc::new(Pool::open_read_only(&path, Some("hart"), &opts()).unwrap());
+            let h = Hart::open(pool, HartOptions::default()).unwrap();
+            assert_eq!(get(&h, b"k").as_deref(), Some(&b"12345678"[..]));
+        }
+        assert_eq!(version(), SUPER_VERSION_MIN);
+        let h = reopen(&path).unwrap();
+        assert_eq!(version(), SUPER_VERSION);
+        h.put(b"k", b"87654321").unwrap();
+        assert_eq!(get(&h, b"k").as_deref(), Some(&b"87654321"[..]));
     }
 }

@@ -15,6 +15,7 @@
 
 use crate::checksum::{self, Meta};
 use crate::layout::*;
+use crate::pm::has_slot_b;
 use pmkv_core::{Emit, Result, SalvageReport};
 use std::collections::HashSet;
 
@@ -33,12 +34,11 @@ fn slice(image: &[u8], off: u64, len: usize) -> Option<&[u8]> {
 
 /// The value of the leaf at `leaf` if it verifies.
 fn value(image: &[u8], leaf: u64, m: Meta) -> Option<&[u8]> {
-    let word = u64_at(image, leaf + LEAF_P_VALUE)?;
-    if !checksum::value_ok(leaf, u64_at(image, leaf + LEAF_VCHECK)?, word, m.flags) {
-        return None;
-    }
+    let a = u64_at(image, leaf + LEAF_P_VALUE)?;
+    let b = if has_slot_b(m) { Some(u64_at(image, leaf + LEAF_SLOT_B)?) } else { None };
+    let (word, slot) = checksum::value_word(leaf, u64_at(image, leaf + LEAF_VCHECK)?, a, b, m.flags)?;
     if let Some(n) = inline_len(m.flags) {
-        return slice(image, leaf + LEAF_P_VALUE, n.min(INLINE_VALUE));
+        return slice(image, leaf + slot, n.min(INLINE_VALUE));
     }
     let head = u64_at(image, word)?;
     let len = (head & 0xffff_ffff) as usize;

@@ -1,12 +1,13 @@
-//! Update (Algorithm 3): out of place through the per-thread micro-log, or in place for
-//! same-length values of at most 8 bytes (see `HartOptions::paper_updates`).
+//! Update (Algorithm 3): out of place through the per-thread micro-log, or, for
+//! same-length values of at most 8 bytes (see `HartOptions::paper_updates`), in the leaf:
+//! into its second value slot with one persist, or in place with two in `adr`.
 
 use crate::checksum::{self, Meta};
 use crate::error::{HartError, Result};
 use crate::hart::Hart;
 use crate::layout::*;
 use crate::micro_log::{self, UpdateLog};
-use crate::pm::{meta, read_u64, write_u64};
+use crate::pm::{current_value, has_slot_b, meta, write_u64};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static NEXT_LOG: AtomicUsize = AtomicUsize::new(0);
@@ -28,40 +29,68 @@ impl Hart {
     /// or writes the leaf or its value meanwhile.
     pub(crate) unsafe fn update(&self, leaf: u64, value: &[u8]) -> Result<()> {
         let pool = &*self.pool;
-        let old = read_u64(pool, leaf + LEAF_P_VALUE);
         let m = meta(pool, leaf);
         let flags = m.flags;
-        let old_check = checksum::value_check(leaf, old, flags);
         // The old value word is what a crash rolls back to: never build on a damaged one.
-        let vw = read_u64(pool, leaf + LEAF_VCHECK);
-        if old_check != vw as u32 && old_check != (vw >> 32) as u32 {
+        let Some((old, old_slot)) = current_value(pool, leaf, m) else {
             let e = HartError::Corrupt(format!("leaf {leaf:#x}: the value check does not match its value word"));
             self.note_damage(&e);
             return Err(e);
-        }
+        };
+        let old_check = checksum::value_check(leaf, old, flags);
         let old_inline = inline_len(flags);
         if old_inline == Some(value.len()) && !self.paper_updates {
-            // An inline value of the same length: the new value check, then the value
-            // word, both in the leaf's line. The check word keeps the old check beside the
-            // new one, so whichever of the two stores a crash keeps, the leaf verifies:
-            // old value (old check still there) or new. In adr the check is persisted
-            // before the word, since two stores to one line may reach PM in either order
-            // when the line is evicted between them (the crash simulator's torn-line
-            // model); in eadr stores persist in program order and one fence suffices.
-            // (A pool written without `paper_updates` and reopened with it moves such
-            // values out of line with Algorithm 3 instead.)
             let mut w = [0u8; 8];
             w[..value.len()].copy_from_slice(value);
             let w = u64::from_le_bytes(w);
-            let vc = checksum::vcheck_word(checksum::value_check(leaf, w, flags), old_check);
+            let new_check = checksum::value_check(leaf, w, flags);
+            if pool.mode().flushes() && has_slot_b(m) {
+                // Two slots (see `layout`): the new value into the slot not in use, then
+                // the check word (new check, current check); one flush of the leaf's line
+                // and one fence. Whichever of the two words a crash keeps, a slot verifies:
+                // only the value → the current check still proves the old slot; only the
+                // check word → the new slot fails, the previous check proves the old one.
+                let slot = if old_slot == LEAF_P_VALUE { LEAF_SLOT_B } else { LEAF_P_VALUE };
+                // SAFETY: the leaf's words, ours under the ART write lock (the contract);
+                // slot B is outside the key (a key of at most SLOT_B_KEY bytes).
+                unsafe {
+                    write_u64(pool, leaf + slot, w);
+                    write_u64(pool, leaf + LEAF_VCHECK, checksum::vcheck_word(new_check, old_check));
+                }
+                pool.flush_off(leaf, LEAF_SIZE);
+                // A fence, not a commit fence that a group commit would defer: the next
+                // update of this leaf (even in the same group) overwrites the old slot and
+                // the check word, which is safe only once this update is durable; and the
+                // previous check below may be dropped only then. Inside a group this costs
+                // what the one-slot update's first persist costs.
+                pool.fence();
+                // Durable: drop the previous check, so that damage to the new slot later
+                // cannot fall back silently to the old slot's intact value. A plain store,
+                // not flushed (a second write-back of the line would cost as much as the
+                // fence saved); until the line is written back, a crash image keeps the
+                // previous check, which only a damaged new slot would ever consult.
+                // SAFETY: as above.
+                unsafe { write_u64(pool, leaf + LEAF_VCHECK, checksum::vcheck_word(new_check, new_check)) };
+                return Ok(());
+            }
+            // One slot, in place: the new value check, then the value word, both in the
+            // leaf's line. The check word keeps the old check beside the new one, so
+            // whichever of the two stores a crash keeps, the leaf verifies: old value (old
+            // check still there) or new. In adr the check is persisted before the word,
+            // since two stores to one line may reach PM in either order when the line is
+            // evicted between them (the crash simulator's torn-line model); in eadr stores
+            // persist in program order and one fence suffices. (A pool written without
+            // `paper_updates` and reopened with it moves such values out of line with
+            // Algorithm 3 instead.)
+            let vc = checksum::vcheck_word(new_check, old_check);
             // SAFETY: the leaf's words, ours under the ART write lock (the contract).
             unsafe { write_u64(pool, leaf + LEAF_VCHECK, vc) };
             if pool.mode().flushes() {
                 pool.persist_off(leaf + LEAF_VCHECK, 8);
             }
             // SAFETY: as above.
-            unsafe { write_u64(pool, leaf + LEAF_P_VALUE, w) };
-            pool.flush_off(leaf + LEAF_P_VALUE, 8);
+            unsafe { write_u64(pool, leaf + old_slot, w) };
+            pool.flush_off(leaf + old_slot, 8);
             pool.commit_fence();
             return Ok(());
         }

@@ -111,10 +111,22 @@ fn h4_update_every_crash_point() {
         ops.push(Op::Put(format!("n{i}").into_bytes(), vec![i as u8; 3]));
         ops.push(Op::Put(format!("m{i}").into_bytes(), vec![i as u8; 8]));
     }
-    for round in 1..3u8 {
+    // In adr, keys of at most 32 bytes alternate between the leaf's two value slots (one
+    // persist each): n* takes three updates (ends in slot B, then moves out of line from
+    // there), m* two (back in slot A). A 36-byte key has no slot B: two persists in place.
+    let wide = |i: u32| format!("{i}{}", "w".repeat(35)).into_bytes();
+    for i in 0..2u32 {
+        ops.push(Op::Put(wide(i), vec![i as u8; 6]));
+    }
+    for round in 1..4u8 {
         for i in 0..3u32 {
             ops.push(Op::Put(format!("n{i}").into_bytes(), vec![round; 3]));
-            ops.push(Op::Put(format!("m{i}").into_bytes(), vec![round; 8]));
+            if round < 3 {
+                ops.push(Op::Put(format!("m{i}").into_bytes(), vec![round; 8]));
+            }
+        }
+        for i in 0..2u32 {
+            ops.push(Op::Put(wide(i), vec![round; 6]));
         }
     }
     for i in 0..3u32 {
