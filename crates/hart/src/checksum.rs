@@ -153,8 +153,9 @@ pub(crate) fn vcheck_word(check: u32, prev: u32) -> u64 {
     check as u64 | (prev as u64) << 32
 }
 
-/// The value word that the value-check word `vw` proves, and the offset in the leaf of the
-/// slot holding it (`LEAF_P_VALUE` or `LEAF_SLOT_B`); `None` if neither proves one.
+/// The value word that the value-check word `vw` proves, the offset in the leaf of the
+/// slot holding it (`LEAF_P_VALUE` or `LEAF_SLOT_B`) and its check; `None` if no check
+/// proves a slot.
 ///
 /// `a` is the `p_value` word; `b` is the second inline slot (bytes 56..64) when the leaf
 /// may use it (an inline value and a key of at most [`SLOT_B_KEY`] bytes, see
@@ -162,17 +163,17 @@ pub(crate) fn vcheck_word(check: u32, prev: u32) -> u64 {
 /// check only if neither verifies, which happens only after a crash tore an update
 /// (`update`), and then proves the value before it.
 #[inline]
-pub(crate) fn value_word(leaf: u64, vw: u64, a: u64, b: Option<u64>, flags: u32) -> Option<(u64, u64)> {
+pub(crate) fn value_word(leaf: u64, vw: u64, a: u64, b: Option<u64>, flags: u32) -> Option<(u64, u64, u32)> {
     let (cur, prev) = (vw as u32, (vw >> 32) as u32);
     let ca = value_check(leaf, a, flags);
     if ca == cur {
-        return Some((a, LEAF_P_VALUE));
+        return Some((a, LEAF_P_VALUE, ca));
     }
     let cb = b.map(|b| (b, value_check(leaf, b, flags)));
     match cb {
-        Some((b, c)) if c == cur => Some((b, LEAF_SLOT_B)),
-        _ if ca == prev => Some((a, LEAF_P_VALUE)),
-        Some((b, c)) if c == prev => Some((b, LEAF_SLOT_B)),
+        Some((b, c)) if c == cur => Some((b, LEAF_SLOT_B, c)),
+        _ if ca == prev => Some((a, LEAF_P_VALUE, ca)),
+        Some((b, c)) if c == prev => Some((b, LEAF_SLOT_B, c)),
         _ => None,
     }
 }
@@ -180,6 +181,11 @@ pub(crate) fn value_word(leaf: u64, vw: u64, a: u64, b: Option<u64>, flags: u32)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`value_word`] without the check (the tests name the word and slot).
+    fn slot_of(leaf: u64, vw: u64, a: u64, b: Option<u64>, flags: u32) -> Option<(u64, u64)> {
+        value_word(leaf, vw, a, b, flags).map(|(w, s, _)| (w, s))
+    }
 
     /// The three-word value check is the CRC-32C of the leaf offset, the value word and
     /// the inline bits of the flags, as the layout defines it.
@@ -227,9 +233,9 @@ mod tests {
         let m = Meta { key_len: 65_535, flags: FLAG_KEY_OUT, key_check: 0xdead_beef };
         assert_eq!(Meta::decode(m.encode()), m);
         let vw = vcheck_word(value_check(64, 1, 0), value_check(64, 2, 0));
-        assert_eq!(value_word(64, vw, 1, None, 0), Some((1, LEAF_P_VALUE)));
-        assert_eq!(value_word(64, vw, 2, None, 0), Some((2, LEAF_P_VALUE)));
-        assert_eq!(value_word(64, vw, 3, None, 0), None);
+        assert_eq!(slot_of(64, vw, 1, None, 0), Some((1, LEAF_P_VALUE)));
+        assert_eq!(slot_of(64, vw, 2, None, 0), Some((2, LEAF_P_VALUE)));
+        assert_eq!(slot_of(64, vw, 3, None, 0), None);
     }
 
     /// The second slot: the current check wins over the previous one whichever slot holds
@@ -241,16 +247,16 @@ mod tests {
         let c = |w| value_check(64, w, f);
         // Completed update into slot B: (new, old) with old in A.
         let vw = vcheck_word(c(2), c(1));
-        assert_eq!(value_word(64, vw, 1, Some(2), f), Some((2, LEAF_SLOT_B)));
+        assert_eq!(slot_of(64, vw, 1, Some(2), f), Some((2, LEAF_SLOT_B)));
         // The same word with the slot not usable: the previous check proves A.
-        assert_eq!(value_word(64, vw, 1, None, f), Some((1, LEAF_P_VALUE)));
+        assert_eq!(slot_of(64, vw, 1, None, f), Some((1, LEAF_P_VALUE)));
         // Torn: the check word reached PM, slot B did not (it holds a stale 9).
-        assert_eq!(value_word(64, vw, 1, Some(9), f), Some((1, LEAF_P_VALUE)));
+        assert_eq!(slot_of(64, vw, 1, Some(9), f), Some((1, LEAF_P_VALUE)));
         // Torn the other way round: old check word, B written: A still current.
-        assert_eq!(value_word(64, vcheck_word(c(1), c(1)), 1, Some(2), f), Some((1, LEAF_P_VALUE)));
+        assert_eq!(slot_of(64, vcheck_word(c(1), c(1)), 1, Some(2), f), Some((1, LEAF_P_VALUE)));
         // Previous check on slot B (an update back into A torn).
-        assert_eq!(value_word(64, vcheck_word(c(3), c(2)), 7, Some(2), f), Some((2, LEAF_SLOT_B)));
+        assert_eq!(slot_of(64, vcheck_word(c(3), c(2)), 7, Some(2), f), Some((2, LEAF_SLOT_B)));
         // After the previous check is cleared, damage in the current slot is not hidden.
-        assert_eq!(value_word(64, vcheck_word(c(2), c(2)), 1, Some(2 ^ 4), f), None);
+        assert_eq!(slot_of(64, vcheck_word(c(2), c(2)), 1, Some(2 ^ 4), f), None);
     }
 }

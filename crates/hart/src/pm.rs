@@ -197,12 +197,28 @@ pub(crate) fn has_slot_b(m: Meta) -> bool {
     inline_len(m.flags).is_some() && !m.key_out() && m.key_len <= SLOT_B_KEY
 }
 
-/// The leaf's value word as its value check proves it, and the offset in the leaf of the
-/// slot that holds it (see `checksum::value_word`); `None` if no check proves a slot.
-#[inline]
-pub(crate) fn current_value(pool: &Pool, leaf: u64, m: Meta) -> Option<(u64, u64)> {
+/// The leaf's value word as its value check proves it, the offset in the leaf of the slot
+/// that holds it and the check that proves it (see `checksum::value_word`); `None` if no
+/// check proves a slot.
+///
+/// The common case, the current check proving `p_value` (every value in `eadr`, every
+/// out-of-line value), is inlined: one check computed, as before slot B existed.
+#[inline(always)]
+pub(crate) fn current_value(pool: &Pool, leaf: u64, m: Meta) -> Option<(u64, u64, u32)> {
+    let vw = read_u64(pool, leaf + LEAF_VCHECK);
+    let a = read_u64(pool, leaf + LEAF_P_VALUE);
+    let c = checksum::value_check(leaf, a, m.flags);
+    if c == vw as u32 {
+        return Some((a, LEAF_P_VALUE, c));
+    }
+    other_value(pool, leaf, m, vw, a)
+}
+
+/// [`current_value`] when the current check does not prove `p_value`.
+#[inline(never)]
+fn other_value(pool: &Pool, leaf: u64, m: Meta, vw: u64, a: u64) -> Option<(u64, u64, u32)> {
     let b = has_slot_b(m).then(|| read_u64(pool, leaf + LEAF_SLOT_B));
-    checksum::value_word(leaf, read_u64(pool, leaf + LEAF_VCHECK), read_u64(pool, leaf + LEAF_P_VALUE), b, m.flags)
+    checksum::value_word(leaf, vw, a, b, m.flags)
 }
 
 impl PmKeys<'_> {
@@ -242,7 +258,7 @@ impl Hart {
     pub(crate) unsafe fn value_of(&self, leaf: u64) -> Result<&[u8]> {
         let pool = &*self.pool;
         let m = meta(pool, leaf);
-        let Some((word, slot)) = current_value(pool, leaf, m) else {
+        let Some((word, slot, _)) = current_value(pool, leaf, m) else {
             return Err(HartError::Corrupt(format!("leaf {leaf:#x}: the value check does not match its value word")));
         };
         if let Some(len) = inline_len(m.flags) {

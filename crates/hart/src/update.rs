@@ -32,12 +32,11 @@ impl Hart {
         let m = meta(pool, leaf);
         let flags = m.flags;
         // The old value word is what a crash rolls back to: never build on a damaged one.
-        let Some((old, old_slot)) = current_value(pool, leaf, m) else {
+        let Some((old, old_slot, old_check)) = current_value(pool, leaf, m) else {
             let e = HartError::Corrupt(format!("leaf {leaf:#x}: the value check does not match its value word"));
             self.note_damage(&e);
             return Err(e);
         };
-        let old_check = checksum::value_check(leaf, old, flags);
         let old_inline = inline_len(flags);
         if old_inline == Some(value.len()) && !self.paper_updates {
             let mut w = [0u8; 8];
