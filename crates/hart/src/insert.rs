@@ -69,8 +69,12 @@ impl Hart {
             // SAFETY: a used leaf of this ART, whose write lock we hold.
             Err(existing) => unsafe { self.update(existing, value) },
             Ok(()) => {
-                // Line 18: the leaf bit (fence 2, the commit fence), after line 17 linked
-                // the leaf into the DRAM tree.
+                // Fence 1: the leaf's bytes, and its value and key objects with their
+                // bits (`make_leaf`), durable before the leaf's bit can be. A real fence,
+                // also inside a group commit. Issued only now, after line 17 linked the
+                // leaf into the DRAM tree, which overlaps that work with the write-back.
+                self.pool.fence();
+                // Line 18: the leaf bit (fence 2, the commit fence).
                 self.alloc.publish_unfenced(made);
                 self.pool.commit_fence();
                 Ok(())
@@ -150,19 +154,18 @@ impl Hart {
         // SAFETY: reserved leaf slot of 64 bytes, ours until published.
         unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), pool.at::<u8>(leaf), LEAF_SIZE) };
         pool.flush_off(leaf, LEAF_SIZE);
-        // Line 14: the value bit (fence 1, inside publish). A crash after it and before
-        // the leaf bit leaves a used value no leaf names: recovery's sweep frees it (the
-        // safe replacement of Algorithm 2 lines 12–16, see `recovery`). With an inline
-        // value and no key object there is no bit to set, but the leaf's contents must
-        // still be durable before its bit is: a plain fence.
+        // Line 14: the value bit, and the key object's, flushed but not fenced: the fence
+        // that makes them and the leaf's bytes durable (fence 1) is issued by `put_locked`
+        // after the leaf is linked into the DRAM tree, so the leaf line's write-back runs
+        // while the tree is changed instead of stalling before it. A crash after a bit
+        // and before the leaf bit leaves a used object no leaf names, which recovery's
+        // sweep frees (the safe replacement of Algorithm 2 lines 12–16, see `recovery`);
+        // one that reaches PM before the object's bytes is such an orphan too.
         if v != 0 {
-            self.alloc.publish(v);
+            self.alloc.publish_unfenced(v);
         }
         if kobj != 0 {
-            self.alloc.publish(kobj);
-        }
-        if v == 0 && kobj == 0 {
-            pool.fence();
+            self.alloc.publish_unfenced(kobj);
         }
         Ok(leaf)
     }
