@@ -350,34 +350,59 @@ mod tests {
         assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.err());
     }
 
+    /// A closed pool holding `key` = `value`: its directory, path, superblock offset and
+    /// the file opened for patching, with a reader of the superblock's version field.
+    struct Closed {
+        _dir: pmkv_testutil::TempDir,
+        path: std::path::PathBuf,
+        sb: u64,
+        file: std::fs::File,
+    }
+
+    impl Closed {
+        fn new(key: &[u8], value: &[u8]) -> Closed {
+            let dir = pool_dir();
+            let path = dir.path().join("v.pool");
+            let sb = {
+                let h = create(&path);
+                h.put(key, value).unwrap();
+                h.pool().root(SUPER_ROOT)
+            };
+            let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+            Closed { _dir: dir, path, sb, file }
+        }
+
+        fn version(&self) -> u32 {
+            let mut b = [0u8; 4];
+            self.file.read_exact_at(&mut b, self.sb + 8).unwrap();
+            u32::from_le_bytes(b)
+        }
+
+        fn set_version(&self, v: u32) {
+            self.file.write_all_at(&v.to_le_bytes(), self.sb + 8).unwrap();
+        }
+    }
+
     /// Pools of the formats before checksums (1, 2) and of unknown ones are refused with a
     /// version error, and nothing past the pool header (whose open/close state slots change
     /// on every open) is written.
     #[test]
     fn format_versions() {
-        let dir = pool_dir();
-        let path = dir.path().join("v.pool");
-        let sb = {
-            let h = create(&path);
-            h.put(b"old", b"a value too long to be inline").unwrap();
-            h.pool().root(SUPER_ROOT)
-        };
-        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
-        let mut b = [0u8; 4];
-        file.read_exact_at(&mut b, sb + 8).unwrap();
-        assert_eq!(u32::from_le_bytes(b), SUPER_VERSION);
+        let c = Closed::new(b"old", b"a value too long to be inline");
+        let path = &c.path;
+        assert_eq!(c.version(), SUPER_VERSION);
         for v in [1u32, 2, SUPER_VERSION + 1] {
-            file.write_all_at(&v.to_le_bytes(), sb + 8).unwrap();
-            let before = std::fs::read(&path).unwrap();
-            let r = reopen(&path);
+            c.set_version(v);
+            let before = std::fs::read(path).unwrap();
+            let r = reopen(path);
             let msg = format!("{:?}", r.as_ref().err());
             assert!(matches!(r, Err(HartError::Version(_))), "{msg}");
             assert!(v > SUPER_VERSION || msg.contains("older pmkv"), "{msg}");
             drop(r);
-            assert!(std::fs::read(&path).unwrap()[4096..] == before[4096..]);
+            assert!(std::fs::read(path).unwrap()[4096..] == before[4096..]);
         }
-        file.write_all_at(&SUPER_VERSION.to_le_bytes(), sb + 8).unwrap();
-        let h = reopen(&path).unwrap();
+        c.set_version(SUPER_VERSION);
+        let h = reopen(path).unwrap();
         assert_eq!(get(&h, b"old").as_deref(), Some(&b"a value too long to be inline"[..]));
     }
 
@@ -421,28 +446,16 @@ mod tests {
     /// read-only open leaves it at 3.
     #[test]
     fn version_3_pools_open_and_are_marked_4() {
-        let dir = pool_dir();
-        let path = dir.path().join("v3.pool");
-        let sb = {
-            let h = create(&path);
-            h.put(b"k", b"12345678").unwrap();
-            h.pool().root(SUPER_ROOT)
-        };
-        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
-        file.write_all_at(&SUPER_VERSION_MIN.to_le_bytes(), sb + 8).unwrap();
-        let version = || {
-            let mut b = [0u8; 4];
-            file.read_exact_at(&mut b, sb + 8).unwrap();
-            u32::from_le_bytes(b)
-        };
+        let c = Closed::new(b"k", b"12345678");
+        c.set_version(SUPER_VERSION_MIN);
         {
-            let pool = Arc::new(Pool::open_read_only(&path, Some("hart"), &opts()).unwrap());
+            let pool = Arc::new(Pool::open_read_only(&c.path, Some("hart"), &opts()).unwrap());
             let h = Hart::open(pool, HartOptions::default()).unwrap();
             assert_eq!(get(&h, b"k").as_deref(), Some(&b"12345678"[..]));
         }
-        assert_eq!(version(), SUPER_VERSION_MIN);
-        let h = reopen(&path).unwrap();
-        assert_eq!(version(), SUPER_VERSION);
+        assert_eq!(c.version(), SUPER_VERSION_MIN);
+        let h = reopen(&c.path).unwrap();
+        assert_eq!(c.version(), SUPER_VERSION);
         h.put(b"k", b"87654321").unwrap();
         assert_eq!(get(&h, b"k").as_deref(), Some(&b"87654321"[..]));
     }

@@ -31,6 +31,7 @@ pub use crash::CrashFindings;
 pub use files::{forge_version, patched_copy, write_file, write_pool};
 pub use model::{apply, bound_kinds, in_bounds, model_of_scan, model_range, Model, Op, Records};
 pub use rng::XorShift;
+pub use tempfile::TempDir;
 pub use values::{edge_keys, op_stream, tag_of, tagged_value};
 
 use pmkv_substrate::{Latency, Mode, PoolOptions};
