@@ -82,6 +82,8 @@ fn h4_insert_every_crash_point() {
             Op::Put(vec![b'L'; 100], b"long key".to_vec()),
             Op::Put(vec![], b"empty key".to_vec()),
             Op::Put(vec![0], vec![0; 300]),
+            // A key object and a value object, both published under the leaf's first fence.
+            Op::Put(vec![b'K'; 90], vec![7; 100]),
         ])
         .collect();
     let n = explore(&ops, 512 << 10);
