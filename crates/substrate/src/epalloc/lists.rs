@@ -178,7 +178,13 @@ impl EpAlloc {
                         }
                         return None;
                     }
-                    return Some(geo.slot_off(it.off.load(Ordering::Acquire), i));
+                    let base = it.off.load(Ordering::Acquire);
+                    // The publish that follows sets a bit in the chunk header: start
+                    // fetching its line for writing now. In `adr` the previous publish's
+                    // `clwb` evicted it (on this CPU), and the bit's CAS would otherwise
+                    // wait for that read after the object's own persist.
+                    self.pool.prefetch_write(base);
+                    return Some(geo.slot_off(base, i));
                 }
                 Err(now) => r = now,
             }
