@@ -346,6 +346,12 @@ impl EpAlloc {
     pub fn prefetch_meta(&self, off: u64) {
         let last = LAST_CHUNK.with(|c| c.get());
         if last.covers(self.uid, off) {
+            // The metadata is cached; but in the flushing modes the header line itself was
+            // evicted by the last bit change's `clwb` (on this CPU), and the free's CAS
+            // would wait for it.
+            if self.pool.mode().flushes() {
+                self.pool.prefetch_write(last.start);
+            }
             return;
         }
         if let Some(base) = self.index.guess(off) {
