@@ -1,4 +1,5 @@
-//! Profiling aid: load the Dictionary, then search, update and delete every word (eadr),
+//! Profiling aid: load the Dictionary, then search, update and delete every word (eadr,
+//! or adr with `PMKV_PROFILE_MODE=adr`),
 //! printing ns/op per phase, with a 1 s pause before the phase named by the first argument
 //! (`delete` by default). Run under `perf record -D <ms>` to see that phase alone. A second
 //! argument repeats the focused phase that many times (for the read-only phases `search`
@@ -16,7 +17,12 @@ fn main() {
     let words: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
     let path = format!("/dev/shm/pmkv-delprof-{}.pool", std::process::id());
     let _ = std::fs::remove_file(&path);
-    let opts = PoolOptions::default().mode(Mode::Eadr).initial_size(256 << 20);
+    // `PMKV_PROFILE_MODE=adr` profiles the flushing mode instead.
+    let mode = match std::env::var("PMKV_PROFILE_MODE").as_deref() {
+        Ok("adr") => Mode::Adr,
+        _ => Mode::Eadr,
+    };
+    let opts = PoolOptions::default().mode(mode).initial_size(256 << 20);
     let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
     let phase = |name: &str, op: &mut dyn FnMut(&[u8])| {
         if name == focus {
