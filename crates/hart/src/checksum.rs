@@ -157,15 +157,15 @@ pub(crate) fn vcheck_word(check: u32, prev: u32) -> u64 {
 /// slot holding it (`LEAF_P_VALUE` or `LEAF_SLOT_B`) and its check; `None` if no check
 /// proves a slot.
 ///
-/// `a` is the `p_value` word; `b` is the second inline slot (bytes 56..64) when the leaf
+/// `a` is the `p_value` word and `ca` its value check (callers have computed it already:
+/// the common case stops there); `b` is the second inline slot (bytes 56..64) when the leaf
 /// may use it (an inline value and a key of at most [`SLOT_B_KEY`] bytes, see
 /// `layout`), else `None`. The current check is tried on both slots first; the previous
 /// check only if neither verifies, which happens only after a crash tore an update
 /// (`update`), and then proves the value before it.
 #[inline]
-pub(crate) fn value_word(leaf: u64, vw: u64, a: u64, b: Option<u64>, flags: u32) -> Option<(u64, u64, u32)> {
+pub(crate) fn value_word(leaf: u64, vw: u64, a: u64, ca: u32, b: Option<u64>, flags: u32) -> Option<(u64, u64, u32)> {
     let (cur, prev) = (vw as u32, (vw >> 32) as u32);
-    let ca = value_check(leaf, a, flags);
     if ca == cur {
         return Some((a, LEAF_P_VALUE, ca));
     }
@@ -184,7 +184,7 @@ mod tests {
 
     /// [`value_word`] without the check (the tests name the word and slot).
     fn slot_of(leaf: u64, vw: u64, a: u64, b: Option<u64>, flags: u32) -> Option<(u64, u64)> {
-        value_word(leaf, vw, a, b, flags).map(|(w, s, _)| (w, s))
+        value_word(leaf, vw, a, value_check(leaf, a, flags), b, flags).map(|(w, s, _)| (w, s))
     }
 
     /// The three-word value check is the CRC-32C of the leaf offset, the value word and

@@ -211,14 +211,14 @@ pub(crate) fn current_value(pool: &Pool, leaf: u64, m: Meta) -> Option<(u64, u64
     if c == vw as u32 {
         return Some((a, LEAF_P_VALUE, c));
     }
-    other_value(pool, leaf, m, vw, a)
+    other_value(pool, leaf, m, vw, a, c)
 }
 
 /// [`current_value`] when the current check does not prove `p_value`.
 #[inline(never)]
-fn other_value(pool: &Pool, leaf: u64, m: Meta, vw: u64, a: u64) -> Option<(u64, u64, u32)> {
+fn other_value(pool: &Pool, leaf: u64, m: Meta, vw: u64, a: u64, ca: u32) -> Option<(u64, u64, u32)> {
     let b = has_slot_b(m).then(|| read_u64(pool, leaf + LEAF_SLOT_B));
-    checksum::value_word(leaf, vw, a, b, m.flags)
+    checksum::value_word(leaf, vw, a, ca, b, m.flags)
 }
 
 impl PmKeys<'_> {

@@ -36,7 +36,8 @@ fn slice(image: &[u8], off: u64, len: usize) -> Option<&[u8]> {
 fn value(image: &[u8], leaf: u64, m: Meta) -> Option<&[u8]> {
     let a = u64_at(image, leaf + LEAF_P_VALUE)?;
     let b = if has_slot_b(m) { Some(u64_at(image, leaf + LEAF_SLOT_B)?) } else { None };
-    let (word, slot, _) = checksum::value_word(leaf, u64_at(image, leaf + LEAF_VCHECK)?, a, b, m.flags)?;
+    let ca = checksum::value_check(leaf, a, m.flags);
+    let (word, slot, _) = checksum::value_word(leaf, u64_at(image, leaf + LEAF_VCHECK)?, a, ca, b, m.flags)?;
     if let Some(n) = inline_len(m.flags) {
         return slice(image, leaf + slot, n.min(INLINE_VALUE));
     }
