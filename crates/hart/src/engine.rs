@@ -167,10 +167,11 @@ impl Engine for HartEngine {
         r.clean_shutdown = h.clean;
         r.records = h.leaves;
         r.rolled_forward = h.updates_redone;
-        r.rolled_back = h.updates_rolled_back;
+        r.rolled_back = h.updates_rolled_back + h.inserts_rolled_back;
         r.orphans_freed = h.orphans_freed;
         r.duration = Duration::from_micros(h.micros as u64);
         r.details.push(("arts".into(), h.arts.to_string()));
+        r.details.push(("inserts rolled back".into(), h.inserts_rolled_back.to_string()));
         Some(r)
     }
     fn sync(&self) -> Result<()> {

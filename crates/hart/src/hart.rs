@@ -7,7 +7,7 @@
 //!
 //! | operation | paper | pmkv (short key) |
 //! |-----------|-------|------------------|
-//! | insert    | 6     | 2 (value bit or, for an inline value, a plain fence, after which contents are durable; leaf bit) |
+//! | insert    | 6     | in `eadr`, and in `adr` for a record with a key or value object: 2 (a plain fence after which contents and object bits are durable; leaf bit); in `adr` for a record that fits its leaf: 1 (`insert_log`: the leaf, its bit and the lane's next slot together) |
 //! | update    | 8     | 3 (value+log; new bit+p_value; log reclaim+old bit); in place for a same-size inline value: 1 in eadr, 2 in adr (value check, then value word) |
 //! | delete    | 2     | 1 (leaf bit; the value bit, if any, is flushed, durable at the next fence) |
 //!
@@ -15,8 +15,8 @@
 
 use crate::error::{HartError, Result};
 use crate::hash_table::HashTable;
+use crate::insert_log::LaneSlot;
 use crate::layout::*;
-use parking_lot::Mutex;
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::Pool;
 use std::sync::Arc;
@@ -58,6 +58,9 @@ pub struct RecoveryReport {
     /// Interrupted updates undone (a valid log whose new value never became durable, or
     /// a torn log).
     pub updates_rolled_back: u64,
+    /// One-persist inserts a crash cut short (a leaf a lane names, used but failing its
+    /// checks: see `insert_log`), undone.
+    pub inserts_rolled_back: u64,
     /// Value and key objects freed because no used leaf named them.
     pub orphans_freed: u64,
     /// Time the open's recovery took, in microseconds.
@@ -71,7 +74,9 @@ pub struct Hart {
     pub(crate) kh: usize,
     pub(crate) table: HashTable,
     pub(crate) logs_off: u64,
-    pub(crate) log_locks: Vec<Mutex<()>>,
+    /// One per micro-log: the lane's ready leaf slot (`insert_log`), and the mutex that
+    /// also guards the micro-log.
+    pub(crate) lanes: Vec<LaneSlot>,
     pub(crate) recovery: RecoveryReport,
     pub(crate) paper_updates: bool,
     /// The first damage a read met (a check that failed). From then on writes are
@@ -142,7 +147,7 @@ impl Hart {
             kh,
             table: HashTable::default(),
             logs_off,
-            log_locks: (0..NUM_LOGS).map(|_| Mutex::new(())).collect(),
+            lanes: (0..NUM_LOGS).map(|_| LaneSlot::default()).collect(),
             recovery: RecoveryReport { clean: true, ..Default::default() },
             paper_updates: false,
             damage: std::sync::OnceLock::new(),

@@ -7,6 +7,7 @@ use crate::checksum::{self, Meta};
 use crate::error::{HartError, Result};
 use crate::hart::Hart;
 use crate::hash_table::hash_key;
+use crate::insert_log::my_lane;
 use crate::layout::*;
 use crate::pm::PmKeys;
 
@@ -57,10 +58,31 @@ impl Hart {
 
     /// The body of a put, under the write lock of the key's ART.
     fn put_locked(&self, art: &mut Art, key: &[u8], value: &[u8]) -> Result<()> {
-        // One traversal: the new leaf is made only at the insertion point.
+        // In the flushing modes a record that fits its leaf goes through the writer's lane
+        // (`insert_log`): one persist when the lane has a slot ready, else two, after
+        // which it has one.
+        let laned =
+            self.pool.mode().flushes() && !self.paper_updates && key.len() <= INLINE_KEY && value.len() <= INLINE_VALUE;
+        if laned {
+            self.prefetch_lane(my_lane());
+        }
+        let mut lane = None;
+        let mut ready = 0;
+        // One traversal: the new leaf is made only at the insertion point (the lane's
+        // lock too, so that an update, which takes its micro-log's, never holds it).
         let mut made = 0;
         let make = || {
-            made = self.make_leaf(key, value)?;
+            if laned {
+                let i = my_lane();
+                let g = lane.insert((i, self.lanes[i].lock.lock()));
+                ready = std::mem::take(&mut g.1.ready);
+            }
+            made = self.make_leaf(key, value, ready).inspect_err(|_| {
+                // Nothing was written into the ready slot: it stays ready.
+                if let Some((_, g)) = lane.as_mut() {
+                    g.ready = ready;
+                }
+            })?;
             Ok::<u64, HartError>(made)
         };
         // SAFETY: given only leaves of this ART, under its write lock.
@@ -69,6 +91,27 @@ impl Hart {
             // SAFETY: a used leaf of this ART, whose write lock we hold.
             Err(existing) => unsafe { self.update(existing, value) },
             Ok(()) => {
+                if let Some((i, g)) = lane.as_mut().filter(|_| ready != 0) {
+                    // The one-persist insert: the leaf (in the ready slot, which the lane
+                    // names), the next ready slot and the leaf's bit, under one real
+                    // fence (also inside a group commit: the next insert of the lane
+                    // renames the other word, which must by then name a durable leaf).
+                    // The locked instructions (reservations, the bit's compare-and-swap)
+                    // go before the first flush, which each of them would wait for.
+                    let next = self.reserve_next(g);
+                    self.alloc.publish_unfenced(made);
+                    // SAFETY: lane `i`'s state, its mutex held; `next` is reserved.
+                    unsafe { self.make_ready(g, *i, next) };
+                    self.pool.flush_off(made, LEAF_SIZE);
+                    self.pool.fence();
+                    return Ok(());
+                }
+                if let Some((i, g)) = lane.as_mut() {
+                    // A lane without a ready slot prepares one, durable by fence 1.
+                    let next = self.reserve_next(g);
+                    // SAFETY: as above.
+                    unsafe { self.make_ready(g, *i, next) };
+                }
                 // Fence 1: the leaf's bytes, and its value and key objects with their
                 // bits (`make_leaf`), durable before the leaf's bit can be. A real fence,
                 // also inside a group commit. Issued only now, after line 17 linked the
@@ -85,9 +128,11 @@ impl Hart {
     /// Algorithm 1 lines 10–16 for a key not in the tree (caller holds the ART write
     /// lock): allocate and write leaf, value and key object, and publish the value and key
     /// object. The leaf is published by [`Hart::put`] (line 18) once it is in the tree.
-    pub(crate) fn make_leaf(&self, key: &[u8], value: &[u8]) -> Result<u64> {
+    /// `ready` is a lane's ready slot to write the leaf into (the caller checked that the
+    /// record fits it), or 0 to allocate one; on an error it is left as it was.
+    pub(crate) fn make_leaf(&self, key: &[u8], value: &[u8], ready: u64) -> Result<u64> {
         let pool = &*self.pool;
-        let leaf = self.alloc.alloc(LEAF, LEAF_SIZE)?;
+        let leaf = if ready != 0 { ready } else { self.alloc.alloc(LEAF, LEAF_SIZE)? };
         let inline = !self.paper_updates && value.len() <= INLINE_VALUE;
         let v = if inline {
             0
@@ -95,7 +140,9 @@ impl Hart {
             match self.new_value(leaf, value) {
                 Ok(v) => v,
                 Err(e) => {
-                    self.alloc.unreserve(leaf);
+                    if ready == 0 {
+                        self.alloc.unreserve(leaf);
+                    }
                     return Err(e);
                 }
             }
@@ -105,7 +152,9 @@ impl Hart {
             kobj = match self.alloc.alloc(KEY, key.len()) {
                 Ok(k) => k,
                 Err(e) => {
-                    self.alloc.unreserve(leaf);
+                    if ready == 0 {
+                        self.alloc.unreserve(leaf);
+                    }
                     if v != 0 {
                         self.alloc.unreserve(v);
                     }
@@ -153,7 +202,10 @@ impl Hart {
         }
         // SAFETY: reserved leaf slot of 64 bytes, ours until published.
         unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), pool.at::<u8>(leaf), LEAF_SIZE) };
-        pool.flush_off(leaf, LEAF_SIZE);
+        // A ready slot's leaf is flushed by the caller, after its locked instructions.
+        if ready == 0 {
+            pool.flush_off(leaf, LEAF_SIZE);
+        }
         // Line 14: the value bit, and the key object's, flushed but not fenced: the fence
         // that makes them and the leaf's bytes durable (fence 1) is issued by `put_locked`
         // after the leaf is linked into the DRAM tree, so the leaf line's write-back runs

@@ -49,7 +49,9 @@
 //! published (every update of an out-of-line value is out of place).
 //!
 //! **Superblock** (pool root [`SUPER_ROOT`]): magic `HARTSB01`, version, k_h, number of
-//! micro-logs, offset of the micro-log array.
+//! micro-logs, offset of the micro-log array. Each micro-log line holds the update log in
+//! bytes 0..32 (`micro_log`) and a writer lane's two insert-log words in 32..48
+//! (`insert_log`, version 5).
 
 use pmkv_substrate::epalloc::TypeId;
 
@@ -102,11 +104,13 @@ pub const SUPER_MAGIC: [u8; 8] = *b"HARTSB01";
 /// 2 added inline values. Pools of versions 1 and 2 are refused with a clear error: their
 /// leaves have no checks to verify, and inventing them in place would bless whatever
 /// damage those pools already hold.
-pub const SUPER_VERSION: u32 = 4;
-/// Oldest version this build opens. Version 4 added the second inline value slot; a
-/// version-3 pool never uses it, so its leaves are valid version-4 leaves, and a writable
-/// open marks the pool version 4 before its first write (builds that read only version 3
-/// would take a value in the second slot for damage).
+pub const SUPER_VERSION: u32 = 5;
+/// Oldest version this build opens. Version 4 added the second inline value slot, version
+/// 5 the insert log's lane words (bytes 32..48 of each micro-log line, see `insert_log`).
+/// Older pools use neither, so their leaves and logs are valid version-5 ones, and a
+/// writable open marks the pool version 5 before its first write (builds that read only
+/// version 3 would take a value in the second slot for damage; builds that read only 4
+/// would take a torn one-persist insert for damage after a crash).
 pub const SUPER_VERSION_MIN: u32 = 3;
 pub const SUPER_SIZE: u64 = 64;
 /// Update micro-logs (one per concurrent writer; writers share them round-robin).

@@ -28,6 +28,7 @@ mod error;
 mod hart;
 pub(crate) mod hash_table;
 mod insert;
+mod insert_log;
 pub(crate) mod layout;
 mod memory;
 pub(crate) mod micro_log;

@@ -15,7 +15,7 @@
 //! or forward as a whole; `POldV` is then the inline value word, which is never freed.
 //!
 //! Layout of one log (64 bytes): 0 PLeaf, 8 POldV, 16 PNewV, 24 check, 28 old leaf flags,
-//! 32..64 zero.
+//! 32..48 the insert log's lane words (`insert_log`), 48..64 zero.
 
 use crate::layout::{MAX_VALUE, VALUE_HDR};
 use crate::pm::{bytes, read_u32, read_u64, write_u32, write_u64};

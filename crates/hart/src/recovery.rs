@@ -22,6 +22,7 @@ use crate::checksum::{self, Meta};
 use crate::error::{HartError, Result};
 use crate::hart::{Hart, PoolClaim, RecoveryReport};
 use crate::hash_table::hash_key;
+use crate::insert_log;
 use crate::layout::*;
 use crate::micro_log;
 use crate::pm::{bytes, leaf_damage, meta, read_u32, read_u64, write_u64, PmKeys};
@@ -73,8 +74,9 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
     let (kh, logs_off) = read_super(&pool, &alloc)?;
     let sb = pool.root(SUPER_ROOT);
     if read_u32(&pool, sb + 8) < SUPER_VERSION && !pool.is_read_only() {
-        // A version-3 pool (no second value slot, see `SUPER_VERSION_MIN`): its leaves
-        // are version-4 leaves as they are; mark it before anything may write slot B.
+        // A version-3 or 4 pool (no second value slot, no insert log, see
+        // `SUPER_VERSION_MIN`): its leaves and logs are version-5 ones as they are; mark
+        // it before anything may write slot B or a lane word.
         // SAFETY: the superblock's version field; recovery runs alone.
         unsafe { pool.at::<u32>(sb + 8).write(SUPER_VERSION) };
         pool.persist_off(sb + 8, 4);
@@ -135,20 +137,31 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
     let mut leaves: Vec<(u64, u64)> = Vec::new();
     let mut err = None;
     let mut erased = Vec::new();
+    // The leaves whose inserts may have been cut short (`insert_log`): only after a crash.
+    let named = if clean { Vec::new() } else { insert_log::named(&pool, logs_off) };
     hart.alloc.for_each_used(LEAF, |leaf| {
         if err.is_some() {
             return;
         }
+        let torn = named.binary_search(&leaf).is_ok();
         if !clean && read_u64(&pool, leaf + LEAF_META) == 0 {
             // A delete erased the leaf and the crash came before its bit was reset:
             // finish the delete (its value and key object are then orphans, swept below).
+            // Or a one-persist insert whose bit alone reached PM: undo it.
             erased.push(leaf);
+            rep.inserts_rolled_back += torn as u64;
             return;
         }
         // Every leaf is verified before it enters a tree: a leaf that fails its checks
-        // makes the open fail (the pool is damaged; `salvage` copies what is intact).
+        // makes the open fail (the pool is damaged; `salvage` copies what is intact),
+        // unless a lane names it: then it is an insert the crash cut short, undone.
         // SAFETY: recovery runs alone: nothing writes leaves meanwhile.
         if let Some(why) = unsafe { leaf_damage(&pool, leaf, true) } {
+            if torn {
+                erased.push(leaf);
+                rep.inserts_rolled_back += 1;
+                return;
+            }
             err = Some(corrupt(format!("{why}; `pmkv salvage` copies every intact record to a new pool")));
             return;
         }
@@ -174,6 +187,9 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
     }
     for &leaf in &erased {
         hart.alloc.free(leaf);
+    }
+    if !pool.is_read_only() {
+        insert_log::clear(&pool, logs_off);
     }
     rep.leaves = leaves.len() as u64;
     hart.insert_recovered(leaves)?;
@@ -441,22 +457,65 @@ mod tests {
         assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.as_ref().map(|h| get(h, b"short key")));
     }
 
-    /// A version-3 pool (before the second value slot) opens, reads as it is, and is
-    /// marked version 4 by a writable open, before any update can use slot B; a
-    /// read-only open leaves it at 3.
+    /// Pools of versions 3 (before the second value slot) and 4 (before the insert log)
+    /// open, read as they are, and are marked the current version by a writable open,
+    /// before any update can use slot B or any insert a lane word; a read-only open leaves
+    /// them as they were.
     #[test]
-    fn version_3_pools_open_and_are_marked_4() {
-        let c = Closed::new(b"k", b"12345678");
-        c.set_version(SUPER_VERSION_MIN);
-        {
-            let pool = Arc::new(Pool::open_read_only(&c.path, Some("hart"), &opts()).unwrap());
-            let h = Hart::open(pool, HartOptions::default()).unwrap();
-            assert_eq!(get(&h, b"k").as_deref(), Some(&b"12345678"[..]));
+    fn older_versions_open_and_are_marked_current() {
+        for v in SUPER_VERSION_MIN..SUPER_VERSION {
+            let c = Closed::new(b"k", b"12345678");
+            c.set_version(v);
+            {
+                let pool = Arc::new(Pool::open_read_only(&c.path, Some("hart"), &opts()).unwrap());
+                let h = Hart::open(pool, HartOptions::default()).unwrap();
+                assert_eq!(get(&h, b"k").as_deref(), Some(&b"12345678"[..]));
+            }
+            assert_eq!(c.version(), v);
+            let h = reopen(&c.path).unwrap();
+            assert_eq!(c.version(), SUPER_VERSION);
+            h.put(b"k", b"87654321").unwrap();
+            h.put(b"k2", b"2").unwrap();
+            h.put(b"k3", b"3").unwrap();
+            assert_eq!(get(&h, b"k").as_deref(), Some(&b"87654321"[..]));
         }
-        assert_eq!(c.version(), SUPER_VERSION_MIN);
-        let h = reopen(&c.path).unwrap();
-        assert_eq!(c.version(), SUPER_VERSION);
-        h.put(b"k", b"87654321").unwrap();
-        assert_eq!(get(&h, b"k").as_deref(), Some(&b"87654321"[..]));
+    }
+
+    /// After a crash, a used leaf that fails its checks is an insert cut short if a lane
+    /// names it (undone, counted, the rest of the pool opens), and damage if none does
+    /// (the open fails). A writable open clears the lane words.
+    #[test]
+    fn a_torn_insert_named_by_a_lane_is_undone_and_unnamed_damage_fails() {
+        let sim = pmkv_testutil::sim_opts(1 << 20);
+        let h = Hart::open(Arc::new(Pool::create_sim("hart", &sim).unwrap()), HartOptions::default()).unwrap();
+        for i in 0..4u8 {
+            h.put(&[b'a' + i], &[i]).unwrap();
+        }
+        let mut leaves = Vec::new();
+        h.alloc.for_each_used(LEAF, |l| leaves.push(l));
+        let (first, last) = (leaves[0], *leaves.iter().max().unwrap());
+        let mut img = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
+        let named = insert_log::named(&h.pool, h.logs_off);
+        assert!(named.contains(&last), "the last insert's leaf {last:#x} is named: {named:x?}");
+        assert!(!named.contains(&first), "{named:x?}");
+        let logs = h.logs_off;
+        drop(h);
+        // Tear the last insert: its value check word never reached PM.
+        img[(last + LEAF_VCHECK) as usize..][..8].fill(0);
+        let open = |img: &[u8]| {
+            Hart::open(Arc::new(Pool::from_image(img, Some("hart"), &sim).unwrap()), HartOptions::default())
+        };
+        let h = open(&img).unwrap();
+        assert_eq!(h.recovery_report().inserts_rolled_back, 1);
+        assert_eq!(h.len(), 3, "the torn insert is undone, the others kept");
+        assert_eq!(get(&h, b"a").as_deref(), Some(&[0u8][..]));
+        h.check().unwrap();
+        assert!(insert_log::named(&h.pool, logs).is_empty(), "a writable open clears the lane words");
+        // The same damage to a leaf no lane names fails the open.
+        let mut img = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
+        drop(h);
+        img[(first + LEAF_VCHECK) as usize..][..8].fill(0);
+        let r = open(&img);
+        assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.err());
     }
 }

@@ -8,12 +8,6 @@ use crate::hart::Hart;
 use crate::layout::*;
 use crate::micro_log::{self, UpdateLog};
 use crate::pm::{current_value, has_slot_b, meta, write_u64};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-static NEXT_LOG: AtomicUsize = AtomicUsize::new(0);
-thread_local! {
-    static MY_LOG: usize = NEXT_LOG.fetch_add(1, Ordering::Relaxed);
-}
 
 impl Hart {
     fn log_at(&self, i: usize) -> u64 {
@@ -98,8 +92,8 @@ impl Hart {
             self.alloc.prefetch_meta(old);
         }
         let new = self.new_value(leaf, value)?; // lines 4–5 (flushed)
-        let i = MY_LOG.with(|x| *x) % NUM_LOGS as usize;
-        let _log = self.log_locks[i].lock();
+        let i = crate::insert_log::my_lane();
+        let _log = self.lanes[i].lock.lock();
         let at = self.log_at(i);
         // SAFETY: `new` is ours (written above, not published); log `i` is ours (its lock).
         let crc = unsafe { micro_log::value_crc(pool, new) }.unwrap_or(0);
