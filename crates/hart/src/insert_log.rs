@@ -29,8 +29,10 @@
 //! as before. Every writable open clears the lane words, so names never outlive a session.
 //!
 //! Records with a key object or a value object keep the two-persist insert: their
-//! objects' bytes are not covered by the leaf's checks (a value object's CRC is verified
-//! only when read), so a torn insert could not be told from a finished one by the leaf.
+//! objects' bytes are not covered by the leaf's checks, and a value object's own check is
+//! seeded by its leaf's offset, which the new leaf may share with a deleted one whose
+//! value object lay in the same slot: a torn insert could then show the deleted record's
+//! value, checks and all, unless the value slot were zeroed first too.
 //!
 //! **Layout.** The two words of lane `i` are bytes 32..48 of micro-log line `i`, which the
 //! micro-log leaves zero; 0 names nothing (offset 0 is the pool header, never a leaf).
