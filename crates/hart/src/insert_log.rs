@@ -16,7 +16,8 @@
 //! leaf's bit, and fences once. A crash before that fence leaves the leaf's line as any
 //! mix of zero words and new words, its bit set or not, and the leaf still named by its
 //! lane. After a crash, recovery treats a used leaf named by a lane that fails its checks
-//! (or is all zero) as that interrupted insert: it frees it and counts it as rolled back.
+//! as that interrupted insert: it frees it and counts it as rolled back. (One whose meta
+//! word is zero is freed like any erased leaf, as a delete finished.)
 //! A named leaf that passes its checks is a finished insert (every word of it reached PM:
 //! words left zero fail the key or the value check). The zeroed line is what rules out the
 //! previous occupant: none of its words survive into the slot.

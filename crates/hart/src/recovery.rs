@@ -147,9 +147,9 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
         if !clean && read_u64(&pool, leaf + LEAF_META) == 0 {
             // A delete erased the leaf and the crash came before its bit was reset:
             // finish the delete (its value and key object are then orphans, swept below).
-            // Or a one-persist insert whose bit alone reached PM: undo it.
+            // Or a one-persist insert whose bit alone reached PM: undone the same way
+            // (not counted: the two cannot be told apart, and both end in no record).
             erased.push(leaf);
-            rep.inserts_rolled_back += torn as u64;
             return;
         }
         // Every leaf is verified before it enters a tree: a leaf that fails its checks
