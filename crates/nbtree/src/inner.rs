@@ -64,6 +64,11 @@ pub(crate) struct INode {
 
 #[inline]
 pub(crate) fn prefix(k: &[u8]) -> u64 {
+    // Keys of 8 bytes and more (the common case): one load, where the copy of a variable
+    // length below is a `memcpy` call.
+    if let Some(b) = k.first_chunk::<8>() {
+        return u64::from_be_bytes(*b);
+    }
     let mut b = [0u8; 8];
     let n = k.len().min(8);
     b[..n].copy_from_slice(&k[..n]);
@@ -307,8 +312,9 @@ pub(crate) unsafe fn nodes(root: *const INode) -> Vec<*const INode> {
 mod tests {
     use super::*;
 
-    /// Short keys (the (prefix, length) comparison, no separator bytes on the heap) route
-    /// to exactly the child that a byte-string comparison picks, in nodes of every size.
+    /// Short separators (the (prefix, length) comparison, no separator bytes on the heap)
+    /// route keys of any length to exactly the child that a byte-string comparison picks,
+    /// in nodes of every size.
     #[test]
     fn short_keys_route_like_byte_strings() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -332,8 +338,18 @@ mod tests {
             let sv: Vec<Sep> = seps.iter().map(|k| Sep::of(k)).collect();
             let node = INode::new(1, &sv, &children, &[]);
             assert!(node.long.is_empty());
-            for _ in 0..50 {
-                let k = key(next());
+            for q in 0..50 {
+                // Queried keys longer than any separator too (up to 12 bytes).
+                let r = next();
+                let mut k = key(r);
+                if q % 3 == 0 {
+                    // A separator's bytes padded to 8, then more: equal prefixes.
+                    if !seps.is_empty() {
+                        k = seps[(r % seps.len() as u64) as usize].clone();
+                    }
+                    k.resize(8, 0);
+                    k.extend((0..1 + r % 4).map(|i| (r >> (40 + 4 * i)) as u8 & 0x81));
+                }
                 let le = seps.iter().filter(|s| s.as_slice() <= k.as_slice()).count();
                 let lt = seps.iter().filter(|s| s.as_slice() < k.as_slice()).count();
                 assert_eq!(node.route(&k, prefix(&k), true), le, "upper {k:?} in {seps:?}");
