@@ -17,8 +17,7 @@ impl Hart {
         let pool = &*self.pool;
         let (found, now_empty) = self
             .table
-            .with(hk, |art| {
-                let mut art = art.write();
+            .with_mut(hk, |art| {
                 // SAFETY: given only leaves of this ART, under its write lock.
                 let ks = FreeingKeys { keys: unsafe { PmKeys::new(pool) }, alloc: &self.alloc };
                 // Line 9: out of the DRAM tree first.

@@ -145,7 +145,7 @@ impl Hart {
             pool,
             alloc,
             kh,
-            table: HashTable::default(),
+            table: HashTable::new(kh),
             logs_off,
             lanes: (0..NUM_LOGS).map(|_| LaneSlot::default()).collect(),
             recovery: RecoveryReport { clean: true, ..Default::default() },
@@ -185,7 +185,7 @@ impl Hart {
     /// than in one shared atomic, which every insert and delete would otherwise contend on.
     pub fn len(&self) -> u64 {
         let mut n = 0;
-        self.table.for_each(|_, a| n += a.read().len());
+        self.table.for_each(|_, a| n += a.len());
         n
     }
     /// Whether the HART holds no key.

@@ -5,18 +5,29 @@
 //! the byte count in the low 8. Comparing packed values compares byte strings
 //! lexicographically ("a" < "a\0" < "ab"), so the ordered index yields ARTs in key order.
 //!
-//! *Concurrency* (SPEC H7, §IV.G): the table is split into 64 shards, each behind a
-//! reader-writer lock. An operation holds its shard's read lock for its whole duration
-//! and takes the ART's own reader-writer lock inside it — the paper's per-ART lock. Only
-//! creating or freeing an ART takes a shard's write lock, which therefore also waits for
-//! every operation inside that shard's ARTs: this is what makes freeing an empty ART
-//! (SPEC H6) safe without reference counts.
+//! *Concurrency* (SPEC H7, §IV.G): every ART has its own reader-writer lock, the paper's
+//! per-ART lock, and an operation holds it for its whole duration. Finding an ART takes no
+//! lock of the table: with k_h ≤ 2 (the default) the hash key indexes an array of ART
+//! pointers directly (65,793 slots, one for every hash key of 0, 1 or 2 bytes: one load,
+//! no hashing, no probe); with longer hash keys a hash map in 64 shards is read under its
+//! shard's read lock for the lookup alone. An ART lives in a [`Cell`] that is never freed
+//! while the table lives: freeing an empty ART (SPEC H6) marks its cell dead under the
+//! ART's write lock, unlinks it and keeps it for the next ART created. So a pointer found
+//! without a lock can always be locked, and once it is, the cell's hash key and live flag
+//! (read under the lock) say whether it still holds the ART looked for; if not, the lookup
+//! starts again. Creating and freeing ARTs are serialised by one mutex, which lookups
+//! never take.
+//!
+//! Why: the shard lock (two locked instructions) and the SwissTable probe were a fifth of
+//! a cached search before: ~10 of ~80 ns of a Dictionary search, ~8 of ~108 of a delete
+//! (docs/BENCHMARKS.md, "HART's hash table without locks").
 
 use crate::art::arena::NodeArena;
 use crate::art::Art;
-use parking_lot::{RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 
 pub type HashKey = u64;
@@ -70,22 +81,92 @@ fn fmix64(mut x: u64) -> u64 {
     x ^ (x >> 33)
 }
 
-type Map = HashMap<HashKey, RwLock<Art>, BuildHasherDefault<MulHasher>>;
+/// What a cell's lock guards: the ART and what identifies it.
+pub struct Held {
+    hk: HashKey,
+    /// False once the ART was freed (SPEC H6); the cell then waits to be reused.
+    alive: bool,
+    art: Art,
+}
+
+/// One ART behind its reader-writer lock. Never freed while the table lives (see the
+/// module doc).
+pub struct Cell(RwLock<Held>);
+
+/// Hash key → cell, for hash keys longer than [`DIRECT_KH`] bytes.
+type Map = HashMap<HashKey, *const Cell, BuildHasherDefault<MulHasher>>;
+
+/// Longest hash key indexed directly.
+const DIRECT_KH: usize = 2;
+/// Direct slots: one for the empty hash key, 256 of one byte, 65,536 of two.
+const DIRECT_SLOTS: usize = 1 + 256 + 65_536;
+
+enum Index {
+    /// Slot [`direct_slot`] of each hash key: its cell, or null.
+    Direct(Box<[AtomicPtr<Cell>]>),
+    Map(Vec<RwLock<Map>>),
+}
+
+/// The cells, owned here; the free ones (dead ARTs) are reused first.
+#[derive(Default)]
+struct Cells {
+    /// Boxed so that a cell keeps its address when the vector grows: lookups hold cell
+    /// pointers without any lock.
+    #[allow(clippy::vec_box)]
+    all: Vec<Box<Cell>>,
+    free: Vec<*const Cell>,
+}
 
 pub struct HashTable {
-    shards: Vec<RwLock<Map>>,
+    index: Index,
+    /// Serialises creating and freeing ARTs; never taken to find one.
+    cells: Mutex<Cells>,
     ordered: RwLock<BTreeSet<HashKey>>,
     /// Where every ART of the table allocates its nodes.
     arena: Arc<NodeArena>,
 }
 
-impl Default for HashTable {
-    fn default() -> Self {
+// SAFETY: the raw cell pointers name boxes in `cells.all`, which live as long as the table
+// and are only ever accessed through their `RwLock`.
+unsafe impl Send for HashTable {}
+// SAFETY: as above.
+unsafe impl Sync for HashTable {}
+
+impl HashTable {
+    /// A table for hash keys of at most `kh` bytes.
+    pub fn new(kh: usize) -> HashTable {
+        let index = if kh <= DIRECT_KH {
+            Index::Direct(null_slots())
+        } else {
+            Index::Map((0..SHARDS).map(|_| RwLock::new(Map::default())).collect())
+        };
         HashTable {
-            shards: (0..SHARDS).map(|_| RwLock::new(Map::default())).collect(),
+            index,
+            cells: Mutex::new(Cells::default()),
             ordered: RwLock::new(BTreeSet::new()),
             arena: Arc::new(NodeArena::new()),
         }
+    }
+}
+
+/// [`DIRECT_SLOTS`] null slots (514 KiB) in zeroed memory. An allocation this large is a
+/// fresh mapping (glibc's `calloc` then writes nothing), whose pages the kernel provides
+/// only where a slot is first set: a HART of a few hash keys holds a few pages of it.
+fn null_slots() -> Box<[AtomicPtr<Cell>]> {
+    // `vec!` of a null pointer allocates zeroed memory (the element is all zero bits).
+    let slots: Box<[*mut Cell]> = vec![std::ptr::null_mut(); DIRECT_SLOTS].into_boxed_slice();
+    // SAFETY: `AtomicPtr<Cell>` has the size, alignment and bit validity of `*mut Cell`,
+    // so the boxed slice is a valid slice of atomics of the same length, owned once.
+    unsafe { Box::from_raw(Box::into_raw(slots) as *mut [AtomicPtr<Cell>]) }
+}
+
+/// The direct slot of a hash key of at most [`DIRECT_KH`] bytes.
+#[inline]
+fn direct_slot(hk: HashKey) -> usize {
+    match hk & 0xff {
+        0 => 0,
+        1 => 1 + (hk >> 56) as usize,
+        _ => 257 + (hk >> 48) as usize,
     }
 }
 
@@ -94,42 +175,118 @@ fn shard_of(hk: HashKey) -> usize {
 }
 
 impl HashTable {
-    /// Run `f` on the ART of `hk` under the shard read lock (None if there is no ART).
-    pub fn with<R>(&self, hk: HashKey, f: impl FnOnce(&RwLock<Art>) -> R) -> Option<R> {
-        let shard = self.shards[shard_of(hk)].read();
-        shard.get(&hk).map(f)
+    /// The cell that held the ART of `hk` when looked at (it may have been freed since:
+    /// the caller checks under the cell's lock).
+    #[inline]
+    fn find(&self, hk: HashKey) -> Option<&Cell> {
+        let p = match &self.index {
+            Index::Direct(slots) => slots[direct_slot(hk)].load(Ordering::Acquire).cast_const(),
+            Index::Map(shards) => shards[shard_of(hk)].read().get(&hk).copied().unwrap_or(std::ptr::null()),
+        };
+        // SAFETY: a non-null pointer of the index names a box of `cells.all`, which lives as
+        // long as `self`.
+        unsafe { p.as_ref() }
     }
 
-    /// Run `f` on the ART of `hk`, creating an empty one (starting at `depth`) if needed.
-    /// Inlined into its callers (every put): ~2 ns off an update (6 alternating rounds of
-    /// `examples/delete_profile`), whose HART result then need not go through memory.
-    /// (Inlining `with` as well made cached searches 2 ns slower.)
-    #[inline(always)]
-    pub fn with_or_create<R>(&self, hk: HashKey, depth: usize, f: impl FnOnce(&RwLock<Art>) -> R) -> R {
-        {
-            let shard = self.shards[shard_of(hk)].read();
-            if let Some(a) = shard.get(&hk) {
-                return f(a);
+    /// Point `hk`'s index entry at `cell` (or at nothing). Under the `cells` mutex.
+    fn set_index(&self, hk: HashKey, cell: *const Cell) {
+        match &self.index {
+            Index::Direct(slots) => slots[direct_slot(hk)].store(cell.cast_mut(), Ordering::Release),
+            Index::Map(shards) => {
+                let mut m = shards[shard_of(hk)].write();
+                if cell.is_null() {
+                    m.remove(&hk);
+                } else {
+                    m.insert(hk, cell);
+                }
             }
         }
-        let mut shard = self.shards[shard_of(hk)].write();
-        if let std::collections::hash_map::Entry::Vacant(e) = shard.entry(hk) {
-            e.insert(RwLock::new(Art::new(depth, self.arena.clone())));
-            self.ordered.write().insert(hk);
+    }
+
+    /// Run `f` on the ART of `hk` under its read lock (None if there is no ART).
+    #[inline]
+    pub fn with<R>(&self, hk: HashKey, f: impl FnOnce(&Art) -> R) -> Option<R> {
+        loop {
+            let c = self.find(hk)?;
+            let g = c.0.read();
+            if g.alive && g.hk == hk {
+                return Some(f(&g.art));
+            }
+            // Freed (and perhaps reused) since it was found: look again.
         }
-        let shard = parking_lot::RwLockWriteGuard::downgrade(shard);
-        f(shard.get(&hk).unwrap())
+    }
+
+    /// Run `f` on the ART of `hk` under its write lock (None if there is no ART).
+    #[inline]
+    pub fn with_mut<R>(&self, hk: HashKey, f: impl FnOnce(&mut Art) -> R) -> Option<R> {
+        loop {
+            let c = self.find(hk)?;
+            let mut g = c.0.write();
+            if g.alive && g.hk == hk {
+                return Some(f(&mut g.art));
+            }
+        }
+    }
+
+    /// Run `f` on the ART of `hk` under its write lock, creating an empty one (starting at
+    /// `depth`) if needed. Inlined into its callers (every put): ~2 ns off an update (6
+    /// alternating rounds of `examples/delete_profile`), whose HART result then need not
+    /// go through memory.
+    #[inline(always)]
+    pub fn with_or_create<R>(&self, hk: HashKey, depth: usize, f: impl FnOnce(&mut Art) -> R) -> R {
+        let mut f = Some(f);
+        loop {
+            if let Some(r) = self.with_mut(hk, |a| (f.take().expect("called once"))(a)) {
+                return r;
+            }
+            self.create(hk, depth);
+        }
+    }
+
+    /// Give `hk` an empty ART if it has none.
+    #[cold]
+    fn create(&self, hk: HashKey, depth: usize) {
+        let mut cells = self.cells.lock();
+        if self.find(hk).is_some() {
+            return; // created meanwhile
+        }
+        let cell = match cells.free.pop() {
+            Some(c) => c,
+            None => {
+                let b =
+                    Box::new(Cell(RwLock::new(Held { hk, alive: false, art: Art::new(depth, self.arena.clone()) })));
+                let p: *const Cell = &*b;
+                cells.all.push(b);
+                p
+            }
+        };
+        // SAFETY: a box of `cells.all` (see `find`).
+        let c = unsafe { &*cell };
+        {
+            // A lookup that found this cell under its old hash key may hold the lock a
+            // moment; it sees the new identity and looks again.
+            let mut g = c.0.write();
+            *g = Held { hk, alive: true, art: Art::new(depth, self.arena.clone()) };
+        }
+        self.set_index(hk, cell);
+        self.ordered.write().insert(hk);
     }
 
     /// Free the ART of `hk` if it is (still) empty (SPEC H6).
     pub fn remove_if_empty(&self, hk: HashKey) -> bool {
-        let mut shard = self.shards[shard_of(hk)].write();
-        if shard.get(&hk).is_some_and(|a| a.read().is_empty()) {
-            shard.remove(&hk);
-            self.ordered.write().remove(&hk);
-            return true;
+        let mut cells = self.cells.lock();
+        let Some(c) = self.find(hk) else { return false };
+        let mut g = c.0.write();
+        if !(g.alive && g.hk == hk && g.art.is_empty()) {
+            return false;
         }
-        false
+        // An empty tree has no nodes: nothing goes back to the arena.
+        g.alive = false;
+        self.set_index(hk, std::ptr::null());
+        self.ordered.write().remove(&hk);
+        drop(g);
+        cells.free.push(c);
+        true
     }
 
     /// Smallest hash key `>= from` that has an ART.
@@ -147,25 +304,27 @@ impl HashTable {
         self.ordered.read().len()
     }
 
-    /// Run `f` on a quiescent table: every shard is write-locked (in index order), so no
-    /// operation is under way — each holds its shard's read lock for its whole duration,
-    /// and takes ART locks only inside it — and none starts until `f` returns. `f` gets
-    /// every ART with its hash key, in hash-key order. `f` must not call back into the
-    /// table (it would wait for itself).
+    /// Run `f` on a quiescent table: no ART can be created or freed (the `cells` mutex) and
+    /// every live ART is write-locked, so no operation is under way — each holds its ART's
+    /// lock for its whole duration, and one ART's at a time, and never waits for the
+    /// `cells` mutex while holding it — and none starts until `f` returns. `f` gets every
+    /// ART with its hash key, in hash-key order. `f` must not call back into the table (it
+    /// would wait for itself).
     pub fn quiesced<R>(&self, f: impl FnOnce(&[(HashKey, &Art)]) -> R) -> R {
-        let mut shards: Vec<_> = self.shards.iter().map(|s| s.write()).collect();
-        let mut arts: Vec<(HashKey, &Art)> =
-            shards.iter_mut().flat_map(|g| g.iter_mut().map(|(k, a)| (*k, &*a.get_mut()))).collect();
+        let cells = self.cells.lock();
+        let guards: Vec<_> = cells.all.iter().map(|c| c.0.write()).collect();
+        let mut arts: Vec<(HashKey, &Art)> = guards.iter().filter(|g| g.alive).map(|g| (g.hk, &g.art)).collect();
         arts.sort_unstable_by_key(|(k, _)| *k);
         f(&arts)
     }
 
-    /// Visit every ART (order unspecified) under read locks.
-    pub fn for_each(&self, mut f: impl FnMut(HashKey, &RwLock<Art>)) {
-        for s in &self.shards {
-            let g: RwLockReadGuard<'_, Map> = s.read();
-            for (k, a) in g.iter() {
-                f(*k, a);
+    /// Visit every ART (order unspecified), each under its read lock.
+    pub fn for_each(&self, mut f: impl FnMut(HashKey, &Art)) {
+        let cells = self.cells.lock();
+        for c in &cells.all {
+            let g = c.0.read();
+            if g.alive {
+                f(g.hk, &g.art);
             }
         }
     }
@@ -175,13 +334,14 @@ impl HashTable {
         &self.arena
     }
 
-    /// Approximate DRAM bytes of the table and the ordered index.
+    /// Approximate DRAM bytes of the index with its cells, and of the ordered index.
     pub fn dram_bytes(&self) -> (u64, u64) {
-        let mut table = 0u64;
-        for s in &self.shards {
-            let g = s.read();
-            table += (g.capacity() * (8 + std::mem::size_of::<RwLock<Art>>() + 1)) as u64;
-        }
+        let mut table = match &self.index {
+            // Counted whole, though only its pages with a set slot are in memory.
+            Index::Direct(slots) => (slots.len() * 8) as u64,
+            Index::Map(shards) => shards.iter().map(|s| (s.read().capacity() * (8 + 8 + 1)) as u64).sum::<u64>(),
+        };
+        table += (self.cells.lock().all.len() * std::mem::size_of::<Cell>()) as u64;
         let ordered = self.ordered.read().len() as u64 * 16;
         (table, ordered)
     }
@@ -223,5 +383,53 @@ mod tests {
         for k in ks {
             assert_eq!(hash_key_bytes(hash_key(k, 7)), k);
         }
+    }
+}
+
+#[cfg(test)]
+mod cell_tests {
+    use super::*;
+
+    /// A freed ART's cell is reused for the next hash key; the old hash key then finds no
+    /// ART (a stale pointer to the cell is rejected by its key check), the new one its
+    /// own; `for_each`, `arts` and `quiesced` see live ARTs only. Both indexes.
+    #[test]
+    fn freed_cells_are_reused_and_never_answer_for_their_old_key() {
+        for kh in [2usize, 3] {
+            let t = HashTable::new(kh);
+            let (a, b) = (hash_key(b"aaa", kh), hash_key(b"bbb", kh));
+            assert!(t.with(a, |_| ()).is_none());
+            t.with_or_create(a, kh, |art| assert!(art.is_empty()));
+            let stale = t.find(a).expect("indexed") as *const Cell;
+            assert!(t.remove_if_empty(a));
+            assert!(!t.remove_if_empty(a), "already gone");
+            assert!(t.with(a, |_| ()).is_none());
+            t.with_or_create(b, kh, |_| ());
+            assert_eq!(t.find(b).map(|c| c as *const Cell), Some(stale), "the cell is reused");
+            // A lookup of `a` that found the cell before its reuse now holds `b`'s ART.
+            // SAFETY: cells live as long as the table.
+            let g = unsafe { &*stale }.0.read();
+            assert!(g.alive && g.hk == b && g.hk != a);
+            drop(g);
+            assert!(t.with(a, |_| ()).is_none());
+            assert!(t.with(b, |_| ()).is_some());
+            let mut seen = Vec::new();
+            t.for_each(|hk, _| seen.push(hk));
+            assert_eq!(seen, [b]);
+            assert_eq!(t.arts(), 1);
+            assert_eq!(t.quiesced(|arts| arts.iter().map(|(k, _)| *k).collect::<Vec<_>>()), [b]);
+        }
+    }
+
+    #[test]
+    fn direct_slots_are_distinct_for_every_short_hash_key() {
+        let mut keys: Vec<Vec<u8>> = vec![vec![]];
+        keys.extend((0..=255u8).map(|x| vec![x]));
+        keys.extend((0..=255u8).flat_map(|x| (0..=255u8).map(move |y| vec![x, y])));
+        let mut slots: Vec<usize> = keys.iter().map(|k| direct_slot(hash_key(k, 2))).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        assert_eq!(slots.len(), DIRECT_SLOTS);
+        assert_eq!(slots.last(), Some(&(DIRECT_SLOTS - 1)));
     }
 }

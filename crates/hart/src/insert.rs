@@ -28,7 +28,7 @@ impl Hart {
         self.check_write()?;
         let hk = hash_key(key, self.kh);
         let depth = key.len().min(self.kh);
-        self.table.with_or_create(hk, depth, |art| self.put_locked(&mut art.write(), key, value))
+        self.table.with_or_create(hk, depth, |art| self.put_locked(art, key, value))
     }
 
     /// Puts in order, with group commit ([`Pool::group`](pmkv_substrate::Pool::group)):
@@ -48,8 +48,7 @@ impl Hart {
             let run = puts[i..].iter().take_while(|(k, _)| hash_key(k, self.kh) == hk).count();
             let depth = puts[i].0.len().min(self.kh);
             self.table.with_or_create(hk, depth, |art| {
-                let mut art = art.write();
-                self.pool.group(|| puts[i..i + run].iter().try_for_each(|(k, v)| self.put_locked(&mut art, k, v)))
+                self.pool.group(|| puts[i..i + run].iter().try_for_each(|(k, v)| self.put_locked(art, k, v)))
             })?;
             i += run;
         }

@@ -13,14 +13,14 @@ impl Hart {
         let mut st = ArtStats::default();
         let mut arts = 0u64;
         self.table.for_each(|_, a| {
-            a.read().stats(&mut st);
+            a.stats(&mut st);
             arts += 1;
         });
         let (table, ordered) = self.table.dram_bytes();
         let mut dram = vec![
             ("hash table".to_string(), table),
             ("hash-key order index".to_string(), ordered),
-            ("art headers".to_string(), arts * std::mem::size_of::<parking_lot::RwLock<Art>>() as u64),
+            ("art headers".to_string(), arts * std::mem::size_of::<Art>() as u64),
         ];
         for (i, t) in crate::art::node::NodeType::ALL.iter().enumerate() {
             dram.push((format!("{} ({} nodes)", t.name(), st.nodes[i]), st.bytes[i]));

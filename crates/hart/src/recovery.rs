@@ -268,7 +268,6 @@ impl Hart {
         while i < leaves.len() {
             let (hk, depth) = ks.with_key(leaves[i].1, |k| (hash_key(k, self.kh), k.len().min(self.kh)));
             i = self.table.with_or_create(hk, depth, |art| {
-                let mut art = art.write();
                 let mut j = i;
                 while j < leaves.len() {
                     let leaf = leaves[j].1;

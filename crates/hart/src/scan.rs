@@ -80,7 +80,6 @@ impl Hart {
                 }
             }
             self.table.with(hk, |art| {
-                let art = art.read();
                 // SAFETY: given only leaves of this ART, under its read lock.
                 let ks = unsafe { PmKeys::new(pool) };
                 let mut visit = |leaf: u64| {

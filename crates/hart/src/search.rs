@@ -21,7 +21,6 @@ impl Hart {
         // `perf` put ~6 % of a cached search on that one load.)
         let mut err = None;
         let found = self.table.with(hk, |art| {
-            let art = art.read();
             // SAFETY: given only leaves of this ART, under its read lock.
             let ks = unsafe { PmKeys::new(&self.pool) };
             // Algorithm 4 lines 9–10 check the leaf bit: under the per-ART lock a leaf in

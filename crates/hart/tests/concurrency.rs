@@ -107,3 +107,93 @@ fn writers_readers_and_scans() {
     assert_eq!(contents(&h), want);
     h.check().unwrap();
 }
+
+/// ARTs created and freed (SPEC H6) over and over while readers, scans, `len` and `check`
+/// run: the table finds ARTs without a lock of its own, and a freed ART's cell is reused
+/// for the next hash key, so a reader may lock a cell that meanwhile holds another ART (it
+/// must see that and look again, never read the other ART as this hash key's). Both
+/// indexes: direct (k_h = 2) and the sharded map (k_h = 3).
+#[test]
+fn arts_created_and_freed_under_readers() {
+    for kh in [2usize, 3] {
+        let h = Arc::new(sim_hart(16 << 20, kh));
+        let stop = Arc::new(AtomicBool::new(false));
+        // Each round a writer puts 4 keys into one ART, reads them back and deletes them.
+        // Writers 0 and 1 share their hash keys (round by round), so one's deletes free
+        // the ART the other is about to write; writer 2 has its own.
+        let key = move |w: u8, round: u32, i: u32| -> Vec<u8> {
+            let hk = [b'a' + w / 2, b'a' + (round % 26) as u8, b'a' + (round / 26 % 26) as u8];
+            let mut k = hk[..kh].to_vec();
+            k.extend(format!("-{w}-{i}").bytes());
+            k
+        };
+        const ROUNDS: u32 = 2000;
+        let writers: Vec<_> = (0..3u8)
+            .map(|w| {
+                let h = h.clone();
+                std::thread::spawn(move || {
+                    for round in 0..ROUNDS {
+                        for i in 0..4 {
+                            let k = key(w, round, i);
+                            h.put(&k, &tagged_value(&k, round, VALUE_LEN)).unwrap();
+                        }
+                        for i in 0..4 {
+                            let k = key(w, round, i);
+                            assert_eq!(get(&h, &k), Some(tagged_value(&k, round, VALUE_LEN)), "{k:?}");
+                        }
+                        for i in 0..4 {
+                            assert!(h.delete(&key(w, round, i)).unwrap());
+                        }
+                        assert_eq!(get(&h, &key(w, round, 0)), None);
+                    }
+                })
+            })
+            .collect();
+        let readers: Vec<_> = (0..3u32)
+            .map(|r| {
+                let (h, stop) = (h.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let (mut seen, mut x) = (0u64, 0x9e37_79b9u32 ^ r);
+                    while !stop.load(Ordering::Relaxed) {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        match r {
+                            0 => {
+                                let k = key((x % 3) as u8, x / 3 % ROUNDS, x / 7 % 4);
+                                if let Some(v) = get(&h, &k) {
+                                    assert!(tag_of(&k, &v).is_some(), "{k:?} has foreign value {v:02x?}");
+                                    seen += 1;
+                                }
+                            }
+                            1 => {
+                                h.scan(Bound::Unbounded, Bound::Unbounded, 64, x % 2 == 0, &mut |k, v| {
+                                    assert!(tag_of(k, v).is_some(), "scan pairs key and value wrongly");
+                                    seen += 1;
+                                    true
+                                })
+                                .unwrap();
+                            }
+                            _ => {
+                                assert!(h.len() <= 12);
+                                h.check().unwrap();
+                                seen += 1;
+                            }
+                        }
+                    }
+                    seen
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert_eq!(h.len(), 0);
+        assert!(contents(&h).is_empty());
+        h.check().unwrap();
+    }
+}
