@@ -18,9 +18,9 @@
 //! starts again. Creating and freeing ARTs are serialised by one mutex, which lookups
 //! never take.
 //!
-//! Why: the shard lock (two locked instructions) and the SwissTable probe were a fifth of
-//! a cached search before: ~10 of ~80 ns of a Dictionary search, ~8 of ~108 of a delete
-//! (docs/BENCHMARKS.md, "HART's hash table without locks").
+//! Why: every operation used to hold its shard's read lock too (two locked instructions)
+//! and probe a SwissTable: without them a Dictionary search went 78–85 → 69–70 ns and a
+//! delete 105–107 → 99–100 (docs/BENCHMARKS.md, "HART's hash table without locks").
 
 use crate::art::arena::NodeArena;
 use crate::art::Art;
