@@ -334,14 +334,15 @@ impl HashTable {
         &self.arena
     }
 
-    /// Approximate DRAM bytes of the index with its cells, and of the ordered index.
+    /// Approximate DRAM bytes of the index with its free cells (live ones are the ARTs'
+    /// headers, counted with them), and of the ordered index.
     pub fn dram_bytes(&self) -> (u64, u64) {
         let mut table = match &self.index {
             // Counted whole, though only its pages with a set slot are in memory.
             Index::Direct(slots) => (slots.len() * 8) as u64,
             Index::Map(shards) => shards.iter().map(|s| (s.read().capacity() * (8 + 8 + 1)) as u64).sum::<u64>(),
         };
-        table += (self.cells.lock().all.len() * std::mem::size_of::<Cell>()) as u64;
+        table += (self.cells.lock().free.len() * std::mem::size_of::<Cell>()) as u64;
         let ordered = self.ordered.read().len() as u64 * 16;
         (table, ordered)
     }

@@ -1,6 +1,6 @@
 //! Memory accounting by structure (SPEC H9).
 
-use crate::art::{Art, ArtStats};
+use crate::art::ArtStats;
 use crate::hart::Hart;
 use crate::layout::*;
 
@@ -20,7 +20,7 @@ impl Hart {
         let mut dram = vec![
             ("hash table".to_string(), table),
             ("hash-key order index".to_string(), ordered),
-            ("art headers".to_string(), arts * std::mem::size_of::<Art>() as u64),
+            ("art headers".to_string(), arts * std::mem::size_of::<crate::hash_table::Cell>() as u64),
         ];
         for (i, t) in crate::art::node::NodeType::ALL.iter().enumerate() {
             dram.push((format!("{} ({} nodes)", t.name(), st.nodes[i]), st.bytes[i]));
