@@ -250,24 +250,22 @@ impl HashTable {
         if self.find(hk).is_some() {
             return; // created meanwhile
         }
+        let held = Held { hk, alive: true, art: Art::new(depth, self.arena.clone()) };
         let cell = match cells.free.pop() {
-            Some(c) => c,
+            Some(c) => {
+                // A lookup that found this cell under its old hash key may hold the lock
+                // a moment; it sees the new identity and looks again.
+                // SAFETY: a box of `cells.all` (see `find`).
+                *unsafe { &*c }.0.write() = held;
+                c
+            }
             None => {
-                let b =
-                    Box::new(Cell(RwLock::new(Held { hk, alive: false, art: Art::new(depth, self.arena.clone()) })));
+                let b = Box::new(Cell(RwLock::new(held)));
                 let p: *const Cell = &*b;
                 cells.all.push(b);
                 p
             }
         };
-        // SAFETY: a box of `cells.all` (see `find`).
-        let c = unsafe { &*cell };
-        {
-            // A lookup that found this cell under its old hash key may hold the lock a
-            // moment; it sees the new identity and looks again.
-            let mut g = c.0.write();
-            *g = Held { hk, alive: true, art: Art::new(depth, self.arena.clone()) };
-        }
         self.set_index(hk, cell);
         self.ordered.write().insert(hk);
     }

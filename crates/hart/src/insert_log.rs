@@ -49,6 +49,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 /// Byte offset of a lane's two words in its micro-log line.
 pub(crate) const LANE_WORDS: u64 = 32;
 
+/// Offset of word `w` (0 or 1) of lane `i`, in the micro-log array at `logs_off`.
+fn lane_word_at(logs_off: u64, i: u64, w: u64) -> u64 {
+    logs_off + i * LOG_SIZE + LANE_WORDS + 8 * w
+}
+
 static NEXT_LANE: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     static MY_LANE: usize = NEXT_LANE.fetch_add(1, Ordering::Relaxed);
@@ -87,7 +92,7 @@ pub(crate) struct LaneSlot {
 impl Hart {
     /// Offset of lane `i`'s word `w`.
     fn lane_word(&self, i: usize, w: u64) -> u64 {
-        self.logs_off + i as u64 * LOG_SIZE + LANE_WORDS + 8 * w
+        lane_word_at(self.logs_off, i as u64, w)
     }
 
     /// Before an insert that may use lane `i`: start fetching, for writing, the lines its
@@ -149,7 +154,7 @@ impl Hart {
 /// Every leaf offset the lanes name (recovery: the inserts that may be torn).
 pub(crate) fn named(pool: &Pool, logs_off: u64) -> Vec<u64> {
     let mut v: Vec<u64> = (0..NUM_LOGS as u64)
-        .flat_map(|i| [0, 8].map(|w| read_u64(pool, logs_off + i * LOG_SIZE + LANE_WORDS + w)))
+        .flat_map(|i| [0, 1].map(|w| read_u64(pool, lane_word_at(logs_off, i, w))))
         .filter(|&o| o != 0)
         .collect();
     v.sort_unstable();
@@ -161,7 +166,7 @@ pub(crate) fn named(pool: &Pool, logs_off: u64) -> Vec<u64> {
 pub(crate) fn clear(pool: &Pool, logs_off: u64) {
     let mut any = false;
     for i in 0..NUM_LOGS as u64 {
-        let at = logs_off + i * LOG_SIZE + LANE_WORDS;
+        let at = lane_word_at(logs_off, i, 0);
         if read_u64(pool, at) != 0 || read_u64(pool, at + 8) != 0 {
             // SAFETY: the lane words of the validated log array; recovery runs alone.
             unsafe {
