@@ -24,6 +24,7 @@
 
 use crate::art::arena::NodeArena;
 use crate::art::Art;
+use crate::art_lock::ArtLock;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -91,7 +92,7 @@ pub struct Held {
 
 /// One ART behind its reader-writer lock. Never freed while the table lives (see the
 /// module doc).
-pub struct Cell(RwLock<Held>);
+pub struct Cell(ArtLock<Held>);
 
 /// Hash key → cell, for hash keys longer than [`DIRECT_KH`] bytes.
 type Map = HashMap<HashKey, *const Cell, BuildHasherDefault<MulHasher>>;
@@ -260,7 +261,7 @@ impl HashTable {
                 c
             }
             None => {
-                let b = Box::new(Cell(RwLock::new(held)));
+                let b = Box::new(Cell(ArtLock::new(held)));
                 let p: *const Cell = &*b;
                 cells.all.push(b);
                 p

@@ -20,6 +20,7 @@
 //! the operations on `Hart` discharge them. The on-PM format is documented in `layout`
 //! and in docs/DESIGN.md.
 pub(crate) mod art;
+mod art_lock;
 mod checker;
 pub(crate) mod checksum;
 mod delete;

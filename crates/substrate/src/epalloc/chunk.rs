@@ -158,7 +158,7 @@ pub(crate) fn set_bit_ordered(pool: &Pool, chunk: u64, slot: usize, used: bool, 
             Ok(_) => {
                 pool.flush_off(chunk, 8);
                 if fence {
-                    pool.fence();
+                    pool.fence_after_rmw();
                 }
                 return Some(old);
             }
