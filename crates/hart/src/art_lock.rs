@@ -1,12 +1,14 @@
-//! The per-ART reader-writer lock (SPEC H7, §IV.G of the HART paper) and the lane mutex,
-//! as `lock_api` raw locks whose *exclusive release is a plain store*.
+//! The per-ART reader-writer lock (SPEC H7, §IV.G of the HART paper) and the mutex of the
+//! lanes and node arena shards, as `lock_api` raw locks whose *exclusive release is a
+//! plain store*.
 //!
 //! Why not `parking_lot`'s locks, which pmkv used before: a parking lock must learn at
 //! release whether a thread sleeps on it, so its exclusive unlock is a compare-and-swap,
-//! and on x86 every locked instruction costs what a fence does. HART takes an ART's write
-//! lock for every insert, update and delete, and its lane's mutex for every insert and
-//! update in the flushing modes: two locked instructions each, where the releases need
-//! none. These locks never park: a thread that finds one taken spins briefly, then yields,
+//! and on x86 every locked instruction costs what a fence does (and, in `adr`, waits for
+//! the `clwb`s before it). HART takes an ART's write lock for every insert, update and
+//! delete, a lane's mutex for every one-persist insert and out-of-place update, and an
+//! arena shard's for every node allocated or freed: two locked instructions each, where
+//! the releases need none. These locks never park: a thread that finds one taken spins briefly, then yields,
 //! then sleeps in short naps, so a holder has no one to wake and releases with one store
 //! (`mov` on x86). The critical sections they guard are one HART operation (a fraction of
 //! a microsecond to a few), so waits are short; the longest holder is `check`, which
@@ -151,16 +153,17 @@ unsafe impl RawRwLock for RawArtLock {
     }
 }
 
-/// A mutex whose release is a store: a lane's (`insert_log`), taken by one thread at a
-/// time in the common case (threads take lanes round-robin).
-pub(crate) struct RawLaneLock {
+/// A mutex whose release is a store, for short critical sections that one thread takes
+/// at a time in the common case: a lane's (`insert_log`; threads take lanes round-robin)
+/// and a node arena shard's (`art::arena`; one shard per thread).
+pub(crate) struct RawShortLock {
     locked: AtomicU32,
 }
 
-/// A mutex over `T` built on [`RawLaneLock`].
-pub(crate) type LaneLock<T> = lock_api::Mutex<RawLaneLock, T>;
+/// A mutex over `T` built on [`RawShortLock`].
+pub(crate) type ShortLock<T> = lock_api::Mutex<RawShortLock, T>;
 
-impl RawLaneLock {
+impl RawShortLock {
     #[cold]
     fn lock_slow(&self) {
         let mut b = Backoff(0);
@@ -173,9 +176,9 @@ impl RawLaneLock {
 
 // SAFETY: one compare-and-swap from 0 to 1 admits one holder at a time (`Acquire`); only
 // the holder stores 0 (`Release`), so each holder sees what the one before it did.
-unsafe impl RawMutex for RawLaneLock {
+unsafe impl RawMutex for RawShortLock {
     #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: RawLaneLock = RawLaneLock { locked: AtomicU32::new(0) };
+    const INIT: RawShortLock = RawShortLock { locked: AtomicU32::new(0) };
     type GuardMarker = GuardSend;
 
     #[inline]
@@ -273,8 +276,8 @@ mod tests {
     }
 
     #[test]
-    fn the_lane_lock_excludes() {
-        let lock = Arc::new(LaneLock::new((0u64, 0u64)));
+    fn the_short_lock_excludes() {
+        let lock = Arc::new(ShortLock::new((0u64, 0u64)));
         let ts: Vec<_> = (0..4)
             .map(|_| {
                 let lock = lock.clone();

@@ -39,7 +39,7 @@
 //! micro-log leaves zero; 0 names nothing (offset 0 is the pool header, never a leaf).
 //! The lane's DRAM state and its micro-log share one mutex, taken after the ART's lock.
 
-use crate::art_lock::LaneLock;
+use crate::art_lock::ShortLock;
 use crate::hart::Hart;
 use crate::layout::*;
 use crate::pm::{read_u64, write_u64};
@@ -85,7 +85,7 @@ pub(crate) struct Lane {
 #[repr(align(64))]
 #[derive(Default)]
 pub(crate) struct LaneSlot {
-    pub(crate) lock: LaneLock<Lane>,
+    pub(crate) lock: ShortLock<Lane>,
     hint: AtomicU64,
 }
 

@@ -24,7 +24,7 @@
 //!   (SPEC H9 accounts them against the nodes in use).
 
 use super::node::NodeType;
-use parking_lot::Mutex;
+use crate::art_lock::ShortLock;
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -50,7 +50,7 @@ struct KindPool {
 }
 
 #[repr(align(64))]
-struct Shard([Mutex<KindPool>; 4]);
+struct Shard([ShortLock<KindPool>; 4]);
 
 pub struct NodeArena {
     shards: Box<[Shard]>,
@@ -73,7 +73,7 @@ unsafe impl Sync for NodeArena {}
 impl Default for NodeArena {
     fn default() -> Self {
         let pool = || {
-            Mutex::new(KindPool {
+            ShortLock::new(KindPool {
                 free: std::ptr::null_mut(),
                 bump: std::ptr::null_mut(),
                 left: 0,
