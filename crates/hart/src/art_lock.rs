@@ -16,140 +16,187 @@
 //! lock and unlock, 5.9 ns with `parking_lot` and 3.2 ns with these (a tight loop on this
 //! machine; docs/BENCHMARKS.md, "Locks whose release is a store").
 //!
-//! Shared locking keeps two locked instructions (a compare-and-swap to enter, a
-//! subtraction to leave), as `parking_lot` has.
+//! Shared locking keeps two locked instructions (one to enter, one to leave), as
+//! `parking_lot` has.
 //!
-//! # The state word and its orderings
+//! # The per-ART lock: a reader-writer ticket lock
 //!
-//! [`RawArtLock`]'s `state` is `readers << 2 | WRITER_WAITING | WRITER`:
-//! - a reader enters by a compare-and-swap adding one reader, only from a state with
-//!   neither `WRITER` nor `WRITER_WAITING` set (so a waiting writer is not starved by a
-//!   stream of overlapping readers), and leaves by subtracting one;
-//! - a writer enters by a compare-and-swap from a state with no reader and no writer to
-//!   exactly `WRITER` (clearing a waiting flag, its own or another writer's, which sets it
-//!   again on its next try), and leaves by storing 0.
+//! [`RawArtLock`] is the reader-writer ticket lock of Mellor-Crummey and Scott ("Scalable
+//! reader-writer synchronization for shared-memory multiprocessors", PPoPP 1991, the
+//! centralized fair lock), so it is *fair*: threads enter in the order they asked, and a
+//! thread that releases and asks again at once (a writer in a loop, `check` quiescing
+//! every ART in a loop) waits behind those already waiting. (A first version let any
+//! thread take the lock the moment it was free; under more threads than cores a thread
+//! that yielded while waiting could lose that race for seconds: the concurrency tests
+//! took 1–70 s instead of 2–3.)
 //!
-//! The store is correct because while `WRITER` is set no other thread changes the word
-//! except to set `WRITER_WAITING`, which the store may clear: that loses only the hint
-//! (the waiting writer sets it again), never a reader (readers never enter while `WRITER`
-//! is set) and never a writer. Entering is `Acquire` and leaving `Release`, so everything
-//! a holder did happens-before what the next holder does, as with any lock.
+//! - `tickets` counts the requests made, readers in the low 32 bits and writers in the
+//!   high 32 (each wrapping within its half: it is changed by compare-and-swap, never by
+//!   an addition that could carry from one half into the other). A thread's request is
+//!   its snapshot of both counts, taken and incremented in one compare-and-swap.
+//! - `readers_done` and `writers_done` count the releases.
+//! - A reader may enter once every writer that asked before it has left
+//!   (`writers_done` = its writer count); a writer once every reader and writer that
+//!   asked before it has left (both counts equal its snapshot). Readers that asked
+//!   between two writers hold the lock together.
+//! - A reader leaves by adding one to `readers_done` (readers leave concurrently); a
+//!   writer by *storing* `writers_done + 1`: only the writer holding the lock ever writes
+//!   that word, so a store loses nothing.
+//!
+//! Entering ends with an `Acquire` load of the release counts that admit the thread and
+//! leaving is a `Release` store or addition to them, so everything a holder did
+//! happens-before what every later holder does. Counts wrap; equality is all that is
+//! compared, which holds while fewer than 2^32 threads wait on one lock.
 
 use lock_api::{GuardSend, RawMutex, RawRwLock};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-const WRITER: u32 = 1;
-const WRITER_WAITING: u32 = 2;
-const READER: u32 = 4;
+const READERS: u64 = 0xffff_ffff;
 
-/// A reader-writer lock whose exclusive release is a store (see the module doc).
+/// A fair reader-writer lock whose exclusive release is a store (see the module doc).
 pub(crate) struct RawArtLock {
-    state: AtomicU32,
+    tickets: AtomicU64,
+    readers_done: AtomicU32,
+    writers_done: AtomicU32,
 }
 
 /// A reader-writer lock over `T` built on [`RawArtLock`].
 pub(crate) type ArtLock<T> = lock_api::RwLock<RawArtLock, T>;
 
 /// How a waiter waits, the longer the more it has waited: pause instructions (doubling
-/// from 1 to 64), then yields of the processor, then 50 µs naps. The naps bound what a
-/// thread waiting behind a long holder (`check`) or a descheduled one costs the others.
+/// from 1 to 64), then yields of the processor (so that, with more threads than cores,
+/// the threads ahead of it in line get to run).
 struct Backoff(u32);
 
 impl Backoff {
     fn wait(&mut self) {
         match self.0 {
             0..=6 => (0..1u32 << self.0).for_each(|_| std::hint::spin_loop()),
-            7..=63 => std::thread::yield_now(),
-            _ => std::thread::sleep(std::time::Duration::from_micros(50)),
+            _ => std::thread::yield_now(),
         }
         self.0 = self.0.saturating_add(1);
     }
 }
 
+/// The ticket counts `t` with one more reader (`writer` false) or writer, each half
+/// wrapping on its own.
+#[inline]
+fn bump(t: u64, writer: bool) -> u64 {
+    if writer {
+        (t & READERS) | (((t >> 32) as u32).wrapping_add(1) as u64) << 32
+    } else {
+        (t & !READERS) | (t as u32).wrapping_add(1) as u64
+    }
+}
+
 impl RawArtLock {
+    /// Take a ticket: the counts of requests before this one.
+    #[inline]
+    fn ticket(&self, writer: bool) -> u64 {
+        let mut t = self.tickets.load(Ordering::Relaxed);
+        loop {
+            match self.tickets.compare_exchange_weak(t, bump(t, writer), Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return t,
+                Err(now) => t = now,
+            }
+        }
+    }
+
+    /// Whether a reader holding ticket `t` may enter.
+    #[inline]
+    fn reader_may_enter(&self, t: u64) -> bool {
+        self.writers_done.load(Ordering::Acquire) == (t >> 32) as u32
+    }
+
+    /// Whether a writer holding ticket `t` may enter.
+    #[inline]
+    fn writer_may_enter(&self, t: u64) -> bool {
+        self.writers_done.load(Ordering::Acquire) == (t >> 32) as u32
+            && self.readers_done.load(Ordering::Acquire) == t as u32
+    }
+
     #[cold]
-    fn lock_shared_slow(&self) {
+    fn wait_reader(&self, t: u64) {
         let mut b = Backoff(0);
-        while !self.try_lock_shared() {
+        while !self.reader_may_enter(t) {
             b.wait();
         }
     }
 
     #[cold]
-    fn lock_exclusive_slow(&self) {
+    fn wait_writer(&self, t: u64) {
         let mut b = Backoff(0);
-        loop {
-            let s = self.state.load(Ordering::Relaxed);
-            if s & !WRITER_WAITING == 0 {
-                if self.state.compare_exchange_weak(s, WRITER, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                    return;
-                }
-                continue;
-            }
-            if s & WRITER_WAITING == 0 {
-                // Hold back new readers until the ones inside have left.
-                self.state.fetch_or(WRITER_WAITING, Ordering::Relaxed);
-            }
+        while !self.writer_may_enter(t) {
             b.wait();
         }
     }
 }
 
-// SAFETY: the state word admits either one writer or any number of readers, never both
-// (module doc: readers enter only from a state without `WRITER`, a writer only from one
-// without readers or writer, each by one compare-and-swap); entering is `Acquire` and
-// leaving `Release`, so a holder sees everything the holders before it did.
+// SAFETY: a reader enters only once every writer that asked before it has left, and a
+// writer only once every reader and writer that asked before it has left; tickets are
+// handed out one at a time (compare-and-swap), so of any reader and writer one asked
+// first and the other waits for it to leave: never a writer together with anyone. The
+// release counts are published with `Release` and read with `Acquire` (module doc).
 unsafe impl RawRwLock for RawArtLock {
     #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: RawArtLock = RawArtLock { state: AtomicU32::new(0) };
+    const INIT: RawArtLock =
+        RawArtLock { tickets: AtomicU64::new(0), readers_done: AtomicU32::new(0), writers_done: AtomicU32::new(0) };
     type GuardMarker = GuardSend;
 
     #[inline]
     fn lock_shared(&self) {
-        if !self.try_lock_shared() {
-            self.lock_shared_slow();
+        let t = self.ticket(false);
+        if !self.reader_may_enter(t) {
+            self.wait_reader(t);
         }
     }
 
     #[inline]
     fn try_lock_shared(&self) -> bool {
-        let s = self.state.load(Ordering::Relaxed);
-        // (2^30 readers at once would overflow the count: a limit no machine reaches.)
-        s & (WRITER | WRITER_WAITING) == 0
-            && self.state.compare_exchange_weak(s, s + READER, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        // The ticket is taken only from counts under which it may enter at once.
+        let t = self.tickets.load(Ordering::Relaxed);
+        self.reader_may_enter(t)
+            && self.tickets.compare_exchange(t, bump(t, false), Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 
     #[inline]
     unsafe fn unlock_shared(&self) {
-        self.state.fetch_sub(READER, Ordering::Release);
+        self.readers_done.fetch_add(1, Ordering::Release);
     }
 
     #[inline]
     fn lock_exclusive(&self) {
-        if self.state.compare_exchange_weak(0, WRITER, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            self.lock_exclusive_slow();
+        let t = self.ticket(true);
+        if !self.writer_may_enter(t) {
+            self.wait_writer(t);
         }
     }
 
     #[inline]
     fn try_lock_exclusive(&self) -> bool {
-        self.state.compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        let t = self.tickets.load(Ordering::Relaxed);
+        self.writer_may_enter(t)
+            && self.tickets.compare_exchange(t, bump(t, true), Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 
     #[inline]
     unsafe fn unlock_exclusive(&self) {
-        // A store, not a read-modify-write: see the module doc for why nothing is lost.
-        self.state.store(0, Ordering::Release);
+        // A store, not a read-modify-write: only the holder writes this word.
+        let w = self.writers_done.load(Ordering::Relaxed);
+        self.writers_done.store(w.wrapping_add(1), Ordering::Release);
     }
 
     #[inline]
     fn is_locked(&self) -> bool {
-        self.state.load(Ordering::Relaxed) & !WRITER_WAITING != 0
+        let t = self.tickets.load(Ordering::Relaxed);
+        !(self.writers_done.load(Ordering::Relaxed) == (t >> 32) as u32
+            && self.readers_done.load(Ordering::Relaxed) == t as u32)
     }
 
     #[inline]
     fn is_locked_exclusive(&self) -> bool {
-        self.state.load(Ordering::Relaxed) & WRITER != 0
+        let t = self.tickets.load(Ordering::Relaxed);
+        self.writers_done.load(Ordering::Relaxed) != (t >> 32) as u32
     }
 }
 
@@ -264,15 +311,84 @@ mod tests {
             let lock = lock.clone();
             std::thread::spawn(move || *lock.write() += 1)
         };
-        // Once the writer has flagged itself waiting, a new reader is refused.
-        // SAFETY: only reads the state word; the lock is not unlocked through it.
-        while unsafe { lock.raw() }.state.load(Ordering::Relaxed) & WRITER_WAITING == 0 {
+        // Once the writer has taken its ticket, a new reader is refused.
+        // SAFETY: only reads the ticket counts; the lock is not unlocked through it.
+        while unsafe { lock.raw() }.tickets.load(Ordering::Relaxed) >> 32 == 0 {
             std::thread::yield_now();
         }
         assert!(lock.try_read().is_none(), "a reader entered past a waiting writer");
         drop(r1);
         w.join().unwrap();
         assert_eq!(*lock.read(), 1);
+    }
+
+    /// Threads enter in the order they asked: writers queued behind a held lock get it
+    /// one after the other, in ticket order, and a reader queued behind them enters last.
+    #[test]
+    fn waiters_enter_in_the_order_they_asked() {
+        let lock = Arc::new(ArtLock::new(Vec::new()));
+        let held = lock.write();
+        // SAFETY: only reads the ticket counts.
+        let tickets = |l: &ArtLock<Vec<u32>>| unsafe { l.raw() }.tickets.load(Ordering::Relaxed);
+        let mut ts = Vec::new();
+        for who in 0..4u32 {
+            let l = lock.clone();
+            ts.push(std::thread::spawn(move || {
+                if who == 3 {
+                    let g = l.read();
+                    assert_eq!(*g, vec![0, 1, 2], "the reader entered before writers that asked first");
+                } else {
+                    l.write().push(who);
+                }
+            }));
+            // Wait until this thread holds its ticket before starting the next.
+            let want = if who == 3 { (1 << 32) * 4 + 1 } else { (1 << 32) * (who as u64 + 2) };
+            while tickets(&lock) != want {
+                std::thread::yield_now();
+            }
+        }
+        drop(held);
+        for t in ts {
+            t.join().unwrap();
+        }
+        assert_eq!(*lock.read(), vec![0, 1, 2]);
+    }
+
+    /// The counts wrap within their halves: a lock whose counts are about to wrap keeps
+    /// excluding (a reader count that carried into the writers' half would make the
+    /// next writer wait for a writer that never comes).
+    #[test]
+    fn counts_wrap_without_carrying() {
+        let near = u32::MAX - 3;
+        let lock = Arc::new(ArtLock::const_new(
+            RawArtLock {
+                tickets: AtomicU64::new((near as u64) << 32 | near as u64),
+                readers_done: AtomicU32::new(near),
+                writers_done: AtomicU32::new(near),
+            },
+            (0u64, 0u64),
+        ));
+        let ts: Vec<_> = (0..2)
+            .map(|_| {
+                let lock = lock.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let mut g = lock.write();
+                        g.0 += 1;
+                        g.1 += 1;
+                        drop(g);
+                        let g = lock.read();
+                        assert_eq!(g.0, g.1);
+                    }
+                })
+            })
+            .collect();
+        for t in ts {
+            t.join().unwrap();
+        }
+        assert_eq!(*lock.read(), (100, 100));
+        assert!(!lock.is_locked());
+        assert!(lock.try_write().is_some());
     }
 
     #[test]

@@ -91,9 +91,12 @@ impl Hart {
             // Freed at the end: its chunk's metadata loads while the new value is written.
             self.alloc.prefetch_meta(old);
         }
-        let new = self.new_value(leaf, value)?; // lines 4–5 (flushed)
+        // The micro-log's lane first: taking a lock is a locked instruction, which on x86
+        // waits for every earlier `clwb` to complete as a fence does; taken after the new
+        // value's flush it made `adr` wait for that flush alone, then for the log's.
         let i = crate::insert_log::my_lane();
         let _log = self.lanes[i].lock.lock();
+        let new = self.new_value(leaf, value)?; // lines 4–5 (flushed)
         let at = self.log_at(i);
         // SAFETY: `new` is ours (written above, not published); log `i` is ours (its lock).
         let crc = unsafe { micro_log::value_crc(pool, new) }.unwrap_or(0);
@@ -103,10 +106,18 @@ impl Hart {
         unsafe { micro_log::write(pool, at, log, crc) };
         pool.fence(); // fence 1: new value and log durable
 
-        // Lines 7–8: swing p_value (and, for an inline value, clear the inline flags in the
-        // same line; both flushed) then set the new value's bit; publish's fence (fence 2)
-        // covers them. Recovery decides by the new value's bit: set → roll forward (swing),
-        // clear → roll back to the logged word and flags (the old value was not yet freed).
+        // Lines 7–8 in the paper's order: set the new value's bit (line 7; flushed, not
+        // fenced), then swing p_value (line 8; for an inline value also clearing the
+        // inline flags in the same line; flushed), and fence both (fence 2). Recovery
+        // decides by the new value's bit alone: set → roll forward (it rewrites p_value,
+        // flags and check from the log, whatever of line 8 reached PM), clear → roll back
+        // to the logged word and flags (the old value was not yet freed). The new value
+        // is durable (fence 1) before its bit can be, as EPallocator requires. (pmkv
+        // swung first until 2026-11-26; but setting a bit is a locked compare-and-swap,
+        // which on x86 waits for every earlier `clwb` as a fence does, so after line 8's
+        // flush it cost `adr` a wait of its own. Right after fence 1 nothing is in flight,
+        // and the two flushes complete together under fence 2.)
+        self.alloc.publish_unfenced(new);
         // SAFETY: the leaf's words, ours under the ART write lock (the contract).
         // The value check goes first and keeps the old check beside the new one; a crash
         // that tears these words leaves a valid log, and recovery rewrites all three.
@@ -120,23 +131,24 @@ impl Hart {
             write_u64(pool, leaf + LEAF_P_VALUE, new);
         }
         pool.flush_off(leaf + LEAF_P_VALUE, 24);
-        self.alloc.publish(new);
+        pool.fence(); // fence 2
         if old_inline.is_some() {
             // No old object to free: reclaim the log with a fence of its own (fence 3).
             // SAFETY: log `i`, whose lock we hold.
             unsafe { micro_log::clear(pool, at) };
             return Ok(());
         }
-        // Line 11 before lines 9–10: reclaim the log (flushed, not fenced), then reset the
-        // old value's bit, whose fence (fence 3) makes both durable. Either may reach PM
+        // Lines 9–11: reset the old value's bit (flushed, not fenced; its locked
+        // compare-and-swap comes right after fence 2, with nothing in flight to wait
+        // for), reclaim the log (flushed), and fence both (fence 3). Either may reach PM
         // first: a cleared log with the old bit set leaves an orphan the recovery sweep
         // frees; a valid log with the old bit clear rolls forward again, and the sweep
         // frees `old` only if no used leaf names it (its slot may have been reused). The
         // log is durably clear before the leaf can change again (we hold the ART lock),
         // so a stale log never swings a later p_value back.
+        self.alloc.free_unfenced(old);
         // SAFETY: log `i`, whose lock we hold.
-        unsafe { micro_log::clear_unfenced(pool, at) };
-        self.alloc.free(old);
+        unsafe { micro_log::clear(pool, at) }; // fence 3
         Ok(())
     }
 }
