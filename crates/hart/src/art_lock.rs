@@ -28,12 +28,18 @@
 //! every ART in a loop) waits behind those already waiting. (A first version let any
 //! thread take the lock the moment it was free; under more threads than cores a thread
 //! that yielded while waiting could lose that race for seconds: the concurrency tests
-//! took 1–70 s instead of 2–3.)
+//! took 1–70 s instead of 2–3.) The price of fairness without parking: with more threads
+//! than cores, a waiter whose turn has come may be descheduled, and those behind it wait
+//! for it (they yield meanwhile). That concurrency test (6 threads on 2 cores, one of them
+//! quiescing every ART in a loop) takes ~7 s with this lock against 2–3 s with
+//! `parking_lot`'s; with at most one thread per core, as the harness and the server run,
+//! waits are a critical section long.
 //!
-//! - `tickets` counts the requests made, readers in the low 32 bits and writers in the
-//!   high 32 (each wrapping within its half: it is changed by compare-and-swap, never by
-//!   an addition that could carry from one half into the other). A thread's request is
-//!   its snapshot of both counts, taken and incremented in one compare-and-swap.
+//! - `tickets` counts the requests made, writers in the low 32 bits and readers in the
+//!   high 32, each wrapping within its half: a reader adds one to the high half (one
+//!   locked addition, whose carry out of the top is dropped), a writer increments the
+//!   low half by compare-and-swap (an addition could carry into the readers' half). A
+//!   thread's request is its snapshot of both counts, taken as it increments them.
 //! - `readers_done` and `writers_done` count the releases.
 //! - A reader may enter once every writer that asked before it has left
 //!   (`writers_done` = its writer count); a writer once every reader and writer that
@@ -51,7 +57,20 @@
 use lock_api::{GuardSend, RawMutex, RawRwLock};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-const READERS: u64 = 0xffff_ffff;
+/// One reader's request in `tickets` (readers count in the high half).
+const ONE_READER: u64 = 1 << 32;
+
+/// The writer requests of ticket counts `t` (the low half).
+#[inline]
+fn writers(t: u64) -> u32 {
+    t as u32
+}
+
+/// The reader requests of ticket counts `t` (the high half).
+#[inline]
+fn readers(t: u64) -> u32 {
+    (t >> 32) as u32
+}
 
 /// A fair reader-writer lock whose exclusive release is a store (see the module doc).
 pub(crate) struct RawArtLock {
@@ -78,24 +97,19 @@ impl Backoff {
     }
 }
 
-/// The ticket counts `t` with one more reader (`writer` false) or writer, each half
-/// wrapping on its own.
+/// The ticket counts `t` with one more writer, wrapping within the low half.
 #[inline]
-fn bump(t: u64, writer: bool) -> u64 {
-    if writer {
-        (t & READERS) | (((t >> 32) as u32).wrapping_add(1) as u64) << 32
-    } else {
-        (t & !READERS) | (t as u32).wrapping_add(1) as u64
-    }
+fn bump_writer(t: u64) -> u64 {
+    (t & !(u32::MAX as u64)) | writers(t).wrapping_add(1) as u64
 }
 
 impl RawArtLock {
-    /// Take a ticket: the counts of requests before this one.
+    /// Take a writer's ticket: the counts of requests before this one.
     #[inline]
-    fn ticket(&self, writer: bool) -> u64 {
+    fn writer_ticket(&self) -> u64 {
         let mut t = self.tickets.load(Ordering::Relaxed);
         loop {
-            match self.tickets.compare_exchange_weak(t, bump(t, writer), Ordering::Relaxed, Ordering::Relaxed) {
+            match self.tickets.compare_exchange_weak(t, bump_writer(t), Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return t,
                 Err(now) => t = now,
             }
@@ -105,14 +119,14 @@ impl RawArtLock {
     /// Whether a reader holding ticket `t` may enter.
     #[inline]
     fn reader_may_enter(&self, t: u64) -> bool {
-        self.writers_done.load(Ordering::Acquire) == (t >> 32) as u32
+        self.writers_done.load(Ordering::Acquire) == writers(t)
     }
 
     /// Whether a writer holding ticket `t` may enter.
     #[inline]
     fn writer_may_enter(&self, t: u64) -> bool {
-        self.writers_done.load(Ordering::Acquire) == (t >> 32) as u32
-            && self.readers_done.load(Ordering::Acquire) == t as u32
+        self.writers_done.load(Ordering::Acquire) == writers(t)
+            && self.readers_done.load(Ordering::Acquire) == readers(t)
     }
 
     #[cold]
@@ -145,7 +159,9 @@ unsafe impl RawRwLock for RawArtLock {
 
     #[inline]
     fn lock_shared(&self) {
-        let t = self.ticket(false);
+        // One addition: the readers' count is the high half, so its wrap falls off the
+        // top of the word and never carries into the writers' half.
+        let t = self.tickets.fetch_add(ONE_READER, Ordering::Relaxed);
         if !self.reader_may_enter(t) {
             self.wait_reader(t);
         }
@@ -156,7 +172,10 @@ unsafe impl RawRwLock for RawArtLock {
         // The ticket is taken only from counts under which it may enter at once.
         let t = self.tickets.load(Ordering::Relaxed);
         self.reader_may_enter(t)
-            && self.tickets.compare_exchange(t, bump(t, false), Ordering::Acquire, Ordering::Relaxed).is_ok()
+            && self
+                .tickets
+                .compare_exchange(t, t.wrapping_add(ONE_READER), Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
     }
 
     #[inline]
@@ -166,7 +185,7 @@ unsafe impl RawRwLock for RawArtLock {
 
     #[inline]
     fn lock_exclusive(&self) {
-        let t = self.ticket(true);
+        let t = self.writer_ticket();
         if !self.writer_may_enter(t) {
             self.wait_writer(t);
         }
@@ -176,7 +195,7 @@ unsafe impl RawRwLock for RawArtLock {
     fn try_lock_exclusive(&self) -> bool {
         let t = self.tickets.load(Ordering::Relaxed);
         self.writer_may_enter(t)
-            && self.tickets.compare_exchange(t, bump(t, true), Ordering::Acquire, Ordering::Relaxed).is_ok()
+            && self.tickets.compare_exchange(t, bump_writer(t), Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 
     #[inline]
@@ -189,14 +208,14 @@ unsafe impl RawRwLock for RawArtLock {
     #[inline]
     fn is_locked(&self) -> bool {
         let t = self.tickets.load(Ordering::Relaxed);
-        !(self.writers_done.load(Ordering::Relaxed) == (t >> 32) as u32
-            && self.readers_done.load(Ordering::Relaxed) == t as u32)
+        !(self.writers_done.load(Ordering::Relaxed) == writers(t)
+            && self.readers_done.load(Ordering::Relaxed) == readers(t))
     }
 
     #[inline]
     fn is_locked_exclusive(&self) -> bool {
         let t = self.tickets.load(Ordering::Relaxed);
-        self.writers_done.load(Ordering::Relaxed) != (t >> 32) as u32
+        self.writers_done.load(Ordering::Relaxed) != writers(t)
     }
 }
 
@@ -313,7 +332,7 @@ mod tests {
         };
         // Once the writer has taken its ticket, a new reader is refused.
         // SAFETY: only reads the ticket counts; the lock is not unlocked through it.
-        while unsafe { lock.raw() }.tickets.load(Ordering::Relaxed) >> 32 == 0 {
+        while writers(unsafe { lock.raw() }.tickets.load(Ordering::Relaxed)) == 0 {
             std::thread::yield_now();
         }
         assert!(lock.try_read().is_none(), "a reader entered past a waiting writer");
@@ -342,7 +361,7 @@ mod tests {
                 }
             }));
             // Wait until this thread holds its ticket before starting the next.
-            let want = if who == 3 { (1 << 32) * 4 + 1 } else { (1 << 32) * (who as u64 + 2) };
+            let want = if who == 3 { ONE_READER + 4 } else { who as u64 + 2 };
             while tickets(&lock) != want {
                 std::thread::yield_now();
             }
