@@ -129,28 +129,28 @@ impl RawArtLock {
             && self.readers_done.load(Ordering::Acquire) == readers(t)
     }
 
+    /// Wait until `may_enter(self, t)`: the thread holding ticket `t` has its turn.
     #[cold]
-    fn wait_reader(&self, t: u64) {
+    fn wait(&self, t: u64, may_enter: fn(&Self, u64) -> bool) {
         let mut b = Backoff(0);
-        while !self.reader_may_enter(t) {
+        while !may_enter(self, t) {
             b.wait();
         }
     }
 
-    #[cold]
-    fn wait_writer(&self, t: u64) {
-        let mut b = Backoff(0);
-        while !self.writer_may_enter(t) {
-            b.wait();
-        }
+    /// Take the ticket after counts `t` (`next(t)`) only if its holder may enter at once.
+    #[inline]
+    fn try_take(&self, may_enter: fn(&Self, u64) -> bool, next: fn(u64) -> u64) -> bool {
+        let t = self.tickets.load(Ordering::Relaxed);
+        may_enter(self, t) && self.tickets.compare_exchange(t, next(t), Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 }
 
 // SAFETY: a reader enters only once every writer that asked before it has left, and a
 // writer only once every reader and writer that asked before it has left; tickets are
-// handed out one at a time (compare-and-swap), so of any reader and writer one asked
-// first and the other waits for it to leave: never a writer together with anyone. The
-// release counts are published with `Release` and read with `Acquire` (module doc).
+// handed out one at a time (each an atomic read-modify-write of one word), so of any
+// reader and writer one asked first and the other waits for it to leave: never a writer
+// together with anyone. The release counts are published with `Release` and read with `Acquire` (module doc).
 unsafe impl RawRwLock for RawArtLock {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: RawArtLock =
@@ -163,19 +163,13 @@ unsafe impl RawRwLock for RawArtLock {
         // top of the word and never carries into the writers' half.
         let t = self.tickets.fetch_add(ONE_READER, Ordering::Relaxed);
         if !self.reader_may_enter(t) {
-            self.wait_reader(t);
+            self.wait(t, Self::reader_may_enter);
         }
     }
 
     #[inline]
     fn try_lock_shared(&self) -> bool {
-        // The ticket is taken only from counts under which it may enter at once.
-        let t = self.tickets.load(Ordering::Relaxed);
-        self.reader_may_enter(t)
-            && self
-                .tickets
-                .compare_exchange(t, t.wrapping_add(ONE_READER), Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+        self.try_take(Self::reader_may_enter, |t| t.wrapping_add(ONE_READER))
     }
 
     #[inline]
@@ -187,15 +181,13 @@ unsafe impl RawRwLock for RawArtLock {
     fn lock_exclusive(&self) {
         let t = self.writer_ticket();
         if !self.writer_may_enter(t) {
-            self.wait_writer(t);
+            self.wait(t, Self::writer_may_enter);
         }
     }
 
     #[inline]
     fn try_lock_exclusive(&self) -> bool {
-        let t = self.tickets.load(Ordering::Relaxed);
-        self.writer_may_enter(t)
-            && self.tickets.compare_exchange(t, bump_writer(t), Ordering::Acquire, Ordering::Relaxed).is_ok()
+        self.try_take(Self::writer_may_enter, bump_writer)
     }
 
     #[inline]
@@ -276,6 +268,30 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
+    /// Increment both counters of a pair, yielding between them now and then, so that
+    /// another holder let in meanwhile would see (or make) them differ.
+    fn bump_pair(g: &mut (u64, u64), i: u32) {
+        assert_eq!(g.0, g.1, "a holder found a pair another left half-changed");
+        g.0 += 1;
+        if i.is_multiple_of(64) {
+            std::thread::yield_now();
+        }
+        g.1 += 1;
+    }
+
+    /// Run `threads` threads that each call `f(lock, i)` for `i` in 0..3000; wait for them.
+    fn hammer<L: Send + Sync + 'static>(lock: &Arc<L>, threads: usize, f: fn(&L, u32)) {
+        let ts: Vec<_> = (0..threads)
+            .map(|_| {
+                let lock = lock.clone();
+                std::thread::spawn(move || (0..3_000).for_each(|i| f(&lock, i)))
+            })
+            .collect();
+        for t in ts {
+            t.join().unwrap();
+        }
+    }
+
     /// Two counters that writers keep equal, changing them one after the other with a
     /// yield between: a reader that ever sees them differ, or a final count short of the
     /// writes made, means the lock let two holders in together.
@@ -297,24 +313,7 @@ mod tests {
                 })
             })
             .collect();
-        let writers: Vec<_> = (0..3)
-            .map(|_| {
-                let lock = lock.clone();
-                std::thread::spawn(move || {
-                    for i in 0..3_000 {
-                        let mut g = lock.write();
-                        g.0 += 1;
-                        if i % 64 == 0 {
-                            std::thread::yield_now();
-                        }
-                        g.1 += 1;
-                    }
-                })
-            })
-            .collect();
-        for w in writers {
-            w.join().unwrap();
-        }
+        hammer(&lock, 3, |l, i| bump_pair(&mut l.write(), i));
         stop.store(true, Ordering::Relaxed);
         let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
         assert!(reads > 0);
@@ -413,25 +412,7 @@ mod tests {
     #[test]
     fn the_short_lock_excludes() {
         let lock = Arc::new(ShortLock::new((0u64, 0u64)));
-        let ts: Vec<_> = (0..4)
-            .map(|_| {
-                let lock = lock.clone();
-                std::thread::spawn(move || {
-                    for i in 0..3_000 {
-                        let mut g = lock.lock();
-                        g.0 += 1;
-                        if i % 64 == 0 {
-                            std::thread::yield_now();
-                        }
-                        assert_eq!(g.0, g.1 + 1);
-                        g.1 += 1;
-                    }
-                })
-            })
-            .collect();
-        for t in ts {
-            t.join().unwrap();
-        }
+        hammer(&lock, 4, |l, i| bump_pair(&mut l.lock(), i));
         assert_eq!(*lock.lock(), (12_000, 12_000));
         assert!(lock.try_lock().is_some());
     }
