@@ -8,13 +8,14 @@
 //! the `clwb`s before it). HART takes an ART's write lock for every insert, update and
 //! delete, a lane's mutex for every one-persist insert and out-of-place update, and an
 //! arena shard's for every node allocated or freed: two locked instructions each, where
-//! the releases need none. These locks never park: a thread that finds one taken spins briefly, then yields,
-//! then sleeps in short naps, so a holder has no one to wake and releases with one store
-//! (`mov` on x86). The critical sections they guard are one HART operation (a fraction of
-//! a microsecond to a few), so waits are short; the longest holder is `check`, which
-//! quiesces every ART, and its waiters nap meanwhile. Measured: an uncontended exclusive
-//! lock and unlock, 5.9 ns with `parking_lot` and 3.2 ns with these (a tight loop on this
-//! machine; docs/BENCHMARKS.md, "Locks whose release is a store").
+//! the releases need none. These locks never park: a thread that finds one taken spins
+//! briefly, then yields the processor until its turn, so a holder has no one to wake and
+//! releases an exclusive hold with one store (`mov` on x86). The critical sections they
+//! guard are one HART operation (a fraction of a microsecond to a few), so waits are
+//! short; the longest holder is `check`, which quiesces every ART, and its waiters yield
+//! meanwhile. Measured: an uncontended exclusive lock and unlock, 5.9 ns with
+//! `parking_lot` and 3.2 ns with these (a tight loop on this machine;
+//! docs/BENCHMARKS.md, "Locks whose release is a store").
 //!
 //! Shared locking keeps two locked instructions (one to enter, one to leave), as
 //! `parking_lot` has.
