@@ -55,6 +55,7 @@
 //! happens-before what every later holder does. Counts wrap; equality is all that is
 //! compared, which holds while fewer than 2^32 threads wait on one lock.
 
+use crossbeam_utils::Backoff;
 use lock_api::{GuardSend, RawMutex, RawRwLock};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -82,21 +83,6 @@ pub(crate) struct RawArtLock {
 
 /// A reader-writer lock over `T` built on [`RawArtLock`].
 pub(crate) type ArtLock<T> = lock_api::RwLock<RawArtLock, T>;
-
-/// How a waiter waits, the longer the more it has waited: pause instructions (doubling
-/// from 1 to 64), then yields of the processor (so that, with more threads than cores,
-/// the threads ahead of it in line get to run).
-struct Backoff(u32);
-
-impl Backoff {
-    fn wait(&mut self) {
-        match self.0 {
-            0..=6 => (0..1u32 << self.0).for_each(|_| std::hint::spin_loop()),
-            _ => std::thread::yield_now(),
-        }
-        self.0 = self.0.saturating_add(1);
-    }
-}
 
 /// The ticket counts `t` with one more writer, wrapping within the low half.
 #[inline]
@@ -133,9 +119,11 @@ impl RawArtLock {
     /// Wait until `may_enter(self, t)`: the thread holding ticket `t` has its turn.
     #[cold]
     fn wait(&self, t: u64, may_enter: fn(&Self, u64) -> bool) {
-        let mut b = Backoff(0);
+        // Pause instructions doubling from 1 to 64, then yields of the processor (so that,
+        // with more threads than cores, the threads ahead of it in line get to run).
+        let b = Backoff::new();
         while !may_enter(self, t) {
-            b.wait();
+            b.snooze();
         }
     }
 
@@ -225,10 +213,10 @@ pub(crate) type ShortLock<T> = lock_api::Mutex<RawShortLock, T>;
 impl RawShortLock {
     #[cold]
     fn lock_slow(&self) {
-        let mut b = Backoff(0);
+        let b = Backoff::new();
         // Wait reading, so that waiters do not take the line from the holder.
         while self.locked.load(Ordering::Relaxed) != 0 || !self.try_lock() {
-            b.wait();
+            b.snooze();
         }
     }
 }

@@ -217,6 +217,13 @@ impl Pool {
             }
             Mode::None => {}
         }
+        self.fence_point();
+    }
+
+    /// What every fence is besides its instruction: a crash-simulator point and a fault
+    /// injection point.
+    #[inline]
+    fn fence_point(&self) {
         if let Some(sim) = &self.sim {
             sim.on_fence(self);
         }
@@ -237,11 +244,7 @@ impl Pool {
     pub fn fence_after_rmw(&self) {
         if self.mode == Mode::Eadr && cfg!(target_arch = "x86_64") {
             counters::add_fence();
-            if let Some(sim) = &self.sim {
-                sim.on_fence(self);
-            }
-            #[cfg(feature = "fault-injection")]
-            self.fault.fire(crate::crash_sim::PointKind::Fence);
+            self.fence_point();
             return;
         }
         self.fence()
