@@ -390,9 +390,11 @@ mod tests {
                 })
             })
             .collect();
-        for t in ts {
-            t.join().unwrap();
-        }
+        // A count that carried would wedge the lock: fail then, rather than hang the run.
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done.send(ts.into_iter().all(|t| t.join().is_ok())));
+        let ok = finished.recv_timeout(std::time::Duration::from_secs(60));
+        assert_eq!(ok, Ok(true), "the threads panicked or the lock wedged across the wrap");
         assert_eq!(*lock.read(), (100, 100));
         assert!(!lock.is_locked());
         assert!(lock.try_write().is_some());
