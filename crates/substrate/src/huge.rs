@@ -101,8 +101,8 @@ impl HugeBlock {
 ///
 /// Why: the first touch of a fresh 2 MiB page makes the kernel find (perhaps compact
 /// memory for) and zero a huge page, and under virtualisation the host back it too:
-/// measured here at ~5 ms per block, ~100 ns of every insert into a 16M-key HART (whose
-/// arena grows by ~300 blocks), paid on the inserting thread (docs/BENCHMARKS.md, "HART's
+/// measured here at ~5 ms per block, 70–100 ns of every insert into a 16M-key HART (whose
+/// arena grows by ~250 blocks), paid on the inserting thread (docs/BENCHMARKS.md, "HART's
 /// cost growth"). The pool does the same for PM (`PoolOptions::prefault`); the node
 /// arena's growth cannot be sized up front, so its blocks are made one step ahead
 /// instead. The work is not saved, it moves to a helper thread: the CPU time an insert
@@ -110,8 +110,8 @@ impl HugeBlock {
 ///
 /// The helper starts at the second [`HugeSupply::take`] (a structure that fits in one
 /// block, as most of the test suite's do, never starts one) and then keeps `ahead` blocks
-/// ready; it stops and is joined when the supply drops. If no thread can be started or no block mapped ahead,
-/// `take` maps one itself, as without a supply.
+/// ready; it stops and is joined when the supply drops. If no thread can be started or
+/// no block was made ahead, `take` maps one itself, as without a supply.
 pub struct HugeSupply {
     shared: Arc<Shared>,
     worker: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -276,15 +276,16 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "the helper made no block in 60 s");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        let second = s.take().unwrap();
+        let third = s.take().unwrap();
         assert_eq!(s.taken(), (1, 2));
-        assert!(resident(&second), "a block made ahead is faulted in");
-        assert_eq!(second.as_ptr() as usize % HUGE_PAGE, 0);
-        assert_ne!(first.as_ptr(), second.as_ptr());
-        drop(s); // joins the helper, unmaps the spare
-                 // Blocks taken outlive the supply.
-                 // SAFETY: the blocks' own bytes.
-        unsafe { second.as_ptr().write(1) };
+        assert!(resident(&third), "a block made ahead is faulted in");
+        assert_eq!(third.as_ptr() as usize % HUGE_PAGE, 0);
+        assert_ne!(first.as_ptr(), third.as_ptr());
+        // Dropping the supply joins the helper and unmaps the spare block; the blocks
+        // taken outlive it.
+        drop(s);
+        // SAFETY: the blocks' own bytes.
+        unsafe { third.as_ptr().write(1) };
         // SAFETY: as above.
         assert!(unsafe { std::slice::from_raw_parts(first.as_ptr(), first.len()) }.iter().all(|&x| x == 0));
     }
