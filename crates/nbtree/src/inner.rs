@@ -49,7 +49,6 @@ pub(crate) struct INode {
     /// Children in use.
     pub n: usize,
     prefixes: [u64; FANOUT],
-    lens: [u32; FANOUT],
     /// `*const Leaf` or `*const INode`, by `level`.
     pub children: [usize; FANOUT],
     /// At level 0, the pool offset of each child leaf's key-value block (the paper's
@@ -58,6 +57,9 @@ pub(crate) struct INode {
     /// that block's address translation meanwhile (see `NbTree::find_leaf`). Zero above
     /// level 0.
     pub blocks: [u64; FANOUT],
+    /// The separators' lengths, after the arrays every search reads: a search reads one
+    /// only when a separator's prefix equals the key's (see `cmp_sep`).
+    lens: [u32; FANOUT],
     /// The bytes of separators longer than 8 bytes (empty if there are none).
     long: Vec<Option<Arc<[u8]>>>,
 }
@@ -129,28 +131,31 @@ impl INode {
         }
     }
 
+    /// Request every line of this node up to the end of `blocks`: the lines are
+    /// independent, so their misses overlap, one memory latency for the whole node.
+    #[inline]
+    fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            const LINES: usize = std::mem::offset_of!(INode, lens).div_ceil(64);
+            let base = self as *const INode as *const i8;
+            for l in 0..LINES {
+                // SAFETY: addresses inside this node; prefetches never fault anyway.
+                unsafe { std::arch::x86_64::_mm_prefetch(base.add(l * 64), std::arch::x86_64::_MM_HINT_T0) };
+            }
+        }
+    }
+
     /// The number of separators `<= key` (`upper`) or `< key` (`!upper`): the index of the
     /// child for `key`, or for the keys just below it.
     #[inline]
     pub(crate) fn route(&self, key: &[u8], kp: u64, upper: bool) -> usize {
-        // The binary search's probes are dependent loads; prefetching every line of the
-        // separator array first lets their misses overlap (one memory latency per node
-        // instead of one per probe), and the children's lines come along for the child
-        // load that follows (about 5% per search at 4M keys, examples/stalls.rs).
-        #[cfg(target_arch = "x86_64")]
-        for line in (0..self.n).step_by(8) {
-            // SAFETY: prefetches of addresses inside this node; they never fault.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch(
-                    self.prefixes.as_ptr().add(line) as *const i8,
-                    std::arch::x86_64::_MM_HINT_T0,
-                );
-                std::arch::x86_64::_mm_prefetch(
-                    self.children.as_ptr().add(line) as *const i8,
-                    std::arch::x86_64::_MM_HINT_T0,
-                );
-            };
-        }
+        // Every line the search and the step after it can read is requested at once, before
+        // the first load: the binary search's probes are dependent loads, and the lines
+        // must not wait for the header either (a loop bounded by `n` waited for the
+        // header's miss before it could request the rest, two memory latencies per node
+        // that misses, and `blocks[i]`, requested only once `i` was known, a third).
+        self.prefetch();
         let (mut lo, mut hi) = (0, self.n - 1);
         while lo < hi {
             let mid = (lo + hi) / 2;
