@@ -64,6 +64,17 @@ pub(crate) struct INode {
     long: Vec<Option<Arc<[u8]>>>,
 }
 
+// `INode::prefetch` covers the header and every array a search reads: they must all end
+// where `lens` begins.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    let hot_end = offset_of!(INode, lens);
+    assert!(offset_of!(INode, n) + size_of::<usize>() <= hot_end);
+    assert!(offset_of!(INode, prefixes) + 8 * FANOUT <= hot_end);
+    assert!(offset_of!(INode, children) + 8 * FANOUT <= hot_end);
+    assert!(offset_of!(INode, blocks) + 8 * FANOUT <= hot_end);
+};
+
 #[inline]
 pub(crate) fn prefix(k: &[u8]) -> u64 {
     // Keys of 8 bytes and more (the common case): one load, where the copy of a variable
@@ -133,6 +144,7 @@ impl INode {
 
     /// Request every line of this node up to the end of `blocks`: the lines are
     /// independent, so their misses overlap, one memory latency for the whole node.
+    /// (The layout keeps every array a search reads before `lens`: checked below.)
     #[inline]
     fn prefetch(&self) {
         #[cfg(target_arch = "x86_64")]
