@@ -144,7 +144,8 @@ impl INode {
 
     /// Request every line of this node up to the end of `blocks`: the lines are
     /// independent, so their misses overlap, one memory latency for the whole node.
-    /// (The layout keeps every array a search reads before `lens`: checked below.)
+    /// (The layout keeps every array a search reads before `lens`: checked at compile
+    /// time, after the struct.)
     #[inline]
     fn prefetch(&self) {
         #[cfg(target_arch = "x86_64")]
