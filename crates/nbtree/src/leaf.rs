@@ -215,8 +215,8 @@ impl Leaf {
         self.sl = true;
     }
 
-    /// The slots whose fingerprint is `fp`, as a bitmap ([`match_sse2`] on x86-64,
-    /// [`match_swar`] elsewhere).
+    /// The slots whose fingerprint is `fp`, as a bitmap (`match_sse2` on x86-64,
+    /// `match_swar` elsewhere).
     #[inline]
     pub(crate) fn matching(&self, pool: &Pool, fp: u8) -> u64 {
         if self.sl {
@@ -410,9 +410,8 @@ pub(crate) unsafe fn with_value(pool: &Pool, p: u64, w: u64, f: &mut dyn FnMut(&
 /// bitmap of slots: 16 bytes at a time with SSE2, part of every x86-64 CPU. Two words go
 /// into a vector register, a byte-wise compare with `fp` in every byte sets matching
 /// bytes to all ones, and their 16 sign bits are gathered into the mask, four times. It
-/// replaced [`match_swar`], about ten arithmetic instructions a word: on a cached tree the
-/// match is a visible part of an operation (docs/BENCHMARKS.md, "Fingerprints compared
-/// with SSE2").
+/// replaced `match_swar`, about ten arithmetic instructions a word: on a cached tree the
+/// match is a visible part of an operation (docs/BENCHMARKS.md, "NBTree on cached keys").
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn match_sse2(words: &[u64; 8], fp: u8) -> u64 {
@@ -429,7 +428,7 @@ fn match_sse2(words: &[u64; 8], fp: u8) -> u64 {
     }
 }
 
-/// [`match_sse2`] in plain word arithmetic (SWAR: a zero byte of `word ^ fp·0x0101..` is a
+/// `match_sse2` in plain word arithmetic (SWAR: a zero byte of `word ^ fp·0x0101..` is a
 /// match, found without carries between bytes), where SSE2 is not available.
 #[cfg(any(test, not(target_arch = "x86_64")))]
 fn match_swar(words: &[u64; 8], fp: u8) -> u64 {
