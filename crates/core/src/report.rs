@@ -83,6 +83,22 @@ impl RecoveryReport {
     pub fn new(engine: impl Into<String>) -> RecoveryReport {
         RecoveryReport { engine: engine.into(), ..RecoveryReport::default() }
     }
+
+    /// Adds an engine-specific figure (kept in `details`, shown by `Display`).
+    pub fn with_detail(mut self, name: impl Into<String>, value: impl ToString) -> RecoveryReport {
+        self.details.push((name.into(), value.to_string()));
+        self
+    }
+
+    /// The engine-specific figure `name`, as recorded.
+    pub fn detail(&self, name: &str) -> Option<&str> {
+        self.details.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The engine-specific figure `name` as a number; `None` if absent or not a number.
+    pub fn detail_u64(&self, name: &str) -> Option<u64> {
+        self.detail(name)?.parse().ok()
+    }
 }
 
 impl fmt::Display for RecoveryReport {
@@ -139,4 +155,20 @@ pub struct SalvageReport {
     pub duplicates: u64,
     /// Keys of damaged records (at most 100).
     pub lost_keys: Vec<Vec<u8>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RecoveryReport;
+
+    #[test]
+    fn details_are_found_by_name_and_parsed() {
+        let r = RecoveryReport::new("x").with_detail("leaves", 42).with_detail("phase", "sweep");
+        assert_eq!(r.detail("leaves"), Some("42"));
+        assert_eq!(r.detail_u64("leaves"), Some(42));
+        assert_eq!(r.detail("phase"), Some("sweep"));
+        assert_eq!(r.detail_u64("phase"), None);
+        assert_eq!(r.detail("missing"), None);
+        assert!(r.to_string().ends_with("; leaves 42; phase sweep"), "{r}");
+    }
 }
