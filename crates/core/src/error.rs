@@ -233,7 +233,7 @@ fn pool_kind(e: &PoolError) -> ErrorKind {
         PoolError::Truncated { .. } | PoolError::CorruptHeader { .. } | PoolError::CorruptAllocator(_) => {
             ErrorKind::Corrupt
         }
-        PoolError::Version { .. } => ErrorKind::Version,
+        PoolError::Version { .. } | PoolError::AllocatorVersion { .. } => ErrorKind::Version,
         PoolError::WrongLayout { .. } => ErrorKind::WrongEngine,
         PoolError::Locked { .. } => ErrorKind::Locked,
         PoolError::TooSmall { .. } | PoolError::InvalidOption(_) | PoolError::LayoutName(_) => {

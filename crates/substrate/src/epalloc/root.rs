@@ -171,15 +171,13 @@ impl Root {
         }
         let version = u32::from_le_bytes(b[8..12].try_into().unwrap());
         if version != ROOT_VERSION {
-            let why = if version < ROOT_VERSION {
+            let hint = if version < ROOT_VERSION {
                 " (it was written by an older pmkv, before list seals and object checksums; dump it with that \
                  build and load the dump with this one)"
             } else {
                 ""
             };
-            return Err(PoolError::Allocator(format!(
-                "allocator format version {version} is not supported (this build reads {ROOT_VERSION}){why}"
-            )));
+            return Err(PoolError::AllocatorVersion { found: version, supported: ROOT_VERSION, hint });
         }
         let cap = u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize;
         let heap_start = u64::from_le_bytes(b[16..24].try_into().unwrap());
