@@ -144,7 +144,9 @@ impl SimState {
     pub(crate) fn grow(&self, to: u64) -> Result<()> {
         let cur = self.size.load(Ordering::Acquire);
         if to > cur {
-            // SAFETY: inside our reservation.
+            // SAFETY: `[cur, to)` lies inside the `reserved` bytes this state reserved in
+            // `new` and alone owns (`to` never exceeds the pool's max size, which is
+            // `reserved`); mprotect only changes that range's access rights.
             let rc = unsafe {
                 libc::mprotect(
                     self.persisted.add(cur as usize) as *mut libc::c_void,
@@ -328,7 +330,9 @@ impl CrashPoint<'_> {
 
 impl Drop for SimState {
     fn drop(&mut self) {
-        // SAFETY: we own the reservation.
+        // SAFETY: `persisted` is the `reserved`-byte mapping made in `new`, owned by this
+        // state alone; no `CrashPoint` (which borrows the state) outlives it, so nothing
+        // reads it after the unmap.
         unsafe { libc::munmap(self.persisted as *mut libc::c_void, self.reserved as usize) };
     }
 }

@@ -91,6 +91,7 @@ impl Pool {
             }
             Mode::Eadr | Mode::None => counters::add_lines_written(lines_in(addr, len)),
         }
+        #[cfg(feature = "crash-sim")]
         if let Some(sim) = &self.sim {
             sim.on_flush(self, off as usize, len);
         }
@@ -112,6 +113,7 @@ impl Pool {
     /// hook asks for store points (the eADR model); nothing otherwise.
     #[inline]
     pub(crate) fn note_store(&self) {
+        #[cfg(feature = "crash-sim")]
         if let Some(sim) = self.sim.as_deref() {
             sim.on_store(self);
         }
@@ -157,7 +159,9 @@ impl Pool {
     pub unsafe fn cas_u64(&self, off: u64, current: u64, new: u64) -> std::result::Result<u64, u64> {
         assert!(off.is_multiple_of(8) && self.contains(off, 8), "PM word {off:#x} misaligned or outside the pool");
         self.note_store();
-        // SAFETY: as in `store_u64`.
+        // SAFETY: the word is 8-aligned and inside the mapping (asserted above); no
+        // reference overlaps it (the caller's contract, as for `store_u64`); an atomic
+        // RMW keeps concurrent readers and writers defined.
         unsafe { std::sync::atomic::AtomicU64::from_ptr(self.at::<u64>(off)) }.compare_exchange(
             current,
             new,
@@ -198,7 +202,9 @@ impl Pool {
     pub unsafe fn store_u32(&self, off: u64, v: u32) {
         assert!(off.is_multiple_of(4) && self.contains(off, 4), "PM word {off:#x} misaligned or outside the pool");
         self.note_store();
-        // SAFETY: as in `store_u64`.
+        // SAFETY: the word is 4-aligned and inside the mapping (asserted above); no
+        // reference overlaps it (the caller's contract); an atomic store keeps concurrent
+        // readers defined.
         unsafe { std::sync::atomic::AtomicU32::from_ptr(self.at::<u32>(off)) }
             .store(v, std::sync::atomic::Ordering::Relaxed);
     }
@@ -224,6 +230,7 @@ impl Pool {
     /// injection point.
     #[inline]
     fn fence_point(&self) {
+        #[cfg(feature = "crash-sim")]
         if let Some(sim) = &self.sim {
             sim.on_fence(self);
         }

@@ -32,6 +32,7 @@ pub(crate) use mapping::reserve;
 use mapping::{allocate_file, memory_fs, probe_map_sync};
 
 use crate::counters;
+#[cfg(feature = "crash-sim")]
 use crate::crash_sim::SimState;
 use crate::error::{PoolError, Result};
 use crate::header::{Immutable, Mutable, FORMAT_VERSION, HEADER_SIZE, MAX_LAYOUT, NUM_ROOTS, SEAL_ROOT, SLOT_LEN};
@@ -130,7 +131,9 @@ enum Backing {
         file: File,
         path: PathBuf,
     },
-    /// Crash-simulation pool: no file; `SimState` holds the persisted image.
+    /// Crash-simulation pool: no file; `SimState` holds the persisted image. Only made
+    /// with the `crash-sim` feature; the matches on it stay so that they need no `cfg`.
+    #[cfg_attr(not(feature = "crash-sim"), allow(dead_code))]
     Sim,
 }
 
@@ -157,6 +160,9 @@ pub struct Pool {
     /// written and the pool never grows.
     read_only: bool,
     backing: Backing,
+    /// The crash simulator of a simulated pool (`crash-sim` feature; without it the field
+    /// and every check of it in the flush, fence and store paths are compiled out).
+    #[cfg(feature = "crash-sim")]
     pub(crate) sim: Option<Box<SimState>>,
     /// A flush only counts its lines: mode `eadr` or `none`, no crash simulator and no
     /// fault injection (`flush_off`'s inlined fast path).
@@ -264,8 +270,10 @@ impl Pool {
         }
     }
 
+    /// Whether this is a crash-simulation pool (always false without the `crash-sim`
+    /// feature, which is the only way to make one).
     pub fn is_sim(&self) -> bool {
-        self.sim.is_some()
+        matches!(self.backing, Backing::Sim)
     }
 
     /// Whether the pool was opened with [`Pool::open_read_only`].
@@ -282,6 +290,7 @@ impl Pool {
     }
 
     /// The crash simulator of this pool (only for pools made by `create_sim`/`from_image`).
+    #[cfg(feature = "crash-sim")]
     pub fn sim(&self) -> Option<&SimState> {
         self.sim.as_deref()
     }
