@@ -93,7 +93,9 @@ impl Pool {
         }
         #[cfg(feature = "crash-sim")]
         if let Some(sim) = &self.sim {
-            sim.on_flush(self, off as usize, len);
+            // SAFETY: `sim` is this pool's own simulator, `base` this pool's memory, and
+            // the flushed range lies in the mapped pool (checked by `flush_off`).
+            unsafe { sim.on_flush(self.base(), off as usize, len) };
         }
         #[cfg(feature = "fault-injection")]
         self.fault.fire(crate::crash_sim::PointKind::Flush);
@@ -115,7 +117,8 @@ impl Pool {
     pub(crate) fn note_store(&self) {
         #[cfg(feature = "crash-sim")]
         if let Some(sim) = self.sim.as_deref() {
-            sim.on_store(self);
+            // SAFETY: `sim` is this pool's own simulator and `base` this pool's memory.
+            unsafe { sim.on_store(self.base()) };
         }
     }
 
@@ -232,7 +235,8 @@ impl Pool {
     fn fence_point(&self) {
         #[cfg(feature = "crash-sim")]
         if let Some(sim) = &self.sim {
-            sim.on_fence(self);
+            // SAFETY: `sim` is this pool's own simulator and `base` this pool's memory.
+            unsafe { sim.on_fence(self.base()) };
         }
         #[cfg(feature = "fault-injection")]
         self.fault.fire(crate::crash_sim::PointKind::Fence);

@@ -295,9 +295,20 @@ impl Pool {
         self.sim.as_deref()
     }
 
+    /// Call `hook` at every flush and fence of this pool until [`Pool::clear_fault_hook`]
+    /// (or the pool's drop), with point indexes counted from 1 again (`fault-injection`
+    /// feature; see the `fault` module). The hook may panic: that is its purpose. It runs
+    /// holding the hook slot's lock, so it must not flush, fence or change the hook of
+    /// this pool.
     #[cfg(feature = "fault-injection")]
-    pub(crate) fn fault_slot(&self) -> &crate::fault::FaultSlot {
-        &self.fault
+    pub fn set_fault_hook(&self, hook: crate::fault::FaultHook) {
+        self.fault.set(hook);
+    }
+
+    /// Remove the fault hook (`fault-injection` feature).
+    #[cfg(feature = "fault-injection")]
+    pub fn clear_fault_hook(&self) {
+        self.fault.clear();
     }
 
     /// Record that the engine above may have left PM mid-operation (it panicked, or met
@@ -330,6 +341,24 @@ impl Pool {
         }
         drop(self);
         Ok(())
+    }
+}
+
+#[cfg(feature = "crash-sim")]
+impl SimState {
+    /// The image a crash right now would leave (for the end of a run).
+    ///
+    /// # Panics
+    /// If `pool` is not the pool this simulator belongs to (`pool.sim()` is not `self`):
+    /// the image is read from `pool`'s memory for this simulator's size, which another
+    /// pool's mapping need not cover.
+    pub fn image_now(&self, pool: &Pool, ev: crate::crash_sim::Eviction) -> Vec<u8> {
+        assert!(
+            pool.sim().is_some_and(|s| std::ptr::eq(s, self)),
+            "SimState::image_now called with a pool this simulator does not belong to"
+        );
+        // SAFETY: `pool` is the pool this simulator belongs to (asserted above).
+        unsafe { self.image_at(pool.base(), ev) }
     }
 }
 

@@ -374,7 +374,8 @@ impl Pool {
         let st = Mutable::read(image, path)?;
         validate_state(&imm, &st, image.len() as u64, path)?;
         let base = reserve(imm.max_size)?;
-        let sim = SimState::new(imm.max_size, opts.mode)?;
+        // SAFETY: a fresh reservation of `max_size` bytes, handed to the simulator alone.
+        let sim = unsafe { SimState::new(reserve(imm.max_size)?, imm.max_size, opts.mode) };
         let mut pool = Pool {
             base,
             reserved: imm.max_size,
