@@ -43,7 +43,7 @@ const HEADROOM: u64 = 16 << 10;
 /// The factory the registry lists.
 pub static FACTORY: MangosteenFactory = MangosteenFactory;
 
-/// Opens [`MangosteenEngine`]s.
+/// Opens `mangosteen` stores (a `BTreeMap` made durable by the runtime) for `pmkv::Store`.
 #[derive(Debug, Default)]
 pub struct MangosteenFactory;
 

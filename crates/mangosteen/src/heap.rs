@@ -138,7 +138,7 @@ impl Heap {
         (self.len as u64).saturating_sub(self.word(BUMP_AT))
     }
 
-    /// A payload of `size` bytes aligned to `align` (at most [`MAX_ALIGN`]), or null if
+    /// A payload of `size` bytes aligned to `align` (at most 16 bytes), or null if
     /// the heap is full or the alignment too large.
     pub fn alloc(&self, size: usize, align: usize) -> *mut u8 {
         if align > MAX_ALIGN {
