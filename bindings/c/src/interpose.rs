@@ -18,7 +18,7 @@
 //! first call. `dlsym` may itself allocate; a thread that is resolving is served from a
 //! small static arena, whose blocks `free` ignores.
 //!
-//! **Inside a request** ([`pmkv_mangosteen::split_alloc::scope`], entered by the C API
+//! **Inside a request** ([`pmkv_mangosteen::SplitAlloc::scope`], entered by the C API
 //! around `process_request` of a read-write request): `malloc`/`calloc` take 16-byte
 //! aligned blocks from the heap (NULL with `ENOMEM` when it is full); `free` of a heap
 //! block returns it to the heap; `realloc` moves between them as needed. A free of a heap
@@ -27,7 +27,7 @@
 //! allocations (`posix_memalign`, `aligned_alloc`, C++'s aligned `new`) are not
 //! redirected: they stay in the C library's heap, transient, even inside a request.
 
-use pmkv_mangosteen::split_alloc;
+use pmkv_mangosteen::SplitAlloc;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -111,7 +111,7 @@ pub(crate) fn active() -> bool {
 }
 
 /// A block of `n` bytes from the heap of the current request.
-fn heap_alloc(h: &pmkv_mangosteen::heap::Heap, n: usize) -> *mut c_void {
+fn heap_alloc(h: &pmkv_mangosteen::Heap, n: usize) -> *mut c_void {
     let p = h.alloc(n.max(1), 16) as *mut c_void;
     if p.is_null() {
         set_enomem();
@@ -132,7 +132,7 @@ pub unsafe extern "C" fn malloc(n: usize) -> *mut c_void {
     if resolving() {
         return arena_alloc(n);
     }
-    if let Some(h) = split_alloc::current() {
+    if let Some(h) = SplitAlloc::current() {
         return heap_alloc(&h, n);
     }
     // SAFETY: the C library's malloc, resolved by name.
@@ -150,7 +150,7 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
         // The arena is zeroed and never reused.
         return n.checked_mul(size).map_or(std::ptr::null_mut(), arena_alloc);
     }
-    if let Some(h) = split_alloc::current() {
+    if let Some(h) = SplitAlloc::current() {
         let Some(total) = n.checked_mul(size) else {
             set_enomem();
             return std::ptr::null_mut();
@@ -176,14 +176,14 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     if p.is_null() || in_arena(p) {
         return;
     }
-    if let Some(h) = split_alloc::current() {
+    if let Some(h) = SplitAlloc::current() {
         if h.contains(p as *const u8) {
             h.free(p as *mut u8);
             return;
         }
     }
-    if split_alloc::in_region(p as *const u8) {
-        split_alloc::note_stray();
+    if SplitAlloc::in_region(p as *const u8) {
+        SplitAlloc::note_stray();
         return;
     }
     // SAFETY: a block of the C library's allocator (neither the arena nor a region).
@@ -201,14 +201,14 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, n: usize) -> *mut c_void {
         // SAFETY: as `malloc`.
         return unsafe { malloc(n) };
     }
-    let heap = split_alloc::current();
+    let heap = SplitAlloc::current();
     let from_heap = heap.and_then(|h| h.usable_size(p as *const u8));
     let old = if in_arena(p) {
         // Arena blocks carry no size: at most the rest of the arena.
         Some(ARENA_SIZE - (p as usize - ARENA.0.get() as usize))
     } else if from_heap.is_some() {
         from_heap
-    } else if split_alloc::in_region(p as *const u8) {
+    } else if SplitAlloc::in_region(p as *const u8) {
         // A persistent block outside its request: it may not change.
         set_enomem();
         return std::ptr::null_mut();

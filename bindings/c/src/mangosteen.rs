@@ -19,15 +19,12 @@
 //! `is_read_only`, `processRequest` → `process_request` (plus the region), `getResponse` →
 //! `get_response`; `initMangosteen` → [`pmkv_mg_open`], and the two modes are
 //! [`pmkv_mg_client_cmd`] (local: the application calls `ClientCmd`) and
-//! [`pmkv_mg_serve`] (RPC: length-prefixed frames over TCP, see `pmkv_mangosteen::rpc`).
+//! [`pmkv_mg_serve`] (RPC: length-prefixed frames over TCP, see `pmkv_mangosteen::serve`).
 
 use crate::{bytes, cstr, fail, guard};
 use pmkv::ErrorKind;
-use pmkv_mangosteen::callback::{Application, Frontend};
-use pmkv_mangosteen::heap::Heap;
-use pmkv_mangosteen::runtime::Tx;
-use pmkv_mangosteen::split_alloc::{self, Registration};
-use pmkv_mangosteen::{Capture, Mangosteen, MangosteenError, MangosteenOptions};
+use pmkv_mangosteen as mg;
+use pmkv_mangosteen::{Application, Capture, Frontend, Heap, Mangosteen, Registration, SplitAlloc, Tx};
 use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
@@ -163,7 +160,7 @@ impl Application for CApp {
                 // the batch.
                 let h = unsafe { Heap::new(p, len) };
                 // SAFETY: as below, with this thread's allocations from the heap.
-                split_alloc::scope(h, || unsafe { f(req.0, p, len) });
+                SplitAlloc::scope(h, || unsafe { f(req.0, p, len) });
             } else {
                 // SAFETY: the region, ours for the batch; its writes are captured by page
                 // protection.
@@ -188,15 +185,15 @@ pub struct pmkv_mg_client {
     c: CClient,
 }
 
-fn mg_err(e: MangosteenError) -> c_int {
+fn mg_err(e: mg::Error) -> c_int {
     match e {
-        MangosteenError::Pool(p) => crate::from_err(p.into()),
-        MangosteenError::InvalidOption(m) => fail(ErrorKind::InvalidArgument, &m),
-        MangosteenError::OutOfRegion { .. } => fail(ErrorKind::InvalidArgument, &e.to_string()),
-        MangosteenError::Corrupt(_) => fail(ErrorKind::Corrupt, &e.to_string()),
-        MangosteenError::Io(_) => fail(ErrorKind::Io, &e.to_string()),
-        MangosteenError::AddressInUse { .. } => fail(ErrorKind::Locked, &e.to_string()),
-        MangosteenError::Panicked(_) => fail(ErrorKind::Internal, &e.to_string()),
+        mg::Error::Pool(p) => crate::from_err(p.into()),
+        mg::Error::InvalidOption(m) => fail(ErrorKind::InvalidArgument, &m),
+        mg::Error::OutOfRegion { .. } => fail(ErrorKind::InvalidArgument, &e.to_string()),
+        mg::Error::Corrupt(_) => fail(ErrorKind::Corrupt, &e.to_string()),
+        mg::Error::Io(_) => fail(ErrorKind::Io, &e.to_string()),
+        mg::Error::AddressInUse { .. } => fail(ErrorKind::Locked, &e.to_string()),
+        mg::Error::Panicked(_) => fail(ErrorKind::Internal, &e.to_string()),
     }
 }
 
@@ -271,19 +268,19 @@ pub unsafe extern "C" fn pmkv_mg_open(
                  in LD_PRELOAD; a library loaded with dlopen cannot replace malloc)",
             );
         }
-        let mo = MangosteenOptions {
+        let mo = mg::Options {
             region_size: if region == 0 { 1 << 20 } else { region },
             background: o.is_some_and(|o| o.background != 0),
             capture: Capture::Pages,
             fixed_address: heap,
-            ..MangosteenOptions::default()
+            ..mg::Options::default()
         };
         let m = match Mangosteen::open(pool, mo) {
             Ok(m) => m,
             Err(e) => return mg_err(e),
         };
         let registration = if heap {
-            let Some(r) = split_alloc::register(m.region_base(), m.size() as usize) else {
+            let Some(r) = SplitAlloc::register(m.region_base(), m.size() as usize) else {
                 return fail(ErrorKind::Unsupported, "more than 64 Mangosteen regions open in one process");
             };
             // A new pool's heap is formatted in a batch of its own, durable before use.
@@ -327,7 +324,7 @@ pub unsafe extern "C" fn pmkv_mg_region_size(m: *const pmkv_mg) -> u64 {
 ///
 /// `region` and `region_len` are what `process_request` received.
 unsafe fn heap_of(region: *mut u8, region_len: usize) -> Option<Heap> {
-    if region.is_null() || !split_alloc::in_region(region) {
+    if region.is_null() || !SplitAlloc::in_region(region) {
         return None;
     }
     // SAFETY: a registered region (the caller's contract: the whole region).
@@ -369,7 +366,7 @@ pub unsafe extern "C" fn pmkv_mg_set_root(region: *mut u8, region_len: usize, ro
         let Some(h) = (unsafe { heap_of(region, region_len) }) else {
             return fail(ErrorKind::InvalidArgument, "not a split_heap region");
         };
-        if split_alloc::current().is_none() {
+        if SplitAlloc::current().is_none() {
             return fail(ErrorKind::InvalidArgument, "pmkv_mg_set_root outside a read-write request");
         }
         let off = if root.is_null() {
@@ -473,7 +470,7 @@ pub unsafe extern "C" fn pmkv_mg_client_cmd(
 /// RPC mode: serve the application on 127.0.0.1:`port` (0: any free port) until the
 /// process ends or the listener fails. Once listening, `ready(port, arg)` is called (if
 /// not NULL) with the bound port. Each connection is a client (`init_client` /
-/// `destroy_client`); framing is the runtime's (`pmkv_mangosteen::rpc`: a 4-byte
+/// `destroy_client`); framing is the runtime's (`pmkv_mangosteen::serve`: a 4-byte
 /// little-endian length, then the bytes; responses start with a status byte, 0 = the
 /// application's response, 1 = an error message). Returns only on an error.
 ///
@@ -499,7 +496,7 @@ pub unsafe extern "C" fn pmkv_mg_serve(
             // SAFETY: the caller's callback.
             unsafe { f(bound, arg) }
         }
-        match pmkv_mangosteen::rpc::serve(l, m.fe.clone()) {
+        match mg::serve(l, m.fe.clone()) {
             Ok(()) => 0,
             Err(e) => fail(ErrorKind::Io, &format!("serving: {e}")),
         }

@@ -71,4 +71,4 @@ pub mod engines {
 /// whose allocations come from the durable region. Without it, opening a `mangosteen`
 /// store fails with `Unsupported`; every other engine works either way.
 #[cfg(feature = "mangosteen")]
-pub use pmkv_mangosteen::split_alloc::SplitAlloc;
+pub use pmkv_mangosteen::SplitAlloc;

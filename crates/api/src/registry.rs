@@ -39,7 +39,7 @@ impl Registry {
             #[cfg(feature = "volatile")]
             r.register(&pmkv_volatile::FACTORY);
             #[cfg(feature = "mangosteen")]
-            r.register(&pmkv_mangosteen::engine::FACTORY);
+            r.register(&pmkv_mangosteen::FACTORY);
             #[cfg(feature = "nbtree")]
             r.register(&pmkv_nbtree::FACTORY);
             r

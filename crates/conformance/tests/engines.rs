@@ -57,7 +57,7 @@ mod nbtree_single_layer {
 }
 
 mod mangosteen {
-    pmkv_conformance::suite!(pmkv_mangosteen::engine::FACTORY);
+    pmkv_conformance::suite!(pmkv_mangosteen::FACTORY);
 }
 
 /// The `mangosteen` engine allocates through it (split allocation, SPEC M7).

@@ -7,7 +7,7 @@
 //!
 //! `cargo run --release -p pmkv-mangosteen --example ablation`
 
-use pmkv_mangosteen::{Mangosteen, MangosteenOptions};
+use pmkv_mangosteen::{Mangosteen, Options};
 use pmkv_substrate::{Latency, Mode, Pool, PoolOptions};
 use pmkv_testutil::XorShift;
 use std::sync::Arc;
@@ -44,7 +44,7 @@ fn open(mode: Mode, dedup: bool) -> (tempfile::TempDir, Mangosteen) {
     let dir = tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).unwrap();
     let po = PoolOptions::default().mode(mode).latency(Latency::NONE).initial_size(16 << 20);
     let pool = Arc::new(Pool::create(dir.path().join("m.pool"), "mangosteen", &po).unwrap());
-    let o = MangosteenOptions { region_size: SLOTS * 8, dedup, background: true, ..MangosteenOptions::default() };
+    let o = Options { region_size: SLOTS * 8, dedup, background: true, ..Options::default() };
     (dir, Mangosteen::open(pool, o).unwrap())
 }
 

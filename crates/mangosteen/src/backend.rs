@@ -16,7 +16,7 @@
 //! together; a crash before that fence is replayed, which recomputes them. An open
 //! verifies every page after recovery: a damaged pool file is refused, not read.
 
-use crate::error::{MangosteenError, Result};
+use crate::error::{Error, Result};
 use crate::redo_log::{Record, RedoLog};
 use pmkv_substrate::Pool;
 
@@ -68,7 +68,7 @@ impl PmCopy {
             // SAFETY: inside the checks object (validated at open); read-only here.
             let want = unsafe { pool.at::<u32>(self.checks + 4 * p).read() };
             if self.compute(pool, p) != want {
-                return Err(MangosteenError::Corrupt(format!(
+                return Err(Error::Corrupt(format!(
                     "page {p} of the region (bytes {}..{}) fails its check: the pool file is damaged",
                     p * PAGE,
                     ((p + 1) * PAGE).min(self.size)
@@ -90,7 +90,7 @@ pub(crate) fn apply(log: &RedoLog, pm: &PmCopy, from: u64, to: u64) -> Result<u6
         match log.read(idx)? {
             Record::Redo { addr, len, data } => {
                 if addr.checked_add(len as u64).is_none_or(|e| e > size) {
-                    return Err(MangosteenError::Corrupt(format!(
+                    return Err(Error::Corrupt(format!(
                         "redo record {idx} writes {len} bytes at {addr}, outside the {size}-byte region"
                     )));
                 }

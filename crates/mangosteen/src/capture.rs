@@ -28,7 +28,9 @@ pub struct RegionBuf {
 
 // SAFETY: a plain owned buffer; access is governed by the borrow rules of `&`/`&mut`.
 unsafe impl Send for RegionBuf {}
-// SAFETY: as above.
+// SAFETY: through `&RegionBuf` the bytes are only read (`Deref`) or made read-only
+// (`protect(PROT_READ)`, which never stops a read); writing them needs `&mut`
+// (`DerefMut`, `fill_from`), so shared use from several threads cannot race.
 unsafe impl Sync for RegionBuf {}
 
 impl RegionBuf {

@@ -2,11 +2,11 @@
 //! made durable by the runtime (issue "Mangosteen, part 1"; paper §3).
 //!
 //! The map and everything it allocates live in the durable region, which is mapped at
-//! the same address for the pool's whole life (`MangosteenOptions::fixed_address`), so
+//! the same address for the pool's whole life (`Options::fixed_address`), so
 //! its pointers stay valid across restarts. A put or delete is a read-write request: it
 //! runs in a batch (flat-combined with other threads' writes) inside a split-allocation
 //! scope, so the map's allocations come from the region's persistent heap
-//! ([`crate::heap`], through [`crate::split_alloc::SplitAlloc`]); its writes — the map's
+//! ([`Heap`], through [`SplitAlloc`]); its writes — the map's
 //! nodes, the heap's lists — are found by page protection and logged, and the call
 //! returns once the batch's COMMIT is durable. A get or scan is a read-only request on the
 //! DRAM copy, in parallel with other readers. A write batch is one request, hence atomic.
@@ -14,10 +14,10 @@
 //! The program must install `SplitAlloc` as its global allocator (the `pmkv` CLI, server,
 //! bindings and test binaries do); without it the engine refuses to open.
 
+use crate::error::Error as MgError;
 use crate::heap::Heap;
-use crate::runtime::{Capture, Mangosteen, MangosteenOptions};
-use crate::split_alloc::{self, Registration};
-use crate::MangosteenError;
+use crate::runtime::{Capture, Mangosteen, Options as MgOptions};
+use crate::split_alloc::{Registration, SplitAlloc};
 use pmkv_core::{
     BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
     Options, Param, Pool, RecoveryReport, Result, Visitor, WriteBatch,
@@ -43,7 +43,7 @@ const HEADROOM: u64 = 16 << 10;
 /// The factory the registry lists.
 pub static FACTORY: MangosteenFactory = MangosteenFactory;
 
-/// Opens [`MangosteenEngine`]s.
+/// Opens `mangosteen` stores (a `BTreeMap` made durable by the runtime) for `pmkv::Store`.
 #[derive(Debug, Default)]
 pub struct MangosteenFactory;
 
@@ -69,22 +69,20 @@ fn info() -> EngineInfo {
     .fixed_address(true)
 }
 
-fn err(e: MangosteenError) -> Error {
+fn err(e: MgError) -> Error {
     match e {
-        MangosteenError::Pool(p) => p.into(),
-        MangosteenError::InvalidOption(_) | MangosteenError::OutOfRegion { .. } => {
-            Error::with_source(ErrorKind::InvalidArgument, e)
-        }
-        MangosteenError::Corrupt(_) => Error::with_source(ErrorKind::Corrupt, e),
-        MangosteenError::AddressInUse { .. } => Error::with_source(ErrorKind::Locked, e),
-        MangosteenError::Io(_) => Error::with_source(ErrorKind::Io, e),
-        MangosteenError::Panicked(_) => Error::with_source(ErrorKind::Internal, e),
+        MgError::Pool(p) => p.into(),
+        MgError::InvalidOption(_) | MgError::OutOfRegion { .. } => Error::with_source(ErrorKind::InvalidArgument, e),
+        MgError::Corrupt(_) => Error::with_source(ErrorKind::Corrupt, e),
+        MgError::AddressInUse { .. } => Error::with_source(ErrorKind::Locked, e),
+        MgError::Io(_) => Error::with_source(ErrorKind::Io, e),
+        MgError::Panicked(_) => Error::with_source(ErrorKind::Internal, e),
     }
 }
 
-fn options(opts: &Options) -> Result<MangosteenOptions> {
+fn options(opts: &Options) -> Result<MgOptions> {
     let mut region_mib = (opts.max_size >> 26).clamp(1, 256);
-    let mut o = MangosteenOptions { capture: Capture::Pages, fixed_address: true, ..Default::default() };
+    let mut o = MgOptions { capture: Capture::Pages, fixed_address: true, ..Default::default() };
     for (k, v) in opts.params() {
         let bad = || Error::invalid(format!("mangosteen parameter {k}={v}: not a valid value"));
         match k.as_str() {
@@ -133,17 +131,17 @@ pub struct MangosteenEngine {
 
 impl MangosteenEngine {
     /// Open (recovering first) the region in `pool`, and create the empty map on a new one.
-    pub fn open(pool: Arc<Pool>, o: MangosteenOptions) -> Result<MangosteenEngine> {
-        if !split_alloc::installed() {
+    pub fn open(pool: Arc<Pool>, o: MgOptions) -> Result<MangosteenEngine> {
+        if !SplitAlloc::installed() {
             return Err(Error::new(
                 ErrorKind::Unsupported,
-                "the mangosteen engine needs pmkv_mangosteen::split_alloc::SplitAlloc as this program's global allocator",
+                "the mangosteen engine needs pmkv_mangosteen::SplitAlloc as this program's global allocator",
             ));
         }
         let read_only = pool.is_read_only();
         let m = Mangosteen::open(pool, o).map_err(err)?;
         let (base, size) = (m.region_base(), m.size() as usize);
-        let registration = split_alloc::register(base, size)
+        let registration = SplitAlloc::register(base, size)
             .ok_or_else(|| Error::new(ErrorKind::Unsupported, "more than 64 mangosteen stores open in one process"))?;
         let root = m.read(|r| {
             // SAFETY: only reads of the heap header inside the region (the DRAM copy,
@@ -169,7 +167,7 @@ impl MangosteenEngine {
                 if !h.is_formatted() {
                     h.format();
                 }
-                let map = split_alloc::scope(h, || Box::into_raw(Box::new(Map::new())));
+                let map = SplitAlloc::scope(h, || Box::into_raw(Box::new(Map::new())));
                 let off = map as u64 - r.as_ptr() as u64;
                 h.set_root(off);
                 off
@@ -230,13 +228,13 @@ impl MangosteenEngine {
             }
             // SAFETY: as above; no one else touches the map during the batch.
             let map = unsafe { &mut *(r.as_mut_ptr().add(root) as *mut Map) };
-            Ok(split_alloc::scope(h, || f(map)))
+            Ok(SplitAlloc::scope(h, || f(map)))
         });
         match r {
             Ok(r) => r,
             Err(e) => {
                 self.poison();
-                if let MangosteenError::Panicked(m) = e {
+                if let MgError::Panicked(m) = e {
                     // The commit panicked on the combining thread: raise it here too, so
                     // the store handles it as it handles any engine panic (poisoned,
                     // pool left unclean, recovery at the next open).
@@ -311,7 +309,8 @@ impl Engine for MangosteenEngine {
     }
     fn memory(&self) -> MemoryUsage {
         let (size, used) = self.m.read(|r| {
-            // SAFETY: the heap header, read under the read side.
+            // SAFETY: `r` is the whole DRAM copy (16-aligned, mapped for `m`'s life); under
+            // the read side no batch writes it, and only the heap header is read (`used`).
             let h = unsafe { Heap::new(r.as_ptr() as *mut u8, r.len()) };
             (r.len() as u64, h.used())
         });
@@ -323,9 +322,12 @@ impl Engine for MangosteenEngine {
     fn check(&self) -> Result<CheckReport> {
         let mut rep = CheckReport::new("mangosteen");
         let (heap, len, ordered) = self.m.read(|r| {
-            // SAFETY: as in `memory`.
+            // SAFETY: `r` is the whole DRAM copy (16-aligned, mapped for `m`'s life); under
+            // the read side no batch writes it, and the heap is only read (`check`).
             let h = unsafe { Heap::new(r.as_ptr() as *mut u8, r.len()) };
-            // SAFETY: as in `read`.
+            // SAFETY: `root` names the map inside the region (checked at open), whose
+            // pointers were made for the copy's fixed address; no batch writes it under the
+            // read side, so a shared reference is sound.
             let map = unsafe { &*(r.as_ptr().add(self.root) as *const Map) };
             let ordered = map.keys().zip(map.keys().skip(1)).all(|(a, b)| a < b);
             (h.check(), map.len(), ordered)
@@ -343,11 +345,8 @@ impl Engine for MangosteenEngine {
         Ok(rep)
     }
     fn recovery(&self) -> Option<RecoveryReport> {
-        let r = self.m.recovery();
-        let mut rep = RecoveryReport::new("mangosteen");
-        rep.clean_shutdown = self.m.pool().was_clean();
+        let mut rep: RecoveryReport = self.m.recovery().clone();
         rep.records = self.len();
-        rep.rolled_forward = r.records;
         Some(rep)
     }
     fn sync(&self) -> Result<()> {

@@ -1,25 +1,37 @@
-//! Mangosteen's errors.
+//! Mangosteen's errors: [`Error`], re-exported at the crate root as every engine crate's
+//! `Error` is. The `mangosteen` engine maps them onto `pmkv_core::ErrorKind` (engine.rs);
+//! the C API onto its `PMKV_E_*` codes.
 
 use pmkv_substrate::PoolError;
 
-pub type Result<T> = std::result::Result<T, MangosteenError>;
+/// What the runtime's fallible operations return.
+pub type Result<T> = std::result::Result<T, Error>;
 
+/// Why a runtime operation failed.
 #[derive(Debug, thiserror::Error)]
-pub enum MangosteenError {
+pub enum Error {
+    /// The pool below failed (open, growth, persistence, read-only, ...).
     #[error(transparent)]
     Pool(#[from] PoolError),
+    /// A `Tx::write` or `Tx::record` outside the region; nothing was written.
     #[error("write of {len} bytes at {off} is outside the {size}-byte region")]
     OutOfRegion { off: u64, len: usize, size: u64 },
+    /// An option out of range, or a batch too large for the redo ring.
     #[error("invalid Mangosteen option: {0}")]
     InvalidOption(String),
+    /// The pool's Mangosteen objects fail their checks (or the backend stopped on one).
     #[error("corrupt Mangosteen pool: {0}")]
     Corrupt(String),
+    /// The region's fixed address (M7) is taken in this process, most likely by another
+    /// open of the same pool.
     #[error(
         "the region's fixed address {addr:#x} is in use in this process (is this pool, or a copy of it, open already?)"
     )]
     AddressInUse { addr: u64 },
+    /// The combiner panicked while committing a batch: the batch is not durable.
     #[error("{0} (the batch is not durable; reopen the pool to recover)")]
     Panicked(String),
+    /// Mapping or protecting the DRAM copy failed.
     #[error("mapping the region's DRAM copy: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -61,7 +61,11 @@ fn class_of(total: usize) -> Option<usize> {
     (0..NCLASS).find(|&c| class_size(c) >= total)
 }
 
-/// A heap over a region's bytes at `base` (see the module doc).
+/// The persistent side of the split heap (SPEC M7): an allocator over a region's bytes at
+/// `base` that keeps every byte of its metadata inside the region (a header at offset 0,
+/// size-class free lists, 16-byte block headers), so that its state is captured, logged
+/// and recovered with the application's own writes. A `Heap` is a plain view (copyable);
+/// it is used only by the thread running a batch, under the runtime's writer lock.
 #[derive(Clone, Copy, Debug)]
 pub struct Heap {
     base: *mut u8,
@@ -134,7 +138,7 @@ impl Heap {
         (self.len as u64).saturating_sub(self.word(BUMP_AT))
     }
 
-    /// A payload of `size` bytes aligned to `align` (at most [`MAX_ALIGN`]), or null if
+    /// A payload of `size` bytes aligned to `align` (at most 16 bytes), or null if
     /// the heap is full or the alignment too large.
     pub fn alloc(&self, size: usize, align: usize) -> *mut u8 {
         if align > MAX_ALIGN {
@@ -354,7 +358,7 @@ mod tests {
     #[test]
     fn full_heap_returns_null_and_frees_are_reused() {
         let mut mem = region(64 << 10);
-        // SAFETY: as above.
+        // SAFETY: a 16-aligned buffer of 64 KiB, only used through `h`, alive for the test.
         let h = unsafe { Heap::new(mem.as_mut_ptr() as *mut u8, 64 << 10) };
         h.format();
         let mut n = 0;

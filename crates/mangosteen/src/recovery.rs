@@ -13,24 +13,25 @@ use crate::backend;
 use crate::error::Result;
 use crate::redo_log::RedoLog;
 
-/// What an open's recovery did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RecoveryReport {
+/// What replaying the log did; the runtime reports it as a `pmkv_core::RecoveryReport`
+/// (see `Mangosteen::recovery`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Replay {
     /// Records replayed (REDO and COMMIT).
-    pub records: u64,
+    pub(crate) records: u64,
     /// The persistent head and tail found.
-    pub head: u64,
-    pub tail: u64,
+    pub(crate) head: u64,
+    pub(crate) tail: u64,
 }
 
-pub(crate) fn replay(log: &RedoLog, pm: &backend::PmCopy) -> Result<RecoveryReport> {
+pub(crate) fn replay(log: &RedoLog, pm: &backend::PmCopy) -> Result<Replay> {
     let (head, tail) = (log.p_head(), log.p_tail());
     if tail < head || tail - head > log.cap {
-        return Err(crate::MangosteenError::Corrupt(format!(
+        return Err(crate::error::Error::Corrupt(format!(
             "redo log head {head} and tail {tail} are inconsistent with a ring of {} records",
             log.cap
         )));
     }
     backend::apply(log, pm, head, tail)?;
-    Ok(RecoveryReport { records: tail - head, head, tail })
+    Ok(Replay { records: tail - head, head, tail })
 }

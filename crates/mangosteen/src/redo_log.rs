@@ -10,7 +10,7 @@
 //! a CRC, so damage, or a stale record of an earlier lap of the ring, is an error instead
 //! of a write of garbage into the PM copy.
 
-use crate::error::{MangosteenError, Result};
+use crate::error::{Error, Result};
 use crate::layout::*;
 use pmkv_substrate::Pool;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -115,7 +115,7 @@ impl RedoLog {
         for (i, w) in b.chunks_exact_mut(8).enumerate() {
             w.copy_from_slice(&self.word(at + 8 * i as u64).load(Ordering::Relaxed).to_le_bytes());
         }
-        let bad = |what: &str| Err(MangosteenError::Corrupt(format!("redo record {idx} (slot {at:#x}): {what}")));
+        let bad = |what: &str| Err(Error::Corrupt(format!("redo record {idx} (slot {at:#x}): {what}")));
         if u32::from_le_bytes(b[60..64].try_into().unwrap()) != crc32fast::hash(&b[..60]) {
             return bad("checksum does not match");
         }

@@ -6,15 +6,15 @@
 //! Fig. 3 lines 20–32) every dirty block is logged once with its final content, then the
 //! COMMIT, one fence, the tail, one persist — and only then does `batch` return. The
 //! backend applies committed batches to the PM copy, inline after each batch or on a
-//! thread of its own ([`MangosteenOptions::background`]).
+//! thread of its own ([`Options::background`]).
 
 use crate::backend::{self, PmCopy};
 use crate::capture::{PageCapture, RegionBuf};
 use crate::dedup::DedupSet;
-use crate::error::{MangosteenError, Result};
+use crate::error::{Error, Result};
 use crate::flat_combining::{Batch, Combining, Outcome};
 use crate::layout::*;
-use crate::recovery::{self, RecoveryReport};
+use crate::recovery::{self, Replay};
 use crate::redo_log::{Record, RedoLog};
 use parking_lot::{Mutex, RwLock};
 use pmkv_substrate::epalloc::EpAlloc;
@@ -25,7 +25,7 @@ use std::sync::Arc;
 /// Options of a Mangosteen region. Size, block size and ring capacity are fixed when the
 /// pool is created and read back at open.
 #[derive(Clone, Copy, Debug)]
-pub struct MangosteenOptions {
+pub struct Options {
     /// Bytes of the region.
     pub region_size: u64,
     /// Deduplication and log granularity: 8, 16 or 32 bytes (the paper's default, 32).
@@ -53,13 +53,14 @@ pub enum Capture {
     /// Only what `Tx::write` and `Tx::record` say (the API compiler instrumentation calls).
     Explicit,
     /// Also every byte changed through plain pointers into the region, found by page
-    /// protection (see [`crate::capture`]); one region per process may use it at a time.
+    /// protection (the region is write-protected for a batch and each page snapshotted at
+    /// its first write); one region per process may use it at a time.
     Pages,
 }
 
-impl Default for MangosteenOptions {
+impl Default for Options {
     fn default() -> Self {
-        MangosteenOptions {
+        Options {
             region_size: 1 << 20,
             block_size: 32,
             ring_records: 4096,
@@ -123,7 +124,11 @@ impl Dram {
 #[allow(clippy::type_complexity)]
 static READ_ONLY_COPIES: Mutex<Vec<(u64, std::path::PathBuf, std::sync::Weak<RegionBuf>)>> = Mutex::new(Vec::new());
 
-/// A durable region (see the module doc).
+/// A durable region (paper §3.2): reads run on a DRAM copy in parallel; a batch of
+/// writes ([`Mangosteen::batch`]) is flat-combined with other threads' batches, its dirty
+/// blocks are deduplicated and logged, and it returns only once its COMMIT is durable.
+/// The backend applies committed batches to the PM copy; an open first replays what was
+/// committed and not applied (M8), see [`Mangosteen::recovery`].
 pub struct Mangosteen {
     shared: Arc<Shared>,
     dram: RwLock<Dram>,
@@ -131,7 +136,7 @@ pub struct Mangosteen {
     block: usize,
     background: bool,
     backend: Option<std::thread::JoinHandle<()>>,
-    recovery: RecoveryReport,
+    recovery: pmkv_core::RecoveryReport,
     combining: Combining,
     batches: AtomicU64,
     requests: AtomicU64,
@@ -176,15 +181,25 @@ impl<'a> Tx<'a> {
     }
 }
 
+/// The core's recovery report for an open that replayed `r` (see [`Mangosteen::recovery`]).
+fn report(pool: &Pool, r: Replay, took: std::time::Duration) -> pmkv_core::RecoveryReport {
+    let mut rep =
+        pmkv_core::RecoveryReport::new("mangosteen").with_detail("log_head", r.head).with_detail("log_tail", r.tail);
+    rep.clean_shutdown = pool.was_clean();
+    rep.rolled_forward = r.records;
+    rep.duration = took;
+    rep
+}
+
 fn range(off: u64, len: usize, size: u64) -> Result<std::ops::Range<usize>> {
     match off.checked_add(len as u64) {
         Some(end) if end <= size => Ok(off as usize..end as usize),
-        _ => Err(MangosteenError::OutOfRegion { off, len, size }),
+        _ => Err(Error::OutOfRegion { off, len, size }),
     }
 }
 
-fn check_options(o: &MangosteenOptions) -> Result<()> {
-    let bad = |m: &str| Err(MangosteenError::InvalidOption(m.into()));
+fn check_options(o: &Options) -> Result<()> {
+    let bad = |m: &str| Err(Error::InvalidOption(m.into()));
     if ![8, 16, 32].contains(&o.block_size) {
         return bad("block_size must be 8, 16 or 32");
     }
@@ -203,8 +218,9 @@ fn check_options(o: &MangosteenOptions) -> Result<()> {
 impl Mangosteen {
     /// Open the region in `pool`, creating it (with `opts`' geometry) if the pool has none;
     /// an existing region is recovered (committed batches replayed) before this returns.
-    pub fn open(pool: Arc<Pool>, opts: MangosteenOptions) -> Result<Mangosteen> {
+    pub fn open(pool: Arc<Pool>, opts: Options) -> Result<Mangosteen> {
         check_options(&opts)?;
+        let started = std::time::Instant::now();
         let (alloc, sb) = if pool.root(SUPER_ROOT) == 0 {
             pool.check_writable()?;
             format(pool.clone(), &opts)?
@@ -216,23 +232,21 @@ impl Mangosteen {
         let (block, cap, size, ring, region, addr, checks) = read_super(&pool, &alloc, sb)?;
         let pm = PmCopy { region, size, checks };
         let log = RedoLog::new(pool.clone(), ring, cap, sb);
-        let recovery = if pool.is_read_only() {
-            RecoveryReport { head: log.p_head(), tail: log.p_tail(), records: 0 }
+        let replay = if pool.is_read_only() {
+            Replay { head: log.p_head(), tail: log.p_tail(), records: 0 }
         } else {
             recovery::replay(&log, &pm)?
         };
         let (head, tail) = (log.p_head(), log.p_tail());
         if pool.is_read_only() && head != tail {
-            return Err(MangosteenError::Pool(pmkv_substrate::PoolError::NeedsRecovery {
+            return Err(Error::Pool(pmkv_substrate::PoolError::NeedsRecovery {
                 path: pool.path().map(|p| p.to_path_buf()).unwrap_or_default(),
             }));
         }
         let map_at = |a: u64| {
             RegionBuf::new_at(a as usize, size as usize).map_err(|e| match e.kind() {
-                std::io::ErrorKind::AddrInUse | std::io::ErrorKind::AlreadyExists => {
-                    MangosteenError::AddressInUse { addr: a }
-                }
-                _ => MangosteenError::Io(e),
+                std::io::ErrorKind::AddrInUse | std::io::ErrorKind::AlreadyExists => Error::AddressInUse { addr: a },
+                _ => Error::Io(e),
             })
         };
         // SAFETY: the region object lies inside the pool (validated by `read_super`) and
@@ -268,6 +282,7 @@ impl Mangosteen {
             Dram::Own(d)
         };
         pm.verify(&pool)?;
+        let recovery = report(&pool, replay, started.elapsed());
         let shared = Arc::new(Shared { log, pm, size, stop: AtomicBool::new(false), failed: Mutex::new(None) });
         let backend = (opts.background && !pool.is_read_only()).then(|| {
             let s = shared.clone();
@@ -294,8 +309,13 @@ impl Mangosteen {
         })
     }
 
-    /// What the open's recovery replayed.
-    pub fn recovery(&self) -> &RecoveryReport {
+    /// What the open's recovery did (M8), in the core's report: `clean_shutdown` as the
+    /// pool recorded it, `rolled_forward` = redo records (REDO and COMMIT) replayed onto
+    /// the PM copy, `duration` = the replay plus the rebuild of the DRAM copy, and the
+    /// log's persistent head and tail as found, as the details `log_head` and `log_tail`
+    /// (read them with `detail_u64`). `records` is left 0: the region is bytes to the
+    /// runtime; the `mangosteen` engine fills it with its map's length.
+    pub fn recovery(&self) -> &pmkv_core::RecoveryReport {
         &self.recovery
     }
 
@@ -316,7 +336,7 @@ impl Mangosteen {
     }
 
     /// The DRAM copy's first byte: fixed for the pool's life with
-    /// [`MangosteenOptions::fixed_address`], else for this open's.
+    /// [`Options::fixed_address`], else for this open's.
     pub fn region_base(&self) -> usize {
         self.dram.read().base()
     }
@@ -328,7 +348,7 @@ impl Mangosteen {
 
     /// Run `f` as part of a batch of writes; returns once the batch is durable (its
     /// COMMIT and the tail covering it are persistent). Concurrent callers are combined
-    /// into one batch by flat combining (see [`crate::flat_combining`]): `f` may run on
+    /// into one batch by flat combining (the paper's Fig. 2): `f` may run on
     /// another thread, and shares the batch's single fence and persist with the others.
     /// Writes `f` made before it returned an error (or panicked) still commit: they are in
     /// the DRAM copy, which must not run ahead of the log. A panic in `f` is re-raised here.
@@ -379,10 +399,8 @@ impl Mangosteen {
         });
         match outcome {
             Outcome::Ok => Ok(result.expect("a request that ran has a result")),
-            Outcome::CommitPanicked => {
-                Err(MangosteenError::Panicked("the combiner panicked while committing the batch".into()))
-            }
-            Outcome::Failed(e) => Err(MangosteenError::Corrupt(format!("the batch could not be committed: {e}"))),
+            Outcome::CommitPanicked => Err(Error::Panicked("the combiner panicked while committing the batch".into())),
+            Outcome::Failed(e) => Err(Error::Corrupt(format!("the batch could not be committed: {e}"))),
             Outcome::Panicked(p) => std::panic::resume_unwind(p),
         }
     }
@@ -425,12 +443,12 @@ impl Mangosteen {
         while front.tail - front.head >= log.cap {
             if self.background {
                 if let Some(e) = self.shared.failed.lock().clone() {
-                    return Err(MangosteenError::Corrupt(format!("the backend stopped: {e}")));
+                    return Err(Error::Corrupt(format!("the backend stopped: {e}")));
                 }
                 // Everything committed is applied and the ring is still full: it holds
                 // only this batch, which can never commit. Refuse it.
                 if log.p_head() == log.p_tail() && front.head == log.p_head() {
-                    return Err(MangosteenError::InvalidOption(format!(
+                    return Err(Error::InvalidOption(format!(
                         "a batch of more than {} records does not fit in the redo ring",
                         log.cap
                     )));
@@ -443,7 +461,7 @@ impl Mangosteen {
                 // COMMIT): refuse it rather than wait forever.
                 let durable = log.p_tail();
                 if durable == front.head {
-                    return Err(MangosteenError::InvalidOption(format!(
+                    return Err(Error::InvalidOption(format!(
                         "a batch of more than {} records does not fit in the redo ring",
                         log.cap
                     )));
@@ -473,7 +491,7 @@ impl Mangosteen {
         let tail = log.p_tail();
         while log.p_head() < tail {
             if let Some(e) = self.shared.failed.lock().clone() {
-                return Err(MangosteenError::Corrupt(format!("the backend stopped: {e}")));
+                return Err(Error::Corrupt(format!("the backend stopped: {e}")));
             }
             std::thread::yield_now();
         }
@@ -523,7 +541,7 @@ fn backend_loop(s: &Shared) {
 /// Create the superblock, ring and PM copy (all EPallocator objects, so nothing leaks):
 /// written and persisted, published, and only then named by the pool root. A crash before
 /// the root leaves published objects no root names; the next attempt frees them first.
-fn format(pool: Arc<Pool>, o: &MangosteenOptions) -> Result<(EpAlloc, u64)> {
+fn format(pool: Arc<Pool>, o: &Options) -> Result<(EpAlloc, u64)> {
     let alloc = if pool.root(pmkv_substrate::epalloc::EPALLOC_ROOT) == 0 {
         EpAlloc::create(pool.clone())?
     } else {
@@ -546,7 +564,7 @@ fn format(pool: Arc<Pool>, o: &MangosteenOptions) -> Result<(EpAlloc, u64)> {
     // At least a line, so that the object is line-aligned and its offset ÷ 64 exact.
     let checks = alloc.alloc(CHECKS, checks_len.max(64))?;
     if !checks.is_multiple_of(64) {
-        return Err(MangosteenError::Corrupt(format!("the page checks object at {checks:#x} is not line-aligned")));
+        return Err(Error::Corrupt(format!("the page checks object at {checks:#x} is not line-aligned")));
     }
     // SAFETY: four reserved objects of these sizes, not yet reachable from anything.
     unsafe {
@@ -591,7 +609,7 @@ type Super = (usize, u64, u64, u64, u64, u64, u64);
 
 /// Validate the superblock and read its fields.
 fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<Super> {
-    let bad = |m: String| Err(MangosteenError::Corrupt(m));
+    let bad = |m: String| Err(Error::Corrupt(m));
     if alloc.type_of(sb) != Some(SUPER) || !alloc.is_used(sb) || !pool.contains(sb, SUPER_SIZE as u64) {
         return bad(format!("root {sb:#x} does not name a used superblock"));
     }
@@ -627,4 +645,39 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<Super> {
         return bad("superblock geometry or object offsets are invalid".into());
     }
     Ok((block, cap, size, ring, region, addr, checks))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pmkv_substrate::{Eviction, Pool};
+
+    /// M8 through the core's report: an open that replays the log says how many records
+    /// it replayed (`rolled_forward`) and where the persistent head and tail were.
+    #[test]
+    fn m8_recovery_reports_the_replayed_records_in_the_core_report() {
+        let po = pmkv_testutil::sim_opts(8 << 20);
+        let opts = Options { region_size: 64 << 10, ..Options::default() };
+        let pool = Arc::new(Pool::create_sim("mangosteen", &po).unwrap());
+        let m = Mangosteen::open(pool.clone(), opts).unwrap();
+        assert_eq!(m.recovery().engine, "mangosteen");
+        assert_eq!(m.recovery().rolled_forward, 0, "a new region has nothing to replay");
+        m.batch(|tx| tx.write(0, &[7u8; 64]).unwrap()).unwrap();
+        let (head, tail) = m.log_indices();
+        assert_eq!(head, tail, "the inline backend applied the batch");
+        assert_eq!(tail, 3, "two 32-byte blocks and a COMMIT");
+        // Rewind the persistent head: replay is idempotent, so the next open replays the
+        // whole batch again, as after a crash before the backend applied it.
+        m.shared.log.set_p_head(0);
+        let img = pool.sim().unwrap().image_now(&pool, Eviction::None);
+        drop(m);
+        let again = Mangosteen::open(Arc::new(Pool::from_image(&img, None, &po).unwrap()), opts).unwrap();
+        let r = again.recovery();
+        assert_eq!(r.rolled_forward, tail);
+        assert_eq!(r.detail_u64("log_head"), Some(0));
+        assert_eq!(r.detail_u64("log_tail"), Some(tail));
+        assert!(!r.clean_shutdown, "an image of a live pool is a crash");
+        assert_eq!(again.log_indices(), (tail, tail), "the replay advanced the head");
+        again.read(|s| assert_eq!(&s[..64], &[7u8; 64][..]));
+    }
 }

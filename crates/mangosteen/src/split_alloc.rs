@@ -1,20 +1,7 @@
 //! Split allocation (SPEC M7): the application's allocator calls are redirected, without
-//! changing its code, to the persistent heap ([`crate::heap`]) while a read-write request
-//! runs, and to the ordinary transient heap otherwise.
-//!
-//! For Rust this is a global allocator, [`SplitAlloc`], that the final program installs
-//! (`#[global_allocator] static A: SplitAlloc = SplitAlloc;`; a library cannot do it for
-//! the program). It forwards to the system allocator unless the calling thread is inside
-//! [`scope`], which the runtime enters around the application's code on the thread that
-//! runs a batch. Frees go to where the block came from: a pointer inside the scope's
-//! region goes back to its heap; a pointer inside another registered region
-//! ([`register`]) outside a scope is *leaked* and counted ([`stray_frees`]) — freeing it
-//! would change persistent state that no batch captures; everything else goes to the
-//! system allocator.
-//!
-//! Inside a scope, an allocation the heap cannot satisfy (full, or aligned to more than
-//! 16 bytes) returns null, which Rust turns into an abort: callers check the room left
-//! first (the `mangosteen` engine refuses a put with `Full` before it could run out).
+//! changing its code, to the persistent heap (`crate::heap`) while a read-write request
+//! runs, and to the ordinary transient heap otherwise. [`SplitAlloc`]'s doc says how; it
+//! is the public face of this module, re-exported at the crate root.
 
 use crate::heap::Heap;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -33,7 +20,21 @@ static REGISTERED: AtomicUsize = AtomicUsize::new(0);
 static STRAY: AtomicU64 = AtomicU64::new(0);
 static SEEN: AtomicBool = AtomicBool::new(false);
 
-/// The global allocator that splits (see the module doc).
+/// The global allocator that splits (SPEC M7).
+///
+/// The final program installs it (`#[global_allocator] static A: SplitAlloc =
+/// SplitAlloc;`; a library cannot do it for the program). It forwards to the system
+/// allocator unless the calling thread is inside [`SplitAlloc::scope`], which the runtime
+/// enters around the application's code on the thread that runs a batch. Frees go to
+/// where the block came from: a pointer inside the scope's region goes back to its heap; a
+/// pointer inside another registered region ([`SplitAlloc::register`]) outside a scope is
+/// *leaked* and counted ([`SplitAlloc::stray_frees`]) — freeing it would change
+/// persistent state that no batch captures; everything else goes to the system
+/// allocator.
+///
+/// Inside a scope, an allocation the heap cannot satisfy (full, or aligned to more than
+/// 16 bytes) returns null, which Rust turns into an abort: callers check the room left
+/// first (the `mangosteen` engine refuses a put with `Full` before it could run out).
 pub struct SplitAlloc;
 
 fn in_registered(p: usize) -> bool {
@@ -57,7 +58,8 @@ unsafe impl GlobalAlloc for SplitAlloc {
         }
         match CURRENT.with(Cell::get) {
             Some(h) => h.alloc(l.size(), l.align()),
-            // SAFETY: the caller's layout, forwarded.
+            // SAFETY: outside a scope every block is `System`'s: the caller's layout (non-zero
+            // size, the `GlobalAlloc` contract) is passed on unchanged.
             None => unsafe { System.alloc(l) },
         }
     }
@@ -72,7 +74,8 @@ unsafe impl GlobalAlloc for SplitAlloc {
                 }
                 p
             }
-            // SAFETY: forwarded.
+            // SAFETY: outside a scope every block is `System`'s: the caller's layout (non-zero
+            // size, the `GlobalAlloc` contract) is passed on unchanged.
             None => unsafe { System.alloc_zeroed(l) },
         }
     }
@@ -101,7 +104,8 @@ unsafe impl GlobalAlloc for SplitAlloc {
         // SAFETY: `new` is non-zero and, rounded to `l.align()`, fits `isize` (the
         // caller's contract of `realloc`).
         let nl = unsafe { Layout::from_size_align_unchecked(new, l.align()) };
-        // SAFETY: as for `alloc`.
+        // SAFETY: `nl` has a non-zero size (`new`, by `realloc`'s contract) and a valid
+        // alignment (the old layout's), which is all `alloc` requires.
         let q = unsafe { self.alloc(nl) };
         if !q.is_null() {
             // SAFETY: both blocks hold at least the smaller size; they are distinct.
@@ -113,20 +117,7 @@ unsafe impl GlobalAlloc for SplitAlloc {
     }
 }
 
-/// Run `f` with this thread's allocations coming from `heap` (and frees of its blocks
-/// going back to it); the previous setting is restored afterwards, also on a panic.
-pub fn scope<R>(heap: Heap, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<Heap>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            CURRENT.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(CURRENT.with(|c| c.replace(Some(heap))));
-    f()
-}
-
-/// A registered region (see [`register`]); unregisters on drop.
+/// A registered region (see [`SplitAlloc::register`]); unregisters on drop.
 pub struct Registration(usize);
 
 impl Drop for Registration {
@@ -137,46 +128,64 @@ impl Drop for Registration {
     }
 }
 
-/// Declare `[start, start+len)` a persistent region, so that a free of one of its
-/// blocks outside a scope is leaked rather than handed to the system allocator. `None`
-/// if all 64 slots are taken.
-pub fn register(start: usize, len: usize) -> Option<Registration> {
-    for (i, (s, e)) in REGIONS.iter().enumerate() {
-        if s.compare_exchange(0, start, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-            e.store(start + len, Ordering::Release);
-            REGISTERED.fetch_add(1, Ordering::AcqRel);
-            return Some(Registration(i));
+/// The split's controls: what the runtime, the engine and the C API's `malloc`
+/// interposer call around a request (associated functions, so that the crate root
+/// exports one name for the split allocator).
+impl SplitAlloc {
+    /// Run `f` with this thread's allocations coming from `heap` (and frees of its blocks
+    /// going back to it); the previous setting is restored afterwards, also on a panic.
+    pub fn scope<R>(heap: Heap, f: impl FnOnce() -> R) -> R {
+        struct Restore(Option<Heap>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(self.0));
+            }
         }
+        let _restore = Restore(CURRENT.with(|c| c.replace(Some(heap))));
+        f()
     }
-    None
-}
 
-/// The persistent heap this thread allocates from: `Some` inside a [`scope`]. For
-/// allocators other than [`SplitAlloc`] that split the same way (the C API's `malloc`
-/// interposer).
-pub fn current() -> Option<Heap> {
-    CURRENT.with(Cell::get)
-}
+    /// Declare `[start, start+len)` a persistent region, so that a free of one of its
+    /// blocks outside a scope is leaked rather than handed to the system allocator. `None`
+    /// if all 64 slots are taken.
+    pub fn register(start: usize, len: usize) -> Option<Registration> {
+        for (i, (s, e)) in REGIONS.iter().enumerate() {
+            if s.compare_exchange(0, start, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                e.store(start + len, Ordering::Release);
+                REGISTERED.fetch_add(1, Ordering::AcqRel);
+                return Some(Registration(i));
+            }
+        }
+        None
+    }
 
-/// Whether `p` lies in a registered persistent region (see [`register`]).
-pub fn in_region(p: *const u8) -> bool {
-    in_registered(p as usize)
-}
+    /// The persistent heap this thread allocates from: `Some` inside a
+    /// [`SplitAlloc::scope`]. For allocators other than `SplitAlloc` that split the same way (the C API's
+    /// `malloc` interposer).
+    pub fn current() -> Option<Heap> {
+        CURRENT.with(Cell::get)
+    }
 
-/// Count a free of a persistent block outside any scope, which is leaked instead (see
-/// the module doc).
-pub fn note_stray() {
-    STRAY.fetch_add(1, Ordering::Relaxed);
-}
+    /// Whether `p` lies in a registered persistent region (see [`SplitAlloc::register`]).
+    pub fn in_region(p: *const u8) -> bool {
+        in_registered(p as usize)
+    }
 
-/// Frees of persistent blocks made outside any scope (leaked, see the module doc).
-pub fn stray_frees() -> u64 {
-    STRAY.load(Ordering::Relaxed)
-}
+    /// Count a free of a persistent block outside any scope, which is leaked instead (see
+    /// [`SplitAlloc`]).
+    pub fn note_stray() {
+        STRAY.fetch_add(1, Ordering::Relaxed);
+    }
 
-/// Whether this program's global allocator is [`SplitAlloc`].
-pub fn installed() -> bool {
-    let b = std::hint::black_box(Box::new(7u64));
-    drop(b);
-    SEEN.load(Ordering::Relaxed)
+    /// Frees of persistent blocks made outside any scope (leaked, see [`SplitAlloc`]).
+    pub fn stray_frees() -> u64 {
+        STRAY.load(Ordering::Relaxed)
+    }
+
+    /// Whether this program's global allocator is `SplitAlloc`.
+    pub fn installed() -> bool {
+        let b = std::hint::black_box(Box::new(7u64));
+        drop(b);
+        SEEN.load(Ordering::Relaxed)
+    }
 }

@@ -3,7 +3,7 @@
 //! rewritten with their own value log nothing), and a crash at any point of such a batch
 //! recovers a prefix that holds every acknowledged batch.
 
-use pmkv_mangosteen::{Capture, Mangosteen, MangosteenOptions};
+use pmkv_mangosteen::{Capture, Mangosteen, Options};
 use pmkv_substrate::{Eviction, Pool};
 use pmkv_testutil::{sim_opts, CrashFindings};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 const SIZE: u64 = 64 << 10;
 
-fn opts() -> MangosteenOptions {
-    MangosteenOptions { region_size: SIZE, ring_records: 64, capture: Capture::Pages, ..MangosteenOptions::default() }
+fn opts() -> Options {
+    Options { region_size: SIZE, ring_records: 64, capture: Capture::Pages, ..Options::default() }
 }
 
 /// An "unchanged" data structure: a hash table of u64 counters over the region's bytes,
@@ -68,8 +68,7 @@ fn pages_capture_plain_writes_and_survive_every_crash_point() {
         let acked = d.load(Ordering::Acquire);
         f.check_images(pt, Eviction::standard(pt.index), "", |img| {
             let p = Arc::new(Pool::from_image(img, Some("mangosteen"), &sim_opts(1 << 20)).map_err(|e| e.to_string())?);
-            let m = Mangosteen::open(p, MangosteenOptions { capture: Capture::Explicit, ..opts() })
-                .map_err(|e| e.to_string())?;
+            let m = Mangosteen::open(p, Options { capture: Capture::Explicit, ..opts() }).map_err(|e| e.to_string())?;
             let got = m.read(|r| r.to_vec());
             if got != model(acked) && got != model(acked + 1) {
                 return Err(format!("not a prefix with the {acked} acknowledged batches"));
@@ -95,6 +94,6 @@ fn pages_capture_plain_writes_and_survive_every_crash_point() {
     let img = pool.sim().unwrap().image_now(&pool, Eviction::None);
     drop(m);
     let p = Arc::new(Pool::from_image(&img, Some("mangosteen"), &sim_opts(1 << 20)).unwrap());
-    let m2 = Mangosteen::open(p, MangosteenOptions { capture: Capture::Explicit, ..opts() }).unwrap();
+    let m2 = Mangosteen::open(p, Options { capture: Capture::Explicit, ..opts() }).unwrap();
     assert_eq!(m2.read(|r| r.to_vec()), model(30));
 }

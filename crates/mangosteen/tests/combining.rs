@@ -5,7 +5,7 @@
 //! request lost or run twice — in the DRAM copy and, after a reopen, in the PM copy; a
 //! panicking request is re-raised in its own writer and leaves the others' alone.
 
-use pmkv_mangosteen::{Mangosteen, MangosteenOptions};
+use pmkv_mangosteen::{Mangosteen, Options};
 use pmkv_substrate::Pool;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -26,7 +26,7 @@ fn bump(tx: &mut pmkv_mangosteen::Tx<'_>, i: u64) {
 fn m2_many_writers_share_batches_and_lose_nothing() {
     let dir = pmkv_testutil::pool_dir();
     let path = dir.path().join("fc.pool");
-    let opts = MangosteenOptions { region_size: 4096, background: true, ..MangosteenOptions::default() };
+    let opts = Options { region_size: 4096, background: true, ..Options::default() };
     {
         let pool = Arc::new(Pool::create(&path, "mangosteen", &pmkv_testutil::small_opts()).unwrap());
         let m = Arc::new(Mangosteen::open(pool, opts).unwrap());
@@ -110,7 +110,7 @@ fn a_batch_larger_than_the_ring_is_refused_not_waited_for() {
     for background in [false, true] {
         let dir = pmkv_testutil::pool_dir();
         let path = dir.path().join("big.pool");
-        let opts = MangosteenOptions { region_size: 4096, ring_records: 8, background, ..MangosteenOptions::default() };
+        let opts = Options { region_size: 4096, ring_records: 8, background, ..Options::default() };
         let pool = Arc::new(Pool::create(&path, "mangosteen", &pmkv_testutil::small_opts()).unwrap());
         let m = Mangosteen::open(pool, opts).unwrap();
         // A batch that fits commits.

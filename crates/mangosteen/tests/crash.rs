@@ -5,7 +5,7 @@
 //! includes every batch acknowledged before the crash, and pass the allocator's checker
 //! (nothing leaked).
 
-use pmkv_mangosteen::{Mangosteen, MangosteenOptions};
+use pmkv_mangosteen::{Mangosteen, Options};
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::{Eviction, Pool};
 use pmkv_testutil::{sim_opts, CrashFindings};
@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 const SIZE: u64 = 4096;
 
-fn opts() -> MangosteenOptions {
+fn opts() -> Options {
     // A small ring, so that batches wrap around it and wait for the backend.
-    MangosteenOptions { region_size: SIZE, ring_records: 24, ..MangosteenOptions::default() }
+    Options { region_size: SIZE, ring_records: 24, ..Options::default() }
 }
 
 /// The batches: each writes a few overlapping ranges (deduplicated into blocks).
@@ -116,7 +116,7 @@ fn m8_every_crash_point_of_a_batch_recovers_a_prefix_with_every_acknowledged_bat
 fn m6_background_backend_keeps_up_and_reopen_sees_every_batch() {
     let dir = pmkv_testutil::pool_dir();
     let path = dir.path().join("m.pool");
-    let o = MangosteenOptions { background: true, ..opts() };
+    let o = Options { background: true, ..opts() };
     {
         let pool = Arc::new(Pool::create(&path, "mangosteen", &pmkv_testutil::small_opts()).unwrap());
         let m = Mangosteen::open(pool, o).unwrap();

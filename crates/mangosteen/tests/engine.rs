@@ -3,8 +3,7 @@
 //! many threads writing at once (flat combining), a full region, and the refusals.
 
 use pmkv_core::{Direction, EngineFactory, ErrorKind, KeyRange, Options, WriteBatch};
-use pmkv_mangosteen::engine::FACTORY;
-use pmkv_mangosteen::split_alloc::{self, SplitAlloc};
+use pmkv_mangosteen::{SplitAlloc, FACTORY};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -165,5 +164,5 @@ fn full_region_locked_and_read_only() {
     assert_eq!(ro.len(), n as u64 - 1);
     assert_eq!(ro.put(b"x", b"y").unwrap_err().kind(), ErrorKind::ReadOnly);
     ro.close().unwrap();
-    assert_eq!(split_alloc::stray_frees(), 0, "no persistent block was freed outside a request");
+    assert_eq!(SplitAlloc::stray_frees(), 0, "no persistent block was freed outside a request");
 }

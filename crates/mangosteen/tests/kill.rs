@@ -5,7 +5,7 @@
 //! sets keys as fast as it can; after each restart every acknowledged value is read back
 //! (the one request in flight at the kill may have landed or not).
 
-use pmkv_mangosteen::rpc::{read_frame, write_frame};
+use pmkv_mangosteen::{read_frame, write_frame};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;

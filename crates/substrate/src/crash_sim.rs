@@ -18,7 +18,6 @@
 
 use crate::error::{PoolError, Result};
 use crate::persist::{Mode, LINE};
-use crate::pool::Pool;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -122,10 +121,17 @@ unsafe fn read_words(src: *const u8, dst: &mut [u8]) {
 }
 
 impl SimState {
-    pub(crate) fn new(reserved: u64, mode: Mode) -> Result<SimState> {
-        let p = crate::pool::reserve(reserved)?;
-        Ok(SimState {
-            persisted: p,
+    /// The simulator of a pool of at most `reserved` bytes, keeping its persisted image in
+    /// `persisted`.
+    ///
+    /// # Safety
+    ///
+    /// `persisted` is a fresh reservation of `reserved` bytes of address space (the pool's
+    /// `reserve`) that nothing else uses: the state owns it, makes it accessible as the
+    /// pool grows, and unmaps it on drop.
+    pub(crate) unsafe fn new(persisted: *mut u8, reserved: u64, mode: Mode) -> SimState {
+        SimState {
+            persisted,
             reserved,
             size: AtomicU64::new(0),
             mode,
@@ -138,13 +144,15 @@ impl SimState {
                 hook_on_flush: false,
                 hook_on_store: false,
             }),
-        })
+        }
     }
 
     pub(crate) fn grow(&self, to: u64) -> Result<()> {
         let cur = self.size.load(Ordering::Acquire);
         if to > cur {
-            // SAFETY: inside our reservation.
+            // SAFETY: `[cur, to)` lies inside the `reserved` bytes this state reserved in
+            // `new` and alone owns (`to` never exceeds the pool's max size, which is
+            // `reserved`); mprotect only changes that range's access rights.
             let rc = unsafe {
                 libc::mprotect(
                     self.persisted.add(cur as usize) as *mut libc::c_void,
@@ -195,7 +203,12 @@ impl SimState {
         self.points.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn on_flush(&self, pool: &Pool, off: usize, len: usize) {
+    /// A flush of `[off, off+len)` of the pool whose memory starts at `working`.
+    ///
+    /// # Safety
+    ///
+    /// `working` is the base of the pool this simulator belongs to, and the range is mapped.
+    pub(crate) unsafe fn on_flush(&self, working: *const u8, off: usize, len: usize) {
         if len == 0 {
             return;
         }
@@ -206,8 +219,9 @@ impl SimState {
             let mut line = first;
             while line < off + len {
                 let mut buf = [0u8; LINE];
-                // SAFETY: flushed lines lie inside the mapped pool.
-                unsafe { read_words(pool.base().add(line), &mut buf) };
+                // SAFETY: the flushed range is mapped (this function's contract), and its
+                // lines, 64-aligned from a page-aligned base, lie within the range's pages.
+                unsafe { read_words(working.add(line), &mut buf) };
                 g.flush_seq += 1;
                 let seq = g.flush_seq;
                 g.pending.entry(tid).or_default().push((line, seq, buf));
@@ -215,21 +229,33 @@ impl SimState {
             }
         }
         if g.hook_on_flush {
-            self.fire(&mut g, pool, PointKind::Flush);
+            // SAFETY: `working` is this simulator's pool (this function's contract).
+            unsafe { self.fire(&mut g, working, PointKind::Flush) };
         }
     }
 
     /// A store is about to be made (see [`PointKind::Store`]).
-    pub(crate) fn on_store(&self, pool: &Pool) {
+    ///
+    /// # Safety
+    ///
+    /// `working` is the base of the pool this simulator belongs to.
+    pub(crate) unsafe fn on_store(&self, working: *const u8) {
         let mut g = self.inner.lock();
         if g.hook_on_store {
-            self.fire(&mut g, pool, PointKind::Store);
+            // SAFETY: `working` is this simulator's pool (this function's contract).
+            unsafe { self.fire(&mut g, working, PointKind::Store) };
         }
     }
 
-    pub(crate) fn on_fence(&self, pool: &Pool) {
+    /// A fence of the calling thread.
+    ///
+    /// # Safety
+    ///
+    /// `working` is the base of the pool this simulator belongs to.
+    pub(crate) unsafe fn on_fence(&self, working: *const u8) {
         let mut g = self.inner.lock();
-        self.fire(&mut g, pool, PointKind::Fence);
+        // SAFETY: `working` is this simulator's pool (this function's contract).
+        unsafe { self.fire(&mut g, working, PointKind::Fence) };
         let tid = std::thread::current().id();
         if let Some(lines) = g.pending.remove(&tid) {
             for (line, seq, buf) in lines {
@@ -253,33 +279,31 @@ impl SimState {
         self.size.load(Ordering::Acquire) as usize
     }
 
-    fn fire(&self, g: &mut Inner, pool: &Pool, kind: PointKind) {
+    /// Count a crash point and call the hook with it.
+    ///
+    /// # Safety
+    ///
+    /// `working` is the base of the pool this simulator belongs to: the hook's images read
+    /// the simulator's size from it, which the pool keeps mapped (it grows the simulator
+    /// only after mapping the new extent).
+    unsafe fn fire(&self, g: &mut Inner, working: *const u8, kind: PointKind) {
         let index = self.points.fetch_add(1, Ordering::Relaxed);
         if let Some(hook) = g.hook.as_mut() {
-            let pt = CrashPoint { index, kind, sim: self, working: pool.base(), size: self.image_size() };
+            let pt = CrashPoint { index, kind, sim: self, working, size: self.image_size() };
             hook(&pt);
         }
     }
 
-    /// The image a crash right now would leave (for the end of a run).
+    /// The image a crash right now would leave, read from the pool memory at `working`
+    /// (`SimState::image_now` checks that it is this simulator's pool).
     ///
-    /// # Panics
-    /// If `pool` is not the pool this simulator belongs to (`pool.sim()` is not `self`):
-    /// the image is read from `pool`'s memory for this simulator's size, which another
-    /// pool's mapping need not cover.
-    pub fn image_now(&self, pool: &Pool, ev: Eviction) -> Vec<u8> {
-        assert!(
-            pool.sim().is_some_and(|s| std::ptr::eq(s, self)),
-            "SimState::image_now called with a pool this simulator does not belong to"
-        );
+    /// # Safety
+    ///
+    /// As for `fire`: `working` is the base of the pool this simulator belongs to.
+    pub(crate) unsafe fn image_at(&self, working: *const u8, ev: Eviction) -> Vec<u8> {
         let _g = self.inner.lock();
-        let pt = CrashPoint {
-            index: self.points(),
-            kind: PointKind::Fence,
-            sim: self,
-            working: pool.base(),
-            size: self.image_size(),
-        };
+        let pt =
+            CrashPoint { index: self.points(), kind: PointKind::Fence, sim: self, working, size: self.image_size() };
         pt.image(ev)
     }
 }
@@ -328,7 +352,9 @@ impl CrashPoint<'_> {
 
 impl Drop for SimState {
     fn drop(&mut self) {
-        // SAFETY: we own the reservation.
+        // SAFETY: `persisted` is the `reserved`-byte mapping made in `new`, owned by this
+        // state alone; no `CrashPoint` (which borrows the state) outlives it, so nothing
+        // reads it after the unmap.
         unsafe { libc::munmap(self.persisted as *mut libc::c_void, self.reserved as usize) };
     }
 }

@@ -3,7 +3,7 @@
 //! The crash simulator (`crash_sim`) explores crash *images* of simulated pools. Some
 //! properties need a real file pool and a real failure instead: that a panic inside an
 //! engine's write leaves the pool marked unclean, that the next open of the *file* runs
-//! recovery. [`Pool::set_fault_hook`] installs a function called at every flush and
+//! recovery. [`Pool::set_fault_hook`](crate::Pool::set_fault_hook) installs a function called at every flush and
 //! every fence of one pool (after the simulator's own hook, if any), which may panic.
 //!
 //! A typical test installs a hook that panics at point `k`, runs one engine write under
@@ -15,10 +15,9 @@
 //!
 //! The hook is not called for the clean-flag write of a pool's drop (or `close`): the
 //! drop removes it first. Without the feature none of this is compiled: no field in
-//! [`Pool`], no call in the flush and fence paths.
+//! [`Pool`](crate::Pool), no call in the flush and fence paths.
 
 use crate::crash_sim::PointKind;
-use crate::pool::Pool;
 use parking_lot::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -50,20 +49,15 @@ impl FaultSlot {
             h(FaultPoint { kind, index });
         }
     }
-}
 
-impl Pool {
-    /// Call `hook` at every flush and fence of this pool until [`Pool::clear_fault_hook`]
-    /// (or the pool's drop), with point indexes counted from 1 again. The hook may panic:
-    /// that is its purpose. It runs holding the hook slot's lock, so it must not flush,
-    /// fence or change the hook of this pool.
-    pub fn set_fault_hook(&self, hook: FaultHook) {
-        self.fault_slot().points.store(0, Ordering::Relaxed);
-        *self.fault_slot().hook.write() = Some(hook);
+    /// Install `hook` and count points from 1 again (`Pool::set_fault_hook`).
+    pub(crate) fn set(&self, hook: FaultHook) {
+        self.points.store(0, Ordering::Relaxed);
+        *self.hook.write() = Some(hook);
     }
 
-    /// Remove the fault hook.
-    pub fn clear_fault_hook(&self) {
-        *self.fault_slot().hook.write() = None;
+    /// Remove the hook (`Pool::clear_fault_hook`).
+    pub(crate) fn clear(&self) {
+        *self.hook.write() = None;
     }
 }

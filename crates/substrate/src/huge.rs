@@ -25,7 +25,8 @@ pub struct HugeBlock {
 
 // SAFETY: plain owned memory; access goes through the pointer under the owner's rules.
 unsafe impl Send for HugeBlock {}
-// SAFETY: as above.
+// SAFETY: `&HugeBlock` gives only the pointer and length (no access to the bytes by
+// itself); callers that share the block synchronise their accesses to its bytes.
 unsafe impl Sync for HugeBlock {}
 
 impl HugeBlock {
@@ -258,7 +259,7 @@ mod tests {
         assert!(!resident(&b), "a fresh mapping is not resident");
         b.populate();
         assert!(resident(&b));
-        // SAFETY: the block's own bytes.
+        // SAFETY: `b` maps `b.len()` readable bytes for its life, and nothing writes them.
         assert!(unsafe { std::slice::from_raw_parts(b.as_ptr(), b.len()) }.iter().all(|&x| x == 0));
     }
 
@@ -284,9 +285,11 @@ mod tests {
         // Dropping the supply joins the helper and unmaps the spare block; the blocks
         // taken outlive it.
         drop(s);
-        // SAFETY: the blocks' own bytes.
+        // SAFETY: `third` is a live block of this thread (taken blocks outlive the supply),
+        // its first byte mapped and writable, and no reference to it exists.
         unsafe { third.as_ptr().write(1) };
-        // SAFETY: as above.
+        // SAFETY: `first` is a distinct live block mapping `first.len()` readable bytes that
+        // nothing writes while the slice exists.
         assert!(unsafe { std::slice::from_raw_parts(first.as_ptr(), first.len()) }.iter().all(|&x| x == 0));
     }
 
@@ -295,7 +298,8 @@ mod tests {
         let b = HugeBlock::new(3 << 20).unwrap();
         assert_eq!(b.len(), 4 << 20);
         assert_eq!(b.as_ptr() as usize % HUGE_PAGE, 0);
-        // SAFETY: the block's own bytes.
+        // SAFETY: `b` maps `b.len()` writable bytes for its life, and this slice is the only
+        // access to them.
         let s = unsafe { std::slice::from_raw_parts_mut(b.as_ptr(), b.len()) };
         assert!(s.iter().step_by(4096).all(|&x| x == 0));
         s[b.len() - 1] = 7;

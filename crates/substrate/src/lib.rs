@@ -8,7 +8,8 @@
 //!   issues flushes and fences;
 //! * [`counters`] — per-thread flush/fence/line counters (P4);
 //! * [`latency`] — PM latency emulation (P5);
-//! * [`crash_sim`] — the crash simulator (P6);
+//! * `crash_sim` — with the `crash-sim` feature only: the crash simulator (P6), simulated
+//!   pools whose every flush, fence and store is a crash point; for tests;
 //! * [`epalloc`] — EPallocator, the leak-proof persistent allocator (P7);
 //! * [`huge`] — DRAM blocks on 2 MiB pages, for the engines' DRAM structures;
 //! * `fault` — with the `fault-injection` feature only: a hook at every flush and fence of
@@ -17,6 +18,7 @@
 //! Nothing here knows about engines; engines depend on this crate, never the reverse.
 
 pub mod counters;
+#[cfg(feature = "crash-sim")]
 pub mod crash_sim;
 pub mod epalloc;
 pub mod error;
@@ -29,6 +31,7 @@ pub mod persist;
 pub mod pool;
 
 pub use counters::Counters;
+#[cfg(feature = "crash-sim")]
 pub use crash_sim::{CrashPoint, Eviction, PointKind, SimState};
 pub use error::{PoolError, Result};
 #[cfg(feature = "fault-injection")]

@@ -155,15 +155,16 @@ unsafe fn flush_one(insn: FlushInsn, line: usize) {
     match insn {
         // The assembler accepts clwb/clflushopt whatever the target features; we only
         // execute them when CPUID says the CPU has them.
-        // The caller guarantees `line` is mapped; each instruction runs only when CPUID
-        // reported it (`flush_insn`); a write-back changes no memory contents.
-        // SAFETY: see above.
+        // SAFETY: the caller guarantees `line` is mapped; `insn` is Clwb only when CPUID
+        // reported clwb (`flush_insn`); a write-back changes no memory contents.
         FlushInsn::Clwb => unsafe { core::arch::asm!("clwb [{0}]", in(reg) line, options(nostack, preserves_flags)) },
-        // SAFETY: see above.
+        // SAFETY: `line` is mapped (the caller's contract); `insn` is Clflushopt only when
+        // CPUID reported clflushopt; write-back and eviction change no memory contents.
         FlushInsn::Clflushopt => unsafe {
             core::arch::asm!("clflushopt [{0}]", in(reg) line, options(nostack, preserves_flags))
         },
-        // SAFETY: see above.
+        // SAFETY: `line` is mapped (the caller's contract); clflush is baseline SSE2 on
+        // x86-64, and it changes no memory contents.
         FlushInsn::Clflush => unsafe { core::arch::x86_64::_mm_clflush(line as *const u8) },
         FlushInsn::Unsupported => {}
     }

@@ -341,7 +341,8 @@ fn p7_reclaim_orphans_frees_only_unreferenced_children() {
     let n = unsafe { ep.reclaim_orphans(LEAF, 0, VALUE) }.unwrap();
     assert_eq!(n, 1, "only the half-inserted leaf's value is an orphan");
     assert!(ep.is_used(v1) && !ep.is_used(v2) && ep.is_used(v3));
-    // SAFETY: as above.
+    // SAFETY: this thread is still the only one using the pool (no allocation runs
+    // concurrently with the sweep).
     assert_eq!(unsafe { ep.reclaim_orphans(LEAF, 0, VALUE) }.unwrap(), 0);
     ep.check().unwrap();
 }

@@ -523,7 +523,8 @@ fn p2_offsets_survive_mapping_at_another_address() {
     assert_eq!(walk_list(&copy), expect);
     drop(pool);
     for b in blockers {
-        // SAFETY: our own mappings.
+        // SAFETY: each blocker is a `reserved`-byte mapping this test made and nothing
+        // else uses (the pools mapped around them, not into them).
         unsafe { libc::munmap(b, reserved) };
     }
 }
@@ -910,7 +911,8 @@ fn p1_growth_never_clobbers_other_mappings() {
                     // SAFETY: our mapping (unless a pool unmapped it, which is the bug).
                     let bytes = unsafe { std::slice::from_raw_parts(p, 8 * page) };
                     assert!(bytes.iter().all(|&b| b == tag), "a pool replaced memory it does not own");
-                    // SAFETY: our mapping.
+                    // SAFETY: `p` is the 8-page mapping this thread made above, and the slice
+                    // read from it is no longer used.
                     unsafe { libc::munmap(p as *mut libc::c_void, 8 * page) };
                 }
                 rounds += 1;

@@ -5,20 +5,34 @@
 //! ratios on one machine, not figures from elsewhere; and it is the simplest engine that
 //! passes the conformance suite, which makes it the suite's reference. It ignores the
 //! pool path: nothing survives `close`.
+//!
+//! Its root names are those every engine crate has: [`FACTORY`], [`Options`], [`Error`] and
+//! [`Result`], so that code (and docs) can treat the engines alike.
 
 #![forbid(unsafe_code)]
 
 use parking_lot::RwLock;
 use pmkv_core::{
-    BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
-    Options, Result, Visitor, WriteBatch,
+    BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, ErrorKind, KeyRange, MemoryUsage, Visitor,
+    WriteBatch,
 };
+/// The engine's errors are the core's: a map behind a lock fails in no way of its own
+/// (only a read-only open refuses writes, with `ErrorKind::ReadOnly`).
+pub use pmkv_core::{Error, Result};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
 
 /// The factory the registry lists.
 pub static FACTORY: VolatileFactory = VolatileFactory;
+
+/// The engine's typed options, for uniformity with the other engine crates: there is
+/// nothing to tune in a `BTreeMap` behind a lock, so this is empty (and `#[non_exhaustive]`,
+/// so that a knob can be added later without breaking callers). Attaching it with
+/// `pmkv_core::Options::with_engine_options` is accepted and changes nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Options {}
 
 /// Opens [`Volatile`] engines.
 #[derive(Debug, Default)]
@@ -37,7 +51,7 @@ impl EngineFactory for VolatileFactory {
     fn layout(&self) -> Option<&'static str> {
         None
     }
-    fn open(&self, _path: &Path, opts: &Options) -> Result<Box<dyn Engine>> {
+    fn open(&self, _path: &Path, opts: &pmkv_core::Options) -> Result<Box<dyn Engine>> {
         self.check_params(opts)?;
         Ok(Box::new(Volatile { read_only: opts.read_only, ..Volatile::default() }))
     }
@@ -144,4 +158,26 @@ impl Engine for Volatile {
         Ok(())
     }
     fn poison(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_options_are_accepted_and_the_store_works() {
+        let opts = pmkv_core::Options::default().with_engine_options(Options::default());
+        assert_eq!(opts.engine_options::<Options>(), Some(&Options::default()));
+        let e = FACTORY.open(Path::new("unused"), &opts).unwrap();
+        e.put(b"k", b"v").unwrap();
+        let mut got = Vec::new();
+        assert!(e.get_with(b"k", &mut |v| got = v.to_vec()).unwrap());
+        assert_eq!(got, b"v");
+        assert!(!e.delete(b"missing").unwrap());
+        let mut ro = opts.clone();
+        ro.read_only = true;
+        let r: Result<()> = FACTORY.open(Path::new("unused"), &ro).unwrap().put(b"k", b"v");
+        let err: Error = r.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ReadOnly);
+    }
 }

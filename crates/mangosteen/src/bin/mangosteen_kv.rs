@@ -1,10 +1,8 @@
-//! `mangosteen-kv POOL [PORT]`: the small key-value application of `pmkv_mangosteen::kv`
+//! `mangosteen-kv POOL [PORT]`: the small key-value application `pmkv_mangosteen::KvApp`
 //! served in RPC mode on 127.0.0.1 (port 0 = any free one). Creates the pool if needed,
 //! recovers it otherwise, prints `listening PORT` once it accepts connections.
 
-use pmkv_mangosteen::callback::Frontend;
-use pmkv_mangosteen::kv::KvApp;
-use pmkv_mangosteen::{Mangosteen, MangosteenOptions};
+use pmkv_mangosteen::{Frontend, KvApp, Mangosteen, Options};
 use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
 use std::io::Write;
 use std::sync::Arc;
@@ -25,13 +23,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         Err(PoolError::NotFound { .. }) => Pool::create(&path, "mangosteen", &po)?,
         r => r?,
     };
-    let opts = MangosteenOptions { region_size: 1 << 20, background: true, ..MangosteenOptions::default() };
+    let opts = Options { region_size: 1 << 20, background: true, ..Options::default() };
     let m = Mangosteen::open(Arc::new(pool), opts)?;
     let listener = std::net::TcpListener::bind(("127.0.0.1", port))?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "listening {}", listener.local_addr()?.port())?;
     out.flush()?;
     drop(out);
-    pmkv_mangosteen::rpc::serve(listener, Arc::new(Frontend::new(KvApp, m)))?;
+    pmkv_mangosteen::serve(listener, Arc::new(Frontend::new(KvApp, m)))?;
     Ok(())
 }

@@ -91,8 +91,11 @@ impl Pool {
             }
             Mode::Eadr | Mode::None => counters::add_lines_written(lines_in(addr, len)),
         }
+        #[cfg(feature = "crash-sim")]
         if let Some(sim) = &self.sim {
-            sim.on_flush(self, off as usize, len);
+            // SAFETY: `sim` is this pool's own simulator, `base` this pool's memory, and
+            // the flushed range lies in the mapped pool (checked by `flush_off`).
+            unsafe { sim.on_flush(self.base(), off as usize, len) };
         }
         #[cfg(feature = "fault-injection")]
         self.fault.fire(crate::crash_sim::PointKind::Flush);
@@ -112,8 +115,10 @@ impl Pool {
     /// hook asks for store points (the eADR model); nothing otherwise.
     #[inline]
     pub(crate) fn note_store(&self) {
+        #[cfg(feature = "crash-sim")]
         if let Some(sim) = self.sim.as_deref() {
-            sim.on_store(self);
+            // SAFETY: `sim` is this pool's own simulator and `base` this pool's memory.
+            unsafe { sim.on_store(self.base()) };
         }
     }
 
@@ -157,7 +162,9 @@ impl Pool {
     pub unsafe fn cas_u64(&self, off: u64, current: u64, new: u64) -> std::result::Result<u64, u64> {
         assert!(off.is_multiple_of(8) && self.contains(off, 8), "PM word {off:#x} misaligned or outside the pool");
         self.note_store();
-        // SAFETY: as in `store_u64`.
+        // SAFETY: the word is 8-aligned and inside the mapping (asserted above); no
+        // reference overlaps it (the caller's contract, as for `store_u64`); an atomic
+        // RMW keeps concurrent readers and writers defined.
         unsafe { std::sync::atomic::AtomicU64::from_ptr(self.at::<u64>(off)) }.compare_exchange(
             current,
             new,
@@ -198,7 +205,9 @@ impl Pool {
     pub unsafe fn store_u32(&self, off: u64, v: u32) {
         assert!(off.is_multiple_of(4) && self.contains(off, 4), "PM word {off:#x} misaligned or outside the pool");
         self.note_store();
-        // SAFETY: as in `store_u64`.
+        // SAFETY: the word is 4-aligned and inside the mapping (asserted above); no
+        // reference overlaps it (the caller's contract); an atomic store keeps concurrent
+        // readers defined.
         unsafe { std::sync::atomic::AtomicU32::from_ptr(self.at::<u32>(off)) }
             .store(v, std::sync::atomic::Ordering::Relaxed);
     }
@@ -224,8 +233,10 @@ impl Pool {
     /// injection point.
     #[inline]
     fn fence_point(&self) {
+        #[cfg(feature = "crash-sim")]
         if let Some(sim) = &self.sim {
-            sim.on_fence(self);
+            // SAFETY: `sim` is this pool's own simulator and `base` this pool's memory.
+            unsafe { sim.on_fence(self.base()) };
         }
         #[cfg(feature = "fault-injection")]
         self.fault.fire(crate::crash_sim::PointKind::Fence);

@@ -49,7 +49,8 @@ pub(crate) fn reserve(len: u64) -> Result<*mut u8> {
 
 /// Extend `file` to `to` bytes with real blocks, so that a full disk is an error now.
 pub(super) fn allocate_file(file: &File, path: &Path, from: u64, to: u64) -> Result<()> {
-    // SAFETY: valid descriptor.
+    // SAFETY: `file` is an open file borrowed for the call, so its descriptor is valid;
+    // posix_fallocate touches no memory of this process.
     let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), from as i64, (to - from) as i64) };
     match rc {
         0 => Ok(()),
@@ -137,6 +138,7 @@ impl Pool {
         }
         self.map_extent(cur, want)?;
         self.populate(cur, want);
+        #[cfg(feature = "crash-sim")]
         if let Some(sim) = &self.sim {
             sim.grow(want)?;
         }
@@ -233,7 +235,9 @@ impl Pool {
     pub(crate) fn map_anon(&self, from: u64, to: u64) -> Result<()> {
         // SAFETY: `from` lies inside the reservation, so the address is in bounds.
         let addr = unsafe { self.base.add(from as usize) } as *mut libc::c_void;
-        // SAFETY: inside our reservation.
+        // SAFETY: `[from, to)` lies inside the reservation this pool owns (callers pass
+        // extents up to the pool's max size, the reservation's length); mprotect only
+        // makes that range readable and writable.
         let rc = unsafe { libc::mprotect(addr, (to - from) as usize, libc::PROT_READ | libc::PROT_WRITE) };
         if rc != 0 {
             return Err(PoolError::io("mprotect", std::io::Error::last_os_error()));

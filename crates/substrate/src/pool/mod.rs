@@ -32,6 +32,7 @@ pub(crate) use mapping::reserve;
 use mapping::{allocate_file, memory_fs, probe_map_sync};
 
 use crate::counters;
+#[cfg(feature = "crash-sim")]
 use crate::crash_sim::SimState;
 use crate::error::{PoolError, Result};
 use crate::header::{Immutable, Mutable, FORMAT_VERSION, HEADER_SIZE, MAX_LAYOUT, NUM_ROOTS, SEAL_ROOT, SLOT_LEN};
@@ -130,7 +131,9 @@ enum Backing {
         file: File,
         path: PathBuf,
     },
-    /// Crash-simulation pool: no file; `SimState` holds the persisted image.
+    /// Crash-simulation pool: no file; `SimState` holds the persisted image. Only made
+    /// with the `crash-sim` feature; the matches on it stay so that they need no `cfg`.
+    #[cfg_attr(not(feature = "crash-sim"), allow(dead_code))]
     Sim,
 }
 
@@ -157,6 +160,9 @@ pub struct Pool {
     /// written and the pool never grows.
     read_only: bool,
     backing: Backing,
+    /// The crash simulator of a simulated pool (`crash-sim` feature; without it the field
+    /// and every check of it in the flush, fence and store paths are compiled out).
+    #[cfg(feature = "crash-sim")]
     pub(crate) sim: Option<Box<SimState>>,
     /// A flush only counts its lines: mode `eadr` or `none`, no crash simulator and no
     /// fault injection (`flush_off`'s inlined fast path).
@@ -264,8 +270,10 @@ impl Pool {
         }
     }
 
+    /// Whether this is a crash-simulation pool (always false without the `crash-sim`
+    /// feature, which is the only way to make one).
     pub fn is_sim(&self) -> bool {
-        self.sim.is_some()
+        matches!(self.backing, Backing::Sim)
     }
 
     /// Whether the pool was opened with [`Pool::open_read_only`].
@@ -282,13 +290,25 @@ impl Pool {
     }
 
     /// The crash simulator of this pool (only for pools made by `create_sim`/`from_image`).
+    #[cfg(feature = "crash-sim")]
     pub fn sim(&self) -> Option<&SimState> {
         self.sim.as_deref()
     }
 
+    /// Call `hook` at every flush and fence of this pool until [`Pool::clear_fault_hook`]
+    /// (or the pool's drop), with point indexes counted from 1 again (`fault-injection`
+    /// feature; see the `fault` module). The hook may panic: that is its purpose. It runs
+    /// holding the hook slot's lock, so it must not flush, fence or change the hook of
+    /// this pool.
     #[cfg(feature = "fault-injection")]
-    pub(crate) fn fault_slot(&self) -> &crate::fault::FaultSlot {
-        &self.fault
+    pub fn set_fault_hook(&self, hook: crate::fault::FaultHook) {
+        self.fault.set(hook);
+    }
+
+    /// Remove the fault hook (`fault-injection` feature).
+    #[cfg(feature = "fault-injection")]
+    pub fn clear_fault_hook(&self) {
+        self.fault.clear();
     }
 
     /// Record that the engine above may have left PM mid-operation (it panicked, or met
@@ -321,6 +341,24 @@ impl Pool {
         }
         drop(self);
         Ok(())
+    }
+}
+
+#[cfg(feature = "crash-sim")]
+impl SimState {
+    /// The image a crash right now would leave (for the end of a run).
+    ///
+    /// # Panics
+    /// If `pool` is not the pool this simulator belongs to (`pool.sim()` is not `self`):
+    /// the image is read from `pool`'s memory for this simulator's size, which another
+    /// pool's mapping need not cover.
+    pub fn image_now(&self, pool: &Pool, ev: crate::crash_sim::Eviction) -> Vec<u8> {
+        assert!(
+            pool.sim().is_some_and(|s| std::ptr::eq(s, self)),
+            "SimState::image_now called with a pool this simulator does not belong to"
+        );
+        // SAFETY: `pool` is the pool this simulator belongs to (asserted above).
+        unsafe { self.image_at(pool.base(), ev) }
     }
 }
 

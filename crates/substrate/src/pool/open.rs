@@ -325,6 +325,7 @@ impl Pool {
             was_clean,
             read_only,
             backing: Backing::File { file, path },
+            #[cfg(feature = "crash-sim")]
             sim: None,
             // Fault injection fires at every flush, so it takes the full path.
             counts_only: matches!(opts.mode, Mode::Eadr | Mode::None) && !cfg!(feature = "fault-injection"),
@@ -353,6 +354,8 @@ impl Pool {
 
     /// Build a crash-simulation pool (no file) whose bytes are `image`; used to create a
     /// fresh simulated pool and to recover from a crash image. Validates like `open`.
+    /// (`crash-sim` feature.)
+    #[cfg(feature = "crash-sim")]
     pub fn from_image(image: &[u8], layout: Option<&str>, opts: &PoolOptions) -> Result<Pool> {
         let path = Path::new("<image>");
         if image.len() < 8 || image[..8] != crate::header::MAGIC {
@@ -371,7 +374,8 @@ impl Pool {
         let st = Mutable::read(image, path)?;
         validate_state(&imm, &st, image.len() as u64, path)?;
         let base = reserve(imm.max_size)?;
-        let sim = SimState::new(imm.max_size, opts.mode)?;
+        // SAFETY: a fresh reservation of `max_size` bytes, handed to the simulator alone.
+        let sim = unsafe { SimState::new(reserve(imm.max_size)?, imm.max_size, opts.mode) };
         let mut pool = Pool {
             base,
             reserved: imm.max_size,
@@ -406,7 +410,8 @@ impl Pool {
         Ok(pool)
     }
 
-    /// A new, empty crash-simulation pool.
+    /// A new, empty crash-simulation pool (`crash-sim` feature).
+    #[cfg(feature = "crash-sim")]
     pub fn create_sim(layout: &str, opts: &PoolOptions) -> Result<Pool> {
         check_layout(layout)?;
         let (size, max) = Self::check_sizes(opts)?;
