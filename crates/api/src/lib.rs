@@ -28,7 +28,7 @@
 //! top of any engine: cursors that hold no lock between steps, callbacks that may call
 //! back into the store, size checks before a batch starts, and panic containment (an
 //! engine panic becomes an `Internal` error, poisons the store and leaves the pool marked
-//! unclean, so the next open recovers). Why this shape: `docs/DESIGN.md`, "API v2".
+//! unclean, so the next open recovers). Why this shape: `docs/design/api.md`.
 
 #![forbid(unsafe_code)]
 

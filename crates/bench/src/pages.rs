@@ -5,7 +5,7 @@
 //! of a random operation is then a TLB miss, and under a hypervisor a two-level page walk.
 //! Real PM mapped from a DAX file system, and a tmpfs mounted `huge=within_size`, give
 //! 2 MiB pages instead (pmkv asks for them with `MADV_HUGEPAGE`). On this kind of machine
-//! that moves NBTree's searches of 4M keys by a fifth (README, "Pool pages"), so a figure
+//! that moves NBTree's searches of 4M keys by a fifth (docs/results/pool-pages.md), so a figure
 //! without its page size is not comparable.
 
 use std::path::Path;

@@ -17,7 +17,7 @@
 //!
 //! Layering: `pmkv-substrate` → `pmkv-core` → engines (`pmkv-hart`, `pmkv-volatile`, ...)
 //! → `pmkv` (the user-facing `Store`, cursors, the engine registry) → front ends.
-//! Why each choice, and what redb, LMDB and RocksDB do: `docs/DESIGN.md`, "API v2".
+//! Why each choice, and what redb, LMDB and RocksDB do: `docs/design/api.md`.
 
 #![forbid(unsafe_code)]
 

@@ -61,10 +61,21 @@ impl PmCopy {
 
     /// Every page against its check: the first page that fails, if any.
     pub fn verify(&self, pool: &Pool) -> Result<()> {
+        self.verify_except(pool, &[])
+    }
+
+    /// Every page but those in `skip` (sorted) against its check. Recovery runs this
+    /// before it replays anything, skipping the pages the pending records write (a crash
+    /// may have left those between two states; the replay rewrites them and their
+    /// checks), so that damage anywhere else refuses the open before a byte is written.
+    pub fn verify_except(&self, pool: &Pool, skip: &[u64]) -> Result<()> {
         if self.checks == 0 {
             return Ok(());
         }
         for p in 0..self.pages() {
+            if skip.binary_search(&p).is_ok() {
+                continue;
+            }
             // SAFETY: inside the checks object (validated at open); read-only here.
             let want = unsafe { pool.at::<u32>(self.checks + 4 * p).read() };
             if self.compute(pool, p) != want {

@@ -1,4 +1,4 @@
-//! Mangosteen's persistent objects, byte by byte (also in docs/DESIGN.md, "Mangosteen").
+//! Mangosteen's persistent objects, byte by byte (also in docs/format/mangosteen.md).
 //!
 //! **Superblock** (pool root [`SUPER_ROOT`], an EPallocator object of type [`SUPER`],
 //! 192 bytes):

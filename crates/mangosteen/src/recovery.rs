@@ -11,7 +11,7 @@
 
 use crate::backend;
 use crate::error::Result;
-use crate::redo_log::RedoLog;
+use crate::redo_log::{Record, RedoLog};
 
 /// What replaying the log did; the runtime reports it as a `pmkv_core::RecoveryReport`
 /// (see `Mangosteen::recovery`).
@@ -32,6 +32,18 @@ pub(crate) fn replay(log: &RedoLog, pm: &backend::PmCopy) -> Result<Replay> {
             log.cap
         )));
     }
+    // Read (and verify) every pending record and check every page they do not write
+    // before replaying: a pool refused for damage is then refused unchanged (SPEC R2).
+    let mut touched = Vec::new();
+    for idx in head..tail {
+        if let Record::Redo { addr, len, .. } = log.read(idx)? {
+            let last = addr.saturating_add(len.max(1) as u64 - 1);
+            touched.extend(addr / backend::PAGE..=last.min(pm.size.saturating_sub(1)) / backend::PAGE);
+        }
+    }
+    touched.sort_unstable();
+    touched.dedup();
+    pm.verify_except(&log.pool, &touched)?;
     backend::apply(log, pm, head, tail)?;
     Ok(Replay { records: tail - head, head, tail })
 }

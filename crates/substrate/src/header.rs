@@ -1,4 +1,4 @@
-//! The pool header: the first 4 KiB of every pool file. Byte layout in `docs/DESIGN.md`.
+//! The pool header: the first 4 KiB of every pool file. Byte layout in `docs/format/pool.md`.
 //!
 //! The header has two parts:
 //!

@@ -103,8 +103,8 @@ impl HugeBlock {
 /// Why: the first touch of a fresh 2 MiB page makes the kernel find (perhaps compact
 /// memory for) and zero a huge page, and under virtualisation the host back it too:
 /// measured here at ~5 ms per block, 70–100 ns of every insert into a 16M-key HART (whose
-/// arena grows by ~250 blocks), paid on the inserting thread (docs/BENCHMARKS.md, "HART's
-/// cost growth"). The pool does the same for PM (`PoolOptions::prefault`); the node
+/// arena grows by ~250 blocks), paid on the inserting thread (docs/design/hart.md,
+/// "Tried and measured"; figures in docs/results/hart-growth.md). The pool does the same for PM (`PoolOptions::prefault`); the node
 /// arena's growth cannot be sized up front, so its blocks are made one step ahead
 /// instead. The work is not saved, it moves to a helper thread: the CPU time an insert
 /// no longer takes is spent there.

@@ -14,7 +14,7 @@
 //!   `none` (no persistence at all: the DRAM setting) for Fig. 13;
 //! * thread counts: 1 and 2 (this machine has 2 cores; the paper went to 56);
 //! * the paper's 16M-record trees become `--scale paper`'s 4M (the size of the authors'
-//!   prototype figures in ANCHORS.md), `small`'s 500K;
+//!   prototype figures in docs/results/nbtree-prototype.md), `small`'s 500K;
 //! * the paper's competitors (FAST&FAIR, FPTree, uTree, BzTree, ...) are not built here;
 //!   HART and the volatile `BTreeMap` take their place; of the ablations, NBTree-W
 //!   (per-leaf write locks, `write_locks=true`) runs in the YCSB experiment, NBTree-SL
@@ -50,7 +50,7 @@ const WRITE_RATIOS: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
 /// PM lines read per search.
 const TABLE1: [(&str, f64); 4] = [("insert", 1.0), ("delete", 1.0), ("update", 1.0), ("search", 1.0)];
 
-/// The NBTree authors' prototype on this kind of machine (ANCHORS.md): eADR, /dev/shm,
+/// The NBTree authors' prototype on this kind of machine (docs/results/nbtree-prototype.md): eADR, /dev/shm,
 /// 4M 8-byte random keys; Mops/s at 1 and 2 threads. Measured in other runs than this one.
 const PROTOTYPE: [(&str, f64, f64); 5] = [
     ("search", 1.30, 1.58),
@@ -707,7 +707,7 @@ fn report_md(
             sl.join(", ")
         );
     }
-    // Against the authors' prototype (ANCHORS.md).
+    // Against the authors' prototype (docs/results/nbtree-prototype.md).
     let mut rows = Vec::new();
     for (op, p1, p2) in PROTOTYPE {
         for (th, p) in [(1usize, p1), (2, p2)] {
@@ -735,12 +735,10 @@ fn report_md(
     }
     let _ = writeln!(
         s,
-        "### Against the authors' prototype\n\nThe prototype's figures are from ANCHORS.md (4M random 8-byte keys, eADR, \
+        "### Against the authors' prototype\n\nThe prototype's figures are from docs/results/nbtree-prototype.md (4M random 8-byte keys, eADR, \
          /dev/shm, measured in other runs on this kind of machine), not from this run; pmkv's are from this run at \
-         this scale. The target is 1.5x. A comparison across days: built here and run in one session with pmkv \
-         (2026-11-24 and 11-25), the prototype itself ran 1.4-1.7x faster than these figures, and pmkv's NBTree \
-         was level with it (0.90-1.32x), then 0.91-1.35x once searches prefetched their PM block (README, \"NBTree \
-         against its authors' prototype, like for like\").\n\n{}",
+         this scale. The target is 1.5x. For a like-for-like comparison, both built and run in one session, \
+         see docs/results/nbtree-prototype.md.\n\n{}",
         md_table(&["operation", "threads", "prototype Mops/s", "pmkv nbtree Mops/s", "ratio"].map(String::from), &rows)
     );
     // Fig. 7.

@@ -134,7 +134,7 @@ fn fig4_7(md: &mut String, c: &Ctx<'_>) {
         if i == 0 {
             md.push_str(
                 "For scale: the HART authors' prototype with persistence compiled out (all \"PM\" in DRAM) measured 668 / 148 / 445 / 237 ns \
-                 for insert / search / update / delete on the Dictionary, one thread, on this kind of machine (shared/ANCHORS.md). Those figures \
+                 for insert / search / update / delete on the Dictionary, one thread, on this kind of machine (docs/results/main.md, \"Beside the HART authors' prototype\"). Those figures \
                  have no flush and no emulated latency; compare them with `pmkv bench` (eadr, no latency emulation), not with this figure.\n\n",
             );
         }

@@ -339,7 +339,7 @@ impl EpAlloc {
     ///
     /// Worth it where consecutive frees fall in different chunks (random deletes of a
     /// large tree: 4M Random keys in shuffled order, a HART delete went from ~1040 to ~880
-    /// ns, docs/BENCHMARKS.md). When the object lies in the chunk this thread located
+    /// ns, docs/design/epalloc.md, "Algorithm 2 (EPMalloc)"). When the object lies in the chunk this thread located
     /// last, its metadata is cached already: then only the header line is prefetched, and
     /// only in the flushing modes, where each bit change's `clwb` evicts it.
     #[inline]

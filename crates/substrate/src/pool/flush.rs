@@ -249,8 +249,8 @@ impl Pool {
     /// for, that is all the fence would order, so no `sfence` is issued; the fence is
     /// still counted (the RMW is the ordering point) and is a crash-simulator point as
     /// every fence is. In the other modes, where the flush follows the RMW, it is a fence.
-    /// Measured: ~1 ns of every EPallocator publish and free in `eadr` (docs/BENCHMARKS.md,
-    /// "Locks whose release is a store").
+    /// Measured: ~1 ns of every EPallocator publish and free in `eadr` (docs/design/hart.md,
+    /// "Tried and measured").
     #[inline]
     pub fn fence_after_rmw(&self) {
         if self.mode == Mode::Eadr && cfg!(target_arch = "x86_64") {

@@ -174,6 +174,11 @@ pub struct Pool {
     overwritten: Mutex<Option<(u64, [u8; SLOT_LEN], Mutable)>>,
     /// Set by [`Pool::abandon`]: the drop then leaves the header alone.
     abandoned: AtomicBool,
+    /// The allocator's seal for the next clean shutdown ([`Pool::set_seal`]): written
+    /// into the header together with the clean flag, in the same slot update, and never
+    /// if the pool is not marked clean (an engine that refuses a crashed pool after its
+    /// allocator opened must not write the header: SPEC R2).
+    seal_at_close: Mutex<Option<u64>>,
     /// Test-only fault injection at every flush and fence (`fault-injection` feature).
     #[cfg(feature = "fault-injection")]
     fault: crate::fault::FaultSlot,
@@ -418,7 +423,13 @@ impl Drop for Pool {
         // A pool dropped while a panic unwinds, or poisoned by its engine, may hold a
         // half-done operation: leave it marked unclean so the next open recovers (R4).
         if !std::thread::panicking() && !self.is_poisoned() && !self.abandoned.load(Ordering::Acquire) {
-            self.update_state(|s| s.clean = true);
+            let seal = self.seal_at_close.lock().take();
+            self.update_state(|s| {
+                s.clean = true;
+                if let Some(seal) = seal {
+                    s.roots[crate::header::SEAL_ROOT] = seal;
+                }
+            });
         }
         if self.mode == Mode::Msync {
             msync_pending();

@@ -332,6 +332,7 @@ impl Pool {
             poisoned: AtomicBool::new(false),
             overwritten: Mutex::new(None),
             abandoned: AtomicBool::new(false),
+            seal_at_close: Mutex::new(None),
             #[cfg(feature = "fault-injection")]
             fault: Default::default(),
         };
@@ -339,7 +340,14 @@ impl Pool {
         pool.mapped.store(st.size, Ordering::Release);
         // Mark the pool in use: a crash from here on is seen as unclean by the next open.
         // (A read-only pool changes nothing: `update_state` does nothing.) The slot this
-        // overwrites is kept, so that an open the engine refuses can put it back.
+        // overwrites is kept, so that an open the engine refuses can put it back. A pool
+        // that was not closed cleanly is already marked so, and is left untouched: its
+        // header is not written until the engine's recovery succeeds and the pool is
+        // closed, so an open the engine refuses (damage found by recovery) changes no
+        // byte of the file (SPEC R2), crashed or not.
+        if !was_clean {
+            return Ok(pool);
+        }
         if !read_only {
             let at = Mutable::slot_for(st.seq + 1) as u64;
             let mut old = [0u8; SLOT_LEN];
@@ -395,6 +403,7 @@ impl Pool {
             poisoned: AtomicBool::new(false),
             overwritten: Mutex::new(None),
             abandoned: AtomicBool::new(false),
+            seal_at_close: Mutex::new(None),
             #[cfg(feature = "fault-injection")]
             fault: Default::default(),
         };

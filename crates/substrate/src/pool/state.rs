@@ -63,14 +63,18 @@ impl Pool {
         self.update_state(|s| s.roots[i] = off);
     }
 
-    /// The allocator's seal word (header root [`SEAL_ROOT`]); 0 if none was written.
+    /// The allocator's seal word (header root [`SEAL_ROOT`]); 0 if none was written. A
+    /// seal set for the next clean shutdown counts as written.
     pub(crate) fn seal(&self) -> u64 {
-        self.state.lock().roots[SEAL_ROOT]
+        self.seal_at_close.lock().unwrap_or_else(|| self.state.lock().roots[SEAL_ROOT])
     }
 
-    /// Record the allocator's seal in the header; durable when this returns.
+    /// Record the allocator's seal for the next clean shutdown: the pool's drop writes it
+    /// into the header in the same slot update that marks the pool clean (one atomic
+    /// header update instead of two), and never writes it if the pool is left unclean
+    /// (poisoned, abandoned after a refused open, or dropped while a panic unwinds).
     pub(crate) fn set_seal(&self, seal: u64) {
-        self.update_state(|s| s.roots[SEAL_ROOT] = seal);
+        *self.seal_at_close.lock() = Some(seal);
     }
 
     /// The pool's bump pointer: every byte at or above it is unused.
