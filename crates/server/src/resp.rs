@@ -406,6 +406,61 @@ mod tests {
         }
     }
 
+    /// The incremental parser gives the same requests whatever way the input is cut into
+    /// reads, consuming each byte once; the bytes it holds of a partial request are what
+    /// it has parsed of it.
+    #[test]
+    fn the_incremental_parser_agrees_across_every_split() {
+        let lim = Limits { max_bulk: 100, max_args: 10, max_inline: 50, max_query: 1000 };
+        let input: &[u8] =
+            b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING  hello\r\n\r\n*0\r\n*3\r\n$3\r\nSET\r\n$2\r\nab\r\n$4\r\nv\r\nx\r\n";
+        let want: Vec<Vec<Vec<u8>>> = vec![
+            vec![b"GET".to_vec(), b"k".to_vec()],
+            vec![b"PING".to_vec(), b"hello".to_vec()],
+            vec![b"SET".to_vec(), b"ab".to_vec(), b"v\r\nx".to_vec()],
+        ];
+        for step in 1..=input.len() {
+            let (mut p, mut buf, mut got) = (Parser::default(), Vec::new(), Vec::new());
+            for chunk in input.chunks(step) {
+                buf.extend_from_slice(chunk);
+                loop {
+                    let (r, used) = p.parse(&buf, &lim).unwrap();
+                    buf.drain(..used);
+                    match r {
+                        Some(a) => got.push(a),
+                        None => break,
+                    }
+                }
+            }
+            assert_eq!(got, want, "reads of {step} bytes");
+            assert!(buf.is_empty() && p.held() == 0);
+        }
+        // Part of a request: its whole elements are held, the rest is wanted.
+        let mut p = Parser::default();
+        let (r, used) = p.parse(b"*3\r\n$3\r\nSET\r\n$50\r\nabc", &lim).unwrap();
+        assert!(r.is_none() && used == 13 && p.held() == 3 + ELEMENT_OVERHEAD && p.want() == 50 + 2 - 3);
+    }
+
+    /// An array inside a request is an error at its first element, however deep the
+    /// nesting sent (no depth in the parser), and a stream of a million `*1` lines costs
+    /// one line.
+    #[test]
+    fn nested_arrays_are_refused_without_recursion() {
+        let deep = b"*1\r\n".repeat(1_000_000);
+        let lim = Limits::default();
+        assert_eq!(parse_request(&deep, &lim).unwrap_err(), "expected '$', got '*'");
+        assert!(read_request(&mut std::io::BufReader::new(&deep[..]), &lim).is_err());
+        let mut p = Parser::default();
+        assert!(p.parse(b"*2\r\n$1\r\na\r\n*1\r\n$1\r\nb\r\n", &lim).is_err());
+        // Before AUTH: eleven elements, a 5 KiB bulk or a long inline line are refused.
+        let u = Limits::UNAUTHENTICATED;
+        assert!(parse_request(b"*11\r\n", &u).is_err());
+        assert!(parse_request(b"*2\r\n$4\r\nAUTH\r\n$5000\r\n", &u).is_err());
+        assert!(parse_request(&[b'A'; 5000], &u).is_err());
+        assert!(parse_request(&[b"AUTH".as_slice(), &b" x".repeat(10), b"\r\n"].concat(), &u).is_err());
+        assert!(parse_request(b"*2\r\n$4\r\nAUTH\r\n$6\r\ns3cret\r\n", &u).unwrap().is_some());
+    }
+
     #[test]
     fn replies_in_resp2_and_resp3() {
         let mut o = Vec::new();
