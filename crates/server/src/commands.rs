@@ -21,6 +21,17 @@ pub struct Conn {
     pub authed: bool,
     /// SCAN cursors of this connection: cursor number → the last key returned.
     pub cursors: Vec<Vec<u8>>,
+    /// Bytes the next reply may take before the client's output-buffer hard limit is
+    /// passed (set by the connection loop before each command): commands whose reply
+    /// grows with the data (KEYS, SCAN, MGET, PMKV.RANGE) stop building it there.
+    pub reply_budget: usize,
+}
+
+impl Conn {
+    /// A new connection's state: authenticated already when no password is set.
+    pub fn new(id: u64, authed: bool) -> Conn {
+        Conn { id, name: None, resp3: false, authed, cursors: Vec::new(), reply_budget: usize::MAX }
+    }
 }
 
 /// What the connection loop must do after a reply.
@@ -46,35 +57,39 @@ fn store_err(e: pmkv::Error) -> Reply {
     Reply::err(format!("ERR {} ({})", e, e.kind().name()))
 }
 
-/// Glob match as Redis's KEYS/SCAN MATCH: `*`, `?`, `[...]`, `\\` escapes.
+/// Glob match as Redis's KEYS/SCAN MATCH: `*`, `?`, `[...]`, `\\` escapes (see
+/// [`crate::glob`]: iterative, no recursion, O(|pattern| × |key|)).
 pub fn glob(p: &[u8], s: &[u8]) -> bool {
-    match (p.first(), s.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => glob(&p[1..], s) || (!s.is_empty() && glob(p, &s[1..])),
-        (Some(b'?'), Some(_)) => glob(&p[1..], &s[1..]),
-        (Some(b'['), Some(&c)) => {
-            let Some(end) = p.iter().skip(1).position(|&x| x == b']') else {
-                return p[0] == c && glob(&p[1..], &s[1..]);
-            };
-            let class = &p[1..=end];
-            let (neg, class) = if class.first() == Some(&b'^') { (true, &class[1..]) } else { (false, class) };
-            let mut hit = false;
-            let mut i = 0;
-            while i < class.len() {
-                if i + 2 < class.len() && class[i + 1] == b'-' {
-                    hit |= class[i] <= c && c <= class[i + 2];
-                    i += 3;
-                } else {
-                    hit |= class[i] == c;
-                    i += 1;
-                }
-            }
-            hit != neg && glob(&p[end + 2..], &s[1..])
-        }
-        (Some(b'\\'), Some(&c)) if p.len() > 1 => p[1] == c && glob(&p[2..], &s[1..]),
-        (Some(&a), Some(&b)) => a == b && glob(&p[1..], &s[1..]),
-        _ => false,
-    }
+    crate::glob::glob(p, s)
+}
+
+/// The reply when a reply being built would pass the client's output-buffer hard limit:
+/// the client is told why and disconnected (Redis disconnects it silently), and the
+/// server never holds the rest of that reply.
+fn over_output_limit(sh: &Shared) -> (Reply, After) {
+    sh.output_limit_closes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    (
+        Reply::err(format!(
+            "ERR reply exceeds client-output-buffer-limit hard limit ({} bytes): closing the connection",
+            sh.output.hard
+        )),
+        After::Close,
+    )
+}
+
+/// Bytes a bulk reply of `n` bytes takes on the wire (header, CRLFs), as counted against
+/// the output limit.
+fn bulk_cost(n: usize) -> usize {
+    n + 16
+}
+
+/// Whether `args` may take long enough (a walk over the store, or many keys) that it
+/// must not run on a worker the other connections need: the connection loop runs such
+/// commands with `tokio::task::block_in_place`, which hands the worker's other tasks to
+/// another thread first, so a KEYS over a large store does not stall PING elsewhere.
+pub fn may_take_long(args: &[Vec<u8>]) -> bool {
+    const LONG: [&[u8]; 7] = [b"KEYS", b"SCAN", b"FLUSHDB", b"FLUSHALL", b"PMKV.RANGE", b"INFO", b"DBSIZE"];
+    args.len() > 16 || args.first().is_some_and(|c| LONG.iter().any(|l| c.eq_ignore_ascii_case(l)))
 }
 
 /// Run one command.
@@ -182,9 +197,11 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
         },
         "CONFIG" if a.len() >= 2 && upper(&a[0]) == "GET" => {
             let mut out = Vec::new();
+            let params = config_params(sh);
             for p in &a[1..] {
-                for (k, v) in [("save", ""), ("appendonly", "no"), ("databases", "1"), ("maxmemory", "0")] {
-                    if glob(&p.to_ascii_lowercase(), k.as_bytes()) {
+                let pat = crate::glob::Pattern::new(&p.to_ascii_lowercase(), 64);
+                for (k, v) in &params {
+                    if pat.matches(k.as_bytes()) && !out.iter().any(|(n, _)| n == &Reply::bulk(k.as_bytes().to_vec())) {
                         out.push((Reply::bulk(k.as_bytes().to_vec()), Reply::bulk(v.as_bytes().to_vec())));
                     }
                 }
@@ -214,15 +231,26 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
                 Err(e) => store_err(e),
             }
         }
-        "MGET" if !a.is_empty() => Reply::Array(
-            a.iter()
-                .map(|k| match s.get(k) {
-                    Ok(Some(v)) => Reply::Bulk(v),
+        "MGET" if !a.is_empty() => {
+            let mut items = Vec::with_capacity(a.len().min(1024));
+            let mut size = 0usize;
+            for k in a {
+                let r = match s.get(k) {
+                    Ok(Some(v)) => {
+                        size += bulk_cost(v.len());
+                        Reply::Bulk(v)
+                    }
                     Ok(None) => Reply::Nil,
                     Err(e) => store_err(e),
-                })
-                .collect(),
-        ),
+                };
+                size += 8;
+                if size > c.reply_budget {
+                    return over_output_limit(sh);
+                }
+                items.push(r);
+            }
+            Reply::Array(items)
+        }
         "MSET" if !a.is_empty() && a.len().is_multiple_of(2) => {
             let keys: Vec<&Vec<u8>> = a.iter().step_by(2).collect();
             let _g = sh.lock(&keys.iter().map(|k| k.as_slice()).collect::<Vec<_>>());
@@ -295,25 +323,52 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
             Err(e) => store_err(e),
         },
         "KEYS" if a.len() == 1 => {
+            let pat = crate::glob::Pattern::new(&a[0], s.info().max_key_len);
             let mut out = Vec::new();
-            for r in s.range(&KeyRange::all()) {
-                match r {
-                    Ok((k, _)) if glob(&a[0], &k) => out.push(Reply::Bulk(k)),
-                    Ok(_) => {}
-                    Err(e) => return (store_err(e), After::Continue),
+            let (mut size, mut over) = (0usize, false);
+            let walked = s.scan(&KeyRange::all(), Direction::Forward, |k, _| {
+                if pat.matches(k) {
+                    size += bulk_cost(k.len());
+                    if size > c.reply_budget {
+                        over = true;
+                        return false;
+                    }
+                    out.push(Reply::Bulk(k.to_vec()));
                 }
+                true
+            });
+            if over {
+                return over_output_limit(sh);
             }
-            Reply::Array(out)
+            match walked {
+                Ok(()) => Reply::Array(out),
+                Err(e) => store_err(e),
+            }
         }
-        "SCAN" if !a.is_empty() => scan(s, c, a),
+        "SCAN" if !a.is_empty() => match scan(s, c, a) {
+            Some(r) => r,
+            None => return over_output_limit(sh),
+        },
         "FLUSHDB" | "FLUSHALL" => {
-            let keys: Vec<Vec<u8>> = match s.collect(&KeyRange::all(), Direction::Forward, usize::MAX) {
-                Ok(r) => r.into_iter().map(|(k, _)| k).collect(),
-                Err(e) => return (store_err(e), After::Continue),
-            };
-            for k in keys {
-                if let Err(e) = s.delete(&k) {
+            // In rounds of at most FLUSH_ROUND keys, so that flushing a large store holds
+            // no more than one round's keys (and none of their values) at a time.
+            const FLUSH_ROUND: usize = 1024;
+            loop {
+                let mut keys = Vec::new();
+                let walked = s.scan(&KeyRange::all(), Direction::Forward, |k, _| {
+                    keys.push(k.to_vec());
+                    keys.len() < FLUSH_ROUND
+                });
+                if let Err(e) = walked {
                     return (store_err(e), After::Continue);
+                }
+                for k in &keys {
+                    if let Err(e) = s.delete(k) {
+                        return (store_err(e), After::Continue);
+                    }
+                }
+                if keys.len() < FLUSH_ROUND {
+                    break;
                 }
             }
             Reply::ok()
@@ -331,8 +386,25 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
                 }
             };
             let end = if a[1].as_slice() == b"+" { Bound::Unbounded } else { Bound::Excluded(a[1].clone()) };
-            match s.collect(&KeyRange { start: bound(&a[0]), end }, Direction::Forward, lim) {
-                Ok(r) => Reply::Array(r.into_iter().flat_map(|(k, v)| [Reply::Bulk(k), Reply::Bulk(v)]).collect()),
+            let (mut out, mut size, mut over) = (Vec::new(), 0usize, false);
+            let walked = s.scan(&KeyRange { start: bound(&a[0]), end }, Direction::Forward, |k, v| {
+                if out.len() / 2 >= lim {
+                    return false;
+                }
+                size += bulk_cost(k.len()) + bulk_cost(v.len());
+                if size > c.reply_budget {
+                    over = true;
+                    return false;
+                }
+                out.push(Reply::Bulk(k.to_vec()));
+                out.push(Reply::Bulk(v.to_vec()));
+                true
+            });
+            if over {
+                return over_output_limit(sh);
+            }
+            match walked {
+                Ok(()) => Reply::Array(out),
                 Err(e) => store_err(e),
             }
         }
@@ -466,19 +538,21 @@ fn incr(sh: &Shared, k: &[u8], by: i64) -> Reply {
     }
 }
 
-fn scan(s: &Store, c: &mut Conn, a: &[Vec<u8>]) -> Reply {
-    let Some(cur) = int(&a[0]).filter(|&n| n >= 0) else { return Reply::err("ERR invalid cursor") };
+/// SCAN: up to COUNT records after the cursor's key, the keys that MATCH replied.
+/// `None` when the reply would pass the client's output-buffer hard limit.
+fn scan(s: &Store, c: &mut Conn, a: &[Vec<u8>]) -> Option<Reply> {
+    let Some(cur) = int(&a[0]).filter(|&n| n >= 0) else { return Some(Reply::err("ERR invalid cursor")) };
     let (mut pattern, mut count) = (None, 10usize);
     let mut i = 1;
     while i < a.len() {
         match upper(&a[i]).as_str() {
-            "MATCH" if i + 1 < a.len() => pattern = Some(a[i + 1].clone()),
+            "MATCH" if i + 1 < a.len() => pattern = Some(crate::glob::Pattern::new(&a[i + 1], s.info().max_key_len)),
             "COUNT" if i + 1 < a.len() => match int(&a[i + 1]) {
                 Some(n) if n > 0 => count = n as usize,
-                _ => return Reply::err("ERR value is not an integer or out of range"),
+                _ => return Some(Reply::err("ERR value is not an integer or out of range")),
             },
             "TYPE" if i + 1 < a.len() => {}
-            _ => return Reply::err("ERR syntax error"),
+            _ => return Some(Reply::err("ERR syntax error")),
         }
         i += 2;
     }
@@ -487,28 +561,68 @@ fn scan(s: &Store, c: &mut Conn, a: &[Vec<u8>]) -> Reply {
         0 => Bound::Unbounded,
         n => match c.cursors.get(n as usize - 1) {
             Some(k) => Bound::Excluded(k.clone()),
-            None => return Reply::err("ERR invalid cursor"),
+            None => return Some(Reply::err("ERR invalid cursor")),
         },
     };
-    let recs = match s.collect(&KeyRange { start, end: Bound::Unbounded }, Direction::Forward, count.min(100_000)) {
-        Ok(r) => r,
-        Err(e) => return store_err(e),
-    };
-    let next = if recs.len() < count {
+    let count = count.min(100_000);
+    let (mut keys, mut seen, mut last, mut size, mut over) = (Vec::new(), 0usize, Vec::new(), 0usize, false);
+    let walked = s.scan(&KeyRange { start, end: Bound::Unbounded }, Direction::Forward, |k, _| {
+        seen += 1;
+        if pattern.as_ref().is_none_or(|p| p.matches(k)) {
+            size += bulk_cost(k.len());
+            if size > c.reply_budget {
+                over = true;
+                return false;
+            }
+            keys.push(Reply::Bulk(k.to_vec()));
+        }
+        if seen == count {
+            last = k.to_vec();
+            return false;
+        }
+        true
+    });
+    if over {
+        return None;
+    }
+    if let Err(e) = walked {
+        return Some(store_err(e));
+    }
+    let next = if seen < count {
         0
     } else {
-        if c.cursors.len() >= 1024 {
-            c.cursors.clear(); // bounded memory per connection; old cursors become invalid
+        // Bounded memory per connection: at most 1024 cursors and 1 MiB of their keys;
+        // past that the old cursors become invalid.
+        if c.cursors.len() >= 1024 || c.cursors.iter().map(Vec::len).sum::<usize>() + last.len() > 1 << 20 {
+            c.cursors.clear();
         }
-        c.cursors.push(recs.last().map(|r| r.0.clone()).unwrap_or_default());
+        c.cursors.push(last);
         c.cursors.len() as i64
     };
-    let keys: Vec<Reply> = recs
-        .into_iter()
-        .filter(|(k, _)| pattern.as_ref().is_none_or(|p| glob(p, k)))
-        .map(|(k, _)| Reply::Bulk(k))
-        .collect();
-    Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(keys)])
+    Some(Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(keys)]))
+}
+
+/// What `CONFIG GET` shows: Redis's names for the limits this server enforces, in
+/// Redis's units (bytes, seconds), and the fixed answers clients probe for.
+fn config_params(sh: &Shared) -> Vec<(&'static str, String)> {
+    let (l, o) = (&sh.limits, &sh.output);
+    let u = crate::resp::Limits::UNAUTHENTICATED;
+    vec![
+        ("save", String::new()),
+        ("appendonly", "no".into()),
+        ("databases", "1".into()),
+        ("maxmemory", "0".into()),
+        ("maxclients", sh.max_clients.to_string()),
+        ("timeout", sh.idle_timeout.as_secs().to_string()),
+        ("proto-max-bulk-len", l.max_bulk.to_string()),
+        ("client-query-buffer-limit", l.max_query.to_string()),
+        ("client-output-buffer-limit", format!("normal {} {} {}", o.hard, o.soft, o.soft_time.as_secs())),
+        ("requirepass", if sh.password.is_some() { "(set)" } else { "" }.into()),
+        (
+            "pmkv-unauthenticated-limits",
+            format!("query {} bulk {} multibulk {} inline {}", u.max_query, u.max_bulk, u.max_args, u.max_inline),
+        ),
+    ]
 }
 
 fn info(sh: &Shared) -> Reply {
@@ -537,9 +651,13 @@ fn info(sh: &Shared) -> Reply {
         sh.mode
     ));
     t.push_str(&format!(
-        "\r\n# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n",
+        "\r\n# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\n\
+         client_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
         sh.connections.load(Relaxed),
-        sh.commands.load(Relaxed)
+        sh.commands.load(Relaxed),
+        sh.rejected.load(Relaxed),
+        sh.query_limit_closes.load(Relaxed),
+        sh.output_limit_closes.load(Relaxed)
     ));
     if let Ok(n) = s.len() {
         t.push_str(&format!("\r\n# Keyspace\r\ndb0:keys={n},expires=0,avg_ttl=0\r\n"));

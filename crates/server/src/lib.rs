@@ -1,13 +1,25 @@
 //! `pmkv serve` (SPEC U2, U3): a Redis-protocol server over any pmkv engine, so that the
 //! Redis tools and client libraries people already use drive pmkv unchanged.
 //!
-//! * [`resp`] — the protocol, bounded (bulk length, argument count, inline line).
+//! * [`resp`] — the protocol, bounded (bulk length, argument count, inline line, and the
+//!   input a client may have pending), parsed incrementally and without recursion.
+//! * [`glob`] — KEYS/SCAN patterns, matched iteratively in O(|pattern| × |key|).
 //! * [`commands`] — what each command does to the store; read-modify-write commands are
 //!   atomic under concurrent clients (key-striped locks).
 //! * here — the listener and connections: tokio tasks (at most `max_clients`, an idle
 //!   timeout, replies written before more is read so a slow reader only slows itself),
 //!   AUTH in constant time, loopback by default, and a clean shutdown on SIGINT, SIGTERM
 //!   or SHUTDOWN: the store is closed and the pool marked clean.
+//!
+//! What one client can make the server hold is bounded, as Redis bounds it (the limits
+//! table is in [`Config`]): its pending input by [`resp::Limits::max_query`] (a few KiB
+//! before it has authenticated, when a password is set: [`resp::Limits::UNAUTHENTICATED`]),
+//! its pending output by [`OutputLimits`] — replies are written out whenever
+//! [`FLUSH_AT`] bytes of them are pending, so a pipeline of GETs from a client that never
+//! reads holds one reply, not all of them, and a client whose pending output stays over
+//! the soft limit too long, or whose one reply would pass the hard limit, is
+//! disconnected. Commands that walk the store run off the worker (see
+//! [`commands::may_take_long`]), so no request stalls the other connections.
 //!
 //! Durability: a write's reply is sent after the engine's put returned, i.e. once the write
 //! is persistent in the pool's mode (`adr`/`eadr`: in PM; `msync`: on the file's device;
@@ -17,24 +29,75 @@
 //! and all are acknowledged after the batch is durable.
 
 pub mod commands;
+pub mod glob;
 pub mod resp;
 
 use pmkv::Store;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// Server settings.
+/// Replies pending for one client are written out once they reach this many bytes, even
+/// in the middle of a pipeline: the output a client that does not read makes the server
+/// hold is this plus one reply, whatever it sends.
+pub const FLUSH_AT: usize = 64 << 10;
+
+/// Plain SETs pipelined back to back are applied as one batch of at most this many bytes
+/// (keys and values) ...
+const SET_BATCH_BYTES: usize = 4 << 20;
+/// ... and this many SETs.
+const SET_BATCH_COUNT: usize = 4096;
+
+/// Redis's `client-output-buffer-limit` for normal clients: what replies one client may
+/// have pending (produced, not yet taken by its socket).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OutputLimits {
+    /// A reply that would take the pending output past this many bytes is not built: the
+    /// client gets an error and is disconnected.
+    pub hard: usize,
+    /// Pending output over this many bytes for longer than `soft_time` disconnects the
+    /// client (0: no soft limit).
+    pub soft: usize,
+    pub soft_time: Duration,
+}
+
+impl Default for OutputLimits {
+    /// Hard: four of the largest value (an MGET of four still answers); soft: two of them
+    /// pending for a minute. Redis leaves normal clients unlimited; a client that never
+    /// reads then grows without bound there.
+    fn default() -> Self {
+        OutputLimits {
+            hard: 4 * resp::LARGEST_VALUE,
+            soft: 2 * resp::LARGEST_VALUE,
+            soft_time: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Server settings. The defaults and what passing each limit does:
+///
+/// | setting | default | when passed | Redis |
+/// |---|---|---|---|
+/// | `max_clients` | 1000 | the new connection gets an error and is closed | `maxclients` |
+/// | `limits.max_bulk` | 16 MiB (the largest value) | protocol error, close | `proto-max-bulk-len` |
+/// | `limits.max_args` | 1 Mi | protocol error, close | (1 Mi, fixed) |
+/// | `limits.max_query` | 64 MiB | error, close | `client-query-buffer-limit` |
+/// | `output.hard` | 64 MiB | error, close | `client-output-buffer-limit` hard |
+/// | `output.soft`/`soft_time` | 32 MiB for 60 s | close | `client-output-buffer-limit` soft |
+/// | before AUTH | [`resp::Limits::UNAUTHENTICATED`] | protocol error, close | 10 elements, 16 KiB bulks |
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// An IP address or a host name (every address it resolves to is served).
     pub bind: String,
     pub port: u16,
+    /// AUTH password; an empty one counts as none (it would protect nothing).
     pub password: Option<String>,
     pub max_clients: usize,
     /// Close a connection idle this long (0: never).
     pub idle_timeout: Duration,
     pub limits: resp::Limits,
+    pub output: OutputLimits,
     /// Allow a non-loopback bind without a password.
     pub unprotected: bool,
     /// Worker threads that run connections (0: [`default_threads`]).
@@ -65,6 +128,7 @@ impl Default for Config {
             max_clients: 1000,
             idle_timeout: Duration::ZERO,
             limits: resp::Limits::default(),
+            output: OutputLimits::default(),
             unprotected: false,
             threads: 0,
         }
@@ -80,9 +144,18 @@ pub struct Shared {
     pub port: u16,
     pub mode: String,
     pub max_clients: usize,
+    pub idle_timeout: Duration,
+    pub limits: resp::Limits,
+    pub output: OutputLimits,
     pub clients: AtomicU64,
     pub connections: AtomicU64,
     pub commands: AtomicU64,
+    /// Connections refused at `max_clients`.
+    pub rejected: AtomicU64,
+    /// Clients disconnected at the query-buffer limit.
+    pub query_limit_closes: AtomicU64,
+    /// Clients disconnected at the output-buffer limits.
+    pub output_limit_closes: AtomicU64,
     stripes: Vec<Mutex<()>>,
     /// Set by SHUTDOWN or a [`Server::stopper`]; its own `Arc` so that a stopper does not
     /// keep the store alive (the store must be closed, and the pool marked clean, when
@@ -126,40 +199,119 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 /// A bound server, ready to run.
 pub struct Server {
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     shared: Arc<Shared>,
     cfg: Config,
 }
 
-impl Server {
-    /// Bind to `cfg.bind:cfg.port` (port 0: any free port). Refuses a non-loopback address
-    /// without a password unless `cfg.unprotected`.
-    pub fn bind(store: Store, mode: &str, cfg: Config) -> std::io::Result<Server> {
-        let addr: std::net::IpAddr = cfg
-            .bind
-            .parse()
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("bad address {}", cfg.bind)))?;
-        if !addr.is_loopback() && cfg.password.is_none() && !cfg.unprotected {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!("refusing to serve {addr} without a password: use --requirepass, or --unprotected to force it"),
-            ));
+fn err(kind: std::io::ErrorKind, msg: String) -> std::io::Error {
+    std::io::Error::new(kind, msg)
+}
+
+/// The addresses `bind` names: an IP address (`::1` or `[::1]` too), or a host name
+/// resolved by the system's resolver (`localhost`: 127.0.0.1, and ::1 where the hosts
+/// file says so), without duplicates, in the resolver's order.
+pub fn resolve(bind: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+    let host = bind.strip_prefix('[').and_then(|b| b.strip_suffix(']')).unwrap_or(bind);
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    if host.is_empty() {
+        return Err(err(std::io::ErrorKind::InvalidInput, "empty bind address".into()));
+    }
+    let mut addrs: Vec<SocketAddr> = Vec::new();
+    let found = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| err(std::io::ErrorKind::InvalidInput, format!("cannot resolve {host}: {e}")))?;
+    for a in found {
+        if !addrs.contains(&a) {
+            addrs.push(a);
         }
-        let listener = TcpListener::bind(SocketAddr::new(addr, cfg.port))?;
-        let port = listener.local_addr()?.port();
+    }
+    if addrs.is_empty() {
+        return Err(err(std::io::ErrorKind::InvalidInput, format!("{host} resolves to no address")));
+    }
+    Ok(addrs)
+}
+
+impl Server {
+    /// Bind to `cfg.bind:cfg.port` (port 0: any free port). `cfg.bind` may be a host
+    /// name: every address it resolves to is bound, on one port (an address this host
+    /// cannot bind, such as ::1 with IPv6 off, is skipped if another one binds; see
+    /// [`Server::addrs`]). Refuses a non-loopback address without a password unless
+    /// `cfg.unprotected`; an empty password is no password.
+    pub fn bind(store: Store, mode: &str, mut cfg: Config) -> std::io::Result<Server> {
+        let empty_password = cfg.password.as_deref() == Some("");
+        if empty_password {
+            cfg.password = None;
+        }
+        if let Some(p) = &cfg.password {
+            let most = resp::Limits::UNAUTHENTICATED.max_bulk;
+            if p.len() > most {
+                return Err(err(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("the password is {} bytes; at most {most} (what a client may send before AUTH)", p.len()),
+                ));
+            }
+        }
+        let addrs = resolve(&cfg.bind, cfg.port)?;
+        if let Some(a) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+            if cfg.password.is_none() && !cfg.unprotected {
+                let why = if empty_password { " (the password given is empty)" } else { "" };
+                return Err(err(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "refusing to serve {} without a password{why}: use --requirepass, or --unprotected to force it",
+                        a.ip()
+                    ),
+                ));
+            }
+        }
+        let mut listeners: Vec<TcpListener> = Vec::new();
+        let mut first_err = None;
+        for a in &addrs {
+            // Every address on the port the first one got (port 0 picks it).
+            let port = listeners.first().and_then(|l| l.local_addr().ok()).map_or(cfg.port, |l| l.port());
+            match TcpListener::bind(SocketAddr::new(a.ip(), port)) {
+                Ok(l) => listeners.push(l),
+                // An address family or address this host lacks (::1 with IPv6 off).
+                Err(e)
+                    if matches!(e.kind(), std::io::ErrorKind::AddrNotAvailable | std::io::ErrorKind::Unsupported)
+                        || e.raw_os_error() == Some(libc::EAFNOSUPPORT) =>
+                {
+                    first_err.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if listeners.is_empty() {
+            return Err(first_err.unwrap_or_else(|| err(std::io::ErrorKind::InvalidInput, "no address".into())));
+        }
+        let port = listeners[0].local_addr()?.port();
         let shared = Arc::new(Shared {
             store,
             password: cfg.password.clone(),
             port,
             mode: mode.to_string(),
             max_clients: cfg.max_clients,
+            idle_timeout: cfg.idle_timeout,
+            limits: cfg.limits,
+            output: cfg.output,
             clients: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             commands: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            query_limit_closes: AtomicU64::new(0),
+            output_limit_closes: AtomicU64::new(0),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             stop: Arc::new(AtomicBool::new(false)),
         });
-        Ok(Server { listener, shared, cfg })
+        Ok(Server { listeners, shared, cfg })
+    }
+
+    /// The addresses it listens on (a host name's: those that could be bound).
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        self.listeners.iter().filter_map(|l| l.local_addr().ok()).collect()
     }
 
     /// The port it listens on.
@@ -195,23 +347,37 @@ impl Server {
             .enable_all()
             .build()
             .map_err(io_err)?;
-        let Server { listener, shared, cfg } = self;
+        let Server { listeners, shared, cfg } = self;
         let sh = shared.clone();
         rt.block_on(async move {
-            listener.set_nonblocking(true)?;
-            let listener = tokio::net::TcpListener::from_std(listener)?;
+            let mut ls = Vec::new();
+            for l in listeners {
+                l.set_nonblocking(true)?;
+                ls.push(tokio::net::TcpListener::from_std(l)?);
+            }
+            // The next connection on any of the listeners.
+            let accept = || {
+                std::future::poll_fn(|cx| {
+                    for l in &ls {
+                        if let std::task::Poll::Ready(r) = l.poll_accept(cx) {
+                            return std::task::Poll::Ready(r);
+                        }
+                    }
+                    std::task::Poll::Pending
+                })
+            };
             let mut next_id = 0u64;
             let stopping =
                 |sh: &Shared| sh.stop.load(Ordering::SeqCst) || (signals && SIGNALLED.load(Ordering::SeqCst));
             while !stopping(&sh) {
-                let accepted = tokio::time::timeout(Duration::from_millis(50), listener.accept()).await;
+                let accepted = tokio::time::timeout(Duration::from_millis(50), accept()).await;
                 let Ok(Ok((sock, _))) = accepted else { continue };
                 next_id += 1;
                 sh.connections.fetch_add(1, Ordering::Relaxed);
                 if sh.clients.load(Ordering::SeqCst) as usize >= sh.max_clients {
-                    use tokio::io::AsyncWriteExt;
-                    let mut sock = sock;
-                    let _ = sock.write_all(b"-ERR max number of clients reached\r\n").await;
+                    sh.rejected.fetch_add(1, Ordering::Relaxed);
+                    // Never waits on the client: a fresh socket takes 40 bytes at once.
+                    let _ = sock.try_write(b"-ERR max number of clients reached\r\n");
                     continue;
                 }
                 sh.clients.fetch_add(1, Ordering::SeqCst);
@@ -234,22 +400,89 @@ impl Server {
     }
 }
 
+/// A connection closed for passing a limit (counted in INFO, not an I/O failure).
+fn limit_closed(what: &str) -> std::io::Error {
+    err(std::io::ErrorKind::Other, format!("{what} limit passed"))
+}
+
+/// Write all of `out` to the client, under the output limits: while more than the soft
+/// limit is pending, the client has until `soft_since + soft_time` to take enough of it
+/// (`soft_since` is when the pending output last went over the soft limit, kept across
+/// calls as Redis keeps it); under it, a write waits as long as the idle timeout allows.
+async fn flush(
+    sh: &Shared,
+    sock: &mut tokio::net::TcpStream,
+    out: &mut Vec<u8>,
+    soft_since: &mut Option<Instant>,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let o = &sh.output;
+    let mut pos = 0;
+    while pos < out.len() {
+        let pending = out.len() - pos;
+        if pending > o.hard {
+            sh.output_limit_closes.fetch_add(1, Ordering::Relaxed);
+            return Err(limit_closed("output hard"));
+        }
+        let write = sock.write(&out[pos..]);
+        let n = if o.soft > 0 && pending > o.soft {
+            let since = *soft_since.get_or_insert_with(Instant::now);
+            match tokio::time::timeout_at((since + o.soft_time).into(), write).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    sh.output_limit_closes.fetch_add(1, Ordering::Relaxed);
+                    return Err(limit_closed("output soft"));
+                }
+            }
+        } else {
+            *soft_since = None;
+            if sh.idle_timeout.is_zero() {
+                write.await?
+            } else {
+                match tokio::time::timeout(sh.idle_timeout, write).await {
+                    Ok(r) => r?,
+                    Err(_) => return Err(err(std::io::ErrorKind::TimedOut, "write timed out".into())),
+                }
+            }
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        pos += n;
+    }
+    *soft_since = None;
+    out.clear();
+    Ok(())
+}
+
+/// Give back a buffer's memory once a large request or reply has passed, so that an
+/// idle connection holds a few KiB whatever it sent or read before.
+fn shrink(v: &mut Vec<u8>) {
+    if v.capacity() > (1 << 20) && v.len() < (16 << 10) {
+        v.shrink_to(16 << 10);
+    }
+}
+
 async fn connection(sh: &Shared, mut sock: tokio::net::TcpStream, cfg: &Config, id: u64) -> std::io::Result<()> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     sock.set_nodelay(true)?;
-    let mut c = commands::Conn { id, name: None, resp3: false, authed: sh.password.is_none(), cursors: Vec::new() };
+    let mut c = commands::Conn::new(id, sh.password.is_none());
+    let mut parser = resp::Parser::default();
     let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
     let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
+    let mut soft_since: Option<Instant> = None;
     // The value of the last plain GET: its allocation is reused by the next one.
     let mut value: Option<Vec<u8>> = None;
+    let limits = |c: &commands::Conn| if c.authed { cfg.limits } else { resp::Limits::UNAUTHENTICATED };
     loop {
         // Every complete request in the buffer, replies gathered: a pipeline's replies go
-        // out in one write, after each of its writes was made durable in turn.
-        // Plain SETs pipelined back to back are held in `sets` and applied together
-        // (group commit, `commands::set_many`) before the next other command runs and
-        // before any reply is sent.
+        // out in one write (or one per FLUSH_AT bytes of them), after each of its writes
+        // was made durable in turn. Plain SETs pipelined back to back are held in `sets`
+        // and applied together (group commit, `commands::set_many`) before the next other
+        // command runs and before any reply is sent.
         let mut used = 0;
         let mut sets: Vec<Vec<Vec<u8>>> = Vec::new();
+        let mut sets_bytes = 0usize;
         let flush_sets = |sets: &mut Vec<Vec<Vec<u8>>>, out: &mut Vec<u8>, resp3: bool| -> std::io::Result<()> {
             if !sets.is_empty() {
                 let n = sets.len();
@@ -261,56 +494,100 @@ async fn connection(sh: &Shared, mut sock: tokio::net::TcpStream, cfg: &Config, 
             Ok(())
         };
         loop {
-            match resp::parse_request(&buf[used..], &cfg.limits) {
-                Ok(Some((args, n))) => {
+            match parser.parse(&buf[used..], &limits(&c)) {
+                Ok((Some(args), n)) => {
                     used += n;
                     if args.is_empty() {
                         continue;
                     }
                     sh.commands.fetch_add(1, Ordering::Relaxed);
                     if commands::is_plain_set(sh, &c, &args) {
+                        sets_bytes += args[1].len() + args[2].len();
                         sets.push(args);
+                        if sets.len() >= SET_BATCH_COUNT || sets_bytes >= SET_BATCH_BYTES {
+                            flush_sets(&mut sets, &mut out, c.resp3)?;
+                            sets_bytes = 0;
+                        }
                         continue;
                     }
                     flush_sets(&mut sets, &mut out, c.resp3)?;
+                    sets_bytes = 0;
                     if commands::is_plain_get(&c, &args) {
                         // The commonest request, answered straight into the output: no
                         // reply value, no copy of the value beyond the reused buffer.
                         commands::get_into(sh, &args[1], &mut value, &mut out, c.resp3)?;
-                        continue;
+                    } else {
+                        c.reply_budget = sh.output.hard.saturating_sub(out.len());
+                        let (reply, after) = if commands::may_take_long(&args) {
+                            tokio::task::block_in_place(|| commands::run(sh, &mut c, &args))
+                        } else {
+                            commands::run(sh, &mut c, &args)
+                        };
+                        match after {
+                            commands::After::Shutdown => {
+                                // No reply (as Redis): the client sees the connection close.
+                                flush(sh, &mut sock, &mut out, &mut soft_since).await?;
+                                sh.stop.store(true, Ordering::SeqCst);
+                                return Ok(());
+                            }
+                            commands::After::Close => {
+                                reply.write(&mut out, c.resp3)?;
+                                return flush(sh, &mut sock, &mut out, &mut soft_since).await;
+                            }
+                            commands::After::Continue => reply.write(&mut out, c.resp3)?,
+                        }
                     }
-                    let (reply, after) = commands::run(sh, &mut c, &args);
-                    match after {
-                        commands::After::Shutdown => {
-                            // No reply (as Redis): the client sees the connection close.
-                            sock.write_all(&out).await?;
-                            sh.stop.store(true, Ordering::SeqCst);
-                            return Ok(());
-                        }
-                        commands::After::Close => {
-                            reply.write(&mut out, c.resp3)?;
-                            return sock.write_all(&out).await;
-                        }
-                        commands::After::Continue => reply.write(&mut out, c.resp3)?,
+                    if out.len() > sh.output.hard {
+                        // One value larger than the hard limit (a limit set below the
+                        // largest value): not sent, the client is disconnected.
+                        sh.output_limit_closes.fetch_add(1, Ordering::Relaxed);
+                        return Err(limit_closed("output hard"));
+                    }
+                    if out.len() >= FLUSH_AT {
+                        flush(sh, &mut sock, &mut out, &mut soft_since).await?;
+                        shrink(&mut out);
                     }
                 }
-                Ok(None) => break,
+                Ok((None, n)) => {
+                    used += n;
+                    break;
+                }
                 Err(m) => {
                     flush_sets(&mut sets, &mut out, c.resp3)?;
                     resp::Reply::err(format!("ERR Protocol error: {m}")).write(&mut out, c.resp3)?;
-                    return sock.write_all(&out).await;
+                    let _ = flush(sh, &mut sock, &mut out, &mut soft_since).await;
+                    return Ok(());
                 }
             }
         }
         flush_sets(&mut sets, &mut out, c.resp3)?;
         buf.drain(..used);
+        // What is left is a request still arriving: with what the parser holds of it, the
+        // client's query buffer.
+        let lim = limits(&c);
+        if buf.len() + parser.held() > lim.max_query {
+            sh.query_limit_closes.fetch_add(1, Ordering::Relaxed);
+            let what = if c.authed { "client-query-buffer-limit" } else { "the limit before AUTH" };
+            resp::Reply::err(format!("ERR Protocol error: a request over {what} ({} bytes)", lim.max_query))
+                .write(&mut out, c.resp3)?;
+            let _ = flush(sh, &mut sock, &mut out, &mut soft_since).await;
+            return Ok(());
+        }
         if !out.is_empty() {
-            sock.write_all(&out).await?; // a slow reader blocks this client only
-            out.clear();
+            flush(sh, &mut sock, &mut out, &mut soft_since).await?; // a slow reader blocks this client only
+        }
+        shrink(&mut out);
+        shrink(&mut buf);
+        if value.as_ref().is_some_and(|v| v.capacity() > 1 << 20) {
+            value = None;
         }
         if sh.stop.load(Ordering::SeqCst) {
             return Ok(());
         }
+        // Room for the bulk being read, all at once (a 16 MiB value arriving in 64 KiB
+        // reads is not copied 256 times); never more than the limit lets the client send.
+        let allowed = lim.max_query.saturating_sub(buf.len() + parser.held()) + 1;
+        buf.reserve(parser.want().max(16 << 10).min(allowed));
         let read = sock.read_buf(&mut buf);
         let n = if cfg.idle_timeout.is_zero() {
             read.await?

@@ -4,22 +4,48 @@
 //! Parsing is bounded: a bulk string longer than [`Limits::max_bulk`], an array of more
 //! than [`Limits::max_args`] elements or an inline line longer than [`Limits::max_inline`]
 //! is a protocol error (the connection gets an error reply and is closed), so a client
-//! cannot make the server allocate without limit. Nothing here panics on any input.
+//! cannot make the server allocate without limit; [`Parser::held`] with the unparsed input
+//! is what the server holds against [`Limits::max_query`]. A request is one array of bulk
+//! strings: an element that is itself an array (`*1\r\n*1\r\n…`) is an error at once, so no
+//! nesting a client sends becomes depth in the parser (nothing here recurses on input).
+//! Nothing here panics on any input.
 
 use std::io::{self, BufRead, Write};
 
 /// Bounds on what one request may make the server read and hold.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Limits {
+    /// Longest bulk string (Redis's `proto-max-bulk-len`).
     pub max_bulk: usize,
+    /// Most elements in one request (Redis: 1,048,576 once authenticated, 10 before).
     pub max_args: usize,
+    /// Longest inline request line.
     pub max_inline: usize,
+    /// Most input a client may have sent that is not yet a whole request: the unparsed
+    /// bytes plus what the parser holds of a request still arriving (Redis's
+    /// `client-query-buffer-limit`). Passing it closes the connection.
+    pub max_query: usize,
 }
 
+/// The largest value pmkv's engines accept (HART and NBTree: 16 MiB; Mangosteen less):
+/// the defaults below are multiples of it.
+pub const LARGEST_VALUE: usize = 16 << 20;
+
 impl Default for Limits {
+    /// A bulk as long as the largest value; four of them pending at most (an MSET of four
+    /// largest values still arrives whole), and Redis's 1 Mi elements.
     fn default() -> Self {
-        Limits { max_bulk: 64 << 20, max_args: 1 << 20, max_inline: 64 << 10 }
+        Limits { max_bulk: LARGEST_VALUE, max_args: 1 << 20, max_inline: 64 << 10, max_query: 4 * LARGEST_VALUE }
     }
+}
+
+impl Limits {
+    /// What a connection may send before it has authenticated, when a password is set:
+    /// enough for `AUTH`, `HELLO 3 AUTH user pass SETNAME name` and `PING`, and nothing
+    /// more, so that a stranger cannot make the server hold more than a few KiB (Redis
+    /// bounds unauthenticated clients to 10 elements and 16 KiB bulks likewise).
+    pub const UNAUTHENTICATED: Limits =
+        Limits { max_bulk: 4 << 10, max_args: 10, max_inline: 4 << 10, max_query: 8 << 10 };
 }
 
 /// Why a request could not be read.
@@ -74,11 +100,12 @@ pub fn read_request(r: &mut impl BufRead, lim: &Limits) -> Result<Vec<Vec<u8>>, 
         }
         if line[0] != b'*' {
             // Inline command: words separated by spaces.
-            return Ok(line
-                .split(|&c| c == b' ' || c == b'\t')
-                .filter(|w| !w.is_empty())
-                .map(|w| w.to_vec())
-                .collect());
+            let args: Vec<Vec<u8>> =
+                line.split(|&c| c == b' ' || c == b'\t').filter(|w| !w.is_empty()).map(|w| w.to_vec()).collect();
+            if args.len() > lim.max_args {
+                return Err(ReadError::Protocol("invalid multibulk length".into()));
+            }
+            return Ok(args);
         }
         let n = parse_len(&line[1..], "multibulk")?;
         if n <= 0 {
@@ -115,66 +142,129 @@ pub fn read_request(r: &mut impl BufRead, lim: &Limits) -> Result<Vec<Vec<u8>>, 
 /// A parsed request and the bytes it took, or `None` when more input is needed.
 pub type Parsed = Option<(Vec<Vec<u8>>, usize)>;
 
+/// What [`Parser::parse`] returns: a request if one is complete, and the bytes consumed.
+pub type Step = (Option<Vec<Vec<u8>>>, usize);
+
 /// Parse one request from the front of `buf` without blocking: `Ok(Some((args, used)))`
 /// for a complete request (`used` bytes), `Ok(None)` if more bytes are needed (nothing is
-/// consumed), `Err` for malformed input or input over the limits. Used by the event-loop
-/// front end; the same grammar and limits as [`read_request`].
+/// consumed), `Err` for malformed input or input over the limits. The same grammar and
+/// limits as [`read_request`]; a [`Parser`] that is dropped when the input runs short.
 pub fn parse_request(buf: &[u8], lim: &Limits) -> Result<Parsed, String> {
-    fn line(buf: &[u8], at: usize, max: usize) -> Result<Option<(&[u8], usize)>, String> {
-        let rest = &buf[at.min(buf.len())..];
-        match rest.iter().take(max + 2).position(|&c| c == b'\n') {
-            Some(i) => {
-                let l = &rest[..i];
-                Ok(Some((l.strip_suffix(b"\r").unwrap_or(l), at + i + 1)))
+    match Parser::default().parse(buf, lim)? {
+        (Some(args), n) => Ok(Some((args, n))),
+        (None, _) => Ok(None),
+    }
+}
+
+/// Allocation overhead counted per element held, beyond its bytes: a million empty
+/// elements are tens of MiB of heap, not the 6 MiB they take on the wire.
+const ELEMENT_OVERHEAD: usize = 32 + std::mem::size_of::<Vec<u8>>();
+
+/// An incremental request parser, one per connection: the elements of a request that
+/// has not fully arrived are kept here, so the bytes they came in can be dropped and are
+/// never parsed or copied again (re-parsing from the request's start on every read made
+/// a request of many elements cost time quadratic in its size).
+#[derive(Debug, Default)]
+pub struct Parser {
+    /// Inside a multibulk: its elements still to come.
+    left: usize,
+    args: Vec<Vec<u8>>,
+    /// Bytes held in `args`, with [`ELEMENT_OVERHEAD`] each.
+    held: usize,
+    /// Bytes still to arrive for the bulk being read (0 when unknown).
+    want: usize,
+}
+
+fn next_line(buf: &[u8], at: usize, max: usize) -> Result<Option<(&[u8], usize)>, String> {
+    let rest = &buf[at.min(buf.len())..];
+    match rest.iter().take(max + 2).position(|&c| c == b'\n') {
+        Some(i) => {
+            let l = &rest[..i];
+            Ok(Some((l.strip_suffix(b"\r").unwrap_or(l), at + i + 1)))
+        }
+        None if rest.len() > max + 1 => Err("too big inline request".into()),
+        None => Ok(None),
+    }
+}
+
+fn num(b: &[u8], what: &str) -> Result<i64, String> {
+    std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()).ok_or_else(|| format!("invalid {what} length"))
+}
+
+impl Parser {
+    /// Parse from `buf`, which starts where the last call's consumed bytes ended:
+    /// `(Some(args), used)` for a complete request, `(None, used)` when more input is
+    /// needed — in both cases the first `used` bytes are consumed (the elements they
+    /// held are kept here) and the caller drops them. `Err` for malformed input or input
+    /// over `lim`; the connection is then closed, and the parser is not used again.
+    pub fn parse(&mut self, buf: &[u8], lim: &Limits) -> Result<Step, String> {
+        let mut at = 0;
+        self.want = 0;
+        if self.left == 0 {
+            loop {
+                let Some((l, next)) = next_line(buf, at, lim.max_inline)? else { return Ok((None, at)) };
+                if l.is_empty() {
+                    at = next;
+                    continue;
+                }
+                if l[0] != b'*' {
+                    let args: Vec<Vec<u8>> =
+                        l.split(|&c| c == b' ' || c == b'\t').filter(|w| !w.is_empty()).map(|w| w.to_vec()).collect();
+                    if args.len() > lim.max_args {
+                        return Err("invalid multibulk length".into());
+                    }
+                    return Ok((Some(args), next));
+                }
+                let n = num(&l[1..], "multibulk")?;
+                at = next;
+                if n <= 0 {
+                    continue; // `*0` or `*-1`: nothing to do
+                }
+                if n as u64 > lim.max_args as u64 {
+                    return Err("invalid multibulk length".into());
+                }
+                self.left = n as usize;
+                self.args = Vec::with_capacity(self.left.min(1024));
+                self.held = 0;
+                break;
             }
-            None if rest.len() > max + 1 => Err("too big inline request".into()),
-            None => Ok(None),
         }
-    }
-    fn num(b: &[u8], what: &str) -> Result<i64, String> {
-        std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()).ok_or_else(|| format!("invalid {what} length"))
-    }
-    let mut at = 0;
-    loop {
-        let Some((l, next)) = line(buf, at, lim.max_inline)? else { return Ok(None) };
-        if l.is_empty() {
-            at = next;
-            continue;
-        }
-        if l[0] != b'*' {
-            let args = l.split(|&c| c == b' ' || c == b'\t').filter(|w| !w.is_empty()).map(|w| w.to_vec()).collect();
-            return Ok(Some((args, next)));
-        }
-        let n = num(&l[1..], "multibulk")?;
-        if n <= 0 {
-            at = next;
-            continue;
-        }
-        if n as usize > lim.max_args {
-            return Err("invalid multibulk length".into());
-        }
-        let mut pos = next;
-        let mut args = Vec::with_capacity((n as usize).min(1024));
-        for _ in 0..n {
-            let Some((h, after)) = line(buf, pos, 64)? else { return Ok(None) };
+        while self.left > 0 {
+            let Some((h, after)) = next_line(buf, at, 64)? else { return Ok((None, at)) };
             if h.first() != Some(&b'$') {
                 return Err(format!("expected '$', got '{}'", h.first().map(|&c| c as char).unwrap_or(' ')));
             }
             let len = num(&h[1..], "bulk")?;
-            if len < 0 || len as usize > lim.max_bulk {
+            if len < 0 || len as u64 > lim.max_bulk as u64 {
                 return Err("invalid bulk length".into());
             }
             let end = after + len as usize;
             if buf.len() < end + 2 {
-                return Ok(None);
+                self.want = end + 2 - buf.len();
+                return Ok((None, at));
             }
             if &buf[end..end + 2] != b"\r\n" {
                 return Err("bulk string not terminated by CRLF".into());
             }
-            args.push(buf[after..end].to_vec());
-            pos = end + 2;
+            self.args.push(buf[after..end].to_vec());
+            self.held += len as usize + ELEMENT_OVERHEAD;
+            self.left -= 1;
+            at = end + 2;
         }
-        return Ok(Some((args, pos)));
+        self.held = 0;
+        Ok((Some(std::mem::take(&mut self.args)), at))
+    }
+
+    /// Bytes held of a request still arriving (its complete elements, with their
+    /// allocation overhead).
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// Bytes the bulk being read still needs beyond the input the last [`Parser::parse`]
+    /// saw (0 when not inside a bulk): the reader reserves room for them at once.
+    pub fn want(&self) -> usize {
+        self.want
     }
 }
 
@@ -251,7 +341,10 @@ mod tests {
     use super::*;
 
     fn parse(b: &[u8]) -> Result<Vec<Vec<u8>>, ReadError> {
-        read_request(&mut std::io::BufReader::new(b), &Limits { max_bulk: 100, max_args: 10, max_inline: 50 })
+        read_request(
+            &mut std::io::BufReader::new(b),
+            &Limits { max_bulk: 100, max_args: 10, max_inline: 50, max_query: 1000 },
+        )
     }
 
     #[test]
@@ -289,7 +382,7 @@ mod tests {
     /// whole request is there, then the same arguments; errors where the reader errs.
     #[test]
     fn the_buffer_parser_agrees_with_the_reader() {
-        let lim = Limits { max_bulk: 100, max_args: 10, max_inline: 50 };
+        let lim = Limits { max_bulk: 100, max_args: 10, max_inline: 50, max_query: 1000 };
         let good: &[&[u8]] =
             &[b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", b"PING  hello\r\n", b"*1\r\n$0\r\n\r\n", b"\r\n*0\r\nPING\r\n"];
         for g in good {
@@ -311,6 +404,61 @@ mod tests {
         ] {
             assert!(parse_request(bad, &lim).is_err(), "{bad:?}");
         }
+    }
+
+    /// The incremental parser gives the same requests whatever way the input is cut into
+    /// reads, consuming each byte once; the bytes it holds of a partial request are what
+    /// it has parsed of it.
+    #[test]
+    fn the_incremental_parser_agrees_across_every_split() {
+        let lim = Limits { max_bulk: 100, max_args: 10, max_inline: 50, max_query: 1000 };
+        let input: &[u8] =
+            b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING  hello\r\n\r\n*0\r\n*3\r\n$3\r\nSET\r\n$2\r\nab\r\n$4\r\nv\r\nx\r\n";
+        let want: Vec<Vec<Vec<u8>>> = vec![
+            vec![b"GET".to_vec(), b"k".to_vec()],
+            vec![b"PING".to_vec(), b"hello".to_vec()],
+            vec![b"SET".to_vec(), b"ab".to_vec(), b"v\r\nx".to_vec()],
+        ];
+        for step in 1..=input.len() {
+            let (mut p, mut buf, mut got) = (Parser::default(), Vec::new(), Vec::new());
+            for chunk in input.chunks(step) {
+                buf.extend_from_slice(chunk);
+                loop {
+                    let (r, used) = p.parse(&buf, &lim).unwrap();
+                    buf.drain(..used);
+                    match r {
+                        Some(a) => got.push(a),
+                        None => break,
+                    }
+                }
+            }
+            assert_eq!(got, want, "reads of {step} bytes");
+            assert!(buf.is_empty() && p.held() == 0);
+        }
+        // Part of a request: its whole elements are held, the rest is wanted.
+        let mut p = Parser::default();
+        let (r, used) = p.parse(b"*3\r\n$3\r\nSET\r\n$50\r\nabc", &lim).unwrap();
+        assert!(r.is_none() && used == 13 && p.held() == 3 + ELEMENT_OVERHEAD && p.want() == 50 + 2 - 3);
+    }
+
+    /// An array inside a request is an error at its first element, however deep the
+    /// nesting sent (no depth in the parser), and a stream of a million `*1` lines costs
+    /// one line.
+    #[test]
+    fn nested_arrays_are_refused_without_recursion() {
+        let deep = b"*1\r\n".repeat(1_000_000);
+        let lim = Limits::default();
+        assert_eq!(parse_request(&deep, &lim).unwrap_err(), "expected '$', got '*'");
+        assert!(read_request(&mut std::io::BufReader::new(&deep[..]), &lim).is_err());
+        let mut p = Parser::default();
+        assert!(p.parse(b"*2\r\n$1\r\na\r\n*1\r\n$1\r\nb\r\n", &lim).is_err());
+        // Before AUTH: eleven elements, a 5 KiB bulk or a long inline line are refused.
+        let u = Limits::UNAUTHENTICATED;
+        assert!(parse_request(b"*11\r\n", &u).is_err());
+        assert!(parse_request(b"*2\r\n$4\r\nAUTH\r\n$5000\r\n", &u).is_err());
+        assert!(parse_request(&[b'A'; 5000], &u).is_err());
+        assert!(parse_request(&[b"AUTH".as_slice(), &b" x".repeat(10), b"\r\n"].concat(), &u).is_err());
+        assert!(parse_request(b"*2\r\n$4\r\nAUTH\r\n$6\r\ns3cret\r\n", &u).unwrap().is_some());
     }
 
     #[test]

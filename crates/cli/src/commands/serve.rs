@@ -14,13 +14,14 @@ pub struct Args {
     /// Engine for a new pool (an existing pool's engine is read from its header).
     #[arg(long, default_value = "hart")]
     pub engine: String,
-    /// Address to listen on: loopback by default; any other needs a password (or --unprotected).
+    /// Address or host name to listen on (a name: every address it resolves to): loopback by
+    /// default; any other needs a password (or --unprotected).
     #[arg(long, default_value = "127.0.0.1")]
     pub bind: String,
     /// Port (0: any free port, printed).
     #[arg(long, default_value_t = 6379)]
     pub port: u16,
-    /// Require AUTH with this password.
+    /// Require AUTH with this password (an empty one is no password).
     #[arg(long, conflicts_with = "requirepass_file")]
     pub requirepass: Option<String>,
     /// Require AUTH with the password in this file (first line).
@@ -29,6 +30,19 @@ pub struct Args {
     /// Most clients connected at once.
     #[arg(long, default_value_t = 1000)]
     pub maxclients: usize,
+    /// Longest bulk string a client may send, e.g. 16mb (Redis's proto-max-bulk-len;
+    /// default: the largest value, 16 MiB).
+    #[arg(long, value_parser = parse_size)]
+    pub proto_max_bulk_len: Option<usize>,
+    /// Most input a client may have pending that is not yet a whole request; past it the
+    /// client is disconnected (default 64 MiB).
+    #[arg(long, value_parser = parse_size)]
+    pub client_query_buffer_limit: Option<usize>,
+    /// "HARD SOFT SECONDS": a reply that would leave more than HARD bytes pending, or
+    /// pending output over SOFT bytes for SECONDS, disconnects the client (default
+    /// "64mb 32mb 60"; SOFT 0: none).
+    #[arg(long, value_parser = parse_output_limit)]
+    pub client_output_buffer_limit: Option<pmkv_server::OutputLimits>,
     /// Close a client idle this many seconds (0: never).
     #[arg(long, default_value_t = 0)]
     pub timeout: u64,
@@ -59,8 +73,25 @@ pub fn run(a: Args) -> CmdResult {
         ),
         (None, None) => None,
     };
+    if password.as_deref() == Some("") {
+        errln!("pmkv serve: the password is empty, which protects nothing: serving as without a password");
+    }
     if a.threads == Some(0) {
         return Err("--threads must be at least 1".into());
+    }
+    let mut limits = pmkv_server::resp::Limits::default();
+    if let Some(n) = a.proto_max_bulk_len {
+        limits.max_bulk = n;
+    }
+    if let Some(n) = a.client_query_buffer_limit {
+        limits.max_query = n;
+    }
+    if limits.max_bulk < 1024 || limits.max_query < limits.max_bulk {
+        return Err(format!(
+            "--proto-max-bulk-len ({}) must be at least 1kb and at most --client-query-buffer-limit ({})",
+            limits.max_bulk, limits.max_query
+        )
+        .into());
     }
     let opts = a.open.options()?;
     let store = if a.pool.exists() {
@@ -77,10 +108,16 @@ pub fn run(a: Args) -> CmdResult {
         idle_timeout: std::time::Duration::from_secs(a.timeout),
         unprotected: a.unprotected,
         threads: a.threads.unwrap_or(0),
-        ..Default::default()
+        limits,
+        output: a.client_output_buffer_limit.unwrap_or_default(),
     };
     let server =
         pmkv_server::Server::bind(store, a.open.mode.name(), cfg).map_err(|e| format!("{}:{}: {e}", a.bind, a.port))?;
+    let addrs = server.addrs();
+    if addrs.len() != 1 || addrs[0].ip().to_string() != a.bind {
+        let list: Vec<String> = addrs.iter().map(|s| s.to_string()).collect();
+        errln!("pmkv serve: {} is served on {}", a.bind, list.join(", "));
+    }
     outln!("listening on {}:{}", a.bind, server.port())?;
     {
         use std::io::Write as _;
@@ -88,4 +125,57 @@ pub fn run(a: Args) -> CmdResult {
     }
     server.run(true)?;
     Ok(Outcome::Ok)
+}
+
+/// A size as Redis writes them in its configuration: bytes, or with `k`/`m`/`g` (powers of
+/// 1000) or `kb`/`mb`/`gb` (powers of 1024), any case.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mul) =
+        [("gb", 1u64 << 30), ("mb", 1 << 20), ("kb", 1 << 10), ("g", 1_000_000_000), ("m", 1_000_000), ("k", 1000)]
+            .iter()
+            .find_map(|&(u, m)| t.strip_suffix(u).map(|n| (n.to_string(), m)))
+            .unwrap_or((t.clone(), 1));
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| format!("{s:?} is not a size (bytes, or with k, kb, m, mb, g, gb)"))
+}
+
+/// `HARD SOFT SECONDS`, as Redis's `client-output-buffer-limit normal ...` takes them.
+fn parse_output_limit(s: &str) -> Result<pmkv_server::OutputLimits, String> {
+    let w: Vec<&str> = s.split_whitespace().collect();
+    let [hard, soft, secs] = w[..] else {
+        return Err(format!("{s:?}: want \"HARD SOFT SECONDS\", e.g. \"64mb 32mb 60\""));
+    };
+    let secs: u64 = secs.parse().map_err(|_| format!("{secs:?} is not a number of seconds"))?;
+    let o = pmkv_server::OutputLimits {
+        hard: parse_size(hard)?,
+        soft: parse_size(soft)?,
+        soft_time: std::time::Duration::from_secs(secs),
+    };
+    if o.hard < 1024 {
+        return Err("the hard limit must be at least 1kb".into());
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_output_limits_parse_as_redis_writes_them() {
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("4k"), Ok(4000));
+        assert_eq!(parse_size("4KB"), Ok(4096));
+        assert_eq!(parse_size("16mb"), Ok(16 << 20));
+        assert_eq!(parse_size("1gb"), Ok(1 << 30));
+        assert!(parse_size("lots").is_err() && parse_size("-1").is_err() && parse_size("").is_err());
+        let o = parse_output_limit("64mb 32mb 60").unwrap();
+        assert_eq!((o.hard, o.soft, o.soft_time.as_secs()), (64 << 20, 32 << 20, 60));
+        assert!(parse_output_limit("64mb 32mb").is_err() && parse_output_limit("1 0 0").is_err());
+    }
 }
