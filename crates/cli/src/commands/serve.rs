@@ -82,10 +82,7 @@ pub fn run(a: Args) -> CmdResult {
     let server =
         pmkv_server::Server::bind(store, a.open.mode.name(), cfg).map_err(|e| format!("{}:{}: {e}", a.bind, a.port))?;
     outln!("listening on {}:{}", a.bind, server.port())?;
-    {
-        use std::io::Write as _;
-        std::io::stdout().flush()?;
-    }
+    crate::output::flush()?;
     server.run(true)?;
     Ok(Outcome::Ok)
 }
