@@ -14,9 +14,26 @@
 //! calls and refuses `split_heap` otherwise (see [`active`]).
 //!
 //! **Forwarding.** Outside a request (the common case: one thread-local read) each call
-//! goes to the next definition, the C library's, found with `dlsym(RTLD_NEXT, ...)` on the
-//! first call. `dlsym` may itself allocate; a thread that is resolving is served from a
-//! small static arena, whose blocks `free` ignores.
+//! goes to the allocator these functions stand in front of, resolved on the first call:
+//! - when they are the program's `malloc` (the normal case), the next definition, the C
+//!   library's (`dlsym(RTLD_NEXT, ...)`);
+//! - when another allocator comes first (AddressSanitizer's, an `LD_PRELOAD`ed one, or a
+//!   libpmkv loaded with `dlopen`), the program's own (`dlsym(RTLD_DEFAULT, ...)`).
+//!
+//! The second case matters because libpmkv's Rust code (`std`'s `System` allocator under
+//! [`pmkv::SplitAlloc`]) calls `malloc` and `free` too, and the compiler, which knows
+//! these definitions, may inline some of those calls into these bodies (the release
+//! build, with LTO, did so for `malloc` but not for `free`) while the rest go through the
+//! dynamic symbol to the program's allocator. Forwarding to the C library there would
+//! hand out a glibc block that ASan's `free` is then given ("attempting free on address
+//! which was not malloc()-ed", met opening an NBTree pool from C under ASan). Forwarding
+//! to the program's allocator makes both routes end in the same allocator. A re-entrant
+//! call (that allocator calling the definition after it, which is this one) goes to the
+//! C library instead, so the two can never call each other in a loop.
+//!
+//! `dlsym` may itself allocate; a thread that is resolving is served from a small static
+//! arena, whose blocks `free` ignores (as it ignores any free while resolving: there is
+//! nothing to forward it to yet).
 //!
 //! **Inside a request** ([`pmkv_mangosteen::SplitAlloc::scope`], entered by the C API
 //! around `process_request` of a read-write request): `malloc`/`calloc` take 16-byte
@@ -30,24 +47,37 @@
 use pmkv_mangosteen::SplitAlloc;
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 type MallocFn = unsafe extern "C" fn(usize) -> *mut c_void;
 type CallocFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
 type ReallocFn = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
 type FreeFn = unsafe extern "C" fn(*mut c_void);
 
-/// The C library's functions, resolved once (0: not yet).
+/// The C library's functions (`RTLD_NEXT`), resolved once (0: not yet).
 static NEXT_MALLOC: AtomicUsize = AtomicUsize::new(0);
 static NEXT_CALLOC: AtomicUsize = AtomicUsize::new(0);
 static NEXT_REALLOC: AtomicUsize = AtomicUsize::new(0);
 static NEXT_FREE: AtomicUsize = AtomicUsize::new(0);
-/// Set by the first call that reaches these functions (see [`active`]).
-static CALLED: AtomicBool = AtomicBool::new(false);
+/// The program's functions (`RTLD_DEFAULT`) when they are not these, resolved once (0:
+/// not yet, or they are these).
+static PROGRAM_MALLOC: AtomicUsize = AtomicUsize::new(0);
+static PROGRAM_CALLOC: AtomicUsize = AtomicUsize::new(0);
+static PROGRAM_REALLOC: AtomicUsize = AtomicUsize::new(0);
+static PROGRAM_FREE: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether the program's `malloc` is the one defined here: unknown, yes, no.
+const UNKNOWN: u8 = 0;
+const OURS: u8 = 1;
+const OTHER: u8 = 2;
+static PROGRAM_IS: AtomicU8 = AtomicU8::new(UNKNOWN);
 
 thread_local! {
     /// This thread is inside `dlsym`: allocations come from [`ARENA`].
     static RESOLVING: Cell<bool> = const { Cell::new(false) };
+    /// This thread is inside the program's allocator, called from here: a call that
+    /// arrives here meanwhile goes to the C library (see the module doc).
+    static FORWARDING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The bootstrap arena for allocations made while `dlsym` resolves (a few, small).
@@ -97,17 +127,80 @@ fn resolving() -> bool {
     RESOLVING.with(Cell::get)
 }
 
+/// Whether the function at `f` lies in the object (libpmkv.so, or the program that
+/// linked libpmkv.a) that holds this code.
+fn defined_here(f: usize) -> bool {
+    // SAFETY: `Dl_info` is plain data (pointers and integers) for which all-zero is a
+    // valid value; `dladdr` only writes it.
+    let mut theirs: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: all-zero is a valid `Dl_info` (plain pointers and integers).
+    let mut ours: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: `dladdr` takes any address and fills the `Dl_info` it is given, which
+    // outlives the call; the arena is a static of this object, so names it.
+    let (a, b) = unsafe {
+        (libc::dladdr(f as *const c_void, &mut theirs), libc::dladdr(ARENA.0.get() as *const c_void, &mut ours))
+    };
+    a != 0 && b != 0 && theirs.dli_fbase == ours.dli_fbase
+}
+
+/// Whether the program's `malloc` is the one defined here (see the module doc), found
+/// once.
+fn program_is_ours() -> bool {
+    match PROGRAM_IS.load(Ordering::Acquire) {
+        OURS => return true,
+        OTHER => return false,
+        _ => {}
+    }
+    RESOLVING.with(|r| r.set(true));
+    // SAFETY: a NUL-terminated name looked up in the program's global scope.
+    let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
+    let ours = f == 0 || defined_here(f);
+    RESOLVING.with(|r| r.set(false));
+    PROGRAM_IS.store(if ours { OURS } else { OTHER }, Ordering::Release);
+    ours
+}
+
+/// The program's definition of `name` (another allocator's), resolved once; 0 when
+/// calls must go to the C library instead: these functions are the program's, or this
+/// thread is already inside the program's allocator.
+fn program(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    if program_is_ours() || FORWARDING.with(Cell::get) {
+        return 0;
+    }
+    let f = slot.load(Ordering::Acquire);
+    if f != 0 {
+        return f;
+    }
+    RESOLVING.with(|r| r.set(true));
+    // SAFETY: a NUL-terminated name looked up in the program's global scope.
+    let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) } as usize;
+    RESOLVING.with(|r| r.set(false));
+    // Defined here after all (not the case `program_is_ours` saw): the C library's.
+    let f = if f == 0 || defined_here(f) { 0 } else { f };
+    slot.store(f, Ordering::Release);
+    f
+}
+
+/// Run `f`, a call into the program's allocator, marked as such for this thread.
+fn forwarding<R>(f: impl FnOnce() -> R) -> R {
+    FORWARDING.with(|c| c.set(true));
+    let r = f();
+    FORWARDING.with(|c| c.set(false));
+    r
+}
+
 fn set_enomem() {
-    // SAFETY: errno is this thread's.
+    // SAFETY: `__errno_location` returns this thread's errno, valid for writes for the
+    // thread's life; no other thread touches it.
     unsafe { *libc::__errno_location() = libc::ENOMEM };
 }
 
-/// Whether the program's `malloc` calls reach these functions: a call through the
-/// program's `malloc` symbol must arrive here.
+/// Whether the program's `malloc` calls reach these functions: the program's `malloc`
+/// symbol must be the one defined here. (Not a test call of `malloc` from Rust: the
+/// compiler may inline this object's own definition into that call, which then arrives
+/// here whatever the program's symbol names.)
 pub(crate) fn active() -> bool {
-    // SAFETY: the program's malloc and free, called as C would.
-    unsafe { libc::free(libc::malloc(16)) };
-    CALLED.load(Ordering::Relaxed)
+    program_is_ours()
 }
 
 /// A block of `n` bytes from the heap of the current request.
@@ -126,14 +219,16 @@ fn heap_alloc(h: &pmkv_mangosteen::Heap, n: usize) -> *mut c_void {
 /// As C's `malloc`.
 #[no_mangle]
 pub unsafe extern "C" fn malloc(n: usize) -> *mut c_void {
-    if !CALLED.load(Ordering::Relaxed) {
-        CALLED.store(true, Ordering::Relaxed);
-    }
     if resolving() {
         return arena_alloc(n);
     }
     if let Some(h) = SplitAlloc::current() {
         return heap_alloc(&h, n);
+    }
+    let p = program(&PROGRAM_MALLOC, c"malloc");
+    if p != 0 {
+        // SAFETY: the program's malloc (another allocator's), resolved by name.
+        return forwarding(|| unsafe { std::mem::transmute::<usize, MallocFn>(p)(n) });
     }
     // SAFETY: the C library's malloc, resolved by name.
     unsafe { std::mem::transmute::<usize, MallocFn>(next(&NEXT_MALLOC, c"malloc"))(n) }
@@ -162,6 +257,11 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
         }
         return p;
     }
+    let p = program(&PROGRAM_CALLOC, c"calloc");
+    if p != 0 {
+        // SAFETY: the program's calloc (another allocator's), resolved by name.
+        return forwarding(|| unsafe { std::mem::transmute::<usize, CallocFn>(p)(n, size) });
+    }
     // SAFETY: the C library's calloc, resolved by name.
     unsafe { std::mem::transmute::<usize, CallocFn>(next(&NEXT_CALLOC, c"calloc"))(n, size) }
 }
@@ -173,7 +273,9 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 /// As C's `free`.
 #[no_mangle]
 pub unsafe extern "C" fn free(p: *mut c_void) {
-    if p.is_null() || in_arena(p) {
+    // Nothing to forward a free to while resolving (and a free there must not start a
+    // second resolution): the block, if not the arena's, is leaked.
+    if p.is_null() || in_arena(p) || resolving() {
         return;
     }
     if let Some(h) = SplitAlloc::current() {
@@ -186,8 +288,29 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
         SplitAlloc::note_stray();
         return;
     }
+    let f = program(&PROGRAM_FREE, c"free");
+    if f != 0 {
+        // SAFETY: a block of the program's allocator (another one's: everything this
+        // object hands out outside requests came from it), given back to it.
+        return forwarding(|| unsafe { std::mem::transmute::<usize, FreeFn>(f)(p) });
+    }
     // SAFETY: a block of the C library's allocator (neither the arena nor a region).
     unsafe { std::mem::transmute::<usize, FreeFn>(next(&NEXT_FREE, c"free"))(p) }
+}
+
+/// `realloc` of a block of the allocator these functions forward to, forwarded to it.
+///
+/// # Safety
+///
+/// `p` is a live block of that allocator (neither the arena's nor a persistent heap's).
+unsafe fn forward_realloc(p: *mut c_void, n: usize) -> *mut c_void {
+    let f = program(&PROGRAM_REALLOC, c"realloc");
+    if f != 0 {
+        // SAFETY: the program's realloc on one of its blocks (the caller's contract).
+        return forwarding(|| unsafe { std::mem::transmute::<usize, ReallocFn>(f)(p, n) });
+    }
+    // SAFETY: the C library's realloc on one of its blocks (the caller's contract).
+    unsafe { std::mem::transmute::<usize, ReallocFn>(next(&NEXT_REALLOC, c"realloc"))(p, n) }
 }
 
 /// `realloc`: see the module doc.
@@ -198,7 +321,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 #[no_mangle]
 pub unsafe extern "C" fn realloc(p: *mut c_void, n: usize) -> *mut c_void {
     if p.is_null() {
-        // SAFETY: as `malloc`.
+        // SAFETY: `realloc(NULL, n)` is `malloc(n)`, which has no precondition.
         return unsafe { malloc(n) };
     }
     let heap = SplitAlloc::current();
@@ -215,21 +338,25 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, n: usize) -> *mut c_void {
     } else if heap.is_some() || resolving() {
         None // a C library block moved into the heap (or the arena): size unknown
     } else {
-        // SAFETY: a C library block, forwarded.
-        return unsafe { std::mem::transmute::<usize, ReallocFn>(next(&NEXT_REALLOC, c"realloc"))(p, n) };
+        // SAFETY: a block of the allocator this forwards to (the caller's contract: a
+        // live block that is neither the arena's nor a persistent one).
+        return unsafe { forward_realloc(p, n) };
     };
     let Some(old) = old else {
         // A C library block inside a request: it stays in the C library's heap (it was
         // never persistent), grown there.
-        // SAFETY: a C library block, forwarded.
-        return unsafe { std::mem::transmute::<usize, ReallocFn>(next(&NEXT_REALLOC, c"realloc"))(p, n) };
+        // SAFETY: a block of the allocator this forwards to (the caller's contract: a
+        // live block that is neither the arena's nor a persistent one).
+        return unsafe { forward_realloc(p, n) };
     };
     if n == 0 {
-        // SAFETY: as `free`.
+        // SAFETY: `p` is a live block (the caller's contract) that is freed here once and
+        // not used again: `realloc(p, 0)` frees it and returns NULL.
         unsafe { free(p) };
         return std::ptr::null_mut();
     }
-    // SAFETY: as `malloc`.
+    // SAFETY: `malloc` has no precondition; it routes `n` bytes to the request's heap or
+    // the forwarded allocator as any other call.
     let q = unsafe { malloc(n) };
     if !q.is_null() {
         // SAFETY: both blocks hold at least `old.min(n)` bytes; they are distinct.

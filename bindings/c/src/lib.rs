@@ -243,7 +243,8 @@ pub unsafe extern "C" fn pmkv_get(
     value_len: *mut usize,
 ) -> c_int {
     guard(|| {
-        // SAFETY: the contract.
+        // SAFETY: store, key and out pointers are the caller's per this function's `# Safety`: `store`
+        // and `bytes` reject NULL, and `buf` is written only within `cap`, `value_len` only if non-NULL.
         let r = (|| unsafe {
             let st = store(s)?;
             let k = bytes(key, key_len)?;
@@ -286,7 +287,8 @@ pub unsafe extern "C" fn pmkv_get_alloc(
     value_len: *mut usize,
 ) -> c_int {
     guard(|| {
-        // SAFETY: the contract.
+        // SAFETY: `store` and `bytes` reject NULL; the key is valid for `key_len` and the out pointers
+        // are writable (this function's `# Safety`); they are written only after a NULL check.
         let r = (|| unsafe {
             let st = store(s)?;
             let k = bytes(key, key_len)?;
@@ -344,7 +346,8 @@ pub unsafe extern "C" fn pmkv_put(
     value_len: usize,
 ) -> c_int {
     guard(|| {
-        // SAFETY: the contract.
+        // SAFETY: `store` rejects NULL and otherwise names a live store; `bytes` rejects NULL with a
+        // length and the caller guarantees key and value are valid for their lengths (`# Safety`).
         let r = (|| unsafe {
             let st = store(s)?;
             st.put(bytes(key, key_len)?, bytes(value, value_len)?).map_err(from_err)?;
@@ -364,7 +367,8 @@ pub unsafe extern "C" fn pmkv_put(
 #[no_mangle]
 pub unsafe extern "C" fn pmkv_delete(s: *const pmkv_store, key: *const u8, key_len: usize) -> c_int {
     guard(|| {
-        // SAFETY: the contract.
+        // SAFETY: `store` rejects NULL and otherwise names a live store; `bytes` rejects NULL with a
+        // length and the caller guarantees the key is valid for `key_len` (`# Safety`).
         let r = (|| unsafe {
             let st = store(s)?;
             Ok(if st.delete(bytes(key, key_len)?).map_err(from_err)? { PMKV_OK } else { PMKV_ABSENT })
@@ -383,7 +387,8 @@ pub unsafe extern "C" fn pmkv_delete(s: *const pmkv_store, key: *const u8, key_l
 #[no_mangle]
 pub unsafe extern "C" fn pmkv_len(s: *const pmkv_store, out: *mut u64) -> c_int {
     guard(|| {
-        // SAFETY: the contract.
+        // SAFETY: `store` rejects NULL and otherwise names a live store; `out` is checked for NULL
+        // below and is writable by the caller's contract (`# Safety`).
         let r = (|| unsafe {
             let st = store(s)?;
             if out.is_null() {
@@ -407,7 +412,8 @@ pub unsafe extern "C" fn pmkv_len(s: *const pmkv_store, out: *mut u64) -> c_int 
 #[no_mangle]
 pub unsafe extern "C" fn pmkv_check(s: *const pmkv_store) -> c_int {
     guard(|| {
-        // SAFETY: the contract.
+        // SAFETY: `store` rejects NULL and otherwise names a live store, open until `pmkv_close`
+        // (this function's `# Safety`); nothing else is dereferenced.
         let r = (|| unsafe {
             let rep = store(s)?.check().map_err(from_err)?;
             if rep.is_ok() {
@@ -439,7 +445,8 @@ pub unsafe extern "C" fn pmkv_cursor_open(
     out: *mut *mut pmkv_cursor,
 ) -> c_int {
     guard(|| {
-        // SAFETY: the contract.
+        // SAFETY: `store` rejects NULL and names a live store, which the header requires to outlive its
+        // cursors (hence the 'static borrow below); bounds are valid for their lengths, `out` writable.
         let r = (|| unsafe {
             let st: &'static Store = std::mem::transmute::<&Store, &'static Store>(store(s)?);
             if out.is_null() {
@@ -473,7 +480,8 @@ pub unsafe extern "C" fn pmkv_cursor_next(
     value_len: *mut usize,
 ) -> c_int {
     guard(|| {
-        // SAFETY: the contract.
+        // SAFETY: the cursor is NULL-checked and otherwise live and used by one thread (`# Safety`);
+        // the four out pointers are NULL-checked below and writable by the caller's contract.
         let r = (|| unsafe {
             let c = c.as_mut().ok_or_else(|| fail(ErrorKind::InvalidArgument, "NULL cursor"))?;
             if key.is_null() || key_len.is_null() || value.is_null() || value_len.is_null() {

@@ -91,7 +91,8 @@ struct CApp {
 
 // SAFETY: the header's contract — the callbacks and `params` may be used from any thread.
 unsafe impl Send for CApp {}
-// SAFETY: as above.
+// SAFETY: the header's contract lets the callbacks and `params` be called from several
+// threads at once; `heap` is a plain bool that is never written after construction.
 unsafe impl Sync for CApp {}
 
 /// A client context of the C application.
@@ -102,7 +103,8 @@ unsafe impl Send for CClient {}
 
 /// The current request lives in the client context (Listing 1); this names it.
 pub struct CRequest(*mut c_void);
-// SAFETY: as for `CClient`.
+// SAFETY: a request lives in its client context, which the runtime hands to one
+// request at a time on whichever thread runs it (as for `CClient`); not thread-bound.
 unsafe impl Send for CRequest {}
 // SAFETY: the runtime only passes a request to one callback at a time.
 unsafe impl Sync for CRequest {}
@@ -230,7 +232,8 @@ pub unsafe extern "C" fn pmkv_mg_open(
         {
             return fail(ErrorKind::InvalidArgument, "every callback of pmkv_mg_callbacks is required");
         }
-        // SAFETY: the caller's contract.
+        // SAFETY: `path` is NULL (answered below) or NUL-terminated, per this function's
+        // `# Safety`; `cstr` reads no further than the NUL.
         let path = match unsafe { cstr(path, "path") } {
             Ok(Some(p)) => p,
             Ok(None) => return fail(ErrorKind::InvalidArgument, "NULL path"),
@@ -238,7 +241,8 @@ pub unsafe extern "C" fn pmkv_mg_open(
         };
         // SAFETY: NULL or valid (the caller's contract).
         let o = unsafe { opts.as_ref() };
-        // SAFETY: as above.
+        // SAFETY: `o.mode` is NULL or NUL-terminated (the options' contract in the
+        // header); `cstr` checks NULL and reads up to the NUL only.
         let mode = match o.map(|o| unsafe { cstr(o.mode, "mode") }).transpose() {
             Ok(m) => m.flatten().unwrap_or("adr"),
             Err(e) => return e,
@@ -341,7 +345,8 @@ unsafe fn heap_of(region: *mut u8, region_len: usize) -> Option<Heap> {
 /// `region` and `region_len` are what `process_request` received, during that call.
 #[no_mangle]
 pub unsafe extern "C" fn pmkv_mg_root(region: *mut u8, region_len: usize) -> *mut c_void {
-    // SAFETY: the caller's contract.
+    // SAFETY: `region`/`region_len` are what `process_request` received, during that
+    // call (`# Safety`); `heap_of` only reads the region's heap header.
     let Some(h) = (unsafe { heap_of(region, region_len) }) else { return std::ptr::null_mut() };
     match h.root() as usize {
         0 => std::ptr::null_mut(),
@@ -362,7 +367,8 @@ pub unsafe extern "C" fn pmkv_mg_root(region: *mut u8, region_len: usize) -> *mu
 #[no_mangle]
 pub unsafe extern "C" fn pmkv_mg_set_root(region: *mut u8, region_len: usize, root: *mut c_void) -> c_int {
     guard(|| {
-        // SAFETY: the caller's contract.
+        // SAFETY: `region`/`region_len` are what `process_request` received, during that
+        // call (`# Safety`); `heap_of` checks it is a split_heap region before use.
         let Some(h) = (unsafe { heap_of(region, region_len) }) else {
             return fail(ErrorKind::InvalidArgument, "not a split_heap region");
         };
@@ -410,7 +416,8 @@ pub unsafe extern "C" fn pmkv_mg_client_open(m: *const pmkv_mg, out: *mut *mut p
 #[no_mangle]
 pub unsafe extern "C" fn pmkv_mg_client_close(m: *const pmkv_mg, c: *mut pmkv_mg_client) {
     let _ = guard(|| {
-        // SAFETY: the caller's contract.
+        // SAFETY: `m` is an open runtime (`# Safety`); should it be NULL anyway, `as_ref`
+        // maps it to None and nothing is done.
         if let (Some(m), false) = (unsafe { m.as_ref() }, c.is_null()) {
             // SAFETY: from `pmkv_mg_client_open`, closed once.
             let c = unsafe { Box::from_raw(c) };
@@ -439,14 +446,16 @@ pub unsafe extern "C" fn pmkv_mg_client_cmd(
     resp_len: *mut usize,
 ) -> c_int {
     guard(|| {
-        // SAFETY: the caller's contract.
+        // SAFETY: `m` is open and `c` one of its clients, used by one thread at a time
+        // (`# Safety`); a NULL either way becomes None and is refused.
         let (Some(m), Some(c)) = (unsafe { m.as_ref() }, unsafe { c.as_mut() }) else {
             return fail(ErrorKind::InvalidArgument, "NULL runtime or client");
         };
         if resp.is_null() || resp_len.is_null() {
             return fail(ErrorKind::InvalidArgument, "NULL response pointers");
         }
-        // SAFETY: the caller's contract.
+        // SAFETY: `req` is valid for `len` bytes (or NULL with 0) per `# Safety`; `bytes`
+        // refuses NULL with a non-zero length.
         let req = match unsafe { bytes(req, len) } {
             Ok(r) => r,
             Err(e) => return e,
@@ -485,7 +494,8 @@ pub unsafe extern "C" fn pmkv_mg_serve(
     arg: *mut c_void,
 ) -> c_int {
     guard(|| {
-        // SAFETY: the caller's contract.
+        // SAFETY: `m` is open and stays open while this call serves (`# Safety`); a NULL
+        // one becomes None and is refused.
         let Some(m) = (unsafe { m.as_ref() }) else { return fail(ErrorKind::InvalidArgument, "NULL runtime") };
         let l = match std::net::TcpListener::bind(("127.0.0.1", port)) {
             Ok(l) => l,
@@ -493,7 +503,8 @@ pub unsafe extern "C" fn pmkv_mg_serve(
         };
         let bound = l.local_addr().map(|a| a.port()).unwrap_or(port);
         if let Some(f) = ready {
-            // SAFETY: the caller's callback.
+            // SAFETY: `ready` is callable with `arg` (`# Safety`); it is called once, from
+            // this thread, with the caller's own `arg`, before serving.
             unsafe { f(bound, arg) }
         }
         match mg::serve(l, m.fe.clone()) {

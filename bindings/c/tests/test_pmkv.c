@@ -1,5 +1,6 @@
 /* C tests of the pmkv C API: every function, every error path, NULL and oversized
- * arguments. Built and run by tests/run.sh (plainly and under AddressSanitizer). */
+ * arguments. Built and run by tests/run.sh (plainly and under AddressSanitizer, against
+ * the debug and the release library) once per engine: `test_pmkv DIR [ENGINE]`. */
 #include "pmkv.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +20,9 @@ static int failures = 0;
 #define K(s) (const uint8_t *)(s), strlen(s)
 
 int main(int argc, char **argv) {
+    const char *engine = argc > 2 ? argv[2] : "hart";
     char path[512];
-    snprintf(path, sizeof path, "%s/c-test-%d.pool", argc > 1 ? argv[1] : "/tmp", (int)getpid());
+    snprintf(path, sizeof path, "%s/c-test-%s-%d.pool", argc > 1 ? argv[1] : "/tmp", engine, (int)getpid());
     unlink(path);
 
     pmkv_store *s = NULL;
@@ -39,7 +41,7 @@ int main(int argc, char **argv) {
     CHECK(pmkv_open(path, &bad, &s) == PMKV_E_INVALID_ARGUMENT);
 
     pmkv_options o = {0};
-    o.engine = "hart";
+    o.engine = engine;
     o.mode = "eadr";
     o.create = 1;
     o.initial_size = 8 << 20;
@@ -132,6 +134,7 @@ int main(int argc, char **argv) {
     unlink(junk);
     unlink(path);
 
+    fprintf(stderr, "test_pmkv %s: %s\n", engine, failures ? "FAILED" : "ok");
     printf("%d passed, %d failed\n", failures ? 0 : 1, failures);
     return failures ? 1 : 0;
 }

@@ -2,7 +2,9 @@
 //! API crate. `python/pmkv/__init__.py` builds the `MutableMapping` on top of it.
 //!
 //! Every call into an engine releases the GIL (`allow_threads`), so Python threads run in
-//! parallel; every error is a `pmkv.Error` subclass chosen by the stable `ErrorKind`; a
+//! parallel; so does every wait for the store's lock (no blocking wait happens with the
+//! GIL held, which is what lets `close()` in one thread wait for calls in others without a
+//! deadlock); every error is a `pmkv.Error` subclass chosen by the stable `ErrorKind`; a
 //! closed store raises instead of crashing; no Rust panic crosses into Python (pyo3 turns
 //! one into `PanicException`, and the API crate already contains engine panics).
 
@@ -53,11 +55,34 @@ struct Store {
 }
 
 impl Store {
-    /// Run `f` on the open store with the GIL released.
+    /// Run `f` on the open store with the GIL released — the wait for the store's lock
+    /// included. A thread that waited for the lock while holding the GIL would deadlock
+    /// with `close()` in another thread: `close` waits (GIL released) for this lock's
+    /// readers to finish, and a reader leaving `allow_threads` waits for the GIL.
     fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&RStore) -> pmkv::Result<R> + Send) -> PyResult<R> {
-        let g = self.inner.read().map_err(|_| Error::new_err("store lock poisoned"))?;
-        let s = g.as_ref().ok_or_else(|| ClosedError::new_err("the store is closed"))?;
-        py.allow_threads(|| f(s)).map_err(to_py)
+        py.allow_threads(|| {
+            let g = self.inner.read().map_err(|_| Failure::Poisoned)?;
+            let s = g.as_ref().ok_or(Failure::Closed)?;
+            f(s).map_err(Failure::Pmkv)
+        })
+        .map_err(Failure::into_py)
+    }
+}
+
+/// Why a call failed, built without the GIL (a `PyErr` is made only once it is held).
+enum Failure {
+    Closed,
+    Poisoned,
+    Pmkv(pmkv::Error),
+}
+
+impl Failure {
+    fn into_py(self) -> PyErr {
+        match self {
+            Failure::Closed => ClosedError::new_err("the store is closed"),
+            Failure::Poisoned => Error::new_err("store lock poisoned (a call panicked)"),
+            Failure::Pmkv(e) => to_py(e),
+        }
     }
 }
 
@@ -132,18 +157,25 @@ impl Store {
 
     /// Close (a second close does nothing). Pending writes are made durable; errors the
     /// close meets are raised.
+    ///
+    /// Calls running in other threads finish first (each holds the store's lock for one
+    /// call, one chunk of a scan); the wait for them, and the close itself, run with the
+    /// GIL released, so those threads can return. Later calls raise `ClosedError`.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let s = self.inner.write().map_err(|_| Error::new_err("store lock poisoned"))?.take();
-        match s {
-            Some(s) => py.allow_threads(|| s.close()).map_err(to_py),
-            None => Ok(()),
-        }
+        py.allow_threads(|| {
+            let s = self.inner.write().map_err(|_| Failure::Poisoned)?.take();
+            match s {
+                Some(s) => s.close().map_err(Failure::Pmkv),
+                None => Ok(()),
+            }
+        })
+        .map_err(Failure::into_py)
     }
 
-    /// Whether the store is open.
+    /// Whether the store is open (waits, GIL released, for a `close` under way).
     #[getter]
-    fn is_open(&self) -> bool {
-        self.inner.read().map(|g| g.is_some()).unwrap_or(false)
+    fn is_open(&self, py: Python<'_>) -> bool {
+        py.allow_threads(|| self.inner.read().map(|g| g.is_some()).unwrap_or(false))
     }
 }
 

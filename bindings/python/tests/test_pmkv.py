@@ -124,6 +124,81 @@ def test_threads_in_parallel(path):
         db.check()
 
 
+
+# Issue 41, finding 1: close() while other threads are inside calls. The scenario runs in
+# a child interpreter so that a deadlock (close waiting for the store's lock with the GIL
+# held, the callers waiting for the GIL) fails the test on a timeout instead of hanging
+# the suite.
+_CLOSE_WHILE_BUSY = r"""
+import sys, threading, time
+import pmkv
+
+path, engine = sys.argv[1], sys.argv[2]
+db = pmkv.open(path, engine=engine)
+for i in range(2000):
+    db[b"k%05d" % i] = b"v" * 64
+busy = [threading.Event() for _ in range(4)]
+outcome = {}
+
+
+def loop(n, step):
+    try:
+        while True:
+            step()
+            busy[n].set()
+    except BaseException as e:  # what ended the loop, checked below
+        outcome[n] = e
+
+
+steps = [
+    lambda: db.get(b"k00007"),
+    lambda: sum(1 for _ in db.scan(limit=700)),
+    lambda: db.__setitem__(b"w", b"x"),
+    lambda: (len(db), b"k00001" in db, db.closed),
+]
+threads = [threading.Thread(target=loop, args=(n, f)) for n, f in enumerate(steps)]
+for t in threads:
+    t.start()
+for e in busy:
+    assert e.wait(60), "a thread never completed a call"
+time.sleep(0.05)
+db.close()
+for t in threads:
+    t.join(60)
+    assert not t.is_alive(), "a thread still runs after close"
+for n in range(len(steps)):
+    e = outcome.get(n)
+    assert isinstance(e, pmkv.ClosedError) and "closed" in str(e), (n, repr(e))
+assert db.closed
+for call in (lambda: db[b"k00001"], lambda: len(db), lambda: list(db.scan()), lambda: db.sync()):
+    try:
+        call()
+    except pmkv.ClosedError as e:
+        assert "closed" in str(e)
+    else:
+        raise AssertionError("a call after close() did not raise ClosedError")
+db.close()  # a second close still does nothing
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("engine", pmkv.engines())
+def test_close_while_other_threads_are_inside_calls(tmp_path, engine):
+    import subprocess
+    import sys
+
+    path = str(tmp_path / f"{engine}.pool")
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", _CLOSE_WHILE_BUSY, path, engine],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{engine}: close() with calls in other threads hangs (deadlock)")
+    assert r.returncode == 0 and r.stdout.strip() == "ok", f"{engine}: {r.stdout}{r.stderr}"
+
 keys = st.binary(min_size=0, max_size=12)
 values = st.binary(min_size=0, max_size=40)
 ops = st.lists(

@@ -2,13 +2,13 @@
 //! parses arguments and maps errors to exit codes: 0 success, 1 "not found" answers
 //! (`get` of a missing key), 2 errors, printed as one line on stderr — never a panic.
 
-/// `println!` that returns the write error instead of panicking: stdout may be a closed
-/// pipe (`pmkv check POOL | head -1`) or a full device (`> /dev/full`).
+/// `println!` through the one output path ([`output::line`]): returns an
+/// [`output::OutputError`] instead of panicking when stdout is a closed pipe
+/// (`pmkv check POOL | head -1`) or a full device (`> /dev/full`).
 macro_rules! outln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        writeln!(std::io::stdout().lock(), $($t)*)
-    }};
+    ($($t:tt)*) => {
+        $crate::output::line(format_args!($($t)*))
+    };
 }
 
 /// `eprintln!` that never panics: a diagnostic that cannot be written (`2>/dev/full`) is
@@ -21,6 +21,7 @@ macro_rules! errln {
 }
 
 mod commands;
+mod output;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -110,23 +111,18 @@ fn main() -> ExitCode {
     };
     // Output still buffered must reach its destination too (or fail like the rest).
     let r = r.and_then(|o| {
-        use std::io::Write as _;
-        std::io::stdout().flush()?;
+        output::flush()?;
         Ok(o)
     });
     match r {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::NotFound) => ExitCode::from(1),
         // The reader went away (`| head`): what it wanted it has; end quietly, as cat does.
-        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {
+        Err(e) if e.downcast_ref::<output::OutputError>().is_some_and(output::OutputError::is_closed_pipe) => {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            if let Some(io) = e.downcast_ref::<std::io::Error>() {
-                errln!("pmkv: writing output: {io}");
-            } else {
-                errln!("pmkv: {e}");
-            }
+            errln!("pmkv: {e}");
             ExitCode::from(2)
         }
     }

@@ -180,7 +180,11 @@ class Store(MutableMapping):
         return self._s.engine()
 
     def close(self) -> None:
-        """Close the store; later use raises ``ClosedError``. A second close does nothing."""
+        """Close the store; later use raises ``ClosedError``. A second close does nothing.
+
+        Safe while other threads are inside calls on this store: ``close`` waits (with the
+        GIL released) for the call each of them is in to finish — for a ``scan``, the
+        chunk being fetched — and their next call raises ``ClosedError``."""
         self._s.close()
 
     @property

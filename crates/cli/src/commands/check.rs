@@ -30,7 +30,15 @@ pub fn run(a: Args) -> CmdResult {
     let opts = PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE);
     let read_only = Pool::open_read_only(&a.pool, None, &opts).map(Arc::new).and_then(EpAlloc::open);
     let ep = match read_only {
-        Err(PoolError::NeedsRecovery { .. }) => EpAlloc::open(Arc::new(Pool::open(&a.pool, None, &opts)?))?,
+        Err(PoolError::NeedsRecovery { .. }) => {
+            let pool = match Pool::open(&a.pool, None, &opts) {
+                Err(e @ (PoolError::Io { .. } | PoolError::ReadOnly { .. })) => {
+                    return Err(super::kv::recovery_blocked(&a.pool, &e).into())
+                }
+                r => r?,
+            };
+            EpAlloc::open(Arc::new(pool))?
+        }
         r => r?,
     };
     let layout = ep.pool().layout().to_string();

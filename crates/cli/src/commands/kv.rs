@@ -3,12 +3,19 @@
 //!
 //! Output escapes every byte outside printable ASCII (and the backslash) as `\xNN`, so a
 //! dump is one record per line whatever the keys hold; `load --tsv` reads it back.
+//!
+//! Keys and values are bytes on every input path: file lines are read as bytes (a raw
+//! non-UTF-8 byte in `load` or `load --tsv` input is stored as that byte), and keys and
+//! values given as arguments are taken as the bytes of the argument (`OsStr` on Unix),
+//! never through a lossy UTF-8 conversion; `\xNN` escapes work in both.
 
 use super::CmdResult;
 use crate::Outcome;
 use pmkv::{Direction, ErrorKind, KeyRange, Latency, Mode, Options, Registry, Store};
-use std::io::{BufRead, BufWriter, Write};
+use std::ffi::{OsStr, OsString};
+use std::io::BufRead;
 use std::ops::Bound;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// Options shared by every command that opens a pool.
@@ -88,7 +95,8 @@ pub struct LoadArgs {
 #[derive(clap::Args)]
 pub struct KeyArgs {
     pub pool: PathBuf,
-    pub key: String,
+    /// The key: the argument's bytes, with `\xNN` escapes.
+    pub key: OsString,
     #[command(flatten)]
     pub open: OpenArgs,
 }
@@ -96,8 +104,10 @@ pub struct KeyArgs {
 #[derive(clap::Args)]
 pub struct PutArgs {
     pub pool: PathBuf,
-    pub key: String,
-    pub value: String,
+    /// The key: the argument's bytes, with `\xNN` escapes.
+    pub key: OsString,
+    /// The value: the argument's bytes, with `\xNN` escapes.
+    pub value: OsString,
     #[command(flatten)]
     pub open: OpenArgs,
 }
@@ -107,10 +117,10 @@ pub struct ScanArgs {
     pub pool: PathBuf,
     /// First key (inclusive).
     #[arg(long)]
-    pub from: Option<String>,
+    pub from: Option<OsString>,
     /// Last key (inclusive).
     #[arg(long)]
-    pub to: Option<String>,
+    pub to: Option<OsString>,
     /// At most this many records.
     #[arg(long)]
     pub limit: Option<usize>,
@@ -141,15 +151,16 @@ pub fn escape(b: &[u8]) -> String {
     s
 }
 
-/// Inverse of [`escape`]; also used for keys given on the command line.
-pub fn unescape(s: &str) -> Result<Vec<u8>, String> {
-    let b = s.as_bytes();
+/// Inverse of [`escape`]; also used for keys given on the command line. Bytes other
+/// than escapes are kept as they are, whatever they are (raw non-UTF-8 included).
+pub fn unescape(b: &[u8]) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'\\' && i + 3 < b.len() && b[i + 1] == b'x' {
-            let hex = std::str::from_utf8(&b[i + 2..i + 4]).map_err(|_| format!("bad escape in '{s}'"))?;
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| format!("bad escape \\x{hex} in '{s}'"))?);
+            let hex = &b[i + 2..i + 4];
+            let v = std::str::from_utf8(hex).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+            out.push(v.ok_or_else(|| format!("bad escape \\x{} in '{}'", escape(hex), escape(b)))?);
             i += 4;
         } else if b[i] == b'\\' && i + 1 < b.len() && b[i + 1] == b'\\' {
             out.push(b'\\');
@@ -160,6 +171,11 @@ pub fn unescape(s: &str) -> Result<Vec<u8>, String> {
         }
     }
     Ok(out)
+}
+
+/// A key or value given as an argument: its bytes, unescaped.
+fn arg_bytes(a: &OsStr) -> Result<Vec<u8>, String> {
+    unescape(a.as_bytes())
 }
 
 pub fn load(a: LoadArgs) -> CmdResult {
@@ -203,9 +219,10 @@ pub fn load(a: LoadArgs) -> CmdResult {
             rec = &rec[..rec.len() - 1];
         }
         if a.tsv {
-            let text = String::from_utf8_lossy(rec);
-            let (k, v) = text.split_once('\t').ok_or_else(|| format!("line {n}: no TAB between key and value"))?;
+            // Bytes, split at the first TAB: raw bytes (UTF-8 or not) are kept as they are.
             let at = |e: String| format!("{}: line {n}: {e}", a.file.display());
+            let tab = rec.iter().position(|&c| c == b'\t').ok_or_else(|| at("no TAB between key and value".into()))?;
+            let (k, v) = (&rec[..tab], &rec[tab + 1..]);
             let (k, v) = (unescape(k).map_err(at)?, unescape(v).map_err(at)?);
             store.put(&k, &v).map_err(|e| at(e.to_string()))?;
         } else {
@@ -223,16 +240,35 @@ pub fn load(a: LoadArgs) -> CmdResult {
 /// cleanly (`NeedsRecovery`) is it opened read-write once, which runs the engine's crash
 /// recovery (and then reads). Any other refusal (damage included) is reported as it is:
 /// a read command never "repairs" a cleanly closed pool.
+///
+/// A pool that needs recovery but cannot be opened for writing (read-only media, no write
+/// permission) is refused with a message that says so and what to do, not only with the
+/// system's "Read-only file system".
 pub fn open_for_reading(pool: &std::path::Path, opts: &Options) -> pmkv::Result<Store> {
     match Store::open_existing(pool, &opts.clone().read_only(true)) {
-        Err(e) if e.kind() == ErrorKind::NeedsRecovery => Store::open_existing(pool, &opts.clone().read_only(false)),
+        Err(e) if e.kind() == ErrorKind::NeedsRecovery => Store::open_existing(pool, &opts.clone().read_only(false))
+            .map_err(|e| match e.kind() {
+                ErrorKind::Io | ErrorKind::ReadOnly => pmkv::Error::new(e.kind(), recovery_blocked(pool, &e)),
+                _ => e,
+            }),
         r => r,
     }
 }
 
+/// Why a pool that was not closed cleanly cannot be read where it is, and what to do.
+pub fn recovery_blocked(pool: &std::path::Path, e: &dyn std::fmt::Display) -> String {
+    let p = pool.display();
+    format!(
+        "{p}: the pool was not closed cleanly (a crash, or a process killed with it open) and needs \
+         recovery before it can be read; recovery writes to the pool, which cannot be opened for writing \
+         here ({e}). Open it read-write once where it is writable (e.g. `pmkv check` on a writable copy), \
+         or copy its records out with `pmkv salvage {p} NEW`"
+    )
+}
+
 pub fn get(a: KeyArgs) -> CmdResult {
     let store = a.open.open_for_reading(&a.pool)?;
-    match store.get(&unescape(&a.key)?)? {
+    match store.get(&arg_bytes(&a.key)?)? {
         Some(v) => {
             outln!("{}", escape(&v))?;
             Ok(Outcome::Ok)
@@ -243,27 +279,28 @@ pub fn get(a: KeyArgs) -> CmdResult {
 
 pub fn put(a: PutArgs) -> CmdResult {
     let store = a.open.open_existing(&a.pool)?;
-    store.put(&unescape(&a.key)?, &unescape(&a.value)?)?;
+    store.put(&arg_bytes(&a.key)?, &arg_bytes(&a.value)?)?;
     store.close()?;
     Ok(Outcome::Ok)
 }
 
 pub fn del(a: KeyArgs) -> CmdResult {
     let store = a.open.open_existing(&a.pool)?;
-    let found = store.delete(&unescape(&a.key)?)?;
+    let found = store.delete(&arg_bytes(&a.key)?)?;
     store.close()?;
     Ok(if found { Outcome::Ok } else { Outcome::NotFound })
 }
 
 /// Print `range` as `key<TAB>value` lines. The store's scan runs no output while an
 /// engine lock is held (it copies records out in chunks), so a slow pipe blocks no writer.
+/// A failed write (full device, closed pipe) ends the scan and is returned, for `main` to
+/// report (or, for a closed pipe, to end quietly).
 fn print_range(store: &Store, range: &KeyRange, dir: Direction, limit: usize) -> CmdResult {
-    let out = std::io::stdout();
-    let mut out = BufWriter::new(out.lock());
+    let mut out = crate::output::Records::new();
     let mut err = None;
     let mut left = limit;
     if left > 0 {
-        store.scan(range, dir, |k, v| match writeln!(out, "{}\t{}", escape(k), escape(v)) {
+        store.scan(range, dir, |k, v| match out.line(&[escape(k).as_bytes(), b"\t", escape(v).as_bytes()]) {
             Ok(()) => {
                 left -= 1;
                 left > 0
@@ -274,12 +311,10 @@ fn print_range(store: &Store, range: &KeyRange, dir: Direction, limit: usize) ->
             }
         })?;
     }
-    match err {
-        // A closed pipe (`pmkv dump | head`) is not an error.
-        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
-        _ => {}
+    if let Some(e) = err {
+        return Err(e.into());
     }
-    let _ = out.flush();
+    out.finish()?;
     Ok(Outcome::Ok)
 }
 
@@ -287,11 +322,11 @@ pub fn scan(a: ScanArgs) -> CmdResult {
     let store = a.open.open_for_reading(&a.pool)?;
     let range = KeyRange {
         start: match &a.from {
-            Some(k) => Bound::Included(unescape(k)?),
+            Some(k) => Bound::Included(arg_bytes(k)?),
             None => Bound::Unbounded,
         },
         end: match &a.to {
-            Some(k) => Bound::Included(unescape(k)?),
+            Some(k) => Bound::Included(arg_bytes(k)?),
             None => Bound::Unbounded,
         },
     };
@@ -313,8 +348,10 @@ mod tests {
         let all: Vec<u8> = (0..=255u8).collect();
         let e = escape(&all);
         assert!(!e.contains('\t') && !e.contains('\n'));
-        assert_eq!(unescape(&e).unwrap(), all);
-        assert_eq!(unescape("a\\x00b").unwrap(), b"a\0b");
-        assert!(unescape("\\xzz").is_err());
+        assert_eq!(unescape(e.as_bytes()).unwrap(), all);
+        assert_eq!(unescape(b"a\\x00b").unwrap(), b"a\0b");
+        assert!(unescape(b"\\xzz").is_err());
+        // Raw bytes that are not UTF-8 pass through unchanged.
+        assert_eq!(unescape(b"a\xff\xfe\\x41").unwrap(), b"a\xff\xfeA");
     }
 }

@@ -119,10 +119,7 @@ pub fn run(a: Args) -> CmdResult {
         errln!("pmkv serve: {} is served on {}", a.bind, list.join(", "));
     }
     outln!("listening on {}:{}", a.bind, server.port())?;
-    {
-        use std::io::Write as _;
-        std::io::stdout().flush()?;
-    }
+    crate::output::flush()?;
     server.run(true)?;
     Ok(Outcome::Ok)
 }
