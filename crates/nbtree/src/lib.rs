@@ -16,11 +16,12 @@
 //!
 //! 1. `layout`: the bytes on PM (§3.1, Figure 1): superblock, 2 KiB key-value blocks of
 //!    32-byte entries, key and value objects, the key encodings and fingerprints.
-//!    `arena` (huge-page slabs), `reclaim` (epoch-deferred PM frees, SPEC N4), `chaos`
-//!    (test-only schedule noise) and `error` stand beside it and import nothing.
-//! 2. `leaf`: the two-layer leaf (§3.1): `Leaf` is the DRAM metadata
-//!    (bitmap, fingerprints, `num`, `copy_ptr`, flag, next) over one PM block, and the
-//!    leaf-level search of Algorithm 5 (§3.2 "Efficient Search", §5.3).
+//!    Beside it, importing nothing: `arena` (huge-page slabs for the DRAM layer),
+//!    `reclaim` (epoch-deferred PM frees, SPEC N4) and `chaos` (test-only schedule
+//!    noise); `error` names only `layout`'s limits.
+//! 2. `leaf`: the two-layer leaf (§3.1): `Leaf` is the DRAM metadata (bitmap,
+//!    fingerprints, `num`, `copy_ptr`, flag, next) over one PM block, with the leaf-level
+//!    search of Algorithm 5 (§3.2 "Efficient Search", §5.3).
 //! 3. `inner`: DRAM inner nodes (§4.3), copy-on-write instead of HTM; routes keys to
 //!    leaves. It names leaves, never the tree.
 //! 4. `tree`: [`NbTree`] and its base operations (§3.2, §4.1, §5): insert (Algorithm 1),
