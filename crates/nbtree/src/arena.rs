@@ -13,8 +13,6 @@
 //! needs a new leaf does not pay the first touch of a huge page (~5 ms here; see HART's
 //! node arena, which does the same).
 
-use crate::inner::INode;
-use crate::leaf::Leaf;
 use parking_lot::Mutex;
 use pmkv_substrate::huge::{HugeBlock, HugeSupply};
 
@@ -39,16 +37,13 @@ pub(crate) struct Slab<T> {
     supply: HugeSupply,
 }
 
-/// The leaves' slab.
-pub(crate) type LeafArena = Slab<Leaf>;
-/// The inner nodes' slab.
-pub(crate) type NodeArena = Slab<INode>;
-
 // SAFETY: the raw pointers name slots of blocks the arena owns (released only when it
 // drops); the bookkeeping is touched only under the mutex, a slot's memory only while it
 // is free or by the leaf's owner.
 unsafe impl<T: Send> Send for Slab<T> {}
-// SAFETY: as above.
+// SAFETY: a shared `&Slab` only locks the mutex to touch the free list and bump pointer, and hands
+// each slot to one caller at a time; the blocks are freed only when the slab drops, so sharing it
+// between threads is sound for any `T: Send`.
 unsafe impl<T: Send> Sync for Slab<T> {}
 
 impl<T> Slab<T> {
@@ -128,6 +123,7 @@ impl<T> Slab<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::leaf::{Leaf, LeafArena};
     use std::sync::Arc;
 
     #[test]
@@ -149,7 +145,8 @@ mod tests {
         assert_eq!(p, q);
         assert_eq!(blocks(&a), 4, "a freed slot is reused before a new block");
         for p in ps.into_iter().chain([q]) {
-            // SAFETY: as above.
+            // SAFETY: each pointer came from `a.alloc`, is freed exactly once in this loop (the
+            // popped `p` was freed above and reallocated as `q`), and none is read afterwards.
             unsafe { a.free(p) };
         }
     }

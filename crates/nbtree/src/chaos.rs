@@ -5,11 +5,12 @@
 //! On two cores a plain stress test rarely lands a thread in one of them while another
 //! acts. With the feature on, each such window calls [`point`], which yields the thread
 //! (or spins a while) at random, so that other threads run inside the window; the
-//! many-thread test `tests/chaos.rs` then checks every returned value against per-thread
-//! models. Shuttle or loom would explore schedules systematically, but they need every
-//! atomic and the epoch scheme replaced by theirs (crossbeam-epoch and the pool's PM
-//! atomics are outside their model); this is the randomized substitute, and it is stated
-//! as such in docs/DESIGN.md. Without the feature, `point` is an empty inline function.
+//! many-thread test `n4_randomized_schedules_small_tree` (tests/concurrent.rs) then
+//! checks every returned value against per-thread models. Shuttle or loom would explore
+//! schedules systematically, but they need every atomic and the epoch scheme replaced by
+//! theirs (crossbeam-epoch and the pool's PM atomics are outside their model); this is
+//! the randomized substitute, and it is stated as such in docs/DESIGN.md. Without the
+//! feature, `point` is an empty inline function.
 
 #[cfg(feature = "chaos")]
 static ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);

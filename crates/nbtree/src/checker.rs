@@ -3,7 +3,7 @@
 //! Run it while no other thread writes the tree (a check beside writers may report
 //! transient differences, never undefined behaviour: everything it reads is atomic).
 
-use crate::error::{NbError, Result};
+use crate::error::{Error, Result};
 use crate::layout::*;
 use crate::leaf::{self, load, Leaf, SLOTS_MASK};
 use crate::tree::NbTree;
@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 /// Bytes by structure name.
-pub type ByStructure = Vec<(String, u64)>;
+pub(crate) type ByStructure = Vec<(String, u64)>;
 
 impl NbTree {
     /// Verify the tree; `Err(Corrupt)` lists the problems, `Ok` summarises.
@@ -31,7 +31,8 @@ impl NbTree {
         // SAFETY: the sentinel lives as long as the tree.
         let head = unsafe { &*self.head };
         let mut leaves: Vec<&Leaf> = vec![head];
-        // SAFETY: live leaves, pinned.
+        // SAFETY: `leaves_quiesced` lists the leaves of the live list; they are freed only through
+        // the epoch scheme after an SMO unlinks them, and this thread is pinned (`g`).
         leaves.extend(self.leaves_quiesced().into_iter().map(|l| unsafe { &*l }));
         // The PM list must be the DRAM list.
         let mut off = head.block;
@@ -77,7 +78,8 @@ impl NbTree {
                     problems.push(format!("{}: payload {p:#x} is marked deleted or frozen", ctx()));
                     continue;
                 }
-                // SAFETY: pinned.
+                // SAFETY: `l` is a live leaf and this thread is pinned, so the key object the entry
+                // names stays allocated while the slice is used (`entry_key`'s contract).
                 let Some(k) = (unsafe { leaf::entry_key(&self.pool, l.key_at(slot), kw, p, true) }) else {
                     problems.push(format!("{}: the key is damaged", ctx()));
                     continue;
@@ -96,7 +98,8 @@ impl NbTree {
                 if k.as_slice() < &l.low[..] {
                     problems.push(format!("{}: key {k:x?} below the leaf's fence", ctx()));
                 }
-                // SAFETY: pinned.
+                // SAFETY: pinned, as for `entry_key` above: the value object the payload names
+                // stays allocated while `with_value` reads it.
                 if !unsafe { leaf::with_value(&self.pool, p, load(&self.pool, l.value_at(slot)), &mut |_| {}) } {
                     problems.push(format!("{}: the value of {k:x?} is damaged", ctx()));
                 }
@@ -155,7 +158,7 @@ impl NbTree {
                 if unswept { " (the next read-write open sweeps)" } else { "" }
             ))
         } else {
-            Err(NbError::Corrupt(problems.join("\n")))
+            Err(Error::Corrupt(problems.join("\n")))
         }
     }
 
@@ -170,7 +173,8 @@ impl NbTree {
         // order, are the indexed leaves in key order.
         let mut j = 0;
         for &n in &nodes {
-            // SAFETY: as above.
+            // SAFETY: `n` came from `inner::nodes` of the root loaded while the caller is pinned;
+            // inner nodes are immutable once published and freed only after the epoch ends.
             let n = unsafe { &*n };
             if n.level != 0 {
                 continue;
@@ -216,7 +220,7 @@ impl NbTree {
     }
 
     /// DRAM and PM bytes by structure.
-    pub fn memory(&self) -> (ByStructure, ByStructure) {
+    pub(crate) fn memory(&self) -> (ByStructure, ByStructure) {
         let _g = crossbeam_epoch::pin();
         let leaves = self.leaves_quiesced().len() as u64 + 1;
         // SAFETY: pinned: nodes reachable from the root stay alive, and they are immutable.
@@ -224,7 +228,8 @@ impl NbTree {
         let inner: u64 = nodes
             .iter()
             .map(|&n| {
-                // SAFETY: as above.
+                // SAFETY: `n` is listed by `inner::nodes` from the root loaded under `_g`; nodes
+                // are immutable and freed only after every pinned thread has unpinned.
                 let n = unsafe { &*n };
                 n.bytes() as u64
             })
@@ -277,7 +282,8 @@ mod tests {
             .iter()
             .copied()
             .find(|&n| {
-                // SAFETY: as above.
+                // SAFETY: `n` is from `inner::nodes` under the pin `_g`, and no other thread uses
+                // the tree, so the node is alive and nothing writes it.
                 let n = unsafe { &*n };
                 n.level == 0 && n.n >= 2
             })

@@ -1,17 +1,16 @@
 //! NBTree behind the engine contract of `pmkv-core` (SPEC U1).
 
-use crate::error::NbError;
+use crate::error::Error as NbError;
 use crate::layout::{MAX_KEY, MAX_VALUE};
-use crate::tree::{NbOptions, NbTree};
+use crate::tree::{NbTree, Options as NbOptions};
 use pmkv_core::{
     CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage, Options, Pool,
     RecoveryReport, Result, Visitor,
 };
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The layout name NBTree pools carry in their header.
-pub const LAYOUT: &str = "nbtree";
+pub(crate) const LAYOUT: &str = "nbtree";
 
 const PARAMS: &[pmkv_core::Param] = &[
     pmkv_core::Param {
@@ -24,9 +23,9 @@ const PARAMS: &[pmkv_core::Param] = &[
     },
 ];
 
-/// The options `opts` give NBTree: the typed [`NbOptions`] if attached, then any
+/// The options `opts` give NBTree: the typed [`crate::Options`] if attached, then any
 /// `key=value` parameters on top.
-pub fn nbtree_options(opts: &Options) -> Result<NbOptions> {
+pub(crate) fn nbtree_options(opts: &Options) -> Result<NbOptions> {
     let mut o = opts.engine_options::<NbOptions>().copied().unwrap_or_default();
     for (k, v) in opts.params() {
         let flag = match k.as_str() {
@@ -86,7 +85,7 @@ impl EngineFactory for NbTreeFactory {
 }
 
 /// An open NBTree as an [`Engine`].
-pub struct NbTreeEngine(pub NbTree);
+pub(crate) struct NbTreeEngine(NbTree);
 
 impl Engine for NbTreeEngine {
     fn info(&self) -> EngineInfo {
@@ -131,18 +130,7 @@ impl Engine for NbTreeEngine {
         Ok(r)
     }
     fn recovery(&self) -> Option<RecoveryReport> {
-        let h = self.0.recovery_report();
-        let mut r = RecoveryReport::new("nbtree");
-        r.clean_shutdown = h.clean;
-        r.records = h.records;
-        r.rolled_forward = h.repaired;
-        r.orphans_freed = h.orphans_freed;
-        r.duration = Duration::from_micros(h.micros);
-        r.details.push(("leaves".into(), h.leaves.to_string()));
-        r.details.push(("threads".into(), h.threads.to_string()));
-        let [a, w, d, b] = h.phase_micros;
-        r.details.push(("phases".into(), format!("allocator {a} us, list {w} us, seals+decode {d} us, build {b} us")));
-        Some(r)
+        Some(self.0.recovery_report().clone())
     }
     fn sync(&self) -> Result<()> {
         Ok(self.0.sync()?)

@@ -1,22 +1,23 @@
 //! Errors of NBTree.
 
+use crate::layout::{MAX_KEY, MAX_VALUE};
 use pmkv_substrate::PoolError;
 
 /// Result alias of the crate.
-pub type Result<T> = std::result::Result<T, NbError>;
+pub type Result<T> = std::result::Result<T, Error>;
 
 /// Why an NBTree operation failed.
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
-pub enum NbError {
+pub enum Error {
     /// The pool refused (full, read-only, damaged allocator, ...).
     #[error(transparent)]
     Pool(#[from] PoolError),
-    /// A key longer than [`crate::MAX_KEY`].
-    #[error("key of {0} bytes is longer than the limit {max}", max = crate::MAX_KEY)]
+    /// A key longer than the limit (64 KiB - 1 bytes, as the other engines').
+    #[error("key of {0} bytes is longer than the limit {max}", max = MAX_KEY)]
     KeyTooLarge(usize),
-    /// A value longer than [`crate::MAX_VALUE`].
-    #[error("value of {0} bytes is longer than the limit {max}", max = crate::MAX_VALUE)]
+    /// A value longer than the limit (16 MiB).
+    #[error("value of {0} bytes is longer than the limit {max}", max = MAX_VALUE)]
     ValueTooLarge(usize),
     /// The pool's NBTree data is damaged.
     #[error("NBTree data is damaged: {0}")]

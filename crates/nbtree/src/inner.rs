@@ -16,10 +16,14 @@
 //! it matters, at the leaves: a reader that reaches a leaf an SMO replaced follows its
 //! `copy_ptr` (see `tree::locate`).
 
-use crate::arena::NodeArena;
+use crate::arena::Slab;
 use crate::leaf::Leaf;
 use std::cmp::Ordering;
 use std::sync::Arc;
+
+/// Where the inner nodes live (see `arena`): shared by the tree and the deferred frees of
+/// replaced nodes.
+pub(crate) type NodeArena = Slab<INode>;
 
 /// Children per inner node at most.
 pub(crate) const FANOUT: usize = 32;
@@ -45,18 +49,18 @@ impl Sep {
 #[repr(C, align(64))]
 pub(crate) struct INode {
     /// 0: children are leaves; otherwise inner nodes.
-    pub level: u32,
+    pub(crate) level: u32,
     /// Children in use.
-    pub n: usize,
+    pub(crate) n: usize,
     prefixes: [u64; FANOUT],
     /// `*const Leaf` or `*const INode`, by `level`.
-    pub children: [usize; FANOUT],
+    pub(crate) children: [usize; FANOUT],
     /// At level 0, the pool offset of each child leaf's key-value block (the paper's
     /// `data_ptr`, which never changes for a leaf): a search learns where its PM line lies
     /// here, one dependent load before the leaf's metadata tells it which line, and starts
     /// that block's address translation meanwhile (see `NbTree::find_leaf`). Zero above
     /// level 0.
-    pub blocks: [u64; FANOUT],
+    pub(crate) blocks: [u64; FANOUT],
     /// The separators' lengths, after the arrays every search reads: a search reads one
     /// only when a separator's prefix equals the key's (see `cmp_sep`).
     lens: [u32; FANOUT],
@@ -269,7 +273,8 @@ pub(crate) unsafe fn replace(
     let mut carry_child = (left as usize, block_of(left));
     let mut carry_split = right.map(|(k, r)| (Sep::of(&k), (r as usize, block_of(r))));
     for &(n, i) in path.iter().rev() {
-        // SAFETY: as above.
+        // SAFETY: `n` is on the path just walked from the current root; the caller holds the
+        // writers' mutex, so no node on it is replaced or freed meanwhile.
         let node = unsafe { &*n };
         let mut seps: Vec<Sep> = (0..node.n - 1).map(|j| node.sep(j)).collect();
         let mut children: Vec<usize> = node.children[..node.n].to_vec();
@@ -299,7 +304,8 @@ pub(crate) unsafe fn replace(
             carry_child = (slab.alloc(INode::new(node.level, &seps, &children, &blocks)) as usize, 0);
         }
     }
-    // SAFETY: as above.
+    // SAFETY: `root` is the current root (the caller's contract) and cannot be freed while the
+    // caller holds the writers' mutex.
     let top_level = unsafe { &*root }.level;
     let new_root = match carry_split {
         None => carry_child.0 as *mut INode,
@@ -316,7 +322,8 @@ pub(crate) unsafe fn nodes(root: *const INode) -> Vec<*const INode> {
     let mut out = vec![root];
     let mut i = 0;
     while i < out.len() {
-        // SAFETY: the caller's contract.
+        // SAFETY: every pointer in `out` is the root or a child of a listed node, all alive and
+        // unchanged by the caller's contract.
         let n = unsafe { &*out[i] };
         if n.level > 0 {
             out.extend(n.children[..n.n].iter().map(|&c| c as *const INode));

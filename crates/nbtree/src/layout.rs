@@ -118,9 +118,9 @@ pub(crate) const INLINE_VALUE: usize = 8;
 pub(crate) const OBJ_HEAD: usize = 8;
 
 /// Longest key, as HART's (and the library's common limit).
-pub const MAX_KEY: usize = 65_535;
+pub(crate) const MAX_KEY: usize = 65_535;
 /// Longest value.
-pub const MAX_VALUE: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_VALUE: usize = 16 * 1024 * 1024;
 
 /// Offset of entry `slot` of the block at `block`.
 #[inline]

@@ -6,6 +6,7 @@
 //! A leaf's metadata is owned by the tree: it is freed through crossbeam-epoch once an
 //! SMO has replaced it and no thread can still hold it (SPEC N4).
 
+use crate::arena::Slab;
 use crate::layout::*;
 use pmkv_substrate::Pool;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -17,6 +18,10 @@ pub(crate) const SMO_BIT: u64 = 1 << 63;
 pub(crate) const SLOTS_MASK: u64 = (1 << CAP) - 1;
 /// `flag`: the link phase is complete (new leaves in both lists and in the parent).
 pub(crate) const LINKED: u8 = 1;
+
+/// Where the leaves' metadata lives (see `arena`): shared by the tree and the deferred
+/// frees of retired leaves.
+pub(crate) type LeafArena = Slab<Leaf>;
 
 /// The DRAM metadata of one leaf (paper §3.1: fps, num, bitmap, data_ptr, copy_ptr, flag,
 /// next), plus the fences this implementation needs for byte-string keys.
@@ -41,29 +46,29 @@ pub(crate) struct Leaf {
     /// ([`Leaf::matching`]) instead of a loop over the slots.
     fps: [AtomicU64; 8],
     /// SMO phase flags ([`LINKED`]).
-    pub flag: AtomicU8,
+    pub(crate) flag: AtomicU8,
     /// NBTree-SL: the metadata words live in the PM block. Set before the leaf is shared.
-    pub sl: bool,
+    pub(crate) sl: bool,
     /// The paper's `data_ptr`: pool offset of the key-value block. Never changes.
-    pub block: u64,
+    pub(crate) block: u64,
     /// The paper's `copy_ptr`: the first new leaf of this leaf's SMO, once copied.
-    pub copy: AtomicPtr<Leaf>,
+    pub(crate) copy: AtomicPtr<Leaf>,
     /// Slots taken by committed and in-flight inserts (fetch-and-add, Algorithm 1 line 2).
     num: AtomicU32,
     /// Written since its seal was last computed (the seal is rewritten at clean close).
-    pub dirty: AtomicBool,
+    pub(crate) dirty: AtomicBool,
     /// The next leaf of the metadata layer.
-    pub next: AtomicPtr<Leaf>,
+    pub(crate) next: AtomicPtr<Leaf>,
     /// Inclusive lower fence: no key below it is ever stored here (empty for the first
     /// leaf and the sentinel).
-    pub low: Arc<[u8]>,
+    pub(crate) low: Arc<[u8]>,
     /// For the left leaf of a two-way SMO: keys `>= split` belong to `sibling`.
-    pub split: Option<Arc<[u8]>>,
+    pub(crate) split: Option<Arc<[u8]>>,
     /// The right leaf of the same SMO (null if the SMO made one leaf).
-    pub sibling: AtomicPtr<Leaf>,
+    pub(crate) sibling: AtomicPtr<Leaf>,
     /// NBTree-W (the paper's ablation, §6.4): writers of this leaf take this lock
     /// instead of relying on the lock-free protocol alone. Unused otherwise.
-    pub wlock: parking_lot::Mutex<()>,
+    pub(crate) wlock: parking_lot::Mutex<()>,
 }
 
 impl Leaf {
@@ -376,7 +381,8 @@ pub(crate) unsafe fn object(pool: &Pool, off: u64, max: usize, verify: bool) -> 
 pub(crate) unsafe fn entry_key<'a>(pool: &'a Pool, entry: u64, kw: u64, p: u64, verify: bool) -> Option<KeyBytes<'a>> {
     match (p & KIND_MASK) >> KIND_SHIFT {
         KIND_OBJ => {
-            // SAFETY: the caller's contract.
+            // SAFETY: a key object a committed entry names; the caller keeps it allocated while the
+            // slice is used (this function's `# Safety`, passed on to `object`).
             unsafe { object(pool, kw, MAX_KEY, verify) }.map(KeyBytes::Obj)
         }
         KIND_PAIR => inline_key(kw, load(pool, entry + E_KEY2), p).map(|(b, n)| KeyBytes::Inline(b, n)),
@@ -395,7 +401,8 @@ pub(crate) unsafe fn with_value(pool: &Pool, p: u64, w: u64, f: &mut dyn FnMut(&
         f(&b[..n]);
         return true;
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: the value object `p` names; the caller keeps it allocated while `f` runs (this
+    // function's `# Safety`, passed on to `object`).
     match unsafe { object(pool, p & DATA_MASK, MAX_VALUE, true) } {
         Some(v) => {
             pool.note_read(1 + (v.len() as u64 + 8) / 64);
@@ -462,7 +469,8 @@ pub(crate) unsafe fn find(
     bitmap: u64,
     pairs: bool,
 ) -> Option<(usize, u64)> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `leaf` is pinned by the caller (this function's `# Safety`), which is `find_among`'s
+    // contract too.
     unsafe { find_among(pool, leaf, key, candidates(pool, leaf, fp, bitmap), pairs) }
 }
 
@@ -503,7 +511,8 @@ pub(crate) unsafe fn find_among(pool: &Pool, leaf: &Leaf, key: &[u8], cands: u64
             }
             KeyWord::Object => {
                 (p & KIND_MASK) >> KIND_SHIFT == KIND_OBJ
-                    // SAFETY: the caller's contract.
+                    // SAFETY: a key object of a committed entry of the pinned `leaf` (the caller's
+                    // `# Safety`), allocated while compared.
                     && unsafe { object(pool, kw, MAX_KEY, false) }.is_some_and(|b| {
                         pool.note_read(b.len() as u64 / 64);
                         b == key

@@ -15,23 +15,24 @@
 //! verifies every seal, and every open every key object's CRC, so a damaged file is
 //! refused instead of read wrong. Value objects carry a CRC checked at every read.
 
-use crate::error::{NbError, Result};
-use crate::inner;
+use crate::error::{Error, Result};
+use crate::inner::{self, NodeArena};
 use crate::layout::*;
-use crate::leaf::{self, load, Leaf};
+use crate::leaf::{self, load, Leaf, LeafArena};
 use crate::reclaim::Reclaimer;
-use crate::tree::{NbTree, RecoveryReport, Striped};
+use crate::tree::{NbTree, Options, Striped};
 use parking_lot::Mutex;
+use pmkv_core::RecoveryReport;
 use pmkv_substrate::epalloc::{EpAlloc, EPALLOC_ROOT};
 use pmkv_substrate::EngineClaim as PoolClaim;
 use pmkv_substrate::Pool;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-fn corrupt(what: impl Into<String>) -> NbError {
-    NbError::Corrupt(what.into())
+fn corrupt(what: impl Into<String>) -> Error {
+    Error::Corrupt(what.into())
 }
 
 /// Zero-filled block or superblock written, persisted and published.
@@ -81,20 +82,17 @@ fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant, sl: bool) -> Result<Nb
     sb[24..28].copy_from_slice(&crc.to_le_bytes());
     let sbo = new_zeroed(&pool, &alloc, SUPER, &sb)?;
     pool.set_root(SUPER_ROOT, sbo);
-    let arena = Arc::new(crate::arena::LeafArena::new());
+    let arena = Arc::new(LeafArena::new());
     let first_leaf = arena.alloc(first_leaf);
     let sentinel = Leaf::new(head, Arc::from(&b""[..]));
     sentinel.next.store(first_leaf, Ordering::Relaxed);
-    let nodes = Arc::new(crate::arena::NodeArena::new());
+    let nodes = Arc::new(NodeArena::new());
     // SAFETY: `first_leaf` was just made and is alive.
     let root = unsafe { inner::build(vec![(inner::Sep::of(b""), first_leaf as *const Leaf)], &nodes) };
-    let rep = RecoveryReport {
-        clean: true,
-        leaves: 1,
-        threads: 1,
-        micros: t0.elapsed().as_micros() as u64,
-        ..Default::default()
-    };
+    let mut rep = RecoveryReport::new("nbtree");
+    rep.clean_shutdown = true;
+    rep.duration = Duration::from_micros(t0.elapsed().as_micros() as u64);
+    let rep = with_figures(rep, 1, 1, [0; 4]);
     Ok(assemble(pool, alloc, sbo, sentinel, root, 0, rep, claim, (sl, true), (arena, nodes)))
 }
 
@@ -109,7 +107,7 @@ fn assemble(
     recovery: RecoveryReport,
     claim: PoolClaim,
     (sl, pairs): (bool, bool),
-    (arena, nodes): (Arc<crate::arena::LeafArena>, Arc<crate::arena::NodeArena>),
+    (arena, nodes): (Arc<LeafArena>, Arc<NodeArena>),
 ) -> NbTree {
     NbTree {
         pool,
@@ -149,7 +147,7 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(u64, bool, bool)
     let field = |at: u64, n: usize| &b[at as usize..at as usize + n];
     let version = u32::from_le_bytes(field(SB_VERSION, 4).try_into().expect("4 bytes"));
     if !(SUPER_VERSION_MIN..=SUPER_VERSION).contains(&version) {
-        return Err(NbError::Version(format!(
+        return Err(Error::Version(format!(
             "NBTree format version {version} is not supported (this build reads {SUPER_VERSION_MIN} to {SUPER_VERSION})"
         )));
     }
@@ -399,8 +397,42 @@ fn parallel<T: Sync, S, R: Send>(
     (out, threads)
 }
 
+/// `rep` with NBTree's own figures in its `details` (SPEC N6), each a number:
+/// `leaves` (key-value blocks on the list), `repaired` (entries an interrupted operation
+/// left and the open fixed: frozen bits, half-done deletes, duplicates; the same count as
+/// `rolled_forward`), `threads` (that decoded the blocks), and the microseconds of the
+/// open's four phases: `allocator_us` (opening the allocator), `list_us` (listing the used
+/// blocks), `decode_us` (checking seals, decoding the blocks, following the list),
+/// `build_us` (repairs, the sweep, the metadata layer and the inner nodes).
+fn with_figures(rep: RecoveryReport, leaves: u64, threads: usize, phases: [u64; 4]) -> RecoveryReport {
+    let repaired = rep.rolled_forward;
+    let [allocator, list, decode, build] = phases;
+    rep.with_detail("leaves", leaves)
+        .with_detail("repaired", repaired)
+        .with_detail("threads", threads)
+        .with_detail("allocator_us", allocator)
+        .with_detail("list_us", list)
+        .with_detail("decode_us", decode)
+        .with_detail("build_us", build)
+}
+
+impl NbTree {
+    /// Open the NBTree in `pool`, formatting it if the pool is new. A pool that another
+    /// live tree uses is refused (`PoolError::Locked`).
+    pub fn open(pool: Arc<Pool>) -> Result<NbTree> {
+        open(pool, false)
+    }
+
+    /// [`NbTree::open`] with options.
+    pub fn open_with(pool: Arc<Pool>, opts: Options) -> Result<NbTree> {
+        let mut t = open(pool, opts.single_layer)?;
+        t.write_locks = opts.write_locks;
+        Ok(t)
+    }
+}
+
 /// Open the tree in `pool`, formatting it if the pool is new.
-pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
+fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
     let t0 = Instant::now();
     let claim = PoolClaim::take(&pool)?;
     let sb = pool.root(SUPER_ROOT);
@@ -412,7 +444,7 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
     let mut phases = [t0.elapsed().as_micros() as u64, 0, 0, 0];
     let (head, sl, pairs) = read_super(&pool, &alloc, sb)?;
     if want_sl && !sl {
-        return Err(NbError::Invalid(
+        return Err(Error::Invalid(
             "single_layer: this pool was created with two-layer leaves (the kind is chosen at creation)".into(),
         ));
     }
@@ -488,7 +520,8 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
         return Err(corrupt("the sentinel block holds entries"));
     }
     // Repairs, then the sweep (read-write opens after a crash or an unswept close).
-    let mut rep = RecoveryReport { clean, leaves: order.len() as u64 - 1, threads, ..Default::default() };
+    let mut rep = RecoveryReport::new("nbtree");
+    rep.clean_shutdown = clean;
     // Repairs and the sweep go through the blocks on the list in address order (`seen`),
     // a streaming pass, not in list order, which jumps around `results`.
     let on_list = || results.iter().zip(&seen).filter(|(_, &on)| on).map(|(r, _)| r.as_ref().expect("decoded"));
@@ -505,7 +538,7 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
             }
             if !d.fixes.is_empty() {
                 pool.fence();
-                rep.repaired += d.fixes.len() as u64;
+                rep.rolled_forward += d.fixes.len() as u64;
             }
         }
         if sweep {
@@ -550,7 +583,7 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
     };
     let sentinel = make(0, empty.clone());
     let mut index: Vec<(inner::Sep, *const Leaf)> = Vec::with_capacity(order.len());
-    let arena = Arc::new(crate::arena::LeafArena::new());
+    let arena = Arc::new(LeafArena::new());
     let mut prev: *const Leaf = &sentinel;
     let mut prev_low: Arc<[u8]> = empty.clone();
     let mut last_max: Option<RKey<'_>> = None;
@@ -607,15 +640,16 @@ pub(crate) fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
     }
     rep.records = count as u64;
     drop(results);
-    let nodes = Arc::new(crate::arena::NodeArena::new());
+    let nodes = Arc::new(NodeArena::new());
     // SAFETY: the index names the leaves just made, all alive.
     let root = unsafe { inner::build(index, &nodes) };
-    rep.micros = t0.elapsed().as_micros() as u64;
-    phases[3] = rep.micros;
+    let micros = t0.elapsed().as_micros() as u64;
+    rep.duration = Duration::from_micros(micros);
+    phases[3] = micros;
     for i in (1..4).rev() {
         phases[i] -= phases[i - 1];
     }
-    rep.phase_micros = phases;
+    let rep = with_figures(rep, order.len() as u64 - 1, threads, phases);
     Ok(assemble(pool, alloc, sb, sentinel, root, count, rep, claim, (sl, pairs), (arena, nodes)))
 }
 
@@ -713,8 +747,8 @@ mod tests {
         pool.poison(); // not marked clean: the next open recovers as after a crash
         drop(pool);
         let t = NbTree::open(Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap())).unwrap();
-        assert!(!t.recovery_report().clean);
-        assert_eq!(t.recovery_report().repaired, 4);
+        assert!(!t.recovery_report().clean_shutdown);
+        assert_eq!(t.recovery_report().detail_u64("repaired"), Some(4));
         assert_eq!(t.recovery_report().orphans_freed, 0, "the long key's object is still named");
         assert_eq!(t.len(), keys.len() as u64);
         for (i, k) in keys.iter().enumerate() {
@@ -733,7 +767,7 @@ mod tests {
         t.close().unwrap();
         // The repair was durable: a clean reopen finds nothing to fix.
         let t = NbTree::open(Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap())).unwrap();
-        assert!(t.recovery_report().clean);
+        assert!(t.recovery_report().clean_shutdown);
         assert_eq!(t.len(), keys.len() as u64);
         t.close().unwrap();
         let _ = std::fs::remove_file(&path);
@@ -756,7 +790,8 @@ mod tests {
             img[SB_VERSION as usize..SB_VERSION as usize + 4].copy_from_slice(&v.to_le_bytes());
             let crc = super_crc(&img);
             img[SB_CRC as usize..SB_CRC as usize + 4].copy_from_slice(&crc.to_le_bytes());
-            // SAFETY: as above.
+            // SAFETY: `sb` names the superblock object, `SUPER_SIZE` bytes inside the mapped pool;
+            // no tree is open on the pool, so nothing else reads or writes it meanwhile.
             unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), pool.at::<u8>(sb), SUPER_SIZE) };
             pool.flush_off(sb, SUPER_SIZE);
             pool.fence();
@@ -784,7 +819,7 @@ mod tests {
         t.close().unwrap();
         set_version(3);
         let r = NbTree::open(Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap()));
-        assert!(matches!(r, Err(NbError::Version(_))), "{:?}", r.err());
+        assert!(matches!(r, Err(Error::Version(_))), "{:?}", r.err());
         let _ = std::fs::remove_file(&path);
     }
 
@@ -808,7 +843,7 @@ mod tests {
         pool.poison();
         drop(pool);
         let r = NbTree::open(Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap()));
-        assert!(matches!(r, Err(NbError::Corrupt(_))), "{:?}", r.err());
+        assert!(matches!(r, Err(Error::Corrupt(_))), "{:?}", r.err());
         let _ = std::fs::remove_file(&path);
     }
 }

@@ -26,7 +26,7 @@
 //! new ones are, already complete and published. A crash between publishing the new
 //! blocks and that CAS leaves them unreachable: the next open sweeps them (`recovery`).
 
-use crate::error::{NbError, Result};
+use crate::error::{Error, Result};
 use crate::inner;
 use crate::layout::*;
 use crate::leaf::{self, load, Leaf, LINKED, SLOTS_MASK};
@@ -82,7 +82,7 @@ impl NbTree {
                 let p = p & !FROZEN;
                 // SAFETY: the leaf is pinned by the caller; its key objects stay allocated.
                 let k = unsafe { leaf::entry_key(&self.pool, leaf.key_at(slot), kw, p, false) }
-                    .ok_or_else(|| NbError::Corrupt(format!("block {:#x} slot {slot}: bad key", leaf.block)))?;
+                    .ok_or_else(|| Error::Corrupt(format!("block {:#x} slot {slot}: bad key", leaf.block)))?;
                 // Read after the freeze: no update can change the value word any more
                 // without seeing the frozen bit and redoing itself in the new leaf.
                 let w = load(&self.pool, leaf.value_at(slot));
@@ -107,7 +107,8 @@ impl NbTree {
             order.select_nth_unstable_by(mid, |a, b| recs[a.1].0.cmp_key(a.0, &recs[b.1].0, b.0));
             let split: Arc<[u8]> = Arc::from(recs[order[mid].1].0.as_slice());
             let right = self.build_leaf(order[mid..].iter().map(|o| &recs[o.1]), split.clone(), None, next_pm, next)?;
-            // SAFETY: just built, not shared.
+            // SAFETY: `right` was just returned by `build_leaf`, a live slot of the arena that no
+            // other thread can reach before the `copy` CAS below.
             let rblock = unsafe { &*right }.block;
             let left = match self.build_leaf(
                 order[..mid].iter().map(|o| &recs[o.1]),
@@ -122,7 +123,8 @@ impl NbTree {
                     return Err(e);
                 }
             };
-            // SAFETY: just built, not shared.
+            // SAFETY: `left` was just returned by `build_leaf`: alive, and unpublished until the
+            // `copy` CAS below, so no other thread reads `sibling` yet.
             unsafe { &*left }.sibling.store(right, Ordering::Release);
             (left, Some(right))
         } else {
@@ -262,7 +264,7 @@ impl NbTree {
         let root = self.root.load(Ordering::Acquire);
         // SAFETY: we hold the writers' mutex; nodes reachable from the root are alive.
         let (new_root, replaced) = unsafe { inner::replace(root, me, &leaf.low, left, right, &self.nodes) }
-            .ok_or_else(|| NbError::Corrupt(format!("leaf of block {:#x} is not in the inner nodes", leaf.block)))?;
+            .ok_or_else(|| Error::Corrupt(format!("leaf of block {:#x} is not in the inner nodes", leaf.block)))?;
         self.root.store(new_root, Ordering::Release);
         leaf.flag.store(LINKED, Ordering::Release);
         for n in replaced {

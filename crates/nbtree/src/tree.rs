@@ -18,10 +18,10 @@
 //! SMO, inner nodes replaced by a copy, blocks and key/value objects that an update or
 //! delete released are freed only after every thread pinned at that time has unpinned.
 
-use crate::error::{NbError, Result};
-use crate::inner::{self, INode};
+use crate::error::{Error, Result};
+use crate::inner::{self, INode, NodeArena};
 use crate::layout::*;
-use crate::leaf::{self, find, load, pick, pick_below, Leaf, SMO_BIT};
+use crate::leaf::{self, find, load, pick, pick_below, Leaf, LeafArena, SMO_BIT};
 use crate::reclaim::Reclaimer;
 use crossbeam_epoch::{self as epoch, Guard};
 use parking_lot::Mutex;
@@ -31,31 +31,12 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, AtomicPtr, Ordering};
 use std::sync::Arc;
 
-/// Figures of the open's recovery (SPEC N6).
-#[derive(Clone, Debug, Default)]
-pub struct RecoveryReport {
-    /// The pool was closed cleanly.
-    pub clean: bool,
-    /// Key-value blocks (leaves) found.
-    pub leaves: u64,
-    /// Live records found.
-    pub records: u64,
-    /// Entries repaired after a crash (frozen or half-deleted entries, duplicates).
-    pub repaired: u64,
-    /// Objects no entry referenced, freed.
-    pub orphans_freed: u64,
-    /// Threads that rebuilt the leaves.
-    pub threads: usize,
-    /// Microseconds the open took.
-    pub micros: u64,
-    /// Of which: opening the allocator, walking the block list, checking seals and
-    /// decoding the blocks, building the metadata layer and inner nodes.
-    pub phase_micros: [u64; 4],
-}
-
-/// Options of an NBTree (not stored in the pool: they may change between opens).
+/// Options of an NBTree (not stored in the pool: they may change between opens). Given to
+/// [`NbTree::open_with`], or, through pmkv, attached with
+/// `pmkv_core::Options::with_engine_options`; the engine parameters `write_locks` and
+/// `single_layer` set the same fields.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NbOptions {
+pub struct Options {
     /// NBTree-W, the paper's ablation (§6.4, Fig. 8): writers take a per-leaf lock, as
     /// FAST&FAIR and uTree do, instead of writing lock-free. For measuring what the
     /// lock-free writes are worth; never faster.
@@ -69,12 +50,16 @@ pub struct NbOptions {
     pub single_layer: bool,
 }
 
+/// A value alone on its cache line(s).
+#[repr(align(64))]
+struct Padded<T>(T);
+
 /// Counters striped over cache lines so that writers on different cores do not share one.
-pub(crate) struct Striped([crate::Padded<AtomicI64>; 16]);
+pub(crate) struct Striped([Padded<AtomicI64>; 16]);
 
 impl Striped {
     pub(crate) fn new(v: i64) -> Striped {
-        let s = Striped(std::array::from_fn(|_| crate::Padded(AtomicI64::new(0))));
+        let s = Striped(std::array::from_fn(|_| Padded(AtomicI64::new(0))));
         s.0[0].0.store(v, Ordering::Relaxed);
         s
     }
@@ -107,20 +92,21 @@ pub struct NbTree {
     pub(crate) inner_lock: Mutex<()>,
     pub(crate) reclaim: Reclaimer,
     pub(crate) count: Striped,
-    pub(crate) recovery: RecoveryReport,
+    /// What the open's recovery did (SPEC N6), with NBTree's own figures in `details`.
+    pub(crate) recovery: pmkv_core::RecoveryReport,
     /// `close` sealed the blocks already.
     pub(crate) closed: bool,
-    /// NBTree-W: node-grained write locks (see [`NbOptions`]).
+    /// NBTree-W: node-grained write locks (see [`Options`]).
     pub(crate) write_locks: bool,
-    /// NBTree-SL: leaves keep their metadata in PM (see [`NbOptions::single_layer`]).
+    /// NBTree-SL: leaves keep their metadata in PM (see [`Options::single_layer`]).
     pub(crate) sl: bool,
     /// The pool's format has [`KIND_PAIR`] keys (format 2; a format-1 pool keeps putting
     /// 9-to-16-byte keys in objects, so that older binaries can still read it).
     pub(crate) pairs: bool,
     /// Where the leaves live (shared with the deferred frees of retired leaves).
-    pub(crate) arena: Arc<crate::arena::LeafArena>,
+    pub(crate) arena: Arc<LeafArena>,
     /// Where the inner nodes live (likewise).
-    pub(crate) nodes: Arc<crate::arena::NodeArena>,
+    pub(crate) nodes: Arc<NodeArena>,
     pub(crate) _claim: pmkv_substrate::EngineClaim,
 }
 
@@ -147,8 +133,10 @@ impl NbTree {
         &self.pool
     }
 
-    /// What the open's recovery did.
-    pub fn recovery_report(&self) -> &RecoveryReport {
+    /// What the open's recovery did: the common figures, and NBTree's own in `details`
+    /// (`leaves`, `repaired`, `threads` and the phases' microseconds, read with
+    /// [`pmkv_core::RecoveryReport::detail_u64`]).
+    pub fn recovery_report(&self) -> &pmkv_core::RecoveryReport {
         &self.recovery
     }
 
@@ -199,7 +187,9 @@ impl NbTree {
                 debug_assert_eq!(n.blocks[i], leaf.block, "a level-0 node names its leaf's block");
                 return leaf;
             }
-            // SAFETY: as for the root.
+            // SAFETY: the child of a node reached from a root loaded while pinned:
+            // `smo::link_phase` frees replaced nodes only through the epoch scheme, after this
+            // guard is dropped.
             n = unsafe { &*(n.children[i] as *const INode) };
         }
     }
@@ -250,7 +240,9 @@ impl NbTree {
             // and the guard's epoch ended; we are pinned.
             let c = unsafe { &*c };
             let p = if below { pick_below(c, key) } else { pick(c, key) };
-            // SAFETY: as above.
+            // SAFETY: `pick`/`pick_below` return `c` or its `sibling`, both leaves of the published
+            // copy, freed only after the leaf that points to them was replaced and every pinned
+            // thread has unpinned.
             leaf = unsafe { &*p };
         }
     }
@@ -268,7 +260,8 @@ impl NbTree {
             self.smo(leaf, g)?;
             // SAFETY: `smo` returns once `copy` is set and linked; pinned.
             let c = unsafe { &*leaf.copy.load(Ordering::Acquire) };
-            // SAFETY: as above.
+            // SAFETY: `pick` returns `c` or its `sibling`, set before `copy` was published; both
+            // stay alive while this thread is pinned (`g`).
             leaf = unsafe { &*pick(c, key) };
         }
         Ok(leaf)
@@ -280,7 +273,8 @@ impl NbTree {
         let fp = fingerprint(key);
         loop {
             let leaf = self.locate(key, &g);
-            // SAFETY: pinned.
+            // SAFETY: `leaf` was reached while pinned (`g`), so its block and the objects its
+            // entries name stay allocated until the guard drops (`find`'s contract).
             let hit = unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool), self.pairs) }
                 .map(|(slot, p)| (p, load(&self.pool, leaf.value_at(slot))));
             crate::chaos::point();
@@ -297,7 +291,7 @@ impl NbTree {
                     if unsafe { leaf::with_value(&self.pool, p, w, f) } {
                         Ok(true)
                     } else {
-                        Err(NbError::Corrupt(format!("the value of key {key:x?} fails its check")))
+                        Err(Error::Corrupt(format!("the value of key {key:x?} fails its check")))
                     }
                 }
             };
@@ -394,10 +388,10 @@ impl NbTree {
     /// Insert or replace (Algorithms 1 and 3). Returns whether the key was new.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<bool> {
         if key.len() > MAX_KEY {
-            return Err(NbError::KeyTooLarge(key.len()));
+            return Err(Error::KeyTooLarge(key.len()));
         }
         if value.len() > MAX_VALUE {
-            return Err(NbError::ValueTooLarge(value.len()));
+            return Err(Error::ValueTooLarge(value.len()));
         }
         self.pool.check_writable()?;
         let g = epoch::pin();
@@ -427,7 +421,8 @@ impl NbTree {
                     self.pool.prefetch_write(leaf.key_at(next));
                 }
             }
-            // SAFETY: pinned.
+            // SAFETY: pinned (`g`): `leaf`'s block and the objects its entries name stay allocated
+            // while `find_among` reads them.
             if let Some((slot, p)) = unsafe { leaf::find_among(&self.pool, leaf, key, cands, self.pairs) } {
                 if self.update_slot(leaf, slot, p, value, prep, g)? {
                     return Ok(false);
@@ -462,7 +457,8 @@ impl NbTree {
                     continue 'retry; // line 9
                 }
                 if b != seen {
-                    // SAFETY: pinned.
+                    // SAFETY: pinned (`g`): the leaf's block and the objects its committed entries
+                    // name stay allocated while `find` reads them.
                     if unsafe { find(&self.pool, leaf, key, fp, b & !seen, self.pairs) }.is_some() {
                         self.abandon(leaf, pos);
                         continue 'retry;
@@ -505,7 +501,8 @@ impl NbTree {
             self.pool.flush_off(po, 8);
         }
         self.fence_before_naming();
-        // SAFETY: as above.
+        // SAFETY: slot `pos` is still this thread's alone (taken by fetch-and-add, not committed in
+        // the bitmap): no other thread writes its key word.
         unsafe { self.pool.store_u64(ko, kw) };
         self.persist_entry(leaf, pos);
     }
@@ -584,7 +581,8 @@ impl NbTree {
         loop {
             let leaf = self.locate_w(key, &g)?;
             let _w = self.write_locks.then(|| leaf.wlock.lock());
-            // SAFETY: pinned.
+            // SAFETY: pinned (`g`): `leaf`'s block and the objects its entries name stay allocated
+            // while `find` reads them.
             let Some((slot, p)) = (unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool), self.pairs) })
             else {
                 if leaf.in_smo(&self.pool) {
@@ -671,9 +669,10 @@ impl NbTree {
             };
             recs.clear();
             for (slot, kw, p, w) in leaf::live_entries(&self.pool, leaf) {
-                // SAFETY: pinned.
+                // SAFETY: pinned (`g`): a key object that a live entry of `leaf` names is freed
+                // only through the epoch scheme, after this guard drops.
                 let k = unsafe { leaf::entry_key(&self.pool, leaf.key_at(slot), kw, p, false) }
-                    .ok_or_else(|| NbError::Corrupt(format!("an entry of block {:#x} has a bad key", leaf.block)))?;
+                    .ok_or_else(|| Error::Corrupt(format!("an entry of block {:#x} has a bad key", leaf.block)))?;
                 recs.push((k.as_slice().to_vec(), p, w));
             }
             if !leaf.copy.load(Ordering::Acquire).is_null() {
@@ -700,10 +699,11 @@ impl NbTree {
                     }
                 }
                 let mut go = true;
-                // SAFETY: pinned.
+                // SAFETY: pinned (`g`): the value object of payload `p`, read while the entry was
+                // live, is retired through the epoch scheme and freed only after this guard drops.
                 let ok = unsafe { leaf::with_value(&self.pool, *p, *w, &mut |v| go = visit(k, v)) };
                 if !ok {
-                    return Err(NbError::Corrupt(format!("the value of key {k:x?} fails its check")));
+                    return Err(Error::Corrupt(format!("the value of key {k:x?} fails its check")));
                 }
                 left -= 1;
                 if !go || left == 0 {
@@ -728,7 +728,9 @@ impl NbTree {
                 }
                 // Forward moves by the list, not the inner nodes: a leaf left empty by
                 // deletes before a crash is in the list but has no fence of its own.
-                // SAFETY: pinned.
+                // SAFETY: `next` was loaded while pinned from a leaf we hold. A leaf is retired only
+                // after its predecessor's `next` moved past it, so a stale `next` names a leaf retired
+                // after the one holding it: either way it is freed only after `g` drops.
                 let nl = unsafe { &*next };
                 if !in_end(&nl.low) {
                     return Ok(());
@@ -744,7 +746,8 @@ impl NbTree {
         loop {
             let c = n.children[n.n - 1];
             if n.level == 0 {
-                // SAFETY: pinned.
+                // SAFETY: the last child of a level-0 node reached from a root loaded while pinned:
+                // leaves are freed only through the epoch scheme, after `g` drops.
                 let mut leaf = unsafe { &*(c as *const Leaf) };
                 // Follow copies to the rightmost new leaf.
                 loop {
@@ -752,16 +755,20 @@ impl NbTree {
                     if !leaf.in_smo(&self.pool) || cp.is_null() {
                         break;
                     }
-                    // SAFETY: pinned.
+                    // SAFETY: `cp` is a non-null `copy` of a leaf in SMO, a new leaf freed only
+                    // after it too is replaced and every pinned thread (this one: `g`) has
+                    // unpinned.
                     let cp = unsafe { &*cp };
                     let s = cp.sibling.load(Ordering::Acquire);
-                    // SAFETY: pinned.
+                    // SAFETY: a non-null `sibling` of the copy, set before the copy was published;
+                    // freed only through the epoch scheme, after `g` drops.
                     leaf = if s.is_null() { cp } else { unsafe { &*s } };
                 }
                 let _ = g;
                 return leaf;
             }
-            // SAFETY: pinned.
+            // SAFETY: a child of an inner node reached from a root loaded while pinned: replaced
+            // nodes are freed only through the epoch scheme, after `g` drops.
             n = unsafe { &*(c as *const INode) };
         }
     }
@@ -873,7 +880,8 @@ mod timing {
         for &j in &order {
             let k = key(j);
             let l = t.locate(&k, &g);
-            // SAFETY: pinned.
+            // SAFETY: pinned (`g`): `l`'s block and the objects its entries name stay allocated
+            // while `find` reads them.
             if let Some((s, _)) = unsafe { find(&t.pool, l, &k, fingerprint(&k), l.bits(&t.pool), t.pairs) } {
                 x ^= load(&t.pool, l.value_at(s)) as usize;
             }

@@ -16,7 +16,7 @@
 //! With the `chaos` feature, `n4_randomized_schedules_small_tree` runs the same checks with
 //! random yields inside the SMO's race windows.
 
-use pmkv_nbtree::{NbOptions, NbTree};
+use pmkv_nbtree::{NbTree, Options};
 use pmkv_substrate::{Mode, Pool};
 use pmkv_testutil::{pool_dir, pool_opts, XorShift};
 use std::collections::{BTreeMap, HashMap};
@@ -65,10 +65,10 @@ fn get(t: &NbTree, k: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn run(mode: Mode, ops_per_thread: u32, keys: u64, threads: u64) {
-    run_with(mode, ops_per_thread, keys, threads, NbOptions::default())
+    run_with(mode, ops_per_thread, keys, threads, Options::default())
 }
 
-fn run_with(mode: Mode, ops_per_thread: u32, keys: u64, threads: u64, o: NbOptions) {
+fn run_with(mode: Mode, ops_per_thread: u32, keys: u64, threads: u64, o: Options) {
     #[allow(non_snake_case)]
     let (KEYS, THREADS) = (keys, threads);
     let d = pool_dir();
@@ -163,7 +163,7 @@ fn run_with(mode: Mode, ops_per_thread: u32, keys: u64, threads: u64, o: NbOptio
     let tree = Arc::try_unwrap(tree).ok().expect("workers are done");
     tree.close().unwrap();
     let tree = NbTree::open(Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap())).unwrap();
-    assert!(tree.recovery_report().clean);
+    assert!(tree.recovery_report().clean_shutdown);
     check_contents(&tree);
     tree.close().unwrap();
 }
@@ -176,13 +176,13 @@ fn n4_many_threads_eadr() {
 /// NBTree-W (per-leaf write locks, the paper's ablation) is correct too.
 #[test]
 fn n4_many_threads_write_locks() {
-    run_with(Mode::Eadr, 20_000, 3000, 4, NbOptions { write_locks: true, ..NbOptions::default() });
+    run_with(Mode::Eadr, 20_000, 3000, 4, Options { write_locks: true, ..Options::default() });
 }
 
 /// NBTree-SL (metadata in the PM blocks, the paper's other ablation) is correct too.
 #[test]
 fn n4_many_threads_single_layer() {
-    run_with(Mode::Adr, 20_000, 3000, 4, NbOptions { single_layer: true, ..NbOptions::default() });
+    run_with(Mode::Adr, 20_000, 3000, 4, Options { single_layer: true, ..Options::default() });
 }
 
 #[test]

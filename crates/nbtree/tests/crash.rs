@@ -6,7 +6,7 @@
 //! recovered tree must pass `check` (no leak, every entry reachable, each key once) and
 //! hold exactly the state before or after the interrupted operation.
 
-use pmkv_nbtree::{NbOptions, NbTree};
+use pmkv_nbtree::{NbTree, Options};
 use pmkv_substrate::{Eviction, Mode, Pool};
 use pmkv_testutil::sim_opts;
 use pmkv_testutil::CrashFindings;
@@ -41,7 +41,7 @@ fn evictions(seed: u64, i: u64) -> Vec<Eviction> {
 fn explore(ops: &[Op], mode: Mode, single_layer: bool) -> u64 {
     let seed = std::env::var("PMKV_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x00c0_ffee_u64);
     let pool = Arc::new(Pool::create_sim("nbtree", &sim_opts(2 << 20).mode(mode)).expect("sim pool"));
-    let t = NbTree::open_with(pool, NbOptions { single_layer, ..NbOptions::default() }).expect("format");
+    let t = NbTree::open_with(pool, Options { single_layer, ..Options::default() }).expect("format");
     assert_eq!(t.single_layer(), single_layer);
     let stores = mode == Mode::Eadr;
     let found = CrashFindings::new();

@@ -40,7 +40,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 fn run(steps: Vec<Step>, mode: Mode, single_layer: bool) {
-    let mut t = sim_tree_with(2 << 20, mode, pmkv_nbtree::NbOptions { single_layer, ..Default::default() });
+    let mut t = sim_tree_with(2 << 20, mode, pmkv_nbtree::Options { single_layer, ..Default::default() });
     let mut m = Model::new();
     for step in steps {
         match step {
@@ -66,7 +66,7 @@ fn run(steps: Vec<Step>, mode: Mode, single_layer: bool) {
             Step::Crash => {
                 let img = t.pool().sim().unwrap().image_now(t.pool(), Eviction::None);
                 t = recover(&img, mode).unwrap();
-                assert!(!t.recovery_report().clean);
+                assert!(!t.recovery_report().clean_shutdown);
                 assert_eq!(t.single_layer(), single_layer, "the pool keeps its kind of leaf");
                 t.check().unwrap();
             }
@@ -116,13 +116,13 @@ fn reopen_file_pool_keeps_everything() {
         t.close().unwrap();
     }
     let t = reopen_tree(&path, &opts);
-    assert!(t.recovery_report().clean);
+    assert!(t.recovery_report().clean_shutdown);
     assert_eq!(contents(&t), m);
     t.check().unwrap();
     // A drop without close seals too, so the next open verifies the seals and passes.
     drop(t);
     let t = reopen_tree(&path, &opts);
-    assert!(t.recovery_report().clean);
+    assert!(t.recovery_report().clean_shutdown);
     assert_eq!(contents(&t), m);
 }
 
@@ -149,10 +149,10 @@ fn damaged_key_object_is_refused_after_a_crash() {
 /// two-layer pool is refused without touching it.
 #[test]
 fn single_layer_is_kept_by_the_pool_and_refused_on_a_two_layer_one() {
-    use pmkv_nbtree::NbOptions;
+    use pmkv_nbtree::Options;
     let (_dir, path) = pool_file("sl.pool");
     let opts = pool_opts(Mode::Adr, 8 << 20, 64 << 20);
-    let sl = NbOptions { single_layer: true, ..NbOptions::default() };
+    let sl = Options { single_layer: true, ..Options::default() };
     let mut m = Model::new();
     {
         let pool = Arc::new(Pool::create(&path, "nbtree", &opts).unwrap());
@@ -166,7 +166,7 @@ fn single_layer_is_kept_by_the_pool_and_refused_on_a_two_layer_one() {
         t.close().unwrap();
     }
     let t = reopen_tree(&path, &opts);
-    assert!(t.single_layer() && t.recovery_report().clean);
+    assert!(t.single_layer() && t.recovery_report().clean_shutdown);
     assert_eq!(contents(&t), m);
     t.check().unwrap();
     t.close().unwrap();

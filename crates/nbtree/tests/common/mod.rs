@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 /// An NBTree on a fresh crash-simulation pool of `size` bytes in `mode`.
 pub fn sim_tree(size: u64, mode: Mode) -> NbTree {
-    sim_tree_with(size, mode, pmkv_nbtree::NbOptions::default())
+    sim_tree_with(size, mode, pmkv_nbtree::Options::default())
 }
 
 /// [`sim_tree`] with options (NBTree-SL, NBTree-W).
-pub fn sim_tree_with(size: u64, mode: Mode, o: pmkv_nbtree::NbOptions) -> NbTree {
+pub fn sim_tree_with(size: u64, mode: Mode, o: pmkv_nbtree::Options) -> NbTree {
     let pool = Arc::new(Pool::create_sim("nbtree", &sim_opts(size).mode(mode)).expect("sim pool"));
     NbTree::open_with(pool, o).expect("format")
 }
