@@ -9,7 +9,7 @@
 //! checks every returned value against per-thread models. Shuttle or loom would explore
 //! schedules systematically, but they need every atomic and the epoch scheme replaced by
 //! theirs (crossbeam-epoch and the pool's PM atomics are outside their model); this is
-//! the randomized substitute, and it is stated as such in docs/DESIGN.md. Without the
+//! the randomized substitute, and it is stated as such in docs/design/nbtree.md ("Tests"). Without the
 //! feature, `point` is an empty inline function.
 
 #[cfg(feature = "chaos")]

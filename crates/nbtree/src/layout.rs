@@ -1,4 +1,4 @@
-//! The on-PM format of NBTree (paper §3.1, Figure 1; byte by byte in docs/DESIGN.md).
+//! The on-PM format of NBTree (paper §3.1, Figure 1; byte by byte in docs/format/nbtree.md).
 //!
 //! Only the key-value layer is persistent. Everything else (leaf metadata, inner nodes)
 //! is rebuilt from it at open (§3.2 "Crash Consistency", SPEC N6).

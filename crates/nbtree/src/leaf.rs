@@ -418,7 +418,7 @@ pub(crate) unsafe fn with_value(pool: &Pool, p: u64, w: u64, f: &mut dyn FnMut(&
 /// into a vector register, a byte-wise compare with `fp` in every byte sets matching
 /// bytes to all ones, and their 16 sign bits are gathered into the mask, four times. It
 /// replaced `match_swar`, about ten arithmetic instructions a word: on a cached tree the
-/// match is a visible part of an operation (docs/BENCHMARKS.md, "NBTree on cached keys").
+/// match is a visible part of an operation (docs/design/nbtree.md, "Tried and measured").
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn match_sse2(words: &[u64; 8], fp: u8) -> u64 {

@@ -7,7 +7,7 @@
 //! and recovery that rebuilds everything in DRAM from the key-value layer. Where pmkv
 //! departs from the paper (no HTM on this CPU; entries frozen during an SMO instead of
 //! synchronised after it; keys and values of any size) the module docs and
-//! docs/DESIGN.md say why.
+//! docs/design/nbtree.md say why.
 //!
 //! ## Layers, lowest first
 //!

@@ -146,7 +146,7 @@ impl NbTree {
     ///
     /// The block's image is built in DRAM and copied. Streaming (non-temporal) stores, to
     /// spare the read for ownership of the new block's lines, were measured twice and were
-    /// no faster (docs/DESIGN.md, NBTree protocols).
+    /// no faster (docs/design/nbtree.md, "Protocols").
     fn build_leaf<'r, 'a: 'r>(
         &self,
         recs: impl ExactSizeIterator<Item = &'r Rec<'a>>,
@@ -221,7 +221,7 @@ impl NbTree {
                 return None;
             }
             // SAFETY: a leaf reachable from one we hold while pinned: a stale `next`
-            // names a leaf retired after the one holding it, so still alive (DESIGN.md).
+            // names a leaf retired after the one holding it, so still alive (docs/design/nbtree.md, "Protocols").
             let nl = unsafe { &*n };
             if *nl.low >= *leaf.low {
                 return None;

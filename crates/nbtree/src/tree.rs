@@ -414,8 +414,8 @@ impl NbTree {
                 // entry line it will take for writing now, so that the miss overlaps the
                 // slot's fetch-and-add and the entry's stores instead of stalling the
                 // commit. Not when a fingerprint matches: then the key is almost always
-                // there (an update), and the line would be a wasted PM read (docs/DESIGN.md,
-                // after the inner nodes).
+                // there (an update), and the line would be a wasted PM read (docs/design/nbtree.md,
+                // "DRAM layer").
                 let next = leaf.next_slot(&self.pool);
                 if next < CAP {
                     self.pool.prefetch_write(leaf.key_at(next));

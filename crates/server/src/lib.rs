@@ -110,7 +110,7 @@ pub struct Config {
 /// Why not one per core: the clients, the kernel's network stack (a loopback client's
 /// sends and receives are system time on these same cores) and the engine's own
 /// contention all share the machine. Measured on a 2-core VM with redis-benchmark on the
-/// same host (50 clients, ×16 pipelining, HART in `adr`, README "Server"): one worker
+/// same host (50 clients, ×16 pipelining, HART in `adr`, docs/results/server.md): one worker
 /// serves 1.3–1.5x the SETs of two, because the second worker takes CPU from the client
 /// and wakes the first across cores for every task it steals, and writers of one ART then
 /// meet on its lock. On a larger machine half the cores still leaves the other half to
