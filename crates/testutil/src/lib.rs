@@ -14,13 +14,15 @@
 //!   threaded tests ([`op_stream`]); keys that break naive engines ([`edge_keys`]); values
 //!   a reader can verify ([`tagged_value`], [`tag_of`]);
 //! * crash-image checks shared between a test and its simulator hook ([`CrashFindings`]);
-//! * the Dictionary workload ([`words`]).
+//! * the Dictionary workload ([`words`]);
+//! * scenarios every engine's own tests run alike, over the [`harness::Kv`] trait.
 
 #![deny(unsafe_code)]
 
 mod bytes;
 mod crash;
 mod files;
+pub mod harness;
 mod model;
 mod rng;
 pub mod strategy;
