@@ -1,4 +1,4 @@
-//! SPEC H5 and N6 with a real process, for HART and NBTree: `pmkv load` killed with SIGKILL at a random moment; the
+//! SPEC H5 and N6 with a real process, for HART, NBTree and Mangosteen: `pmkv load` killed with SIGKILL at a random moment; the
 //! reopened pool passes `pmkv check` and holds exactly a prefix of the input (each record
 //! with its line number as value).
 
@@ -61,6 +61,11 @@ fn sigkill_during_load_leaves_a_prefix() {
 #[test]
 fn sigkill_during_load_leaves_a_prefix_nbtree() {
     sigkill_during_load("nbtree");
+}
+
+#[test]
+fn sigkill_during_load_leaves_a_prefix_mangosteen() {
+    sigkill_during_load("mangosteen");
 }
 
 fn sigkill_during_load(engine: &str) {

@@ -1,5 +1,6 @@
 //! `pmkv serve` as a process (SPEC U2, U3): every acknowledged SET survives SIGKILL (three
-//! kills at random moments while a client writes as fast as it can), the pool checks clean
+//! kills at random moments while a client writes as fast as it can, for every persistent
+//! engine, each acknowledged value read back after every kill), the pool checks clean
 //! after SHUTDOWN, and `redis-cli` (Debian redis-tools, installed by .ci/run) talks to it.
 
 mod common;
@@ -50,12 +51,49 @@ fn call(s: &mut TcpStream, args: &[&str]) -> std::io::Result<String> {
 
 #[test]
 fn u3_every_acknowledged_set_survives_sigkill() {
+    every_acknowledged_set_survives_sigkill("hart");
+}
+
+#[test]
+fn u3_every_acknowledged_set_survives_sigkill_nbtree() {
+    every_acknowledged_set_survives_sigkill("nbtree");
+}
+
+#[test]
+fn u3_every_acknowledged_set_survives_sigkill_mangosteen() {
+    every_acknowledged_set_survives_sigkill("mangosteen");
+}
+
+/// A server process, SIGKILLed when dropped (a failed assertion unwinds through it).
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Every key of `acked` holds its acknowledged value.
+fn check_all(s: &mut TcpStream, acked: &std::collections::HashMap<String, String>, when: &str) {
+    for (k, v) in acked {
+        let got = call(s, &["GET", k]).unwrap();
+        assert_eq!(got, format!("${}\r\n{v}\r\n", v.len()), "{when}: {k} lost its acknowledged value");
+    }
+}
+
+/// Three SIGKILLs of `pmkv serve` on a pool of `engine` while a client SETs as fast as it
+/// can; after each kill (the last one included) a restarted server holds every
+/// acknowledged value.
+fn every_acknowledged_set_survives_sigkill(engine: &str) {
     let dir = pool_dir();
     let pool = dir.path().join("srv.pool");
+    let engine_arg = ["--engine", engine];
     let mut acked: std::collections::HashMap<String, String> = Default::default();
     let mut n = 0u64;
     for round in 0..3u64 {
-        let (mut child, port) = serve(&pool);
+        let (child, port) = serve_with(&pool, &engine_arg);
+        let mut child = KillOnDrop(child);
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         for (k, v) in &acked {
             let got = call(&mut s, &["GET", k]).unwrap();
@@ -66,7 +104,7 @@ fn u3_every_acknowledged_set_survives_sigkill() {
         let mut killed = false;
         loop {
             if !killed && t0.elapsed() >= kill_at {
-                child.kill().unwrap();
+                child.0.kill().unwrap();
                 killed = true;
             }
             n += 1;
@@ -80,17 +118,19 @@ fn u3_every_acknowledged_set_survives_sigkill() {
             }
             assert!(t0.elapsed() < Duration::from_secs(20));
         }
-        child.wait().unwrap();
+        child.0.wait().unwrap();
         // The write in flight at the kill may have landed: accept it from now on.
         let (k, v) = (format!("k{}", n % 300), n.to_string());
-        let (mut c, port) = serve(&pool);
+        let (c, port) = serve_with(&pool, &engine_arg);
+        let mut c = KillOnDrop(c);
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let got = call(&mut s, &["GET", &k]).unwrap();
         if got == format!("${}\r\n{v}\r\n", v.len()) {
             acked.insert(k, v);
         }
+        check_all(&mut s, &acked, &format!("{engine}, after kill {round}"));
         assert!(call(&mut s, &["SHUTDOWN"]).is_err(), "SHUTDOWN closes the connection without a reply");
-        assert!(c.wait().unwrap().success(), "a clean shutdown exits 0");
+        assert!(c.0.wait().unwrap().success(), "a clean shutdown exits 0");
     }
     let check = pmkv(&["check", pool.to_str().unwrap()]);
     assert_eq!(check.status.code(), Some(0), "{}", text(&check.stderr));

@@ -6,7 +6,9 @@
 
 use crate::util::*;
 use pmkv::{BatchOp, EngineFactory, ErrorKind, Options, Store, WriteBatch};
-use pmkv_substrate::{Eviction, Pool};
+use pmkv_substrate::{CrashPoint, Eviction, PointKind, Pool, LINE};
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 fn sim_opts() -> Options {
@@ -31,7 +33,86 @@ fn recover(f: &dyn EngineFactory, layout: &str, img: &[u8]) -> Result<Model, Str
 }
 
 /// Crash images taken at crash points, with where each was taken; checked later.
-type Taken = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+type Taken = Arc<Mutex<Images>>;
+
+/// Lines of an image that differ from a base image: (offset, bytes).
+type LineDiff = Vec<(usize, Vec<u8>)>;
+
+/// Crash images of one operation, kept until it has returned: each distinct image once
+/// (the standard and adversarial evictions of a point often give the same bytes, and one
+/// recovery per distinct image is what a case costs), stored as the 64-byte lines where it
+/// differs from the first image taken, since the images of one operation differ in a few
+/// lines of a pool of a megabyte or more.
+#[derive(Default)]
+pub struct Images {
+    base: Vec<u8>,
+    seen: HashSet<u64>,
+    /// Where each distinct image was taken, its length, and its lines that differ from
+    /// `base` (offset, bytes).
+    kept: Vec<(String, usize, LineDiff)>,
+    taken: u64,
+}
+
+impl Images {
+    /// Keep `img`, taken `at`, unless an identical image is kept already.
+    pub fn push(&mut self, at: String, img: Vec<u8>) {
+        self.taken += 1;
+        if self.kept.is_empty() && self.base.is_empty() {
+            self.base = img.clone();
+        }
+        let mut diff = Vec::new();
+        for (i, line) in img.chunks(LINE).enumerate() {
+            let o = i * LINE;
+            let b = self.base.get(o..(o + line.len()).min(self.base.len())).unwrap_or(&[]);
+            if b != line {
+                diff.push((o, line.to_vec()));
+            }
+        }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (img.len(), &diff).hash(&mut h);
+        if self.seen.insert(h.finish()) {
+            self.kept.push((at, img.len(), diff));
+        }
+    }
+
+    /// Images pushed, duplicates included.
+    pub fn taken(&self) -> u64 {
+        self.taken
+    }
+
+    /// The distinct images, rebuilt, with where each was first taken.
+    pub fn drain(&mut self) -> impl Iterator<Item = (String, Vec<u8>)> + '_ {
+        let base = std::mem::take(&mut self.base);
+        self.seen.clear();
+        self.taken = 0;
+        self.kept.drain(..).map(move |(at, len, diff)| {
+            let mut img = base.clone();
+            img.resize(len, 0);
+            for (o, line) in diff {
+                img[o..o + line.len()].copy_from_slice(&line);
+            }
+            (at, img)
+        })
+    }
+}
+
+/// The evictions a case takes at `pt`: at a fence (or store) point, the standard ones and
+/// every adversarial one ([`pmkv_substrate::CrashPoint::evictions`] with at most `cap`
+/// single older lines); at a flush point, the standard ones and the newest pending line
+/// alone. A flush point's pending lines are a prefix of the next fence point's, whose
+/// adversarial images already leave out or keep single lines; taking them all at every
+/// flush too would double a Mangosteen operation's images (tens of flushes per fence)
+/// for little.
+pub fn evictions_at(pt: &CrashPoint<'_>, cap: usize) -> Vec<Eviction> {
+    if pt.kind == PointKind::Flush {
+        let mut v = Eviction::standard(pt.index).to_vec();
+        if pt.pending_lines() > 0 {
+            v.push(Eviction::OnlyNewest);
+        }
+        return v;
+    }
+    pt.evictions(cap)
+}
 
 /// Apply `op` to a model.
 fn apply(m: &mut Model, op: &BatchOp) {
@@ -45,20 +126,59 @@ fn apply(m: &mut Model, op: &BatchOp) {
     }
 }
 
+/// Run one batch on `s` (a batch of one operation as a plain put or delete).
+fn run_op(s: &Store, ops: &[BatchOp]) -> pmkv::Result<()> {
+    match ops {
+        [BatchOp::Put(k, v)] => s.put(k, v),
+        [BatchOp::Delete(k)] => s.delete(k).map(|_| ()),
+        _ => s.write(&ops.iter().cloned().collect::<WriteBatch>()),
+    }
+}
+
+/// Which operations of a run [`explore`] crashes, and how thoroughly.
+pub struct Plan {
+    /// Per operation: take crash images at its points (`true`) or just run it.
+    pub explore: Vec<bool>,
+    /// Single older pending lines per point ([`Eviction::adversarial`]'s `cap`).
+    pub single_lines: usize,
+}
+
+impl Plan {
+    /// Every operation of `n`, with [`Eviction::SINGLE_LINES`].
+    pub fn every(n: usize) -> Plan {
+        Plan { explore: vec![true; n], single_lines: Eviction::SINGLE_LINES }
+    }
+}
+
+/// What a run of [`explore`] checked.
+#[derive(Debug, Default)]
+pub struct Explored {
+    /// Crash images taken (every eviction at every point of the explored operations).
+    pub taken: u64,
+    /// Distinct images among them, each recovered and checked.
+    pub checked: u64,
+}
+
 /// Run each batch on a simulated pool, exploring every crash point of each; a batch of
 /// one operation is run as a plain put or delete. Returns the images checked.
+fn explore(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> u64 {
+    explore_plan(f, batches, &Plan::every(batches.len())).taken
+}
+
+/// [`explore`] with a plan: every crash point of the operations `plan` selects, each with
+/// the standard and the adversarial evictions ([`pmkv_substrate::CrashPoint::evictions`]).
 ///
 /// The images of an operation are taken at its crash points and checked once it has
 /// returned. For an engine whose state lives at a fixed address (`fixed_address`), the
 /// live store is closed first (an image cannot be opened beside it) and reopened after,
 /// from the image of the state the operation left — itself a crash right after it.
-fn explore(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> u64 {
+pub fn explore_plan(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>], plan: &Plan) -> Explored {
     let layout = f.layout().expect("persistent engines name their layout");
     let mut s = Some(sim_store(f, layout));
     let atomic = s.as_ref().unwrap().info().atomic_batches;
     let fixed = f.info().fixed_address;
     let mut model = Model::new();
-    let mut images = 0u64;
+    let mut done = Explored::default();
     let mut failures: Vec<String> = Vec::new();
     for (i, ops) in batches.iter().enumerate() {
         // The states a crash may leave.
@@ -74,19 +194,21 @@ fn explore(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> u64 {
         }
         let desc = format!("op {i} {ops:?}");
         let live = s.as_ref().unwrap();
+        if !plan.explore.get(i).copied().unwrap_or(true) {
+            run_op(live, ops).unwrap_or_else(|e| panic!("{desc}: {e}"));
+            continue;
+        }
         let sim_pool = live.engine().pool().expect("engine on a pool").clone();
-        let taken: Taken = Arc::new(Mutex::new(Vec::new()));
+        let taken: Taken = Arc::default();
         let t = taken.clone();
+        let cap = plan.single_lines;
         sim_pool.sim().expect("sim pool").set_hook(true, move |pt| {
-            for ev in Eviction::standard(pt.index) {
-                t.lock().unwrap().push((format!("point {} ({:?}, {ev:?})", pt.index, pt.kind), pt.image(ev)));
+            let mut t = t.lock().unwrap();
+            for ev in evictions_at(pt, cap) {
+                t.push(format!("point {} ({:?}, {ev:?})", pt.index, pt.kind), pt.image(ev));
             }
         });
-        let r = match &ops[..] {
-            [BatchOp::Put(k, v)] => live.put(k, v),
-            [BatchOp::Delete(k)] => live.delete(k).map(|_| ()),
-            _ => live.write(&ops.iter().cloned().collect::<WriteBatch>()),
-        };
+        let r = run_op(live, ops);
         sim_pool.sim().unwrap().clear_hook();
         r.unwrap_or_else(|e| panic!("{desc}: {e}"));
         assert_eq!(contents(live), model, "{desc}: live state");
@@ -95,8 +217,10 @@ fn explore(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> u64 {
             drop(sim_pool);
             drop(s.take());
         }
-        for (at, img) in std::mem::take(&mut *taken.lock().unwrap()) {
-            images += 1;
+        let mut t = taken.lock().unwrap();
+        done.taken += t.taken();
+        for (at, img) in t.drain() {
+            done.checked += 1;
             let r = recover(f, layout, &img).and_then(|got| {
                 if allowed.contains(&got) {
                     Ok(())
@@ -127,7 +251,28 @@ fn explore(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> u64 {
         drop(live);
     }
     assert_eq!(recover(f, layout, &img).unwrap(), model);
-    images
+    done
+}
+
+/// Crash points of each batch run on a fresh simulated pool, without taking an image:
+/// what an operation costs in flushes and fences, which is how [`structural_every_crash_point`]
+/// finds the operations that restructure (a split, a growth, a new or freed chunk writes
+/// and orders more than a plain insert does).
+pub fn points_per_op(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> Vec<u64> {
+    let layout = f.layout().expect("persistent engines name their layout");
+    let s = sim_store(f, layout);
+    let sim_pool = s.engine().pool().expect("engine on a pool").clone();
+    let sim = sim_pool.sim().expect("sim pool");
+    // A hook that takes nothing: with it flushes are points too.
+    sim.set_hook(true, |_| {});
+    let mut v = Vec::with_capacity(batches.len());
+    for ops in batches {
+        let before = sim.points();
+        run_op(&s, ops).expect("operation of the workload");
+        v.push(sim.points() - before);
+    }
+    sim.clear_hook();
+    v
 }
 
 fn put(k: &[u8], v: &[u8]) -> Vec<BatchOp> {
@@ -202,7 +347,7 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
     for i in 0..6u32 {
         s.put(format!("base{i}").as_bytes(), &vec![i as u8; 3 + 20 * (i as usize % 2)]).unwrap();
     }
-    let images: Arc<Mutex<Vec<Vec<u8>>>> = Arc::new(Mutex::new(Vec::new()));
+    let images: Taken = Arc::default();
     let ops: Vec<Vec<BatchOp>> = vec![
         put(b"new-inline", b"1234"),
         put(b"new-long-value", &[7; 90]),
@@ -215,19 +360,15 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
         let imgs = images.clone();
         sim_pool.sim().unwrap().set_hook(true, move |pt| {
             let mut v = imgs.lock().unwrap();
-            for ev in Eviction::standard(pt.index) {
-                v.push(pt.image(ev));
+            for ev in evictions_at(pt, Eviction::SINGLE_LINES) {
+                v.push(format!("point {} ({ev:?})", pt.index), pt.image(ev));
             }
         });
-        let r = match &ops[..] {
-            [BatchOp::Put(k, v)] => s.put(k, v),
-            [BatchOp::Delete(k)] => s.delete(k).map(|_| ()),
-            _ => s.write(&ops.iter().cloned().collect::<WriteBatch>()),
-        };
+        let r = run_op(&s, ops);
         sim_pool.sim().unwrap().clear_hook();
         r.unwrap();
     }
-    let all = std::mem::take(&mut *images.lock().unwrap());
+    let all: Vec<Vec<u8>> = images.lock().unwrap().drain().map(|(_, img)| img).collect();
     // Images are opened only once no other store of the pool is (see `explore`).
     drop(sim_pool);
     drop(s);
@@ -243,17 +384,22 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
         };
         let pool = Pool::from_image(img, Some(layout), &sim_opts().pool_options()).unwrap();
         // The images of the interrupted recovery, checked once it has finished.
-        let nested: Taken = Arc::new(Mutex::new(Vec::new()));
+        // Standard evictions and the newest pending line alone and left out: the single
+        // older lines would multiply the nested recoveries for little (recovery writes
+        // few lines between its fences).
+        let nested: Taken = Arc::default();
         let nt = nested.clone();
         pool.sim().unwrap().set_hook(true, move |pt| {
-            for ev in Eviction::standard(pt.index) {
-                nt.lock().unwrap().push((format!("recovery point {} ({ev:?})", pt.index), pt.image(ev)));
+            let mut v = nt.lock().unwrap();
+            for ev in evictions_at(pt, 0) {
+                v.push(format!("recovery point {} ({ev:?})", pt.index), pt.image(ev));
             }
         });
         let st = Store::from_engine(f.open_pool(Arc::new(pool), &sim_opts()).expect("interrupted-recovery open"));
         assert_eq!(contents(&st), reference, "image {n}: recovery with a hook differs from without");
         drop(st);
-        for (at, img2) in std::mem::take(&mut *nested.lock().unwrap()) {
+        let nested: Vec<(String, Vec<u8>)> = nested.lock().unwrap().drain().collect();
+        for (at, img2) in nested {
             checked += 1;
             match recover(f, layout, &img2) {
                 Ok(got) if got == reference => {}
@@ -278,4 +424,104 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
         f.info().name,
         all.len().div_ceil(step)
     );
+}
+
+/// Key `i` of the structural workload: a shared two-byte prefix (so that HART, selecting
+/// an ART by the first two bytes, puts every key in one tree), then `i` big-endian, so
+/// that ascending `i` is ascending key order and one node sees all 256 values of a byte.
+fn structural_key(i: usize) -> Vec<u8> {
+    let mut k = b"sk".to_vec();
+    k.extend_from_slice(&(i as u16).to_be_bytes());
+    k
+}
+
+/// Operations of each phase of the structural workload explored in full: the ones with
+/// the most crash points (the restructuring ones), and a seeded sample of the others.
+const MOST_POINTS_PER_PHASE: usize = 3;
+const SAMPLED_PER_PHASE: usize = 1;
+
+/// The seed of the sampled operations: `PMKV_CRASH_SEED` if set (to rerun a failure),
+/// else the clock. Printed either way.
+fn crash_seed() -> u64 {
+    std::env::var("PMKV_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+    })
+}
+
+/// Structural operations under the crash simulator: the small workloads of the other
+/// cases never split a leaf, so an engine's split, merge, growth or chunk-recycling bug
+/// (NBTree's new split block linked before it is flushed) passed the whole suite. Here
+/// the workload is sized from what the engine reports ([`pmkv::EngineInfo::node_keys`],
+/// `n`): 3n + 2 ascending inserts (splits, node growth, new allocator chunks), 2n deletes
+/// of a contiguous run (empty leaves and nodes: merges, shrinks, freed chunks), n
+/// re-inserts of that run (recycled blocks and chunks), and one batch of new keys.
+///
+/// Exploring every point of every operation would take minutes, so the operations are
+/// first run once counting their crash points (no image): in each phase the
+/// [`MOST_POINTS_PER_PHASE`] operations with the most points — a restructuring operation
+/// flushes and fences more than a plain one — are explored in full, with every standard
+/// and adversarial eviction, plus [`SAMPLED_PER_PHASE`] others drawn with a seed that is
+/// printed (`PMKV_CRASH_SEED` replays it).
+pub fn structural_every_crash_point(f: &'static dyn EngineFactory) {
+    if !f.info().persistent {
+        return;
+    }
+    let n = f.info().node_keys;
+    assert!(n > 0, "{}: a persistent engine reports how many keys a node holds (EngineInfo::node_keys)", f.info().name);
+    let total = 3 * n + 2;
+    let value = |i: usize, round: u8| vec![i as u8 ^ round; 8];
+    let mut ops: Vec<Vec<BatchOp>> = Vec::new();
+    let mut phases: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
+    let mut phase = |name, ops: &mut Vec<Vec<BatchOp>>, new: Vec<Vec<BatchOp>>| {
+        phases.push((name, ops.len()..ops.len() + new.len()));
+        ops.extend(new);
+    };
+    phase("insert", &mut ops, (0..total).map(|i| put(&structural_key(i), &value(i, 0))).collect());
+    let run = n / 2..n / 2 + 2 * n;
+    phase("delete", &mut ops, run.clone().map(|i| del(&structural_key(i))).collect());
+    phase("re-insert", &mut ops, run.take(n).map(|i| put(&structural_key(i), &value(i, 0x5a))).collect());
+    let batch = (total..total + n.min(16)).map(|i| BatchOp::Put(structural_key(i), value(i, 0xa5))).collect();
+    phase("batch", &mut ops, vec![batch]);
+
+    let points = points_per_op(f, &ops);
+    let seed = crash_seed();
+    let mut rng = pmkv_testutil::XorShift::new(seed);
+    let mut plan = Plan { explore: vec![false; ops.len()], single_lines: Eviction::SINGLE_LINES };
+    let mut chosen = Vec::new();
+    for (name, range) in &phases {
+        let mut by_points: Vec<usize> = range.clone().collect();
+        by_points.sort_by_key(|&i| (std::cmp::Reverse(points[i]), i));
+        let mut sorted: Vec<u64> = range.clone().map(|i| points[i]).collect();
+        sorted.sort_unstable();
+        let median = sorted[sorted.len() / 2];
+        if *name == "insert" {
+            assert!(
+                points[range.clone()].iter().any(|&p| p > median),
+                "{}: {total} ascending inserts (node_keys {n}) never took more crash points than a plain \
+                 insert: nothing restructured, or node_keys is wrong",
+                f.info().name
+            );
+        }
+        for &i in by_points.iter().take(MOST_POINTS_PER_PHASE) {
+            plan.explore[i] = true;
+        }
+        for _ in 0..SAMPLED_PER_PHASE.min(range.len()) {
+            let i = range.start + rng.below(range.len() as u64) as usize;
+            plan.explore[i] = true;
+        }
+        chosen.push(format!(
+            "{name}: ops {:?} of {} (median {median} points, most {})",
+            range.clone().filter(|&i| plan.explore[i]).map(|i| (i, points[i])).collect::<Vec<_>>(),
+            range.len(),
+            points[by_points[0]]
+        ));
+    }
+    eprintln!(
+        "{}: structural crash case, node_keys {n}, seed {seed} (PMKV_CRASH_SEED={seed} replays it); explored (op, points):\n  {}",
+        f.info().name,
+        chosen.join("\n  ")
+    );
+    let done = explore_plan(f, &ops, &plan);
+    eprintln!("{}: {} crash images, {} distinct, recovered and checked", f.info().name, done.taken, done.checked);
+    assert!(done.checked > 20, "only {} crash images", done.checked);
 }

@@ -69,6 +69,7 @@ macro_rules! suite {
             crash::put_delete_every_crash_point,
             crash::batch_every_crash_point,
             crash::recovery_survives_its_own_crash,
+            crash::structural_every_crash_point,
             model::random_operations_match_a_model
         );
     };

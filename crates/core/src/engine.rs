@@ -46,6 +46,13 @@ pub struct EngineInfo {
     /// crash images included — at a time (read-only opens share theirs). Tests that open
     /// crash images close the live store first.
     pub fixed_address: bool,
+    /// Most keys one node of the engine's structure holds before a write must restructure
+    /// it — split a leaf (NBTree: keys per leaf), grow an index node (HART: the 256
+    /// children of the largest ART node, which also spans several allocator chunks of
+    /// leaves), split a map node (Mangosteen: a `BTreeMap` node) — or 0 if it has none.
+    /// The conformance suite sizes its structural crash workloads from it instead of
+    /// guessing, so a workload surely splits, grows, merges and recycles.
+    pub node_keys: usize,
 }
 
 impl EngineInfo {
@@ -60,11 +67,17 @@ impl EngineInfo {
             max_key_len: usize::MAX,
             max_value_len: usize::MAX,
             fixed_address: false,
+            node_keys: 0,
         }
     }
     /// Set whether the engine's state lives at a fixed address (see the field).
     pub fn fixed_address(mut self, yes: bool) -> Self {
         self.fixed_address = yes;
+        self
+    }
+    /// Set the keys one node holds before a write restructures it (see the field).
+    pub fn node_keys(mut self, n: usize) -> Self {
+        self.node_keys = n;
         self
     }
     /// Set whether data survives close and crash.

@@ -37,6 +37,7 @@ fn info() -> EngineInfo {
         .persistent(true)
         .atomic_batches(false)
         .limits(MAX_KEY, MAX_VALUE)
+        .node_keys(256)
 }
 
 impl From<HartError> for Error {

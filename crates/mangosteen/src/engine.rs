@@ -67,6 +67,7 @@ fn info() -> EngineInfo {
     .persistent(true)
     .atomic_batches(true)
     .fixed_address(true)
+    .node_keys(11)
 }
 
 fn err(e: MgError) -> Error {

@@ -2,8 +2,9 @@
 //! read-write requests through RPC mode and records acknowledgements; the process is
 //! SIGKILLed at random moments; after restart every acknowledged request's effect is
 //! present"). The `mangosteen-kv` server is killed with SIGKILL 8 times while a client
-//! sets keys as fast as it can; after each restart every acknowledged value is read back
-//! (the one request in flight at the kill may have landed or not).
+//! sets keys as fast as it can; after each kill, the last one included, the server is
+//! restarted and every acknowledged value is read back (the one request in flight at the
+//! kill may have landed or not).
 
 use pmkv_mangosteen::{read_frame, write_frame};
 use std::collections::HashMap;
@@ -36,6 +37,28 @@ fn set(k: u64, v: u64) -> Vec<u8> {
     [&b"S"[..], &k.to_le_bytes(), &v.to_le_bytes()].concat()
 }
 
+/// A server process, SIGKILLed when dropped (a failed assertion unwinds through it).
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Every key of `acked` holds its acknowledged value.
+fn check_all(s: &mut TcpStream, acked: &HashMap<u64, u64>, round: usize) {
+    for (&k, &v) in acked {
+        let r = call(s, &[&b"G"[..], &k.to_le_bytes()].concat()).unwrap();
+        assert_eq!(
+            r,
+            [&[0u8][..], &v.to_le_bytes()].concat(),
+            "after kill {round}: key {k} lost its acknowledged value {v}"
+        );
+    }
+}
+
 #[test]
 fn m8_sigkill_never_loses_an_acknowledged_write() {
     let dir = pmkv_testutil::pool_dir();
@@ -45,7 +68,8 @@ fn m8_sigkill_never_loses_an_acknowledged_write() {
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut total_acked = 0u64;
     for round in 0..8 {
-        let (mut child, port) = start(&pool);
+        let (child, port) = start(&pool);
+        let mut child = KillOnDrop(child);
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         // Everything acknowledged before is there.
         for (&k, &v) in &acked {
@@ -65,7 +89,7 @@ fn m8_sigkill_never_loses_an_acknowledged_write() {
         let mut killed = false;
         let in_flight = loop {
             if !killed && start_t.elapsed() >= kill_after {
-                child.kill().unwrap(); // SIGKILL
+                child.0.kill().unwrap(); // SIGKILL
                 killed = true;
             }
             let (k, v) = (next % 700 + 1, next);
@@ -80,10 +104,13 @@ fn m8_sigkill_never_loses_an_acknowledged_write() {
             }
             assert!(start_t.elapsed() < Duration::from_secs(20), "the kill did not stop the server");
         };
-        child.wait().unwrap();
+        child.0.wait().unwrap();
         // The request in flight may have landed: then it is the key's value from now on.
-        if let Some((k, v)) = in_flight {
-            let (mut c, port) = start(&pool);
+        let Some((k, v)) = in_flight else { panic!("round {round}: the loop ends only at the kill") };
+        {
+            let (c, port) = start(&pool);
+            // Killed when dropped, so that a failed check leaves no server behind.
+            let mut c = KillOnDrop(c);
             let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
             let r = call(&mut s, &[&b"G"[..], &k.to_le_bytes()].concat()).unwrap();
             let want_old = acked.get(&k).map(|v| [&[0u8][..], &v.to_le_bytes()].concat()).unwrap_or(vec![0u8]);
@@ -92,8 +119,11 @@ fn m8_sigkill_never_loses_an_acknowledged_write() {
             if r == want_new {
                 acked.insert(k, v);
             }
-            c.kill().unwrap();
-            c.wait().unwrap();
+            // After every kill, the last one included, every acknowledged write is there:
+            // recovery dropping the last committed batch must not wait for a next round.
+            check_all(&mut s, &acked, round);
+            c.0.kill().unwrap();
+            c.0.wait().unwrap();
         }
     }
     eprintln!("mangosteen-kv: 8 SIGKILLs, {total_acked} acknowledged writes, none lost");

@@ -53,6 +53,7 @@ fn info() -> EngineInfo {
     .persistent(true)
     .atomic_batches(false)
     .limits(MAX_KEY, MAX_VALUE)
+    .node_keys(crate::layout::CAP)
 }
 
 impl From<NbError> for Error {

@@ -24,6 +24,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::ThreadId;
 
 /// Which of the written-but-not-persisted data a crash image includes.
+///
+/// The first four draw from every *dirty* line (working memory differs from the persisted
+/// image, flushed or not). The last four are deterministic and adversarial: they draw only
+/// from the *pending lines* — lines flushed but not yet fenced, in the order of their last
+/// flush (oldest first, see [`CrashPoint::pending_lines`]) — and put in the image the copy
+/// each flush captured. A random half finds a missing fence only when it happens to pick
+/// the later line without the earlier; `OnlyNewest` picks exactly that image at every crash
+/// point, so a class of ordering bug is caught by construction rather than by seed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Eviction {
     /// Only what was flushed and fenced.
@@ -34,12 +42,58 @@ pub enum Eviction {
     Lines(u64),
     /// A pseudo-random half of the dirty 8-byte words: torn lines.
     Words(u64),
+    /// Exactly the most recently flushed pending line reached PM, and nothing else: the
+    /// image a missing fence between two flushes leaves (a tail, a commit word or a link
+    /// persisted before what it covers).
+    OnlyNewest,
+    /// Every pending line but the most recently flushed one reached PM.
+    AllButNewest,
+    /// Exactly pending line `i` (0: the oldest) reached PM; nothing if there is no line `i`.
+    Only(usize),
+    /// Every pending line but line `i` reached PM.
+    AllBut(usize),
 }
 
 impl Eviction {
+    /// Single pending lines a thorough test tries per crash point besides the newest (as
+    /// [`Eviction::Only`] and [`Eviction::AllBut`]); bounds a point's images to 4 + 2 + 2 × 4.
+    pub const SINGLE_LINES: usize = 4;
+
     /// The variants a thorough test checks at one crash point.
     pub fn standard(point: u64) -> [Eviction; 4] {
         [Eviction::None, Eviction::All, Eviction::Lines(point * 2 + 1), Eviction::Words(point * 2 + 2)]
+    }
+
+    /// The deterministic adversarial variants for a point with `pending` pending lines:
+    /// `OnlyNewest` and `AllButNewest`, then `Only(i)` and `AllBut(i)` for up to `cap`
+    /// older lines `i`, spread evenly from the oldest. Variants whose image another one
+    /// (or [`Eviction::None`]) already gives are left out: none for no pending line, only
+    /// `OnlyNewest` for one, the newest pair for two.
+    pub fn adversarial(pending: usize, cap: usize) -> Vec<Eviction> {
+        let mut v = Vec::new();
+        if pending == 0 {
+            return v;
+        }
+        v.push(Eviction::OnlyNewest);
+        if pending == 1 {
+            return v;
+        }
+        v.push(Eviction::AllButNewest);
+        if pending == 2 {
+            return v;
+        }
+        let older = pending - 1;
+        let n = cap.min(older);
+        let mut last = usize::MAX;
+        for k in 0..n {
+            let i = k * older / n;
+            if i != last {
+                v.push(Eviction::Only(i));
+                v.push(Eviction::AllBut(i));
+                last = i;
+            }
+        }
+        v
     }
 }
 
@@ -58,10 +112,14 @@ pub enum PointKind {
 
 type Hook = Box<dyn FnMut(&CrashPoint<'_>) + Send>;
 
+/// Per thread, its lines flushed but not yet fenced: (offset, flush sequence number,
+/// content at the flush).
+type Pending = HashMap<ThreadId, Vec<(usize, u64, [u8; LINE])>>;
+
 struct Inner {
     /// Lines flushed but not yet fenced, per thread, with a global flush sequence number
     /// and their content at flush time.
-    pending: HashMap<ThreadId, Vec<(usize, u64, [u8; LINE])>>,
+    pending: Pending,
     /// Sequence number of the flush whose copy each line of the persisted image holds.
     /// When two threads flush the same line, a fence may only install a copy newer than
     /// the one already there: real hardware never writes an older line over a newer one.
@@ -96,6 +154,10 @@ pub struct CrashPoint<'a> {
     sim: &'a SimState,
     working: *const u8,
     size: usize,
+    /// The simulator's pending lines and the flush each persisted line holds, read under
+    /// its lock (held while the point exists).
+    pending: &'a Pending,
+    applied: &'a HashMap<usize, u64>,
 }
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -288,8 +350,9 @@ impl SimState {
     /// only after mapping the new extent).
     unsafe fn fire(&self, g: &mut Inner, working: *const u8, kind: PointKind) {
         let index = self.points.fetch_add(1, Ordering::Relaxed);
-        if let Some(hook) = g.hook.as_mut() {
-            let pt = CrashPoint { index, kind, sim: self, working, size: self.image_size() };
+        let Inner { hook, pending, applied, .. } = g;
+        if let Some(hook) = hook.as_mut() {
+            let pt = CrashPoint { index, kind, sim: self, working, size: self.image_size(), pending, applied };
             hook(&pt);
         }
     }
@@ -301,14 +364,61 @@ impl SimState {
     ///
     /// As for `fire`: `working` is the base of the pool this simulator belongs to.
     pub(crate) unsafe fn image_at(&self, working: *const u8, ev: Eviction) -> Vec<u8> {
-        let _g = self.inner.lock();
-        let pt =
-            CrashPoint { index: self.points(), kind: PointKind::Fence, sim: self, working, size: self.image_size() };
+        let g = self.inner.lock();
+        let pt = CrashPoint {
+            index: self.points(),
+            kind: PointKind::Fence,
+            sim: self,
+            working,
+            size: self.image_size(),
+            pending: &g.pending,
+            applied: &g.applied,
+        };
         pt.image(ev)
     }
 }
 
 impl CrashPoint<'_> {
+    /// The pending lines at this point — flushed by any thread and not yet fenced — in
+    /// the order of their last flush (oldest first), each once, with the copy that flush
+    /// captured. A line whose persisted copy is already newer (another thread flushed and
+    /// fenced it later) is not pending: no eviction can bring the older copy back.
+    fn pending_list(&self) -> Vec<(usize, u64, &[u8; LINE])> {
+        let mut newest: HashMap<usize, (u64, &[u8; LINE])> = HashMap::new();
+        for lines in self.pending.values() {
+            for (line, seq, buf) in lines {
+                if self.applied.get(line).is_some_and(|&a| a > *seq) || line + LINE > self.size {
+                    continue;
+                }
+                let e = newest.entry(*line).or_insert((*seq, buf));
+                if *seq > e.0 {
+                    *e = (*seq, buf);
+                }
+            }
+        }
+        let mut v: Vec<_> = newest.into_iter().map(|(line, (seq, buf))| (line, seq, buf)).collect();
+        v.sort_unstable_by_key(|&(_, seq, _)| seq);
+        v
+    }
+
+    /// Number of pending lines (see [`Eviction`]): what [`Eviction::Only`] and
+    /// [`Eviction::AllBut`] index.
+    pub fn pending_lines(&self) -> usize {
+        if self.sim.mode == Mode::Eadr {
+            return 0;
+        }
+        self.pending_list().len()
+    }
+
+    /// Every eviction a thorough check takes at this point: [`Eviction::standard`] and
+    /// [`Eviction::adversarial`] with at most `cap` single older lines (use
+    /// [`Eviction::SINGLE_LINES`] unless the workload's cost says otherwise).
+    pub fn evictions(&self, cap: usize) -> Vec<Eviction> {
+        let mut v = Eviction::standard(self.index).to_vec();
+        v.extend(Eviction::adversarial(self.pending_lines(), cap));
+        v
+    }
+
     /// A crash image at this point: the persisted image plus the dirty data `ev` selects.
     pub fn image(&self, ev: Eviction) -> Vec<u8> {
         let mut working = vec![0u8; self.size];
@@ -320,8 +430,21 @@ impl CrashPoint<'_> {
         let mut img = vec![0u8; self.size];
         // SAFETY: the persisted image is grown in step with the pool.
         unsafe { std::ptr::copy_nonoverlapping(self.sim.persisted, img.as_mut_ptr(), self.size) };
+        let pending = |img: &mut [u8], keep: &dyn Fn(usize, usize) -> bool| {
+            let list = self.pending_list();
+            let n = list.len();
+            for (i, (line, _, buf)) in list.into_iter().enumerate() {
+                if keep(i, n) {
+                    img[line..line + LINE].copy_from_slice(buf);
+                }
+            }
+        };
         match ev {
             Eviction::None | Eviction::All => {}
+            Eviction::OnlyNewest => pending(&mut img, &|i, n| i + 1 == n),
+            Eviction::AllButNewest => pending(&mut img, &|i, n| i + 1 != n),
+            Eviction::Only(j) => pending(&mut img, &|i, _| i == j),
+            Eviction::AllBut(j) => pending(&mut img, &|i, _| i != j),
             Eviction::Lines(seed) => {
                 let mut s = seed;
                 for (w, p) in working.chunks_exact(LINE).zip(img.chunks_exact_mut(LINE)) {

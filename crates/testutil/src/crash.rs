@@ -54,6 +54,14 @@ impl CrashFindings {
         }
     }
 
+    /// [`CrashFindings::check_images`] with every eviction a thorough check takes at `pt`:
+    /// the four standard ones and the deterministic adversarial ones over its pending
+    /// lines ([`CrashPoint::evictions`] with [`Eviction::SINGLE_LINES`]), so that a missing
+    /// fence between two flushes is caught at every point, whatever the seed.
+    pub fn check_point(&self, pt: &CrashPoint<'_>, context: &str, check: impl FnMut(&[u8]) -> Result<(), String>) {
+        self.check_images(pt, pt.evictions(Eviction::SINGLE_LINES), context, check)
+    }
+
     /// Crash images checked so far.
     pub fn images(&self) -> u64 {
         self.lock().images
@@ -115,6 +123,24 @@ mod tests {
         assert!(msg.starts_with("writes: 80 of 160 crash images fail:\nwrite at point "), "{msg}");
         assert!(msg.ends_with("odd point"), "{msg}");
         assert_eq!(msg.lines().count(), 1 + KEEP, "the first {KEEP} failures are listed");
+    }
+
+    #[test]
+    fn check_point_takes_the_adversarial_images_too() {
+        let found = CrashFindings::new();
+        let f = found.clone();
+        // One flush and one fence per word, one line pending at each: 4 standard images
+        // and `OnlyNewest`.
+        persist_words(3, true, move |pt| f.check_point(pt, "", |_| Ok(())));
+        assert_eq!(found.images(), 3 * 2 * 5);
+        // A check that fails only on the image holding exactly the newest pending line.
+        let found = CrashFindings::new();
+        let f = found.clone();
+        persist_words(3, true, move |pt| {
+            let newest = pt.image(Eviction::OnlyNewest);
+            f.check_point(pt, "", |img| if img == newest.as_slice() { Err("newest".into()) } else { Ok(()) })
+        });
+        assert!(found.failed() >= 6, "{}", found.failed());
     }
 
     #[test]
