@@ -25,7 +25,7 @@
 //! [`KEY`]) of exactly `key_len` bytes, covered by the leaf's key check: one more
 //! allocation, one more fence at insert, and one more PM line read per leaf comparison.
 //!
-//! **Inline values** (pmkv's extension; off with `HartOptions::paper_updates`): a value of
+//! **Inline values** (pmkv's extension; off with `Options::paper_updates`): a value of
 //! at most 8 bytes inserted with a new key is stored in the `p_value` word itself, so the
 //! leaf is the only object of the record: one allocation fewer per insert, one PM line
 //! fewer per search, one free fewer per delete. An update to the same length is two
@@ -65,10 +65,10 @@ pub const SUPER: TypeId = TypeId(4);
 pub const LEAF_SIZE: usize = 64;
 pub const INLINE_KEY: usize = 40;
 pub const VALUE_HDR: usize = 8;
-/// Largest key, in bytes (longer keys are refused with `HartError::KeyTooLarge`); the
+/// Largest key, in bytes (longer keys are refused with `Error::KeyTooLarge`); the
 /// leaf records key lengths in 16 bits.
 pub const MAX_KEY: usize = 65_535;
-/// Largest value, in bytes (longer values are refused with `HartError::ValueTooLarge`).
+/// Largest value, in bytes (longer values are refused with `Error::ValueTooLarge`).
 pub const MAX_VALUE: usize = 16 * 1024 * 1024;
 
 pub const LEAF_P_VALUE: u64 = 0;
