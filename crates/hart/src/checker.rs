@@ -69,7 +69,8 @@ impl Hart {
                 problems.push(why);
                 continue;
             }
-            // SAFETY: as above.
+            // SAFETY: quiesced: no operation runs, so nothing writes this leaf or its value
+            // while the slice `value_of` returns is in use.
             if let Err(e) = unsafe { self.pm.value_of(leaf) } {
                 problems.push(e.to_string());
                 continue;

@@ -130,7 +130,9 @@ pub(crate) struct HashTable {
 // SAFETY: the raw cell pointers name boxes in `cells.all`, which live as long as the table
 // and are only ever accessed through their `RwLock`.
 unsafe impl Send for HashTable {}
-// SAFETY: as above.
+// SAFETY: shared use is sound for the same reason: through `&HashTable` the cell pointers
+// are read atomically (`AtomicPtr`) or under a shard's `RwLock`, a cell's ART only under
+// the cell's own lock, and `cells` only under its `Mutex`.
 unsafe impl Sync for HashTable {}
 
 impl HashTable {

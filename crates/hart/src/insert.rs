@@ -111,7 +111,8 @@ impl Hart {
                 if let Some((i, g)) = lane.as_mut() {
                     // A lane without a ready slot prepares one, durable by fence 1.
                     let next = reserve_next(&self.pm, g);
-                    // SAFETY: as above.
+                    // SAFETY: `g` is lane `i`'s state, whose mutex this thread holds (taken
+                    // in `make`); `next` was reserved by `reserve_next` for this lane alone.
                     unsafe { self.lanes[*i].make_ready(&self.pm, g, *i, next) };
                 }
                 // Fence 1: the leaf's bytes, and its value and key objects with their

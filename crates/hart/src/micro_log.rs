@@ -85,7 +85,8 @@ pub(crate) unsafe fn write(pool: &Pool, at: u64, log: UpdateLog, crc: u32) {
 ///
 /// As [`write()`].
 pub(crate) unsafe fn clear(pool: &Pool, at: u64) {
-    // SAFETY: the contract.
+    // SAFETY: `at` is a micro-log whose lock the caller holds (or it runs alone): the
+    // contract `clear_unfenced` asks for, passed on unchanged.
     unsafe { clear_unfenced(pool, at) };
     pool.fence();
 }

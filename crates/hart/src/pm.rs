@@ -89,7 +89,8 @@ pub(crate) fn read_u64(pool: &Pool, off: u64) -> u64 {
 /// Read the 4-byte PM word at `off` (checked as [`word`]).
 #[inline]
 pub(crate) fn read_u32(pool: &Pool, off: u64) -> u32 {
-    // SAFETY: as in `read_u64`.
+    // SAFETY: `word` checked that the 4 bytes are aligned and inside the mapping, which
+    // stays mapped while `pool` is borrowed; any bit pattern is a valid u32.
     unsafe { AtomicU32::from_ptr(word(pool, off)) }.load(Ordering::Relaxed)
 }
 
@@ -115,7 +116,8 @@ pub(crate) unsafe fn write_u64(pool: &Pool, off: u64, v: u64) {
 /// As [`write_u64`].
 #[inline]
 pub(crate) unsafe fn write_u32(pool: &Pool, off: u64, v: u32) {
-    // SAFETY: as in `write_u64`.
+    // SAFETY: no reference overlaps the word (the contract); `store_u32` checks the
+    // bounds and alignment, and goes through the pool so the crash simulator sees it.
     unsafe { pool.store_u32(off, v) }
 }
 

@@ -102,7 +102,8 @@ impl Hart {
                             stop = true;
                             return false;
                         }
-                        // SAFETY: as above.
+                        // SAFETY: `leaf` is a used leaf of this ART, whose read lock we hold
+                        // while `read_value` lends its value to `f`.
                         if let Err(e) = unsafe { self.pm.read_value(leaf, &mut |v| go = f(k, v)) } {
                             err = Some(e);
                             go = false;

@@ -62,7 +62,8 @@ impl Hart {
                 // not flushed (a second write-back of the line would cost as much as the
                 // fence saved); until the line is written back, a crash image keeps the
                 // previous check, which only a damaged new slot would ever consult.
-                // SAFETY: as above.
+                // SAFETY: the leaf's check word, ours under the ART write lock (the
+                // contract); no slice of PM covers it.
                 unsafe { write_u64(pool, leaf + LEAF_VCHECK, checksum::vcheck_word(new_check, new_check)) };
                 return Ok(());
             }
@@ -81,7 +82,8 @@ impl Hart {
             if pool.mode().flushes() {
                 pool.persist_off(leaf + LEAF_VCHECK, 8);
             }
-            // SAFETY: as above.
+            // SAFETY: the leaf's value slot, ours under the ART write lock (the contract);
+            // no slice of PM covers it while we hold that lock.
             unsafe { write_u64(pool, leaf + old_slot, w) };
             pool.flush_off(leaf + old_slot, 8);
             pool.commit_fence();
@@ -102,7 +104,8 @@ impl Hart {
         let crc = unsafe { micro_log::value_crc(pool, new) }.unwrap_or(0);
         // Lines 2, 3, 6 in one line with a check word that covers the new value.
         let log = UpdateLog { leaf, old_value: old, new_value: new, old_flags: flags };
-        // SAFETY: as above.
+        // SAFETY: `at` is micro-log `i`, whose lock (`_log`) this thread holds, as
+        // `micro_log::write` requires.
         unsafe { micro_log::write(pool, at, log, crc) };
         pool.fence(); // fence 1: new value and log durable
 

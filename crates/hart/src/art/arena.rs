@@ -177,7 +177,8 @@ impl NodeArena {
             }
             None => {
                 let layout = Layout::from_size_align(len, 64).expect("valid block layout");
-                // SAFETY: a non-zero size.
+                // SAFETY: `layout` has a non-zero size (len >= SMALL_BLOCK), the one
+                // requirement of `alloc_zeroed`; a null result is handled just below.
                 let raw = unsafe { std::alloc::alloc_zeroed(layout) };
                 let Some(block) = NonNull::new(raw) else { std::alloc::handle_alloc_error(layout) };
                 pool.blocks.push((block, layout));
@@ -231,7 +232,8 @@ mod tests {
         let before = arena.reserved();
         let q = arena.alloc(t);
         assert_eq!(q, p);
-        // SAFETY: as above.
+        // SAFETY: `q` is a live slot of `slot_bytes` bytes this test owns (just allocated),
+        // and nothing writes it while the slice is read.
         assert!(unsafe { std::slice::from_raw_parts(q.as_ptr(), t.slot_bytes()) }.iter().all(|&b| b == 0));
         assert_eq!(arena.reserved(), before);
     }

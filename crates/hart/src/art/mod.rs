@@ -555,7 +555,8 @@ impl Art {
                     }
                     match last {
                         Some(ch) => c = ch,
-                        // SAFETY: as above.
+                        // SAFETY: `n` is a node of this tree, read under `&self`: live and
+                        // unchanged meanwhile (the read contract `term` asks for).
                         None => return unsafe { n.term() },
                     }
                 }

@@ -456,7 +456,8 @@ unsafe fn sorted_arrays(raw: *mut Header) -> Option<(*mut u8, *mut Slot, usize)>
 /// `keys` points to `cap` readable bytes and `len <= cap`.
 #[inline]
 unsafe fn sorted_find(keys: *const u8, len: usize, cap: usize, byte: u8) -> Option<usize> {
-    // SAFETY: per the contract.
+    // SAFETY: `keys` points to `cap` readable bytes and `len <= cap` (the contract), so
+    // the 16-byte array (when cap is N16) and the `len`-byte slice lie inside them.
     unsafe {
         if cap == N16 {
             find16(&*keys.cast::<[u8; N16]>(), len, byte)
@@ -502,7 +503,8 @@ impl NodePtr {
     ///
     /// The read contract.
     pub(crate) unsafe fn node_type(self) -> NodeType {
-        // SAFETY: the read contract.
+        // SAFETY: the caller keeps the read contract (a live node, unchanged meanwhile),
+        // which is what `h` asks for; only the kind byte is copied out.
         NodeType::from_u8(unsafe { self.h() }.kind)
     }
 
@@ -553,7 +555,8 @@ impl NodePtr {
     /// The read contract.
     #[inline]
     pub(crate) unsafe fn term(self) -> Option<u64> {
-        // SAFETY: the read contract.
+        // SAFETY: the caller keeps the read contract (a live node, unchanged meanwhile),
+        // which is what `h` asks for; only the term word is copied out.
         let t = unsafe { self.h() }.term;
         (t != 0).then_some(t >> 1)
     }
@@ -564,7 +567,8 @@ impl NodePtr {
     ///
     /// The write contract.
     pub(crate) unsafe fn set_term(self, leaf: Option<u64>) {
-        // SAFETY: the write contract.
+        // SAFETY: the caller keeps the write contract (a live node it alone accesses),
+        // which is what `h_mut` asks for; the borrow ends with this store.
         unsafe { self.h_mut() }.term = leaf.map_or(0, |l| (l << 1) | 1);
     }
 
@@ -575,7 +579,8 @@ impl NodePtr {
     /// The read contract.
     #[inline]
     pub(crate) unsafe fn count(self) -> usize {
-        // SAFETY: the read contract.
+        // SAFETY: the caller keeps the read contract (a live node, unchanged meanwhile),
+        // which is what `h` asks for; only the child count is copied out.
         unsafe { self.h() }.n as usize
     }
 
@@ -671,7 +676,8 @@ impl NodePtr {
     /// The read contract (`f` must not change this node).
     pub(crate) unsafe fn for_each_rev(self, mut f: impl FnMut(u8, Slot) -> bool) -> bool {
         let raw = self.0.as_ptr();
-        // SAFETY: as `for_each`.
+        // SAFETY: a live node, unchanged meanwhile (the read contract), whose header's kind
+        // names its real type; children are copied out and the node is not mutated.
         unsafe {
             if let Some((keys, children, _)) = sorted_arrays(raw) {
                 let len = (*raw).n as usize;
@@ -717,7 +723,8 @@ impl NodePtr {
     ///
     /// The read contract.
     pub(crate) unsafe fn dram_bytes(self) -> usize {
-        // SAFETY: the read contract.
+        // SAFETY: the caller keeps the read contract, which `h` and `node_type` ask for;
+        // only the prefix length and the kind are copied out.
         let (plen, t) = unsafe { (self.h().plen as usize, self.node_type()) };
         t.slot_bytes() + if plen > INLINE_PREFIX { plen } else { 0 }
     }
@@ -768,7 +775,9 @@ impl NodePtr {
     /// The write contract.
     unsafe fn take_child(self, byte: u8) -> Slot {
         let raw = self.0.as_ptr();
-        // SAFETY: as `insert_child`.
+        // SAFETY: a live node the caller alone accesses (the write contract), whose kind
+        // names its real type, so the casts and the arrays `sorted_arrays` reports (of
+        // `cap` entries, n <= cap) are in bounds; every index below is < n, or a byte.
         unsafe {
             let out = match NodeType::from_u8((*raw).kind) {
                 NodeType::N4 | NodeType::N16 => {
