@@ -52,7 +52,7 @@ pub use pmkv_substrate::{Counters, Latency, Mode};
 pub struct ReadmeDoctests;
 
 /// Engine crates compiled into this build, for typed options (e.g.
-/// `pmkv::engines::hart::HartOptions`).
+/// `pmkv::engines::hart::Options`).
 pub mod engines {
     #[cfg(feature = "hart")]
     pub use pmkv_hart as hart;

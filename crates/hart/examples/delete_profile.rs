@@ -5,7 +5,7 @@
 //! argument repeats the focused phase that many times (for the read-only phases `search`
 //! and `hot`, whose single pass is too short to sample).
 
-use pmkv_hart::{Hart, HartOptions};
+use pmkv_hart::{Hart, Options};
 use pmkv_substrate::{Mode, Pool, PoolOptions};
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,7 +23,7 @@ fn main() {
         _ => Mode::Eadr,
     };
     let opts = PoolOptions::default().mode(mode).initial_size(256 << 20);
-    let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
+    let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), Options::default()).unwrap();
     let phase = |name: &str, op: &mut dyn FnMut(&[u8])| {
         if name == focus {
             std::thread::sleep(std::time::Duration::from_millis(1000));

@@ -3,7 +3,7 @@
 //! The full harness is `pmkv bench`; this is the engine developer's inner loop.
 
 use parking_lot::RwLock;
-use pmkv_hart::{Hart, HartOptions};
+use pmkv_hart::{Hart, Options};
 use pmkv_substrate::{counters, Mode, Pool, PoolOptions};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ fn main() {
     let _ = std::fs::remove_file(&path);
     let h = Hart::open(
         Arc::new(Pool::create(&path, "hart", &PoolOptions::default().mode(mode).initial_size(256 << 20)).unwrap()),
-        HartOptions::default(),
+        Options::default(),
     )
     .unwrap();
     let b: RwLock<BTreeMap<Vec<u8>, Vec<u8>>> = RwLock::new(BTreeMap::new());

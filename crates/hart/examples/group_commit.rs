@@ -5,7 +5,7 @@
 //!
 //! `cargo run --release -p pmkv-hart --example group_commit [KEYS]`
 
-use pmkv_hart::{Hart, HartOptions};
+use pmkv_hart::{Hart, Options};
 use pmkv_substrate::{counters, Mode, Pool, PoolOptions};
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,8 +26,7 @@ fn main() {
                 let path = format!("{dir}/pmkv-group-{}-{w}.pool", std::process::id());
                 let _ = std::fs::remove_file(&path);
                 let opts = PoolOptions::default().mode(mode).initial_size(256 << 20);
-                let h =
-                    Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
+                let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), Options::default()).unwrap();
                 for (phase, value) in [(0, b"abc"), (1, b"xyz")] {
                     let f0 = counters::snapshot().fences;
                     let t = Instant::now();

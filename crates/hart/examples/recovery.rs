@@ -2,7 +2,7 @@
 //! builds a HART of N Random keys (SPEC W: [A-Za-z0-9], lengths 5..=16) on /dev/shm,
 //! closes it, and times the reopen (Algorithm 7 from the leaf chunk list).
 
-use pmkv_hart::{Hart, HartOptions};
+use pmkv_hart::{Hart, Options};
 use pmkv_substrate::{Mode, Pool, PoolOptions};
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,14 +30,14 @@ fn main() {
     let opts = PoolOptions::default().mode(mode).initial_size(1 << 30);
     let t = Instant::now();
     {
-        let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), HartOptions::default()).unwrap();
+        let h = Hart::open(Arc::new(Pool::create(&path, "hart", &opts).unwrap()), Options::default()).unwrap();
         for (i, k) in keys.iter().enumerate() {
             h.put(k, &(i as u64).to_le_bytes()).unwrap();
         }
     }
     let build = t.elapsed();
     let t = Instant::now();
-    let h = Hart::open(Arc::new(Pool::open(&path, Some("hart"), &opts).unwrap()), HartOptions::default()).unwrap();
+    let h = Hart::open(Arc::new(Pool::open(&path, Some("hart"), &opts).unwrap()), Options::default()).unwrap();
     let rec = t.elapsed();
     println!(
         "{n} keys ({} distinct), mode {mode}: build {:.3} s, recovery {:.3} s, ratio {:.2}x",

@@ -4,7 +4,7 @@
 //! unreferenced (no leak); no micro-log left valid.
 
 use crate::art::{Art, KeySource};
-use crate::error::{HartError, Result};
+use crate::error::{Error, Result};
 use crate::hart::Hart;
 use crate::hash_table::{hash_key, hash_key_bytes, HashKey};
 use crate::layout::*;
@@ -22,8 +22,8 @@ impl Hart {
     }
 
     fn check_quiesced(&self, arts: &[(HashKey, &Art)]) -> Result<String> {
-        let alloc_report = self.alloc.check().map_err(HartError::Pool)?;
-        let pool = &*self.pool;
+        let alloc_report = self.pm.alloc.check().map_err(Error::Pool)?;
+        let pool = &*self.pm.pool;
         // SAFETY: the table is quiesced: no operation runs, so nothing writes PM.
         let ks = unsafe { PmKeys::new(pool) };
         let mut problems: Vec<String> = Vec::new();
@@ -33,11 +33,11 @@ impl Hart {
                 if !tree.insert(leaf) {
                     problems.push(format!("leaf {leaf:#x} is in the trees twice"));
                 }
-                if !self.alloc.is_used(leaf) {
+                if !self.pm.alloc.is_used(leaf) {
                     problems.push(format!("leaf {leaf:#x} is in a tree but its leaf bit is clear"));
                 }
                 ks.with_key(leaf, |k| {
-                    if hash_key(k, self.kh) != hk {
+                    if hash_key(k, self.pm.kh) != hk {
                         problems.push(format!("leaf {leaf:#x} is in the ART of another hash key"));
                     }
                 });
@@ -45,7 +45,7 @@ impl Hart {
             });
         }
         let mut used_leaves = 0u64;
-        self.alloc.for_each_used(LEAF, |l| {
+        self.pm.alloc.for_each_used(LEAF, |l| {
             used_leaves += 1;
             if !tree.contains(&l) {
                 problems.push(format!("used leaf {l:#x} is unreachable from every ART"));
@@ -54,7 +54,7 @@ impl Hart {
         // Each key found at its own leaf (so each key once).
         for &leaf in &tree {
             let key = ks.with_key(leaf, |k| k.to_vec());
-            let hk = hash_key(&key, self.kh);
+            let hk = hash_key(&key, self.pm.kh);
             let found = arts.binary_search_by_key(&hk, |&(k, _)| k).ok().and_then(|i| arts[i].1.get(&key, &ks));
             if found != Some(leaf) {
                 problems.push(format!("key of leaf {leaf:#x} resolves to {found:?}"));
@@ -69,8 +69,9 @@ impl Hart {
                 problems.push(why);
                 continue;
             }
-            // SAFETY: as above.
-            if let Err(e) = unsafe { self.value_of(leaf) } {
+            // SAFETY: quiesced: no operation runs, so nothing writes this leaf or its value
+            // while the slice `value_of` returns is in use.
+            if let Err(e) = unsafe { self.pm.value_of(leaf) } {
                 problems.push(e.to_string());
                 continue;
             }
@@ -81,9 +82,9 @@ impl Hart {
                 if n > INLINE_VALUE {
                     problems.push(format!("leaf {leaf:#x} claims an inline value of {n} bytes"));
                 }
-            } else if !self.alloc.is_used(v) {
+            } else if !self.pm.alloc.is_used(v) {
                 problems.push(format!("leaf {leaf:#x} names value {v:#x} whose value bit is clear"));
-            } else if (read_u32(pool, v) as usize + VALUE_HDR) > self.alloc.capacity(v) {
+            } else if (read_u32(pool, v) as usize + VALUE_HDR) > self.pm.alloc.capacity(v) {
                 problems.push(format!("value {v:#x} is longer than its slot"));
             }
             if inline_len(flags).is_none() && !values.insert(v) {
@@ -91,31 +92,31 @@ impl Hart {
             }
             if flags & FLAG_KEY_OUT != 0 {
                 let k = read_u64(pool, leaf + LEAF_KEY);
-                if !self.alloc.is_used(k) || !keys.insert(k) {
+                if !self.pm.alloc.is_used(k) || !keys.insert(k) {
                     problems.push(format!("leaf {leaf:#x} key object {k:#x} is free or shared"));
                 }
             }
         }
         let mut used_values = 0u64;
-        self.alloc.for_each_used(VALUE, |v| {
+        self.pm.alloc.for_each_used(VALUE, |v| {
             used_values += 1;
             if !values.contains(&v) {
                 problems.push(format!("value {v:#x} is used but no leaf names it (leak)"));
             }
         });
-        self.alloc.for_each_used(KEY, |k| {
+        self.pm.alloc.for_each_used(KEY, |k| {
             if !keys.contains(&k) {
                 problems.push(format!("key object {k:#x} is used but no leaf names it (leak)"));
             }
         });
         let mut supers = Vec::new();
-        self.alloc.for_each_used(SUPER, |o| supers.push(o));
+        self.pm.alloc.for_each_used(SUPER, |o| supers.push(o));
         if supers != [pool.root(SUPER_ROOT)] {
             problems.push(format!("superblock objects {supers:x?} but the root names {:#x}", pool.root(SUPER_ROOT)));
         }
         for i in 0..NUM_LOGS as u64 {
             // SAFETY: quiesced: no update holds or writes a log.
-            if unsafe { crate::micro_log::read(pool, self.logs_off + i * LOG_SIZE) }.is_some() {
+            if unsafe { crate::micro_log::read(pool, self.pm.logs_off + i * LOG_SIZE) }.is_some() {
                 problems.push(format!("update micro-log {i} is still valid"));
             }
         }
@@ -126,7 +127,7 @@ impl Hart {
         if !problems.is_empty() {
             let n = problems.len();
             problems.truncate(10);
-            return Err(HartError::Corrupt(format!("{n} problem(s): {}", problems.join("; "))));
+            return Err(Error::Corrupt(format!("{n} problem(s): {}", problems.join("; "))));
         }
         Ok(format!(
             "{alloc_report}\nhart: ok — {} keys in {} ARTs, {used_values} value objects, {inline} inline values, {} key objects, no leaks",

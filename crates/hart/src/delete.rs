@@ -12,14 +12,14 @@ impl Hart {
         if key.len() > MAX_KEY {
             return Ok(false);
         }
-        self.check_write()?;
-        let hk = hash_key(key, self.kh);
-        let pool = &*self.pool;
+        self.pm.check_write()?;
+        let hk = hash_key(key, self.pm.kh);
+        let pool = &*self.pm.pool;
         let (found, now_empty) = self
             .table
             .with_mut(hk, |art| {
                 // SAFETY: given only leaves of this ART, under its write lock.
-                let ks = FreeingKeys { keys: unsafe { PmKeys::new(pool) }, alloc: &self.alloc };
+                let ks = FreeingKeys { keys: unsafe { PmKeys::new(pool) }, alloc: &self.pm.alloc };
                 // Line 9: out of the DRAM tree first.
                 let Some(leaf) = art.remove(key, &ks) else { return (false, false) };
                 let v = read_u64(pool, leaf + LEAF_P_VALUE);
@@ -29,7 +29,7 @@ impl Hart {
                 // Their frees follow the leaf's: start loading their chunks' metadata now.
                 for obj in [v, kobj] {
                     if obj != 0 {
-                        self.alloc.prefetch_meta(obj);
+                        self.pm.alloc.prefetch_meta(obj);
                     }
                 }
                 // Erase the leaf (its meta word, so its key check, becomes 0) before its
@@ -49,12 +49,12 @@ impl Hart {
                 // used and named by no leaf, an orphan recovery's sweep frees (the paper
                 // fences it: 2 fences). The other order could resurrect the key with a
                 // value slot that another writer has reused meanwhile.
-                self.alloc.free(leaf);
+                self.pm.alloc.free(leaf);
                 if v != 0 {
-                    self.alloc.free_unfenced(v);
+                    self.pm.alloc.free_unfenced(v);
                 }
                 if kobj != 0 {
-                    self.alloc.free_unfenced(kobj);
+                    self.pm.alloc.free_unfenced(kobj);
                 }
                 (true, art.is_empty())
             })

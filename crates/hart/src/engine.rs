@@ -1,23 +1,25 @@
 //! HART behind the engine contract of `pmkv-core` (SPEC U1): the factory the `pmkv`
-//! registry lists, typed options ([`HartOptions`]) and their `key=value` form.
+//! registry lists, typed options ([`crate::Options`]) and their `key=value` form.
+//!
+//! Here `Error`, `Options` and `Result` are `pmkv-core`'s; HART's own are written
+//! `crate::Error` and `crate::Options`.
 
-use crate::error::HartError;
-use crate::hart::{Hart, HartOptions};
+use crate::hart::Hart;
 use crate::layout::{MAX_KEY, MAX_VALUE};
 use pmkv_core::{
     BatchOp, CheckReport, Direction, Emit, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
     Options, Param, Pool, RecoveryReport, Result, SalvageReport, Visitor, WriteBatch,
 };
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The layout name HART pools carry in their header.
-pub const LAYOUT: &str = "hart";
+const LAYOUT: &str = "hart";
 
 /// The factory the registry lists.
 pub static FACTORY: HartFactory = HartFactory;
 
-/// Opens HART engines.
+/// Opens HART engines. Reached only through [`FACTORY`] (as a `dyn EngineFactory`), so
+/// the crate root does not export the type.
 #[derive(Debug, Default)]
 pub struct HartFactory;
 
@@ -40,23 +42,23 @@ fn info() -> EngineInfo {
         .node_keys(256)
 }
 
-impl From<HartError> for Error {
-    fn from(e: HartError) -> Error {
+impl From<crate::Error> for Error {
+    fn from(e: crate::Error) -> Error {
         match e {
-            HartError::Pool(p) => p.into(),
-            HartError::KeyTooLarge(len) => Error::key_too_large(len, MAX_KEY),
-            HartError::ValueTooLarge(len) => Error::value_too_large(len, MAX_VALUE),
-            HartError::BadHashKeyLen(_) => Error::with_source(ErrorKind::InvalidArgument, e),
-            HartError::Corrupt(_) => Error::with_source(ErrorKind::Corrupt, e),
-            HartError::Version(_) => Error::with_source(ErrorKind::Version, e),
+            crate::Error::Pool(p) => p.into(),
+            crate::Error::KeyTooLarge(len) => Error::key_too_large(len, MAX_KEY),
+            crate::Error::ValueTooLarge(len) => Error::value_too_large(len, MAX_VALUE),
+            crate::Error::BadHashKeyLen(_) => Error::with_source(ErrorKind::InvalidArgument, e),
+            crate::Error::Corrupt(_) => Error::with_source(ErrorKind::Corrupt, e),
+            crate::Error::Version(_) => Error::with_source(ErrorKind::Version, e),
         }
     }
 }
 
-/// The options `opts` give HART: the typed [`HartOptions`] if attached, then any
+/// The options `opts` give HART: the typed [`crate::Options`] if attached, then any
 /// `key=value` parameters on top.
-pub fn hart_options(opts: &Options) -> Result<HartOptions> {
-    let mut h = opts.engine_options::<HartOptions>().copied().unwrap_or_default();
+fn hart_options(opts: &Options) -> Result<crate::Options> {
+    let mut h = opts.engine_options::<crate::Options>().copied().unwrap_or_default();
     for (k, v) in opts.params() {
         let bad = || Error::invalid(format!("hart parameter {k}={v}: not a valid value"));
         match k.as_str() {
@@ -89,7 +91,7 @@ impl EngineFactory for HartFactory {
 }
 
 /// An open HART as an [`Engine`].
-pub struct HartEngine(pub Hart);
+struct HartEngine(Hart);
 
 impl Engine for HartEngine {
     fn info(&self) -> EngineInfo {
@@ -150,12 +152,12 @@ impl Engine for HartEngine {
             Ok(summary) => {
                 r.fact("summary", summary);
             }
-            Err(HartError::Corrupt(problems)) => {
+            Err(crate::Error::Corrupt(problems)) => {
                 for p in problems.lines() {
                     r.problem(p);
                 }
             }
-            Err(HartError::Pool(e @ pmkv_substrate::PoolError::CorruptAllocator(_))) => {
+            Err(crate::Error::Pool(e @ pmkv_substrate::PoolError::CorruptAllocator(_))) => {
                 r.problem(e.to_string());
             }
             Err(e) => return Err(e.into()),
@@ -163,17 +165,7 @@ impl Engine for HartEngine {
         Ok(r)
     }
     fn recovery(&self) -> Option<RecoveryReport> {
-        let h = self.0.recovery_report();
-        let mut r = RecoveryReport::new("hart");
-        r.clean_shutdown = h.clean;
-        r.records = h.leaves;
-        r.rolled_forward = h.updates_redone;
-        r.rolled_back = h.updates_rolled_back + h.inserts_rolled_back;
-        r.orphans_freed = h.orphans_freed;
-        r.duration = Duration::from_micros(h.micros as u64);
-        r.details.push(("arts".into(), h.arts.to_string()));
-        r.details.push(("inserts rolled back".into(), h.inserts_rolled_back.to_string()));
-        Some(r)
+        Some(self.0.recovery_report().clone())
     }
     fn sync(&self) -> Result<()> {
         Ok(self.0.sync()?)

@@ -2,10 +2,13 @@
 
 use pmkv_substrate::PoolError;
 
-pub type Result<T> = std::result::Result<T, HartError>;
+/// The result of a HART operation.
+pub type Result<T> = std::result::Result<T, Error>;
 
+/// Why a HART operation failed. The engine layer maps each variant to a stable
+/// `pmkv_core::ErrorKind` (see `engine`).
 #[derive(Debug, thiserror::Error)]
-pub enum HartError {
+pub enum Error {
     #[error(transparent)]
     Pool(#[from] PoolError),
     #[error("key of {0} bytes is too large (limit {max})", max = crate::layout::MAX_KEY)]

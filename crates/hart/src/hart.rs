@@ -13,17 +13,20 @@
 //!
 //! plus one per chunk recycled (Algorithm 6) and one per new chunk.
 
-use crate::error::{HartError, Result};
+use crate::error::{Error, Result};
 use crate::hash_table::HashTable;
 use crate::insert_log::LaneSlot;
 use crate::layout::*;
+use crate::pm::Pm;
+use crate::recovery::{self, Parts};
+use pmkv_core::RecoveryReport;
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::Pool;
 use std::sync::Arc;
 
 /// Options of a HART pool.
 #[derive(Clone, Copy, Debug)]
-pub struct HartOptions {
+pub struct Options {
     /// k_h: bytes of the key that select an ART (SPEC H1). Fixed when the pool is created.
     pub hash_key_len: usize,
     /// Store and update values exactly as the paper: every value in its own object, every
@@ -38,76 +41,58 @@ pub struct HartOptions {
     pub paper_updates: bool,
 }
 
-impl Default for HartOptions {
+impl Default for Options {
     fn default() -> Self {
-        HartOptions { hash_key_len: 2, paper_updates: false }
+        Options { hash_key_len: 2, paper_updates: false }
     }
 }
 
-/// What recovery found and did (SPEC H5).
-#[derive(Clone, Debug, Default)]
-pub struct RecoveryReport {
-    /// The pool was closed cleanly (no micro-logs to replay, no orphan sweep).
-    pub clean: bool,
-    /// Used leaves put back into the ARTs (the number of keys).
-    pub leaves: u64,
-    /// ARTs rebuilt (hash keys in use).
-    pub arts: u64,
-    /// Interrupted updates finished from their micro-log (rolled forward).
-    pub updates_redone: u64,
-    /// Interrupted updates undone (a valid log whose new value never became durable, or
-    /// a torn log).
-    pub updates_rolled_back: u64,
-    /// One-persist inserts a crash cut short (a leaf a lane names, used but failing its
-    /// checks: see `insert_log`), undone.
-    pub inserts_rolled_back: u64,
-    /// Value and key objects freed because no used leaf named them.
-    pub orphans_freed: u64,
-    /// Time the open's recovery took, in microseconds.
-    pub micros: u128,
-}
-
-/// A HART over one pool.
+/// A HART over one pool: the facade that owns the parts the layers below build (the PM
+/// handle, the DRAM hash table of ARTs, the writer lanes) and what the last open's
+/// recovery did. Its operations live one module each above it.
 pub struct Hart {
-    pub(crate) pool: Arc<Pool>,
-    pub(crate) alloc: EpAlloc,
-    pub(crate) kh: usize,
+    /// The pool, its allocator, the superblock's facts and the damage seen (`pm`).
+    pub(crate) pm: Pm,
     pub(crate) table: HashTable,
-    pub(crate) logs_off: u64,
     /// One per micro-log: the lane's ready leaf slot (`insert_log`), and the mutex that
     /// also guards the micro-log.
     pub(crate) lanes: Vec<LaneSlot>,
+    /// What the last open's recovery found and did (SPEC H5); HART's own figures are its
+    /// details (see `recovery`).
     pub(crate) recovery: RecoveryReport,
     pub(crate) paper_updates: bool,
-    /// The first damage a read met (a check that failed). From then on writes are
-    /// refused: a write could build on the damaged object (an update's roll-back value, a
-    /// delete that frees what a damaged pointer names) and spread the damage.
-    pub(crate) damage: std::sync::OnceLock<String>,
     /// Last, so that it is released after everything else that uses the pool.
     _claim: PoolClaim,
 }
 
 /// One HART per pool mapping (see [`pmkv_substrate::EngineClaim`]).
-pub(crate) type PoolClaim = pmkv_substrate::EngineClaim;
+type PoolClaim = pmkv_substrate::EngineClaim;
 
 impl Hart {
     /// Open the HART in `pool`, formatting it if the pool is new (root unset). A pool
     /// that another live HART uses is refused (`PoolError::Locked`).
-    pub fn open(pool: Arc<Pool>, opts: HartOptions) -> Result<Hart> {
+    pub fn open(pool: Arc<Pool>, opts: Options) -> Result<Hart> {
         if opts.hash_key_len > 7 {
-            return Err(HartError::BadHashKeyLen(opts.hash_key_len));
+            return Err(Error::BadHashKeyLen(opts.hash_key_len));
         }
         let claim = PoolClaim::take(&pool)?;
         let sb = pool.root(SUPER_ROOT);
         if sb == 0 {
             pool.check_writable()?; // a read-only pool without a HART cannot get one
         }
-        let mut h = if sb == 0 { Self::format(pool, opts, claim)? } else { crate::recovery::recover(pool, claim)? };
-        h.paper_updates = opts.paper_updates;
-        Ok(h)
+        let parts = if sb == 0 { Self::format(pool, opts)? } else { recovery::recover(pool)? };
+        Ok(Hart {
+            pm: parts.pm,
+            table: parts.table,
+            lanes: (0..NUM_LOGS).map(|_| LaneSlot::default()).collect(),
+            recovery: parts.report,
+            paper_updates: opts.paper_updates,
+            _claim: claim,
+        })
     }
 
-    fn format(pool: Arc<Pool>, opts: HartOptions, claim: PoolClaim) -> Result<Hart> {
+    /// Format a new pool: the superblock and the micro-log array, and an empty table.
+    fn format(pool: Arc<Pool>, opts: Options) -> Result<Parts> {
         let alloc = if pool.root(pmkv_substrate::epalloc::EPALLOC_ROOT) == 0 {
             EpAlloc::create(pool.clone())?
         } else {
@@ -125,7 +110,9 @@ impl Hart {
         let logs_bytes = NUM_LOGS as u64 * LOG_SIZE;
         let sb = alloc.alloc(SUPER, (SUPER_SIZE + logs_bytes) as usize)?;
         let logs_off = sb + SUPER_SIZE;
-        // SAFETY: a reserved object of SUPER_SIZE + logs_bytes bytes.
+        // SAFETY: `sb` is an object of SUPER_SIZE + logs_bytes bytes just reserved by
+        // this thread and not yet published or named by a root, so nothing else reads or
+        // writes it; every write below lies inside it, at offsets aligned for its type.
         unsafe {
             std::ptr::write_bytes(pool.at::<u8>(sb), 0, (SUPER_SIZE + logs_bytes) as usize);
             std::ptr::copy_nonoverlapping(SUPER_MAGIC.as_ptr(), pool.at::<u8>(sb), 8);
@@ -137,49 +124,21 @@ impl Hart {
         pool.persist_off(sb, (SUPER_SIZE + logs_bytes) as usize);
         alloc.publish(sb);
         pool.set_root(SUPER_ROOT, sb);
-        Ok(Self::assemble(pool, alloc, opts.hash_key_len, logs_off, claim))
-    }
-
-    pub(crate) fn assemble(pool: Arc<Pool>, alloc: EpAlloc, kh: usize, logs_off: u64, claim: PoolClaim) -> Hart {
-        Hart {
-            pool,
-            alloc,
-            kh,
+        let kh = opts.hash_key_len;
+        Ok(Parts {
+            pm: Pm::new(pool, alloc, kh, logs_off),
             table: HashTable::new(kh),
-            logs_off,
-            lanes: (0..NUM_LOGS).map(|_| LaneSlot::default()).collect(),
-            recovery: RecoveryReport { clean: true, ..Default::default() },
-            paper_updates: false,
-            damage: std::sync::OnceLock::new(),
-            _claim: claim,
-        }
-    }
-
-    /// Remember the first damage a read met (see [`Hart::check_write`]).
-    pub(crate) fn note_damage(&self, e: &HartError) {
-        if let HartError::Corrupt(what) = e {
-            let _ = self.damage.set(what.clone());
-        }
-    }
-
-    /// Before any write: the pool is writable and no read has met damage in it.
-    pub(crate) fn check_write(&self) -> Result<()> {
-        self.pool.check_writable()?;
-        match self.damage.get() {
-            Some(what) => Err(HartError::Corrupt(format!(
-                "writes are refused: the pool is damaged ({what}); `pmkv salvage` copies every intact record to a new pool"
-            ))),
-            None => Ok(()),
-        }
+            report: recovery::report(true, &Default::default(), std::time::Duration::ZERO),
+        })
     }
 
     /// The pool the HART lives in.
     pub fn pool(&self) -> &Arc<Pool> {
-        &self.pool
+        &self.pm.pool
     }
     /// k_h, as stored in the pool (options given to a later open do not change it).
     pub fn hash_key_len(&self) -> usize {
-        self.kh
+        self.pm.kh
     }
     /// Number of keys: the sum of the ARTs' counts. Kept per ART (under its lock) rather
     /// than in one shared atomic, which every insert and delete would otherwise contend on.
@@ -192,21 +151,24 @@ impl Hart {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// What the last open's recovery did.
+    /// What the last open's recovery did (SPEC H5). Besides the common fields, its
+    /// details hold HART's own figures by name: `leaves`, `arts`, `updates_redone`,
+    /// `updates_rolled_back`, `inserts_rolled_back`, `micros` (see
+    /// [`RecoveryReport::detail_u64`]).
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.recovery
     }
 
     /// Make every acknowledged write durable (matters in `msync` mode).
     pub fn sync(&self) -> Result<()> {
-        Ok(self.pool.sync()?)
+        Ok(self.pm.pool.sync()?)
     }
 
     /// Close: DRAM state is dropped and the pool records a clean shutdown, with failures
     /// reported (a failed msync, a poisoned pool). If other handles to the pool are still
     /// alive, the pool closes when the last of them is dropped.
     pub fn close(self) -> Result<()> {
-        let pool = self.pool.clone();
+        let pool = self.pm.pool.clone();
         drop(self);
         match Arc::try_unwrap(pool) {
             Ok(pool) => Ok(pool.close()?),

@@ -31,11 +31,11 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 
-pub type HashKey = u64;
+pub(crate) type HashKey = u64;
 const SHARDS: usize = 64;
 
 /// Pack the hash key of `key` (its first `kh` bytes, or all of it if shorter).
-pub fn hash_key(key: &[u8], kh: usize) -> HashKey {
+pub(crate) fn hash_key(key: &[u8], kh: usize) -> HashKey {
     let n = key.len().min(kh);
     let mut v = 0u64;
     for (i, &b) in key[..n].iter().enumerate() {
@@ -45,7 +45,7 @@ pub fn hash_key(key: &[u8], kh: usize) -> HashKey {
 }
 
 /// The bytes of a packed hash key.
-pub fn hash_key_bytes(hk: HashKey) -> Vec<u8> {
+pub(crate) fn hash_key_bytes(hk: HashKey) -> Vec<u8> {
     let n = (hk & 0xff) as usize;
     (0..n).map(|i| (hk >> (56 - 8 * i)) as u8).collect()
 }
@@ -57,7 +57,7 @@ pub fn hash_key_bytes(hk: HashKey) -> Vec<u8> {
 /// one bucket: 65,536 two-byte hash keys of random integer keys probed in one chain, 1.2 µs
 /// per search instead of 0.3.)
 #[derive(Default)]
-pub struct MulHasher(u64);
+pub(crate) struct MulHasher(u64);
 impl Hasher for MulHasher {
     fn finish(&self) -> u64 {
         self.0
@@ -83,7 +83,7 @@ fn fmix64(mut x: u64) -> u64 {
 }
 
 /// What a cell's lock guards: the ART and what identifies it.
-pub struct Held {
+pub(crate) struct Held {
     hk: HashKey,
     /// False once the ART was freed (SPEC H6); the cell then waits to be reused.
     alive: bool,
@@ -92,7 +92,7 @@ pub struct Held {
 
 /// One ART behind its reader-writer lock. Never freed while the table lives (see the
 /// module doc).
-pub struct Cell(ArtLock<Held>);
+pub(crate) struct Cell(ArtLock<Held>);
 
 /// Hash key → cell, for hash keys longer than [`DIRECT_KH`] bytes.
 type Map = HashMap<HashKey, *const Cell, BuildHasherDefault<MulHasher>>;
@@ -118,7 +118,7 @@ struct Cells {
     free: Vec<*const Cell>,
 }
 
-pub struct HashTable {
+pub(crate) struct HashTable {
     index: Index,
     /// Serialises creating and freeing ARTs; never taken to find one.
     cells: Mutex<Cells>,
@@ -130,12 +130,14 @@ pub struct HashTable {
 // SAFETY: the raw cell pointers name boxes in `cells.all`, which live as long as the table
 // and are only ever accessed through their `RwLock`.
 unsafe impl Send for HashTable {}
-// SAFETY: as above.
+// SAFETY: shared use is sound for the same reason: through `&HashTable` the cell pointers
+// are read atomically (`AtomicPtr`) or under a shard's `RwLock`, a cell's ART only under
+// the cell's own lock, and `cells` only under its `Mutex`.
 unsafe impl Sync for HashTable {}
 
 impl HashTable {
     /// A table for hash keys of at most `kh` bytes.
-    pub fn new(kh: usize) -> HashTable {
+    pub(crate) fn new(kh: usize) -> HashTable {
         let index = if kh <= DIRECT_KH {
             Index::Direct(null_slots())
         } else {
@@ -206,7 +208,7 @@ impl HashTable {
 
     /// Run `f` on the ART of `hk` under its read lock (None if there is no ART).
     #[inline]
-    pub fn with<R>(&self, hk: HashKey, f: impl FnOnce(&Art) -> R) -> Option<R> {
+    pub(crate) fn with<R>(&self, hk: HashKey, f: impl FnOnce(&Art) -> R) -> Option<R> {
         loop {
             let c = self.find(hk)?;
             let g = c.0.read();
@@ -219,7 +221,7 @@ impl HashTable {
 
     /// Run `f` on the ART of `hk` under its write lock (None if there is no ART).
     #[inline]
-    pub fn with_mut<R>(&self, hk: HashKey, f: impl FnOnce(&mut Art) -> R) -> Option<R> {
+    pub(crate) fn with_mut<R>(&self, hk: HashKey, f: impl FnOnce(&mut Art) -> R) -> Option<R> {
         loop {
             let c = self.find(hk)?;
             let mut g = c.0.write();
@@ -234,7 +236,7 @@ impl HashTable {
     /// alternating rounds of `examples/delete_profile`), whose HART result then need not
     /// go through memory.
     #[inline(always)]
-    pub fn with_or_create<R>(&self, hk: HashKey, depth: usize, f: impl FnOnce(&mut Art) -> R) -> R {
+    pub(crate) fn with_or_create<R>(&self, hk: HashKey, depth: usize, f: impl FnOnce(&mut Art) -> R) -> R {
         let mut f = Some(f);
         loop {
             if let Some(r) = self.with_mut(hk, |a| (f.take().expect("called once"))(a)) {
@@ -272,7 +274,7 @@ impl HashTable {
     }
 
     /// Free the ART of `hk` if it is (still) empty (SPEC H6).
-    pub fn remove_if_empty(&self, hk: HashKey) -> bool {
+    pub(crate) fn remove_if_empty(&self, hk: HashKey) -> bool {
         let mut cells = self.cells.lock();
         let Some(c) = self.find(hk) else { return false };
         let mut g = c.0.write();
@@ -289,17 +291,17 @@ impl HashTable {
     }
 
     /// Smallest hash key `>= from` that has an ART.
-    pub fn next_at_or_after(&self, from: HashKey) -> Option<HashKey> {
+    pub(crate) fn next_at_or_after(&self, from: HashKey) -> Option<HashKey> {
         self.ordered.read().range(from..).next().copied()
     }
 
     /// Largest hash key `<= from` that has an ART.
-    pub fn prev_at_or_before(&self, from: HashKey) -> Option<HashKey> {
+    pub(crate) fn prev_at_or_before(&self, from: HashKey) -> Option<HashKey> {
         self.ordered.read().range(..=from).next_back().copied()
     }
 
     /// Number of ARTs.
-    pub fn arts(&self) -> usize {
+    pub(crate) fn arts(&self) -> usize {
         self.ordered.read().len()
     }
 
@@ -309,7 +311,7 @@ impl HashTable {
     /// `cells` mutex while holding it — and none starts until `f` returns. `f` gets every
     /// ART with its hash key, in hash-key order. `f` must not call back into the table (it
     /// would wait for itself).
-    pub fn quiesced<R>(&self, f: impl FnOnce(&[(HashKey, &Art)]) -> R) -> R {
+    pub(crate) fn quiesced<R>(&self, f: impl FnOnce(&[(HashKey, &Art)]) -> R) -> R {
         let cells = self.cells.lock();
         let guards: Vec<_> = cells.all.iter().map(|c| c.0.write()).collect();
         let mut arts: Vec<(HashKey, &Art)> = guards.iter().filter(|g| g.alive).map(|g| (g.hk, &g.art)).collect();
@@ -318,7 +320,7 @@ impl HashTable {
     }
 
     /// Visit every ART (order unspecified), each under its read lock.
-    pub fn for_each(&self, mut f: impl FnMut(HashKey, &Art)) {
+    pub(crate) fn for_each(&self, mut f: impl FnMut(HashKey, &Art)) {
         let cells = self.cells.lock();
         for c in &cells.all {
             let g = c.0.read();
@@ -329,13 +331,13 @@ impl HashTable {
     }
 
     /// The node arena of the table's ARTs.
-    pub fn arena(&self) -> &NodeArena {
+    pub(crate) fn arena(&self) -> &NodeArena {
         &self.arena
     }
 
     /// Approximate DRAM bytes of the index with its free cells (live ones are the ARTs'
     /// headers, counted with them), and of the ordered index.
-    pub fn dram_bytes(&self) -> (u64, u64) {
+    pub(crate) fn dram_bytes(&self) -> (u64, u64) {
         let mut table = match &self.index {
             // Counted whole, though only its pages with a set slot are in memory.
             Index::Direct(slots) => (slots.len() * 8) as u64,

@@ -4,20 +4,20 @@
 
 use crate::art::Art;
 use crate::checksum::{self, Meta};
-use crate::error::{HartError, Result};
+use crate::error::{Error, Result};
 use crate::hart::Hart;
 use crate::hash_table::hash_key;
-use crate::insert_log::my_lane;
+use crate::insert_log::{my_lane, reserve_next};
 use crate::layout::*;
 use crate::pm::PmKeys;
 
 impl Hart {
     fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
         if key.len() > MAX_KEY {
-            return Err(HartError::KeyTooLarge(key.len()));
+            return Err(Error::KeyTooLarge(key.len()));
         }
         if value.len() > MAX_VALUE {
-            return Err(HartError::ValueTooLarge(value.len()));
+            return Err(Error::ValueTooLarge(value.len()));
         }
         Ok(())
     }
@@ -25,9 +25,9 @@ impl Hart {
     /// Insert or update (upsert): Algorithm 1, with Algorithm 3 for an existing key.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         Self::check_sizes(key, value)?;
-        self.check_write()?;
-        let hk = hash_key(key, self.kh);
-        let depth = key.len().min(self.kh);
+        self.pm.check_write()?;
+        let hk = hash_key(key, self.pm.kh);
+        let depth = key.len().min(self.pm.kh);
         self.table.with_or_create(hk, depth, |art| self.put_locked(art, key, value))
     }
 
@@ -41,14 +41,14 @@ impl Hart {
         for (k, v) in puts {
             Self::check_sizes(k, v)?;
         }
-        self.check_write()?;
+        self.pm.check_write()?;
         let mut i = 0;
         while i < puts.len() {
-            let hk = hash_key(puts[i].0, self.kh);
-            let run = puts[i..].iter().take_while(|(k, _)| hash_key(k, self.kh) == hk).count();
-            let depth = puts[i].0.len().min(self.kh);
+            let hk = hash_key(puts[i].0, self.pm.kh);
+            let run = puts[i..].iter().take_while(|(k, _)| hash_key(k, self.pm.kh) == hk).count();
+            let depth = puts[i].0.len().min(self.pm.kh);
             self.table.with_or_create(hk, depth, |art| {
-                self.pool.group(|| puts[i..i + run].iter().try_for_each(|(k, v)| self.put_locked(art, k, v)))
+                self.pm.pool.group(|| puts[i..i + run].iter().try_for_each(|(k, v)| self.put_locked(art, k, v)))
             })?;
             i += run;
         }
@@ -60,10 +60,13 @@ impl Hart {
         // In the flushing modes a record that fits its leaf goes through the writer's lane
         // (`insert_log`): one persist when the lane has a slot ready, else two, after
         // which it has one.
-        let laned =
-            self.pool.mode().flushes() && !self.paper_updates && key.len() <= INLINE_KEY && value.len() <= INLINE_VALUE;
+        let laned = self.pm.pool.mode().flushes()
+            && !self.paper_updates
+            && key.len() <= INLINE_KEY
+            && value.len() <= INLINE_VALUE;
         if laned {
-            self.prefetch_lane(my_lane());
+            let i = my_lane();
+            self.lanes[i].prefetch(&self.pm, i);
         }
         let mut lane = None;
         let mut ready = 0;
@@ -82,10 +85,10 @@ impl Hart {
                     g.ready = ready;
                 }
             })?;
-            Ok::<u64, HartError>(made)
+            Ok::<u64, Error>(made)
         };
         // SAFETY: given only leaves of this ART, under its write lock.
-        let ks = unsafe { PmKeys::new(&self.pool) };
+        let ks = unsafe { PmKeys::new(&self.pm.pool) };
         match art.upsert(key, make, &ks)? {
             // SAFETY: a used leaf of this ART, whose write lock we hold.
             Err(existing) => unsafe { self.update(existing, value) },
@@ -97,28 +100,29 @@ impl Hart {
                     // renames the other word, which must by then name a durable leaf).
                     // The locked instructions (reservations, the bit's compare-and-swap)
                     // go before the first flush, which each of them would wait for.
-                    let next = self.reserve_next(g);
-                    self.alloc.publish_unfenced(made);
+                    let next = reserve_next(&self.pm, g);
+                    self.pm.alloc.publish_unfenced(made);
                     // SAFETY: lane `i`'s state, its mutex held; `next` is reserved.
-                    unsafe { self.make_ready(g, *i, next) };
-                    self.pool.flush_off(made, LEAF_SIZE);
-                    self.pool.fence();
+                    unsafe { self.lanes[*i].make_ready(&self.pm, g, *i, next) };
+                    self.pm.pool.flush_off(made, LEAF_SIZE);
+                    self.pm.pool.fence();
                     return Ok(());
                 }
                 if let Some((i, g)) = lane.as_mut() {
                     // A lane without a ready slot prepares one, durable by fence 1.
-                    let next = self.reserve_next(g);
-                    // SAFETY: as above.
-                    unsafe { self.make_ready(g, *i, next) };
+                    let next = reserve_next(&self.pm, g);
+                    // SAFETY: `g` is lane `i`'s state, whose mutex this thread holds (taken
+                    // in `make`); `next` was reserved by `reserve_next` for this lane alone.
+                    unsafe { self.lanes[*i].make_ready(&self.pm, g, *i, next) };
                 }
                 // Fence 1: the leaf's bytes, and its value and key objects with their
                 // bits (`make_leaf`), durable before the leaf's bit can be. A real fence,
                 // also inside a group commit. Issued only now, after line 17 linked the
                 // leaf into the DRAM tree, which overlaps that work with the write-back.
-                self.pool.fence();
+                self.pm.pool.fence();
                 // Line 18: the leaf bit (fence 2, the commit fence).
-                self.alloc.publish_unfenced(made);
-                self.pool.commit_fence();
+                self.pm.alloc.publish_unfenced(made);
+                self.pm.pool.commit_fence();
                 Ok(())
             }
         }
@@ -130,17 +134,17 @@ impl Hart {
     /// `ready` is a lane's ready slot to write the leaf into (the caller checked that the
     /// record fits it), or 0 to allocate one; on an error it is left as it was.
     pub(crate) fn make_leaf(&self, key: &[u8], value: &[u8], ready: u64) -> Result<u64> {
-        let pool = &*self.pool;
-        let leaf = if ready != 0 { ready } else { self.alloc.alloc(LEAF, LEAF_SIZE)? };
+        let pool = &*self.pm.pool;
+        let leaf = if ready != 0 { ready } else { self.pm.alloc.alloc(LEAF, LEAF_SIZE)? };
         let inline = !self.paper_updates && value.len() <= INLINE_VALUE;
         let v = if inline {
             0
         } else {
-            match self.new_value(leaf, value) {
+            match self.pm.new_value(leaf, value) {
                 Ok(v) => v,
                 Err(e) => {
                     if ready == 0 {
-                        self.alloc.unreserve(leaf);
+                        self.pm.alloc.unreserve(leaf);
                     }
                     return Err(e);
                 }
@@ -148,14 +152,14 @@ impl Hart {
         };
         let mut kobj = 0;
         if key.len() > INLINE_KEY {
-            kobj = match self.alloc.alloc(KEY, key.len()) {
+            kobj = match self.pm.alloc.alloc(KEY, key.len()) {
                 Ok(k) => k,
                 Err(e) => {
                     if ready == 0 {
-                        self.alloc.unreserve(leaf);
+                        self.pm.alloc.unreserve(leaf);
                     }
                     if v != 0 {
-                        self.alloc.unreserve(v);
+                        self.pm.alloc.unreserve(v);
                     }
                     return Err(e.into());
                 }
@@ -213,10 +217,10 @@ impl Hart {
         // sweep frees (the safe replacement of Algorithm 2 lines 12–16, see `recovery`);
         // one that reaches PM before the object's bytes is such an orphan too.
         if v != 0 {
-            self.alloc.publish_unfenced(v);
+            self.pm.alloc.publish_unfenced(v);
         }
         if kobj != 0 {
-            self.alloc.publish_unfenced(kobj);
+            self.pm.alloc.publish_unfenced(kobj);
         }
         Ok(leaf)
     }

@@ -40,9 +40,8 @@
 //! The lane's DRAM state and its micro-log share one mutex, taken after the ART's lock.
 
 use crate::art_lock::ShortLock;
-use crate::hart::Hart;
 use crate::layout::*;
-use crate::pm::{read_u64, write_u64};
+use crate::pm::{read_u64, write_u64, Pm};
 use pmkv_substrate::Pool;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -89,66 +88,64 @@ pub(crate) struct LaneSlot {
     hint: AtomicU64,
 }
 
-impl Hart {
-    /// Offset of lane `i`'s word `w`.
-    fn lane_word(&self, i: usize, w: u64) -> u64 {
-        lane_word_at(self.logs_off, i as u64, w)
-    }
-
-    /// Before an insert that may use lane `i`: start fetching, for writing, the lines its
-    /// one-persist path writes (the ready slot, its chunk's header, the lane's words), so
-    /// that their misses overlap the tree's descent. Each was evicted by the `clwb` of the
-    /// insert before (on this CPU). A stale hint costs a wasted prefetch.
-    pub(crate) fn prefetch_lane(&self, i: usize) {
-        let ready = self.lanes[i].hint.load(Ordering::Relaxed);
+impl LaneSlot {
+    /// Before an insert that may use lane `i` (this slot): start fetching, for writing,
+    /// the lines its one-persist path writes (the ready slot, its chunk's header, the
+    /// lane's words), so that their misses overlap the tree's descent. Each was evicted by
+    /// the `clwb` of the insert before (on this CPU). A stale hint costs a wasted prefetch.
+    pub(crate) fn prefetch(&self, pm: &Pm, i: usize) {
+        let ready = self.hint.load(Ordering::Relaxed);
         if ready != 0 {
-            self.pool.prefetch_write(ready);
-            self.alloc.prefetch_meta(ready);
+            pm.pool.prefetch_write(ready);
+            pm.alloc.prefetch_meta(ready);
         }
-        self.pool.prefetch_write(self.lane_word(i, 0));
+        pm.pool.prefetch_write(lane_word_at(pm.logs_off, i as u64, 0));
     }
 
-    /// The slot lane `i` makes ready next (0 if the pool is full): the spare reserved by
-    /// the insert before, and a new spare reserved (and fetched for writing) for the
-    /// insert after. Only reservations, with their compare-and-swaps: an insert calls this
-    /// before it flushes anything, because on x86 a locked instruction waits for every
-    /// earlier `clwb` to complete, as a fence would.
-    pub(crate) fn reserve_next(&self, lane: &mut Lane) -> u64 {
-        let next = match lane.spare {
-            0 => self.alloc.alloc(LEAF, LEAF_SIZE).unwrap_or(0),
-            s => s,
-        };
-        lane.spare = if next == 0 { 0 } else { self.alloc.alloc(LEAF, LEAF_SIZE).unwrap_or(0) };
-        if lane.spare != 0 {
-            self.pool.prefetch_write(lane.spare);
-        }
-        next
-    }
-
-    /// Make `next` (from [`Hart::reserve_next`]; 0 = none) lane `i`'s ready slot: zero its
-    /// line and name it in the word that does not name the lane's current leaf, both
-    /// flushed, not fenced: the caller's next fence makes them durable, and the slot is
-    /// used only by an insert after that fence.
+    /// Make `next` (from [`reserve_next`]; 0 = none) the ready slot of lane `i` (this
+    /// slot): zero its line and name it in the word that does not name the lane's current
+    /// leaf, both flushed, not fenced: the caller's next fence makes them durable, and the
+    /// slot is used only by an insert after that fence.
     ///
     /// # Safety
     ///
-    /// `lane` is lane `i`'s state, whose mutex the caller holds; `next` is a reserved,
+    /// `lane` is this slot's state, whose mutex the caller holds; `next` is a reserved,
     /// unpublished leaf slot no one else uses, or 0.
-    pub(crate) unsafe fn make_ready(&self, lane: &mut Lane, i: usize, next: u64) {
-        let pool = &*self.pool;
+    pub(crate) unsafe fn make_ready(&self, pm: &Pm, lane: &mut Lane, i: usize, next: u64) {
+        let pool = &*pm.pool;
         lane.ready = next;
         if next != 0 {
-            // SAFETY: a reserved leaf slot of 64 bytes, ours (the contract).
+            // SAFETY: `next` is a reserved, unpublished 64-byte leaf slot that only this
+            // lane holds (the contract), so no other thread reads or writes its line.
             unsafe { std::ptr::write_bytes(pool.at::<u8>(next), 0, LEAF_SIZE) };
             pool.flush_off(next, LEAF_SIZE);
             let w = 1 - lane.word;
-            // SAFETY: the lane's word, guarded by the lane's mutex (the contract).
-            unsafe { write_u64(pool, self.lane_word(i, w), next) };
-            pool.flush_off(self.lane_word(i, w), 8);
+            let at = lane_word_at(pm.logs_off, i as u64, w);
+            // SAFETY: the lane's word, which only the holder of the lane's mutex (the
+            // caller, by the contract) writes, and which no slice of PM covers.
+            unsafe { write_u64(pool, at, next) };
+            pool.flush_off(at, 8);
             lane.word = w;
         }
-        self.lanes[i].hint.store(next, Ordering::Relaxed);
+        self.hint.store(next, Ordering::Relaxed);
     }
+}
+
+/// The slot a lane makes ready next (0 if the pool is full): the spare reserved by the
+/// insert before, and a new spare reserved (and fetched for writing) for the insert
+/// after. Only reservations, with their compare-and-swaps: an insert calls this before it
+/// flushes anything, because on x86 a locked instruction waits for every earlier `clwb`
+/// to complete, as a fence would.
+pub(crate) fn reserve_next(pm: &Pm, lane: &mut Lane) -> u64 {
+    let next = match lane.spare {
+        0 => pm.alloc.alloc(LEAF, LEAF_SIZE).unwrap_or(0),
+        s => s,
+    };
+    lane.spare = if next == 0 { 0 } else { pm.alloc.alloc(LEAF, LEAF_SIZE).unwrap_or(0) };
+    if lane.spare != 0 {
+        pm.pool.prefetch_write(lane.spare);
+    }
+    next
 }
 
 /// Every leaf offset the lanes name (recovery: the inserts that may be torn).

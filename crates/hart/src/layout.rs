@@ -25,7 +25,7 @@
 //! [`KEY`]) of exactly `key_len` bytes, covered by the leaf's key check: one more
 //! allocation, one more fence at insert, and one more PM line read per leaf comparison.
 //!
-//! **Inline values** (pmkv's extension; off with `HartOptions::paper_updates`): a value of
+//! **Inline values** (pmkv's extension; off with `Options::paper_updates`): a value of
 //! at most 8 bytes inserted with a new key is stored in the `p_value` word itself, so the
 //! leaf is the only object of the record: one allocation fewer per insert, one PM line
 //! fewer per search, one free fewer per delete. An update to the same length is two
@@ -56,64 +56,64 @@
 use pmkv_substrate::epalloc::TypeId;
 
 /// EPallocator object types of HART.
-pub const LEAF: TypeId = TypeId(1);
-pub const VALUE: TypeId = TypeId(2);
-pub const KEY: TypeId = TypeId(3);
+pub(crate) const LEAF: TypeId = TypeId(1);
+pub(crate) const VALUE: TypeId = TypeId(2);
+pub(crate) const KEY: TypeId = TypeId(3);
 /// The superblock with the micro-log array (one object per pool).
-pub const SUPER: TypeId = TypeId(4);
+pub(crate) const SUPER: TypeId = TypeId(4);
 
-pub const LEAF_SIZE: usize = 64;
-pub const INLINE_KEY: usize = 40;
-pub const VALUE_HDR: usize = 8;
-/// Largest key, in bytes (longer keys are refused with `HartError::KeyTooLarge`); the
+pub(crate) const LEAF_SIZE: usize = 64;
+pub(crate) const INLINE_KEY: usize = 40;
+pub(crate) const VALUE_HDR: usize = 8;
+/// Largest key, in bytes (longer keys are refused with `Error::KeyTooLarge`); the
 /// leaf records key lengths in 16 bits.
 pub const MAX_KEY: usize = 65_535;
-/// Largest value, in bytes (longer values are refused with `HartError::ValueTooLarge`).
+/// Largest value, in bytes (longer values are refused with `Error::ValueTooLarge`).
 pub const MAX_VALUE: usize = 16 * 1024 * 1024;
 
-pub const LEAF_P_VALUE: u64 = 0;
+pub(crate) const LEAF_P_VALUE: u64 = 0;
 /// The meta word: key_len (bits 0..16), flags (16..32), key check (32..64).
-pub const LEAF_META: u64 = 8;
+pub(crate) const LEAF_META: u64 = 8;
 /// The value-check word: value check (bits 0..32), previous value check (32..64).
-pub const LEAF_VCHECK: u64 = 16;
-pub const LEAF_KEY: u64 = 24;
+pub(crate) const LEAF_VCHECK: u64 = 16;
+pub(crate) const LEAF_KEY: u64 = 24;
 /// The second inline value slot: the last 8 bytes of the key area, free when the key has
 /// at most [`SLOT_B_KEY`] bytes (see the module doc, "Inline values").
-pub const LEAF_SLOT_B: u64 = 56;
+pub(crate) const LEAF_SLOT_B: u64 = 56;
 /// Longest key whose leaf has the second inline value slot.
-pub const SLOT_B_KEY: usize = 32;
-pub const FLAG_KEY_OUT: u32 = 1;
-pub const FLAG_VALUE_INLINE: u32 = 2;
+pub(crate) const SLOT_B_KEY: usize = 32;
+pub(crate) const FLAG_KEY_OUT: u32 = 1;
+pub(crate) const FLAG_VALUE_INLINE: u32 = 2;
 /// Inline value length: `(flags >> INLINE_LEN_SHIFT) & 0xf`.
-pub const INLINE_LEN_SHIFT: u32 = 8;
+pub(crate) const INLINE_LEN_SHIFT: u32 = 8;
 /// Flag bits describing an inline value (cleared when the value moves out of line).
-pub const INLINE_MASK: u32 = FLAG_VALUE_INLINE | (0xf << INLINE_LEN_SHIFT);
+pub(crate) const INLINE_MASK: u32 = FLAG_VALUE_INLINE | (0xf << INLINE_LEN_SHIFT);
 /// Largest inline value.
-pub const INLINE_VALUE: usize = 8;
+pub(crate) const INLINE_VALUE: usize = 8;
 
 /// Length of the inline value described by `flags`, if the value is inline.
 #[inline]
-pub fn inline_len(flags: u32) -> Option<usize> {
+pub(crate) fn inline_len(flags: u32) -> Option<usize> {
     (flags & FLAG_VALUE_INLINE != 0).then_some(((flags >> INLINE_LEN_SHIFT) & 0xf) as usize)
 }
 
 /// Pool root slot of HART's superblock (EPallocator owns slot 0).
-pub const SUPER_ROOT: usize = 1;
-pub const SUPER_MAGIC: [u8; 8] = *b"HARTSB01";
+pub(crate) const SUPER_ROOT: usize = 1;
+pub(crate) const SUPER_MAGIC: [u8; 8] = *b"HARTSB01";
 /// Version 3 added the leaf and value checksums (and moved the key to byte 24); version
 /// 2 added inline values. Pools of versions 1 and 2 are refused with a clear error: their
 /// leaves have no checks to verify, and inventing them in place would bless whatever
 /// damage those pools already hold.
-pub const SUPER_VERSION: u32 = 5;
+pub(crate) const SUPER_VERSION: u32 = 5;
 /// Oldest version this build opens. Version 4 added the second inline value slot, version
 /// 5 the insert log's lane words (bytes 32..48 of each micro-log line, see `insert_log`).
 /// Older pools use neither, so their leaves and logs are valid version-5 ones, and a
 /// writable open marks the pool version 5 before its first write (builds that read only
 /// version 3 would take a value in the second slot for damage; builds that read only 4
 /// would take a torn one-persist insert for damage after a crash).
-pub const SUPER_VERSION_MIN: u32 = 3;
-pub const SUPER_SIZE: u64 = 64;
+pub(crate) const SUPER_VERSION_MIN: u32 = 3;
+pub(crate) const SUPER_SIZE: u64 = 64;
 /// Update micro-logs (one per concurrent writer; writers share them round-robin).
-pub const NUM_LOGS: u32 = 64;
+pub(crate) const NUM_LOGS: u32 = 64;
 /// Each micro-log gets its own cache line so writers never share one.
-pub const LOG_SIZE: u64 = 64;
+pub(crate) const LOG_SIZE: u64 = 64;

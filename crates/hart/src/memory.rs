@@ -5,7 +5,7 @@ use crate::hart::Hart;
 use crate::layout::*;
 
 /// Bytes in use, by structure name (SPEC H9).
-pub type ByStructure = Vec<(String, u64)>;
+pub(crate) type ByStructure = Vec<(String, u64)>;
 
 impl Hart {
     /// DRAM and PM use by structure (SPEC H9).
@@ -32,7 +32,7 @@ impl Hart {
             "art arena (free nodes, uncarved blocks)".to_string(),
             self.table.arena().reserved().saturating_sub(in_nodes),
         ));
-        let s = self.alloc.stats();
+        let s = self.pm.alloc.stats();
         let mut pm = Vec::new();
         for (name, ty) in [("leaves", LEAF), ("values", VALUE), ("key objects", KEY)] {
             let (used, total) = s.of_type(ty);

@@ -23,7 +23,7 @@ use pmkv_substrate::Pool;
 
 /// A decoded, valid micro-log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UpdateLog {
+pub(crate) struct UpdateLog {
     pub leaf: u64,
     pub old_value: u64,
     pub new_value: u64,
@@ -47,7 +47,7 @@ fn mix(log: &UpdateLog, crc: u32) -> u32 {
 ///
 /// Nothing writes the object at `value` meanwhile: the caller made it and has not
 /// published it yet, or runs alone (recovery, a quiesced `check`).
-pub unsafe fn value_crc(pool: &Pool, value: u64) -> Option<u32> {
+pub(crate) unsafe fn value_crc(pool: &Pool, value: u64) -> Option<u32> {
     // A torn log may name any offset: check it before reading the length word.
     if !value.is_multiple_of(8) || !pool.contains(value, VALUE_HDR as u64) {
         return None;
@@ -66,7 +66,7 @@ pub unsafe fn value_crc(pool: &Pool, value: u64) -> Option<u32> {
 ///
 /// `at` is one of the pool's micro-logs (see `layout`), whose lock the caller holds (or
 /// the caller runs alone).
-pub unsafe fn write(pool: &Pool, at: u64, log: UpdateLog, crc: u32) {
+pub(crate) unsafe fn write(pool: &Pool, at: u64, log: UpdateLog, crc: u32) {
     let check = mix(&log, crc);
     // SAFETY: the log's words, which nothing else references or writes (the contract).
     unsafe {
@@ -84,8 +84,9 @@ pub unsafe fn write(pool: &Pool, at: u64, log: UpdateLog, crc: u32) {
 /// # Safety
 ///
 /// As [`write()`].
-pub unsafe fn clear(pool: &Pool, at: u64) {
-    // SAFETY: the contract.
+pub(crate) unsafe fn clear(pool: &Pool, at: u64) {
+    // SAFETY: `at` is a micro-log whose lock the caller holds (or it runs alone): the
+    // contract `clear_unfenced` asks for, passed on unchanged.
     unsafe { clear_unfenced(pool, at) };
     pool.fence();
 }
@@ -95,7 +96,7 @@ pub unsafe fn clear(pool: &Pool, at: u64) {
 /// # Safety
 ///
 /// As [`write()`].
-pub unsafe fn clear_unfenced(pool: &Pool, at: u64) {
+pub(crate) unsafe fn clear_unfenced(pool: &Pool, at: u64) {
     // SAFETY: the log's check word, ours (the contract).
     unsafe { write_u32(pool, at + 24, 0) };
     pool.flush_off(at + 24, 4);
@@ -107,7 +108,7 @@ pub unsafe fn clear_unfenced(pool: &Pool, at: u64) {
 ///
 /// Nothing writes the log or the value object it names meanwhile: the caller holds the
 /// log's lock, or runs alone (recovery, a quiesced `check`).
-pub unsafe fn read(pool: &Pool, at: u64) -> Option<UpdateLog> {
+pub(crate) unsafe fn read(pool: &Pool, at: u64) -> Option<UpdateLog> {
     let log = UpdateLog {
         leaf: read_u64(pool, at),
         old_value: read_u64(pool, at + 8),

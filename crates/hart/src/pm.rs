@@ -1,13 +1,59 @@
 //! Reading and writing HART's PM objects: word accessors, leaf keys for the ART (lazy
 //! expansion compares whole keys at leaves), a leaf's value, and new value objects.
+//!
+//! [`Pm`] is the handle every layer above uses for PM: the pool, its EPallocator, the
+//! superblock's facts (k_h, where the micro-logs lie) and the first damage a read met.
+//! It knows nothing of the DRAM index, so the logs, recovery and the operations can all
+//! build on it without naming the `Hart` that owns it.
 
 use crate::art::KeySource;
 use crate::checksum::{self, Meta};
-use crate::error::{HartError, Result};
-use crate::hart::Hart;
+use crate::error::{Error, Result};
 use crate::layout::*;
+use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::{Pool, LINE};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// HART's handle on its pool: what reading and writing its PM objects needs, and nothing
+/// of the DRAM index. `Hart` owns one; recovery builds one before any tree exists.
+pub(crate) struct Pm {
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) alloc: EpAlloc,
+    /// k_h, as stored in the superblock (SPEC H1).
+    pub(crate) kh: usize,
+    /// Offset of the micro-log array (see `layout`).
+    pub(crate) logs_off: u64,
+    /// The first damage a read met (a check that failed). From then on writes are
+    /// refused: a write could build on the damaged object (an update's roll-back value, a
+    /// delete that frees what a damaged pointer names) and spread the damage.
+    damage: OnceLock<String>,
+}
+
+impl Pm {
+    /// The handle on `pool` with its allocator and the superblock's facts.
+    pub(crate) fn new(pool: Arc<Pool>, alloc: EpAlloc, kh: usize, logs_off: u64) -> Pm {
+        Pm { pool, alloc, kh, logs_off, damage: OnceLock::new() }
+    }
+
+    /// Remember the first damage a read met (see [`Pm::check_write`]).
+    pub(crate) fn note_damage(&self, e: &Error) {
+        if let Error::Corrupt(what) = e {
+            let _ = self.damage.set(what.clone());
+        }
+    }
+
+    /// Before any write: the pool is writable and no read has met damage in it.
+    pub(crate) fn check_write(&self) -> Result<()> {
+        self.pool.check_writable()?;
+        match self.damage.get() {
+            Some(what) => Err(Error::Corrupt(format!(
+                "writes are refused: the pool is damaged ({what}); `pmkv salvage` copies every intact record to a new pool"
+            ))),
+            None => Ok(()),
+        }
+    }
+}
 
 /// The PM word of type `T` at `off`, checked: `off` must be aligned for `T` and the word
 /// must lie inside the mapped pool.
@@ -43,7 +89,8 @@ pub(crate) fn read_u64(pool: &Pool, off: u64) -> u64 {
 /// Read the 4-byte PM word at `off` (checked as [`word`]).
 #[inline]
 pub(crate) fn read_u32(pool: &Pool, off: u64) -> u32 {
-    // SAFETY: as in `read_u64`.
+    // SAFETY: `word` checked that the 4 bytes are aligned and inside the mapping, which
+    // stays mapped while `pool` is borrowed; any bit pattern is a valid u32.
     unsafe { AtomicU32::from_ptr(word(pool, off)) }.load(Ordering::Relaxed)
 }
 
@@ -69,7 +116,8 @@ pub(crate) unsafe fn write_u64(pool: &Pool, off: u64, v: u64) {
 /// As [`write_u64`].
 #[inline]
 pub(crate) unsafe fn write_u32(pool: &Pool, off: u64, v: u32) {
-    // SAFETY: as in `write_u64`.
+    // SAFETY: no reference overlaps the word (the contract); `store_u32` checks the
+    // bounds and alignment, and goes through the pool so the crash simulator sees it.
     unsafe { pool.store_u32(off, v) }
 }
 
@@ -233,7 +281,7 @@ impl PmKeys<'_> {
     }
 }
 
-impl Hart {
+impl Pm {
     /// Call `f` with the value of a used leaf. Recovery checked that `p_value` lies in the
     /// pool; the length is checked here against the pool's bounds, so a corrupt pool gives
     /// an error instead of a read outside the mapping.
@@ -250,16 +298,16 @@ impl Hart {
     }
 
     /// The value of a used leaf, verified: the leaf's value check, and for a value object
-    /// its bounds and its own check. A mismatch is [`HartError::Corrupt`], never wrong data.
+    /// its bounds and its own check. A mismatch is [`Error::Corrupt`], never wrong data.
     ///
     /// # Safety
     ///
-    /// As [`Hart::read_value`]: no one writes the leaf or its value while the slice lives.
+    /// As [`Pm::read_value`]: no one writes the leaf or its value while the slice lives.
     pub(crate) unsafe fn value_of(&self, leaf: u64) -> Result<&[u8]> {
         let pool = &*self.pool;
         let m = meta(pool, leaf);
         let Some((word, slot, _)) = current_value(pool, leaf, m) else {
-            return Err(HartError::Corrupt(format!("leaf {leaf:#x}: the value check does not match its value word")));
+            return Err(Error::Corrupt(format!("leaf {leaf:#x}: the value check does not match its value word")));
         };
         if let Some(len) = inline_len(m.flags) {
             // SAFETY: the leaf's value slot, which only a writer holding the ART write lock
@@ -269,20 +317,18 @@ impl Hart {
         }
         let v = word;
         if !v.is_multiple_of(8) || !pool.contains(v, VALUE_HDR as u64) {
-            return Err(HartError::Corrupt(format!(
-                "leaf {leaf:#x} names value {v:#x}: misaligned or outside the pool"
-            )));
+            return Err(Error::Corrupt(format!("leaf {leaf:#x} names value {v:#x}: misaligned or outside the pool")));
         }
         let len = read_u32(pool, v) as usize;
         if len > MAX_VALUE || !pool.contains(v, (VALUE_HDR + len) as u64) {
-            return Err(HartError::Corrupt(format!("value {v:#x} of leaf {leaf:#x} claims {len} bytes")));
+            return Err(Error::Corrupt(format!("value {v:#x} of leaf {leaf:#x} claims {len} bytes")));
         }
         pool.note_read(lines(VALUE_HDR + len));
         // SAFETY: bounds checked above; a used leaf's value object is never written after
         // it is published (updates are out of place).
         let bytes = unsafe { bytes(pool, v + VALUE_HDR as u64, len) };
         if checksum::object_check(leaf, bytes) != read_u32(pool, v + 4) {
-            return Err(HartError::Corrupt(format!("value {v:#x} of leaf {leaf:#x} fails its check")));
+            return Err(Error::Corrupt(format!("value {v:#x} of leaf {leaf:#x} fails its check")));
         }
         Ok(bytes)
     }

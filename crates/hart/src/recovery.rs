@@ -19,20 +19,67 @@
 
 use crate::art::KeySource;
 use crate::checksum::{self, Meta};
-use crate::error::{HartError, Result};
-use crate::hart::{Hart, PoolClaim, RecoveryReport};
-use crate::hash_table::hash_key;
+use crate::error::{Error, Result};
+use crate::hash_table::{hash_key, HashTable};
 use crate::insert_log;
 use crate::layout::*;
 use crate::micro_log;
-use crate::pm::{bytes, leaf_damage, meta, read_u32, read_u64, write_u64, PmKeys};
+use crate::pm::{bytes, leaf_damage, meta, read_u32, read_u64, write_u64, Pm, PmKeys};
+use pmkv_core::RecoveryReport;
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::Pool;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-fn corrupt(what: impl Into<String>) -> HartError {
-    HartError::Corrupt(what.into())
+/// What opening a pool builds, for `Hart` to own: the PM handle, the DRAM hash table of
+/// ARTs (empty for a new pool) and the report of what recovery did.
+pub(crate) struct Parts {
+    pub(crate) pm: Pm,
+    pub(crate) table: HashTable,
+    pub(crate) report: RecoveryReport,
+}
+
+/// HART's own recovery figures, reported as details of the common [`RecoveryReport`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counts {
+    /// Used leaves put back into the ARTs (the number of keys).
+    pub(crate) leaves: u64,
+    /// ARTs rebuilt (hash keys in use).
+    pub(crate) arts: u64,
+    /// Interrupted updates finished from their micro-log (rolled forward).
+    pub(crate) updates_redone: u64,
+    /// Interrupted updates undone (a valid log whose new value never became durable, or
+    /// a torn log).
+    pub(crate) updates_rolled_back: u64,
+    /// One-persist inserts a crash cut short (a leaf a lane names, used but failing its
+    /// checks: see `insert_log`), undone.
+    pub(crate) inserts_rolled_back: u64,
+    /// Value and key objects freed because no used leaf named them.
+    pub(crate) orphans_freed: u64,
+}
+
+/// The common report of a recovery that found `c` in `took` (SPEC H5): records are the
+/// leaves, rolled forward the redone updates, rolled back the undone updates and inserts;
+/// every figure of `c` is also a detail by its field name, and `micros` the time taken.
+pub(crate) fn report(clean: bool, c: &Counts, took: Duration) -> RecoveryReport {
+    let mut r = RecoveryReport::new("hart")
+        .with_detail("leaves", c.leaves)
+        .with_detail("arts", c.arts)
+        .with_detail("updates_redone", c.updates_redone)
+        .with_detail("updates_rolled_back", c.updates_rolled_back)
+        .with_detail("inserts_rolled_back", c.inserts_rolled_back)
+        .with_detail("micros", took.as_micros());
+    r.clean_shutdown = clean;
+    r.records = c.leaves;
+    r.rolled_forward = c.updates_redone;
+    r.rolled_back = c.updates_rolled_back + c.inserts_rolled_back;
+    r.orphans_freed = c.orphans_freed;
+    r.duration = took;
+    r
+}
+
+fn corrupt(what: impl Into<String>) -> Error {
+    Error::Corrupt(what.into())
 }
 
 /// Validate the superblock; returns (k_h, logs offset).
@@ -55,7 +102,7 @@ fn read_super(pool: &Pool, alloc: &EpAlloc) -> Result<(usize, u64)> {
         } else {
             ""
         };
-        return Err(HartError::Version(format!(
+        return Err(Error::Version(format!(
             "HART format version {version} is not supported (this build reads {SUPER_VERSION_MIN} to {SUPER_VERSION}){why}"
         )));
     }
@@ -68,7 +115,10 @@ fn read_super(pool: &Pool, alloc: &EpAlloc) -> Result<(usize, u64)> {
     Ok((kh, logs))
 }
 
-pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
+/// Open an existing HART pool (Algorithm 7): validate the superblock, replay or roll back
+/// the micro-logs and undo torn inserts after a crash, rebuild the table from the used
+/// leaves, and sweep orphans after a crash.
+pub(crate) fn recover(pool: Arc<Pool>) -> Result<Parts> {
     let t0 = Instant::now();
     let alloc = EpAlloc::open(pool.clone())?;
     let (kh, logs_off) = read_super(&pool, &alloc)?;
@@ -82,8 +132,9 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
         pool.persist_off(sb + 8, 4);
     }
     let clean = pool.was_clean();
-    let mut hart = Hart::assemble(pool.clone(), alloc, kh, logs_off, claim);
-    let mut rep = RecoveryReport { clean, ..Default::default() };
+    let pm = Pm::new(pool.clone(), alloc, kh, logs_off);
+    let table = HashTable::new(kh);
+    let mut rep = Counts::default();
 
     if !clean {
         // Micro-logs first (they only change `p_value` of used leaves). A valid log means
@@ -100,10 +151,10 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
             }
             // SAFETY: recovery runs alone: nothing writes the logs or values meanwhile.
             match unsafe { micro_log::read(&pool, at) } {
-                Some(log) if hart.alloc.is_used(log.leaf) && hart.alloc.type_of(log.leaf) == Some(LEAF) => {
+                Some(log) if pm.alloc.is_used(log.leaf) && pm.alloc.type_of(log.leaf) == Some(LEAF) => {
                     // The flags go with the word: an inline value's flags are restored on
                     // roll-back and cleared on roll-forward (see `micro_log`).
-                    let target = if hart.alloc.is_used(log.new_value) {
+                    let target = if pm.alloc.is_used(log.new_value) {
                         rep.updates_redone += 1;
                         (log.new_value, log.old_flags & !INLINE_MASK)
                     } else {
@@ -139,7 +190,7 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
     let mut erased = Vec::new();
     // The leaves whose inserts may have been cut short (`insert_log`): only after a crash.
     let named = if clean { Vec::new() } else { insert_log::named(&pool, logs_off) };
-    hart.alloc.for_each_used(LEAF, |leaf| {
+    pm.alloc.for_each_used(LEAF, |leaf| {
         if err.is_some() {
             return;
         }
@@ -165,7 +216,7 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
             err = Some(corrupt(format!("{why}; `pmkv salvage` copies every intact record to a new pool")));
             return;
         }
-        if meta(&pool, leaf).key_out() && !hart.alloc.is_used(read_u64(&pool, leaf + LEAF_KEY)) {
+        if meta(&pool, leaf).key_out() && !pm.alloc.is_used(read_u64(&pool, leaf + LEAF_KEY)) {
             err = Some(corrupt(format!("leaf {leaf:#x} names a key object that is not in use")));
             return;
         }
@@ -186,123 +237,120 @@ pub(crate) fn recover(pool: Arc<Pool>, claim: PoolClaim) -> Result<Hart> {
         return Err(e);
     }
     for &leaf in &erased {
-        hart.alloc.free(leaf);
+        pm.alloc.free(leaf);
     }
     if !pool.is_read_only() {
         insert_log::clear(&pool, logs_off);
     }
     rep.leaves = leaves.len() as u64;
-    hart.insert_recovered(leaves)?;
+    insert_recovered(&pm, &table, leaves)?;
     if !clean {
-        rep.orphans_freed += sweep(&hart, VALUE, values);
-        rep.orphans_freed += sweep(&hart, KEY, keys);
+        rep.orphans_freed += sweep(&pm.alloc, VALUE, values);
+        rep.orphans_freed += sweep(&pm.alloc, KEY, keys);
     }
-    rep.arts = hart.table.arts() as u64;
-    rep.micros = t0.elapsed().as_micros();
-    hart.recovery = rep;
-    Ok(hart)
+    rep.arts = table.arts() as u64;
+    let report = report(clean, &rep, t0.elapsed());
+    Ok(Parts { pm, table, report })
 }
 
 /// Free every used object of type `ty` whose offset is not in `marked`.
-fn sweep(hart: &Hart, ty: pmkv_substrate::epalloc::TypeId, mut marked: Vec<u64>) -> u64 {
+fn sweep(alloc: &EpAlloc, ty: pmkv_substrate::epalloc::TypeId, mut marked: Vec<u64>) -> u64 {
     marked.sort_unstable();
     let mut orphans = Vec::new();
-    hart.alloc.for_each_used(ty, |o| {
+    alloc.for_each_used(ty, |o| {
         if marked.binary_search(&o).is_err() {
             orphans.push(o);
         }
     });
     for &o in &orphans {
-        hart.alloc.free(o);
+        alloc.free(o);
     }
     orphans.len() as u64
 }
 
-impl Hart {
-    /// Insert existing used leaves into the DRAM structures (recovery, Algorithm 7 line 6).
-    ///
-    /// `leaves` holds (first 8 key bytes big-endian, leaf offset) pairs. They are sorted by
-    /// key prefix first, so consecutive insertions walk the same ART paths (cache-hot)
-    /// and take each ART's lock once per run of equal hash keys; large recoveries are
-    /// split at hash-key boundaries over the available cores, since different ARTs are
-    /// independent. The paper inserts leaves in chunk order, one lock each.
-    pub(crate) fn insert_recovered(&self, mut leaves: Vec<(u64, u64)>) -> Result<()> {
-        leaves.sort_unstable();
-        // `PMKV_RECOVERY_THREADS` overrides the core count (1 = the paper's serial recovery).
-        let threads = std::env::var("PMKV_RECOVERY_THREADS")
-            .ok()
-            .and_then(|s| s.parse::<usize>().ok())
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .clamp(1, 8);
-        if threads < 2 || leaves.len() < 200_000 {
-            return self.insert_sorted(&leaves);
-        }
-        // Cut points where the 8-byte prefix's hash key changes, near equal shares.
-        let mut parts = Vec::new();
-        let mut from = 0;
-        for t in 1..threads {
-            let mut at = (leaves.len() * t / threads).max(from);
-            let hk = |i: usize| hash_key(&leaves[i].0.to_be_bytes(), self.kh.min(8));
-            while at < leaves.len() && at > 0 && hk(at) == hk(at - 1) {
-                at += 1;
-            }
-            parts.push(&leaves[from..at]);
-            from = at;
-        }
-        parts.push(&leaves[from..]);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = parts.into_iter().map(|p| s.spawn(move || self.insert_sorted(p))).collect();
-            handles.into_iter().try_for_each(|h| {
-                h.join().unwrap_or_else(|_| Err(HartError::Corrupt("recovery thread panicked".into())))
-            })
-        })
+/// Insert existing used leaves into the DRAM structures (recovery, Algorithm 7 line 6).
+///
+/// `leaves` holds (first 8 key bytes big-endian, leaf offset) pairs. They are sorted by
+/// key prefix first, so consecutive insertions walk the same ART paths (cache-hot)
+/// and take each ART's lock once per run of equal hash keys; large recoveries are
+/// split at hash-key boundaries over the available cores, since different ARTs are
+/// independent. The paper inserts leaves in chunk order, one lock each.
+fn insert_recovered(pm: &Pm, table: &HashTable, mut leaves: Vec<(u64, u64)>) -> Result<()> {
+    leaves.sort_unstable();
+    // `PMKV_RECOVERY_THREADS` overrides the core count (1 = the paper's serial recovery).
+    let threads = std::env::var("PMKV_RECOVERY_THREADS")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, 8);
+    if threads < 2 || leaves.len() < 200_000 {
+        return insert_sorted(pm, table, &leaves);
     }
+    // Cut points where the 8-byte prefix's hash key changes, near equal shares.
+    let mut parts = Vec::new();
+    let mut from = 0;
+    for t in 1..threads {
+        let mut at = (leaves.len() * t / threads).max(from);
+        let hk = |i: usize| hash_key(&leaves[i].0.to_be_bytes(), pm.kh.min(8));
+        while at < leaves.len() && at > 0 && hk(at) == hk(at - 1) {
+            at += 1;
+        }
+        parts.push(&leaves[from..at]);
+        from = at;
+    }
+    parts.push(&leaves[from..]);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = parts.into_iter().map(|p| s.spawn(move || insert_sorted(pm, table, p))).collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().unwrap_or_else(|_| Err(Error::Corrupt("recovery thread panicked".into()))))
+    })
+}
 
-    fn insert_sorted(&self, leaves: &[(u64, u64)]) -> Result<()> {
-        /// How far ahead recovery prefetches leaves (about the misses one insert overlaps).
-        const PREFETCH_AHEAD: usize = 8;
-        // SAFETY: recovery: the other threads insert leaves of other hash keys, and nothing
-        // writes a leaf meanwhile.
-        let ks = unsafe { PmKeys::new(&self.pool) };
-        let mut i = 0;
-        while i < leaves.len() {
-            let (hk, depth) = ks.with_key(leaves[i].1, |k| (hash_key(k, self.kh), k.len().min(self.kh)));
-            i = self.table.with_or_create(hk, depth, |art| {
-                let mut j = i;
-                while j < leaves.len() {
-                    let leaf = leaves[j].1;
-                    // Leaves sorted by key lie at random places in the pool: fetch the line
-                    // of a leaf a few steps ahead while this one is inserted.
-                    if let Some(&(_, ahead)) = leaves.get(j + PREFETCH_AHEAD) {
-                        self.pool.prefetch(ahead);
-                    }
-                    let r = ks.with_key(leaf, |key| {
-                        if hash_key(key, self.kh) != hk {
-                            return Ok(false);
-                        }
-                        match art.insert(key, leaf, &ks) {
-                            Ok(()) => Ok(true),
-                            Err(other) => Err(HartError::Corrupt(format!(
-                                "two used leaves ({other:#x} and {leaf:#x}) hold the same key"
-                            ))),
-                        }
-                    })?;
-                    if !r {
-                        break;
-                    }
-                    j += 1;
+fn insert_sorted(pm: &Pm, table: &HashTable, leaves: &[(u64, u64)]) -> Result<()> {
+    /// How far ahead recovery prefetches leaves (about the misses one insert overlaps).
+    const PREFETCH_AHEAD: usize = 8;
+    // SAFETY: recovery: the other threads insert leaves of other hash keys, and nothing
+    // writes a leaf meanwhile.
+    let ks = unsafe { PmKeys::new(&pm.pool) };
+    let mut i = 0;
+    while i < leaves.len() {
+        let (hk, depth) = ks.with_key(leaves[i].1, |k| (hash_key(k, pm.kh), k.len().min(pm.kh)));
+        i = table.with_or_create(hk, depth, |art| {
+            let mut j = i;
+            while j < leaves.len() {
+                let leaf = leaves[j].1;
+                // Leaves sorted by key lie at random places in the pool: fetch the line
+                // of a leaf a few steps ahead while this one is inserted.
+                if let Some(&(_, ahead)) = leaves.get(j + PREFETCH_AHEAD) {
+                    pm.pool.prefetch(ahead);
                 }
-                Ok::<usize, HartError>(j)
-            })?;
-        }
-        Ok(())
+                let r = ks.with_key(leaf, |key| {
+                    if hash_key(key, pm.kh) != hk {
+                        return Ok(false);
+                    }
+                    match art.insert(key, leaf, &ks) {
+                        Ok(()) => Ok(true),
+                        Err(other) => {
+                            Err(Error::Corrupt(format!("two used leaves ({other:#x} and {leaf:#x}) hold the same key")))
+                        }
+                    }
+                })?;
+                if !r {
+                    break;
+                }
+                j += 1;
+            }
+            Ok::<usize, Error>(j)
+        })?;
     }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hart::HartOptions;
+    use crate::hart::{Hart, Options};
     use pmkv_substrate::{Mode, PoolOptions};
     use std::os::unix::fs::FileExt;
 
@@ -313,11 +361,11 @@ mod tests {
     }
 
     fn create(path: &std::path::Path) -> Hart {
-        Hart::open(Arc::new(Pool::create(path, "hart", &opts()).unwrap()), HartOptions::default()).unwrap()
+        Hart::open(Arc::new(Pool::create(path, "hart", &opts()).unwrap()), Options::default()).unwrap()
     }
 
     fn reopen(path: &std::path::Path) -> Result<Hart> {
-        Hart::open(Arc::new(Pool::open(path, Some("hart"), &opts()).unwrap()), HartOptions::default())
+        Hart::open(Arc::new(Pool::open(path, Some("hart"), &opts()).unwrap()), Options::default())
     }
 
     fn get(h: &Hart, k: &[u8]) -> Option<Vec<u8>> {
@@ -336,8 +384,8 @@ mod tests {
             let h = create(&path);
             h.put(b"key", b"a value too long to be inline").unwrap();
             let mut leaf = 0;
-            h.alloc.for_each_used(LEAF, |l| leaf = l);
-            (leaf, read_u64(&h.pool, leaf + LEAF_P_VALUE))
+            h.pm.alloc.for_each_used(LEAF, |l| leaf = l);
+            (leaf, read_u64(&h.pm.pool, leaf + LEAF_P_VALUE))
         };
         let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
         // A value length far beyond the pool: `get` reports corruption.
@@ -346,8 +394,8 @@ mod tests {
         file.write_all_at(&u32::MAX.to_le_bytes(), value).unwrap();
         {
             let h = reopen(&path).unwrap();
-            assert!(matches!(h.get_with(b"key", &mut |_| {}), Err(HartError::Corrupt(_))));
-            assert!(matches!(h.check(), Err(HartError::Corrupt(_))));
+            assert!(matches!(h.get_with(b"key", &mut |_| {}), Err(Error::Corrupt(_))));
+            assert!(matches!(h.check(), Err(Error::Corrupt(_))));
         }
         file.write_all_at(&saved, value).unwrap();
         // A leaf naming a value outside the pool, or a misaligned one: open reports
@@ -355,14 +403,14 @@ mod tests {
         for bad in [1u64 << 40, value + 3] {
             file.write_all_at(&bad.to_le_bytes(), leaf + LEAF_P_VALUE).unwrap();
             let r = reopen(&path);
-            assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.err());
+            assert!(matches!(r, Err(Error::Corrupt(_))), "{:?}", r.err());
         }
         file.write_all_at(&value.to_le_bytes(), leaf + LEAF_P_VALUE).unwrap();
         // A leaf claiming an inline value of 15 bytes (at most 8 fit): open reports
         // corruption.
         file.write_all_at(&((FLAG_VALUE_INLINE | 15 << 8) as u16).to_le_bytes(), leaf + LEAF_META + 2).unwrap();
         let r = reopen(&path);
-        assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.err());
+        assert!(matches!(r, Err(Error::Corrupt(_))), "{:?}", r.err());
     }
 
     /// A closed pool holding `key` = `value`: its directory, path, superblock offset and
@@ -411,7 +459,7 @@ mod tests {
             let before = std::fs::read(path).unwrap();
             let r = reopen(path);
             let msg = format!("{:?}", r.as_ref().err());
-            assert!(matches!(r, Err(HartError::Version(_))), "{msg}");
+            assert!(matches!(r, Err(Error::Version(_))), "{msg}");
             assert!(v > SUPER_VERSION || msg.contains("older pmkv"), "{msg}");
             drop(r);
             assert!(std::fs::read(path).unwrap()[4096..] == before[4096..]);
@@ -434,8 +482,8 @@ mod tests {
             h.put(b"short key", b"1111").unwrap();
             h.put(b"short key", b"2222").unwrap(); // into slot B
             let mut leaf = 0;
-            h.alloc.for_each_used(LEAF, |l| leaf = l);
-            assert_eq!(read_u64(&h.pool, leaf + LEAF_SLOT_B) as u32, u32::from_le_bytes(*b"2222"));
+            h.pm.alloc.for_each_used(LEAF, |l| leaf = l);
+            assert_eq!(read_u64(&h.pm.pool, leaf + LEAF_SLOT_B) as u32, u32::from_le_bytes(*b"2222"));
             leaf
         };
         assert_eq!(get(&reopen(&path).unwrap(), b"short key").as_deref(), Some(&b"2222"[..]));
@@ -453,7 +501,7 @@ mod tests {
         assert_eq!(b[0], b'4');
         file.write_all_at(&[b[0] ^ 1], leaf + LEAF_SLOT_B).unwrap();
         let r = reopen(&path);
-        assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.as_ref().map(|h| get(h, b"short key")));
+        assert!(matches!(r, Err(Error::Corrupt(_))), "{:?}", r.as_ref().map(|h| get(h, b"short key")));
     }
 
     /// Pools of versions 3 (before the second value slot) and 4 (before the insert log)
@@ -467,7 +515,7 @@ mod tests {
             c.set_version(v);
             {
                 let pool = Arc::new(Pool::open_read_only(&c.path, Some("hart"), &opts()).unwrap());
-                let h = Hart::open(pool, HartOptions::default()).unwrap();
+                let h = Hart::open(pool, Options::default()).unwrap();
                 assert_eq!(get(&h, b"k").as_deref(), Some(&b"12345678"[..]));
             }
             assert_eq!(c.version(), v);
@@ -486,35 +534,34 @@ mod tests {
     #[test]
     fn a_torn_insert_named_by_a_lane_is_undone_and_unnamed_damage_fails() {
         let sim = pmkv_testutil::sim_opts(1 << 20);
-        let h = Hart::open(Arc::new(Pool::create_sim("hart", &sim).unwrap()), HartOptions::default()).unwrap();
+        let h = Hart::open(Arc::new(Pool::create_sim("hart", &sim).unwrap()), Options::default()).unwrap();
         for i in 0..4u8 {
             h.put(&[b'a' + i], &[i]).unwrap();
         }
         let mut leaves = Vec::new();
-        h.alloc.for_each_used(LEAF, |l| leaves.push(l));
+        h.pm.alloc.for_each_used(LEAF, |l| leaves.push(l));
         let (first, last) = (leaves[0], *leaves.iter().max().unwrap());
         let mut img = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
-        let named = insert_log::named(&h.pool, h.logs_off);
+        let named = insert_log::named(&h.pm.pool, h.pm.logs_off);
         assert!(named.contains(&last), "the last insert's leaf {last:#x} is named: {named:x?}");
         assert!(!named.contains(&first), "{named:x?}");
-        let logs = h.logs_off;
+        let logs = h.pm.logs_off;
         drop(h);
         // Tear the last insert: its value check word never reached PM.
         img[(last + LEAF_VCHECK) as usize..][..8].fill(0);
-        let open = |img: &[u8]| {
-            Hart::open(Arc::new(Pool::from_image(img, Some("hart"), &sim).unwrap()), HartOptions::default())
-        };
+        let open =
+            |img: &[u8]| Hart::open(Arc::new(Pool::from_image(img, Some("hart"), &sim).unwrap()), Options::default());
         let h = open(&img).unwrap();
-        assert_eq!(h.recovery_report().inserts_rolled_back, 1);
+        assert_eq!(h.recovery_report().detail_u64("inserts_rolled_back"), Some(1));
         assert_eq!(h.len(), 3, "the torn insert is undone, the others kept");
         assert_eq!(get(&h, b"a").as_deref(), Some(&[0u8][..]));
         h.check().unwrap();
-        assert!(insert_log::named(&h.pool, logs).is_empty(), "a writable open clears the lane words");
+        assert!(insert_log::named(&h.pm.pool, logs).is_empty(), "a writable open clears the lane words");
         // The same damage to a leaf no lane names fails the open.
         let mut img = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
         drop(h);
         img[(first + LEAF_VCHECK) as usize..][..8].fill(0);
         let r = open(&img);
-        assert!(matches!(r, Err(HartError::Corrupt(_))), "{:?}", r.err());
+        assert!(matches!(r, Err(Error::Corrupt(_))), "{:?}", r.err());
     }
 }

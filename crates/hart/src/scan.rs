@@ -4,7 +4,7 @@
 //! the subtrees outside the bounds by their paths.
 
 use crate::art::KeySource;
-use crate::error::{HartError, Result};
+use crate::error::{Error, Result};
 use crate::hart::Hart;
 use crate::hash_table::{hash_key, hash_key_bytes};
 use crate::pm::{leaf_damage, PmKeys};
@@ -30,7 +30,7 @@ impl Hart {
         reverse: bool,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
-        let pool = &*self.pool;
+        let pool = &*self.pm.pool;
         fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {
             match b {
                 Bound::Included(s) | Bound::Excluded(s) => Some(s),
@@ -53,9 +53,9 @@ impl Hart {
         // hash key >= hk(start), and every key <= end has hash key <= hk(end). Keys of the
         // first and last ART visited that lie outside the bounds are skipped below.
         let mut cursor = if reverse {
-            end_key.map(|e| hash_key(e, self.kh)).unwrap_or(u64::MAX)
+            end_key.map(|e| hash_key(e, self.pm.kh)).unwrap_or(u64::MAX)
         } else {
-            start_key.map(|s| hash_key(s, self.kh)).unwrap_or(0)
+            start_key.map(|s| hash_key(s, self.pm.kh)).unwrap_or(0)
         };
         let mut visited = 0usize;
         let mut stop = false;
@@ -96,14 +96,15 @@ impl Hart {
                         let mut go = true;
                         // SAFETY: a used leaf of this ART, whose read lock we hold.
                         if let Some(why) = unsafe { leaf_damage(pool, leaf, false) } {
-                            let e = HartError::Corrupt(why);
-                            self.note_damage(&e);
+                            let e = Error::Corrupt(why);
+                            self.pm.note_damage(&e);
                             err = Some(e);
                             stop = true;
                             return false;
                         }
-                        // SAFETY: as above.
-                        if let Err(e) = unsafe { self.read_value(leaf, &mut |v| go = f(k, v)) } {
+                        // SAFETY: `leaf` is a used leaf of this ART, whose read lock we hold
+                        // while `read_value` lends its value to `f`.
+                        if let Err(e) = unsafe { self.pm.read_value(leaf, &mut |v| go = f(k, v)) } {
                             err = Some(e);
                             go = false;
                         }

@@ -14,7 +14,7 @@ impl Hart {
         if key.len() > MAX_KEY {
             return Ok(false);
         }
-        let hk = hash_key(key, self.kh);
+        let hk = hash_key(key, self.pm.kh);
         // The closure returns a `bool` and leaves an error beside it: `with` then returns
         // its result in a register. (Returning the whole `Result`, an enum holding a
         // `String`, went through the stack, and its copy out stalled on store forwarding:
@@ -22,7 +22,7 @@ impl Hart {
         let mut err = None;
         let found = self.table.with(hk, |art| {
             // SAFETY: given only leaves of this ART, under its read lock.
-            let ks = unsafe { PmKeys::new(&self.pool) };
+            let ks = unsafe { PmKeys::new(&self.pm.pool) };
             // Algorithm 4 lines 9–10 check the leaf bit: under the per-ART lock a leaf in
             // the tree is always used (writers publish it before releasing the lock), so
             // the check is needed only in recovery and in `check`.
@@ -34,7 +34,7 @@ impl Hart {
             // answers exactly that key. (Measured: recomputing it costs ~20 ns, a sixth of
             // a search.) `scan`, which returns stored keys, does verify them.
             // SAFETY: a used leaf of this ART, whose read lock we hold.
-            match unsafe { self.read_value(leaf, f) } {
+            match unsafe { self.pm.read_value(leaf, f) } {
                 Ok(()) => true,
                 Err(e) => {
                     err = Some(e);

@@ -1,9 +1,9 @@
 //! Update (Algorithm 3): out of place through the per-thread micro-log, or, for
-//! same-length values of at most 8 bytes (see `HartOptions::paper_updates`), in the leaf:
+//! same-length values of at most 8 bytes (see `Options::paper_updates`), in the leaf:
 //! into its second value slot with one persist, or in place with two in `adr`.
 
 use crate::checksum::{self, Meta};
-use crate::error::{HartError, Result};
+use crate::error::{Error, Result};
 use crate::hart::Hart;
 use crate::layout::*;
 use crate::micro_log::{self, UpdateLog};
@@ -11,24 +11,24 @@ use crate::pm::{current_value, has_slot_b, meta, write_u64};
 
 impl Hart {
     fn log_at(&self, i: usize) -> u64 {
-        self.logs_off + (i as u64) * LOG_SIZE
+        self.pm.logs_off + (i as u64) * LOG_SIZE
     }
 
     /// Update (Algorithm 3): out of place, or in place for a same-length value of at most 8
-    /// bytes (see `HartOptions::paper_updates`).
+    /// bytes (see `Options::paper_updates`).
     ///
     /// # Safety
     ///
     /// `leaf` is a used leaf of an ART whose write lock the caller holds: no one else reads
     /// or writes the leaf or its value meanwhile.
     pub(crate) unsafe fn update(&self, leaf: u64, value: &[u8]) -> Result<()> {
-        let pool = &*self.pool;
+        let pool = &*self.pm.pool;
         let m = meta(pool, leaf);
         let flags = m.flags;
         // The old value word is what a crash rolls back to: never build on a damaged one.
         let Some((old, old_slot, old_check)) = current_value(pool, leaf, m) else {
-            let e = HartError::Corrupt(format!("leaf {leaf:#x}: the value check does not match its value word"));
-            self.note_damage(&e);
+            let e = Error::Corrupt(format!("leaf {leaf:#x}: the value check does not match its value word"));
+            self.pm.note_damage(&e);
             return Err(e);
         };
         let old_inline = inline_len(flags);
@@ -62,7 +62,8 @@ impl Hart {
                 // not flushed (a second write-back of the line would cost as much as the
                 // fence saved); until the line is written back, a crash image keeps the
                 // previous check, which only a damaged new slot would ever consult.
-                // SAFETY: as above.
+                // SAFETY: the leaf's check word, ours under the ART write lock (the
+                // contract); no slice of PM covers it.
                 unsafe { write_u64(pool, leaf + LEAF_VCHECK, checksum::vcheck_word(new_check, new_check)) };
                 return Ok(());
             }
@@ -81,7 +82,8 @@ impl Hart {
             if pool.mode().flushes() {
                 pool.persist_off(leaf + LEAF_VCHECK, 8);
             }
-            // SAFETY: as above.
+            // SAFETY: the leaf's value slot, ours under the ART write lock (the contract);
+            // no slice of PM covers it while we hold that lock.
             unsafe { write_u64(pool, leaf + old_slot, w) };
             pool.flush_off(leaf + old_slot, 8);
             pool.commit_fence();
@@ -89,20 +91,21 @@ impl Hart {
         }
         if old_inline.is_none() {
             // Freed at the end: its chunk's metadata loads while the new value is written.
-            self.alloc.prefetch_meta(old);
+            self.pm.alloc.prefetch_meta(old);
         }
         // The micro-log's lane first: taking a lock is a locked instruction, which on x86
         // waits for every earlier `clwb` to complete as a fence does; taken after the new
         // value's flush it made `adr` wait for that flush alone, then for the log's.
         let i = crate::insert_log::my_lane();
         let _log = self.lanes[i].lock.lock();
-        let new = self.new_value(leaf, value)?; // lines 4–5 (flushed)
+        let new = self.pm.new_value(leaf, value)?; // lines 4–5 (flushed)
         let at = self.log_at(i);
         // SAFETY: `new` is ours (written above, not published); log `i` is ours (its lock).
         let crc = unsafe { micro_log::value_crc(pool, new) }.unwrap_or(0);
         // Lines 2, 3, 6 in one line with a check word that covers the new value.
         let log = UpdateLog { leaf, old_value: old, new_value: new, old_flags: flags };
-        // SAFETY: as above.
+        // SAFETY: `at` is micro-log `i`, whose lock (`_log`) this thread holds, as
+        // `micro_log::write` requires.
         unsafe { micro_log::write(pool, at, log, crc) };
         pool.fence(); // fence 1: new value and log durable
 
@@ -117,7 +120,7 @@ impl Hart {
         // which on x86 waits for every earlier `clwb` as a fence does, so after line 8's
         // flush it cost `adr` a wait of its own. Right after fence 1 nothing is in flight,
         // and the two flushes complete together under fence 2.)
-        self.alloc.publish_unfenced(new);
+        self.pm.alloc.publish_unfenced(new);
         // SAFETY: the leaf's words, ours under the ART write lock (the contract).
         // The value check goes first and keeps the old check beside the new one; a crash
         // that tears these words leaves a valid log, and recovery rewrites all three.
@@ -146,7 +149,7 @@ impl Hart {
         // frees `old` only if no used leaf names it (its slot may have been reused). The
         // log is durably clear before the leaf can change again (we hold the ART lock),
         // so a stale log never swings a later p_value back.
-        self.alloc.free_unfenced(old);
+        self.pm.alloc.free_unfenced(old);
         // SAFETY: log `i`, whose lock we hold.
         unsafe { micro_log::clear(pool, at) }; // fence 3
         Ok(())

@@ -4,8 +4,8 @@
 
 mod common;
 use common::*;
-use pmkv_hart::HartError;
-use pmkv_hart::{Hart, HartOptions};
+use pmkv_hart::Error;
+use pmkv_hart::{Hart, Options};
 use pmkv_substrate::{Mode, Pool, PoolError};
 use std::sync::Arc;
 
@@ -22,8 +22,8 @@ fn close_marks_the_pool_clean_and_keeps_everything() {
     // Closed by its last handle: clean, nothing to recover.
     let pool = Arc::new(Pool::open(&path, Some("hart"), &opts).unwrap());
     assert!(pool.was_clean());
-    let h = Hart::open(pool.clone(), HartOptions::default()).unwrap();
-    assert!(h.recovery_report().clean);
+    let h = Hart::open(pool.clone(), Options::default()).unwrap();
+    assert!(h.recovery_report().clean_shutdown);
     assert_eq!(get(&h, b"b").as_deref(), Some(&b"a value longer than eight bytes"[..]));
     h.put(b"c", b"3").unwrap();
     // Another handle is alive: close drops the HART and leaves the pool open to it.
@@ -32,7 +32,7 @@ fn close_marks_the_pool_clean_and_keeps_everything() {
     drop(pool);
 
     let h = reopen_hart(&path, &opts);
-    assert!(h.recovery_report().clean, "the last handle's drop closed the pool cleanly");
+    assert!(h.recovery_report().clean_shutdown, "the last handle's drop closed the pool cleanly");
     assert_eq!(h.len(), 3);
     h.check().unwrap();
 }
@@ -42,18 +42,18 @@ fn close_marks_the_pool_clean_and_keeps_everything() {
 #[test]
 fn one_hart_per_pool() {
     let pool = sim_pool(1 << 20);
-    let h = Hart::open(pool.clone(), HartOptions::default()).unwrap();
+    let h = Hart::open(pool.clone(), Options::default()).unwrap();
     h.put(b"k", b"v").unwrap();
-    let second = Hart::open(pool.clone(), HartOptions::default());
-    assert!(matches!(second, Err(HartError::Pool(PoolError::Locked { .. }))), "{:?}", second.err());
+    let second = Hart::open(pool.clone(), Options::default());
+    assert!(matches!(second, Err(Error::Pool(PoolError::Locked { .. }))), "{:?}", second.err());
     // Another pool is not affected, nor is the first HART.
     let other = sim_hart(1 << 20, 2);
     other.put(b"k", b"w").unwrap();
     assert_eq!(get(&h, b"k").as_deref(), Some(&b"v"[..]));
     drop(h);
-    let h = Hart::open(pool.clone(), HartOptions::default()).unwrap();
+    let h = Hart::open(pool.clone(), Options::default()).unwrap();
     assert_eq!(get(&h, b"k").as_deref(), Some(&b"v"[..]));
-    assert!(Hart::open(pool, HartOptions::default()).is_err());
+    assert!(Hart::open(pool, Options::default()).is_err());
     drop(h);
     // A failed open releases its claim: a read-only pool without a HART cannot get one,
     // and says so again (not "in use") on the next try.
@@ -62,7 +62,7 @@ fn one_hart_per_pool() {
     drop(Pool::create(&path, "hart", &opts).unwrap());
     let ro = Arc::new(Pool::open_read_only(&path, Some("hart"), &opts).unwrap());
     for _ in 0..2 {
-        let r = Hart::open(ro.clone(), HartOptions::default());
-        assert!(matches!(r, Err(HartError::Pool(PoolError::ReadOnly { .. }))), "{:?}", r.err());
+        let r = Hart::open(ro.clone(), Options::default());
+        assert!(matches!(r, Err(Error::Pool(PoolError::ReadOnly { .. }))), "{:?}", r.err());
     }
 }

@@ -6,12 +6,12 @@
 
 mod common;
 use common::*;
-use pmkv_hart::{Hart, HartOptions};
+use pmkv_hart::{Hart, Options};
 use pmkv_substrate::Eviction;
 
 /// Run `ops` one by one; explore every crash point of each. Returns images checked.
 fn explore(ops: &[Op], pool_size: u64) -> u64 {
-    explore_with(ops, pool_size, HartOptions::default())
+    explore_with(ops, pool_size, Options::default())
 }
 
 /// The evictions checked at point `i`: the four standard ones, plus two more random
@@ -30,7 +30,7 @@ fn seed() -> u64 {
     seed
 }
 
-fn explore_with(ops: &[Op], pool_size: u64, opts: HartOptions) -> u64 {
+fn explore_with(ops: &[Op], pool_size: u64, opts: Options) -> u64 {
     explore_in(ops, sim_hart_with(pool_size, opts), false)
 }
 
@@ -158,7 +158,7 @@ fn h4_update_every_crash_point() {
     }
     let n = explore(&ops, 512 << 10);
     eprintln!("update (default): {n} crash images checked");
-    let n = explore_with(&ops, 512 << 10, HartOptions { paper_updates: true, ..HartOptions::default() });
+    let n = explore_with(&ops, 512 << 10, Options { paper_updates: true, ..Options::default() });
     eprintln!("update (paper_updates): {n} crash images checked");
 }
 
@@ -193,7 +193,7 @@ fn h4_h6_delete_and_chunk_recycle_every_crash_point() {
 fn h4_eadr_every_store_point() {
     use pmkv_substrate::{Mode, Pool};
     let pool = std::sync::Arc::new(Pool::create_sim("hart", &sim_opts(512 << 10).mode(Mode::Eadr)).unwrap());
-    let h = Hart::open(pool, HartOptions::default()).unwrap();
+    let h = Hart::open(pool, Options::default()).unwrap();
     let mut ops: Vec<Op> = (0..12u32).map(|i| Op::Put(format!("e{i:02}").into_bytes(), vec![i as u8; 8])).collect();
     for i in 0..12u32 {
         ops.push(Op::Put(format!("e{i:02}").into_bytes(), vec![0xa0 | i as u8; 8]));
@@ -238,7 +238,7 @@ fn h5_format_every_crash_point() {
             Ok(())
         });
     });
-    let h = Hart::open(pool, HartOptions::default()).unwrap();
+    let h = Hart::open(pool, Options::default()).unwrap();
     h.pool().sim().unwrap().clear_hook();
     found.assert_none("format is not crash consistent");
     assert!(found.images() > 0);
@@ -274,7 +274,7 @@ fn h4_group_commit_every_crash_point() {
     for (mode, stores) in [(Mode::Adr, false), (Mode::Eadr, true)] {
         let seed = seed();
         let pool = std::sync::Arc::new(Pool::create_sim("hart", &sim_opts(512 << 10).mode(mode)).unwrap());
-        let h = Hart::open(pool, HartOptions::default()).unwrap();
+        let h = Hart::open(pool, Options::default()).unwrap();
         let found = CrashFindings::new();
         let mut model = Model::new();
         for (b, batch) in batches.iter().enumerate() {

@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use pmkv_hart::{Hart, HartError, HartOptions, MAX_KEY, MAX_VALUE};
+use pmkv_hart::{Error, Hart, Options, MAX_KEY, MAX_VALUE};
 use pmkv_substrate::{Mode, Pool, PoolError};
 use std::sync::Arc;
 
@@ -12,9 +12,9 @@ use std::sync::Arc;
 fn oversized_keys_and_values_are_refused() {
     let h = sim_hart(1 << 20, 2);
     h.put(b"keep", b"me").unwrap();
-    assert!(matches!(h.put(&vec![1u8; MAX_KEY + 1], b"v"), Err(HartError::KeyTooLarge(_))));
-    assert!(matches!(h.put(b"k", &vec![1u8; MAX_VALUE + 1]), Err(HartError::ValueTooLarge(_))));
-    assert!(matches!(h.put(b"keep", &vec![1u8; MAX_VALUE + 1]), Err(HartError::ValueTooLarge(_))));
+    assert!(matches!(h.put(&vec![1u8; MAX_KEY + 1], b"v"), Err(Error::KeyTooLarge(_))));
+    assert!(matches!(h.put(b"k", &vec![1u8; MAX_VALUE + 1]), Err(Error::ValueTooLarge(_))));
+    assert!(matches!(h.put(b"keep", &vec![1u8; MAX_VALUE + 1]), Err(Error::ValueTooLarge(_))));
     assert_eq!(get(&h, b"keep").as_deref(), Some(&b"me"[..]));
     assert_eq!(h.len(), 1);
     assert!(!h.delete(&vec![1u8; MAX_KEY + 1]).unwrap());
@@ -46,7 +46,7 @@ fn a_full_pool_is_an_error_and_keeps_what_it_has() {
             }
         }
         let e = full.expect("a 2 MiB pool fills up");
-        assert!(matches!(e, HartError::Pool(PoolError::Full { .. })), "{e}");
+        assert!(matches!(e, Error::Pool(PoolError::Full { .. })), "{e}");
         // Updates that need space fail too; deletes free space and work.
         assert_eq!(contents(&h), model);
         h.check().unwrap();
@@ -75,11 +75,11 @@ fn read_only_hart() {
     let before = std::fs::read(&path).unwrap();
     {
         let pool = Arc::new(Pool::open_read_only(&path, Some("hart"), &opts).unwrap());
-        let h = Hart::open(pool, HartOptions::default()).unwrap();
+        let h = Hart::open(pool, Options::default()).unwrap();
         assert_eq!(h.len(), 200);
         assert_eq!(get(&h, b"k007").unwrap(), 7u32.to_le_bytes().repeat(3));
         h.check().unwrap();
-        let ro = |r: Result<(), HartError>| matches!(r, Err(HartError::Pool(PoolError::ReadOnly { .. })));
+        let ro = |r: Result<(), Error>| matches!(r, Err(Error::Pool(PoolError::ReadOnly { .. })));
         assert!(ro(h.put(b"k007", b"x")));
         assert!(ro(h.put(b"new", b"x")));
         assert!(ro(h.delete(b"k007").map(|_| ())));
@@ -102,7 +102,7 @@ fn inline_values_under_paper_updates() {
         h.put(b"b", b"xy").unwrap();
         assert!(h.check().unwrap().contains("0 value objects, 2 inline values"));
     }
-    let paper = HartOptions { paper_updates: true, ..HartOptions::default() };
+    let paper = Options { paper_updates: true, ..Options::default() };
     let h = Hart::open(Arc::new(Pool::open(&path, Some("hart"), &opts).unwrap()), paper).unwrap();
     h.put(b"a", b"87654321").unwrap();
     h.put(b"c", b"new").unwrap();

@@ -68,7 +68,7 @@ fn run(steps: Vec<Step>, kh: usize) {
                 // Crash between operations with every unflushed line lost or kept.
                 let img = h.pool().sim().unwrap().image_now(h.pool(), Eviction::None);
                 h = recover(&img).unwrap();
-                assert!(!h.recovery_report().clean);
+                assert!(!h.recovery_report().clean_shutdown);
                 assert_eq!(h.hash_key_len(), kh, "k_h is a property of the pool");
                 h.check().unwrap();
             }
@@ -90,7 +90,7 @@ proptest! {
 
 #[test]
 fn reopen_file_pool_keeps_everything() {
-    use pmkv_hart::{Hart, HartOptions};
+    use pmkv_hart::{Hart, Options};
     use pmkv_substrate::{Mode, Pool};
     use std::sync::Arc;
     let (_dir, path) = pool_file("h.pool");
@@ -98,7 +98,7 @@ fn reopen_file_pool_keeps_everything() {
     let mut m = Model::new();
     {
         let pool = Pool::create(&path, "hart", &opts).unwrap();
-        let h = Hart::open(Arc::new(pool), HartOptions { hash_key_len: 3, ..HartOptions::default() }).unwrap();
+        let h = Hart::open(Arc::new(pool), Options { hash_key_len: 3, ..Options::default() }).unwrap();
         for i in 0..5000u32 {
             let k = format!("key{}", i * 7919 % 5000).into_bytes();
             let v = format!("v{i}").into_bytes();
@@ -114,9 +114,9 @@ fn reopen_file_pool_keeps_everything() {
     let pool = Pool::open(&path, Some("hart"), &opts).unwrap();
     assert!(pool.was_clean());
     // k_h comes from the pool, not from the options.
-    let h = Hart::open(Arc::new(pool), HartOptions { hash_key_len: 2, ..HartOptions::default() }).unwrap();
+    let h = Hart::open(Arc::new(pool), Options { hash_key_len: 2, ..Options::default() }).unwrap();
     assert_eq!(h.hash_key_len(), 3);
-    assert!(h.recovery_report().clean);
+    assert!(h.recovery_report().clean_shutdown);
     assert_eq!(contents(&h), m);
     h.check().unwrap();
 }

@@ -57,7 +57,7 @@ struct KindPool {
 #[repr(align(64))]
 struct Shard([ShortLock<KindPool>; 4]);
 
-pub struct NodeArena {
+pub(crate) struct NodeArena {
     shards: Box<[Shard]>,
     /// Where the 2 MiB blocks come from (made ahead; see the module doc).
     supply: pmkv_substrate::huge::HugeSupply,
@@ -107,24 +107,24 @@ fn my_shard() -> usize {
 }
 
 impl NodeArena {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Bytes held from the system (nodes in use, free nodes, uncarved block space, and
     /// the blocks made ahead).
-    pub fn reserved(&self) -> u64 {
+    pub(crate) fn reserved(&self) -> u64 {
         self.reserved.load(Ordering::Relaxed) + self.supply.spare_bytes() as u64
     }
 
     /// Nodes allocated and not freed.
     #[cfg(test)]
-    pub fn live(&self) -> i64 {
+    pub(crate) fn live(&self) -> i64 {
         self.live.load(Ordering::Relaxed)
     }
 
     /// A zeroed, line-aligned slot for a node of kind `t`.
-    pub fn alloc(&self, t: NodeType) -> NonNull<u8> {
+    pub(crate) fn alloc(&self, t: NodeType) -> NonNull<u8> {
         #[cfg(test)]
         self.live.fetch_add(1, Ordering::Relaxed);
         let size = t.slot_bytes();
@@ -155,7 +155,7 @@ impl NodeArena {
     /// `p` came from [`NodeArena::alloc`] of this arena with the same kind `t`, is
     /// returned once, and nothing reads or writes it afterwards (the arena hands it out
     /// again, and releases its block when dropped).
-    pub unsafe fn free(&self, t: NodeType, p: NonNull<u8>) {
+    pub(crate) unsafe fn free(&self, t: NodeType, p: NonNull<u8>) {
         #[cfg(test)]
         self.live.fetch_sub(1, Ordering::Relaxed);
         let mut pool = self.shards[my_shard()].0[t as usize].lock();
@@ -177,7 +177,8 @@ impl NodeArena {
             }
             None => {
                 let layout = Layout::from_size_align(len, 64).expect("valid block layout");
-                // SAFETY: a non-zero size.
+                // SAFETY: `layout` has a non-zero size (len >= SMALL_BLOCK), the one
+                // requirement of `alloc_zeroed`; a null result is handled just below.
                 let raw = unsafe { std::alloc::alloc_zeroed(layout) };
                 let Some(block) = NonNull::new(raw) else { std::alloc::handle_alloc_error(layout) };
                 pool.blocks.push((block, layout));
@@ -231,7 +232,8 @@ mod tests {
         let before = arena.reserved();
         let q = arena.alloc(t);
         assert_eq!(q, p);
-        // SAFETY: as above.
+        // SAFETY: `q` is a live slot of `slot_bytes` bytes this test owns (just allocated),
+        // and nothing writes it while the slice is read.
         assert!(unsafe { std::slice::from_raw_parts(q.as_ptr(), t.slot_bytes()) }.iter().all(|&b| b == 0));
         assert_eq!(arena.reserved(), before);
     }

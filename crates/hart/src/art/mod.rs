@@ -7,15 +7,15 @@
 //! Keys are compared as whole keys; a tree starts at a `depth` (HART's k_h: the hash key
 //! bytes every key of the tree shares).
 
-pub mod arena;
-pub mod node;
+pub(crate) mod arena;
+pub(crate) mod node;
 
 use arena::NodeArena;
 use node::{NodeType, Ref, Slot};
 use std::sync::Arc;
 
 /// Reads the full key of a leaf (from PM in HART; from a Vec in unit tests).
-pub trait KeySource {
+pub(crate) trait KeySource {
     /// Call `f` with the complete key of `leaf`.
     fn with_key<R>(&self, leaf: u64, f: impl FnOnce(&[u8]) -> R) -> R;
 }
@@ -75,7 +75,7 @@ fn prefix_mismatch(prefix: &[u8], key: &[u8], depth: usize) -> usize {
 /// only changed through `&mut self` methods (their *write* contract), and a node is freed
 /// only once it is unlinked. HART's per-ART reader-writer lock hands out exactly these
 /// borrows.
-pub struct Art {
+pub(crate) struct Art {
     root: Slot,
     depth: usize,
     len: u64,
@@ -92,7 +92,7 @@ impl Drop for Art {
 
 /// Per-node-type counts and bytes (SPEC H9).
 #[derive(Clone, Debug, Default)]
-pub struct ArtStats {
+pub(crate) struct ArtStats {
     pub nodes: [u64; 4],
     pub bytes: [u64; 4],
     pub leaves: u64,
@@ -100,19 +100,19 @@ pub struct ArtStats {
 
 impl Art {
     /// An empty tree whose nodes come from `arena` (shared by all ARTs of a HART).
-    pub fn new(depth: usize, arena: Arc<NodeArena>) -> Art {
+    pub(crate) fn new(depth: usize, arena: Arc<NodeArena>) -> Art {
         Art { root: Slot::EMPTY, depth, len: 0, arena }
     }
 
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.len
     }
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The leaf holding `key`.
-    pub fn get(&self, key: &[u8], ks: &impl KeySource) -> Option<u64> {
+    pub(crate) fn get(&self, key: &[u8], ks: &impl KeySource) -> Option<u64> {
         let mut cur = self.root;
         let mut depth = self.depth;
         loop {
@@ -142,7 +142,7 @@ impl Art {
 
     /// Insert `leaf` for `key`. If the key is present, nothing changes and its leaf is
     /// returned as `Err` (the caller updates it).
-    pub fn insert(&mut self, key: &[u8], leaf: u64, ks: &impl KeySource) -> Result<(), u64> {
+    pub(crate) fn insert(&mut self, key: &[u8], leaf: u64, ks: &impl KeySource) -> Result<(), u64> {
         match self.upsert(key, || Ok::<u64, std::convert::Infallible>(leaf), ks) {
             Ok(r) => r,
             Err(never) => match never {},
@@ -152,7 +152,7 @@ impl Art {
     /// One traversal for HART's put: if `key` is present return `Ok(Err(its leaf))`;
     /// otherwise call `make` for the new leaf only once the insertion point is known, link
     /// it, and return `Ok(Ok(()))`. An error of `make` leaves the tree unchanged.
-    pub fn upsert<E>(
+    pub(crate) fn upsert<E>(
         &mut self,
         key: &[u8],
         make: impl FnOnce() -> Result<u64, E>,
@@ -271,7 +271,7 @@ impl Art {
     }
 
     /// Remove `key`; returns its leaf.
-    pub fn remove(&mut self, key: &[u8], ks: &impl KeySource) -> Option<u64> {
+    pub(crate) fn remove(&mut self, key: &[u8], ks: &impl KeySource) -> Option<u64> {
         // SAFETY: the tree's own root and arena, borrowed exclusively by `&mut self`.
         let r = unsafe { Self::remove_at(&self.arena, &mut self.root, key, self.depth, ks) };
         if r.is_some() {
@@ -405,7 +405,7 @@ impl Art {
     /// when `f` returns false. `shared` holds the bytes shared by every key of the tree.
     /// Subtrees entirely below `start` are skipped by their path, without reading leaves;
     /// leaves of keys below `start` may still be visited (the caller filters them).
-    pub fn scan(&self, shared: &[u8], start: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
+    pub(crate) fn scan(&self, shared: &[u8], start: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
         self.walk(shared, start, false, f)
     }
 
@@ -436,7 +436,7 @@ impl Art {
     /// that ends at the node) sorts before its children, so it comes after them here.
     /// Subtrees entirely above `end` are skipped by their path; leaves of keys above `end`
     /// may still be visited (the caller filters them).
-    pub fn scan_rev(&self, shared: &[u8], end: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
+    pub(crate) fn scan_rev(&self, shared: &[u8], end: Option<&[u8]>, f: &mut dyn FnMut(u64) -> bool) -> bool {
         self.walk(shared, end, true, f)
     }
 
@@ -519,7 +519,7 @@ impl Art {
 
     /// Leaf of the smallest key (tests: checks the tree's order against a model).
     #[cfg(test)]
-    pub fn min(&self) -> Option<u64> {
+    pub(crate) fn min(&self) -> Option<u64> {
         let mut c = self.root;
         loop {
             match c.get()? {
@@ -539,7 +539,7 @@ impl Art {
 
     /// Leaf of the largest key (tests).
     #[cfg(test)]
-    pub fn max(&self) -> Option<u64> {
+    pub(crate) fn max(&self) -> Option<u64> {
         let mut c = self.root;
         loop {
             match c.get()? {
@@ -555,7 +555,8 @@ impl Art {
                     }
                     match last {
                         Some(ch) => c = ch,
-                        // SAFETY: as above.
+                        // SAFETY: `n` is a node of this tree, read under `&self`: live and
+                        // unchanged meanwhile (the read contract `term` asks for).
                         None => return unsafe { n.term() },
                     }
                 }
@@ -564,7 +565,7 @@ impl Art {
     }
 
     /// Node counts and bytes by type, and leaf count.
-    pub fn stats(&self, s: &mut ArtStats) {
+    pub(crate) fn stats(&self, s: &mut ArtStats) {
         /// # Safety
         ///
         /// As [`Art::scan_at`].

@@ -47,13 +47,13 @@ use super::arena::NodeArena;
 use std::ptr::NonNull;
 
 /// Largest children count per node kind.
-pub const N4: usize = 4;
-pub const N16: usize = 16;
-pub const N48: usize = 48;
+pub(crate) const N4: usize = 4;
+pub(crate) const N16: usize = 16;
+pub(crate) const N48: usize = 48;
 const N256: usize = 256;
 
 /// Prefix bytes kept inside the header; longer compressed paths live on the heap.
-pub const INLINE_PREFIX: usize = 8;
+pub(crate) const INLINE_PREFIX: usize = 8;
 
 /// A child word: null empty; low bit set: a leaf, `offset << 1 | 1` (an address without
 /// provenance, never dereferenced); otherwise a node pointer with the node's kind in bits
@@ -62,7 +62,7 @@ pub const INLINE_PREFIX: usize = 8;
 /// tests run under Miri with strict provenance).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(transparent)]
-pub struct Slot(*mut Header);
+pub(crate) struct Slot(*mut Header);
 
 // SAFETY: a slot is a plain word; safe code can copy it and decode it (`get`) but never
 // dereference it. Every access to the node behind it is an `unsafe` node function whose
@@ -81,7 +81,7 @@ impl Default for Slot {
 }
 
 /// What a non-empty slot holds.
-pub enum Ref {
+pub(crate) enum Ref {
     Leaf(u64),
     Node(NodePtr),
 }
@@ -91,21 +91,21 @@ pub enum Ref {
 const KIND_TAG: usize = 0b110;
 
 impl Slot {
-    pub const EMPTY: Slot = Slot(std::ptr::null_mut());
+    pub(crate) const EMPTY: Slot = Slot(std::ptr::null_mut());
 
     #[inline]
-    pub fn leaf(off: u64) -> Slot {
+    pub(crate) fn leaf(off: u64) -> Slot {
         debug_assert!(off < 1 << 63);
         Slot(std::ptr::without_provenance_mut(((off << 1) | 1) as usize))
     }
 
     #[inline]
-    pub fn is_empty(self) -> bool {
+    pub(crate) fn is_empty(self) -> bool {
         self.0.is_null()
     }
 
     #[inline]
-    pub fn get(self) -> Option<Ref> {
+    pub(crate) fn get(self) -> Option<Ref> {
         let a = self.0.addr();
         if a & 1 == 1 {
             Some(Ref::Leaf((a >> 1) as u64))
@@ -116,7 +116,7 @@ impl Slot {
 
     /// The kind recorded in a node's slot word (None for a leaf or an empty slot).
     #[cfg(test)]
-    pub fn tagged_kind(self) -> Option<NodeType> {
+    pub(crate) fn tagged_kind(self) -> Option<NodeType> {
         let a = self.0.addr();
         (a & 1 == 0 && a != 0).then(|| NodeType::from_u8(((a & KIND_TAG) >> 1) as u8))
     }
@@ -139,7 +139,7 @@ impl Slot {
     /// gets all its child lines, as its index says which only after the index line arrives.
     /// Measured: docs/BENCHMARKS.md, "HART's cost growth".
     #[inline(always)]
-    pub fn prefetch_lookup(self, byte: u8) {
+    pub(crate) fn prefetch_lookup(self, byte: u8) {
         debug_assert!(matches!(self.get(), Some(Ref::Node(_))), "called on a node's slot");
         let a = self.0.addr();
         let base = self.0.map_addr(|a| a & !KIND_TAG).cast::<u8>().cast_const();
@@ -181,7 +181,7 @@ fn prefetch(base: *const u8, at: usize) {
 
 /// The part every node kind starts with.
 #[repr(C)]
-pub struct Header {
+pub(crate) struct Header {
     /// Leaf of the key ending at this node, `offset << 1 | 1` (0 = none).
     term: u64,
     /// The compressed path: inline if `plen <= INLINE_PREFIX`, else a heap `Box<[u8]>`
@@ -229,7 +229,7 @@ struct Node256 {
 
 /// Node kind, for growth and memory accounting (SPEC H9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum NodeType {
+pub(crate) enum NodeType {
     N4,
     N16,
     N48,
@@ -237,9 +237,9 @@ pub enum NodeType {
 }
 
 impl NodeType {
-    pub const ALL: [NodeType; 4] = [NodeType::N4, NodeType::N16, NodeType::N48, NodeType::N256];
+    pub(crate) const ALL: [NodeType; 4] = [NodeType::N4, NodeType::N16, NodeType::N48, NodeType::N256];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             NodeType::N4 => "art node4",
             NodeType::N16 => "art node16",
@@ -250,12 +250,12 @@ impl NodeType {
 
     /// Bytes of the arena slot of a node of this kind: its size rounded up to whole cache
     /// lines, so that slots are line-aligned.
-    pub fn slot_bytes(self) -> usize {
+    pub(crate) fn slot_bytes(self) -> usize {
         self.bytes().next_multiple_of(64)
     }
 
     /// Bytes of a node of this kind (without a heap prefix).
-    pub fn bytes(self) -> usize {
+    pub(crate) fn bytes(self) -> usize {
         match self {
             NodeType::N4 => std::mem::size_of::<Node4>(),
             NodeType::N16 => std::mem::size_of::<Node16>(),
@@ -360,7 +360,7 @@ unsafe fn dealloc_node(arena: &NodeArena, p: NodePtr) {
 /// A new Node4 with compressed path `prefix`, as a slot, and a handle to it. The node
 /// belongs to whoever stores the slot; it is freed only through [`free_node`] or
 /// [`free_tree`] (a slot that is dropped leaks it, which is safe).
-pub fn new4(arena: &NodeArena, prefix: &[u8]) -> (Slot, NodePtr) {
+pub(crate) fn new4(arena: &NodeArena, prefix: &[u8]) -> (Slot, NodePtr) {
     let p = alloc_node(arena, NodeType::N4, header(prefix));
     (Slot::node(p, NodeType::N4), p)
 }
@@ -372,7 +372,7 @@ pub fn new4(arena: &NodeArena, prefix: &[u8]) -> (Slot, NodePtr) {
 /// `p` is live and was allocated from `arena`; no slot names it any more, no other thread
 /// can reach it, and neither `p` (or a copy) nor a reference obtained through it is used
 /// afterwards.
-pub unsafe fn free_node(arena: &NodeArena, p: NodePtr) {
+pub(crate) unsafe fn free_node(arena: &NodeArena, p: NodePtr) {
     // SAFETY: per the contract `p` is live and ours alone; its prefix was made by
     // `make_prefix` (every header's is) and is released once, here, and the node's memory
     // goes back to the arena it came from.
@@ -390,7 +390,7 @@ pub unsafe fn free_node(arena: &NodeArena, p: NodePtr) {
 /// Every node under `s` satisfies [`free_node`]'s contract: the subtree was allocated from
 /// `arena`, is owned by `s` alone (`s` is not stored in any tree, or is removed from it),
 /// and neither `s` nor any handle into the subtree is used afterwards.
-pub unsafe fn free_tree(arena: &NodeArena, s: Slot) {
+pub(crate) unsafe fn free_tree(arena: &NodeArena, s: Slot) {
     if let Some(Ref::Node(p)) = s.get() {
         // SAFETY: `p` and its children are live and exclusively ours (the contract); each
         // child subtree is freed before `p`, and nothing reads them afterwards.
@@ -456,7 +456,8 @@ unsafe fn sorted_arrays(raw: *mut Header) -> Option<(*mut u8, *mut Slot, usize)>
 /// `keys` points to `cap` readable bytes and `len <= cap`.
 #[inline]
 unsafe fn sorted_find(keys: *const u8, len: usize, cap: usize, byte: u8) -> Option<usize> {
-    // SAFETY: per the contract.
+    // SAFETY: `keys` points to `cap` readable bytes and `len <= cap` (the contract), so
+    // the 16-byte array (when cap is N16) and the `len`-byte slice lie inside them.
     unsafe {
         if cap == N16 {
             find16(&*keys.cast::<[u8; N16]>(), len, byte)
@@ -470,7 +471,7 @@ unsafe fn sorted_find(keys: *const u8, len: usize, cap: usize, byte: u8) -> Opti
 /// the node is an `unsafe fn` with the module's *read* or *write* contract (see the
 /// module's safety model).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct NodePtr(NonNull<Header>);
+pub(crate) struct NodePtr(NonNull<Header>);
 
 impl NodePtr {
     /// The header, borrowed for `'a`.
@@ -501,8 +502,9 @@ impl NodePtr {
     /// # Safety
     ///
     /// The read contract.
-    pub unsafe fn node_type(self) -> NodeType {
-        // SAFETY: the read contract.
+    pub(crate) unsafe fn node_type(self) -> NodeType {
+        // SAFETY: the caller keeps the read contract (a live node, unchanged meanwhile),
+        // which is what `h` asks for; only the kind byte is copied out.
         NodeType::from_u8(unsafe { self.h() }.kind)
     }
 
@@ -513,7 +515,7 @@ impl NodePtr {
     /// The read contract for all of `'a`: in particular the node's prefix is not replaced
     /// ([`NodePtr::set_prefix`]) and the node is not freed while the slice is in use.
     #[inline]
-    pub unsafe fn prefix<'a>(self) -> &'a [u8] {
+    pub(crate) unsafe fn prefix<'a>(self) -> &'a [u8] {
         // SAFETY: the read contract, for `'a`.
         let h = unsafe { self.h() };
         let len = h.plen as usize;
@@ -533,7 +535,7 @@ impl NodePtr {
     ///
     /// The write contract. `parts` may borrow the node's current prefix (they are copied
     /// before it is released), but such borrows must not be used after this call.
-    pub unsafe fn set_prefix(self, parts: &[&[u8]]) {
+    pub(crate) unsafe fn set_prefix(self, parts: &[&[u8]]) {
         let (data, len) = make_prefix(parts);
         // SAFETY: exclusive access (the contract); the old representation came from
         // `make_prefix` and is released once, after the new one was built from `parts`,
@@ -552,8 +554,9 @@ impl NodePtr {
     ///
     /// The read contract.
     #[inline]
-    pub unsafe fn term(self) -> Option<u64> {
-        // SAFETY: the read contract.
+    pub(crate) unsafe fn term(self) -> Option<u64> {
+        // SAFETY: the caller keeps the read contract (a live node, unchanged meanwhile),
+        // which is what `h` asks for; only the term word is copied out.
         let t = unsafe { self.h() }.term;
         (t != 0).then_some(t >> 1)
     }
@@ -563,8 +566,9 @@ impl NodePtr {
     /// # Safety
     ///
     /// The write contract.
-    pub unsafe fn set_term(self, leaf: Option<u64>) {
-        // SAFETY: the write contract.
+    pub(crate) unsafe fn set_term(self, leaf: Option<u64>) {
+        // SAFETY: the caller keeps the write contract (a live node it alone accesses),
+        // which is what `h_mut` asks for; the borrow ends with this store.
         unsafe { self.h_mut() }.term = leaf.map_or(0, |l| (l << 1) | 1);
     }
 
@@ -574,8 +578,9 @@ impl NodePtr {
     ///
     /// The read contract.
     #[inline]
-    pub unsafe fn count(self) -> usize {
-        // SAFETY: the read contract.
+    pub(crate) unsafe fn count(self) -> usize {
+        // SAFETY: the caller keeps the read contract (a live node, unchanged meanwhile),
+        // which is what `h` asks for; only the child count is copied out.
         unsafe { self.h() }.n as usize
     }
 
@@ -617,7 +622,7 @@ impl NodePtr {
     ///
     /// The read contract.
     #[inline]
-    pub unsafe fn find(self, byte: u8) -> Slot {
+    pub(crate) unsafe fn find(self, byte: u8) -> Slot {
         // SAFETY: the read contract; the slot word is copied out.
         unsafe { self.child_ptr(byte).map_or(Slot::EMPTY, |p| *p) }
     }
@@ -629,7 +634,7 @@ impl NodePtr {
     /// The write contract for all of `'a`, a lifetime the caller picks: the node is not
     /// rebuilt, freed or otherwise accessed while the returned borrow is in use.
     #[inline]
-    pub unsafe fn find_mut<'a>(self, byte: u8) -> Option<&'a mut Slot> {
+    pub(crate) unsafe fn find_mut<'a>(self, byte: u8) -> Option<&'a mut Slot> {
         // SAFETY: a live slot of the node, borrowed exclusively for `'a` (the contract).
         unsafe { self.child_ptr(byte).map(|p| &mut *p) }
     }
@@ -639,7 +644,7 @@ impl NodePtr {
     /// # Safety
     ///
     /// The read contract (`f` must not change this node).
-    pub unsafe fn for_each(self, mut f: impl FnMut(u8, Slot) -> bool) -> bool {
+    pub(crate) unsafe fn for_each(self, mut f: impl FnMut(u8, Slot) -> bool) -> bool {
         let raw = self.0.as_ptr();
         // SAFETY: as `child_ptr`; children are copied out, the node is not mutated.
         unsafe {
@@ -669,9 +674,10 @@ impl NodePtr {
     /// # Safety
     ///
     /// The read contract (`f` must not change this node).
-    pub unsafe fn for_each_rev(self, mut f: impl FnMut(u8, Slot) -> bool) -> bool {
+    pub(crate) unsafe fn for_each_rev(self, mut f: impl FnMut(u8, Slot) -> bool) -> bool {
         let raw = self.0.as_ptr();
-        // SAFETY: as `for_each`.
+        // SAFETY: a live node, unchanged meanwhile (the read contract), whose header's kind
+        // names its real type; children are copied out and the node is not mutated.
         unsafe {
             if let Some((keys, children, _)) = sorted_arrays(raw) {
                 let len = (*raw).n as usize;
@@ -699,7 +705,7 @@ impl NodePtr {
     /// # Safety
     ///
     /// The read contract.
-    pub unsafe fn first_child(self) -> Option<(u8, Slot)> {
+    pub(crate) unsafe fn first_child(self) -> Option<(u8, Slot)> {
         let mut first = None;
         // SAFETY: the read contract; the closure does not touch the node.
         unsafe {
@@ -716,8 +722,9 @@ impl NodePtr {
     /// # Safety
     ///
     /// The read contract.
-    pub unsafe fn dram_bytes(self) -> usize {
-        // SAFETY: the read contract.
+    pub(crate) unsafe fn dram_bytes(self) -> usize {
+        // SAFETY: the caller keeps the read contract, which `h` and `node_type` ask for;
+        // only the prefix length and the kind are copied out.
         let (plen, t) = unsafe { (self.h().plen as usize, self.node_type()) };
         t.slot_bytes() + if plen > INLINE_PREFIX { plen } else { 0 }
     }
@@ -768,7 +775,9 @@ impl NodePtr {
     /// The write contract.
     unsafe fn take_child(self, byte: u8) -> Slot {
         let raw = self.0.as_ptr();
-        // SAFETY: as `insert_child`.
+        // SAFETY: a live node the caller alone accesses (the write contract), whose kind
+        // names its real type, so the casts and the arrays `sorted_arrays` reports (of
+        // `cap` entries, n <= cap) are in bounds; every index below is < n, or a byte.
         unsafe {
             let out = match NodeType::from_u8((*raw).kind) {
                 NodeType::N4 | NodeType::N16 => {
@@ -836,7 +845,7 @@ impl NodePtr {
 ///
 /// `*slot` names a node allocated from `arena`, under the write contract; `child`, if it
 /// names a node, is owned by no other slot from now on.
-pub unsafe fn add(arena: &NodeArena, slot: &mut Slot, byte: u8, child: Slot) {
+pub(crate) unsafe fn add(arena: &NodeArena, slot: &mut Slot, byte: u8, child: Slot) {
     let Some(Ref::Node(mut p)) = slot.get() else { unreachable!("add to a node slot") };
     // SAFETY: the write contract for `p` (and for its replacement, which only `*slot`
     // names); a full node is rebuilt from `arena`, its own arena, before the insertion.
@@ -864,7 +873,7 @@ pub unsafe fn add(arena: &NodeArena, slot: &mut Slot, byte: u8, child: Slot) {
 /// # Safety
 ///
 /// `*slot` names a node allocated from `arena`, under the write contract.
-pub unsafe fn remove(arena: &NodeArena, slot: &mut Slot, byte: u8) -> Slot {
+pub(crate) unsafe fn remove(arena: &NodeArena, slot: &mut Slot, byte: u8) -> Slot {
     let Some(Ref::Node(p)) = slot.get() else { unreachable!("remove from a node slot") };
     // SAFETY: the write contract for `p`; a shrunk node is rebuilt from `arena` (fewer
     // children than the smaller kind holds) and `p` is not used afterwards.

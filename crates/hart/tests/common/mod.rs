@@ -2,7 +2,7 @@
 //! reading them whole, built on pmkv-testutil (which every test file also gets from here).
 #![allow(dead_code, unused_imports)]
 
-use pmkv_hart::{Hart, HartOptions};
+use pmkv_hart::{Hart, Options};
 use pmkv_substrate::{Pool, PoolOptions};
 use std::ops::Bound;
 use std::path::Path;
@@ -12,11 +12,11 @@ pub use pmkv_testutil::*;
 
 /// A fresh HART with hash keys of `kh` bytes on a crash-simulation pool of `size` bytes.
 pub fn sim_hart(size: u64, kh: usize) -> Hart {
-    sim_hart_with(size, HartOptions { hash_key_len: kh, ..HartOptions::default() })
+    sim_hart_with(size, Options { hash_key_len: kh, ..Options::default() })
 }
 
 /// A fresh HART with options `opts` on a crash-simulation pool of `size` bytes.
-pub fn sim_hart_with(size: u64, opts: HartOptions) -> Hart {
+pub fn sim_hart_with(size: u64, opts: Options) -> Hart {
     Hart::open(sim_pool(size), opts).expect("format")
 }
 
@@ -28,19 +28,17 @@ pub fn sim_pool(size: u64) -> Arc<Pool> {
 /// Recover a HART from a crash image.
 pub fn recover(image: &[u8]) -> Result<Hart, String> {
     let pool = Pool::from_image(image, Some("hart"), &sim_opts(1 << 20)).map_err(|e| e.to_string())?;
-    Hart::open(Arc::new(pool), HartOptions::default()).map_err(|e| e.to_string())
+    Hart::open(Arc::new(pool), Options::default()).map_err(|e| e.to_string())
 }
 
 /// A HART with default options on a new pool file at `path`.
 pub fn create_hart(path: &Path, opts: &PoolOptions) -> Hart {
-    Hart::open(Arc::new(Pool::create(path, "hart", opts).expect("create pool")), HartOptions::default())
-        .expect("format")
+    Hart::open(Arc::new(Pool::create(path, "hart", opts).expect("create pool")), Options::default()).expect("format")
 }
 
 /// The HART of the pool file at `path`, opened read-write with default options.
 pub fn reopen_hart(path: &Path, opts: &PoolOptions) -> Hart {
-    Hart::open(Arc::new(Pool::open(path, Some("hart"), opts).expect("open pool")), HartOptions::default())
-        .expect("open")
+    Hart::open(Arc::new(Pool::open(path, Some("hart"), opts).expect("open pool")), Options::default()).expect("open")
 }
 
 /// What `h.scan` visits from `start` to `end`, at most `limit` records, in its order.
