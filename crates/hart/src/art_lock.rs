@@ -15,7 +15,7 @@
 //! short; the longest holder is `check`, which quiesces every ART, and its waiters yield
 //! meanwhile. Measured: an uncontended exclusive lock and unlock, 5.9 ns with
 //! `parking_lot` and 3.2 ns with these (a tight loop on this machine;
-//! docs/BENCHMARKS.md, "Locks whose release is a store").
+//! docs/design/hart.md, "Tried and measured").
 //!
 //! Shared locking keeps two locked instructions (one to enter, one to leave), as
 //! `parking_lot` has.

@@ -20,7 +20,7 @@
 //!
 //! Why: every operation used to hold its shard's read lock too (two locked instructions)
 //! and probe a SwissTable: without them a Dictionary search went 78–85 → 69–70 ns and a
-//! delete 105–107 → 99–100 (docs/BENCHMARKS.md, "HART's hash table without locks").
+//! delete 105–107 → 99–100 (docs/design/hart.md, "Tried and measured").
 
 use crate::art::arena::NodeArena;
 use crate::art::Art;

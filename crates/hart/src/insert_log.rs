@@ -23,7 +23,7 @@
 //! previous occupant: none of its words survive into the slot.
 //!
 //! **What it costs.** One more line written per insert (the next slot's zeroing) and a
-//! lane lock; the second fence saved is worth far more here (docs/BENCHMARKS.md). The
+//! lane lock; the second fence saved is worth far more here (docs/design/hart.md, "One persist per insert"). The
 //! price in detection: after a crash, damage to a leaf a lane still names (at most two
 //! per lane: the last insert and the ready slot) is reported as a rolled-back insert
 //! instead of failing the open, and that record is dropped. Every other leaf is verified

@@ -1,4 +1,4 @@
-//! HART's persistent objects, byte by byte (also in docs/DESIGN.md, "HART").
+//! HART's persistent objects, byte by byte (also in docs/format/hart.md).
 //!
 //! **Leaf** (EPallocator type [`LEAF`], one 64-byte slot = one cache line, so writing a
 //! leaf costs one line write-back):

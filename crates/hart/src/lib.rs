@@ -41,7 +41,7 @@
 //! (a node is freed only under its ART's write lock), and the micro-log and PM accessors
 //! write PM at the offsets they are given; their contracts are `unsafe fn`s with
 //! `# Safety` sections, and the operations on `Hart` discharge them. The on-PM format is
-//! documented in `layout` and in docs/DESIGN.md.
+//! documented in `layout` and in docs/format/hart.md; the reasons in docs/design/hart.md.
 // Keeps the public shape above honest: an item marked `pub` that the crate root does not
 // export is a warning (so an error under `clippy -D warnings`); write `pub(crate)`.
 #![warn(unreachable_pub)]

@@ -23,7 +23,7 @@
 //!   [`HugeSupply`](pmkv_substrate::huge::HugeSupply) that keeps two ready with their
 //!   pages faulted in, made by a helper thread: a fresh huge page cost its first toucher
 //!   ~5 ms here (zeroing, compaction, the host backing it), 70–100 ns of every insert at
-//!   16M keys (docs/BENCHMARKS.md, "HART's cost growth").
+//!   16M keys (docs/results/hart-growth.md).
 //! * **Memory.** Nodes are returned to the free lists, not to the system; the blocks are
 //!   released when the HART closes. [`NodeArena::reserved`] reports the bytes held
 //!   (SPEC H9 accounts them against the nodes in use).

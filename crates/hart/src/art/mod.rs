@@ -292,7 +292,7 @@ impl Art {
     /// freed, the entry of `below` is taken out of `keep`'s node, and that node alone is
     /// repaired (collapsed into a leaf or into its only child). Measured against the
     /// recursive removal it replaces, which repaired every node on the way back up: see
-    /// docs/BENCHMARKS.md, "Where a HART delete's time goes".
+    /// docs/design/hart.md, "Tried and measured".
     ///
     /// # Safety
     ///

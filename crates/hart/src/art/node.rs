@@ -137,7 +137,7 @@ impl Slot {
     /// right after the node's depth, the right guess when the node has no prefix (most
     /// nodes below the first levels of a large tree), a wasted prefetch otherwise. A Node48
     /// gets all its child lines, as its index says which only after the index line arrives.
-    /// Measured: docs/BENCHMARKS.md, "HART's cost growth".
+    /// Measured: docs/results/hart-growth.md.
     #[inline(always)]
     pub(crate) fn prefetch_lookup(self, byte: u8) {
         debug_assert!(matches!(self.get(), Some(Ref::Node(_))), "called on a node's slot");
@@ -149,7 +149,7 @@ impl Slot {
         // and 2; a Node48's index byte `b` is at 24 + b, its children at 280..664, lines 4
         // to 10; a Node256's child `b` at 24 + 8b (`layout_is_compact` pins these). A
         // Node4 is one line, the header's, and gets nothing: prefetching it anyway cost
-        // the Dictionary's cached passes 1-3 ns per operation (docs/BENCHMARKS.md).
+        // the Dictionary's cached passes 1-3 ns per operation (docs/design/hart.md, "Tried and measured").
         const FIRST: [(usize, usize); 4] = [(0, 0), (64, 0), (24, 1), (24, 8)];
         const SECOND: [usize; 4] = [0, 128, 256, 0];
         if kind == NodeType::N4 as usize {
