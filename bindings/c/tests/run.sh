@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 cargo build -p pmkv-c --locked
 # The release library too: with LTO the compiler inlines libpmkv's own malloc into Rust's
-# allocations, which is where mixing allocators showed (issue 41: an NBTree open under ASan).
+# allocations, which is where mixing allocators showed (an NBTree open under ASan aborted).
 cargo build --release -p pmkv-c --locked
 lib="${CARGO_TARGET_DIR:-target}/debug"
 out="$(mktemp -d)"

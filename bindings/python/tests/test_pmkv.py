@@ -125,7 +125,7 @@ def test_threads_in_parallel(path):
 
 
 
-# Issue 41, finding 1: close() while other threads are inside calls. The scenario runs in
+# close() while other threads are inside calls. The scenario runs in
 # a child interpreter so that a deadlock (close waiting for the store's lock with the GIL
 # held, the callers waiting for the GIL) fails the test on a timeout instead of hanging
 # the suite.

@@ -386,7 +386,7 @@ pub fn mix_run(
         // the clock starts: the timed loop then reads each key right after the previous
         // one (streaming, prefetched) instead of looking it up in the key table, one or two
         // cache misses per operation on a large key set that the `null` engine, which never
-        // reads a key, could not show (issue 11: no key-table lookups on the timed path).
+        // reads a key, could not show (no key-table lookups on the timed path).
         let mut kbuf: Vec<u8> = Vec::new();
         let staged: Vec<Vec<Staged>> = (0..threads)
             .map(|t| {

@@ -1,4 +1,4 @@
-//! The `null` engine (issue "Honest comparisons"): every engine list a run uses includes it,
+//! The `null` engine: every engine list a run uses includes it,
 //! so every table shows the harness's own cost, and it runs every basic operation without
 //! an error. (What it costs is a figure the benchmarks print, not a unit test's business on
 //! a shared machine: see the README.)

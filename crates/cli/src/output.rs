@@ -1,4 +1,4 @@
-//! The one path by which every command writes its output (issue 41, finding 4), so that
+//! The one path by which every command writes its output, so that
 //! a failed write is reported the same way everywhere: a full device (`> /dev/full`), a
 //! file-size limit or an I/O error is an [`OutputError`], which `main` prints as one line
 //! (`pmkv: writing output: ...`, exit 2); a closed pipe (`pmkv dump POOL | head -1`) is

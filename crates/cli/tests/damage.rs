@@ -1,4 +1,4 @@
-//! Damage is never silent (SPEC P1, P7, H5; issue "Damage is never silent"): copies of a
+//! Damage is never silent (SPEC P1, P7, H5, R1): copies of a
 //! pool holding every kind of object (inline and out-of-line values, key objects, extents,
 //! updated and deleted records, recycled chunks) are damaged at random — a flipped bit, 64
 //! bytes of garbage, a zeroed 4 KiB page, a truncation — and every read command is run on

@@ -1,4 +1,4 @@
-//! Issue 41 (a demanding user), findings 3-5 through the real binary: keys and values are
+//! What a demanding user met, through the real binary: keys and values are
 //! bytes on every input path; every command's output goes through one path that reports
 //! a failed write and ends quietly on a closed pipe; a crashed pool on read-only media is
 //! refused with what to do.

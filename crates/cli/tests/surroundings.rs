@@ -1,4 +1,4 @@
-//! SPEC U2 (issue 10, list 4): the CLI survives where shells put it — closed pipes, full
+//! SPEC U2: the CLI survives where shells put it — closed pipes, full
 //! devices, FIFOs, file-size limits, interrupted creates, pools open elsewhere, bad input —
 //! with a clear line and exit 2, or quietly where that is the convention; never a panic.
 
@@ -150,7 +150,7 @@ fn input_errors_name_their_line() {
     assert!(text(&o.stderr).contains("line 2") && text(&o.stderr).contains("too large"), "{}", text(&o.stderr));
 }
 
-/// Issue 10, list 2: a recycle-log pointer set in a cleanly closed pool is damage. A read
+/// A recycle-log pointer set in a cleanly closed pool is damage. A read
 /// command reports it and changes nothing; it does not fall back to a read-write open
 /// that would "finish" a recycle that never happened and drop live records.
 #[test]

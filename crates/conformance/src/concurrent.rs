@@ -151,8 +151,8 @@ fn lin_id(key: &[u8], v: &[u8]) -> Option<u64> {
     (lin_value(key, id) == v).then_some(id)
 }
 
-/// Linearizable histories (issue "NBTree": "every returned value checked against a
-/// sequential model"): four threads run random puts, gets and deletes on shared keys,
+/// Linearizable histories (docs/requirements.md, N2: every returned value checked against a
+/// sequential model): four threads run random puts, gets and deletes on shared keys,
 /// each operation stamped with one sequentially consistent counter before its call and
 /// after its return; then every key's history, closed by the value it holds at the end
 /// of the round, must be linearizable as a register ([`crate::linearizability`]).

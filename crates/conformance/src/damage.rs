@@ -1,4 +1,4 @@
-//! Damage is never silent (SPEC P1, P7; issue "Damage is never silent"), for every engine
+//! Damage is never silent (SPEC P1, P7, R1), for every engine
 //! with a pool file: copies of a pool are damaged at random (a flipped bit, 64 bytes of
 //! garbage, a zeroed 4 KiB page), mostly where the data is, and each copy is opened
 //! read-only and read whole, by cursor and key by key. Every read must return exactly

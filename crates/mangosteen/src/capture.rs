@@ -1,4 +1,4 @@
-//! Write capture without recompilation: page protection (issue "Mangosteen, part 1",
+//! Write capture without recompilation: page protection (
 //! "write capture, first path"; the paper captures with binary instrumentation, §3.2).
 //!
 //! The DRAM copy of the region is an anonymous mapping of whole pages ([`RegionBuf`]),

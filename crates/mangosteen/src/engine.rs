@@ -1,5 +1,5 @@
 //! The `mangosteen` engine: an ordinary `BTreeMap` — the standard library's, unchanged —
-//! made durable by the runtime (issue "Mangosteen, part 1"; paper §3).
+//! made durable by the runtime (paper §3).
 //!
 //! The map and everything it allocates live in the durable region, which is mapped at
 //! the same address for the pool's whole life (`Options::fixed_address`), so

@@ -1,7 +1,7 @@
-//! A real process killed at random moments (issue "Mangosteen, part 1": "a client sends
+//! A real process killed at random moments (docs/requirements.md, M8): a client sends
 //! read-write requests through RPC mode and records acknowledgements; the process is
-//! SIGKILLed at random moments; after restart every acknowledged request's effect is
-//! present"). The `mangosteen-kv` server is killed with SIGKILL 8 times while a client
+//! SIGKILLed at random moments; after restart every acknowledged request's effect must be
+//! present. The `mangosteen-kv` server is killed with SIGKILL 8 times while a client
 //! sets keys as fast as it can; after each kill, the last one included, the server is
 //! restarted and every acknowledged value is read back (the one request in flight at the
 //! kill may have landed or not).

@@ -461,7 +461,7 @@ pub fn get_into(
     }
 }
 
-/// Group commit of plain SETs that arrived together (issue "pmkv serve"): one write batch,
+/// Group commit of plain SETs that arrived together: one write batch,
 /// under the stripe locks of all their keys (so read-modify-write commands stay atomic),
 /// in which the engine shares persists and fences where it can (HART: one commit fence
 /// per run of keys in one ART, see `Hart::put_many`). Each SET is acknowledged only after

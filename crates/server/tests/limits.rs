@@ -1,5 +1,5 @@
-//! The server under clients that try to crash it, stall it or make it hold memory
-//! (issue 41): pathological KEYS/SCAN patterns, a KEYS over a large store beside PINGs on
+//! The server under clients that try to crash it, stall it or make it hold memory:
+//! pathological KEYS/SCAN patterns, a KEYS over a large store beside PINGs on
 //! other connections, a client that never reads its replies, an unfinished request,
 //! input before AUTH, an empty password, a host name to bind.
 //!

@@ -1,5 +1,5 @@
 //! The `null` engine: does nothing, so that the harness's own cost per operation is known
-//! (issue "Honest comparisons ... a harness that does not weigh on what it measures").
+//! (a harness that does not weigh on what it measures).
 //!
 //! It answers every `get` with one 8-byte value (so the harness does the same work with
 //! the result as for a hit), accepts every `put` and `delete`, and keeps no state at all:

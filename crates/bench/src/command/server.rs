@@ -1,4 +1,4 @@
-//! `pmkv bench server` (issue "pmkv serve"): redis-benchmark against `pmkv serve` and
+//! `pmkv bench server`: redis-benchmark against `pmkv serve` and
 //! against Debian's redis-server with `appendfsync always`, `appendfsync everysec` and no
 //! persistence, in one run: 50 clients, SET and GET over a 1M-key space, without
 //! pipelining and with 16 requests per round trip. Prints a Markdown table with each

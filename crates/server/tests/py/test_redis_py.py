@@ -70,7 +70,7 @@ def test_concurrent_clients_increment_atomically(server):
     assert redis.Redis(port=server).get("counter") == b"800"
 
 
-# Issue 41: a server no client can crash, stall or bloat (the pmkv binary, its flags).
+# A server no client can crash, stall or bloat (the pmkv binary, its flags).
 
 import socket
 import time
