@@ -464,7 +464,7 @@ int pmkv_mg_client_cmd(const struct pmkv_mg *m,
  * RPC mode: serve the application on 127.0.0.1:`port` (0: any free port) until the
  * process ends or the listener fails. Once listening, `ready(port, arg)` is called (if
  * not NULL) with the bound port. Each connection is a client (`init_client` /
- * `destroy_client`); framing is the runtime's (`pmkv_mangosteen::rpc`: a 4-byte
+ * `destroy_client`); framing is the runtime's (`pmkv_mangosteen::serve`: a 4-byte
  * little-endian length, then the bytes; responses start with a status byte, 0 = the
  * application's response, 1 = an error message). Returns only on an error.
  *
