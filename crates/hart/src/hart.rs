@@ -1,6 +1,8 @@
-//! The `Hart` handle: options, opening (format or recovery), accessors, sync and close.
-//! The operations live in one module each (`insert`, `update`, `search`, `delete`,
-//! `scan`), over a pool shared with EPallocator.
+//! The `Hart` facade: options, opening (format or recovery), accessors, sync and close.
+//! It owns the parts the layers below build — the PM handle (`pm::Pm`), the DRAM hash
+//! table of ARTs, the writer lanes — and no layer below names it. The operations live in
+//! one module each above it (`insert`, `update`, `search`, `delete`, `scan`), over a pool
+//! shared with EPallocator.
 //!
 //! Fences per operation, against the paper's `persistent()` calls (SPEC H4 asks for fewer
 //! without weakening the guarantees; each is explained where it is issued):
