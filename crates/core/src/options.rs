@@ -2,7 +2,7 @@
 //!
 //! The common part describes the pool (mode, sizes, latency emulation, create, read-only).
 //! What only one engine understands lives with that engine as its own type (e.g.
-//! `pmkv_hart::HartOptions`), attached with [`Options::with_engine_options`]; front ends
+//! `pmkv_hart::Options`), attached with [`Options::with_engine_options`]; front ends
 //! that only have strings (CLI flags, Python keyword arguments, a C options struct, a
 //! server config) pass `key=value` pairs with [`Options::param`], which the engine's
 //! factory parses against the [`Param`](crate::Param)s it declares and refuses if unknown.
