@@ -91,3 +91,52 @@ pub fn reopen_keeps_everything<K: Kv>(
     kv.check();
     (kv, m)
 }
+
+/// Declares `pub struct $wrapper(pub $engine)` with `Deref` to the engine and the [`Kv`]
+/// impl every engine's tests write alike: the engine's `put`, `delete`, `len`, `check`
+/// and `close`, and the `get(&engine, key)` and `scan(&engine, start, end, limit,
+/// reverse)` helpers that the invoking test module defines.
+#[macro_export]
+macro_rules! kv_wrapper {
+    ($(#[$m:meta])* $wrapper:ident, $engine:ty) => {
+        $(#[$m])*
+        pub struct $wrapper(pub $engine);
+
+        impl std::ops::Deref for $wrapper {
+            type Target = $engine;
+            fn deref(&self) -> &$engine {
+                &self.0
+            }
+        }
+
+        impl $crate::harness::Kv for $wrapper {
+            fn put(&self, key: &[u8], value: &[u8]) {
+                self.0.put(key, value).expect("put");
+            }
+            fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+                get(&self.0, key)
+            }
+            fn delete(&self, key: &[u8]) -> bool {
+                self.0.delete(key).expect("delete")
+            }
+            fn len(&self) -> u64 {
+                self.0.len()
+            }
+            fn scan(
+                &self,
+                start: std::ops::Bound<&[u8]>,
+                end: std::ops::Bound<&[u8]>,
+                limit: usize,
+                reverse: bool,
+            ) -> $crate::Records {
+                scan(&self.0, start, end, limit, reverse)
+            }
+            fn check(&self) {
+                self.0.check().expect("check");
+            }
+            fn close(self) {
+                self.0.close().expect("close");
+            }
+        }
+    };
+}

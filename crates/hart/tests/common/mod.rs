@@ -64,36 +64,8 @@ pub fn get(h: &Hart, k: &[u8]) -> Option<Vec<u8>> {
     out
 }
 
-/// A HART as the shared scenarios of `pmkv_testutil::harness` drive it.
-pub struct H(pub Hart);
-
-impl std::ops::Deref for H {
-    type Target = Hart;
-    fn deref(&self) -> &Hart {
-        &self.0
-    }
-}
-
-impl pmkv_testutil::harness::Kv for H {
-    fn put(&self, key: &[u8], value: &[u8]) {
-        self.0.put(key, value).expect("put");
-    }
-    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
-        get(&self.0, key)
-    }
-    fn delete(&self, key: &[u8]) -> bool {
-        self.0.delete(key).expect("delete")
-    }
-    fn len(&self) -> u64 {
-        self.0.len()
-    }
-    fn scan(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize, reverse: bool) -> Records {
-        scan(&self.0, start, end, limit, reverse)
-    }
-    fn check(&self) {
-        self.0.check().expect("check");
-    }
-    fn close(self) {
-        self.0.close().expect("close");
-    }
-}
+pmkv_testutil::kv_wrapper!(
+    /// A HART as the shared scenarios of `pmkv_testutil::harness` drive it.
+    H,
+    Hart
+);

@@ -58,36 +58,8 @@ pub fn reopen_tree(path: &std::path::Path, opts: &pmkv_substrate::PoolOptions) -
     NbTree::open(Arc::new(Pool::open(path, Some("nbtree"), opts).expect("open pool"))).expect("open")
 }
 
-/// An NBTree as the shared scenarios of `pmkv_testutil::harness` drive it.
-pub struct Tree(pub NbTree);
-
-impl std::ops::Deref for Tree {
-    type Target = NbTree;
-    fn deref(&self) -> &NbTree {
-        &self.0
-    }
-}
-
-impl pmkv_testutil::harness::Kv for Tree {
-    fn put(&self, key: &[u8], value: &[u8]) {
-        self.0.put(key, value).expect("put");
-    }
-    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
-        get(&self.0, key)
-    }
-    fn delete(&self, key: &[u8]) -> bool {
-        self.0.delete(key).expect("delete")
-    }
-    fn len(&self) -> u64 {
-        self.0.len()
-    }
-    fn scan(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize, reverse: bool) -> Records {
-        scan(&self.0, start, end, limit, reverse)
-    }
-    fn check(&self) {
-        self.0.check().expect("check");
-    }
-    fn close(self) {
-        self.0.close().expect("close");
-    }
-}
+pmkv_testutil::kv_wrapper!(
+    /// A NBTree as the shared scenarios of `pmkv_testutil::harness` drive it.
+    Tree,
+    NbTree
+);
