@@ -51,3 +51,43 @@ fn salvage_copies_an_nbtree_pool_and_a_damaged_copy_to_a_subset() {
         assert!(good.contains(line), "salvaged a wrong record: {line}");
     }
 }
+
+/// Mangosteen salvages whole or not at all: a clean pool to a new pool with exactly its
+/// records; a pool with a damaged map page to a clear error and no new pool's records.
+#[test]
+fn salvage_copies_a_mangosteen_pool_whole_or_refuses_it() {
+    let dir = pool_dir();
+    let tsv = dir.path().join("in.tsv");
+    let lines: String = (0..300).map(|i| format!("key{i:04}\tvalue-{i}\n")).collect();
+    std::fs::write(&tsv, lines).unwrap();
+    let pool = dir.path().join("mg.pool");
+    let p = pool.to_str().unwrap();
+    let o = pmkv(&["load", p, tsv.to_str().unwrap(), "--tsv", "--engine", "mangosteen"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let want = pmkv(&["dump", p]).stdout;
+    assert_eq!(text(&want).lines().count(), 300);
+    let new = dir.path().join("new.pool");
+    let o = pmkv(&["salvage", p, new.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("salvaged         300 records"), "{}", text(&o.stdout));
+    assert_eq!(pmkv(&["dump", new.to_str().unwrap()]).stdout, want);
+
+    // Every page of the file damaged in turn: each salvage is the whole dump or an error.
+    let good = std::fs::read(&pool).unwrap();
+    let mut refused = 0;
+    for (n, page) in (4096..good.len()).step_by(good.len() / 12 / 4096 * 4096 + 4096).enumerate() {
+        let mut b = good.clone();
+        b[page..page + 4096].iter_mut().for_each(|x| *x ^= 0x3c);
+        let damaged = dir.path().join(format!("d{n}.pool"));
+        std::fs::write(&damaged, &b).unwrap();
+        let out = dir.path().join(format!("s{n}.pool"));
+        let o = pmkv(&["salvage", damaged.to_str().unwrap(), out.to_str().unwrap(), "--engine", "mangosteen"]);
+        if o.status.success() {
+            assert_eq!(pmkv(&["dump", out.to_str().unwrap()]).stdout, want, "page {page:#x}");
+        } else {
+            assert!(text(&o.stderr).contains("nothing can be salvaged"), "{}", text(&o.stderr));
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "no damaged page was noticed");
+}
