@@ -114,6 +114,10 @@ impl EngineFactory for MangosteenFactory {
     fn params(&self) -> &'static [Param] {
         PARAMS
     }
+    /// Whole or nothing: see `salvage`.
+    fn salvage(&self, image: &[u8], emit: pmkv_core::Emit<'_>) -> Result<pmkv_core::SalvageReport> {
+        crate::salvage::salvage(self, image, emit)
+    }
     fn open_pool(&self, pool: Arc<Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
         self.check_params(opts)?;
         Ok(Box::new(MangosteenEngine::open(pool, options(opts)?)?))

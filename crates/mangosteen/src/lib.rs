@@ -77,6 +77,7 @@ mod recovery;
 mod redo_log;
 mod rpc;
 mod runtime;
+mod salvage;
 mod split_alloc;
 
 pub use callback::{Application, Frontend};

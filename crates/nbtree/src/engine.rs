@@ -83,6 +83,9 @@ impl EngineFactory for NbTreeFactory {
         self.check_params(opts)?;
         Ok(Box::new(NbTreeEngine(NbTree::open_with(pool, nbtree_options(opts)?)?)))
     }
+    fn salvage(&self, image: &[u8], emit: pmkv_core::Emit<'_>) -> Result<pmkv_core::SalvageReport> {
+        crate::salvage::salvage(image, emit)
+    }
 }
 
 /// An open NBTree as an [`Engine`].

@@ -52,6 +52,7 @@ mod layout;
 mod leaf;
 mod reclaim;
 mod recovery;
+mod salvage;
 mod smo;
 mod tree;
 
