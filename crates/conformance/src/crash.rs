@@ -21,15 +21,69 @@ fn sim_store(f: &dyn EngineFactory, layout: &str) -> Store {
     Store::from_engine(f.open_pool(Arc::new(pool), &sim_opts()).expect("open on sim pool"))
 }
 
-/// Recover a store of `f` from a crash image and read it, checking it first.
-fn recover(f: &dyn EngineFactory, layout: &str, img: &[u8]) -> Result<Model, String> {
+/// Recover a store of `f` from a crash image and read it, checking it first; then live on
+/// it (see [`life_after_recovery`]) with probes next to the keys in `near`.
+fn recover(f: &dyn EngineFactory, layout: &str, img: &[u8], near: &[Vec<u8>]) -> Result<Model, String> {
     let pool = Pool::from_image(img, Some(layout), &sim_opts().pool_options()).map_err(|e| e.to_string())?;
     let s = Store::from_engine(f.open_pool(Arc::new(pool), &sim_opts()).map_err(|e| e.to_string())?);
     let c = s.check().map_err(|e| e.to_string())?;
     if !c.is_ok() {
         return Err(format!("check after recovery: {c}"));
     }
-    Ok(contents(&s))
+    let got = contents(&s);
+    life_after_recovery(&s, &got, near)?;
+    Ok(got)
+}
+
+/// A recovered store must not only read right, it must take writes and stay sound: recovery
+/// can leave state that only the next writes build on (NBTree once let a slot whose insert
+/// a crash cut short be taken again, with the cut insert's second key word still in it,
+/// and `check` rejected the pool only after that later write). So every crash image is
+/// recovered and then written: keys next to each key of the interrupted operation (one
+/// byte longer, one shorter, its first 7 and 8 bytes, and a long key with it as prefix:
+/// the neighbours that land in the same leaf, chunk or node, in each way an engine stores
+/// keys), with short, 8-byte and object-sized values; `check`; then the probes are deleted,
+/// `check` again, and the contents must be what recovery returned.
+fn life_after_recovery(s: &Store, got: &Model, near: &[Vec<u8>]) -> Result<(), String> {
+    let mut probes: Vec<Vec<u8>> = Vec::new();
+    for k in near {
+        let mut cands =
+            vec![[k.as_slice(), &[0]].concat(), [k.as_slice(), b"-a-longer-probe-key-to-an-object"].concat()];
+        if !k.is_empty() {
+            cands.push(k[..k.len() - 1].to_vec());
+        }
+        cands.push(k[..k.len().min(7)].to_vec());
+        cands.push(k[..k.len().min(8)].to_vec());
+        for c in cands {
+            if !got.contains_key(&c) && !probes.contains(&c) {
+                probes.push(c);
+            }
+        }
+    }
+    if probes.is_empty() {
+        return Ok(());
+    }
+    let step = |what: &str, r: pmkv::Result<()>| r.map_err(|e| format!("after recovery, {what}: {e}"));
+    for (i, p) in probes.iter().enumerate() {
+        step("a probe put", s.put(p, &vec![0x5a ^ i as u8; [3, 8, 40][i % 3]]))?;
+    }
+    let checked = |when: &str| -> Result<(), String> {
+        let c = s.check().map_err(|e| format!("check {when}: {e}"))?;
+        if c.is_ok() {
+            Ok(())
+        } else {
+            Err(format!("check {when}: {c}"))
+        }
+    };
+    checked("after writes to the recovered store")?;
+    for p in &probes {
+        step("a probe delete", s.delete(p).map(|_| ()))?;
+    }
+    checked("after deleting the probes")?;
+    if contents(s) != *got {
+        return Err("the recovered store changed under writes to other keys".into());
+    }
+    Ok(())
 }
 
 /// Crash images taken at crash points, with where each was taken; checked later.
@@ -193,6 +247,7 @@ pub fn explore_plan(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>], pla
             allowed.push(model.clone());
         }
         let desc = format!("op {i} {ops:?}");
+        let near: Vec<Vec<u8>> = ops.iter().map(|o| o.key().to_vec()).collect();
         let live = s.as_ref().unwrap();
         if !plan.explore.get(i).copied().unwrap_or(true) {
             run_op(live, ops).unwrap_or_else(|e| panic!("{desc}: {e}"));
@@ -221,7 +276,7 @@ pub fn explore_plan(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>], pla
         done.taken += t.taken();
         for (at, img) in t.drain() {
             done.checked += 1;
-            let r = recover(f, layout, &img).and_then(|got| {
+            let r = recover(f, layout, &img, &near).and_then(|got| {
                 if allowed.contains(&got) {
                     Ok(())
                 } else {
@@ -250,7 +305,7 @@ pub fn explore_plan(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>], pla
         drop(sim_pool);
         drop(live);
     }
-    assert_eq!(recover(f, layout, &img).unwrap(), model);
+    assert_eq!(recover(f, layout, &img, &[]).unwrap(), model);
     done
 }
 
@@ -332,6 +387,41 @@ pub fn batch_every_crash_point(f: &'static dyn EngineFactory) {
     assert!(n > 20, "only {n} crash images");
 }
 
+/// The writes `pmkv serve` makes while two clients pipeline SET and DEL over the same
+/// keys: runs of SETs applied as one batch (the server's group commit), single DELs and
+/// SETs of the other client between them, keys deleted and set again, so that slots, leaves
+/// and chunks freed by one client are taken again by the other. Keys of every length an
+/// engine stores differently (up to 7 bytes, 8, 9 to 16, longer) and values inline and in
+/// objects. Every crash image is recovered and then written to (see `life_after_recovery`).
+pub fn pipelined_server_traffic_every_crash_point(f: &'static dyn EngineFactory) {
+    if !f.info().persistent {
+        return;
+    }
+    let key = |i: usize| -> Vec<u8> {
+        match i % 4 {
+            0 => format!("s{i}"),
+            1 => format!("key:{i:04}"),
+            2 => format!("user:{i:010}"),
+            _ => format!("session:{i:04}:a-key-long-enough-for-an-object"),
+        }
+        .into_bytes()
+    };
+    let value = |i: usize, round: usize| vec![(i * 7 + round) as u8; [1, 8, 5, 90][(i + round) % 4]];
+    let mut batches = Vec::new();
+    for round in 0..3 {
+        // Client A: a pipeline of SETs, one batch.
+        let a: Vec<BatchOp> = (0..6).map(|i| BatchOp::Put(key(i + round), value(i, round))).collect();
+        batches.push(a);
+        // Client B, between A's pipelines: DELs of A's keys, a SET of a key just deleted.
+        batches.push(del(&key(round + 1)));
+        batches.push(del(&key(round + 2)));
+        batches.push(put(&key(round + 1), &value(9, round)));
+        batches.push(del(&key(round + 3)));
+    }
+    let n = explore(f, &batches);
+    assert!(n > 50, "only {n} crash images");
+}
+
 /// SPEC R3: recovery is itself crash-safe. Crash images are taken during puts (new keys,
 /// inline and out-of-line values, updates through the micro-log), deletes and a batch;
 /// each is recovered once without interruption (the reference), then again with a crash
@@ -378,7 +468,7 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
     let mut checked = 0u64;
     let failures: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
     for (n, img) in all.iter().enumerate().step_by(step) {
-        let reference = match recover(f, layout, img) {
+        let reference = match recover(f, layout, img, &[]) {
             Ok(m) => m,
             Err(e) => panic!("image {n}: the first recovery failed: {e}"),
         };
@@ -401,7 +491,7 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
         let nested: Vec<(String, Vec<u8>)> = nested.lock().unwrap().drain().collect();
         for (at, img2) in nested {
             checked += 1;
-            match recover(f, layout, &img2) {
+            match recover(f, layout, &img2, &[]) {
                 Ok(got) if got == reference => {}
                 Ok(got) => failures.lock().unwrap().push(format!(
                     "image {n}, {at}: {} keys after the second recovery, {} expected",

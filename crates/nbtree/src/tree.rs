@@ -488,11 +488,11 @@ impl NbTree {
         unsafe {
             self.pool.store_u64(leaf.value_at(pos), w);
             self.pool.store_u64(po, payload);
-            if kw2 != 0 {
-                // A slot is taken once per block, and blocks start zeroed: the word is 0
-                // unless a pair key needs it.
-                self.pool.store_u64(ko + E_KEY2, kw2);
-            }
+            // Always written, 0 for keys of other kinds: the slot may have been taken
+            // before, by an insert a crash cut short after it wrote this word and before
+            // its key word (recovery then lets the slot be taken again), or by one that
+            // was abandoned. One more store to a line written anyway.
+            self.pool.store_u64(ko + E_KEY2, kw2);
         }
         // The payload and second key word (one line with the key word), and the objects
         // the payload and key name, must be durable before the key word (torn lines, see
