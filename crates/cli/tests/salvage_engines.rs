@@ -86,6 +86,7 @@ fn salvage_copies_a_mangosteen_pool_whole_or_refuses_it() {
             assert_eq!(pmkv(&["dump", out.to_str().unwrap()]).stdout, want, "page {page:#x}");
         } else {
             assert!(text(&o.stderr).contains("nothing can be salvaged"), "{}", text(&o.stderr));
+            assert!(!out.exists(), "a refused salvage left its new pool behind");
             refused += 1;
         }
     }

@@ -3,10 +3,12 @@
 //! A pool that fails its checks is refused by every other command (reads must never
 //! return damaged data, writes must not build on it). Salvage reads the damaged file as
 //! plain bytes — it never opens or changes it — and asks its engine to find the records
-//! whose checks pass (`EngineFactory::salvage`; HART finds its leaves by their
-//! offset-seeded key checks, trusting neither the header nor the allocator). Those go
-//! into a new pool of the same engine; records whose key survived but whose value did
-//! not are counted and listed.
+//! whose checks pass (`EngineFactory::salvage`: HART finds its leaves by their
+//! offset-seeded key checks, NBTree its blocks by their seals and its entries by their
+//! objects' checks, trusting neither the header nor the allocator; Mangosteen copies a
+//! pool whole or not at all). Those go into a new pool of the same engine; records whose
+//! key survived but whose value did not are counted and listed. A refused salvage
+//! removes the new pool it had created.
 
 use super::kv::{escape, OpenArgs};
 use super::CmdResult;
@@ -44,7 +46,16 @@ pub fn run(a: Args) -> CmdResult {
     let image = std::fs::read(&a.damaged).map_err(|e| format!("{}: {e}", a.damaged.display()))?;
     let opts = a.open.options()?.create(true).initial_size(a.initial_mib << 20);
     let store = Store::open_with(factory, &a.new, &opts)?;
-    let report = factory.salvage(&image, &mut |k, v| store.put(k, v))?;
+    let report = match factory.salvage(&image, &mut |k, v| store.put(k, v)) {
+        Ok(r) => r,
+        Err(e) => {
+            // Nothing to keep: the new pool did not exist before (checked above), so a
+            // refused salvage leaves no half-filled pool behind to be mistaken for a copy.
+            drop(store);
+            let _ = std::fs::remove_file(&a.new);
+            return Err(e.into());
+        }
+    };
     store.close()?;
     outln!("salvaged         {} records into {}", report.records, a.new.display())?;
     outln!("lost             {} records whose value failed its check", report.damaged)?;
