@@ -2,9 +2,12 @@
 //! atomic read-modify-writes under concurrent clients, 10,000 pipelined commands, and
 //! adversarial input (after which a new client still gets PONG).
 
+mod common;
+
+use common::Client;
 use pmkv::{Options, Store};
 use pmkv_server::{Config, Server};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -18,60 +21,6 @@ fn start(password: Option<&str>) -> (u16, impl Fn(), std::thread::JoinHandle<pmk
     let (port, stop) = (srv.port(), srv.stopper());
     let h = std::thread::spawn(move || srv.run(false));
     (port, stop, h, dir)
-}
-
-struct Client {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-}
-
-impl Client {
-    fn new(port: u16) -> Client {
-        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Client { r: BufReader::new(s.try_clone().unwrap()), w: s }
-    }
-    fn send(&mut self, args: &[&[u8]]) {
-        let mut b = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            b.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            b.extend_from_slice(a);
-            b.extend_from_slice(b"\r\n");
-        }
-        self.w.write_all(&b).unwrap();
-    }
-    /// One reply, rendered compactly: +OK, -ERR..., :1, $bytes as text, (nil), [a,b], {k:v}.
-    fn reply(&mut self) -> String {
-        let mut line = String::new();
-        self.r.read_line(&mut line).unwrap();
-        let line = line.trim_end().to_string();
-        let (t, rest) = line.split_at(1);
-        match t {
-            "+" | "-" | ":" => line,
-            "_" => "(nil)".into(),
-            "$" => {
-                let n: i64 = rest.parse().unwrap();
-                if n < 0 {
-                    return "(nil)".into();
-                }
-                let mut b = vec![0u8; n as usize + 2];
-                self.r.read_exact(&mut b).unwrap();
-                String::from_utf8_lossy(&b[..n as usize]).into_owned()
-            }
-            "*" | "%" => {
-                let n: usize = rest.parse().unwrap();
-                let n = if t == "%" { 2 * n } else { n };
-                let items: Vec<String> = (0..n).map(|_| self.reply()).collect();
-                format!("[{}]", items.join(","))
-            }
-            _ => panic!("unexpected reply line {line:?}"),
-        }
-    }
-    fn cmd(&mut self, args: &[&str]) -> String {
-        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-        self.send(&a);
-        self.reply()
-    }
 }
 
 #[test]

@@ -1,0 +1,93 @@
+//! A RESP client for the server's tests: requests as RESP arrays, replies rendered
+//! compactly (+OK, -ERR..., :1, a bulk as text, (nil), [a,b], a map as [k,v,...]).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// `args` as one RESP request.
+pub fn request(args: &[&[u8]]) -> Vec<u8> {
+    let mut b = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        b.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        b.extend_from_slice(a);
+        b.extend_from_slice(b"\r\n");
+    }
+    b
+}
+
+pub struct Client {
+    pub r: BufReader<TcpStream>,
+    pub w: TcpStream,
+    /// Bulks longer than this are rendered `$<len>` (tests of huge values need not hold
+    /// them as text twice).
+    abbreviate_over: usize,
+}
+
+impl Client {
+    /// A connection to the server on `port` of 127.0.0.1.
+    pub fn new(port: u16) -> Client {
+        Client::to(("127.0.0.1", port))
+    }
+    /// A connection to `addr`; a reply not there in 30 s fails the read.
+    pub fn to(addr: impl std::net::ToSocketAddrs) -> Client {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        Client { r: BufReader::new(s.try_clone().unwrap()), w: s, abbreviate_over: usize::MAX }
+    }
+    /// Render bulks longer than `n` bytes as `$<len>`.
+    pub fn abbreviating(self, n: usize) -> Client {
+        Client { abbreviate_over: n, ..self }
+    }
+    pub fn send(&mut self, args: &[&[u8]]) {
+        self.w.write_all(&request(args)).unwrap();
+    }
+    /// One reply; `None` when the connection closed (or a read failed).
+    pub fn try_reply(&mut self) -> Option<String> {
+        let mut line = String::new();
+        if self.r.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end().to_string();
+        let (t, rest) = line.split_at(1);
+        Some(match t {
+            "+" | "-" | ":" => line,
+            "_" => "(nil)".into(),
+            "$" => {
+                let n: i64 = rest.parse().unwrap();
+                if n < 0 {
+                    return Some("(nil)".into());
+                }
+                let mut b = vec![0u8; n as usize + 2];
+                self.r.read_exact(&mut b).ok()?;
+                if n as usize > self.abbreviate_over {
+                    format!("${n}")
+                } else {
+                    String::from_utf8_lossy(&b[..n as usize]).into_owned()
+                }
+            }
+            "*" | "%" => {
+                let n: usize = rest.parse().unwrap();
+                let n = if t == "%" { 2 * n } else { n };
+                let items: Option<Vec<String>> = (0..n).map(|_| self.try_reply()).collect();
+                format!("[{}]", items?.join(","))
+            }
+            _ => panic!("unexpected reply line {line:?}"),
+        })
+    }
+    /// One reply; the connection must not have closed.
+    pub fn reply(&mut self) -> String {
+        self.try_reply().expect("a reply, not a closed connection")
+    }
+    /// Send `args`, read the reply; `None` if the connection closed.
+    pub fn try_cmd(&mut self, args: &[&[u8]]) -> Option<String> {
+        self.w.write_all(&request(args)).ok()?;
+        self.try_reply()
+    }
+    /// Send `args`, read the reply.
+    pub fn cmd(&mut self, args: &[&str]) -> String {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        self.try_cmd(&a).expect("a reply, not a closed connection")
+    }
+}
