@@ -324,24 +324,14 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
         },
         "KEYS" if a.len() == 1 => {
             let pat = crate::glob::Pattern::new(&a[0], s.info().max_key_len);
-            let mut out = Vec::new();
-            let (mut size, mut over) = (0usize, false);
-            let walked = s.scan(&KeyRange::all(), Direction::Forward, |k, _| {
+            match walk_to_array(s, &KeyRange::all(), c.reply_budget, |k, _, out| {
                 if pat.matches(k) {
-                    size += bulk_cost(k.len());
-                    if size > c.reply_budget {
-                        over = true;
-                        return false;
-                    }
-                    out.push(Reply::Bulk(k.to_vec()));
+                    out.push(k.to_vec());
                 }
                 true
-            });
-            if over {
-                return over_output_limit(sh);
-            }
-            match walked {
-                Ok(()) => Reply::Array(out),
+            }) {
+                Ok(Some(r)) => r,
+                Ok(None) => return over_output_limit(sh),
                 Err(e) => store_err(e),
             }
         }
@@ -386,25 +376,16 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
                 }
             };
             let end = if a[1].as_slice() == b"+" { Bound::Unbounded } else { Bound::Excluded(a[1].clone()) };
-            let (mut out, mut size, mut over) = (Vec::new(), 0usize, false);
-            let walked = s.scan(&KeyRange { start: bound(&a[0]), end }, Direction::Forward, |k, v| {
+            match walk_to_array(s, &KeyRange { start: bound(&a[0]), end }, c.reply_budget, |k, v, out| {
                 if out.len() / 2 >= lim {
                     return false;
                 }
-                size += bulk_cost(k.len()) + bulk_cost(v.len());
-                if size > c.reply_budget {
-                    over = true;
-                    return false;
-                }
-                out.push(Reply::Bulk(k.to_vec()));
-                out.push(Reply::Bulk(v.to_vec()));
+                out.push(k.to_vec());
+                out.push(v.to_vec());
                 true
-            });
-            if over {
-                return over_output_limit(sh);
-            }
-            match walked {
-                Ok(()) => Reply::Array(out),
+            }) {
+                Ok(Some(r)) => r,
+                Ok(None) => return over_output_limit(sh),
                 Err(e) => store_err(e),
             }
         }
@@ -468,6 +449,30 @@ pub fn get_into(
 /// the batch returned, i.e. after all of them are durable. On an error (say, a full pool)
 /// a prefix of the batch may have been applied; every SET of it gets the error reply, as
 /// a client cannot tell which of a failed pipeline's writes landed anyway. Returns the
+/// Walk `range` forward into an array reply of the bulks `add` appends for each record
+/// (it returns whether to go on), holding no more than `budget` bytes of reply: the
+/// client's output limit, checked while walking so that a reply over it is never built
+/// whole. `Ok(None)`: the reply would exceed the budget.
+fn walk_to_array(
+    s: &Store,
+    range: &KeyRange,
+    budget: usize,
+    mut add: impl FnMut(&[u8], &[u8], &mut Vec<Vec<u8>>) -> bool,
+) -> pmkv::Result<Option<Reply>> {
+    let (mut items, mut size, mut over) = (Vec::new(), 0usize, false);
+    s.scan(range, Direction::Forward, |k, v| {
+        let before = items.len();
+        let go_on = add(k, v, &mut items);
+        size += items[before..].iter().map(|b| bulk_cost(b.len())).sum::<usize>();
+        if size > budget {
+            over = true;
+            return false;
+        }
+        go_on
+    })?;
+    Ok((!over).then(|| Reply::Array(items.into_iter().map(Reply::Bulk).collect())))
+}
+
 /// reply of each of them.
 pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Reply {
     let mut b = pmkv::WriteBatch::new();
