@@ -79,13 +79,13 @@ impl EpAlloc {
         for i in 0..DIR_CAP {
             let e = self.root.entry(i);
             let tag = e.raw_tag(pool);
-            let class = match decode_tag(tag) {
+            let class = match decode_tag(self.root.fmt, e, tag) {
                 Ok(Some((_, class))) => class,
                 Ok(None) => continue,
                 Err(_) => return None,
             };
             s.list(i, tag);
-            let mut off = e.head(pool);
+            let mut off = e.head(pool, self.root.fmt).ok()?;
             let mut steps = 0;
             while off != 0 {
                 steps += 1;
@@ -97,12 +97,16 @@ impl EpAlloc {
                     return None;
                 }
                 let word = if class == EXTENT_CLASS {
-                    extent::read_len(pool, off, heap_top)?
+                    extent::read_len(pool, self.root.fmt, off, heap_top)?
                 } else {
-                    chunk::header(pool, off).0
+                    let h = chunk::header(pool, off);
+                    if !h.is_valid(self.root.fmt, off) {
+                        return None;
+                    }
+                    h.0
                 };
                 s.item(off, word);
-                off = chunk::next(pool, off);
+                off = chunk::next(pool, self.root.fmt, off).ok()?;
             }
         }
         Some(s.finish())
