@@ -448,3 +448,41 @@ fn p7_the_seal_finds_a_cut_list_and_flipped_bits_after_a_clean_shutdown() {
 fn read_word(img: &[u8], at: u64) -> u64 {
     u64::from_le_bytes(img[at as usize..at as usize + 8].try_into().unwrap())
 }
+
+/// Format-2 pools (written before the words had checks) are still opened and written in
+/// format 2: the paper's header layout, raw links, no directory count.
+#[test]
+fn p7_format_2_pools_keep_their_encoding() {
+    use pmkv_substrate::epalloc::Format;
+    let o = opts();
+    let ep = EpAlloc::create_format(new_sim(&o), Format::V2).unwrap();
+    let a: Vec<u64> = (0..2 * SLOTS as u64 + 5).map(|i| put(&ep, A, 64, i)).collect();
+    let x = put(&ep, B, 9000, 77);
+    for &off in &a[..SLOTS] {
+        ep.free(off); // empties the first chunk: a recycle in the middle of the list
+    }
+    ep.check().unwrap();
+    let r = ep.pool().root(EPALLOC_ROOT);
+    let entry = (0..root::DIR_CAP as u64)
+        .map(|i| root::Entry(r + root::DIR_AT + i * root::ENTRY_LEN))
+        .find(|e| read_u64(ep.pool(), e.tag_at()) == root::tag(A, class_of(64).unwrap() as u8))
+        .expect("a format-2 tag");
+    let head = read_u64(ep.pool(), entry.head_at());
+    let h = chunk::HeaderWord(read_u64(ep.pool(), head));
+    assert_eq!(h, chunk::HeaderWord::from_bitmap(h.bitmap()), "the paper's header layout");
+    assert_eq!(read_u64(ep.pool(), r + root::DIR_AT + 32), 0, "no count word in format 2");
+    let want = used_set(&ep, &[A, B]);
+    assert!(want.contains_key(&x));
+    // A crash image reopens in format 2 and takes writes.
+    let img = ep.pool().sim().unwrap().image_now(ep.pool(), pmkv_substrate::Eviction::All);
+    let ep2 = EpAlloc::open(Arc::new(Pool::from_image(&img, None, &o).unwrap())).unwrap();
+    assert_eq!(used_set(&ep2, &[A, B]), want);
+    let y = put(&ep2, A, 64, 99);
+    ep2.free(a[SLOTS]);
+    ep2.check().unwrap();
+    let r2 = ep2.pool().root(EPALLOC_ROOT);
+    assert_eq!(read_u64(ep2.pool(), r2 + 8) as u32, 2, "still version 2");
+    assert!(ep2.is_used(y));
+    let head2 = read_u64(ep2.pool(), entry.head_at());
+    assert!(chunk::HeaderWord(read_u64(ep2.pool(), head2)).is_consistent(), "format-2 headers after writes");
+}
