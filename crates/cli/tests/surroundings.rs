@@ -169,11 +169,14 @@ fn a_read_command_never_repairs_a_clean_pool() {
         u64::from_le_bytes(b)
     };
     // The first list in use: point its PCurrent at its own head chunk, a valid chunk.
+    use pmkv_substrate::epalloc::{check, Format};
+    let head = |e: root::Entry| check::link_value(Format::V3, e.head_at(), word(e.head_at())).expect("a valid PHead");
     let e = (0..root::DIR_CAP as u64)
         .map(|i| root::Entry(r + root::DIR_AT + i * root::ENTRY_LEN))
-        .find(|e| word(e.tag_at()) != 0 && word(e.head_at()) != 0)
+        .find(|&e| word(e.tag_at()) != 0 && head(e) != 0)
         .expect("a list in use");
-    file.write_all_at(&word(e.head_at()).to_le_bytes(), e.pcurrent_at()).unwrap();
+    let logged = check::link_word(Format::V3, e.pcurrent_at(), head(e));
+    file.write_all_at(&logged.to_le_bytes(), e.pcurrent_at()).unwrap();
     drop(file);
     let before = std::fs::read(&pool).unwrap();
     for args in [vec!["get", &pool, "k00001"], vec!["dump", &pool], vec!["scan", &pool], vec!["check", &pool]] {

@@ -208,22 +208,26 @@ fn p7_open_refuses_corrupt_metadata() {
     bad[r as usize + 20] ^= 1;
     assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))));
     // Find the list of class 64 and damage it.
-    let entry = (0..root::DIR_CAP as u64)
-        .map(|i| r + root::DIR_AT + i * root::ENTRY_LEN)
-        .find(|&e| rd(&img, e) == root::tag(A, class_of(64).unwrap() as u8))
-        .expect("list of type A, class 64");
-    let head = rd(&img, entry + 8);
-    let second = rd(&img, head + 8);
+    let entry = find_entry(r, |at| rd(&img, at), A, class_of(64).unwrap() as u8).0;
+    let head = link_off(entry + 8, rd(&img, entry + 8));
+    let second = link_off(head + 8, rd(&img, head + 8));
     assert!(second != 0, "two chunks");
-    // A cycle.
+    // A cycle (a valid link word).
     let mut bad = img.clone();
-    w(&mut bad, second + 8, head);
+    w(&mut bad, second + 8, link(second + 8, head));
     assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))));
-    // A head outside the heap, a misaligned head.
+    // A head outside the heap, a misaligned head: as raw words (which fail their check)
+    // and as valid link words (which fail the walk's bounds and alignment checks).
     for h in [u64::MAX - 7, img.len() as u64 + 4096, head + 8] {
-        let mut bad = img.clone();
-        w(&mut bad, entry + 8, h);
-        assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))), "head {h:#x}");
+        let mut words = vec![h];
+        if h < 1 << 56 {
+            words.push(link(entry + 8, h));
+        }
+        for v in words {
+            let mut bad = img.clone();
+            w(&mut bad, entry + 8, v);
+            assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))), "head {h:#x} as {v:#x}");
+        }
     }
     // An inconsistent header word (bitmap says free, indicator says full).
     let mut bad = img.clone();
@@ -235,6 +239,9 @@ fn p7_open_refuses_corrupt_metadata() {
     assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))));
     let mut bad = img.clone();
     w(&mut bad, entry + 16, head + 3);
+    assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))));
+    let mut bad = img.clone();
+    w(&mut bad, entry + 16, link(entry + 16, head + 3));
     assert!(matches!(reopen(&bad), Err(PoolError::CorruptAllocator(_))));
     // Root 0 pointing outside the pool: from_image validates roots, so patch a live pool.
     let p = Arc::new(Pool::from_image(&img, None, &o).unwrap());
@@ -255,7 +262,7 @@ fn p7_checker_reports_damage_in_a_live_allocator() {
     let h = chunk::HeaderWord(read_u64(ep.pool(), c));
     write_u64(ep.pool(), c, h.0 | 1 << 10);
     let err = ep.check().unwrap_err().to_string();
-    assert!(err.contains("disagrees") || err.contains("not reserved"), "{err}");
+    assert!(err.contains("fails its check") || err.contains("not reserved"), "{err}");
     write_u64(ep.pool(), c, h.0);
     ep.check().unwrap();
 }
@@ -361,13 +368,11 @@ fn p7_a_log_left_in_a_clean_pool_is_damage_not_repaired() {
         let ep = EpAlloc::create(Arc::new(Pool::create(&path, LAYOUT, &o).unwrap())).unwrap();
         let _ = put(&ep, A, 64, 1);
         let r = ep.pool().root(EPALLOC_ROOT);
-        (0..root::DIR_CAP as u64)
-            .map(|i| root::Entry(r + root::DIR_AT + i * root::ENTRY_LEN))
-            .find(|e| read_u64(ep.pool(), e.tag_at()) == root::tag(A, class_of(64).unwrap() as u8))
-            .expect("list of type A, class 64")
+        find_entry(r, |at| read_u64(ep.pool(), at), A, class_of(64).unwrap() as u8)
     };
     let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
-    file.write_all_at(&4096u64.to_le_bytes(), entry.pprev_at()).unwrap();
+    let logged = link(entry.pprev_at(), 4096);
+    file.write_all_at(&logged.to_le_bytes(), entry.pprev_at()).unwrap();
     drop(file);
     let before = std::fs::read(&path).unwrap();
     let pool = Arc::new(Pool::open_read_only(&path, Some(LAYOUT), &o).unwrap());
@@ -378,7 +383,7 @@ fn p7_a_log_left_in_a_clean_pool_is_damage_not_repaired() {
     drop(pool);
     let mut word = [0u8; 8];
     std::fs::File::open(&path).unwrap().read_exact_at(&mut word, entry.pprev_at()).unwrap();
-    assert_eq!(u64::from_le_bytes(word), 4096, "the refused open changed the log");
+    assert_eq!(u64::from_le_bytes(word), logged, "the refused open changed the log");
 }
 
 /// The seal (see `epalloc::seal`): damage that leaves every list walkable and every header
@@ -396,13 +401,10 @@ fn p7_the_seal_finds_a_cut_list_and_flipped_bits_after_a_clean_shutdown() {
             put(&ep, A, 64, i);
         }
         let r = ep.pool().root(EPALLOC_ROOT);
-        let e = (0..root::DIR_CAP as u64)
-            .map(|i| root::Entry(r + root::DIR_AT + i * root::ENTRY_LEN))
-            .find(|e| read_u64(ep.pool(), e.tag_at()) == root::tag(A, class_of(64).unwrap() as u8))
-            .expect("list of type A, class 64");
-        let mut chunks = vec![read_u64(ep.pool(), e.head_at())];
+        let e = find_entry(r, |at| read_u64(ep.pool(), at), A, class_of(64).unwrap() as u8);
+        let mut chunks = vec![link_off(e.head_at(), read_u64(ep.pool(), e.head_at()))];
         while let Some(&c) = chunks.last() {
-            let n = read_u64(ep.pool(), c + 8);
+            let n = link_off(c + 8, read_u64(ep.pool(), c + 8));
             if n == 0 {
                 break;
             }
@@ -412,13 +414,15 @@ fn p7_the_seal_finds_a_cut_list_and_flipped_bits_after_a_clean_shutdown() {
         (e, chunks)
     };
     let good = std::fs::read(&path).unwrap();
+    // Valid words in the wrong place or with the wrong content (each passes its own
+    // check): only the seal can tell. Damage that fails a word's check is refused by the
+    // checks themselves (`p7_damage_after_a_crash_is_refused`).
     let cases: Vec<(&str, u64, u64)> = vec![
-        ("the first chunk's link zeroed (a cut list)", chunks[0] + 8, 0),
-        ("the middle chunk skipped", chunks[0] + 8, chunks[2]),
-        // The partly filled chunk (at the head): a free slot above the next-free index
-        // marked used leaves the header word consistent.
-        ("a free bit set", chunks[0], read_word(&good, chunks[0]) | 1 << 50),
-        ("the head moved to the second chunk", entry.head_at(), chunks[1]),
+        ("the first chunk's link set to the end (a cut list)", chunks[0] + 8, link(chunks[0] + 8, 0)),
+        ("the middle chunk skipped", chunks[0] + 8, link(chunks[0] + 8, chunks[2])),
+        // The partly filled chunk (at the head): a free slot marked used, check redone.
+        ("a free bit set", chunks[0], header3(chunks[0], read_word(&good, chunks[0]) & chunk::BITMAP_MASK | 1 << 50)),
+        ("the head moved to the second chunk", entry.head_at(), link(entry.head_at(), chunks[1])),
     ];
     for (what, at, v) in cases {
         let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
@@ -443,4 +447,42 @@ fn p7_the_seal_finds_a_cut_list_and_flipped_bits_after_a_clean_shutdown() {
 
 fn read_word(img: &[u8], at: u64) -> u64 {
     u64::from_le_bytes(img[at as usize..at as usize + 8].try_into().unwrap())
+}
+
+/// Format-2 pools (written before the words had checks) are still opened and written in
+/// format 2: the paper's header layout, raw links, no directory count.
+#[test]
+fn p7_format_2_pools_keep_their_encoding() {
+    use pmkv_substrate::epalloc::Format;
+    let o = opts();
+    let ep = EpAlloc::create_format(new_sim(&o), Format::V2).unwrap();
+    let a: Vec<u64> = (0..2 * SLOTS as u64 + 5).map(|i| put(&ep, A, 64, i)).collect();
+    let x = put(&ep, B, 9000, 77);
+    for &off in &a[..SLOTS] {
+        ep.free(off); // empties the first chunk: a recycle in the middle of the list
+    }
+    ep.check().unwrap();
+    let r = ep.pool().root(EPALLOC_ROOT);
+    let entry = (0..root::DIR_CAP as u64)
+        .map(|i| root::Entry(r + root::DIR_AT + i * root::ENTRY_LEN))
+        .find(|e| read_u64(ep.pool(), e.tag_at()) == root::tag(A, class_of(64).unwrap() as u8))
+        .expect("a format-2 tag");
+    let head = read_u64(ep.pool(), entry.head_at());
+    let h = chunk::HeaderWord(read_u64(ep.pool(), head));
+    assert_eq!(h, chunk::HeaderWord::from_bitmap(h.bitmap()), "the paper's header layout");
+    assert_eq!(read_u64(ep.pool(), r + root::DIR_AT + 32), 0, "no count word in format 2");
+    let want = used_set(&ep, &[A, B]);
+    assert!(want.contains_key(&x));
+    // A crash image reopens in format 2 and takes writes.
+    let img = ep.pool().sim().unwrap().image_now(ep.pool(), pmkv_substrate::Eviction::All);
+    let ep2 = EpAlloc::open(Arc::new(Pool::from_image(&img, None, &o).unwrap())).unwrap();
+    assert_eq!(used_set(&ep2, &[A, B]), want);
+    let y = put(&ep2, A, 64, 99);
+    ep2.free(a[SLOTS]);
+    ep2.check().unwrap();
+    let r2 = ep2.pool().root(EPALLOC_ROOT);
+    assert_eq!(read_u64(ep2.pool(), r2 + 8) as u32, 2, "still version 2");
+    assert!(ep2.is_used(y));
+    let head2 = read_u64(ep2.pool(), entry.head_at());
+    assert!(chunk::HeaderWord(read_u64(ep2.pool(), head2)).is_consistent(), "format-2 headers after writes");
 }

@@ -7,8 +7,11 @@
 //!   lists, every recycle log is empty (open finished them), every list ends (no cycle),
 //!   every item is in bounds and aligned, no chunk is reached twice (so none is on two
 //!   lists).
-//! * **Headers agree**: each chunk's next-free index and full indicator are the ones its
-//!   bitmap implies; each extent has its magic and a page-multiple length.
+//! * **Every trusted word is valid**: format 3, each chunk header, `PNext`, `PHead`,
+//!   `PCurrent`, `PPrev`, tag and the directory count passes its check, used directory
+//!   entries come first and their number is the count; format 2, each chunk's next-free
+//!   index and full indicator are the ones its bitmap implies. Each extent has its magic,
+//!   a page-multiple length and (format 3) the length's check.
 //! * **The heap decomposes exactly**: the items the lists reach, the DRAM free-space
 //!   blocks and the reserved (unpublished) extents, sorted, never overlap and cover
 //!   `[heap_start, heap_top)` without a gap. No gap means no leaked byte; and since bits
@@ -20,6 +23,7 @@
 //!
 //! The check needs a quiescent allocator (no concurrent alloc, publish or free).
 
+use super::check::Format;
 use super::chunk::{self, HeaderWord, IND_FULL};
 use super::extent::{self, EXT_HEAD, EXT_RESERVED, EXT_USED, PAGE};
 use super::index::LOCKED;
@@ -145,17 +149,24 @@ pub(crate) fn report(ep: &EpAlloc) -> CheckReport {
     let mut owner: HashMap<u64, usize> = HashMap::new();
     let mut tags = HashSet::new();
     let mut on_lists: HashSet<u32> = HashSet::new();
+    let fmt = root.fmt;
+    if fmt != ep.root.fmt {
+        problem(&mut r, "the allocator root block changed its format version".into());
+    }
     let guards: Vec<_> = ep.lists.iter().map(|l| l.get().map(|l| l.inner.lock())).collect();
+    let mut first_unused = None;
+    let mut in_use = 0u64;
     for (i, guard) in guards.iter().enumerate() {
         let e = root.entry(i);
-        let (ty, class) = match decode_tag(e.raw_tag(pool)) {
+        let (ty, class) = match decode_tag(fmt, e, e.raw_tag(pool)) {
             Err(w) => {
                 problem(&mut r, format!("directory entry {i}: {w}"));
                 continue;
             }
             Ok(None) => {
-                if e.head(pool) != 0 || e.pcurrent(pool) != 0 || e.pprev(pool) != 0 {
-                    problem(&mut r, format!("unused directory entry {i} has a list or a log"));
+                first_unused.get_or_insert(i);
+                if !e.links_empty(pool, fmt) {
+                    problem(&mut r, format!("unused directory entry {i} at {:#x} has a list or a log", e.0));
                 }
                 if ep.lists[i].get().is_some() {
                     problem(&mut r, format!("directory entry {i} is unused in PM but known in DRAM"));
@@ -164,13 +175,19 @@ pub(crate) fn report(ep: &EpAlloc) -> CheckReport {
             }
             Ok(Some(x)) => x,
         };
+        in_use += 1;
+        if let (true, Some(u)) = (fmt.checked(), first_unused) {
+            problem(&mut r, format!("directory entry {i} is in use after unused entry {u} (an entry was zeroed)"));
+        }
         r.lists += 1;
         let what = format!("list {i} (type {} class {})", ty.0, class_name(class));
         if !tags.insert((ty, class)) {
             problem(&mut r, format!("{what}: a second list for the same type and class"));
         }
-        if e.pcurrent(pool) != 0 || e.pprev(pool) != 0 {
-            problem(&mut r, format!("{what}: recycle log not empty"));
+        match (e.pcurrent(pool, fmt), e.pprev(pool, fmt)) {
+            (Ok(0), Ok(0)) => {}
+            (Ok(_), Ok(_)) => problem(&mut r, format!("{what}: recycle log not empty")),
+            (Err(w), _) | (_, Err(w)) => problem(&mut r, format!("{what}: {w}")),
         }
         let geo = (class != EXTENT_CLASS).then(|| GEOMETRY[class as usize]);
         let Some(list) = ep.lists[i].get() else {
@@ -182,7 +199,13 @@ pub(crate) fn report(ep: &EpAlloc) -> CheckReport {
         }
         // Walk PM and the DRAM mirror side by side.
         let mut dram_id = guard.as_ref().map_or(0, |g| g.head);
-        let mut off = e.head(pool);
+        let mut off = match e.head(pool, fmt) {
+            Ok(h) => h,
+            Err(w) => {
+                problem(&mut r, format!("{what}: {w}"));
+                0
+            }
+        };
         let mut steps = 0u64;
         while off != 0 {
             steps += 1;
@@ -190,7 +213,7 @@ pub(crate) fn report(ep: &EpAlloc) -> CheckReport {
                 problem(&mut r, format!("{what}: does not end (cycle)"));
                 break;
             }
-            if !item_ok(pool, geo, off, hs, top) {
+            if !item_ok(pool, fmt, geo, off, hs, top) {
                 problem(&mut r, format!("{what}: reaches {off:#x}, not a valid item (bounds, alignment, header)"));
                 break;
             }
@@ -209,7 +232,7 @@ pub(crate) fn report(ep: &EpAlloc) -> CheckReport {
             match geo {
                 Some(g) => {
                     let h = chunk::header(pool, off);
-                    check_header(&mut r, &what, off, h);
+                    check_header(&mut r, fmt, &what, off, h);
                     let used = h.used_count() as u64;
                     r.chunks += 1;
                     r.slots += SLOTS as u64;
@@ -230,7 +253,7 @@ pub(crate) fn report(ep: &EpAlloc) -> CheckReport {
                     spans.push((off, off + g.chunk_len as u64, format!("chunk {off:#x} of {what}")));
                 }
                 None => {
-                    let len = extent::read_len(pool, off, top).unwrap_or(PAGE);
+                    let len = extent::read_len(pool, fmt, off, top).unwrap_or(PAGE);
                     r.extents += 1;
                     r.extent_bytes += len;
                     if dram.is_some_and(|it| it.reserved.load(Ordering::Acquire) != EXT_USED) {
@@ -243,10 +266,30 @@ pub(crate) fn report(ep: &EpAlloc) -> CheckReport {
                 }
             }
             dram_id = dram.map_or(0, |it| it.next.load(Ordering::Acquire));
-            off = chunk::next(pool, off);
+            off = match chunk::next(pool, fmt, off) {
+                Ok(n) => n,
+                Err(w) => {
+                    problem(&mut r, format!("{what}: {w}"));
+                    break;
+                }
+            };
         }
         if dram_id != 0 {
             problem(&mut r, format!("{what}: DRAM mirror is longer than the PM list"));
+        }
+    }
+    if fmt.checked() {
+        // After open the count is exact (open rewrote a count a crash left one behind).
+        match root.count(pool) {
+            Ok(n) if n == in_use => {}
+            Ok(n) => problem(
+                &mut r,
+                format!(
+                    "directory count word at {:#x} says {n} entries are in use, the directory has {in_use}",
+                    root.count_at()
+                ),
+            ),
+            Err(w) => problem(&mut r, w.to_string()),
         }
     }
     // Live DRAM items that no list reached must be reserved extents.
@@ -296,13 +339,17 @@ pub(crate) fn report(ep: &EpAlloc) -> CheckReport {
     r
 }
 
-fn check_header(r: &mut CheckReport, what: &str, off: u64, h: HeaderWord) {
-    if h.indicator() > IND_FULL {
+fn check_header(r: &mut CheckReport, fmt: Format, what: &str, off: u64, h: HeaderWord) {
+    if fmt.checked() {
+        if !h.is_valid(fmt, off) {
+            r.problems.push(format!("{what}: chunk {off:#x} header word {:#x} fails its check", h.0));
+        }
+    } else if h.indicator() > IND_FULL {
         r.problems.push(format!("{what}: chunk {off:#x} has a reserved full-indicator value {}", h.indicator()));
     } else if !h.is_consistent() {
         r.problems.push(format!(
             "{what}: chunk {off:#x} header disagrees with its bitmap (next free {}, indicator {})",
-            h.next_free(),
+            h.0 >> 56 & 0x3f,
             h.indicator()
         ));
     }

@@ -4,11 +4,18 @@
 //!
 //! ```text
 //! 0..8    magic "EPEXTENT"
-//! 8..16   PNext: next extent of the same type (the same list code as chunks)
+//! 8..16   PNext: next extent of the same type (the same list code and link encoding
+//!         as chunks)
 //! 16..24  length of the extent in bytes (a multiple of 4096, header included)
-//! 24..64  zero
+//! 24..32  format 3: check of the length and the extent's own offset
+//!         (`check::extent_check`, never 0); format 2: zero
+//! 32..64  zero
 //! 64..    the object (cache-line aligned); capacity = length - 64
 //! ```
+//!
+//! The header is written once, before the extent is linked, and persisted with one
+//! persist, so the check costs nothing: a damaged length would otherwise make the walk
+//! take live pages after the extent for free space (or the extent's tail for another).
 //!
 //! Each object type has one extent list in the directory (class code 0xff). An extent is
 //! like a chunk with a single slot whose "bit" is its membership in the list: reserving
@@ -19,6 +26,7 @@
 //! recycle micro-log of Algorithm 6 (`recycle_log.rs`). Freed extent pages return to the
 //! free-space map and are reused for chunks or other extents like any other space.
 
+use super::check::{self, Format};
 use super::chunk::word;
 use crate::pool::Pool;
 use std::sync::atomic::Ordering;
@@ -40,20 +48,29 @@ pub fn extent_len(size: usize) -> Option<u64> {
 }
 
 /// Write and persist the header of the extent at `off` before it is linked.
-pub(crate) fn write_header(pool: &Pool, off: u64, len: u64, next: u64) {
+pub(crate) fn write_header(pool: &Pool, fmt: Format, off: u64, len: u64, next: u64) {
     word(pool, off).store(EXT_MAGIC, Ordering::Relaxed);
-    word(pool, off + 8).store(next, Ordering::Relaxed);
+    word(pool, off + 8).store(check::link_word(fmt, off + 8, next), Ordering::Relaxed);
     word(pool, off + 16).store(len, Ordering::Relaxed);
-    pool.persist_off(off, 24);
+    if fmt.checked() {
+        word(pool, off + 24).store(check::extent_check(off, len), Ordering::Relaxed);
+        pool.persist_off(off, 32);
+    } else {
+        pool.persist_off(off, 24);
+    }
 }
 
 /// The length recorded in the extent header at `off`, if the header is well formed and
 /// the extent ends at or below `limit`.
-pub(crate) fn read_len(pool: &Pool, off: u64, limit: u64) -> Option<u64> {
+/// Format 3: the length must also pass its check.
+pub(crate) fn read_len(pool: &Pool, fmt: Format, off: u64, limit: u64) -> Option<u64> {
     if word(pool, off).load(Ordering::Acquire) != EXT_MAGIC {
         return None;
     }
     let len = word(pool, off + 16).load(Ordering::Acquire);
+    if fmt.checked() && word(pool, off + 24).load(Ordering::Acquire) != check::extent_check(off, len) {
+        return None;
+    }
     (len >= PAGE && len.is_multiple_of(PAGE) && off.checked_add(len).is_some_and(|e| e <= limit)).then_some(len)
 }
 
@@ -85,8 +102,16 @@ impl EpAlloc {
             return Err(misuse("publish", loc.base + EXT_HEAD, "the extent is not reserved"));
         }
         let len = loc.it.len.load(Ordering::Acquire);
-        extent::write_header(&self.pool, loc.base, len, loc.list.entry.head(&self.pool));
-        loc.list.entry.set_head(&self.pool, loc.base);
+        let fmt = self.root.fmt;
+        let head = match loc.list.entry.head(&self.pool, fmt) {
+            Ok(h) => h,
+            Err(e) => {
+                loc.it.reserved.store(EXT_RESERVED, Ordering::Release);
+                return Err(e);
+            }
+        };
+        extent::write_header(&self.pool, fmt, loc.base, len, head);
+        loc.list.entry.set_head(&self.pool, fmt, loc.base);
         // DRAM mirror: the item already exists (and is registered); link it at the head.
         loc.it.prev.store(0, Ordering::Release);
         loc.it.next.store(inner.head, Ordering::Release);
@@ -114,7 +139,10 @@ impl EpAlloc {
         if loc.it.reserved.compare_exchange(EXT_USED, LOCKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
             return Err(misuse("free", loc.base + EXT_HEAD, "the extent is not used"));
         }
-        self.unlink_locked(loc.list, &mut inner, loc.it);
+        if let Err(e) = self.unlink_locked(loc.list, &mut inner, loc.it) {
+            loc.it.reserved.store(EXT_USED, Ordering::Release);
+            return Err(e);
+        }
         self.retire(loc.id, loc.it, false);
         Ok(())
     }

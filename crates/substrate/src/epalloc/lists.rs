@@ -59,13 +59,21 @@ impl EpAlloc {
         v
     }
 
-    /// Offsets on `list`'s persistent chain, head first. The caller holds the list lock.
-    pub(crate) fn walk_pm(&self, list: &ListState) -> Vec<u64> {
+    /// Offsets on a list's persistent chain, head first; `inner` is the list's locked state.
+    ///
+    /// Read from the DRAM mirror, which is the persistent chain in the same order (built
+    /// by the open's verified walk and changed under this lock together with PM; the
+    /// checker proves they agree): a link damaged while the pool is open must not make a
+    /// run-time walk — HART's recovery sweep frees what it does not see — stop early.
+    pub(crate) fn walk_list(&self, inner: &ListInner) -> Vec<u64> {
         let mut v = Vec::new();
-        let mut off = list.entry.head(&self.pool);
-        while off != 0 && v.len() as u64 <= self.max_items() {
-            v.push(off);
-            off = chunk::next(&self.pool, off);
+        let mut id = inner.head;
+        while let Some(it) = self.index.item(id) {
+            if v.len() as u64 > self.max_items() {
+                break;
+            }
+            v.push(it.off.load(Ordering::Acquire));
+            id = it.next.load(Ordering::Acquire);
         }
         v
     }
@@ -114,12 +122,12 @@ impl EpAlloc {
     /// Allocate a directory entry for (`ty`, `class`): one persisted 8-byte tag store.
     pub(super) fn create_list(&self, ty: TypeId, class: u8) -> Result<&ListState> {
         let _g = self.dir_lock.lock();
-        let want = root::tag(ty, class);
+        let fmt = self.root.fmt;
         let mut free = None;
         for i in 0..DIR_CAP {
             let e = self.root.entry(i);
             let t = e.raw_tag(&self.pool);
-            if t == want {
+            if t != 0 && t == root::tag_word(fmt, e, ty, class) {
                 // Created by another thread meanwhile.
                 return self.lists[i].get().ok_or_else(|| PoolError::CorruptAllocator("directory out of sync".into()));
             }
@@ -134,8 +142,15 @@ impl EpAlloc {
         };
         let e = self.root.entry(i);
         self.pool.note_store();
-        chunk::word(&self.pool, e.tag_at()).store(want, Ordering::Release);
+        chunk::word(&self.pool, e.tag_at()).store(root::tag_word(fmt, e, ty, class), Ordering::Release);
         self.pool.persist_off(e.tag_at(), 8);
+        if fmt.checked() {
+            // Entries are used in index order (the first free one is taken), so entry `i`
+            // makes `i + 1` in use. Flushed, not fenced: durable at this thread's next
+            // fence; until then a crash leaves one entry more than the count, which open
+            // accepts (see root.rs). No persist is added to the allocation.
+            self.root.set_count(&self.pool, i as u64 + 1, false);
+        }
         self.install_list(ListState::new(i, e, ty, class));
         Ok(self.lists[i].get().expect("just installed"))
     }
@@ -255,9 +270,11 @@ impl EpAlloc {
     /// allocated in PM. Returns `pack(id, gen)`.
     pub(super) fn new_chunk(&self, list: &ListState, inner: &mut ListInner) -> Result<u64> {
         let geo = list.geo.expect("chunk list");
+        let fmt = self.root.fmt;
+        let head = list.entry.head(&self.pool, fmt)?;
         let off = self.take_space(geo.chunk_len as u64, geo.align as u64)?;
-        chunk::init(&self.pool, off, list.entry.head(&self.pool));
-        list.entry.set_head(&self.pool, off);
+        chunk::init(&self.pool, fmt, off, head);
+        list.entry.set_head(&self.pool, fmt, off);
         let id = self.link_item(list, inner, off, geo.chunk_len as u64, true);
         let it = self.index.item(id).expect("fresh id");
         it.reserved.store(0, Ordering::Release);
@@ -358,17 +375,22 @@ impl EpAlloc {
             it.reserved.store(chunk::header(&self.pool, off).bitmap(), Ordering::Release);
             return false;
         }
-        self.unlink_locked(list, inner, it);
+        if self.unlink_locked(list, inner, it).is_err() {
+            // A damaged link (format 3): keep the chunk rather than splice garbage into
+            // the list; the next open or check reports the damage.
+            it.reserved.store(0, Ordering::Release);
+            return false;
+        }
         self.retire(id, it, true);
         true
     }
 
     /// Algorithm 6 lines 3–10 and 12 for item `id` (PM), then the DRAM mirror.
-    pub(crate) fn unlink_locked(&self, list: &ListState, inner: &mut ListInner, it: &Item) {
+    pub(crate) fn unlink_locked(&self, list: &ListState, inner: &mut ListInner, it: &Item) -> Result<()> {
         let prev_id = it.prev.load(Ordering::Acquire);
         let next_id = it.next.load(Ordering::Acquire);
         let prev_off = self.index.item(prev_id).map_or(0, |p| p.off.load(Ordering::Acquire));
-        recycle_log::unlink(&self.pool, list.entry, it.off.load(Ordering::Acquire), prev_off);
+        recycle_log::unlink(&self.pool, self.root.fmt, list.entry, it.off.load(Ordering::Acquire), prev_off)?;
         match self.index.item(prev_id) {
             Some(p) => p.next.store(next_id, Ordering::Release),
             None => inner.head = next_id,
@@ -377,6 +399,7 @@ impl EpAlloc {
             n.prev.store(prev_id, Ordering::Release);
         }
         inner.count -= 1;
+        Ok(())
     }
 
     /// Algorithm 6 line 11 (`pfree`): forget the item and return its space.

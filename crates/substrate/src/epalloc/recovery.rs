@@ -3,13 +3,18 @@
 //! 1. Validate the root block that pool root 0 names (magic, CRC, version, geometry). If
 //!    the crash came inside [`EpAlloc::create`] after root 0 was set but before the heap
 //!    top covered the root block, raise the heap top now.
-//! 2. For each directory entry: finish the list's interrupted recycle, if any
+//! 2. Format 3: check the directory before anything is repaired — every tag and link
+//!    word passes its check, used entries come first (entries are created in index
+//!    order), and their number is the count word's, or one more after a crash between a
+//!    list's creation and its count's write-back (then the count is rewritten).
+//! 3. For each directory entry: finish the list's interrupted recycle, if any
 //!    (`recycle_log::recover`, every case of Algorithm 6), then walk its persistent list
 //!    (Algorithm 7's walk), validating each chunk (aligned, inside the heap, header word
-//!    consistent; extents: magic and length) and rejecting a chunk reached twice (a
-//!    cycle, or a chunk on two lists). The DRAM mirror of the list, the offset index and
-//!    the reservation words (= the PM bitmaps) are built on the way.
-//! 3. Sort everything the lists reach; any overlap is corruption. Free space is the rest
+//!    valid — format 3: its check holds, format 2: consistent; extents: magic, length and,
+//!    format 3, the length's check), each `PNext` (format 3: its check) and rejecting a
+//!    chunk reached twice (a cycle, or a chunk on two lists). The DRAM mirror of the list,
+//!    the offset index and the reservation words (= the PM bitmaps) are built on the way.
+//! 4. Sort everything the lists reach; any overlap is corruption. Free space is the rest
 //!    of `[heap_start, heap_top)`: this is where a chunk taken but never linked, a
 //!    recycled chunk, an extent reserved but never published, or heap-top growth not yet
 //!    used by the time of the crash goes back to — nothing leaks.
@@ -17,6 +22,7 @@
 //! Reservations are DRAM-only, so after a crash every slot that was reserved but not
 //! published is free again (paper §III.A point 6).
 
+use super::check::Format;
 use super::chunk;
 use super::extent::{self, EXT_USED, PAGE};
 use super::recycle_log::{self, RecycleCase};
@@ -61,7 +67,14 @@ fn corrupt<T>(what: String) -> Result<T> {
 }
 
 /// Whether `off` can be an item of a list with geometry `geo` (`None`: extents).
-pub(crate) fn item_ok(pool: &Pool, geo: Option<Geometry>, off: u64, heap_start: u64, heap_top: u64) -> bool {
+pub(crate) fn item_ok(
+    pool: &Pool,
+    fmt: Format,
+    geo: Option<Geometry>,
+    off: u64,
+    heap_start: u64,
+    heap_top: u64,
+) -> bool {
     if off < heap_start {
         return false;
     }
@@ -69,8 +82,51 @@ pub(crate) fn item_ok(pool: &Pool, geo: Option<Geometry>, off: u64, heap_start: 
         Some(g) => {
             off.is_multiple_of(g.align as u64) && off.checked_add(g.chunk_len as u64).is_some_and(|e| e <= heap_top)
         }
-        None => off.is_multiple_of(PAGE) && off + PAGE <= heap_top && extent::read_len(pool, off, heap_top).is_some(),
+        None => {
+            off.is_multiple_of(PAGE) && off + PAGE <= heap_top && extent::read_len(pool, fmt, off, heap_top).is_some()
+        }
     }
+}
+
+/// Format 3: the directory's own checks, before any repair (see the module doc, step 2).
+/// A tag that fails its check, a used entry after an unused one, or a number of used
+/// entries other than the count (or the count plus one after a crash) is `Corrupt`.
+fn check_directory(pool: &Pool, root: &Root) -> Result<()> {
+    let fmt = root.fmt;
+    let mut used = 0u64;
+    let mut first_unused = None;
+    for i in 0..DIR_CAP {
+        let e = root.entry(i);
+        match decode_tag(fmt, e, e.raw_tag(pool)).map_err(PoolError::CorruptAllocator)? {
+            None => {
+                first_unused.get_or_insert(i);
+            }
+            Some(_) => {
+                if let Some(u) = first_unused {
+                    return corrupt(format!(
+                        "directory entry {i} at {:#x} is in use after unused entry {u} (an entry was zeroed)",
+                        e.0
+                    ));
+                }
+                used += 1;
+            }
+        }
+    }
+    let count = root.count(pool)?;
+    if used == count {
+        return Ok(());
+    }
+    if used == count + 1 && !pool.was_clean() {
+        // A crash between a list's creation (tag persisted) and its count's write-back.
+        if !pool.is_read_only() {
+            root.set_count(pool, used, true);
+        }
+        return Ok(());
+    }
+    corrupt(format!(
+        "directory count word at {:#x} says {count} entries are in use, the directory has {used} (an entry was zeroed)",
+        root.count_at()
+    ))
 }
 
 pub(crate) fn open(pool: Arc<Pool>, verify_seal: bool) -> Result<EpAlloc> {
@@ -88,12 +144,16 @@ pub(crate) fn open(pool: Arc<Pool>, verify_seal: bool) -> Result<EpAlloc> {
     let mut seen = HashSet::new();
     let mut spans: Vec<(u64, u64)> = Vec::new();
     let mut sealer = Sealer::new();
+    let fmt = root.fmt;
+    if fmt.checked() {
+        check_directory(&pool, &root)?;
+    }
     for i in 0..DIR_CAP {
         let e = root.entry(i);
         let tag = e.raw_tag(&pool);
-        let Some((ty, class)) = decode_tag(tag).map_err(PoolError::CorruptAllocator)? else {
-            if e.head(&pool) != 0 || e.pcurrent(&pool) != 0 || e.pprev(&pool) != 0 {
-                return corrupt(format!("unused directory entry {i} has a list or a log"));
+        let Some((ty, class)) = decode_tag(fmt, e, tag).map_err(PoolError::CorruptAllocator)? else {
+            if !e.links_empty(&pool, fmt) {
+                return corrupt(format!("unused directory entry {i} at {:#x} has a list or a log", e.0));
             }
             continue;
         };
@@ -101,8 +161,8 @@ pub(crate) fn open(pool: Arc<Pool>, verify_seal: bool) -> Result<EpAlloc> {
             return corrupt(format!("two directory entries for type {} class code {class}", ty.0));
         }
         let geo = (class != EXTENT_CLASS).then(|| GEOMETRY[class as usize]);
-        let valid = |off: u64| item_ok(&pool, geo, off, hs, heap_top);
-        let case = recycle_log::recover(&pool, e, &valid, max_steps)?;
+        let valid = |off: u64| item_ok(&pool, fmt, geo, off, hs, heap_top);
+        let case = recycle_log::recover(&pool, fmt, e, &valid, max_steps)?;
         rep.cases.push((ty, class, case));
         sealer.list(i, tag);
         rep.lists += 1;
@@ -110,7 +170,7 @@ pub(crate) fn open(pool: Arc<Pool>, verify_seal: bool) -> Result<EpAlloc> {
         {
             let mut inner = list.inner.lock();
             let mut tail = 0u32;
-            let mut off = e.head(&pool);
+            let mut off = e.head(&pool, fmt)?;
             while off != 0 {
                 if !valid(off) {
                     return corrupt(format!(
@@ -125,8 +185,8 @@ pub(crate) fn open(pool: Arc<Pool>, verify_seal: bool) -> Result<EpAlloc> {
                     Some(g) => {
                         let h = chunk::header(&pool, off);
                         sealer.item(off, h.0);
-                        if !h.is_consistent() {
-                            return corrupt(format!("chunk {off:#x} has an inconsistent header word {:#x}", h.0));
+                        if !h.is_valid(fmt, off) {
+                            return corrupt(format!("chunk {off:#x} has a damaged header word {:#x}", h.0));
                         }
                         rep.chunks += 1;
                         rep.used_slots += h.used_count() as u64;
@@ -134,7 +194,7 @@ pub(crate) fn open(pool: Arc<Pool>, verify_seal: bool) -> Result<EpAlloc> {
                     }
                     None => {
                         rep.extents += 1;
-                        let len = extent::read_len(&pool, off, heap_top).unwrap_or(PAGE);
+                        let len = extent::read_len(&pool, fmt, off, heap_top).unwrap_or(PAGE);
                         sealer.item(off, len);
                         (len, EXT_USED)
                     }
@@ -156,7 +216,7 @@ pub(crate) fn open(pool: Arc<Pool>, verify_seal: bool) -> Result<EpAlloc> {
                     inner.partial.push(pack(id, it.gen.load(Ordering::Acquire)));
                 }
                 spans.push((off, off + len));
-                off = chunk::next(&pool, off);
+                off = chunk::next(&pool, fmt, off)?;
             }
         }
         ep.install_list(list);

@@ -53,6 +53,7 @@
 //! linked; recovery finds its predecessor by walking the list and finishes the unlink.
 //! Each of these rows is reached by the crash tests (`tests/epalloc_crash.rs`).
 
+use super::check::Format;
 use super::chunk::{next, set_next};
 use super::root::Entry;
 use crate::error::{PoolError, Result};
@@ -80,25 +81,34 @@ pub enum RecycleCase {
 /// `prev` is the chunk before it (0 if it is the head). The caller holds the list's lock,
 /// has made sure nothing in the chunk is used or reserved, and returns the chunk's space
 /// to the free-space map after this returns (line 11).
-pub(crate) fn unlink(pool: &Pool, e: Entry, chunk: u64, prev: u64) {
-    e.set_pcurrent(pool, chunk); // line 4
+///
+/// The chunk's `PNext` is read (and, format 3, verified) before anything is written: a
+/// damaged link is an error and the list is left as it was, never spliced with garbage.
+pub(crate) fn unlink(pool: &Pool, fmt: Format, e: Entry, chunk: u64, prev: u64) -> Result<()> {
+    let after = next(pool, fmt, chunk)?;
+    e.set_pcurrent(pool, fmt, chunk); // line 4
     if prev == 0 {
         // Lines 5-6: the chunk is PHead.
-        debug_assert_eq!(e.head(pool), chunk, "DRAM list and PM list disagree about the head");
-        e.set_head(pool, next(pool, chunk));
+        debug_assert_eq!(e.head(pool, fmt).ok(), Some(chunk), "DRAM list and PM list disagree about the head");
+        e.set_head(pool, fmt, after);
     } else {
-        debug_assert_eq!(next(pool, prev), chunk, "DRAM list and PM list disagree about the predecessor");
-        e.set_pprev(pool, prev); // line 9
-        set_next(pool, prev, next(pool, chunk)); // line 10
+        debug_assert_eq!(
+            next(pool, fmt, prev).ok(),
+            Some(chunk),
+            "DRAM list and PM list disagree about the predecessor"
+        );
+        e.set_pprev(pool, fmt, prev); // line 9
+        set_next(pool, fmt, prev, after); // line 10
     }
-    reclaim(pool, e, prev != 0); // line 12
+    reclaim(pool, fmt, e, prev != 0); // line 12
+    Ok(())
 }
 
 /// LogReclaim: `PCurrent` first, then `PPrev` (see the module doc).
-fn reclaim(pool: &Pool, e: Entry, had_prev: bool) {
-    e.set_pcurrent(pool, 0);
+fn reclaim(pool: &Pool, fmt: Format, e: Entry, had_prev: bool) {
+    e.set_pcurrent(pool, fmt, 0);
     if had_prev {
-        e.set_pprev(pool, 0);
+        e.set_pprev(pool, fmt, 0);
     }
 }
 
@@ -106,10 +116,17 @@ fn reclaim(pool: &Pool, e: Entry, had_prev: bool) {
 /// walked at open. `valid` says whether an offset can be a chunk of this list (aligned,
 /// inside the heap); `max_steps` bounds list walks so that a corrupt, cyclic list is an
 /// error rather than a hang.
-pub(crate) fn recover(pool: &Pool, e: Entry, valid: &dyn Fn(u64) -> bool, max_steps: u64) -> Result<RecycleCase> {
+/// In format 3 every log and link word read here must pass its check (`Corrupt` names it).
+pub(crate) fn recover(
+    pool: &Pool,
+    fmt: Format,
+    e: Entry,
+    valid: &dyn Fn(u64) -> bool,
+    max_steps: u64,
+) -> Result<RecycleCase> {
     let bad = |what: String| Err(PoolError::CorruptAllocator(format!("recycle log of list at {:#x}: {what}", e.0)));
-    let cur = e.pcurrent(pool);
-    let prev = e.pprev(pool);
+    let cur = e.pcurrent(pool, fmt)?;
+    let prev = e.pprev(pool, fmt)?;
     if cur == 0 && prev == 0 {
         return Ok(RecycleCase::Clean);
     }
@@ -125,13 +142,13 @@ pub(crate) fn recover(pool: &Pool, e: Entry, valid: &dyn Fn(u64) -> bool, max_st
     }
     pool.check_writable()?;
     if cur == 0 {
-        e.set_pprev(pool, 0);
+        e.set_pprev(pool, fmt, 0);
         return Ok(RecycleCase::ReclaimPPrev);
     }
     if !valid(cur) {
         return bad(format!("PCurrent {cur:#x} is not a chunk offset"));
     }
-    let cur_next = next(pool, cur);
+    let cur_next = next(pool, fmt, cur)?;
     if cur_next != 0 && !valid(cur_next) {
         return bad(format!("PCurrent.PNext {cur_next:#x} is not a chunk offset"));
     }
@@ -141,23 +158,23 @@ pub(crate) fn recover(pool: &Pool, e: Entry, valid: &dyn Fn(u64) -> bool, max_st
         }
         // Resume from line 10; it is idempotent because PCurrent's chunk is untouched
         // until the log is reclaimed.
-        let prev_next = next(pool, prev);
+        let prev_next = next(pool, fmt, prev)?;
         if prev_next == cur {
-            set_next(pool, prev, cur_next);
+            set_next(pool, fmt, prev, cur_next);
         } else if prev_next != cur_next {
             return bad(format!("PPrev.PNext {prev_next:#x} is neither PCurrent nor PCurrent.PNext"));
         }
-        reclaim(pool, e, true);
+        reclaim(pool, fmt, e, true);
         return Ok(RecycleCase::FromLine10);
     }
-    let head = e.head(pool);
+    let head = e.head(pool, fmt)?;
     if head == cur {
-        e.set_head(pool, cur_next); // resume from line 6
-        reclaim(pool, e, false);
+        e.set_head(pool, fmt, cur_next); // resume from line 6
+        reclaim(pool, fmt, e, false);
         return Ok(RecycleCase::FromLine6);
     }
     if cur_next == head {
-        reclaim(pool, e, false); // line 6 is done: resume from line 11
+        reclaim(pool, fmt, e, false); // line 6 is done: resume from line 11
         return Ok(RecycleCase::FromLine11);
     }
     // Middle case interrupted before line 9: find the predecessor (line 8) and go on.
@@ -167,11 +184,11 @@ pub(crate) fn recover(pool: &Pool, e: Entry, valid: &dyn Fn(u64) -> bool, max_st
         if !valid(p) {
             return bad(format!("list reaches {p:#x}, not a chunk offset"));
         }
-        let n = next(pool, p);
+        let n = next(pool, fmt, p)?;
         if n == cur {
-            e.set_pprev(pool, p); // line 9
-            set_next(pool, p, cur_next); // line 10
-            reclaim(pool, e, true);
+            e.set_pprev(pool, fmt, p); // line 9
+            set_next(pool, fmt, p, cur_next); // line 10
+            reclaim(pool, fmt, e, true);
             return Ok(RecycleCase::FromLine8);
         }
         p = n;

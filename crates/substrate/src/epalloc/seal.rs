@@ -4,8 +4,10 @@
 //! allocator leak-proof but also blind to one kind of damage: a `PNext` link zeroed or
 //! redirected cuts the rest of its list off, and the chunks behind the cut simply look
 //! free, with every object in them gone; a bit flipped in a chunk header turns a used
-//! object free (or a free slot used) and still leaves a consistent header. No walk of the
-//! lists alone can tell such a pool from a good one.
+//! object free (or a free slot used) and still leaves a consistent header. In format 2 no
+//! walk of the lists alone can tell such a pool from a good one; in format 3 a damaged
+//! word fails its own check, but a *valid* word with the wrong content (a link pointed at
+//! another chunk of the list, a stale header) still passes.
 //!
 //! So at a clean shutdown the allocator walks its lists once more and records a digest of
 //! what they reach — per list its directory index and tag, per item its offset and header
@@ -15,7 +17,9 @@
 //! pool if the two differ: a cut list, a lost or extra chunk, a flipped bitmap bit or a
 //! changed tag is found before anything is read from the pool. After a crash there is
 //! nothing to compare (the lists changed after the last seal); recovery then relies on the
-//! walk's own checks, and the engines' checksums on their objects.
+//! walk's own checks — in format 3 every header, link and tag checks itself (`check.rs`),
+//! which the seal complements by catching *valid* words with the wrong content — and the
+//! engines' checksums on their objects.
 //!
 //! Cost: nothing on the write path; one walk over the chunk headers at close (a few
 //! milliseconds per million objects) and a CRC over the same words at open.
@@ -79,13 +83,13 @@ impl EpAlloc {
         for i in 0..DIR_CAP {
             let e = self.root.entry(i);
             let tag = e.raw_tag(pool);
-            let class = match decode_tag(tag) {
+            let class = match decode_tag(self.root.fmt, e, tag) {
                 Ok(Some((_, class))) => class,
                 Ok(None) => continue,
                 Err(_) => return None,
             };
             s.list(i, tag);
-            let mut off = e.head(pool);
+            let mut off = e.head(pool, self.root.fmt).ok()?;
             let mut steps = 0;
             while off != 0 {
                 steps += 1;
@@ -97,12 +101,16 @@ impl EpAlloc {
                     return None;
                 }
                 let word = if class == EXTENT_CLASS {
-                    extent::read_len(pool, off, heap_top)?
+                    extent::read_len(pool, self.root.fmt, off, heap_top)?
                 } else {
-                    chunk::header(pool, off).0
+                    let h = chunk::header(pool, off);
+                    if !h.is_valid(self.root.fmt, off) {
+                        return None;
+                    }
+                    h.0
                 };
                 s.item(off, word);
-                off = chunk::next(pool, off);
+                off = chunk::next(pool, self.root.fmt, off).ok()?;
             }
         }
         Some(s.finish())

@@ -84,8 +84,8 @@ impl EpAlloc {
         lists.sort_by_key(|l| (l.ty, l.class));
         for list in lists {
             let chunks = {
-                let _g = list.inner.lock();
-                self.walk_pm(list)
+                let g = list.inner.lock();
+                self.walk_list(&g)
             };
             let mut c = ClassStats {
                 ty: list.ty,

@@ -186,3 +186,29 @@ pub fn install_hook(pool: &Pool, shared: &Shared, o: &PoolOptions) {
 pub fn tags(used: &Used) -> BTreeSet<u64> {
     used.values().map(|v| v.1).collect()
 }
+
+/// A format-3 link word naming `off`, for the word at `at` (tests that patch lists).
+pub fn link(at: u64, off: u64) -> u64 {
+    pmkv_substrate::epalloc::check::link_word(pmkv_substrate::epalloc::Format::V3, at, off)
+}
+
+/// The offset the format-3 link word `w` at `at` names (panics if it is not valid).
+pub fn link_off(at: u64, w: u64) -> u64 {
+    pmkv_substrate::epalloc::check::link_value(pmkv_substrate::epalloc::Format::V3, at, w)
+        .unwrap_or_else(|| panic!("link word {w:#x} at {at:#x} is not valid"))
+}
+
+/// A valid format-3 header word of the chunk at `chunk` with `bitmap`.
+pub fn header3(chunk: u64, bitmap: u64) -> u64 {
+    pmkv_substrate::epalloc::chunk::HeaderWord::encode(pmkv_substrate::epalloc::Format::V3, chunk, bitmap).0
+}
+
+/// The directory entry of (`ty`, `class` code) in the format-3 allocator whose root
+/// block is at `r`, read through `rd`.
+pub fn find_entry(r: u64, rd: impl Fn(u64) -> u64, ty: TypeId, class: u8) -> pmkv_substrate::epalloc::root::Entry {
+    use pmkv_substrate::epalloc::root;
+    (0..root::DIR_CAP as u64)
+        .map(|i| root::Entry(r + root::DIR_AT + i * root::ENTRY_LEN))
+        .find(|&e| rd(e.tag_at()) == root::tag_word(pmkv_substrate::epalloc::Format::V3, e, ty, class))
+        .expect("the list of this type and class")
+}
