@@ -60,10 +60,10 @@ pub fn run(a: Args) -> CmdResult {
 /// make the command fail (exit 2).
 fn check_engine(a: &Args) -> CmdResult {
     let opts = pmkv::Options::default().mode(Mode::Adr).latency(Latency::NONE).create(false);
-    let store = super::kv::open_for_reading(&a.pool, &opts)?;
+    let (store, recovery) = super::kv::open_for_reading_reporting(&a.pool, &opts)?;
     outln!("pool             {}", a.pool.display())?;
     outln!("engine           {}", store.info().name)?;
-    if let Some(r) = store.recovery() {
+    if let Some(r) = recovery {
         outln!("recovery         {r}")?;
     }
     let report = store.check()?;

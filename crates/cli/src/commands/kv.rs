@@ -238,20 +238,39 @@ pub fn load(a: LoadArgs) -> CmdResult {
 /// Open a pool for a command that only reads it: read-only, so the file does not change
 /// and other readers may run at once. Only if the header says the pool was not closed
 /// cleanly (`NeedsRecovery`) is it opened read-write once, which runs the engine's crash
-/// recovery (and then reads). Any other refusal (damage included) is reported as it is:
+/// recovery and closes it cleanly, and then read-only for the reads. Any other refusal (damage included) is reported as it is:
 /// a read command never "repairs" a cleanly closed pool.
 ///
 /// A pool that needs recovery but cannot be opened for writing (read-only media, no write
 /// permission) is refused with a message that says so and what to do, not only with the
 /// system's "Read-only file system".
 pub fn open_for_reading(pool: &std::path::Path, opts: &Options) -> pmkv::Result<Store> {
+    open_for_reading_reporting(pool, opts).map(|(s, _)| s)
+}
+
+/// [`open_for_reading`], and the report of the recovery it ran (or of the open).
+pub fn open_for_reading_reporting(
+    pool: &std::path::Path,
+    opts: &Options,
+) -> pmkv::Result<(Store, Option<pmkv::RecoveryReport>)> {
     match Store::open_existing(pool, &opts.clone().read_only(true)) {
-        Err(e) if e.kind() == ErrorKind::NeedsRecovery => Store::open_existing(pool, &opts.clone().read_only(false))
-            .map_err(|e| match e.kind() {
+        Err(e) if e.kind() == ErrorKind::NeedsRecovery => {
+            let recovered = Store::open_existing(pool, &opts.clone().read_only(false)).map_err(|e| match e.kind() {
                 ErrorKind::Io | ErrorKind::ReadOnly => pmkv::Error::new(e.kind(), recovery_blocked(pool, &e)),
                 _ => e,
-            }),
-        r => r,
+            })?;
+            // Closed as soon as recovery is done, and the reads made read-only: damage a
+            // read meets then poisons nothing that stays behind (a store that meets damage
+            // leaves its pool marked unclean, so that it is never sealed as good), and the
+            // next read command changes nothing.
+            let report = recovered.recovery();
+            recovered.close()?;
+            Ok((Store::open_existing(pool, &opts.clone().read_only(true))?, report))
+        }
+        r => r.map(|s| {
+            let report = s.recovery();
+            (s, report)
+        }),
     }
 }
 
