@@ -44,11 +44,8 @@ pub enum PoolError {
     #[error("corrupt allocator metadata: {0}")]
     CorruptAllocator(String),
     /// The allocator's root block is of a format version this build does not read.
-    #[error(
-        "allocator format version {found} is not supported (this build reads {} to {supported}){hint}",
-        crate::epalloc::root::MIN_ROOT_VERSION
-    )]
-    AllocatorVersion { found: u32, supported: u32, hint: &'static str },
+    #[error("allocator format version {found} is not supported (this build reads {oldest} to {supported}){hint}")]
+    AllocatorVersion { found: u32, oldest: u32, supported: u32, hint: &'static str },
     /// An allocator request that cannot be served for a reason other than space
     /// (no allocator in the pool, allocator directory full, object too large, ...).
     #[error("allocator: {0}")]

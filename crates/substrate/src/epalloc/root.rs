@@ -252,6 +252,7 @@ impl Root {
             3 => Format::V3,
             _ => {
                 return Err(PoolError::AllocatorVersion {
+                    oldest: MIN_ROOT_VERSION,
                     found: version,
                     supported: ROOT_VERSION,
                     hint: if version < MIN_ROOT_VERSION {
