@@ -68,16 +68,21 @@ fn sigkill_during_load_leaves_a_prefix_mangosteen() {
     sigkill_during_load("mangosteen");
 }
 
-fn sigkill_during_load(engine: &str) {
-    let dir = pool_dir();
-    let input = dir.path().join("keys.txt");
-    let mut f = std::fs::File::create(&input).unwrap();
-    let n = 300_000u32;
+/// A file of `n` distinct keys in no particular order, one a line, for `pmkv load`.
+fn keys_file(dir: &std::path::Path, n: u32) -> std::path::PathBuf {
+    let input = dir.join("keys.txt");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&input).unwrap());
     for i in 0..n {
-        // Distinct keys in no particular order.
         writeln!(f, "key-{:08x}", i.wrapping_mul(2_654_435_761)).unwrap();
     }
-    drop(f);
+    f.flush().unwrap();
+    input
+}
+
+fn sigkill_during_load(engine: &str) {
+    let dir = pool_dir();
+    let n = 300_000u32;
+    let input = keys_file(dir.path(), n);
     let lines: Vec<String> = std::fs::read_to_string(&input).unwrap().lines().map(String::from).collect();
     // Several kills at random moments (seed printed for reproduction), each on a fresh pool.
     let seed = std::env::var("PMKV_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
@@ -135,13 +140,8 @@ fn sigkill_during_load(engine: &str) {
 #[test]
 fn sigkill_then_a_zeroed_page_is_never_silent() {
     let dir = pool_dir();
-    let input = dir.path().join("keys.txt");
-    let mut f = std::fs::File::create(&input).unwrap();
     let n = 1_000_000u32;
-    for i in 0..n {
-        writeln!(f, "key-{:08x}", i.wrapping_mul(2_654_435_761)).unwrap();
-    }
-    drop(f);
+    let input = keys_file(dir.path(), n);
     let pool = dir.path().join("p.pool");
     let mut crashed = None;
     for delay_ms in [400u64, 800, 1600, 3200] {

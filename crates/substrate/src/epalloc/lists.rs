@@ -147,7 +147,7 @@ impl EpAlloc {
         if fmt.checked() {
             // Entries are used in index order (the first free one is taken), so entry `i`
             // makes `i + 1` in use. Flushed, not fenced: durable at this thread's next
-            // fence; until then a crash leaves one entry more than the count, which open
+            // fence; until then a crash leaves entries beyond the count, which open
             // accepts (see root.rs). No persist is added to the allocation.
             self.root.set_count(&self.pool, i as u64 + 1, false);
         }

@@ -5,8 +5,8 @@
 //!    top covered the root block, raise the heap top now.
 //! 2. Format 3: check the directory before anything is repaired — every tag and link
 //!    word passes its check, used entries come first (entries are created in index
-//!    order), and their number is the count word's, or one more after a crash between a
-//!    list's creation and its count's write-back (then the count is rewritten).
+//!    order), and their number is the count word's, or more after a crash between
+//!    lists' creation and their count's write-back (then the count is rewritten).
 //! 3. For each directory entry: finish the list's interrupted recycle, if any
 //!    (`recycle_log::recover`, every case of Algorithm 6), then walk its persistent list
 //!    (Algorithm 7's walk), validating each chunk (aligned, inside the heap, header word
@@ -116,8 +116,12 @@ fn check_directory(pool: &Pool, root: &Root) -> Result<()> {
     if used == count {
         return Ok(());
     }
-    if used == count + 1 && !pool.was_clean() {
-        // A crash between a list's creation (tag persisted) and its count's write-back.
+    if used > count && !pool.was_clean() {
+        // A crash between lists' creation (tag persisted) and their count's write-back: the
+        // count is stored after its tag, flushed but not fenced, by any thread creating a
+        // list (one at a time, under the directory lock, so it only grows), so a crash can
+        // leave it behind by as many lists as threads created since their last fences —
+        // never ahead. A zeroed entry makes the directory shorter than the count instead.
         if !pool.is_read_only() {
             root.set_count(pool, used, true);
         }

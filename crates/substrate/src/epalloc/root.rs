@@ -31,9 +31,10 @@
 //! the *last* used entry is damage too. Creating an entry stores and persists its tag,
 //! then stores and flushes the new count without a fence (it is durable at the thread's
 //! next fence, which the allocation that created the list soon issues): a crash in
-//! between leaves one more entry in use than the count says, which `open` accepts after
-//! a crash (and rewrites the count in a writable open); fewer entries than the count, or
-//! more than one extra, or any extra after a clean shutdown, is damage.
+//! between leaves more entries in use than the count says (one per thread that created
+//! a list since its last fence; the count, written under the directory lock, only grows),
+//! which `open` accepts after a crash (and rewrites the count in a writable open); fewer
+//! entries than the count, or any extra after a clean shutdown, is damage.
 
 use super::check::{self, Format, KIND_COUNT, KIND_TAG};
 use super::chunk::{load_link, store_link, word};
