@@ -212,14 +212,7 @@ fn kill_load(dir: &Path, p: &str, engine: &str, ms: u64) -> Vec<String> {
         })
         .collect();
     std::fs::write(&tsv, lines.join("\n") + "\n").unwrap();
-    let mut child = pmkv_command()
-        .args(["load", p, tsv.to_str().unwrap(), "--tsv", "--engine", engine])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(ms));
-    let _ = child.kill();
-    let _ = child.wait();
+    run_then_kill(&["load", p, tsv.to_str().unwrap(), "--tsv", "--engine", engine], ms);
     lines
 }
 

@@ -100,15 +100,7 @@ fn sigkill_during_load(engine: &str) {
         .collect();
     for (round, delay_ms) in delays.into_iter().enumerate() {
         let pool = dir.path().join(format!("p{round}.pool"));
-        let mut child = pmkv_command()
-            .args(["load", pool.to_str().unwrap(), input.to_str().unwrap(), "--engine", engine])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        let _ = child.kill(); // SIGKILL
-        let _ = child.wait();
+        run_then_kill(&["load", pool.to_str().unwrap(), input.to_str().unwrap(), "--engine", engine], delay_ms);
         if !pool.exists() {
             continue; // killed before the pool was created
         }
@@ -146,15 +138,7 @@ fn sigkill_then_a_zeroed_page_is_never_silent() {
     let mut crashed = None;
     for delay_ms in [400u64, 800, 1600, 3200] {
         let _ = std::fs::remove_file(&pool);
-        let mut child = pmkv_command()
-            .args(["load", pool.to_str().unwrap(), input.to_str().unwrap(), "--engine", "hart"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        let _ = child.kill(); // SIGKILL
-        let _ = child.wait();
+        run_then_kill(&["load", pool.to_str().unwrap(), input.to_str().unwrap(), "--engine", "hart"], delay_ms);
         if pool.exists() && !pmkv_substrate::Pool::inspect(&pool).unwrap().state.clean {
             crashed = Some(std::fs::read(&pool).unwrap());
             break;

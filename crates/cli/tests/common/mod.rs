@@ -17,6 +17,20 @@ pub fn pmkv(args: &[&str]) -> Output {
     pmkv_command().args(args).output().expect("running pmkv")
 }
 
+/// Run `pmkv ARGS` (output discarded) and kill it with SIGKILL after `ms` milliseconds,
+/// as a crash would; returns once it has exited.
+pub fn run_then_kill(args: &[&str], ms: u64) {
+    let mut child = pmkv_command()
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("running pmkv");
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// Output bytes as text (invalid UTF-8 shown as U+FFFD).
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
