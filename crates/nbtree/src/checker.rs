@@ -42,7 +42,15 @@ impl NbTree {
                 break;
             }
             keep.insert(off);
-            off = load(&self.pool, off + BLK_NEXT);
+            let word = load(&self.pool, off + BLK_NEXT);
+            match next_of(word, off, self.fmt.checks) {
+                Some(n) => off = n,
+                None => {
+                    problems.push(format!("leaf {i} (block {off:#x}): the next word {word:#x} fails its check"));
+                    off = 0;
+                    break;
+                }
+            }
         }
         if off != 0 && problems.is_empty() {
             problems.push(format!("the PM list continues past the last leaf, to {off:#x}"));
@@ -86,7 +94,7 @@ impl NbTree {
                 };
                 let k = k.as_slice().to_vec();
                 let pair = (p & KIND_MASK) >> KIND_SHIFT == KIND_PAIR;
-                if pair && !self.pairs {
+                if pair && !self.fmt.pairs {
                     problems.push(format!("{}: a two-word key in a format-1 pool", ctx()));
                 }
                 if !pair && load(&self.pool, l.key_at(slot) + E_KEY2) != 0 {
@@ -100,12 +108,16 @@ impl NbTree {
                 }
                 // SAFETY: pinned, as for `entry_key` above: the value object the payload names
                 // stays allocated while `with_value` reads it.
-                if !unsafe { leaf::with_value(&self.pool, p, load(&self.pool, l.value_at(slot)), &mut |_| {}) } {
+                if !leaf::entry_verified(&self.pool, l, slot, kw, p, self.fmt) {
+                    problems.push(format!("{}: the entry fails its check", ctx()));
+                }
+                let w = load(&self.pool, l.value_at(slot));
+                if !unsafe { leaf::with_value(&self.pool, p, w, self.fmt.checks, &mut |_| {}) } {
                     problems.push(format!("{}: the value of {k:x?} is damaged", ctx()));
                 }
                 if p & VAL_PTR != 0 {
-                    keep.insert(p & DATA_MASK);
-                    self.check_object(p & DATA_MASK, VALUE, &ctx, &mut problems);
+                    keep.insert(val_off(p, self.fmt.checks));
+                    self.check_object(val_off(p, self.fmt.checks), VALUE, &ctx, &mut problems);
                 }
                 if (p & KIND_MASK) >> KIND_SHIFT == KIND_OBJ {
                     keep.insert(kw);

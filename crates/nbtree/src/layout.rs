@@ -39,10 +39,15 @@ pub(crate) const KEY: TypeId = TypeId(3);
 pub(crate) const VALUE: TypeId = TypeId(4);
 
 pub(crate) const SUPER_MAGIC: &[u8; 8] = b"NBTREE01";
-/// Format 2 added [`KIND_PAIR`] keys. A format-1 pool is read and written as before (its
-/// 9-to-16-byte keys keep going to key objects), so that the binaries that wrote it can
-/// still read it; new pools are format 2, which those binaries refuse.
-pub(crate) const SUPER_VERSION: u32 = 2;
+/// Format 2 added [`KIND_PAIR`] keys; format 3 added entry checks ([`entry_check`]) and
+/// checked `next` words ([`next_word`]), so that damage is caught after a crash too, when
+/// the blocks' seals are stale. An older pool is read and written in its own format (a
+/// format-1 pool's 9-to-16-byte keys keep going to key objects, a format-1 or -2 pool's
+/// entries get no checks), so that the binaries that wrote it can still read it; new
+/// pools are format 3, which those binaries refuse.
+pub(crate) const SUPER_VERSION: u32 = 3;
+/// The first format with entry checks and checked `next` words.
+pub(crate) const CHECKS_VERSION: u32 = 3;
 /// The oldest format this build opens.
 pub(crate) const SUPER_VERSION_MIN: u32 = 1;
 pub(crate) const SUPER_SIZE: usize = 64;
@@ -111,6 +116,16 @@ pub(crate) const VAL_PTR: u64 = 1 << 59;
 pub(crate) const VLEN_SHIFT: u32 = 52;
 pub(crate) const VLEN_MASK: u64 = 0xf << VLEN_SHIFT;
 pub(crate) const DATA_MASK: u64 = (1 << 52) - 1;
+/// Format 3: the entry check of an entry with an inline value, in payload bits 0–31
+/// (unused there: they hold a value object's offset only with [`VAL_PTR`]).
+pub(crate) const CHECK_INLINE: u64 = 0xffff_ffff;
+/// Format 3: the entry check of a [`VAL_PTR`] entry, 13 bits in the payload bits that a
+/// value object's offset leaves free (bits 0–2: objects are 8-aligned; bits 46–55: pools
+/// are at most 2^46 bytes, and the inline length is unused). It is in the payload, not in
+/// the unused value word, so that an update, which swaps the payload by one CAS, changes
+/// the entry and its check in one 8-byte word: a crash, or a reader, never sees one
+/// without the other (see [`entry_check`]).
+pub(crate) const CHECK_PTR: u64 = 0x7 | 0x3ff << 46;
 /// Longest value kept in the entry itself.
 pub(crate) const INLINE_VALUE: usize = 8;
 
@@ -126,6 +141,89 @@ pub(crate) const MAX_VALUE: usize = 16 * 1024 * 1024;
 #[inline]
 pub(crate) fn entry_off(block: u64, slot: usize) -> u64 {
     block + BLK_ENTRIES + slot as u64 * ENTRY
+}
+
+/// The value object offset of a [`VAL_PTR`] payload; `checks`: the pool's format has
+/// entry checks (whose bits share the word).
+#[inline]
+pub(crate) fn val_off(p: u64, checks: bool) -> u64 {
+    if checks {
+        p & DATA_MASK & !CHECK_PTR
+    } else {
+        p & DATA_MASK
+    }
+}
+
+/// CRC-32C of an entry's key word `kw`, second key word `kw2`, payload `p` without its
+/// FROZEN, DEL and check bits, and value word `w` (an inline value's; zero for a
+/// [`VAL_PTR`] entry, whose value word is unused and may hold a stale inline value).
+fn entry_crc(kw: u64, kw2: u64, p: u64, w: u64) -> u32 {
+    let ptr = p & VAL_PTR != 0;
+    let mut b = [0u64; 4];
+    b[0] = kw.to_le();
+    b[1] = kw2.to_le();
+    b[2] = (p & !(FROZEN | DEL | if ptr { CHECK_PTR } else { CHECK_INLINE })).to_le();
+    b[3] = if ptr { 0 } else { w.to_le() };
+    // SAFETY: four initialised words viewed as their 32 bytes.
+    crc32c::crc32c(unsafe { std::slice::from_raw_parts(b.as_ptr() as *const u8, 32) })
+}
+
+/// Format 3: payload `p` with its entry check set, for an entry of key word `kw`, second
+/// key word `kw2` and value word `w`. The check covers every word a read or recovery
+/// trusts and nothing that depends on where the entry is, so an SMO copies entries
+/// verbatim. It is never zero (a 32-bit check of 0 is stored as 1, a 13-bit one is
+/// 1..=8191), so an entry whose payload was zeroed fails it. FROZEN and DEL are left
+/// out: they change by CAS without the check (an SMO's freeze, the first step of a
+/// delete), so a flip of either is not detected by it.
+///
+/// Written before the key word is stored (insert) or in the one word an update swaps,
+/// so the existing persist order covers it: a crash never leaves an entry whose key is
+/// durable and whose check is not.
+#[inline]
+pub(crate) fn entry_check(kw: u64, kw2: u64, p: u64, w: u64) -> u64 {
+    let c = entry_crc(kw, kw2, p, w);
+    if p & VAL_PTR == 0 {
+        (p & !CHECK_INLINE) | u64::from(c.max(1))
+    } else {
+        let c = u64::from(c % 8191 + 1);
+        (p & !CHECK_PTR) | (c & 7) | (c >> 3) << 46
+    }
+}
+
+/// Format 3: whether payload `p` holds the right entry check for `kw`, `kw2` and `w`.
+#[inline]
+pub(crate) fn entry_ok(kw: u64, kw2: u64, p: u64, w: u64) -> bool {
+    entry_check(kw, kw2, p, w) == p
+}
+
+/// Bits 0–45 of a format-3 `next` word: the offset (pools are at most 2^46 bytes; bits
+/// 46–55 are zero).
+const NEXT_OFF: u64 = (1 << 46) - 1;
+
+/// Format 3: the `next` word of the block at `own` naming the block at `next` (0: the end
+/// of the list): the offset with an 8-bit check of it and of `own` in bits 56–63, never
+/// zero, so that a zeroed word (which would cut the list, and the blocks after the cut
+/// would be freed as leaks) or a word moved to another block fails. Older formats store
+/// the bare offset.
+#[inline]
+pub(crate) fn next_word(next: u64, own: u64, checks: bool) -> u64 {
+    if !checks {
+        return next;
+    }
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&next.to_le_bytes());
+    b[8..].copy_from_slice(&own.to_le_bytes());
+    next | u64::from(crc32c::crc32c(&b) % 255 + 1) << 56
+}
+
+/// The offset a `next` word of the block at `own` names; `None` if it fails its check.
+#[inline]
+pub(crate) fn next_of(word: u64, own: u64, checks: bool) -> Option<u64> {
+    if !checks {
+        return Some(word);
+    }
+    let next = word & NEXT_OFF;
+    (next_word(next, own, true) == word).then_some(next)
 }
 
 /// CRC-32C of an object's length and bytes.
@@ -274,6 +372,55 @@ mod tests {
             assert_eq!(p & (FROZEN | DEL | KIND_MASK | VAL_PTR | DATA_MASK), 0);
             let (b, len) = inline_value_bytes(p, w).unwrap();
             assert_eq!(&b[..len], v);
+        }
+    }
+
+    #[test]
+    fn entry_checks_catch_any_bit_but_frozen_and_del() {
+        let KeyWord::Inline { word, word2, bits } = key_word(b"abcdefghijk", true) else { panic!() };
+        let (vbits, w) = inline_value(b"ABCDEFGH");
+        let inline = entry_check(word, word2, bits | vbits, w);
+        let ptr = entry_check(word, word2, bits | VAL_PTR | 0x1234_5678, 0);
+        assert_eq!(val_off(ptr, true), 0x1234_5678);
+        for (p, w) in [(inline, w), (ptr, 0)] {
+            assert!(entry_ok(word, word2, p, w));
+            assert_ne!(p & if p & VAL_PTR != 0 { CHECK_PTR } else { CHECK_INLINE }, 0, "never zero");
+            assert!(entry_ok(word, word2, p | FROZEN | DEL, w), "FROZEN and DEL are not covered");
+            for bit in 0..64 {
+                assert!(!entry_ok(word ^ 1 << bit, word2, p, w), "key word bit {bit}");
+                assert!(!entry_ok(word, word2 ^ 1 << bit, p, w), "second key word bit {bit}");
+                if 1 << bit & (FROZEN | DEL) == 0 {
+                    assert!(!entry_ok(word, word2, p ^ 1 << bit, w), "payload bit {bit} of {p:#x}");
+                }
+                if p & VAL_PTR == 0 {
+                    assert!(!entry_ok(word, word2, p, w ^ 1 << bit), "value word bit {bit}");
+                }
+            }
+            // A zeroed check, or a zeroed entry with its key word left.
+            let check = if p & VAL_PTR != 0 { CHECK_PTR } else { CHECK_INLINE };
+            assert!(!entry_ok(word, word2, p & !check, w));
+            assert!(!entry_ok(word, 0, 0, 0));
+        }
+        // A VAL_PTR entry's value word is unused (a stale inline value may stay there).
+        assert!(entry_ok(word, word2, ptr, 0xdead));
+    }
+
+    #[test]
+    fn next_words_check_their_offset_and_block() {
+        for (next, own) in [(0u64, 0x4000u64), (0x8000, 0x4000), ((1 << 46) - 2048, 2048)] {
+            let w = next_word(next, own, true);
+            assert_ne!(w, 0, "the end of the list is not a zero word");
+            assert_eq!(next_of(w, own, true), Some(next));
+            assert_eq!(next_of(w, own + 2048, true), None, "moved to another block");
+            assert_eq!(next_of(0, own, true), None, "zeroed");
+            // An 8-bit check: a flip of an offset bit passes it with odds about 1/255 (the
+            // reserved bits 46-55 and the check's own bits are always caught).
+            let missed = (0..64).filter(|&bit| next_of(w ^ 1 << bit, own, true).is_some()).count();
+            assert!(missed <= 2, "{missed} single-bit flips missed");
+            for bit in 46..64 {
+                assert_eq!(next_of(w ^ 1 << bit, own, true), None, "bit {bit}");
+            }
+            assert_eq!(next_word(next, own, false), next, "older formats: the bare offset");
         }
     }
 }

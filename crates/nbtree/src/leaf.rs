@@ -395,7 +395,7 @@ pub(crate) unsafe fn entry_key<'a>(pool: &'a Pool, entry: u64, kw: u64, p: u64, 
 /// # Safety
 /// As [`object`] for the value object `p` names.
 #[inline]
-pub(crate) unsafe fn with_value(pool: &Pool, p: u64, w: u64, f: &mut dyn FnMut(&[u8])) -> bool {
+pub(crate) unsafe fn with_value(pool: &Pool, p: u64, w: u64, checks: bool, f: &mut dyn FnMut(&[u8])) -> bool {
     if p & VAL_PTR == 0 {
         let Some((b, n)) = inline_value_bytes(p, w) else { return false };
         f(&b[..n]);
@@ -403,7 +403,7 @@ pub(crate) unsafe fn with_value(pool: &Pool, p: u64, w: u64, f: &mut dyn FnMut(&
     }
     // SAFETY: the value object `p` names; the caller keeps it allocated while `f` runs (this
     // function's `# Safety`, passed on to `object`).
-    match unsafe { object(pool, p & DATA_MASK, MAX_VALUE, true) } {
+    match unsafe { object(pool, val_off(p, checks), MAX_VALUE, true) } {
         Some(v) => {
             pool.note_read(1 + (v.len() as u64 + 8) / 64);
             f(v);
@@ -460,18 +460,33 @@ fn match_swar(words: &[u64; 8], fp: u8) -> u64 {
 ///
 /// # Safety
 /// `leaf` is pinned (its block and the objects its entries name stay allocated).
-/// `pairs`: the pool's format stores 9-to-16-byte keys inline ([`KIND_PAIR`]).
+/// `fmt`: what the pool's format has (see [`Fmt`]).
 pub(crate) unsafe fn find(
     pool: &Pool,
     leaf: &Leaf,
     key: &[u8],
     fp: u8,
     bitmap: u64,
-    pairs: bool,
-) -> Option<(usize, u64)> {
+    fmt: Fmt,
+) -> Result<Option<(usize, u64)>, String> {
     // SAFETY: `leaf` is pinned by the caller (this function's `# Safety`), which is `find_among`'s
     // contract too.
-    unsafe { find_among(pool, leaf, key, candidates(pool, leaf, fp, bitmap), pairs) }
+    unsafe { find_among(pool, leaf, key, candidates(pool, leaf, fp, bitmap), fmt) }
+}
+
+/// What a pool's format has: [`KIND_PAIR`] keys (format 2 on), entry checks and checked
+/// `next` words (format 3 on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Fmt {
+    pub(crate) pairs: bool,
+    pub(crate) checks: bool,
+}
+
+impl Fmt {
+    /// The format of superblock version `v`.
+    pub(crate) fn of(v: u32) -> Fmt {
+        Fmt { pairs: v >= 2, checks: v >= CHECKS_VERSION }
+    }
 }
 
 /// The committed slots of `bitmap` whose fingerprint is `fp`: the only slots that can
@@ -481,14 +496,37 @@ pub(crate) fn candidates(pool: &Pool, leaf: &Leaf, fp: u8, bitmap: u64) -> u64 {
     bitmap & SLOTS_MASK & leaf.matching(pool, fp)
 }
 
-/// [`find`] among the slots of `cands` (from [`candidates`]).
+/// Whether the entry of `slot` (key word `kw`, payload `p`) passes its entry check; always
+/// in formats without checks. Reads the entry's other two words, on the line being read.
+/// An inline value's word is immutable once committed in a format with checks (updates
+/// swap the payload only), so the words read here belong together.
+#[inline]
+pub(crate) fn entry_verified(pool: &Pool, leaf: &Leaf, slot: usize, kw: u64, p: u64, fmt: Fmt) -> bool {
+    !fmt.checks || entry_ok(kw, load(pool, leaf.key_at(slot) + E_KEY2), p, load(pool, leaf.value_at(slot)))
+}
+
+/// The error for an entry that fails its check.
+pub(crate) fn bad_entry(block: u64, slot: usize) -> String {
+    format!("block {block:#x} slot {slot}: the entry fails its check")
+}
+
+/// [`find`] among the slots of `cands` (from [`candidates`]). Every candidate read (its
+/// fingerprint matched, so its line is read anyway) is verified in a format with checks:
+/// a damaged key word would otherwise make the key silently absent. `Err`: the entry
+/// that failed.
 ///
 /// # Safety
 /// As [`find`].
 #[inline]
-pub(crate) unsafe fn find_among(pool: &Pool, leaf: &Leaf, key: &[u8], cands: u64, pairs: bool) -> Option<(usize, u64)> {
+pub(crate) unsafe fn find_among(
+    pool: &Pool,
+    leaf: &Leaf,
+    key: &[u8],
+    cands: u64,
+    fmt: Fmt,
+) -> Result<Option<(usize, u64)>, String> {
     let mut bits = cands;
-    let inline = key_word(key, pairs);
+    let inline = key_word(key, fmt.pairs);
     while bits != 0 {
         let slot = bits.trailing_zeros() as usize;
         bits &= bits - 1;
@@ -500,6 +538,9 @@ pub(crate) unsafe fn find_among(pool: &Pool, leaf: &Leaf, key: &[u8], cands: u64
         let p = load(pool, leaf.payload_at(slot));
         if p & DEL != 0 {
             continue;
+        }
+        if !entry_verified(pool, leaf, slot, kw, p, fmt) {
+            return Err(bad_entry(leaf.block, slot));
         }
         let hit = match inline {
             // A pair key's second word is in the entry's line, already being read.
@@ -520,10 +561,10 @@ pub(crate) unsafe fn find_among(pool: &Pool, leaf: &Leaf, key: &[u8], cands: u64
             }
         };
         if hit {
-            return Some((slot, p));
+            return Ok(Some((slot, p)));
         }
     }
-    None
+    Ok(None)
 }
 
 /// The live entries of a leaf's committed slots: (slot, key word, payload, value word).

@@ -10,13 +10,17 @@
 //!
 //! * a key or value **object** is vouched for by its own CRC-32C (objects are immutable
 //!   once published, so the CRC holds after a crash too);
-//! * an **inline** key or value (in the entry) has no check of its own, only the block's
-//!   seal, which is written at clean close only (not by `sync`). So inline bytes are
-//!   emitted only from blocks whose seal verifies; in any other block they are lost.
+//! * an **inline** key or value (in the entry) is vouched for by the block's seal, written
+//!   at clean close only (not by `sync`), or, in format 3, by the entry's own check
+//!   ([`entry_check`]), which holds after a crash too. An entry with an inline value
+//!   passes a 32-bit check; a [`VAL_PTR`] entry's 13-bit check vouches for its inline key
+//!   only together with its value object's CRC. Inline bytes nothing vouches for (format 1
+//!   and 2 outside sealed blocks) are lost.
 //!
 //! Sealed blocks are found at every 64-byte line whose seal verifies (2^-32 odds for
-//! anything else). Outside sealed blocks every 32-byte slot is tried as an entry whose key
-//! and value are both objects that pass their CRCs.
+//! anything else). Outside sealed blocks every 32-byte slot is tried as an entry: one
+//! that passes its entry check, or whose key and value are both objects that pass their
+//! CRCs.
 //!
 //! Duplicates are settled as recovery settles them, where that is decidable: an entry an
 //! SMO froze (Algorithm 2's copy phase; [`FROZEN`]) is older than its unfrozen copy, so the
@@ -92,6 +96,10 @@ fn entry<'a>(image: &'a [u8], e: u64, sealed: bool, found: &mut Found<'a>, rep: 
     if kw == 0 || p & DEL != 0 {
         return None;
     }
+    // A format-3 entry check (any pool's format may be in the file; an older entry passes
+    // it with odds 2^-32, or 2^-13 for a [`VAL_PTR`] one, which still needs its object).
+    let checked = entry_ok(kw, u64_at(image, e + E_KEY2)?, p, u64_at(image, e + E_VALUE)?);
+    let sealed = sealed || checked;
     let key: Vec<u8> = if (p & KIND_MASK) >> KIND_SHIFT == KIND_OBJ {
         object(image, kw, MAX_KEY)?.to_vec()
     } else if sealed {
@@ -101,7 +109,7 @@ fn entry<'a>(image: &'a [u8], e: u64, sealed: bool, found: &mut Found<'a>, rep: 
         return None; // nothing vouches for an inline key outside a sealed block
     };
     let value = if p & VAL_PTR != 0 {
-        object(image, p & DATA_MASK, MAX_VALUE)
+        object(image, if checked { val_off(p, true) } else { p & DATA_MASK }, MAX_VALUE)
     } else if sealed {
         let len = ((p & VLEN_MASK) >> VLEN_SHIFT) as usize;
         let o = usize::try_from(e + E_VALUE).ok()?;

@@ -94,7 +94,10 @@ impl NbTree {
         if !leaf.copy.load(Ordering::Acquire).is_null() {
             return Ok(());
         }
-        let next_pm = load(&self.pool, leaf.block + BLK_NEXT);
+        let next_word = load(&self.pool, leaf.block + BLK_NEXT);
+        let next_pm = next_of(next_word, leaf.block, self.fmt.checks).ok_or_else(|| {
+            Error::Corrupt(format!("block {:#x}: the next word {next_word:#x} fails its check", leaf.block))
+        })?;
         let next = leaf.next.load(Ordering::Acquire);
         let (left, right) = if recs.len() > (CAP - self.first_slot()) / 2 {
             let mid = recs.len() / 2;
@@ -159,7 +162,6 @@ impl NbTree {
         let n = recs.len();
         debug_assert!(first + n <= CAP);
         let mut img = [0u64; BLOCK_SIZE / 8];
-        img[(BLK_NEXT / 8) as usize] = next_pm.to_le();
         let mut fps = [0u8; CAP];
         for (i, (_, kw, kw2, p, w, fp)) in recs.enumerate() {
             let at = ((BLK_ENTRIES + (first + i) as u64 * ENTRY) / 8) as usize;
@@ -178,6 +180,8 @@ impl NbTree {
             }
         }
         let block = self.alloc.alloc(BLOCK, BLOCK_SIZE)?;
+        // Its `next` word's check covers the block's own offset, known only now.
+        img[(BLK_NEXT / 8) as usize] = next_word(next_pm, block, self.fmt.checks).to_le();
         // SAFETY: a reserved block nobody else can reach: plain writes inside it.
         unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), self.pool.at::<u64>(block), BLOCK_SIZE / 8) };
         self.pool.flush_off(block, BLOCK_SIZE);
@@ -240,8 +244,12 @@ impl NbTree {
         let me = leaf as *const Leaf as *mut Leaf;
         while let Some(pred) = self.find_pred(leaf, g) {
             // PM first: the durability point.
+            let (from, to) = (
+                next_word(leaf.block, pred.block, self.fmt.checks),
+                next_word(left.block, pred.block, self.fmt.checks),
+            );
             // SAFETY: the `next` word of a published block, changed only by CAS.
-            if unsafe { self.pool.cas_u64(pred.block + BLK_NEXT, leaf.block, left.block) }.is_ok() {
+            if unsafe { self.pool.cas_u64(pred.block + BLK_NEXT, from, to) }.is_ok() {
                 self.pool.flush_off(pred.block + BLK_NEXT, 8);
                 self.pool.fence();
             }

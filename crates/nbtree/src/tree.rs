@@ -100,9 +100,11 @@ pub struct NbTree {
     pub(crate) write_locks: bool,
     /// NBTree-SL: leaves keep their metadata in PM (see [`Options::single_layer`]).
     pub(crate) sl: bool,
-    /// The pool's format has [`KIND_PAIR`] keys (format 2; a format-1 pool keeps putting
-    /// 9-to-16-byte keys in objects, so that older binaries can still read it).
-    pub(crate) pairs: bool,
+    /// What the pool's format has: [`KIND_PAIR`] keys (format 2 on; a format-1 pool keeps
+    /// putting 9-to-16-byte keys in objects, so that older binaries can still read it),
+    /// entry checks and checked `next` words (format 3 on; older pools keep writing
+    /// their own format).
+    pub(crate) fmt: leaf::Fmt,
     /// Where the leaves live (shared with the deferred frees of retired leaves).
     pub(crate) arena: Arc<LeafArena>,
     /// Where the inner nodes live (likewise).
@@ -275,7 +277,8 @@ impl NbTree {
             let leaf = self.locate(key, &g);
             // SAFETY: `leaf` was reached while pinned (`g`), so its block and the objects its
             // entries name stay allocated until the guard drops (`find`'s contract).
-            let hit = unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool), self.pairs) }
+            let hit = unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool), self.fmt) }
+                .map_err(Error::Corrupt)?
                 .map(|(slot, p)| (p, load(&self.pool, leaf.value_at(slot))));
             crate::chaos::point();
             // Valid only if no SMO published new leaves meanwhile: writes go to those
@@ -288,7 +291,7 @@ impl NbTree {
                 None => Ok(false),
                 Some((p, w)) => {
                     // SAFETY: pinned; the object stays allocated until we unpin.
-                    if unsafe { leaf::with_value(&self.pool, p, w, f) } {
+                    if unsafe { leaf::with_value(&self.pool, p, w, self.fmt.checks, f) } {
                         Ok(true)
                     } else {
                         Err(Error::Corrupt(format!("the value of key {key:x?} fails its check")))
@@ -351,7 +354,7 @@ impl NbTree {
         if let Some(k) = prep.key {
             return Ok(k);
         }
-        let k = match key_word(key, self.pairs) {
+        let k = match key_word(key, self.fmt.pairs) {
             KeyWord::Inline { word, word2, bits } => (word, word2, bits),
             KeyWord::Object => (self.new_object(KEY, key)?, 0, KIND_OBJ << KIND_SHIFT),
         };
@@ -374,7 +377,7 @@ impl NbTree {
     /// Retire the objects of a payload that no entry references any more.
     fn retire_value(&self, p: u64, g: &Guard) {
         if p & VAL_PTR != 0 {
-            self.reclaim.retire(p & DATA_MASK, g);
+            self.reclaim.retire(val_off(p, self.fmt.checks), g);
         }
     }
 
@@ -423,7 +426,9 @@ impl NbTree {
             }
             // SAFETY: pinned (`g`): `leaf`'s block and the objects its entries name stay allocated
             // while `find_among` reads them.
-            if let Some((slot, p)) = unsafe { leaf::find_among(&self.pool, leaf, key, cands, self.pairs) } {
+            if let Some((slot, p)) =
+                unsafe { leaf::find_among(&self.pool, leaf, key, cands, self.fmt) }.map_err(Error::Corrupt)?
+            {
                 if self.update_slot(leaf, slot, p, value, prep, g)? {
                     return Ok(false);
                 }
@@ -444,7 +449,8 @@ impl NbTree {
                 (None, Some(o)) => (VAL_PTR | o, 0),
                 (None, None) => unreachable!("a value that does not fit the entry has its object"),
             };
-            self.write_entry(leaf, pos, (kw, kw2), kbits | vbits, w);
+            let payload = if self.fmt.checks { entry_check(kw, kw2, kbits | vbits, w) } else { kbits | vbits };
+            self.write_entry(leaf, pos, (kw, kw2), payload, w);
             leaf.set_fp(&self.pool, pos, fp);
             crate::chaos::point();
             // Commit: CAS the bitmap (line 8). A concurrent commit of the same key (two
@@ -459,7 +465,10 @@ impl NbTree {
                 if b != seen {
                     // SAFETY: pinned (`g`): the leaf's block and the objects its committed entries
                     // name stay allocated while `find` reads them.
-                    if unsafe { find(&self.pool, leaf, key, fp, b & !seen, self.pairs) }.is_some() {
+                    if unsafe { find(&self.pool, leaf, key, fp, b & !seen, self.fmt) }
+                        .map_err(Error::Corrupt)?
+                        .is_some()
+                    {
                         self.abandon(leaf, pos);
                         continue 'retry;
                     }
@@ -540,7 +549,9 @@ impl NbTree {
             return Ok(false);
         }
         match prep.inline {
-            Some((bits, w)) if p & VAL_PTR == 0 && p & VLEN_MASK == bits => {
+            // Not with entry checks: the value word and the payload's check would change
+            // together, which no 8-byte store does (docs/design/nbtree.md, "Entry checks").
+            Some((bits, w)) if !self.fmt.checks && p & VAL_PTR == 0 && p & VLEN_MASK == bits => {
                 crate::chaos::point();
                 // SAFETY: the value word of a committed entry, written only by atomic
                 // stores of whole words.
@@ -555,7 +566,13 @@ impl NbTree {
             _ => {
                 let o = self.value_obj(value, prep)?;
                 self.fence_before_naming();
-                let new = (p & KEY_BITS) | VAL_PTR | o;
+                let mut new = (p & KEY_BITS) | VAL_PTR | o;
+                if self.fmt.checks {
+                    // The key words are immutable while the entry is live; if a delete
+                    // zeroed the key meanwhile, its DEL bit fails the CAS below.
+                    let kw = load(&self.pool, leaf.key_at(slot));
+                    new = entry_check(kw, load(&self.pool, leaf.key_at(slot) + E_KEY2), new, 0);
+                }
                 // SAFETY: an entry word shared by writers, changed only by CAS.
                 if unsafe { self.pool.cas_u64(leaf.payload_at(slot), p, new) }.is_err() {
                     return Ok(false);
@@ -583,7 +600,8 @@ impl NbTree {
             let _w = self.write_locks.then(|| leaf.wlock.lock());
             // SAFETY: pinned (`g`): `leaf`'s block and the objects its entries name stay allocated
             // while `find` reads them.
-            let Some((slot, p)) = (unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool), self.pairs) })
+            let Some((slot, p)) =
+                unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool), self.fmt) }.map_err(Error::Corrupt)?
             else {
                 if leaf.in_smo(&self.pool) {
                     continue;
@@ -669,6 +687,9 @@ impl NbTree {
             };
             recs.clear();
             for (slot, kw, p, w) in leaf::live_entries(&self.pool, leaf) {
+                if self.fmt.checks && !entry_ok(kw, load(&self.pool, leaf.key_at(slot) + E_KEY2), p, w) {
+                    return Err(Error::Corrupt(leaf::bad_entry(leaf.block, slot)));
+                }
                 // SAFETY: pinned (`g`): a key object that a live entry of `leaf` names is freed
                 // only through the epoch scheme, after this guard drops.
                 let k = unsafe { leaf::entry_key(&self.pool, leaf.key_at(slot), kw, p, false) }
@@ -701,7 +722,7 @@ impl NbTree {
                 let mut go = true;
                 // SAFETY: pinned (`g`): the value object of payload `p`, read while the entry was
                 // live, is retired through the epoch scheme and freed only after this guard drops.
-                let ok = unsafe { leaf::with_value(&self.pool, *p, *w, &mut |v| go = visit(k, v)) };
+                let ok = unsafe { leaf::with_value(&self.pool, *p, *w, self.fmt.checks, &mut |v| go = visit(k, v)) };
                 if !ok {
                     return Err(Error::Corrupt(format!("the value of key {k:x?} fails its check")));
                 }
@@ -882,7 +903,7 @@ mod timing {
             let l = t.locate(&k, &g);
             // SAFETY: pinned (`g`): `l`'s block and the objects its entries name stay allocated
             // while `find` reads them.
-            if let Some((s, _)) = unsafe { find(&t.pool, l, &k, fingerprint(&k), l.bits(&t.pool), t.pairs) } {
+            if let Some((s, _)) = unsafe { find(&t.pool, l, &k, fingerprint(&k), l.bits(&t.pool), t.fmt) }.unwrap() {
                 x ^= load(&t.pool, l.value_at(s)) as usize;
             }
         }
