@@ -106,12 +106,12 @@ impl NbTree {
                 if k.as_slice() < &l.low[..] {
                     problems.push(format!("{}: key {k:x?} below the leaf's fence", ctx()));
                 }
-                // SAFETY: pinned, as for `entry_key` above: the value object the payload names
-                // stays allocated while `with_value` reads it.
                 if !leaf::entry_verified(&self.pool, l, slot, kw, p, self.fmt) {
                     problems.push(format!("{}: the entry fails its check", ctx()));
                 }
                 let w = load(&self.pool, l.value_at(slot));
+                // SAFETY: pinned, as for `entry_key` above: the value object the payload names
+                // stays allocated while `with_value` reads it.
                 if !unsafe { leaf::with_value(&self.pool, p, w, self.fmt.checks, &mut |_| {}) } {
                     problems.push(format!("{}: the value of {k:x?} is damaged", ctx()));
                 }

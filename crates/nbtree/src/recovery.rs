@@ -757,7 +757,6 @@ mod tests {
         }
         t.close().unwrap();
         let pool = Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap());
-        let sb = pool.root(SUPER_ROOT);
         let first = first_block(&pool);
         let used = (0..CAP).filter(|&s| load(&pool, entry_off(first, s)) != 0).count();
         assert_eq!(used, keys.len(), "every key in the first leaf, slots 0..7");

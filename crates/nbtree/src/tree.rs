@@ -424,9 +424,9 @@ impl NbTree {
                     self.pool.prefetch_write(leaf.key_at(next));
                 }
             }
-            // SAFETY: pinned (`g`): `leaf`'s block and the objects its entries name stay allocated
-            // while `find_among` reads them.
             if let Some((slot, p)) =
+                // SAFETY: pinned (`g`): `leaf`'s block and the objects its entries name stay
+                // allocated while `find_among` reads them.
                 unsafe { leaf::find_among(&self.pool, leaf, key, cands, self.fmt) }.map_err(Error::Corrupt)?
             {
                 if self.update_slot(leaf, slot, p, value, prep, g)? {
