@@ -70,7 +70,10 @@ impl NbTree {
                 problems.push(format!("leaf {i} (block {:#x}) is in an SMO", l.block));
             }
             let mut keys: Vec<Vec<u8>> = Vec::new();
-            for slot in self.first_slot()..CAP {
+            if self.fmt.checks && load(&self.pool, l.block + BLK_TRAILER) != trailer_word(l.block) {
+                problems.push(format!("leaf {i} (block {:#x}): the trailer word fails its check", l.block));
+            }
+            for slot in self.first_slot()..self.fmt.cap() {
                 let kw = load(&self.pool, l.key_at(slot));
                 let p = load(&self.pool, l.payload_at(slot));
                 let committed = b & SLOTS_MASK & (1 << slot) != 0;
@@ -97,7 +100,8 @@ impl NbTree {
                 if pair && !self.fmt.pairs {
                     problems.push(format!("{}: a two-word key in a format-1 pool", ctx()));
                 }
-                if !pair && load(&self.pool, l.key_at(slot) + E_KEY2) != 0 {
+                // Format 3: the fourth word of other keys is a second value slot.
+                if !pair && !self.fmt.checks && load(&self.pool, l.key_at(slot) + E_KEY2) != 0 {
                     problems.push(format!("{}: a second key word for a key that has none", ctx()));
                 }
                 if l.fp(&self.pool, slot) != fingerprint(&k) {
@@ -106,10 +110,17 @@ impl NbTree {
                 if k.as_slice() < &l.low[..] {
                     problems.push(format!("{}: key {k:x?} below the leaf's fence", ctx()));
                 }
-                if !leaf::entry_verified(&self.pool, l, slot, kw, p, self.fmt) {
-                    problems.push(format!("{}: the entry fails its check", ctx()));
+                if self.fmt.checks {
+                    let e = l.key_at(slot);
+                    match verified(kw, p, load(&self.pool, e + E_VALUE), load(&self.pool, e + E_KEY2)) {
+                        None => problems.push(format!("{}: the entry fails its check", ctx())),
+                        Some((rest, _)) if rest != p => {
+                            problems.push(format!("{}: payload {p:#x} is not at rest (an update in flight)", ctx()))
+                        }
+                        Some(_) => {}
+                    }
                 }
-                let w = load(&self.pool, l.value_at(slot));
+                let w = load(&self.pool, l.key_at(slot) + value_word_off(p));
                 // SAFETY: pinned, as for `entry_key` above: the value object the payload names
                 // stays allocated while `with_value` reads it.
                 if !unsafe { leaf::with_value(&self.pool, p, w, self.fmt.checks, &mut |_| {}) } {

@@ -67,6 +67,11 @@ pub(crate) const BLK_ENTRIES: u64 = 32;
 /// Entries per block: (2048 - 32) / 32. Bit 63 of the DRAM bitmap is the SMO bit.
 pub(crate) const CAP: usize = 63;
 pub(crate) const ENTRY: u64 = 32;
+/// Format 3: the last entry's 32 bytes are the block's trailer ([`trailer_word`] in its
+/// last 8 bytes, zeros before it), so a block holds one entry fewer (62, NBTree-SL 59).
+pub(crate) const CAP_CHECKED: usize = CAP - 1;
+/// Format 3: where the trailer word is.
+pub(crate) const BLK_TRAILER: u64 = BLOCK_SIZE as u64 - 8;
 
 /// NBTree-SL (the paper's single-layer ablation, Fig. 6): the leaf's bitmap, `num` and
 /// fingerprints live in the PM block itself, in the space of its first [`SL_FIRST`]
@@ -116,9 +121,24 @@ pub(crate) const VAL_PTR: u64 = 1 << 59;
 pub(crate) const VLEN_SHIFT: u32 = 52;
 pub(crate) const VLEN_MASK: u64 = 0xf << VLEN_SHIFT;
 pub(crate) const DATA_MASK: u64 = (1 << 52) - 1;
-/// Format 3: the entry check of an entry with an inline value, in payload bits 0–31
-/// (unused there: they hold a value object's offset only with [`VAL_PTR`]).
-pub(crate) const CHECK_INLINE: u64 = 0xffff_ffff;
+/// Format 3, inline value (no [`VAL_PTR`]): payload bits 0–23 hold the entry check
+/// ([`entry_check`]), bits 24–47 the *previous* check (equal to it at rest; during an
+/// in-place update, the check of the value being replaced, so that whichever of the
+/// update's 8-byte words a crash keeps, one value verifies: HART's answer to the same
+/// problem, docs/design/integrity.md "NBTree").
+pub(crate) const CHK: u64 = 0xff_ffff;
+pub(crate) const CHK_PREV_SHIFT: u32 = 24;
+/// Format 3, inline value: the value is in the entry's second value slot (bytes 24..32,
+/// [`E_KEY2`]), not in bytes 16..24. Only keys that leave that word free (every kind but
+/// [`KIND_PAIR`]) have a second slot: an update writes the slot not in use and then
+/// swaps the payload, one persist (see [`two_slots`]).
+pub(crate) const SLOT_B: u64 = 1 << 48;
+/// Format 3, inline value: an in-place update holds the entry (set by CAS; another writer
+/// of the same entry then swaps the payload to a value object instead of writing a value
+/// word, so the value words have one writer at a time). Recovery clears it.
+pub(crate) const BUSY: u64 = 1 << 49;
+/// Both checks of an inline payload.
+const CHECKS_INLINE: u64 = CHK | CHK << CHK_PREV_SHIFT;
 /// Format 3: the entry check of a [`VAL_PTR`] entry, 13 bits in the payload bits that a
 /// value object's offset leaves free (bits 0–2: objects are 8-aligned; bits 46–55: pools
 /// are at most 2^46 bytes, and the inline length is unused). It is in the payload, not in
@@ -154,46 +174,90 @@ pub(crate) fn val_off(p: u64, checks: bool) -> u64 {
     }
 }
 
-/// CRC-32C of an entry's key word `kw`, second key word `kw2`, payload `p` without its
-/// FROZEN, DEL and check bits, and value word `w` (an inline value's; zero for a
-/// [`VAL_PTR`] entry, whose value word is unused and may hold a stale inline value).
-fn entry_crc(kw: u64, kw2: u64, p: u64, w: u64) -> u32 {
+/// Whether an entry of payload `p` has a second value slot: its fourth word is not a
+/// key word (every key kind but [`KIND_PAIR`]).
+#[inline]
+pub(crate) fn two_slots(p: u64) -> bool {
+    (p & KIND_MASK) >> KIND_SHIFT != KIND_PAIR
+}
+
+/// The offset in its entry of the value word payload `p` selects ([`SLOT_B`]).
+#[inline]
+pub(crate) fn value_word_off(p: u64) -> u64 {
+    if p & (VAL_PTR | SLOT_B) == SLOT_B {
+        E_KEY2
+    } else {
+        E_VALUE
+    }
+}
+
+/// CRC-32C of an entry's key word `kw`, second key word `w4` (only for a [`KIND_PAIR`]
+/// key: for the others that word is a value slot, covered as `w`), payload `p` without
+/// its FROZEN, BUSY and check bits, and value word `w` (zero for a [`VAL_PTR`] or [`DEL`]
+/// entry, whose value words are unused and may hold a stale or half-written value).
+fn entry_crc(kw: u64, w4: u64, p: u64, w: u64) -> u32 {
     let ptr = p & VAL_PTR != 0;
     let mut b = [0u64; 4];
     b[0] = kw.to_le();
-    b[1] = kw2.to_le();
-    b[2] = (p & !(FROZEN | DEL | if ptr { CHECK_PTR } else { CHECK_INLINE })).to_le();
-    b[3] = if ptr { 0 } else { w.to_le() };
+    b[1] = if two_slots(p) { 0 } else { w4.to_le() };
+    b[2] = (p & !(FROZEN | if ptr { CHECK_PTR } else { CHECKS_INLINE | BUSY })).to_le();
+    b[3] = if ptr || p & DEL != 0 { 0 } else { w.to_le() };
     // SAFETY: four initialised words viewed as their 32 bytes.
     crc32c::crc32c(unsafe { std::slice::from_raw_parts(b.as_ptr() as *const u8, 32) })
 }
 
-/// Format 3: payload `p` with its entry check set, for an entry of key word `kw`, second
-/// key word `kw2` and value word `w`. The check covers every word a read or recovery
-/// trusts and nothing that depends on where the entry is, so an SMO copies entries
-/// verbatim. It is never zero (a 32-bit check of 0 is stored as 1, a 13-bit one is
-/// 1..=8191), so an entry whose payload was zeroed fails it. FROZEN and DEL are left
-/// out: they change by CAS without the check (an SMO's freeze, the first step of a
-/// delete), so a flip of either is not detected by it.
-///
-/// Written before the key word is stored (insert) or in the one word an update swaps,
-/// so the existing persist order covers it: a crash never leaves an entry whose key is
-/// durable and whose check is not.
+/// Format 3: the check of an entry with key word `kw`, fourth word `w4`, payload `p` and
+/// value word `w` (the one `p` selects): 24 bits for an inline value, 13 for a
+/// [`VAL_PTR`] entry, never zero, so that a zeroed payload fails it.
 #[inline]
-pub(crate) fn entry_check(kw: u64, kw2: u64, p: u64, w: u64) -> u64 {
-    let c = entry_crc(kw, kw2, p, w);
+pub(crate) fn check_of(kw: u64, w4: u64, p: u64, w: u64) -> u64 {
+    let c = u64::from(entry_crc(kw, w4, p, w));
     if p & VAL_PTR == 0 {
-        (p & !CHECK_INLINE) | u64::from(c.max(1))
+        c % CHK + 1
     } else {
-        let c = u64::from(c % 8191 + 1);
+        c % 8191 + 1
+    }
+}
+
+/// Format 3: payload `p` at rest for the words `kw`, `w4` and `w` (the value word `p`
+/// selects): its check set (an inline value's previous check equal to it) and [`BUSY`]
+/// clear. The check covers every word a read or recovery trusts, [`DEL`] too, and
+/// nothing that depends on where the entry is (an SMO rewrites every entry it copies at
+/// rest in slot A anyway). FROZEN is left out: an SMO's freeze sets it by CAS without
+/// the check, and recovery clears it (a flip of it changes nothing).
+#[inline]
+pub(crate) fn entry_check(kw: u64, w4: u64, p: u64, w: u64) -> u64 {
+    let c = check_of(kw, w4, p, w);
+    if p & VAL_PTR == 0 {
+        (p & !(CHECKS_INLINE | BUSY)) | c | c << CHK_PREV_SHIFT
+    } else {
         (p & !CHECK_PTR) | (c & 7) | (c >> 3) << 46
     }
 }
 
-/// Format 3: whether payload `p` holds the right entry check for `kw`, `kw2` and `w`.
-#[inline]
-pub(crate) fn entry_ok(kw: u64, kw2: u64, p: u64, w: u64) -> bool {
-    entry_check(kw, kw2, p, w) == p
+/// Format 3: what an entry (key word `kw`, payload `p`, value words `wa` at bytes 16..24
+/// and `w4` at 24..32) holds if it verifies: the payload at rest that names the value,
+/// and the value word (`(p, 0)` for a [`VAL_PTR`] or [`DEL`] entry). An inline value
+/// verifies in the slot `p` selects against the check, or else (an in-place update a
+/// crash cut short: only the payload reached PM) in the slot it replaced against the
+/// previous check; that is the value then, and recovery rewrites the payload. `None`:
+/// the entry is damaged.
+pub(crate) fn verified(kw: u64, p: u64, wa: u64, w4: u64) -> Option<(u64, u64)> {
+    if p & VAL_PTR != 0 {
+        return (check_of(kw, w4, p, 0) == (p & 7) | (p >> 46 & 0x3ff) << 3).then_some((p, 0));
+    }
+    if p & DEL != 0 {
+        return (check_of(kw, w4, p, 0) == p & CHK).then_some((p, 0));
+    }
+    let word = |b: bool| if b { w4 } else { wa };
+    let s = p & SLOT_B != 0;
+    if check_of(kw, w4, p, word(s)) == p & CHK {
+        return Some((entry_check(kw, w4, p, word(s)) | (p & FROZEN), word(s)));
+    }
+    let alt = if two_slots(p) { !s } else { s };
+    let pa = if alt { p | SLOT_B } else { p & !SLOT_B };
+    (check_of(kw, w4, pa, word(alt)) == (p >> CHK_PREV_SHIFT) & CHK)
+        .then(|| (entry_check(kw, w4, pa, word(alt)) | (p & FROZEN), word(alt)))
 }
 
 /// Bits 0–45 of a format-3 `next` word: the offset (pools are at most 2^46 bytes; bits
@@ -224,6 +288,19 @@ pub(crate) fn next_of(word: u64, own: u64, checks: bool) -> Option<u64> {
     }
     let next = word & NEXT_OFF;
     (next_word(next, own, true) == word).then_some(next)
+}
+
+/// Format 3: the trailer word of the block at `own`: a CRC of its offset and a constant
+/// tag, never zero. A 4 KiB page that is zeroed covers the start of any 2 KiB block it
+/// touches, or its end: the checked `next` word catches the first, this word the second
+/// (a zeroed tail would otherwise read as slots never used, the records in it silently
+/// gone). Written with the block, which is written whole, so it costs no extra persist.
+#[inline]
+pub(crate) fn trailer_word(own: u64) -> u64 {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&own.to_le_bytes());
+    b[8..].copy_from_slice(b"NBTRAILR");
+    u64::from(crc32c::crc32c(&b)) << 32 | 0x4e42_5452
 }
 
 /// CRC-32C of an object's length and bytes.
@@ -375,34 +452,88 @@ mod tests {
         }
     }
 
+    /// The entry's words at rest: (key word, payload, value word A, fourth word).
+    fn at_rest(key: &[u8], value: &[u8]) -> (u64, u64, u64, u64) {
+        let KeyWord::Inline { word, word2, bits } = key_word(key, true) else { panic!() };
+        let (vbits, w) = inline_value(value);
+        (word, entry_check(word, word2, bits | vbits, w), w, word2)
+    }
+
     #[test]
-    fn entry_checks_catch_any_bit_but_frozen_and_del() {
-        let KeyWord::Inline { word, word2, bits } = key_word(b"abcdefghijk", true) else { panic!() };
-        let (vbits, w) = inline_value(b"ABCDEFGH");
-        let inline = entry_check(word, word2, bits | vbits, w);
-        let ptr = entry_check(word, word2, bits | VAL_PTR | 0x1234_5678, 0);
-        assert_eq!(val_off(ptr, true), 0x1234_5678);
-        for (p, w) in [(inline, w), (ptr, 0)] {
-            assert!(entry_ok(word, word2, p, w));
-            assert_ne!(p & if p & VAL_PTR != 0 { CHECK_PTR } else { CHECK_INLINE }, 0, "never zero");
-            assert!(entry_ok(word, word2, p | FROZEN | DEL, w), "FROZEN and DEL are not covered");
+    fn entry_checks_catch_every_bit_that_names_the_record() {
+        // A two-word key (one value slot), a short key (two slots), and a value object.
+        let pair = at_rest(b"abcdefghijk", b"ABCDEFGH");
+        let short = at_rest(b"abc", b"ABCDEFGH");
+        let (kw, _, _, kw2) = pair;
+        let ptr = (kw, entry_check(kw, kw2, (pair.1 & KEY_BITS) | VAL_PTR | 0x1234_5678, 0), 0xdead, kw2);
+        assert_eq!(val_off(ptr.1, true), 0x1234_5678);
+        for (kw, p, wa, w4) in [pair, short, ptr] {
+            assert_eq!(verified(kw, p, wa, w4), Some((p, if p & VAL_PTR != 0 { 0 } else { wa })));
+            // FROZEN is not covered (recovery clears it); BUSY only makes the entry need
+            // rewriting at rest. At rest an inline entry's two checks are equal: a flip in
+            // either, or in the slot selector (the previous check then proves the slot
+            // in use), is refused or leaves the same value proved, never another one.
+            let benign = FROZEN | if p & VAL_PTR == 0 { BUSY | SLOT_B | CHK | CHK << CHK_PREV_SHIFT } else { 0 };
             for bit in 0..64 {
-                assert!(!entry_ok(word ^ 1 << bit, word2, p, w), "key word bit {bit}");
-                assert!(!entry_ok(word, word2 ^ 1 << bit, p, w), "second key word bit {bit}");
-                if 1 << bit & (FROZEN | DEL) == 0 {
-                    assert!(!entry_ok(word, word2, p ^ 1 << bit, w), "payload bit {bit} of {p:#x}");
+                assert_eq!(verified(kw ^ 1 << bit, p, wa, w4), None, "key word bit {bit}");
+                if 1 << bit & benign == 0 {
+                    assert_eq!(verified(kw, p ^ 1 << bit, wa, w4), None, "payload bit {bit} of {p:#x}");
+                } else {
+                    let r = verified(kw, p ^ 1 << bit, wa, w4).map(|r| r.1);
+                    assert!(r.is_none() || r == verified(kw, p, wa, w4).map(|r| r.1), "payload bit {bit}");
                 }
                 if p & VAL_PTR == 0 {
-                    assert!(!entry_ok(word, word2, p, w ^ 1 << bit), "value word bit {bit}");
+                    assert_eq!(verified(kw, p, wa ^ 1 << bit, w4), None, "value word bit {bit}");
+                }
+                if !two_slots(p) {
+                    assert_eq!(verified(kw, p, wa, w4 ^ 1 << bit), None, "second key word bit {bit}");
                 }
             }
-            // A zeroed check, or a zeroed entry with its key word left.
-            let check = if p & VAL_PTR != 0 { CHECK_PTR } else { CHECK_INLINE };
-            assert!(!entry_ok(word, word2, p & !check, w));
-            assert!(!entry_ok(word, 0, 0, 0));
+            assert_eq!(verified(kw, 0, wa, w4), None, "a zeroed payload");
+            // DEL is covered: set by damage on a live entry, or cleared on a deleted one.
+            let del = entry_check(kw, w4, p | DEL, 0);
+            assert!(verified(kw, del, wa, w4).is_some());
+            assert_eq!(verified(kw, p | DEL, wa, w4), None);
+            assert_eq!(verified(kw, del & !DEL, wa, w4), None);
         }
-        // A VAL_PTR entry's value word is unused (a stale inline value may stay there).
-        assert!(entry_ok(word, word2, ptr, 0xdead));
+        // The unused words: a value object's entry, the slot a two-slot entry does not use.
+        assert!(verified(ptr.0, ptr.1, 0x1111, ptr.3).is_some());
+        assert!(verified(short.0, short.1, short.2, 0x2222).is_some());
+    }
+
+    /// Every state an in-place update passes through (`NbTree::update_checked`), and every
+    /// torn pair of its words, verifies and names the old or the new value.
+    #[test]
+    fn an_in_place_update_verifies_at_every_step() {
+        let (_, new) = inline_value(b"NEWVALUE");
+        for (kw, p, old, w4) in [at_rest(b"abc", b"OLDVALUE"), at_rest(b"abcdefghijk", b"OLDVALUE")] {
+            let prev = (p & CHK) << CHK_PREV_SHIFT;
+            let ok = |p: u64, wa: u64, w4: u64| verified(kw, p, wa, w4).map(|r| r.1);
+            if two_slots(p) {
+                let np = p ^ SLOT_B;
+                let commit = (np & !(CHK | CHK << CHK_PREV_SHIFT)) | BUSY | check_of(kw, 0, np, new) | prev;
+                let rest = (commit & !(BUSY | CHK << CHK_PREV_SHIFT)) | (commit & CHK) << CHK_PREV_SHIFT;
+                for (q, b, want) in [
+                    (p | BUSY, 0, old),
+                    (p | BUSY, new, old),
+                    (commit, new, new),
+                    (commit, 0, old), // the payload reached PM, slot B did not
+                    (rest, new, new),
+                ] {
+                    assert_eq!(ok(q, old, b), Some(want), "payload {q:#x}, slot B {b:#x}");
+                }
+                assert_eq!(verified(kw, rest, old, new), Some((rest, new)), "at rest");
+                // Dropping the previous check: damage to the new slot no longer falls back.
+                assert_eq!(ok(rest, old, new ^ 1), None);
+            } else {
+                let claim = (p & !(CHK | CHK << CHK_PREV_SHIFT)) | BUSY | check_of(kw, w4, p, new) | prev;
+                let rest = (claim & !(BUSY | CHK << CHK_PREV_SHIFT)) | (claim & CHK) << CHK_PREV_SHIFT;
+                for (q, a, want) in [(claim, old, old), (claim, new, new), (rest, new, new)] {
+                    assert_eq!(ok(q, a, w4), Some(want), "payload {q:#x}, value {a:#x}");
+                }
+                assert_eq!(ok(rest, old, w4), None, "released: the old value is no longer proved");
+            }
+        }
     }
 
     #[test]

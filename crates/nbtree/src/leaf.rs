@@ -468,7 +468,7 @@ pub(crate) unsafe fn find(
     fp: u8,
     bitmap: u64,
     fmt: Fmt,
-) -> Result<Option<(usize, u64)>, String> {
+) -> Option<(usize, u64)> {
     // SAFETY: `leaf` is pinned by the caller (this function's `# Safety`), which is `find_among`'s
     // contract too.
     unsafe { find_among(pool, leaf, key, candidates(pool, leaf, fp, bitmap), fmt) }
@@ -487,6 +487,17 @@ impl Fmt {
     pub(crate) fn of(v: u32) -> Fmt {
         Fmt { pairs: v >= 2, checks: v >= CHECKS_VERSION }
     }
+
+    /// The slots of a block are `first..cap()` (the first is 0, or [`SL_FIRST`] in
+    /// NBTree-SL): format 3 gives the last entry's space to the block's trailer.
+    #[inline]
+    pub(crate) fn cap(self) -> usize {
+        if self.checks {
+            CAP_CHECKED
+        } else {
+            CAP
+        }
+    }
 }
 
 /// The committed slots of `bitmap` whose fingerprint is `fp`: the only slots that can
@@ -496,24 +507,34 @@ pub(crate) fn candidates(pool: &Pool, leaf: &Leaf, fp: u8, bitmap: u64) -> u64 {
     bitmap & SLOTS_MASK & leaf.matching(pool, fp)
 }
 
-/// Whether the entry of `slot` (key word `kw`, payload `p`) passes its entry check; always
-/// in formats without checks. Reads the entry's other two words, on the line being read.
-/// An inline value's word is immutable once committed in a format with checks (updates
-/// swap the payload only), so the words read here belong together.
+/// The value word of committed entry `slot` whose payload was read as `p`, and the
+/// payload it belongs to. The word is the one `p` selects ([`SLOT_B`], format 3); the
+/// payload is read again after it, and if what names the value changed meanwhile (an
+/// in-place update committed, and the next one may be rewriting the slot read), both are
+/// read again. A [`BUSY`] bit set meanwhile is no change: that update writes the slot
+/// not in use, or (a [`KIND_PAIR`] key's one slot) either value is one the update allows.
+/// In formats 1 and 2 the payload does not change on an in-place update: one extra load
+/// of a line being read.
 #[inline]
-pub(crate) fn entry_verified(pool: &Pool, leaf: &Leaf, slot: usize, kw: u64, p: u64, fmt: Fmt) -> bool {
-    !fmt.checks || entry_ok(kw, load(pool, leaf.key_at(slot) + E_KEY2), p, load(pool, leaf.value_at(slot)))
+pub(crate) fn value_of(pool: &Pool, leaf: &Leaf, slot: usize, mut p: u64) -> (u64, u64) {
+    let e = leaf.key_at(slot);
+    loop {
+        let w = load(pool, e + value_word_off(p));
+        // A value object is immutable and stays allocated while pinned: `p` names it.
+        if p & VAL_PTR != 0 {
+            return (p, w);
+        }
+        let again = load(pool, e + E_PAYLOAD);
+        if again & VAL_PTR == 0 && (again ^ p) & !(FROZEN | DEL | BUSY | CHK << CHK_PREV_SHIFT) == 0 {
+            return (p, w);
+        }
+        p = again;
+    }
 }
 
-/// The error for an entry that fails its check.
-pub(crate) fn bad_entry(block: u64, slot: usize) -> String {
-    format!("block {block:#x} slot {slot}: the entry fails its check")
-}
-
-/// [`find`] among the slots of `cands` (from [`candidates`]). Every candidate read (its
-/// fingerprint matched, so its line is read anyway) is verified in a format with checks:
-/// a damaged key word would otherwise make the key silently absent. `Err`: the entry
-/// that failed.
+/// [`find`] among the slots of `cands` (from [`candidates`]). Entries are not verified
+/// here: every open verifies every entry (recovery decodes every block), and nothing but
+/// this process writes the pool while it is open.
 ///
 /// # Safety
 /// As [`find`].
@@ -524,7 +545,7 @@ pub(crate) unsafe fn find_among(
     key: &[u8],
     cands: u64,
     fmt: Fmt,
-) -> Result<Option<(usize, u64)>, String> {
+) -> Option<(usize, u64)> {
     let mut bits = cands;
     let inline = key_word(key, fmt.pairs);
     while bits != 0 {
@@ -538,9 +559,6 @@ pub(crate) unsafe fn find_among(
         let p = load(pool, leaf.payload_at(slot));
         if p & DEL != 0 {
             continue;
-        }
-        if !entry_verified(pool, leaf, slot, kw, p, fmt) {
-            return Err(bad_entry(leaf.block, slot));
         }
         let hit = match inline {
             // A pair key's second word is in the entry's line, already being read.
@@ -561,10 +579,10 @@ pub(crate) unsafe fn find_among(
             }
         };
         if hit {
-            return Ok(Some((slot, p)));
+            return Some((slot, p));
         }
     }
-    Ok(None)
+    None
 }
 
 /// The live entries of a leaf's committed slots: (slot, key word, payload, value word).
@@ -578,7 +596,8 @@ pub(crate) fn live_entries(pool: &Pool, leaf: &Leaf) -> Vec<(usize, u64, u64, u6
         let kw = load(pool, leaf.key_at(slot));
         let p = load(pool, leaf.payload_at(slot));
         if kw != 0 && p & DEL == 0 {
-            out.push((slot, kw, p, load(pool, leaf.value_at(slot))));
+            let (p, w) = value_of(pool, leaf, slot, p);
+            out.push((slot, kw, p, w));
         }
     }
     out

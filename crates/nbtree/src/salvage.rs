@@ -13,7 +13,7 @@
 //! * an **inline** key or value (in the entry) is vouched for by the block's seal, written
 //!   at clean close only (not by `sync`), or, in format 3, by the entry's own check
 //!   ([`entry_check`]), which holds after a crash too. An entry with an inline value
-//!   passes a 32-bit check; a [`VAL_PTR`] entry's 13-bit check vouches for its inline key
+//!   passes a 24-bit check; a [`VAL_PTR`] entry's 13-bit check vouches for its inline key
 //!   only together with its value object's CRC. Inline bytes nothing vouches for (format 1
 //!   and 2 outside sealed blocks) are lost.
 //!
@@ -71,8 +71,8 @@ fn first_slot(image: &[u8]) -> usize {
             continue;
         }
         match u32_at(sb, SB_CAP).map(|c| c as usize) {
-            Some(CAP) => return 0,
-            Some(CAP_SL) => return SL_FIRST,
+            Some(CAP | CAP_CHECKED) => return 0,
+            Some(c) if c == CAP_SL || c == CAP_CHECKED - SL_FIRST => return SL_FIRST,
             _ => {}
         }
     }
@@ -97,9 +97,12 @@ fn entry<'a>(image: &'a [u8], e: u64, sealed: bool, found: &mut Found<'a>, rep: 
         return None;
     }
     // A format-3 entry check (any pool's format may be in the file; an older entry passes
-    // it with odds 2^-32, or 2^-13 for a [`VAL_PTR`] one, which still needs its object).
-    let checked = entry_ok(kw, u64_at(image, e + E_KEY2)?, p, u64_at(image, e + E_VALUE)?);
-    let sealed = sealed || checked;
+    // it with odds 2^-24, or 2^-13 for a [`VAL_PTR`] one, which still needs its object).
+    // It also says which value word holds an inline value (an in-place update a crash cut
+    // short may have left the previous one in force).
+    let checked = verified(kw, p, u64_at(image, e + E_VALUE)?, u64_at(image, e + E_KEY2)?).map(|(rest, _)| rest);
+    let p = checked.unwrap_or(p);
+    let sealed = sealed || checked.is_some();
     let key: Vec<u8> = if (p & KIND_MASK) >> KIND_SHIFT == KIND_OBJ {
         object(image, kw, MAX_KEY)?.to_vec()
     } else if sealed {
@@ -109,10 +112,10 @@ fn entry<'a>(image: &'a [u8], e: u64, sealed: bool, found: &mut Found<'a>, rep: 
         return None; // nothing vouches for an inline key outside a sealed block
     };
     let value = if p & VAL_PTR != 0 {
-        object(image, if checked { val_off(p, true) } else { p & DATA_MASK }, MAX_VALUE)
+        object(image, if checked.is_some() { val_off(p, true) } else { p & DATA_MASK }, MAX_VALUE)
     } else if sealed {
         let len = ((p & VLEN_MASK) >> VLEN_SHIFT) as usize;
-        let o = usize::try_from(e + E_VALUE).ok()?;
+        let o = usize::try_from(e + value_word_off(p)).ok()?;
         (len <= INLINE_VALUE).then(|| image.get(o..o + len)).flatten()
     } else {
         None

@@ -79,14 +79,23 @@ impl NbTree {
                 if kw == 0 {
                     break;
                 }
-                let p = p & !FROZEN;
+                let mut p = p & !FROZEN;
                 // SAFETY: the leaf is pinned by the caller; its key objects stay allocated.
                 let k = unsafe { leaf::entry_key(&self.pool, leaf.key_at(slot), kw, p, false) }
                     .ok_or_else(|| Error::Corrupt(format!("block {:#x} slot {slot}: bad key", leaf.block)))?;
                 // Read after the freeze: no update can change the value word any more
-                // without seeing the frozen bit and redoing itself in the new leaf.
-                let w = load(&self.pool, leaf.value_at(slot));
-                let kw2 = load(&self.pool, leaf.key_at(slot) + E_KEY2);
+                // without seeing the frozen bit and redoing itself in the new leaf (the
+                // payload that selects the slot is frozen).
+                let w = load(&self.pool, leaf.key_at(slot) + value_word_off(p));
+                let mut kw2 = load(&self.pool, leaf.key_at(slot) + E_KEY2);
+                if self.fmt.checks {
+                    // The copy is at rest, its value in slot A: an update the freeze
+                    // interrupted is redone in the new leaf, and its BUSY bit goes.
+                    if two_slots(p) {
+                        kw2 = 0;
+                    }
+                    p = entry_check(kw, kw2, p & !SLOT_B, w);
+                }
                 recs.push((k, kw, kw2, p, w, leaf.fp(&self.pool, slot)));
                 break;
             }
@@ -99,7 +108,7 @@ impl NbTree {
             Error::Corrupt(format!("block {:#x}: the next word {next_word:#x} fails its check", leaf.block))
         })?;
         let next = leaf.next.load(Ordering::Acquire);
-        let (left, right) = if recs.len() > (CAP - self.first_slot()) / 2 {
+        let (left, right) = if recs.len() > (self.fmt.cap() - self.first_slot()) / 2 {
             let mid = recs.len() / 2;
             // Only the split needs an order (a block's entries are unsorted, §3.1): the
             // median key at `mid`, the smaller ones before it, the larger after it. It is
@@ -160,7 +169,7 @@ impl NbTree {
     ) -> Result<*mut Leaf> {
         let first = self.first_slot();
         let n = recs.len();
-        debug_assert!(first + n <= CAP);
+        debug_assert!(first + n <= self.fmt.cap());
         let mut img = [0u64; BLOCK_SIZE / 8];
         let mut fps = [0u8; CAP];
         for (i, (_, kw, kw2, p, w, fp)) in recs.enumerate() {
@@ -182,6 +191,9 @@ impl NbTree {
         let block = self.alloc.alloc(BLOCK, BLOCK_SIZE)?;
         // Its `next` word's check covers the block's own offset, known only now.
         img[(BLK_NEXT / 8) as usize] = next_word(next_pm, block, self.fmt.checks).to_le();
+        if self.fmt.checks {
+            img[(BLK_TRAILER / 8) as usize] = trailer_word(block).to_le();
+        }
         // SAFETY: a reserved block nobody else can reach: plain writes inside it.
         unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), self.pool.at::<u64>(block), BLOCK_SIZE / 8) };
         self.pool.flush_off(block, BLOCK_SIZE);

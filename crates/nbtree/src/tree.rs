@@ -278,8 +278,7 @@ impl NbTree {
             // SAFETY: `leaf` was reached while pinned (`g`), so its block and the objects its
             // entries name stay allocated until the guard drops (`find`'s contract).
             let hit = unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool), self.fmt) }
-                .map_err(Error::Corrupt)?
-                .map(|(slot, p)| (p, load(&self.pool, leaf.value_at(slot))));
+                .map(|(slot, p)| leaf::value_of(&self.pool, leaf, slot, p));
             crate::chaos::point();
             // Valid only if no SMO published new leaves meanwhile: writes go to those
             // only after `copy` is set (see `smo`), so with `copy` still null the value
@@ -420,14 +419,14 @@ impl NbTree {
                 // there (an update), and the line would be a wasted PM read (docs/design/nbtree.md,
                 // "DRAM layer").
                 let next = leaf.next_slot(&self.pool);
-                if next < CAP {
+                if next < self.fmt.cap() {
                     self.pool.prefetch_write(leaf.key_at(next));
                 }
             }
             if let Some((slot, p)) =
                 // SAFETY: pinned (`g`): `leaf`'s block and the objects its entries name stay
                 // allocated while `find_among` reads them.
-                unsafe { leaf::find_among(&self.pool, leaf, key, cands, self.fmt) }.map_err(Error::Corrupt)?
+                unsafe { leaf::find_among(&self.pool, leaf, key, cands, self.fmt) }
             {
                 if self.update_slot(leaf, slot, p, value, prep, g)? {
                     return Ok(false);
@@ -439,7 +438,7 @@ impl NbTree {
             }
             // Algorithm 1: take the next slot.
             let pos = leaf.take_slot(&self.pool);
-            if pos >= CAP {
+            if pos >= self.fmt.cap() {
                 leaf.set_smo(&self.pool); // line 4
                 continue 'retry; // lines 5-6 (locate_w runs the SMO)
             }
@@ -465,10 +464,7 @@ impl NbTree {
                 if b != seen {
                     // SAFETY: pinned (`g`): the leaf's block and the objects its committed entries
                     // name stay allocated while `find` reads them.
-                    if unsafe { find(&self.pool, leaf, key, fp, b & !seen, self.fmt) }
-                        .map_err(Error::Corrupt)?
-                        .is_some()
-                    {
+                    if unsafe { find(&self.pool, leaf, key, fp, b & !seen, self.fmt) }.is_some() {
                         self.abandon(leaf, pos);
                         continue 'retry;
                     }
@@ -527,13 +523,15 @@ impl NbTree {
     /// In-place update (Algorithm 3 line 2) of a committed slot found with payload `p`.
     /// `Ok(false)`: the entry changed or is frozen; the caller retries.
     ///
-    /// A value of the same length that fits the entry is one 8-byte store of the value
-    /// word (the paper's in-place update). Anything else (another length, a value in an
-    /// object before or after) swaps the payload by CAS to the new value's object: the
-    /// value word and the payload cannot change together atomically. A store that races
-    /// such a swap, or a delete, is ordered before it (its value is simply never read);
-    /// one that races an SMO's freeze sees the frozen bit when it re-reads the payload and
-    /// is redone in the new leaf, whether or not the copy carried it.
+    /// A value of the same length that fits the entry is written in the entry: in formats
+    /// 1 and 2 one 8-byte store of the value word (the paper's in-place update), in format
+    /// 3 by [`NbTree::update_checked`], which changes the value and its check together.
+    /// Anything else (another length, a value in an object before or after, an entry
+    /// another in-place update holds) swaps the payload by CAS to the new value's object:
+    /// one word names the value and carries its check. A store that races such a swap, or
+    /// a delete, is ordered before it (its value is simply never read); one that races an
+    /// SMO's freeze sees the frozen bit when it re-reads the payload and is redone in the
+    /// new leaf, whether or not the copy carried it.
     fn update_slot(
         &self,
         leaf: &Leaf,
@@ -549,8 +547,11 @@ impl NbTree {
             return Ok(false);
         }
         match prep.inline {
-            // Not with entry checks: the value word and the payload's check would change
-            // together, which no 8-byte store does (docs/design/nbtree.md, "Entry checks").
+            Some((bits, w)) if self.fmt.checks && p & (VAL_PTR | BUSY) == 0 && p & VLEN_MASK == bits => {
+                if !self.update_checked(leaf, slot, p, w, g)? {
+                    return Ok(false);
+                }
+            }
             Some((bits, w)) if !self.fmt.checks && p & VAL_PTR == 0 && p & VLEN_MASK == bits => {
                 crate::chaos::point();
                 // SAFETY: the value word of a committed entry, written only by atomic
@@ -586,6 +587,78 @@ impl NbTree {
         Ok(true)
     }
 
+    /// Format 3's in-place update of an inline value (same length) to value word `w`: the
+    /// value and its check change together, whichever of the words a crash keeps
+    /// (docs/design/integrity.md, "NBTree"). `Ok(false)`: the entry changed first; the
+    /// caller retries.
+    ///
+    /// 1. Claim: CAS the payload to [`BUSY`]. Until it is cleared no other writer writes
+    ///    a value word of this entry (another update swaps the payload to a value object
+    ///    instead; a delete or an SMO's freeze CASes the payload too, so this update's
+    ///    next CAS fails and it is ordered before them).
+    /// 2. Two slots (keys that leave the fourth word free): write the slot not in use,
+    ///    then CAS the payload to select it, with the new check and the replaced value's
+    ///    check as the previous one; persist the line (one flush, one fence: the claim and
+    ///    the slot may reach PM in any order, the previous check proves the old slot while
+    ///    the new one is not durable). One slot (a [`KIND_PAIR`] key): the claim carries
+    ///    the new check and the current one, and in `adr` is persisted before the value
+    ///    word is stored over the old value (a second fence: two stores in one line may
+    ///    reach PM in either order).
+    /// 3. Release: clear BUSY and drop the previous check, so that later damage to the
+    ///    value cannot fall back to the replaced one. Not flushed: until the line is
+    ///    written back a crash keeps the previous check, which only a damaged value would
+    ///    consult. Only after the persist: the next update overwrites the replaced slot.
+    fn update_checked(&self, leaf: &Leaf, slot: usize, p: u64, w: u64, g: &Guard) -> Result<bool> {
+        let (e, po) = (leaf.key_at(slot), leaf.payload_at(slot));
+        let prev = (p & CHK) << CHK_PREV_SHIFT;
+        // SAFETY (every CAS below): an entry word shared by writers, changed only by CAS.
+        if unsafe { self.pool.cas_u64(po, p, p | BUSY) }.is_err() {
+            return Ok(false);
+        }
+        crate::chaos::point();
+        let kw = load(&self.pool, e);
+        let w4 = load(&self.pool, e + E_KEY2);
+        let held = if two_slots(p) {
+            let np = p ^ SLOT_B;
+            // SAFETY: the slot not in use, whose only writer is the BUSY holder.
+            unsafe { self.pool.store_u64(e + value_word_off(np), w) };
+            let commit = (np & !(CHK | CHK << CHK_PREV_SHIFT)) | BUSY | check_of(kw, 0, np, w) | prev;
+            // SAFETY: see above.
+            if unsafe { self.pool.cas_u64(po, p | BUSY, commit) }.is_err() {
+                return Ok(false); // a delete, a freeze or a swap took the entry: retry
+            }
+            self.persist_entry(leaf, slot);
+            commit
+        } else {
+            let claim = (p & !(CHK | CHK << CHK_PREV_SHIFT)) | BUSY | check_of(kw, w4, p, w) | prev;
+            // SAFETY: see above.
+            if unsafe { self.pool.cas_u64(po, p | BUSY, claim) }.is_err() {
+                return Ok(false);
+            }
+            if self.pool.mode().flushes() {
+                self.pool.flush_off(po, 8);
+                self.pool.fence();
+            }
+            crate::chaos::point();
+            // SAFETY: the value word of an entry whose only value writer is the BUSY holder.
+            unsafe { self.pool.store_u64(e + E_VALUE, w) };
+            self.persist_entry(leaf, slot);
+            claim
+        };
+        crate::chaos::point();
+        let rest = (held & !(BUSY | CHK << CHK_PREV_SHIFT)) | (held & CHK) << CHK_PREV_SHIFT;
+        // SAFETY: see above.
+        if unsafe { self.pool.cas_u64(po, held, rest) }.is_err()
+            && !two_slots(p)
+            && load(&self.pool, po) & FROZEN != 0
+        {
+            // An SMO froze the entry after the claim: its copy may hold the old value word.
+            self.smo(leaf, g)?;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
     /// Delete (Algorithm 4): mark the payload [`DEL`], then zero the key; returns whether
     /// the key was present.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
@@ -600,8 +673,7 @@ impl NbTree {
             let _w = self.write_locks.then(|| leaf.wlock.lock());
             // SAFETY: pinned (`g`): `leaf`'s block and the objects its entries name stay allocated
             // while `find` reads them.
-            let Some((slot, p)) =
-                unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool), self.fmt) }.map_err(Error::Corrupt)?
+            let Some((slot, p)) = (unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool), self.fmt) })
             else {
                 if leaf.in_smo(&self.pool) {
                     continue;
@@ -612,8 +684,16 @@ impl NbTree {
                 self.smo(leaf, &g)?;
                 continue;
             }
+            // Format 3: the check covers DEL, so that damage setting it (which would make
+            // recovery finish a delete nobody made) is caught.
+            let del = if self.fmt.checks {
+                let e = leaf.key_at(slot);
+                entry_check(load(&self.pool, e), load(&self.pool, e + E_KEY2), p | DEL, 0)
+            } else {
+                p | DEL
+            };
             // SAFETY: an entry word shared by writers, changed only by CAS.
-            if unsafe { self.pool.cas_u64(leaf.payload_at(slot), p, p | DEL) }.is_err() {
+            if unsafe { self.pool.cas_u64(leaf.payload_at(slot), p, del) }.is_err() {
                 continue;
             }
             crate::chaos::point();
@@ -687,9 +767,6 @@ impl NbTree {
             };
             recs.clear();
             for (slot, kw, p, w) in leaf::live_entries(&self.pool, leaf) {
-                if self.fmt.checks && !entry_ok(kw, load(&self.pool, leaf.key_at(slot) + E_KEY2), p, w) {
-                    return Err(Error::Corrupt(leaf::bad_entry(leaf.block, slot)));
-                }
                 // SAFETY: pinned (`g`): a key object that a live entry of `leaf` names is freed
                 // only through the epoch scheme, after this guard drops.
                 let k = unsafe { leaf::entry_key(&self.pool, leaf.key_at(slot), kw, p, false) }
@@ -903,7 +980,7 @@ mod timing {
             let l = t.locate(&k, &g);
             // SAFETY: pinned (`g`): `l`'s block and the objects its entries name stay allocated
             // while `find` reads them.
-            if let Some((s, _)) = unsafe { find(&t.pool, l, &k, fingerprint(&k), l.bits(&t.pool), t.fmt) }.unwrap() {
+            if let Some((s, _)) = unsafe { find(&t.pool, l, &k, fingerprint(&k), l.bits(&t.pool), t.fmt) } {
                 x ^= load(&t.pool, l.value_at(s)) as usize;
             }
         }
