@@ -461,14 +461,7 @@ fn match_swar(words: &[u64; 8], fp: u8) -> u64 {
 /// # Safety
 /// `leaf` is pinned (its block and the objects its entries name stay allocated).
 /// `fmt`: what the pool's format has (see [`Fmt`]).
-pub(crate) unsafe fn find(
-    pool: &Pool,
-    leaf: &Leaf,
-    key: &[u8],
-    fp: u8,
-    bitmap: u64,
-    fmt: Fmt,
-) -> Option<(usize, u64)> {
+pub(crate) unsafe fn find(pool: &Pool, leaf: &Leaf, key: &[u8], fp: u8, bitmap: u64, fmt: Fmt) -> Option<(usize, u64)> {
     // SAFETY: `leaf` is pinned by the caller (this function's `# Safety`), which is `find_among`'s
     // contract too.
     unsafe { find_among(pool, leaf, key, candidates(pool, leaf, fp, bitmap), fmt) }
@@ -539,13 +532,7 @@ pub(crate) fn value_of(pool: &Pool, leaf: &Leaf, slot: usize, mut p: u64) -> (u6
 /// # Safety
 /// As [`find`].
 #[inline]
-pub(crate) unsafe fn find_among(
-    pool: &Pool,
-    leaf: &Leaf,
-    key: &[u8],
-    cands: u64,
-    fmt: Fmt,
-) -> Option<(usize, u64)> {
+pub(crate) unsafe fn find_among(pool: &Pool, leaf: &Leaf, key: &[u8], cands: u64, fmt: Fmt) -> Option<(usize, u64)> {
     let mut bits = cands;
     let inline = key_word(key, fmt.pairs);
     while bits != 0 {

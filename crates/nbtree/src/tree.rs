@@ -611,7 +611,8 @@ impl NbTree {
     fn update_checked(&self, leaf: &Leaf, slot: usize, p: u64, w: u64, g: &Guard) -> Result<bool> {
         let (e, po) = (leaf.key_at(slot), leaf.payload_at(slot));
         let prev = (p & CHK) << CHK_PREV_SHIFT;
-        // SAFETY (every CAS below): an entry word shared by writers, changed only by CAS.
+        // SAFETY: an entry word shared by writers, changed only by CAS (so are the CASes
+        // below).
         if unsafe { self.pool.cas_u64(po, p, p | BUSY) }.is_err() {
             return Ok(false);
         }
@@ -648,9 +649,7 @@ impl NbTree {
         crate::chaos::point();
         let rest = (held & !(BUSY | CHK << CHK_PREV_SHIFT)) | (held & CHK) << CHK_PREV_SHIFT;
         // SAFETY: see above.
-        if unsafe { self.pool.cas_u64(po, held, rest) }.is_err()
-            && !two_slots(p)
-            && load(&self.pool, po) & FROZEN != 0
+        if unsafe { self.pool.cas_u64(po, held, rest) }.is_err() && !two_slots(p) && load(&self.pool, po) & FROZEN != 0
         {
             // An SMO froze the entry after the claim: its copy may hold the old value word.
             self.smo(leaf, g)?;
@@ -673,8 +672,7 @@ impl NbTree {
             let _w = self.write_locks.then(|| leaf.wlock.lock());
             // SAFETY: pinned (`g`): `leaf`'s block and the objects its entries name stay allocated
             // while `find` reads them.
-            let Some((slot, p)) = (unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool), self.fmt) })
-            else {
+            let Some((slot, p)) = (unsafe { find(&self.pool, leaf, key, fp, leaf.bits(&self.pool), self.fmt) }) else {
                 if leaf.in_smo(&self.pool) {
                     continue;
                 }
