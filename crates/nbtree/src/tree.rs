@@ -628,7 +628,11 @@ impl NbTree {
             if unsafe { self.pool.cas_u64(po, p | BUSY, commit) }.is_err() {
                 return Ok(false); // a delete, a freeze or a swap took the entry: retry
             }
-            self.persist_entry(leaf, slot);
+            // A fence, not a commit fence that a group commit would defer: once released,
+            // the next update (this thread's, in the same group, or another's) overwrites
+            // the replaced slot, which is safe only once this payload is durable.
+            self.pool.flush_off(e, ENTRY as usize);
+            self.pool.fence();
             commit
         } else {
             let claim = (p & !(CHK | CHK << CHK_PREV_SHIFT)) | BUSY | check_of(kw, w4, p, w) | prev;

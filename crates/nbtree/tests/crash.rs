@@ -146,3 +146,22 @@ fn n4_single_layer_eadr_every_store_point() {
     let n = explore(&workload(64, 40), Mode::Eadr, true);
     eprintln!("eadr, single-layer: {n} crash images checked");
 }
+
+/// Format 3's in-place updates, several in a row on one key: an 8-byte key (two value
+/// slots: each update writes the slot the previous one replaced) and a 9-byte key (one
+/// slot: the claim with the new check is persisted before the value word), interleaved,
+/// then a delete of each. Every crash point must leave an entry that verifies and holds
+/// the value before or after the interrupted update.
+#[test]
+fn repeated_in_place_updates_of_one_key_every_crash_point() {
+    let keys = [key(0), key(3), key(2)];
+    let mut ops: Vec<Op> = keys.iter().map(|k| Op::Put(k.clone(), b"v0000000".to_vec())).collect();
+    for i in 1..=8u8 {
+        ops.push(Op::Put(keys[usize::from(i % 3)].clone(), vec![b'0' + i; 8]));
+    }
+    ops.extend(keys.iter().map(|k| Op::Delete(k.clone())));
+    for mode in [Mode::Adr, Mode::Eadr] {
+        let n = explore(&ops, mode, false);
+        eprintln!("{mode:?}: {n} crash images checked");
+    }
+}
