@@ -157,22 +157,22 @@ fn hart_format_4_is_read_and_upgraded_by_a_write() {
 }
 
 #[test]
-fn hart_format_5_current() {
+fn hart_format_5_is_read_and_upgraded_by_a_write() {
     reads_and_writes("hart-v5", "hart");
 }
 
-/// A read-write open of an older HART pool marks it format 5 before its first write
+/// A read-write open of an older HART pool marks it format 6 before its first write
 /// (docs/format/hart.md says why); a read-only one leaves the version as it was.
 #[test]
 fn hart_old_formats_are_marked_current_by_a_writable_open() {
-    for (name, old) in [("hart-v3", 3), ("hart-v4", 4)] {
+    for (name, old) in [("hart-v3", 3), ("hart-v4", 4), ("hart-v5", 5)] {
         let dir = tempfile::tempdir().unwrap();
         let path = unpack(name, dir.path());
         assert_eq!(super_version(&path, b"HARTSB01"), old);
         Store::open(&path, "hart", &Options::default().read_only(true)).unwrap().close().unwrap();
         assert_eq!(super_version(&path, b"HARTSB01"), old, "{name}: read-only open changed the version");
         Store::open(&path, "hart", &Options::default()).unwrap().close().unwrap();
-        assert_eq!(super_version(&path, b"HARTSB01"), 5, "{name}");
+        assert_eq!(super_version(&path, b"HARTSB01"), 6, "{name}");
     }
 }
 
@@ -189,8 +189,19 @@ fn nbtree_format_1_is_read_and_written_as_format_1() {
 }
 
 #[test]
-fn nbtree_format_2_current() {
+fn nbtree_format_2_is_read_and_written_as_format_2() {
     reads_and_writes("nbtree-v2", "nbtree");
+    // Format 2 stays format 2: no entry checks are added to its entries.
+    let dir = tempfile::tempdir().unwrap();
+    let path = unpack("nbtree-v2", dir.path());
+    let store = Store::open(&path, "nbtree", &Options::default()).unwrap();
+    store.put(b"k", b"12345678").unwrap();
+    store.put(b"k", b"87654321").unwrap();
+    store.close().unwrap();
+    assert_eq!(super_version(&path, b"NBTREE01"), 2);
+    let store = Store::open(&path, "nbtree", &Options::default().read_only(true)).unwrap();
+    assert_eq!(store.get(b"k").unwrap().as_deref(), Some(&b"87654321"[..]));
+    store.close().unwrap();
 }
 
 #[test]

@@ -32,7 +32,7 @@ impl Hart {
                         self.pm.alloc.prefetch_meta(obj);
                     }
                 }
-                // Erase the leaf (its meta word, so its key check, becomes 0) before its
+                // Erase the leaf (its meta word becomes the erase mark) before its
                 // bit is reset, so that `salvage`, which finds leaves by their checks
                 // alone, does not bring the deleted record back. A plain store, not
                 // flushed: flushing it would write a second line per delete (+45% in adr)
@@ -43,7 +43,7 @@ impl Hart {
                 // recognises that state (only after a crash) and finishes the delete.
                 // SAFETY: the leaf's meta word, ours under the ART write lock; the leaf
                 // is out of the tree, so no reader can reach it any more.
-                unsafe { write_u64(pool, leaf + LEAF_META, 0) };
+                unsafe { write_u64(pool, leaf + LEAF_META, erased_word(leaf)) };
                 // Lines 11–14: leaf bit first (fence 1), then the value bit — flushed but
                 // not fenced: until this thread's next fence a crash may leave the value
                 // used and named by no leaf, an orphan recovery's sweep frees (the paper

@@ -74,6 +74,20 @@ pub const MAX_VALUE: usize = 16 * 1024 * 1024;
 pub(crate) const LEAF_P_VALUE: u64 = 0;
 /// The meta word: key_len (bits 0..16), flags (16..32), key check (32..64).
 pub(crate) const LEAF_META: u64 = 8;
+
+/// Version 6: what a delete stores in the leaf's meta word before freeing it (the erase
+/// mark): a CRC of the leaf's offset and a tag, never 0 and never a valid meta word's
+/// pattern for this leaf but with odds 2^-32. Up to version 5 the erase stored 0, so after
+/// a crash a used leaf whose meta word was zeroed by damage (a zeroed page of leaves)
+/// looked like a delete to finish: its record was silently dropped. Now a zero meta word
+/// in a used leaf is damage, unless a lane names the leaf (an insert cut short).
+#[inline]
+pub(crate) fn erased_word(leaf: u64) -> u64 {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&leaf.to_le_bytes());
+    b[8..].copy_from_slice(b"HARTERAS");
+    u64::from(crc32c::crc32c(&b)) << 32 | 0x4552_4153
+}
 /// The value-check word: value check (bits 0..32), previous value check (32..64).
 pub(crate) const LEAF_VCHECK: u64 = 16;
 pub(crate) const LEAF_KEY: u64 = 24;
@@ -104,13 +118,15 @@ pub(crate) const SUPER_MAGIC: [u8; 8] = *b"HARTSB01";
 /// 2 added inline values. Pools of versions 1 and 2 are refused with a clear error: their
 /// leaves have no checks to verify, and inventing them in place would bless whatever
 /// damage those pools already hold.
-pub(crate) const SUPER_VERSION: u32 = 5;
+pub(crate) const SUPER_VERSION: u32 = 6;
 /// Oldest version this build opens. Version 4 added the second inline value slot, version
-/// 5 the insert log's lane words (bytes 32..48 of each micro-log line, see `insert_log`).
-/// Older pools use neither, so their leaves and logs are valid version-5 ones, and a
-/// writable open marks the pool version 5 before its first write (builds that read only
-/// version 3 would take a value in the second slot for damage; builds that read only 4
-/// would take a torn one-persist insert for damage after a crash).
+/// 5 the insert log's lane words (bytes 32..48 of each micro-log line, see `insert_log`),
+/// version 6 the erase mark ([`erased_word`]). Older pools use none of them, so their
+/// leaves and logs are valid version-6 ones, and a writable open marks the pool version 6
+/// before its first write (builds that read only version 3 would take a value in the
+/// second slot for damage; builds that read only 4 would take a torn one-persist insert
+/// for damage after a crash; builds that read only 5 would take an erased leaf for damage
+/// after a crash).
 pub(crate) const SUPER_VERSION_MIN: u32 = 3;
 pub(crate) const SUPER_SIZE: u64 = 64;
 /// Update micro-logs (one per concurrent writer; writers share them round-robin).

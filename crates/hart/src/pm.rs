@@ -217,9 +217,13 @@ pub(crate) fn meta(pool: &Pool, leaf: u64) -> Meta {
 /// Nothing writes the leaf or its key meanwhile: it is a leaf of an ART whose lock the
 /// caller holds, or the caller runs alone (recovery, a quiesced `check`).
 pub(crate) unsafe fn leaf_damage(pool: &Pool, leaf: u64, with_value: bool) -> Option<String> {
-    let m = meta(pool, leaf);
+    let raw = read_u64(pool, leaf + LEAF_META);
+    if raw == erased_word(leaf) {
+        return Some(format!("leaf {leaf:#x} is used but was erased"));
+    }
+    let m = Meta::decode(raw);
     if m.key_check == 0 {
-        return Some(format!("leaf {leaf:#x} is used but was erased (zeroed meta word)"));
+        return Some(format!("leaf {leaf:#x} is used but its meta word is zero"));
     }
     if !m.flags_valid() {
         return Some(format!("leaf {leaf:#x} has invalid flags {:#x} for a {}-byte key", m.flags, m.key_len));

@@ -123,6 +123,8 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Parts> {
     let alloc = EpAlloc::open(pool.clone())?;
     let (kh, logs_off) = read_super(&pool, &alloc)?;
     let sb = pool.root(SUPER_ROOT);
+    // Up to version 5 a delete erased a leaf to 0 (see `erased_word`).
+    let zero_erases = read_u32(&pool, sb + 8) < 6;
     if read_u32(&pool, sb + 8) < SUPER_VERSION && !pool.is_read_only() {
         // A version-3 or 4 pool (no second value slot, no insert log, see
         // `SUPER_VERSION_MIN`): its leaves and logs are version-5 ones as they are; mark
@@ -195,11 +197,14 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Parts> {
             return;
         }
         let torn = named.binary_search(&leaf).is_ok();
-        if !clean && read_u64(&pool, leaf + LEAF_META) == 0 {
+        let raw = read_u64(&pool, leaf + LEAF_META);
+        if !clean && (raw == erased_word(leaf) || raw == 0 && (torn || zero_erases)) {
             // A delete erased the leaf and the crash came before its bit was reset:
             // finish the delete (its value and key object are then orphans, swept below).
-            // Or a one-persist insert whose bit alone reached PM: undone the same way
-            // (not counted: the two cannot be told apart, and both end in no record).
+            // Or a one-persist insert whose bit alone reached PM (a lane names it): undone
+            // the same way (not counted: in a version-5 pool the two cannot be told
+            // apart, and both end in no record). A zero meta word anywhere else is damage
+            // (`leaf_damage` below): a version-6 delete writes the erase mark.
             erased.push(leaf);
             return;
         }
@@ -563,5 +568,35 @@ mod tests {
         img[(first + LEAF_VCHECK) as usize..][..8].fill(0);
         let r = open(&img);
         assert!(matches!(r, Err(Error::Corrupt(_))), "{:?}", r.err());
+    }
+
+    /// After a crash a used leaf whose line was zeroed (a zeroed page of leaves) is damage,
+    /// not a delete to finish: deletes write the erase mark, not 0 (version 6). A used leaf
+    /// that carries the mark is a delete the crash cut short, finished by the open.
+    #[test]
+    fn after_a_crash_a_zeroed_leaf_is_damage_and_an_erased_one_a_delete() {
+        let sim = pmkv_testutil::sim_opts(1 << 20);
+        let h = Hart::open(Arc::new(Pool::create_sim("hart", &sim).unwrap()), Options::default()).unwrap();
+        // Values in objects: their inserts are two-persist ones, which no lane names.
+        for i in 0..4u8 {
+            h.put(&[b'a' + i], &[i; 20]).unwrap();
+        }
+        let mut leaves = Vec::new();
+        h.pm.alloc.for_each_used(LEAF, |l| leaves.push(l));
+        let named = insert_log::named(&h.pm.pool, h.pm.logs_off);
+        let first = *leaves.iter().find(|l| !named.contains(l)).expect("a leaf no lane names");
+        let img = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
+        drop(h);
+        let open =
+            |img: &[u8]| Hart::open(Arc::new(Pool::from_image(img, Some("hart"), &sim).unwrap()), Options::default());
+        let mut zeroed = img.clone();
+        zeroed[first as usize..][..LEAF_SIZE].fill(0);
+        let r = open(&zeroed);
+        assert!(matches!(&r, Err(Error::Corrupt(m)) if m.contains("meta word is zero")), "{:?}", r.err());
+        let mut erased = img.clone();
+        erased[(first + LEAF_META) as usize..][..8].copy_from_slice(&erased_word(first).to_le_bytes());
+        let h = open(&erased).unwrap();
+        assert_eq!(h.len(), 3, "the delete is finished");
+        h.check().unwrap();
     }
 }

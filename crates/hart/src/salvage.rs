@@ -8,8 +8,9 @@
 //! header, not the allocator's lists or bitmaps (either may be what was damaged), and
 //! reads the image as plain bytes, so a damaged offset can never fault.
 //!
-//! A deleted leaf is erased (key check 0) before its slot is freed, so deleted records do
-//! not come back; a crash between the erase and the leaf's bit can leave a stale copy of a
+//! A deleted leaf is erased (its meta word becomes the erase mark) before its slot is
+//! freed, so deleted records do not come back; a crash between the erase and the leaf's
+//! bit can leave a stale copy of a
 //! deleted key only if the key was never inserted again, and then it is that key's last
 //! value. Keys found twice are reported and the first copy kept.
 
@@ -56,7 +57,7 @@ pub(crate) fn salvage(image: &[u8], emit: Emit<'_>) -> Result<SalvageReport> {
         let leaf = leaf as u64;
         let Some(w) = u64_at(image, leaf + LEAF_META) else { continue };
         let m = Meta::decode(w);
-        if m.key_check == 0 || !m.flags_valid() {
+        if w == erased_word(leaf) || m.key_check == 0 || !m.flags_valid() {
             continue;
         }
         let key = if m.key_out() {
