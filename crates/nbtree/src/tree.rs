@@ -608,6 +608,7 @@ impl NbTree {
     ///    value cannot fall back to the replaced one. Not flushed: until the line is
     ///    written back a crash keeps the previous check, which only a damaged value would
     ///    consult. Only after the persist: the next update overwrites the replaced slot.
+    ///    In `eadr` a two-slot update's commit is its release (stores persist in order).
     fn update_checked(&self, leaf: &Leaf, slot: usize, p: u64, w: u64, g: &Guard) -> Result<bool> {
         let (e, po) = (leaf.key_at(slot), leaf.payload_at(slot));
         let prev = (p & CHK) << CHK_PREV_SHIFT;
@@ -623,7 +624,16 @@ impl NbTree {
             let np = p ^ SLOT_B;
             // SAFETY: the slot not in use, whose only writer is the BUSY holder.
             unsafe { self.pool.store_u64(e + value_word_off(np), w) };
-            let commit = (np & !(CHK | CHK << CHK_PREV_SHIFT)) | BUSY | check_of(kw, 0, np, w) | prev;
+            let c = check_of(kw, 0, np, w);
+            let flushes = self.pool.mode().flushes();
+            // Without flushes (`eadr`) stores persist in program order: once the commit is
+            // visible the slot is durable, so the commit is the release too (no previous
+            // check, BUSY clear), one CAS fewer.
+            let commit = if flushes {
+                (np & !(CHK | CHK << CHK_PREV_SHIFT)) | BUSY | c | prev
+            } else {
+                (np & !(CHK | CHK << CHK_PREV_SHIFT)) | c | c << CHK_PREV_SHIFT
+            };
             // SAFETY: see above.
             if unsafe { self.pool.cas_u64(po, p | BUSY, commit) }.is_err() {
                 return Ok(false); // a delete, a freeze or a swap took the entry: retry
@@ -633,6 +643,9 @@ impl NbTree {
             // the replaced slot, which is safe only once this payload is durable.
             self.pool.flush_off(e, ENTRY as usize);
             self.pool.fence();
+            if !flushes {
+                return Ok(true);
+            }
             commit
         } else {
             let claim = (p & !(CHK | CHK << CHK_PREV_SHIFT)) | BUSY | check_of(kw, w4, p, w) | prev;
