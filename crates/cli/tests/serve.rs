@@ -241,6 +241,11 @@ fn u3_threads_sets_the_workers() {
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         assert_eq!(call(&mut s, &["SET", "k", "v"]).unwrap(), "+OK\r\n");
         assert_eq!(call(&mut s, &["GET", "k"]).unwrap(), "$1\r\nv\r\n");
+        // A thread names itself once it runs: under load the last worker may not have yet.
+        let t0 = std::time::Instant::now();
+        while threads_named(child.id(), "pmkv-worker") < n && t0.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         assert_eq!(threads_named(child.id(), "pmkv-worker"), n, "--threads {n}");
         let _ = call(&mut s, &["SHUTDOWN"]);
         assert!(child.wait().unwrap().success());
