@@ -23,6 +23,22 @@ for profile in debug release; do
         done
     done
 done
+# Installed as a user installs it (bindings/c/install.sh), found by pkg-config, linked
+# shared and run without LD_LIBRARY_PATH, then linked statically.
+bindings/c/install.sh "$out/prefix" >/dev/null
+pc="$out/prefix/lib/pkgconfig"
+# shellcheck disable=SC2046
+gcc -std=c11 -Wall -Wextra -Werror bindings/c/tests/test_pmkv.c $(PKG_CONFIG_PATH="$pc" pkg-config --cflags --libs pmkv) \
+    -o "$out/test_installed"
+env -u LD_LIBRARY_PATH "$out/test_installed" "$out" hart
+# shellcheck disable=SC2046
+gcc -std=c11 -Wall -Wextra -Werror bindings/c/tests/test_pmkv.c \
+    $(PKG_CONFIG_PATH="$pc" pkg-config --static --cflags --libs pmkv | sed 's/-lpmkv/-l:libpmkv.a/') -o "$out/test_static"
+if ldd "$out/test_static" | grep -q libpmkv; then
+    echo "the static build links libpmkv.so" >&2
+    exit 1
+fi
+"$out/test_static" "$out" hart
 # Mangosteen's callback API (Listing 1) from C. Not under AddressSanitizer: the runtime
 # finds the application's writes by write-protecting its region and catching SIGSEGV,
 # which ASan claims for itself.

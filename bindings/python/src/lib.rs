@@ -10,9 +10,10 @@
 
 use pmkv::{Direction, ErrorKind, KeyRange, Options, Store as RStore};
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyFileExistsError, PyFileNotFoundError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyBytes, PyDict, PyType};
 
 /// Split allocation for the `mangosteen` engine (SPEC M7): the system allocator, except
 /// inside Mangosteen's read-write requests.
@@ -33,13 +34,43 @@ create_exception!(_pmkv, FullError, Error, "The pool (or the file system under i
 create_exception!(_pmkv, TooLargeError, Error, "A key or value exceeds the engine's limit.");
 create_exception!(_pmkv, ReadOnlyError, Error, "A write to a store opened read-only.");
 create_exception!(_pmkv, ClosedError, Error, "Use of a store after close().");
+create_exception!(
+    _pmkv,
+    WrongEngineError,
+    Error,
+    "The pool holds another engine than the one asked for (an existing pool's engine is read from its header: pass engine=None)."
+);
+
+/// `NotFoundError` and `ExistsError`: `pmkv.Error`s that are also Python's
+/// `FileNotFoundError` and `FileExistsError`, so that `except FileNotFoundError` works as
+/// for any file API. Two bases, so made with `type()` at import (`create_exception!` takes
+/// one).
+static NOT_FOUND: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+static EXISTS: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+
+fn two_based(py: Python<'_>, name: &str, os_base: Bound<'_, PyType>, doc: &str) -> PyResult<Py<PyType>> {
+    let ns = PyDict::new(py);
+    ns.set_item("__module__", "pmkv")?;
+    ns.set_item("__doc__", doc)?;
+    let t = py.get_type::<PyType>().call1((name, (py.get_type::<Error>(), os_base), ns))?;
+    Ok(t.downcast_into::<PyType>()?.unbind())
+}
+
+/// An error of the class in `cell` (made at import), or a plain `pmkv.Error`.
+fn raise_from(cell: &'static GILOnceCell<Py<PyType>>, msg: String) -> PyErr {
+    Python::with_gil(|py| match cell.get(py) {
+        Some(t) => PyErr::from_type(t.bind(py).clone(), msg),
+        None => Error::new_err(msg),
+    })
+}
 
 fn to_py(e: pmkv::Error) -> PyErr {
     let msg = e.to_string();
     match e.kind() {
-        ErrorKind::Corrupt | ErrorKind::NotAPool | ErrorKind::WrongEngine | ErrorKind::Version => {
-            CorruptError::new_err(msg)
-        }
+        ErrorKind::Corrupt | ErrorKind::NotAPool | ErrorKind::Version => CorruptError::new_err(msg),
+        ErrorKind::WrongEngine => WrongEngineError::new_err(msg),
+        ErrorKind::NotFound => raise_from(&NOT_FOUND, msg),
+        ErrorKind::AlreadyExists => raise_from(&EXISTS, msg),
         ErrorKind::Locked => LockedError::new_err(msg),
         ErrorKind::Full => FullError::new_err(msg),
         ErrorKind::KeyTooLarge | ErrorKind::ValueTooLarge => TooLargeError::new_err(msg),
@@ -233,5 +264,14 @@ fn _pmkv(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TooLargeError", py.get_type::<TooLargeError>())?;
     m.add("ReadOnlyError", py.get_type::<ReadOnlyError>())?;
     m.add("ClosedError", py.get_type::<ClosedError>())?;
+    m.add("WrongEngineError", py.get_type::<WrongEngineError>())?;
+    let nf = NOT_FOUND.get_or_try_init(py, || {
+        two_based(py, "NotFoundError", py.get_type::<PyFileNotFoundError>(), "The pool file does not exist.")
+    })?;
+    m.add("NotFoundError", nf.bind(py))?;
+    let ex = EXISTS.get_or_try_init(py, || {
+        two_based(py, "ExistsError", py.get_type::<PyFileExistsError>(), "A pool file is already there.")
+    })?;
+    m.add("ExistsError", ex.bind(py))?;
     Ok(())
 }

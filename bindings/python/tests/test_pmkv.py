@@ -89,13 +89,22 @@ def test_errors_have_their_types(path, tmp_path):
     with pytest.raises(pmkv.CorruptError):
         pmkv.open(str(junk))
     assert junk.read_bytes() == before
-    with pytest.raises(pmkv.Error):
+    with pytest.raises(FileNotFoundError) as e:
         pmkv.open(str(tmp_path / "missing.pool"), create=False)
+    assert isinstance(e.value, pmkv.NotFoundError) and isinstance(e.value, pmkv.Error)
+    assert "missing.pool" in str(e.value)
     with pytest.raises(pmkv.Error):
         pmkv.open(str(tmp_path / "e.pool"), engine="no-such-engine")
     with pytest.raises(ValueError):
         pmkv.open(str(tmp_path / "m.pool"), mode="warp")
     assert issubclass(pmkv.CorruptError, pmkv.Error) and issubclass(pmkv.Error, Exception)
+    # A pool of another engine is not "damaged": its own error.
+    other = tmp_path / "h.pool"
+    pmkv.open(str(other), engine="hart").close()
+    with pytest.raises(pmkv.WrongEngineError):
+        pmkv.open(str(other), engine="nbtree")
+    assert not issubclass(pmkv.WrongEngineError, pmkv.CorruptError)
+    assert issubclass(pmkv.ExistsError, FileExistsError) and issubclass(pmkv.ExistsError, pmkv.Error)
 
 
 def test_a_full_pool_raises_full_and_keeps_what_it_has(path):

@@ -36,9 +36,16 @@ impl Progress {
         }
     }
 
-    /// One step finished.
+    /// One step finished. A count that would pass the total raises the total instead, so
+    /// a miscounted plan shows `[n/n]`, never `[91/87]`.
     pub fn inc(&mut self, what: &str) {
         self.done += 1;
+        if self.done > self.total {
+            self.total = self.done;
+            if let Some(b) = &self.bar {
+                b.set_length(self.total);
+            }
+        }
         match &self.bar {
             Some(b) => b.inc(1),
             None if !self.quiet => {
@@ -66,5 +73,18 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_count_never_passes_the_total() {
+        let mut p = Progress::new(1, true);
+        p.inc("a");
+        p.inc("b");
+        assert_eq!((p.done, p.total), (2, 2));
     }
 }

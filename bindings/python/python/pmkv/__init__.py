@@ -12,8 +12,10 @@ A store is a ``collections.abc.MutableMapping`` over bytes, in key order: ``db[k
 in chunks, never the whole range at once. Every write is durable when it returns (in the
 pool's persistence mode). Calls release the GIL, so threads run in parallel.
 
-Errors are ``pmkv.Error`` subclasses: ``CorruptError`` (damaged, foreign, other-engine or
-unknown-version pool), ``LockedError`` (open elsewhere), ``FullError``, ``TooLargeError``,
+Errors are ``pmkv.Error`` subclasses: ``CorruptError`` (damaged, foreign or
+unknown-version pool), ``WrongEngineError`` (the pool holds another engine),
+``NotFoundError`` (also a ``FileNotFoundError``), ``ExistsError`` (also a
+``FileExistsError``), ``LockedError`` (open elsewhere), ``FullError``, ``TooLargeError``,
 ``ReadOnlyError``, ``ClosedError`` (use after ``close()``); a missing key is ``KeyError``.
 """
 
@@ -26,10 +28,13 @@ from ._pmkv import (
     ClosedError,
     CorruptError,
     Error,
+    ExistsError,
     FullError,
     LockedError,
+    NotFoundError,
     ReadOnlyError,
     TooLargeError,
+    WrongEngineError,
 )
 
 __all__ = [
@@ -38,6 +43,9 @@ __all__ = [
     "Store",
     "Error",
     "CorruptError",
+    "WrongEngineError",
+    "NotFoundError",
+    "ExistsError",
     "LockedError",
     "FullError",
     "TooLargeError",

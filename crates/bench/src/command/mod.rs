@@ -19,7 +19,7 @@ pub mod server;
 pub type CmdResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
 #[derive(clap::Args)]
-#[command(after_help = "With no subcommand: the main job (~1 min) — the Dictionary workload on every engine \
+#[command(after_help = "With no subcommand: the main job (~5 min) — the Dictionary workload on every engine \
                          in eadr and adr plus baselines, ns/op and persistence counters per operation.")]
 pub struct Args {
     #[command(subcommand)]

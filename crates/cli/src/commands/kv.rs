@@ -24,7 +24,7 @@ pub struct OpenArgs {
     /// Persistence mode: adr, eadr, msync or none.
     #[arg(long, default_value = "adr")]
     pub mode: Mode,
-    /// An engine parameter, KEY=VALUE (repeatable); `pmkv engines` lists each engine's.
+    /// An engine parameter, KEY=VALUE (repeatable). `pmkv engines` lists the parameters.
     #[arg(long = "param", short = 'p', value_name = "KEY=VALUE")]
     pub params: Vec<String>,
     /// If the pool is open in another process, wait up to this many seconds for it.
@@ -196,7 +196,7 @@ pub fn load(a: LoadArgs) -> CmdResult {
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
-            "{spinner} loading [{bar:40}] {bytes}/{total_bytes} {per_sec} eta {eta}",
+            "{spinner} loading [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
         )
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
