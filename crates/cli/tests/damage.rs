@@ -23,7 +23,7 @@ static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
 use common::*;
 use pmkv::{Mode, Options, Store};
 use std::collections::{BTreeMap, HashSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::Stdio;
@@ -220,15 +220,7 @@ fn kill_load(dir: &Path, p: &str, engine: &str, ms: u64) -> Vec<String> {
 /// each run's replies read before the next), killed after `ms` milliseconds. Returns every
 /// record a SET may have written.
 fn kill_serve(p: &str, ms: u64) -> Vec<String> {
-    let mut child = pmkv_command()
-        .args(["serve", p, "--port", "0", "--mode", "adr"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
-    let port: u16 = first.trim().rsplit(':').next().and_then(|x| x.parse().ok()).unwrap_or_else(|| panic!("{first:?}"));
+    let (mut child, port) = spawn_serve(Path::new(p), &[], Stdio::null());
     let client = std::thread::spawn(move || {
         let mut sent = Vec::new();
         let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) else { return sent };

@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -15,17 +15,7 @@ fn serve(pool: &std::path::Path) -> (Child, u16) {
 }
 
 fn serve_with(pool: &std::path::Path, extra: &[&str]) -> (Child, u16) {
-    let mut child = pmkv_command()
-        .args(["serve", pool.to_str().unwrap(), "--port", "0", "--mode", "adr"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("{line:?}"));
-    (child, port)
+    spawn_serve(pool, extra, Stdio::inherit())
 }
 
 fn call(s: &mut TcpStream, args: &[&str]) -> std::io::Result<String> {

@@ -31,6 +31,23 @@ pub fn run_then_kill(args: &[&str], ms: u64) {
     let _ = child.wait();
 }
 
+/// Start `pmkv serve POOL --port 0 --mode adr EXTRA...` (its stderr to `stderr`) and return
+/// the child and the port it printed it listens on.
+pub fn spawn_serve(pool: &std::path::Path, extra: &[&str], stderr: std::process::Stdio) -> (std::process::Child, u16) {
+    use std::io::BufRead;
+    let mut child = pmkv_command()
+        .args(["serve", pool.to_str().unwrap(), "--port", "0", "--mode", "adr"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("running pmkv serve");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("{line:?}"));
+    (child, port)
+}
+
 /// Output bytes as text (invalid UTF-8 shown as U+FFFD).
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
