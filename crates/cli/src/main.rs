@@ -72,8 +72,9 @@ enum Cmd {
     /// Copy every intact record of a damaged pool (one every other command refuses) into
     /// a new pool; the damaged file is only read.
     Salvage(commands::salvage::Args),
-    /// Serve a pool over the Redis protocol (RESP2/RESP3): redis-cli, redis-benchmark and
-    /// Redis client libraries work unchanged; every write is durable before its reply.
+    /// Serve a pool over the Redis protocol (RESP2/RESP3) to redis-cli, redis-benchmark and
+    /// Redis client libraries: strings, hashes, expiry, transactions, Lua scripts (the
+    /// full list: `pmkv serve --help`); every write is durable before its reply.
     Serve(commands::serve::Args),
 }
 

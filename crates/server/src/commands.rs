@@ -1,17 +1,30 @@
-//! The commands: what each does to the store, and its reply. Engine-neutral: everything
-//! goes through `pmkv::Store`.
+//! Dispatch: every request is checked against the command table ([`crate::table`]) before
+//! anything runs; connection and server commands are answered here; data commands run in
+//! [`crate::data`] over a [`Tx`] whose writes are applied as one atomic batch.
 //!
-//! Read-modify-write commands (SET NX/XX/GET, SETNX, GETSET, GETDEL, INCR…, APPEND, MSET,
-//! DEL) take the stripe locks of their keys (sorted, so two never deadlock) for the whole
-//! read-modify-write: atomic against each other. Plain GET and SET take no lock; SET takes
-//! its stripe so that it orders with RMWs on the same key. A reply to a write is sent
-//! only after the engine's put returned, i.e. after the write is persistent in the pool's
-//! mode.
+//! Isolation. A data command takes the stripe locks of its keys (sorted, so two never
+//! deadlock) for its whole read-modify-write, and the server's gate shared; EXEC, EVAL and
+//! FLUSHDB take the gate exclusively, so no other command sees them half done and they
+//! see no other command half done, as Redis's single thread gives. A reply to a write is
+//! sent only after its batch was applied, i.e. after the writes are persistent in the
+//! pool's mode.
+//!
+//! Transactions (MULTI/EXEC/DISCARD/WATCH/UNWATCH) follow Redis: queued commands are
+//! checked at once (an unknown command or a wrong argument count fails the whole EXEC
+//! with EXECABORT, and nothing is applied); at EXEC they run in order as one isolated
+//! unit, each command's runtime error is its own reply while the others apply; a write to
+//! a WATCHed key by anyone else since WATCH makes EXEC answer a null array. What EXEC
+//! applies is one atomic engine batch: after a crash all of it is there or none.
 
+use crate::data::{self, int, upper, Ctx, OVER_LIMIT};
+use crate::keyspace::{allowed, reserved, store_reply, Tx};
 use crate::resp::Reply;
+use crate::table::{self, Command, Group};
 use crate::Shared;
 use pmkv::{Direction, KeyRange, Store};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Per-connection state the commands see.
 pub struct Conn {
@@ -19,18 +32,46 @@ pub struct Conn {
     pub name: Option<Vec<u8>>,
     pub resp3: bool,
     pub authed: bool,
-    /// SCAN cursors of this connection: cursor number → the last key returned.
+    /// SCAN/HSCAN cursors of this connection: cursor number → the key to resume after.
     pub cursors: Vec<Vec<u8>>,
     /// Bytes the next reply may take before the client's output-buffer hard limit is
     /// passed (set by the connection loop before each command): commands whose reply
-    /// grows with the data (KEYS, SCAN, MGET, PMKV.RANGE) stop building it there.
+    /// grows with the data (KEYS, SCAN, MGET, HGETALL, PMKV.RANGE) stop building it there.
     pub reply_budget: usize,
+    /// Commands queued since MULTI (`None`: not in a transaction).
+    pub multi: Option<Vec<Vec<Vec<u8>>>>,
+    /// A command refused while queueing: EXEC will abort.
+    pub multi_failed: bool,
+    /// Set when a WATCHed key is written.
+    pub dirty: Arc<AtomicBool>,
+    /// The keys WATCHed.
+    pub watched: Vec<Vec<u8>>,
 }
 
 impl Conn {
     /// A new connection's state: authenticated already when no password is set.
     pub fn new(id: u64, authed: bool) -> Conn {
-        Conn { id, name: None, resp3: false, authed, cursors: Vec::new(), reply_budget: usize::MAX }
+        Conn {
+            id,
+            name: None,
+            resp3: false,
+            authed,
+            cursors: Vec::new(),
+            reply_budget: usize::MAX,
+            multi: None,
+            multi_failed: false,
+            dirty: Arc::new(AtomicBool::new(false)),
+            watched: Vec::new(),
+        }
+    }
+
+    /// Forget the WATCHes (EXEC, DISCARD, UNWATCH, RESET, the connection's end).
+    pub fn unwatch(&mut self, sh: &Shared) {
+        if !self.watched.is_empty() {
+            sh.ks.unwatch(&self.watched, &self.dirty);
+            self.watched.clear();
+        }
+        self.dirty.store(false, Ordering::Release);
     }
 }
 
@@ -41,20 +82,8 @@ pub enum After {
     Shutdown,
 }
 
-fn upper(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).to_ascii_uppercase()
-}
-
-fn int(b: &[u8]) -> Option<i64> {
-    std::str::from_utf8(b).ok()?.parse().ok()
-}
-
-fn wrong_args(cmd: &str) -> Reply {
-    Reply::err(format!("ERR wrong number of arguments for '{}' command", cmd.to_ascii_lowercase()))
-}
-
 fn store_err(e: pmkv::Error) -> Reply {
-    Reply::err(format!("ERR {} ({})", e, e.kind().name()))
+    store_reply(e)
 }
 
 /// Glob match as Redis's KEYS/SCAN MATCH: `*`, `?`, `[...]`, `\\` escapes (see
@@ -67,7 +96,7 @@ pub fn glob(p: &[u8], s: &[u8]) -> bool {
 /// the client is told why and disconnected (Redis disconnects it silently), and the
 /// server never holds the rest of that reply.
 fn over_output_limit(sh: &Shared) -> (Reply, After) {
-    sh.output_limit_closes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    sh.output_limit_closes.fetch_add(1, Ordering::Relaxed);
     (
         Reply::err(format!(
             "ERR reply exceeds client-output-buffer-limit hard limit ({} bytes): closing the connection",
@@ -77,44 +106,200 @@ fn over_output_limit(sh: &Shared) -> (Reply, After) {
     )
 }
 
-/// Bytes a bulk reply of `n` bytes takes on the wire (header, CRLFs), as counted against
-/// the output limit.
-fn bulk_cost(n: usize) -> usize {
-    n + 16
-}
-
 /// Whether `args` may take long enough (a walk over the store, or many keys) that it
 /// must not run on a worker the other connections need: the connection loop runs such
 /// commands with `tokio::task::block_in_place`, which hands the worker's other tasks to
 /// another thread first, so a KEYS over a large store does not stall PING elsewhere.
 pub fn may_take_long(args: &[Vec<u8>]) -> bool {
-    const LONG: [&[u8]; 7] = [b"KEYS", b"SCAN", b"FLUSHDB", b"FLUSHALL", b"PMKV.RANGE", b"INFO", b"DBSIZE"];
+    const LONG: [&[u8]; 11] = [
+        b"KEYS",
+        b"SCAN",
+        b"FLUSHDB",
+        b"FLUSHALL",
+        b"PMKV.RANGE",
+        b"INFO",
+        b"DBSIZE",
+        b"EXEC",
+        b"HGETALL",
+        b"EVAL",
+        b"EVALSHA",
+    ];
     args.len() > 16 || args.first().is_some_and(|c| LONG.iter().any(|l| c.eq_ignore_ascii_case(l)))
+}
+
+/// Whether `cmd` runs in a [`Tx`] ([`crate::data`]): the data commands but the walks
+/// that read the store as it is (DBSIZE, PMKV.RANGE) and those with their own isolation.
+fn in_tx(cmd: &Command) -> bool {
+    matches!(cmd.group, Group::Strings | Group::Hashes | Group::Keys | Group::Expiry)
+        && !matches!(cmd.name, "PMKV.RANGE" | "DBSIZE" | "FLUSHDB" | "FLUSHALL")
 }
 
 /// Run one command.
 pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
-    let cmd = upper(&args[0]);
-    let a = &args[1..];
-    let s: &Store = &sh.store;
-    if !c.authed && !matches!(cmd.as_str(), "AUTH" | "HELLO" | "QUIT" | "PING") {
+    if !c.authed && !matches!(upper(&args[0]).as_str(), "AUTH" | "HELLO" | "QUIT" | "PING") {
         return (Reply::err("NOAUTH Authentication required."), After::Continue);
     }
-    let r = match cmd.as_str() {
+    let cmd = match table::check(args) {
+        Ok(cmd) => cmd,
+        Err(e) => {
+            if c.multi.is_some() {
+                c.multi_failed = true;
+            }
+            return (Reply::err(e), After::Continue);
+        }
+    };
+    if c.multi.is_some() && !matches!(cmd.name, "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET") {
+        if cmd.no_multi || matches!(cmd.name, "FLUSHDB" | "FLUSHALL") {
+            c.multi_failed = true;
+            return (Reply::err(format!("ERR {} is not allowed inside a transaction", cmd.name)), After::Continue);
+        }
+        c.multi.get_or_insert_with(Vec::new).push(args.to_vec());
+        return (Reply::Simple("QUEUED".into()), After::Continue);
+    }
+    let a = &args[1..];
+    let r = match cmd.name {
+        "MULTI" if c.multi.is_some() => Reply::err("ERR MULTI calls can not be nested"),
+        "MULTI" => {
+            c.multi = Some(Vec::new());
+            Reply::ok()
+        }
+        "DISCARD" => match c.multi.take() {
+            None => Reply::err("ERR DISCARD without MULTI"),
+            Some(_) => {
+                c.multi_failed = false;
+                c.unwatch(sh);
+                Reply::ok()
+            }
+        },
+        "EXEC" => return exec(sh, c),
+        "WATCH" if c.multi.is_some() => Reply::err("ERR WATCH inside MULTI is not allowed"),
+        "WATCH" => {
+            for k in a {
+                if !allowed(k) {
+                    return (reserved(), After::Continue);
+                }
+            }
+            for k in a {
+                sh.ks.watch(k, &c.dirty);
+                c.watched.push(k.clone());
+            }
+            Reply::ok()
+        }
+        "UNWATCH" => {
+            c.unwatch(sh);
+            Reply::ok()
+        }
+        "FLUSHDB" | "FLUSHALL" => {
+            // Exclusive: no command runs while the store empties, as in Redis.
+            let _gate = sh.gate.write().unwrap_or_else(|e| e.into_inner());
+            match Tx::flush_all(&sh.store, &sh.ks, 1024) {
+                Ok(()) => Reply::ok(),
+                Err(e) => store_err(e),
+            }
+        }
+        "EVAL" | "EVALSHA" => {
+            let _gate = sh.gate.write().unwrap_or_else(|e| e.into_inner());
+            crate::script::eval(sh, c, cmd.name, a)
+        }
+        _ if in_tx(cmd) => {
+            let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
+            let _locks = sh.lock(&cmd.keys(args));
+            let mut tx = Tx::new(&sh.store, &sh.ks);
+            let r = one(c, &mut tx, cmd, args);
+            match r {
+                Reply::Error(_) => r,
+                _ => match tx.commit() {
+                    Ok(()) => r,
+                    Err(e) => store_err(e),
+                },
+            }
+        }
+        _ => {
+            // The walks see no EXEC half applied (inside EXEC the gate is held already).
+            let _gate = matches!(cmd.name, "DBSIZE" | "PMKV.RANGE").then(|| sh.gate.read());
+            return other(sh, c, cmd, a);
+        }
+    };
+    if matches!(&r, Reply::Error(e) if e == OVER_LIMIT) {
+        return over_output_limit(sh);
+    }
+    (r, After::Continue)
+}
+
+/// Run data command `cmd` (`args` with its name) in `tx`: its reply, an error reply
+/// when it failed (its writes then must not be applied).
+pub(crate) fn one(c: &mut Conn, tx: &mut Tx, cmd: &Command, args: &[Vec<u8>]) -> Reply {
+    let mut cx = Ctx { budget: c.reply_budget, resp3: c.resp3, cursors: &mut c.cursors };
+    match data::run(tx, &mut cx, cmd.name, &args[1..]) {
+        Ok(r) | Err(r) => r,
+    }
+}
+
+/// EXEC: the queued commands as one isolated unit, applied as one atomic batch.
+fn exec(sh: &Shared, c: &mut Conn) -> (Reply, After) {
+    let Some(queue) = c.multi.take() else { return (Reply::err("ERR EXEC without MULTI"), After::Continue) };
+    if std::mem::take(&mut c.multi_failed) {
+        c.unwatch(sh);
+        return (Reply::err("EXECABORT Transaction discarded because of previous errors."), After::Continue);
+    }
+    // The gate first: every write that committed before it has told its watchers.
+    let _gate = sh.gate.write().unwrap_or_else(|e| e.into_inner());
+    let dirty = c.dirty.load(Ordering::Acquire);
+    c.unwatch(sh);
+    if dirty {
+        return (Reply::NilArray, After::Continue);
+    }
+    let mut tx = Tx::new(&sh.store, &sh.ks);
+    let mut replies = Vec::with_capacity(queue.len());
+    for args in &queue {
+        let cmd = table::lookup(&args[0]).expect("queued commands are known");
+        let r = if in_tx(cmd) {
+            // A command that fails leaves nothing of itself in the transaction.
+            let mark = tx.savepoint();
+            let r = one(c, &mut tx, cmd, args);
+            if matches!(r, Reply::Error(_)) {
+                tx.rollback(mark);
+            }
+            r
+        } else {
+            other(sh, c, cmd, &args[1..]).0
+        };
+        if matches!(&r, Reply::Error(e) if e == OVER_LIMIT) {
+            return over_output_limit(sh);
+        }
+        replies.push(r);
+    }
+    match tx.commit() {
+        Ok(()) => (Reply::Array(replies), After::Continue),
+        Err(e) => (
+            Reply::err(format!("EXECABORT the transaction's writes could not be applied, none was: {e}")),
+            After::Continue,
+        ),
+    }
+}
+
+/// Connection and server commands, and the walks DBSIZE and PMKV.RANGE (the caller
+/// holds the gate for those).
+fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>]) -> (Reply, After) {
+    let s: &Store = &sh.store;
+    let r = match cmd.name {
         "PING" => match a.len() {
             0 => Reply::Simple("PONG".into()),
             1 => Reply::bulk(a[0].clone()),
-            _ => wrong_args(&cmd),
+            _ => Reply::err(table::wrong_args("ping")),
         },
-        "ECHO" if a.len() == 1 => Reply::bulk(a[0].clone()),
+        "ECHO" => Reply::bulk(a[0].clone()),
         "QUIT" => return (Reply::ok(), After::Close),
         "RESET" => {
             c.resp3 = false;
             c.name = None;
             c.cursors.clear();
+            c.multi = None;
+            c.multi_failed = false;
+            c.unwatch(sh);
             Reply::Simple("RESET".into())
         }
-        "SELECT" if a.len() == 1 => match int(&a[0]) {
+        "SELECT" => match int(&a[0]) {
             Some(0) => Reply::ok(),
             _ => Reply::err("ERR DB index is out of range (pmkv serves database 0 only)"),
         },
@@ -173,7 +358,7 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
                 (b("modules"), Reply::Array(vec![])),
             ])
         }
-        "CLIENT" if !a.is_empty() => match upper(&a[0]).as_str() {
+        "CLIENT" => match upper(&a[0]).as_str() {
             "SETNAME" if a.len() == 2 => {
                 c.name = Some(a[1].clone());
                 Reply::ok()
@@ -192,10 +377,10 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
                     Reply::Array(vec![])
                 }
             }
-            Some(s) if s == "COUNT" => Reply::Int(0),
+            Some(s) if s == "COUNT" => Reply::Int(table::COMMANDS.len() as i64),
             _ => Reply::Array(vec![]),
         },
-        "CONFIG" if a.len() >= 2 && upper(&a[0]) == "GET" => {
+        "CONFIG" if upper(&a[0]) == "GET" && a.len() >= 2 => {
             let mut out = Vec::new();
             let params = config_params(sh);
             for p in &a[1..] {
@@ -208,162 +393,29 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
             }
             Reply::Map(out)
         }
-        "GET" if a.len() == 1 => match s.get(&a[0]) {
-            Ok(Some(v)) => Reply::Bulk(v),
-            Ok(None) => Reply::Nil,
-            Err(e) => store_err(e),
-        },
-        "SET" if a.len() >= 2 => set(sh, &a[0], &a[1], &a[2..]),
-        "SETNX" if a.len() == 2 => match set(sh, &a[0], &a[1], &[b"NX".to_vec()]) {
-            Reply::Simple(_) => Reply::Int(1),
-            Reply::Nil => Reply::Int(0),
-            r => r,
-        },
-        "GETSET" if a.len() == 2 => set(sh, &a[0], &a[1], &[b"GET".to_vec()]),
-        "GETDEL" if a.len() == 1 => {
-            let _g = sh.lock(&[&a[0]]);
-            match s.get(&a[0]) {
-                Ok(Some(v)) => match s.delete(&a[0]) {
-                    Ok(_) => Reply::Bulk(v),
-                    Err(e) => store_err(e),
-                },
-                Ok(None) => Reply::Nil,
-                Err(e) => store_err(e),
-            }
+        "CONFIG" => Reply::err("ERR pmkv supports CONFIG GET only"),
+        "TIME" => {
+            let us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
+            Reply::Array(vec![Reply::bulk((us / 1_000_000).to_string()), Reply::bulk((us % 1_000_000).to_string())])
         }
-        "MGET" if !a.is_empty() => {
-            let mut items = Vec::with_capacity(a.len().min(1024));
-            let mut size = 0usize;
-            for k in a {
-                let r = match s.get(k) {
-                    Ok(Some(v)) => {
-                        size += bulk_cost(v.len());
-                        Reply::Bulk(v)
-                    }
-                    Ok(None) => Reply::Nil,
-                    Err(e) => store_err(e),
-                };
-                size += 8;
-                if size > c.reply_budget {
-                    return over_output_limit(sh);
-                }
-                items.push(r);
-            }
-            Reply::Array(items)
-        }
-        "MSET" if !a.is_empty() && a.len().is_multiple_of(2) => {
-            let keys: Vec<&Vec<u8>> = a.iter().step_by(2).collect();
-            let _g = sh.lock(&keys.iter().map(|k| k.as_slice()).collect::<Vec<_>>());
-            let mut b = pmkv::WriteBatch::new();
-            for kv in a.chunks(2) {
-                b.put(kv[0].clone(), kv[1].clone());
-            }
-            match s.write(&b) {
-                Ok(()) => Reply::ok(),
-                Err(e) => store_err(e),
-            }
-        }
-        "DEL" | "UNLINK" if !a.is_empty() => {
-            let _g = sh.lock(&a.iter().map(|k| k.as_slice()).collect::<Vec<_>>());
-            let mut n = 0;
-            for k in a {
-                match s.delete(k) {
-                    Ok(true) => n += 1,
-                    Ok(false) => {}
-                    Err(e) => return (store_err(e), After::Continue),
-                }
-            }
-            Reply::Int(n)
-        }
-        "EXISTS" if !a.is_empty() => {
-            let mut n = 0;
-            for k in a {
-                match s.contains(k) {
-                    Ok(true) => n += 1,
-                    Ok(false) => {}
-                    Err(e) => return (store_err(e), After::Continue),
-                }
-            }
-            Reply::Int(n)
-        }
-        "INCR" | "DECR" if a.len() == 1 => incr(sh, &a[0], if cmd == "INCR" { 1 } else { -1 }),
-        "INCRBY" | "DECRBY" if a.len() == 2 => match int(&a[1]) {
-            Some(d) if cmd == "INCRBY" => incr(sh, &a[0], d),
-            Some(d) => match d.checked_neg() {
-                Some(d) => incr(sh, &a[0], d),
-                None => Reply::err("ERR decrement would overflow"),
-            },
-            None => Reply::err("ERR value is not an integer or out of range"),
-        },
-        "APPEND" if a.len() == 2 => {
-            let _g = sh.lock(&[&a[0]]);
-            match s.get(&a[0]) {
-                Ok(v) => {
-                    let mut v = v.unwrap_or_default();
-                    v.extend_from_slice(&a[1]);
-                    match s.put(&a[0], &v) {
-                        Ok(()) => Reply::Int(v.len() as i64),
-                        Err(e) => store_err(e),
-                    }
-                }
-                Err(e) => store_err(e),
-            }
-        }
-        "STRLEN" if a.len() == 1 => match s.get(&a[0]) {
-            Ok(v) => Reply::Int(v.map_or(0, |v| v.len() as i64)),
-            Err(e) => store_err(e),
-        },
-        "TYPE" if a.len() == 1 => match s.contains(&a[0]) {
-            Ok(true) => Reply::Simple("string".into()),
-            Ok(false) => Reply::Simple("none".into()),
-            Err(e) => store_err(e),
-        },
         "DBSIZE" => match s.len() {
-            Ok(n) => Reply::Int(n as i64),
+            Ok(n) => Reply::Int(sh.ks.user_keys(n) as i64),
             Err(e) => store_err(e),
         },
-        "KEYS" if a.len() == 1 => {
-            let pat = crate::glob::Pattern::new(&a[0], s.info().max_key_len);
-            match walk_to_array(s, &KeyRange::all(), c.reply_budget, |k, _, out| {
-                if pat.matches(k) {
-                    out.push(k.to_vec());
-                }
-                true
-            }) {
-                Ok(Some(r)) => r,
-                Ok(None) => return over_output_limit(sh),
-                Err(e) => store_err(e),
-            }
-        }
-        "SCAN" if !a.is_empty() => match scan(s, c, a) {
-            Some(r) => r,
-            None => return over_output_limit(sh),
-        },
-        "FLUSHDB" | "FLUSHALL" => {
-            // In rounds of at most FLUSH_ROUND keys, so that flushing a large store holds
-            // no more than one round's keys (and none of their values) at a time.
-            const FLUSH_ROUND: usize = 1024;
-            loop {
-                let mut keys = Vec::new();
-                let walked = s.scan(&KeyRange::all(), Direction::Forward, |k, _| {
-                    keys.push(k.to_vec());
-                    keys.len() < FLUSH_ROUND
-                });
-                if let Err(e) = walked {
-                    return (store_err(e), After::Continue);
-                }
-                for k in &keys {
-                    if let Err(e) = s.delete(k) {
-                        return (store_err(e), After::Continue);
-                    }
-                }
-                if keys.len() < FLUSH_ROUND {
-                    break;
-                }
-            }
-            Reply::ok()
-        }
-        "PMKV.RANGE" if a.len() == 3 => {
+        "SCRIPT" => crate::script::script(sh, a),
+        "PMKV.RANGE" => return range(sh, c, a),
+        "INFO" => info(sh),
+        // As Redis: no reply; the connection closes when the server has stopped.
+        "SHUTDOWN" => return (Reply::Nil, After::Shutdown),
+        _ => Reply::err(table::unknown(&[cmd.name.as_bytes().to_vec()])),
+    };
+    (r, After::Continue)
+}
+
+fn range(sh: &Shared, c: &mut Conn, a: &[Vec<u8>]) -> (Reply, After) {
+    let s: &Store = &sh.store;
+    let r = match a.len() {
+        3 => {
             let lim = match int(&a[2]) {
                 Some(n) if n >= 0 => n as usize,
                 _ => return (Reply::err("ERR limit must be a non-negative integer"), After::Continue),
@@ -377,6 +429,9 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
             };
             let end = if a[1].as_slice() == b"+" { Bound::Unbounded } else { Bound::Excluded(a[1].clone()) };
             match walk_to_array(s, &KeyRange { start: bound(&a[0]), end }, c.reply_budget, |k, v, out| {
+                if !allowed(k) {
+                    return true;
+                }
                 if out.len() / 2 >= lim {
                     return false;
                 }
@@ -389,34 +444,33 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
                 Err(e) => store_err(e),
             }
         }
-        "INFO" => info(sh),
-        // As Redis: no reply; the connection closes when the server has stopped.
-        "SHUTDOWN" => return (Reply::Nil, After::Shutdown),
-        "SET" | "GET" | "ECHO" | "SELECT" | "SETNX" | "GETSET" | "GETDEL" | "MGET" | "MSET" | "DEL" | "UNLINK"
-        | "EXISTS" | "INCR" | "DECR" | "INCRBY" | "DECRBY" | "APPEND" | "STRLEN" | "TYPE" | "KEYS" | "SCAN"
-        | "PMKV.RANGE" | "CLIENT" | "CONFIG" => wrong_args(&cmd),
-        _ => Reply::err(format!(
-            "ERR unknown command '{}', with args beginning with: {}",
-            String::from_utf8_lossy(&args[0]),
-            a.iter().take(3).map(|x| format!("'{}' ", String::from_utf8_lossy(x))).collect::<String>()
-        )),
+        _ => Reply::err(table::wrong_args("pmkv.range")),
     };
     (r, After::Continue)
 }
 
-/// Whether `args` is a plain `SET key value` this connection may run and the engine
-/// accepts the sizes of: such SETs, when pipelined back to back, are applied together by
-/// [`set_many`] (group commit).
+/// Whether `args` is a plain `SET key value` this connection may run now and the engine
+/// accepts the sizes of, on a key without a meta record: such SETs, when pipelined back
+/// to back, are applied together by [`set_many`] (group commit).
 pub fn is_plain_set(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
     args.len() == 3
         && c.authed
+        && c.multi.is_none()
         && args[0].eq_ignore_ascii_case(b"SET")
+        && allowed(&args[1])
         && sh.store.info().check_sizes(&args[1], Some(&args[2])).is_ok()
+        && !sh.ks.may_have_meta(&args[1])
 }
 
-/// `GET key` from a client that may run it: [`get_into`] answers it.
-pub fn is_plain_get(c: &Conn, args: &[Vec<u8>]) -> bool {
-    args.len() == 2 && c.authed && args[0].eq_ignore_ascii_case(b"GET")
+/// `GET key` of a key without a meta record, from a client that may run it now:
+/// [`get_into`] answers it.
+pub fn is_plain_get(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
+    args.len() == 2
+        && c.authed
+        && c.multi.is_none()
+        && args[0].eq_ignore_ascii_case(b"GET")
+        && allowed(&args[1])
+        && !sh.ks.may_have_meta(&args[1])
 }
 
 /// Answer `GET key` into `out` (what [`run`] replies, without building the reply), the
@@ -428,6 +482,7 @@ pub fn get_into(
     out: &mut Vec<u8>,
     resp3: bool,
 ) -> std::io::Result<()> {
+    let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
     match sh.store.get_into(key, value) {
         Ok(true) => {
             let v = value.as_deref().unwrap_or_default();
@@ -442,13 +497,6 @@ pub fn get_into(
     }
 }
 
-/// Group commit of plain SETs that arrived together: one write batch,
-/// under the stripe locks of all their keys (so read-modify-write commands stay atomic),
-/// in which the engine shares persists and fences where it can (HART: one commit fence
-/// per run of keys in one ART, see `Hart::put_many`). Each SET is acknowledged only after
-/// the batch returned, i.e. after all of them are durable. On an error (say, a full pool)
-/// a prefix of the batch may have been applied; every SET of it gets the error reply, as
-/// a client cannot tell which of a failed pipeline's writes landed anyway. Returns the
 /// Walk `range` forward into an array reply of the bulks `add` appends for each record
 /// (it returns whether to go on), holding no more than `budget` bytes of reply: the
 /// client's output limit, checked while walking so that a reply over it is never built
@@ -463,7 +511,7 @@ fn walk_to_array(
     s.scan(range, Direction::Forward, |k, v| {
         let before = items.len();
         let go_on = add(k, v, &mut items);
-        size += items[before..].iter().map(|b| bulk_cost(b.len())).sum::<usize>();
+        size += items[before..].iter().map(|b| data::bulk_cost(b.len())).sum::<usize>();
         if size > budget {
             over = true;
             return false;
@@ -473,138 +521,50 @@ fn walk_to_array(
     Ok((!over).then(|| Reply::Array(items.into_iter().map(Reply::Bulk).collect())))
 }
 
-/// reply of each of them.
+/// Group commit of plain SETs that arrived together: one write batch, under the gate and
+/// the stripe locks of all their keys (so read-modify-write commands stay atomic), in
+/// which the engine shares persists and fences where it can (HART: one commit fence per
+/// run of keys in one ART, see `Hart::put_many`). The SETs are independent commands, so
+/// the batch is not made atomic (that would cost a log write). Each SET is acknowledged
+/// only after the batch returned, i.e. after all of them are durable. On an error (say, a
+/// full pool) a prefix of the batch may have been applied; every SET of it gets the error
+/// reply, as a client cannot tell which of a failed pipeline's writes landed anyway.
+/// A key that gained a meta record (a TTL, a hash) since [`is_plain_set`] looked goes
+/// through the full SET instead. Returns the reply of each of them.
 pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Reply {
     let mut b = pmkv::WriteBatch::new();
+    let mut full = Vec::new();
     for mut a in sets {
         let v = a.pop().unwrap_or_default();
         let k = a.pop().unwrap_or_default();
         b.put(k, v);
     }
     let keys: Vec<&[u8]> = b.ops().iter().map(|op| op.key()).collect();
+    let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
     let _g = sh.lock(&keys);
-    match sh.store.write(&b) {
-        Ok(()) => Reply::ok(),
-        Err(e) => store_err(e),
+    if keys.iter().any(|k| sh.ks.may_have_meta(k)) {
+        full = b.ops().to_vec();
     }
-}
-
-fn set(sh: &Shared, k: &[u8], v: &[u8], opts: &[Vec<u8>]) -> Reply {
-    let (mut nx, mut xx, mut get) = (false, false, false);
-    for o in opts {
-        match upper(o).as_str() {
-            "NX" => nx = true,
-            "XX" => xx = true,
-            "GET" => get = true,
-            "EX" | "PX" | "EXAT" | "PXAT" | "KEEPTTL" => {
-                return Reply::err("ERR pmkv keeps no expiry times: EX, PX, EXAT, PXAT and KEEPTTL are not supported")
-            }
-            _ => return Reply::err("ERR syntax error"),
-        }
-    }
-    if nx && xx {
-        return Reply::err("ERR syntax error");
-    }
-    let s = &sh.store;
-    let _g = sh.lock(&[k]);
-    let old = if nx || xx || get {
-        match s.get(k) {
-            Ok(o) => o,
-            Err(e) => return store_err(e),
-        }
+    let r = if full.is_empty() {
+        sh.store.write(&b)
     } else {
-        None
-    };
-    if (nx && old.is_some()) || (xx && old.is_none()) {
-        return if get { old.map(Reply::Bulk).unwrap_or(Reply::Nil) } else { Reply::Nil };
-    }
-    match s.put(k, v) {
-        Ok(()) if get => old.map(Reply::Bulk).unwrap_or(Reply::Nil),
-        Ok(()) => Reply::ok(),
-        Err(e) => store_err(e),
-    }
-}
-
-fn incr(sh: &Shared, k: &[u8], by: i64) -> Reply {
-    let s = &sh.store;
-    let _g = sh.lock(&[k]);
-    let cur = match s.get(k) {
-        Ok(None) => 0,
-        Ok(Some(v)) => match int(&v) {
-            Some(n) => n,
-            None => return Reply::err("ERR value is not an integer or out of range"),
-        },
-        Err(e) => return store_err(e),
-    };
-    let Some(n) = cur.checked_add(by) else { return Reply::err("ERR increment or decrement would overflow") };
-    match s.put(k, n.to_string().as_bytes()) {
-        Ok(()) => Reply::Int(n),
-        Err(e) => store_err(e),
-    }
-}
-
-/// SCAN: up to COUNT records after the cursor's key, the keys that MATCH replied.
-/// `None` when the reply would pass the client's output-buffer hard limit.
-fn scan(s: &Store, c: &mut Conn, a: &[Vec<u8>]) -> Option<Reply> {
-    let Some(cur) = int(&a[0]).filter(|&n| n >= 0) else { return Some(Reply::err("ERR invalid cursor")) };
-    let (mut pattern, mut count) = (None, 10usize);
-    let mut i = 1;
-    while i < a.len() {
-        match upper(&a[i]).as_str() {
-            "MATCH" if i + 1 < a.len() => pattern = Some(crate::glob::Pattern::new(&a[i + 1], s.info().max_key_len)),
-            "COUNT" if i + 1 < a.len() => match int(&a[i + 1]) {
-                Some(n) if n > 0 => count = n as usize,
-                _ => return Some(Reply::err("ERR value is not an integer or out of range")),
-            },
-            "TYPE" if i + 1 < a.len() => {}
-            _ => return Some(Reply::err("ERR syntax error")),
-        }
-        i += 2;
-    }
-    // Cursor 0 starts; n > 0 continues after the key remembered for it.
-    let start = match cur {
-        0 => Bound::Unbounded,
-        n => match c.cursors.get(n as usize - 1) {
-            Some(k) => Bound::Excluded(k.clone()),
-            None => return Some(Reply::err("ERR invalid cursor")),
-        },
-    };
-    let count = count.min(100_000);
-    let (mut keys, mut seen, mut last, mut size, mut over) = (Vec::new(), 0usize, Vec::new(), 0usize, false);
-    let walked = s.scan(&KeyRange { start, end: Bound::Unbounded }, Direction::Forward, |k, _| {
-        seen += 1;
-        if pattern.as_ref().is_none_or(|p| p.matches(k)) {
-            size += bulk_cost(k.len());
-            if size > c.reply_budget {
-                over = true;
-                return false;
+        let mut tx = Tx::new(&sh.store, &sh.ks);
+        for op in &full {
+            if let pmkv::BatchOp::Put(k, v) = op {
+                if let Err(r) = tx.set(k, v, crate::keyspace::Ttl::Clear) {
+                    return r;
+                }
             }
-            keys.push(Reply::Bulk(k.to_vec()));
         }
-        if seen == count {
-            last = k.to_vec();
-            return false;
-        }
-        true
-    });
-    if over {
-        return None;
-    }
-    if let Err(e) = walked {
-        return Some(store_err(e));
-    }
-    let next = if seen < count {
-        0
-    } else {
-        // Bounded memory per connection: at most 1024 cursors and 1 MiB of their keys;
-        // past that the old cursors become invalid.
-        if c.cursors.len() >= 1024 || c.cursors.iter().map(Vec::len).sum::<usize>() + last.len() > 1 << 20 {
-            c.cursors.clear();
-        }
-        c.cursors.push(last);
-        c.cursors.len() as i64
+        tx.commit()
     };
-    Some(Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(keys)]))
+    match r {
+        Ok(()) => {
+            sh.ks.touch(Some(&mut keys.iter().copied()));
+            Reply::ok()
+        }
+        Err(e) => store_err(e),
+    }
 }
 
 /// What `CONFIG GET` shows: Redis's names for the limits this server enforces, in
@@ -665,7 +625,8 @@ fn info(sh: &Shared) -> Reply {
         sh.output_limit_closes.load(Relaxed)
     ));
     if let Ok(n) = s.len() {
-        t.push_str(&format!("\r\n# Keyspace\r\ndb0:keys={n},expires=0,avg_ttl=0\r\n"));
+        let (keys, expires) = (sh.ks.user_keys(n), sh.ks.expiring());
+        t.push_str(&format!("\r\n# Keyspace\r\ndb0:keys={keys},expires={expires},avg_ttl=0\r\n"));
     }
     Reply::Bulk(t.into_bytes())
 }

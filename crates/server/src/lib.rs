@@ -29,13 +29,17 @@
 //! and all are acknowledged after the batch is durable.
 
 pub mod commands;
+mod data;
 pub mod glob;
+pub mod keyspace;
 pub mod resp;
+mod script;
+pub mod table;
 
 use pmkv::Store;
 use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 /// Replies pending for one client are written out once they reach this many bytes, even
@@ -157,6 +161,12 @@ pub struct Shared {
     /// Clients disconnected at the output-buffer limits.
     pub output_limit_closes: AtomicU64,
     stripes: Vec<Mutex<()>>,
+    /// Meta records (types, expiry times) in DRAM, and WATCHes.
+    pub ks: keyspace::Keyspace,
+    /// Data commands hold it shared; EXEC, EVAL and FLUSHDB exclusively (isolation).
+    pub gate: RwLock<()>,
+    /// Lua scripts loaded (SCRIPT LOAD, EVAL), by SHA-1.
+    pub scripts: Mutex<std::collections::HashMap<String, String>>,
     /// Set by SHUTDOWN or a [`Server::stopper`]; its own `Arc` so that a stopper does not
     /// keep the store alive (the store must be closed, and the pool marked clean, when
     /// the server returns).
@@ -288,6 +298,8 @@ impl Server {
             return Err(first_err.unwrap_or_else(|| err(std::io::ErrorKind::InvalidInput, "no address".into())));
         }
         let port = listeners[0].local_addr()?.port();
+        let ks = keyspace::Keyspace::load(&store)
+            .map_err(|e| err(std::io::ErrorKind::InvalidData, format!("reading the server's records: {e}")))?;
         let shared = Arc::new(Shared {
             store,
             password: cfg.password.clone(),
@@ -304,6 +316,9 @@ impl Server {
             query_limit_closes: AtomicU64::new(0),
             output_limit_closes: AtomicU64::new(0),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            ks,
+            gate: RwLock::new(()),
+            scripts: Mutex::new(Default::default()),
             stop: Arc::new(AtomicBool::new(false)),
         });
         Ok(Server { listeners, shared, cfg })
@@ -366,6 +381,19 @@ impl Server {
                     std::task::Poll::Pending
                 })
             };
+            // Active expiry: keys whose time has passed are deleted within about
+            // SWEEP_EVERY even if no one reads them. A look at the first expiry time when
+            // some key has one; nothing at all when none has.
+            let sweeper = sh.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(SWEEP_EVERY).await;
+                    if sweeper.stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    sweep(&sweeper);
+                }
+            });
             let mut next_id = 0u64;
             let stopping =
                 |sh: &Shared| sh.stop.load(Ordering::SeqCst) || (signals && SIGNALLED.load(Ordering::SeqCst));
@@ -396,6 +424,26 @@ impl Server {
         match Arc::try_unwrap(shared) {
             Ok(sh) => sh.store.close(),
             Err(sh) => sh.store.sync(), // cannot happen once the runtime is gone; be safe
+        }
+    }
+}
+
+/// How often the active expiry sweep runs.
+const SWEEP_EVERY: Duration = Duration::from_millis(100);
+
+/// Delete up to 256 keys whose expiry time has passed, each as its own command would
+/// (its stripe lock, the gate shared; the lazy expiry of [`keyspace::Tx::kind`] does the
+/// deleting, so a key written since it was found due is left alone).
+fn sweep(sh: &Shared) {
+    if sh.ks.expiring() == 0 {
+        return;
+    }
+    for k in sh.ks.due(keyspace::now_ms(), 256) {
+        let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
+        let _lock = sh.lock(&[&k]);
+        let mut tx = keyspace::Tx::new(&sh.store, &sh.ks);
+        if tx.kind(&k).is_ok() {
+            let _ = tx.commit();
         }
     }
 }
@@ -463,10 +511,21 @@ fn shrink(v: &mut Vec<u8>) {
     }
 }
 
-async fn connection(sh: &Shared, mut sock: tokio::net::TcpStream, cfg: &Config, id: u64) -> std::io::Result<()> {
+async fn connection(sh: &Shared, sock: tokio::net::TcpStream, cfg: &Config, id: u64) -> std::io::Result<()> {
+    let mut c = commands::Conn::new(id, sh.password.is_none());
+    let r = serve_connection(sh, sock, cfg, &mut c).await;
+    c.unwatch(sh);
+    r
+}
+
+async fn serve_connection(
+    sh: &Shared,
+    mut sock: tokio::net::TcpStream,
+    cfg: &Config,
+    c: &mut commands::Conn,
+) -> std::io::Result<()> {
     use tokio::io::AsyncReadExt;
     sock.set_nodelay(true)?;
-    let mut c = commands::Conn::new(id, sh.password.is_none());
     let mut parser = resp::Parser::default();
     let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
     let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
@@ -494,14 +553,14 @@ async fn connection(sh: &Shared, mut sock: tokio::net::TcpStream, cfg: &Config, 
             Ok(())
         };
         loop {
-            match parser.parse(&buf[used..], &limits(&c)) {
+            match parser.parse(&buf[used..], &limits(c)) {
                 Ok((Some(args), n)) => {
                     used += n;
                     if args.is_empty() {
                         continue;
                     }
                     sh.commands.fetch_add(1, Ordering::Relaxed);
-                    if commands::is_plain_set(sh, &c, &args) {
+                    if commands::is_plain_set(sh, c, &args) {
                         sets_bytes += args[1].len() + args[2].len();
                         sets.push(args);
                         if sets.len() >= SET_BATCH_COUNT || sets_bytes >= SET_BATCH_BYTES {
@@ -512,16 +571,16 @@ async fn connection(sh: &Shared, mut sock: tokio::net::TcpStream, cfg: &Config, 
                     }
                     flush_sets(&mut sets, &mut out, c.resp3)?;
                     sets_bytes = 0;
-                    if commands::is_plain_get(&c, &args) {
+                    if commands::is_plain_get(sh, c, &args) {
                         // The commonest request, answered straight into the output: no
                         // reply value, no copy of the value beyond the reused buffer.
                         commands::get_into(sh, &args[1], &mut value, &mut out, c.resp3)?;
                     } else {
                         c.reply_budget = sh.output.hard.saturating_sub(out.len());
                         let (reply, after) = if commands::may_take_long(&args) {
-                            tokio::task::block_in_place(|| commands::run(sh, &mut c, &args))
+                            tokio::task::block_in_place(|| commands::run(sh, c, &args))
                         } else {
-                            commands::run(sh, &mut c, &args)
+                            commands::run(sh, c, &args)
                         };
                         match after {
                             commands::After::Shutdown => {
@@ -564,7 +623,7 @@ async fn connection(sh: &Shared, mut sock: tokio::net::TcpStream, cfg: &Config, 
         buf.drain(..used);
         // What is left is a request still arriving: with what the parser holds of it, the
         // client's query buffer.
-        let lim = limits(&c);
+        let lim = limits(c);
         if buf.len() + parser.held() > lim.max_query {
             sh.query_limit_closes.fetch_add(1, Ordering::Relaxed);
             let what = if c.authed { "client-query-buffer-limit" } else { "the limit before AUTH" };

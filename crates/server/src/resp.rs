@@ -289,6 +289,8 @@ pub enum Reply {
     Int(i64),
     Bulk(Vec<u8>),
     Nil,
+    /// The null array: EXEC aborted by WATCH.
+    NilArray,
     Array(Vec<Reply>),
     /// A map (RESP3), sent as a flat array in RESP2.
     Map(Vec<(Reply, Reply)>),
@@ -317,6 +319,7 @@ impl Reply {
                 w.write_all(b"\r\n")
             }
             Reply::Nil => w.write_all(if resp3 { b"_\r\n" } else { b"$-1\r\n" }),
+            Reply::NilArray => w.write_all(if resp3 { b"_\r\n" } else { b"*-1\r\n" }),
             Reply::Array(items) => {
                 write!(w, "*{}\r\n", items.len())?;
                 items.iter().try_for_each(|i| i.write(w, resp3))

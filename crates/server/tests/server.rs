@@ -35,7 +35,10 @@ fn u3_commands_reply_as_redis_does() {
     assert_eq!(c.cmd(&["SET", "k", "w", "NX"]), "(nil)");
     assert_eq!(c.cmd(&["SET", "k", "w", "XX", "GET"]), "v");
     assert_eq!(c.cmd(&["SET", "n", "1", "XX"]), "(nil)");
-    assert!(c.cmd(&["SET", "k", "v", "EX", "10"]).starts_with("-ERR pmkv keeps no expiry"));
+    assert_eq!(c.cmd(&["SET", "k", "v", "EX", "10"]), "+OK");
+    assert_eq!(c.cmd(&["TTL", "k"]), ":10");
+    assert_eq!(c.cmd(&["PERSIST", "k"]), ":1");
+    assert_eq!(c.cmd(&["TTL", "k"]), ":-1");
     assert_eq!(c.cmd(&["SETNX", "k", "x"]), ":0");
     assert_eq!(c.cmd(&["SETNX", "k2", "x"]), ":1");
     assert_eq!(c.cmd(&["GETSET", "k2", "y"]), "x");

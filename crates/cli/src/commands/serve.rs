@@ -9,6 +9,7 @@ use pmkv::{Registry, Store};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
+#[command(after_help = supported())]
 pub struct Args {
     pub pool: PathBuf,
     /// Engine for a new pool (an existing pool's engine is read from its header).
@@ -58,6 +59,16 @@ pub struct Args {
     pub initial_mib: u64,
     #[command(flatten)]
     pub open: OpenArgs,
+}
+
+/// The commands served, from the server's own table (so the list cannot drift).
+fn supported() -> String {
+    format!(
+        "Commands served (anything else is refused before anything is applied; keys beginning \
+         with \\xffpmkv\\x00 are reserved):\n{}\nPMKV.RANGE start end [count]: records in [start, end), `-`/`+` \
+         for open ends.",
+        pmkv_server::table::help()
+    )
 }
 
 pub fn run(a: Args) -> CmdResult {

@@ -67,6 +67,7 @@ impl Client {
                     String::from_utf8_lossy(&b[..n as usize]).into_owned()
                 }
             }
+            "*" if rest == "-1" => "(nil)".into(),
             "*" | "%" => {
                 let n: usize = rest.parse().unwrap();
                 let n = if t == "%" { 2 * n } else { n };

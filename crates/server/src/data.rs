@@ -1,0 +1,543 @@
+//! The data commands — strings, hashes, expiry, keys — each over a [`Tx`]: what it reads
+//! includes what the same command (or the same EXEC) wrote before, and its writes are
+//! applied by the caller as one atomic batch. A command that fails returns its error
+//! and the caller drops what it wrote, so no command is ever half applied.
+
+use crate::keyspace::{wrongtype, Kind, Ttl, Tx, TxResult};
+use crate::resp::Reply;
+use std::ops::Bound;
+
+pub(crate) fn upper(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_ascii_uppercase()
+}
+
+pub(crate) fn int(b: &[u8]) -> Option<i64> {
+    std::str::from_utf8(b).ok()?.parse().ok()
+}
+
+fn float(b: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(b).ok()?;
+    // Redis refuses leading/trailing space and NaN.
+    if s.is_empty() || s.trim() != s {
+        return None;
+    }
+    s.parse::<f64>().ok().filter(|f| !f.is_nan())
+}
+
+/// A float as Redis prints INCRBYFLOAT results: shortest round-trip, no exponent for
+/// ordinary magnitudes, integers without a point.
+fn fmt_float(f: f64) -> String {
+    if f == f.trunc() && f.abs() < 1e17 {
+        format!("{}", f as i64)
+    } else {
+        format!("{f}")
+    }
+}
+
+fn not_int() -> Reply {
+    Reply::err("ERR value is not an integer or out of range")
+}
+
+fn syntax() -> Reply {
+    Reply::err("ERR syntax error")
+}
+
+fn bulk_or_nil(v: Option<Vec<u8>>) -> Reply {
+    v.map(Reply::Bulk).unwrap_or(Reply::Nil)
+}
+
+/// Bytes a bulk reply of `n` bytes takes on the wire (header, CRLFs), as counted against
+/// the output limit.
+pub(crate) fn bulk_cost(n: usize) -> usize {
+    n + 16
+}
+
+/// An expiry option's time: `amount` in `unit_ms` from `now`, or an absolute time in
+/// `unit_ms` (`absolute`). Redis's errors for non-positive or overflowing times.
+fn expiry_at(now: u64, amount: &[u8], unit_ms: u64, absolute: bool, cmd: &str) -> TxResult<u64> {
+    let invalid = || Reply::err(format!("ERR invalid expire time in '{}' command", cmd.to_ascii_lowercase()));
+    let n = int(amount).ok_or_else(not_int)?;
+    if n <= 0 {
+        return Err(invalid());
+    }
+    let ms = (n as u64).checked_mul(unit_ms).ok_or_else(invalid)?;
+    if absolute {
+        Ok(ms)
+    } else {
+        now.checked_add(ms).filter(|&t| t < i64::MAX as u64).ok_or_else(invalid)
+    }
+}
+
+/// SET's options: NX/XX, GET, and one of EX/PX/EXAT/PXAT/KEEPTTL.
+fn set(tx: &mut Tx, k: &[u8], v: &[u8], opts: &[Vec<u8>]) -> TxResult<Reply> {
+    let (mut nx, mut xx, mut get, mut ttl, mut timed) = (false, false, false, Ttl::Clear, false);
+    let mut i = 0;
+    while i < opts.len() {
+        let o = upper(&opts[i]);
+        match o.as_str() {
+            "NX" => nx = true,
+            "XX" => xx = true,
+            "GET" => get = true,
+            "KEEPTTL" if !timed => {
+                ttl = Ttl::Keep;
+                timed = true;
+            }
+            "EX" | "PX" | "EXAT" | "PXAT" if !timed && i + 1 < opts.len() => {
+                let unit = if o.starts_with('E') { 1000 } else { 1 };
+                ttl = Ttl::At(expiry_at(tx.now(), &opts[i + 1], unit, o.ends_with("AT"), "set")?);
+                timed = true;
+                i += 1;
+            }
+            _ => return Err(syntax()),
+        }
+        i += 1;
+    }
+    if nx && xx {
+        return Err(syntax());
+    }
+    let old = if get { tx.get(k)? } else { None };
+    let exists = if get {
+        old.is_some()
+    } else if nx || xx {
+        tx.kind(k)?.is_some()
+    } else {
+        false
+    };
+    if (nx && exists) || (xx && !exists) {
+        return Ok(if get { bulk_or_nil(old) } else { Reply::Nil });
+    }
+    tx.set(k, v, ttl)?;
+    Ok(if get { bulk_or_nil(old) } else { Reply::ok() })
+}
+
+fn incr(tx: &mut Tx, k: &[u8], by: i64) -> TxResult<Reply> {
+    let cur = match tx.get(k)? {
+        None => 0,
+        Some(v) => int(&v).ok_or_else(not_int)?,
+    };
+    let n = cur.checked_add(by).ok_or_else(|| Reply::err("ERR increment or decrement would overflow"))?;
+    tx.set(k, n.to_string().as_bytes(), Ttl::Keep)?;
+    Ok(Reply::Int(n))
+}
+
+fn incr_float(cur: Option<Vec<u8>>, by: &[u8]) -> TxResult<(f64, String)> {
+    let cur = match cur {
+        None => 0.0,
+        Some(v) => float(&v).ok_or_else(|| Reply::err("ERR value is not a valid float"))?,
+    };
+    let by = float(by).ok_or_else(|| Reply::err("ERR value is not a valid float"))?;
+    let n = cur + by;
+    if !n.is_finite() {
+        return Err(Reply::err("ERR increment would produce NaN or Infinity"));
+    }
+    Ok((n, fmt_float(n)))
+}
+
+/// Remaining time to live, Redis's TTL/PTTL answers: -2 absent, -1 no expiry time.
+fn ttl(tx: &mut Tx, k: &[u8], unit_ms: u64) -> TxResult<Reply> {
+    Ok(Reply::Int(match tx.expire_time(k)? {
+        None => -2,
+        Some(0) => -1,
+        Some(at) => {
+            let left = at.saturating_sub(tx.now());
+            ((left + unit_ms / 2) / unit_ms) as i64
+        }
+    }))
+}
+
+/// EXPIRE and friends, with NX/XX/GT/LT.
+fn expire(tx: &mut Tx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
+    let k = &a[0];
+    let unit = if cmd.starts_with('P') { 1 } else { 1000 };
+    let absolute = cmd.ends_with("AT");
+    let n = int(&a[1]).ok_or_else(not_int)?;
+    let invalid = || Reply::err(format!("ERR invalid expire time in '{}' command", cmd.to_ascii_lowercase()));
+    let ms = n.checked_mul(unit as i64).ok_or_else(invalid)?;
+    let at = if absolute { ms } else { (tx.now() as i64).checked_add(ms).ok_or_else(invalid)? };
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for o in &a[2..] {
+        match upper(o).as_str() {
+            "NX" => nx = true,
+            "XX" => xx = true,
+            "GT" => gt = true,
+            "LT" => lt = true,
+            o => return Err(Reply::err(format!("ERR Unsupported option {o}"))),
+        }
+    }
+    if (nx && (xx || gt || lt)) || (gt && lt) {
+        return Err(Reply::err("ERR NX and XX, GT or LT options at the same time are not compatible"));
+    }
+    let Some(cur) = tx.expire_time(k)? else { return Ok(Reply::Int(0)) };
+    // No expiry time counts as infinite for GT and LT.
+    let skip = (nx && cur != 0)
+        || (xx && cur == 0)
+        || (gt && (cur == 0 || at <= cur as i64))
+        || (lt && cur != 0 && at >= cur as i64);
+    if skip {
+        return Ok(Reply::Int(0));
+    }
+    // A time not in the future deletes the key (as Redis does); `set_expire` does that.
+    tx.set_expire(k, at.max(1) as u64)?;
+    Ok(Reply::Int(1))
+}
+
+/// HSCAN/SCAN options: MATCH pattern, COUNT n (and TYPE t for SCAN).
+pub(crate) struct ScanOpts {
+    pub pattern: Option<crate::glob::Pattern>,
+    pub count: usize,
+    pub kind: Option<String>,
+}
+
+pub(crate) fn scan_opts(a: &[Vec<u8>], max_key: usize, allow_type: bool) -> TxResult<ScanOpts> {
+    let mut o = ScanOpts { pattern: None, count: 10, kind: None };
+    let mut i = 0;
+    while i < a.len() {
+        match upper(&a[i]).as_str() {
+            "MATCH" if i + 1 < a.len() => o.pattern = Some(crate::glob::Pattern::new(&a[i + 1], max_key)),
+            "COUNT" if i + 1 < a.len() => match int(&a[i + 1]) {
+                Some(n) if n > 0 => o.count = (n as usize).min(100_000),
+                _ => return Err(not_int()),
+            },
+            "TYPE" if allow_type && i + 1 < a.len() => o.kind = Some(String::from_utf8_lossy(&a[i + 1]).to_lowercase()),
+            _ => return Err(syntax()),
+        }
+        i += 2;
+    }
+    Ok(o)
+}
+
+/// Hash replies: HGETALL a map (RESP3) or flat array, HKEYS/HVALS arrays; `None` when
+/// the reply would pass `budget` bytes.
+fn hash_walk(tx: &mut Tx, k: &[u8], keys: bool, vals: bool, budget: usize, resp3: bool) -> TxResult<Option<Reply>> {
+    let (mut items, mut size, mut over) = (Vec::new(), 0usize, false);
+    tx.hscan(k, None, |f, v| {
+        if keys {
+            size += bulk_cost(f.len());
+            items.push(Reply::bulk(f));
+        }
+        if vals {
+            size += bulk_cost(v.len());
+            items.push(Reply::bulk(v));
+        }
+        over = size > budget;
+        !over
+    })?;
+    if over {
+        return Ok(None);
+    }
+    Ok(Some(if keys && vals && resp3 {
+        let mut it = items.into_iter();
+        let mut pairs = Vec::new();
+        while let (Some(f), Some(v)) = (it.next(), it.next()) {
+            pairs.push((f, v));
+        }
+        Reply::Map(pairs)
+    } else {
+        Reply::Array(items)
+    }))
+}
+
+/// Per-command context the data commands need from the connection.
+pub(crate) struct Ctx<'c> {
+    /// Bytes of reply allowed before the output limit.
+    pub budget: usize,
+    pub resp3: bool,
+    /// The connection's scan cursors (cursor n → the key or field to resume after).
+    pub cursors: &'c mut Vec<Vec<u8>>,
+}
+
+/// The error for a reply over the output limit: the caller closes the connection.
+pub(crate) const OVER_LIMIT: &str = "\u{0}over-output-limit";
+
+fn over() -> Reply {
+    Reply::Error(OVER_LIMIT.into())
+}
+
+/// Remember `last` as a cursor; its number (bounded: at most 1024 cursors and 1 MiB of
+/// their keys per connection, past which old cursors become invalid).
+fn cursor_for(cursors: &mut Vec<Vec<u8>>, last: Vec<u8>) -> i64 {
+    if cursors.len() >= 1024 || cursors.iter().map(Vec::len).sum::<usize>() + last.len() > 1 << 20 {
+        cursors.clear();
+    }
+    cursors.push(last);
+    cursors.len() as i64
+}
+
+fn cursor_start(cursors: &[Vec<u8>], arg: &[u8]) -> TxResult<Option<Vec<u8>>> {
+    match int(arg).filter(|&n| n >= 0) {
+        Some(0) => Ok(None),
+        Some(n) => cursors.get(n as usize - 1).cloned().map(Some).ok_or_else(|| Reply::err("ERR invalid cursor")),
+        None => Err(Reply::err("ERR invalid cursor")),
+    }
+}
+
+/// Run data command `cmd` (upper case, known, arity checked) with arguments `a`.
+pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
+    let k = a.first().map_or(&[][..], |k| k.as_slice());
+    Ok(match cmd {
+        "GET" => bulk_or_nil(tx.get(k)?),
+        "SET" => set(tx, k, &a[1], &a[2..])?,
+        "SETNX" => match set(tx, k, &a[1], &[b"NX".to_vec()])? {
+            Reply::Simple(_) => Reply::Int(1),
+            _ => Reply::Int(0),
+        },
+        "SETEX" | "PSETEX" => {
+            let unit = if cmd == "SETEX" { 1000 } else { 1 };
+            let at = expiry_at(tx.now(), &a[1], unit, false, cmd)?;
+            tx.set(k, &a[2], Ttl::At(at))?;
+            Reply::ok()
+        }
+        "GETSET" => set(tx, k, &a[1], &[b"GET".to_vec()])?,
+        "GETDEL" => {
+            let v = tx.get(k)?;
+            if v.is_some() {
+                tx.del(k)?;
+            }
+            bulk_or_nil(v)
+        }
+        "GETEX" => {
+            let v = tx.get(k)?;
+            let o = a.get(1).map(|o| upper(o));
+            let at = match (o.as_deref(), a.len()) {
+                (None, 1) => None,
+                (Some("PERSIST"), 2) => Some(0),
+                (Some(u @ ("EX" | "PX" | "EXAT" | "PXAT")), 3) => {
+                    let unit = if u.starts_with('E') { 1000 } else { 1 };
+                    Some(expiry_at(tx.now(), &a[2], unit, u.ends_with("AT"), "getex")?)
+                }
+                _ => return Err(syntax()),
+            };
+            if let (Some(at), true) = (at, v.is_some()) {
+                tx.set_expire(k, at)?;
+            }
+            bulk_or_nil(v)
+        }
+        "MGET" => {
+            let mut items = Vec::with_capacity(a.len().min(1024));
+            let mut size = 0usize;
+            for k in a {
+                // A key of another type answers nil in MGET, as in Redis.
+                let v = match tx.get(k) {
+                    Ok(v) => v,
+                    Err(e) if e == wrongtype() => None,
+                    Err(e) => return Err(e),
+                };
+                size += 8 + v.as_ref().map_or(0, |v| bulk_cost(v.len()));
+                if size > cx.budget {
+                    return Ok(over());
+                }
+                items.push(bulk_or_nil(v));
+            }
+            Reply::Array(items)
+        }
+        "MSET" | "MSETNX" => {
+            if !a.len().is_multiple_of(2) {
+                return Err(Reply::err(crate::table::wrong_args(cmd)));
+            }
+            if cmd == "MSETNX" {
+                for kv in a.chunks(2) {
+                    if tx.kind(&kv[0])?.is_some() {
+                        return Ok(Reply::Int(0));
+                    }
+                }
+            }
+            for kv in a.chunks(2) {
+                tx.set(&kv[0], &kv[1], Ttl::Clear)?;
+            }
+            if cmd == "MSET" {
+                Reply::ok()
+            } else {
+                Reply::Int(1)
+            }
+        }
+        "INCR" => incr(tx, k, 1)?,
+        "DECR" => incr(tx, k, -1)?,
+        "INCRBY" => incr(tx, k, int(&a[1]).ok_or_else(not_int)?)?,
+        "DECRBY" => {
+            let d = int(&a[1]).ok_or_else(not_int)?;
+            incr(tx, k, d.checked_neg().ok_or_else(|| Reply::err("ERR decrement would overflow"))?)?
+        }
+        "INCRBYFLOAT" => {
+            let (_, s) = incr_float(tx.get(k)?, &a[1])?;
+            tx.set(k, s.as_bytes(), Ttl::Keep)?;
+            Reply::bulk(s)
+        }
+        "APPEND" => {
+            let mut v = tx.get(k)?.unwrap_or_default();
+            v.extend_from_slice(&a[1]);
+            tx.store().info().check_sizes(k, Some(&v)).map_err(crate::keyspace::store_reply)?;
+            tx.set(k, &v, Ttl::Keep)?;
+            Reply::Int(v.len() as i64)
+        }
+        "STRLEN" => Reply::Int(tx.get(k)?.map_or(0, |v| v.len() as i64)),
+        "GETRANGE" => {
+            let v = tx.get(k)?.unwrap_or_default();
+            let (s, e) = (int(&a[1]).ok_or_else(not_int)?, int(&a[2]).ok_or_else(not_int)?);
+            let n = v.len() as i64;
+            let norm = |i: i64| if i < 0 { (n + i).max(0) } else { i };
+            let (s, e) = (norm(s), norm(e).min(n - 1));
+            if n == 0 || s > e {
+                Reply::bulk(Vec::new())
+            } else {
+                Reply::bulk(v[s as usize..=e as usize].to_vec())
+            }
+        }
+        "HSET" | "HMSET" => {
+            if !(a.len() - 1).is_multiple_of(2) {
+                return Err(Reply::err(crate::table::wrong_args(cmd)));
+            }
+            let mut new = 0;
+            for fv in a[1..].chunks(2) {
+                new += i64::from(tx.hset(k, &fv[0], &fv[1])?);
+            }
+            if cmd == "HSET" {
+                Reply::Int(new)
+            } else {
+                Reply::ok()
+            }
+        }
+        "HSETNX" => {
+            if tx.hget(k, &a[1])?.is_some() {
+                Reply::Int(0)
+            } else {
+                tx.hset(k, &a[1], &a[2])?;
+                Reply::Int(1)
+            }
+        }
+        "HGET" => bulk_or_nil(tx.hget(k, &a[1])?),
+        "HMGET" => {
+            let mut items = Vec::new();
+            let mut size = 0;
+            for f in &a[1..] {
+                let v = tx.hget(k, f)?;
+                size += 8 + v.as_ref().map_or(0, |v| bulk_cost(v.len()));
+                if size > cx.budget {
+                    return Ok(over());
+                }
+                items.push(bulk_or_nil(v));
+            }
+            Reply::Array(items)
+        }
+        "HDEL" => {
+            let mut n = 0;
+            for f in &a[1..] {
+                n += i64::from(tx.hdel(k, f)?);
+            }
+            Reply::Int(n)
+        }
+        "HEXISTS" => Reply::Int(i64::from(tx.hget(k, &a[1])?.is_some())),
+        "HLEN" => Reply::Int(tx.hlen(k)? as i64),
+        "HSTRLEN" => Reply::Int(tx.hget(k, &a[1])?.map_or(0, |v| v.len() as i64)),
+        "HGETALL" | "HKEYS" | "HVALS" => match hash_walk(tx, k, cmd != "HVALS", cmd != "HKEYS", cx.budget, cx.resp3)? {
+            Some(r) => r,
+            None => over(),
+        },
+        "HINCRBY" => {
+            let by = int(&a[2]).ok_or_else(not_int)?;
+            let cur = match tx.hget(k, &a[1])? {
+                None => 0,
+                Some(v) => int(&v).ok_or_else(|| Reply::err("ERR hash value is not an integer"))?,
+            };
+            let n = cur.checked_add(by).ok_or_else(|| Reply::err("ERR increment or decrement would overflow"))?;
+            tx.hset(k, &a[1], n.to_string().as_bytes())?;
+            Reply::Int(n)
+        }
+        "HINCRBYFLOAT" => {
+            let (_, s) = incr_float(tx.hget(k, &a[1])?, &a[2])?;
+            tx.hset(k, &a[1], s.as_bytes())?;
+            Reply::bulk(s)
+        }
+        "HSCAN" => {
+            let after = cursor_start(cx.cursors, &a[1])?;
+            let o = scan_opts(&a[2..], tx.store().info().max_key_len, false)?;
+            let (mut items, mut seen, mut last, mut size) = (Vec::new(), 0usize, Vec::new(), 0usize);
+            tx.hscan(k, after.as_deref(), |f, v| {
+                seen += 1;
+                if o.pattern.as_ref().is_none_or(|p| p.matches(f)) {
+                    size += bulk_cost(f.len()) + bulk_cost(v.len());
+                    items.push(Reply::bulk(f));
+                    items.push(Reply::bulk(v));
+                }
+                if seen == o.count {
+                    last = f.to_vec();
+                }
+                seen < o.count && size <= cx.budget
+            })?;
+            if size > cx.budget {
+                return Ok(over());
+            }
+            let next = if seen < o.count { 0 } else { cursor_for(cx.cursors, last) };
+            Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(items)])
+        }
+        "DEL" | "UNLINK" => {
+            let mut n = 0;
+            for k in a {
+                n += i64::from(tx.del(k)?);
+            }
+            Reply::Int(n)
+        }
+        "EXISTS" => {
+            let mut n = 0;
+            for k in a {
+                n += i64::from(tx.kind(k)?.is_some());
+            }
+            Reply::Int(n)
+        }
+        "TYPE" => Reply::Simple(tx.kind(k)?.map_or("none", Kind::name).into()),
+        "EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT" => expire(tx, cmd, a)?,
+        "TTL" => ttl(tx, k, 1000)?,
+        "PTTL" => ttl(tx, k, 1)?,
+        "EXPIRETIME" | "PEXPIRETIME" => Reply::Int(match tx.expire_time(k)? {
+            None => -2,
+            Some(0) => -1,
+            Some(at) if cmd == "EXPIRETIME" => (at / 1000) as i64,
+            Some(at) => at as i64,
+        }),
+        "PERSIST" => match tx.expire_time(k)? {
+            Some(t) if t != 0 => {
+                tx.set_expire(k, 0)?;
+                Reply::Int(1)
+            }
+            _ => Reply::Int(0),
+        },
+        "KEYS" => {
+            let pat = crate::glob::Pattern::new(k, tx.store().info().max_key_len);
+            let (mut items, mut size) = (Vec::new(), 0usize);
+            tx.keys(Bound::Unbounded, |user, _| {
+                if pat.matches(user) {
+                    size += bulk_cost(user.len());
+                    items.push(Reply::bulk(user));
+                }
+                size <= cx.budget
+            })?;
+            if size > cx.budget {
+                return Ok(over());
+            }
+            Reply::Array(items)
+        }
+        "SCAN" => {
+            let start = cursor_start(cx.cursors, &a[0])?.map_or(Bound::Unbounded, Bound::Excluded);
+            let o = scan_opts(&a[1..], tx.store().info().max_key_len, true)?;
+            let meta_prefix = crate::keyspace::meta_key(b"");
+            let (mut items, mut seen, mut last, mut size) = (Vec::new(), 0usize, Vec::new(), 0usize);
+            tx.keys(start, |user, rec| {
+                seen += 1;
+                let kind = if rec.starts_with(&meta_prefix) { "hash" } else { "string" };
+                if o.pattern.as_ref().is_none_or(|p| p.matches(user)) && o.kind.as_deref().is_none_or(|t| t == kind) {
+                    size += bulk_cost(user.len());
+                    items.push(Reply::bulk(user));
+                }
+                if seen == o.count {
+                    last = rec.to_vec();
+                }
+                seen < o.count && size <= cx.budget
+            })?;
+            if size > cx.budget {
+                return Ok(over());
+            }
+            let next = if seen < o.count { 0 } else { cursor_for(cx.cursors, last) };
+            Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(items)])
+        }
+        _ => return Err(Reply::err(format!("ERR '{}' is not a data command", cmd.to_ascii_lowercase()))),
+    })
+}

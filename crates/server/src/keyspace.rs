@@ -1,0 +1,788 @@
+//! Redis's data model — typed keys with expiry times — over one ordered byte map.
+//!
+//! An engine stores bytes under bytes. The server keeps Redis's model on top of that
+//! without changing what a plain string is, so that a pool written by `pmkv put`, Python or
+//! C reads the same through `pmkv serve` and back:
+//!
+//! * a string key `k` without an expiry time is the record `k → value`, nothing else;
+//! * anything more about a key — its type when it is not a string, its expiry time, a
+//!   hash's field count — is one **meta record** under a reserved prefix,
+//!   `P 'm' k → Meta` (24 bytes, see [`Meta::encode`]);
+//! * a hash field is the record `P 'h' len(k) k field → value`, `len(k)` a 4-byte
+//!   big-endian length, so that the fields of one hash are one contiguous key range in
+//!   field order and no key's fields run into another's.
+//!
+//! `P` is [`PREFIX`], `\xffpmkv\0`: keys that begin with it are refused by every command
+//! and hidden from KEYS, SCAN and DBSIZE. The byte layout is in docs/format/server.md.
+//!
+//! **One command, one atomic batch.** A command (or a whole EXEC) runs against a [`Tx`]: its
+//! reads see its own earlier writes, and its writes — the string, the meta record, the
+//! fields — are applied at the end as one engine write batch, which every pool engine
+//! applies all-or-nothing across a crash. So a hash's field count and its fields, or a
+//! value and its expiry time, never disagree after a crash.
+//!
+//! **DRAM mirror.** The meta records are also held in DRAM (a map, and the expiry times in
+//! order), loaded once at start by a walk over the meta range only. A GET of a key with no
+//! meta record then costs one look in an empty-or-small map, and nothing at all while no
+//! key has one; the active expiry sweep looks at the first expiry time only. This is
+//! Redis's own arrangement (its `expires` dictionary), with the same memory: a few dozen
+//! bytes per key that has a TTL or is a hash.
+
+use crate::resp::Reply;
+use pmkv::{Direction, KeyRange, Store, WriteBatch};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+/// The reserved prefix of the server's own records.
+pub const PREFIX: &[u8] = b"\xffpmkv\x00";
+const META: u8 = b'm';
+const FIELD: u8 = b'h';
+/// Bytes a hash field record's key adds to the hash key and the field.
+pub const FIELD_OVERHEAD: usize = PREFIX.len() + 1 + 4;
+
+/// The meta record's key for user key `k`.
+pub fn meta_key(k: &[u8]) -> Vec<u8> {
+    [PREFIX, &[META], k].concat()
+}
+
+/// The common prefix of hash `k`'s field records.
+pub fn field_prefix(k: &[u8]) -> Vec<u8> {
+    [PREFIX, &[FIELD], &(k.len() as u32).to_be_bytes(), k].concat()
+}
+
+/// Milliseconds since the Unix epoch: expiry times are absolute wall-clock times, as in
+/// Redis, so that they keep their meaning across a restart.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A key's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    String,
+    Hash,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Hash => "hash",
+        }
+    }
+}
+
+/// What the meta record of a key says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub kind: Kind,
+    /// Expiry time in ms since the epoch; 0: none.
+    pub expire_ms: u64,
+    /// A hash's field count (0 for a string).
+    pub fields: u64,
+}
+
+const META_VERSION: u8 = 1;
+const META_LEN: usize = 24;
+
+impl Meta {
+    /// `[0]` version (1), `[1]` type (0 string, 1 hash), `[2..8]` zero, `[8..16]` expiry
+    /// time (ms since the epoch, little-endian, 0 none), `[16..24]` field count (LE).
+    pub fn encode(&self) -> [u8; META_LEN] {
+        let mut b = [0u8; META_LEN];
+        b[0] = META_VERSION;
+        b[1] = match self.kind {
+            Kind::String => 0,
+            Kind::Hash => 1,
+        };
+        b[8..16].copy_from_slice(&self.expire_ms.to_le_bytes());
+        b[16..24].copy_from_slice(&self.fields.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Option<Meta> {
+        if b.len() != META_LEN || b[0] != META_VERSION || b[2..8] != [0; 6] {
+            return None;
+        }
+        let kind = match b[1] {
+            0 => Kind::String,
+            1 => Kind::Hash,
+            _ => return None,
+        };
+        let expire_ms = u64::from_le_bytes(b[8..16].try_into().ok()?);
+        let fields = u64::from_le_bytes(b[16..24].try_into().ok()?);
+        // A string carries a meta record only for its expiry time; a hash has a field.
+        let sound = match kind {
+            Kind::String => expire_ms != 0 && fields == 0,
+            Kind::Hash => fields > 0,
+        };
+        sound.then_some(Meta { kind, expire_ms, fields })
+    }
+
+    fn expired(&self, now: u64) -> bool {
+        self.expire_ms != 0 && self.expire_ms <= now
+    }
+}
+
+/// The server's DRAM view of the meta records, and the watches of WATCH.
+#[derive(Default)]
+pub struct Keyspace {
+    meta: RwLock<HashMap<Vec<u8>, Meta>>,
+    /// Entries in `meta` (read without its lock on the hot paths).
+    metas: AtomicUsize,
+    /// (expiry time, key) of every key with one, first due first.
+    expiries: Mutex<BTreeSet<(u64, Vec<u8>)>>,
+    /// Records under [`PREFIX`]: meta records and hash fields (DBSIZE subtracts them).
+    internal: AtomicU64,
+    /// Hash keys (DBSIZE adds them: a hash has no record of its own name).
+    hashes: AtomicU64,
+    /// WATCHed key → the flags of the connections watching it.
+    watches: Mutex<HashMap<Vec<u8>, Vec<Weak<AtomicBool>>>>,
+    watched: AtomicUsize,
+}
+
+/// Damage in the server's own records, found at start.
+fn malformed(k: &[u8]) -> pmkv::Error {
+    pmkv::Error::new(
+        pmkv::ErrorKind::Corrupt,
+        format!("a malformed pmkv serve meta record under key {:?}", String::from_utf8_lossy(k)),
+    )
+}
+
+impl Keyspace {
+    /// Load the meta records of `s` (a walk over their range only).
+    pub fn load(s: &Store) -> pmkv::Result<Keyspace> {
+        let ks = Keyspace::default();
+        let mut bad = None;
+        {
+            let mut map = ks.meta.write().unwrap_or_else(|e| e.into_inner());
+            let mut exp = ks.expiries.lock().unwrap_or_else(|e| e.into_inner());
+            let start = meta_key(b"");
+            s.scan(&KeyRange::prefix(start.clone()), Direction::Forward, |k, v| {
+                let user = &k[start.len()..];
+                match Meta::decode(v) {
+                    Some(m) => {
+                        if m.expire_ms != 0 {
+                            exp.insert((m.expire_ms, user.to_vec()));
+                        }
+                        ks.internal.fetch_add(1 + m.fields, Ordering::Relaxed);
+                        if m.kind == Kind::Hash {
+                            ks.hashes.fetch_add(1, Ordering::Relaxed);
+                        }
+                        map.insert(user.to_vec(), m);
+                        true
+                    }
+                    None => {
+                        bad = Some(k.to_vec());
+                        false
+                    }
+                }
+            })?;
+            ks.metas.store(map.len(), Ordering::Relaxed);
+        }
+        match bad {
+            Some(k) => Err(malformed(&k)),
+            None => Ok(ks),
+        }
+    }
+
+    /// Whether `k` may have a meta record (false: it surely has none).
+    pub fn may_have_meta(&self, k: &[u8]) -> bool {
+        self.metas.load(Ordering::Acquire) > 0 && self.meta.read().unwrap_or_else(|e| e.into_inner()).contains_key(k)
+    }
+
+    fn meta_of(&self, k: &[u8]) -> Option<Meta> {
+        if self.metas.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.meta.read().unwrap_or_else(|e| e.into_inner()).get(k).copied()
+    }
+
+    /// Keys the user sees: the store's records, less the server's own, plus the hashes.
+    pub fn user_keys(&self, records: u64) -> u64 {
+        (records + self.hashes.load(Ordering::Relaxed)).saturating_sub(self.internal.load(Ordering::Relaxed))
+    }
+
+    /// Keys with an expiry time (INFO's `expires`).
+    pub fn expiring(&self) -> usize {
+        self.expiries.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Up to `n` keys whose expiry time has passed, first due first.
+    pub fn due(&self, now: u64, n: usize) -> Vec<Vec<u8>> {
+        let exp = self.expiries.lock().unwrap_or_else(|e| e.into_inner());
+        exp.iter().take_while(|(t, _)| *t <= now).take(n).map(|(_, k)| k.clone()).collect()
+    }
+
+    /// Watch `k` for the connection whose flag is `flag`: any write to `k` sets it.
+    pub fn watch(&self, k: &[u8], flag: &Arc<AtomicBool>) {
+        let mut w = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        let list = w.entry(k.to_vec()).or_default();
+        if !list.iter().any(|x| x.as_ptr() == Arc::as_ptr(flag)) {
+            list.push(Arc::downgrade(flag));
+        }
+        self.watched.store(w.len(), Ordering::Release);
+    }
+
+    /// Forget every watch of the connection whose flag is `flag`.
+    pub fn unwatch(&self, keys: &[Vec<u8>], flag: &Arc<AtomicBool>) {
+        let mut w = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        for k in keys {
+            if let Some(list) = w.get_mut(k) {
+                list.retain(|x| x.strong_count() > 0 && x.as_ptr() != Arc::as_ptr(flag));
+                if list.is_empty() {
+                    w.remove(k);
+                }
+            }
+        }
+        self.watched.store(w.len(), Ordering::Release);
+    }
+
+    /// Tell the watchers of `keys` that they were written (`None`: every key, FLUSHDB).
+    pub fn touch(&self, keys: Option<&mut dyn Iterator<Item = &[u8]>>) {
+        if self.watched.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut w = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fire = |list: &mut Vec<Weak<AtomicBool>>| {
+            list.retain(|x| match x.upgrade() {
+                Some(f) => {
+                    f.store(true, Ordering::Release);
+                    true
+                }
+                None => false,
+            })
+        };
+        match keys {
+            None => w.values_mut().for_each(&mut fire),
+            Some(keys) => {
+                for k in keys {
+                    if let Some(list) = w.get_mut(k) {
+                        fire(list);
+                    }
+                }
+            }
+        }
+        w.retain(|_, l| !l.is_empty());
+        self.watched.store(w.len(), Ordering::Release);
+    }
+
+    /// Forget every meta record (FLUSHDB, after the records were deleted).
+    pub fn clear(&self) {
+        let mut map = self.meta.write().unwrap_or_else(|e| e.into_inner());
+        map.clear();
+        self.metas.store(0, Ordering::Release);
+        self.expiries.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.internal.store(0, Ordering::Relaxed);
+        self.hashes.store(0, Ordering::Relaxed);
+    }
+
+    /// Make the DRAM view follow a committed change of `k`'s meta record.
+    fn apply(&self, k: &[u8], old: Option<Meta>, new: Option<Meta>) {
+        let mut map = self.meta.write().unwrap_or_else(|e| e.into_inner());
+        let mut exp = self.expiries.lock().unwrap_or_else(|e| e.into_inner());
+        let records = |m: &Option<Meta>| m.map_or(0, |m| 1 + m.fields);
+        let hash = |m: &Option<Meta>| u64::from(m.is_some_and(|m| m.kind == Kind::Hash));
+        if let Some(o) = old.filter(|o| o.expire_ms != 0) {
+            exp.remove(&(o.expire_ms, k.to_vec()));
+        }
+        match new {
+            Some(n) => {
+                if n.expire_ms != 0 {
+                    exp.insert((n.expire_ms, k.to_vec()));
+                }
+                map.insert(k.to_vec(), n);
+            }
+            None => {
+                map.remove(k);
+            }
+        }
+        self.metas.store(map.len(), Ordering::Release);
+        let (ro, rn) = (records(&old), records(&new));
+        if rn >= ro {
+            self.internal.fetch_add(rn - ro, Ordering::Relaxed);
+        } else {
+            self.internal.fetch_sub(ro - rn, Ordering::Relaxed);
+        }
+        let (ho, hn) = (hash(&old), hash(&new));
+        if hn >= ho {
+            self.hashes.fetch_add(hn - ho, Ordering::Relaxed);
+        } else {
+            self.hashes.fetch_sub(ho - hn, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The reply for a key of the wrong type.
+pub fn wrongtype() -> Reply {
+    Reply::err("WRONGTYPE Operation against a key holding the wrong kind of value")
+}
+
+/// The reply for a key under the reserved prefix.
+pub fn reserved() -> Reply {
+    Reply::err("ERR keys beginning with \\xffpmkv\\x00 are reserved for pmkv serve's own records")
+}
+
+/// Whether `k` is a key a client may name.
+pub fn allowed(k: &[u8]) -> bool {
+    !k.starts_with(PREFIX)
+}
+
+/// What a write does to the key's expiry time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ttl {
+    /// Remove it (a plain SET).
+    Clear,
+    /// Keep it (SET … KEEPTTL, APPEND, INCR, HSET …).
+    Keep,
+    /// Set it, in ms since the epoch.
+    At(u64),
+}
+
+/// A command's (or an EXEC's) view of the keyspace: reads see its own writes, and
+/// [`commit`](Tx::commit) applies them all as one atomic engine batch. Errors are replies,
+/// ready to send (`WRONGTYPE`, a reserved key, a store error).
+pub struct Tx<'a> {
+    s: &'a Store,
+    ks: &'a Keyspace,
+    now: u64,
+    /// Record writes pending (`None`: delete).
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// User key → (its meta before this Tx, after).
+    metas: BTreeMap<Vec<u8>, (Option<Meta>, Option<Meta>)>,
+    /// User keys written (for WATCH).
+    touched: BTreeSet<Vec<u8>>,
+}
+
+pub type TxResult<T> = Result<T, Reply>;
+
+/// A [`Tx`]'s writes at one point (see [`Tx::savepoint`]).
+pub struct Savepoint {
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    metas: BTreeMap<Vec<u8>, (Option<Meta>, Option<Meta>)>,
+    touched: BTreeSet<Vec<u8>>,
+}
+
+pub fn store_reply(e: pmkv::Error) -> Reply {
+    Reply::err(format!("ERR {} ({})", e, e.kind().name()))
+}
+
+fn check_key(k: &[u8]) -> TxResult<()> {
+    if allowed(k) {
+        Ok(())
+    } else {
+        Err(reserved())
+    }
+}
+
+impl<'a> Tx<'a> {
+    pub fn new(s: &'a Store, ks: &'a Keyspace) -> Tx<'a> {
+        Tx { s, ks, now: now_ms(), writes: BTreeMap::new(), metas: BTreeMap::new(), touched: BTreeSet::new() }
+    }
+
+    /// The time this Tx reads expiry times against (fixed for its life, as Redis fixes it
+    /// for a command and for a whole EXEC).
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    pub fn store(&self) -> &Store {
+        self.s
+    }
+
+    /// The Tx's state now, to [`rollback`](Tx::rollback) to when a command of a
+    /// transaction fails (a copy of what was written so far: transactions are small).
+    pub fn savepoint(&self) -> Savepoint {
+        Savepoint { writes: self.writes.clone(), metas: self.metas.clone(), touched: self.touched.clone() }
+    }
+
+    /// Forget what was written since `sp` was taken.
+    pub fn rollback(&mut self, sp: Savepoint) {
+        self.writes = sp.writes;
+        self.metas = sp.metas;
+        self.touched = sp.touched;
+    }
+
+    /// Whether the Tx wrote nothing.
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.metas.is_empty()
+    }
+
+    fn raw_get(&self, k: &[u8]) -> TxResult<Option<Vec<u8>>> {
+        match self.writes.get(k) {
+            Some(v) => Ok(v.clone()),
+            None => self.s.get(k).map_err(store_reply),
+        }
+    }
+
+    fn raw_contains(&self, k: &[u8]) -> TxResult<bool> {
+        match self.writes.get(k) {
+            Some(v) => Ok(v.is_some()),
+            None => self.s.contains(k).map_err(store_reply),
+        }
+    }
+
+    fn raw_put(&mut self, k: Vec<u8>, v: Vec<u8>) {
+        self.writes.insert(k, Some(v));
+    }
+
+    fn raw_delete(&mut self, k: Vec<u8>) {
+        self.writes.insert(k, None);
+    }
+
+    /// Visit the records of `range` as this Tx sees them (the store's, with the Tx's
+    /// writes laid over), in key order, until `f` returns false.
+    pub fn raw_scan(&self, range: &KeyRange, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+        let over: Vec<(&Vec<u8>, &Option<Vec<u8>>)> =
+            self.writes.range::<Vec<u8>, _>((range.start.as_ref(), range.end.as_ref())).collect();
+        let mut i = 0;
+        let mut go = true;
+        self.s
+            .scan(range, Direction::Forward, |k, v| {
+                while i < over.len() && over[i].0.as_slice() < k {
+                    if let Some(ov) = over[i].1 {
+                        if !f(over[i].0, ov) {
+                            go = false;
+                            return false;
+                        }
+                    }
+                    i += 1;
+                }
+                if i < over.len() && over[i].0.as_slice() == k {
+                    let ov = over[i].1.as_deref();
+                    i += 1;
+                    match ov {
+                        Some(ov) => go = f(k, ov),
+                        None => return true,
+                    }
+                } else {
+                    go = f(k, v);
+                }
+                go
+            })
+            .map_err(store_reply)?;
+        while go && i < over.len() {
+            if let Some(ov) = over[i].1 {
+                go = f(over[i].0, ov);
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    /// `k`'s meta record as this Tx sees it.
+    fn meta(&self, k: &[u8]) -> Option<Meta> {
+        match self.metas.get(k) {
+            Some((_, new)) => *new,
+            None => self.ks.meta_of(k),
+        }
+    }
+
+    fn set_meta(&mut self, k: &[u8], m: Option<Meta>) {
+        let old = self.meta(k);
+        if old == m {
+            return;
+        }
+        match m {
+            Some(m) => self.raw_put(meta_key(k), m.encode().to_vec()),
+            None => self.raw_delete(meta_key(k)),
+        }
+        let before = match self.metas.get(k) {
+            Some((before, _)) => *before,
+            None => old,
+        };
+        self.metas.insert(k.to_vec(), (before, m));
+    }
+
+    fn touch(&mut self, k: &[u8]) {
+        if !self.touched.contains(k) {
+            self.touched.insert(k.to_vec());
+        }
+    }
+
+    /// Remove `k` whatever its type (its meta, fields or record).
+    fn remove(&mut self, k: &[u8], m: Option<Meta>) -> TxResult<()> {
+        match m.map(|m| m.kind) {
+            Some(Kind::Hash) => {
+                let mut fields = Vec::new();
+                self.raw_scan(&KeyRange::prefix(field_prefix(k)), |fk, _| {
+                    fields.push(fk.to_vec());
+                    true
+                })?;
+                for f in fields {
+                    self.raw_delete(f);
+                }
+            }
+            _ => self.raw_delete(k.to_vec()),
+        }
+        self.set_meta(k, None);
+        self.touch(k);
+        Ok(())
+    }
+
+    /// `k`'s type, or `None` if absent; an expired key is deleted here (lazy expiry).
+    pub fn kind(&mut self, k: &[u8]) -> TxResult<Option<Kind>> {
+        check_key(k)?;
+        match self.meta(k) {
+            Some(m) if m.expired(self.now) => {
+                self.remove(k, Some(m))?;
+                Ok(None)
+            }
+            Some(m) => Ok(Some(m.kind)),
+            None => Ok(self.raw_contains(k)?.then_some(Kind::String)),
+        }
+    }
+
+    fn expect(&mut self, k: &[u8], want: Kind) -> TxResult<bool> {
+        match self.kind(k)? {
+            Some(kind) if kind == want => Ok(true),
+            Some(_) => Err(wrongtype()),
+            None => Ok(false),
+        }
+    }
+
+    /// The string at `k` (WRONGTYPE for another type).
+    pub fn get(&mut self, k: &[u8]) -> TxResult<Option<Vec<u8>>> {
+        if !self.expect(k, Kind::String)? {
+            return Ok(None);
+        }
+        self.raw_get(k)
+    }
+
+    /// Set the string at `k` (replacing a key of any type), its expiry time per `ttl`.
+    pub fn set(&mut self, k: &[u8], v: &[u8], ttl: Ttl) -> TxResult<()> {
+        let kind = self.kind(k)?;
+        let old = self.meta(k);
+        if kind == Some(Kind::Hash) {
+            self.remove(k, old)?;
+        }
+        let keep = match (ttl, old) {
+            (Ttl::Keep, Some(m)) if kind == Some(Kind::String) => m.expire_ms,
+            (Ttl::At(t), _) => t,
+            _ => 0,
+        };
+        self.set_meta(k, (keep != 0).then_some(Meta { kind: Kind::String, expire_ms: keep, fields: 0 }));
+        self.raw_put(k.to_vec(), v.to_vec());
+        self.touch(k);
+        Ok(())
+    }
+
+    /// Delete `k`; whether it existed.
+    pub fn del(&mut self, k: &[u8]) -> TxResult<bool> {
+        if self.kind(k)?.is_none() {
+            return Ok(false);
+        }
+        let m = self.meta(k);
+        self.remove(k, m)?;
+        Ok(true)
+    }
+
+    /// `k`'s expiry time: `None` absent, `Some(0)` none, else ms since the epoch.
+    pub fn expire_time(&mut self, k: &[u8]) -> TxResult<Option<u64>> {
+        Ok(self.kind(k)?.map(|_| self.meta(k).map_or(0, |m| m.expire_ms)))
+    }
+
+    /// Set `k`'s expiry time (`0`: remove it); whether `k` exists. A time not in the
+    /// future deletes the key, as Redis does.
+    pub fn set_expire(&mut self, k: &[u8], at: u64) -> TxResult<bool> {
+        let Some(kind) = self.kind(k)? else { return Ok(false) };
+        if at != 0 && at <= self.now {
+            self.del(k)?;
+            return Ok(true);
+        }
+        let m = self.meta(k);
+        let new = match kind {
+            Kind::String => (at != 0).then_some(Meta { kind, expire_ms: at, fields: 0 }),
+            Kind::Hash => m.map(|m| Meta { expire_ms: at, ..m }),
+        };
+        if new != m {
+            self.set_meta(k, new);
+            self.touch(k);
+        }
+        Ok(true)
+    }
+
+    fn check_field_key(k: &[u8], f: &[u8], max: usize) -> TxResult<()> {
+        if k.len() + f.len() + FIELD_OVERHEAD > max {
+            return Err(Reply::err(format!(
+                "ERR hash key and field together are {} bytes; at most {} with this engine",
+                k.len() + f.len(),
+                max.saturating_sub(FIELD_OVERHEAD)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Field `f` of hash `k`.
+    pub fn hget(&mut self, k: &[u8], f: &[u8]) -> TxResult<Option<Vec<u8>>> {
+        if !self.expect(k, Kind::Hash)? {
+            return Ok(None);
+        }
+        self.raw_get(&[field_prefix(k).as_slice(), f].concat())
+    }
+
+    /// Set field `f` of hash `k` (creating the hash); whether the field is new.
+    pub fn hset(&mut self, k: &[u8], f: &[u8], v: &[u8]) -> TxResult<bool> {
+        Self::check_field_key(k, f, self.s.info().max_key_len)?;
+        self.s.info().check_sizes(b"", Some(v)).map_err(store_reply)?;
+        let exists = self.expect(k, Kind::Hash)?;
+        let fk = [field_prefix(k).as_slice(), f].concat();
+        let new = !exists || !self.raw_contains(&fk)?;
+        if new {
+            let m = self.meta(k).unwrap_or(Meta { kind: Kind::Hash, expire_ms: 0, fields: 0 });
+            self.set_meta(k, Some(Meta { fields: m.fields + 1, ..m }));
+        }
+        self.raw_put(fk, v.to_vec());
+        self.touch(k);
+        Ok(new)
+    }
+
+    /// Delete field `f` of hash `k` (the hash with its last field); whether it was there.
+    pub fn hdel(&mut self, k: &[u8], f: &[u8]) -> TxResult<bool> {
+        if !self.expect(k, Kind::Hash)? {
+            return Ok(false);
+        }
+        let fk = [field_prefix(k).as_slice(), f].concat();
+        if !self.raw_contains(&fk)? {
+            return Ok(false);
+        }
+        self.raw_delete(fk);
+        let m = self.meta(k).expect("a hash has a meta record");
+        self.set_meta(k, (m.fields > 1).then_some(Meta { fields: m.fields - 1, ..m }));
+        self.touch(k);
+        Ok(true)
+    }
+
+    /// Number of fields of hash `k`.
+    pub fn hlen(&mut self, k: &[u8]) -> TxResult<u64> {
+        if !self.expect(k, Kind::Hash)? {
+            return Ok(0);
+        }
+        Ok(self.meta(k).map_or(0, |m| m.fields))
+    }
+
+    /// Visit the fields of hash `k` from `after` (exclusive; `None`: the first), in field
+    /// order, until `f` returns false.
+    pub fn hscan(&mut self, k: &[u8], after: Option<&[u8]>, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+        if !self.expect(k, Kind::Hash)? {
+            return Ok(());
+        }
+        let p = field_prefix(k);
+        let mut range = KeyRange::prefix(p.clone());
+        if let Some(a) = after {
+            range.start = Bound::Excluded([p.as_slice(), a].concat());
+        }
+        self.raw_scan(&range, |fk, v| f(&fk[p.len()..], v))
+    }
+
+    /// Visit the user keys from `start` in key order (the store's order of their records:
+    /// a hash is met at its meta record), skipping expired ones and the server's own
+    /// records, until `f` returns false. `f` gets the user key and the record key a
+    /// cursor resumes after.
+    pub fn keys(&self, start: Bound<Vec<u8>>, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+        let mp = meta_key(b"");
+        let now = self.now;
+        self.raw_scan(&KeyRange { start, end: Bound::Unbounded }, |rk, v| {
+            if let Some(user) = rk.strip_prefix(mp.as_slice()) {
+                return match Meta::decode(v) {
+                    Some(m) if m.kind == Kind::Hash && !m.expired(now) => f(user, rk),
+                    _ => true,
+                };
+            }
+            if !allowed(rk) {
+                return true;
+            }
+            match self.meta(rk) {
+                Some(m) if m.expired(now) => true,
+                _ => f(rk, rk),
+            }
+        })
+    }
+
+    /// Delete every key (FLUSHDB): the records in rounds of at most `round` keys, each
+    /// round its own batch, so memory stays bounded; the DRAM view is reset after.
+    pub fn flush_all(s: &Store, ks: &Keyspace, round: usize) -> pmkv::Result<()> {
+        loop {
+            let mut keys = Vec::new();
+            s.scan(&KeyRange::all(), Direction::Forward, |k, _| {
+                keys.push(k.to_vec());
+                keys.len() < round
+            })?;
+            let mut b = WriteBatch::new();
+            for k in &keys {
+                b.delete(k.clone());
+            }
+            s.write(&b)?;
+            if keys.len() < round {
+                break;
+            }
+        }
+        ks.clear();
+        ks.touch(None);
+        Ok(())
+    }
+
+    /// Apply the writes as one atomic batch, then the DRAM view, then wake the watchers.
+    /// On an error nothing was applied (the engines' batches are all-or-nothing).
+    pub fn commit(self) -> pmkv::Result<()> {
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        if self.writes.len() == 1 {
+            let (k, v) = self.writes.iter().next().expect("one write");
+            match v {
+                Some(v) => self.s.put(k, v)?,
+                None => {
+                    self.s.delete(k)?;
+                }
+            }
+        } else {
+            let mut b = WriteBatch::new();
+            for (k, v) in &self.writes {
+                match v {
+                    Some(v) => b.put(k.clone(), v.clone()),
+                    None => b.delete(k.clone()),
+                };
+            }
+            self.s.write(&b)?;
+        }
+        for (k, (old, new)) in &self.metas {
+            self.ks.apply(k, *old, *new);
+        }
+        self.ks.touch(Some(&mut self.touched.iter().map(|k| k.as_slice())));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_round_trips_and_refuses_nonsense() {
+        let m = Meta { kind: Kind::Hash, expire_ms: 0, fields: 3 };
+        assert_eq!(Meta::decode(&m.encode()), Some(m));
+        let s = Meta { kind: Kind::String, expire_ms: 1_700_000_000_000, fields: 0 };
+        assert_eq!(Meta::decode(&s.encode()), Some(s));
+        // A string without an expiry time, a hash without fields, a bad version or
+        // length: not a record the server writes.
+        assert_eq!(Meta::decode(&Meta { expire_ms: 0, ..s }.encode()), None);
+        assert_eq!(Meta::decode(&Meta { fields: 0, ..m }.encode()), None);
+        let mut b = m.encode();
+        b[0] = 2;
+        assert_eq!(Meta::decode(&b), None);
+        assert_eq!(Meta::decode(&m.encode()[..23]), None);
+    }
+
+    #[test]
+    fn field_records_of_one_hash_are_one_range() {
+        // "a" + field "bc" and "ab" + field "c" must not share a record key.
+        let x = [field_prefix(b"a").as_slice(), b"bc"].concat();
+        let y = [field_prefix(b"ab").as_slice(), b"c"].concat();
+        assert_ne!(x, y);
+        let r = KeyRange::prefix(field_prefix(b"a"));
+        assert!(r.contains(&x) && !r.contains(&y));
+    }
+}
