@@ -127,6 +127,115 @@ fn every_acknowledged_set_survives_sigkill(engine: &str) {
     assert!(acked.len() > 10);
 }
 
+/// One reply from `r`, rendered compactly (`+OK`, `:1`, a bulk as its text, `[..]`).
+fn read_reply(r: &mut impl std::io::BufRead) -> std::io::Result<String> {
+    let mut line = String::new();
+    if r.read_line(&mut line)? == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    let line = line.trim_end().to_string();
+    match line.as_bytes().first() {
+        Some(b'*') => {
+            let n: i64 = line[1..].parse().unwrap();
+            let items: std::io::Result<Vec<String>> = (0..n.max(0)).map(|_| read_reply(r)).collect();
+            Ok(format!("[{}]", items?.join(",")))
+        }
+        Some(b'$') if line != "$-1" => {
+            let mut b = vec![0u8; line[1..].parse::<usize>().unwrap() + 2];
+            r.read_exact(&mut b)?;
+            Ok(String::from_utf8_lossy(&b[..b.len() - 2]).into_owned())
+        }
+        _ => Ok(line),
+    }
+}
+
+#[test]
+fn no_exec_is_half_applied_after_sigkill() {
+    for engine in ["hart", "nbtree", "mangosteen"] {
+        no_exec_is_half_applied_after_sigkill_on(engine);
+    }
+}
+
+/// SIGKILLs of `pmkv serve` while a client runs EXECs that each write one number to 64
+/// strings and 64 fields of one hash: after every restart all 128 hold the same number,
+/// the last acknowledged EXEC's or the one in flight at the kill, never a mix.
+fn no_exec_is_half_applied_after_sigkill_on(engine: &str) {
+    const N: usize = 64;
+    let dir = pool_dir();
+    let pool = dir.path().join("exec.pool");
+    let engine_arg = ["--engine", engine];
+    let mut acked = 0u64;
+    let mut n = 0u64;
+    let read_all = |port: u16| -> Vec<String> {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+        let mut got = Vec::new();
+        for j in 0..N {
+            s.write_all(format!("*2\r\n$3\r\nGET\r\n${}\r\nx{j:02}\r\n", 3).as_bytes()).unwrap();
+            got.push(read_reply(&mut r).unwrap());
+        }
+        for j in 0..N {
+            s.write_all(format!("*3\r\n$4\r\nHGET\r\n$1\r\nh\r\n${}\r\nf{j:02}\r\n", 3).as_bytes()).unwrap();
+            got.push(read_reply(&mut r).unwrap());
+        }
+        got
+    };
+    for round in 0..4u64 {
+        let (child, port) = serve_with(&pool, &engine_arg);
+        let mut child = KillOnDrop(child);
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+        // The kill comes from another thread, at a moment unrelated to the client's
+        // requests, so that it can land while an EXEC is being applied.
+        let kill_at = Duration::from_millis(40 + 50 * round);
+        let pid = child.0.id().to_string();
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(kill_at);
+            std::process::Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+        });
+        let t0 = Instant::now();
+        loop {
+            n += 1;
+            let v = n.to_string();
+            let mut req = String::from("*1\r\n$5\r\nMULTI\r\n");
+            for j in 0..N {
+                req.push_str(&format!("*3\r\n$3\r\nSET\r\n$3\r\nx{j:02}\r\n${}\r\n{v}\r\n", v.len()));
+                req.push_str(&format!("*4\r\n$4\r\nHSET\r\n$1\r\nh\r\n$3\r\nf{j:02}\r\n${}\r\n{v}\r\n", v.len()));
+            }
+            req.push_str("*1\r\n$4\r\nEXEC\r\n");
+            if s.write_all(req.as_bytes()).is_err() {
+                break;
+            }
+            let replies: std::io::Result<Vec<String>> = (0..2 * N + 2).map(|_| read_reply(&mut r)).collect();
+            match replies {
+                Ok(rs) => {
+                    assert!(rs.last().unwrap().starts_with('['), "{engine}: EXEC answered {:?}", rs.last());
+                    acked = n;
+                }
+                Err(_) => break,
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30));
+        }
+        killer.join().unwrap();
+        child.0.wait().unwrap();
+        let (c, port) = serve_with(&pool, &engine_arg);
+        let mut c = KillOnDrop(c);
+        let got = read_all(port);
+        let first = got[0].clone();
+        assert!(got.iter().all(|g| *g == first), "{engine}, kill {round}: an EXEC half applied: {got:?}");
+        let v: u64 = first.parse().unwrap_or(0);
+        assert!(v == acked || v == acked + 1, "{engine}, kill {round}: {v} after EXEC {acked} was acknowledged");
+        acked = v;
+        n = v;
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        assert!(call(&mut s, &["SHUTDOWN"]).is_err());
+        assert!(c.0.wait().unwrap().success());
+    }
+    assert!(acked > 4, "{engine}: only {acked} EXECs acknowledged in four rounds");
+    let check = pmkv(&["check", pool.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check.stderr));
+}
+
 #[test]
 fn u3_redis_cli_drives_it() {
     let Ok(out) = std::process::Command::new("redis-cli").arg("--version").output() else {

@@ -5,6 +5,7 @@ Run by crates/server/tests/run_py.sh, which builds `pmkv` and passes its path in
 import os
 import subprocess
 import threading
+import time
 
 import pytest
 import redis
@@ -41,19 +42,91 @@ def test_redis_py_basics(server, protocol):
     assert r.append("k", "xy") == 3 and r.strlen("k") == 3
     assert r.mset({"a": "1", "b": "2"}) and r.mget("a", "zz", "b") == [b"1", None, b"2"]
     assert r.getset("a", "9") == b"1" and r.getdel("a") == b"9"
+    assert r.set("t", "v", ex=10) and r.ttl("t") == 10
     assert r.exists("b", "k") == 2 and r.delete("b", "nope") == 1
-    assert r.type("k") == b"string" and r.dbsize() == 2
-    assert sorted(r.keys("*")) == [b"k", b"n"]
-    assert sorted(r.scan_iter(match="*", count=1)) == [b"k", b"n"]
+    assert r.type("k") == b"string" and r.dbsize() == 3
+    assert sorted(r.keys("*")) == [b"k", b"n", b"t"]
+    assert sorted(r.scan_iter(match="*", count=1)) == [b"k", b"n", b"t"]
     assert r.info()["pmkv_engine"] == "hart"
-    with pytest.raises(redis.exceptions.ResponseError):
-        r.set("t", "v", ex=10)
     p = r.pipeline(transaction=False)
     for i in range(1000):
         p.set(f"p{i}", i)
     assert all(p.execute())
     assert r.get("p999") == b"999"
     assert r.flushdb() and r.dbsize() == 0
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_pipelines_transactional_or_not(server, protocol):
+    r = redis.Redis(port=server, protocol=protocol)
+    # redis-py's default pipeline is a MULTI/EXEC transaction.
+    p = r.pipeline()
+    p.set("a", 1).incr("a").hset("h", mapping={"f": "v", "g": "w"}).get("a")
+    assert p.execute() == [True, 2, 2, b"2"]
+    p = r.pipeline(transaction=False)
+    p.set("b", 1).incr("b").hgetall("h")
+    assert p.execute() == [True, 2, {b"f": b"v", b"g": b"w"}]
+    # A command the server refuses while queueing aborts the whole transaction.
+    p = r.pipeline()
+    p.set("c", 1).execute_command("NOSUCH", "c")
+    with pytest.raises(redis.exceptions.ResponseError):
+        p.execute()
+    assert r.exists("c") == 0
+
+
+def test_watch_conflicts_abort_the_transaction(server):
+    r = redis.Redis(port=server)
+    other = redis.Redis(port=server)
+    r.set("balance", 10)
+
+    def spend(pipe):
+        cur = int(pipe.get("balance"))
+        other_writes.append(cur)
+        if len(other_writes) == 1:
+            other.set("balance", 100)  # a conflicting write between WATCH and EXEC
+        pipe.multi()
+        pipe.set("balance", cur - 1)
+
+    other_writes = []
+    r.transaction(spend, "balance")
+    # The first attempt saw 10, was aborted by the conflicting write, and retried on 100.
+    assert other_writes == [10, 100]
+    assert r.get("balance") == b"99"
+    with r.pipeline() as p:
+        p.watch("balance")
+        other.set("balance", 1)
+        p.multi()
+        p.set("balance", 2)
+        with pytest.raises(redis.exceptions.WatchError):
+            p.execute()
+    assert r.get("balance") == b"1"
+
+
+def test_locks_expiry_and_hashes(server):
+    r = redis.Redis(port=server)
+    lock = r.lock("resource", timeout=5)
+    assert lock.acquire(blocking=False)
+    assert not r.lock("resource", timeout=5).acquire(blocking=False)
+    assert 0 < r.pttl("resource") <= 5000
+    lock.extend(5)
+    lock.release()
+    assert r.exists("resource") == 0
+    with r.lock("resource", timeout=1, blocking_timeout=2):
+        assert r.exists("resource") == 1
+    r.set("s", "v", px=150)
+    assert r.get("s") == b"v"
+    time.sleep(0.3)
+    assert r.get("s") is None
+    r.set("s", "v", ex=100)
+    assert r.ttl("s") == 100 and r.persist("s") and r.ttl("s") == -1
+    assert r.hset("user:1", mapping={"name": "ada", "visits": 1}) == 2
+    assert r.hincrby("user:1", "visits", 2) == 3
+    assert r.hgetall("user:1") == {b"name": b"ada", b"visits": b"3"}
+    assert r.hlen("user:1") == 2 and r.type("user:1") == b"hash"
+    assert sorted(r.hscan_iter("user:1", count=1)) == [(b"name", b"ada"), (b"visits", b"3")]
+    with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):
+        r.get("user:1")
+    assert r.eval("return redis.call('HGET', KEYS[1], ARGV[1])", 1, "user:1", "name") == b"ada"
 
 
 def test_concurrent_clients_increment_atomically(server):
