@@ -1,0 +1,144 @@
+//! EXEC under the crash simulator: the writes of one transaction — strings with and
+//! without expiry times, new, grown, shrunk and deleted hashes, a hash replaced by a
+//! string — committed as the server commits an EXEC (one `Tx`), crashed at every flush
+//! and fence point with the conformance suite's eviction patterns. Every recovered pool
+//! must load (its meta records sound), count its keys right, and show exactly the state
+//! before the transaction or exactly the state after it.
+
+use pmkv::{EngineFactory, Options, Registry, Store};
+use pmkv_conformance::crash::evictions_at;
+use pmkv_server::keyspace::{Keyspace, Kind, Ttl, Tx};
+use pmkv_substrate::{Eviction, Pool};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex};
+
+fn opts() -> Options {
+    Options::default().initial_size(1 << 20).max_size(64 << 20)
+}
+
+/// Far in the future: nothing expires while the test runs.
+const LATER: u64 = 4_102_444_800_000;
+
+/// What a client can see: each key's type, value or fields, and expiry time, plus the
+/// key count DBSIZE would answer. Fails when the pool's server records do not load or
+/// disagree with each other.
+fn state(s: &Store) -> Result<BTreeMap<Vec<u8>, String>, String> {
+    let ks = Keyspace::load(s).map_err(|e| format!("the server's records do not load: {e}"))?;
+    let mut tx = Tx::new(s, &ks);
+    let mut keys = Vec::new();
+    tx.keys(Bound::Unbounded, |k, _| {
+        keys.push(k.to_vec());
+        true
+    })
+    .map_err(|r| format!("{r:?}"))?;
+    let mut out = BTreeMap::new();
+    for k in &keys {
+        let kind = tx.kind(k).map_err(|r| format!("{r:?}"))?;
+        let ttl = tx.expire_time(k).map_err(|r| format!("{r:?}"))?;
+        let desc = match kind {
+            Some(Kind::String) => format!("string {:?} ttl {ttl:?}", tx.get(k).map_err(|r| format!("{r:?}"))?),
+            Some(Kind::Hash) => {
+                let mut fields = Vec::new();
+                tx.hscan(k, None, |f, v| {
+                    fields.push((f.to_vec(), v.to_vec()));
+                    true
+                })
+                .map_err(|r| format!("{r:?}"))?;
+                let n = tx.hlen(k).map_err(|r| format!("{r:?}"))?;
+                if n != fields.len() as u64 {
+                    return Err(format!("hash {k:?} counts {n} fields and has {}", fields.len()));
+                }
+                format!("hash {fields:?} ttl {ttl:?}")
+            }
+            None => return Err(format!("{k:?} listed but absent")),
+        };
+        out.insert(k.clone(), desc);
+    }
+    let dbsize = ks.user_keys(s.len().map_err(|e| e.to_string())?);
+    if dbsize != keys.len() as u64 {
+        return Err(format!("DBSIZE would say {dbsize} for {} keys", keys.len()));
+    }
+    Ok(out)
+}
+
+fn before(tx: &mut Tx) {
+    tx.set(b"plain", b"x", Ttl::Clear).unwrap();
+    tx.set(b"timed", b"t", Ttl::At(LATER)).unwrap();
+    for i in 0..12u8 {
+        tx.hset(b"h", &[b'f', i], &[i; 9]).unwrap();
+        tx.hset(b"gone", &[b'g', i], b"v").unwrap();
+        tx.set(&[b's', i], &[i; 20], Ttl::Clear).unwrap();
+    }
+    tx.hset(b"replaced", b"f", b"v").unwrap();
+}
+
+/// One EXEC's worth of writes.
+fn transaction(tx: &mut Tx) {
+    tx.set(b"plain", b"y", Ttl::At(LATER + 1)).unwrap();
+    tx.set(b"timed", b"u", Ttl::Clear).unwrap();
+    for i in 0..12u8 {
+        if i % 2 == 0 {
+            tx.hdel(b"h", &[b'f', i]).unwrap();
+        } else {
+            tx.hset(b"h", &[b'f', i], b"new").unwrap();
+        }
+        tx.hset(b"fresh", &[b'n', i], &[i; 30]).unwrap();
+        tx.set(&[b's', i], &[b'w'; 40], Ttl::Keep).unwrap();
+    }
+    assert!(tx.del(b"gone").unwrap());
+    tx.set(b"replaced", b"now a string", Ttl::Clear).unwrap();
+    assert!(tx.set_expire(b"fresh", LATER).unwrap());
+}
+
+fn exec_is_all_or_nothing(engine: &str) {
+    let f: &'static dyn EngineFactory = Registry::builtin().get(engine).unwrap();
+    let layout = f.layout().unwrap();
+    let pool = Arc::new(Pool::create_sim(layout, &opts().pool_options()).unwrap());
+    let s = Store::from_engine(f.open_pool(pool.clone(), &opts()).unwrap());
+    let ks = Keyspace::load(&s).unwrap();
+    let mut tx = Tx::new(&s, &ks);
+    before(&mut tx);
+    tx.commit().unwrap();
+    let old = state(&s).unwrap();
+    let images: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::default();
+    let taken = images.clone();
+    pool.sim().unwrap().set_hook(true, move |pt| {
+        let mut t = taken.lock().unwrap();
+        for ev in evictions_at(pt, 4) {
+            t.push((format!("point {} ({:?}, {ev:?})", pt.index, pt.kind), pt.image(ev)));
+        }
+    });
+    let mut tx = Tx::new(&s, &ks);
+    transaction(&mut tx);
+    tx.commit().unwrap();
+    pool.sim().unwrap().clear_hook();
+    let new = state(&s).unwrap();
+    assert_ne!(old, new);
+    let images = std::mem::take(&mut *images.lock().unwrap());
+    assert!(images.len() > 10, "{engine}: only {} crash images", images.len());
+    let mut failures = Vec::new();
+    let n = images.len();
+    let last = pool.sim().unwrap().image_now(&pool, Eviction::None);
+    for (at, img) in images.into_iter().chain([("after the commit".to_string(), last)]) {
+        let p = Pool::from_image(&img, Some(layout), &opts().pool_options()).unwrap();
+        let got =
+            f.open_pool(Arc::new(p), &opts()).map_err(|e| e.to_string()).and_then(|e| state(&Store::from_engine(e)));
+        match got {
+            Ok(g) if g == old || g == new => {}
+            Ok(_) => failures.push(format!("{at}: a state neither before nor after the EXEC")),
+            Err(e) => failures.push(format!("{at}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{engine}, {} of {n} crash images:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn exec_is_all_or_nothing_at_every_crash_point_hart() {
+    exec_is_all_or_nothing("hart");
+}
+
+#[test]
+fn exec_is_all_or_nothing_at_every_crash_point_nbtree() {
+    exec_is_all_or_nothing("nbtree");
+}
