@@ -13,6 +13,9 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
+/// Crash images taken, with where.
+type Images = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
 fn opts() -> Options {
     Options::default().initial_size(1 << 20).max_size(64 << 20)
 }
@@ -101,7 +104,7 @@ fn exec_is_all_or_nothing(engine: &str) {
     before(&mut tx);
     tx.commit().unwrap();
     let old = state(&s).unwrap();
-    let images: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::default();
+    let images: Images = Arc::default();
     let taken = images.clone();
     pool.sim().unwrap().set_hook(true, move |pt| {
         let mut t = taken.lock().unwrap();
