@@ -701,9 +701,30 @@ impl<'a> Tx<'a> {
         })
     }
 
-    /// Delete every key (FLUSHDB): the records in rounds of at most `round` keys, each
-    /// round its own batch, so memory stays bounded; the DRAM view is reset after.
+    /// Delete every key (FLUSHDB), in rounds of at most `round` keys so that memory
+    /// stays bounded. Each round deletes whole keys (a string with its meta record, a hash
+    /// with all its fields) in one atomic batch, so a crash between rounds leaves some keys
+    /// gone and the rest whole, never a hash without its count or a TTL without its
+    /// string. A last walk deletes whatever records are left (expired keys, which the
+    /// rounds skip), then the DRAM view is reset.
     pub fn flush_all(s: &Store, ks: &Keyspace, round: usize) -> pmkv::Result<()> {
+        let fail = |r: Reply| pmkv::Error::new(pmkv::ErrorKind::Io, format!("FLUSHDB: {r:?}"));
+        loop {
+            let mut tx = Tx::new(s, ks);
+            let mut keys = Vec::new();
+            tx.keys(Bound::Unbounded, |k, _| {
+                keys.push(k.to_vec());
+                keys.len() < round
+            })
+            .map_err(fail)?;
+            for k in &keys {
+                tx.del(k).map_err(fail)?;
+            }
+            tx.commit()?;
+            if keys.len() < round {
+                break;
+            }
+        }
         loop {
             let mut keys = Vec::new();
             s.scan(&KeyRange::all(), Direction::Forward, |k, _| {

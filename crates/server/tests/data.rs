@@ -209,8 +209,7 @@ fn transactions_as_redis_runs_them() {
     assert_eq!(c.cmd(&["SET", "a", "100"]), "+QUEUED");
     assert_eq!(c.cmd(&["EXEC"]), "(nil)");
     assert_eq!(c.cmd(&["GET", "a"]), "2");
-    // ... an unwatched key's write does not, nor the client's own writes before MULTI,
-    // and EXEC forgets the watches.
+    // ... an unwatched key's write does not, and EXEC forgets the watches.
     assert_eq!(c.cmd(&["WATCH", "a"]), "+OK");
     assert_eq!(other.cmd(&["SET", "unrelated", "1"]), "+OK");
     assert_eq!(c.cmd(&["MULTI"]), "+OK");
@@ -220,6 +219,12 @@ fn transactions_as_redis_runs_them() {
     assert_eq!(c.cmd(&["MULTI"]), "+OK");
     assert_eq!(c.cmd(&["INCR", "a"]), "+QUEUED");
     assert_eq!(c.cmd(&["EXEC"]), "[:6]");
+    // The watching client's own write counts too, as in Redis.
+    assert_eq!(c.cmd(&["WATCH", "a"]), "+OK");
+    assert_eq!(c.cmd(&["SET", "a", "6"]), "+OK");
+    assert_eq!(c.cmd(&["MULTI"]), "+OK");
+    assert_eq!(c.cmd(&["SET", "a", "0"]), "+QUEUED");
+    assert_eq!(c.cmd(&["EXEC"]), "(nil)");
     // Expiry of a watched key counts as a write; UNWATCH forgets.
     assert_eq!(c.cmd(&["WATCH", "a"]), "+OK");
     assert_eq!(other.cmd(&["PEXPIRE", "a", "100000"]), ":1");
