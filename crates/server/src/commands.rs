@@ -475,7 +475,7 @@ fn walk_to_array(
 
 /// reply of each of them.
 pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Reply {
-    let mut b = pmkv::WriteBatch::new();
+    let mut b = pmkv::WriteBatch::independent();
     for mut a in sets {
         let v = a.pop().unwrap_or_default();
         let k = a.pop().unwrap_or_default();
