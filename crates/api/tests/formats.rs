@@ -161,18 +161,23 @@ fn hart_format_5_is_read_and_upgraded_by_a_write() {
     reads_and_writes("hart-v5", "hart");
 }
 
-/// A read-write open of an older HART pool marks it format 6 before its first write
+#[test]
+fn hart_format_6_is_read_and_upgraded_by_a_write() {
+    reads_and_writes("hart-v6", "hart");
+}
+
+/// A read-write open of an older HART pool marks it format 7 before its first write
 /// (docs/format/hart.md says why); a read-only one leaves the version as it was.
 #[test]
 fn hart_old_formats_are_marked_current_by_a_writable_open() {
-    for (name, old) in [("hart-v3", 3), ("hart-v4", 4), ("hart-v5", 5)] {
+    for (name, old) in [("hart-v3", 3), ("hart-v4", 4), ("hart-v5", 5), ("hart-v6", 6)] {
         let dir = tempfile::tempdir().unwrap();
         let path = unpack(name, dir.path());
         assert_eq!(super_version(&path, b"HARTSB01"), old);
         Store::open(&path, "hart", &Options::default().read_only(true)).unwrap().close().unwrap();
         assert_eq!(super_version(&path, b"HARTSB01"), old, "{name}: read-only open changed the version");
         Store::open(&path, "hart", &Options::default()).unwrap().close().unwrap();
-        assert_eq!(super_version(&path, b"HARTSB01"), 6, "{name}");
+        assert_eq!(super_version(&path, b"HARTSB01"), 7, "{name}");
     }
 }
 
@@ -202,6 +207,39 @@ fn nbtree_format_2_is_read_and_written_as_format_2() {
     let store = Store::open(&path, "nbtree", &Options::default().read_only(true)).unwrap();
     assert_eq!(store.get(b"k").unwrap().as_deref(), Some(&b"87654321"[..]));
     store.close().unwrap();
+}
+
+#[test]
+fn nbtree_format_3_is_read_and_written_as_format_3() {
+    reads_and_writes("nbtree-v3", "nbtree");
+}
+
+/// NBTree's batch-log flag (bit 16 of the version word, docs/format/nbtree.md): plain
+/// writes leave an older pool as its builds can read it; the first atomic batch of two
+/// or more operations sets the flag, keeping the format, and the pool reads back.
+#[test]
+fn nbtree_old_formats_get_the_batch_log_flag_from_their_first_atomic_batch() {
+    for (name, v) in [("nbtree-v1", 1), ("nbtree-v2", 2), ("nbtree-v3", 3)] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = unpack(name, dir.path());
+        let store = Store::open(&path, "nbtree", &Options::default()).unwrap();
+        store.put(b"plain", b"1").unwrap();
+        let mut b = pmkv::WriteBatch::independent();
+        b.put("independent-1", "a").put("independent-2", "b");
+        store.write(&b).unwrap();
+        store.close().unwrap();
+        assert_eq!(super_version(&path, b"NBTREE01"), v, "{name}: no atomic batch, no flag");
+        let store = Store::open(&path, "nbtree", &Options::default()).unwrap();
+        let mut b = pmkv::WriteBatch::new();
+        b.put("atomic-1", "a").delete("key-0002").put("atomic-2", "b");
+        store.write(&b).unwrap();
+        store.close().unwrap();
+        assert_eq!(super_version(&path, b"NBTREE01"), v | 1 << 16, "{name}: an atomic batch sets the flag");
+        let store = Store::open(&path, "nbtree", &Options::default().read_only(true)).unwrap();
+        assert_eq!(store.get(b"atomic-2").unwrap().as_deref(), Some(&b"b"[..]), "{name}");
+        assert_eq!(store.get(b"key-0002").unwrap(), None, "{name}");
+        assert!(store.check().unwrap().is_ok(), "{name}");
+    }
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! of each operation, crash images (persisted only, all dirty lines evicted, a random
 //! half of the lines, torn 8-byte words) are recovered through the factory; the recovered
 //! store must pass `check` (no leak, no unreachable object) and hold a state the
-//! operation allows: before or after it, or for a non-atomic batch any prefix of it.
+//! operation allows: before or after it, or for a non-atomic batch (an engine without
+//! atomic batches, or a [`WriteBatch::independent`] one) any prefix of it.
 
 use crate::util::*;
 use pmkv::{BatchOp, EngineFactory, ErrorKind, Options, Store, WriteBatch};
@@ -181,13 +182,43 @@ fn apply(m: &mut Model, op: &BatchOp) {
 }
 
 /// Run one batch on `s` (a batch of one operation as a plain put or delete).
-fn run_op(s: &Store, ops: &[BatchOp]) -> pmkv::Result<()> {
-    match ops {
+fn run_op(s: &Store, batch: &WriteBatch) -> pmkv::Result<()> {
+    match batch.ops() {
         [BatchOp::Put(k, v)] => s.put(k, v),
         [BatchOp::Delete(k)] => s.delete(k).map(|_| ()),
-        _ => s.write(&ops.iter().cloned().collect::<WriteBatch>()),
+        _ => s.write(batch),
     }
 }
+
+/// The states a crash during `batch`, run on a store holding `model`, may leave on an
+/// engine with `atomic` batches: before and after it, and for a batch that is not all or
+/// nothing every prefix of it. `model` ends as the state after it.
+fn allowed_states(model: &mut Model, batch: &WriteBatch, atomic: bool) -> Vec<Model> {
+    let all_or_nothing = atomic && batch.is_atomic() && batch.len() > 1;
+    let mut allowed = vec![model.clone()];
+    for op in batch.ops() {
+        apply(model, op);
+        if !all_or_nothing {
+            allowed.push(model.clone());
+        }
+    }
+    if all_or_nothing {
+        allowed.push(model.clone());
+    }
+    allowed
+}
+
+/// Keys next to which a recovered store is written ([`life_after_recovery`]): those of
+/// `batch`, at most [`NEAR_KEYS`] of them, spread over the batch.
+fn near_keys(batch: &WriteBatch) -> Vec<Vec<u8>> {
+    let ops = batch.ops();
+    let step = ops.len().div_ceil(NEAR_KEYS).max(1);
+    ops.iter().step_by(step).map(|o| o.key().to_vec()).collect()
+}
+
+/// Most keys of one operation a recovered store is probed next to: each key costs a
+/// recovered image about ten writes and two checks.
+const NEAR_KEYS: usize = 16;
 
 /// Which operations of a run [`explore`] crashes, and how thoroughly.
 pub struct Plan {
@@ -211,11 +242,15 @@ pub struct Explored {
     pub taken: u64,
     /// Distinct images among them, each recovered and checked.
     pub checked: u64,
+    /// Checked images that recovered to the state before their operation, and to the
+    /// state after it (an image may count as both when the operation changes nothing).
+    pub before: u64,
+    pub after: u64,
 }
 
 /// Run each batch on a simulated pool, exploring every crash point of each; a batch of
 /// one operation is run as a plain put or delete. Returns the images checked.
-fn explore(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> u64 {
+fn explore(f: &'static dyn EngineFactory, batches: &[WriteBatch]) -> u64 {
     explore_plan(f, batches, &Plan::every(batches.len())).taken
 }
 
@@ -226,7 +261,7 @@ fn explore(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> u64 {
 /// returned. For an engine whose state lives at a fixed address (`fixed_address`), the
 /// live store is closed first (an image cannot be opened beside it) and reopened after,
 /// from the image of the state the operation left — itself a crash right after it.
-pub fn explore_plan(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>], plan: &Plan) -> Explored {
+pub fn explore_plan(f: &'static dyn EngineFactory, batches: &[WriteBatch], plan: &Plan) -> Explored {
     let layout = f.layout().expect("persistent engines name their layout");
     let mut s = Some(sim_store(f, layout));
     let atomic = s.as_ref().unwrap().info().atomic_batches;
@@ -235,19 +270,10 @@ pub fn explore_plan(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>], pla
     let mut done = Explored::default();
     let mut failures: Vec<String> = Vec::new();
     for (i, ops) in batches.iter().enumerate() {
-        // The states a crash may leave.
-        let mut allowed = vec![model.clone()];
-        for op in ops {
-            apply(&mut model, op);
-            if !atomic || ops.len() == 1 {
-                allowed.push(model.clone());
-            }
-        }
-        if atomic && ops.len() > 1 {
-            allowed.push(model.clone());
-        }
-        let desc = format!("op {i} {ops:?}");
-        let near: Vec<Vec<u8>> = ops.iter().map(|o| o.key().to_vec()).collect();
+        let allowed = allowed_states(&mut model, ops, atomic);
+        let desc =
+            if ops.len() <= 8 { format!("op {i} {ops:?}") } else { format!("op {i} (a batch of {})", ops.len()) };
+        let near = near_keys(ops);
         let live = s.as_ref().unwrap();
         if !plan.explore.get(i).copied().unwrap_or(true) {
             run_op(live, ops).unwrap_or_else(|e| panic!("{desc}: {e}"));
@@ -277,6 +303,8 @@ pub fn explore_plan(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>], pla
         for (at, img) in t.drain() {
             done.checked += 1;
             let r = recover(f, layout, &img, &near).and_then(|got| {
+                done.before += u64::from(got == allowed[0]);
+                done.after += u64::from(Some(&got) == allowed.last());
                 if allowed.contains(&got) {
                     Ok(())
                 } else {
@@ -313,7 +341,7 @@ pub fn explore_plan(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>], pla
 /// what an operation costs in flushes and fences, which is how [`structural_every_crash_point`]
 /// finds the operations that restructure (a split, a growth, a new or freed chunk writes
 /// and orders more than a plain insert does).
-pub fn points_per_op(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) -> Vec<u64> {
+pub fn points_per_op(f: &'static dyn EngineFactory, batches: &[WriteBatch]) -> Vec<u64> {
     let layout = f.layout().expect("persistent engines name their layout");
     let s = sim_store(f, layout);
     let sim_pool = s.engine().pool().expect("engine on a pool").clone();
@@ -330,11 +358,15 @@ pub fn points_per_op(f: &'static dyn EngineFactory, batches: &[Vec<BatchOp>]) ->
     v
 }
 
-fn put(k: &[u8], v: &[u8]) -> Vec<BatchOp> {
-    vec![BatchOp::Put(k.to_vec(), v.to_vec())]
+fn put(k: &[u8], v: &[u8]) -> WriteBatch {
+    batch(vec![BatchOp::Put(k.to_vec(), v.to_vec())])
 }
-fn del(k: &[u8]) -> Vec<BatchOp> {
-    vec![BatchOp::Delete(k.to_vec())]
+fn del(k: &[u8]) -> WriteBatch {
+    batch(vec![BatchOp::Delete(k.to_vec())])
+}
+/// An atomic batch of `ops`.
+fn batch(ops: Vec<BatchOp>) -> WriteBatch {
+    ops.into_iter().collect()
 }
 
 /// Inserts (short and long keys, empty key, small and large values), updates (same size,
@@ -375,14 +407,24 @@ pub fn batch_every_crash_point(f: &'static dyn EngineFactory) {
     for i in 0..6u32 {
         b.push(BatchOp::Put(format!("b{i}").into_bytes(), vec![i as u8; 5 + i as usize * 9]));
     }
-    batches.push(b);
-    batches.push(vec![
+    batches.push(batch(b));
+    let second = vec![
         BatchOp::Put(b"b1".to_vec(), b"updated".to_vec()),
         BatchOp::Delete(b"b2".to_vec()),
         BatchOp::Put(b"b9".to_vec(), vec![9; 100]),
         BatchOp::Put(b"b1".to_vec(), b"twice".to_vec()),
         BatchOp::Delete(b"missing".to_vec()),
-    ]);
+    ];
+    // The same writes as an independent batch (a prefix may survive), then atomic.
+    let mut independent = WriteBatch::independent();
+    for op in &second {
+        match op {
+            BatchOp::Put(k, v) => independent.put(k.clone(), [v.as_slice(), b"-i"].concat()),
+            BatchOp::Delete(k) => independent.delete(k.clone()),
+        };
+    }
+    batches.push(independent);
+    batches.push(batch(second));
     let n = explore(f, &batches);
     assert!(n > 20, "only {n} crash images");
 }
@@ -409,8 +451,12 @@ pub fn pipelined_server_traffic_every_crash_point(f: &'static dyn EngineFactory)
     let value = |i: usize, round: usize| vec![(i * 7 + round) as u8; [1, 8, 5, 90][(i + round) % 4]];
     let mut batches = Vec::new();
     for round in 0..3 {
-        // Client A: a pipeline of SETs, one batch.
-        let a: Vec<BatchOp> = (0..6).map(|i| BatchOp::Put(key(i + round), value(i, round))).collect();
+        // Client A: a pipeline of SETs, one batch of independent writes (the server's
+        // `set_many`: each SET is its own command, only their fences are shared).
+        let mut a = WriteBatch::independent();
+        for i in 0..6 {
+            a.put(key(i + round), value(i, round));
+        }
         batches.push(a);
         // Client B, between A's pipelines: DELs of A's keys, a SET of a key just deleted.
         batches.push(del(&key(round + 1)));
@@ -438,13 +484,13 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
         s.put(format!("base{i}").as_bytes(), &vec![i as u8; 3 + 20 * (i as usize % 2)]).unwrap();
     }
     let images: Taken = Arc::default();
-    let ops: Vec<Vec<BatchOp>> = vec![
+    let ops: Vec<WriteBatch> = vec![
         put(b"new-inline", b"1234"),
         put(b"new-long-value", &[7; 90]),
         put(b"base1", &[9; 60]),
         put(b"base2", &[5; 40]),
         del(b"base3"),
-        vec![BatchOp::Put(b"b-a".to_vec(), vec![1; 30]), BatchOp::Delete(b"base0".to_vec())],
+        batch(vec![BatchOp::Put(b"b-a".to_vec(), vec![1; 30]), BatchOp::Delete(b"base0".to_vec())]),
     ];
     for ops in &ops {
         let imgs = images.clone();
@@ -560,9 +606,9 @@ pub fn structural_every_crash_point(f: &'static dyn EngineFactory) {
     assert!(n > 0, "{}: a persistent engine reports how many keys a node holds (EngineInfo::node_keys)", f.info().name);
     let total = 3 * n + 2;
     let value = |i: usize, round: u8| vec![i as u8 ^ round; 8];
-    let mut ops: Vec<Vec<BatchOp>> = Vec::new();
+    let mut ops: Vec<WriteBatch> = Vec::new();
     let mut phases: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
-    let mut phase = |name, ops: &mut Vec<Vec<BatchOp>>, new: Vec<Vec<BatchOp>>| {
+    let mut phase = |name, ops: &mut Vec<WriteBatch>, new: Vec<WriteBatch>| {
         phases.push((name, ops.len()..ops.len() + new.len()));
         ops.extend(new);
     };
@@ -570,8 +616,8 @@ pub fn structural_every_crash_point(f: &'static dyn EngineFactory) {
     let run = n / 2..n / 2 + 2 * n;
     phase("delete", &mut ops, run.clone().map(|i| del(&structural_key(i))).collect());
     phase("re-insert", &mut ops, run.take(n).map(|i| put(&structural_key(i), &value(i, 0x5a))).collect());
-    let batch = (total..total + n.min(16)).map(|i| BatchOp::Put(structural_key(i), value(i, 0xa5))).collect();
-    phase("batch", &mut ops, vec![batch]);
+    let new_keys = (total..total + n.min(16)).map(|i| BatchOp::Put(structural_key(i), value(i, 0xa5))).collect();
+    phase("batch", &mut ops, vec![batch(new_keys)]);
 
     let points = points_per_op(f, &ops);
     let seed = crash_seed();
@@ -614,4 +660,107 @@ pub fn structural_every_crash_point(f: &'static dyn EngineFactory) {
     let done = explore_plan(f, &ops, &plan);
     eprintln!("{}: {} crash images, {} distinct, recovered and checked", f.info().name, done.taken, done.checked);
     assert!(done.checked > 20, "only {} crash images", done.checked);
+}
+
+/// Engines with atomic batches (SPEC P6 for [`pmkv::EngineInfo::atomic_batches`]): one
+/// large atomic batch over a store that holds keys already — updates of existing keys to
+/// values of the same size, larger and smaller, deletes of existing keys, enough new keys
+/// to restructure ([`pmkv::EngineInfo::node_keys`] of them, up to 64, plus 8: a leaf
+/// split, an index node grown, a new allocator chunk), a new key put twice, a new key put
+/// then deleted, a missing key deleted — crashed at every flush and fence point. Every
+/// recovered image must hold exactly the state before the batch or exactly the state
+/// after it, and pass `check` (the engines' checkers count every reachable object, a
+/// batch log left in use included, so nothing leaked). Then an image taken while the
+/// batch's log was in use (where the engine keeps one in an EPallocator object, as HART
+/// and NBTree do) is damaged inside the log: the open must fail with `Corrupt`, never
+/// open without the batch or with part of it.
+pub fn atomic_batch_every_crash_point(f: &'static dyn EngineFactory) {
+    let info = f.info();
+    if !info.persistent || !info.atomic_batches {
+        return;
+    }
+    let layout = f.layout().expect("persistent engines name their layout");
+    let fresh = info.node_keys.clamp(8, 64) + 8;
+    // Existing keys are every 4th of the structural keys, the new ones those between:
+    // both in the same nodes, leaves and hash key.
+    let existing: Vec<usize> = (0..24).map(|i| 4 * i).collect();
+    let new: Vec<usize> = (0..).filter(|i| i % 4 != 0).take(fresh).collect();
+    let mut prefill = WriteBatch::independent();
+    for &i in &existing {
+        prefill.put(structural_key(i), vec![i as u8; 8]);
+    }
+    let mut b = WriteBatch::new();
+    for (j, &i) in new.iter().enumerate() {
+        b.put(structural_key(i), vec![j as u8; [3, 8, 20, 90][j % 4]]);
+        if let Some(&e) = existing.get(j / 3).filter(|_| j % 3 == 2) {
+            match (j / 3) % 4 {
+                0 => b.put(structural_key(e), vec![0xe0; 8]),
+                1 => b.put(structural_key(e), vec![0xe1; 40]),
+                2 => b.put(structural_key(e), vec![0xe2; 1]),
+                _ => b.delete(structural_key(e)),
+            };
+        }
+    }
+    let (first, gone) = (structural_key(new[0]), structural_key(10_000));
+    b.put(gone.clone(), b"short-lived").delete(gone).delete(structural_key(20_000));
+    b.put(first, b"written twice");
+    let plan = Plan { explore: vec![false, true], single_lines: 1 };
+    let done = explore_plan(f, &[prefill.clone(), b.clone()], &plan);
+    eprintln!(
+        "{}: an atomic batch of {} operations, {} crash images, {} distinct, recovered and checked: {} to the \
+         state before it, {} to the state after it",
+        info.name,
+        b.len(),
+        done.taken,
+        done.checked,
+        done.before,
+        done.after
+    );
+    assert!(done.checked > 50, "only {} crash images", done.checked);
+    // Both outcomes occur (an engine with a redo log reaches the state after the batch
+    // from most of them, the crash points of its apply, only by finishing it).
+    assert!(done.before > 0 && done.after > 0, "{done:?}");
+
+    // A log damaged while in use is reported.
+    let s = sim_store(f, layout);
+    run_op(&s, &prefill).expect("prefill");
+    let sim_pool = s.engine().pool().expect("engine on a pool").clone();
+    let images: Taken = Arc::default();
+    let t = images.clone();
+    sim_pool.sim().expect("sim pool").set_hook(false, move |pt| {
+        t.lock().unwrap().push(format!("point {}", pt.index), pt.image(Eviction::None));
+    });
+    let r = run_op(&s, &b);
+    sim_pool.sim().unwrap().clear_hook();
+    r.expect("the batch");
+    drop(sim_pool);
+    drop(s);
+    let mut imgs = std::mem::take(&mut *images.lock().unwrap());
+    let logged = imgs.drain().find_map(|(at, img)| batch_logs_in(layout, &img).first().map(|&o| (at, img, o)));
+    let Some((at, mut img, log)) = logged else {
+        eprintln!("{}: keeps no batch log in an EPallocator object; no log to damage", info.name);
+        return;
+    };
+    let at_byte = log as usize + pmkv_substrate::batch_log::HEAD + 5;
+    img[at_byte] ^= 0x10;
+    let r = Pool::from_image(&img, Some(layout), &sim_opts().pool_options())
+        .map_err(pmkv::Error::from)
+        .and_then(|p| f.open_pool(Arc::new(p), &sim_opts()));
+    match r {
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{at}, log {log:#x} damaged: {e}");
+            assert!(e.to_string().contains("batch log"), "{at}: the error does not name the log: {e}");
+        }
+        Ok(_) => panic!("{at}: a pool whose batch log at {log:#x} is damaged opened"),
+    }
+}
+
+/// The batch logs in use in a crash image (offsets of used objects of the substrate's
+/// batch-log type), read with the allocator alone on a copy of the image.
+fn batch_logs_in(layout: &str, img: &[u8]) -> Vec<u64> {
+    let Ok(pool) = Pool::from_image(img, Some(layout), &sim_opts().pool_options()) else { return Vec::new() };
+    let Ok(alloc) = pmkv_substrate::epalloc::EpAlloc::open(Arc::new(pool)) else { return Vec::new() };
+    let mut v = Vec::new();
+    alloc.for_each_used(pmkv_substrate::batch_log::LOG, |o| v.push(o));
+    v
 }

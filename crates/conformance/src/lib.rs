@@ -68,6 +68,7 @@ macro_rules! suite {
             concurrent::histories_are_linearizable,
             crash::put_delete_every_crash_point,
             crash::batch_every_crash_point,
+            crash::atomic_batch_every_crash_point,
             crash::pipelined_server_traffic_every_crash_point,
             crash::recovery_survives_its_own_crash,
             crash::structural_every_crash_point,

@@ -102,3 +102,74 @@ fn linearizability_case_catches_stale_reads() {
     };
     assert!(msg.contains("not linearizable") || msg.contains("fits no order"), "{msg}");
 }
+
+/// HART with its batches applied one operation after the other, as before it had a batch
+/// log, while it still declares `atomic_batches`: a crash then keeps a prefix of a batch.
+struct PrefixBatches(Box<dyn Engine>);
+
+impl Engine for PrefixBatches {
+    fn info(&self) -> EngineInfo {
+        self.0.info()
+    }
+    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        self.0.get_with(key, f)
+    }
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.0.put(key, value)
+    }
+    fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.0.delete(key)
+    }
+    // `write_batch`: the trait's default, one operation after the other.
+    fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
+        self.0.scan(range, dir, limit, visit)
+    }
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn memory(&self) -> MemoryUsage {
+        self.0.memory()
+    }
+    fn check(&self) -> Result<CheckReport> {
+        self.0.check()
+    }
+    fn sync(&self) -> Result<()> {
+        self.0.sync()
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        self.0.close()
+    }
+    fn poison(&self) {
+        self.0.poison()
+    }
+    fn pool(&self) -> Option<&std::sync::Arc<pmkv_core::Pool>> {
+        self.0.pool()
+    }
+}
+
+struct PrefixFactory;
+
+impl EngineFactory for PrefixFactory {
+    fn info(&self) -> EngineInfo {
+        pmkv_hart::FACTORY.info()
+    }
+    fn layout(&self) -> Option<&'static str> {
+        pmkv_hart::FACTORY.layout()
+    }
+    fn open_pool(&self, pool: std::sync::Arc<pmkv_core::Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
+        Ok(Box::new(PrefixBatches(pmkv_hart::FACTORY.open_pool(pool, opts)?)))
+    }
+}
+
+static PREFIX: PrefixFactory = PrefixFactory;
+
+#[test]
+fn atomic_batch_case_catches_a_batch_applied_without_its_log() {
+    assert!(PREFIX.info().atomic_batches, "HART declares atomic batches");
+    let r = std::panic::catch_unwind(|| pmkv_conformance::crash::atomic_batch_every_crash_point(&PREFIX));
+    let msg = match r {
+        Ok(()) => panic!("a batch applied one operation after the other passed the atomic batch case"),
+        Err(p) => p.downcast_ref::<String>().cloned().unwrap_or_default(),
+    };
+    assert!(msg.contains("crash consistency violated") && msg.contains("none of the 2 allowed"), "{msg}");
+}

@@ -7,7 +7,7 @@
 //! pays: the figures lie quietly. These bounds make "persists less than the design says"
 //! a failure (and "persists much more" too: a lost group commit or a doubled flush).
 
-use pmkv::{Mode, Options, Store};
+use pmkv::{BatchOp, Mode, Options, Store, WriteBatch};
 use pmkv_core::EngineFactory;
 use pmkv_substrate::counters;
 
@@ -144,4 +144,144 @@ fn mangosteen_persists_what_its_design_says() {
     within("mangosteen update lines", c[UPDATE].lines, 6.0, 6.0);
     within("mangosteen insert lines", c[INSERT].lines, 6.0, 60.0);
     within("mangosteen delete lines", c[DELETE].lines, 6.0, 60.0);
+}
+
+/// Mean flushed lines and fences per batch of `k` operations (inserts of new keys and,
+/// unless `puts_only`, deletes of existing ones, alternating), applied three ways, each on
+/// a fresh pool filled alike: one call per operation, as one atomic batch, as one
+/// independent batch. The new values are `value`. `adr` mode.
+fn measure_batches(f: &dyn EngineFactory, k: usize, puts_only: bool, value: &[u8]) -> [Cost; 3] {
+    let rounds = 4000 / k;
+    let key = |i: usize| format!("key{:08}", (i * 7919) % 1_000_000).into_bytes();
+    // Keys 0.. exist; each round deletes k/2 of them and inserts k/2 new ones.
+    let existing = 3 * rounds * k.div_ceil(2);
+    let mut out = [Cost { lines: 0.0, fences: 0.0 }; 3];
+    for (way, cost) in out.iter_mut().enumerate() {
+        let dir = pmkv_testutil::pool_dir();
+        let o = Options::default().mode(Mode::Adr).initial_size(16 << 20).max_size(256 << 20);
+        let s = Store::open_with(f, dir.path().join("batches.pool"), &o).expect("open");
+        for i in 0..existing {
+            s.put(&key(i), b"value-0").unwrap();
+        }
+        let (mut old, mut new) = (0, existing);
+        let before = counters::snapshot();
+        for _ in 0..rounds {
+            let mut b = if way == INDEPENDENT { WriteBatch::independent() } else { WriteBatch::new() };
+            for j in 0..k {
+                if j % 2 == 0 || puts_only {
+                    b.put(key(new), value);
+                    new += 1;
+                } else {
+                    b.delete(key(old));
+                    old += 1;
+                }
+            }
+            if way == SEPARATE {
+                for op in b.ops() {
+                    match op {
+                        BatchOp::Put(k, v) => s.put(k, v).unwrap(),
+                        BatchOp::Delete(k) => assert!(s.delete(k).unwrap()),
+                    }
+                }
+            } else {
+                s.write(&b).unwrap();
+            }
+        }
+        let d = counters::snapshot().since(&before);
+        *cost = Cost { lines: d.lines_written as f64 / rounds as f64, fences: d.fences as f64 / rounds as f64 };
+        assert!(s.check().unwrap().is_ok());
+        s.close().unwrap();
+    }
+    out
+}
+
+const SEPARATE: usize = 0;
+const ATOMIC: usize = 1;
+const INDEPENDENT: usize = 2;
+
+/// An atomic batch of two or more operations on HART or NBTree pays for its redo log
+/// (docs/design/batch-log.md): the log's lines and its allocator bit behind one fence,
+/// the bit's publication behind a second, the retiring free behind a third — three fences
+/// and a few lines more than the same operations alone. An independent batch (the
+/// server's pipelined SETs) pays nothing for it: no more than the operations alone.
+#[test]
+fn atomic_batches_pay_for_their_log_and_independent_ones_do_not() {
+    for (name, f) in [("hart", &pmkv_hart::FACTORY as &dyn EngineFactory), ("nbtree", &pmkv_nbtree::FACTORY)] {
+        for k in [2usize, 16] {
+            let c = measure_batches(f, k, false, b"value-1");
+            eprintln!(
+                "{name}, {k} ops: separately {:.2} lines {:.2} fences; atomic batch {:.2} lines {:.2} fences; \
+                 independent batch {:.2} lines {:.2} fences",
+                c[SEPARATE].lines,
+                c[SEPARATE].fences,
+                c[ATOMIC].lines,
+                c[ATOMIC].fences,
+                c[INDEPENDENT].lines,
+                c[INDEPENDENT].fences
+            );
+            let log_lines = (40 + k * 20).div_ceil(64) as f64;
+            // NBTree frees the blocks a split replaced once an epoch has passed, at a time
+            // that varies from run to run, and each free fences: its figures wander by a
+            // few tenths of a fence and line per batch from one pool to the next.
+            let tol = if name == "nbtree" { 0.5 } else { 0.1 };
+            let extra = |w: usize| (c[w].lines - c[SEPARATE].lines, c[w].fences - c[SEPARATE].fences);
+            let (lines, fences) = extra(ATOMIC);
+            within(
+                &format!("{name} {k}-op atomic batch: lines beyond the operations'"),
+                lines,
+                log_lines + 2.0 - tol,
+                log_lines + 3.0 + tol,
+            );
+            within(&format!("{name} {k}-op atomic batch: fences beyond the operations'"), fences, 3.0 - tol, 3.0 + tol);
+            let (lines, fences) = extra(INDEPENDENT);
+            within(&format!("{name} {k}-op independent batch: fences beyond the operations'"), fences, -tol, tol);
+            within(&format!("{name} {k}-op independent batch: lines beyond the operations'"), lines, -tol, tol);
+        }
+    }
+}
+
+/// Group commit survives: an independent batch of puts (the server's pipelined SETs)
+/// shares its commit fences as before — HART: the puts of a run that fall in one ART, one
+/// fence, for records with a value object (a record that fits its leaf takes its lane's
+/// one-persist insert, whose fence is its own) — and an atomic one shares them too,
+/// inside its log's three fences.
+#[test]
+fn batches_of_puts_keep_their_group_commit() {
+    let value = [7u8; 20];
+    let c = measure_batches(&pmkv_hart::FACTORY, 16, true, &value);
+    eprintln!(
+        "hart, 16 puts of 20-byte values: separately {:.2} lines {:.2} fences; atomic batch {:.2} lines {:.2} \
+         fences; independent batch {:.2} lines {:.2} fences",
+        c[SEPARATE].lines,
+        c[SEPARATE].fences,
+        c[ATOMIC].lines,
+        c[ATOMIC].fences,
+        c[INDEPENDENT].lines,
+        c[INDEPENDENT].fences
+    );
+    within("hart 16 puts, separately: fences", c[SEPARATE].fences, 32.0, 34.5);
+    within("hart 16 puts, independent batch: fences", c[INDEPENDENT].fences, 17.0, 19.5);
+    within("hart 16 puts, atomic batch: fences beyond independent", c[ATOMIC].fences - c[INDEPENDENT].fences, 2.9, 3.1);
+    for (name, f) in [("hart", &pmkv_hart::FACTORY as &dyn EngineFactory), ("nbtree", &pmkv_nbtree::FACTORY)] {
+        let c = measure_batches(f, 16, true, b"value-1");
+        eprintln!(
+            "{name}, 16 puts of 7-byte values: separately {:.2} lines {:.2} fences; atomic batch {:.2} lines {:.2} \
+             fences; independent batch {:.2} lines {:.2} fences",
+            c[SEPARATE].lines,
+            c[SEPARATE].fences,
+            c[ATOMIC].lines,
+            c[ATOMIC].fences,
+            c[INDEPENDENT].lines,
+            c[INDEPENDENT].fences
+        );
+        let extra = |w: usize| c[w].fences - c[SEPARATE].fences;
+        let tol = if name == "nbtree" { 0.5 } else { 0.1 };
+        within(&format!("{name} 16 puts, independent batch: fences beyond separately"), extra(INDEPENDENT), -16.0, tol);
+        within(
+            &format!("{name} 16 puts, atomic batch: fences beyond independent"),
+            extra(ATOMIC) - extra(INDEPENDENT),
+            3.0 - tol,
+            3.0 + tol,
+        );
+    }
 }

@@ -1,11 +1,27 @@
 //! Write batches: several puts and deletes in one call.
 //!
-//! Whether a batch is atomic (all or nothing, for readers and across a crash) is the
-//! engine's to say ([`EngineInfo::atomic_batches`](crate::EngineInfo)): an engine that
-//! holds one lock over its whole map can make it so cheaply; a persistent index without a
-//! multi-operation log applies the operations in order, each durable before the next, so
-//! a crash leaves a prefix of the batch. Either way, the store checks every key and value
-//! size before the first operation, so a batch is never refused half-way for its sizes.
+//! **What an atomic batch promises** (the default; see [`WriteBatch::independent`] for
+//! the other kind) depends on the engine, which says it in
+//! [`EngineInfo::atomic_batches`](crate::EngineInfo):
+//!
+//! * `atomic_batches = true` — **all or nothing across a crash**: after a crash (or a
+//!   kill, or a panic inside the engine) the next open holds either none of the batch's
+//!   writes or all of them, never a part. Once `write` has returned `Ok`, all of them are
+//!   durable. This is *not* isolation from concurrent readers and writers unless the
+//!   engine says so below: HART and NBTree log the batch and then apply it in place, one
+//!   operation after the other, so a reader running meanwhile can see some of its writes
+//!   and not others, and a concurrent write of one of its keys can be overwritten by it
+//!   (also by the replay that finishes it after a crash: an unfinished batch counts as
+//!   applied after every write that raced with it). Front ends that need isolation (the
+//!   server's `MULTI`/`EXEC`) lock the keys themselves. Mangosteen (one combiner applies
+//!   the whole batch) and the volatile engine (one lock over its map) are atomic for
+//!   readers too.
+//! * `atomic_batches = false` — the operations are applied in order, each durable before
+//!   the next, so a crash leaves a prefix of the batch.
+//!
+//! Either way, the store checks every key and value size before the first operation, so
+//! a batch is never refused half-way for its sizes; and a batch is applied in order (a
+//! later write of a key wins).
 
 /// One operation of a batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,16 +41,34 @@ impl BatchOp {
     }
 }
 
-/// An ordered list of writes, applied in order (a later write of a key wins).
+/// An ordered list of writes, applied in order (a later write of a key wins). Atomic
+/// unless made with [`WriteBatch::independent`] (see the module doc).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WriteBatch {
     ops: Vec<BatchOp>,
+    /// The operations are independent writes grouped only to share their persists.
+    independent: bool,
 }
 
 impl WriteBatch {
-    /// An empty batch.
+    /// An empty atomic batch: all or nothing across a crash on an engine that declares
+    /// `atomic_batches`.
     pub fn new() -> WriteBatch {
         WriteBatch::default()
+    }
+    /// An empty batch of *independent* writes: grouped to share their persists (group
+    /// commit), with no promise that they stand or fall together. A crash may keep any
+    /// prefix of it on every engine, and an engine need not pay for atomicity: HART and
+    /// NBTree skip their batch log, so such a batch costs what the same writes cost
+    /// alone, less the fences they share. For writes that are separate requests anyway,
+    /// such as the server's pipelined `SET`s.
+    pub fn independent() -> WriteBatch {
+        WriteBatch { ops: Vec::new(), independent: true }
+    }
+    /// Whether the batch asks to be all or nothing (made with [`WriteBatch::new`] or
+    /// collected from an iterator), as opposed to [`WriteBatch::independent`].
+    pub fn is_atomic(&self) -> bool {
+        !self.independent
     }
     /// Add an insert-or-replace.
     pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
@@ -58,14 +92,15 @@ impl WriteBatch {
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
-    /// Remove every operation, keeping the allocation.
+    /// Remove every operation, keeping the allocation (and the kind of batch).
     pub fn clear(&mut self) {
         self.ops.clear();
     }
 }
 
+/// Collects an atomic batch.
 impl FromIterator<BatchOp> for WriteBatch {
     fn from_iter<I: IntoIterator<Item = BatchOp>>(iter: I) -> Self {
-        WriteBatch { ops: iter.into_iter().collect() }
+        WriteBatch { ops: iter.into_iter().collect(), independent: false }
     }
 }

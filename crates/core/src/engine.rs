@@ -33,9 +33,15 @@ pub struct EngineInfo {
     pub description: &'static str,
     /// Data survives close and crash (a pool file). A volatile engine ignores the path.
     pub persistent: bool,
-    /// [`Engine::write_batch`] is all-or-nothing for readers and across a crash. When
-    /// false, batch operations are applied in order, each durable before the next, so a
-    /// crash leaves a prefix of the batch applied.
+    /// An atomic [`WriteBatch`] (not [`WriteBatch::independent`]) given to
+    /// [`Engine::write_batch`] is **all or nothing across a crash**: the next open after a
+    /// crash, kill or panic holds none of its writes or all of them, and all of them are
+    /// durable once it has returned `Ok`. It does *not* promise isolation: an engine that
+    /// applies a logged batch in place (HART, NBTree) lets a concurrent reader see part of
+    /// it, and a concurrent write of one of its keys may be overwritten by it — front ends
+    /// that need isolation lock the keys (see the `batch` module). When false, batch
+    /// operations are applied in order, each durable before the next, so a crash leaves
+    /// a prefix of the batch applied.
     pub atomic_batches: bool,
     /// Longest key accepted, in bytes.
     pub max_key_len: usize,
@@ -140,7 +146,8 @@ pub trait Engine: Send + Sync {
 
     /// Apply `batch` in order. The store has already checked every size against
     /// [`EngineInfo`]. The default applies the operations one by one (not atomic); an
-    /// engine that declares `atomic_batches` overrides it.
+    /// engine that declares `atomic_batches` overrides it, and may apply a
+    /// [`WriteBatch::independent`] one without paying for atomicity.
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
         for op in batch.ops() {
             match op {

@@ -230,9 +230,10 @@ fn pool_kind(e: &PoolError) -> ErrorKind {
         PoolError::NotFound { .. } => ErrorKind::NotFound,
         PoolError::AlreadyExists { .. } => ErrorKind::AlreadyExists,
         PoolError::NotAPool { .. } | PoolError::NotARegularFile { .. } => ErrorKind::NotAPool,
-        PoolError::Truncated { .. } | PoolError::CorruptHeader { .. } | PoolError::CorruptAllocator(_) => {
-            ErrorKind::Corrupt
-        }
+        PoolError::Truncated { .. }
+        | PoolError::CorruptHeader { .. }
+        | PoolError::CorruptAllocator(_)
+        | PoolError::CorruptBatchLog(_) => ErrorKind::Corrupt,
         PoolError::Version { .. } | PoolError::AllocatorVersion { .. } => ErrorKind::Version,
         PoolError::WrongLayout { .. } => ErrorKind::WrongEngine,
         PoolError::Locked { .. } => ErrorKind::Locked,
@@ -242,7 +243,7 @@ fn pool_kind(e: &PoolError) -> ErrorKind {
         PoolError::ReadOnly { .. } => ErrorKind::ReadOnly,
         PoolError::NeedsRecovery { .. } => ErrorKind::NeedsRecovery,
         PoolError::Full { .. } => ErrorKind::Full,
-        PoolError::Poisoned { .. } => ErrorKind::Poisoned,
+        PoolError::Poisoned { .. } | PoolError::BatchUnfinished(_) => ErrorKind::Poisoned,
         PoolError::Allocator(_) => ErrorKind::Unsupported,
         PoolError::Io { source, .. } => match source.kind() {
             std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => ErrorKind::ReadOnly,

@@ -1,7 +1,7 @@
 //! `check` for HART (extends EPallocator's checker): every used leaf is reachable from
 //! exactly one ART and found by its own key; every key once; every used leaf's value and
 //! key object are used, owned by that leaf alone; no used value or key object is
-//! unreferenced (no leak); no micro-log left valid.
+//! unreferenced (no leak); no micro-log left valid; no write batch log in use.
 
 use crate::art::{Art, KeySource};
 use crate::error::{Error, Result};
@@ -18,7 +18,9 @@ impl Hart {
     /// holds new ones until it returns (see `HashTable::quiesced`), so it sees the HART at
     /// rest and reads PM that nothing writes. It must not be called from a scan's visitor.
     pub fn check(&self) -> Result<String> {
-        self.table.quiesced(|arts| self.check_quiesced(arts))
+        // Batches first (a batch holds ART locks only between its operations, and takes
+        // them after the gate), so that a log in use is one a batch left, not one running.
+        self.pm.batches.quiesced(|| self.table.quiesced(|arts| self.check_quiesced(arts)))
     }
 
     fn check_quiesced(&self, arts: &[(HashKey, &Art)]) -> Result<String> {
@@ -114,6 +116,7 @@ impl Hart {
         if supers != [pool.root(SUPER_ROOT)] {
             problems.push(format!("superblock objects {supers:x?} but the root names {:#x}", pool.root(SUPER_ROOT)));
         }
+        problems.extend(pmkv_substrate::batch_log::problems(&self.pm.alloc));
         for i in 0..NUM_LOGS as u64 {
             // SAFETY: quiesced: no update holds or writes a log.
             if unsafe { crate::micro_log::read(pool, self.pm.logs_off + i * LOG_SIZE) }.is_some() {

@@ -10,6 +10,7 @@ use pmkv_core::{
     BatchOp, CheckReport, Direction, Emit, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
     Options, Param, Pool, RecoveryReport, Result, SalvageReport, Visitor, WriteBatch,
 };
+use pmkv_substrate::batch_log::Op;
 use std::sync::Arc;
 
 /// The layout name HART pools carry in their header.
@@ -37,7 +38,7 @@ const PARAMS: &[Param] = &[
 fn info() -> EngineInfo {
     EngineInfo::new("hart", "HART: hash table of adaptive radix trees in DRAM over PM leaves (Pan et al., IPDPS 2019)")
         .persistent(true)
-        .atomic_batches(false)
+        .atomic_batches(true)
         .limits(MAX_KEY, MAX_VALUE)
         .node_keys(256)
 }
@@ -106,32 +107,20 @@ impl Engine for HartEngine {
     fn delete(&self, key: &[u8]) -> Result<bool> {
         Ok(self.0.delete(key)?)
     }
-    /// In order and not atomic (a crash keeps a prefix), with group commit: consecutive
-    /// puts go through [`Hart::put_many`], which shares one commit fence among the puts
-    /// of a run that fall in one ART.
+    /// Atomic batches of two or more operations go through the batch log (all or nothing
+    /// across a crash, see `batch`); independent ones are applied in order (a crash keeps
+    /// a prefix), with group commit: consecutive puts go through [`Hart::put_many`],
+    /// which shares one commit fence among the puts of a run that fall in one ART.
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        let ops = batch.ops();
-        let mut i = 0;
-        while i < ops.len() {
-            match &ops[i] {
-                BatchOp::Delete(k) => {
-                    self.0.delete(k)?;
-                    i += 1;
-                }
-                BatchOp::Put(..) => {
-                    let puts: Vec<(&[u8], &[u8])> = ops[i..]
-                        .iter()
-                        .map_while(|op| match op {
-                            BatchOp::Put(k, v) => Some((&k[..], &v[..])),
-                            BatchOp::Delete(_) => None,
-                        })
-                        .collect();
-                    i += puts.len();
-                    self.0.put_many(&puts)?;
-                }
-            }
-        }
-        Ok(())
+        let ops: Vec<Op<'_>> = batch
+            .ops()
+            .iter()
+            .map(|op| match op {
+                BatchOp::Put(k, v) => Op::Put(k, v),
+                BatchOp::Delete(k) => Op::Delete(k),
+            })
+            .collect();
+        Ok(self.0.write_batch(&ops, batch.is_atomic())?)
     }
     fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
         if range.is_empty() {

@@ -82,15 +82,26 @@ impl Hart {
         if sb == 0 {
             pool.check_writable()?; // a read-only pool without a HART cannot get one
         }
+        let t0 = std::time::Instant::now();
         let parts = if sb == 0 { Self::format(pool, opts)? } else { recovery::recover(pool)? };
-        Ok(Hart {
+        let mut h = Hart {
             pm: parts.pm,
             table: parts.table,
             lanes: (0..NUM_LOGS).map(|_| LaneSlot::default()).collect(),
             recovery: parts.report,
             paper_updates: opts.paper_updates,
             _claim: claim,
-        })
+        };
+        // Write batches a crash interrupted after their log was published are finished
+        // now, on the rebuilt trees, before anything else may write (see `batch`).
+        let finished = h.finish_batches(parts.pending)?;
+        h.recovery = std::mem::take(&mut h.recovery).with_detail("batches_finished", finished);
+        h.recovery.rolled_forward += finished;
+        if finished > 0 {
+            h.recovery.records = h.len();
+            h.recovery.duration = t0.elapsed();
+        }
+        Ok(h)
     }
 
     /// Format a new pool: the superblock and the micro-log array, and an empty table.
@@ -131,6 +142,7 @@ impl Hart {
             pm: Pm::new(pool, alloc, kh, logs_off),
             table: HashTable::new(kh),
             report: recovery::report(true, &Default::default(), std::time::Duration::ZERO),
+            pending: Vec::new(),
         })
     }
 

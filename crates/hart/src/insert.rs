@@ -12,7 +12,7 @@ use crate::layout::*;
 use crate::pm::PmKeys;
 
 impl Hart {
-    fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
+    pub(crate) fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
         if key.len() > MAX_KEY {
             return Err(Error::KeyTooLarge(key.len()));
         }

@@ -117,15 +117,17 @@ pub(crate) const SUPER_MAGIC: [u8; 8] = *b"HARTSB01";
 /// 2 added inline values. Pools of versions 1 and 2 are refused with a clear error: their
 /// leaves have no checks to verify, and inventing them in place would bless whatever
 /// damage those pools already hold.
-pub(crate) const SUPER_VERSION: u32 = 6;
+pub(crate) const SUPER_VERSION: u32 = 7;
 /// Oldest version this build opens. Version 4 added the second inline value slot, version
 /// 5 the insert log's lane words (bytes 32..48 of each micro-log line, see `insert_log`),
-/// version 6 the erase mark ([`erased_word`]). Older pools use none of them, so their
-/// leaves and logs are valid version-6 ones, and a writable open marks the pool version 6
-/// before its first write (builds that read only version 3 would take a value in the
-/// second slot for damage; builds that read only 4 would take a torn one-persist insert
-/// for damage after a crash; builds that read only 5 would take an erased leaf for damage
-/// after a crash).
+/// version 6 the erase mark ([`erased_word`]), version 7 write-batch logs (EPallocator
+/// objects of type `pmkv_substrate::batch_log::LOG`, see `batch`). Older pools use none
+/// of them, so their leaves and logs are valid version-7 ones, and a writable open marks
+/// the pool version 7 before its first write (builds that read only version 3 would take
+/// a value in the second slot for damage; builds that read only 4 would take a torn
+/// one-persist insert for damage after a crash; builds that read only 5 would take an
+/// erased leaf for damage after a crash; builds that read only 6 would ignore a batch log
+/// a crash left in use, and open the pool with the batch half applied).
 pub(crate) const SUPER_VERSION_MIN: u32 = 3;
 pub(crate) const SUPER_SIZE: u64 = 64;
 /// Update micro-logs (one per concurrent writer; writers share them round-robin).

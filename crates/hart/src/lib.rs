@@ -26,7 +26,8 @@
 //! 6. **Facade** — `hart`: [`Hart`] owns the parts, formats or recovers a pool, syncs and
 //!    closes it. Its operations are one module each, named as the paper names them:
 //!    `insert` (Algorithm 1), `update` (Algorithm 3), `search` (Algorithm 4), `delete`
-//!    (Algorithm 5), `scan` (ordered scans, SPEC H8); `memory` accounts for the
+//!    (Algorithm 5), `scan` (ordered scans, SPEC H8), `batch` (write batches, all or
+//!    nothing across a crash through the substrate's batch log); `memory` accounts for the
 //!    structures (SPEC H9), `checker` verifies them, `salvage` reads a damaged image.
 //! 7. **Engine** — `engine`: HART behind `pmkv-core`'s engine contract ([`FACTORY`]).
 //!
@@ -48,6 +49,7 @@
 
 pub(crate) mod art;
 mod art_lock;
+mod batch;
 mod checker;
 mod checksum;
 mod delete;

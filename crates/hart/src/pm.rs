@@ -28,12 +28,15 @@ pub(crate) struct Pm {
     /// refused: a write could build on the damaged object (an update's roll-back value, a
     /// delete that frees what a damaged pointer names) and spread the damage.
     damage: OnceLock<String>,
+    /// The write batches' redo log state (see `batch`): the publication order, the gate
+    /// the checker closes, and whether a batch failed half-way (writes are then refused).
+    pub(crate) batches: pmkv_substrate::batch_log::BatchLog,
 }
 
 impl Pm {
     /// The handle on `pool` with its allocator and the superblock's facts.
     pub(crate) fn new(pool: Arc<Pool>, alloc: EpAlloc, kh: usize, logs_off: u64) -> Pm {
-        Pm { pool, alloc, kh, logs_off, damage: OnceLock::new() }
+        Pm { pool, alloc, kh, logs_off, damage: OnceLock::new(), batches: Default::default() }
     }
 
     /// Remember the first damage a read met (see [`Pm::check_write`]).
@@ -43,9 +46,11 @@ impl Pm {
         }
     }
 
-    /// Before any write: the pool is writable and no read has met damage in it.
+    /// Before any write: the pool is writable, no read has met damage in it, and no write
+    /// batch was left half applied (whose replay at the next open would undo this write).
     pub(crate) fn check_write(&self) -> Result<()> {
         self.pool.check_writable()?;
+        self.batches.check_writes()?;
         match self.damage.get() {
             Some(what) => Err(Error::Corrupt(format!(
                 "writes are refused: the pool is damaged ({what}); `pmkv salvage` copies every intact record to a new pool"

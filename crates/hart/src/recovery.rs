@@ -37,6 +37,9 @@ pub(crate) struct Parts {
     pub(crate) pm: Pm,
     pub(crate) table: HashTable,
     pub(crate) report: RecoveryReport,
+    /// Write batches a crash left committed but maybe not applied, validated before
+    /// recovery wrote anything (see `batch`): the open finishes them on the rebuilt trees.
+    pub(crate) pending: Vec<pmkv_substrate::batch_log::Pending>,
 }
 
 /// HART's own recovery figures, reported as details of the common [`RecoveryReport`].
@@ -122,13 +125,17 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Parts> {
     let t0 = Instant::now();
     let alloc = EpAlloc::open(pool.clone())?;
     let (kh, logs_off) = read_super(&pool, &alloc)?;
+    // Batch logs are checked before recovery writes anything: a damaged one refuses the
+    // pool as it found it.
+    let pending = pmkv_substrate::batch_log::pending(&alloc)?;
     let sb = pool.root(SUPER_ROOT);
     // Up to version 5 a delete erased a leaf to 0 (see `erased_word`).
     let zero_erases = read_u32(&pool, sb + 8) < 6;
     if read_u32(&pool, sb + 8) < SUPER_VERSION && !pool.is_read_only() {
-        // A version-3 or 4 pool (no second value slot, no insert log, see
-        // `SUPER_VERSION_MIN`): its leaves and logs are version-5 ones as they are; mark
-        // it before anything may write slot B or a lane word.
+        // A version-3 to 6 pool (no second value slot, insert log, erase mark or batch
+        // log, see `SUPER_VERSION_MIN`): its leaves and logs are current ones as they are;
+        // mark it before anything may write slot B, a lane word, an erase mark or a batch
+        // log.
         // SAFETY: the superblock's version field; recovery runs alone.
         unsafe { pool.at::<u32>(sb + 8).write(SUPER_VERSION) };
         pool.persist_off(sb + 8, 4);
@@ -255,7 +262,7 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Parts> {
     }
     rep.arts = table.arts() as u64;
     let report = report(clean, &rep, t0.elapsed());
-    Ok(Parts { pm, table, report })
+    Ok(Parts { pm, table, report, pending })
 }
 
 /// Free every used object of type `ty` whose offset is not in `marked`.

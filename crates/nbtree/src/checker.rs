@@ -1,5 +1,6 @@
 //! `check` (SPEC N-invariants): every PM entry reachable from the leaf list, each key once
-//! and in order, the metadata layer equal to what the blocks say, no leaked object.
+//! and in order, the metadata layer equal to what the blocks say, no leaked object, no
+//! write batch log in use.
 //! Run it while no other thread writes the tree (a check beside writers may report
 //! transient differences, never undefined behaviour: everything it reads is atomic).
 
@@ -16,6 +17,10 @@ pub(crate) type ByStructure = Vec<(String, u64)>;
 impl NbTree {
     /// Verify the tree; `Err(Corrupt)` lists the problems, `Ok` summarises.
     pub fn check(&self) -> Result<String> {
+        self.batches.quiesced(|| self.check_quiesced())
+    }
+
+    fn check_quiesced(&self) -> Result<String> {
         let _g = crossbeam_epoch::pin();
         drop(_g);
         for _ in 0..4 {
@@ -169,6 +174,7 @@ impl NbTree {
         if orphans > waiting && !unswept {
             problems.push(format!("{} leaked PM objects (used, named by no entry, not retired)", orphans - waiting));
         }
+        problems.extend(pmkv_substrate::batch_log::problems(&self.alloc));
         match self.alloc.check() {
             Ok(r) => problems.extend(r.problems.iter().map(|p| format!("allocator: {p}"))),
             Err(e) => problems.push(format!("allocator: {e}")),

@@ -3,8 +3,8 @@
 //! Only the key-value layer is persistent. Everything else (leaf metadata, inner nodes)
 //! is rebuilt from it at open (§3.2 "Crash Consistency", SPEC N6).
 //!
-//! * **Superblock** (type [`SUPER`], 64 bytes, pool root [`SUPER_ROOT`]): magic, version,
-//!   leaf capacity, the head of the block list (a sentinel block that holds no key), a
+//! * **Superblock** (type [`SUPER`], 64 bytes, pool root [`SUPER_ROOT`]): magic, version
+//!   (with the [`BATCH_LOGS`] flag), leaf capacity, the head of the block list (a sentinel block that holds no key), a
 //!   "sweep needed" word, and a CRC-32C of the immutable fields.
 //! * **Key-value block** (type [`BLOCK`], [`BLOCK_SIZE`] bytes): the next block (8), a
 //!   seal (CRC-32C of the block, written at clean close and verified at clean open) (4),
@@ -48,6 +48,17 @@ pub(crate) const SUPER_MAGIC: &[u8; 8] = b"NBTREE01";
 pub(crate) const SUPER_VERSION: u32 = 3;
 /// The first format with entry checks and checked `next` words.
 pub(crate) const CHECKS_VERSION: u32 = 3;
+/// Bit 16 of the superblock's version word: the pool may hold write-batch logs
+/// (EPallocator objects of type `pmkv_substrate::batch_log::LOG`, see `batch`). It is
+/// orthogonal to the format (1 to 3) in the low bits, so that a pool of any format can
+/// carry batch logs without being converted; builds that do not know it read the word as
+/// a format they do not support and refuse the pool, instead of opening it with a batch
+/// half applied. New pools have it; an older pool gets it from the first atomic batch
+/// that needs a log, so a pool that never sees one stays readable by the binaries that
+/// wrote it. It is left out of the superblock's CRC ([`super_crc`]) so that setting it is
+/// one 8-byte store: a flag lost to damage can only let an older build open the pool,
+/// this build finds batch logs by their type whatever the flag says.
+pub(crate) const BATCH_LOGS: u32 = 1 << 16;
 /// The oldest format this build opens.
 pub(crate) const SUPER_VERSION_MIN: u32 = 1;
 pub(crate) const SUPER_SIZE: usize = 64;
@@ -315,9 +326,15 @@ pub(crate) fn block_seal(block: &[u8]) -> u32 {
     crc32c::crc32c_append(c, &block[BLK_ENTRIES as usize..BLOCK_SIZE])
 }
 
-/// CRC-32C of the superblock's immutable fields.
+/// CRC-32C of the superblock's immutable fields, the version word's [`BATCH_LOGS`] flag
+/// left out (it is set later, by one store).
 pub(crate) fn super_crc(sb: &[u8]) -> u32 {
-    crc32c::crc32c(&sb[..SB_CRC as usize])
+    let mut head = [0u8; SB_CRC as usize];
+    head.copy_from_slice(&sb[..SB_CRC as usize]);
+    let at = SB_VERSION as usize;
+    let v = u32::from_le_bytes(head[at..at + 4].try_into().expect("4 bytes")) & !BATCH_LOGS;
+    head[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    crc32c::crc32c(&head)
 }
 
 /// A key as the leaf stores it.

@@ -25,7 +25,9 @@
 //! 3. `inner`: DRAM inner nodes (§4.3), copy-on-write instead of HTM; routes keys to
 //!    leaves. It names leaves, never the tree.
 //! 4. `tree`: [`NbTree`] and its base operations (§3.2, §4.1, §5): insert (Algorithm 1),
-//!    update (Algorithm 3), delete (Algorithm 4), search (Algorithm 5) and ordered scans.
+//!    update (Algorithm 3), delete (Algorithm 4), search (Algorithm 5) and ordered scans;
+//!    `batch` applies write batches with them, all or nothing across a crash through the
+//!    substrate's batch log.
 //! 5. `smo`: the cooperative structural modification, copy and link phases (§4.2,
 //!    Algorithm 2). It extends `NbTree` (a writer that meets a leaf in SMO helps finish
 //!    it, so `tree`'s writers call it as a method), and is the only code that replaces
@@ -41,6 +43,7 @@
 //! else is crate-private.
 
 mod arena;
+mod batch;
 mod chaos;
 #[cfg(feature = "chaos")]
 pub use chaos::enable as enable_chaos;

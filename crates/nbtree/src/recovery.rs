@@ -86,7 +86,7 @@ fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant, sl: bool) -> Result<Nb
     let head = new_zeroed(&pool, &alloc, BLOCK, &mut img, Some(first))?;
     let mut sb = [0u8; SUPER_SIZE];
     sb[..8].copy_from_slice(SUPER_MAGIC);
-    sb[8..12].copy_from_slice(&SUPER_VERSION.to_le_bytes());
+    sb[8..12].copy_from_slice(&(SUPER_VERSION | BATCH_LOGS).to_le_bytes());
     let cap = Fmt::of(SUPER_VERSION).cap();
     sb[12..16].copy_from_slice(&(if sl { cap - SL_FIRST } else { cap } as u32).to_le_bytes());
     sb[16..24].copy_from_slice(&head.to_le_bytes());
@@ -105,7 +105,9 @@ fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant, sl: bool) -> Result<Nb
     rep.clean_shutdown = true;
     rep.duration = Duration::from_micros(t0.elapsed().as_micros() as u64);
     let rep = with_figures(rep, 1, 1, [0; 4]);
-    Ok(assemble(pool, alloc, sbo, sentinel, root, 0, rep, claim, (sl, Fmt::of(SUPER_VERSION)), (arena, nodes)))
+    let t = assemble(pool, alloc, sbo, sentinel, root, 0, rep, claim, (sl, Fmt::of(SUPER_VERSION)), (arena, nodes));
+    t.batch_logs.store(true, Ordering::Relaxed);
+    Ok(t)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -137,13 +139,15 @@ fn assemble(
         fmt,
         arena,
         nodes,
+        batches: Default::default(),
+        batch_logs: std::sync::atomic::AtomicBool::new(false),
         _claim: claim,
     }
 }
 
 /// Validate the superblock; returns the head block, whether leaves are single-layer and
 /// what the format has.
-fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(u64, bool, Fmt)> {
+fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(u64, bool, Fmt, bool)> {
     if !sb.is_multiple_of(8)
         || !pool.contains(sb, SUPER_SIZE as u64)
         || alloc.type_of(sb) != Some(SUPER)
@@ -157,10 +161,12 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(u64, bool, Fmt)>
         return Err(corrupt("bad superblock magic"));
     }
     let field = |at: u64, n: usize| &b[at as usize..at as usize + n];
-    let version = u32::from_le_bytes(field(SB_VERSION, 4).try_into().expect("4 bytes"));
+    let word = u32::from_le_bytes(field(SB_VERSION, 4).try_into().expect("4 bytes"));
+    let (version, batch_logs) = (word & !BATCH_LOGS, word & BATCH_LOGS != 0);
     if !(SUPER_VERSION_MIN..=SUPER_VERSION).contains(&version) {
         return Err(Error::Version(format!(
-            "NBTree format version {version} is not supported (this build reads {SUPER_VERSION_MIN} to {SUPER_VERSION})"
+            "NBTree format version {word:#x} is not supported (this build reads {SUPER_VERSION_MIN} to {SUPER_VERSION}, \
+             with or without the batch-log flag {BATCH_LOGS:#x})"
         )));
     }
     if u32::from_le_bytes(field(SB_CRC, 4).try_into().expect("4 bytes")) != super_crc(b) {
@@ -172,7 +178,7 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<(u64, bool, Fmt)>
         c if c == fmt.cap() - SL_FIRST => true,
         _ => return Err(corrupt("the superblock's leaf capacity is not this build's")),
     };
-    Ok((u64::from_le_bytes(field(SB_HEAD, 8).try_into().expect("8 bytes")), sl, fmt))
+    Ok((u64::from_le_bytes(field(SB_HEAD, 8).try_into().expect("8 bytes")), sl, fmt, batch_logs))
 }
 
 /// What decoding one block found: plain data, no heap allocation in the common case (a
@@ -476,7 +482,10 @@ fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
     }
     let alloc = EpAlloc::open(pool.clone())?;
     let mut phases = [t0.elapsed().as_micros() as u64, 0, 0, 0];
-    let (head, sl, fmt) = read_super(&pool, &alloc, sb)?;
+    let (head, sl, fmt, batch_logs) = read_super(&pool, &alloc, sb)?;
+    // Batch logs are checked before recovery writes anything: a damaged one refuses the
+    // pool as it found it. They are finished once the tree is rebuilt.
+    let pending = pmkv_substrate::batch_log::pending(&alloc)?;
     if want_sl && !sl {
         return Err(Error::Invalid(
             "single_layer: this pool was created with two-layer leaves (the kind is chosen at creation)".into(),
@@ -684,7 +693,18 @@ fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
         phases[i] -= phases[i - 1];
     }
     let rep = with_figures(rep, order.len() as u64 - 1, threads, phases);
-    Ok(assemble(pool, alloc, sb, sentinel, root, count, rep, claim, (sl, fmt), (arena, nodes)))
+    let mut t = assemble(pool, alloc, sb, sentinel, root, count, rep, claim, (sl, fmt), (arena, nodes));
+    t.batch_logs.store(batch_logs, Ordering::Relaxed);
+    // Write batches a crash interrupted after their log was published are finished now,
+    // on the rebuilt tree, before anything else may write (see `batch`).
+    let finished = t.finish_batches(pending)?;
+    t.recovery = std::mem::take(&mut t.recovery).with_detail("batches_finished", finished);
+    if finished > 0 {
+        t.recovery.rolled_forward += finished;
+        t.recovery.records = t.len();
+        t.recovery.duration = Duration::from_micros(t0.elapsed().as_micros() as u64);
+    }
+    Ok(t)
 }
 
 impl NbTree {

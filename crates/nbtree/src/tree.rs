@@ -109,6 +109,10 @@ pub struct NbTree {
     pub(crate) arena: Arc<LeafArena>,
     /// Where the inner nodes live (likewise).
     pub(crate) nodes: Arc<NodeArena>,
+    /// The write batches' redo log state (see `batch`).
+    pub(crate) batches: pmkv_substrate::batch_log::BatchLog,
+    /// The superblock carries the [`BATCH_LOGS`] flag (set before the first log).
+    pub(crate) batch_logs: std::sync::atomic::AtomicBool,
     pub(crate) _claim: pmkv_substrate::EngineClaim,
 }
 
@@ -396,6 +400,7 @@ impl NbTree {
             return Err(Error::ValueTooLarge(value.len()));
         }
         self.pool.check_writable()?;
+        self.batches.check_writes()?;
         let g = epoch::pin();
         let mut prep = self.prepare_value(value)?;
         let r = self.put_prepared(key, value, &mut prep, &g);
@@ -682,6 +687,7 @@ impl NbTree {
             return Ok(false);
         }
         self.pool.check_writable()?;
+        self.batches.check_writes()?;
         let g = epoch::pin();
         let fp = fingerprint(key);
         loop {

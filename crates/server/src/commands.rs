@@ -532,7 +532,7 @@ fn walk_to_array(
 /// A key that gained a meta record (a TTL, a hash) since [`is_plain_set`] looked goes
 /// through the full SET instead. Returns the reply of each of them.
 pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Reply {
-    let mut b = pmkv::WriteBatch::new();
+    let mut b = pmkv::WriteBatch::independent();
     let mut full = Vec::new();
     for mut a in sets {
         let v = a.pop().unwrap_or_default();

@@ -43,6 +43,14 @@ pub enum PoolError {
     /// EPallocator metadata in the pool is damaged (bad root, broken chunk list, ...).
     #[error("corrupt allocator metadata: {0}")]
     CorruptAllocator(String),
+    /// A write-batch redo log in the pool is damaged (see `batch_log`): the batch it holds
+    /// may be half applied, so the pool is refused rather than opened without it.
+    #[error("corrupt write batch log: {0}")]
+    CorruptBatchLog(String),
+    /// A write batch failed after its log was published: writes are refused until the
+    /// pool is opened again, which finishes the batch (see `batch_log`).
+    #[error("writes are refused: {0}")]
+    BatchUnfinished(String),
     /// The allocator's root block is of a format version this build does not read.
     #[error("allocator format version {found} is not supported (this build reads {oldest} to {supported}){hint}")]
     AllocatorVersion { found: u32, oldest: u32, supported: u32, hint: &'static str },

@@ -11,12 +11,15 @@
 //! * `crash_sim` — with the `crash-sim` feature only: the crash simulator (P6), simulated
 //!   pools whose every flush, fence and store is a crash point; for tests;
 //! * [`epalloc`] — EPallocator, the leak-proof persistent allocator (P7);
+//! * [`batch_log`] — the redo log that makes an engine's write batches all or nothing
+//!   across a crash, kept in EPallocator objects;
 //! * [`huge`] — DRAM blocks on 2 MiB pages, for the engines' DRAM structures;
 //! * `fault` — with the `fault-injection` feature only: a hook at every flush and fence of
 //!   any pool, for tests that make an engine panic mid-write on a file pool.
 //!
 //! Nothing here knows about engines; engines depend on this crate, never the reverse.
 
+pub mod batch_log;
 pub mod counters;
 #[cfg(feature = "crash-sim")]
 pub mod crash_sim;
