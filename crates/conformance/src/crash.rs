@@ -667,7 +667,8 @@ pub fn structural_every_crash_point(f: &'static dyn EngineFactory) {
 /// values of the same size, larger and smaller, deletes of existing keys, enough new keys
 /// to restructure ([`pmkv::EngineInfo::node_keys`] of them, up to 64, plus 8: a leaf
 /// split, an index node grown, a new allocator chunk), a new key put twice, a new key put
-/// then deleted, a missing key deleted — crashed at every flush and fence point. Every
+/// then deleted, a missing key deleted, a 5000-byte value (so that a log kept in
+/// EPallocator is an extent) — crashed at every flush and fence point. Every
 /// recovered image must hold exactly the state before the batch or exactly the state
 /// after it, and pass `check` (the engines' checkers count every reachable object, a
 /// batch log left in use included, so nothing leaked). Then an image taken while the
@@ -703,6 +704,8 @@ pub fn atomic_batch_every_crash_point(f: &'static dyn EngineFactory) {
     }
     let (first, gone) = (structural_key(new[0]), structural_key(10_000));
     b.put(gone.clone(), b"short-lived").delete(gone).delete(structural_key(20_000));
+    // A value above 4 KiB: a log that large is an allocator extent, not a chunk slot.
+    b.put(structural_key(30_000), vec![0x5a; 5000]);
     b.put(first, b"written twice");
     let plan = Plan { explore: vec![false, true], single_lines: 1 };
     let done = explore_plan(f, &[prefill.clone(), b.clone()], &plan);
