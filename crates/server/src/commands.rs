@@ -363,32 +363,11 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
             }
             Reply::ok()
         }
-        "PMKV.RANGE" if a.len() == 3 => {
-            let lim = match int(&a[2]) {
-                Some(n) if n >= 0 => n as usize,
-                _ => return (Reply::err("ERR limit must be a non-negative integer"), After::Continue),
-            };
-            let bound = |k: &Vec<u8>| {
-                if k.as_slice() == b"-" || k.as_slice() == b"+" {
-                    Bound::Unbounded
-                } else {
-                    Bound::Included(k.clone())
-                }
-            };
-            let end = if a[1].as_slice() == b"+" { Bound::Unbounded } else { Bound::Excluded(a[1].clone()) };
-            match walk_to_array(s, &KeyRange { start: bound(&a[0]), end }, c.reply_budget, |k, v, out| {
-                if out.len() / 2 >= lim {
-                    return false;
-                }
-                out.push(k.to_vec());
-                out.push(v.to_vec());
-                true
-            }) {
-                Ok(Some(r)) => r,
-                Ok(None) => return over_output_limit(sh),
-                Err(e) => store_err(e),
-            }
-        }
+        // Syntax, bounds and limits: crate::range.
+        "PMKV.RANGE" if (2..=4).contains(&a.len()) => match crate::range::pmkv_range(s, a, c.reply_budget) {
+            Some(r) => r,
+            None => return over_output_limit(sh),
+        },
         "INFO" => info(sh),
         // As Redis: no reply; the connection closes when the server has stopped.
         "SHUTDOWN" => return (Reply::Nil, After::Shutdown),
