@@ -329,8 +329,13 @@ int pmkv_len(const struct pmkv_store *s, uint64_t *out);
 int pmkv_check(const struct pmkv_store *s);
 
 /**
- * A cursor over `[start, end)` (NULL start or end: unbounded on that side), in key order
- * or, with `reverse` non-zero, backwards. Close it (pmkv_cursor_close) before the store.
+ * A cursor over `[start, end)`: `start` included, `end` excluded, as every pmkv range
+ * (an `end` at or before `start` is an empty range, not an error). A NULL `start` or
+ * `end` (with length 0) leaves that side open; a non-NULL pointer with length 0 is the
+ * empty key, a bound like any other. In key order or, with `reverse` non-zero, the same
+ * records backwards. For the keys with a prefix P, pass [P, the successor of P): P with
+ * its trailing 0xff bytes dropped and its last byte then incremented (no end if P is all
+ * 0xff). Close the cursor (pmkv_cursor_close) before the store.
  *
  * # Safety
  *

@@ -426,8 +426,13 @@ pub unsafe extern "C" fn pmkv_check(s: *const pmkv_store) -> c_int {
     })
 }
 
-/// A cursor over `[start, end)` (NULL start or end: unbounded on that side), in key order
-/// or, with `reverse` non-zero, backwards. Close it (pmkv_cursor_close) before the store.
+/// A cursor over `[start, end)`: `start` included, `end` excluded, as every pmkv range
+/// (an `end` at or before `start` is an empty range, not an error). A NULL `start` or
+/// `end` (with length 0) leaves that side open; a non-NULL pointer with length 0 is the
+/// empty key, a bound like any other. In key order or, with `reverse` non-zero, the same
+/// records backwards. For the keys with a prefix P, pass [P, the successor of P): P with
+/// its trailing 0xff bytes dropped and its last byte then incremented (no end if P is all
+/// 0xff). Close the cursor (pmkv_cursor_close) before the store.
 ///
 /// # Safety
 ///
@@ -452,9 +457,15 @@ pub unsafe extern "C" fn pmkv_cursor_open(
             if out.is_null() {
                 return Err(fail(ErrorKind::InvalidArgument, "NULL out pointer"));
             }
-            let lo =
-                if start.is_null() { Bound::Unbounded } else { Bound::Included(bytes(start, start_len)?.to_vec()) };
-            let hi = if end.is_null() { Bound::Unbounded } else { Bound::Excluded(bytes(end, end_len)?.to_vec()) };
+            // `bytes` refuses NULL with a non-zero length: an open end is NULL with 0.
+            let lo = match bytes(start, start_len)? {
+                _ if start.is_null() => Bound::Unbounded,
+                k => Bound::Included(k.to_vec()),
+            };
+            let hi = match bytes(end, end_len)? {
+                _ if end.is_null() => Bound::Unbounded,
+                k => Bound::Excluded(k.to_vec()),
+            };
             let it = st.range(&KeyRange { start: lo, end: hi });
             *out = Box::into_raw(Box::new(pmkv_cursor { it, reverse: reverse != 0, current: None }));
             Ok(PMKV_OK)

@@ -18,6 +18,88 @@ static int failures = 0;
     } while (0)
 
 #define K(s) (const uint8_t *)(s), strlen(s)
+/* A bound from a string literal, embedded NUL bytes included; OPEN: no bound. */
+#define B(s) (const uint8_t *)(s), sizeof(s) - 1
+#define OPEN NULL, 0
+
+/* Whether a cursor over [start, end) (backwards if `reverse`), stopped after `limit`
+ * records, yields exactly the keys `want` (NULL-terminated, in order), each with the value
+ * "v:KEY". */
+static int range_is(pmkv_store *s, const uint8_t *start, size_t start_len, const uint8_t *end, size_t end_len,
+                    int reverse, int limit, const char *const *want) {
+    pmkv_cursor *c = NULL;
+    if (pmkv_cursor_open(s, start, start_len, end, end_len, reverse, &c) != PMKV_OK) return 0;
+    const uint8_t *k, *v;
+    size_t kl, vl;
+    int n = 0, ok = 1;
+    while (n < limit && pmkv_cursor_next(c, &k, &kl, &v, &vl) == PMKV_OK) {
+        if (want[n] == NULL || kl != strlen(want[n]) || memcmp(k, want[n], kl) != 0 || vl != kl + 2 ||
+            memcmp(v, "v:", 2) != 0 || memcmp(v + 2, k, kl) != 0) {
+            ok = 0;
+            break;
+        }
+        n++;
+    }
+    if (n < limit && want[n] != NULL) ok = 0;
+    pmkv_cursor_close(c);
+    return ok;
+}
+
+/* The range edge cases of docs/design/api.md ("Range edge cases", 1-9; C has no named
+ * inclusive end or exclusive start, so not 10) over that list's keys, on a fresh pool. */
+static void range_edge_cases(const char *dir, const char *engine) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/c-range-%s-%d.pool", dir, engine, (int)getpid());
+    unlink(path);
+    pmkv_options o = {0};
+    o.engine = engine;
+    o.create = 1;
+    o.initial_size = 8 << 20;
+    pmkv_store *s = NULL;
+    CHECK(pmkv_open(path, &o, &s) == PMKV_OK);
+    if (s == NULL) return;
+    const char *keys[] = {"", "a", "b", "ba", "bb", "b\xff", "c", NULL};
+    for (int i = 0; keys[i]; i++) {
+        char v[16];
+        snprintf(v, sizeof v, "v:%s", keys[i]);
+        CHECK(pmkv_put(s, K(keys[i]), K(v)) == PMKV_OK);
+    }
+    const int ALL = 1 << 30;
+    const char *none[] = {NULL};
+    /* 1: no key between the bounds. */
+    CHECK(range_is(s, B("a\0"), B("b"), 0, ALL, none));
+    /* 2: start == end, present and absent. */
+    CHECK(range_is(s, B("b"), B("b"), 0, ALL, none));
+    CHECK(range_is(s, B("b0"), B("b0"), 1, ALL, none));
+    /* 3: end before start: empty, no error, not swapped. */
+    CHECK(range_is(s, B("c"), B("a"), 0, ALL, none));
+    CHECK(range_is(s, B("c"), B("a"), 1, ALL, none));
+    /* 4: bounds at present keys: start in, end out. */
+    CHECK(range_is(s, B("a"), B("ba"), 0, ALL, (const char *[]){"a", "b", NULL}));
+    /* 5: bounds at absent keys. */
+    CHECK(range_is(s, B("a0"), B("bc"), 0, ALL, (const char *[]){"b", "ba", "bb", NULL}));
+    /* 6: open ends. */
+    CHECK(range_is(s, B("b"), OPEN, 0, ALL, (const char *[]){"b", "ba", "bb", "b\xff", "c", NULL}));
+    CHECK(range_is(s, OPEN, B("b"), 0, ALL, (const char *[]){"", "a", NULL}));
+    CHECK(range_is(s, OPEN, OPEN, 0, ALL, keys));
+    /* 7: the empty key is a key: a non-NULL pointer of length 0 bounds at it. */
+    CHECK(range_is(s, B(""), OPEN, 0, ALL, keys));
+    CHECK(range_is(s, OPEN, B(""), 0, ALL, none));
+    CHECK(range_is(s, OPEN, B(""), 1, ALL, none));
+    /* 8: backwards: the same records, highest first; stopping early keeps the highest. */
+    CHECK(range_is(s, B("a"), B("bb"), 1, ALL, (const char *[]){"ba", "b", "a", NULL}));
+    CHECK(range_is(s, B("a"), B("bb"), 1, 2, (const char *[]){"ba", "b", NULL}));
+    /* 9: a prefix is [P, successor of P): "b" -> [b, c); "b\xff" -> [b\xff, c). */
+    CHECK(range_is(s, B("b"), B("c"), 0, ALL, (const char *[]){"b", "ba", "bb", "b\xff", NULL}));
+    CHECK(range_is(s, B("b"), B("c"), 1, ALL, (const char *[]){"b\xff", "bb", "ba", "b", NULL}));
+    CHECK(range_is(s, B("b\xff"), B("c"), 0, ALL, (const char *[]){"b\xff", NULL}));
+    /* NULL with a length is an error, not an open end. */
+    pmkv_cursor *c = NULL;
+    CHECK(pmkv_cursor_open(s, NULL, 3, OPEN, 0, &c) == PMKV_E_INVALID_ARGUMENT && c == NULL);
+    CHECK(pmkv_cursor_open(s, OPEN, NULL, 1, 0, &c) == PMKV_E_INVALID_ARGUMENT && c == NULL);
+    CHECK(pmkv_close(s) == PMKV_OK);
+    unlink(path);
+}
 
 int main(int argc, char **argv) {
     const char *engine = argc > 2 ? argv[2] : "hart";
@@ -133,6 +215,8 @@ int main(int argc, char **argv) {
     CHECK(pmkv_open(junk, NULL, &s) == PMKV_E_NOT_A_POOL);
     unlink(junk);
     unlink(path);
+
+    range_edge_cases(argc > 1 ? argv[1] : "/tmp", engine);
 
     fprintf(stderr, "test_pmkv %s: %s\n", engine, failures ? "FAILED" : "ok");
     printf("%d passed, %d failed\n", failures ? 0 : 1, failures);

@@ -1,6 +1,7 @@
 """pytest tests of the pmkv Python package (SPEC U4)."""
 import os
 import threading
+import time
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -246,3 +247,225 @@ def test_model_against_a_dict_with_reopens(tmp_path_factory, ops):
         assert list(db) == sorted(model)
     finally:
         db.close()
+
+
+# -- ranges ---------------------------------------------------------------------------
+
+EDGE_KEYS = [b"", b"a", b"b", b"ba", b"bb", b"b\xff", b"c"]
+
+
+def test_scan_range_edge_cases(path):
+    """The cases of docs/design/api.md, "Range edge cases" (1-9; Python names no inclusive
+    end or exclusive start, so not 10): ``scan(start, end)`` is ``[start, end)``."""
+    with pmkv.open(path) as db:
+        for k in EDGE_KEYS:
+            db[k] = b"v:" + k
+
+        def keys(*args, **kw):
+            got = list(db.scan(*args, **kw))
+            assert all(v == b"v:" + k for k, v in got)
+            return [k for k, _ in got]
+
+        # 1: no key between the bounds.
+        assert keys(b"a\x00", b"b") == []
+        # 2: start == end, present and absent.
+        assert keys(b"b", b"b") == [] and keys(b"b0", b"b0") == []
+        # 3: end before start: nothing, no error, not swapped.
+        assert keys(b"c", b"a") == [] and keys(b"c", b"a", reverse=True) == []
+        # 4: bounds at present keys: start in, end out.
+        assert keys(b"a", b"ba") == [b"a", b"b"]
+        # 5: bounds at absent keys.
+        assert keys(b"a0", b"bc") == [b"b", b"ba", b"bb"]
+        # 6: open ends.
+        assert keys(b"b") == [b"b", b"ba", b"bb", b"b\xff", b"c"]
+        assert keys(None, b"b") == [b"", b"a"]
+        assert keys() == EDGE_KEYS
+        # 7: the empty key is a key, not an open end.
+        assert keys(b"") == EDGE_KEYS and keys(None, b"") == [] and keys("", "") == []
+        # 8: reverse: the same pairs, highest first; a limit keeps the highest.
+        assert keys(b"a", b"bb", reverse=True) == [b"ba", b"b", b"a"]
+        assert keys(b"a", b"bb", limit=2, reverse=True) == [b"ba", b"b"]
+        assert keys(b"a", b"bb", limit=2) == [b"a", b"b"] and keys(limit=0) == []
+        # 9: prefixes, and the half-open range a prefix is.
+        assert keys(prefix=b"b") == keys(b"b", b"c") == [b"b", b"ba", b"bb", b"b\xff"]
+        assert keys(prefix=b"b\xff") == [b"b\xff"]
+        assert keys(prefix=b"") == EDGE_KEYS
+        assert keys(prefix="b", reverse=True, limit=1) == [b"b\xff"]
+        with pytest.raises(ValueError):
+            list(db.scan(b"a", prefix=b"b"))
+
+
+def test_prefix_ranges_over_chunks_and_all_ff(path):
+    with pmkv.open(path) as db:
+        for i in range(600):
+            db[b"p%04d" % i] = b"x"
+        db[b"\xff\xff"] = b"y"
+        db[b"\xff\xff\x00"] = b"y"
+        db[b"q"] = b"z"
+        assert len(list(db.scan(prefix=b"p"))) == 600
+        assert [k for k, _ in db.scan(prefix=b"p", reverse=True, limit=300)][-1] == b"p0300"
+        assert [k for k, _ in db.scan(prefix=b"\xff\xff")] == [b"\xff\xff", b"\xff\xff\x00"]
+        assert pmkv._after_prefix(b"a\xff\xff") == b"b" and pmkv._after_prefix(b"\xff") is None
+
+
+# -- damage, closing ------------------------------------------------------------------
+
+
+def _damaged_pool(path):
+    """A pool whose value of b"key007" is damaged (a flipped byte); the rest intact."""
+    with pmkv.open(path) as db:
+        for i in range(50):
+            db[b"key%03d" % i] = (b"VALUE-%03d-" % i) * 20
+    data = bytearray(open(path, "rb").read())
+    at = data.find(b"VALUE-007-")
+    assert at > 0
+    data[at + 3] ^= 0xFF
+    open(path, "wb").write(bytes(data))
+
+
+def test_close_after_damage_reports_the_damage(path):
+    _damaged_pool(path)
+    db = pmkv.open(path)
+    with pytest.raises(pmkv.CorruptError) as met:
+        db[b"key007"]
+    assert db[b"key008"] == b"VALUE-008-" * 20, "the rest stays readable"
+    with pytest.raises(pmkv.CorruptError) as closed:
+        db.close()
+    assert str(met.value) in str(closed.value), (met.value, closed.value)
+    assert "next open recovers" not in str(closed.value)
+    assert db.closed
+    db.close()  # a second close does nothing
+
+
+def test_with_block_keeps_the_exception_that_left_it(path):
+    _damaged_pool(path)
+    with pytest.raises(pmkv.CorruptError) as e:
+        with pmkv.open(path) as db:
+            db[b"key007"]
+    assert "fails its check" in str(e.value) or "corrupt" in str(e.value).lower()
+    assert db.closed
+    notes = getattr(e.value, "__notes__", None)
+    if hasattr(e.value, "add_note"):
+        assert notes and "closing the store then failed too: CorruptError" in notes[0], notes
+    # Any exception, not only pmkv's: the with block's own exception is what is raised.
+    with pytest.raises(ZeroDivisionError):
+        with pmkv.open(path) as db:
+            try:
+                db[b"key007"]
+            except pmkv.CorruptError:
+                pass
+            1 / 0
+    # Without an exception, the close's error is raised.
+    with pytest.raises(pmkv.CorruptError):
+        with pmkv.open(path) as db:
+            try:
+                db[b"key007"]
+            except pmkv.CorruptError:
+                pass
+
+
+# -- sharing a pool between processes ------------------------------------------------
+
+_READER = r"""
+import sys, pmkv
+path, wait = sys.argv[1], float(sys.argv[2])
+try:
+    with pmkv.open(path, read_only=True, wait=wait) as db:
+        print("read", db[b"k"].decode(), len(db), flush=True)
+        sys.stdin.readline()  # hold the pool open until told to go
+except pmkv.LockedError as e:
+    print("locked", e, flush=True)
+"""
+
+
+def _reader(path, wait=0.0):
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-c", _READER, path, str(wait)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_read_only_opens_are_shared_between_processes(path):
+    with pmkv.open(path) as db:
+        db[b"k"] = b"v1"
+    # Three processes (two children and this one) hold the pool read-only at once.
+    a, b = _reader(path), _reader(path)
+    try:
+        assert a.stdout.readline().strip() == "read v1 1"
+        assert b.stdout.readline().strip() == "read v1 1"
+        with pmkv.open(path, read_only=True) as ro:
+            assert ro[b"k"] == b"v1"
+        # A writer is refused while they read.
+        with pytest.raises(pmkv.LockedError):
+            pmkv.open(path)
+    finally:
+        for p in (a, b):
+            p.communicate("\n", timeout=60)
+    assert a.returncode == 0 and b.returncode == 0
+    # A writer excludes readers.
+    with pmkv.open(path) as db:
+        c = _reader(path)
+        assert c.communicate("\n", timeout=60)[0].startswith("locked")
+        db[b"k"] = b"v2"
+    # ... and once it has closed, they read what it wrote.
+    d = _reader(path)
+    assert d.communicate("\n", timeout=60)[0].strip() == "read v2 1"
+
+
+def test_wait_outlasts_a_holder(path, monkeypatch):
+    """``wait`` retries while the pool is held and opens once it is free. A second open in
+    this process is refused like one from another process (the file lock is per open), and
+    the holder closes only once the waiter has been refused at least once (seen through
+    the sleep between attempts), so the wait is exercised without timing anything."""
+    holder = pmkv.open(path)
+    holder[b"k"] = b"old"
+    refused = threading.Event()
+
+    def sleep(s):
+        refused.set()
+        time.sleep(s)
+
+    monkeypatch.setattr(pmkv, "_sleep", sleep)
+    with pytest.raises(pmkv.LockedError):
+        pmkv.open(path, read_only=True)  # no wait: at once
+    assert not refused.is_set()
+    got = {}
+
+    def waiter():
+        try:
+            with pmkv.open(path, read_only=True, wait=120) as db:
+                got["k"] = db[b"k"]
+        except BaseException as e:  # reported below
+            got["error"] = e
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    assert refused.wait(60), "the waiter never retried"
+    holder[b"k"] = b"written before the close"
+    holder.close()
+    t.join(120)
+    assert not t.is_alive()
+    assert got == {"k": b"written before the close"}, got
+    # A wait that runs out raises LockedError; a bad wait is a ValueError.
+    with pmkv.open(path):
+        with pytest.raises(pmkv.LockedError):
+            pmkv.open(path, wait=0.05)
+    for bad in (-1, float("nan")):
+        with pytest.raises(ValueError):
+            pmkv.open(path, wait=bad)
+
+
+def test_wait_for_a_writer_in_another_process(path):
+    with pmkv.open(path) as db:
+        db[b"k"] = b"v1"
+    with pmkv.open(path) as db:
+        r = _reader(path, wait=120)
+        # The reader cannot have opened yet: the writer holds the pool.
+        db[b"k"] = b"v2"
+    out, _ = r.communicate("\n", timeout=120)
+    assert out.strip() == "read v2 1", out

@@ -9,6 +9,7 @@ use pmkv_core::{
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 /// An open store. `Send + Sync`: share it between threads by reference or in an `Arc`.
 ///
@@ -24,6 +25,10 @@ pub struct Store {
     engine: Option<Box<dyn Engine>>,
     info: EngineInfo,
     poisoned: AtomicBool,
+    /// The first `Corrupt` error a call met: it left the pool marked unclean, and
+    /// [`close`](Store::close) reports it rather than only "poisoned", which would hide
+    /// the cause and suggest that reopening mends it.
+    damage: OnceLock<Error>,
 }
 
 impl std::fmt::Debug for Store {
@@ -75,7 +80,7 @@ impl Store {
     /// Wrap an engine opened elsewhere (benchmark baselines, tests).
     pub fn from_engine(engine: Box<dyn Engine>) -> Store {
         let info = engine.info();
-        Store { engine: Some(engine), info, poisoned: AtomicBool::new(false) }
+        Store { engine: Some(engine), info, poisoned: AtomicBool::new(false), damage: OnceLock::new() }
     }
 
     /// What the engine is and offers.
@@ -112,6 +117,7 @@ impl Store {
         match catch_unwind(AssertUnwindSafe(|| f(engine))) {
             Ok(Err(e)) if e.kind() == ErrorKind::Corrupt => {
                 engine.poison();
+                let _ = self.damage.set(Error::new(ErrorKind::Corrupt, e.message()));
                 Err(e)
             }
             Ok(r) => r,
@@ -274,7 +280,10 @@ impl Store {
     }
 
     /// Close: the pool is marked clean, and failures are reported. A poisoned store is
-    /// closed too but returns `Poisoned`, and its pool stays marked unclean.
+    /// closed too but returns `Poisoned`, and its pool stays marked unclean. A store
+    /// whose calls met damage is closed, its pool left unclean, and returns that damage
+    /// (the first `Corrupt` error, kind `Corrupt`): crash recovery at the next open does
+    /// not repair it.
     pub fn close(mut self) -> Result<()> {
         let engine = self.engine.take().expect("engine present until close");
         let poisoned = self.is_poisoned();
@@ -293,6 +302,16 @@ impl Store {
                 ),
             ));
         }
-        r?
+        match (r?, self.damage.get()) {
+            (Err(e), Some(d)) if e.kind() == ErrorKind::Poisoned => Err(Error::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "{} (met by an earlier call: the store is closed and its pool left marked unclean; reopening \
+                     does not repair damage: `pmkv check` reports it, `pmkv salvage` copies out what is intact)",
+                    d.message()
+                ),
+            )),
+            (r, _) => r,
+        }
     }
 }

@@ -122,6 +122,36 @@ fn an_engine_panic_is_an_error_and_poisons_the_store() {
     assert_eq!(s.close().unwrap_err().kind(), ErrorKind::Poisoned);
 }
 
+/// Damage a call meets poisons the pool (left unclean), and `close` reports that damage
+/// as `Corrupt` with its message, not a bare "poisoned" that hides the cause and claims
+/// the next open mends it (it does not: the next open meets the same damage).
+#[test]
+fn close_reports_the_damage_that_poisoned_the_pool() {
+    let d = dir();
+    let path = d.path().join("d.pool");
+    let s = Store::open(&path, "hart", &Options::default()).unwrap();
+    for i in 0..50u32 {
+        s.put(format!("key{i:03}").as_bytes(), format!("VALUE-{i:03}-").repeat(20).as_bytes()).unwrap();
+    }
+    s.close().unwrap();
+    let mut image = std::fs::read(&path).unwrap();
+    let at = image.windows(10).position(|w| w == b"VALUE-007-").expect("the value is in the file");
+    image[at + 3] ^= 0xff;
+    std::fs::write(&path, &image).unwrap();
+    let s = Store::open_existing(&path, &Options::default()).unwrap();
+    let met = s.get(b"key007").unwrap_err();
+    assert_eq!(met.kind(), ErrorKind::Corrupt);
+    assert_eq!(s.get(b"key008").unwrap().map(|v| v.len()), Some(200), "the rest stays readable");
+    let closed = s.close().unwrap_err();
+    assert_eq!(closed.kind(), ErrorKind::Corrupt, "{closed}");
+    assert!(closed.to_string().starts_with(met.message()), "{closed} / {met}");
+    assert!(closed.to_string().contains("does not repair"), "{closed}");
+    // The next open still meets it.
+    let s = Store::open_existing(&path, &Options::default()).unwrap();
+    assert_eq!(s.get(b"key007").unwrap_err().kind(), ErrorKind::Corrupt);
+    assert_eq!(s.close().unwrap_err().kind(), ErrorKind::Corrupt);
+}
+
 #[test]
 fn error_kinds_have_stable_codes_and_names() {
     assert_eq!(ErrorKind::InvalidArgument.code(), 1);

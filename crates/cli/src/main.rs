@@ -65,7 +65,8 @@ enum Cmd {
     Put(commands::kv::PutArgs),
     /// Delete a key (exit 1 if missing).
     Del(commands::kv::KeyArgs),
-    /// Print records in key order as key<TAB>value.
+    /// Print records in key order as key<TAB>value: --from A --before B is [A, B), B
+    /// excluded as in every pmkv range; --through B includes B.
     Scan(commands::kv::ScanArgs),
     /// Print every record in key order as key<TAB>value (bytes escaped as \xNN).
     Dump(commands::kv::DumpArgs),

@@ -15,7 +15,7 @@ fn u2_kv_commands() {
     assert_eq!(pmkv(&["get", p, "kiwi"]).status.code(), Some(1));
     assert!(pmkv(&["put", p, "z\\x00\\xff", "bin\\x01"]).status.success());
     assert_eq!(text(&pmkv(&["get", p, "z\\x00\\xff"]).stdout), "bin\\x01\n");
-    assert_eq!(text(&pmkv(&["scan", p, "--from", "b", "--to", "p"]).stdout), "fig\t3\n");
+    assert_eq!(text(&pmkv(&["scan", p, "--from", "b", "--before", "p"]).stdout), "fig\t3\n");
     assert_eq!(text(&pmkv(&["scan", p, "--limit", "1"]).stdout), "apple\t2\n");
     assert!(pmkv(&["del", p, "fig"]).status.success());
     assert_eq!(pmkv(&["del", p, "fig"]).status.code(), Some(1));

@@ -61,7 +61,7 @@ fn raw_non_utf8_bytes_round_trip_through_plain_load_and_arguments() {
     // The raw byte and its escape name the same key.
     assert_eq!(text(&pmkv(&["get", p, "k\\xfe"]).stdout), "v\\x80\n");
     assert_eq!(text(&run(&["get".into(), p.into(), raw(b"x\xff")]).stdout), "1\n");
-    let o = run(&["scan".into(), p.into(), "--from".into(), raw(b"k\xfe"), "--to".into(), raw(b"k\xfe")]);
+    let o = run(&["scan".into(), p.into(), "--from".into(), raw(b"k\xfe"), "--through".into(), raw(b"k\xfe")]);
     assert_eq!(text(&o.stdout), "k\\xfe\tv\\x80\n");
     assert!(run(&["del".into(), p.into(), raw(b"k\xfe")]).status.success());
     assert_eq!(run(&["get".into(), p.into(), raw(b"k\xfe")]).status.code(), Some(1));

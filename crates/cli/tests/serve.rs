@@ -261,6 +261,68 @@ fn u3_redis_cli_drives_it() {
     assert!(child.wait().unwrap().success());
 }
 
+/// `PMKV.RANGE` through redis-cli on `pmkv serve`: every case of docs/design/api.md
+/// ("Range edge cases", 1–10) over its keys (`b\xff` the raw byte), as `redis-cli` users
+/// write them: bare keys `[start, end)`, `-`/`+` open ends, `[key`/`(key`, a count, REV.
+#[test]
+fn u3_redis_cli_pmkv_range_edge_cases() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let help = text(&pmkv(&["serve", "--help"]).stdout);
+    assert!(help.contains("PMKV.RANGE start end [count] [REV]") && help.contains("[a, b)"), "{help}");
+    if std::process::Command::new("redis-cli").arg("--version").output().is_err() {
+        eprintln!("redis-cli is not installed here (Debian redis-tools; .ci/run installs it): skipped");
+        assert!(std::env::var_os("CI").is_none(), "CI must have redis-cli");
+        return;
+    }
+    let dir = pool_dir();
+    let (child, port) = serve(&dir.path().join("range.pool"));
+    let mut child = KillOnDrop(child);
+    // Raw bytes in, raw lines out (redis-cli prints one element per line to a pipe).
+    let cli = |args: &[&[u8]]| -> Vec<Vec<u8>> {
+        let o = std::process::Command::new("redis-cli")
+            .arg("-p")
+            .arg(port.to_string())
+            .args(args.iter().map(|a| OsStr::from_bytes(a)))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let mut lines: Vec<Vec<u8>> = o.stdout.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+        lines.pop(); // after the last newline
+        lines
+    };
+    let keys: [&[u8]; 7] = [b"", b"a", b"b", b"ba", b"bb", b"b\xff", b"c"];
+    for k in keys {
+        assert_eq!(cli(&[b"SET", k, &[b"v:", k].concat()]), [b"OK"]);
+    }
+    let records =
+        |ks: &[&[u8]]| -> Vec<Vec<u8>> { ks.iter().flat_map(|k| [k.to_vec(), [b"v:", *k].concat()]).collect() };
+    let range = |args: &[&[u8]]| cli(&[&[b"PMKV.RANGE".as_slice()][..], args].concat());
+    // An empty array is printed as one empty line.
+    let none: Vec<Vec<u8>> = vec![Vec::new()];
+    assert_eq!(range(&[b"a\x01", b"b"]), none); // 1
+    assert_eq!(range(&[b"b", b"b"]), none); // 2
+    assert_eq!(range(&[b"b0", b"b0"]), none);
+    assert_eq!(range(&[b"c", b"a"]), none); // 3
+    assert_eq!(range(&[b"a", b"ba"]), records(&[b"a", b"b"])); // 4
+    assert_eq!(range(&[b"a0", b"bc"]), records(&[b"b", b"ba", b"bb"])); // 5
+    assert_eq!(range(&[b"b", b"+"]), records(&[b"b", b"ba", b"bb", b"b\xff", b"c"])); // 6
+    assert_eq!(range(&[b"-", b"b"]), records(&[b"", b"a"]));
+    assert_eq!(range(&[b"-", b"+"]), records(&keys));
+    assert_eq!(range(&[b"", b"+"]), records(&keys)); // 7
+    assert_eq!(range(&[b"-", b""]), none);
+    assert_eq!(range(&[b"a", b"bb", b"REV"]), records(&[b"ba", b"b", b"a"])); // 8
+    assert_eq!(range(&[b"a", b"bb", b"2", b"REV"]), records(&[b"ba", b"b"]));
+    assert_eq!(range(&[b"b", b"c"]), records(&[b"b", b"ba", b"bb", b"b\xff"])); // 9
+    assert_eq!(range(&[b"b\xff", b"c"]), records(&[b"b\xff"]));
+    assert_eq!(range(&[b"[a", b"[ba"]), records(&[b"a", b"b", b"ba"])); // 10
+    assert_eq!(range(&[b"(a", b"ba"]), records(&[b"b"]));
+    let err = range(&[b"a", b"b", b"-1"]);
+    assert!(err.concat().starts_with(b"ERR count must be"), "{}", text(&err.concat()));
+    cli(&[b"SHUTDOWN"]);
+    assert!(child.0.wait().unwrap().success());
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()

@@ -53,6 +53,7 @@ macro_rules! suite {
             basic::unknown_params_refused,
             basic::sync_and_close,
             scan::every_bound_kind_limit_and_direction,
+            scan::range_edge_cases,
             scan::cursor_from_both_ends,
             scan::cursor_holds_no_lock,
             scan::callbacks_may_reenter,

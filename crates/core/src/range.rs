@@ -14,6 +14,12 @@ pub enum Direction {
 
 /// A range of byte-string keys: each end included, excluded or open. Keys compare as
 /// byte strings (memcmp order, a prefix before its extensions).
+///
+/// Two keys name a half-open range, `[start, end)` ([`KeyRange::new`]), in every front
+/// end (CLI, Python, C, the server's `PMKV.RANGE`): an inclusive end is only ever asked
+/// for by name (`Bound::Included`). An end before its start is an empty range, not an
+/// error and not swapped. The edge cases every front end is tested on are listed in
+/// docs/design/api.md, "Range edge cases".
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyRange {
     /// The low end.
@@ -91,8 +97,12 @@ impl KeyRange {
     pub fn contains(&self, key: &[u8]) -> bool {
         self.after_start(key) && self.before_end(key)
     }
-    /// Whether no key can lie in the range (low end above high end, or an empty interval).
+    /// Whether no key can lie in the range (low end above high end, an empty interval, or
+    /// an end before the empty key, which is the least key).
     pub fn is_empty(&self) -> bool {
+        if matches!(&self.end, Bound::Excluded(e) if e.is_empty()) {
+            return true;
+        }
         match (&self.start, &self.end) {
             (Bound::Included(s), Bound::Included(e)) => s > e,
             (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
@@ -120,11 +130,28 @@ mod tests {
         assert_eq!(KeyRange::prefix(b"\xff\xff".to_vec()).end, Bound::Unbounded);
     }
 
+    /// docs/design/api.md, "Range edge cases" 2, 3, 4, 5, 7 and 10 at the level of one
+    /// range (the conformance suite checks all of them through a store).
     #[test]
     fn empty_ranges() {
-        assert!(KeyRange::new(b"b".to_vec(), b"a".to_vec()).is_empty());
-        assert!(KeyRange::new(b"a".to_vec(), b"a".to_vec()).is_empty());
-        assert!(!KeyRange::bounds(Bound::Included(b"a"), Bound::Included(b"a")).is_empty());
+        assert!(KeyRange::new(b"b".to_vec(), b"a".to_vec()).is_empty()); // 3
+        assert!(KeyRange::new(b"a".to_vec(), b"a".to_vec()).is_empty()); // 2
+        assert!(!KeyRange::bounds(Bound::Included(b"a"), Bound::Included(b"a")).is_empty()); // 10
+        assert!(KeyRange::bounds(Bound::Excluded(b"a"), Bound::Included(b"a")).is_empty());
+        assert!(KeyRange::bounds(Bound::Unbounded, Bound::Excluded(b"")).is_empty()); // 7
+        assert!(!KeyRange::bounds(Bound::Unbounded, Bound::Included(b"")).is_empty());
+        assert!(!KeyRange::bounds(Bound::Excluded(b""), Bound::Unbounded).is_empty());
         assert!(!KeyRange::all().is_empty());
+    }
+
+    /// The half-open meaning of two keys (cases 4 and 5): start in, end out, absent keys
+    /// bound as well as present ones.
+    #[test]
+    fn two_keys_are_half_open() {
+        let r = KeyRange::new(b"a".to_vec(), b"ba".to_vec());
+        assert!(r.contains(b"a") && r.contains(b"b") && !r.contains(b"ba") && !r.contains(b"b\xff"));
+        let r = KeyRange::new(b"a0".to_vec(), b"bc".to_vec());
+        assert!(!r.contains(b"a") && r.contains(b"b") && r.contains(b"bb") && !r.contains(b"b\xff"));
+        assert!(KeyRange::from(b"".to_vec()).contains(b""));
     }
 }

@@ -21,8 +21,7 @@ use crate::keyspace::{allowed, reserved, store_reply, Tx};
 use crate::resp::Reply;
 use crate::table::{self, Command, Group};
 use crate::Shared;
-use pmkv::{Direction, KeyRange, Store};
-use std::ops::Bound;
+use pmkv::Store;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -403,48 +402,16 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>]) -> (Reply, Aft
             Err(e) => store_err(e),
         },
         "SCRIPT" => crate::script::script(sh, a),
-        "PMKV.RANGE" => return range(sh, c, a),
+        // Syntax, bounds and limits: crate::range.
+        "PMKV.RANGE" if (2..=4).contains(&a.len()) => match crate::range::pmkv_range(s, &sh.ks, a, c.reply_budget) {
+            Some(r) => r,
+            None => return over_output_limit(sh),
+        },
+        "PMKV.RANGE" => Reply::err(table::wrong_args("pmkv.range")),
         "INFO" => info(sh),
         // As Redis: no reply; the connection closes when the server has stopped.
         "SHUTDOWN" => return (Reply::Nil, After::Shutdown),
         _ => Reply::err(table::unknown(&[cmd.name.as_bytes().to_vec()])),
-    };
-    (r, After::Continue)
-}
-
-fn range(sh: &Shared, c: &mut Conn, a: &[Vec<u8>]) -> (Reply, After) {
-    let s: &Store = &sh.store;
-    let r = match a.len() {
-        3 => {
-            let lim = match int(&a[2]) {
-                Some(n) if n >= 0 => n as usize,
-                _ => return (Reply::err("ERR limit must be a non-negative integer"), After::Continue),
-            };
-            let bound = |k: &Vec<u8>| {
-                if k.as_slice() == b"-" || k.as_slice() == b"+" {
-                    Bound::Unbounded
-                } else {
-                    Bound::Included(k.clone())
-                }
-            };
-            let end = if a[1].as_slice() == b"+" { Bound::Unbounded } else { Bound::Excluded(a[1].clone()) };
-            match walk_to_array(s, &KeyRange { start: bound(&a[0]), end }, c.reply_budget, |k, v, out| {
-                if !allowed(k) {
-                    return true;
-                }
-                if out.len() / 2 >= lim {
-                    return false;
-                }
-                out.push(k.to_vec());
-                out.push(v.to_vec());
-                true
-            }) {
-                Ok(Some(r)) => r,
-                Ok(None) => return over_output_limit(sh),
-                Err(e) => store_err(e),
-            }
-        }
-        _ => Reply::err(table::wrong_args("pmkv.range")),
     };
     (r, After::Continue)
 }
@@ -495,30 +462,6 @@ pub fn get_into(
         Ok(false) => Reply::Nil.write(out, resp3),
         Err(e) => store_err(e).write(out, resp3),
     }
-}
-
-/// Walk `range` forward into an array reply of the bulks `add` appends for each record
-/// (it returns whether to go on), holding no more than `budget` bytes of reply: the
-/// client's output limit, checked while walking so that a reply over it is never built
-/// whole. `Ok(None)`: the reply would exceed the budget.
-fn walk_to_array(
-    s: &Store,
-    range: &KeyRange,
-    budget: usize,
-    mut add: impl FnMut(&[u8], &[u8], &mut Vec<Vec<u8>>) -> bool,
-) -> pmkv::Result<Option<Reply>> {
-    let (mut items, mut size, mut over) = (Vec::new(), 0usize, false);
-    s.scan(range, Direction::Forward, |k, v| {
-        let before = items.len();
-        let go_on = add(k, v, &mut items);
-        size += items[before..].iter().map(|b| data::bulk_cost(b.len())).sum::<usize>();
-        if size > budget {
-            over = true;
-            return false;
-        }
-        go_on
-    })?;
-    Ok((!over).then(|| Reply::Array(items.into_iter().map(Reply::Bulk).collect())))
 }
 
 /// Group commit of plain SETs that arrived together: one write batch, under the gate and

@@ -193,6 +193,11 @@ impl Keyspace {
         self.metas.load(Ordering::Acquire) > 0 && self.meta.read().unwrap_or_else(|e| e.into_inner()).contains_key(k)
     }
 
+    /// Whether `k` has an expiry time that has passed by `now`.
+    pub fn expired(&self, k: &[u8], now: u64) -> bool {
+        self.meta_of(k).is_some_and(|m| m.expired(now))
+    }
+
     fn meta_of(&self, k: &[u8]) -> Option<Meta> {
         if self.metas.load(Ordering::Acquire) == 0 {
             return None;

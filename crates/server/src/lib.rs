@@ -6,6 +6,8 @@
 //! * [`glob`] — KEYS/SCAN patterns, matched iteratively in O(|pattern| × |key|).
 //! * [`commands`] — what each command does to the store; read-modify-write commands are
 //!   atomic under concurrent clients (key-striped locks).
+//! * `range` — `PMKV.RANGE start end [count] [REV]`: a key range, half-open as in every
+//!   pmkv front end, with ZRANGEBYLEX's `-`, `+`, `[key` and `(key`.
 //! * here — the listener and connections: tokio tasks (at most `max_clients`, an idle
 //!   timeout, replies written before more is read so a slow reader only slows itself),
 //!   AUTH in constant time, loopback by default, and a clean shutdown on SIGINT, SIGTERM
@@ -32,6 +34,7 @@ pub mod commands;
 mod data;
 pub mod glob;
 pub mod keyspace;
+mod range;
 pub mod resp;
 mod script;
 pub mod table;

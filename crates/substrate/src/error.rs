@@ -61,7 +61,8 @@ pub enum PoolError {
     /// The engine panicked (or was told to stop) while the pool was open: it was released
     /// but left marked unclean, so the next open runs crash recovery.
     #[error(
-        "{path}: the pool was poisoned by a failed operation and is left marked unclean (the next open recovers it)"
+        "{path}: the pool was poisoned by a failed operation and is left marked unclean (the next open runs crash \
+         recovery, which finishes interrupted operations but repairs no damage)"
     )]
     Poisoned { path: PathBuf },
     #[error("{context}: {source}")]

@@ -8,19 +8,28 @@
 
 A store is a ``collections.abc.MutableMapping`` over bytes, in key order: ``db[k]``,
 ``db[k] = v``, ``del db[k]``, ``k in db``, ``len(db)``, ``get``, ``pop``, ``setdefault``,
-``update``, iteration over keys; ``scan(start, end, limit)`` yields ``(key, value)`` pairs
-in chunks, never the whole range at once. Every write is durable when it returns (in the
-pool's persistence mode). Calls release the GIL, so threads run in parallel.
+``update``, iteration over keys; ``scan(start, end, limit)`` yields the ``(key, value)``
+pairs of ``[start, end)`` (``end`` excluded, as in every pmkv front end) in chunks, never
+the whole range at once. Every write is durable when it returns (in the pool's
+persistence mode). Calls release the GIL, so threads run in parallel.
+
+Several processes may open one pool with ``read_only=True`` at once; a writer excludes
+everyone else. ``open(..., wait=SECONDS)`` waits for a pool held elsewhere instead of
+raising ``LockedError`` at once.
 
 Errors are ``pmkv.Error`` subclasses: ``CorruptError`` (damaged, foreign or
 unknown-version pool), ``WrongEngineError`` (the pool holds another engine),
 ``NotFoundError`` (also a ``FileNotFoundError``), ``ExistsError`` (also a
 ``FileExistsError``), ``LockedError`` (open elsewhere), ``FullError``, ``TooLargeError``,
 ``ReadOnlyError``, ``ClosedError`` (use after ``close()``); a missing key is ``KeyError``.
+A ``CorruptError`` from a call leaves the pool marked unclean; ``close()`` then raises
+that damage again (a ``CorruptError``) rather than closing quietly, and leaving a ``with``
+block on an exception raises that exception, with any error of the close as a note.
 """
 
 from collections.abc import Iterator, MutableMapping
 import os
+import time
 from typing import Optional, Tuple, Union
 
 from . import _pmkv
@@ -57,6 +66,11 @@ BytesLike = Union[bytes, bytearray, memoryview, str]
 
 _CHUNK = 256
 
+# How long `open(..., wait=...)` sleeps between attempts (as `pmkv --wait`); a name of its
+# own so that a test can see the wait happen.
+_RETRY_EVERY = 0.02
+_sleep = time.sleep
+
 
 def _b(x: BytesLike) -> bytes:
     if isinstance(x, str):
@@ -64,6 +78,13 @@ def _b(x: BytesLike) -> bytes:
     if isinstance(x, (bytes, bytearray, memoryview)):
         return bytes(x)
     raise TypeError(f"pmkv keys and values are bytes or str, not {type(x).__name__}")
+
+
+def _after_prefix(p: bytes) -> Optional[bytes]:
+    """The least key above every key that begins with ``p`` (``None``: there is none, ``p``
+    being all 0xff bytes or empty): trailing 0xff bytes dropped, the last one left + 1."""
+    p = p.rstrip(b"\xff")
+    return p[:-1] + bytes([p[-1] + 1]) if p else None
 
 
 def engines() -> list:
@@ -79,17 +100,38 @@ def open(  # noqa: A001 - the conventional name (dbm.open, lmdb.open, sqlite3.co
     read_only: bool = False,
     initial_size: Optional[int] = None,
     max_size: Optional[int] = None,
+    wait: float = 0,
 ) -> "Store":
     """Open (or, with ``create``, create) the pool at ``path``.
 
     ``engine``: for a new pool, which engine ("hart" by default); an existing pool's
     engine is read from its header. ``mode``: "adr" (flush and fence per write, for
     ADR persistent memory or a file), "eadr" (fences only), "msync" (msync per write, for
-    a disk file) or "none" (no persistence). ``read_only``: refuse writes, change nothing.
-    ``initial_size`` and ``max_size`` (bytes) bound a new pool's file: a pool that cannot
-    grow further raises ``FullError`` and keeps what it has.
+    a disk file) or "none" (no persistence). ``read_only``: refuse writes, change nothing;
+    any number of processes (and opens) may hold a pool read-only at once, while none
+    holds it for writing. A pool that was not closed cleanly needs one read-write open
+    (its crash recovery) before it opens read-only. ``initial_size`` and ``max_size``
+    (bytes) bound a new pool's file: a pool that cannot grow further raises ``FullError``
+    and keeps what it has.
+
+    ``wait``: seconds to wait, retrying every 20 ms, while the pool is held where this
+    open cannot share it (a writer, or readers when opening to write): ``LockedError``
+    only once they have passed (0, the default: at once; ``math.inf``: no limit). As
+    ``pmkv --wait``. The wait sleeps with the GIL released and can be interrupted.
     """
-    return Store(_pmkv.open_store(os.fspath(path), engine, mode, create, read_only, initial_size, max_size))
+    if not wait >= 0:  # also refuses NaN
+        raise ValueError(f"wait must be a non-negative number of seconds, not {wait!r}")
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            native = _pmkv.open_store(os.fspath(path), engine, mode, create, read_only, initial_size, max_size)
+        except LockedError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            _sleep(min(_RETRY_EVERY, left))
+            continue
+        return Store(native)
 
 
 class Store(MutableMapping):
@@ -136,11 +178,22 @@ class Store(MutableMapping):
         end: Optional[BytesLike] = None,
         limit: Optional[int] = None,
         reverse: bool = False,
+        prefix: Optional[BytesLike] = None,
     ) -> Iterator[Tuple[bytes, bytes]]:
-        """``(key, value)`` pairs with ``start <= key < end`` (None: unbounded), in key
-        order (or reverse), at most ``limit``. Fetched in chunks of 256 records with no
-        lock held between chunks: writes may run meanwhile; the next chunk starts after the
-        last key fetched, so records written past it are seen, none is seen twice."""
+        """``(key, value)`` pairs with ``start <= key < end``: the range is half-open, as
+        in every pmkv front end (``end`` excluded; an ``end`` at or before ``start``: no
+        pairs). ``None`` leaves that side open; ``b""`` is the empty key, a bound like any
+        other. ``prefix``: the keys that begin with it (instead of ``start``/``end``). In
+        key order, or with ``reverse`` the same pairs highest first; at most ``limit`` (the
+        first met: with ``reverse``, the highest).
+
+        Fetched in chunks of 256 records with no lock held between chunks: writes may run
+        meanwhile; the next chunk starts after the last key fetched, so records written
+        past it are seen, none is seen twice."""
+        if prefix is not None:
+            if start is not None or end is not None:
+                raise ValueError("scan: give prefix, or start and end, not both")
+            start, end = _b(prefix), _after_prefix(_b(prefix))
         lo = None if start is None else _b(start)
         hi = None if end is None else _b(end)
         left = limit
@@ -190,6 +243,11 @@ class Store(MutableMapping):
     def close(self) -> None:
         """Close the store; later use raises ``ClosedError``. A second close does nothing.
 
+        Errors the close meets are raised (the store is closed all the same). After a call
+        raised ``CorruptError``, the pool is left marked unclean and ``close`` raises that
+        damage again, as a ``CorruptError``: reopening does not repair it (``pmkv check``
+        reports it, ``pmkv salvage`` copies out what is intact).
+
         Safe while other threads are inside calls on this store: ``close`` waits (with the
         GIL released) for the call each of them is in to finish — for a ``scan``, the
         chunk being fetched — and their next call raises ``ClosedError``."""
@@ -202,8 +260,18 @@ class Store(MutableMapping):
     def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is None:
+            self.close()
+            return
+        # An exception is leaving the block: it is the one to see. What the close meets
+        # (after a CorruptError, that same damage again) is added to it as a note rather
+        # than raised in its place.
+        try:
+            self.close()
+        except Error as e:
+            if hasattr(exc, "add_note"):  # Python 3.11+
+                exc.add_note(f"pmkv: closing the store then failed too: {type(e).__name__}: {e}")
 
     def __repr__(self) -> str:
         return f"<pmkv.Store {'closed' if self.closed else self.engine}>"

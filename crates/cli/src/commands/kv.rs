@@ -112,23 +112,68 @@ pub struct PutArgs {
     pub open: OpenArgs,
 }
 
+/// `pmkv scan`'s range: half-open, `--from START --before END` is `[START, END)`, as in
+/// every other front end (docs/design/api.md, "A range is half-open"). The inclusive end
+/// is named (`--through`), and the old `--to`, which was inclusive, is refused with a
+/// message rather than silently given a new meaning.
 #[derive(clap::Args)]
 pub struct ScanArgs {
     pub pool: PathBuf,
-    /// First key (inclusive).
-    #[arg(long)]
+    /// First key, included.
+    #[arg(long, value_name = "KEY", conflicts_with_all = ["after", "prefix"])]
     pub from: Option<OsString>,
-    /// Last key (inclusive).
-    #[arg(long)]
+    /// Start just after KEY (KEY excluded): to continue from the last key printed.
+    #[arg(long, value_name = "KEY", conflicts_with = "prefix")]
+    pub after: Option<OsString>,
+    /// End before KEY (KEY excluded): --from A --before B is [A, B).
+    #[arg(long, value_name = "KEY", conflicts_with_all = ["through", "prefix"])]
+    pub before: Option<OsString>,
+    /// End at KEY, included.
+    #[arg(long, value_name = "KEY", conflicts_with = "prefix")]
+    pub through: Option<OsString>,
+    /// Only keys that begin with PREFIX.
+    #[arg(long, value_name = "PREFIX")]
+    pub prefix: Option<OsString>,
+    /// Refused: it was an inclusive end, unlike every other range in pmkv; say --through
+    /// (inclusive, what --to did) or --before (exclusive).
+    #[arg(long, hide = true, value_name = "KEY")]
     pub to: Option<OsString>,
-    /// At most this many records.
+    /// At most this many records (the first ones in the order printed).
     #[arg(long)]
     pub limit: Option<usize>,
-    /// Descending key order (from --to down to --from).
+    /// Descending key order: the same records, highest first.
     #[arg(long)]
     pub reverse: bool,
     #[command(flatten)]
     pub open: OpenArgs,
+}
+
+impl ScanArgs {
+    /// The range the options name (before the pool is opened: a refusal opens nothing).
+    pub fn range(&self) -> Result<KeyRange, String> {
+        if let Some(k) = &self.to {
+            let k = escape(&arg_bytes(k)?);
+            return Err(format!(
+                "scan --to is gone: it included its key, unlike every other range in pmkv; \
+                 say --through {k} for the same records, or --before {k} to stop short of it"
+            ));
+        }
+        if let Some(p) = &self.prefix {
+            return Ok(KeyRange::prefix(arg_bytes(p)?));
+        }
+        // clap refuses --from with --after and --before with --through.
+        let start = match (&self.from, &self.after) {
+            (Some(k), _) => Bound::Included(arg_bytes(k)?),
+            (None, Some(k)) => Bound::Excluded(arg_bytes(k)?),
+            (None, None) => Bound::Unbounded,
+        };
+        let end = match (&self.before, &self.through) {
+            (Some(k), _) => Bound::Excluded(arg_bytes(k)?),
+            (None, Some(k)) => Bound::Included(arg_bytes(k)?),
+            (None, None) => Bound::Unbounded,
+        };
+        Ok(KeyRange { start, end })
+    }
 }
 
 #[derive(clap::Args)]
@@ -338,17 +383,8 @@ fn print_range(store: &Store, range: &KeyRange, dir: Direction, limit: usize) ->
 }
 
 pub fn scan(a: ScanArgs) -> CmdResult {
+    let range = a.range()?;
     let store = a.open.open_for_reading(&a.pool)?;
-    let range = KeyRange {
-        start: match &a.from {
-            Some(k) => Bound::Included(arg_bytes(k)?),
-            None => Bound::Unbounded,
-        },
-        end: match &a.to {
-            Some(k) => Bound::Included(arg_bytes(k)?),
-            None => Bound::Unbounded,
-        },
-    };
     let dir = if a.reverse { Direction::Reverse } else { Direction::Forward };
     print_range(&store, &range, dir, a.limit.unwrap_or(usize::MAX))
 }

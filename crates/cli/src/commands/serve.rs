@@ -8,6 +8,26 @@ use crate::Outcome;
 use pmkv::{Registry, Store};
 use std::path::PathBuf;
 
+/// The command pmkv adds to Redis's, in `pmkv serve --help` (its design:
+/// docs/design/front-ends.md, "PMKV.RANGE").
+const RANGE_HELP: &str = "\
+Besides Redis's commands, the server answers
+
+  PMKV.RANGE start end [count] [REV]
+
+with the records of a key range as a flat array key1 value1 key2 value2 ...,
+in key order (REV: the same records, highest key first), at most count of them
+(default: all, up to the client's output-buffer hard limit, past which the
+connection is closed). The ends are written as in ZRANGEBYLEX:
+  -       the open low end (as end: nothing)
+  +       the open high end (as start: nothing)
+  [key    key included
+  (key    key excluded
+  key     included as start, excluded as end: PMKV.RANGE a b is [a, b),
+          the half-open range every pmkv front end means by two keys
+A key that is - or +, or starts with [ or (, is written with a bracket: [-  [[x.
+An end before its start gives an empty array. Page with: PMKV.RANGE (last-key + 100";
+
 #[derive(clap::Args)]
 #[command(after_help = supported())]
 pub struct Args {
@@ -65,8 +85,7 @@ pub struct Args {
 fn supported() -> String {
     format!(
         "Commands served (anything else is refused before anything is applied; keys beginning \
-         with \\xffpmkv\\x00 are reserved):\n{}\nPMKV.RANGE start end [count]: records in [start, end), `-`/`+` \
-         for open ends.",
+         with \\xffpmkv\\x00 are reserved):\n{}\n{RANGE_HELP}",
         pmkv_server::table::help()
     )
 }
