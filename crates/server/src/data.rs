@@ -271,6 +271,46 @@ fn cursor_start(cursors: &[Vec<u8>], arg: &[u8]) -> TxResult<Option<Vec<u8>>> {
     }
 }
 
+/// One page of SCAN or HSCAN: COUNT elements looked at, the bulks of those shown, the
+/// element to resume after, and the output budget.
+struct Page {
+    items: Vec<Reply>,
+    seen: usize,
+    count: usize,
+    last: Vec<u8>,
+    size: usize,
+    budget: usize,
+}
+
+impl Page {
+    fn new(count: usize, budget: usize) -> Page {
+        Page { items: Vec::new(), seen: 0, count, last: Vec::new(), size: 0, budget }
+    }
+
+    /// Look at one element (`resume`: what a cursor resumes after), showing `bulks`;
+    /// whether to go on.
+    fn step(&mut self, resume: &[u8], bulks: &[&[u8]]) -> bool {
+        self.seen += 1;
+        for b in bulks {
+            self.size += bulk_cost(b.len());
+            self.items.push(Reply::bulk(*b));
+        }
+        if self.seen == self.count {
+            self.last = resume.to_vec();
+        }
+        self.seen < self.count && self.size <= self.budget
+    }
+
+    /// `[next cursor, [bulks]]`, or the over-limit error.
+    fn reply(self, cursors: &mut Vec<Vec<u8>>) -> Reply {
+        if self.size > self.budget {
+            return over();
+        }
+        let next = if self.seen < self.count { 0 } else { cursor_for(cursors, self.last) };
+        Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(self.items)])
+    }
+}
+
 /// Run data command `cmd` (upper case, known, arity checked) with arguments `a`.
 pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
     let k = a.first().map_or(&[][..], |k| k.as_slice());
@@ -450,24 +490,13 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResu
         "HSCAN" => {
             let after = cursor_start(cx.cursors, &a[1])?;
             let o = scan_opts(&a[2..], tx.store().info().max_key_len, false)?;
-            let (mut items, mut seen, mut last, mut size) = (Vec::new(), 0usize, Vec::new(), 0usize);
+            let mut page = Page::new(o.count, cx.budget);
             tx.hscan(k, after.as_deref(), |f, v| {
-                seen += 1;
-                if o.pattern.as_ref().is_none_or(|p| p.matches(f)) {
-                    size += bulk_cost(f.len()) + bulk_cost(v.len());
-                    items.push(Reply::bulk(f));
-                    items.push(Reply::bulk(v));
-                }
-                if seen == o.count {
-                    last = f.to_vec();
-                }
-                seen < o.count && size <= cx.budget
+                let shown = o.pattern.as_ref().is_none_or(|p| p.matches(f));
+                let both = [f, v];
+                page.step(f, if shown { &both[..] } else { &[] })
             })?;
-            if size > cx.budget {
-                return Ok(over());
-            }
-            let next = if seen < o.count { 0 } else { cursor_for(cx.cursors, last) };
-            Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(items)])
+            page.reply(cx.cursors)
         }
         "DEL" | "UNLINK" => {
             let mut n = 0;
@@ -519,24 +548,15 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResu
             let start = cursor_start(cx.cursors, &a[0])?.map_or(Bound::Unbounded, Bound::Excluded);
             let o = scan_opts(&a[1..], tx.store().info().max_key_len, true)?;
             let meta_prefix = crate::keyspace::meta_key(b"");
-            let (mut items, mut seen, mut last, mut size) = (Vec::new(), 0usize, Vec::new(), 0usize);
+            let mut page = Page::new(o.count, cx.budget);
             tx.keys(start, |user, rec| {
-                seen += 1;
                 let kind = if rec.starts_with(&meta_prefix) { "hash" } else { "string" };
-                if o.pattern.as_ref().is_none_or(|p| p.matches(user)) && o.kind.as_deref().is_none_or(|t| t == kind) {
-                    size += bulk_cost(user.len());
-                    items.push(Reply::bulk(user));
-                }
-                if seen == o.count {
-                    last = rec.to_vec();
-                }
-                seen < o.count && size <= cx.budget
+                let shown =
+                    o.pattern.as_ref().is_none_or(|p| p.matches(user)) && o.kind.as_deref().is_none_or(|t| t == kind);
+                let one = [user];
+                page.step(rec, if shown { &one[..] } else { &[] })
             })?;
-            if size > cx.budget {
-                return Ok(over());
-            }
-            let next = if seen < o.count { 0 } else { cursor_for(cx.cursors, last) };
-            Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(items)])
+            page.reply(cx.cursors)
         }
         _ => return Err(Reply::err(format!("ERR '{}' is not a data command", cmd.to_ascii_lowercase()))),
     })
