@@ -10,7 +10,7 @@
 
 use pmkv::{Direction, ErrorKind, KeyRange, Options, Store as RStore};
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyFileExistsError, PyFileNotFoundError};
+use pyo3::exceptions::{PyException, PyFileExistsError, PyFileNotFoundError, PyPermissionError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyType};
@@ -32,7 +32,6 @@ create_exception!(
 create_exception!(_pmkv, LockedError, Error, "The pool is open in another process (or elsewhere in this one).");
 create_exception!(_pmkv, FullError, Error, "The pool (or the file system under it) is full.");
 create_exception!(_pmkv, TooLargeError, Error, "A key or value exceeds the engine's limit.");
-create_exception!(_pmkv, ReadOnlyError, Error, "A write to a store opened read-only.");
 create_exception!(_pmkv, ClosedError, Error, "Use of a store after close().");
 create_exception!(
     _pmkv,
@@ -41,12 +40,14 @@ create_exception!(
     "The pool holds another engine than the one asked for (an existing pool's engine is read from its header: pass engine=None)."
 );
 
-/// `NotFoundError` and `ExistsError`: `pmkv.Error`s that are also Python's
-/// `FileNotFoundError` and `FileExistsError`, so that `except FileNotFoundError` works as
-/// for any file API. Two bases, so made with `type()` at import (`create_exception!` takes
+/// `NotFoundError`, `ExistsError` and `ReadOnlyError`: `pmkv.Error`s that are also
+/// Python's `FileNotFoundError`, `FileExistsError` and `PermissionError` (a write to a
+/// read-only store, or a pool file the process may not write), so that `except
+/// FileNotFoundError` works as for any file API. Two bases, so made with `type()` at import (`create_exception!` takes
 /// one).
 static NOT_FOUND: GILOnceCell<Py<PyType>> = GILOnceCell::new();
 static EXISTS: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+static READ_ONLY: GILOnceCell<Py<PyType>> = GILOnceCell::new();
 
 fn two_based(py: Python<'_>, name: &str, os_base: Bound<'_, PyType>, doc: &str) -> PyResult<Py<PyType>> {
     let ns = PyDict::new(py);
@@ -74,7 +75,7 @@ fn to_py(e: pmkv::Error) -> PyErr {
         ErrorKind::Locked => LockedError::new_err(msg),
         ErrorKind::Full => FullError::new_err(msg),
         ErrorKind::KeyTooLarge | ErrorKind::ValueTooLarge => TooLargeError::new_err(msg),
-        ErrorKind::ReadOnly => ReadOnlyError::new_err(msg),
+        ErrorKind::ReadOnly => raise_from(&READ_ONLY, msg),
         _ => Error::new_err(format!("{msg} [{}]", e.kind().name())),
     }
 }
@@ -262,7 +263,6 @@ fn _pmkv(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LockedError", py.get_type::<LockedError>())?;
     m.add("FullError", py.get_type::<FullError>())?;
     m.add("TooLargeError", py.get_type::<TooLargeError>())?;
-    m.add("ReadOnlyError", py.get_type::<ReadOnlyError>())?;
     m.add("ClosedError", py.get_type::<ClosedError>())?;
     m.add("WrongEngineError", py.get_type::<WrongEngineError>())?;
     let nf = NOT_FOUND.get_or_try_init(py, || {
@@ -273,5 +273,14 @@ fn _pmkv(m: &Bound<'_, PyModule>) -> PyResult<()> {
         two_based(py, "ExistsError", py.get_type::<PyFileExistsError>(), "A pool file is already there.")
     })?;
     m.add("ExistsError", ex.bind(py))?;
+    let ro = READ_ONLY.get_or_try_init(py, || {
+        two_based(
+            py,
+            "ReadOnlyError",
+            py.get_type::<PyPermissionError>(),
+            "A write to a store opened read-only, or to a pool file this process may not write.",
+        )
+    })?;
+    m.add("ReadOnlyError", ro.bind(py))?;
     Ok(())
 }

@@ -21,7 +21,8 @@ Errors are ``pmkv.Error`` subclasses: ``CorruptError`` (damaged, foreign or
 unknown-version pool), ``WrongEngineError`` (the pool holds another engine),
 ``NotFoundError`` (also a ``FileNotFoundError``), ``ExistsError`` (also a
 ``FileExistsError``), ``LockedError`` (open elsewhere), ``FullError``, ``TooLargeError``,
-``ReadOnlyError``, ``ClosedError`` (use after ``close()``); a missing key is ``KeyError``.
+``ReadOnlyError`` (also a ``PermissionError``), ``ClosedError`` (use after
+``close()``); a missing key is ``KeyError``.
 A ``CorruptError`` from a call leaves the pool marked unclean; ``close()`` then raises
 that damage again (a ``CorruptError``) rather than closing quietly, and leaving a ``with``
 block on an exception raises that exception, with any error of the close as a note.
