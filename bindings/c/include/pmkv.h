@@ -124,6 +124,36 @@ typedef struct pmkv_options {
 } pmkv_options;
 
 /**
+ * What a store's acknowledged writes survive (pmkv_store_durability): the medium its pool sits
+ * on, detected at open, and its mode. The strings are static: never freed, valid for the
+ * life of the program.
+ */
+typedef struct pmkv_durability {
+  /**
+   * "dax" (persistent memory mapped with MAP_SYNC), "memory" (tmpfs, ramfs), "disk"
+   * (any other file system) or "anonymous" (an engine without a pool).
+   */
+  const char *medium;
+  /**
+   * "adr", "eadr", "msync" or "none".
+   */
+  const char *mode;
+  /**
+   * For each event: 1 acknowledged writes survive it, 0 they may be lost, -1 only on
+   * eADR hardware (mode eadr on DAX; no interface tells whether a machine has eADR).
+   */
+  int process_crash;
+  int kernel_crash;
+  int power_loss;
+  int reboot;
+  /**
+   * Why the mode promises more than the medium gives (e.g. "adr" on a disk file or on
+   * tmpfs), for the application to show once; NULL when it does not.
+   */
+  const char *warning;
+} pmkv_durability;
+
+/**
  * How to open a Mangosteen pool. Zero-initialise it and set what you need: a NULL `mode`
  * means "adr"; `region_size` 0 means 1 MiB (fixed when the pool is created);
  * `initial_size` 0 means 16 MiB.
@@ -315,6 +345,19 @@ int pmkv_delete(const struct pmkv_store *s, const uint8_t *key, uintptr_t key_le
  * pmkv_open / pmkv_cursor_open and not yet closed).
  */
 int pmkv_len(const struct pmkv_store *s, uint64_t *out);
+
+/**
+ * Fill `*out` with what the store's acknowledged writes survive (the struct pmkv_durability).
+ * An application that opened the store for writing should show `out->warning`, if
+ * not NULL, once.
+ *
+ * # Safety
+ *
+ * Pointers are as the header says: strings NUL-terminated, byte pointers valid for their
+ * lengths (NULL only with 0), out pointers writable, stores and cursors live (from
+ * pmkv_open / pmkv_cursor_open and not yet closed).
+ */
+int pmkv_store_durability(const struct pmkv_store *s, struct pmkv_durability *out);
 
 /**
  * Check the store's invariants: PMKV_OK, or PMKV_E_CORRUPT with the problems in

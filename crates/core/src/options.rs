@@ -35,7 +35,10 @@ impl<T: Any + Debug + Send + Sync> EngineOptions for T {
 #[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Persistence mode (SPEC P3). Default `adr`.
+    /// Persistence mode (SPEC P3). Default `adr`: correct on every medium, and durable
+    /// against power loss on real PM. On a disk file or tmpfs it promises more than the
+    /// medium gives; the open store says what its writes survive
+    /// ([`Pool::durability`](pmkv_substrate::Pool::durability)), and front ends warn.
     pub mode: Mode,
     /// Size of a new pool in bytes; it grows on demand up to `max_size`. Default 64 MiB.
     pub initial_size: u64,

@@ -4,6 +4,8 @@
 //!
 //! * [`pool`] — pool files mapped at a fixed base that grows in place (SPEC P1, P2);
 //! * [`header`] — the pool header and its crash-atomic update;
+//! * [`durability`] — what a pool sits on ([`Medium`]) and what its acknowledged writes
+//!   survive in each mode;
 //! * [`persist`] — `adr` / `eadr` / `msync` / `none` persistence (P3), the only code that
 //!   issues flushes and fences;
 //! * [`counters`] — per-thread flush/fence/line counters (P4);
@@ -20,6 +22,7 @@
 pub mod counters;
 #[cfg(feature = "crash-sim")]
 pub mod crash_sim;
+pub mod durability;
 pub mod epalloc;
 pub mod error;
 #[cfg(feature = "fault-injection")]
@@ -33,6 +36,7 @@ pub mod pool;
 pub use counters::Counters;
 #[cfg(feature = "crash-sim")]
 pub use crash_sim::{CrashPoint, Eviction, PointKind, SimState};
+pub use durability::{Durability, Event, Medium, Survives};
 pub use error::{PoolError, Result};
 #[cfg(feature = "fault-injection")]
 pub use fault::{FaultHook, FaultPoint};

@@ -21,7 +21,10 @@ use std::path::PathBuf;
 /// Options shared by every command that opens a pool.
 #[derive(clap::Args, Clone)]
 pub struct OpenArgs {
-    /// Persistence mode: adr, eadr, msync or none.
+    /// Persistence mode: adr, eadr, msync or none. adr is durable against power loss on
+    /// real PM (DAX); on a disk file only msync is, and on tmpfs nothing is. A command that
+    /// writes warns when the mode promises more than the medium gives; `pmkv info` shows
+    /// what each mode survives where the pool is.
     #[arg(long, default_value = "adr")]
     pub mode: Mode,
     /// An engine parameter, KEY=VALUE (repeatable). `pmkv engines` lists the parameters.
@@ -72,6 +75,18 @@ impl OpenArgs {
 
 /// A store, or why a command could not open it.
 pub type CmdStore = Result<Store, Box<dyn std::error::Error>>;
+
+/// Print, on stderr, the library's warning when the store a command wrote to has a mode
+/// that promises more than its medium gives (`adr` on a disk file or on tmpfs): the
+/// writes it acknowledged do not survive what the mode's name suggests. `d` is the
+/// store's [`Store::durability`], taken at its open. Commands call this once, after
+/// their writes succeeded, so that the warning appears once and an error stays the one
+/// line on stderr; read-only opens acknowledge no writes and do not warn.
+pub fn warn_durability(d: &pmkv::Durability, pool: &std::path::Path) {
+    if let Some(w) = d.warning() {
+        errln!("pmkv: warning: {}: {w}", pool.display());
+    }
+}
 
 #[derive(clap::Args)]
 pub struct LoadArgs {
@@ -193,6 +208,7 @@ pub fn load(a: LoadArgs) -> CmdResult {
         errln!("pmkv: {}: empty file (an interrupted create) replaced by a new pool", a.pool.display());
     }
     let store = a.open.waiting(|| Store::open_with(factory, &a.pool, &opts))?;
+    let durability = store.durability();
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -232,6 +248,7 @@ pub fn load(a: LoadArgs) -> CmdResult {
     bar.finish_and_clear();
     errln!("loaded {n} records; {} keys in the pool", store.len()?);
     store.close()?;
+    warn_durability(&durability, &a.pool);
     Ok(Outcome::Ok)
 }
 
@@ -298,15 +315,21 @@ pub fn get(a: KeyArgs) -> CmdResult {
 
 pub fn put(a: PutArgs) -> CmdResult {
     let store = a.open.open_existing(&a.pool)?;
+    let durability = store.durability();
     store.put(&arg_bytes(&a.key)?, &arg_bytes(&a.value)?)?;
     store.close()?;
+    warn_durability(&durability, &a.pool);
     Ok(Outcome::Ok)
 }
 
 pub fn del(a: KeyArgs) -> CmdResult {
     let store = a.open.open_existing(&a.pool)?;
+    let durability = store.durability();
     let found = store.delete(&arg_bytes(&a.key)?)?;
     store.close()?;
+    if found {
+        warn_durability(&durability, &a.pool);
+    }
     Ok(if found { Outcome::Ok } else { Outcome::NotFound })
 }
 

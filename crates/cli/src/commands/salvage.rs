@@ -10,7 +10,7 @@
 //! key survived but whose value did not are counted and listed. A refused salvage
 //! removes the new pool it had created.
 
-use super::kv::{escape, OpenArgs};
+use super::kv::{escape, warn_durability, OpenArgs};
 use super::CmdResult;
 use crate::Outcome;
 use pmkv::{Registry, Store};
@@ -46,6 +46,7 @@ pub fn run(a: Args) -> CmdResult {
     let image = std::fs::read(&a.damaged).map_err(|e| format!("{}: {e}", a.damaged.display()))?;
     let opts = a.open.options()?.create(true).initial_size(a.initial_mib << 20);
     let store = Store::open_with(factory, &a.new, &opts)?;
+    let durability = store.durability();
     let report = match factory.salvage(&image, &mut |k, v| store.put(k, v)) {
         Ok(r) => r,
         Err(e) => {
@@ -57,6 +58,7 @@ pub fn run(a: Args) -> CmdResult {
         }
     };
     store.close()?;
+    warn_durability(&durability, &a.new);
     outln!("salvaged         {} records into {}", report.records, a.new.display())?;
     outln!("lost             {} records whose value failed its check", report.damaged)?;
     outln!("duplicates       {} stale copies skipped", report.duplicates)?;

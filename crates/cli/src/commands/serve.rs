@@ -100,6 +100,19 @@ pub fn run(a: Args) -> CmdResult {
         let f = Registry::builtin().get(&a.engine)?;
         Store::open_with(f, &a.pool, &opts.clone().create(true).initial_size(a.initial_mib << 20))?
     };
+    // What acknowledged writes survive, said once at start-up (INFO's Persistence section
+    // says it too), and the warning if the mode promises more than the medium gives.
+    let d = store.durability();
+    errln!(
+        "pmkv serve: {}: mode {} on {}: acknowledged writes survive: {}",
+        a.pool.display(),
+        d.mode,
+        d.medium,
+        d.summary()
+    );
+    if let Some(w) = d.warning() {
+        errln!("pmkv serve: warning: {w}");
+    }
     let cfg = pmkv_server::Config {
         bind: a.bind.clone(),
         port: a.port,

@@ -29,11 +29,12 @@ pub use claim::EngineClaim;
 
 use flush::msync_pending;
 pub(crate) use mapping::reserve;
-use mapping::{allocate_file, memory_fs, probe_map_sync};
+use mapping::{allocate_file, medium_of, probe_map_sync};
 
 use crate::counters;
 #[cfg(feature = "crash-sim")]
 use crate::crash_sim::SimState;
+use crate::durability::{Durability, Medium};
 use crate::error::{PoolError, Result};
 use crate::header::{Immutable, Mutable, FORMAT_VERSION, HEADER_SIZE, MAX_LAYOUT, NUM_ROOTS, SEAL_ROOT, SLOT_LEN};
 use crate::latency::{spin_ns, Latency};
@@ -123,6 +124,8 @@ pub struct PoolInfo {
     pub state: Mutable,
     /// Another process holds the pool open right now.
     pub in_use: bool,
+    /// What the file lives on, detected as an open would ([`Medium::of_file`]).
+    pub medium: Medium,
 }
 
 /// Where the pool's bytes live.
@@ -147,6 +150,8 @@ pub struct Pool {
     mode: Mode,
     latency: Latency,
     map_sync: bool,
+    /// What the pool's bytes are mapped from (detected at open).
+    medium: Medium,
     /// Prefault pages the pool adds ([`PoolOptions::prefault`]; only for a pool in memory,
     /// not in `msync` mode).
     prefault: bool,
@@ -249,6 +254,16 @@ impl Pool {
 
     pub fn map_sync(&self) -> bool {
         self.map_sync
+    }
+
+    /// What the pool's bytes are mapped from, detected at open.
+    pub fn medium(&self) -> Medium {
+        self.medium
+    }
+
+    /// What an acknowledged write to this pool survives: its medium and mode.
+    pub fn durability(&self) -> Durability {
+        Durability::new(self.medium, self.mode)
     }
 
     pub fn layout(&self) -> &str {
