@@ -145,29 +145,32 @@ impl Durability {
     ///   every mode on every file medium survives it; anonymous memory dies with the
     ///   process.
     /// * a **reboot** syncs and unmounts file systems: the page cache of a disk file is
-    ///   written back (a DAX file's dirty lines too), so every mode survives it on `Dax`
-    ///   and `Disk`; tmpfs is gone.
+    ///   written back, so every mode survives it on `Disk`; tmpfs is gone. On `Dax` only
+    ///   what reached PM survives, as for a power loss (next point): a `MAP_SYNC` mapping's
+    ///   pages are not tracked dirty, so neither the sync nor the reset writes back lines
+    ///   still in the CPU caches, unless the platform has eADR.
     /// * a **kernel crash** and a **power loss** keep only what reached the device: on a
     ///   disk file only what `msync` wrote (the `msync` mode, at every commit); on DAX
-    ///   what was flushed (`adr`, and `msync`, whose msync flushes the lines of a DAX
-    ///   file), or what was merely stored on eADR hardware (`eadr`, which pmkv cannot
-    ///   detect); `none` orders nothing, so a partial write-back may leave any state.
-    ///   Memory file systems keep nothing.
+    ///   what `adr` flushed, or, on eADR hardware (which pmkv cannot detect), what was
+    ///   merely stored (`eadr`, and `msync`, which issues no flush and whose `msync` of a
+    ///   `MAP_SYNC` mapping writes nothing back); `none` orders nothing, so a partial
+    ///   write-back may leave any state. Memory file systems keep nothing.
     pub fn survives(&self, event: Event) -> Survives {
         use Survives::*;
         match (self.medium, event) {
             (Medium::Anonymous, _) => No,
             (_, Event::ProcessCrash) => Yes,
             (Medium::Memory, _) => No,
-            (Medium::Disk | Medium::Dax, Event::Reboot) => Yes,
+            (Medium::Disk, Event::Reboot) => Yes,
             // Kernel crash or power loss:
             (Medium::Disk, _) => match self.mode {
                 Mode::Msync => Yes,
                 Mode::Adr | Mode::Eadr | Mode::None => No,
             },
+            // Kernel crash, power loss or reboot:
             (Medium::Dax, _) => match self.mode {
-                Mode::Adr | Mode::Msync => Yes,
-                Mode::Eadr => IfEadr,
+                Mode::Adr => Yes,
+                Mode::Eadr | Mode::Msync => IfEadr,
                 Mode::None => No,
             },
         }
@@ -180,10 +183,19 @@ impl Durability {
 
     /// Whether the mode promises durability the medium does not give: `adr`, `eadr` and
     /// `msync` each promise that an acknowledged write survives a power loss (`none`
-    /// promises nothing). `eadr` on DAX is not flagged: it holds on eADR hardware, which
-    /// pmkv cannot tell from ADR hardware ([`Survives::IfEadr`] says so instead).
+    /// promises nothing). `eadr` on DAX is not flagged: choosing it says the hardware has
+    /// eADR, which pmkv cannot check ([`Survives::IfEadr`] says so instead). `msync` on
+    /// DAX is: it holds only on eADR hardware, and nothing in choosing it says the
+    /// hardware has that.
     pub fn over_promises(&self) -> bool {
-        self.mode != Mode::None && self.medium != Medium::Anonymous && self.survives(Event::PowerLoss) == Survives::No
+        if self.mode == Mode::None || self.medium == Medium::Anonymous {
+            return false;
+        }
+        match self.survives(Event::PowerLoss) {
+            Survives::No => true,
+            Survives::IfEadr => self.mode != Mode::Eadr,
+            Survives::Yes => false,
+        }
     }
 
     /// What a front end should tell the user at a read-write open, once, if the mode
@@ -196,6 +208,11 @@ impl Durability {
             (Medium::Memory, _) => {
                 "the pool is on a memory file system (tmpfs or ramfs): acknowledged writes survive a process \
                  crash but are lost at a kernel crash, a power loss or a reboot, whatever the mode"
+            }
+            (Medium::Dax, _) => {
+                "mode msync on persistent memory: msync writes back nothing that a MAP_SYNC mapping holds \
+                 in the CPU caches, and the mode issues no cache flush, so acknowledged writes survive a \
+                 kernel crash, power loss or reboot only on eADR hardware; mode adr flushes each write"
             }
             (_, Mode::Adr) => {
                 "mode adr on a disk file: acknowledged writes survive a process crash and a clean reboot, but \
@@ -247,11 +264,11 @@ mod tests {
     }
 
     #[test]
-    fn dax_survives_power_loss_in_adr_and_msync_and_eadr_only_on_eadr_hardware() {
+    fn dax_survives_power_loss_in_adr_and_in_eadr_and_msync_only_on_eadr_hardware() {
         assert_eq!(row(Medium::Dax, Mode::Adr), [Yes, Yes, Yes, Yes]);
-        assert_eq!(row(Medium::Dax, Mode::Msync), [Yes, Yes, Yes, Yes]);
-        assert_eq!(row(Medium::Dax, Mode::Eadr), [Yes, IfEadr, IfEadr, Yes]);
-        assert_eq!(row(Medium::Dax, Mode::None), [Yes, No, No, Yes]);
+        assert_eq!(row(Medium::Dax, Mode::Msync), [Yes, IfEadr, IfEadr, IfEadr]);
+        assert_eq!(row(Medium::Dax, Mode::Eadr), [Yes, IfEadr, IfEadr, IfEadr]);
+        assert_eq!(row(Medium::Dax, Mode::None), [Yes, No, No, No]);
     }
 
     #[test]
@@ -270,7 +287,7 @@ mod tests {
                     (_, Mode::None) | (Medium::Anonymous, _) => false,
                     (Medium::Memory, _) => true,
                     (Medium::Disk, m) => m != Mode::Msync,
-                    (Medium::Dax, _) => false,
+                    (Medium::Dax, m) => m == Mode::Msync,
                 };
                 assert_eq!(d.warning().is_some(), expect, "{d}");
                 assert_eq!(d.over_promises(), expect, "{d}");
@@ -282,6 +299,8 @@ mod tests {
         assert!(w.contains("eadr") && w.contains("msync"), "{w}");
         let w = Durability::new(Medium::Memory, Mode::Msync).warning().unwrap();
         assert!(w.contains("tmpfs") && w.contains("reboot"), "{w}");
+        let w = Durability::new(Medium::Dax, Mode::Msync).warning().unwrap();
+        assert!(w.contains("msync") && w.contains("eADR") && w.contains("adr flushes"), "{w}");
     }
 
     #[test]

@@ -58,12 +58,15 @@ pub fn run(a: Args) -> CmdResult {
         }
     };
     store.close()?;
-    warn_durability(&durability, &a.new);
     outln!("salvaged         {} records into {}", report.records, a.new.display())?;
     outln!("lost             {} records whose value failed its check", report.damaged)?;
     outln!("duplicates       {} stale copies skipped", report.duplicates)?;
     for k in &report.lost_keys {
         outln!("lost key         {}", escape(k))?;
     }
+    // Last, once the report is out: a command that fails (its output lost to a full
+    // device, say) prints its one error line and no warning.
+    crate::output::flush()?;
+    warn_durability(&durability, &a.new);
     Ok(Outcome::Ok)
 }
