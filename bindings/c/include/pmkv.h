@@ -118,7 +118,8 @@ typedef struct pmkv_options {
    */
   int read_only;
   /**
-   * Initial pool size in bytes for a new pool (0: default).
+   * Initial pool size in bytes for a new pool (0: the default, 64 KiB; a pool grows on
+   * demand).
    */
   uint64_t initial_size;
 } pmkv_options;
@@ -156,7 +157,7 @@ typedef struct pmkv_durability {
 /**
  * How to open a Mangosteen pool. Zero-initialise it and set what you need: a NULL `mode`
  * means "adr"; `region_size` 0 means 1 MiB (fixed when the pool is created);
- * `initial_size` 0 means 16 MiB.
+ * `initial_size` 0 means 64 KiB (the pool grows on demand to hold the region).
  */
 typedef struct pmkv_mg_options {
   /**
@@ -168,7 +169,8 @@ typedef struct pmkv_mg_options {
    */
   int create;
   /**
-   * Size of a new pool file in bytes (0: 16 MiB).
+   * Size of a new pool file in bytes (0: 64 KiB); it grows on demand, to at least the
+   * region, its redo ring and its page checks.
    */
   uint64_t initial_size;
   /**

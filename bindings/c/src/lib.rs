@@ -60,7 +60,8 @@ pub struct pmkv_options {
     pub create: c_int,
     /// Open read-only (non-zero): writes fail with PMKV_E_READ_ONLY.
     pub read_only: c_int,
-    /// Initial pool size in bytes for a new pool (0: default).
+    /// Initial pool size in bytes for a new pool (0: the default, 64 KiB; a pool grows on
+    /// demand).
     pub initial_size: u64,
 }
 

@@ -42,4 +42,4 @@ pub use error::{PoolError, Result};
 pub use fault::{FaultHook, FaultPoint};
 pub use latency::Latency;
 pub use persist::{flush_insn, FlushInsn, Mode, LINE};
-pub use pool::{EngineClaim, Pool, PoolInfo, PoolOptions, MIN_POOL_SIZE};
+pub use pool::{EngineClaim, Pool, PoolInfo, PoolOptions, DEFAULT_INITIAL_SIZE, MIN_POOL_SIZE};

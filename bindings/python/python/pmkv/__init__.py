@@ -122,8 +122,9 @@ def open(  # noqa: A001 - the conventional name (dbm.open, lmdb.open, sqlite3.co
     a power loss on persistent memory, a process crash anywhere), "eadr" (fences only, for
     eADR hardware), "msync" (msync per commit: survives a power loss on a disk file too)
     or "none" (no persistence). ``read_only``: refuse writes, change nothing.
-    ``initial_size`` and ``max_size`` (bytes) bound a new pool's file: a pool that cannot
-    grow further raises ``FullError`` and keeps what it has. A read-write open whose mode promises more than the pool's medium
+    ``initial_size`` (default 64 KiB; the pool grows on demand) and ``max_size`` (bytes)
+    bound a new pool's file: a pool that cannot grow further raises ``FullError`` and
+    keeps what it has. A read-write open whose mode promises more than the pool's medium
     gives issues a ``DurabilityWarning`` (see ``Store.durability``).
     """
     db = Store(_pmkv.open_store(os.fspath(path), engine, mode, create, read_only, initial_size, max_size))

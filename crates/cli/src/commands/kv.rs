@@ -88,6 +88,36 @@ pub fn warn_durability(d: &pmkv::Durability, pool: &std::path::Path) {
     }
 }
 
+/// The size of a pool a command may create.
+#[derive(clap::Args, Clone)]
+pub struct NewPoolArgs {
+    /// Initial size of a new pool: bytes, or with k, kb, m, mb, g, gb (e.g. 256kb, 16mb;
+    /// default 64kb). The pool grows on demand, doubling up to 1 GiB and then by 1 GiB,
+    /// so this only saves growth steps. A mangosteen pool is at least its durable region
+    /// (--param region_mib) and redo ring, whatever this says: its region cannot grow.
+    #[arg(long, value_name = "SIZE", value_parser = parse_pool_size)]
+    pub initial_size: Option<u64>,
+    /// The initial size in MiB (the older spelling of --initial-size).
+    #[arg(long, value_name = "MIB", hide = true, conflicts_with = "initial_size")]
+    pub initial_mib: Option<u64>,
+}
+
+impl NewPoolArgs {
+    /// `opts` with the initial size asked for, if one was.
+    pub fn apply(&self, opts: Options) -> Options {
+        match (self.initial_size, self.initial_mib) {
+            (Some(b), _) => opts.initial_size(b),
+            (None, Some(m)) => opts.initial_size(m.saturating_mul(1 << 20)),
+            (None, None) => opts,
+        }
+    }
+}
+
+/// A pool size as `--initial-size` takes it (see [`super::serve::parse_size`]).
+fn parse_pool_size(s: &str) -> Result<u64, String> {
+    super::serve::parse_size(s).map(|n| n as u64)
+}
+
 #[derive(clap::Args)]
 pub struct LoadArgs {
     pub pool: PathBuf,
@@ -100,9 +130,8 @@ pub struct LoadArgs {
     /// Lines are escaped `key<TAB>value` pairs (the `dump` format).
     #[arg(long)]
     pub tsv: bool,
-    /// Initial size of a new pool, in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub initial_mib: u64,
+    #[command(flatten)]
+    pub size: NewPoolArgs,
     #[command(flatten)]
     pub open: OpenArgs,
 }
@@ -194,7 +223,7 @@ fn arg_bytes(a: &OsStr) -> Result<Vec<u8>, String> {
 }
 
 pub fn load(a: LoadArgs) -> CmdResult {
-    let opts = a.open.options()?.create(true).initial_size(a.initial_mib << 20);
+    let opts = a.size.apply(a.open.options()?.create(true));
     let factory = Registry::builtin().get(&a.engine)?;
     if !factory.info().persistent {
         return Err(format!("engine '{}' keeps nothing: it has no pool, nothing would be stored", a.engine).into());

@@ -49,6 +49,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Smallest pool: the header and one page of heap.
 pub const MIN_POOL_SIZE: u64 = HEADER_SIZE + 4096;
+/// Size of a new pool unless the caller sets one: 64 KiB, the header and 60 KiB of heap.
+/// A pool grows on demand (doubling up to 1 GiB, then 1 GiB at a time), so a large
+/// initial size buys nothing but fewer growths, while every byte of it is allocated up
+/// front (`posix_fallocate`: on tmpfs, memory). HART keeps 5 keys in 32 KiB, NBTree in
+/// 136 KiB (docs/results/pool-pages.md, "Pools that start small").
+pub const DEFAULT_INITIAL_SIZE: u64 = 64 << 10;
 const PAGE: u64 = 4096;
 // Linux values; defined here because not every libc target exports them.
 const MAP_SHARED_VALIDATE: libc::c_int = 0x03;
@@ -60,7 +66,8 @@ const MAP_FIXED_NOREPLACE: libc::c_int = 0x100000;
 pub struct PoolOptions {
     /// Persistence mode (P3).
     pub mode: Mode,
-    /// Size of a new pool file (rounded up to a page).
+    /// Size of a new pool file (rounded up to a page); it grows on demand up to
+    /// `max_size`. Default [`DEFAULT_INITIAL_SIZE`].
     pub initial_size: u64,
     /// Largest size the pool may grow to; fixed at creation.
     pub max_size: u64,
@@ -84,7 +91,7 @@ impl Default for PoolOptions {
     fn default() -> Self {
         PoolOptions {
             mode: Mode::Adr,
-            initial_size: 16 << 20,
+            initial_size: DEFAULT_INITIAL_SIZE,
             max_size: 64 << 30,
             latency: Latency::from_env(),
             prefault: true,
