@@ -118,15 +118,46 @@ typedef struct pmkv_options {
    */
   int read_only;
   /**
-   * Initial pool size in bytes for a new pool (0: default).
+   * Initial pool size in bytes for a new pool (0: the default, 64 KiB; a pool grows on
+   * demand).
    */
   uint64_t initial_size;
 } pmkv_options;
 
 /**
+ * What a store's acknowledged writes survive (pmkv_store_durability): the medium its pool sits
+ * on, detected at open, and its mode. The strings are static: never freed, valid for the
+ * life of the program.
+ */
+typedef struct pmkv_durability {
+  /**
+   * "dax" (persistent memory mapped with MAP_SYNC), "memory" (tmpfs, ramfs), "disk"
+   * (any other file system) or "anonymous" (an engine without a pool).
+   */
+  const char *medium;
+  /**
+   * "adr", "eadr", "msync" or "none".
+   */
+  const char *mode;
+  /**
+   * For each event: 1 acknowledged writes survive it, 0 they may be lost, -1 only on
+   * eADR hardware (mode eadr on DAX; no interface tells whether a machine has eADR).
+   */
+  int process_crash;
+  int kernel_crash;
+  int power_loss;
+  int reboot;
+  /**
+   * Why the mode promises more than the medium gives (e.g. "adr" on a disk file or on
+   * tmpfs), for the application to show once; NULL when it does not.
+   */
+  const char *warning;
+} pmkv_durability;
+
+/**
  * How to open a Mangosteen pool. Zero-initialise it and set what you need: a NULL `mode`
  * means "adr"; `region_size` 0 means 1 MiB (fixed when the pool is created);
- * `initial_size` 0 means 16 MiB.
+ * `initial_size` 0 means 64 KiB (the pool grows on demand to hold the region).
  */
 typedef struct pmkv_mg_options {
   /**
@@ -138,7 +169,8 @@ typedef struct pmkv_mg_options {
    */
   int create;
   /**
-   * Size of a new pool file in bytes (0: 16 MiB).
+   * Size of a new pool file in bytes (0: 64 KiB); it grows on demand, to at least the
+   * region, its redo ring and its page checks.
    */
   uint64_t initial_size;
   /**
@@ -315,6 +347,19 @@ int pmkv_delete(const struct pmkv_store *s, const uint8_t *key, uintptr_t key_le
  * pmkv_open / pmkv_cursor_open and not yet closed).
  */
 int pmkv_len(const struct pmkv_store *s, uint64_t *out);
+
+/**
+ * Fill `*out` with what the store's acknowledged writes survive (the struct pmkv_durability).
+ * An application that opened the store for writing should show `out->warning`, if
+ * not NULL, once.
+ *
+ * # Safety
+ *
+ * Pointers are as the header says: strings NUL-terminated, byte pointers valid for their
+ * lengths (NULL only with 0), out pointers writable, stores and cursors live (from
+ * pmkv_open / pmkv_cursor_open and not yet closed).
+ */
+int pmkv_store_durability(const struct pmkv_store *s, struct pmkv_durability *out);
 
 /**
  * Check the store's invariants: PMKV_OK, or PMKV_E_CORRUPT with the problems in

@@ -60,7 +60,8 @@ pub struct pmkv_options {
     pub create: c_int,
     /// Open read-only (non-zero): writes fail with PMKV_E_READ_ONLY.
     pub read_only: c_int,
-    /// Initial pool size in bytes for a new pool (0: default).
+    /// Initial pool size in bytes for a new pool (0: the default, 64 KiB; a pool grows on
+    /// demand).
     pub initial_size: u64,
 }
 
@@ -395,6 +396,79 @@ pub unsafe extern "C" fn pmkv_len(s: *const pmkv_store, out: *mut u64) -> c_int 
                 return Err(fail(ErrorKind::InvalidArgument, "NULL out pointer"));
             }
             *out = st.len().map_err(from_err)?;
+            Ok(PMKV_OK)
+        })();
+        r.unwrap_or_else(|c| c)
+    })
+}
+
+/// What a store's acknowledged writes survive (pmkv_store_durability): the medium its pool sits
+/// on, detected at open, and its mode. The strings are static: never freed, valid for the
+/// life of the program.
+#[repr(C)]
+pub struct pmkv_durability {
+    /// "dax" (persistent memory mapped with MAP_SYNC), "memory" (tmpfs, ramfs), "disk"
+    /// (any other file system) or "anonymous" (an engine without a pool).
+    pub medium: *const c_char,
+    /// "adr", "eadr", "msync" or "none".
+    pub mode: *const c_char,
+    /// For each event: 1 acknowledged writes survive it, 0 they may be lost, -1 only on
+    /// eADR hardware (mode eadr on DAX; no interface tells whether a machine has eADR).
+    pub process_crash: c_int,
+    pub kernel_crash: c_int,
+    pub power_loss: c_int,
+    pub reboot: c_int,
+    /// Why the mode promises more than the medium gives (e.g. "adr" on a disk file or on
+    /// tmpfs), for the application to show once; NULL when it does not.
+    pub warning: *const c_char,
+}
+
+/// `s` as a static C string (the durability texts are a fixed set: each is made once).
+fn static_cstr(s: &'static str) -> *const c_char {
+    static MADE: std::sync::Mutex<Vec<(&'static str, &'static CStr)>> = std::sync::Mutex::new(Vec::new());
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, c)) = made.iter().find(|(k, _)| std::ptr::eq(*k, s) || *k == s) {
+        return c.as_ptr();
+    }
+    let c: &'static CStr = Box::leak(CString::new(s).unwrap_or_default().into_boxed_c_str());
+    made.push((s, c));
+    c.as_ptr()
+}
+
+/// Fill `*out` with what the store's acknowledged writes survive (the struct pmkv_durability).
+/// An application that opened the store for writing should show `out->warning`, if
+/// not NULL, once.
+///
+/// # Safety
+///
+/// Pointers are as the header says: strings NUL-terminated, byte pointers valid for their
+/// lengths (NULL only with 0), out pointers writable, stores and cursors live (from
+/// pmkv_open / pmkv_cursor_open and not yet closed).
+#[no_mangle]
+pub unsafe extern "C" fn pmkv_store_durability(s: *const pmkv_store, out: *mut pmkv_durability) -> c_int {
+    guard(|| {
+        // SAFETY: `store` rejects NULL and otherwise names a live store; `out` is checked for NULL
+        // below and is writable by the caller's contract (`# Safety`).
+        let r = (|| unsafe {
+            let st = store(s)?;
+            if out.is_null() {
+                return Err(fail(ErrorKind::InvalidArgument, "NULL out pointer"));
+            }
+            let d = st.durability();
+            let code = |e| match d.survives(e) {
+                pmkv::Survives::Yes => 1,
+                pmkv::Survives::No => 0,
+                pmkv::Survives::IfEadr => -1,
+            };
+            *out = pmkv_durability {
+                medium: static_cstr(d.medium.name()),
+                mode: static_cstr(d.mode.name()),
+                process_crash: code(pmkv::Event::ProcessCrash),
+                kernel_crash: code(pmkv::Event::KernelCrash),
+                power_loss: code(pmkv::Event::PowerLoss),
+                reboot: code(pmkv::Event::Reboot),
+                warning: d.warning().map_or(std::ptr::null(), static_cstr),
+            };
             Ok(PMKV_OK)
         })();
         r.unwrap_or_else(|c| c)

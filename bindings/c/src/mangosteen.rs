@@ -55,14 +55,15 @@ pub struct pmkv_mg_callbacks {
 
 /// How to open a Mangosteen pool. Zero-initialise it and set what you need: a NULL `mode`
 /// means "adr"; `region_size` 0 means 1 MiB (fixed when the pool is created);
-/// `initial_size` 0 means 16 MiB.
+/// `initial_size` 0 means 64 KiB (the pool grows on demand to hold the region).
 #[repr(C)]
 pub struct pmkv_mg_options {
     /// Persistence mode: "adr", "eadr", "msync" or "none", or NULL.
     pub mode: *const c_char,
     /// Create the pool if it does not exist (non-zero).
     pub create: c_int,
-    /// Size of a new pool file in bytes (0: 16 MiB).
+    /// Size of a new pool file in bytes (0: 64 KiB); it grows on demand, to at least the
+    /// region, its redo ring and its page checks.
     pub initial_size: u64,
     /// Bytes of the durable region of a new pool (0: 1 MiB).
     pub region_size: u64,
@@ -252,7 +253,10 @@ pub unsafe extern "C" fn pmkv_mg_open(
             Err(e) => return fail(ErrorKind::InvalidArgument, &e),
         };
         let initial = o.map_or(0, |o| o.initial_size);
-        let po = PoolOptions::default().mode(mode).initial_size(if initial == 0 { 16 << 20 } else { initial });
+        let mut po = PoolOptions::default().mode(mode);
+        if initial != 0 {
+            po = po.initial_size(initial);
+        }
         let pool = match Pool::open(path, Some("mangosteen"), &po) {
             Err(PoolError::NotFound { .. }) if o.is_some_and(|o| o.create != 0) => {
                 Pool::create(path, "mangosteen", &po)

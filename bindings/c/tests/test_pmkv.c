@@ -151,6 +151,25 @@ int main(int argc, char **argv) {
     CHECK(pmkv_len(s, &n) == PMKV_OK && n == 4);
     CHECK(pmkv_len(s, NULL) == PMKV_E_INVALID_ARGUMENT);
 
+    /* What acknowledged writes survive: the mode asked for, the medium detected. A process
+     * crash never loses them on a file; eadr promises a power loss that only DAX (on eADR
+     * hardware) gives, so anywhere else there is a warning to show. */
+    pmkv_durability d;
+    memset(&d, 0, sizeof d);
+    CHECK(pmkv_store_durability(s, &d) == PMKV_OK);
+    CHECK(d.mode != NULL && strcmp(d.mode, "eadr") == 0);
+    CHECK(d.medium != NULL && (strcmp(d.medium, "disk") == 0 || strcmp(d.medium, "memory") == 0 ||
+                               strcmp(d.medium, "dax") == 0));
+    CHECK(d.process_crash == 1);
+    if (strcmp(d.medium, "dax") == 0) {
+        CHECK(d.power_loss == -1 && d.warning == NULL);
+    } else {
+        CHECK(d.power_loss == 0 && d.kernel_crash == 0 && d.warning != NULL && strlen(d.warning) > 0);
+        CHECK(d.reboot == (strcmp(d.medium, "disk") == 0));
+    }
+    CHECK(pmkv_store_durability(s, NULL) == PMKV_E_INVALID_ARGUMENT);
+    CHECK(pmkv_store_durability(NULL, &d) == PMKV_E_INVALID_ARGUMENT);
+
     /* get into a caller buffer: exact, too small, absent. */
     uint8_t buf[64];
     size_t len = 0;

@@ -182,6 +182,19 @@ impl Store {
         self.with(py, |s| s.sync())
     }
 
+    /// What acknowledged writes survive: (medium, mode, [(event, survives)], warning),
+    /// survives being "yes", "no" or "if-eadr"; warning None unless the mode promises
+    /// more than the medium gives. `pmkv.Store.durability` makes it a named tuple.
+    #[allow(clippy::type_complexity)]
+    fn durability(
+        &self,
+        py: Python<'_>,
+    ) -> PyResult<(&'static str, &'static str, Vec<(&'static str, &'static str)>, Option<&'static str>)> {
+        let d = self.with(py, |s| Ok(s.durability()))?;
+        let table = d.table().iter().map(|(e, v)| (e.name(), v.name())).collect();
+        Ok((d.medium.name(), d.mode.name(), table, d.warning()))
+    }
+
     /// The engine's name.
     fn engine(&self, py: Python<'_>) -> PyResult<String> {
         self.with(py, |s| Ok(s.info().name.to_string()))

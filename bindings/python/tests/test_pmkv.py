@@ -469,3 +469,67 @@ def test_wait_for_a_writer_in_another_process(path):
         db[b"k"] = b"v2"
     out, _ = r.communicate("\n", timeout=120)
     assert out.strip() == "read v2 1", out
+
+
+def _mount_fs(path):
+    """The file-system type of the mount holding ``path`` (the longest mount point that
+    is a prefix of it), read from the mount table: the oracle for ``durability.medium``."""
+    path = os.path.realpath(path)
+    best = ("", None)
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            at, fs = line.split()[1:3]
+            at = at.replace("\\040", " ")
+            if (path == at or path.startswith(at.rstrip("/") + "/")) and len(at) >= len(best[0]):
+                best = (at, fs)
+    return best[1]
+
+
+def _expected_medium(path):
+    fs = _mount_fs(path)
+    return "memory" if fs in ("tmpfs", "ramfs", "hugetlbfs") else "disk"
+
+
+def test_durability_reports_the_medium_and_warns_once_at_a_write_open(tmp_path):
+    import warnings as w
+
+    dirs = [str(tmp_path)]
+    if os.path.isdir("/dev/shm"):
+        import tempfile
+
+        shm = tempfile.mkdtemp(dir="/dev/shm")
+        dirs.append(shm)
+    try:
+        for d in dirs:
+            path = os.path.join(d, "dur.pool")
+            medium = _expected_medium(d)
+            with pytest.warns(pmkv.DurabilityWarning) as caught:
+                db = pmkv.open(path)
+            assert len(caught) == 1 and path in str(caught[0].message)
+            with db:
+                dur = db.durability
+                assert dur.medium == medium and dur.mode == "adr"
+                assert dur.process_crash is True and dur.power_loss is False and dur.kernel_crash is False
+                assert dur.reboot is (medium == "disk")
+                assert dur.warning is not None
+                for i in range(100):
+                    db[f"k{i}"] = b"v"
+            # Read-only opens acknowledge no writes; "none" promises nothing; "msync" on a
+            # disk keeps its promise.
+            for kw in ({"read_only": True}, {"mode": "none"}, {"mode": "msync"}):
+                with w.catch_warnings(record=True) as got:
+                    w.simplefilter("always")
+                    with pmkv.open(path, **kw) as db:
+                        assert db.durability.mode == kw.get("mode", "adr")
+                expect = 1 if kw.get("mode") == "msync" and medium == "memory" else 0
+                assert len([g for g in got if issubclass(g.category, pmkv.DurabilityWarning)]) == expect, kw
+            if medium == "disk":
+                with pmkv.open(path, mode="msync") as db:
+                    d = db.durability
+                    assert (d.process_crash, d.kernel_crash, d.power_loss, d.reboot) == (True,) * 4
+                    assert d.warning is None
+    finally:
+        if len(dirs) > 1:
+            import shutil
+
+            shutil.rmtree(dirs[1], ignore_errors=True)

@@ -6,6 +6,7 @@ use pmkv_core::{
     BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
     Options, RecoveryReport, Result, WriteBatch,
 };
+use pmkv_substrate::{Durability, Medium, Mode};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -86,6 +87,20 @@ impl Store {
     /// What the engine is and offers.
     pub fn info(&self) -> &EngineInfo {
         &self.info
+    }
+
+    /// What the store's acknowledged writes survive: the medium its pool sits on
+    /// (detected at open) and the mode it was opened in. An engine without a pool
+    /// (`volatile`) keeps nothing past the process: anonymous memory, mode `none`.
+    ///
+    /// Front ends show it, and print [`Durability::warning`] once when they open a store
+    /// for writing and the mode promises more than the medium gives (`adr` on a disk file
+    /// or on tmpfs); the library itself prints nothing.
+    pub fn durability(&self) -> Durability {
+        match self.engine.as_deref().and_then(|e| e.pool()) {
+            Some(pool) => pool.durability(),
+            None => Durability::new(Medium::Anonymous, Mode::None),
+        }
     }
 
     /// The engine itself, bypassing the store's guards: its callbacks are not re-entrant

@@ -69,3 +69,34 @@ fn u2_param_reaches_the_engine_and_unknown_ones_are_refused() {
     let out = pmkv(&["scan", p, "--reverse", "--limit", "1"]);
     assert_eq!(text(&out.stdout), "beta\t2\n");
 }
+
+/// A new pool starts at 64 KiB and grows on demand; `--initial-size` (bytes, or with a
+/// unit) starts it larger, as does `--initial-mib`, its older spelling; both at once, or
+/// a size that is not one, are refused before any file is made.
+#[test]
+fn u2_new_pools_start_small_unless_told_otherwise() {
+    let dir = pool_dir();
+    let words = write_file(dir.path(), "w.txt", "alpha\nbeta\n");
+    let w = words.to_str().unwrap();
+    let size_of = |p: &std::path::Path| std::fs::metadata(p).unwrap().len();
+    for (name, args, want) in [
+        ("default.pool", &[][..], 64u64 << 10),
+        ("kb.pool", &["--initial-size", "256kb"][..], 256 << 10),
+        ("bytes.pool", &["--initial-size", "1000000"][..], 1_003_520), // rounded up to a page
+        ("mib.pool", &["--initial-mib", "2"][..], 2 << 20),
+    ] {
+        let pool = dir.path().join(name);
+        let o = pmkv_command().args(["load", pool.to_str().unwrap(), w]).args(args).output().unwrap();
+        assert!(o.status.success(), "{name}: {}", text(&o.stderr));
+        assert_eq!(size_of(&pool), want, "{name}");
+    }
+    for args in [&["--initial-size", "1mb", "--initial-mib", "1"][..], &["--initial-size", "lots"][..]] {
+        let pool = dir.path().join("refused.pool");
+        let o = pmkv_command().args(["load", pool.to_str().unwrap(), w]).args(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(!pool.exists(), "{args:?}: a refused load created its pool");
+    }
+    let help = text(&pmkv(&["load", "--help"]).stdout);
+    assert!(help.contains("--initial-size") && help.contains("default 64kb"), "{help}");
+    assert!(!help.contains("--initial-mib"), "the older spelling is hidden: {help}");
+}

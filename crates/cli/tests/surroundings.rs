@@ -96,9 +96,13 @@ fn a_file_size_limit_is_reported_not_a_signal() {
     let dir = pool_dir();
     let words = write_file(dir.path(), "w.txt", "a\n");
     let pool = dir.path().join("limited.pool");
-    // 2048 blocks of 512 bytes: 1 MiB, below the 64 MiB of a new pool.
-    let script =
-        format!("ulimit -f 2048; exec {} load {} {}", env!("CARGO_BIN_EXE_pmkv"), pool.display(), words.display());
+    // 2048 blocks of 512 bytes: 1 MiB, below the 4 MiB asked for the new pool.
+    let script = format!(
+        "ulimit -f 2048; exec {} load {} {} --initial-size 4mb",
+        env!("CARGO_BIN_EXE_pmkv"),
+        pool.display(),
+        words.display()
+    );
     let o = Command::new("sh").arg("-c").arg(&script).output().unwrap();
     no_panic(&o);
     assert_eq!(o.status.code(), Some(2), "killed by a signal? {:?} {}", o.status, text(&o.stderr));

@@ -18,8 +18,13 @@ fn sim_opts() -> Options {
 
 /// Open a store of `f` on a fresh crash-simulation pool.
 fn sim_store(f: &dyn EngineFactory, layout: &str) -> Store {
-    let pool = Pool::create_sim(layout, &sim_opts().pool_options()).expect("sim pool");
-    Store::from_engine(f.open_pool(Arc::new(pool), &sim_opts()).expect("open on sim pool"))
+    sim_store_with(f, layout, &sim_opts())
+}
+
+/// [`sim_store`] on a pool made with `opts` (its initial size, say).
+fn sim_store_with(f: &dyn EngineFactory, layout: &str, opts: &Options) -> Store {
+    let pool = Pool::create_sim(layout, &opts.pool_options()).expect("sim pool");
+    Store::from_engine(f.open_pool(Arc::new(pool), opts).expect("open on sim pool"))
 }
 
 /// Recover a store of `f` from a crash image and read it, checking it first; then live on
@@ -262,8 +267,13 @@ fn explore(f: &'static dyn EngineFactory, batches: &[WriteBatch]) -> u64 {
 /// live store is closed first (an image cannot be opened beside it) and reopened after,
 /// from the image of the state the operation left — itself a crash right after it.
 pub fn explore_plan(f: &'static dyn EngineFactory, batches: &[WriteBatch], plan: &Plan) -> Explored {
+    explore_plan_with(f, batches, plan, &sim_opts())
+}
+
+/// [`explore_plan`] on a simulated pool made with `opts`.
+fn explore_plan_with(f: &'static dyn EngineFactory, batches: &[WriteBatch], plan: &Plan, opts: &Options) -> Explored {
     let layout = f.layout().expect("persistent engines name their layout");
-    let mut s = Some(sim_store(f, layout));
+    let mut s = Some(sim_store_with(f, layout, opts));
     let atomic = s.as_ref().unwrap().info().atomic_batches;
     let fixed = f.info().fixed_address;
     let mut model = Model::new();
@@ -318,9 +328,8 @@ pub fn explore_plan(f: &'static dyn EngineFactory, batches: &[WriteBatch], plan:
             }
         }
         if fixed {
-            let pool =
-                Pool::from_image(&now, Some(layout), &sim_opts().pool_options()).expect("image of the live state");
-            s = Some(Store::from_engine(f.open_pool(Arc::new(pool), &sim_opts()).expect("reopen the live state")));
+            let pool = Pool::from_image(&now, Some(layout), &opts.pool_options()).expect("image of the live state");
+            s = Some(Store::from_engine(f.open_pool(Arc::new(pool), opts).expect("reopen the live state")));
             assert_eq!(contents(s.as_ref().unwrap()), model, "{desc}: state reopened after the operation");
         }
     }
@@ -766,4 +775,62 @@ fn batch_logs_in(layout: &str, img: &[u8]) -> Vec<u64> {
     let mut v = Vec::new();
     alloc.for_each_used(pmkv_substrate::batch_log::LOG, |o| v.push(o));
     v
+}
+
+/// New pools start small ([`pmkv::DEFAULT_INITIAL_SIZE`], 64 KiB) and grow while
+/// operations run, so the first writes to every pool grow it. Here a crash-simulation
+/// pool starts at the default size, and 1 KiB values are inserted until the pool has grown
+/// three times. Every crash point of each operation that grew it is explored: the file
+/// extended, the header's new size persisted, the new space taken and written. Each image
+/// must recover, at the old size or the new, to a state the operation allows, and must
+/// take writes after. (An engine whose operations never grow the pool, like `mangosteen`,
+/// whose pool is sized for its region at creation, has its first operations explored on
+/// the pool that creation grew.)
+pub fn growth_every_crash_point(f: &'static dyn EngineFactory) {
+    if !f.info().persistent {
+        return;
+    }
+    let opts = opts().initial_size(pmkv::DEFAULT_INITIAL_SIZE).max_size(64 << 20);
+    let layout = f.layout().expect("persistent engines name their layout");
+    let key = |i: usize| format!("grow:{i:05}").into_bytes();
+    let value = |i: usize| vec![i as u8; 1024];
+    // A dry run: which operations grow the pool.
+    let s = sim_store_with(f, layout, &opts);
+    let pool = s.engine().pool().expect("engine on a pool").clone();
+    let created = pool.size();
+    let mut ops = Vec::new();
+    let mut grew = Vec::new();
+    // At most 4000 inserts (4 MiB of values), and 64 if none grows the pool.
+    while grew.iter().filter(|&&g| g).count() < 3 && ops.len() < 4000 && (ops.len() < 64 || grew.contains(&true)) {
+        let i = ops.len();
+        let before = pool.size();
+        s.put(&key(i), &value(i)).expect("put");
+        ops.push(put(&key(i), &value(i)));
+        grew.push(pool.size() > before);
+    }
+    let (grown, inserts) = (pool.size(), ops.len());
+    drop(pool);
+    drop(s);
+    let growths = grew.iter().filter(|&&g| g).count();
+    if growths == 0 {
+        assert!(
+            created > pmkv::DEFAULT_INITIAL_SIZE,
+            "{}: the pool neither grew at creation nor in {} inserts",
+            f.info().name,
+            ops.len()
+        );
+        ops.truncate(3);
+        grew = vec![true; ops.len()];
+    } else {
+        assert_eq!(growths, 3, "{}: {inserts} inserts grew the pool {growths} times", f.info().name);
+    }
+    eprintln!(
+        "{}: growth crash case: pool {created} bytes after creation, {grown} after {inserts} inserts; exploring ops {:?}",
+        f.info().name,
+        grew.iter().enumerate().filter(|(_, &g)| g).map(|(i, _)| i).collect::<Vec<_>>()
+    );
+    let plan = Plan { explore: grew, single_lines: Eviction::SINGLE_LINES };
+    let done = explore_plan_with(f, &ops, &plan, &opts);
+    eprintln!("{}: {} crash images, {} distinct, recovered and checked", f.info().name, done.taken, done.checked);
+    assert!(done.checked > 10, "only {} crash images", done.checked);
 }

@@ -73,6 +73,7 @@ macro_rules! suite {
             crash::pipelined_server_traffic_every_crash_point,
             crash::recovery_survives_its_own_crash,
             crash::structural_every_crash_point,
+            crash::growth_every_crash_point,
             model::random_operations_match_a_model
         );
     };

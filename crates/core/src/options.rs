@@ -11,7 +11,7 @@
 //! the caller's environment holds. Front ends that honour `PMKV_LATENCY` read it
 //! themselves ([`Latency::from_env`]).
 
-use pmkv_substrate::{Latency, Mode, PoolOptions};
+use pmkv_substrate::{Latency, Mode, PoolOptions, DEFAULT_INITIAL_SIZE};
 use std::any::Any;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -35,9 +35,13 @@ impl<T: Any + Debug + Send + Sync> EngineOptions for T {
 #[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Persistence mode (SPEC P3). Default `adr`.
+    /// Persistence mode (SPEC P3). Default `adr`: correct on every medium, and durable
+    /// against power loss on real PM. On a disk file or tmpfs it promises more than the
+    /// medium gives; the open store says what its writes survive
+    /// ([`Pool::durability`](pmkv_substrate::Pool::durability)), and front ends warn.
     pub mode: Mode,
-    /// Size of a new pool in bytes; it grows on demand up to `max_size`. Default 64 MiB.
+    /// Size of a new pool in bytes; it grows on demand up to `max_size`. Default
+    /// [`DEFAULT_INITIAL_SIZE`] (64 KiB).
     pub initial_size: u64,
     /// Maximum pool size, fixed when the pool is created (the address range reserved).
     /// Default 64 GiB.
@@ -63,7 +67,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             mode: Mode::Adr,
-            initial_size: 64 << 20,
+            initial_size: DEFAULT_INITIAL_SIZE,
             max_size: 64 << 30,
             latency: Latency::NONE,
             create: true,

@@ -50,7 +50,7 @@ pub struct MangosteenFactory;
 const PARAMS: &[Param] = &[
     Param {
         name: "region_mib",
-        doc: "MiB of the durable region holding the map (fixed when the pool is created; default: max_size / 64, between 1 and 256)",
+        doc: "MiB of the durable region holding the map, taken whole when the pool is created and never grown: the pool file is at least this plus its redo ring (default: max_size / 64, between 1 and 256)",
     },
     Param { name: "dedup", doc: "false: log every captured block, the paper's no-deduplication ablation (default true)" },
     Param {

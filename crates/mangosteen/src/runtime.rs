@@ -17,7 +17,7 @@ use crate::layout::*;
 use crate::recovery::{self, Replay};
 use crate::redo_log::{Record, RedoLog};
 use parking_lot::{Mutex, RwLock};
-use pmkv_substrate::epalloc::EpAlloc;
+use pmkv_substrate::epalloc::{extent, EpAlloc};
 use pmkv_substrate::Pool;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -538,6 +538,18 @@ fn backend_loop(s: &Shared) {
     }
 }
 
+/// The most heap an allocator object of `size` bytes can take where none of its kind
+/// exists yet: a new chunk of its size class (a chunk's header is smaller than an
+/// extent's page), or its extent, each with a page for alignment.
+fn space_for(size: u64) -> u64 {
+    use pmkv_substrate::epalloc::{class_of, CLASSES, SLOTS};
+    let body = match class_of(size as usize) {
+        Some(c) => (SLOTS * CLASSES[c]) as u64 + extent::EXT_HEAD,
+        None => extent::extent_len(size as usize).unwrap_or(u64::MAX),
+    };
+    body.saturating_add(extent::PAGE)
+}
+
 /// Create the superblock, ring and PM copy (all EPallocator objects, so nothing leaks):
 /// written and persisted, published, and only then named by the pool root. A crash before
 /// the root leaves published objects no root names; the next attempt frees them first.
@@ -555,6 +567,13 @@ fn format(pool: Arc<Pool>, o: &Options) -> Result<(EpAlloc, u64)> {
         }
     }
     let ring_len = o.ring_records * RECORD as u64;
+    // Grow the pool once, to hold all four objects: it grows by doubling, so allocating
+    // the region (most of the pool) and then the small page checks after it would double
+    // the file (272 → 544 MiB for the default region, every byte allocated). The
+    // objects' order (and the pool's layout) stays as it was.
+    let checks_bytes = (o.region_size.div_ceil(backend::PAGE) * 4).max(64);
+    let need: u64 = [SUPER_SIZE as u64, ring_len, o.region_size, checks_bytes].iter().map(|&n| space_for(n)).sum();
+    pool.ensure_size(pool.heap_top().saturating_add(need).min(pool.max_size()))?;
     let addr = if o.fixed_address { RegionBuf::pick_address(o.region_size as usize)? } else { 0 };
     let sb = alloc.alloc(SUPER, SUPER_SIZE)?;
     let ring = alloc.alloc(RING, ring_len as usize)?;

@@ -554,10 +554,17 @@ fn info(sh: &Shared) -> Reply {
             m.pm_total()
         ));
     }
+    // What an acknowledged write survives here, from the medium the pool sits on and its
+    // mode: yes, no, or if-eadr (eadr on DAX: only on eADR hardware, which cannot be
+    // detected).
+    let d = s.durability();
     t.push_str(&format!(
-        "\r\n# Persistence\r\nloading:0\r\naof_enabled:0\r\npmkv_mode:{}\r\npmkv_durable_writes:1\r\n",
-        sh.mode
+        "\r\n# Persistence\r\nloading:0\r\naof_enabled:0\r\npmkv_mode:{}\r\npmkv_medium:{}\r\n",
+        sh.mode, d.medium
     ));
+    for (event, survives) in d.table() {
+        t.push_str(&format!("pmkv_survives_{}:{}\r\n", event.name(), survives.name()));
+    }
     t.push_str(&format!(
         "\r\n# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\n\
          client_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",

@@ -4,6 +4,8 @@
 //!
 //! * [`pool`] — pool files mapped at a fixed base that grows in place (SPEC P1, P2);
 //! * [`header`] — the pool header and its crash-atomic update;
+//! * [`durability`] — what a pool sits on ([`Medium`]) and what its acknowledged writes
+//!   survive in each mode;
 //! * [`persist`] — `adr` / `eadr` / `msync` / `none` persistence (P3), the only code that
 //!   issues flushes and fences;
 //! * [`counters`] — per-thread flush/fence/line counters (P4);
@@ -23,6 +25,7 @@ pub mod batch_log;
 pub mod counters;
 #[cfg(feature = "crash-sim")]
 pub mod crash_sim;
+pub mod durability;
 pub mod epalloc;
 pub mod error;
 #[cfg(feature = "fault-injection")]
@@ -36,9 +39,10 @@ pub mod pool;
 pub use counters::Counters;
 #[cfg(feature = "crash-sim")]
 pub use crash_sim::{CrashPoint, Eviction, PointKind, SimState};
+pub use durability::{Durability, Event, Medium, Survives};
 pub use error::{PoolError, Result};
 #[cfg(feature = "fault-injection")]
 pub use fault::{FaultHook, FaultPoint};
 pub use latency::Latency;
 pub use persist::{flush_insn, FlushInsn, Mode, LINE};
-pub use pool::{EngineClaim, Pool, PoolInfo, PoolOptions, MIN_POOL_SIZE};
+pub use pool::{EngineClaim, Pool, PoolInfo, PoolOptions, DEFAULT_INITIAL_SIZE, MIN_POOL_SIZE};

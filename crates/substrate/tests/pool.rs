@@ -3,7 +3,7 @@
 //! and every way an open can be refused — each of which must leave the file untouched.
 
 use pmkv_substrate::header::{FORMAT_VERSION, HEADER_SIZE, SEAL_ROOT};
-use pmkv_substrate::{Mode, Pool, PoolError, MIN_POOL_SIZE};
+use pmkv_substrate::{Durability, Event, Medium, Mode, Pool, PoolError, Survives, MIN_POOL_SIZE};
 use pmkv_testutil::{
     forge_version, patched_copy, pool_dir, pool_file, read_bytes, read_u64, small_opts, write_bytes, write_file,
     write_pool, write_u64,
@@ -238,6 +238,52 @@ fn p1_prefault_maps_new_pages_at_creation_and_growth() {
     } else {
         eprintln!("/var/tmp is in memory here: the disk case was not checked");
     }
+}
+
+/// The medium a pool reports is what its directory is mounted from by the mount table (an
+/// oracle apart from the `fstatfs` and `MAP_SYNC` probe the pool uses): on this machine
+/// `/dev/shm` is tmpfs (memory) and both `/tmp` and the target directory are ext4 (a
+/// disk). Read-write opens, read-only opens and `inspect` agree, and a pool's durability
+/// is its medium with its mode.
+#[test]
+fn p1_a_pool_reports_the_medium_it_sits_on() {
+    let _g = no_spawn();
+    let target_tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let shm = Path::new("/dev/shm");
+    let disk = pmkv_testutil::disk_dir(target_tmp);
+    let mut dirs: Vec<(tempfile::TempDir, &str)> = Vec::new();
+    if shm.is_dir() {
+        dirs.push((tempfile::tempdir_in(shm).unwrap(), "/dev/shm"));
+    }
+    if let Some(d) = disk {
+        dirs.push((d, "a disk directory"));
+    } else {
+        eprintln!("no disk file system to write to here: the disk case was not checked");
+    }
+    for (dir, name) in &dirs {
+        let want = pmkv_testutil::expected_medium(dir.path()).expect("a mount table");
+        if *name == "/dev/shm" {
+            assert_eq!(want, Medium::Memory, "/dev/shm is tmpfs by the mount table");
+        } else {
+            assert_eq!(want, Medium::Disk);
+        }
+        let path = dir.path().join("medium.pool");
+        let pool = Pool::create(&path, LAYOUT, &small_opts().mode(Mode::Msync)).unwrap();
+        assert_eq!(pool.medium(), want, "{name}");
+        assert_eq!(pool.durability(), Durability::new(want, Mode::Msync), "{name}");
+        assert!(!pool.map_sync() || want == Medium::Dax, "{name}: MAP_SYNC only on DAX");
+        drop(pool);
+        assert_eq!(Pool::inspect(&path).unwrap().medium, want, "{name}: inspect");
+        let ro = Pool::open_read_only(&path, Some(LAYOUT), &small_opts()).unwrap();
+        assert_eq!(ro.medium(), want, "{name}: read-only open");
+        assert_eq!(ro.durability().mode, Mode::Adr);
+        drop(ro);
+        let file = std::fs::File::open(&path).unwrap();
+        assert_eq!(Medium::of_file(&file), want, "{name}: Medium::of_file");
+    }
+    let sim = Pool::create_sim(LAYOUT, &small_opts()).unwrap();
+    assert_eq!(sim.medium(), Medium::Anonymous);
+    assert_eq!(sim.durability().survives(Event::ProcessCrash), Survives::No);
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! It sits just above the substrate and below every engine and the API, so that engine
 //! tests, API tests and the conformance suite use one copy of each helper:
 //!
-//! * pools: temporary directories and files ([`pool_dir`], [`pool_file`]), options
+//! * pools: temporary directories and files ([`pool_dir`], [`pool_file`], [`disk_dir`]) and
+//!   what they live on by the mount table ([`expected_medium`]), options
 //!   ([`pool_opts`], [`small_opts`], [`sim_opts`]), bytes read and written at an offset
 //!   ([`read_bytes`], [`write_bytes`], [`read_u64`], [`write_u64`]);
 //! * pool files: a good one to start from ([`write_pool`]), files of given bytes
@@ -24,6 +25,7 @@ mod crash;
 mod files;
 pub mod harness;
 mod model;
+mod mounts;
 mod rng;
 pub mod strategy;
 mod values;
@@ -32,6 +34,7 @@ pub use bytes::{read_bytes, read_u64, write_bytes, write_u64};
 pub use crash::CrashFindings;
 pub use files::{forge_version, patched_copy, write_file, write_pool};
 pub use model::{apply, bound_kinds, in_bounds, model_of_scan, model_range, Model, Op, Records};
+pub use mounts::{disk_dir, expected_medium, mount_of};
 pub use rng::XorShift;
 pub use tempfile::TempDir;
 pub use values::{edge_keys, op_stream, tag_of, tagged_value};

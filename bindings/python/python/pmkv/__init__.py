@@ -17,6 +17,12 @@ Several processes may open one pool with ``read_only=True`` at once; a writer ex
 everyone else. ``open(..., wait=SECONDS)`` waits for a pool held elsewhere instead of
 raising ``LockedError`` at once.
 
+What "durable" means depends on where the pool is: ``db.durability`` says what
+acknowledged writes survive (a process crash, a kernel crash, a power loss, a reboot)
+on the medium detected at open, and opening a pool for writing issues a
+``DurabilityWarning`` when the mode promises more than the medium gives ("adr" on a
+disk file or on tmpfs survives no power loss; on a disk file only "msync" does).
+
 Errors are ``pmkv.Error`` subclasses: ``CorruptError`` (damaged, foreign or
 unknown-version pool), ``WrongEngineError`` (the pool holds another engine),
 ``NotFoundError`` (also a ``FileNotFoundError``), ``ExistsError`` (also a
@@ -31,7 +37,8 @@ block on an exception raises that exception, with any error of the close as a no
 from collections.abc import Iterator, MutableMapping
 import os
 import time
-from typing import Optional, Tuple, Union
+from typing import NamedTuple, Optional, Tuple, Union
+import warnings
 
 from . import _pmkv
 from ._pmkv import (
@@ -51,6 +58,8 @@ __all__ = [
     "open",
     "engines",
     "Store",
+    "Durability",
+    "DurabilityWarning",
     "Error",
     "CorruptError",
     "WrongEngineError",
@@ -88,6 +97,32 @@ def _after_prefix(p: bytes) -> Optional[bytes]:
     return p[:-1] + bytes([p[-1] + 1]) if p else None
 
 
+class DurabilityWarning(UserWarning):
+    """The store's persistence mode promises more than the medium its pool sits on gives
+    (see ``Store.durability``). Silence it with ``warnings.filterwarnings("ignore",
+    category=pmkv.DurabilityWarning)`` once you have chosen."""
+
+
+class Durability(NamedTuple):
+    """What a store's acknowledged writes survive. Each event is True, False, or None:
+    only on eADR hardware (mode "eadr" on persistent memory; no interface tells whether a
+    machine has eADR)."""
+
+    medium: str
+    """"dax" (persistent memory mapped with MAP_SYNC), "memory" (tmpfs, ramfs), "disk"
+    (any other file system) or "anonymous" (an engine without a pool)."""
+    mode: str
+    process_crash: Optional[bool]
+    kernel_crash: Optional[bool]
+    power_loss: Optional[bool]
+    reboot: Optional[bool]
+    warning: Optional[str]
+    """Why the mode promises more than the medium gives, or None."""
+
+
+_SURVIVES = {"yes": True, "no": False, "if-eadr": None}
+
+
 def engines() -> list:
     """The engines of this build ("hart", "volatile", ...)."""
     return list(_pmkv.engines())
@@ -106,14 +141,17 @@ def open(  # noqa: A001 - the conventional name (dbm.open, lmdb.open, sqlite3.co
     """Open (or, with ``create``, create) the pool at ``path``.
 
     ``engine``: for a new pool, which engine ("hart" by default); an existing pool's
-    engine is read from its header. ``mode``: "adr" (flush and fence per write, for
-    ADR persistent memory or a file), "eadr" (fences only), "msync" (msync per write, for
-    a disk file) or "none" (no persistence). ``read_only``: refuse writes, change nothing;
-    any number of processes (and opens) may hold a pool read-only at once, while none
-    holds it for writing. A pool that was not closed cleanly needs one read-write open
-    (its crash recovery) before it opens read-only. ``initial_size`` and ``max_size``
-    (bytes) bound a new pool's file: a pool that cannot grow further raises ``FullError``
-    and keeps what it has.
+    engine is read from its header. ``mode``: "adr" (flush and fence per write: survives
+    a power loss on persistent memory, a process crash anywhere), "eadr" (fences only, for
+    eADR hardware), "msync" (msync per commit: survives a power loss on a disk file too)
+    or "none" (no persistence). ``read_only``: refuse writes, change nothing; any number
+    of processes (and opens) may hold a pool read-only at once, while none holds it for
+    writing. A pool that was not closed cleanly needs one read-write open (its crash
+    recovery) before it opens read-only. ``initial_size`` (default 64 KiB; the pool grows
+    on demand) and ``max_size`` (bytes) bound a new pool's file: a pool that cannot grow
+    further raises ``FullError`` and keeps what it has. A read-write open whose mode
+    promises more than the pool's medium gives issues a ``DurabilityWarning`` (see
+    ``Store.durability``).
 
     ``wait``: seconds to wait, retrying every 20 ms, while the pool is held where this
     open cannot share it (a writer, or readers when opening to write): ``LockedError``
@@ -132,7 +170,12 @@ def open(  # noqa: A001 - the conventional name (dbm.open, lmdb.open, sqlite3.co
                 raise
             _sleep(min(_RETRY_EVERY, left))
             continue
-        return Store(native)
+        break
+    db = Store(native)
+    w = db.durability.warning
+    if w is not None and not read_only:
+        warnings.warn(f"{os.fspath(path)}: {w}", DurabilityWarning, stacklevel=2)
+    return db
 
 
 class Store(MutableMapping):
@@ -240,6 +283,16 @@ class Store(MutableMapping):
     def engine(self) -> str:
         """The engine's name."""
         return self._s.engine()
+
+    @property
+    def durability(self) -> Durability:
+        """What acknowledged writes survive: the medium the pool sits on (detected at
+        open) and the mode, and for each event whether writes survive it."""
+        medium, mode, table, warning = self._s.durability()
+        t = {event: _SURVIVES[v] for event, v in table}
+        return Durability(
+            medium, mode, t["process_crash"], t["kernel_crash"], t["power_loss"], t["reboot"], warning
+        )
 
     def close(self) -> None:
         """Close the store; later use raises ``ClosedError``. A second close does nothing.

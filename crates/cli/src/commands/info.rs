@@ -2,7 +2,7 @@
 
 use super::CmdResult;
 use crate::Outcome;
-use pmkv_substrate::Pool;
+use pmkv_substrate::{Durability, Mode, Pool};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -33,6 +33,21 @@ pub fn run(a: Args) -> CmdResult {
             outln!("root[{n}]         {r:#x}")?;
         }
     }
-    outln!("mode            chosen at open (adr, eadr, msync or none); not stored in the pool")?;
+    outln!("medium          {}: {}", i.medium, i.medium.describe())?;
+    // What acknowledged writes survive here, in each mode (modes with the same answer on
+    // one line): the mode is chosen at each open, so all are shown.
+    let mut rows: Vec<(Vec<&str>, String)> = Vec::new();
+    for mode in Mode::ALL {
+        let line = Durability::new(i.medium, mode).summary();
+        match rows.iter_mut().find(|(_, l)| *l == line) {
+            Some((modes, _)) => modes.push(mode.name()),
+            None => rows.push((vec![mode.name()], line)),
+        }
+    }
+    for (n, (modes, line)) in rows.iter().enumerate() {
+        let head = if n == 0 { "survives" } else { "" };
+        outln!("{head:<15} {}: {line}", modes.join(", "))?;
+    }
+    outln!("mode            chosen at each open (default adr); not stored in the pool")?;
     Ok(Outcome::Ok)
 }

@@ -21,7 +21,10 @@ use std::path::PathBuf;
 /// Options shared by every command that opens a pool.
 #[derive(clap::Args, Clone)]
 pub struct OpenArgs {
-    /// Persistence mode: adr, eadr, msync or none.
+    /// Persistence mode: adr, eadr, msync or none. adr is durable against power loss on
+    /// real PM (DAX); on a disk file only msync is, and on tmpfs nothing is. A command that
+    /// writes warns when the mode promises more than the medium gives; `pmkv info` shows
+    /// what each mode survives where the pool is.
     #[arg(long, default_value = "adr")]
     pub mode: Mode,
     /// An engine parameter, KEY=VALUE (repeatable). `pmkv engines` lists the parameters.
@@ -73,6 +76,48 @@ impl OpenArgs {
 /// A store, or why a command could not open it.
 pub type CmdStore = Result<Store, Box<dyn std::error::Error>>;
 
+/// Print, on stderr, the library's warning when the store a command wrote to has a mode
+/// that promises more than its medium gives (`adr` on a disk file or on tmpfs): the
+/// writes it acknowledged do not survive what the mode's name suggests. `d` is the
+/// store's [`Store::durability`], taken at its open. Commands call this once, after
+/// their writes succeeded, so that the warning appears once and an error stays the one
+/// line on stderr; read-only opens acknowledge no writes and do not warn.
+pub fn warn_durability(d: &pmkv::Durability, pool: &std::path::Path) {
+    if let Some(w) = d.warning() {
+        errln!("pmkv: warning: {}: {w}", pool.display());
+    }
+}
+
+/// The size of a pool a command may create.
+#[derive(clap::Args, Clone)]
+pub struct NewPoolArgs {
+    /// Initial size of a new pool: bytes, or with k, kb, m, mb, g, gb (e.g. 256kb, 16mb;
+    /// default 64kb). The pool grows on demand, doubling up to 1 GiB and then by 1 GiB,
+    /// so this only saves growth steps. A mangosteen pool is at least its durable region
+    /// (--param region_mib) and redo ring, whatever this says: its region cannot grow.
+    #[arg(long, value_name = "SIZE", value_parser = parse_pool_size)]
+    pub initial_size: Option<u64>,
+    /// The initial size in MiB (the older spelling of --initial-size).
+    #[arg(long, value_name = "MIB", hide = true, conflicts_with = "initial_size")]
+    pub initial_mib: Option<u64>,
+}
+
+impl NewPoolArgs {
+    /// `opts` with the initial size asked for, if one was.
+    pub fn apply(&self, opts: Options) -> Options {
+        match (self.initial_size, self.initial_mib) {
+            (Some(b), _) => opts.initial_size(b),
+            (None, Some(m)) => opts.initial_size(m.saturating_mul(1 << 20)),
+            (None, None) => opts,
+        }
+    }
+}
+
+/// A pool size as `--initial-size` takes it (see [`super::serve::parse_size`]).
+fn parse_pool_size(s: &str) -> Result<u64, String> {
+    super::serve::parse_size(s).map(|n| n as u64)
+}
+
 #[derive(clap::Args)]
 pub struct LoadArgs {
     pub pool: PathBuf,
@@ -85,9 +130,8 @@ pub struct LoadArgs {
     /// Lines are escaped `key<TAB>value` pairs (the `dump` format).
     #[arg(long)]
     pub tsv: bool,
-    /// Initial size of a new pool, in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub initial_mib: u64,
+    #[command(flatten)]
+    pub size: NewPoolArgs,
     #[command(flatten)]
     pub open: OpenArgs,
 }
@@ -224,7 +268,7 @@ fn arg_bytes(a: &OsStr) -> Result<Vec<u8>, String> {
 }
 
 pub fn load(a: LoadArgs) -> CmdResult {
-    let opts = a.open.options()?.create(true).initial_size(a.initial_mib << 20);
+    let opts = a.size.apply(a.open.options()?.create(true));
     let factory = Registry::builtin().get(&a.engine)?;
     if !factory.info().persistent {
         return Err(format!("engine '{}' keeps nothing: it has no pool, nothing would be stored", a.engine).into());
@@ -238,6 +282,7 @@ pub fn load(a: LoadArgs) -> CmdResult {
         errln!("pmkv: {}: empty file (an interrupted create) replaced by a new pool", a.pool.display());
     }
     let store = a.open.waiting(|| Store::open_with(factory, &a.pool, &opts))?;
+    let durability = store.durability();
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -277,6 +322,7 @@ pub fn load(a: LoadArgs) -> CmdResult {
     bar.finish_and_clear();
     errln!("loaded {n} records; {} keys in the pool", store.len()?);
     store.close()?;
+    warn_durability(&durability, &a.pool);
     Ok(Outcome::Ok)
 }
 
@@ -343,15 +389,21 @@ pub fn get(a: KeyArgs) -> CmdResult {
 
 pub fn put(a: PutArgs) -> CmdResult {
     let store = a.open.open_existing(&a.pool)?;
+    let durability = store.durability();
     store.put(&arg_bytes(&a.key)?, &arg_bytes(&a.value)?)?;
     store.close()?;
+    warn_durability(&durability, &a.pool);
     Ok(Outcome::Ok)
 }
 
 pub fn del(a: KeyArgs) -> CmdResult {
     let store = a.open.open_existing(&a.pool)?;
+    let durability = store.durability();
     let found = store.delete(&arg_bytes(&a.key)?)?;
     store.close()?;
+    if found {
+        warn_durability(&durability, &a.pool);
+    }
     Ok(if found { Outcome::Ok } else { Outcome::NotFound })
 }
 

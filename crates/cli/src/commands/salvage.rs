@@ -10,7 +10,7 @@
 //! key survived but whose value did not are counted and listed. A refused salvage
 //! removes the new pool it had created.
 
-use super::kv::{escape, OpenArgs};
+use super::kv::{escape, warn_durability, NewPoolArgs, OpenArgs};
 use super::CmdResult;
 use crate::Outcome;
 use pmkv::{Registry, Store};
@@ -25,9 +25,8 @@ pub struct Args {
     /// The damaged pool's engine, if its header is too damaged to say.
     #[arg(long)]
     pub engine: Option<String>,
-    /// Initial size of the new pool, in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub initial_mib: u64,
+    #[command(flatten)]
+    pub size: NewPoolArgs,
     #[command(flatten)]
     pub open: OpenArgs,
 }
@@ -44,8 +43,9 @@ pub fn run(a: Args) -> CmdResult {
         return Err(format!("{}: already exists (salvage writes a new pool)", a.new.display()).into());
     }
     let image = std::fs::read(&a.damaged).map_err(|e| format!("{}: {e}", a.damaged.display()))?;
-    let opts = a.open.options()?.create(true).initial_size(a.initial_mib << 20);
+    let opts = a.size.apply(a.open.options()?.create(true));
     let store = Store::open_with(factory, &a.new, &opts)?;
+    let durability = store.durability();
     let report = match factory.salvage(&image, &mut |k, v| store.put(k, v)) {
         Ok(r) => r,
         Err(e) => {
@@ -63,5 +63,9 @@ pub fn run(a: Args) -> CmdResult {
     for k in &report.lost_keys {
         outln!("lost key         {}", escape(k))?;
     }
+    // Last, once the report is out: a command that fails (its output lost to a full
+    // device, say) prints its one error line and no warning.
+    crate::output::flush()?;
+    warn_durability(&durability, &a.new);
     Ok(Outcome::Ok)
 }

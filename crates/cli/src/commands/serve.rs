@@ -2,7 +2,7 @@
 //! missing. Prints `listening on ADDR:PORT` once it accepts connections; SIGINT, SIGTERM or
 //! SHUTDOWN close the pool cleanly.
 
-use super::kv::OpenArgs;
+use super::kv::{NewPoolArgs, OpenArgs};
 use super::CmdResult;
 use crate::Outcome;
 use pmkv::{Registry, Store};
@@ -74,9 +74,8 @@ pub struct Args {
     /// the README's "Server" figures for why not one per core).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Initial size of a new pool, in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub initial_mib: u64,
+    #[command(flatten)]
+    pub size: NewPoolArgs,
     #[command(flatten)]
     pub open: OpenArgs,
 }
@@ -128,8 +127,21 @@ pub fn run(a: Args) -> CmdResult {
         a.open.waiting(|| Store::open_existing(&a.pool, &opts))?
     } else {
         let f = Registry::builtin().get(&a.engine)?;
-        Store::open_with(f, &a.pool, &opts.clone().create(true).initial_size(a.initial_mib << 20))?
+        Store::open_with(f, &a.pool, &a.size.apply(opts.clone().create(true)))?
     };
+    // What acknowledged writes survive, said once at start-up (INFO's Persistence section
+    // says it too), and the warning if the mode promises more than the medium gives.
+    let d = store.durability();
+    errln!(
+        "pmkv serve: {}: mode {} on {}: acknowledged writes survive: {}",
+        a.pool.display(),
+        d.mode,
+        d.medium,
+        d.summary()
+    );
+    if let Some(w) = d.warning() {
+        errln!("pmkv serve: warning: {w}");
+    }
     let cfg = pmkv_server::Config {
         bind: a.bind.clone(),
         port: a.port,

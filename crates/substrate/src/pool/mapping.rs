@@ -73,11 +73,9 @@ pub(super) fn allocate_file(file: &File, path: &Path, from: u64, to: u64) -> Res
     }
 }
 
-/// Whether `file` lives in memory (tmpfs, ramfs, hugetlbfs): where prefaulting only
-/// allocates pages. On a disk file system a write fault dirties each page, and writeback
-/// would then write the whole pool to the disk; a DAX file system is recognised by its
-/// `MAP_SYNC` probe instead.
-pub(super) fn memory_fs(file: &File) -> bool {
+/// Whether `file` lives on a memory file system (tmpfs, ramfs, hugetlbfs): nothing behind
+/// the page cache.
+fn memory_fs(file: &File) -> bool {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
     const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
@@ -94,9 +92,12 @@ pub(super) fn memory_fs(file: &File) -> bool {
 
 /// Whether `file` can be mapped with `MAP_SYNC` (a DAX file system). Probed with a
 /// one-page mapping at an address of the kernel's choosing, so that a refusal cannot
-/// disturb any existing mapping.
-pub(super) fn probe_map_sync(file: &File) -> bool {
-    let prot = libc::PROT_READ | libc::PROT_WRITE;
+/// disturb any existing mapping. `writable`: probe the writable mapping the pool will
+/// use; else a read-only one, which works on a file opened read-only (`pmkv info`) and
+/// gives the same answer: the kernel refuses `MAP_SYNC` for a file that is not DAX
+/// whatever the protection.
+pub(super) fn probe_map_sync(file: &File, writable: bool) -> bool {
+    let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
     // SAFETY: a fresh shared mapping of our own file, unmapped at once.
     let p = unsafe {
         libc::mmap(std::ptr::null_mut(), PAGE as usize, prot, MAP_SHARED_VALIDATE | MAP_SYNC, file.as_raw_fd(), 0)
@@ -108,6 +109,29 @@ pub(super) fn probe_map_sync(file: &File) -> bool {
     // SAFETY: the probe mapping made above.
     unsafe { libc::munmap(p, PAGE as usize) };
     true
+}
+
+/// The medium of `file`, knowing whether it maps with `MAP_SYNC`.
+pub(super) fn medium_of(file: &File, map_sync: bool) -> Medium {
+    if map_sync {
+        Medium::Dax
+    } else if memory_fs(file) {
+        Medium::Memory
+    } else {
+        Medium::Disk
+    }
+}
+
+impl Medium {
+    /// What the open file `file` lives on: [`Medium::Dax`] if it maps with `MAP_SYNC`
+    /// (probed with a read-only one-page mapping, so a file opened read-only will do),
+    /// else [`Medium::Memory`] for tmpfs, ramfs and hugetlbfs (by `fstatfs`'s `f_type`),
+    /// else [`Medium::Disk`]. A DAX file system that refuses `MAP_SYNC` counts as a disk:
+    /// without it the file system's metadata is not durable with the data, and the
+    /// report errs on the side of promising less.
+    pub fn of_file(file: &File) -> Medium {
+        medium_of(file, probe_map_sync(file, false))
+    }
 }
 
 impl Pool {

@@ -29,11 +29,12 @@ pub use claim::EngineClaim;
 
 use flush::msync_pending;
 pub(crate) use mapping::reserve;
-use mapping::{allocate_file, memory_fs, probe_map_sync};
+use mapping::{allocate_file, medium_of, probe_map_sync};
 
 use crate::counters;
 #[cfg(feature = "crash-sim")]
 use crate::crash_sim::SimState;
+use crate::durability::{Durability, Medium};
 use crate::error::{PoolError, Result};
 use crate::header::{Immutable, Mutable, FORMAT_VERSION, HEADER_SIZE, MAX_LAYOUT, NUM_ROOTS, SEAL_ROOT, SLOT_LEN};
 use crate::latency::{spin_ns, Latency};
@@ -48,6 +49,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Smallest pool: the header and one page of heap.
 pub const MIN_POOL_SIZE: u64 = HEADER_SIZE + 4096;
+/// Size of a new pool unless the caller sets one: 64 KiB, the header and 60 KiB of heap.
+/// A pool grows on demand (doubling up to 1 GiB, then 1 GiB at a time), so a large
+/// initial size buys nothing but fewer growths, while every byte of it is allocated up
+/// front (`posix_fallocate`: on tmpfs, memory). HART keeps 5 keys in 32 KiB, NBTree in
+/// 136 KiB (docs/results/pool-pages.md, "Pools that start small").
+pub const DEFAULT_INITIAL_SIZE: u64 = 64 << 10;
 const PAGE: u64 = 4096;
 // Linux values; defined here because not every libc target exports them.
 const MAP_SHARED_VALIDATE: libc::c_int = 0x03;
@@ -59,7 +66,8 @@ const MAP_FIXED_NOREPLACE: libc::c_int = 0x100000;
 pub struct PoolOptions {
     /// Persistence mode (P3).
     pub mode: Mode,
-    /// Size of a new pool file (rounded up to a page).
+    /// Size of a new pool file (rounded up to a page); it grows on demand up to
+    /// `max_size`. Default [`DEFAULT_INITIAL_SIZE`].
     pub initial_size: u64,
     /// Largest size the pool may grow to; fixed at creation.
     pub max_size: u64,
@@ -83,7 +91,7 @@ impl Default for PoolOptions {
     fn default() -> Self {
         PoolOptions {
             mode: Mode::Adr,
-            initial_size: 16 << 20,
+            initial_size: DEFAULT_INITIAL_SIZE,
             max_size: 64 << 30,
             latency: Latency::from_env(),
             prefault: true,
@@ -123,6 +131,8 @@ pub struct PoolInfo {
     pub state: Mutable,
     /// Another process holds the pool open right now.
     pub in_use: bool,
+    /// What the file lives on, detected as an open would ([`Medium::of_file`]).
+    pub medium: Medium,
 }
 
 /// Where the pool's bytes live.
@@ -147,6 +157,8 @@ pub struct Pool {
     mode: Mode,
     latency: Latency,
     map_sync: bool,
+    /// What the pool's bytes are mapped from (detected at open).
+    medium: Medium,
     /// Prefault pages the pool adds ([`PoolOptions::prefault`]; only for a pool in memory,
     /// not in `msync` mode).
     prefault: bool,
@@ -249,6 +261,16 @@ impl Pool {
 
     pub fn map_sync(&self) -> bool {
         self.map_sync
+    }
+
+    /// What the pool's bytes are mapped from, detected at open.
+    pub fn medium(&self) -> Medium {
+        self.medium
+    }
+
+    /// What an acknowledged write to this pool survives: its medium and mode.
+    pub fn durability(&self) -> Durability {
+        Durability::new(self.medium, self.mode)
     }
 
     pub fn layout(&self) -> &str {

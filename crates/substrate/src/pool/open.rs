@@ -283,7 +283,8 @@ impl Pool {
         let file = open_existing_file(path, false)?;
         let (file_len, header, state) = read_header(&file, path, None)?;
         let in_use = !lock_file(&file, path, false)?;
-        Ok(PoolInfo { path: path.into(), file_len, header, state, in_use })
+        let medium = Medium::of_file(&file);
+        Ok(PoolInfo { path: path.into(), file_len, header, state, in_use, medium })
     }
 
     pub(super) fn check_sizes(opts: &PoolOptions) -> Result<(u64, u64)> {
@@ -307,9 +308,10 @@ impl Pool {
         was_clean: bool,
         read_only: bool,
     ) -> Result<Pool> {
-        // The MAP_SYNC probe needs a writable shared mapping; a read-only pool never
-        // flushes, so it does not need one.
-        let map_sync = !read_only && probe_map_sync(&file);
+        // A read-only pool never flushes, so it maps without MAP_SYNC; its medium is
+        // still probed (read-only), to be reported.
+        let map_sync = !read_only && probe_map_sync(&file, true);
+        let medium = medium_of(&file, map_sync || (read_only && probe_map_sync(&file, false)));
         let base = reserve(imm.max_size)?;
         let pool = Pool {
             base,
@@ -318,7 +320,8 @@ impl Pool {
             mode: opts.mode,
             latency: opts.latency,
             map_sync,
-            prefault: opts.prefault && opts.mode != Mode::Msync && (map_sync || memory_fs(&file)),
+            medium,
+            prefault: opts.prefault && opts.mode != Mode::Msync && matches!(medium, Medium::Dax | Medium::Memory),
             lost: Mutex::new(Vec::new()),
             imm,
             state: Mutex::new(st),
@@ -391,6 +394,7 @@ impl Pool {
             mode: opts.mode,
             latency: opts.latency,
             map_sync: false,
+            medium: Medium::Anonymous,
             prefault: false,
             lost: Mutex::new(Vec::new()),
             imm,

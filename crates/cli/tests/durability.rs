@@ -1,0 +1,149 @@
+//! What acknowledged writes survive, as the CLI tells it (SPEC P3, U2): `pmkv info` shows
+//! the medium a pool sits on and what each mode survives there; a command that opens a
+//! pool for writing warns once, on stderr, when its mode promises more than the medium
+//! gives; `pmkv serve` says it once at start-up and in INFO. The medium expected is read
+//! from the mount table (`expected_medium`), apart from the detection under test: on this
+//! machine `/dev/shm` is tmpfs and `/tmp` and the target directory are ext4.
+
+mod common;
+use common::*;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Stdio;
+
+/// Directories to try: `/dev/shm` (memory) and a disk directory, each with the medium the
+/// mount table says.
+fn dirs() -> Vec<(TempDir, pmkv::Medium)> {
+    let mut v = Vec::new();
+    if Path::new("/dev/shm").is_dir() {
+        let d = pool_dir(); // in /dev/shm
+        let m = expected_medium(d.path()).unwrap();
+        assert_eq!(m, pmkv::Medium::Memory, "/dev/shm is tmpfs by the mount table");
+        v.push((d, m));
+    }
+    match disk_dir(Path::new(env!("CARGO_TARGET_TMPDIR"))) {
+        Some(d) => v.push((d, pmkv::Medium::Disk)),
+        None => eprintln!("no disk file system to write to here: the disk case was not checked"),
+    }
+    v
+}
+
+fn keys_file(dir: &Path, n: usize) -> String {
+    let body: String = (0..n).map(|i| format!("key{i}\n")).collect();
+    write_file(dir, "keys.txt", body).to_str().unwrap().to_string()
+}
+
+fn warnings(stderr: &[u8]) -> usize {
+    text(stderr).lines().filter(|l| l.contains("warning")).count()
+}
+
+#[test]
+fn u2_info_shows_the_medium_and_what_each_mode_survives() {
+    for (dir, medium) in dirs() {
+        let pool = dir.path().join("i.pool");
+        let p = pool.to_str().unwrap();
+        let keys = keys_file(dir.path(), 5);
+        let o = pmkv(&["load", p, &keys, "--mode", "msync"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let o = pmkv(&["info", p]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let out = text(&o.stdout);
+        assert!(out.contains(&format!("medium          {}: ", medium.name())), "{medium}: {out}");
+        match medium {
+            pmkv::Medium::Memory => assert!(
+                out.contains(
+                    "survives        adr, eadr, msync, none: process crash yes, kernel crash no, power loss no, reboot no\n"
+                ),
+                "{out}"
+            ),
+            _ => {
+                assert!(
+                    out.contains(
+                        "survives        adr, eadr, none: process crash yes, kernel crash no, power loss no, reboot yes\n"
+                    ),
+                    "{out}"
+                );
+                assert!(
+                    out.contains("                msync: process crash yes, kernel crash yes, power loss yes, reboot yes\n"),
+                    "{out}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn u2_a_read_write_open_warns_once_when_the_mode_over_promises() {
+    for (dir, medium) in dirs() {
+        let pool = dir.path().join("w.pool");
+        let p = pool.to_str().unwrap();
+        // 200 writes in one command, one open: one warning.
+        let keys = keys_file(dir.path(), 200);
+        let o = pmkv(&["load", p, &keys]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert_eq!(warnings(&o.stderr), 1, "{medium}: {}", text(&o.stderr));
+        let why = if medium == pmkv::Medium::Memory { "memory file system" } else { "mode adr on a disk file" };
+        assert!(text(&o.stderr).contains(why), "{medium}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains(p), "the warning names the pool: {}", text(&o.stderr));
+        let o = pmkv(&["put", p, "k", "v"]);
+        assert!(o.status.success() && warnings(&o.stderr) == 1, "{medium}: {}", text(&o.stderr));
+        // Reads acknowledge no writes; `none` promises nothing; msync on a disk keeps its
+        // promise.
+        let o = pmkv(&["get", p, "k"]);
+        assert!(o.status.success() && o.stderr.is_empty(), "{medium}: {}", text(&o.stderr));
+        let o = pmkv(&["put", p, "k", "v", "--mode", "none"]);
+        assert!(o.status.success() && o.stderr.is_empty(), "{medium}: {}", text(&o.stderr));
+        let o = pmkv(&["del", p, "k", "--mode", "msync"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert_eq!(warnings(&o.stderr), usize::from(medium == pmkv::Medium::Memory), "{medium}: {}", text(&o.stderr));
+    }
+}
+
+/// One RESP command on `s`, its reply read to the end of a bulk string.
+fn info_reply(port: u16) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"*1\r\n$4\r\nINFO\r\n").unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).unwrap();
+        out.extend_from_slice(&buf[..n]);
+        let t = text(&out);
+        if let Some((head, body)) = t.split_once("\r\n") {
+            let len: usize = head.trim_start_matches('$').parse().unwrap();
+            if body.len() >= len + 2 {
+                return body[..len].to_string();
+            }
+        }
+        assert!(n > 0, "connection closed: {t}");
+    }
+}
+
+#[test]
+fn u3_serve_says_what_survives_at_start_up_and_in_info() {
+    for (dir, medium) in dirs() {
+        let pool = dir.path().join("s.pool");
+        let (child, port) = spawn_serve(&pool, &[], Stdio::piped());
+        let info = info_reply(port);
+        assert!(info.contains("pmkv_mode:adr\r\n"), "{info}");
+        assert!(info.contains(&format!("pmkv_medium:{}\r\n", medium.name())), "{info}");
+        assert!(info.contains("pmkv_survives_process_crash:yes\r\n"), "{info}");
+        assert!(info.contains("pmkv_survives_kernel_crash:no\r\n"), "{info}");
+        assert!(info.contains("pmkv_survives_power_loss:no\r\n"), "{info}");
+        let reboot = if medium == pmkv::Medium::Memory { "no" } else { "yes" };
+        assert!(info.contains(&format!("pmkv_survives_reboot:{reboot}\r\n")), "{info}");
+        assert!(!info.contains("durable_writes"), "{info}");
+        // Several clients, one warning: it is said at start-up only.
+        for _ in 0..3 {
+            info_reply(port);
+        }
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"*1\r\n$8\r\nSHUTDOWN\r\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let err = text(&out.stderr);
+        assert_eq!(err.lines().filter(|l| l.contains("acknowledged writes survive:")).count(), 1, "{err}");
+        assert!(err.contains(&format!("mode adr on {}", medium.name())), "{err}");
+        assert_eq!(warnings(&out.stderr), 1, "{err}");
+    }
+}
