@@ -72,12 +72,14 @@ pub fn duration(secs: f64) -> String {
 }
 
 /// A median with its range over repeated runs, each written by `f`: `211 (205–230)`;
-/// just the median when there was one run (`min == max`).
+/// just the median when the range would read as one number (one run, or runs that agree
+/// to the digits shown).
 pub fn with_range(median: f64, min: f64, max: f64, f: impl Fn(f64) -> String) -> String {
-    if min == max || !(min.is_finite() && max.is_finite()) {
+    let (lo, hi) = (f(min), f(max));
+    if lo == hi || !(min.is_finite() && max.is_finite()) {
         f(median)
     } else {
-        format!("{} ({}–{})", f(median), f(min), f(max))
+        format!("{} ({lo}–{hi})", f(median))
     }
 }
 
@@ -118,5 +120,6 @@ mod tests {
         let f = |x: f64| format!("{x:.0}");
         assert_eq!(with_range(211.0, 205.0, 230.0, f), "211 (205–230)");
         assert_eq!(with_range(211.0, 211.0, 211.0, f), "211");
+        assert_eq!(with_range(0.0001, 0.0001, 0.0002, |x| format!("{x:.3}")), "0.000");
     }
 }
