@@ -9,6 +9,25 @@ use std::path::{Path, PathBuf};
 /// the pool, the persistence mode and the PM latency, so it is measured once per setting.
 pub const VOLATILE: &str = "volatile";
 
+/// Engines whose every write waits for a slow durability step of its own:
+/// * `mangosteen` (part 1) captures writes by page protection, so a write pays a fault, a
+///   4 KiB before-image and an `mprotect` per page it touches, and logs 30-40 lines per
+///   insert: 20-110 µs a write here, with a millisecond tail (p99.9 4 ms), 100x the other
+///   engines, in `eadr` without emulated latency as in `adr` with it. `reproduce hart
+///   --scale small` issues some 15 million writes: mangosteen alone took 1,314 s of a
+///   single run (the other engines together 260 s);
+/// * `lmdb-sync` commits every write with `fdatasync` (6-20 µs here even on tmpfs): a third
+///   of the other engines' time in `reproduce hart`.
+///
+/// The long default commands leave them out or cut them short: `reproduce hart` runs them
+/// only when asked (`-e mangosteen`, `-e all`); the main job never runs `lmdb-sync` and
+/// gives `mangosteen` a prefix of each key set ([`SLOW_WRITES_KEYS`]).
+pub const SLOW_WRITES: &[&str] = &["mangosteen", "lmdb-sync"];
+
+/// Keys of each workload the main job gives an engine of [`SLOW_WRITES`] (the first ones of
+/// the set), unless `--full`.
+pub const SLOW_WRITES_KEYS: usize = 50_000;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EngineKind {
     /// An engine opened through `pmkv::Store::open`.
@@ -41,6 +60,11 @@ impl EngineSpec {
     /// Whether this is the `null` engine (the harness's own cost).
     pub fn is_null(&self) -> bool {
         self.kind == EngineKind::Null
+    }
+
+    /// Whether every write of this engine is a slow batch ([`SLOW_WRITES`]).
+    pub fn slow_writes(&self) -> bool {
+        SLOW_WRITES.contains(&self.name())
     }
 
     /// Whether the engine is one of the comparison baselines.

@@ -11,6 +11,8 @@
 //! * [`experiment`] — basic operations, mixes, range queries, memory, build vs recovery;
 //! * [`engines`] — every engine of `pmkv::Registry::builtin()` plus [`baseline`]s (LMDB via heed);
 //! * [`report`] — terminal tables, JSON, CSV; [`plot`] — PNG and SVG figures;
+//! * [`stats`] — medians and ranges of repeated runs; [`human`] — rates and durations as
+//!   people read them; [`progress`] — plans of steps with progress and an estimate;
 //! * [`reproduce`] — the papers' experiments (`pmkv bench reproduce hart`);
 //! * [`command`] — the `pmkv bench` subcommands (arguments and what each runs), which the
 //!   `pmkv` CLI forwards to when built with its `bench` feature.
@@ -19,6 +21,7 @@ pub mod baseline;
 pub mod command;
 pub mod engines;
 pub mod experiment;
+pub mod human;
 pub mod measure;
 pub mod pages;
 pub mod plot;
@@ -26,6 +29,7 @@ pub mod progress;
 pub mod report;
 pub mod reproduce;
 pub mod rng;
+pub mod stats;
 pub mod workload;
 pub mod zipf;
 

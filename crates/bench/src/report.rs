@@ -38,6 +38,23 @@ pub struct Record {
     pub found: u64,
     pub missed: u64,
     pub errors: u64,
+    /// How many runs the figures are the median of ([`crate::stats::combine`]); 0 or 1:
+    /// a single run, and the `*_min`/`*_max` fields say nothing.
+    #[serde(default)]
+    pub runs: u32,
+    /// The range of `ns_per_op`, `mops` and `wall_s` over those runs.
+    #[serde(default)]
+    pub ns_per_op_min: f64,
+    #[serde(default)]
+    pub ns_per_op_max: f64,
+    #[serde(default)]
+    pub mops_min: f64,
+    #[serde(default)]
+    pub mops_max: f64,
+    #[serde(default)]
+    pub wall_s_min: f64,
+    #[serde(default)]
+    pub wall_s_max: f64,
     /// The first error an operation returned (the numbers are still reported).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op_error: Option<String>,
@@ -50,6 +67,59 @@ pub struct Record {
     /// Why the engine produced no numbers (open failed, panicked, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+impl Record {
+    /// Whether the figures are medians of more than one run.
+    pub fn repeated(&self) -> bool {
+        self.runs > 1
+    }
+
+    /// (lowest, highest) ns/op over the runs; the figure itself twice for one run.
+    pub fn ns_range(&self) -> (f64, f64) {
+        if self.repeated() {
+            (self.ns_per_op_min, self.ns_per_op_max)
+        } else {
+            (self.ns_per_op, self.ns_per_op)
+        }
+    }
+
+    /// (lowest, highest) Mops/s over the runs.
+    pub fn mops_range(&self) -> (f64, f64) {
+        if self.repeated() {
+            (self.mops_min, self.mops_max)
+        } else {
+            (self.mops, self.mops)
+        }
+    }
+
+    /// (lowest, highest) wall time in seconds over the runs.
+    pub fn wall_range(&self) -> (f64, f64) {
+        if self.repeated() {
+            (self.wall_s_min, self.wall_s_max)
+        } else {
+            (self.wall_s, self.wall_s)
+        }
+    }
+
+    /// ns/op as a table cell: the median, and the range of the runs when there were several:
+    /// `211 (205–230)`.
+    pub fn ns_cell(&self, f: impl Fn(f64) -> String) -> String {
+        let (lo, hi) = self.ns_range();
+        crate::human::with_range(self.ns_per_op, lo, hi, f)
+    }
+
+    /// Mops/s as a table cell, like [`Record::ns_cell`].
+    pub fn mops_cell(&self, f: impl Fn(f64) -> String) -> String {
+        let (lo, hi) = self.mops_range();
+        crate::human::with_range(self.mops, lo, hi, f)
+    }
+
+    /// Wall seconds as a table cell, like [`Record::ns_cell`].
+    pub fn wall_cell(&self, f: impl Fn(f64) -> String) -> String {
+        let (lo, hi) = self.wall_range();
+        crate::human::with_range(self.wall_s, lo, hi, f)
+    }
 }
 
 /// Where and how results were produced.
@@ -127,6 +197,7 @@ pub fn standard_columns() -> Vec<Col> {
         col!("thr", true, |r| r.threads.to_string()),
         col!("records", true, |r| r.records.to_string()),
         col!("ns/op", true, |r| f1(r.ns_per_op)),
+        col!("runs: min–max", true, ns_range_cell),
         col!("Mops/s", true, |r| f3(r.mops)),
         col!("p50", true, |r| r.p50_ns.to_string()),
         col!("p99", true, |r| r.p99_ns.to_string()),
@@ -135,6 +206,17 @@ pub fn standard_columns() -> Vec<Col> {
     .into_iter()
     .chain(counter_columns())
     .collect()
+}
+
+/// The range of ns/op over a record's runs, `3: 205–230` (empty for one run: the table then
+/// leaves the column out).
+fn ns_range_cell(r: &Record) -> String {
+    if r.repeated() {
+        let (lo, hi) = r.ns_range();
+        format!("{}: {}–{}", r.runs, f1(lo), f1(hi))
+    } else {
+        String::new()
+    }
 }
 
 /// The persistence counters per operation, the last columns of every table.
@@ -155,6 +237,7 @@ pub fn main_job_columns() -> Vec<Col> {
         col!("mode", false, |r| r.mode.clone()),
         col!("op", false, |r| r.op.clone()),
         col!("ns/op", true, |r| f1(r.ns_per_op)),
+        col!("runs: min–max", true, ns_range_cell),
         col!("Mops/s", true, |r| f3(r.mops)),
         col!("p99 ns", true, |r| r.p99_ns.to_string()),
     ]
@@ -163,20 +246,25 @@ pub fn main_job_columns() -> Vec<Col> {
     .collect()
 }
 
-/// A plain-text table of `records` (failed engines get one line with their error).
+/// A plain-text table of `records` (failed engines get one line with their error). A column
+/// empty in every row (the range of runs, when each cell ran once) is left out.
 pub fn table(records: &[Record], cols: &[Col]) -> String {
     let ok: Vec<&Record> = records.iter().filter(|r| r.error.is_none()).collect();
-    let cells: Vec<Vec<String>> = ok.iter().map(|r| cols.iter().map(|c| (c.get)(r)).collect()).collect();
+    let all: Vec<Vec<String>> = ok.iter().map(|r| cols.iter().map(|c| (c.get)(r)).collect()).collect();
+    let keep: Vec<bool> = (0..cols.len()).map(|i| all.is_empty() || all.iter().any(|row| !row[i].is_empty())).collect();
+    let cols: Vec<&Col> = cols.iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| c).collect();
+    let cells: Vec<Vec<String>> =
+        all.into_iter().map(|row| row.into_iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| c).collect()).collect();
     let widths: Vec<usize> = cols
         .iter()
         .enumerate()
-        .map(|(i, c)| cells.iter().map(|row| row[i].chars().count()).chain([c.head.len()]).max().unwrap_or(0))
+        .map(|(i, c)| cells.iter().map(|row| row[i].chars().count()).chain([c.head.chars().count()]).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
     let line = |out: &mut String, row: Vec<String>| {
         let parts: Vec<String> = row
             .iter()
-            .zip(cols)
+            .zip(&cols)
             .zip(&widths)
             .map(|((s, c), &w)| if c.right { format!("{s:>w$}") } else { format!("{s:<w$}") })
             .collect();
@@ -233,6 +321,13 @@ pub fn csv(records: &[Record]) -> String {
         "wall_s",
         "ns_per_op",
         "mops",
+        "runs",
+        "ns_per_op_min",
+        "ns_per_op_max",
+        "mops_min",
+        "mops_max",
+        "wall_s_min",
+        "wall_s_max",
         "p50_ns",
         "p99_ns",
         "p999_ns",
@@ -266,6 +361,13 @@ pub fn csv(records: &[Record]) -> String {
             format!("{:.6}", r.wall_s),
             format!("{:.2}", r.ns_per_op),
             format!("{:.4}", r.mops),
+            r.runs.max(1).to_string(),
+            format!("{:.2}", r.ns_range().0),
+            format!("{:.2}", r.ns_range().1),
+            format!("{:.4}", r.mops_range().0),
+            format!("{:.4}", r.mops_range().1),
+            format!("{:.6}", r.wall_range().0),
+            format!("{:.6}", r.wall_range().1),
             r.p50_ns.to_string(),
             r.p99_ns.to_string(),
             r.p999_ns.to_string(),

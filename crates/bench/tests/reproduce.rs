@@ -23,7 +23,8 @@ fn u5_reproduce_hart_tiny_writes_report_json_csv_and_plots() {
         paper: Paper::Hart,
         scale: Scale::Tiny,
         out: out.path().to_path_buf(),
-        engines: vec![],
+        engines: vec!["all".into()],
+        runs: 2,
         seed: 1,
         dir: None,
         quiet: true,
@@ -32,11 +33,25 @@ fn u5_reproduce_hart_tiny_writes_report_json_csv_and_plots() {
     for exp in ["fig4-7", "fig8", "fig9", "fig10a", "fig10b", "fig10c", "fig10d"] {
         assert!(rep.records.iter().any(|r| r.experiment == exp && r.error.is_none()), "no result for {exp}");
     }
-    // Every engine of pmkv::Registry::builtin() and the baselines took part.
+    // `-e all`: every engine of pmkv::Registry::builtin() and the baselines took part.
     for e in pmkv_bench::engines::all() {
         assert!(rep.records.iter().any(|r| r.engine == e.name()), "engine {} missing", e.name());
     }
+    // Each measurement ran twice: one record per cell, the median with the range of the runs.
+    for r in rep.records.iter().filter(|r| r.error.is_none()) {
+        assert_eq!(r.runs, 2, "{} {} {}", r.experiment, r.engine, r.op);
+        assert!(r.ns_per_op_min <= r.ns_per_op && r.ns_per_op <= r.ns_per_op_max, "{r:?}");
+    }
+    // One record per cell however many runs: Fig. 8 has 3 sizes x 4 operations per engine
+    // (none for an engine that cannot open here, such as mangosteen without its allocator).
+    for e in pmkv_bench::engines::all() {
+        let n =
+            rep.records.iter().filter(|r| r.experiment == "fig8" && r.engine == e.name() && r.error.is_none()).count();
+        assert!(n == 3 * 4 || (n == 0 && e.name() != "hart"), "{}: {n} fig8 records", e.name());
+    }
     let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(md.contains("ran 2 times, in alternating rounds"), "report.md does not say how many runs");
+    assert!(md.contains("–"), "report.md shows no range");
     for fig in ["Fig. 4", "Fig. 5", "Fig. 6", "Fig. 7", "Fig. 8", "Fig. 9", "Fig. 10", "**Paper:**"] {
         assert!(md.contains(fig), "report.md lacks {fig}");
     }
@@ -106,6 +121,7 @@ fn u5_reproduce_papers_without_engines_say_so() {
             scale: Scale::Tiny,
             out: out.path().join("x"),
             engines: vec![],
+            runs: 1,
             seed: 1,
             dir: None,
             quiet: true,
@@ -125,6 +141,7 @@ fn u5_reproduce_nbtree_writes_its_report() {
         scale: Scale::Tiny,
         out: dir.clone(),
         engines: vec!["nbtree".into(), "volatile".into()],
+        runs: 1,
         seed: 1,
         dir: None,
         quiet: true,

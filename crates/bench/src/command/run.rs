@@ -4,11 +4,11 @@
 use crate::engines::{self, EngineSpec};
 use crate::experiment::{self, OpOrder, Settings, Target};
 use crate::plot::run::plot_run;
-use crate::progress::Progress;
-use crate::report::{self, Meta, Record, Report};
+use crate::progress::Plan;
+use crate::report::{self, Meta, Report};
 use crate::workload::mix::{Dist, Mix};
 use crate::workload::{KeyKind, KeySet};
-use crate::{measure, pool_dir, BenchError, Result};
+use crate::{measure, pool_dir, stats, BenchError, Result};
 use pmkv::{Latency, Mode};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -88,6 +88,10 @@ pub struct RunArgs {
     /// Records scanned per range query (range workload).
     #[arg(long, default_value_t = 100_000)]
     pub scan_len: usize,
+    /// Runs of each measurement, in alternating rounds: the table gives the median and the
+    /// range of the runs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
     /// No progress output.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -117,6 +121,7 @@ impl Default for RunArgs {
             warmup: 0.1,
             op_order: OpOrder::Insert,
             scan_len: 100_000,
+            runs: 1,
             quiet: false,
             params: Vec::new(),
         }
@@ -254,23 +259,64 @@ pub fn run(a: RunArgs) -> Result<()> {
     let tg = targets(&engines, &a.mode, &lats);
     let pages = crate::pages::pool_pages(tmp.path());
     measure::calibrate();
-    let keys = |k: KeyKind| KeySet::generate(k, n, a.seed);
-    let records = match what {
-        What::Basic(k) => basic(&a, &s, &tg, k, &keys(k)?),
-        What::Mixes(mixes) => mixes_run(&a, &s, &tg, &mixes, kind, n)?,
+    let keys = match &what {
+        What::Mixes(mixes) => KeySet::generate(kind, mix_keys(&a, &s, mixes, n), a.seed)?,
+        What::Basic(k) => KeySet::generate(*k, n, a.seed)?,
+        _ => KeySet::generate(kind, n, a.seed)?,
+    };
+    let (s, keys) = (&s, &keys);
+    let mut plan = Plan::new();
+    match &what {
+        What::Basic(k) => {
+            let wl = basic_label(*k, s.op_order);
+            for &t in &tg {
+                for &th in &a.threads {
+                    let wl = wl.clone();
+                    let label = format!("{} {} {} threads", t.engine.name(), k.name(), th);
+                    plan.step(label, move || experiment::basic_ops(s, &t, EXP, &wl, keys, th));
+                }
+            }
+        }
+        What::Mixes(mixes) => {
+            let ops = a.ops.unwrap_or(n as u64);
+            for (m, x) in mixes {
+                for &t in &tg {
+                    for &th in &a.threads {
+                        let label = format!("{} {} {} threads", t.engine.name(), m.name, th);
+                        let wl = format!("{} ({})", kind.name(), m.dist.label());
+                        plan.step(label, move || {
+                            let mut rs = experiment::mix_run(s, &t, EXP, &wl, keys, m, n as u64, ops, th);
+                            if let Some(x) = x {
+                                rs.iter_mut().for_each(|r| {
+                                    r.extra.insert("sweep_x".into(), *x);
+                                });
+                            }
+                            rs
+                        });
+                    }
+                }
+            }
+        }
         What::Range => {
-            let (keys, len) = (keys(kind)?, a.scan_len.min(n));
-            each_engine(&tg, a.quiet, |t| experiment::range_query(&s, t, EXP, kind.name(), &keys, len, 5))
+            let len = a.scan_len.min(n);
+            for &t in &tg {
+                plan.step(t.engine.name(), move || experiment::range_query(s, &t, EXP, kind.name(), keys, len, 5));
+            }
         }
         What::Recovery => {
-            let keys = keys(kind)?;
-            each_engine(&tg, a.quiet, |t| experiment::build_recover(&s, t, EXP, kind.name(), &keys))
+            for &t in &tg {
+                plan.step(t.engine.name(), move || experiment::build_recover(s, &t, EXP, kind.name(), keys));
+            }
         }
         What::Memory => {
-            let keys = keys(kind)?;
-            each_engine(&tg, a.quiet, |t| experiment::memory(&s, t, EXP, kind.name(), &keys))
+            for &t in &tg {
+                plan.step(t.engine.name(), move || experiment::memory(s, &t, EXP, kind.name(), keys));
+            }
         }
-    };
+    }
+    plan.rounds(a.runs as usize, "run");
+    let (ran, _) = plan.run(a.quiet, |pg, label, recs| crate::reproduce::report_failures(pg, label, recs));
+    let records = stats::combine_steps(ran);
     drop(tmp);
     print!("{}", report::table(&records, &report::standard_columns()));
     println!("durability:\n{}", report::legend(&records));
@@ -284,21 +330,6 @@ pub fn run(a: RunArgs) -> Result<()> {
 /// The experiment name of every record of a `run`.
 const EXP: &str = "run";
 
-/// Basic operations over one key set: every target at every thread count.
-fn basic(a: &RunArgs, s: &Settings, tg: &[Target], k: KeyKind, keys: &KeySet) -> Vec<Record> {
-    let mut records = Vec::new();
-    let mut pg = Progress::new((tg.len() * a.threads.len()) as u64, a.quiet);
-    for t in tg {
-        for &th in &a.threads {
-            let label = format!("{} {} {} threads", t.engine.name(), k.name(), th);
-            pg.set(&label);
-            records.extend(experiment::basic_ops(s, t, EXP, &basic_label(k, s.op_order), keys, th));
-            pg.inc(&label);
-        }
-    }
-    records
-}
-
 /// The workload column of a basic run: the key set, and the operation order when it is not
 /// the insert order.
 fn basic_label(k: KeyKind, order: OpOrder) -> String {
@@ -308,44 +339,15 @@ fn basic_label(k: KeyKind, order: OpOrder) -> String {
     }
 }
 
-/// Mixes (a sweep's points carry their x in `sweep_x`): every mix, target and thread count.
-fn mixes_run(
-    a: &RunArgs,
-    s: &Settings,
-    tg: &[Target],
-    mixes: &[(Mix, Option<f64>)],
-    kind: KeyKind,
-    n: usize,
-) -> Result<Vec<Record>> {
+/// Keys the mixes need: every mix at every thread count (a mix with inserts uses fresh
+/// keys beyond the loaded ones; a sweep's points carry their x in `sweep_x`).
+fn mix_keys(a: &RunArgs, s: &Settings, mixes: &[(Mix, Option<f64>)], n: usize) -> usize {
     let ops = a.ops.unwrap_or(n as u64);
-    let need = mixes
+    mixes
         .iter()
-        .map(|(m, _)| {
-            a.threads.iter().map(|&th| experiment::mix_keys_needed(s, m, n as u64, ops, th)).max().unwrap_or(0)
-        })
+        .flat_map(|(m, _)| a.threads.iter().map(move |&th| experiment::mix_keys_needed(s, m, n as u64, ops, th)))
         .max()
-        .unwrap_or(n as u64);
-    let keys = KeySet::generate(kind, need as usize, a.seed)?;
-    let mut records = Vec::new();
-    let mut pg = Progress::new((tg.len() * a.threads.len() * mixes.len()) as u64, a.quiet);
-    for (m, x) in mixes {
-        for t in tg {
-            for &th in &a.threads {
-                let label = format!("{} {} {} threads", t.engine.name(), m.name, th);
-                pg.set(&label);
-                let wl = format!("{} ({})", kind.name(), m.dist.label());
-                let mut rs = experiment::mix_run(s, t, EXP, &wl, &keys, m, n as u64, ops, th);
-                if let Some(x) = x {
-                    rs.iter_mut().for_each(|r| {
-                        r.extra.insert("sweep_x".into(), *x);
-                    });
-                }
-                records.extend(rs);
-                pg.inc(&label);
-            }
-        }
-    }
-    Ok(records)
+        .unwrap_or(n as u64) as usize
 }
 
 /// With `--out`: results.json, results.csv and the plots, then the list of files written.
@@ -362,16 +364,4 @@ fn write_outputs(a: &RunArgs, rep: &Report) -> Result<()> {
         println!("  {}", f.display());
     }
     Ok(())
-}
-
-/// Run `f` for every target with a progress line per engine; collect the records.
-fn each_engine(tg: &[Target], quiet: bool, mut f: impl FnMut(&Target) -> Vec<Record>) -> Vec<Record> {
-    let mut pg = Progress::new(tg.len() as u64, quiet);
-    let mut out = Vec::new();
-    for t in tg {
-        pg.set(t.engine.name());
-        out.extend(f(t));
-        pg.inc(t.engine.name());
-    }
-    out
 }

@@ -13,6 +13,15 @@
 //! `redis-benchmark` and `redis-server` (Debian redis-tools, redis-server) on the PATH;
 //! every server runs on loopback and in a temporary directory.
 //!
+//! **Runs and duration.** Every server is measured `--runs` times (3), in alternating rounds
+//! (each row once, then each row again, ...), and the tables give the median and the range
+//! of the runs; every ratio is a ratio of medians of this run. The disk rows send
+//! `--disk-requests` (5,000) per test instead of `--requests` (100,000): a `msync` SET
+//! costs a device flush (~1.5–2 ms on this VM's disk when shared), so 100,000 of them took
+//! 17 of a 20-minute run. Both disk rows send the same count, so their ratio compares
+//! like with like. Progress (which server, which run and test, time in it, an estimate of
+//! the time left) goes to stderr.
+//!
 //! **The load generator's own cost.** On a small machine redis-benchmark and the server
 //! share the cores, and a figure is the server's only while the client has time to spare.
 //! So each measurement also reports the cores each side used, from the kernel's own
@@ -22,15 +31,29 @@
 //! then shows the same figure, and no server can be measured above it on this machine.
 
 use super::CmdResult;
+use crate::human::{self, thousands};
+use crate::progress::Progress;
+use crate::stats::{self, Spread};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
+#[command(after_help = "Takes 40 s to 1 min with the defaults on this project's 2-core machine (37 s and 55 s, \
+                         3 runs, the two disk rows at 5,000 requests per test), up to ~3 min when its disk is \
+                         slow. The disk rows' time grows with --disk-requests: a pmkv msync SET is a device \
+                         flush, 300 to 8,900 per second on this VM (100,000 of them took 17 minutes).")]
 pub struct ServerArgs {
-    /// Requests per test without pipelining (doubled with pipelining).
+    /// Requests per test of the memory rows without pipelining (doubled with pipelining).
     #[arg(long, default_value_t = 100_000)]
     pub requests: u64,
+    /// Requests per test of the two disk rows (pmkv msync, Redis always on disk) without
+    /// pipelining (doubled with pipelining). Both get the same count.
+    #[arg(long, default_value_t = 5_000)]
+    pub disk_requests: u64,
+    /// Runs of every server, in alternating rounds: tables give the median and the range.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
     /// Concurrent clients.
     #[arg(long, default_value_t = 50)]
     pub clients: u32,
@@ -55,6 +78,9 @@ pub struct ServerArgs {
     /// Write server.png and server.svg here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// No progress output.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 struct Guard(Child);
@@ -116,22 +142,22 @@ struct Measured {
     server_cores: f64,
 }
 
-/// redis-benchmark's `tests` against `port` at one pipeline depth: each test's requests
-/// per second (in the order of `names`, as redis-benchmark labels them), and the
-/// (client, server) cores used over the run (the server is process `server`).
+/// redis-benchmark's `tests`, `n` requests each, against `port` at one pipeline depth: each
+/// test's requests per second (in the order of `names`, as redis-benchmark labels them),
+/// and the (client, server) cores used over the run (the server is process `server`).
 fn redis_benchmark(
     port: u16,
     server: u32,
-    a: &ServerArgs,
+    clients: u32,
+    n: u64,
     pipeline: u32,
     tests: &str,
     names: &[&str],
 ) -> Result<(Vec<f64>, f64, f64), String> {
-    let n = if pipeline > 1 { a.requests * 2 } else { a.requests };
     let (c0, s0, t0) = (children_cpu(), process_cpu(server), Instant::now());
     let out = Command::new("redis-benchmark")
         .args(["-p", &port.to_string(), "-t", tests, "-r", "1000000", "--csv"])
-        .args(["-n", &n.to_string(), "-c", &a.clients.to_string(), "-P", &pipeline.to_string()])
+        .args(["-n", &n.to_string(), "-c", &clients.to_string(), "-P", &pipeline.to_string()])
         .output()
         .map_err(|e| format!("redis-benchmark: {e} (install Debian's redis-tools)"))?;
     let wall = t0.elapsed().as_secs_f64().max(1e-9);
@@ -152,38 +178,6 @@ fn redis_benchmark(
     Ok((figures, (c1 - c0) / wall, server_cores))
 }
 
-/// SET and GET at one pipeline depth.
-fn benchmark(port: u16, server: u32, a: &ServerArgs, pipeline: u32) -> Result<Measured, String> {
-    let (f, client_cores, server_cores) = redis_benchmark(port, server, a, pipeline, "set,get", &["SET", "GET"])?;
-    Ok(Measured { set: f[0], get: f[1], client_cores, server_cores })
-}
-
-/// P1 and P16 measurements of one server, and with `ping` also PING_MBULK's requests per
-/// second at P1 and P16: the cheapest request a server can be sent (no data touched), so
-/// against Redis the most this client gets out of any real server on this machine.
-fn run_one(name: &str, mut cmd: Command, port: u16, a: &ServerArgs, ping: bool) -> Result<Served, String> {
-    let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| format!("{name}: {e}"))?;
-    let pid = child.id();
-    let _g = Guard(child);
-    wait_ready(port)?;
-    let runs = [benchmark(port, pid, a, 1)?, benchmark(port, pid, a, 16)?];
-    let ping = if ping {
-        let p1 = redis_benchmark(port, pid, a, 1, "ping_mbulk", &["PING_MBULK"])?;
-        let p16 = redis_benchmark(port, pid, a, 16, "ping_mbulk", &["PING_MBULK"])?;
-        Some([(p1.0[0], p1.1), (p16.0[0], p16.1)])
-    } else {
-        None
-    };
-    Ok(Served { runs, ping })
-}
-
-/// What [`run_one`] measured: SET/GET at P1 and P16, and PING_MBULK's requests per second
-/// with the client's cores at P1 and P16 if asked.
-struct Served {
-    runs: [Measured; 2],
-    ping: Option<[(f64, f64); 2]>,
-}
-
 /// One server to measure: label, what a SET's reply promises, how to start it.
 struct Row {
     label: String,
@@ -191,6 +185,10 @@ struct Row {
     pmkv_mode: Option<String>,
     redis_conf: &'static [&'static str],
     dir: PathBuf,
+    /// Requests per test without pipelining.
+    requests: u64,
+    /// Also measure PING_MBULK (the ceiling line).
+    ping: bool,
 }
 
 /// The row whose server also answers PING_MBULK for the ceiling line.
@@ -198,7 +196,112 @@ const NO_PERSISTENCE: &str = "redis, no persistence";
 
 const ALWAYS: &[&str] = &["--appendonly", "yes", "--appendfsync", "always"];
 
+/// One redis-benchmark invocation of the plan: SET and GET, or PING_MBULK, at a pipeline depth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Test {
+    SetGet(u32),
+    Ping(u32),
+}
+
+/// One step of the plan: a test of row `row` in round `run`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Job {
+    row: usize,
+    run: usize,
+    test: Test,
+}
+
+/// Every redis-benchmark invocation of the command, in run order: round by round, each
+/// row's SET/GET at P1 and P16 (and PING_MBULK at both for the row with `ping`). The
+/// progress total is this list's length and the loop runs this list.
+fn jobs(rows: &[Row], runs: usize) -> Vec<Job> {
+    let mut v = Vec::new();
+    for run in 0..runs.max(1) {
+        for (row, r) in rows.iter().enumerate() {
+            let mut tests = vec![Test::SetGet(1), Test::SetGet(16)];
+            if r.ping {
+                tests.extend([Test::Ping(1), Test::Ping(16)]);
+            }
+            v.extend(tests.into_iter().map(|test| Job { row, run, test }));
+        }
+    }
+    v
+}
+
+/// What a row measured over its runs.
+#[derive(Default)]
+struct Served {
+    /// SET/GET at P1 and P16, one entry per run.
+    runs: Vec<[Measured; 2]>,
+    /// PING_MBULK (requests per second, client cores) at P1 and P16, per run.
+    ping: Vec<[(f64, f64); 2]>,
+    /// Why the row has no figures (its server did not start).
+    skipped: Option<String>,
+}
+
+/// The command that starts row `row`'s server on `port` with its files in `sub`.
+fn server_command(a: &ServerArgs, me: &Path, row: &Row, port: u16, sub: &Path) -> Command {
+    match &row.pmkv_mode {
+        Some(mode) => {
+            let mut c = Command::new(me);
+            c.arg("serve").arg(sub.join("bench.pool")).args(["--port", &port.to_string(), "--mode", mode]);
+            c.args(["--initial-mib", "512", "--engine", &a.engine]);
+            if let Some(t) = a.threads {
+                c.args(["--threads", &t.to_string()]);
+            }
+            c
+        }
+        None => {
+            let mut c = Command::new("redis-server");
+            c.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"]).arg(sub).args(row.redis_conf);
+            c
+        }
+    }
+}
+
+/// A running server of one row and round: the process, its port, its files.
+struct Running {
+    row: usize,
+    run: usize,
+    port: u16,
+    pid: u32,
+    _guard: Guard,
+    sub: PathBuf,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.sub);
+    }
+}
+
+fn start(a: &ServerArgs, me: &Path, rows: &[Row], j: &Job) -> Result<Running, String> {
+    let row = &rows[j.row];
+    let port = free_port().map_err(|e| e.to_string())?;
+    let sub = row.dir.join(format!("server-{}-{}", j.row, j.run));
+    std::fs::create_dir_all(&sub).map_err(|e| format!("{}: {e}", sub.display()))?;
+    let child = server_command(a, me, row, port, &sub)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", row.label))?;
+    let pid = child.id();
+    let r = Running { row: j.row, run: j.run, port, pid, _guard: Guard(child), sub };
+    wait_ready(port)?;
+    Ok(r)
+}
+
+fn test_label(t: Test, n: u64) -> String {
+    match t {
+        Test::SetGet(1) => format!("SET+GET P1, {} each", thousands(n)),
+        Test::SetGet(p) => format!("SET+GET P{p}, {} each", thousands(n * 2)),
+        Test::Ping(1) => format!("PING_MBULK P1, {}", thousands(n)),
+        Test::Ping(p) => format!("PING_MBULK P{p}, {}", thousands(n * 2)),
+    }
+}
+
 pub fn run(a: ServerArgs) -> CmdResult {
+    let started = Instant::now();
     let tmp = match &a.dir {
         Some(d) => tempfile::tempdir_in(d)?,
         None => tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir())?,
@@ -206,144 +309,283 @@ pub fn run(a: ServerArgs) -> CmdResult {
     let disk = if a.disk_dir.is_empty() { None } else { Some(tempfile::tempdir_in(&a.disk_dir)?) };
     let mem = tmp.path().to_path_buf();
     let disk_label = format!("pmkv serve ({} msync, disk)", a.engine);
+    let row = |label: String, durability, pmkv_mode, redis_conf, dir: &Path, requests| Row {
+        ping: label == NO_PERSISTENCE,
+        label,
+        durability,
+        pmkv_mode,
+        redis_conf,
+        dir: dir.to_path_buf(),
+        requests,
+    };
     let mut plan = vec![
-        Row {
-            label: format!("pmkv serve ({} {}, memory)", a.engine, a.mode),
-            durability: "persistent before the reply",
-            pmkv_mode: Some(a.mode.clone()),
-            redis_conf: &[],
-            dir: mem.clone(),
-        },
-        Row {
-            label: "redis appendfsync always (memory)".into(),
-            durability: "AOF write + fsync before the reply (fsync of tmpfs: no-op)",
-            pmkv_mode: None,
-            redis_conf: ALWAYS,
-            dir: mem.clone(),
-        },
-        Row {
-            label: "redis appendfsync everysec (memory)".into(),
-            durability: "AOF, up to 1 s lost",
-            pmkv_mode: None,
-            redis_conf: &["--appendonly", "yes", "--appendfsync", "everysec"],
-            dir: mem.clone(),
-        },
-        Row {
-            label: NO_PERSISTENCE.into(),
-            durability: "none",
-            pmkv_mode: None,
-            redis_conf: &["--appendonly", "no", "--save", ""],
-            dir: mem.clone(),
-        },
+        row(
+            format!("pmkv serve ({} {}, memory)", a.engine, a.mode),
+            "persistent before the reply",
+            Some(a.mode.clone()),
+            &[],
+            &mem,
+            a.requests,
+        ),
+        row(
+            "redis appendfsync always (memory)".into(),
+            "AOF write + fsync before the reply (fsync of tmpfs: no-op)",
+            None,
+            ALWAYS,
+            &mem,
+            a.requests,
+        ),
+        row(
+            "redis appendfsync everysec (memory)".into(),
+            "AOF, up to 1 s lost",
+            None,
+            &["--appendonly", "yes", "--appendfsync", "everysec"],
+            &mem,
+            a.requests,
+        ),
+        row(NO_PERSISTENCE.into(), "none", None, &["--appendonly", "no", "--save", ""], &mem, a.requests),
     ];
     if let Some(d) = &disk {
-        let d = d.path().to_path_buf();
-        plan.push(Row {
-            label: disk_label.clone(),
-            durability: "msync'd to the device before the reply",
-            pmkv_mode: Some("msync".into()),
-            redis_conf: &[],
-            dir: d.clone(),
-        });
-        plan.push(Row {
-            label: "redis appendfsync always (disk)".into(),
-            durability: "fsync'd to the device before the reply",
-            pmkv_mode: None,
-            redis_conf: ALWAYS,
-            dir: d,
-        });
+        let n = a.disk_requests;
+        plan.push(row(
+            disk_label.clone(),
+            "msync'd to the device before the reply",
+            Some("msync".into()),
+            &[],
+            d.path(),
+            n,
+        ));
+        plan.push(row(
+            "redis appendfsync always (disk)".into(),
+            "fsync'd to the device before the reply",
+            None,
+            ALWAYS,
+            d.path(),
+            n,
+        ));
     }
+    let runs = a.runs.max(1) as usize;
     let me = std::env::current_exe()?;
-    let mut rows: Vec<(String, String, [f64; 4])> = Vec::new();
-    let mut cores: Vec<(String, [Measured; 2])> = Vec::new();
-    let mut ceiling: Option<[(f64, f64); 2]> = None;
-    for (i, row) in plan.iter().enumerate() {
-        let port = free_port()?;
-        let sub = row.dir.join(format!("server-{i}"));
-        std::fs::create_dir_all(&sub)?;
-        let cmd = match &row.pmkv_mode {
-            Some(mode) => {
-                let mut c = Command::new(&me);
-                c.arg("serve").arg(sub.join("bench.pool")).args(["--port", &port.to_string(), "--mode", mode]);
-                c.args(["--initial-mib", "512", "--engine", &a.engine]);
-                if let Some(t) = a.threads {
-                    c.args(["--threads", &t.to_string()]);
+    let jobs = jobs(&plan, runs);
+    let mut pg = Progress::with_keys(jobs.iter().map(|j| format!("{}-{:?}", j.row, j.test)).collect(), a.quiet);
+    pg.println(&format!(
+        "pmkv bench server: {} servers x {runs} runs, {} redis-benchmark runs; memory rows {} requests per test, disk rows {} (--requests, --disk-requests; doubled at P16)",
+        plan.len(),
+        jobs.len(),
+        thousands(a.requests),
+        thousands(a.disk_requests)
+    ));
+    let mut served: Vec<Served> = plan.iter().map(|_| Served::default()).collect();
+    let mut running: Option<Running> = None;
+    for j in &jobs {
+        let r = &plan[j.row];
+        let label = format!(
+            "{} [{}/{}] run {}/{runs}: {}",
+            r.label,
+            j.row + 1,
+            plan.len(),
+            j.run + 1,
+            test_label(j.test, r.requests)
+        );
+        pg.set(&label);
+        if served[j.row].skipped.is_some() {
+            pg.inc(&format!("{label}: skipped"));
+            continue;
+        }
+        if running.as_ref().map(|s| (s.row, s.run)) != Some((j.row, j.run)) {
+            running = None;
+            match start(&a, &me, &plan, j) {
+                Ok(s) => running = Some(s),
+                Err(e) if r.pmkv_mode.is_none() => {
+                    pg.println(&format!("{}: skipped ({e}; install Debian's redis-server)", r.label));
+                    served[j.row].skipped = Some(e);
+                    pg.inc(&format!("{label}: skipped"));
+                    continue;
                 }
-                c
+                Err(e) => return Err(e.into()),
             }
-            None => {
-                let mut c = Command::new("redis-server");
-                c.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"]).arg(&sub).args(row.redis_conf);
-                c
+        }
+        let Some(s) = &running else { continue };
+        let got = match j.test {
+            Test::SetGet(p) => {
+                let n = if p > 1 { r.requests * 2 } else { r.requests };
+                redis_benchmark(s.port, s.pid, a.clients, n, p, "set,get", &["SET", "GET"])
+            }
+            Test::Ping(p) => {
+                let n = if p > 1 { r.requests * 2 } else { r.requests };
+                redis_benchmark(s.port, s.pid, a.clients, n, p, "ping_mbulk", &["PING_MBULK"])
             }
         };
-        let ping = row.label == NO_PERSISTENCE;
-        match run_one(&row.label, cmd, port, &a, ping) {
-            Ok(Served { runs: [p1, p16], ping: p }) => {
-                rows.push((row.label.clone(), row.durability.into(), [p1.set, p1.get, p16.set, p16.get]));
-                cores.push((row.label.clone(), [p1, p16]));
-                if p.is_some() {
-                    ceiling = p;
-                }
-            }
-            Err(e) if row.pmkv_mode.is_none() => {
-                eprintln!("{}: skipped ({e}; install Debian's redis-server)", row.label)
+        let (f, client_cores, server_cores) = match got {
+            Ok(x) => x,
+            Err(e) if r.pmkv_mode.is_none() => {
+                pg.println(&format!("{}: skipped ({e})", r.label));
+                served[j.row].skipped = Some(e);
+                running = None;
+                pg.inc(&format!("{label}: skipped"));
+                continue;
             }
             Err(e) => return Err(e.into()),
+        };
+        let sv = &mut served[j.row];
+        match j.test {
+            Test::SetGet(p) => {
+                let m = Measured { set: f[0], get: f[1], client_cores, server_cores };
+                if p == 1 {
+                    sv.runs.push([m, Measured::default()]);
+                } else if let Some(last) = sv.runs.last_mut() {
+                    last[1] = m;
+                }
+            }
+            Test::Ping(p) => {
+                if p == 1 {
+                    sv.ping.push([(f[0], client_cores), (0.0, 0.0)]);
+                } else if let Some(last) = sv.ping.last_mut() {
+                    last[1] = (f[0], client_cores);
+                }
+            }
         }
+        let done = match j.test {
+            Test::SetGet(_) => format!("{label}: SET {}, GET {}", human::rate(f[0]), human::rate(f[1])),
+            Test::Ping(_) => format!("{label}: {}", human::rate(f[0])),
+        };
+        pg.inc(&done);
+    }
+    drop(running);
+    pg.finish();
+    drop(pg);
+    report(&a, &plan, &served, runs, started.elapsed().as_secs_f64())
+}
+
+/// The median and range of one figure over a row's runs.
+fn spread_of(runs: &[[Measured; 2]], f: impl Fn(&[Measured; 2]) -> f64) -> Spread {
+    let v: Vec<f64> = runs.iter().map(f).collect();
+    stats::spread(&v).unwrap_or(Spread { median: f64::NAN, min: f64::NAN, max: f64::NAN, runs: 0 })
+}
+
+/// A requests-per-second cell: `94.1 k (93.0 k–95.2 k)`.
+fn rps_cell(s: &Spread) -> String {
+    human::with_range(s.median, s.min, s.max, human::si)
+}
+
+/// A cores cell: `0.98 (0.95–0.99)`.
+fn cores_cell(s: &Spread) -> String {
+    human::with_range(s.median, s.min, s.max, |x| format!("{x:.2}"))
+}
+
+/// The tables, the ceiling, the ratios of medians and the plot.
+fn report(a: &ServerArgs, plan: &[Row], served: &[Served], runs: usize, secs: f64) -> CmdResult {
+    // (label, durability, spreads of SET P1, GET P1, SET P16, GET P16)
+    let mut rows: Vec<(&Row, [Spread; 4])> = Vec::new();
+    for (r, sv) in plan.iter().zip(served) {
+        if sv.skipped.is_some() || sv.runs.is_empty() {
+            continue;
+        }
+        let s = [
+            spread_of(&sv.runs, |m| m[0].set),
+            spread_of(&sv.runs, |m| m[0].get),
+            spread_of(&sv.runs, |m| m[1].set),
+            spread_of(&sv.runs, |m| m[1].get),
+        ];
+        rows.push((r, s));
     }
     println!(
-        "redis-benchmark, {} clients, 1M-key space, SET and GET, requests per second (P1: no pipelining; P16: 16 per round trip)",
-        a.clients
+        "redis-benchmark, {} clients, 1M-key space, SET and GET, requests per second (P1: no pipelining; P16: 16 per round trip); \
+         median of {runs} runs in alternating rounds, (min–max) of the runs; {} requests per test in memory, {} on disk ({} at P16)",
+        a.clients,
+        thousands(a.requests),
+        thousands(a.disk_requests),
+        thousands(a.disk_requests * 2)
     );
-    println!("| server | durability of a SET | SET P1 | GET P1 | SET P16 | GET P16 |");
-    println!("|---|---|---:|---:|---:|---:|");
-    for (n, d, r) in &rows {
-        println!("| {n} | {d} | {:.0} | {:.0} | {:.0} | {:.0} |", r[0], r[1], r[2], r[3]);
+    println!("| server | durability of a SET | requests (P1) | SET P1 | GET P1 | SET P16 | GET P16 |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for (r, s) in &rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.label,
+            r.durability,
+            thousands(r.requests),
+            rps_cell(&s[0]),
+            rps_cell(&s[1]),
+            rps_cell(&s[2]),
+            rps_cell(&s[3])
+        );
     }
     println!();
-    println!("cores used over each run (user + system CPU time / wall time; redis-benchmark is one thread: near 1.0 it is the bottleneck)");
+    println!("cores used over each run (user + system CPU time / wall time; redis-benchmark is one thread: near 1.0 it is the bottleneck); medians (min–max)");
     println!("| server | client P1 | server P1 | client P16 | server P16 |");
     println!("|---|---:|---:|---:|---:|");
-    for (n, [p1, p16]) in &cores {
+    let mut busiest = [0.0f64; 2];
+    for (r, sv) in plan.iter().zip(served) {
+        if sv.skipped.is_some() || sv.runs.is_empty() {
+            continue;
+        }
+        let c = [
+            spread_of(&sv.runs, |m| m[0].client_cores),
+            spread_of(&sv.runs, |m| m[0].server_cores),
+            spread_of(&sv.runs, |m| m[1].client_cores),
+            spread_of(&sv.runs, |m| m[1].server_cores),
+        ];
+        busiest[0] = busiest[0].max(c[0].max);
+        busiest[1] = busiest[1].max(c[2].max);
         println!(
-            "| {n} | {:.2} | {:.2} | {:.2} | {:.2} |",
-            p1.client_cores, p1.server_cores, p16.client_cores, p16.server_cores
+            "| {} | {} | {} | {} | {} |",
+            r.label,
+            cores_cell(&c[0]),
+            cores_cell(&c[1]),
+            cores_cell(&c[2]),
+            cores_cell(&c[3])
         );
     }
-    let busiest = |i: usize| cores.iter().map(|c| c.1[i].client_cores).fold(0.0, f64::max);
-    if busiest(0) > 0.9 || busiest(1) > 0.9 {
+    if busiest[0] > 0.9 || busiest[1] > 0.9 {
         println!(
             "the client used up to {:.2} (P1) and {:.2} (P16) of a core: where it is near 1.0 the figures are the client's ceiling, not the servers'",
-            busiest(0),
-            busiest(1)
+            busiest[0], busiest[1]
         );
     }
-    if let Some([(p1, c1), (p16, c16)]) = ceiling {
+    if let Some(sv) = plan.iter().zip(served).find(|(r, _)| r.ping).map(|(_, s)| s).filter(|s| !s.ping.is_empty()) {
+        let at = |i: usize, f: fn(&(f64, f64)) -> f64| {
+            stats::spread(&sv.ping.iter().map(|p| f(&p[i])).collect::<Vec<_>>()).unwrap_or(Spread {
+                median: f64::NAN,
+                min: f64::NAN,
+                max: f64::NAN,
+                runs: 0,
+            })
+        };
         println!(
-            "ceiling: PING_MBULK (no data touched) against {NO_PERSISTENCE}: {p1:.0} (P1, client {c1:.2} cores), {p16:.0} (P16, client {c16:.2} cores) requests per second"
+            "ceiling: PING_MBULK (no data touched) against {NO_PERSISTENCE}: {} (P1, client {:.2} cores), {} (P16, client {:.2} cores) requests per second",
+            rps_cell(&at(0, |p| p.0)),
+            at(0, |p| p.1).median,
+            rps_cell(&at(1, |p| p.0)),
+            at(1, |p| p.1).median
         );
     }
-    let find = |l: &str| rows.iter().find(|r| r.0 == l).map(|r| r.2);
+    let find = |l: &str| rows.iter().find(|r| r.0.label == l).map(|r| r.1.map(|s| s.median));
     let pm = find(&plan[0].label);
     if let (Some(p), Some(always), Some(none)) = (pm, find("redis appendfsync always (memory)"), find(NO_PERSISTENCE)) {
         println!(
-            "in memory: pmkv durable SET / redis always: {:.2} (P1), {:.2} (P16); pmkv GET / redis without persistence: {:.2} (P1), {:.2} (P16)",
+            "in memory (ratios of medians): pmkv durable SET / redis always: {:.2} (P1), {:.2} (P16); pmkv GET / redis without persistence: {:.2} (P1), {:.2} (P16)",
             p[0] / always[0],
             p[2] / always[2],
             p[1] / none[1],
             p[3] / none[3]
         );
     }
-    if let (Some(p), Some(always)) = (find(&disk_label), find("redis appendfsync always (disk)")) {
-        println!(
-            "on disk: pmkv msync SET / redis always SET: {:.2} (P1), {:.2} (P16)",
-            p[0] / always[0],
-            p[2] / always[2]
-        );
+    if let Some(d) = plan.iter().find(|r| r.pmkv_mode.as_deref() == Some("msync")) {
+        if let (Some(p), Some(always)) = (find(&d.label), find("redis appendfsync always (disk)")) {
+            println!(
+                "on disk (ratios of medians, {} requests each): pmkv msync SET / redis always SET: {:.3} (P1), {:.3} (P16)",
+                thousands(d.requests),
+                p[0] / always[0],
+                p[2] / always[2]
+            );
+        }
     }
+    println!("{} ({runs} runs)", human::duration(secs));
     if let Some(out) = &a.out {
-        for f in plot(&rows, a.clients, out)? {
+        let bars: Vec<(String, String, [f64; 4])> =
+            rows.iter().map(|(r, s)| (r.label.clone(), r.durability.to_string(), s.map(|x| x.median))).collect();
+        for f in plot(&bars, a.clients, out)? {
             eprintln!("wrote {}", f.display());
         }
     }
@@ -377,4 +619,41 @@ fn plot(rows: &[(String, String, [f64; 4])], clients: u32, out: &Path) -> Result
         panels: vec![panel("no pipelining (P1)", [0, 1]), panel("16 per round trip (P16)", [2, 3])],
     };
     render(&fig, &out.join("server"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(label: &str, ping: bool) -> Row {
+        Row {
+            label: label.into(),
+            durability: "",
+            pmkv_mode: None,
+            redis_conf: &[],
+            dir: PathBuf::new(),
+            requests: 10,
+            ping,
+        }
+    }
+
+    /// The progress total is the list the loop runs: two tests per server and round, two
+    /// more for the server that answers PING_MBULK, rounds alternating over the servers.
+    #[test]
+    fn the_plan_counts_every_benchmark_run() {
+        let rows = [row("a", false), row(NO_PERSISTENCE, true), row("c", false)];
+        let j = jobs(&rows, 3);
+        assert_eq!(j.len(), 3 * (2 + 4 + 2));
+        assert_eq!(j.iter().filter(|x| matches!(x.test, Test::Ping(_))).count(), 3 * 2);
+        let order: Vec<(usize, usize)> = j.iter().map(|x| (x.run, x.row)).collect();
+        assert_eq!(&order[..4], [(0, 0), (0, 0), (0, 1), (0, 1)]);
+        assert_eq!(order[8], (1, 0), "round 2 starts after every server's round 1");
+        assert_eq!(jobs(&rows, 0).len(), 8, "at least one round");
+    }
+
+    #[test]
+    fn labels_say_how_many_requests() {
+        assert_eq!(test_label(Test::SetGet(1), 5_000), "SET+GET P1, 5,000 each");
+        assert_eq!(test_label(Test::SetGet(16), 5_000), "SET+GET P16, 10,000 each");
+    }
 }

@@ -16,7 +16,10 @@
 //! * record counts: `--scale paper` uses the paper's where this machine (2 cores, 24 GiB)
 //!   can hold them — 1 M Sequential/Random records (the paper's count for 300/300 and
 //!   600/300), Fig. 8/10c up to 10 M (the paper went to 100 M); `small` finishes in a few
-//!   minutes; `tiny-for-tests` is for the test suite only.
+//!   minutes with three runs of each measurement; `tiny-for-tests` is for the test suite
+//!   only;
+//! * engines: every engine but those whose every write waits for a slow sync of its own
+//!   ([`engines::SLOW_WRITES`]: mangosteen, lmdb-sync), which run when named.
 //!
 //! **nbtree** runs the NBTree paper's experiments (Table 1, Figs. 5-13, recovery) for
 //! NBTree, HART and the volatile baseline: see [`nbtree`](mod@nbtree).
@@ -31,6 +34,7 @@ mod run;
 
 pub use nbtree::nbtree;
 pub use run::hart;
+pub(crate) use run::report_failures;
 
 use crate::engines::{self, EngineSpec};
 use crate::experiment::{self, Settings, Target};
@@ -58,7 +62,7 @@ pub enum Scale {
     /// Seconds; for the test suite only.
     #[value(name = "tiny-for-tests")]
     Tiny,
-    /// A few minutes on a 2-core machine.
+    /// Minutes on a 2-core machine (see `--help` for each paper's).
     Small,
     /// The paper's record counts where the machine can hold them (long).
     Paper,
@@ -76,6 +80,7 @@ impl Scale {
 
 /// `pmkv bench reproduce`.
 #[derive(clap::Args, Debug, Clone)]
+#[command(after_help = REPRODUCE_DURATIONS)]
 pub struct ReproduceArgs {
     /// Which paper's experiments: hart, nbtree, mangosteen.
     #[arg(value_enum)]
@@ -86,9 +91,17 @@ pub struct ReproduceArgs {
     /// Output directory: report.md, results.json, results.csv, figN.png/.svg.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
-    /// Only these engines (repeatable); default every engine in pmkv::Registry::builtin() plus baselines.
+    /// Only these engines (repeatable; `all`: every one). Default for hart: every engine
+    /// in pmkv::Registry::builtin() and the baselines but those whose every write waits for
+    /// a slow sync of its own: mangosteen (page-captured batches, 20-110 µs a write: alone
+    /// 1,314 s of one small run here) and lmdb-sync (fdatasync per write); for nbtree:
+    /// nbtree, hart, volatile.
     #[arg(long = "engine", short = 'e')]
     pub engines: Vec<String>,
+    /// Runs of each measurement, in alternating rounds; reports give the median and the
+    /// range (min–max) of the runs, and ratios of medians.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Where temporary pools go (default /dev/shm); deleted afterwards.
@@ -98,6 +111,13 @@ pub struct ReproduceArgs {
     #[arg(long, short = 'q')]
     pub quiet: bool,
 }
+
+/// How long each reproduction takes here, for `--help`: measured runs of the defaults on
+/// this project's 2-core machine (docs/results/reproduce-*.md record them).
+pub const REPRODUCE_DURATIONS: &str = "Durations with the default engines and --runs 3, measured on this project's \
+     2-core machine (2026-11-27): hart --scale small ~2.5 min (159 s; 2-4x that while other work loads the machine), \
+     nbtree --scale small ~4 min (223 s, 270 s). --scale paper: nbtree took 655 s for one run (--runs 1); hart's was not \
+     timed (long). The time grows with --runs; -e all adds mangosteen, by far the slowest, and lmdb-sync.";
 
 pub fn reproduce(a: &ReproduceArgs) -> Result<()> {
     match a.paper {
@@ -121,6 +141,46 @@ fn not_built(engine: &str, paper: &str, workloads: &str) -> Result<()> {
         "reproduce {engine}: {why}; nothing was run. Its workloads already run on the other engines: \
          pmkv bench run --workload W, with W one of {workloads}"
     )))
+}
+
+/// The engines of `reproduce hart`: those asked for (`all`: every engine), else every
+/// engine but those whose every write waits for a slow sync ([`engines::SLOW_WRITES`]).
+pub(crate) fn hart_engines(names: &[String]) -> Result<Vec<EngineSpec>> {
+    if names.iter().any(|n| n.trim().eq_ignore_ascii_case("all")) {
+        return Ok(engines::all());
+    }
+    if names.is_empty() {
+        return Ok(engines::all().into_iter().filter(|e| !engines::SLOW_WRITES.contains(&e.name())).collect());
+    }
+    Ok(engines::parse_list(names)?)
+}
+
+/// What the default engine list left out, for the header line ("" if nothing).
+fn left_out_note(engines: &[EngineSpec]) -> String {
+    let out: Vec<&str> = engines::all()
+        .iter()
+        .map(|e| e.name())
+        .filter(|n| engines::SLOW_WRITES.contains(n) && !engines.iter().any(|e| e.name() == *n))
+        .collect();
+    if out.is_empty() {
+        String::new()
+    } else {
+        format!("; not {} (every write a slow sync of its own: add -e {} or -e all)", out.join(", "), out.join(" -e "))
+    }
+}
+
+/// The command line that regenerates a report with these arguments.
+fn command(a: &ReproduceArgs) -> String {
+    let paper = match a.paper {
+        Paper::Hart => "hart",
+        Paper::Nbtree => "nbtree",
+        Paper::Mangosteen => "mangosteen",
+    };
+    let mut c = format!("pmkv bench reproduce {paper} --scale {} --runs {}", a.scale.name(), a.runs);
+    for e in &a.engines {
+        c += &format!(" -e {e}");
+    }
+    c + &format!(" --out {}", a.out.display())
 }
 
 /// Record counts of one scale.
@@ -160,19 +220,22 @@ impl HartScale {
                 scal_keys: 2_000,
                 threads: vec![1, 2],
             },
+            // Three runs of each measurement (the default `--runs`) in a few minutes: half
+            // the record counts of the single-run small scale before it (Sequential and
+            // Random 200,000, Fig. 8 up to 400,000), the Dictionary still whole.
             Scale::Small => HartScale {
                 dict: words,
-                seq: 200_000,
-                rand: 200_000,
-                fig8: vec![50_000, 100_000, 200_000, 400_000],
-                mix_load: 200_000,
-                mix_ops: 200_000,
+                seq: 100_000,
+                rand: 100_000,
+                fig8: vec![25_000, 50_000, 100_000, 200_000],
+                mix_load: 100_000,
+                mix_ops: 100_000,
                 range_keys: 200_000,
                 range_len: 100_000,
                 range_reps: 5,
-                mem_keys: 200_000,
-                recovery: vec![100_000, 200_000, 400_000],
-                scal_keys: 200_000,
+                mem_keys: 100_000,
+                recovery: vec![50_000, 100_000, 200_000],
+                scal_keys: 100_000,
                 threads: vec![1, 2, 4],
             },
             Scale::Paper => HartScale {
@@ -314,7 +377,7 @@ fn ratios(recs: &[Record], exp: &str, engines: &[EngineSpec], ops: &[&str]) -> S
             pmkv::Registry::builtin().names().join(", ")
         );
     }
-    let mut s = String::from("Same-run speed ratios (baseline time / engine time; > 1 means the engine is faster), min–max over workloads and latency settings:\n\n");
+    let mut s = String::from("Same-run speed ratios (the baseline's median time / the engine's median time; > 1 means the engine is faster), lowest–highest over workloads and latency settings:\n\n");
     for p in &pool {
         for b in &base {
             for op in ops {
@@ -347,4 +410,24 @@ fn summary_table(recs: &[Record]) -> String {
         "Figs. 4–7 at 300/300 (baselines without PM latency):\n{}",
         report::table(&rows, &report::standard_columns())
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `reproduce hart` leaves the slow-write engines out by default, takes them when named,
+    /// and takes every engine with `all`.
+    #[test]
+    fn hart_engines_leave_slow_writes_out_unless_asked() {
+        let names = |v: Vec<EngineSpec>| v.iter().map(|e| e.name()).collect::<Vec<_>>();
+        let default = names(hart_engines(&[]).unwrap());
+        let all = names(engines::all());
+        assert_eq!(default, all.iter().copied().filter(|n| !engines::SLOW_WRITES.contains(n)).collect::<Vec<_>>());
+        assert_eq!(names(hart_engines(&["all".into()]).unwrap()), all);
+        for slow in engines::SLOW_WRITES.iter().filter(|n| all.contains(n)) {
+            assert!(names(hart_engines(&[slow.to_string()]).unwrap()).contains(slow));
+            assert!(left_out_note(&hart_engines(&[]).unwrap()).contains(slow));
+        }
+    }
 }

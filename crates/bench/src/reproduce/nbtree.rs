@@ -24,6 +24,7 @@
 
 use super::*;
 use crate::experiment::{OpOrder, Settings};
+use crate::progress::Plan;
 
 /// Record counts and threads of one scale.
 #[derive(Clone, Debug)]
@@ -96,169 +97,29 @@ pub fn nbtree(a: &ReproduceArgs) -> Result<Report> {
     let mut s = Settings::new(tmp.path(), a.seed);
     s.keep_cdf = false;
     s.op_order = OpOrder::Shuffled;
-    let max_t = sc.threads.iter().copied().max().unwrap_or(1);
-    let modes = [Mode::Eadr, Mode::Adr, Mode::None];
-    // One term per loop below, in their order (an overrun counter was reported: `[91/87]`).
-    let (eadr, adr, threads) =
-        (in_mode(&engines, Mode::Eadr).len(), in_mode(&engines, Mode::Adr).len(), sc.threads.len());
-    let nb = usize::from(engines.iter().any(|e| e.name() == "nbtree"));
-    let steps = modes.iter().map(|&m| in_mode(&engines, m).len()).sum::<usize>() * threads // base
-        + nb * (threads + 1) // NBTree-SL
-        + nb * 2 // individual inserts
-        + 2 * eadr // space
-        + (eadr + adr) * threads // YCSB
-        + nb * threads // NBTree-W
-        + (THETAS.len() + WRITE_RATIOS.len()) * eadr // skew, write ratio
-        + 2 * eadr; // large keys, recovery
-    let mut pg = Progress::new(steps as u64, a.quiet);
-    pg.println(&format!(
-        "reproduce nbtree --scale {}: engines {}; {} measurements",
-        a.scale.name(),
-        engines.iter().map(|e| e.name()).collect::<Vec<_>>().join(", "),
-        steps
-    ));
-    measure::calibrate();
-    let mut recs: Vec<Record> = Vec::new();
-    let mut timings: Vec<(String, f64)> = Vec::new();
+    let runs = a.runs.max(1) as usize;
     let keys = KeySet::generate(KeyKind::Int, sc.keys, a.seed)?;
-
-    // Table 1, Figs. 5, 6, 11, 13: the base operations, every mode and thread count.
-    let t = Instant::now();
-    for mode in modes {
-        for &th in &sc.threads {
-            for tg in in_mode(&engines, mode) {
-                let label = format!("base {} {} {th}T", tg.engine.name(), mode.name());
-                run::step(&mut pg, &mut recs, label, &mut || experiment::basic_ops(&s, &tg, "base", "int", &keys, th));
-            }
-        }
-    }
-    // Fig. 6's NBTree-SL: leaf metadata in the PM blocks (a pool created with it).
-    if let Some(nb) = engines.iter().find(|e| e.name() == "nbtree") {
-        let mut ssl = s.clone();
-        ssl.params.push(("single_layer".into(), "true".into()));
-        let runs = sc.threads.iter().map(|&th| (Mode::Eadr, th)).chain([(Mode::Adr, 1)]);
-        for (mode, th) in runs {
-            let tg = Target::new(*nb, mode, Latency::NONE);
-            run::step(&mut pg, &mut recs, format!("base nbtree-sl {} {th}T", mode.name()), &mut || {
-                let mut r = experiment::basic_ops(&ssl, &tg, "base", "int", &keys, th);
-                for x in &mut r {
-                    x.engine = "nbtree-sl".into();
-                }
-                r
-            });
-        }
-    }
-    // Table 1 counts an individual insert: the same inserts, split by whether they ran an
-    // SMO (the second half of the key set into a tree holding the first half).
-    if let Some(nb) = engines.iter().find(|e| e.name() == "nbtree") {
-        for mode in [Mode::Eadr, Mode::Adr] {
-            let tg = Target::new(*nb, mode, Latency::NONE);
-            run::step(&mut pg, &mut recs, format!("individual inserts nbtree {}", mode.name()), &mut || {
-                experiment::individual_inserts(&s, &tg, "table1", "int", &keys, sc.keys / 2)
-            });
-        }
-    }
-    timings.push(("base operations".into(), t.elapsed().as_secs_f64()));
-
-    // Fig. 7: space after N/2 keys and after N.
-    let t = Instant::now();
-    for (label, n) in [("initial", sc.keys / 2), ("after inserts", sc.keys)] {
-        let part = keys.prefix(n);
-        for tg in in_mode(&engines, Mode::Eadr) {
-            run::step(&mut pg, &mut recs, format!("space {label} {}", tg.engine.name()), &mut || {
-                experiment::memory(&s, &tg, "space", label, &part)
-            });
-        }
-    }
-    timings.push(("space".into(), t.elapsed().as_secs_f64()));
-
-    // Figs. 8 and 12: YCSB 50:50, Zipf 0.99, by threads, eADR and ADR.
-    let t = Instant::now();
-    let ycsb = Mix::read_write(0.5, 0.99);
-    for mode in [Mode::Eadr, Mode::Adr] {
-        for &th in &sc.threads {
-            for tg in in_mode(&engines, mode) {
-                let label = format!("ycsb {} {} {th}T", tg.engine.name(), mode.name());
-                run::step(&mut pg, &mut recs, label, &mut || {
-                    experiment::mix_run(&s, &tg, "ycsb", "int zipf 0.99", &keys, &ycsb, sc.keys as u64, sc.ops, th)
-                });
-            }
-        }
-    }
-    // Fig. 8's NBTree-W: per-leaf write locks instead of lock-free writes (eadr).
-    if let Some(nb) = engines.iter().find(|e| e.name() == "nbtree") {
-        let mut sw = s.clone();
-        sw.params.push(("write_locks".into(), "true".into()));
-        for &th in &sc.threads {
-            let tg = Target::new(*nb, Mode::Eadr, Latency::NONE);
-            run::step(&mut pg, &mut recs, format!("ycsb nbtree-w {th}T"), &mut || {
-                let mut r =
-                    experiment::mix_run(&sw, &tg, "ycsb", "int zipf 0.99", &keys, &ycsb, sc.keys as u64, sc.ops, th);
-                for x in &mut r {
-                    x.engine = "nbtree-w".into();
-                }
-                r
-            });
-        }
-    }
-    // Fig. 9: skew and write ratio, at the most threads.
-    for &theta in &THETAS {
-        let m = Mix::read_write(0.5, theta);
-        for tg in in_mode(&engines, Mode::Eadr) {
-            run::step(&mut pg, &mut recs, format!("skew {theta} {}", tg.engine.name()), &mut || {
-                experiment::mix_run(&s, &tg, "skew", &format!("{theta}"), &keys, &m, sc.keys as u64, sc.ops, max_t)
-            });
-        }
-    }
-    for &w in &WRITE_RATIOS {
-        let m = Mix::read_write(1.0 - w, 0.99);
-        for tg in in_mode(&engines, Mode::Eadr) {
-            run::step(&mut pg, &mut recs, format!("writes {w} {}", tg.engine.name()), &mut || {
-                experiment::mix_run(&s, &tg, "writes", &format!("{w}"), &keys, &m, sc.keys as u64, sc.ops, max_t)
-            });
-        }
-    }
-    timings.push(("YCSB".into(), t.elapsed().as_secs_f64()));
-
-    // Fig. 10: large keys (Random strings) and 64-byte values.
-    let t = Instant::now();
     let big = KeySet::generate(KeyKind::Random, sc.keys, a.seed)?;
-    let mut s64 = s.clone();
-    s64.value_size = 64;
-    for tg in in_mode(&engines, Mode::Eadr) {
-        run::step(&mut pg, &mut recs, format!("large {}", tg.engine.name()), &mut || {
-            experiment::mix_run(
-                &s64,
-                &tg,
-                "large",
-                "random keys, 64-byte values",
-                &big,
-                &ycsb,
-                sc.keys as u64,
-                sc.ops,
-                max_t,
-            )
-        });
+    let variants = Variants::of(&s);
+    let plan = plan(&s, &variants, &sc, &engines, &keys, &big, runs);
+    if !a.quiet {
+        eprintln!(
+            "reproduce nbtree --scale {}: engines {}; {} measurements ({runs} runs of each)",
+            a.scale.name(),
+            engines.iter().map(|e| e.name()).collect::<Vec<_>>().join(", "),
+            plan.len()
+        );
     }
-    drop(big);
-    // Recovery against build.
-    for tg in in_mode(&engines, Mode::Eadr) {
-        run::step(&mut pg, &mut recs, format!("recovery {}", tg.engine.name()), &mut || {
-            experiment::build_recover(&s, &tg, "recovery", "int", &keys)
-        });
-    }
-    timings.push(("large and recovery".into(), t.elapsed().as_secs_f64()));
-    pg.finish();
-    drop(pg);
+    measure::calibrate();
+    let (ran, timings) = plan.run(a.quiet, |pg, label, recs| run::report_failures(pg, label, recs));
+    let recs = crate::stats::combine_steps(ran);
+    drop((keys, big));
     drop(tmp);
 
     std::fs::create_dir_all(&a.out)?;
-    let mut meta = Meta::new(
-        &format!("pmkv bench reproduce nbtree --scale {} --out {}", a.scale.name(), a.out.display()),
-        a.seed,
-        a.dir.as_deref().unwrap_or(Path::new("/dev/shm")),
-    );
+    let mut meta = Meta::new(&command(a), a.seed, a.dir.as_deref().unwrap_or(Path::new("/dev/shm")));
     meta.notes.push(format!("scale {:?}", sc));
+    meta.notes.push(format!("{runs} runs of each measurement, in alternating rounds; figures are medians"));
     meta.notes.extend(timings.iter().map(|(k, v)| format!("{k}: {v:.1} s")));
     let rep = Report { meta, records: recs };
     report::write_files(&a.out, "results", &rep)?;
@@ -279,6 +140,146 @@ pub fn nbtree(a: &ReproduceArgs) -> Result<Report> {
         started.elapsed().as_secs_f64()
     );
     Ok(rep)
+}
+
+/// The settings of the ablations and of Fig. 10, derived from the run's.
+struct Variants {
+    /// NBTree-SL: leaf metadata in the PM blocks (a pool created with it).
+    single_layer: Settings,
+    /// NBTree-W: per-leaf write locks instead of lock-free writes.
+    write_locks: Settings,
+    /// Fig. 10: 64-byte values.
+    large: Settings,
+}
+
+impl Variants {
+    fn of(s: &Settings) -> Variants {
+        let with = |k: &str| {
+            let mut v = s.clone();
+            v.params.push((k.into(), "true".into()));
+            v
+        };
+        let mut large = s.clone();
+        large.value_size = 64;
+        Variants { single_layer: with("single_layer"), write_locks: with("write_locks"), large }
+    }
+}
+
+/// Rename the records of an ablation run to the ablation's name.
+fn renamed(mut r: Vec<Record>, name: &str) -> Vec<Record> {
+    for x in &mut r {
+        x.engine = name.into();
+    }
+    r
+}
+
+/// Every measurement of `reproduce nbtree`, each group `runs` rounds.
+#[allow(clippy::too_many_arguments)]
+fn plan<'a>(
+    s: &'a Settings,
+    v: &'a Variants,
+    sc: &'a NbScale,
+    engines: &'a [EngineSpec],
+    keys: &'a KeySet,
+    big: &'a KeySet,
+    runs: usize,
+) -> Plan<'a, Vec<Record>> {
+    let mut plan = Plan::new();
+    let max_t = sc.threads.iter().copied().max().unwrap_or(1);
+    let nbtree = engines.iter().copied().find(|e| e.name() == "nbtree");
+    // Table 1, Figs. 5, 6, 11, 13: the base operations, every mode and thread count.
+    for mode in [Mode::Eadr, Mode::Adr, Mode::None] {
+        for &th in &sc.threads {
+            for tg in in_mode(engines, mode) {
+                let label = format!("base {} {} {th}T", tg.engine.name(), mode.name());
+                plan.step(label, move || experiment::basic_ops(s, &tg, "base", "int", keys, th));
+            }
+        }
+    }
+    if let Some(nb) = nbtree {
+        // Fig. 6's NBTree-SL, at every thread count in eadr and at one thread in adr.
+        for (mode, th) in sc.threads.iter().map(|&th| (Mode::Eadr, th)).chain([(Mode::Adr, 1)]) {
+            let tg = Target::new(nb, mode, Latency::NONE);
+            plan.step(format!("base nbtree-sl {} {th}T", mode.name()), move || {
+                renamed(experiment::basic_ops(&v.single_layer, &tg, "base", "int", keys, th), "nbtree-sl")
+            });
+        }
+        // Table 1 counts an individual insert: the same inserts, split by whether they ran
+        // an SMO (the second half of the key set into a tree holding the first half).
+        for mode in [Mode::Eadr, Mode::Adr] {
+            let tg = Target::new(nb, mode, Latency::NONE);
+            plan.step(format!("individual inserts nbtree {}", mode.name()), move || {
+                experiment::individual_inserts(s, &tg, "table1", "int", keys, sc.keys / 2)
+            });
+        }
+    }
+    plan.rounds(runs, "base operations");
+    // Fig. 7: space after N/2 keys and after N.
+    for (label, n) in [("initial", sc.keys / 2), ("after inserts", sc.keys)] {
+        for tg in in_mode(engines, Mode::Eadr) {
+            plan.step(format!("space {label} {}", tg.engine.name()), move || {
+                experiment::memory(s, &tg, "space", label, &keys.prefix(n))
+            });
+        }
+    }
+    plan.rounds(runs, "space");
+    // Figs. 8 and 12: YCSB 50:50, Zipf 0.99, by threads, eADR and ADR.
+    let ycsb = Mix::read_write(0.5, 0.99);
+    let (n, ops) = (sc.keys as u64, sc.ops);
+    for mode in [Mode::Eadr, Mode::Adr] {
+        for &th in &sc.threads {
+            for tg in in_mode(engines, mode) {
+                let m = ycsb.clone();
+                plan.step(format!("ycsb {} {} {th}T", tg.engine.name(), mode.name()), move || {
+                    experiment::mix_run(s, &tg, "ycsb", "int zipf 0.99", keys, &m, n, ops, th)
+                });
+            }
+        }
+    }
+    // Fig. 8's NBTree-W: per-leaf write locks instead of lock-free writes (eadr).
+    if let Some(nb) = nbtree {
+        for &th in &sc.threads {
+            let (tg, m) = (Target::new(nb, Mode::Eadr, Latency::NONE), ycsb.clone());
+            plan.step(format!("ycsb nbtree-w {th}T"), move || {
+                renamed(
+                    experiment::mix_run(&v.write_locks, &tg, "ycsb", "int zipf 0.99", keys, &m, n, ops, th),
+                    "nbtree-w",
+                )
+            });
+        }
+    }
+    // Fig. 9: skew and write ratio, at the most threads.
+    for theta in THETAS {
+        for tg in in_mode(engines, Mode::Eadr) {
+            let m = Mix::read_write(0.5, theta);
+            plan.step(format!("skew {theta} {}", tg.engine.name()), move || {
+                experiment::mix_run(s, &tg, "skew", &format!("{theta}"), keys, &m, n, ops, max_t)
+            });
+        }
+    }
+    for w in WRITE_RATIOS {
+        for tg in in_mode(engines, Mode::Eadr) {
+            let m = Mix::read_write(1.0 - w, 0.99);
+            plan.step(format!("writes {w} {}", tg.engine.name()), move || {
+                experiment::mix_run(s, &tg, "writes", &format!("{w}"), keys, &m, n, ops, max_t)
+            });
+        }
+    }
+    plan.rounds(runs, "YCSB");
+    // Fig. 10: large keys (Random strings) and 64-byte values; recovery against build.
+    for tg in in_mode(engines, Mode::Eadr) {
+        let m = ycsb.clone();
+        plan.step(format!("large {}", tg.engine.name()), move || {
+            experiment::mix_run(&v.large, &tg, "large", "random keys, 64-byte values", big, &m, n, ops, max_t)
+        });
+    }
+    for tg in in_mode(engines, Mode::Eadr) {
+        plan.step(format!("recovery {}", tg.engine.name()), move || {
+            experiment::build_recover(s, &tg, "recovery", "int", keys)
+        });
+    }
+    plan.rounds(runs, "large and recovery");
+    plan
 }
 
 fn rec<'a>(
@@ -384,9 +385,9 @@ fn base_table(recs: &[Record], engines: &[EngineSpec], mode: &str, th: usize, mo
             row.extend(ops.iter().map(|op| {
                 rec(recs, "base", &e, mode, "int", op, th).map_or("-".into(), |r| {
                     if mops {
-                        format!("{:.2}", r.mops)
+                        r.mops_cell(|x| format!("{x:.2}"))
                     } else {
-                        fmt(r.ns_per_op)
+                        r.ns_cell(fmt)
                     }
                 })
             }));
@@ -656,17 +657,26 @@ fn report_md(
     let _ = writeln!(s, "# NBTree (VLDB 2022) reproduced by pmkv\n");
     let _ = writeln!(
         s,
-        "`pmkv bench reproduce nbtree --scale {}`: {} 8-byte keys, {} operations per mix, threads {:?}, engines {}; {:.0} s. \
-         Every number below was measured in this run unless marked otherwise. The paper's competitors are not built here: \
+        "`{}`: {} 8-byte keys, {} operations per mix, threads {:?}, engines {}; {}. \
+         Every number below was measured in this run unless marked otherwise: {}. The paper's competitors are not built here: \
          HART and the volatile `BTreeMap` (no persistence) stand beside NBTree, and `null` is the harness's own cost. \
          The base operations visit the keys in a random order independent of the insert order (the paper's random key \
          access; `--op-order shuffled`). This machine has {} cores (the paper: 56 threads).\n",
-        a.scale.name(),
+        command(a),
         sc.keys,
         sc.ops,
         sc.threads,
         engines.iter().map(|e| e.name()).collect::<Vec<_>>().join(", "),
-        secs,
+        crate::human::duration(secs),
+        if a.runs > 1 {
+            format!(
+                "each measurement ran {} times in alternating rounds; a cell gives the median and, in parentheses, \
+                 the range (min–max) of the runs, and a ratio is a ratio of medians (p99 and counters: medians)",
+                a.runs
+            )
+        } else {
+            "each measurement ran once (`--runs 1`): single figures".into()
+        },
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     let _ = writeln!(s, "## Table 1: PM overhead per operation\n\n**Paper.** {}\n\n{}", claim("table1"), table1(recs));
@@ -728,7 +738,7 @@ fn report_md(
                 rec(recs, "base", "nbtree", "eadr", "int", op, th)
             };
             if let Some(r) = got {
-                rows.push(vec![op.to_string(), th.to_string(), format!("{p:.2}"), format!("{:.2}", r.mops)]);
+                rows.push(vec![op.to_string(), th.to_string(), format!("{p:.2}"), r.mops_cell(|x| format!("{x:.2}"))]);
             }
         }
     }
@@ -788,7 +798,7 @@ fn report_md(
                         e.into(),
                         r.mode.clone(),
                         th.to_string(),
-                        format!("{:.2}", r.mops),
+                        r.mops_cell(|x| format!("{x:.2}")),
                         r.p99_ns.to_string(),
                     ]);
                 }
@@ -809,7 +819,7 @@ fn report_md(
         for e in pool_engines(engines) {
             let mut row = vec![exp.to_string(), e.name().into()];
             for r in recs.iter().filter(|r| r.experiment == exp && r.engine == e.name() && r.error.is_none()) {
-                row.push(format!("{}: {:.2}", r.workload, r.mops));
+                row.push(format!("{}: {}", r.workload, r.mops_cell(|x| format!("{x:.2}"))));
             }
             rows.push(row);
         }
@@ -830,7 +840,7 @@ fn report_md(
     // Fig. 10.
     let rows: Vec<Vec<String>> = pool_engines(engines)
         .filter_map(|e| recs.iter().find(|r| r.experiment == "large" && r.engine == e.name() && r.error.is_none()))
-        .map(|r| vec![r.engine.clone(), format!("{:.2}", r.mops), r.p99_ns.to_string()])
+        .map(|r| vec![r.engine.clone(), r.mops_cell(|x| format!("{x:.2}")), r.p99_ns.to_string()])
         .collect();
     let _ = writeln!(s, "## Fig. 10: large keys and values\n\n**Paper.** {}\n\nRandom string keys, 64-byte values, YCSB 50:50 Zipf 0.99, {max_t} threads:\n\n{}", claim("fig10"), md_table(&["engine", "Mops/s", "p99 ns"].map(String::from), &rows));
     let _ = writeln!(
@@ -858,8 +868,8 @@ fn report_md(
         if let (Some(b), Some(r)) = (b, r) {
             rows.push(vec![
                 e.name().into(),
-                format!("{:.3}", b.wall_s),
-                format!("{:.3}", r.wall_s),
+                b.wall_cell(|x| format!("{x:.3}")),
+                r.wall_cell(|x| format!("{x:.3}")),
                 format!("{:.1}x", b.wall_s / r.wall_s.max(1e-9)),
             ]);
         }

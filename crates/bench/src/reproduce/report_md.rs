@@ -44,6 +44,18 @@ fn intro(md: &mut String, c: &Ctx<'_>) {
         "Command: `{}` — {:.0} s on {} CPUs (flush instruction {}), seed {}, pools on {} (tmpfs).\n",
         rep.meta.command, secs, rep.meta.cpus, rep.meta.flush_instruction, rep.meta.seed, rep.meta.pool_dir
     );
+    let left: Vec<String> = crate::engines::all()
+        .iter()
+        .filter(|e| e.slow_writes() && !engines.contains(e))
+        .map(|e| format!("`{}`", e.name()))
+        .collect();
+    if !left.is_empty() {
+        let _ = writeln!(
+            md,
+            "Not run (the default leaves out engines whose every write waits for a slow sync of its own; `-e all` runs them): {}.\n",
+            left.join(", ")
+        );
+    }
     let _ = writeln!(md, "Engines: {}. Numbers: `results.json` / `results.csv` (every record, with p50/p99/p99.9 latency and persistence counters per operation).\n", engines.iter().map(|e| format!("`{}`", e.name())).collect::<Vec<_>>().join(", "));
     md.push_str(
         "How this maps the paper's setup: PM write/read latency (300/100, 300/300, 600/300 ns) is emulated by the substrate — \
@@ -73,6 +85,17 @@ fn intro(md: &mut String, c: &Ctx<'_>) {
         sc.scal_keys,
         sc.threads
     );
+    let runs = recs.iter().map(|r| r.runs.max(1)).max().unwrap_or(1);
+    if runs > 1 {
+        let _ = writeln!(
+            md,
+            "Every measurement ran {runs} times, in alternating rounds (round 1 of every engine and setting of a figure, \
+             then round 2, ...). Tables give the median, and in parentheses the range (min–max) of the runs; plots show \
+             medians; every ratio is a ratio of two medians of this run.\n"
+        );
+    } else {
+        md.push_str("Every measurement ran once (`--runs 1`): single figures, no range; on this shared machine they move by ±20%.\n\n");
+    }
     if figs.is_empty() {
         md.push_str("**Plots were not drawn** (no font found: install `fonts-dejavu-core`); the tables below have the numbers.\n\n");
     }
@@ -82,11 +105,12 @@ fn intro(md: &mut String, c: &Ctx<'_>) {
         for r in failed.iter().take(30) {
             let _ = writeln!(
                 md,
-                "- {} `{}` ({}, {}): {}",
+                "- {} `{}` ({}, {}, {} records): {}",
                 r.experiment,
                 r.engine,
                 r.workload,
                 r.latency,
+                r.records,
                 r.error.as_deref().unwrap_or("")
             );
         }
@@ -105,7 +129,7 @@ fn latency_rows(recs: &[Record], exp: &str, engines: &[EngineSpec], cols: &[(&st
             let mut row = vec![e.name().to_string(), l.clone()];
             row.extend(
                 cols.iter()
-                    .map(|(w, op)| find(recs, exp, e.name(), &l, w, op).map_or("–".into(), |r| fmt(r.ns_per_op))),
+                    .map(|(w, op)| find(recs, exp, e.name(), &l, w, op).map_or("–".into(), |r| r.ns_cell(fmt))),
             );
             rows.push(row);
         }
@@ -161,18 +185,16 @@ fn fig8(md: &mut String, c: &Ctx<'_>) {
     let mut rows = Vec::new();
     for e in &e8 {
         for op in OPS {
-            let vals: Vec<Option<f64>> = sizes
+            let cells: Vec<Option<&Record>> = sizes
                 .iter()
                 .map(|&n| {
-                    ok(recs, "fig8")
-                        .find(|r| r.engine == e.name() && r.op == op && r.workload == format!("random {n}"))
-                        .map(|r| r.ns_per_op)
+                    ok(recs, "fig8").find(|r| r.engine == e.name() && r.op == op && r.workload == format!("random {n}"))
                 })
                 .collect();
             let mut row = vec![e.name().to_string(), op.to_string()];
-            row.extend(vals.iter().map(|v| v.map_or("–".into(), fmt)));
-            let g = match (vals.first().copied().flatten(), vals.last().copied().flatten()) {
-                (Some(a), Some(b)) if a > 0.0 => format!("{:.2}×", b / a),
+            row.extend(cells.iter().map(|v| v.map_or("–".into(), |r| r.ns_cell(fmt))));
+            let g = match (cells.first().copied().flatten(), cells.last().copied().flatten()) {
+                (Some(a), Some(b)) if a.ns_per_op > 0.0 => format!("{:.2}×", b.ns_per_op / a.ns_per_op),
                 _ => "–".into(),
             };
             row.push(g);
@@ -180,7 +202,7 @@ fn fig8(md: &mut String, c: &Ctx<'_>) {
         }
     }
     md.push_str(&md_table(&head, &rows));
-    md.push_str("\n\"growth\" is ns/op at the largest size over ns/op at the smallest: 1.00× is perfect scaling with the record count.\n\n");
+    md.push_str("\n\"growth\" is the median ns/op at the largest size over the median at the smallest: 1.00× is perfect scaling with the record count.\n\n");
 }
 
 /// Fig. 9: mixed workloads.
@@ -214,11 +236,14 @@ fn fig10a(md: &mut String, c: &Ctx<'_>) {
             r.engine.clone(),
             r.latency.clone(),
             r.op.clone(),
-            format!("{:.2}", r.ns_per_op / 1e6),
+            r.ns_cell(|x| format!("{:.2}", x / 1e6)),
             format!("{:.1}", r.extra.get("ns_per_record").copied().unwrap_or(0.0)),
         ]);
     }
-    md.push_str(&md_table(&["engine", "latency", "query", "ms per query", "ns per record"].map(String::from), &rows));
+    md.push_str(&md_table(
+        &["engine", "latency", "query", "ms per query", "ns per record (median)"].map(String::from),
+        &rows,
+    ));
     md.push_str("\npmkv's range query is the engine's ordered `scan` (SPEC H8); the rows \"by search\" run the paper's method (one search per key of the range) on the same engine and keys, for comparison.\n\n");
 }
 
@@ -269,7 +294,7 @@ fn fig10c(md: &mut String, c: &Ctx<'_>) {
                 .find(|r| r.experiment == "fig10c" && r.engine == e.name() && r.op == "recovery" && r.records == n);
             let (rtxt, ratio) = match (b, rc) {
                 (Some(b), Some(rc)) if rc.error.is_none() && rc.wall_s > 0.0 => (
-                    format!("{:.4}", rc.wall_s),
+                    rc.wall_cell(|x| format!("{x:.4}")),
                     format!("{:.1}× ({})", b.wall_s / rc.wall_s, if rc.wall_s < b.wall_s { "yes" } else { "no" }),
                 ),
                 (_, Some(rc)) => (rc.error.clone().unwrap_or_else(|| "–".into()), "–".into()),
@@ -278,7 +303,7 @@ fn fig10c(md: &mut String, c: &Ctx<'_>) {
             rows.push(vec![
                 e.name().to_string(),
                 n.to_string(),
-                b.map_or("–".into(), |b| format!("{:.3}", b.wall_s)),
+                b.map_or("–".into(), |b| b.wall_cell(|x| format!("{x:.3}"))),
                 rtxt,
                 ratio,
             ]);
@@ -311,15 +336,14 @@ fn fig10d(md: &mut String, c: &Ctx<'_>) {
     let mut rows = Vec::new();
     for e in &ed {
         for op in OPS {
-            let m: Vec<Option<f64>> = sc
+            let cells: Vec<Option<&Record>> = sc
                 .threads
                 .iter()
-                .map(|&t| {
-                    ok(recs, "fig10d").find(|r| r.engine == e.name() && r.op == op && r.threads == t).map(|r| r.mops)
-                })
+                .map(|&t| ok(recs, "fig10d").find(|r| r.engine == e.name() && r.op == op && r.threads == t))
                 .collect();
+            let m: Vec<Option<f64>> = cells.iter().map(|c| c.map(|r| r.mops)).collect();
             let mut row = vec![e.name().to_string(), op.to_string()];
-            row.extend(m.iter().map(|v| v.map_or("–".into(), |x| format!("{x:.3}"))));
+            row.extend(cells.iter().map(|v| v.map_or("–".into(), |r| r.mops_cell(|x| format!("{x:.3}")))));
             row.extend(m.iter().skip(1).map(|v| match (v, m[0]) {
                 (Some(x), Some(b)) if b > 0.0 => format!("{:.2}×", x / b),
                 _ => "–".into(),

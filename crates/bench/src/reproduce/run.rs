@@ -1,77 +1,132 @@
-//! Running the experiments of HART's Figures 4–10: one method per figure group, each
-//! measuring every target engine and latency setting and collecting the records.
+//! Running the experiments of HART's Figures 4–10: one function per figure group adds its
+//! measurements (every target engine and latency setting) to a [`Plan`], which then runs
+//! them, each group `--runs` times in alternating rounds.
 
 use super::*;
+use crate::progress::Plan;
+use crate::stats;
 
-/// One `reproduce hart` run: its settings, targets, progress and the records so far.
-struct Run<'a> {
-    a: &'a ReproduceArgs,
-    sc: HartScale,
-    s: Settings,
-    pg: Progress,
-    recs: Vec<Record>,
-    timings: Vec<(String, f64)>,
-    /// Targets at the three latency settings, at 300/100 only, and without latency.
-    t3: Vec<Target>,
-    t1: Vec<Target>,
-    t0: Vec<Target>,
+/// The key sets of a run: for each kind the largest any figure needs. Every kind the
+/// reproduction uses is a prefix-stable sequence (the first n keys of a larger set are the
+/// set of n), so a figure's keys are a prefix of one of these.
+pub(super) struct HartKeys {
+    pub dict: KeySet,
+    pub seq: KeySet,
+    pub rand: KeySet,
 }
 
-/// Run one measurement step: progress label, the records, failures printed.
-pub(super) fn step(pg: &mut Progress, recs: &mut Vec<Record>, label: String, f: &mut dyn FnMut() -> Vec<Record>) {
-    pg.set(&label);
-    let r = f();
-    for x in r.iter().filter(|x| x.error.is_some()) {
+impl HartKeys {
+    fn generate(sc: &HartScale, s: &Settings) -> Result<HartKeys> {
+        let mix_need = hart_mixes()
+            .iter()
+            .map(|m| experiment::mix_keys_needed(s, m, sc.mix_load, sc.mix_ops, 1) as usize)
+            .max()
+            .unwrap_or(0);
+        let rand = [sc.rand, mix_need, sc.scal_keys]
+            .into_iter()
+            .chain(sc.fig8.iter().copied())
+            .chain(sc.recovery.iter().copied())
+            .max()
+            .unwrap_or(0);
+        let seq = sc.seq.max(sc.range_keys).max(sc.mem_keys);
+        Ok(HartKeys {
+            dict: KeySet::generate(KeyKind::Dictionary, sc.dict, s.seed)?,
+            seq: KeySet::generate(KeyKind::Sequential, seq, s.seed)?,
+            rand: KeySet::generate(KeyKind::Random, rand, s.seed)?,
+        })
+    }
+
+    /// The first `n` keys of `kind` (a copy unless it is the whole set).
+    fn of(&self, kind: KeyKind, n: usize) -> std::borrow::Cow<'_, KeySet> {
+        let ks = match kind {
+            KeyKind::Dictionary => &self.dict,
+            KeyKind::Sequential => &self.seq,
+            _ => &self.rand,
+        };
+        if n >= ks.len() {
+            std::borrow::Cow::Borrowed(ks)
+        } else {
+            std::borrow::Cow::Owned(ks.prefix(n))
+        }
+    }
+}
+
+/// The paper's three mixes (Fig. 9).
+fn hart_mixes() -> [Mix; 3] {
+    [Mix::hart_read_intensive(), Mix::hart_read_modify_write(), Mix::hart_write_intensive()]
+}
+
+/// What every figure's steps read: settings, scale, targets and key sets.
+struct Ctx<'a> {
+    s: &'a Settings,
+    sc: &'a HartScale,
+    keys: &'a HartKeys,
+    /// Targets at the three latency settings, at 300/100 only, and without latency.
+    t3: &'a [Target],
+    t1: &'a [Target],
+    t0: &'a [Target],
+}
+
+/// Print the failed measurements of a finished step above the progress display.
+pub(crate) fn report_failures(pg: &Progress, label: &str, recs: &[Record]) {
+    for x in recs.iter().filter(|x| x.error.is_some()) {
         pg.println(&format!("  {}: {} — {}", label, x.engine, x.error.as_deref().unwrap_or("")));
     }
-    recs.extend(r);
-    pg.inc(&label);
+}
+
+/// The steps of `reproduce hart` at scale `sc` for these targets, each figure group a group
+/// of `runs` rounds.
+fn plan<'a>(c: &Ctx<'a>, runs: usize) -> Plan<'a, Vec<Record>> {
+    let mut plan = Plan::new();
+    fig4_7(&mut plan, c);
+    plan.rounds(runs, "Figs. 4–7");
+    fig8(&mut plan, c);
+    plan.rounds(runs, "Fig. 8");
+    fig9(&mut plan, c);
+    plan.rounds(runs, "Fig. 9");
+    fig10(&mut plan, c);
+    plan.rounds(runs, "Fig. 10");
+    plan
+}
+
+/// Targets at the three latency settings, at 300/100 only, and without latency.
+fn hart_targets(engines: &[EngineSpec]) -> (Vec<Target>, Vec<Target>, Vec<Target>) {
+    (targets(engines, &HART_LATENCIES), targets(engines, &[HART_LATENCIES[0]]), targets(engines, &[Latency::NONE]))
 }
 
 /// Reproduce HART's Figures 4–10: run, then write results, plots and report.md.
 pub fn hart(a: &ReproduceArgs) -> Result<Report> {
     let started = Instant::now();
     let sc = HartScale::of(a.scale);
-    let engines = engines::parse_list(&a.engines)?;
+    let engines = hart_engines(&a.engines)?;
+    let runs = a.runs.max(1) as usize;
     let tmp = pool_dir(a.dir.as_deref())?;
     let mut s = Settings::new(tmp.path(), a.seed);
     s.keep_cdf = true;
-    let l1 = [HART_LATENCIES[0]];
-    let t3 = targets(&engines, &HART_LATENCIES);
-    let t1 = targets(&engines, &l1);
-    let t0 = targets(&engines, &[Latency::NONE]);
-    let steps = WORKLOADS.len() * t3.len()
-        + sc.fig8.len() * t1.len()
-        + 3 * t3.len()
-        + t3.len()
-        + t0.len()
-        + sc.recovery.len() * t1.len()
-        + sc.threads.len() * t1.len();
-    let pg = Progress::new(steps as u64, a.quiet);
-    pg.println(&format!(
-        "reproduce hart --scale {}: engines {}; {} measurements",
-        a.scale.name(),
-        engines.iter().map(|e| e.name()).collect::<Vec<_>>().join(", "),
-        steps
-    ));
+    let (t3, t1, t0) = hart_targets(&engines);
+    let keys = HartKeys::generate(&sc, &s)?;
+    let c = Ctx { s: &s, sc: &sc, keys: &keys, t3: &t3, t1: &t1, t0: &t0 };
+    let plan = plan(&c, runs);
+    if !a.quiet {
+        eprintln!(
+            "reproduce hart --scale {}: engines {}; {} measurements ({} runs of each){}",
+            a.scale.name(),
+            engines.iter().map(|e| e.name()).collect::<Vec<_>>().join(", "),
+            plan.len(),
+            runs,
+            left_out_note(&engines)
+        );
+    }
     measure::calibrate();
-    let mut run = Run { a, sc, s, pg, recs: Vec::new(), timings: Vec::new(), t3, t1, t0 };
-    run.fig4_7()?;
-    run.fig8()?;
-    run.fig9()?;
-    run.fig10()?;
-    let Run { sc, pg, recs, timings, .. } = run;
-    pg.finish();
-    drop(pg);
+    let (ran, timings) = plan.run(a.quiet, |pg, label, recs| report_failures(pg, label, recs));
+    let recs = stats::combine_steps(ran);
+    drop(keys);
     drop(tmp);
     // Outputs.
     std::fs::create_dir_all(&a.out)?;
-    let mut meta = Meta::new(
-        &format!("pmkv bench reproduce hart --scale {} --out {}", a.scale.name(), a.out.display()),
-        a.seed,
-        a.dir.as_deref().unwrap_or(Path::new("/dev/shm")),
-    );
+    let mut meta = Meta::new(&command(a), a.seed, a.dir.as_deref().unwrap_or(Path::new("/dev/shm")));
     meta.notes.push(format!("scale {:?}", sc));
+    meta.notes.push(format!("{runs} runs of each measurement, in alternating rounds; figures are medians"));
     meta.notes.extend(timings.iter().map(|(k, v)| format!("{k}: {v:.1} s")));
     meta.notes.push(format!("total {:.1} s", started.elapsed().as_secs_f64()));
     let rep = Report { meta, records: recs };
@@ -89,113 +144,88 @@ pub fn hart(a: &ReproduceArgs) -> Result<Report> {
     std::fs::write(a.out.join("report.md"), md)?;
     println!("{}", summary_table(&rep.records));
     println!(
-        "wrote {}/report.md, results.json, results.csv and {} plots ({:.0} s)",
+        "wrote {}/report.md, results.json, results.csv and {} plots ({})",
         a.out.display(),
         figs.len() * 2,
-        started.elapsed().as_secs_f64()
+        crate::human::duration(started.elapsed().as_secs_f64())
     );
     Ok(rep)
 }
 
-impl Run<'_> {
-    /// Figs. 4–7: the four basic operations, three workloads, three latency settings.
-    fn fig4_7(&mut self) -> Result<()> {
-        let Run { a, ref sc, ref s, ref mut pg, ref mut recs, ref mut timings, ref t3, .. } = *self;
-        let t = Instant::now();
-        for kind in WORKLOADS {
-            let n = match kind {
-                KeyKind::Dictionary => sc.dict,
-                KeyKind::Sequential => sc.seq,
-                _ => sc.rand,
-            };
-            let keys = KeySet::generate(kind, n, a.seed)?;
-            for tg in t3.iter() {
-                let label =
-                    format!("fig4-7 {} {} {}", kind.name(), tg.engine.name(), tg.engine.latency_label(tg.latency));
-                step(pg, recs, label, &mut || experiment::basic_ops(s, tg, "fig4-7", kind.name(), &keys, 1));
-            }
+/// Figs. 4–7: the four basic operations, three workloads, three latency settings.
+fn fig4_7<'a>(plan: &mut Plan<'a, Vec<Record>>, c: &Ctx<'a>) {
+    let (s, sc, keys) = (c.s, c.sc, c.keys);
+    for kind in WORKLOADS {
+        let n = match kind {
+            KeyKind::Dictionary => sc.dict,
+            KeyKind::Sequential => sc.seq,
+            _ => sc.rand,
+        };
+        for &tg in c.t3 {
+            let label = format!("fig4-7 {} {} {}", kind.name(), tg.engine.name(), tg.engine.latency_label(tg.latency));
+            plan.step(label, move || experiment::basic_ops(s, &tg, "fig4-7", kind.name(), &keys.of(kind, n), 1));
         }
-        timings.push(("Figs. 4–7".into(), t.elapsed().as_secs_f64()));
-
-        Ok(())
     }
+}
 
-    /// Fig. 8: number of records, Random keys, 300/100.
-    fn fig8(&mut self) -> Result<()> {
-        let Run { a, ref sc, ref s, ref mut pg, ref mut recs, ref mut timings, ref t1, .. } = *self;
-        let t = Instant::now();
-        let biggest = KeySet::generate(KeyKind::Random, sc.fig8.iter().copied().max().unwrap_or(0), a.seed)?;
-        for &n in &sc.fig8 {
-            let keys = biggest.prefix(n);
-            for tg in t1.iter() {
-                let label = format!("fig8 {n} records {}", tg.engine.name());
-                step(pg, recs, label, &mut || experiment::basic_ops(s, tg, "fig8", &format!("random {n}"), &keys, 1));
-            }
-        }
-        drop(biggest);
-        timings.push(("Fig. 8".into(), t.elapsed().as_secs_f64()));
-
-        Ok(())
-    }
-
-    /// Fig. 9: mixed workloads over Random keys, uniform requests.
-    fn fig9(&mut self) -> Result<()> {
-        let Run { a, ref sc, ref s, ref mut pg, ref mut recs, ref mut timings, ref t3, .. } = *self;
-        let t = Instant::now();
-        let mixes = [Mix::hart_read_intensive(), Mix::hart_read_modify_write(), Mix::hart_write_intensive()];
-        let need =
-            mixes.iter().map(|m| experiment::mix_keys_needed(s, m, sc.mix_load, sc.mix_ops, 1)).max().unwrap_or(0);
-        let keys = KeySet::generate(KeyKind::Random, need as usize, a.seed)?;
-        for m in &mixes {
-            for tg in t3.iter() {
-                let label = format!("fig9 {} {} {}", m.name, tg.engine.name(), tg.engine.latency_label(tg.latency));
-                step(pg, recs, label, &mut || {
-                    experiment::mix_run(s, tg, "fig9", "random (uniform)", &keys, m, sc.mix_load, sc.mix_ops, 1)
-                });
-            }
-        }
-        drop(keys);
-        timings.push(("Fig. 9".into(), t.elapsed().as_secs_f64()));
-
-        Ok(())
-    }
-
-    /// Fig. 10: (a) range query, (b) memory, (c) build vs recovery, (d) threads.
-    fn fig10(&mut self) -> Result<()> {
-        let Run { a, ref sc, ref s, ref mut pg, ref mut recs, ref mut timings, ref t3, ref t1, ref t0, .. } = *self;
-        // Fig. 10a: range query of 100,000 records under Sequential.
-        let t = Instant::now();
-        let keys = KeySet::generate(KeyKind::Sequential, sc.range_keys, a.seed)?;
-        for tg in t3.iter() {
-            let label = format!("fig10a range {} {}", tg.engine.name(), tg.engine.latency_label(tg.latency));
-            step(pg, recs, label, &mut || {
-                experiment::range_query(s, tg, "fig10a", "sequential", &keys, sc.range_len, sc.range_reps)
+/// Fig. 8: number of records, Random keys, 300/100.
+fn fig8<'a>(plan: &mut Plan<'a, Vec<Record>>, c: &Ctx<'a>) {
+    let (s, keys) = (c.s, c.keys);
+    for &n in &c.sc.fig8 {
+        for &tg in c.t1 {
+            let label = format!("fig8 {n} records {}", tg.engine.name());
+            plan.step(label, move || {
+                experiment::basic_ops(s, &tg, "fig8", &format!("random {n}"), &keys.of(KeyKind::Random, n), 1)
             });
         }
-        // Fig. 10b: memory after loading Sequential records (latency does not change it).
-        let keys = KeySet::generate(KeyKind::Sequential, sc.mem_keys, a.seed)?;
-        for tg in t0.iter() {
-            let label = format!("fig10b memory {}", tg.engine.name());
-            step(pg, recs, label, &mut || experiment::memory(s, tg, "fig10b", "sequential", &keys));
+    }
+}
+
+/// Fig. 9: mixed workloads over Random keys, uniform requests.
+fn fig9<'a>(plan: &mut Plan<'a, Vec<Record>>, c: &Ctx<'a>) {
+    let (s, sc, keys) = (c.s, c.sc, c.keys);
+    for m in hart_mixes() {
+        for &tg in c.t3 {
+            let label = format!("fig9 {} {} {}", m.name, tg.engine.name(), tg.engine.latency_label(tg.latency));
+            let m = m.clone();
+            plan.step(label, move || {
+                experiment::mix_run(s, &tg, "fig9", "random (uniform)", &keys.rand, &m, sc.mix_load, sc.mix_ops, 1)
+            });
         }
-        // Fig. 10c: build vs recovery, Random, 300/100.
-        let biggest = KeySet::generate(KeyKind::Random, sc.recovery.iter().copied().max().unwrap_or(0), a.seed)?;
-        for &n in &sc.recovery {
-            let keys = biggest.prefix(n);
-            for tg in t1.iter() {
-                let label = format!("fig10c recovery {n} {}", tg.engine.name());
-                step(pg, recs, label, &mut || experiment::build_recover(s, tg, "fig10c", "random", &keys));
-            }
+    }
+}
+
+/// Fig. 10: (a) range query, (b) memory, (c) build vs recovery, (d) threads.
+fn fig10<'a>(plan: &mut Plan<'a, Vec<Record>>, c: &Ctx<'a>) {
+    let (s, sc, keys) = (c.s, c.sc, c.keys);
+    // Fig. 10a: range query of 100,000 records under Sequential.
+    for &tg in c.t3 {
+        let label = format!("fig10a range {} {}", tg.engine.name(), tg.engine.latency_label(tg.latency));
+        plan.step(label, move || {
+            let k = keys.of(KeyKind::Sequential, sc.range_keys);
+            experiment::range_query(s, &tg, "fig10a", "sequential", &k, sc.range_len, sc.range_reps)
+        });
+    }
+    // Fig. 10b: memory after loading Sequential records (latency does not change it).
+    for &tg in c.t0 {
+        plan.step(format!("fig10b memory {}", tg.engine.name()), move || {
+            experiment::memory(s, &tg, "fig10b", "sequential", &keys.of(KeyKind::Sequential, sc.mem_keys))
+        });
+    }
+    // Fig. 10c: build vs recovery, Random, 300/100.
+    for &n in &sc.recovery {
+        for &tg in c.t1 {
+            plan.step(format!("fig10c recovery {n} {}", tg.engine.name()), move || {
+                experiment::build_recover(s, &tg, "fig10c", "random", &keys.of(KeyKind::Random, n))
+            });
         }
-        // Fig. 10d: threads, Random, 300/100.
-        let keys = KeySet::generate(KeyKind::Random, sc.scal_keys, a.seed)?;
-        for &th in &sc.threads {
-            for tg in t1.iter() {
-                let label = format!("fig10d {th} threads {}", tg.engine.name());
-                step(pg, recs, label, &mut || experiment::basic_ops(s, tg, "fig10d", "random", &keys, th));
-            }
+    }
+    // Fig. 10d: threads, Random, 300/100.
+    for &th in &sc.threads {
+        for &tg in c.t1 {
+            plan.step(format!("fig10d {th} threads {}", tg.engine.name()), move || {
+                experiment::basic_ops(s, &tg, "fig10d", "random", &keys.of(KeyKind::Random, sc.scal_keys), th)
+            });
         }
-        timings.push(("Fig. 10".into(), t.elapsed().as_secs_f64()));
-        Ok(())
     }
 }
