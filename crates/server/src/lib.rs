@@ -4,8 +4,13 @@
 //! * [`resp`] — the protocol, bounded (bulk length, argument count, inline line, and the
 //!   input a client may have pending), parsed incrementally and without recursion.
 //! * [`glob`] — KEYS/SCAN patterns, matched iteratively in O(|pattern| × |key|).
-//! * [`commands`] — what each command does to the store; read-modify-write commands are
-//!   atomic under concurrent clients (key-striped locks).
+//! * [`table`] — every command's arity and key positions: unknown commands and wrong
+//!   argument counts are refused before anything runs.
+//! * [`commands`] — dispatch, connection and server commands, MULTI/EXEC/WATCH.
+//! * `data` — strings, hashes, expiry and key walks, each over a [`keyspace::Tx`].
+//! * [`keyspace`] — Redis's typed keys and expiry times over the engine's byte map, and
+//!   the `Tx` whose writes one command (or EXEC) applies as one atomic batch.
+//! * `script` — EVAL/EVALSHA/SCRIPT on a sandboxed Lua 5.1.
 //! * `range` — `PMKV.RANGE start end [count] [REV]`: a key range, half-open as in every
 //!   pmkv front end, with ZRANGEBYLEX's `-`, `+`, `[key` and `(key`.
 //! * here — the listener and connections: tokio tasks (at most `max_clients`, an idle

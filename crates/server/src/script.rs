@@ -24,6 +24,21 @@ use mlua::{Lua, LuaOptions, MultiValue, StdLib, Value};
 use std::time::{Duration, Instant};
 
 const MEMORY: usize = 64 << 20;
+/// Bytes of script source the server keeps for EVALSHA: what clients can make it hold is
+/// bounded (Redis's cache of EVAL scripts grew without bound until 7.4 evicted it). Past
+/// it, EVAL still runs but is not cached, and SCRIPT LOAD is refused.
+const CACHE_BYTES: usize = 16 << 20;
+
+/// Keep `src` for EVALSHA if the cache has room; whether it was kept.
+fn cache(scripts: &mut std::collections::HashMap<String, String>, sha: String, src: &str) -> bool {
+    let used: usize = scripts.values().map(String::len).sum();
+    if scripts.contains_key(&sha) || used + src.len() <= CACHE_BYTES {
+        scripts.insert(sha, src.to_string());
+        true
+    } else {
+        false
+    }
+}
 const TIME: Duration = Duration::from_secs(5);
 
 fn sha1_hex(s: &str) -> String {
@@ -37,8 +52,11 @@ pub(crate) fn script(sh: &Shared, a: &[Vec<u8>]) -> Reply {
         "LOAD" if a.len() == 2 => match std::str::from_utf8(&a[1]) {
             Ok(src) => {
                 let sha = sha1_hex(src);
-                scripts.insert(sha.clone(), src.to_string());
-                Reply::bulk(sha)
+                if cache(&mut scripts, sha.clone(), src) {
+                    Reply::bulk(sha)
+                } else {
+                    Reply::err(format!("ERR the script cache is full ({} MiB): SCRIPT FLUSH", CACHE_BYTES >> 20))
+                }
             }
             Err(_) => Reply::err("ERR pmkv runs scripts that are UTF-8 text"),
         },
@@ -68,7 +86,7 @@ pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply
     } else {
         match std::str::from_utf8(&a[0]) {
             Ok(s) => {
-                sh.scripts.lock().unwrap_or_else(|e| e.into_inner()).insert(sha1_hex(s), s.to_string());
+                cache(&mut sh.scripts.lock().unwrap_or_else(|e| e.into_inner()), sha1_hex(s), s);
                 s.to_string()
             }
             Err(_) => return Reply::err("ERR pmkv runs scripts that are UTF-8 text"),
@@ -302,6 +320,17 @@ fn from_lua(v: &Value) -> Reply {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_script_cache_is_bounded() {
+        let mut m = std::collections::HashMap::new();
+        let big = "x".repeat(super::CACHE_BYTES / 2);
+        assert!(super::cache(&mut m, "a".into(), &big));
+        assert!(super::cache(&mut m, "b".into(), &big));
+        assert!(!super::cache(&mut m, "c".into(), "y"), "full");
+        assert!(super::cache(&mut m, "a".into(), &big), "a script already kept stays");
+        assert_eq!(m.len(), 2);
+    }
+
     #[test]
     fn script_ids_are_sha1_as_redis_computes_them() {
         // Redis: SCRIPT LOAD "return 1" answers e0e1f9fabfc9d4800c877a703b823ac0578ff8db.
