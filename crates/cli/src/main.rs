@@ -77,6 +77,9 @@ enum Cmd {
     /// Redis client libraries: strings, hashes, expiry, transactions, Lua scripts (the
     /// full list: `pmkv serve --help`); every write is durable before its reply.
     Serve(commands::serve::Args),
+    /// Drive a cluster of `pmkv serve --cluster` nodes, as `redis-cli --cluster` does:
+    /// create, add-node, reshard, rebalance, check, fix.
+    Cluster(commands::cluster::Args),
 }
 
 /// What a command reports besides success.
@@ -110,6 +113,7 @@ fn main() -> ExitCode {
         Cmd::Dump(a) => commands::kv::dump(a),
         Cmd::Salvage(a) => commands::salvage::run(a),
         Cmd::Serve(a) => commands::serve::run(a),
+        Cmd::Cluster(a) => commands::cluster::run(a),
     };
     // Output still buffered must reach its destination too (or fail like the rest).
     let r = r.and_then(|o| {

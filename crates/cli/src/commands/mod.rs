@@ -3,6 +3,7 @@
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod check;
+pub mod cluster;
 pub mod engines;
 pub mod info;
 pub mod kv;
