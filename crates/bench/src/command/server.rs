@@ -81,6 +81,11 @@ pub struct ServerArgs {
     /// No progress output.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Instead of the comparison: clusters of 1, 2, ... N `pmkv serve --cluster` nodes,
+    /// each made with `pmkv cluster create` and measured with `redis-benchmark --cluster`
+    /// (SET and GET, P1 and P16), with the cores the nodes and the client used.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub cluster: Option<u32>,
 }
 
 struct Guard(Child);
@@ -154,14 +159,32 @@ fn redis_benchmark(
     tests: &str,
     names: &[&str],
 ) -> Result<(Vec<f64>, f64, f64), String> {
-    let (c0, s0, t0) = (children_cpu(), process_cpu(server), Instant::now());
+    redis_benchmark_on(port, &[server], &[], clients, n, pipeline, tests, names)
+}
+
+/// [`redis_benchmark`] with more arguments (`--cluster`) and the cores of every process in
+/// `servers` added up.
+#[allow(clippy::too_many_arguments)]
+fn redis_benchmark_on(
+    port: u16,
+    servers: &[u32],
+    extra: &[&str],
+    clients: u32,
+    n: u64,
+    pipeline: u32,
+    tests: &str,
+    names: &[&str],
+) -> Result<(Vec<f64>, f64, f64), String> {
+    let cpu = || servers.iter().map(|&p| process_cpu(p)).sum::<Option<f64>>();
+    let (c0, s0, t0) = (children_cpu(), cpu(), Instant::now());
     let out = Command::new("redis-benchmark")
-        .args(["-p", &port.to_string(), "-t", tests, "-r", "1000000", "--csv"])
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-t", tests, "-r", "1000000", "--csv"])
+        .args(extra)
         .args(["-n", &n.to_string(), "-c", &clients.to_string(), "-P", &pipeline.to_string()])
         .output()
         .map_err(|e| format!("redis-benchmark: {e} (install Debian's redis-tools)"))?;
     let wall = t0.elapsed().as_secs_f64().max(1e-9);
-    let (c1, s1) = (children_cpu(), process_cpu(server));
+    let (c1, s1) = (children_cpu(), cpu());
     let text = String::from_utf8_lossy(&out.stdout);
     let rps = |name: &str| {
         text.lines()
@@ -301,6 +324,9 @@ fn test_label(t: Test, n: u64) -> String {
 }
 
 pub fn run(a: ServerArgs) -> CmdResult {
+    if let Some(n) = a.cluster {
+        return cluster(&a, n);
+    }
     let started = Instant::now();
     let tmp = match &a.dir {
         Some(d) => tempfile::tempdir_in(d)?,
@@ -455,6 +481,120 @@ pub fn run(a: ServerArgs) -> CmdResult {
     pg.finish();
     drop(pg);
     report(&a, &plan, &served, runs, started.elapsed().as_secs_f64())
+}
+
+/// `--cluster N`: for k = 1..=N, k fresh nodes on loopback, `pmkv cluster create`, then
+/// `redis-benchmark --cluster` at P1 and P16; `--runs` rounds, each over every k.
+fn cluster(a: &ServerArgs, n: u32) -> CmdResult {
+    let started = Instant::now();
+    let tmp = match &a.dir {
+        Some(d) => tempfile::tempdir_in(d)?,
+        None => tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir())?,
+    };
+    let me = std::env::current_exe()?;
+    let runs = a.runs.max(1) as usize;
+    let total = runs * n as usize * 2;
+    let keys = (0..total).map(|i| format!("{}-{}", i / 2 % n as usize, i % 2)).collect();
+    let mut pg = Progress::with_keys(keys, a.quiet);
+    pg.println(&format!(
+        "pmkv bench server --cluster {n}: clusters of 1..{n} nodes x {runs} runs, {} requests per test ({} at P16)",
+        thousands(a.requests),
+        thousands(a.requests * 2)
+    ));
+    // [k-1] -> one [P1, P16] per run
+    let mut got: Vec<Vec<[Measured; 2]>> = vec![Vec::new(); n as usize];
+    for run in 0..runs {
+        for k in 1..=n as usize {
+            let mut nodes = Vec::new();
+            for i in 0..k {
+                let port = free_port()?;
+                let pool = tmp.path().join(format!("node-{run}-{k}-{i}.pool"));
+                let mut c = Command::new(&me);
+                c.arg("serve").arg(&pool).args(["--cluster", "--port", &port.to_string(), "--mode", &a.mode]);
+                c.args(["--initial-mib", "512", "--engine", &a.engine]);
+                if let Some(t) = a.threads {
+                    c.args(["--threads", &t.to_string()]);
+                }
+                let child =
+                    c.stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| format!("pmkv serve: {e}"))?;
+                let pid = child.id();
+                nodes.push((port, pid, Guard(child), pool));
+                wait_ready(port)?;
+            }
+            let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.0)).collect();
+            let out = Command::new(&me).args(["cluster", "create"]).args(&addrs).output()?;
+            if !out.status.success() {
+                return Err(format!("pmkv cluster create: {}", String::from_utf8_lossy(&out.stderr).trim()).into());
+            }
+            let pids: Vec<u32> = nodes.iter().map(|n| n.1).collect();
+            let mut m = [Measured::default(); 2];
+            for (j, p) in [1u32, 16].into_iter().enumerate() {
+                let label = format!("{k} node{} run {}/{runs}: SET+GET P{p}", if k > 1 { "s" } else { "" }, run + 1);
+                pg.set(&label);
+                let req = if p > 1 { a.requests * 2 } else { a.requests };
+                let (f, client_cores, server_cores) = redis_benchmark_on(
+                    nodes[0].0,
+                    &pids,
+                    &["--cluster"],
+                    a.clients,
+                    req,
+                    p,
+                    "set,get",
+                    &["SET", "GET"],
+                )?;
+                m[j] = Measured { set: f[0], get: f[1], client_cores, server_cores };
+                pg.inc(&format!("{label}: SET {}, GET {}", human::rate(f[0]), human::rate(f[1])));
+            }
+            got[k - 1].push(m);
+            for (_, _, guard, pool) in nodes {
+                drop(guard);
+                let _ = std::fs::remove_file(pool);
+            }
+        }
+    }
+    pg.finish();
+    drop(pg);
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    println!(
+        "redis-benchmark --cluster, {} clients, 1M-key space, requests per second against clusters of pmkv serve --cluster \
+         ({} {}), made by pmkv cluster create; median of {runs} runs, (min–max)",
+        a.clients, a.engine, a.mode
+    );
+    println!("| nodes | SET P1 | GET P1 | SET P16 | GET P16 |");
+    println!("|---:|---:|---:|---:|---:|");
+    for (k, r) in got.iter().enumerate() {
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            k + 1,
+            rps_cell(&spread_of(r, |m| m[0].set)),
+            rps_cell(&spread_of(r, |m| m[0].get)),
+            rps_cell(&spread_of(r, |m| m[1].set)),
+            rps_cell(&spread_of(r, |m| m[1].get))
+        );
+    }
+    println!();
+    println!("cores used over each run (user + system CPU time / wall time): every node together, and redis-benchmark");
+    println!("| nodes | nodes P1 | redis-benchmark P1 | nodes P16 | redis-benchmark P16 |");
+    println!("|---:|---:|---:|---:|---:|");
+    for (k, r) in got.iter().enumerate() {
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            k + 1,
+            cores_cell(&spread_of(r, |m| m[0].server_cores)),
+            cores_cell(&spread_of(r, |m| m[0].client_cores)),
+            cores_cell(&spread_of(r, |m| m[1].server_cores)),
+            cores_cell(&spread_of(r, |m| m[1].client_cores))
+        );
+    }
+    println!(
+        "this machine has {cores} core{}: every node and redis-benchmark share {}, so a larger cluster here shows \
+         the cost of the cluster (more processes and connections on the same cores), not scaling; scaling needs \
+         a core or a machine per node and a client that is not the bottleneck",
+        if cores == 1 { "" } else { "s" },
+        if cores == 1 { "it" } else { "them" }
+    );
+    println!("{} ({runs} runs)", human::duration(started.elapsed().as_secs_f64()));
+    Ok(())
 }
 
 /// The median and range of one figure over a row's runs.
