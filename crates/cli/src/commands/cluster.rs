@@ -71,8 +71,8 @@ enum What {
     },
     /// Add a node (owning no slots, holding no keys) to the cluster EXISTING_ADDR is in.
     AddNode { new_addr: String, existing_addr: String },
-    /// Move --slots N slots (the source's highest) from one node to another, keys and all,
-    /// while clients keep working.
+    /// Move --slots N slots (the source's lowest, as redis-cli takes them) from one node to
+    /// another, keys and all, while clients keep working.
     Reshard {
         addr: String,
         #[arg(long, value_name = "NODE")]
@@ -500,7 +500,7 @@ fn reshard(o: &Opts, addr: &str, from: &str, to: &str, n: usize) -> CmdResult {
     if n == 0 || n > have.len() {
         return Err(format!("--slots {n}: {} owns {} slots", t.nodes[f].addr, have.len()).into());
     }
-    let moves: Vec<(usize, usize, usize)> = have[have.len() - n..].iter().map(|&s| (s, f, d)).collect();
+    let moves: Vec<(usize, usize, usize)> = have[..n].iter().map(|&s| (s, f, d)).collect();
     do_moves(o, &mut c, &mut t, &moves)?;
     Ok(Outcome::Ok)
 }
