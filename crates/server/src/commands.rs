@@ -45,6 +45,10 @@ pub struct Conn {
     pub dirty: Arc<AtomicBool>,
     /// The keys WATCHed.
     pub watched: Vec<Vec<u8>>,
+    /// ASKING was the last command: the next one may use a slot this node imports.
+    pub asking: bool,
+    /// The slot of the keys queued since MULTI (a cluster node's transaction is on one slot).
+    pub multi_slot: Option<u16>,
 }
 
 impl Conn {
@@ -61,6 +65,8 @@ impl Conn {
             multi_failed: false,
             dirty: Arc::new(AtomicBool::new(false)),
             watched: Vec::new(),
+            asking: false,
+            multi_slot: None,
         }
     }
 
@@ -110,7 +116,7 @@ fn over_output_limit(sh: &Shared) -> (Reply, After) {
 /// commands with `tokio::task::block_in_place`, which hands the worker's other tasks to
 /// another thread first, so a KEYS over a large store does not stall PING elsewhere.
 pub fn may_take_long(args: &[Vec<u8>]) -> bool {
-    const LONG: [&[u8]; 11] = [
+    const LONG: [&[u8]; 13] = [
         b"KEYS",
         b"SCAN",
         b"FLUSHDB",
@@ -122,6 +128,9 @@ pub fn may_take_long(args: &[Vec<u8>]) -> bool {
         b"HGETALL",
         b"EVAL",
         b"EVALSHA",
+        // A network round trip to another node, and walks over a slot.
+        b"MIGRATE",
+        b"CLUSTER",
     ];
     args.len() > 16 || args.first().is_some_and(|c| LONG.iter().any(|l| c.eq_ignore_ascii_case(l)))
 }
@@ -133,11 +142,62 @@ fn in_tx(cmd: &Command) -> bool {
         && !matches!(cmd.name, "PMKV.RANGE" | "DBSIZE" | "FLUSHDB" | "FLUSHALL")
 }
 
+/// The keys a cluster node routes `args` by: the table's, EVAL's declared keys, and the
+/// ends of PMKV.RANGE that are keys.
+fn route_keys<'a>(cmd: &Command, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+    match cmd.name {
+        "EVAL" | "EVALSHA" => {
+            let n = int(&args[2]).unwrap_or(0).max(0) as usize;
+            args.iter().skip(3).take(n).map(|k| k.as_slice()).collect()
+        }
+        "PMKV.RANGE" => args[1..3]
+            .iter()
+            .filter(|e| !matches!(e.as_slice(), b"-" | b"+"))
+            .map(|e| match e.first() {
+                Some(b'[' | b'(') => &e[1..],
+                _ => e.as_slice(),
+            })
+            .collect(),
+        _ => cmd.keys(args),
+    }
+}
+
+/// One command as an entry of Redis's `COMMAND` reply.
+fn command_info(cmd: &Command) -> Reply {
+    let movable = matches!(cmd.name, "EVAL" | "EVALSHA" | "PMKV.RANGE");
+    let flags = if movable { vec![Reply::Simple("movablekeys".into())] } else { Vec::new() };
+    Reply::Array(vec![
+        Reply::bulk(cmd.name.to_ascii_lowercase().into_bytes()),
+        Reply::Int(cmd.arity as i64),
+        Reply::Array(flags),
+        Reply::Int(cmd.keys.first as i64),
+        Reply::Int(cmd.keys.last as i64),
+        Reply::Int(cmd.keys.step as i64),
+        Reply::Array(Vec::new()),
+    ])
+}
+
+/// How many of `keys` exist on this node, and how many there are (a migrating slot's
+/// question; an expired key not yet removed counts as there, as in Redis).
+fn present(sh: &Shared, keys: &[&[u8]]) -> (usize, usize) {
+    let here =
+        keys.iter().filter(|k| sh.ks.may_have_meta(k) || sh.store.contains(&sh.ks.phys(k)).unwrap_or(false)).count();
+    (here, keys.len())
+}
+
+/// On a cluster node: `Some(redirect)` when the command on `slot` with `keys` does not run
+/// here (the caller holds the gate; see [`crate::cluster::Cluster::route`]).
+fn misrouted(sh: &Shared, slot: Option<u16>, asking: bool, keys: &[&[u8]]) -> Option<Reply> {
+    let (Some(cl), Some(slot)) = (&sh.cluster, slot) else { return None };
+    cl.route(slot, asking, || present(sh, keys)).err()
+}
+
 /// Run one command.
 pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
     if !c.authed && !matches!(upper(&args[0]).as_str(), "AUTH" | "HELLO" | "QUIT" | "PING") {
         return (Reply::err("NOAUTH Authentication required."), After::Continue);
     }
+    let asking = std::mem::take(&mut c.asking);
     let cmd = match table::check(args) {
         Ok(cmd) => cmd,
         Err(e) => {
@@ -147,10 +207,41 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
             return (Reply::err(e), After::Continue);
         }
     };
+    // A cluster node: the command's slot (CROSSSLOT for keys of several).
+    let keys = if sh.cluster.is_some() { route_keys(cmd, args) } else { Vec::new() };
+    let slot = match crate::cluster::slot::common_slot(keys.iter().copied()) {
+        Ok(s) => s,
+        Err(r) => {
+            if c.multi.is_some() {
+                c.multi_failed = true;
+            }
+            return (r, After::Continue);
+        }
+    };
+    if sh.cluster.is_some() && cmd.name == "PMKV.RANGE" && slot.is_none() {
+        return (
+            Reply::err("ERR on a cluster node PMKV.RANGE needs a key as one end: the range is that key's slot"),
+            After::Continue,
+        );
+    }
     if c.multi.is_some() && !matches!(cmd.name, "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET") {
-        if cmd.no_multi || matches!(cmd.name, "FLUSHDB" | "FLUSHALL") {
+        if cmd.no_multi || matches!(cmd.name, "FLUSHDB" | "FLUSHALL" | "MIGRATE" | "CLUSTER") {
             c.multi_failed = true;
             return (Reply::err(format!("ERR {} is not allowed inside a transaction", cmd.name)), After::Continue);
+        }
+        if let Some(s) = slot {
+            // Checked again, under the gate, at EXEC.
+            // As Redis: the command is routed on its own first, then against the others.
+            let r = misrouted(sh, slot, asking, &keys).or_else(|| {
+                c.multi_slot
+                    .is_some_and(|t| t != s)
+                    .then(|| Reply::err("CROSSSLOT Keys in request don't hash to the same slot"))
+            });
+            if let Some(r) = r {
+                c.multi_failed = true;
+                return (r, After::Continue);
+            }
+            c.multi_slot = Some(s);
         }
         c.multi.get_or_insert_with(Vec::new).push(args.to_vec());
         return (Reply::Simple("QUEUED".into()), After::Continue);
@@ -160,6 +251,7 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
         "MULTI" if c.multi.is_some() => Reply::err("ERR MULTI calls can not be nested"),
         "MULTI" => {
             c.multi = Some(Vec::new());
+            c.multi_slot = None;
             Reply::ok()
         }
         "DISCARD" => match c.multi.take() {
@@ -170,13 +262,16 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
                 Reply::ok()
             }
         },
-        "EXEC" => return exec(sh, c),
+        "EXEC" => return exec(sh, c, asking),
         "WATCH" if c.multi.is_some() => Reply::err("ERR WATCH inside MULTI is not allowed"),
         "WATCH" => {
             for k in a {
                 if !allowed(k) {
                     return (reserved(), After::Continue);
                 }
+            }
+            if let Some(r) = misrouted(sh, slot, asking, &keys) {
+                return (r, After::Continue);
             }
             for k in a {
                 sh.ks.watch(k, &c.dirty);
@@ -198,10 +293,49 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
         }
         "EVAL" | "EVALSHA" => {
             let _gate = sh.gate.write().unwrap_or_else(|e| e.into_inner());
+            if let Some(r) = misrouted(sh, slot, asking, &keys) {
+                return (r, After::Continue);
+            }
             crate::script::eval(sh, c, cmd.name, a)
+        }
+        "ASKING" | "READONLY" | "READWRITE" | "CLUSTER" | "PMKV.TOPOLOGY" if sh.cluster.is_none() => {
+            Reply::err("ERR This instance has cluster support disabled (start it with pmkv serve --cluster)")
+        }
+        "ASKING" => {
+            c.asking = true;
+            Reply::ok()
+        }
+        // No replicas: every node is a primary, whose reads READONLY does not change.
+        "READONLY" | "READWRITE" => Reply::ok(),
+        "CLUSTER" => crate::cluster::command(sh, a),
+        "PMKV.TOPOLOGY" => {
+            let _gate =
+                if upper(&a[0]) == "SET" { Some(sh.gate.write().unwrap_or_else(|e| e.into_inner())) } else { None };
+            sh.cluster.as_ref().map_or_else(Reply::ok, |cl| cl.topology_cmd(&sh.store, a))
+        }
+        "MIGRATE" => crate::cluster::migrate::migrate(sh, a),
+        "PMKV.RESTORE" => {
+            let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(cl) = &sh.cluster {
+                if let Err(r) = cl.may_restore(crate::cluster::slot::key_slot(&a[0])) {
+                    return (r, After::Continue);
+                }
+            }
+            let _locks = sh.lock(&[a[0].as_slice()]);
+            let mut tx = Tx::new(&sh.store, &sh.ks);
+            match crate::cluster::migrate::restore(&mut tx, a) {
+                Ok(r) => match tx.commit() {
+                    Ok(()) => r,
+                    Err(e) => store_err(e),
+                },
+                Err(r) => r,
+            }
         }
         _ if in_tx(cmd) => {
             let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(r) = misrouted(sh, slot, asking, &keys) {
+                return (r, After::Continue);
+            }
             let _locks = sh.lock(&cmd.keys(args));
             let mut tx = Tx::new(&sh.store, &sh.ks);
             let r = one(c, &mut tx, cmd, args);
@@ -216,7 +350,10 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
         _ => {
             // The walks see no EXEC half applied (inside EXEC the gate is held already).
             let _gate = matches!(cmd.name, "DBSIZE" | "PMKV.RANGE").then(|| sh.gate.read());
-            return other(sh, c, cmd, a);
+            if let Some(r) = misrouted(sh, slot, asking, &keys) {
+                return (r, After::Continue);
+            }
+            return other(sh, c, cmd, a, slot);
         }
     };
     if matches!(&r, Reply::Error(e) if e == OVER_LIMIT) {
@@ -234,15 +371,28 @@ pub(crate) fn one(c: &mut Conn, tx: &mut Tx, cmd: &Command, args: &[Vec<u8>]) ->
     }
 }
 
-/// EXEC: the queued commands as one isolated unit, applied as one atomic batch.
-fn exec(sh: &Shared, c: &mut Conn) -> (Reply, After) {
+/// EXEC: the queued commands as one isolated unit, applied as one atomic batch. On a
+/// cluster node the whole transaction is routed again under the gate (a slot may have
+/// moved since the commands were queued), as Redis routes EXEC by its queued commands.
+fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
     let Some(queue) = c.multi.take() else { return (Reply::err("ERR EXEC without MULTI"), After::Continue) };
+    let slot = c.multi_slot.take();
     if std::mem::take(&mut c.multi_failed) {
         c.unwatch(sh);
         return (Reply::err("EXECABORT Transaction discarded because of previous errors."), After::Continue);
     }
     // The gate first: every write that committed before it has told its watchers.
     let _gate = sh.gate.write().unwrap_or_else(|e| e.into_inner());
+    if sh.cluster.is_some() {
+        let keys: Vec<&[u8]> = queue
+            .iter()
+            .flat_map(|args| table::lookup(&args[0]).map(|cmd| route_keys(cmd, args)).unwrap_or_default())
+            .collect();
+        if let Some(r) = misrouted(sh, slot, asking, &keys) {
+            c.unwatch(sh);
+            return (r, After::Continue);
+        }
+    }
     let dirty = c.dirty.load(Ordering::Acquire);
     c.unwatch(sh);
     if dirty {
@@ -261,7 +411,7 @@ fn exec(sh: &Shared, c: &mut Conn) -> (Reply, After) {
             }
             r
         } else {
-            other(sh, c, cmd, &args[1..]).0
+            other(sh, c, cmd, &args[1..], slot).0
         };
         if matches!(&r, Reply::Error(e) if e == OVER_LIMIT) {
             return over_output_limit(sh);
@@ -279,7 +429,7 @@ fn exec(sh: &Shared, c: &mut Conn) -> (Reply, After) {
 
 /// Connection and server commands, and the walks DBSIZE and PMKV.RANGE (the caller
 /// holds the gate for those).
-fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>]) -> (Reply, After) {
+fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u16>) -> (Reply, After) {
     let s: &Store = &sh.store;
     let r = match cmd.name {
         "PING" => match a.len() {
@@ -295,6 +445,8 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>]) -> (Reply, Aft
             c.cursors.clear();
             c.multi = None;
             c.multi_failed = false;
+            c.multi_slot = None;
+            c.asking = false;
             c.unwatch(sh);
             Reply::Simple("RESET".into())
         }
@@ -352,7 +504,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>]) -> (Reply, Aft
                 (b("version"), b(env!("CARGO_PKG_VERSION"))),
                 (b("proto"), Reply::Int(if c.resp3 { 3 } else { 2 })),
                 (b("id"), Reply::Int(c.id as i64)),
-                (b("mode"), b("standalone")),
+                (b("mode"), b(if sh.cluster.is_some() { "cluster" } else { "standalone" })),
                 (b("role"), b("master")),
                 (b("modules"), Reply::Array(vec![])),
             ])
@@ -367,8 +519,26 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>]) -> (Reply, Aft
             "SETINFO" => Reply::ok(),
             _ => Reply::err("ERR unknown CLIENT subcommand (pmkv has SETNAME, GETNAME, ID, SETINFO)"),
         },
+        // The table as Redis's COMMAND gives it (name, arity, flags, first key, last key,
+        // step, ACL categories): cluster clients (redis-py's RedisCluster) find a command's
+        // keys there. Commands whose keys depend on their arguments are `movablekeys`, and
+        // COMMAND GETKEYS answers for them.
         "COMMAND" => match a.first().map(|x| upper(x)) {
-            None => Reply::Array(vec![]),
+            None => Reply::Array(table::COMMANDS.iter().map(command_info).collect()),
+            Some(s) if s == "INFO" => {
+                Reply::Array(a[1..].iter().map(|n| table::lookup(n).map_or(Reply::Nil, command_info)).collect())
+            }
+            Some(s) if s == "GETKEYS" && a.len() >= 2 => match table::check(&a[1..]) {
+                Err(e) => Reply::err(e),
+                Ok(cmd) => {
+                    let keys = route_keys(cmd, &a[1..]);
+                    if keys.is_empty() {
+                        Reply::err("ERR The command has no key arguments")
+                    } else {
+                        Reply::Array(keys.into_iter().map(|k| Reply::bulk(k.to_vec())).collect())
+                    }
+                }
+            },
             Some(s) if s == "DOCS" => {
                 if c.resp3 {
                     Reply::Map(vec![])
@@ -377,7 +547,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>]) -> (Reply, Aft
                 }
             }
             Some(s) if s == "COUNT" => Reply::Int(table::COMMANDS.len() as i64),
-            _ => Reply::Array(vec![]),
+            _ => Reply::err("ERR pmkv has COMMAND, COMMAND INFO, COMMAND GETKEYS, COMMAND COUNT and COMMAND DOCS"),
         },
         "CONFIG" if upper(&a[0]) == "GET" && a.len() >= 2 => {
             let mut out = Vec::new();
@@ -403,10 +573,12 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>]) -> (Reply, Aft
         },
         "SCRIPT" => crate::script::script(sh, a),
         // Syntax, bounds and limits: crate::range.
-        "PMKV.RANGE" if (2..=4).contains(&a.len()) => match crate::range::pmkv_range(s, &sh.ks, a, c.reply_budget) {
-            Some(r) => r,
-            None => return over_output_limit(sh),
-        },
+        "PMKV.RANGE" if (2..=4).contains(&a.len()) => {
+            match crate::range::pmkv_range(s, &sh.ks, a, c.reply_budget, slot) {
+                Some(r) => r,
+                None => return over_output_limit(sh),
+            }
+        }
         "PMKV.RANGE" => Reply::err(table::wrong_args("pmkv.range")),
         "INFO" => info(sh),
         // As Redis: no reply; the connection closes when the server has stopped.
@@ -425,8 +597,21 @@ pub fn is_plain_set(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
         && c.multi.is_none()
         && args[0].eq_ignore_ascii_case(b"SET")
         && allowed(&args[1])
-        && sh.store.info().check_sizes(&args[1], Some(&args[2])).is_ok()
+        && sh.store.info().check_sizes(&sh.ks.phys(&args[1]), Some(&args[2])).is_ok()
         && !sh.ks.may_have_meta(&args[1])
+        && plain_slot(sh, c, &args[1])
+}
+
+/// Not a cluster node, or one that owns `key`'s slot and is not moving it, and no ASKING
+/// pending: the command needs no routing beyond the look its fast path repeats under the
+/// gate ([`stably_owned`]).
+fn plain_slot(sh: &Shared, c: &Conn, key: &[u8]) -> bool {
+    !c.asking && stably_owned(sh, key)
+}
+
+/// Whether `key`'s slot is this node's and not moving (always, on a plain server).
+fn stably_owned(sh: &Shared, key: &[u8]) -> bool {
+    sh.cluster.as_ref().is_none_or(|cl| cl.stably_owned(crate::cluster::slot::key_slot(key)))
 }
 
 /// `GET key` of a key without a meta record, from a client that may run it now:
@@ -438,29 +623,34 @@ pub fn is_plain_get(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
         && args[0].eq_ignore_ascii_case(b"GET")
         && allowed(&args[1])
         && !sh.ks.may_have_meta(&args[1])
+        && plain_slot(sh, c, &args[1])
 }
 
 /// Answer `GET key` into `out` (what [`run`] replies, without building the reply), the
-/// value read into `value`, whose allocation the next GET reuses.
+/// value read into `value`, whose allocation the next GET reuses. `false`: not answered,
+/// the key's slot moved since [`is_plain_get`] looked (run the command instead).
 pub fn get_into(
     sh: &Shared,
     key: &[u8],
     value: &mut Option<Vec<u8>>,
     out: &mut Vec<u8>,
     resp3: bool,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
-    match sh.store.get_into(key, value) {
+    if !stably_owned(sh, key) {
+        return Ok(false);
+    }
+    match sh.store.get_into(&sh.ks.phys(key), value) {
         Ok(true) => {
             let v = value.as_deref().unwrap_or_default();
             use std::io::Write as _;
             write!(out, "${}\r\n", v.len())?;
             out.extend_from_slice(v);
             out.extend_from_slice(b"\r\n");
-            Ok(())
+            Ok(true)
         }
-        Ok(false) => Reply::Nil.write(out, resp3),
-        Err(e) => store_err(e).write(out, resp3),
+        Ok(false) => Reply::Nil.write(out, resp3).map(|_| true),
+        Err(e) => store_err(e).write(out, resp3).map(|_| true),
     }
 }
 
@@ -473,41 +663,51 @@ pub fn get_into(
 /// full pool) a prefix of the batch may have been applied; every SET of it gets the error
 /// reply, as a client cannot tell which of a failed pipeline's writes landed anyway.
 /// A key that gained a meta record (a TTL, a hash) since [`is_plain_set`] looked goes
-/// through the full SET instead. Returns the reply of each of them.
-pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Reply {
+/// through the full SET instead. Returns the reply of each of them; `Err(sets)` when a
+/// key's slot moved since [`is_plain_set`] looked (run each SET as a command instead).
+pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Result<Reply, Vec<Vec<Vec<u8>>>> {
+    let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
+    if sets.iter().any(|a| !stably_owned(sh, &a[1])) {
+        return Err(sets);
+    }
+    // Keys and values move into the batch (no copy); a cluster node's batch holds engine
+    // keys, so it keeps the user keys beside.
+    let slotted = sh.ks.slotted();
     let mut b = pmkv::WriteBatch::independent();
-    let mut full = Vec::new();
+    let mut user = Vec::new();
     for mut a in sets {
         let v = a.pop().unwrap_or_default();
         let k = a.pop().unwrap_or_default();
-        b.put(k, v);
+        if slotted {
+            b.put(sh.ks.phys(&k).into_owned(), v);
+            user.push(k);
+        } else {
+            b.put(k, v);
+        }
     }
-    let keys: Vec<&[u8]> = b.ops().iter().map(|op| op.key()).collect();
-    let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
+    let keys: Vec<&[u8]> =
+        if slotted { user.iter().map(|k| k.as_slice()).collect() } else { b.ops().iter().map(|op| op.key()).collect() };
     let _g = sh.lock(&keys);
-    if keys.iter().any(|k| sh.ks.may_have_meta(k)) {
-        full = b.ops().to_vec();
-    }
-    let r = if full.is_empty() {
-        sh.store.write(&b)
-    } else {
+    let r = if keys.iter().any(|k| sh.ks.may_have_meta(k)) {
         let mut tx = Tx::new(&sh.store, &sh.ks);
-        for op in &full {
-            if let pmkv::BatchOp::Put(k, v) = op {
+        for (k, op) in keys.iter().zip(b.ops()) {
+            if let pmkv::BatchOp::Put(_, v) = op {
                 if let Err(r) = tx.set(k, v, crate::keyspace::Ttl::Clear) {
-                    return r;
+                    return Ok(r);
                 }
             }
         }
         tx.commit()
+    } else {
+        sh.store.write(&b)
     };
-    match r {
+    Ok(match r {
         Ok(()) => {
             sh.ks.touch(Some(&mut keys.iter().copied()));
             Reply::ok()
         }
         Err(e) => store_err(e),
-    }
+    })
 }
 
 /// What `CONFIG GET` shows: Redis's names for the limits this server enforces, in
@@ -574,6 +774,7 @@ fn info(sh: &Shared) -> Reply {
         sh.query_limit_closes.load(Relaxed),
         sh.output_limit_closes.load(Relaxed)
     ));
+    t.push_str(&format!("\r\n# Cluster\r\ncluster_enabled:{}\r\n", sh.cluster.is_some() as u8));
     if let Ok(n) = s.len() {
         let (keys, expires) = (sh.ks.user_keys(n), sh.ks.expiring());
         t.push_str(&format!("\r\n# Keyspace\r\ndb0:keys={keys},expires={expires},avg_ttl=0\r\n"));

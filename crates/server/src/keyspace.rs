@@ -30,6 +30,7 @@
 
 use crate::resp::Reply;
 use pmkv::{Direction, KeyRange, Store, WriteBatch};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -141,6 +142,23 @@ pub struct Keyspace {
     /// WATCHed key → the flags of the connections watching it.
     watches: Mutex<HashMap<Vec<u8>, Vec<Weak<AtomicBool>>>>,
     watched: AtomicUsize,
+    /// A cluster pool: every record's engine key is its user key's slot (2 bytes,
+    /// big-endian) and then the record key (docs/design/cluster.md).
+    slotted: bool,
+}
+
+/// The user key record `rk` belongs to: `rk` itself for a string's value, the key inside a
+/// meta or hash-field record's key.
+pub fn record_user(rk: &[u8]) -> &[u8] {
+    let Some(rest) = rk.strip_prefix(PREFIX) else { return rk };
+    match rest.split_first() {
+        Some((&META, k)) => k,
+        Some((&FIELD, r)) if r.len() >= 4 => {
+            let n = u32::from_be_bytes([r[0], r[1], r[2], r[3]]) as usize;
+            r.get(4..4 + n).unwrap_or(rk)
+        }
+        _ => rk,
+    }
 }
 
 /// Damage in the server's own records, found at start.
@@ -152,14 +170,23 @@ fn malformed(k: &[u8]) -> pmkv::Error {
 }
 
 impl Keyspace {
-    /// Load the meta records of `s` (a walk over their range only).
-    pub fn load(s: &Store) -> pmkv::Result<Keyspace> {
-        let ks = Keyspace::default();
+    /// Load the meta records of `s` (a walk over their range only; in a cluster pool,
+    /// `slotted`, over each slot's meta range, and the cluster state record counts as one of
+    /// the server's own).
+    pub fn load(s: &Store, slotted: bool) -> pmkv::Result<Keyspace> {
+        let ks = Keyspace { slotted, ..Keyspace::default() };
+        if slotted {
+            ks.internal.store(1, Ordering::Relaxed);
+        }
         let mut bad = None;
-        {
+        let ranges: Vec<Vec<u8>> = if slotted {
+            (0..crate::cluster::slot::SLOTS).map(|slot| [&slot.to_be_bytes()[..], &meta_key(b"")].concat()).collect()
+        } else {
+            vec![meta_key(b"")]
+        };
+        for start in ranges {
             let mut map = ks.meta.write().unwrap_or_else(|e| e.into_inner());
             let mut exp = ks.expiries.lock().unwrap_or_else(|e| e.into_inner());
-            let start = meta_key(b"");
             s.scan(&KeyRange::prefix(start.clone()), Direction::Forward, |k, v| {
                 let user = &k[start.len()..];
                 match Meta::decode(v) {
@@ -181,11 +208,44 @@ impl Keyspace {
                 }
             })?;
             ks.metas.store(map.len(), Ordering::Relaxed);
+            if bad.is_some() {
+                break;
+            }
         }
         match bad {
             Some(k) => Err(malformed(&k)),
             None => Ok(ks),
         }
+    }
+
+    /// The engine key of record `rk`: `rk` itself, or in a cluster pool its user key's slot
+    /// and then `rk`.
+    pub fn phys<'a>(&self, rk: &'a [u8]) -> Cow<'a, [u8]> {
+        if !self.slotted {
+            return Cow::Borrowed(rk);
+        }
+        let slot = crate::cluster::slot::key_slot(record_user(rk));
+        let mut p = Vec::with_capacity(rk.len() + 2);
+        p.extend_from_slice(&slot.to_be_bytes());
+        p.extend_from_slice(rk);
+        Cow::Owned(p)
+    }
+
+    /// The record key of engine key `pk` (the inverse of [`phys`](Self::phys)); `None` for
+    /// a key in no slot (the cluster state record).
+    pub fn logical<'a>(&self, pk: &'a [u8]) -> Option<&'a [u8]> {
+        if !self.slotted {
+            return Some(pk);
+        }
+        match pk {
+            [hi, _, rest @ ..] if *hi < 0x40 => Some(rest),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a cluster pool's keyspace.
+    pub fn slotted(&self) -> bool {
+        self.slotted
     }
 
     /// Whether `k` may have a meta record (false: it surely has none).
@@ -280,7 +340,8 @@ impl Keyspace {
         map.clear();
         self.metas.store(0, Ordering::Release);
         self.expiries.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        self.internal.store(0, Ordering::Relaxed);
+        // A cluster pool keeps its state record.
+        self.internal.store(self.slotted as u64, Ordering::Relaxed);
         self.hashes.store(0, Ordering::Relaxed);
     }
 
@@ -415,30 +476,44 @@ impl<'a> Tx<'a> {
         self.writes.is_empty() && self.metas.is_empty()
     }
 
+    // The record operations take record keys (docs/format/server.md) and translate them to
+    // engine keys ([`Keyspace::phys`]); `writes` and the walks are in engine keys, so that
+    // the overlay and the store agree on order.
+
     fn raw_get(&self, k: &[u8]) -> TxResult<Option<Vec<u8>>> {
-        match self.writes.get(k) {
+        let k = self.ks.phys(k);
+        match self.writes.get(&*k) {
             Some(v) => Ok(v.clone()),
-            None => self.s.get(k).map_err(store_reply),
+            None => self.s.get(&k).map_err(store_reply),
         }
     }
 
     fn raw_contains(&self, k: &[u8]) -> TxResult<bool> {
-        match self.writes.get(k) {
+        let k = self.ks.phys(k);
+        match self.writes.get(&*k) {
             Some(v) => Ok(v.is_some()),
-            None => self.s.contains(k).map_err(store_reply),
+            None => self.s.contains(&k).map_err(store_reply),
         }
     }
 
     fn raw_put(&mut self, k: Vec<u8>, v: Vec<u8>) {
+        let k = self.ks.phys(&k).into_owned();
         self.writes.insert(k, Some(v));
     }
 
     fn raw_delete(&mut self, k: Vec<u8>) {
+        let k = self.ks.phys(&k).into_owned();
         self.writes.insert(k, None);
     }
 
-    /// Visit the records of `range` as this Tx sees them (the store's, with the Tx's
-    /// writes laid over), in key order, until `f` returns false.
+    /// The engine-key range of the records whose keys begin with record key prefix `p`
+    /// (all of one user key: one slot).
+    fn prefix_range(&self, p: &[u8]) -> KeyRange {
+        KeyRange::prefix(self.ks.phys(p).into_owned())
+    }
+
+    /// Visit the records of engine-key `range` as this Tx sees them (the store's, with the
+    /// Tx's writes laid over), in key order, until `f` returns false.
     pub fn raw_scan(&self, range: &KeyRange, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
         let over: Vec<(&Vec<u8>, &Option<Vec<u8>>)> =
             self.writes.range::<Vec<u8>, _>((range.start.as_ref(), range.end.as_ref())).collect();
@@ -512,12 +587,12 @@ impl<'a> Tx<'a> {
         match m.map(|m| m.kind) {
             Some(Kind::Hash) => {
                 let mut fields = Vec::new();
-                self.raw_scan(&KeyRange::prefix(field_prefix(k)), |fk, _| {
+                self.raw_scan(&self.prefix_range(&field_prefix(k)), |fk, _| {
                     fields.push(fk.to_vec());
                     true
                 })?;
                 for f in fields {
-                    self.raw_delete(f);
+                    self.writes.insert(f, None);
                 }
             }
             _ => self.raw_delete(k.to_vec()),
@@ -674,7 +749,7 @@ impl<'a> Tx<'a> {
         if !self.expect(k, Kind::Hash)? {
             return Ok(());
         }
-        let p = field_prefix(k);
+        let p = self.ks.phys(&field_prefix(k)).into_owned();
         let mut range = KeyRange::prefix(p.clone());
         if let Some(a) = after {
             range.start = Bound::Excluded([p.as_slice(), a].concat());
@@ -684,15 +759,21 @@ impl<'a> Tx<'a> {
 
     /// Visit the user keys from `start` in key order (the store's order of their records:
     /// a hash is met at its meta record), skipping expired ones and the server's own
-    /// records, until `f` returns false. `f` gets the user key and the record key a
+    /// records, until `f` returns false. `f` gets the user key and the engine key a
     /// cursor resumes after.
-    pub fn keys(&self, start: Bound<Vec<u8>>, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+    pub fn keys(&self, start: Bound<Vec<u8>>, f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+        self.keys_in(&KeyRange { start, end: Bound::Unbounded }, f)
+    }
+
+    /// [`keys`](Self::keys) over engine-key `range` (a cluster pool's slot: [`Tx::slot_range`]).
+    pub fn keys_in(&self, range: &KeyRange, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
         let mp = meta_key(b"");
         let now = self.now;
-        self.raw_scan(&KeyRange { start, end: Bound::Unbounded }, |rk, v| {
+        self.raw_scan(range, |pk, v| {
+            let Some(rk) = self.ks.logical(pk) else { return true };
             if let Some(user) = rk.strip_prefix(mp.as_slice()) {
                 return match Meta::decode(v) {
-                    Some(m) if m.kind == Kind::Hash && !m.expired(now) => f(user, rk),
+                    Some(m) if m.kind == Kind::Hash && !m.expired(now) => f(user, pk),
                     _ => true,
                 };
             }
@@ -701,9 +782,82 @@ impl<'a> Tx<'a> {
             }
             match self.meta(rk) {
                 Some(m) if m.expired(now) => true,
-                _ => f(rk, rk),
+                _ => f(rk, pk),
             }
         })
+    }
+
+    /// The engine-key range of `slot`'s records in a cluster pool.
+    pub fn slot_range(slot: u16) -> KeyRange {
+        KeyRange::prefix(slot.to_be_bytes().to_vec())
+    }
+
+    /// Every record of key `k` as this Tx sees it (record key, value): its value, or its
+    /// fields, and its meta record. Empty when `k` is absent (or expired).
+    pub fn records_of(&mut self, k: &[u8]) -> TxResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        match self.kind(k)? {
+            None => return Ok(out),
+            Some(Kind::String) => out.push((k.to_vec(), self.raw_get(k)?.unwrap_or_default())),
+            Some(Kind::Hash) => {
+                let range = self.prefix_range(&field_prefix(k));
+                self.raw_scan(&range, |pk, v| {
+                    if let Some(rk) = self.ks.logical(pk) {
+                        out.push((rk.to_vec(), v.to_vec()));
+                    }
+                    true
+                })?;
+            }
+        }
+        if let Some(m) = self.meta(k) {
+            out.push((meta_key(k), m.encode().to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Make `k` what `records` (from [`records_of`](Self::records_of) on another node)
+    /// say, replacing what `k` was when `replace`, else refusing an existing `k` with
+    /// `BUSYKEY`. The records are checked first: all of `k`, a value or fields agreeing
+    /// with the meta record.
+    pub fn restore(&mut self, k: &[u8], records: &[(Vec<u8>, Vec<u8>)], replace: bool) -> TxResult<()> {
+        check_key(k)?;
+        let bad = |why: &str| Err(Reply::err(format!("ERR PMKV.RESTORE: {why}")));
+        let (mk, fp) = (meta_key(k), field_prefix(k));
+        let (mut meta, mut value, mut fields) = (None, None, Vec::new());
+        for (rk, v) in records {
+            if *rk == mk {
+                match Meta::decode(v) {
+                    Some(m) if meta.is_none() => meta = Some(m),
+                    _ => return bad("a malformed or second meta record"),
+                }
+            } else if rk.as_slice() == k && value.is_none() {
+                value = Some(v);
+            } else if rk.starts_with(&fp) {
+                fields.push((rk, v));
+            } else {
+                return bad("a record of another key");
+            }
+        }
+        match (meta.map(|m| m.kind), value.is_some(), fields.len() as u64) {
+            (None | Some(Kind::String), true, 0) => {}
+            (Some(Kind::Hash), false, n) if n > 0 && meta.is_some_and(|m| m.fields == n) => {}
+            _ => return bad("the records do not make one string or one hash"),
+        }
+        if self.kind(k)?.is_some() {
+            if !replace {
+                return Err(Reply::err("BUSYKEY Target key name already exists."));
+            }
+            self.del(k)?;
+        }
+        if let Some(v) = value {
+            self.raw_put(k.to_vec(), v.clone());
+        }
+        for (rk, v) in fields {
+            self.raw_put(rk.clone(), v.clone());
+        }
+        self.set_meta(k, meta);
+        self.touch(k);
+        Ok(())
     }
 
     /// Delete every key (FLUSHDB), in rounds of at most `round` keys so that memory
@@ -733,7 +887,10 @@ impl<'a> Tx<'a> {
         loop {
             let mut keys = Vec::new();
             s.scan(&KeyRange::all(), Direction::Forward, |k, _| {
-                keys.push(k.to_vec());
+                // Not the cluster state record (in no slot).
+                if ks.logical(k).is_some() {
+                    keys.push(k.to_vec());
+                }
                 keys.len() < round
             })?;
             // What is left is unreachable to clients: no atomicity needed.

@@ -11,6 +11,7 @@
 //! * [`keyspace`] — Redis's typed keys and expiry times over the engine's byte map, and
 //!   the `Tx` whose writes one command (or EXEC) applies as one atomic batch.
 //! * `script` — EVAL/EVALSHA/SCRIPT on a sandboxed Lua 5.1.
+//! * [`cluster`] — `--cluster`: Redis Cluster's slots, redirects, topology and migration.
 //! * `range` — `PMKV.RANGE start end [count] [REV]`: a key range, half-open as in every
 //!   pmkv front end, with ZRANGEBYLEX's `-`, `+`, `[key` and `(key`.
 //! * here — the listener and connections: tokio tasks (at most `max_clients`, an idle
@@ -35,6 +36,7 @@
 //! batch, in which the engine shares commit fences (HART: one per run of keys in one ART),
 //! and all are acknowledged after the batch is durable.
 
+pub mod cluster;
 pub mod commands;
 mod data;
 pub mod glob;
@@ -114,6 +116,8 @@ pub struct Config {
     pub unprotected: bool,
     /// Worker threads that run connections (0: [`default_threads`]).
     pub threads: usize,
+    /// Serve as a Redis Cluster node (docs/design/cluster.md).
+    pub cluster: bool,
 }
 
 /// The worker threads a server runs by default: half the cores this process may use, at
@@ -143,6 +147,7 @@ impl Default for Config {
             output: OutputLimits::default(),
             unprotected: false,
             threads: 0,
+            cluster: false,
         }
     }
 }
@@ -173,6 +178,8 @@ pub struct Shared {
     pub ks: keyspace::Keyspace,
     /// Data commands hold it shared; EXEC, EVAL and FLUSHDB exclusively (isolation).
     pub gate: RwLock<()>,
+    /// A cluster node's slots, topology and migrations (`None`: a plain server).
+    pub cluster: Option<cluster::Cluster>,
     /// Lua scripts loaded (SCRIPT LOAD, EVAL), by SHA-1.
     pub scripts: Mutex<std::collections::HashMap<String, String>>,
     /// Set by SHUTDOWN or a [`Server::stopper`]; its own `Arc` so that a stopper does not
@@ -306,7 +313,22 @@ impl Server {
             return Err(first_err.unwrap_or_else(|| err(std::io::ErrorKind::InvalidInput, "no address".into())));
         }
         let port = listeners[0].local_addr()?.port();
-        let ks = keyspace::Keyspace::load(&store)
+        let cluster = if cfg.cluster {
+            Some(cluster::Cluster::open(&store).map_err(|e| err(std::io::ErrorKind::InvalidData, e))?)
+        } else {
+            let is_node = store
+                .contains(cluster::STATE_KEY)
+                .map_err(|e| err(std::io::ErrorKind::InvalidData, format!("reading the server's records: {e}")))?;
+            if is_node {
+                return Err(err(
+                    std::io::ErrorKind::InvalidData,
+                    "the pool is a cluster node's (its keys are stored after their slot): serve it with --cluster"
+                        .into(),
+                ));
+            }
+            None
+        };
+        let ks = keyspace::Keyspace::load(&store, cfg.cluster)
             .map_err(|e| err(std::io::ErrorKind::InvalidData, format!("reading the server's records: {e}")))?;
         let shared = Arc::new(Shared {
             store,
@@ -326,6 +348,7 @@ impl Server {
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             ks,
             gate: RwLock::new(()),
+            cluster,
             scripts: Mutex::new(Default::default()),
             stop: Arc::new(AtomicBool::new(false)),
         });
@@ -550,16 +573,26 @@ async fn serve_connection(
         let mut used = 0;
         let mut sets: Vec<Vec<Vec<u8>>> = Vec::new();
         let mut sets_bytes = 0usize;
-        let flush_sets = |sets: &mut Vec<Vec<Vec<u8>>>, out: &mut Vec<u8>, resp3: bool| -> std::io::Result<()> {
-            if !sets.is_empty() {
-                let n = sets.len();
-                let reply = commands::set_many(sh, std::mem::take(sets));
-                for _ in 0..n {
-                    reply.write(out, resp3)?;
+        let flush_sets =
+            |sets: &mut Vec<Vec<Vec<u8>>>, out: &mut Vec<u8>, c: &mut commands::Conn| -> std::io::Result<()> {
+                if !sets.is_empty() {
+                    let n = sets.len();
+                    match commands::set_many(sh, std::mem::take(sets)) {
+                        Ok(reply) => {
+                            for _ in 0..n {
+                                reply.write(out, c.resp3)?;
+                            }
+                        }
+                        // A slot moved meanwhile (a cluster node): each SET is routed on its own.
+                        Err(sets) => {
+                            for args in sets {
+                                commands::run(sh, c, &args).0.write(out, c.resp3)?;
+                            }
+                        }
+                    }
                 }
-            }
-            Ok(())
-        };
+                Ok(())
+            };
         loop {
             match parser.parse(&buf[used..], &limits(c)) {
                 Ok((Some(args), n)) => {
@@ -572,17 +605,19 @@ async fn serve_connection(
                         sets_bytes += args[1].len() + args[2].len();
                         sets.push(args);
                         if sets.len() >= SET_BATCH_COUNT || sets_bytes >= SET_BATCH_BYTES {
-                            flush_sets(&mut sets, &mut out, c.resp3)?;
+                            flush_sets(&mut sets, &mut out, c)?;
                             sets_bytes = 0;
                         }
                         continue;
                     }
-                    flush_sets(&mut sets, &mut out, c.resp3)?;
+                    flush_sets(&mut sets, &mut out, c)?;
                     sets_bytes = 0;
                     if commands::is_plain_get(sh, c, &args) {
                         // The commonest request, answered straight into the output: no
                         // reply value, no copy of the value beyond the reused buffer.
-                        commands::get_into(sh, &args[1], &mut value, &mut out, c.resp3)?;
+                        if !commands::get_into(sh, &args[1], &mut value, &mut out, c.resp3)? {
+                            commands::run(sh, c, &args).0.write(&mut out, c.resp3)?;
+                        }
                     } else {
                         c.reply_budget = sh.output.hard.saturating_sub(out.len());
                         let (reply, after) = if commands::may_take_long(&args) {
@@ -620,14 +655,14 @@ async fn serve_connection(
                     break;
                 }
                 Err(m) => {
-                    flush_sets(&mut sets, &mut out, c.resp3)?;
+                    flush_sets(&mut sets, &mut out, c)?;
                     resp::Reply::err(format!("ERR Protocol error: {m}")).write(&mut out, c.resp3)?;
                     let _ = flush(sh, &mut sock, &mut out, &mut soft_since).await;
                     return Ok(());
                 }
             }
         }
-        flush_sets(&mut sets, &mut out, c.resp3)?;
+        flush_sets(&mut sets, &mut out, c)?;
         buf.drain(..used);
         // What is left is a request still arriving: with what the parser holds of it, the
         // client's query buffer.

@@ -46,7 +46,9 @@ fn parse_end(arg: &[u8], is_start: bool) -> Option<Bound<Vec<u8>>> {
 /// budget, and the caller closes the connection as for any over-limit reply. The walk
 /// lists string records: hashes (the server's own records) and strings past their expiry
 /// time are left out.
-pub(crate) fn pmkv_range(s: &Store, ks: &Keyspace, a: &[Vec<u8>], budget: usize) -> Option<Reply> {
+/// On a cluster node `slot` is the slot of the ends (the caller checked they share it),
+/// and the walk covers that slot's records only.
+pub(crate) fn pmkv_range(s: &Store, ks: &Keyspace, a: &[Vec<u8>], budget: usize, slot: Option<u16>) -> Option<Reply> {
     if !(2..=4).contains(&a.len()) {
         return Some(Reply::err("ERR wrong number of arguments for 'pmkv.range' command"));
     }
@@ -73,7 +75,21 @@ pub(crate) fn pmkv_range(s: &Store, ks: &Keyspace, a: &[Vec<u8>], budget: usize)
     let mut left = limit;
     if left > 0 {
         let now = crate::keyspace::now_ms();
-        let walked = s.scan(&KeyRange { start, end }, dir, |k, v| {
+        let range = match slot.filter(|_| ks.slotted()) {
+            None => KeyRange { start, end },
+            Some(slot) => {
+                let p = slot.to_be_bytes();
+                let on = |b: Bound<Vec<u8>>, unbounded: Bound<Vec<u8>>| match b {
+                    Bound::Included(k) => Bound::Included([&p[..], &k].concat()),
+                    Bound::Excluded(k) => Bound::Excluded([&p[..], &k].concat()),
+                    Bound::Unbounded => unbounded,
+                };
+                let whole = KeyRange::prefix(p.to_vec());
+                KeyRange { start: on(start, whole.start), end: on(end, whole.end) }
+            }
+        };
+        let walked = s.scan(&range, dir, |pk, v| {
+            let Some(k) = ks.logical(pk) else { return true };
             // String records only: not the server's own, not a string past its expiry.
             if !allowed(k) || ks.expired(k, now) {
                 return true;

@@ -40,16 +40,18 @@ pub enum Group {
     Expiry,
     Transactions,
     Scripting,
+    Cluster,
 }
 
 impl Group {
-    pub const ALL: [Group; 8] = [
+    pub const ALL: [Group; 9] = [
         Group::Strings,
         Group::Hashes,
         Group::Keys,
         Group::Expiry,
         Group::Transactions,
         Group::Scripting,
+        Group::Cluster,
         Group::Connection,
         Group::Server,
     ];
@@ -64,6 +66,7 @@ impl Group {
             Group::Expiry => "expiry",
             Group::Transactions => "transactions",
             Group::Scripting => "scripting",
+            Group::Cluster => "cluster",
         }
     }
 }
@@ -145,6 +148,13 @@ pub const COMMANDS: &[Command] = &[
     Command { name: "EVAL", arity: -3, keys: NONE, group: Scripting, no_multi: false },
     Command { name: "EVALSHA", arity: -3, keys: NONE, group: Scripting, no_multi: false },
     c("SCRIPT", -2, NONE, Scripting),
+    c("CLUSTER", -2, NONE, Cluster),
+    conn("ASKING", 1, Cluster),
+    conn("READONLY", 1, Cluster),
+    conn("READWRITE", 1, Cluster),
+    c("MIGRATE", -6, NONE, Cluster),
+    c("PMKV.TOPOLOGY", -2, NONE, Cluster),
+    c("PMKV.RESTORE", -5, ONE, Cluster),
     c("PING", -1, NONE, Connection),
     c("ECHO", 2, NONE, Connection),
     conn("QUIT", -1, Connection),

@@ -3,7 +3,9 @@
 //! string — committed as the server commits an EXEC (one `Tx`), crashed at every flush
 //! and fence point with the conformance suite's eviction patterns. Every recovered pool
 //! must load (its meta records sound), count its keys right, and show exactly the state
-//! before the transaction or exactly the state after it.
+//! before the transaction or exactly the state after it. The same again in a cluster
+//! pool, whose records are keyed after their slot (on HART: the layout is the server's,
+//! the same over every engine).
 
 use pmkv::{EngineFactory, Options, Registry, Store};
 use pmkv_conformance::crash::evictions_at;
@@ -26,8 +28,8 @@ const LATER: u64 = 4_102_444_800_000;
 /// What a client can see: each key's type, value or fields, and expiry time, plus the
 /// key count DBSIZE would answer. Fails when the pool's server records do not load or
 /// disagree with each other.
-fn state(s: &Store) -> Result<BTreeMap<Vec<u8>, String>, String> {
-    let ks = Keyspace::load(s).map_err(|e| format!("the server's records do not load: {e}"))?;
+fn state(s: &Store, slotted: bool) -> Result<BTreeMap<Vec<u8>, String>, String> {
+    let ks = Keyspace::load(s, slotted).map_err(|e| format!("the server's records do not load: {e}"))?;
     let mut tx = Tx::new(s, &ks);
     let mut keys = Vec::new();
     tx.keys(Bound::Unbounded, |k, _| {
@@ -94,16 +96,20 @@ fn transaction(tx: &mut Tx) {
     assert!(tx.set_expire(b"fresh", LATER).unwrap());
 }
 
-fn exec_is_all_or_nothing(engine: &str) {
+fn exec_is_all_or_nothing(engine: &str, slotted: bool) {
     let f: &'static dyn EngineFactory = Registry::builtin().get(engine).unwrap();
     let layout = f.layout().unwrap();
     let pool = Arc::new(Pool::create_sim(layout, &opts().pool_options()).unwrap());
     let s = Store::from_engine(f.open_pool(pool.clone(), &opts()).unwrap());
-    let ks = Keyspace::load(&s).unwrap();
+    if slotted {
+        // A new node: its state record, the one record in no slot.
+        pmkv_server::cluster::Cluster::open(&s).unwrap();
+    }
+    let ks = Keyspace::load(&s, slotted).unwrap();
     let mut tx = Tx::new(&s, &ks);
     before(&mut tx);
     tx.commit().unwrap();
-    let old = state(&s).unwrap();
+    let old = state(&s, slotted).unwrap();
     let images: Images = Arc::default();
     let taken = images.clone();
     pool.sim().unwrap().set_hook(true, move |pt| {
@@ -116,7 +122,7 @@ fn exec_is_all_or_nothing(engine: &str) {
     transaction(&mut tx);
     tx.commit().unwrap();
     pool.sim().unwrap().clear_hook();
-    let new = state(&s).unwrap();
+    let new = state(&s, slotted).unwrap();
     assert_ne!(old, new);
     let images = std::mem::take(&mut *images.lock().unwrap());
     assert!(images.len() > 10, "{engine}: only {} crash images", images.len());
@@ -125,8 +131,10 @@ fn exec_is_all_or_nothing(engine: &str) {
     let last = pool.sim().unwrap().image_now(&pool, Eviction::None);
     for (at, img) in images.into_iter().chain([("after the commit".to_string(), last)]) {
         let p = Pool::from_image(&img, Some(layout), &opts().pool_options()).unwrap();
-        let got =
-            f.open_pool(Arc::new(p), &opts()).map_err(|e| e.to_string()).and_then(|e| state(&Store::from_engine(e)));
+        let got = f
+            .open_pool(Arc::new(p), &opts())
+            .map_err(|e| e.to_string())
+            .and_then(|e| state(&Store::from_engine(e), slotted));
         match got {
             Ok(g) if g == old || g == new => {}
             Ok(_) => failures.push(format!("{at}: a state neither before nor after the EXEC")),
@@ -138,10 +146,15 @@ fn exec_is_all_or_nothing(engine: &str) {
 
 #[test]
 fn exec_is_all_or_nothing_at_every_crash_point_hart() {
-    exec_is_all_or_nothing("hart");
+    exec_is_all_or_nothing("hart", false);
+}
+
+#[test]
+fn exec_is_all_or_nothing_at_every_crash_point_hart_cluster_pool() {
+    exec_is_all_or_nothing("hart", true);
 }
 
 #[test]
 fn exec_is_all_or_nothing_at_every_crash_point_nbtree() {
-    exec_is_all_or_nothing("nbtree");
+    exec_is_all_or_nothing("nbtree", false);
 }

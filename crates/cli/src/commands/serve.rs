@@ -74,6 +74,12 @@ pub struct Args {
     /// the README's "Server" figures for why not one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Serve as a Redis Cluster node: slots, MOVED/ASK redirects, CLUSTER commands; the
+    /// topology comes from `pmkv cluster` (docs/design/cluster.md). A cluster pool keeps
+    /// its keys after their slot: it is served with --cluster only, and a pool that
+    /// already holds plain records is refused.
+    #[arg(long)]
+    pub cluster: bool,
     #[command(flatten)]
     pub size: NewPoolArgs,
     #[command(flatten)]
@@ -150,6 +156,7 @@ pub fn run(a: Args) -> CmdResult {
         idle_timeout: std::time::Duration::from_secs(a.timeout),
         unprotected: a.unprotected,
         threads: a.threads.unwrap_or(0),
+        cluster: a.cluster,
         limits,
         output: a.client_output_buffer_limit.unwrap_or_default(),
     };
