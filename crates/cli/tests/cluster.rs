@@ -415,6 +415,7 @@ fn reshard_there_and_back_under_writes_loses_no_acknowledged_write() {
     let (log, redirects) = w.join().unwrap();
     ok(&cluster(&["check", &addrs[0]]));
     assert!(log.values().filter(|w| w.acked.is_some()).count() > 100, "the writer wrote");
+    eprintln!("writer: {} writes logged, {redirects} redirects", log.len());
     assert!(redirects > 0, "the writer was redirected while the slots moved");
     verify(&nodes.iter().collect::<Vec<_>>(), &[&pre, &log]);
     let own = owners(&addrs[1]);
@@ -511,12 +512,17 @@ fn fix_finishes_a_reshard_whose_source_was_killed() {
         assert!(text(&o.stdout).contains("MIGRATING"), "{}", text(&o.stdout));
     }
     let out = ok(&cluster(&["fix", &addrs[2]]));
+    eprintln!("killed with a slot open: {open}; fix said:\n{out}");
     assert!(out.contains("[OK]"), "{out}");
     assert!(!open || out.contains("finished moving"), "{out}");
     ok(&cluster(&["check", &addrs[0]]));
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
-    let (log, _) = w.join().unwrap();
+    let (log, redirects) = w.join().unwrap();
+    eprintln!(
+        "writer: {} keys acknowledged, {redirects} redirects",
+        log.values().filter(|w| w.acked.is_some()).count()
+    );
     verify(&nodes.iter().collect::<Vec<_>>(), &[&pre, &log]);
     // The slots not reached stay on the source; the rest moved, the slot open at the kill
     // with them.
