@@ -499,6 +499,13 @@ fn fix_finishes_a_reshard_whose_source_was_killed() {
     reshard.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert_eq!(st.code(), Some(2), "the driver fails when its source dies: {err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+    // While the source is down, check names it and fix refuses to guess.
+    let o = cluster(&["check", &addrs[1]]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stdout).contains(&format!("node {} did not answer", addrs[0])), "{}", text(&o.stdout));
+    let o = cluster(&["fix", &addrs[1]]);
+    assert_refused(&o);
+    assert!(text(&o.stderr).contains(&addrs[0]), "{}", text(&o.stderr));
     // The writer goes on through the outage; the source comes back on its pool and port.
     std::thread::sleep(Duration::from_millis(300));
     let (pool, port) = (nodes[0].pool.clone(), nodes[0].port);
