@@ -540,6 +540,39 @@ fn fix_finishes_a_reshard_whose_source_was_killed() {
     assert!((moved..=5460).all(|s| own[s].as_deref() == Some(addrs[0].as_str())));
 }
 
+/// A topology pushed to some nodes only (by an interrupted or foreign driver) that gives
+/// away slots whose keys are still on their old owner: fix moves the keys, then makes
+/// every node agree.
+#[test]
+fn fix_makes_disagreeing_nodes_agree_without_stranding_keys() {
+    let dir = pool_dir();
+    let nodes = start_nodes(dir.path(), 3, &[]);
+    let addrs: Vec<String> = nodes.iter().map(Node::addr).collect();
+    ok(&cluster(&["create", &addrs[0], &addrs[1], &addrs[2]]));
+    let pre = preload(&addrs, &keys_in("d", 0..5, 40));
+    let R::Arr(v) = Conn::open(&addrs[0]).unwrap().cmd(&["PMKV.TOPOLOGY", "GET"]) else { panic!() };
+    let R::Bulk(Some(t)) = &v[1] else { panic!() };
+    let lines: Vec<String> = text(t).lines().map(String::from).collect();
+    let newer = format!(
+        "{}\n{}\n{}\n",
+        lines[0].replace(" 0-5460", " 5-5460"),
+        lines[1].replace(" 5461-10922", " 0-4 5461-10922"),
+        lines[2]
+    );
+    for a in &addrs[1..] {
+        assert_eq!(Conn::open(a).unwrap().cmd(&["PMKV.TOPOLOGY", "SET", "5", &newer]), R::Simple("OK".into()));
+    }
+    let o = cluster(&["check", &addrs[0]]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stdout).contains(&format!("node {} has topology epoch 1 older", addrs[0])), "{}", text(&o.stdout));
+    let out = ok(&cluster(&["fix", &addrs[0]]));
+    assert!(out.contains("still held") && out.contains("[OK]"), "{out}");
+    ok(&cluster(&["check", &addrs[2]]));
+    let own = owners(&addrs[0]);
+    assert!((0..5).all(|s| own[s].as_deref() == Some(addrs[1].as_str())));
+    verify(&nodes.iter().collect::<Vec<_>>(), &[&pre]);
+}
+
 #[test]
 fn a_password_is_sent_to_every_node_and_with_migrate() {
     let dir = pool_dir();

@@ -31,7 +31,10 @@ fix's rules, in order:
      key A still holds in the slot is moved to B (MIGRATE ... REPLACE, so a key both hold
      after a crash ends as A's copy), and the slot is given to B. A slot whose states
      disagree (MIGRATING to one node, IMPORTING on another) is refused: clear the wrong
-     one with CLUSTER SETSLOT slot STABLE, then run fix again.
+     one with CLUSTER SETSLOT slot STABLE, then run fix again. A node whose own, older
+     topology gives it a slot that the newest gives to another, and that still holds
+     keys of it, has them moved to that owner the same way (a slot the newest gives to
+     no one stays with it).
   4. A slot no node owns goes to the one node that holds keys in it, or, when none does,
      to the node owning the fewest slots; keys of it on several nodes are refused.
   5. The resulting topology is pushed to every node at an epoch larger than any node's,
@@ -569,6 +572,28 @@ fn fix(o: &Opts, addr: &str) -> CmdResult {
             return Err(format!("cannot fix: node {} of the topology was not reached", n.addr).into());
         }
     }
+    let by_addr = |t: &Topology, a: &str| t.nodes.iter().position(|n| n.addr == a);
+    let not_in = |slot: usize, a: &str| format!("slot {slot}: {a} is not in the newest topology");
+    // Rule 3, second part, first: a node whose own (older) topology gives it a slot the
+    // newest gives to another, and which still holds keys of it. Until they are moved the
+    // slot stays its own in every topology pushed: pushing the newest would strand them.
+    let mut stale: Vec<(usize, usize, Option<usize>)> = Vec::new();
+    for (a, st) in c.ok_states() {
+        let (Ok(own), Some(me)) = (Topology::parse(&st.text), by_addr(&t, a)) else { continue };
+        let Some(mine) = own.index_of_id(&st.myid) else { continue };
+        stale.extend(
+            (0..SLOTS).filter(|&s| own.owner[s] == Some(mine) && t.owner[s] != Some(me)).map(|s| (s, me, None)),
+        );
+    }
+    let mut held = Vec::new();
+    for (slot, src, _) in stale {
+        let a = t.nodes[src].addr.clone();
+        let r = c.conn(&a)?.ok(&["CLUSTER", "COUNTKEYSINSLOT", slot.to_string().as_str()])?;
+        if int(&r, &format!("{a}: CLUSTER COUNTKEYSINSLOT"))? > 0 {
+            held.push((slot, src, t.owner[slot]));
+            t.owner[slot] = Some(src);
+        }
+    }
     // Rule 3: every open slot, finished forward.
     // slot -> ([(node MIGRATING it, target id)], [(node IMPORTING it, source id)])
     type Pairs = Vec<(String, String)>;
@@ -585,7 +610,6 @@ fn fix(o: &Opts, addr: &str) -> CmdResult {
     let by_id = |t: &Topology, id: &str, slot: usize| {
         t.index_of_id(id).ok_or_else(|| format!("slot {slot}: node {id} is not in the newest topology"))
     };
-    let by_addr = |t: &Topology, a: &str| t.nodes.iter().position(|n| n.addr == a);
     for (slot, (mig, imp)) in &open {
         let conflict = || {
             format!(
@@ -595,22 +619,31 @@ fn fix(o: &Opts, addr: &str) -> CmdResult {
         };
         let (src, dst) = match (&mig[..], &imp[..]) {
             ([(a, to)], imps) => {
-                let src = by_addr(&t, a).ok_or_else(|| format!("slot {slot}: {a} is not in the newest topology"))?;
+                let src = by_addr(&t, a).ok_or_else(|| not_in(*slot, a))?;
                 let dst = by_id(&t, to, *slot)?;
                 if imps.iter().any(|(ia, from)| by_addr(&t, ia) != Some(dst) || from != &t.nodes[src].id) {
                     return Err(conflict().into());
                 }
                 (src, dst)
             }
-            ([], [(a, from)]) => (
-                by_id(&t, from, *slot)?,
-                by_addr(&t, a).ok_or_else(|| format!("slot {slot}: {a} is not in the newest topology"))?,
-            ),
+            ([], [(a, from)]) => (by_id(&t, from, *slot)?, by_addr(&t, a).ok_or_else(|| not_in(*slot, a))?),
             _ => return Err(conflict().into()),
         };
         let k =
             c.move_slot(o, &mut t, &mut epoch, *slot, src, dst).map_err(|e| format!("finishing slot {slot}: {e}"))?;
         outln!("slot {slot}: finished moving from {} to {} ({k} keys)", t.nodes[src].addr, t.nodes[dst].addr)?;
+    }
+    // Rule 3, second part: the keys held by a node the newest topology took the slot from.
+    for (slot, src, to) in held {
+        let Some(dst) = to else { continue };
+        if t.owner[slot] != Some(src) {
+            continue; // finished above, as an open slot
+        }
+        let a = t.nodes[src].addr.clone();
+        let k = c
+            .move_slot(o, &mut t, &mut epoch, slot, src, dst)
+            .map_err(|e| format!("moving the keys {a} still holds in slot {slot}: {e}"))?;
+        outln!("slot {slot}: moved the {k} keys {a} still held to its owner {}", t.nodes[dst].addr)?;
     }
     // Rule 4: unowned slots.
     let unowned = t.unowned();
