@@ -367,6 +367,9 @@ fn create_refuses_bad_clusters_and_check_passes_a_new_one() {
     assert!(out.contains("0-5460") && out.contains("5461-10922") && out.contains("10923-16383"), "{out}");
     let out = ok(&cluster(&["check", &addrs[1]]));
     assert!(out.contains("[OK]") && out.contains("agree on epoch 1"), "{out}");
+    // A node named otherwise than in the topology is still that node.
+    let out = ok(&cluster(&["check", &format!("localhost:{}", nodes[1].port)]));
+    assert!(out.contains("[OK] 3 nodes"), "{out}");
     // A node that owns slots is refused by a second create.
     let o = cluster(&["create", &addrs[0]]);
     assert_refused(&o);

@@ -218,6 +218,21 @@ impl Cluster {
             }
             c.states.insert(addr, got);
         }
+        // The entry given under another name than the topology's (`localhost:7001` for
+        // `127.0.0.1:7001`) is the same node, not one missing from the topology.
+        let entry_id = c.states.get(entry).and_then(|s| s.as_ref().ok()).map(|s| s.myid.clone());
+        let listed = |c: &Cluster| {
+            c.ok_states()
+                .filter_map(|(_, s)| Topology::parse(&s.text).ok())
+                .any(|t| t.nodes.iter().any(|n| n.addr == entry))
+        };
+        if let Some(id) = entry_id {
+            let twin = c.ok_states().any(|(a, s)| a != entry && s.myid == id);
+            if twin && !listed(&c) {
+                c.states.remove(entry);
+                c.conns.remove(entry);
+            }
+        }
         Ok(c)
     }
 
