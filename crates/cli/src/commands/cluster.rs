@@ -247,14 +247,7 @@ impl Cluster {
 
     /// The newest topology (fix's rule 2).
     fn newest(&self) -> Res<Topology> {
-        let mut held: BTreeMap<(u64, &str), (usize, std::cmp::Reverse<&str>)> = BTreeMap::new();
-        for (a, s) in self.ok_states() {
-            let e = held.entry((s.epoch, s.text.as_str())).or_insert((0, std::cmp::Reverse(a.as_str())));
-            e.0 += 1;
-        }
-        let top = self.max_epoch();
-        let best = held.iter().filter(|((e, _), _)| *e == top).max_by_key(|(_, v)| **v).map(|((_, t), _)| *t);
-        Topology::parse(best.unwrap_or(""))
+        Topology::parse(topology::newest(&self.states).map_or("", |(_, s)| s.text.as_str()))
     }
 
     /// The cluster must be whole for a change: else the error says what is wrong.

@@ -209,6 +209,24 @@ pub struct NodeState {
     pub keys: u64,
 }
 
+/// The node holding the newest topology: the largest epoch; of two texts at that epoch,
+/// the one more nodes hold, then the one of the lowest address (`fix`'s rule 2).
+pub fn newest(nodes: &BTreeMap<String, Result<NodeState, String>>) -> Option<(&String, &NodeState)> {
+    let ok = || nodes.iter().filter_map(|(a, r)| r.as_ref().ok().map(|s| (a, s)));
+    let top = ok().map(|(_, s)| s.epoch).max()?;
+    let holders = |text: &str| ok().filter(|(_, s)| s.epoch == top && s.text == text).count();
+    // Addresses ascend: the first of the most held text wins a tie.
+    ok().filter(|(_, s)| s.epoch == top)
+        .fold(None, |best: Option<(&String, &NodeState, usize)>, (a, s)| {
+            let n = holders(&s.text);
+            match best {
+                Some(b) if b.2 >= n => Some(b),
+                _ => Some((a, s, n)),
+            }
+        })
+        .map(|(a, s, _)| (a, s))
+}
+
 /// `check`'s verdicts on the nodes found (`addr` -> what it answered, or why it did not),
 /// judged against the topology with the largest epoch: empty when the cluster is whole.
 pub fn verdicts(nodes: &BTreeMap<String, Result<NodeState, String>>) -> Vec<String> {
@@ -219,7 +237,7 @@ pub fn verdicts(nodes: &BTreeMap<String, Result<NodeState, String>>) -> Vec<Stri
             bad.push(format!("node {a} did not answer: {e}"));
         }
     }
-    let Some((newest_addr, newest)) = ok.iter().max_by_key(|(a, s)| (s.epoch, std::cmp::Reverse(*a))).copied() else {
+    let Some((newest_addr, newest)) = newest(nodes) else {
         return bad;
     };
     let topo = match Topology::parse(&newest.text) {
@@ -482,6 +500,26 @@ mod tests {
         )]
         .into();
         assert!(verdicts(&fresh)[0].contains("no node is configured"));
+    }
+
+    #[test]
+    fn the_newest_topology_is_the_largest_epoch_then_the_most_held() {
+        let t = topo(3);
+        let mut u = t.clone();
+        u.owner[0] = Some(1);
+        let mut m: BTreeMap<String, Result<NodeState, String>> =
+            (0..3).map(|i| (t.nodes[i].addr.clone(), Ok(state(&t, i, 5)))).collect();
+        m.insert("127.0.0.1:6999".into(), Err("down".into()));
+        assert_eq!(newest(&m).unwrap().0, "127.0.0.1:7000", "all agree: the lowest address");
+        m.get_mut("127.0.0.1:7000").unwrap().as_mut().unwrap().text = u.text();
+        assert_eq!(newest(&m).unwrap().1.text, t.text(), "same epoch: the text two nodes hold");
+        m.get_mut("127.0.0.1:7002").unwrap().as_mut().unwrap().epoch = 6;
+        assert_eq!(newest(&m).unwrap().0, "127.0.0.1:7002", "a larger epoch wins over more holders");
+        m.get_mut("127.0.0.1:7002").unwrap().as_mut().unwrap().epoch = 5;
+        m.get_mut("127.0.0.1:7001").unwrap().as_mut().unwrap().text = u.text();
+        assert_eq!(newest(&m).unwrap().0, "127.0.0.1:7000", "two against one, the other way");
+        let down: BTreeMap<String, Result<NodeState, String>> = [("h:1".to_string(), Err("x".to_string()))].into();
+        assert!(newest(&down).is_none());
     }
 
     #[test]
