@@ -15,8 +15,10 @@ fn open(path: &Path) -> Store {
     Store::open(path, "hart", &Options::default().initial_size(4 << 20)).unwrap()
 }
 
+type Running = std::thread::JoinHandle<pmkv::Result<()>>;
+
 /// A node on `path` (created if missing): its port, a stopper, its thread.
-fn node(path: &Path) -> Result<(u16, impl Fn(), std::thread::JoinHandle<pmkv::Result<()>>), String> {
+fn node(path: &Path) -> Result<(u16, impl Fn(), Running), String> {
     let cfg = Config { port: 0, cluster: true, ..Config::default() };
     let srv = Server::bind(open(path), "adr", cfg).map_err(|e| e.to_string())?;
     let (port, stop) = (srv.port(), srv.stopper());
