@@ -144,7 +144,7 @@ fn in_tx(cmd: &Command) -> bool {
 
 /// The keys a cluster node routes `args` by: the table's, EVAL's declared keys, and the
 /// ends of PMKV.RANGE that are keys.
-fn route_keys<'a>(cmd: &Command, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+pub(crate) fn route_keys<'a>(cmd: &Command, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
     match cmd.name {
         "EVAL" | "EVALSHA" => {
             let n = int(&args[2]).unwrap_or(0).max(0) as usize;
@@ -187,7 +187,7 @@ fn present(sh: &Shared, keys: &[&[u8]]) -> (usize, usize) {
 
 /// On a cluster node: `Some(redirect)` when the command on `slot` with `keys` does not run
 /// here (the caller holds the gate; see [`crate::cluster::Cluster::route`]).
-fn misrouted(sh: &Shared, slot: Option<u16>, asking: bool, keys: &[&[u8]]) -> Option<Reply> {
+pub(crate) fn misrouted(sh: &Shared, slot: Option<u16>, asking: bool, keys: &[&[u8]]) -> Option<Reply> {
     let (Some(cl), Some(slot)) = (&sh.cluster, slot) else { return None };
     cl.route(slot, asking, || present(sh, keys)).err()
 }

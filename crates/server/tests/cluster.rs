@@ -222,3 +222,28 @@ fn migrate_keeps_what_it_could_not_move_and_restore_checks_records() {
     stop();
     h.join().unwrap().unwrap();
 }
+
+#[test]
+fn scripts_stay_in_their_slot() {
+    let dir = pmkv_testutil::pool_dir();
+    let (port_a, stop_a, ha) = node(&dir.path().join("a.pool")).unwrap();
+    let (port_b, stop_b, hb) = node(&dir.path().join("b.pool")).unwrap();
+    let (a, b) = (id_of(port_a), id_of(port_b));
+    let text = format!("{a} 127.0.0.1:{port_a} 0-8191\n{b} 127.0.0.1:{port_b} 8192-16383\n");
+    let mut c = Client::new(port_a);
+    assert_eq!(c.cmd(&["PMKV.TOPOLOGY", "SET", "1", &text]), "+OK");
+    assert_eq!(Client::new(port_b).cmd(&["PMKV.TOPOLOGY", "SET", "1", &text]), "+OK");
+    let set = "return redis.call('SET', KEYS[1], ARGV[1])";
+    assert_eq!(c.cmd(&["EVAL", set, "1", "bar", "1"]), "+OK");
+    assert_eq!(c.cmd(&["EVAL", set, "1", "foo", "1"]), format!("-MOVED {FOO} 127.0.0.1:{port_b}"));
+    let r = c.cmd(&["EVAL", "return redis.call('GET', 'foo')", "1", "bar"]);
+    assert!(r.contains("another slot"), "{r}");
+    let r = c.cmd(&["EVAL", "return redis.call('GET', 'foo')", "0"]);
+    assert!(r.contains("non local key"), "{r}");
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('GET', 'bar')", "0"]), "1");
+    assert!(c.cmd(&["EVAL", "return redis.call('CLUSTER', 'MYID')", "0"]).contains("not allowed from script"));
+    stop_a();
+    ha.join().unwrap().unwrap();
+    stop_b();
+    hb.join().unwrap().unwrap();
+}
