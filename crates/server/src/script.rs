@@ -132,11 +132,11 @@ fn lua_err(m: impl Into<String>) -> mlua::Error {
     mlua::Error::RuntimeError(m.into())
 }
 
-/// Run `src` in a fresh sandboxed interpreter, its `redis.call`s against `tx`.
 /// Refuses a command whose keys are not this node's to serve (a cluster node).
 type Local<'a> = &'a dyn Fn(&table::Command, &[Vec<u8>]) -> Option<Reply>;
 
-/// Run `src`; `local` refuses what a cluster node must not serve.
+/// Run `src` in a fresh sandboxed interpreter, its `redis.call`s against `tx`; `local`
+/// refuses what a cluster node must not serve.
 fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>], local: Local) -> Reply {
     let lua = match Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH, LuaOptions::default()) {
         Ok(l) => l,
