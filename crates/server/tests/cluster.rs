@@ -247,3 +247,47 @@ fn scripts_stay_in_their_slot() {
     stop_b();
     hb.join().unwrap().unwrap();
 }
+
+/// Every command of the table: one with keys is redirected by a node that does not own
+/// them, before its arguments are even parsed; one without is never redirected.
+#[test]
+fn every_keyed_command_is_routed() {
+    use pmkv_server::table::COMMANDS;
+    let dir = pmkv_testutil::pool_dir();
+    let (port_a, stop_a, ha) = node(&dir.path().join("a.pool")).unwrap();
+    let (port_b, stop_b, hb) = node(&dir.path().join("b.pool")).unwrap();
+    let (a, b) = (id_of(port_a), id_of(port_b));
+    let text = format!("{a} 127.0.0.1:{port_a} 0-8191\n{b} 127.0.0.1:{port_b} 8192-16383\n");
+    assert_eq!(Client::new(port_a).cmd(&["PMKV.TOPOLOGY", "SET", "1", &text]), "+OK");
+    assert_eq!(Client::new(port_b).cmd(&["PMKV.TOPOLOGY", "SET", "1", &text]), "+OK");
+    let mut routed = 0;
+    for cmd in COMMANDS {
+        if matches!(cmd.name, "SHUTDOWN" | "QUIT" | "FLUSHDB" | "FLUSHALL" | "MIGRATE" | "MULTI" | "RESET") {
+            continue;
+        }
+        // The fewest arguments the arity allows, every one "foo" (slot 12182, b's), but
+        // EVAL's key count.
+        let n = cmd.arity.unsigned_abs() as usize;
+        let mut args: Vec<&str> = vec![cmd.name];
+        args.extend(std::iter::repeat_n("foo", n - 1));
+        if cmd.name.starts_with("EVAL") {
+            args = vec![cmd.name, "return 1", "1", "foo"];
+        }
+        let keyed = cmd.keys.first > 0 || matches!(cmd.name, "EVAL" | "EVALSHA" | "PMKV.RANGE");
+        let mut c = Client::new(port_a);
+        let r = c.cmd(&args);
+        if keyed {
+            assert_eq!(r, format!("-MOVED {FOO} 127.0.0.1:{port_b}"), "{args:?}");
+            routed += 1;
+        } else {
+            assert!(!r.starts_with("-MOVED") && !r.starts_with("-ASK"), "{args:?}: {r}");
+        }
+        let r = Client::new(port_b).cmd(&args);
+        assert!(!r.starts_with("-MOVED") && !r.starts_with("-CROSSSLOT"), "{args:?} on its owner: {r}");
+    }
+    assert!(routed > 40, "{routed} keyed commands");
+    stop_a();
+    ha.join().unwrap().unwrap();
+    stop_b();
+    hb.join().unwrap().unwrap();
+}
