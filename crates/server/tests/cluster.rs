@@ -105,8 +105,16 @@ fn topologies_and_setslot_are_checked_and_durable() {
     stop_a();
     ha.join().unwrap().unwrap();
     let (port_a2, stop_a, ha) = node(&pa).unwrap();
-    let got = Client::new(port_a2).cmd(&["PMKV.TOPOLOGY", "GET"]);
+    let mut c = Client::new(port_a2);
+    let got = c.cmd(&["PMKV.TOPOLOGY", "GET"]);
     assert_eq!(got, format!("[:3,{text},[:5,{b}],[:9000,{b}]]"));
+    // FLUSHDB empties the node's keys, not its cluster state.
+    assert_eq!(c.cmd(&["SET", "bar", "1"]), "+OK");
+    assert_eq!(c.cmd(&["HSET", "{bar}h", "f", "v"]), ":1");
+    assert_eq!(c.cmd(&["DBSIZE"]), ":2");
+    assert_eq!(c.cmd(&["FLUSHDB"]), "+OK");
+    assert_eq!(c.cmd(&["DBSIZE"]), ":0");
+    assert_eq!(c.cmd(&["PMKV.TOPOLOGY", "GET"]), got);
     stop_a();
     ha.join().unwrap().unwrap();
     stop_b();
@@ -134,6 +142,7 @@ fn redirects_follow_redis_rules() {
     assert_eq!(ca.cmd(&["SET", "bar", "1"]), "+OK");
     assert_eq!(cb.cmd(&["SET", "foo", "1"]), "+OK");
     assert_eq!(cb.cmd(&["SET", "{foo}2", "2"]), "+OK");
+    assert_eq!(cb.cmd(&["SET", "{foo}t", "t", "EX", "1000"]), "+OK");
     let nobody = (0..).map(|i| format!("k{i}")).find(|k| ca.cmd(&["CLUSTER", "KEYSLOT", k]) == ":16383").unwrap();
     assert_eq!(ca.cmd(&["GET", &nobody]), "-CLUSTERDOWN Hash slot not served");
     assert!(ca.cmd(&["CLUSTER", "INFO"]).contains("cluster_state:fail"));
@@ -166,7 +175,12 @@ fn redirects_follow_redis_rules() {
     let r = cb.cmd(&["MIGRATE", "127.0.0.1", &port_a.to_string(), "", "0", "5000", "REPLACE", "KEYS", "{foo}2", "zz"]);
     assert_eq!(r, "+OK");
     assert_eq!(cb.cmd(&["MIGRATE", "127.0.0.1", &port_a.to_string(), "", "0", "5000", "KEYS", "{foo}2"]), "+NOKEY");
-    assert_eq!(ca.cmd(&["CLUSTER", "COUNTKEYSINSLOT", FOO]), ":2");
+    // A key with an expiry time arrives with it.
+    assert_eq!(cb.cmd(&["MIGRATE", "127.0.0.1", &port_a.to_string(), "{foo}t", "0", "5000"]), "+OK");
+    assert_eq!(ca.cmd(&["ASKING"]), "+OK");
+    let ttl: i64 = ca.cmd(&["TTL", "{foo}t"])[1..].parse().unwrap();
+    assert!((990..=1000).contains(&ttl), "{ttl}");
+    assert_eq!(ca.cmd(&["CLUSTER", "COUNTKEYSINSLOT", FOO]), ":3");
     assert_eq!(cb.cmd(&["CLUSTER", "COUNTKEYSINSLOT", FOO]), ":0");
     stop_a();
     ha.join().unwrap().unwrap();
