@@ -84,6 +84,19 @@ impl WriteBatch {
     pub fn ops(&self) -> &[BatchOp] {
         &self.ops
     }
+
+    /// The operations as the substrate's batch log takes them (borrowed, in order): what
+    /// an engine's `write_batch` hands its own batch code.
+    pub fn log_ops(&self) -> Vec<pmkv_substrate::batch_log::Op<'_>> {
+        use pmkv_substrate::batch_log::Op;
+        self.ops
+            .iter()
+            .map(|op| match op {
+                BatchOp::Put(k, v) => Op::Put(k, v),
+                BatchOp::Delete(k) => Op::Delete(k),
+            })
+            .collect()
+    }
     /// Number of operations.
     pub fn len(&self) -> usize {
         self.ops.len()

@@ -7,10 +7,9 @@
 use crate::hart::Hart;
 use crate::layout::{MAX_KEY, MAX_VALUE};
 use pmkv_core::{
-    BatchOp, CheckReport, Direction, Emit, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
-    Options, Param, Pool, RecoveryReport, Result, SalvageReport, Visitor, WriteBatch,
+    CheckReport, Direction, Emit, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage, Options,
+    Param, Pool, RecoveryReport, Result, SalvageReport, Visitor, WriteBatch,
 };
-use pmkv_substrate::batch_log::Op;
 use std::sync::Arc;
 
 /// The layout name HART pools carry in their header.
@@ -112,15 +111,7 @@ impl Engine for HartEngine {
     /// a prefix), with group commit: consecutive puts go through [`Hart::put_many`],
     /// which shares one commit fence among the puts of a run that fall in one ART.
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        let ops: Vec<Op<'_>> = batch
-            .ops()
-            .iter()
-            .map(|op| match op {
-                BatchOp::Put(k, v) => Op::Put(k, v),
-                BatchOp::Delete(k) => Op::Delete(k),
-            })
-            .collect();
-        Ok(self.0.write_batch(&ops, batch.is_atomic())?)
+        Ok(self.0.write_batch(&batch.log_ops(), batch.is_atomic())?)
     }
     fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
         if range.is_empty() {

@@ -144,7 +144,7 @@ fn in_tx(cmd: &Command) -> bool {
 
 /// The keys a cluster node routes `args` by: the table's, EVAL's declared keys, and the
 /// ends of PMKV.RANGE that are keys.
-fn route_keys<'a>(cmd: &Command, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+pub(crate) fn route_keys<'a>(cmd: &Command, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
     match cmd.name {
         "EVAL" | "EVALSHA" => {
             let n = int(&args[2]).unwrap_or(0).max(0) as usize;
@@ -187,7 +187,7 @@ fn present(sh: &Shared, keys: &[&[u8]]) -> (usize, usize) {
 
 /// On a cluster node: `Some(redirect)` when the command on `slot` with `keys` does not run
 /// here (the caller holds the gate; see [`crate::cluster::Cluster::route`]).
-fn misrouted(sh: &Shared, slot: Option<u16>, asking: bool, keys: &[&[u8]]) -> Option<Reply> {
+pub(crate) fn misrouted(sh: &Shared, slot: Option<u16>, asking: bool, keys: &[&[u8]]) -> Option<Reply> {
     let (Some(cl), Some(slot)) = (&sh.cluster, slot) else { return None };
     cl.route(slot, asking, || present(sh, keys)).err()
 }
@@ -611,7 +611,16 @@ fn plain_slot(sh: &Shared, c: &Conn, key: &[u8]) -> bool {
 
 /// Whether `key`'s slot is this node's and not moving (always, on a plain server).
 fn stably_owned(sh: &Shared, key: &[u8]) -> bool {
-    sh.cluster.as_ref().is_none_or(|cl| cl.stably_owned(crate::cluster::slot::key_slot(key)))
+    stable_slot(sh, key).is_some()
+}
+
+/// `Some(key's slot)` (0 on a plain server) when [`stably_owned`]: computed once for the
+/// check and the engine key.
+fn stable_slot(sh: &Shared, key: &[u8]) -> Option<u16> {
+    match &sh.cluster {
+        None => Some(0),
+        Some(cl) => Some(crate::cluster::slot::key_slot(key)).filter(|&s| cl.stably_owned(s)),
+    }
 }
 
 /// `GET key` of a key without a meta record, from a client that may run it now:
@@ -637,10 +646,8 @@ pub fn get_into(
     resp3: bool,
 ) -> std::io::Result<bool> {
     let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
-    if !stably_owned(sh, key) {
-        return Ok(false);
-    }
-    match sh.store.get_into(&sh.ks.phys(key), value) {
+    let Some(slot) = stable_slot(sh, key) else { return Ok(false) };
+    match sh.store.get_into(&sh.ks.phys_at(slot, key), value) {
         Ok(true) => {
             let v = value.as_deref().unwrap_or_default();
             use std::io::Write as _;
@@ -667,19 +674,19 @@ pub fn get_into(
 /// key's slot moved since [`is_plain_set`] looked (run each SET as a command instead).
 pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Result<Reply, Vec<Vec<Vec<u8>>>> {
     let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
-    if sets.iter().any(|a| !stably_owned(sh, &a[1])) {
+    let Some(slots) = sets.iter().map(|a| stable_slot(sh, &a[1])).collect::<Option<Vec<u16>>>() else {
         return Err(sets);
-    }
+    };
     // Keys and values move into the batch (no copy); a cluster node's batch holds engine
     // keys, so it keeps the user keys beside.
     let slotted = sh.ks.slotted();
     let mut b = pmkv::WriteBatch::independent();
     let mut user = Vec::new();
-    for mut a in sets {
+    for (mut a, slot) in sets.into_iter().zip(slots) {
         let v = a.pop().unwrap_or_default();
         let k = a.pop().unwrap_or_default();
         if slotted {
-            b.put(sh.ks.phys(&k).into_owned(), v);
+            b.put(sh.ks.phys_at(slot, &k).into_owned(), v);
             user.push(k);
         } else {
             b.put(k, v);

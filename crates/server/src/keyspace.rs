@@ -224,7 +224,14 @@ impl Keyspace {
         if !self.slotted {
             return Cow::Borrowed(rk);
         }
-        let slot = crate::cluster::slot::key_slot(record_user(rk));
+        self.phys_at(crate::cluster::slot::key_slot(record_user(rk)), rk)
+    }
+
+    /// [`phys`](Self::phys) of a record whose slot the caller computed already.
+    pub fn phys_at<'a>(&self, slot: u16, rk: &'a [u8]) -> Cow<'a, [u8]> {
+        if !self.slotted {
+            return Cow::Borrowed(rk);
+        }
         let mut p = Vec::with_capacity(rk.len() + 2);
         p.extend_from_slice(&slot.to_be_bytes());
         p.extend_from_slice(rk);

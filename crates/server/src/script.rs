@@ -101,8 +101,27 @@ pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply
     if !keys.iter().all(|k| crate::keyspace::allowed(k)) {
         return crate::keyspace::reserved();
     }
+    // On a cluster node a script's keys are its declared keys' slot (or, with none declared,
+    // a slot served here), as Redis requires: another node's keys are not here to read.
+    let home = crate::cluster::slot::common_slot(keys.iter().map(|k| k.as_slice())).ok().flatten();
+    let local = |cmd: &table::Command, args: &[Vec<u8>]| -> Option<Reply> {
+        sh.cluster.as_ref()?;
+        let ks = crate::commands::route_keys(cmd, args);
+        let slot = match crate::cluster::slot::common_slot(ks.iter().copied()) {
+            Ok(s) => s?,
+            Err(r) => return Some(r),
+        };
+        match home {
+            Some(h) if h != slot => {
+                Some(Reply::err("ERR Script attempted to access a key of another slot than its declared keys"))
+            }
+            Some(_) => None,
+            None => crate::commands::misrouted(sh, Some(slot), false, &ks)
+                .map(|_| Reply::err("ERR Script attempted to access a non local key in a cluster node")),
+        }
+    };
     let mut tx = Tx::new(&sh.store, &sh.ks);
-    let r = run(c, &mut tx, &src, keys, argv);
+    let r = run(c, &mut tx, &src, keys, argv, &local);
     match tx.commit() {
         Ok(()) => r,
         Err(e) => Reply::err(format!("ERR the script's writes could not be applied, none was: {e}")),
@@ -113,8 +132,12 @@ fn lua_err(m: impl Into<String>) -> mlua::Error {
     mlua::Error::RuntimeError(m.into())
 }
 
-/// Run `src` in a fresh sandboxed interpreter, its `redis.call`s against `tx`.
-fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Reply {
+/// Refuses a command whose keys are not this node's to serve (a cluster node).
+type Local<'a> = &'a dyn Fn(&table::Command, &[Vec<u8>]) -> Option<Reply>;
+
+/// Run `src` in a fresh sandboxed interpreter, its `redis.call`s against `tx`; `local`
+/// refuses what a cluster node must not serve.
+fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>], local: Local) -> Reply {
     let lua = match Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH, LuaOptions::default()) {
         Ok(l) => l,
         Err(e) => return Reply::err(format!("ERR starting Lua: {e}")),
@@ -149,7 +172,13 @@ fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>])
         }
         let reply = match table::check(&v) {
             Err(e) => Reply::err(e),
-            Ok(cmd) if cmd.no_multi || matches!(cmd.group, table::Group::Scripting | table::Group::Transactions) => {
+            Ok(cmd)
+                if cmd.no_multi
+                    || matches!(
+                        cmd.group,
+                        table::Group::Scripting | table::Group::Transactions | table::Group::Cluster
+                    ) =>
+            {
                 Reply::err("ERR This Redis command is not allowed from script")
             }
             Ok(cmd) if matches!(cmd.name, "FLUSHDB" | "FLUSHALL" | "PMKV.RANGE" | "DBSIZE" | "INFO" | "CONFIG") => {
@@ -168,19 +197,22 @@ fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>])
                 }
                 _ => Reply::err("ERR This Redis command is not allowed from script"),
             },
-            Ok(cmd) => {
-                let mut tx = tx_cell.borrow_mut();
-                let mut cur = cursors_cell.borrow_mut();
-                let mut cx = Ctx { budget, resp3, cursors: &mut cur };
-                let mark = tx.savepoint();
-                match crate::data::run(&mut tx, &mut cx, cmd.name, &v[1..]) {
-                    Ok(r) => r,
-                    Err(r) => {
-                        tx.rollback(mark);
-                        r
+            Ok(cmd) => match local(cmd, &v) {
+                Some(refused) => refused,
+                None => {
+                    let mut tx = tx_cell.borrow_mut();
+                    let mut cur = cursors_cell.borrow_mut();
+                    let mut cx = Ctx { budget, resp3, cursors: &mut cur };
+                    let mark = tx.savepoint();
+                    match crate::data::run(&mut tx, &mut cx, cmd.name, &v[1..]) {
+                        Ok(r) => r,
+                        Err(r) => {
+                            tx.rollback(mark);
+                            r
+                        }
                     }
                 }
-            }
+            },
         };
         match reply {
             Reply::Error(e) if !protected => Err(lua_err(e)),

@@ -15,8 +15,10 @@ fn open(path: &Path) -> Store {
     Store::open(path, "hart", &Options::default().initial_size(4 << 20)).unwrap()
 }
 
+type Running = std::thread::JoinHandle<pmkv::Result<()>>;
+
 /// A node on `path` (created if missing): its port, a stopper, its thread.
-fn node(path: &Path) -> Result<(u16, impl Fn(), std::thread::JoinHandle<pmkv::Result<()>>), String> {
+fn node(path: &Path) -> Result<(u16, impl Fn(), Running), String> {
     let cfg = Config { port: 0, cluster: true, ..Config::default() };
     let srv = Server::bind(open(path), "adr", cfg).map_err(|e| e.to_string())?;
     let (port, stop) = (srv.port(), srv.stopper());
@@ -103,8 +105,16 @@ fn topologies_and_setslot_are_checked_and_durable() {
     stop_a();
     ha.join().unwrap().unwrap();
     let (port_a2, stop_a, ha) = node(&pa).unwrap();
-    let got = Client::new(port_a2).cmd(&["PMKV.TOPOLOGY", "GET"]);
+    let mut c = Client::new(port_a2);
+    let got = c.cmd(&["PMKV.TOPOLOGY", "GET"]);
     assert_eq!(got, format!("[:3,{text},[:5,{b}],[:9000,{b}]]"));
+    // FLUSHDB empties the node's keys, not its cluster state.
+    assert_eq!(c.cmd(&["SET", "bar", "1"]), "+OK");
+    assert_eq!(c.cmd(&["HSET", "{bar}h", "f", "v"]), ":1");
+    assert_eq!(c.cmd(&["DBSIZE"]), ":2");
+    assert_eq!(c.cmd(&["FLUSHDB"]), "+OK");
+    assert_eq!(c.cmd(&["DBSIZE"]), ":0");
+    assert_eq!(c.cmd(&["PMKV.TOPOLOGY", "GET"]), got);
     stop_a();
     ha.join().unwrap().unwrap();
     stop_b();
@@ -132,6 +142,7 @@ fn redirects_follow_redis_rules() {
     assert_eq!(ca.cmd(&["SET", "bar", "1"]), "+OK");
     assert_eq!(cb.cmd(&["SET", "foo", "1"]), "+OK");
     assert_eq!(cb.cmd(&["SET", "{foo}2", "2"]), "+OK");
+    assert_eq!(cb.cmd(&["SET", "{foo}t", "t", "EX", "1000"]), "+OK");
     let nobody = (0..).map(|i| format!("k{i}")).find(|k| ca.cmd(&["CLUSTER", "KEYSLOT", k]) == ":16383").unwrap();
     assert_eq!(ca.cmd(&["GET", &nobody]), "-CLUSTERDOWN Hash slot not served");
     assert!(ca.cmd(&["CLUSTER", "INFO"]).contains("cluster_state:fail"));
@@ -164,7 +175,12 @@ fn redirects_follow_redis_rules() {
     let r = cb.cmd(&["MIGRATE", "127.0.0.1", &port_a.to_string(), "", "0", "5000", "REPLACE", "KEYS", "{foo}2", "zz"]);
     assert_eq!(r, "+OK");
     assert_eq!(cb.cmd(&["MIGRATE", "127.0.0.1", &port_a.to_string(), "", "0", "5000", "KEYS", "{foo}2"]), "+NOKEY");
-    assert_eq!(ca.cmd(&["CLUSTER", "COUNTKEYSINSLOT", FOO]), ":2");
+    // A key with an expiry time arrives with it.
+    assert_eq!(cb.cmd(&["MIGRATE", "127.0.0.1", &port_a.to_string(), "{foo}t", "0", "5000"]), "+OK");
+    assert_eq!(ca.cmd(&["ASKING"]), "+OK");
+    let ttl: i64 = ca.cmd(&["TTL", "{foo}t"])[1..].parse().unwrap();
+    assert!((990..=1000).contains(&ttl), "{ttl}");
+    assert_eq!(ca.cmd(&["CLUSTER", "COUNTKEYSINSLOT", FOO]), ":3");
     assert_eq!(cb.cmd(&["CLUSTER", "COUNTKEYSINSLOT", FOO]), ":0");
     stop_a();
     ha.join().unwrap().unwrap();
@@ -219,4 +235,73 @@ fn migrate_keeps_what_it_could_not_move_and_restore_checks_records() {
     assert_eq!(c.cmd(&["COMMAND", "GETKEYS", "PMKV.RANGE", "[a", "+"]), "[a]");
     stop();
     h.join().unwrap().unwrap();
+}
+
+#[test]
+fn scripts_stay_in_their_slot() {
+    let dir = pmkv_testutil::pool_dir();
+    let (port_a, stop_a, ha) = node(&dir.path().join("a.pool")).unwrap();
+    let (port_b, stop_b, hb) = node(&dir.path().join("b.pool")).unwrap();
+    let (a, b) = (id_of(port_a), id_of(port_b));
+    let text = format!("{a} 127.0.0.1:{port_a} 0-8191\n{b} 127.0.0.1:{port_b} 8192-16383\n");
+    let mut c = Client::new(port_a);
+    assert_eq!(c.cmd(&["PMKV.TOPOLOGY", "SET", "1", &text]), "+OK");
+    assert_eq!(Client::new(port_b).cmd(&["PMKV.TOPOLOGY", "SET", "1", &text]), "+OK");
+    let set = "return redis.call('SET', KEYS[1], ARGV[1])";
+    assert_eq!(c.cmd(&["EVAL", set, "1", "bar", "1"]), "+OK");
+    assert_eq!(c.cmd(&["EVAL", set, "1", "foo", "1"]), format!("-MOVED {FOO} 127.0.0.1:{port_b}"));
+    let r = c.cmd(&["EVAL", "return redis.call('GET', 'foo')", "1", "bar"]);
+    assert!(r.contains("another slot"), "{r}");
+    let r = c.cmd(&["EVAL", "return redis.call('GET', 'foo')", "0"]);
+    assert!(r.contains("non local key"), "{r}");
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('GET', 'bar')", "0"]), "1");
+    assert!(c.cmd(&["EVAL", "return redis.call('CLUSTER', 'MYID')", "0"]).contains("not allowed from script"));
+    stop_a();
+    ha.join().unwrap().unwrap();
+    stop_b();
+    hb.join().unwrap().unwrap();
+}
+
+/// Every command of the table: one with keys is redirected by a node that does not own
+/// them, before its arguments are even parsed; one without is never redirected.
+#[test]
+fn every_keyed_command_is_routed() {
+    use pmkv_server::table::COMMANDS;
+    let dir = pmkv_testutil::pool_dir();
+    let (port_a, stop_a, ha) = node(&dir.path().join("a.pool")).unwrap();
+    let (port_b, stop_b, hb) = node(&dir.path().join("b.pool")).unwrap();
+    let (a, b) = (id_of(port_a), id_of(port_b));
+    let text = format!("{a} 127.0.0.1:{port_a} 0-8191\n{b} 127.0.0.1:{port_b} 8192-16383\n");
+    assert_eq!(Client::new(port_a).cmd(&["PMKV.TOPOLOGY", "SET", "1", &text]), "+OK");
+    assert_eq!(Client::new(port_b).cmd(&["PMKV.TOPOLOGY", "SET", "1", &text]), "+OK");
+    let mut routed = 0;
+    for cmd in COMMANDS {
+        if matches!(cmd.name, "SHUTDOWN" | "QUIT" | "FLUSHDB" | "FLUSHALL" | "MIGRATE" | "MULTI" | "RESET") {
+            continue;
+        }
+        // The fewest arguments the arity allows, every one "foo" (slot 12182, b's), but
+        // EVAL's key count.
+        let n = cmd.arity.unsigned_abs() as usize;
+        let mut args: Vec<&str> = vec![cmd.name];
+        args.extend(std::iter::repeat_n("foo", n - 1));
+        if cmd.name.starts_with("EVAL") {
+            args = vec![cmd.name, "return 1", "1", "foo"];
+        }
+        let keyed = cmd.keys.first > 0 || matches!(cmd.name, "EVAL" | "EVALSHA" | "PMKV.RANGE");
+        let mut c = Client::new(port_a);
+        let r = c.cmd(&args);
+        if keyed {
+            assert_eq!(r, format!("-MOVED {FOO} 127.0.0.1:{port_b}"), "{args:?}");
+            routed += 1;
+        } else {
+            assert!(!r.starts_with("-MOVED") && !r.starts_with("-ASK"), "{args:?}: {r}");
+        }
+        let r = Client::new(port_b).cmd(&args);
+        assert!(!r.starts_with("-MOVED") && !r.starts_with("-CROSSSLOT"), "{args:?} on its owner: {r}");
+    }
+    assert!(routed > 40, "{routed} keyed commands");
+    stop_a();
+    ha.join().unwrap().unwrap();
+    stop_b();
+    hb.join().unwrap().unwrap();
 }

@@ -16,6 +16,7 @@ mod topology;
 
 use crate::resp::Reply;
 use pmkv::Store;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard};
 pub use topology::{split_addr, State, Topology};
 
@@ -26,6 +27,11 @@ pub const STATE_KEY: &[u8] = b"\xffpmkv\x00C";
 /// The cluster side of a node.
 pub struct Cluster {
     state: RwLock<State>,
+    /// One bit per slot: owned here and not migrating — what every GET and SET asks, so it
+    /// is answered by one atomic load rather than the state's lock and an id comparison
+    /// (3% of a pipelined SET's time, measured with perf). Rewritten with the state, under
+    /// the gate held exclusively; the fast paths read it again under the gate.
+    stable: Vec<AtomicU64>,
 }
 
 fn new_id() -> std::io::Result<String> {
@@ -60,7 +66,24 @@ impl Cluster {
                 st
             }
         };
-        Ok(Cluster { state: RwLock::new(st) })
+        let cl = Cluster { state: RwLock::new(st), stable: (0..slot::SLOTS / 64).map(|_| AtomicU64::new(0)).collect() };
+        cl.index();
+        Ok(cl)
+    }
+
+    /// Rebuild [`Cluster::stable`] from the state.
+    fn index(&self) {
+        let st = self.state();
+        for (w, word) in self.stable.iter().enumerate() {
+            let mut bits = 0u64;
+            for b in 0..64 {
+                let s = (w * 64 + b) as u16;
+                if st.owns(s) && !st.migrating.contains_key(&s) {
+                    bits |= 1 << b;
+                }
+            }
+            word.store(bits, Ordering::Release);
+        }
     }
 
     pub fn state(&self) -> RwLockReadGuard<'_, State> {
@@ -78,14 +101,14 @@ impl Cluster {
             return crate::keyspace::store_reply(e);
         }
         *self.state.write().unwrap_or_else(|e| e.into_inner()) = next;
+        self.index();
         Reply::ok()
     }
 
     /// Whether this node owns `slot` and is not moving it: a command on it needs no look at
     /// its keys.
     pub fn stably_owned(&self, slot: u16) -> bool {
-        let st = self.state();
-        st.owns(slot) && !st.migrating.contains_key(&slot)
+        self.stable[slot as usize / 64].load(Ordering::Acquire) >> (slot % 64) & 1 == 1
     }
 
     /// Whether a command on `slot` runs here. `asking`: the connection sent ASKING just
