@@ -67,12 +67,14 @@ struct MoveArgs {
 #[derive(clap::Subcommand)]
 enum What {
     /// Make a cluster of nodes started with `pmkv serve --cluster` that own no slots and
-    /// hold no keys: slots spread evenly in contiguous ranges, in the order given.
+    /// hold no keys: slots spread evenly in contiguous ranges, in the order given. A node
+    /// that refuses connections is waited for up to 5 s (it may have just been started).
     Create {
         #[arg(required = true, value_name = "ADDR")]
         addrs: Vec<String>,
     },
-    /// Add a node (owning no slots, holding no keys) to the cluster EXISTING_ADDR is in.
+    /// Add a node (owning no slots, holding no keys) to the cluster EXISTING_ADDR is in
+    /// (NEW_ADDR is waited for up to 5 s, as by create).
     AddNode { new_addr: String, existing_addr: String },
     /// Move --slots N slots (the source's lowest, as redis-cli takes them) from one node to
     /// another, keys and all, while clients keep working.
@@ -133,7 +135,20 @@ type Res<T> = Result<T, String>;
 
 /// Connect to a node and authenticate.
 fn connect(addr: &str, o: &Opts) -> Res<Conn> {
-    let mut c = Conn::connect(addr, Duration::from_secs(5), Duration::from_millis(o.timeout_ms + 5_000))?;
+    connect_within(addr, o, Duration::ZERO)
+}
+
+/// [`connect`], retrying a refused connection for up to `patience`: `create` and
+/// `add-node` are often run right after `pmkv serve … &`, before the node listens.
+fn connect_within(addr: &str, o: &Opts, patience: Duration) -> Res<Conn> {
+    let t0 = Instant::now();
+    let io = Duration::from_millis(o.timeout_ms + 5_000);
+    let mut c = loop {
+        match Conn::connect(addr, Duration::from_secs(5), io) {
+            Err(e) if e.contains("refused") && t0.elapsed() < patience => std::thread::sleep(Duration::from_millis(50)),
+            r => break r?,
+        }
+    };
     if let Some(p) = &o.password {
         // Not through `ok`, whose message would quote the password.
         match c.call(&["AUTH", p.as_str()]) {
@@ -400,7 +415,7 @@ fn create(o: &Opts, addrs: &[String]) -> CmdResult {
     let mut t = Topology::empty();
     let mut epoch = 0;
     for a in addrs {
-        let mut c = connect(a, o)?;
+        let mut c = connect_within(a, o, Duration::from_secs(5))?;
         let s = ask(&mut c)?;
         let own = Topology::parse(&s.text).map_err(|e| format!("{a}: {e}"))?;
         if let Some(i) = own.index_of_id(&s.myid) {
@@ -438,7 +453,7 @@ fn create(o: &Opts, addrs: &[String]) -> CmdResult {
 fn add_node(o: &Opts, new: &str, existing: &str) -> CmdResult {
     let mut c = Cluster::discover(existing, o)?;
     let mut t = c.require_whole()?;
-    let mut nc = connect(new, o)?;
+    let mut nc = connect_within(new, o, Duration::from_secs(5))?;
     let s = ask(&mut nc)?;
     if let Some(n) = t.nodes.iter().find(|n| n.id == s.myid || n.addr == new) {
         return Err(format!("{new} is already in the cluster (as {} {})", n.id, n.addr).into());
