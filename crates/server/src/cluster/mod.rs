@@ -18,7 +18,7 @@ use crate::resp::Reply;
 use pmkv::Store;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard};
-pub use topology::{split_addr, State, Topology};
+pub use topology::{split_addr, valid_id, Node, State, Topology};
 
 /// The key of the node's state record. Every other record of a cluster pool begins with
 /// its slot's high byte (below 0x40), so this one is in no slot.

@@ -30,13 +30,10 @@ pub struct Conn {
 
 /// Split `host:port` (the port after the last colon; `[v6]:port` keeps its brackets off).
 pub fn split_addr(addr: &str) -> Result<(String, u16), String> {
-    let (h, p) = addr.rsplit_once(':').ok_or_else(|| format!("{addr:?} is not host:port"))?;
-    let port: u16 = p.parse().ok().filter(|&p| p > 0).ok_or_else(|| format!("{addr:?}: {p:?} is not a port"))?;
-    let h = h.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(h);
-    if h.is_empty() {
-        return Err(format!("{addr:?} has no host"));
-    }
-    Ok((h.to_string(), port))
+    // The server's rule, so that the driver and the nodes read an address alike.
+    pmkv_server::cluster::split_addr(addr)
+        .map(|(h, p)| (h.to_string(), p))
+        .ok_or_else(|| format!("{addr:?} is not host:port (a port from 1 to 65535)"))
 }
 
 impl Conn {

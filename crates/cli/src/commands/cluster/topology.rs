@@ -3,7 +3,7 @@
 //! `rebalance` moves, and `check`'s verdicts. Nothing here talks to a node, so all of it is
 //! unit-tested without servers.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 /// Hash slots of a cluster, as in Redis.
 pub const SLOTS: usize = 16_384;
@@ -25,9 +25,9 @@ pub struct Topology {
     pub owner: Vec<Option<usize>>,
 }
 
-/// `id` is a node id: 40 lowercase hex digits.
+/// `id` is a node id: 40 lowercase hex digits (the server's rule).
 pub fn is_node_id(id: &str) -> bool {
-    id.len() == 40 && id.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    pmkv_server::cluster::valid_id(id)
 }
 
 impl Topology {
@@ -37,36 +37,16 @@ impl Topology {
     }
 
     /// Parse a topology text: one line per node, `id host:port slots...`, slots as `a-b` or
-    /// `a`. Refused whole, as the server refuses it, if a slot is given twice, out of range
-    /// or reversed, or an id or address repeats or is malformed.
+    /// `a`. The grammar and its refusals are the server's own (`pmkv_server::cluster::
+    /// Topology::parse`), so the driver never accepts a text a node would refuse.
     pub fn parse(text: &str) -> Result<Topology, String> {
+        let server = pmkv_server::cluster::Topology::parse(0, text)?;
         let mut t = Topology::empty();
-        let (mut ids, mut addrs) = (HashSet::new(), HashSet::new());
-        for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let at = |m: String| format!("topology line {}: {m}", n + 1);
-            let mut w = line.split_whitespace();
-            let (Some(id), Some(addr)) = (w.next(), w.next()) else {
-                return Err(at(format!("{line:?} is not \"id host:port slots...\"")));
-            };
-            if !is_node_id(id) {
-                return Err(at(format!("{id:?} is not a node id (40 lowercase hex digits)")));
-            }
-            super::client::split_addr(addr).map_err(at)?;
-            if !ids.insert(id.to_string()) {
-                return Err(at(format!("node {id} listed twice")));
-            }
-            if !addrs.insert(addr.to_string()) {
-                return Err(at(format!("address {addr} listed twice")));
-            }
-            let i = t.nodes.len();
-            t.nodes.push(Node { id: id.into(), addr: addr.into() });
-            for r in w {
-                let (a, b) = parse_range(r).map_err(at)?;
+        for (i, n) in server.nodes.iter().enumerate() {
+            t.nodes.push(Node { id: n.id.clone(), addr: n.addr.clone() });
+            for &(a, b) in &n.slots {
                 for s in a..=b {
-                    if t.owner[s].is_some() {
-                        return Err(at(format!("slot {s} given twice")));
-                    }
-                    t.owner[s] = Some(i);
+                    t.owner[s as usize] = Some(i);
                 }
             }
         }
@@ -135,23 +115,6 @@ impl Topology {
     pub fn unowned(&self) -> Vec<usize> {
         (0..SLOTS).filter(|&s| self.owner[s].is_none()).collect()
     }
-}
-
-fn parse_range(r: &str) -> Result<(usize, usize), String> {
-    let num = |s: &str| {
-        s.parse::<usize>().ok().filter(|&n| n < SLOTS).ok_or_else(|| format!("{r:?}: {s:?} is not a slot (0-16383)"))
-    };
-    let (a, b) = match r.split_once('-') {
-        Some((a, b)) => (num(a)?, num(b)?),
-        None => {
-            let a = num(r)?;
-            (a, a)
-        }
-    };
-    if a > b {
-        return Err(format!("{r:?}: a reversed range"));
-    }
-    Ok((a, b))
 }
 
 /// `create`: `n` nodes get contiguous, even ranges (sizes differ by at most one), node `i`
