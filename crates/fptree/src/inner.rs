@@ -9,7 +9,7 @@
 //! the leaf lock.
 //!
 //! **Concurrency.** The paper runs inner-node traversals and leaf locking inside Intel TSX
-//! transactions (§5, Selective Concurrency), with a global lock as TSX's fallback path.
+//! transactions (§3 "Selective Concurrency"), with a global lock as TSX's fallback path.
 //! This CPU has no TSX, so pmkv takes that fallback always: the tree keeps the index
 //! under one reader-writer lock, read-locked by every operation and write-locked by the
 //! structural modifications (a leaf split, an empty leaf unlinked), and each leaf has its

@@ -1,4 +1,4 @@
-//! The on-PM format of FPTree (paper §3 and §4.1, Figure 2; byte by byte in
+//! The on-PM format of FPTree (paper §3 and §4; byte by byte in
 //! docs/format/fptree.md).
 //!
 //! Only the leaves, the key and value objects and the superblock with its micro-logs are
@@ -7,7 +7,7 @@
 //!
 //! * **Superblock** (type [`SUPER`], [`SUPER_SIZE`] bytes, pool root [`SUPER_ROOT`]):
 //!   line 0 is immutable (magic, version, leaf capacity, the head leaf, a CRC-32C of
-//!   them); line 1 holds the two micro-logs (split and delete, §4.2), zero when idle.
+//!   them); line 1 holds the two micro-logs (split and delete, §4), zero when idle.
 //! * **Leaf** (type [`LEAF`], [`LEAF_SIZE`] bytes): line 0 is the validity bitmap
 //!   (8 bytes) and the [`CAP`] one-byte fingerprints, so that a probe reads one line
 //!   before it touches any entry (the paper's point of fingerprints, §3 "Fingerprinting");
@@ -15,7 +15,7 @@
 //!   close and verified at clean open); then [`CAP`] unsorted 32-byte entries.
 //! * **Entry** (32 bytes, one half line): two key words, a value word, a meta word. A key
 //!   of at most 16 bytes is kept in the key words, a longer one in a key object whose
-//!   offset is the first key word (the paper's variable-size-key variant, §4.3, which
+//!   offset is the first key word (the paper's variable-size-key variant, §4, which
 //!   stores key pointers). A value of at most 8 bytes is kept in the value word, a longer
 //!   one in a value object. The meta word says which, and the lengths.
 //! * **Key and value objects** (types [`KEY`], [`VALUE`]): 4-byte length, CRC-32C of the
@@ -40,11 +40,11 @@ pub(crate) const SB_VERSION: u64 = 8;
 pub(crate) const SB_CAP: u64 = 12;
 pub(crate) const SB_HEAD: u64 = 16;
 pub(crate) const SB_CRC: u64 = 24;
-/// The split micro-log (§4.2, Algorithm "SplitLeaf"): the leaf being split, then the new
+/// The split micro-log (§4, SplitLeaf): the leaf being split, then the new
 /// leaf. The log is in use while [`SB_SPLIT_NEW`] is non-zero.
 pub(crate) const SB_SPLIT_CUR: u64 = 64;
 pub(crate) const SB_SPLIT_NEW: u64 = 72;
-/// The delete micro-log (§4.2, Algorithm "DeleteLeaf"): the predecessor of the leaf being
+/// The delete micro-log (§4, the delete of an emptied leaf): the predecessor of the leaf being
 /// unlinked, then that leaf. In use while [`SB_DEL_LEAF`] is non-zero.
 pub(crate) const SB_DEL_PREV: u64 = 80;
 pub(crate) const SB_DEL_LEAF: u64 = 88;

@@ -1,4 +1,4 @@
-//! PM leaves (paper §3, Figure 2, §4.1): an unsorted array of entries, a validity bitmap
+//! PM leaves (paper §3 and §4): an unsorted array of entries, a validity bitmap
 //! and a fingerprint per entry, in one EPallocator object; and the key and value objects
 //! that entries name when a key or value does not fit its words.
 //!
@@ -6,7 +6,7 @@
 //! the leaf's DRAM lock (`inner::LeafNode::lock`) around every use, shared to read,
 //! exclusive to write, so the plain loads and stores here never race. Every change a
 //! crash must not tear is one 8-byte store of the bitmap or `next` word, persisted after
-//! everything it commits (the paper's p-atomic commit, §4.1).
+//! everything it commits (the paper's p-atomic commit, §4).
 
 use crate::error::{corrupt, Result};
 use crate::fingerprint;

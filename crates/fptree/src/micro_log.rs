@@ -1,4 +1,4 @@
-//! Micro-logs (paper §4.2): the two persistent logs that make a leaf split and a leaf
+//! Micro-logs (paper §4): the two persistent logs that make a leaf split and a leaf
 //! unlink crash-safe and leak-free, and their recovery.
 //!
 //! Both live in line 1 of the superblock (one of each suffices: structural changes run
@@ -17,7 +17,7 @@
 //! if it was published). Between the link and the bitmap store a key is in both leaves;
 //! nobody reads PM then (the index is write-locked) and recovery removes the copy.
 //!
-//! **Delete** ([`unlink_leaf`], the paper's DeleteLeaf). An empty leaf is unlinked:
+//! **Delete** ([`unlink_leaf`], the paper's delete of an emptied leaf). An empty leaf is unlinked:
 //! predecessor and leaf named in the log, `prev.next = leaf.next` (the commit), the leaf
 //! freed, the log reset. Recovery redoes whichever of the unlink and the free had not
 //! happened.

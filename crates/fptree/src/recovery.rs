@@ -1,4 +1,4 @@
-//! Open, recovery and the clean close's seals (paper §4.4 "Recovery").
+//! Open, recovery and the clean close's seals (paper §4, recovery).
 //!
 //! FPTree's recovery is the rebuild of its DRAM inner nodes: the micro-logs are replayed
 //! (`micro_log`), then the leaf list is walked from the first leaf and each leaf's

@@ -1,5 +1,5 @@
-//! [`FpTree`] and its operations (paper §4.1, Algorithms "Find", "Insert", "Update",
-//! "Delete"; §5 for the concurrent versions).
+//! [`FpTree`] and its operations (paper §4: find, insert, update, delete;
+//! §3 "Selective Concurrency" for the concurrent versions).
 //!
 //! Every operation read-locks the DRAM index, finds its leaf there and takes the leaf's
 //! lock (`inner`): shared for a lookup or a scan, exclusive for a write. A write that
@@ -235,7 +235,7 @@ impl FpTree {
         Ok(true)
     }
 
-    /// Split the full leaf of `node` (paper §4.1 "SplitLeaf"): its upper half moves to
+    /// Split the full leaf of `node` (paper §4, SplitLeaf): its upper half moves to
     /// a new leaf, indexed by the smallest moved key. The index is write-locked.
     fn split(&self, idx: &mut Index, node: &Arc<LeafNode>) -> Result<()> {
         let leaf = self.leaf(node);
@@ -248,7 +248,7 @@ impl FpTree {
         Ok(())
     }
 
-    /// Unlink the empty leaf whose low fence is `low` (paper §4.1 "DeleteLeaf"). The
+    /// Unlink the empty leaf whose low fence is `low` (paper §4, the delete of an emptied leaf). The
     /// index is write-locked.
     pub(crate) fn unlink(&self, idx: &mut Index, low: &[u8]) -> Result<()> {
         let (Some(prev), Some(node)) = (idx.prev(low), idx.get(low)) else { return Ok(()) };
