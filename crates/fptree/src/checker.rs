@@ -25,8 +25,12 @@ pub(crate) type ByStructure = Vec<(String, u64)>;
 impl FpTree {
     /// Verify the tree; `Err(Corrupt)` lists the problems, `Ok` summarises.
     pub fn check(&self) -> Result<String> {
+        self.batches.quiesced(|| self.check_quiesced())
+    }
+
+    fn check_quiesced(&self) -> Result<String> {
         let idx = self.index.write();
-        let mut problems: Vec<String> = Vec::new();
+        let mut problems: Vec<String> = pmkv_substrate::batch_log::problems(&self.alloc);
         if !self.logs().idle() {
             problems.push("a micro-log is in use".into());
         }

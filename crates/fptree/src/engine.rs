@@ -4,9 +4,10 @@ use crate::error::Error as FpError;
 use crate::layout::{CAP, MAX_KEY, MAX_VALUE};
 use crate::tree::{FpTree, Options as FpOptions};
 use pmkv_core::{
-    CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage, Options, Pool,
-    RecoveryReport, Result, Visitor,
+    BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
+    Options, Pool, RecoveryReport, Result, Visitor, WriteBatch,
 };
+use pmkv_substrate::batch_log::Op;
 use std::sync::Arc;
 
 /// The layout name FPTree pools carry in their header.
@@ -25,7 +26,7 @@ fn info() -> EngineInfo {
         "FPTree: DRAM inner nodes over fingerprinted unsorted PM leaves, locks instead of TSX (Oukid et al., SIGMOD 2016)",
     )
     .persistent(true)
-    .atomic_batches(false)
+    .atomic_batches(true)
     .limits(MAX_KEY, MAX_VALUE)
     .node_keys(CAP)
 }
@@ -72,6 +73,19 @@ impl Engine for FpTreeEngine {
     }
     fn delete(&self, key: &[u8]) -> Result<bool> {
         Ok(self.0.delete(key)?)
+    }
+    /// Atomic batches of two or more operations go through the batch log (all or nothing
+    /// across a crash, see `batch`); independent ones are applied in order.
+    fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
+        let ops: Vec<Op<'_>> = batch
+            .ops()
+            .iter()
+            .map(|op| match op {
+                BatchOp::Put(k, v) => Op::Put(k, v),
+                BatchOp::Delete(k) => Op::Delete(k),
+            })
+            .collect();
+        Ok(self.0.write_batch(&ops, batch.is_atomic())?)
     }
     fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
         if range.is_empty() {

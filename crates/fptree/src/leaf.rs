@@ -125,6 +125,7 @@ pub(crate) fn write_object(pool: &Pool, alloc: &EpAlloc, ty: TypeId, data: &[u8]
 /// check its CRC too. A length that differs, an object outside the pool or a failed CRC
 /// is damage.
 pub(crate) fn object(pool: &Pool, off: u64, len: usize, verify: bool) -> Result<&[u8]> {
+    pool.note_read((OBJ_HEAD + len).div_ceil(64) as u64);
     let head = bytes(pool, off, OBJ_HEAD)?;
     let stored = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
     if stored != len {
@@ -169,9 +170,11 @@ impl<'p> Leaf<'p> {
         unsafe { std::ptr::read(self.pool.at::<[u8; CAP]>(self.off + L_FPS)) }
     }
 
-    /// Entry `slot`.
+    /// Entry `slot` (one PM line read, counted for the counters and the read-latency
+    /// emulation; so are line 0 and objects, below).
     #[inline]
     pub(crate) fn entry(&self, slot: usize) -> Entry {
+        self.pool.note_read(1);
         let o = entry_off(self.off, slot);
         // SAFETY: as `fps`, for the entry's 32 bytes (32-aligned in the leaf).
         let w = unsafe { std::ptr::read(self.pool.at::<[u64; 4]>(o)) };
@@ -222,6 +225,7 @@ impl<'p> Leaf<'p> {
     /// The valid slot holding `key` (fingerprint `fp`) under bitmap `bitmap`: only the
     /// slots whose fingerprint matches are compared (§3 "Fingerprinting").
     pub(crate) fn find(&self, key: &[u8], fp: u8, bitmap: u64) -> Result<Option<(usize, Entry)>> {
+        self.pool.note_read(1); // line 0: the bitmap and the fingerprints
         let mut cands = fingerprint::matching(&self.fps(), fp, bitmap & SLOTS_MASK);
         while cands != 0 {
             let slot = cands.trailing_zeros() as usize;
@@ -266,6 +270,7 @@ impl<'p> Leaf<'p> {
 
     /// The valid keys of the leaf with their slots, in key order (for a split and scans).
     pub(crate) fn sorted_keys(&self, verify: bool) -> Result<Vec<(Vec<u8>, usize)>> {
+        self.pool.note_read(1);
         let bm = self.bitmap() & SLOTS_MASK;
         let mut v = Vec::with_capacity(bm.count_ones() as usize);
         let mut m = bm;

@@ -24,6 +24,8 @@
 //! 5. `inner`: the DRAM inner nodes and the locks (the paper's TSX fallback).
 //! 6. `tree`: [`FpTree`] and its operations: find, insert, update, delete, scans, splits
 //!    and unlinks.
+//!    `batch` applies write batches with them, all or nothing across a crash through the
+//!    substrate's batch log.
 //! 7. `recovery`: open, the rebuild of the inner nodes, the sweep after a crash, the
 //!    seals of a clean close.
 //! 8. `checker`: the invariants of every layer (`FpTree::check`) and memory accounting.
@@ -33,6 +35,7 @@
 //! [`FpTree`] itself for programs and tests that use the tree directly. Everything else is
 //! crate-private.
 
+mod batch;
 mod checker;
 mod engine;
 mod error;

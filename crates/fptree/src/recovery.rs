@@ -26,6 +26,7 @@ use crate::micro_log::{unlink_leaf, MicroLogs};
 use crate::tree::FpTree;
 use parking_lot::RwLock;
 use pmkv_core::RecoveryReport;
+use pmkv_substrate::batch_log::{self, BatchLog};
 use pmkv_substrate::epalloc::{EpAlloc, EPALLOC_ROOT};
 use pmkv_substrate::{EngineClaim, Pool};
 use std::collections::HashSet;
@@ -39,7 +40,7 @@ use std::time::Instant;
 fn format(pool: Arc<Pool>, claim: EngineClaim, t0: Instant) -> Result<FpTree> {
     let alloc =
         if pool.root(EPALLOC_ROOT) == 0 { EpAlloc::create(pool.clone())? } else { EpAlloc::open(pool.clone())? };
-    for ty in [SUPER, LEAF, KEY, VALUE] {
+    for ty in [SUPER, LEAF, KEY, VALUE, batch_log::LOG] {
         let mut stale = Vec::new();
         alloc.for_each_used(ty, |o| stale.push(o));
         for o in stale {
@@ -90,6 +91,7 @@ fn assemble(
         index: RwLock::new(index),
         count: AtomicU64::new(count),
         recovery,
+        batches: BatchLog::new(),
         closed: false,
         _claim: claim,
     }
@@ -145,8 +147,16 @@ impl FpTree {
         }
         let alloc = EpAlloc::open(pool.clone())?;
         let head = read_super(&pool, &alloc, sb)?;
+        // Batch logs are validated before recovery writes anything (a damaged one refuses
+        // the pool as it found it) and finished once the tree is rebuilt.
+        let pending = batch_log::pending(&alloc)?;
         let clean = pool.was_clean();
         let rw = !pool.is_read_only();
+        if !pending.is_empty() && !rw {
+            return Err(Error::Invalid(
+                "the pool holds an interrupted write batch: open it read-write once to finish it".into(),
+            ));
+        }
         let logs = MicroLogs { pool: &pool, sb };
         let mut rep = RecoveryReport::new("fptree");
         rep.clean_shutdown = clean;
@@ -178,7 +188,9 @@ impl FpTree {
                 return Err(corrupt(format!("the leaf list names {off:#x}, which is not a used leaf, or twice")));
             }
             let leaf = Leaf::new(&pool, off);
+            pool.note_read(1);
             if clean {
+                pool.note_read(LEAF_SIZE as u64 / 64);
                 let img = leaf.image();
                 let seal = u32::from_le_bytes(img[L_SEAL as usize..L_SEAL as usize + 4].try_into().expect("4"));
                 if seal != leaf_seal(off, img) {
@@ -273,7 +285,15 @@ impl FpTree {
         let index = Index::build(leaves);
         rep.duration = t0.elapsed();
         let rep = rep.with_detail("leaves", n).with_detail("empty_leaves_unlinked", unlinked);
-        Ok(assemble(pool, alloc, sb, head, index, count, rep, claim))
+        let mut t = assemble(pool, alloc, sb, head, index, count, rep, claim);
+        let finished = t.finish_batches(pending)?;
+        t.recovery = std::mem::take(&mut t.recovery).with_detail("batches_finished", finished);
+        if finished > 0 {
+            t.recovery.rolled_forward += finished;
+            t.recovery.records = t.len();
+            t.recovery.duration = t0.elapsed();
+        }
+        Ok(t)
     }
 
     /// Write the seal of every leaf written since its last seal, so that the next clean

@@ -28,6 +28,7 @@ use crate::leaf::{write_object, Entry, Leaf};
 use crate::micro_log::{self, MicroLogs};
 use parking_lot::RwLock;
 use pmkv_core::RecoveryReport;
+use pmkv_substrate::batch_log::BatchLog;
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::{EngineClaim, Pool};
 use std::ops::Bound;
@@ -51,6 +52,8 @@ pub struct FpTree {
     pub(crate) index: RwLock<Index>,
     pub(crate) count: AtomicU64,
     pub(crate) recovery: RecoveryReport,
+    /// Write-batch logs in flight (`batch`).
+    pub(crate) batches: BatchLog,
     /// `close` ran (sealed already).
     pub(crate) closed: bool,
     pub(crate) _claim: EngineClaim,
@@ -121,6 +124,7 @@ impl FpTree {
             return Err(Error::ValueTooLarge(value.len()));
         }
         self.pool.check_writable()?;
+        self.batches.check_writes()?;
         let fp = fingerprint::of(key);
         loop {
             {
@@ -205,6 +209,7 @@ impl FpTree {
             return Ok(false);
         }
         self.pool.check_writable()?;
+        self.batches.check_writes()?;
         let fp = fingerprint::of(key);
         let emptied: Box<[u8]> = {
             let idx = self.index.read();
