@@ -54,6 +54,8 @@ pub struct ReadmeDoctests;
 /// Engine crates compiled into this build, for typed options (e.g.
 /// `pmkv::engines::hart::Options`).
 pub mod engines {
+    #[cfg(feature = "fptree")]
+    pub use pmkv_fptree as fptree;
     #[cfg(feature = "hart")]
     pub use pmkv_hart as hart;
     #[cfg(feature = "mangosteen")]

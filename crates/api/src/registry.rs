@@ -42,6 +42,8 @@ impl Registry {
             r.register(&pmkv_mangosteen::FACTORY);
             #[cfg(feature = "nbtree")]
             r.register(&pmkv_nbtree::FACTORY);
+            #[cfg(feature = "fptree")]
+            r.register(&pmkv_fptree::FACTORY);
             r
         })
     }
