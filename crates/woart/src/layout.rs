@@ -1,5 +1,5 @@
 //! The bytes on PM (docs/format/woart.md): superblock, the four node kinds of ART with
-//! WOART's 8-byte commit words (§4.2), the node header of §4.1 and the leaf objects.
+//! WOART's 8-byte commit words, the node header of the paper's path compression and the leaf objects.
 //!
 //! Every pointer word is an offset tagged in its low 3 bits with what it points to
 //! (objects are 8-byte aligned), so a reader knows a child's kind without touching it.
@@ -33,7 +33,7 @@ pub(crate) const SB_SEAL_COUNT: u64 = 24;
 pub(crate) const SB_SEAL_HASH: u64 = 32;
 pub(crate) const SB_SEAL_CHECK: u64 = 40;
 
-/// Node offsets shared by every kind: the header word (§4.1) and the terminal slot, the
+/// Node offsets shared by every kind: the header word and the terminal slot, the
 /// leaf of the key that ends at this node (ART has no room for a key that is a prefix of
 /// another; the slot is pmkv's addition, one more 8-byte pointer).
 pub(crate) const HDR: u64 = 0;
@@ -134,7 +134,7 @@ pub(crate) fn tagged(k: Kind, off: u64) -> u64 {
     off | k.tag()
 }
 
-/// The node header of §4.1 in one 8-byte word, so that a path-compression change is one
+/// The node header of the paper's path compression in one 8-byte word, so that a path-compression change is one
 /// atomic store: depth (16 bits), prefix length (16 bits), first 4 prefix bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Header {
@@ -143,7 +143,7 @@ pub(crate) struct Header {
     pub(crate) partial: [u8; 4],
 }
 
-/// Prefix bytes the header keeps; longer prefixes are read from a leaf (§4.1's
+/// Prefix bytes the header keeps; longer prefixes are read from a leaf (the paper's
 /// optimistic comparison).
 pub(crate) const PARTIAL: usize = 4;
 

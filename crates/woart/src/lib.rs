@@ -4,20 +4,20 @@
 //! Optimal Radix Tree for Persistent Memory Storage Systems" (FAST'17): an adaptive
 //! radix tree (Node4/16/48/256, path compression) that lives wholly in PM and makes
 //! every change failure-atomic with 8-byte atomic stores ordered by persists, without
-//! logging or copy-on-write (§4). Keys and values of any size (up to the limits) are
+//! logging or copy-on-write. Keys and values of any size (up to the limits) are
 //! leaf objects of EPallocator, named by 8-byte tagged pointers. Where pmkv departs from
 //! the paper, docs/design/woart.md says why.
 //!
 //! ## Layers, lowest first
 //!
 //! 1. `layout`: the bytes on PM (docs/format/woart.md): superblock, node kinds, the
-//!    8-byte node header of §4.1, leaves, tagged pointers; `error` names its limits.
-//! 2. `node`: reading and changing one node with WOART's commit words (§4.2).
-//! 3. `tree`: [`Woart`]'s operations (§4.3): insert, path-compression split, node
+//!    8-byte node header of the paper's path compression, leaves, tagged pointers; `error` names its limits.
+//! 2. `node`: reading and changing one node with WOART's commit words.
+//! 3. `tree`: [`Woart`]'s operations: insert, path-compression split, node
 //!    growth, delete, lookup and scans, under one `RwLock` (the paper's WOART is
 //!    single-writer).
 //! 4. `recovery`: open, format, the walk that verifies and counts, the unclean open's
-//!    repairs of stale headers (§4.3's lazy recovery, done by the walk) and sweep of
+//!    repairs of stale headers (the paper's lazy recovery, done by the walk) and sweep of
 //!    unreachable objects; `check`.
 //! 5. `engine`: WOART behind `pmkv-core`'s engine contract ([`FACTORY`]).
 

@@ -1,4 +1,4 @@
-//! The four node kinds of ART as WOART lays them out in PM (§4.2), with the 8-byte
+//! The four node kinds of ART as WOART lays them out in PM, with the 8-byte
 //! commit word of each: a child is written and persisted in a slot no reader looks at,
 //! then one atomic 8-byte store makes it visible (Node4's sorted slot array with its
 //! count, Node16's bitmap, Node48's index byte, Node256's pointer itself).
@@ -310,7 +310,7 @@ impl Pm<'_> {
     }
 
     /// The effective prefix length of node `n` met at depth `d`. A header whose depth is
-    /// below `d` was left stale by a crash inside a path-compression split (§4.3): the
+    /// below `d` was left stale by a crash inside a path-compression split: the
     /// split's new parent took `d - depth` of its bytes, so they are skipped.
     pub(crate) fn eff_plen(&self, n: u64, d: usize) -> Result<usize> {
         let h = self.header(n);
@@ -341,8 +341,8 @@ impl Pm<'_> {
     }
 
     /// The effective prefix bytes of node `n` met at depth `d`: from the header when it
-    /// is fresh and holds them all, else from a leaf below (the optimistic scheme of
-    /// §4.1, which also recovers a stale header's prefix, §4.3). `None` for an empty node.
+    /// is fresh and holds them all, else from a leaf below (the paper's optimistic
+    /// prefix, which also recovers a stale header's). `None` for an empty node.
     pub(crate) fn prefix(&self, kind: Kind, n: u64, d: usize) -> Result<Option<Vec<u8>>> {
         let p = self.eff_plen(n, d)?;
         let h = self.header(n);

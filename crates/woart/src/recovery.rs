@@ -1,10 +1,10 @@
 //! Open, format and crash recovery (docs/design/woart.md, "Recovery").
 //!
-//! WOART needs no log (§4): every operation's last step is one 8-byte store. What a
+//! WOART needs no log: every operation's last step is one 8-byte store. What a
 //! crash can leave behind is (a) objects published but never linked (a new leaf or node
 //! whose linking store did not happen), (b) objects unlinked but not yet freed (the old
 //! node of a growth, a replaced or deleted leaf, an emptied node), (c) a stale header
-//! after a path-compression split (§4.3), and (d) an emptied node still linked. Every
+//! after a path-compression split, and (d) an emptied node still linked. Every
 //! open walks the whole tree (it counts the records and verifies every object); an
 //! unclean open also repairs (c) and (d) and then sweeps: every used object of WOART's
 //! types that the walk did not reach is freed. Cost: one visit of every node and leaf,

@@ -1,4 +1,4 @@
-//! [`Woart`] and its operations (§4): insert with path-compression splits and node
+//! [`Woart`] and its operations: insert with path-compression splits and node
 //! growth, delete, lookup and ordered scans, each a sequence of persisted writes of new
 //! objects followed by one 8-byte atomic store that publishes them.
 //!
@@ -103,7 +103,7 @@ impl Woart {
     }
 
     /// The leaf of `key`, if present (lock held by the caller). Prefixes are skipped
-    /// optimistically and the whole key compared at the leaf (§4.1).
+    /// optimistically and the whole key compared at the leaf.
     fn lookup(&self, pm: &Pm<'_>, key: &[u8]) -> Result<Option<u64>> {
         let (mut kind, mut n, mut d) = (Kind::N256, self.root, 0usize);
         loop {
@@ -182,7 +182,7 @@ impl Woart {
                 let pre = pm.prefix(kind, n, d)?.ok_or_else(|| corrupt(format!("node {n:#x} is empty")))?;
                 let m = common(&pre, &key[d.min(key.len())..]);
                 if m < p {
-                    // Path-compression split (§4.3): a new Node4 over the common part,
+                    // Path-compression split: a new Node4 over the common part,
                     // linked by one store; then the old node's header, one more store.
                     // A crash between the two leaves the old header stale, which every
                     // reader recognises by its depth and the open repairs.
