@@ -85,7 +85,10 @@ impl Pm<'_> {
             std::ptr::copy_nonoverlapping(key.as_ptr(), p.add(LEAF_HEAD), key.len());
             std::ptr::copy_nonoverlapping(value.as_ptr(), p.add(LEAF_HEAD + key.len()), value.len());
         }
-        self.pool.persist_off(off, LEAF_HEAD + key.len() + value.len());
+        // Flushed, not fenced: `publish`'s fence orders the content before the bit. A
+        // crash that keeps the bit and loses content leaves a used leaf nothing links,
+        // which the unclean open's sweep frees.
+        self.pool.flush_off(off, LEAF_HEAD + key.len() + value.len());
         self.alloc.try_publish(off)?;
         Ok(tagged(Kind::Leaf, off))
     }
@@ -133,7 +136,8 @@ impl Pm<'_> {
         let off = self.alloc.alloc(kind.type_id(), img.len())?;
         // SAFETY: a reserved object of at least `img.len()` bytes no one else can reach.
         unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), self.pool.at::<u8>(off), img.len()) };
-        self.pool.persist_off(off, img.len());
+        // Flushed; `publish`'s fence orders it (see `new_leaf`).
+        self.pool.flush_off(off, img.len());
         if let Err(e) = self.alloc.try_publish(off) {
             self.alloc.unreserve(off);
             return Err(e.into());

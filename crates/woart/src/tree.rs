@@ -157,7 +157,10 @@ impl Woart {
             Ok(old) => {
                 if let Some(old) = old {
                     self.hash.fetch_sub(pm.leaf_hash_of(old), Ordering::Relaxed);
-                    self.alloc.try_free(old)?;
+                    // Unfenced: a crash that loses the reset leaves a used, unlinked
+                    // leaf, which the unclean open's sweep frees; the next fence of
+                    // this thread (or the close's) makes it durable.
+                    self.alloc.free_unfenced(old);
                 } else {
                     self.count.fetch_add(1, Ordering::Relaxed);
                 }
@@ -263,7 +266,7 @@ impl Woart {
             return Err(corrupt("the root node is full"));
         }
         pm.store_persist(ps, tagged(big, nn));
-        self.alloc.try_free(n)?;
+        self.alloc.free_unfenced(n);
         Ok(())
     }
 
@@ -312,11 +315,11 @@ impl Woart {
         };
         self.hash.fetch_sub(pm.leaf_hash_of(leaf), Ordering::Relaxed);
         self.count.fetch_sub(1, Ordering::Relaxed);
-        self.alloc.try_free(leaf)?;
+        self.alloc.free_unfenced(leaf);
         while n != self.root && pm.is_empty(kind, n) {
             let Some((pk, pn, pb)) = path.pop() else { break };
             pm.remove_child(pk, pn, pb);
-            self.alloc.try_free(n)?;
+            self.alloc.free_unfenced(n);
             (kind, n) = (pk, pn);
         }
         Ok(true)
