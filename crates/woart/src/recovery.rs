@@ -438,3 +438,30 @@ mod tests {
         r.check().unwrap();
     }
 }
+
+#[cfg(test)]
+mod deep {
+    use super::*;
+    use pmkv_substrate::{Mode, PoolOptions};
+    use std::ops::Bound;
+
+    /// Keys that are each a prefix of the next make a chain of one node per byte: the
+    /// recursive walk and scan must survive it on a test thread's stack.
+    #[test]
+    fn a_chain_of_prefix_keys_is_walked_and_scanned() {
+        let o = PoolOptions::default().mode(Mode::Eadr).initial_size(1 << 20).max_size(256 << 20);
+        let t = Woart::open_with(Arc::new(Pool::create_sim("woart", &o).unwrap()), Default::default()).unwrap();
+        let n = 2000;
+        for i in 1..=n {
+            t.put(&vec![b'a'; i], &i.to_le_bytes()).unwrap();
+        }
+        let mut seen = 0;
+        t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, true, &mut |k, _| {
+            seen += 1;
+            k.len() == n + 1 - seen
+        })
+        .unwrap();
+        assert_eq!(seen, n);
+        t.check().unwrap();
+    }
+}
