@@ -64,6 +64,8 @@ pub mod engines {
     pub use pmkv_nbtree as nbtree;
     #[cfg(feature = "volatile")]
     pub use pmkv_volatile as volatile;
+    #[cfg(feature = "woart")]
+    pub use pmkv_woart as woart;
 }
 
 /// The global allocator the `mangosteen` engine needs (split allocation, SPEC M7). A

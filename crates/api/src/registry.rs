@@ -44,6 +44,8 @@ impl Registry {
             r.register(&pmkv_nbtree::FACTORY);
             #[cfg(feature = "fptree")]
             r.register(&pmkv_fptree::FACTORY);
+            #[cfg(feature = "woart")]
+            r.register(&pmkv_woart::FACTORY);
             r
         })
     }

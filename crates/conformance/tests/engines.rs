@@ -60,6 +60,10 @@ mod fptree {
     pmkv_conformance::suite!(pmkv_fptree::FACTORY);
 }
 
+mod woart {
+    pmkv_conformance::suite!(pmkv_woart::FACTORY);
+}
+
 mod mangosteen {
     pmkv_conformance::suite!(pmkv_mangosteen::FACTORY);
 }
@@ -69,7 +73,7 @@ mod mangosteen {
 static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
 
 /// The engines this file runs the suite for.
-const COVERED: &[&str] = &["hart", "volatile", "mangosteen", "nbtree", "fptree"];
+const COVERED: &[&str] = &["hart", "volatile", "mangosteen", "nbtree", "fptree", "woart"];
 
 #[test]
 fn every_registered_engine_is_covered() {
