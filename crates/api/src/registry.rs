@@ -42,6 +42,8 @@ impl Registry {
             r.register(&pmkv_mangosteen::FACTORY);
             #[cfg(feature = "nbtree")]
             r.register(&pmkv_nbtree::FACTORY);
+            #[cfg(feature = "fastfair")]
+            r.register(&pmkv_fastfair::FACTORY);
             r
         })
     }

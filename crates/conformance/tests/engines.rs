@@ -56,6 +56,10 @@ mod nbtree_single_layer {
     pmkv_conformance::suite!(FACTORY);
 }
 
+mod fastfair {
+    pmkv_conformance::suite!(pmkv_fastfair::FACTORY);
+}
+
 mod mangosteen {
     pmkv_conformance::suite!(pmkv_mangosteen::FACTORY);
 }
@@ -65,7 +69,7 @@ mod mangosteen {
 static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
 
 /// The engines this file runs the suite for.
-const COVERED: &[&str] = &["hart", "volatile", "mangosteen", "nbtree"];
+const COVERED: &[&str] = &["hart", "volatile", "mangosteen", "nbtree", "fastfair"];
 
 #[test]
 fn every_registered_engine_is_covered() {
