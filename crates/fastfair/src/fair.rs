@@ -1,4 +1,4 @@
-//! FAIR, failure-atomic in-place rebalancing (paper §3.3): a full node splits by making
+//! FAIR, failure-atomic in-place rebalancing (the paper's FAIR): a full node splits by making
 //! its new right sibling first (written, persisted and published before anything names
 //! it), then linking it (one 8-byte store of the sibling pointer), then truncating the
 //! node (one 8-byte store: the null pointer that ends its entries at the split point).

@@ -1,4 +1,4 @@
-//! FAST, failure-atomic shift (paper §3.1-3.2): an entry goes into a sorted node, or
+//! FAST, failure-atomic shift (the paper's FAST): an entry goes into a sorted node, or
 //! leaves it, by shifting the entries after it one 8-byte store at a time, in an order
 //! whose every prefix reads (`node::live`) as the node before or after the operation.
 //!

@@ -17,8 +17,8 @@
 //! 1. `layout`: the bytes on PM: superblock, nodes, objects, key words; `error` names
 //!    its limits.
 //! 2. `node`: reading a node as its live entries, node locks, objects.
-//! 3. `tree`: [`FastFair`]: search, insert, update, delete, scans (§3-4);
-//!    `fast` (the shifts, §3.1-3.2) and `fair` (splits, §3.3) extend it.
+//! 3. `tree`: [`FastFair`]: search, insert, update, delete, scans;
+//!    `fast` (the shifts, FAST) and `fair` (splits, FAIR) extend it.
 //! 4. `recovery`: open, crash recovery, the clean close's seal.
 //! 5. `checker`: the invariants and space accounting.
 //! 6. `engine`: FAST&FAIR behind `pmkv-core`'s engine contract ([`FACTORY`]).

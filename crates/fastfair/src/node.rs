@@ -1,5 +1,5 @@
 //! Nodes (the paper's pages) and objects in PM: reading a node as its live entries
-//! (tolerating the duplicates a shift leaves, §3.1-3.2), node locks, and the objects
+//! (tolerating the duplicates a shift leaves, FAST), node locks, and the objects
 //! that hold keys and values.
 
 use crate::error::Result;

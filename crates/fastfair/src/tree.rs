@@ -1,5 +1,5 @@
-//! [`FastFair`] and its operations: search with lock-free reads (§4), insert and update,
-//! delete (§3.2), ordered scans both ways.
+//! [`FastFair`] and its operations: search with lock-free reads, insert and update,
+//! delete, ordered scans both ways.
 
 use crate::error::{corrupt, Error, Result};
 use crate::layout::*;
@@ -120,7 +120,7 @@ impl FastFair {
     }
 
     /// Whether `t` lies at or right of node `sib`'s low key: the B-link step of a
-    /// descent that meets a node split after its parent was read (FAIR, §3.3).
+    /// descent that meets a node split after its parent was read (FAIR).
     pub(crate) fn past(&self, sib: u64, t: Target<'_>) -> Result<bool> {
         if !self.valid_node(sib) {
             return Err(corrupt(format!("a sibling pointer names {sib:#x}, which is not a node")));
@@ -340,7 +340,7 @@ impl FastFair {
                 }
             };
             // Keys only grow: a key not above the last one visited is a copy a split
-            // (or its crash) left in the node before (FAIR, §3.3).
+            // (or its crash) left in the node before (FAIR).
             let mut last: Option<Vec<u8>> = None;
             for _ in 0..(1u64 << 40) {
                 let (recs, sibling, _) = self.leaf_records(node)?;
