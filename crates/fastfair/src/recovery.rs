@@ -80,6 +80,16 @@ impl FastFair {
             t.read_super()?;
             if clean {
                 t.verify_seal()?;
+                // Lock words are never persisted on purpose, so PM may hold one a
+                // writer had taken (a line flushed while it was held): a clean close
+                // does not clear it. Every read-write open starts them over.
+                if !t.read_only {
+                    for level in t.levels()? {
+                        for n in level {
+                            t.reset_lock(n);
+                        }
+                    }
+                }
             } else if !t.read_only {
                 t.recover(&mut report)?;
             }

@@ -138,11 +138,38 @@ fn eadr_every_store_point() {
     eprintln!("eadr: {n} crash images checked");
 }
 
-/// A tree of three levels (inner splits, new roots): every 7th op explored.
+/// Crash points of each op of `ops` in `mode`, from a run without images.
+fn points_per_op(ops: &[Op], mode: Mode) -> Vec<u64> {
+    let pool = Arc::new(Pool::create_sim("fastfair", &sim_opts(2 << 20).mode(mode)).expect("sim pool"));
+    let t = FastFair::open(pool).expect("format");
+    let sim = t.pool().sim().unwrap();
+    sim.set_hook_with(true, mode == Mode::Eadr, |_| {});
+    let mut v = Vec::new();
+    for op in ops {
+        let before = sim.points();
+        match op {
+            Op::Put(k, x) => t.put(k, x).unwrap(),
+            Op::Delete(k) => assert!(t.delete(k).unwrap()),
+        }
+        v.push(sim.points() - before);
+    }
+    sim.clear_hook();
+    v
+}
+
+/// A tree of three levels: the ops with the most crash points (inner splits, new
+/// roots, leaf splits: the restructuring ones) and every 97th op, explored in full.
 #[test]
-fn adr_and_eadr_deeper_tree_sampled() {
+fn adr_and_eadr_deeper_tree_restructuring_ops() {
+    let ops = workload(700);
     for mode in [Mode::Adr, Mode::Eadr] {
-        let n = explore(&workload(900), mode, |i| i % 7 == 3 || (600..640).contains(&i));
+        let points = points_per_op(&ops, mode);
+        let mut by_points: Vec<usize> = (0..ops.len()).collect();
+        by_points.sort_by_key(|&i| (std::cmp::Reverse(points[i]), i));
+        let chosen: std::collections::HashSet<usize> =
+            by_points.iter().take(8).copied().chain((0..ops.len()).filter(|i| i % 97 == 50)).collect();
+        eprintln!("{mode:?}: exploring {:?}", by_points.iter().take(8).map(|&i| (i, points[i])).collect::<Vec<_>>());
+        let n = explore(&ops, mode, |i| chosen.contains(&i));
         eprintln!("{mode:?}: {n} crash images checked");
     }
 }
