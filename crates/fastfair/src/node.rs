@@ -212,6 +212,8 @@ impl FastFair {
                 s.n += 1;
             }
             if self.unchanged(node, version) {
+                // The header's line and the lines of the slots in use (P4, P5).
+                self.pool.note_read(1 + (raw.n as u64 + 1).div_ceil(4));
                 return s;
             }
         }
@@ -239,6 +241,7 @@ impl FastFair {
             chunk.copy_from_slice(&self.load(off + 8 * i as u64).to_le_bytes());
         }
         buf.truncate(len);
+        self.pool.note_read(crate::layout::lines(off, len));
         let crc = u32::from_le_bytes(buf[8..12].try_into().expect("4 bytes"));
         if crc != obj_crc(off, klen, vlen, &buf[OBJ_HEAD..]) {
             return Err(format!("object {off:#x} fails its checksum"));
