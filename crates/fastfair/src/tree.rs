@@ -129,6 +129,17 @@ impl FastFair {
         Self::right_of(t, skw, || self.low_key(sib).map_err(|e| e.to_string())).map_err(corrupt)
     }
 
+    /// Whether `t` lies below the last of live key words `kw`, so below the node's
+    /// sibling's low key: every live key of a node is (a split truncates its node before
+    /// unlocking it, and recovery finishes a truncation a crash cut short), so the
+    /// B-link step need not read the sibling.
+    fn below(t: Target<'_>, kw: &[u64]) -> bool {
+        match (t, kw.last()) {
+            (Target::Key { kw: k, .. }, Some(&last)) => k < last,
+            _ => false,
+        }
+    }
+
     /// Descend from the root to the node of `level` whose range holds `t`, lock-free.
     pub(crate) fn descend(&self, t: Target<'_>, level: u32) -> Result<(u64, Snap)> {
         'retry: loop {
@@ -141,7 +152,7 @@ impl FastFair {
                 if s.level < level {
                     return Err(corrupt(format!("node {node:#x} is at level {}, below {level}", s.level)));
                 }
-                if s.sibling != 0 && self.past(s.sibling, t)? {
+                if s.sibling != 0 && !Self::below(t, &s.kw[..s.n]) && self.past(s.sibling, t)? {
                     node = s.sibling;
                     continue;
                 }
