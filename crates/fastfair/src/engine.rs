@@ -22,7 +22,7 @@ pub struct FastFairFactory;
 fn info() -> EngineInfo {
     EngineInfo::new(
         "fastfair",
-        "FAST&FAIR: B+-tree wholly in PM, failure-atomic shifts and in-place splits, lock-free reads (Hwang et al., FAST 2018)",
+        "FAST&FAIR: B+-tree wholly in PM, failure-atomic shifts and in-place splits, readers take no lock (Hwang et al., FAST 2018)",
     )
     .persistent(true)
     .atomic_batches(false)

@@ -1,4 +1,4 @@
-//! [`FastFair`] and its operations: search with lock-free reads, insert and update,
+//! [`FastFair`] and its operations: search (readers take no lock), insert and update,
 //! delete, ordered scans both ways.
 
 use crate::error::{corrupt, Error, Result};
@@ -140,7 +140,7 @@ impl FastFair {
         }
     }
 
-    /// Descend from the root to the node of `level` whose range holds `t`, lock-free.
+    /// Descend from the root to the node of `level` whose range holds `t`, taking no lock.
     pub(crate) fn descend(&self, t: Target<'_>, level: u32) -> Result<(u64, Snap)> {
         'retry: loop {
             let mut node = self.load(self.sb + SB_ROOT);
