@@ -46,6 +46,8 @@ impl Registry {
             r.register(&pmkv_fptree::FACTORY);
             #[cfg(feature = "woart")]
             r.register(&pmkv_woart::FACTORY);
+            #[cfg(feature = "fastfair")]
+            r.register(&pmkv_fastfair::FACTORY);
             r
         })
     }

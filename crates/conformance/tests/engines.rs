@@ -64,6 +64,10 @@ mod woart {
     pmkv_conformance::suite!(pmkv_woart::FACTORY);
 }
 
+mod fastfair {
+    pmkv_conformance::suite!(pmkv_fastfair::FACTORY);
+}
+
 mod mangosteen {
     pmkv_conformance::suite!(pmkv_mangosteen::FACTORY);
 }
@@ -73,7 +77,7 @@ mod mangosteen {
 static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
 
 /// The engines this file runs the suite for.
-const COVERED: &[&str] = &["hart", "volatile", "mangosteen", "nbtree", "fptree", "woart"];
+const COVERED: &[&str] = &["hart", "volatile", "mangosteen", "nbtree", "fptree", "woart", "fastfair"];
 
 #[test]
 fn every_registered_engine_is_covered() {

@@ -1,0 +1,105 @@
+//! The bytes FAST&FAIR keeps in PM (byte by byte in docs/format/fastfair.md).
+//!
+//! * **Superblock** (type [`SUPER`], 64 bytes, pool root [`SUPER_ROOT`]): magic, version,
+//!   node size, the first leaf, a CRC-32C of those, the root node, and the seal (a CRC of
+//!   every node, written by a clean close and verified by the open after it).
+//! * **Node** (type [`NODE`], [`NODE_SIZE`] bytes; the paper's page): a 64-byte header
+//!   (sibling, leftmost child, level, shift direction, a volatile lock word, the low key)
+//!   and [`SLOTS`] 16-byte entries of a key word and a pointer word. An entry is live when
+//!   its pointer is non-zero and is not a *duplicate* of its neighbour (see `node`).
+//! * **Object** (types [`RECORD`], a key and its value, and [`KEY`], a separator key): a
+//!   16-byte head (key length, value length, CRC-32C of the offset, lengths and bytes),
+//!   then the key, then the value. Immutable once published.
+
+use pmkv_substrate::epalloc::TypeId;
+
+/// Pool root slot of the superblock (root 0 is EPallocator's).
+pub(crate) const SUPER_ROOT: usize = 1;
+/// Object types in EPallocator.
+pub(crate) const SUPER: TypeId = TypeId(1);
+pub(crate) const NODE: TypeId = TypeId(2);
+pub(crate) const RECORD: TypeId = TypeId(3);
+pub(crate) const KEY: TypeId = TypeId(4);
+
+pub(crate) const SUPER_MAGIC: &[u8; 8] = b"FASTFAIR";
+pub(crate) const SUPER_VERSION: u32 = 1;
+pub(crate) const SUPER_SIZE: usize = 64;
+/// Superblock fields.
+pub(crate) const SB_VERSION: u64 = 8;
+pub(crate) const SB_NODE_SIZE: u64 = 12;
+pub(crate) const SB_FIRST_LEAF: u64 = 16;
+pub(crate) const SB_CRC: u64 = 24;
+pub(crate) const SB_ROOT: u64 = 32;
+pub(crate) const SB_SEAL: u64 = 40;
+/// Bit set in a written seal word (a seal of 0 is "none").
+pub(crate) const SEAL_PRESENT: u64 = 1 << 63;
+
+/// A node: 512 bytes, the paper's default page size.
+pub(crate) const NODE_SIZE: usize = 512;
+pub(crate) const H_SIBLING: u64 = 0;
+pub(crate) const H_LEFTMOST: u64 = 8;
+pub(crate) const H_LEVEL: u64 = 16;
+/// The shift direction of the node's last write: [`RIGHT`] (an insert) or [`LEFT`]
+/// (a delete); it says which neighbour a duplicate pointer repeats (the paper's
+/// `switch_counter`, reduced to its parity).
+pub(crate) const H_DIR: u64 = 24;
+/// The lock word: a version, odd while a writer holds the node. Volatile state kept in
+/// the node's first line, as the paper keeps its per-node lock; never flushed, reset by
+/// recovery, and left out of the seal.
+pub(crate) const H_LOCK: u64 = 32;
+pub(crate) const H_LOW_KW: u64 = 40;
+pub(crate) const H_LOW_PTR: u64 = 48;
+pub(crate) const HEADER: u64 = 64;
+pub(crate) const ENTRY: u64 = 16;
+/// Entry slots of a node.
+pub(crate) const SLOTS: usize = (NODE_SIZE - HEADER as usize) / ENTRY as usize;
+/// Live entries a node holds: one slot stays a terminator (null pointer).
+pub(crate) const CAP: usize = SLOTS - 1;
+
+pub(crate) const RIGHT: u64 = 0;
+pub(crate) const LEFT: u64 = 1;
+/// What slot -1's pointer is in a leaf (an inner node's is its leftmost child): never an
+/// object offset (those are 8-aligned), never null (null ends the entries).
+pub(crate) const LEAF_LEFT: u64 = 1;
+
+/// Offset of slot `i`'s key word / pointer word in node `n`.
+pub(crate) fn key_at(n: u64, i: usize) -> u64 {
+    n + HEADER + ENTRY * i as u64
+}
+pub(crate) fn ptr_at(n: u64, i: usize) -> u64 {
+    n + HEADER + ENTRY * i as u64 + 8
+}
+
+/// Longest key (as the other engines') and value.
+pub(crate) const MAX_KEY: usize = (64 << 10) - 1;
+pub(crate) const MAX_VALUE: usize = 16 << 20;
+/// Object head: key length (4), value length (4), CRC (4), zero (4).
+pub(crate) const OBJ_HEAD: usize = 16;
+
+/// The key word: the key's first 8 bytes, big-endian, zero-padded. Ordering key words
+/// orders keys, except that keys with the same first 8 bytes (or a short key and itself
+/// followed by zeros) tie and are told apart by their objects.
+pub(crate) fn key_word(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
+}
+
+/// The CRC of an object at `off` with these bytes (key then value).
+pub(crate) fn obj_crc(off: u64, klen: usize, vlen: usize, bytes: &[u8]) -> u32 {
+    let mut c = crc32c::crc32c(&off.to_le_bytes());
+    c = crc32c::crc32c_append(c, &(klen as u32).to_le_bytes());
+    c = crc32c::crc32c_append(c, &(vlen as u32).to_le_bytes());
+    crc32c::crc32c_append(c, bytes)
+}
+
+/// The CRC of the superblock's immutable fields (bytes 0..24).
+pub(crate) fn super_crc(b: &[u8]) -> u32 {
+    crc32c::crc32c(&b[..SB_CRC as usize])
+}
+
+/// PM lines `[off, off + len)` spans.
+pub(crate) fn lines(off: u64, len: usize) -> u64 {
+    (off + len as u64).div_ceil(64) - off / 64
+}

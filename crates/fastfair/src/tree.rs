@@ -1,0 +1,448 @@
+//! [`FastFair`] and its operations: search (readers take no lock), insert and update,
+//! delete, ordered scans both ways.
+
+use crate::error::{corrupt, Error, Result};
+use crate::layout::*;
+use crate::node::{Obj, Snap};
+use parking_lot::Mutex;
+use pmkv_core::RecoveryReport;
+use pmkv_substrate::epalloc::EpAlloc;
+use pmkv_substrate::Pool;
+use std::cmp::Ordering as Cmp;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// FAST&FAIR's options: none yet (the node size is fixed by the format).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Options {}
+
+/// An open FAST&FAIR tree over one pool.
+pub struct FastFair {
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) alloc: EpAlloc,
+    /// Superblock offset.
+    pub(crate) sb: u64,
+    /// The leftmost leaf: the start of the leaf list, never replaced (nothing merges).
+    pub(crate) first_leaf: u64,
+    /// The pool's mode flushes (`adr`, `msync`): every store of a shift is persisted.
+    pub(crate) flushes: bool,
+    pub(crate) read_only: bool,
+    /// Serialises growing the tree by a new root.
+    pub(crate) root_lock: Mutex<()>,
+    pub(crate) count: AtomicU64,
+    pub(crate) recovery: RecoveryReport,
+    /// `close` sealed the tree already.
+    pub(crate) closed: bool,
+    pub(crate) _claim: pmkv_substrate::EngineClaim,
+}
+
+/// Where a descent goes: to the node whose range holds `key` (`strict`: holds the keys
+/// just below `key`), or to the last node of a level.
+#[derive(Clone, Copy)]
+pub(crate) enum Target<'a> {
+    Key { key: &'a [u8], kw: u64, strict: bool },
+    Max,
+}
+
+/// A node lock, released when dropped.
+pub(crate) struct Locked<'a> {
+    t: &'a FastFair,
+    pub(crate) node: u64,
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        self.t.unlock(self.node);
+    }
+}
+
+impl FastFair {
+    /// The full key of entry `ptr` of a node of `level`: a leaf entry's record's key, an
+    /// inner entry's child's low key.
+    pub(crate) fn entry_key(&self, level: u32, ptr: u64) -> std::result::Result<Vec<u8>, String> {
+        let obj = if level == 0 {
+            ptr
+        } else {
+            if !self.valid_node(ptr) {
+                return Err(format!("inner entry names {ptr:#x}, which is not a node"));
+            }
+            self.load(ptr + H_LOW_PTR)
+        };
+        Ok(self.read_obj(obj)?.key().to_vec())
+    }
+
+    /// The low key of node `n` (its immutable separator).
+    fn low_key(&self, n: u64) -> Result<Vec<u8>> {
+        let p = self.load(n + H_LOW_PTR);
+        Ok(self.read_obj(p).map_err(corrupt)?.key().to_vec())
+    }
+
+    /// Whether a descent to `t` goes right of a separator with key word `skw`, whose full
+    /// key `full` gives.
+    fn right_of(
+        t: Target<'_>,
+        skw: u64,
+        full: impl FnOnce() -> std::result::Result<Vec<u8>, String>,
+    ) -> std::result::Result<bool, String> {
+        match t {
+            Target::Max => Ok(true),
+            Target::Key { key, kw, strict } => {
+                let c = match skw.cmp(&kw) {
+                    Cmp::Equal => full()?.as_slice().cmp(key),
+                    c => c,
+                };
+                Ok(if strict { c == Cmp::Less } else { c != Cmp::Greater })
+            }
+        }
+    }
+
+    /// How many of the first `n` entries (`kw`, `ptr`) of a node of `level` a descent
+    /// to `t` goes right of (they are sorted).
+    pub(crate) fn rank(
+        &self,
+        level: u32,
+        kw: &[u64],
+        ptr: &[u64],
+        t: Target<'_>,
+    ) -> std::result::Result<usize, String> {
+        let (mut lo, mut hi) = (0, kw.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if Self::right_of(t, kw[mid], || self.entry_key(level, ptr[mid]))? {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// Whether `t` lies at or right of node `sib`'s low key: the B-link step of a
+    /// descent that meets a node split after its parent was read (FAIR).
+    pub(crate) fn past(&self, sib: u64, t: Target<'_>) -> Result<bool> {
+        if !self.valid_node(sib) {
+            return Err(corrupt(format!("a sibling pointer names {sib:#x}, which is not a node")));
+        }
+        let skw = self.load(sib + H_LOW_KW);
+        Self::right_of(t, skw, || self.low_key(sib).map_err(|e| e.to_string())).map_err(corrupt)
+    }
+
+    /// Whether `t` lies below the last of live key words `kw`, so below the node's
+    /// sibling's low key: every live key of a node is (a split truncates its node before
+    /// unlocking it, and recovery finishes a truncation a crash cut short), so the
+    /// B-link step need not read the sibling.
+    fn below(t: Target<'_>, kw: &[u64]) -> bool {
+        match (t, kw.last()) {
+            (Target::Key { kw: k, .. }, Some(&last)) => k < last,
+            _ => false,
+        }
+    }
+
+    /// Descend from the root to the node of `level` whose range holds `t`, taking no lock.
+    pub(crate) fn descend(&self, t: Target<'_>, level: u32) -> Result<(u64, Snap)> {
+        'retry: loop {
+            let mut node = self.load(self.sb + SB_ROOT);
+            for _ in 0..(1u64 << 24) {
+                if !self.valid_node(node) {
+                    return Err(corrupt(format!("the tree names {node:#x}, which is not a node")));
+                }
+                let s = self.snap(node);
+                if s.level < level {
+                    return Err(corrupt(format!("node {node:#x} is at level {}, below {level}", s.level)));
+                }
+                if s.sibling != 0 && !Self::below(t, &s.kw[..s.n]) && self.past(s.sibling, t)? {
+                    node = s.sibling;
+                    continue;
+                }
+                if s.level == level {
+                    return Ok((node, s));
+                }
+                let j = match self.rank(s.level, &s.kw[..s.n], &s.ptr[..s.n], t) {
+                    Ok(j) => j,
+                    Err(e) if self.unchanged(node, s.version) => return Err(corrupt(e)),
+                    Err(_) => continue 'retry,
+                };
+                node = if j == 0 { s.leftmost } else { s.ptr[j - 1] };
+            }
+            return Err(corrupt("a descent did not end: the tree has a cycle"));
+        }
+    }
+
+    /// Lock the node of `level` whose range holds `t`, moving right past splits.
+    pub(crate) fn lock_for(&self, t: Target<'_>, level: u32) -> Result<Locked<'_>> {
+        let (node, _) = self.descend(t, level)?;
+        self.lock(node);
+        let mut g = Locked { t: self, node };
+        for _ in 0..(1u64 << 24) {
+            let sib = self.load(g.node + H_SIBLING);
+            if sib == 0 || !self.past(sib, t)? {
+                return Ok(g);
+            }
+            drop(g);
+            self.lock(sib);
+            g = Locked { t: self, node: sib };
+        }
+        Err(corrupt("a sibling chain did not end: the tree has a cycle"))
+    }
+
+    /// The entry of `key` in a leaf's entries: (index, its record), or `None`.
+    fn find_in(
+        &self,
+        kw: &[u64],
+        ptr: &[u64],
+        key: &[u8],
+        k: u64,
+    ) -> std::result::Result<Option<(usize, Obj)>, String> {
+        let i = self.rank(0, kw, ptr, Target::Key { key, kw: k, strict: true })?;
+        if i < kw.len() && kw[i] == k {
+            let obj = self.read_obj(ptr[i])?;
+            if obj.key() == key {
+                return Ok(Some((i, obj)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Call `f` with the value of `key`, if present.
+    pub fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let kw = key_word(key);
+        let t = Target::Key { key, kw, strict: false };
+        loop {
+            let (leaf, s) = self.descend(t, 0)?;
+            let r = self.find_in(&s.kw[..s.n], &s.ptr[..s.n], key, kw);
+            // A record read while a writer changed the leaf may have been freed and
+            // reused meanwhile: only a read the leaf's version vouches for counts.
+            if !self.unchanged(leaf, s.version) {
+                continue;
+            }
+            return match r {
+                Ok(Some((_, obj))) => {
+                    f(obj.value());
+                    Ok(true)
+                }
+                Ok(None) => Ok(false),
+                Err(e) => Err(corrupt(e)),
+            };
+        }
+    }
+
+    fn check_sizes(key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if key.len() > MAX_KEY {
+            return Err(Error::KeyTooLarge(key.len()));
+        }
+        match value {
+            Some(v) if v.len() > MAX_VALUE => Err(Error::ValueTooLarge(v.len())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Insert or replace. The record is written and published first; an insert links it
+    /// with a FAST shift (splitting the leaf with FAIR when full), an update swaps the
+    /// entry's pointer with one 8-byte store and frees the old record.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Self::check_sizes(key, Some(value))?;
+        self.pool.check_writable()?;
+        let rec = self.new_obj(RECORD, key, value)?;
+        let r = self.link(key, rec);
+        if r.is_err() {
+            let _ = self.alloc.try_free(rec);
+        }
+        self.pool.commit_fence();
+        r
+    }
+
+    fn link(&self, key: &[u8], rec: u64) -> Result<()> {
+        let kw = key_word(key);
+        let t = Target::Key { key, kw, strict: false };
+        let g = self.lock_for(t, 0)?;
+        let raw = self.raw(g.node);
+        let found = self.find_in(&raw.kw[..raw.n], &raw.ptr[..raw.n], key, kw).map_err(corrupt)?;
+        if let Some((i, _)) = found {
+            let old = raw.ptr[i];
+            self.pstore(ptr_at(g.node, i), rec);
+            drop(g);
+            self.alloc.try_free(old)?;
+            return Ok(());
+        }
+        let pos = self
+            .rank(0, &raw.kw[..raw.n], &raw.ptr[..raw.n], Target::Key { key, kw, strict: true })
+            .map_err(corrupt)?;
+        if raw.n < CAP {
+            self.fast_insert(g.node, &raw, pos, kw, rec);
+            drop(g);
+            self.count.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let (skw, sobj, right) = self.split(&g, &raw, pos, kw, rec, Some(key))?;
+        drop(g);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        // The record is in the tree now: a parent entry that cannot be added (a full
+        // pool) leaves the new node reachable through its left sibling (B-link), which
+        // searches follow, and recovery rebuilds the inner nodes.
+        let _ = self.insert_parent(1, skw, sobj, right);
+        Ok(())
+    }
+
+    /// Remove `key`; whether it was present.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        Self::check_sizes(key, None)?;
+        self.pool.check_writable()?;
+        let kw = key_word(key);
+        let g = self.lock_for(Target::Key { key, kw, strict: false }, 0)?;
+        let raw = self.raw(g.node);
+        let Some((i, _)) = self.find_in(&raw.kw[..raw.n], &raw.ptr[..raw.n], key, kw).map_err(corrupt)? else {
+            return Ok(false);
+        };
+        let old = raw.ptr[i];
+        self.fast_delete(g.node, &raw, i);
+        drop(g);
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        self.alloc.try_free(old)?;
+        self.pool.commit_fence();
+        Ok(true)
+    }
+
+    /// A leaf's records, read consistently: (records, sibling, low key pointer).
+    fn leaf_records(&self, leaf: u64) -> Result<(Vec<Obj>, u64, u64)> {
+        loop {
+            let s = self.snap(leaf);
+            if s.level != 0 {
+                return Err(corrupt(format!("the leaf list names {leaf:#x}, which is at level {}", s.level)));
+            }
+            let r: std::result::Result<Vec<Obj>, String> = s.ptr[..s.n].iter().map(|&p| self.read_obj(p)).collect();
+            if !self.unchanged(leaf, s.version) {
+                continue;
+            }
+            return Ok((r.map_err(corrupt)?, s.sibling, s.low_ptr));
+        }
+    }
+
+    /// Visit the records between the bounds in order (`reverse`: descending) until
+    /// `visit` returns false or `limit` were visited.
+    pub fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        if limit == 0 {
+            return Ok(());
+        }
+        let above_start = |k: &[u8]| match start {
+            Bound::Included(s) => k >= s,
+            Bound::Excluded(s) => k > s,
+            Bound::Unbounded => true,
+        };
+        let below_end = |k: &[u8]| match end {
+            Bound::Included(e) => k <= e,
+            Bound::Excluded(e) => k < e,
+            Bound::Unbounded => true,
+        };
+        let mut left = limit;
+        if !reverse {
+            let mut node = match start {
+                Bound::Unbounded => self.first_leaf,
+                Bound::Included(k) | Bound::Excluded(k) => {
+                    self.descend(Target::Key { key: k, kw: key_word(k), strict: false }, 0)?.0
+                }
+            };
+            // Keys only grow: a key not above the last one visited is a copy a split
+            // (or its crash) left in the node before (FAIR).
+            let mut last: Option<Vec<u8>> = None;
+            for _ in 0..(1u64 << 40) {
+                let (recs, sibling, _) = self.leaf_records(node)?;
+                for r in &recs {
+                    let k = r.key();
+                    if last.as_deref().is_some_and(|l| k <= l) || !above_start(k) {
+                        continue;
+                    }
+                    if !below_end(k) || !visit(k, r.value()) {
+                        return Ok(());
+                    }
+                    left -= 1;
+                    if left == 0 {
+                        return Ok(());
+                    }
+                    last = Some(k.to_vec());
+                }
+                if sibling == 0 {
+                    return Ok(());
+                }
+                if !self.valid_node(sibling) {
+                    return Err(corrupt(format!("a leaf's sibling is {sibling:#x}, not a node")));
+                }
+                node = sibling;
+            }
+            return Err(corrupt("the leaf list does not end"));
+        }
+        // Reverse: leaves link only rightwards, so each step descends again to the leaf
+        // holding the keys just below the lowest one seen (or below the leaf's low key).
+        let mut upper: Bound<Vec<u8>> = end.map(<[u8]>::to_vec);
+        for _ in 0..(1u64 << 40) {
+            let t = match &upper {
+                Bound::Unbounded => Target::Max,
+                Bound::Included(k) => Target::Key { key: k, kw: key_word(k), strict: false },
+                Bound::Excluded(k) => Target::Key { key: k, kw: key_word(k), strict: true },
+            };
+            let (leaf, _) = self.descend(t, 0)?;
+            let (recs, _, low_ptr) = self.leaf_records(leaf)?;
+            for r in recs.iter().rev() {
+                let k = r.key();
+                let below = match &upper {
+                    Bound::Unbounded => true,
+                    Bound::Included(u) => k <= u.as_slice(),
+                    Bound::Excluded(u) => k < u.as_slice(),
+                };
+                if !below {
+                    continue;
+                }
+                if !above_start(k) || !visit(k, r.value()) {
+                    return Ok(());
+                }
+                left -= 1;
+                if left == 0 {
+                    return Ok(());
+                }
+                upper = Bound::Excluded(k.to_vec());
+            }
+            if low_ptr == 0 {
+                return Ok(());
+            }
+            let low = self.read_obj(low_ptr).map_err(corrupt)?.key().to_vec();
+            if !above_start(&low) || matches!(start, Bound::Included(s) if s == low.as_slice()) {
+                return Ok(());
+            }
+            upper = Bound::Excluded(low);
+        }
+        Err(corrupt("a reverse scan did not end"))
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Whether there are no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The pool under the tree.
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// What the open's recovery did.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// `msync` or fence, as the pool's mode needs.
+    pub fn sync(&self) -> Result<()> {
+        Ok(self.pool.sync()?)
+    }
+}
