@@ -24,6 +24,12 @@ pub const VOLATILE: &str = "volatile";
 /// gives `mangosteen` a prefix of each key set ([`SLOW_WRITES_KEYS`]).
 pub const SLOW_WRITES: &[&str] = &["mangosteen", "lmdb-sync"];
 
+/// The papers' competitors (FPTree, WOART, FAST&FAIR, ...): engines built so that the
+/// reproductions compare with them, not engines a user picks. The main job leaves them to
+/// `reproduce` (it must stay near five minutes); `bench run -e NAME` and `reproduce` run
+/// them.
+pub const COMPETITORS: &[&str] = &["fptree", "woart", "fastfair", "artcow", "utree"];
+
 /// Keys of each workload the main job gives an engine of [`SLOW_WRITES`] (the first ones of
 /// the set), unless `--full`.
 pub const SLOW_WRITES_KEYS: usize = 50_000;
@@ -65,6 +71,11 @@ impl EngineSpec {
     /// Whether every write of this engine is a slow batch ([`SLOW_WRITES`]).
     pub fn slow_writes(&self) -> bool {
         SLOW_WRITES.contains(&self.name())
+    }
+
+    /// Whether this is one of the papers' competitors ([`COMPETITORS`]).
+    pub fn is_competitor(&self) -> bool {
+        COMPETITORS.contains(&self.name())
     }
 
     /// Whether the engine is one of the comparison baselines.

@@ -1,9 +1,9 @@
 //! `pmkv bench` with no subcommand, the main job: the Dictionary workload (and Sequential
 //! and Random at 500,000 records), insert/search/update/delete, every engine of
-//! `pmkv::Registry::builtin()` in `eadr` and `adr`, the volatile baseline and LMDB (write-map,
-//! no-sync), one thread; each measurement three times (`--runs`) in alternating rounds; a
-//! table of the median ns/op with the range of the runs, and persistence counters per
-//! operation.
+//! `pmkv::Registry::builtin()` but the papers' competitors (left to `reproduce`) in `eadr`
+//! and `adr`, the volatile baseline and LMDB (write-map, no-sync), one thread; each
+//! measurement three times (`--runs`) in alternating rounds; a table of the median ns/op
+//! with the range of the runs, and persistence counters per operation.
 
 use crate::engines;
 use crate::experiment::{self, Settings, Target};
@@ -18,7 +18,7 @@ use std::time::Instant;
 
 /// The engines of `pmkv::Registry::builtin()` that use a pool, comma-separated ("none yet" if none).
 pub fn pool_engine_names() -> String {
-    let v: Vec<&str> = engines::pmkv_pool_engines().iter().map(|e| e.name()).collect();
+    let v: Vec<&str> = engines::pmkv_pool_engines().iter().filter(|e| !e.is_competitor()).map(|e| e.name()).collect();
     if v.is_empty() {
         "(none yet)".into()
     } else {
@@ -38,6 +38,8 @@ pub fn main_job(runs: usize, full: bool) -> Result<()> {
     for e in engines::all() {
         match e.kind {
             engines::EngineKind::Lmdb(crate::baseline::lmdb::LmdbVariant::Synced) => {}
+            // The papers' competitors run in `reproduce`.
+            _ if e.is_competitor() => {}
             _ if e.uses_pool() => {
                 tg.push(Target::new(e, Mode::Eadr, lat));
                 tg.push(Target::new(e, Mode::Adr, lat));
