@@ -4,10 +4,9 @@ use crate::error::Error as FpError;
 use crate::layout::{CAP, MAX_KEY, MAX_VALUE};
 use crate::tree::{FpTree, Options as FpOptions};
 use pmkv_core::{
-    BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
-    Options, Pool, RecoveryReport, Result, Visitor, WriteBatch,
+    CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage, Options, Pool,
+    RecoveryReport, Result, Visitor, WriteBatch,
 };
-use pmkv_substrate::batch_log::Op;
 use std::sync::Arc;
 
 /// The layout name FPTree pools carry in their header.
@@ -77,15 +76,7 @@ impl Engine for FpTreeEngine {
     /// Atomic batches of two or more operations go through the batch log (all or nothing
     /// across a crash, see `batch`); independent ones are applied in order.
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        let ops: Vec<Op<'_>> = batch
-            .ops()
-            .iter()
-            .map(|op| match op {
-                BatchOp::Put(k, v) => Op::Put(k, v),
-                BatchOp::Delete(k) => Op::Delete(k),
-            })
-            .collect();
-        Ok(self.0.write_batch(&ops, batch.is_atomic())?)
+        Ok(self.0.write_batch(&batch.log_ops(), batch.is_atomic())?)
     }
     fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
         if range.is_empty() {
