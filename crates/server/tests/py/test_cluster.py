@@ -168,3 +168,29 @@ def test_a_slot_moves_with_ask_in_between(cluster):
         src.get("foo")
     rc = client(ports)
     assert rc.get("foo") == b"old" and rc.hgetall("{foo}h") == {b"f": b"v"} and rc.get("{foo}new") == b"1"
+
+
+def test_redis_cli_follows_redirects(cluster):
+    """`redis-cli -c` (cluster mode) asked at the first node reaches every key's owner."""
+    ports = cluster["ports"]
+
+    def cli(*args):
+        out = subprocess.run(
+            ["redis-cli", "-c", "-p", str(ports[0]), *args], capture_output=True, text=True, timeout=30
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    rc = client(ports)
+    keys = [f"cli:{i}" for i in range(30)]
+    owners = {rc.nodes_manager.get_node_from_slot(rc.keyslot(k)).port for k in keys}
+    assert owners == set(ports), "the keys should land on every node"
+    for k in keys:
+        assert cli("set", k, k.upper()) == "OK"
+    for k in keys:
+        assert cli("get", k) == k.upper()
+        assert rc.get(k) == k.upper().encode()
+    assert cli("cluster", "keyslot", "foo") == "12182"
+    # A multi-key command on one slot (hash tag) is routed whole.
+    assert cli("mset", "{tag}a", "1", "{tag}b", "2") == "OK"
+    assert cli("mget", "{tag}a", "{tag}b").split() == ["1", "2"]
