@@ -455,6 +455,18 @@ fn add_node_then_rebalance_evens_the_slots() {
 
 #[test]
 fn fix_finishes_a_reshard_whose_source_was_killed() {
+    fix_finishes_a_reshard_after_a_kill(0);
+}
+
+#[test]
+fn fix_finishes_a_reshard_whose_target_was_killed() {
+    fix_finishes_a_reshard_after_a_kill(1);
+}
+
+/// Reshard slots from node 0 to node 1 under writes, SIGKILL node `victim` (0: the source,
+/// 1: the target) mid-move, restart it on its pool and port, `fix`: no acknowledged write
+/// is lost and `check` passes.
+fn fix_finishes_a_reshard_after_a_kill(victim: usize) {
     let dir = pool_dir();
     let mut nodes = start_nodes(dir.path(), 3, &[]);
     let addrs: Vec<String> = nodes.iter().map(Node::addr).collect();
@@ -496,23 +508,23 @@ fn fix_finishes_a_reshard_whose_source_was_killed() {
         assert!(*e < e0 + 300, "the reshard ended before the kill");
         assert!(t0.elapsed() < Duration::from_secs(60), "the reshard made no progress");
     }
-    nodes[0].kill();
+    nodes[victim].kill();
     let st = reshard.wait().unwrap();
     let mut err = String::new();
     reshard.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    assert_eq!(st.code(), Some(2), "the driver fails when its source dies: {err}");
+    assert_eq!(st.code(), Some(2), "the driver fails when a node of the move dies: {err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    // While the source is down, check names it and fix refuses to guess.
-    let o = cluster(&["check", &addrs[1]]);
+    // While the node is down, check names it and fix refuses to guess.
+    let o = cluster(&["check", &addrs[2]]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stdout).contains(&format!("node {} did not answer", addrs[0])), "{}", text(&o.stdout));
-    let o = cluster(&["fix", &addrs[1]]);
+    assert!(text(&o.stdout).contains(&format!("node {} did not answer", addrs[victim])), "{}", text(&o.stdout));
+    let o = cluster(&["fix", &addrs[2]]);
     assert_refused(&o);
-    assert!(text(&o.stderr).contains(&addrs[0]), "{}", text(&o.stderr));
-    // The writer goes on through the outage; the source comes back on its pool and port.
+    assert!(text(&o.stderr).contains(&addrs[victim]), "{}", text(&o.stderr));
+    // The writer goes on through the outage; the node comes back on its pool and port.
     std::thread::sleep(Duration::from_millis(300));
-    let (pool, port) = (nodes[0].pool.clone(), nodes[0].port);
-    nodes[0] = Node::start(&pool, port, &[]);
+    let (pool, port) = (nodes[victim].pool.clone(), nodes[victim].port);
+    nodes[victim] = Node::start(&pool, port, &[]);
     // The kill almost always lands while a slot is MIGRATING (rarely between two slots).
     let R::Arr(v) = Conn::open(&addrs[0]).unwrap().cmd(&["PMKV.TOPOLOGY", "GET"]) else { panic!() };
     let open = v[2] != R::Arr(vec![]);
