@@ -15,10 +15,6 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyType};
 
-/// Split allocation for the `mangosteen` engine (SPEC M7): the system allocator, except
-/// inside Mangosteen's read-write requests.
-#[global_allocator]
-static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
 use std::ops::Bound as Edge;
 use std::sync::RwLock;
 

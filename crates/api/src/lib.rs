@@ -68,11 +68,11 @@ pub mod engines {
     pub use pmkv_woart as woart;
 }
 
-/// The global allocator the `mangosteen` engine needs (split allocation, SPEC M7). A
-/// program that opens `mangosteen` stores installs it:
-/// `#[global_allocator] static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;`. It forwards
-/// every call to the system allocator except inside Mangosteen's read-write requests,
-/// whose allocations come from the durable region. Without it, opening a `mangosteen`
-/// store fails with `Unsupported`; every other engine works either way.
+/// Split allocation (SPEC M7) for applications built on the Mangosteen runtime with page
+/// capture: installed as the program's global allocator
+/// (`#[global_allocator] static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;`), it sends a
+/// read-write request's allocations to the durable region. The `mangosteen` engine does
+/// not need it (its map allocates through the instrumented library's own allocator), and
+/// no engine changes the program's allocator.
 #[cfg(feature = "mangosteen")]
 pub use pmkv_mangosteen::SplitAlloc;

@@ -8,9 +8,6 @@
 use pmkv::{Options, Store};
 use std::path::Path;
 
-#[global_allocator]
-static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
-
 fn crashed_copy(engine: &str, dir: &Path) -> Vec<u8> {
     let path = dir.join(format!("{engine}.pool"));
     // A small Mangosteen region: every open checks each of its pages.

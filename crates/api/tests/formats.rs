@@ -16,10 +16,6 @@ use pmkv::{ErrorKind, KeyRange, Options, Store};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-// The mangosteen engine keeps its map on the persistent heap this allocator serves.
-#[global_allocator]
-static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
-
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
 /// Rebuilds NAME.pool from NAME.pool.gz (see scripts/format-fixtures for the packing).

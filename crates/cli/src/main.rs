@@ -26,11 +26,6 @@ mod output;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-/// Split allocation for the `mangosteen` engine (SPEC M7): the system allocator, except
-/// inside Mangosteen's read-write requests.
-#[global_allocator]
-static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
-
 #[derive(Parser)]
 #[command(name = "pmkv", version, about = "pmkv: persistent-memory key-value toolkit")]
 struct Cli {

@@ -16,10 +16,6 @@
 
 mod common;
 
-// The mangosteen engine serves its map from a split heap (see `pmkv::SplitAlloc`).
-#[global_allocator]
-static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
-
 use common::*;
 use pmkv::{Mode, Options, Store};
 use std::collections::{BTreeMap, HashSet};

@@ -72,10 +72,6 @@ mod mangosteen {
     pmkv_conformance::suite!(pmkv_mangosteen::FACTORY);
 }
 
-/// The `mangosteen` engine allocates through it (split allocation, SPEC M7).
-#[global_allocator]
-static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
-
 /// The engines this file runs the suite for.
 const COVERED: &[&str] = &["hart", "volatile", "mangosteen", "nbtree", "fptree", "woart", "fastfair"];
 

@@ -11,10 +11,6 @@ use pmkv::{BatchOp, Mode, Options, Store, WriteBatch};
 use pmkv_core::EngineFactory;
 use pmkv_substrate::counters;
 
-/// The `mangosteen` engine allocates through it (split allocation, SPEC M7).
-#[global_allocator]
-static ALLOC: pmkv::SplitAlloc = pmkv::SplitAlloc;
-
 const N: usize = 2000;
 
 /// Mean flushed lines and fences per operation of each kind, in `adr` mode.

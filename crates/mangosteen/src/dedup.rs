@@ -76,6 +76,11 @@ impl DedupSet {
         }
     }
 
+    /// Whether the block at `a` (block-aligned) was recorded (verify mode).
+    pub fn contains(&self, a: u64) -> bool {
+        self.table.iter().any(|&e| e == a + 1) || self.overflow.contains(&a)
+    }
+
     /// Blocks recorded (table, then overflow), each table entry once.
     pub fn len(&self) -> usize {
         self.used + self.overflow.len()

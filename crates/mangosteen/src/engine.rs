@@ -3,32 +3,32 @@
 //!
 //! The map and everything it allocates live in the durable region, which is mapped at
 //! the same address for the pool's whole life (`Options::fixed_address`), so
-//! its pointers stay valid across restarts. A put or delete is a read-write request: it
-//! runs in a batch (flat-combined with other threads' writes) inside a split-allocation
-//! scope, so the map's allocations come from the region's persistent heap
-//! ([`Heap`], through [`SplitAlloc`]); its writes — the map's
-//! nodes, the heap's lists — are found by page protection and logged, and the call
-//! returns once the batch's COMMIT is durable. A get or scan is a read-only request on the
-//! DRAM copy, in parallel with other readers. A write batch is one request, hence atomic.
-//!
-//! The program must install `SplitAlloc` as its global allocator (the `pmkv` CLI, server,
-//! bindings and test binaries do); without it the engine refuses to open.
+//! its pointers stay valid across restarts. The map's code is the instrumented library
+//! (`compiler_capture`, `instrumented/app.rs`): its own global allocator sends the map's
+//! allocations to the region's persistent heap ([`Heap`]) while a write runs, so the
+//! program that opens the engine installs no allocator. A put or delete is a read-write
+//! request: it runs in a batch (flat-combined with other threads' writes); its writes —
+//! the map's nodes, the heap's lists — are captured by the compiler's store hooks
+//! (`capture=compiler`, the default) or by page protection (`capture=pages`) and logged,
+//! and the call returns once the batch's COMMIT is durable. A get or scan is a read-only
+//! request on the DRAM copy, in parallel with other readers. A write batch is one
+//! request, hence atomic.
 
+use crate::compiler_capture::{self, abi, App};
 use crate::error::Error as MgError;
 use crate::heap::Heap;
 use crate::runtime::{Capture, Mangosteen, Options as MgOptions};
-use crate::split_alloc::{Registration, SplitAlloc};
 use pmkv_core::{
     BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
     Options, Param, Pool, RecoveryReport, Result, Visitor, WriteBatch,
 };
-use std::collections::BTreeMap;
+use std::ffi::c_void;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// The map the application keeps: unchanged standard-library code.
-type Map = BTreeMap<Box<[u8]>, Box<[u8]>>;
+/// The largest region (MiB) debug builds verify capture for by default.
+const VERIFY_DEFAULT_MIB: u64 = 16;
 
 /// Most records in the redo ring (see `options`).
 const RING_MAX: u64 = 256 << 10;
@@ -54,6 +54,14 @@ const PARAMS: &[Param] = &[
     },
     Param { name: "dedup", doc: "false: log every captured block, the paper's no-deduplication ablation (default true)" },
     Param {
+        name: "capture",
+        doc: "how writes are found: compiler (the map's stores, traced by the instrumentation it was compiled with; default) or pages (page protection: a fault and a page copy per page a batch writes, for comparison)",
+    },
+    Param {
+        name: "verify_capture",
+        doc: "true: after every batch compare the whole region with the one before and fail the write if any changed byte was not captured, logging it anyway (a compare of the region per batch; default: true in debug builds for regions up to 16 MiB, so the tests run it)",
+    },
+    Param {
         name: "background",
         doc: "true: apply committed batches on a backend thread, the paper's design (default false: inline, right after each commit)",
     },
@@ -62,7 +70,7 @@ const PARAMS: &[Param] = &[
 fn info() -> EngineInfo {
     EngineInfo::new(
         "mangosteen",
-        "Mangosteen: a standard BTreeMap made durable by flat combining, page capture and a deduplicated redo log (Lersch et al.)",
+        "Mangosteen: a standard BTreeMap made durable by flat combining, compiler write capture and a deduplicated redo log (Lersch et al.)",
     )
     .persistent(true)
     .atomic_batches(true)
@@ -77,13 +85,15 @@ fn err(e: MgError) -> Error {
         MgError::Corrupt(_) => Error::with_source(ErrorKind::Corrupt, e),
         MgError::AddressInUse { .. } => Error::with_source(ErrorKind::Locked, e),
         MgError::Io(_) => Error::with_source(ErrorKind::Io, e),
-        MgError::Panicked(_) => Error::with_source(ErrorKind::Internal, e),
+        MgError::Panicked(_) | MgError::CaptureMissed(_) => Error::with_source(ErrorKind::Internal, e),
+        MgError::Capture(_) => Error::with_source(ErrorKind::Unsupported, e),
     }
 }
 
 fn options(opts: &Options) -> Result<MgOptions> {
     let mut region_mib = (opts.max_size >> 26).clamp(1, 256);
-    let mut o = MgOptions { capture: Capture::Pages, fixed_address: true, ..Default::default() };
+    let mut o = MgOptions { capture: Capture::Compiler, fixed_address: true, ..Default::default() };
+    let mut verify = None;
     for (k, v) in opts.params() {
         let bad = || Error::invalid(format!("mangosteen parameter {k}={v}: not a valid value"));
         match k.as_str() {
@@ -92,10 +102,21 @@ fn options(opts: &Options) -> Result<MgOptions> {
             }
             "dedup" => o.dedup = v.parse().map_err(|_| bad())?,
             "background" => o.background = v.parse().map_err(|_| bad())?,
+            "capture" => {
+                o.capture = match v.as_str() {
+                    "compiler" => Capture::Compiler,
+                    "pages" => Capture::Pages,
+                    _ => return Err(bad()),
+                }
+            }
+            "verify_capture" => verify = Some(v.parse().map_err(|_| bad())?),
             _ => {}
         }
     }
     o.region_size = region_mib << 20;
+    // Verification compares the whole region after every batch: on by default in debug
+    // builds (so every test runs it) for regions small enough to make that cheap.
+    o.verify_capture = verify.unwrap_or(cfg!(debug_assertions) && region_mib <= VERIFY_DEFAULT_MIB);
     // Room in the ring for every block of the region (then any batch fits: the dedup set
     // logs each block once), up to 256K records (16 MiB of PM); past that a batch that
     // dirties more than 8 MiB of the region is refused (values are limited to a quarter
@@ -127,27 +148,26 @@ impl EngineFactory for MangosteenFactory {
 /// An open `mangosteen` store.
 pub struct MangosteenEngine {
     m: Mangosteen,
+    /// The map's code (loaded once per process).
+    app: &'static App,
     /// Region offset of the map.
     root: usize,
-    _registration: Registration,
     poisoned: AtomicBool,
     read_only: bool,
 }
 
+/// A panic raised in a callback the map's code called (a scan's visitor): caught there,
+/// since it may not unwind through the library's frames, and raised again once the
+/// library returned.
+type Caught = Option<Box<dyn std::any::Any + Send>>;
+
 impl MangosteenEngine {
     /// Open (recovering first) the region in `pool`, and create the empty map on a new one.
     pub fn open(pool: Arc<Pool>, o: MgOptions) -> Result<MangosteenEngine> {
-        if !SplitAlloc::installed() {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                "the mangosteen engine needs pmkv_mangosteen::SplitAlloc as this program's global allocator",
-            ));
-        }
+        let app = compiler_capture::app().map_err(|e| err(MgError::Capture(e)))?;
         let read_only = pool.is_read_only();
         let m = Mangosteen::open(pool, o).map_err(err)?;
-        let (base, size) = (m.region_base(), m.size() as usize);
-        let registration = SplitAlloc::register(base, size)
-            .ok_or_else(|| Error::new(ErrorKind::Unsupported, "more than 64 mangosteen stores open in one process"))?;
+        let size = m.size() as usize;
         let root = m.read(|r| {
             // SAFETY: only reads of the heap header inside the region (the DRAM copy,
             // mapped for `m`'s life); no batch runs yet.
@@ -167,15 +187,9 @@ impl MangosteenEngine {
             // own, so both are durable before the pool is used.
             m.batch(|tx| {
                 let r = tx.region();
-                // SAFETY: the region, ours for the batch.
-                let h = unsafe { Heap::new(r.as_mut_ptr(), r.len()) };
-                if !h.is_formatted() {
-                    h.format();
-                }
-                let map = SplitAlloc::scope(h, || Box::into_raw(Box::new(Map::new())));
-                let off = map as u64 - r.as_ptr() as u64;
-                h.set_root(off);
-                off
+                // SAFETY: the region, ours for the batch, 16-aligned, zero but for a heap
+                // header a crashed earlier attempt may have left.
+                unsafe { (app.create)(r.as_mut_ptr(), r.len()) }
             })
             .map_err(err)?
         };
@@ -185,13 +199,7 @@ impl MangosteenEngine {
                 format!("map root {root:#x} is no block of the {size}-byte region"),
             ));
         }
-        Ok(MangosteenEngine {
-            m,
-            root: root as usize,
-            _registration: registration,
-            poisoned: AtomicBool::new(false),
-            read_only,
-        })
+        Ok(MangosteenEngine { m, app, root: root as usize, poisoned: AtomicBool::new(false), read_only })
     }
 
     fn writable(&self) -> Result<()> {
@@ -204,26 +212,20 @@ impl MangosteenEngine {
         Ok(())
     }
 
-    /// Run `f` on the map as a read-only request.
-    fn read<R>(&self, f: impl FnOnce(&Map) -> R) -> R {
-        self.m.read(|r| {
-            // SAFETY: `root` names the map inside the region (checked at open); the DRAM
-            // copy is mapped at the address its pointers were made for, and no batch
-            // writes it while we hold the read side.
-            let map = unsafe { &*(r.as_ptr().add(self.root) as *const Map) };
-            f(map)
-        })
+    /// Run `f` with the region's base address as a read-only request.
+    fn read<R>(&self, f: impl FnOnce(*mut u8) -> R) -> R {
+        // The base pointer is only read through (`get`, `scan`, ...): no batch writes the
+        // copy while the read side is held.
+        self.m.read(|r| f(r.as_ptr() as *mut u8))
     }
 
-    /// Run `f` on the map as a read-write request: in a batch, allocating from the
-    /// region's heap; `need` bytes must remain untouched in the heap, else `Full`.
-    fn write<R: Send>(&self, need: u64, f: impl FnOnce(&mut Map) -> R + Send) -> Result<R> {
+    /// Run `f` (given the region's base and length) as a read-write request: in a batch;
+    /// `need` bytes must remain untouched in the heap, else `Full`.
+    fn write<R: Send>(&self, need: u64, f: impl FnOnce(*mut u8, usize) -> R + Send) -> Result<R> {
         self.writable()?;
-        let root = self.root;
         let r = self.m.batch(move |tx| {
             let r = tx.region();
-            // SAFETY: the region, ours for the batch; the map at `root` was made by this
-            // heap at the region's fixed address.
+            // SAFETY: the region, ours for the batch; only the header is read.
             let h = unsafe { Heap::new(r.as_mut_ptr(), r.len()) };
             if h.untouched() < need + HEADROOM {
                 return Err(Error::new(
@@ -231,9 +233,7 @@ impl MangosteenEngine {
                     format!("the {}-byte durable region is full (region_mib sets its size at creation)", r.len()),
                 ));
             }
-            // SAFETY: as above; no one else touches the map during the batch.
-            let map = unsafe { &mut *(r.as_mut_ptr().add(root) as *mut Map) };
-            Ok(SplitAlloc::scope(h, || f(map)))
+            Ok(f(r.as_mut_ptr(), r.len()))
         });
         match r {
             Ok(r) => r,
@@ -249,15 +249,64 @@ impl MangosteenEngine {
             }
         }
     }
+
+    /// Insert or overwrite, in a batch.
+    fn put_in(&self, base: *mut u8, len: usize, key: &[u8], value: &[u8]) {
+        // SAFETY: the region of this batch and its map (`open`); the slices are valid.
+        unsafe { (self.app.put)(base, len, self.root as u64, key.as_ptr(), key.len(), value.as_ptr(), value.len()) }
+    }
+
+    /// Remove, in a batch.
+    fn delete_in(&self, base: *mut u8, len: usize, key: &[u8]) -> bool {
+        // SAFETY: as `put_in`.
+        unsafe { (self.app.delete)(base, len, self.root as u64, key.as_ptr(), key.len()) }
+    }
 }
 
-fn upsert(m: &mut Map, key: &[u8], value: &[u8]) {
-    match m.get_mut(key) {
-        Some(v) if v.len() == value.len() => v.copy_from_slice(value),
-        Some(v) => *v = value.into(),
-        None => {
-            m.insert(key.into(), value.into());
+/// What a get hands its callback: the caller's closure, and a panic it raised.
+type GetArg<'a> = (&'a mut dyn FnMut(&[u8]), Caught);
+
+/// The library's bytes as a slice (for the callbacks below, which only run inside a call
+/// to the library that passes valid bytes, and use the slice before returning).
+fn bytes<'a>(p: *const u8, n: usize) -> &'a [u8] {
+    if n == 0 {
+        &[]
+    } else {
+        // SAFETY: the library passes `n` valid bytes at `p`, alive for the callback.
+        unsafe { std::slice::from_raw_parts(p, n) }
+    }
+}
+
+/// A get's callback: the value goes to the caller's closure.
+unsafe extern "C" fn got(arg: *mut c_void, v: *const u8, len: usize) {
+    // SAFETY: `get_with` passes `&mut GetArg`, live for the call.
+    let (f, caught) = unsafe { &mut *(arg as *mut GetArg<'_>) };
+    let v = bytes(v, len);
+    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(v))) {
+        *caught = Some(p);
+    }
+}
+
+/// A scan's callback: the record goes to the visitor; a panic stops the scan.
+unsafe extern "C" fn visited(arg: *mut c_void, k: *const u8, kl: usize, v: *const u8, vl: usize) -> bool {
+    // SAFETY: `scan` passes `&mut (Visitor, Caught)`, live for the call; the library
+    // passes a record's bytes.
+    let (visit, caught) = unsafe { &mut *(arg as *mut (Visitor<'_>, Caught)) };
+    let (k, v) = (bytes(k, kl), bytes(v, vl));
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| visit(k, v))) {
+        Ok(go) => go,
+        Err(p) => {
+            *caught = Some(p);
+            false
         }
+    }
+}
+
+fn c_bound(b: Bound<&[u8]>) -> abi::Bound {
+    match b {
+        Bound::Unbounded => abi::Bound { kind: 0, ptr: std::ptr::null(), len: 0 },
+        Bound::Included(k) => abi::Bound { kind: 1, ptr: k.as_ptr(), len: k.len() },
+        Bound::Excluded(k) => abi::Bound { kind: 2, ptr: k.as_ptr(), len: k.len() },
     }
 }
 
@@ -271,24 +320,35 @@ impl Engine for MangosteenEngine {
         info().limits((64 << 10).min(r / 16), (r / 8).min(ring_bytes / 4))
     }
     fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
-        Ok(self.read(|m| m.get(key).map(|v| f(v)).is_some()))
+        let mut arg: GetArg<'_> = (f, None);
+        let found = self.read(|base| {
+            // SAFETY: the map of this region, not written under the read side; `arg`
+            // outlives the call and is what `got` expects.
+            unsafe {
+                (self.app.get)(base, self.root as u64, key.as_ptr(), key.len(), got, &mut arg as *mut _ as *mut c_void)
+            }
+        });
+        if let Some(p) = arg.1 {
+            std::panic::resume_unwind(p);
+        }
+        Ok(found)
     }
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.write((key.len() + value.len()) as u64, |m| upsert(m, key, value))
+        self.write((key.len() + value.len()) as u64, |b, l| self.put_in(b, l, key, value))
     }
     fn delete(&self, key: &[u8]) -> Result<bool> {
-        self.write(0, |m| m.remove(key).is_some())
+        self.write(0, |b, l| self.delete_in(b, l, key))
     }
     /// Atomic: one request, so one batch in the log (all or nothing across a crash).
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
         let need = batch.ops().iter().map(|op| op.key().len() + 64).sum::<usize>()
             + batch.ops().iter().map(|op| if let BatchOp::Put(_, v) = op { v.len() } else { 0 }).sum::<usize>();
-        self.write(need as u64, |m| {
+        self.write(need as u64, |b, l| {
             for op in batch.ops() {
                 match op {
-                    BatchOp::Put(k, v) => upsert(m, k, v),
+                    BatchOp::Put(k, v) => self.put_in(b, l, k, v),
                     BatchOp::Delete(k) => {
-                        m.remove(k.as_slice());
+                        self.delete_in(b, l, k);
                     }
                 }
             }
@@ -298,19 +358,32 @@ impl Engine for MangosteenEngine {
         if range.is_empty() {
             return Ok(());
         }
-        self.read(|m| {
-            let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (range.start_bound(), range.end_bound());
-            let it = m.range::<[u8], _>(bounds).map(|(k, v)| (&k[..], &v[..]));
-            let mut go = |(k, v): (&[u8], &[u8])| visit(k, v);
-            match dir {
-                Direction::Forward => it.take(limit).all(&mut go),
-                Direction::Reverse => it.rev().take(limit).all(&mut go),
-            };
+        let (start, end) = (c_bound(range.start_bound()), c_bound(range.end_bound()));
+        let mut arg: (Visitor<'_>, Caught) = (visit, None);
+        self.read(|base| {
+            // SAFETY: as in `get_with`; the bounds' keys live in `range`, and a non-empty
+            // range has start <= end.
+            unsafe {
+                (self.app.scan)(
+                    base,
+                    self.root as u64,
+                    &start,
+                    &end,
+                    dir == Direction::Reverse,
+                    limit,
+                    visited,
+                    &mut arg as *mut _ as *mut c_void,
+                )
+            }
         });
+        if let Some(p) = arg.1 {
+            std::panic::resume_unwind(p);
+        }
         Ok(())
     }
     fn len(&self) -> u64 {
-        self.read(|m| m.len() as u64)
+        // SAFETY: the map of this region, not written under the read side.
+        self.read(|base| unsafe { (self.app.len)(base, self.root as u64) })
     }
     fn memory(&self) -> MemoryUsage {
         let (size, used) = self.m.read(|r| {
@@ -327,15 +400,14 @@ impl Engine for MangosteenEngine {
     fn check(&self) -> Result<CheckReport> {
         let mut rep = CheckReport::new("mangosteen");
         let (heap, len, ordered) = self.m.read(|r| {
+            let base = r.as_ptr() as *mut u8;
             // SAFETY: `r` is the whole DRAM copy (16-aligned, mapped for `m`'s life); under
             // the read side no batch writes it, and the heap is only read (`check`).
-            let h = unsafe { Heap::new(r.as_ptr() as *mut u8, r.len()) };
-            // SAFETY: `root` names the map inside the region (checked at open), whose
-            // pointers were made for the copy's fixed address; no batch writes it under the
-            // read side, so a shared reference is sound.
-            let map = unsafe { &*(r.as_ptr().add(self.root) as *const Map) };
-            let ordered = map.keys().zip(map.keys().skip(1)).all(|(a, b)| a < b);
-            (h.check(), map.len(), ordered)
+            let h = unsafe { Heap::new(base, r.len()) };
+            // SAFETY: the map of this region (`open`), not written under the read side.
+            let (len, ordered) =
+                unsafe { ((self.app.len)(base, self.root as u64), (self.app.ordered)(base, self.root as u64)) };
+            (h.check(), len, ordered)
         });
         rep.fact("records", len);
         if let Err(e) = heap {

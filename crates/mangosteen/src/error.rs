@@ -31,6 +31,13 @@ pub enum Error {
     /// The combiner panicked while committing a batch: the batch is not durable.
     #[error("{0} (the batch is not durable; reopen the pool to recover)")]
     Panicked(String),
+    /// Verify mode found writes to the region that the capture missed (they were logged
+    /// all the same): the application has code that is not instrumented.
+    #[error("write capture verification failed: {0}")]
+    CaptureMissed(String),
+    /// The instrumented application library could not be loaded.
+    #[error("compiler capture is unavailable: {0}")]
+    Capture(String),
     /// Mapping or protecting the DRAM copy failed.
     #[error("mapping the region's DRAM copy: {0}")]
     Io(#[from] std::io::Error),

@@ -66,6 +66,7 @@
 mod backend;
 mod callback;
 mod capture;
+mod compiler_capture;
 mod dedup;
 mod engine;
 mod error;

@@ -10,6 +10,7 @@
 
 use crate::backend::{self, PmCopy};
 use crate::capture::{PageCapture, RegionBuf};
+use crate::compiler_capture::{self, App};
 use crate::dedup::DedupSet;
 use crate::error::{Error, Result};
 use crate::flat_combining::{Batch, Combining, Outcome};
@@ -41,6 +42,12 @@ pub struct Options {
     pub background: bool,
     /// How a batch's writes are captured.
     pub capture: Capture,
+    /// After every batch, compare the whole region with its content after the batch
+    /// before, and fail the batch ([`Error::CaptureMissed`]) if any changed block was not
+    /// captured (the missed blocks are logged all the same, so nothing is lost). For tests
+    /// and for checking an application's capture; costs a copy and a compare of the
+    /// region per batch.
+    pub verify_capture: bool,
     /// Map the DRAM copy at one address for the life of the pool, chosen at creation
     /// (the split heap, M7: state that holds absolute pointers into the region stays
     /// valid across restarts). Only read at creation; an existing pool keeps its choice.
@@ -56,6 +63,10 @@ pub enum Capture {
     /// protection (the region is write-protected for a batch and each page snapshotted at
     /// its first write); one region per process may use it at a time.
     Pages,
+    /// Also every store that code compiled with pmkv's instrumentation makes into the
+    /// region (the `mangosteen` engine's map; see `compiler_capture`): a hook call per
+    /// store, no fault, no page copy.
+    Compiler,
 }
 
 impl Default for Options {
@@ -68,6 +79,7 @@ impl Default for Options {
             dedup: true,
             background: false,
             capture: Capture::Explicit,
+            verify_capture: false,
             fixed_address: false,
         }
     }
@@ -77,6 +89,10 @@ impl Default for Options {
 struct Frontend {
     dedup: DedupSet,
     pages: Option<PageCapture>,
+    /// Compiler capture: the instrumented library's hooks.
+    compiler: Option<&'static App>,
+    /// Verify mode: the region as the last batch left it.
+    shadow: Option<Vec<u8>>,
     tail: u64,
     head: u64,
     batch: u64,
@@ -146,15 +162,19 @@ pub struct Mangosteen {
 /// A batch in progress: writes go to the DRAM copy and are captured for the log.
 pub struct Tx<'a> {
     dram: &'a mut [u8],
-    dedup: &'a mut DedupSet,
+    /// The batch's set. A raw pointer because compiler capture's hooks record into the
+    /// same set while the batch runs (on this thread, never during a `Tx` call): each
+    /// side makes a short-lived `&mut` from it ([`Tx::dedup`], `compiler_capture`).
+    dedup: *mut DedupSet,
+    _set: std::marker::PhantomData<&'a mut DedupSet>,
 }
 
-impl Tx<'_> {
+impl<'a> Tx<'a> {
     /// Write `bytes` at region offset `off` (captured).
     pub fn write(&mut self, off: u64, bytes: &[u8]) -> Result<()> {
         let r = range(off, bytes.len(), self.dram.len() as u64)?;
         self.dram[r].copy_from_slice(bytes);
-        self.dedup.record(off, bytes.len());
+        self.dedup().record(off, bytes.len());
         Ok(())
     }
 
@@ -168,8 +188,18 @@ impl Tx<'_> {
     /// Capture a write of `len` bytes at `off` made through [`Tx::region`].
     pub fn record(&mut self, off: u64, len: usize) -> Result<()> {
         range(off, len, self.dram.len() as u64)?;
-        self.dedup.record(off, len);
+        self.dedup().record(off, len);
         Ok(())
+    }
+
+    fn dedup(&mut self) -> &mut DedupSet {
+        // SAFETY: the set outlives 'a (`_set`); the hooks, its only other user, run on
+        // this thread and never inside this borrow (it ends before the call returns).
+        unsafe { &mut *self.dedup }
+    }
+
+    fn new(dram: &'a mut [u8], dedup: *mut DedupSet) -> Tx<'a> {
+        Tx { dram, dedup, _set: std::marker::PhantomData }
     }
 }
 
@@ -177,8 +207,38 @@ impl Tx<'_> {
 impl<'a> Tx<'a> {
     /// A transaction over plain buffers, for the combining model test.
     pub(crate) fn scratch(dram: &'a mut [u8], dedup: &'a mut DedupSet) -> Tx<'a> {
-        Tx { dram, dedup }
+        Tx::new(dram, dedup)
     }
+}
+
+/// How a batch's commit reports that verification found missed writes.
+const MISSED: &str = "capture missed: ";
+
+/// Verify mode: the blocks the batch changed but did not capture, logged all the same
+/// (added to the set), and described; `None` if there were none or verification is off.
+/// Then the shadow becomes the region as the batch left it.
+fn verify(front: &mut Frontend, dram: &[u8], block: usize) -> Option<String> {
+    let shadow = front.shadow.as_mut()?;
+    let (mut blocks, mut bytes, mut first) = (0usize, 0usize, None);
+    // Whole pages first (one `memcmp` each), blocks only inside a page that changed.
+    const PAGE: usize = 4096;
+    for (p, (now_page, was_page)) in dram.chunks(PAGE).zip(shadow.chunks_mut(PAGE)).enumerate() {
+        if now_page == was_page {
+            continue;
+        }
+        for (i, (now, was)) in now_page.chunks(block).zip(was_page.chunks(block)).enumerate() {
+            let off = (p * PAGE + i * block) as u64;
+            if now != was && !front.dedup.contains(off) {
+                blocks += 1;
+                bytes += now.iter().zip(was).filter(|(a, b)| a != b).count();
+                first.get_or_insert(off);
+                front.dedup.record(off, now.len());
+            }
+        }
+        was_page.copy_from_slice(now_page);
+    }
+    first
+        .map(|f| format!("{bytes} changed bytes in {blocks} blocks were not captured (the first at region offset {f})"))
 }
 
 /// The core's recovery report for an open that replayed `r` (see [`Mangosteen::recovery`]).
@@ -282,6 +342,10 @@ impl Mangosteen {
             Dram::Own(d)
         };
         pm.verify(&pool)?;
+        let compiler = match opts.capture {
+            Capture::Compiler if !pool.is_read_only() => Some(compiler_capture::app().map_err(Error::Capture)?),
+            _ => None,
+        };
         let recovery = report(&pool, replay, started.elapsed());
         let shared = Arc::new(Shared { log, pm, size, stop: AtomicBool::new(false), failed: Mutex::new(None) });
         let backend = (opts.background && !pool.is_read_only()).then(|| {
@@ -292,6 +356,8 @@ impl Mangosteen {
             front: Mutex::new(Frontend {
                 dedup: DedupSet::new(block, opts.dedup_slots, opts.dedup),
                 pages: (opts.capture == Capture::Pages && !pool.is_read_only()).then(|| PageCapture::new(&dram)),
+                compiler,
+                shadow: (opts.verify_capture && !pool.is_read_only()).then(|| dram.to_vec()),
                 tail,
                 head,
                 batch: 0,
@@ -369,7 +435,12 @@ impl Mangosteen {
                 let front = &mut *front;
                 match &mut front.pages {
                     None => {
-                        let mut tx = Tx { dram: &mut *dram, dedup: &mut front.dedup };
+                        let dedup: *mut DedupSet = &mut front.dedup;
+                        // SAFETY: `dedup` outlives the guard, dropped at the end of this block.
+                        let _capture = front
+                            .compiler
+                            .map(|app| unsafe { compiler_capture::Capture::begin(app, dram, self.block, dedup) });
+                        let mut tx = Tx::new(&mut *dram, dedup);
                         b.run(&mut tx);
                     }
                     Some(pages) => {
@@ -379,7 +450,7 @@ impl Mangosteen {
                             dram,
                             self.block,
                             |buf| {
-                                let mut tx = Tx { dram: buf, dedup: &mut *dedup };
+                                let mut tx = Tx::new(buf, &mut *dedup);
                                 b.run(&mut tx);
                             },
                             |off| changed.push(off),
@@ -392,15 +463,23 @@ impl Mangosteen {
             }
             self.batches.fetch_add(1, Ordering::Relaxed);
             self.requests.fetch_add(b.len() as u64, Ordering::Relaxed);
+            let missed = verify(&mut front, dram, self.block);
             // Readers wait until the batch is durable: one that saw its writes before a
             // crash lost them would have seen a state that never was (durable
             // linearizability).
-            self.end_tx(&mut front, dram).map_err(|e| e.to_string())
+            self.end_tx(&mut front, dram).map_err(|e| e.to_string())?;
+            match missed {
+                Some(m) => Err(format!("{MISSED}{m}")),
+                None => Ok(()),
+            }
         });
         match outcome {
             Outcome::Ok => Ok(result.expect("a request that ran has a result")),
             Outcome::CommitPanicked => Err(Error::Panicked("the combiner panicked while committing the batch".into())),
-            Outcome::Failed(e) => Err(Error::Corrupt(format!("the batch could not be committed: {e}"))),
+            Outcome::Failed(e) => match e.strip_prefix(MISSED) {
+                Some(m) => Err(Error::CaptureMissed(m.to_string())),
+                None => Err(Error::Corrupt(format!("the batch could not be committed: {e}"))),
+            },
             Outcome::Panicked(p) => std::panic::resume_unwind(p),
         }
     }

@@ -4,11 +4,8 @@
 //! failed; garbage never panics.
 
 use pmkv_core::{EngineFactory, Options};
-use pmkv_mangosteen::{SplitAlloc, FACTORY};
+use pmkv_mangosteen::FACTORY;
 use std::collections::BTreeMap;
-
-#[global_allocator]
-static ALLOC: SplitAlloc = SplitAlloc;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 

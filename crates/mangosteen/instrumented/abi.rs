@@ -1,0 +1,43 @@
+//! The C ABI between the runtime and the instrumented application library (`app.rs`),
+//! compiled into both: the host through `#[path]` in `compiler_capture`, the library as a
+//! module of its own. One source, so the two sides cannot disagree on a layout.
+
+use std::ffi::c_void;
+
+/// Bumped whenever anything in this file or the exported functions' signatures changes;
+/// the loader refuses a library that reports another.
+pub const ABI: u32 = 1;
+
+/// Called for every captured write: the region offset of its first byte and its length
+/// (already clipped to the region).
+pub type RecordFn = unsafe extern "C" fn(arg: *mut c_void, off: usize, len: usize);
+
+/// What a thread captures while a batch runs on it: every write into `lo..hi` is handed
+/// to `record`. Owned by the runtime for the batch; the hooks only read it, except
+/// `last`, the block last recorded, which spares the call for the stores that follow
+/// into the same block (most of a node update).
+#[repr(C)]
+pub struct Ctx {
+    pub lo: usize,
+    pub hi: usize,
+    /// The deduplication block size (a power of two).
+    pub block: usize,
+    /// Region offset of the block last recorded, or `usize::MAX`.
+    pub last: usize,
+    pub record: RecordFn,
+    pub arg: *mut c_void,
+}
+
+/// One end of a key range: `kind` 0 = unbounded, 1 = included, 2 = excluded.
+#[repr(C)]
+pub struct Bound {
+    pub kind: u8,
+    pub ptr: *const u8,
+    pub len: usize,
+}
+
+/// A value seen by a get: `(arg, value, len)`.
+pub type ValueFn = unsafe extern "C" fn(arg: *mut c_void, v: *const u8, len: usize);
+
+/// A record seen by a scan: `(arg, key, key_len, value, value_len)`; false stops the scan.
+pub type RecordVisitFn = unsafe extern "C" fn(*mut c_void, *const u8, usize, *const u8, usize) -> bool;

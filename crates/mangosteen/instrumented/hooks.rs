@@ -1,0 +1,143 @@
+//! Write capture by the compiler: the runtime half (issue "compiler capture"; the paper
+//! captures with binary instrumentation, §3.2, and names the compiler as the faster way).
+//!
+//! The library is compiled with LLVM's SanitizerCoverage store tracing
+//! (`-sanitizer-coverage-trace-stores`), which calls `__sanitizer_cov_storeN(addr)`
+//! before every store the optimizer left in the code, and linked with `--wrap` for
+//! `memcpy`, `memmove` and `memset`, whose calls (including those in the precompiled
+//! standard library linked into it) come here first. Each hook asks two questions:
+//!
+//! 1. is the address inside the span of every region ever captured (two loads and a
+//!    compare; the stack, the transient heap and everything else stop here), and
+//! 2. is this thread running a batch whose region holds it (a thread-local pointer)?
+//!
+//! Only then is the write recorded, once per block in a row (`Ctx::last`). The hooks run
+//! before the store: what is logged is the block's content at commit, so the order does
+//! not matter.
+
+use crate::abi::Ctx;
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+thread_local! {
+    /// The batch this thread captures for, or null.
+    static CURRENT: Cell<*mut Ctx> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// The smallest span holding every region captured so far (never shrinks; only used to
+/// turn most stores away cheaply, the exact check is against the thread's `Ctx`).
+static SPAN_LO: AtomicUsize = AtomicUsize::new(usize::MAX);
+static SPAN_HI: AtomicUsize = AtomicUsize::new(0);
+
+/// Capture this thread's writes into `ctx`'s region until [`end`].
+///
+/// # Safety
+///
+/// `ctx` stays valid, and is not otherwise used, until `end` is called on this thread.
+pub unsafe fn begin(ctx: *mut Ctx) {
+    // SAFETY: the caller's contract.
+    let (lo, hi) = unsafe { ((*ctx).lo, (*ctx).hi) };
+    SPAN_LO.fetch_min(lo, Ordering::Relaxed);
+    SPAN_HI.fetch_max(hi, Ordering::Relaxed);
+    CURRENT.with(|c| c.set(ctx));
+}
+
+/// Stop capturing on this thread.
+pub fn end() {
+    CURRENT.with(|c| c.set(std::ptr::null_mut()));
+}
+
+#[inline(always)]
+fn store(a: usize, n: usize) {
+    if a < SPAN_LO.load(Ordering::Relaxed) || a >= SPAN_HI.load(Ordering::Relaxed) || n == 0 {
+        return;
+    }
+    in_span(a, n)
+}
+
+/// Record a write the instrumentation cannot see: a fixed-size copy or fill that the
+/// compiler's back end expands into plain stores after the store-tracing pass ran (the
+/// IR of this library shows which: `--emit=llvm-ir`, constant-length `llvm.mem*` calls).
+pub fn written(p: *const u8, n: usize) {
+    store(p as usize, n)
+}
+
+#[inline(never)]
+fn in_span(a: usize, n: usize) {
+    let p = CURRENT.with(Cell::get);
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: `begin`'s contract: valid and ours until `end`; this thread only.
+    let ctx = unsafe { &mut *p };
+    if a < ctx.lo || a >= ctx.hi {
+        return;
+    }
+    let off = a - ctx.lo;
+    let len = n.min(ctx.hi - a);
+    let first = off & !(ctx.block - 1);
+    if first == ctx.last && (off + len - 1) & !(ctx.block - 1) == first {
+        return;
+    }
+    ctx.last = first;
+    // SAFETY: the runtime's callback, with the argument it gave for it.
+    unsafe { (ctx.record)(ctx.arg, off, len) }
+}
+
+#[no_mangle]
+pub extern "C" fn __sanitizer_cov_store1(p: *mut u8) {
+    store(p as usize, 1)
+}
+#[no_mangle]
+pub extern "C" fn __sanitizer_cov_store2(p: *mut u16) {
+    store(p as usize, 2)
+}
+#[no_mangle]
+pub extern "C" fn __sanitizer_cov_store4(p: *mut u32) {
+    store(p as usize, 4)
+}
+#[no_mangle]
+pub extern "C" fn __sanitizer_cov_store8(p: *mut u64) {
+    store(p as usize, 8)
+}
+#[no_mangle]
+pub extern "C" fn __sanitizer_cov_store16(p: *mut u128) {
+    store(p as usize, 16)
+}
+
+extern "C" {
+    fn __real_memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void;
+    fn __real_memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void;
+    fn __real_memset(d: *mut c_void, c: i32, n: usize) -> *mut c_void;
+}
+
+/// # Safety
+///
+/// `memcpy`'s contract.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
+    store(d as usize, n);
+    // SAFETY: the caller's.
+    unsafe { __real_memcpy(d, s, n) }
+}
+
+/// # Safety
+///
+/// `memmove`'s contract.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
+    store(d as usize, n);
+    // SAFETY: the caller's.
+    unsafe { __real_memmove(d, s, n) }
+}
+
+/// # Safety
+///
+/// `memset`'s contract.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_memset(d: *mut c_void, c: i32, n: usize) -> *mut c_void {
+    store(d as usize, n);
+    // SAFETY: the caller's.
+    unsafe { __real_memset(d, c, n) }
+}

@@ -1,0 +1,231 @@
+//! Write capture by the compiler (the paper's §3.2 captures writes by instrumenting the
+//! application's code; pmkv does it at compile time rather than with DynamoRIO).
+//!
+//! The application code — the `mangosteen` engine's `BTreeMap` — is compiled by the
+//! build script into a shared library with LLVM's store tracing and wrapped `mem*` calls
+//! (`instrumented/`: `app.rs` the map, `hooks.rs` the capture runtime, `abi.rs` the C ABI
+//! both sides share). The library is embedded in this crate and loaded once per process
+//! from memory (`memfd_create` + `dlopen`), so nothing is installed beside the program and
+//! no flag of the user's build is involved. While a batch runs, the runtime hands the
+//! hooks a [`Ctx`] naming the region and its deduplication set ([`Capture::begin`]); every
+//! store into the region then lands in the set, and stores anywhere else (stack, the
+//! ordinary heap) return after one compare.
+
+#[path = "../instrumented/abi.rs"]
+#[allow(dead_code)]
+pub(crate) mod abi;
+
+use crate::dedup::DedupSet;
+use abi::{Bound, Ctx, RecordVisitFn, ValueFn};
+use std::ffi::c_void;
+use std::sync::OnceLock;
+
+/// The instrumented library, as the build script made it.
+static IMAGE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libpmkv_mgapp.so"));
+
+type PutFn = unsafe extern "C" fn(*mut u8, usize, u64, *const u8, usize, *const u8, usize);
+type DeleteFn = unsafe extern "C" fn(*mut u8, usize, u64, *const u8, usize) -> bool;
+type GetFn = unsafe extern "C" fn(*mut u8, u64, *const u8, usize, ValueFn, *mut c_void) -> bool;
+type ScanFn = unsafe extern "C" fn(*mut u8, u64, &Bound, &Bound, bool, usize, RecordVisitFn, *mut c_void);
+
+/// The library's entry points. Each is `unsafe`: see `instrumented/app.rs` for the
+/// contract of each (the region is the caller's for a batch, or not written meanwhile).
+pub(crate) struct App {
+    pub(crate) capture_begin: unsafe extern "C" fn(*mut Ctx),
+    pub(crate) capture_end: unsafe extern "C" fn(),
+    pub(crate) create: unsafe extern "C" fn(*mut u8, usize) -> u64,
+    pub(crate) put: PutFn,
+    pub(crate) delete: DeleteFn,
+    pub(crate) get: GetFn,
+    pub(crate) scan: ScanFn,
+    pub(crate) len: unsafe extern "C" fn(*mut u8, u64) -> u64,
+    pub(crate) ordered: unsafe extern "C" fn(*mut u8, u64) -> bool,
+    /// Test support: see `pmkv_mgapp_scribble`.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) scribble: unsafe extern "C" fn(*mut u8, usize, u32, usize),
+}
+
+static APP: OnceLock<Result<App, String>> = OnceLock::new();
+
+/// The loaded library (loaded at the first call), or why it could not be.
+pub(crate) fn app() -> Result<&'static App, String> {
+    APP.get_or_init(load).as_ref().map_err(Clone::clone)
+}
+
+fn dlerror() -> String {
+    // SAFETY: `dlerror` returns null or a NUL-terminated string valid until the next call.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown dlopen error".into()
+    } else {
+        // SAFETY: as above.
+        unsafe { std::ffi::CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+fn load() -> Result<App, String> {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    // SAFETY: a NUL-terminated name; the flag is valid.
+    let fd = unsafe { libc::memfd_create(c"pmkv-mangosteen-app".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: a descriptor we just opened and own.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(IMAGE).map_err(|e| format!("writing the instrumented library: {e}"))?;
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL in a path of digits");
+    // SAFETY: loading a library this crate built; its initializers are the Rust runtime's.
+    // It stays loaded for the process's life (never `dlclose`d: its functions are kept).
+    let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    drop(file);
+    if h.is_null() {
+        return Err(format!("loading the instrumented library: {}", dlerror()));
+    }
+    let sym = |name: &std::ffi::CStr| -> Result<*mut c_void, String> {
+        // SAFETY: a live handle and a NUL-terminated name.
+        let p = unsafe { libc::dlsym(h, name.as_ptr()) };
+        if p.is_null() {
+            Err(format!("the instrumented library lacks {name:?}"))
+        } else {
+            Ok(p)
+        }
+    };
+    // SAFETY: (this `func` and every one below) each symbol is the `extern "C"` function
+    // of that name in `instrumented/app.rs`, whose signature is the field's (the ABI
+    // version, checked first, is bumped whenever one changes).
+    let abi: unsafe extern "C" fn() -> u32 = unsafe { func(sym(c"pmkv_mgapp_abi")?) };
+    // SAFETY: as above.
+    let version = unsafe { abi() };
+    if version != abi::ABI {
+        return Err(format!("instrumented library ABI {version} where {} is needed", abi::ABI));
+    }
+    // SAFETY: as above.
+    unsafe {
+        Ok(App {
+            capture_begin: func(sym(c"pmkv_mgapp_capture_begin")?),
+            capture_end: func(sym(c"pmkv_mgapp_capture_end")?),
+            create: func(sym(c"pmkv_mgapp_create")?),
+            put: func(sym(c"pmkv_mgapp_put")?),
+            delete: func(sym(c"pmkv_mgapp_delete")?),
+            get: func(sym(c"pmkv_mgapp_get")?),
+            scan: func(sym(c"pmkv_mgapp_scan")?),
+            len: func(sym(c"pmkv_mgapp_len")?),
+            ordered: func(sym(c"pmkv_mgapp_ordered")?),
+            scribble: func(sym(c"pmkv_mgapp_scribble")?),
+        })
+    }
+}
+
+/// A symbol's address as the function pointer type `F`.
+///
+/// # Safety
+///
+/// `p` is the address of a function whose ABI and signature are `F`'s.
+unsafe fn func<F: Copy>(p: *mut c_void) -> F {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>(), "F is a function pointer");
+    // SAFETY: same size (asserted); the caller's contract makes the bits a valid `F`.
+    unsafe { std::mem::transmute_copy(&p) }
+}
+
+/// The hooks' callback: a captured write of `len` bytes at region offset `off`.
+unsafe extern "C" fn record(arg: *mut c_void, off: usize, len: usize) {
+    // SAFETY: `arg` is the `DedupSet` `Capture::begin` was given, alive and not otherwise
+    // borrowed until the guard drops (`begin`'s contract).
+    let dedup = unsafe { &mut *(arg as *mut DedupSet) };
+    dedup.record(off as u64, len);
+}
+
+/// Compiler capture active on this thread for one batch; ends when dropped.
+pub(crate) struct Capture {
+    app: &'static App,
+    ctx: Box<Ctx>,
+}
+
+impl Capture {
+    /// Capture every instrumented write into `region` (this thread's, for the batch) into
+    /// `dedup` until the returned guard is dropped.
+    ///
+    /// # Safety
+    ///
+    /// `dedup` is valid until the guard is dropped, and not borrowed while this thread
+    /// runs instrumented code (the hooks make their own short-lived `&mut` from it).
+    pub(crate) unsafe fn begin(app: &'static App, region: &mut [u8], block: usize, dedup: *mut DedupSet) -> Capture {
+        let lo = region.as_mut_ptr() as usize;
+        let mut ctx =
+            Box::new(Ctx { lo, hi: lo + region.len(), block, last: usize::MAX, record, arg: dedup as *mut c_void });
+        // SAFETY: `ctx` is boxed (its address stable) and lives in the guard, which ends
+        // the capture on this thread before dropping it.
+        unsafe { (app.capture_begin)(&mut *ctx) };
+        Capture { app, ctx }
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        // SAFETY: ends the capture `begin` started on this thread (a guard is not Send:
+        // `Ctx` holds raw pointers), before `ctx` is freed.
+        unsafe { (self.app.capture_end)() };
+        let _ = &self.ctx;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The blocks one scribble of `kind` records, with its region at a 64-aligned offset
+    /// inside an ordinary heap buffer (capture works wherever the region is).
+    fn captured(kind: u32, off: usize, len: usize) -> Vec<u64> {
+        let app = app().expect("the instrumented library loads");
+        let mut buf = vec![0u8; 8192 + 64];
+        let skew = buf.as_ptr().align_offset(64);
+        let region = &mut buf[skew..skew + 8192];
+        let mut dedup = DedupSet::new(32, 1024, true);
+        // SAFETY: `dedup` outlives the guard and is not borrowed while it lives.
+        let guard = unsafe { Capture::begin(app, region, 32, &mut dedup) };
+        // SAFETY: the write stays inside the region (off + len + 1 <= 8192 below).
+        unsafe { (app.scribble)(region.as_mut_ptr(), off, kind, len) };
+        drop(guard);
+        let mut got = Vec::new();
+        dedup.drain(|a| got.push(a));
+        got.sort_unstable();
+        got
+    }
+
+    fn blocks(off: u64, len: u64) -> Vec<u64> {
+        (off / 32..(off + len).div_ceil(32)).map(|b| b * 32).collect()
+    }
+
+    /// Every kind of write is captured, block for block; the function's stack and ordinary
+    /// heap writes (hundreds of bytes) are not.
+    #[test]
+    fn stores_and_mem_calls_are_captured_and_nothing_else() {
+        assert_eq!(captured(0, 100, 0), blocks(100, 8), "a plain store across two blocks");
+        for (kind, name) in [(1, "memcpy"), (2, "memmove"), (3, "memset")] {
+            for (off, len) in [(0u64, 1u64), (40, 100), (4000, 3000)] {
+                assert_eq!(captured(kind, off as usize, len as usize), blocks(off, len), "{name} of {len} at {off}");
+            }
+        }
+    }
+
+    /// Outside a batch (no capture begun on this thread) nothing is recorded, even into a
+    /// region another thread captures.
+    #[test]
+    fn other_threads_and_no_batch_record_nothing() {
+        let app = app().unwrap();
+        let mut region = vec![0u8; 4096];
+        let mut dedup = DedupSet::new(32, 1024, true);
+        let p = region.as_mut_ptr() as usize;
+        // SAFETY: as in `captured`.
+        let guard = unsafe { Capture::begin(app, &mut region, 32, &mut dedup) };
+        std::thread::spawn(move || {
+            // SAFETY: 8 bytes inside the live buffer; the capturing thread is not using it.
+            unsafe { (app.scribble)(p as *mut u8, 0, 0, 8) }
+        })
+        .join()
+        .unwrap();
+        drop(guard);
+        assert!(dedup.is_empty());
+    }
+}
