@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build pmkv's C API and install it under PREFIX (default /usr/local):
 #   PREFIX/include/pmkv.h, PREFIX/lib/libpmkv.so and libpmkv.a,
-#   PREFIX/lib/pkgconfig/pmkv.pc (its prefix set to PREFIX).
+#   PREFIX/lib/pkgconfig/pmkv.pc (its prefix set to PREFIX), PREFIX/bin/pmkv-cc and pmkv-c++
+#   (compilers for Mangosteen's compiler capture).
 # Then: cc app.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs pmkv)
 # links the shared library with an rpath to PREFIX/lib (no LD_LIBRARY_PATH needed), and
 # `pkg-config --static --libs pmkv` with `-l:libpmkv.a` in place of `-lpmkv` links it
@@ -16,5 +17,8 @@ prefix="$(cd "$prefix" && pwd)"
 install -m 644 bindings/c/include/pmkv.h "$prefix/include/pmkv.h"
 install -m 755 "$lib/libpmkv.so" "$prefix/lib/libpmkv.so"
 install -m 644 "$lib/libpmkv.a" "$prefix/lib/libpmkv.a"
+mkdir -p "$prefix/bin"
+install -m 755 bindings/c/bin/pmkv-cc "$prefix/bin/pmkv-cc"
+ln -sf pmkv-cc "$prefix/bin/pmkv-c++"
 sed "s|^prefix=.*|prefix=$prefix|" bindings/c/pmkv.pc >"$prefix/lib/pkgconfig/pmkv.pc"
 echo "installed pmkv's C API under $prefix"

@@ -12,7 +12,9 @@ use std::process::Command;
 fn main() {
     let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    for f in ["instrumented/app.rs", "instrumented/abi.rs", "instrumented/hooks.rs", "src/heap.rs"] {
+    for f in
+        ["instrumented/app.rs", "instrumented/abi.rs", "instrumented/hooks.rs", "instrumented/sancov.rs", "src/heap.rs"]
+    {
         println!("cargo:rerun-if-changed={}", dir.join(f).display());
     }
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());

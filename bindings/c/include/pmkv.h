@@ -75,6 +75,16 @@
 #define PMKV_E_INTERNAL -18
 
 /**
+ * `pmkv_mg_options.capture`: page protection.
+ */
+#define PMKV_MG_CAPTURE_PAGES 0
+
+/**
+ * `pmkv_mg_options.capture`: compiler instrumentation (`pmkv-cc`).
+ */
+#define PMKV_MG_CAPTURE_COMPILER 1
+
+/**
  * A cursor over a range of a store (opaque). Its key and value pointers stay valid until
  * the next call on the cursor.
  */
@@ -193,6 +203,20 @@ typedef struct pmkv_mg_options {
    * created.
    */
   int split_heap;
+  /**
+   * How the application's writes are found: 0 (`PMKV_MG_CAPTURE_PAGES`) by page
+   * protection, for code that is not recompiled (a fault and a page copy per page a
+   * batch writes); 1 (`PMKV_MG_CAPTURE_COMPILER`) by the instrumentation of code built
+   * with `pmkv-cc` / `pmkv-c++` (a call per store, no fault; code not built that way
+   * writes uncaptured).
+   */
+  int capture;
+  /**
+   * After every batch compare the whole region with the one before and fail the
+   * request (`PMKV_E_INTERNAL`, naming the first missed offset) if any change was not
+   * captured, logging it anyway (non-zero; for tests: a compare of the region per batch).
+   */
+  int verify_capture;
 } pmkv_mg_options;
 
 /**

@@ -5,7 +5,8 @@
 //! `process_request`, which receives the region's base address: a read-only request may
 //! read it (in parallel with other reads), a read-write request may read and write it
 //! with plain stores. Read-write requests are flat-combined into batches; their writes are
-//! found by page protection (`Capture::Pages`: no instrumentation, no `record` calls), and
+//! found by page protection (no instrumentation, no `record` calls) or, for code built
+//! with `pmkv-cc` / `pmkv-c++`, by the compiler's instrumentation (`capture`), and
 //! a response is handed back only once its batch is durable. By default the region is a
 //! fresh mapping at each open, so the state must hold offsets, not pointers. With
 //! `split_heap` (M7) the region is mapped at an address fixed when the pool is created and
@@ -79,7 +80,22 @@ pub struct pmkv_mg_options {
     /// (`posix_memalign`, `aligned_alloc`) are not redirected. Must match how the pool was
     /// created.
     pub split_heap: c_int,
+    /// How the application's writes are found: 0 (`PMKV_MG_CAPTURE_PAGES`) by page
+    /// protection, for code that is not recompiled (a fault and a page copy per page a
+    /// batch writes); 1 (`PMKV_MG_CAPTURE_COMPILER`) by the instrumentation of code built
+    /// with `pmkv-cc` / `pmkv-c++` (a call per store, no fault; code not built that way
+    /// writes uncaptured).
+    pub capture: c_int,
+    /// After every batch compare the whole region with the one before and fail the
+    /// request (`PMKV_E_INTERNAL`, naming the first missed offset) if any change was not
+    /// captured, logging it anyway (non-zero; for tests: a compare of the region per batch).
+    pub verify_capture: c_int,
 }
+
+/// `pmkv_mg_options.capture`: page protection.
+pub const PMKV_MG_CAPTURE_PAGES: c_int = 0;
+/// `pmkv_mg_options.capture`: compiler instrumentation (`pmkv-cc`).
+pub const PMKV_MG_CAPTURE_COMPILER: c_int = 1;
 
 /// The application's functions and its parameters (C pointers: the contract of
 /// [`pmkv_mg_open`] makes them usable from any thread).
@@ -196,7 +212,8 @@ fn mg_err(e: mg::Error) -> c_int {
         mg::Error::Corrupt(_) => fail(ErrorKind::Corrupt, &e.to_string()),
         mg::Error::Io(_) => fail(ErrorKind::Io, &e.to_string()),
         mg::Error::AddressInUse { .. } => fail(ErrorKind::Locked, &e.to_string()),
-        mg::Error::Panicked(_) => fail(ErrorKind::Internal, &e.to_string()),
+        mg::Error::Panicked(_) | mg::Error::CaptureMissed(_) => fail(ErrorKind::Internal, &e.to_string()),
+        mg::Error::Capture(_) => fail(ErrorKind::Unsupported, &e.to_string()),
     }
 }
 
@@ -252,6 +269,11 @@ pub unsafe extern "C" fn pmkv_mg_open(
             Ok(m) => m,
             Err(e) => return fail(ErrorKind::InvalidArgument, &e),
         };
+        let capture = match o.map_or(PMKV_MG_CAPTURE_PAGES, |o| o.capture) {
+            PMKV_MG_CAPTURE_PAGES => Capture::Pages,
+            PMKV_MG_CAPTURE_COMPILER => Capture::Compiler,
+            c => return fail(ErrorKind::InvalidArgument, &format!("capture {c}: not 0 (pages) or 1 (compiler)")),
+        };
         let initial = o.map_or(0, |o| o.initial_size);
         let mut po = PoolOptions::default().mode(mode);
         if initial != 0 {
@@ -279,7 +301,8 @@ pub unsafe extern "C" fn pmkv_mg_open(
         let mo = mg::Options {
             region_size: if region == 0 { 1 << 20 } else { region },
             background: o.is_some_and(|o| o.background != 0),
-            capture: Capture::Pages,
+            capture,
+            verify_capture: o.is_some_and(|o| o.verify_capture != 0),
             fixed_address: heap,
             ..mg::Options::default()
         };

@@ -50,3 +50,8 @@ gcc -std=c11 -Wall -Wextra -Werror -g -pthread -Ibindings/c/include bindings/c/t
 gcc -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_heap.c \
     -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_heap"
 "$out/test_mangosteen_heap" "$out"
+# Compiler capture (bindings/c/bin/pmkv-cc: clang's instrumentation, libpmkv's hooks): the
+# same kind of application with no fault handler, verified to miss no byte.
+bindings/c/bin/pmkv-cc -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_cc.c \
+    -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_cc"
+"$out/test_mangosteen_cc" "$out"

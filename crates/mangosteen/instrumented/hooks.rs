@@ -1,11 +1,9 @@
-//! Write capture by the compiler: the runtime half (issue "compiler capture"; the paper
-//! captures with binary instrumentation, §3.2, and names the compiler as the faster way).
+//! Write capture by the compiler: the runtime half (the paper captures with binary
+//! instrumentation, §3.2). Compiled twice, with its own state each time: into the
+//! instrumented application library (whose `sancov.rs` hooks call it) and into the runtime
+//! (`compiler_capture`, whose `tsan` hooks serve C and C++ built with `pmkv-cc`).
 //!
-//! The library is compiled with LLVM's SanitizerCoverage store tracing
-//! (`-sanitizer-coverage-trace-stores`), which calls `__sanitizer_cov_storeN(addr)`
-//! before every store the optimizer left in the code, and linked with `--wrap` for
-//! `memcpy`, `memmove` and `memset`, whose calls (including those in the precompiled
-//! standard library linked into it) come here first. Each hook asks two questions:
+//! Every hook calls [`written`], which asks two questions:
 //!
 //! 1. is the address inside the span of every region ever captured (two loads and a
 //!    compare; the stack, the transient heap and everything else stop here), and
@@ -15,9 +13,8 @@
 //! before the store: what is logged is the block's content at commit, so the order does
 //! not matter.
 
-use crate::abi::Ctx;
+use super::abi::Ctx;
 use std::cell::Cell;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 thread_local! {
@@ -48,8 +45,10 @@ pub fn end() {
     CURRENT.with(|c| c.set(std::ptr::null_mut()));
 }
 
+/// A write of `n` bytes at `a` is about to happen (or just happened): record it if this
+/// thread captures a region that holds it.
 #[inline(always)]
-fn store(a: usize, n: usize) {
+pub fn store(a: usize, n: usize) {
     if a < SPAN_LO.load(Ordering::Relaxed) || a >= SPAN_HI.load(Ordering::Relaxed) || n == 0 {
         return;
     }
@@ -83,61 +82,4 @@ fn in_span(a: usize, n: usize) {
     ctx.last = first;
     // SAFETY: the runtime's callback, with the argument it gave for it.
     unsafe { (ctx.record)(ctx.arg, off, len) }
-}
-
-#[no_mangle]
-pub extern "C" fn __sanitizer_cov_store1(p: *mut u8) {
-    store(p as usize, 1)
-}
-#[no_mangle]
-pub extern "C" fn __sanitizer_cov_store2(p: *mut u16) {
-    store(p as usize, 2)
-}
-#[no_mangle]
-pub extern "C" fn __sanitizer_cov_store4(p: *mut u32) {
-    store(p as usize, 4)
-}
-#[no_mangle]
-pub extern "C" fn __sanitizer_cov_store8(p: *mut u64) {
-    store(p as usize, 8)
-}
-#[no_mangle]
-pub extern "C" fn __sanitizer_cov_store16(p: *mut u128) {
-    store(p as usize, 16)
-}
-
-extern "C" {
-    fn __real_memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void;
-    fn __real_memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void;
-    fn __real_memset(d: *mut c_void, c: i32, n: usize) -> *mut c_void;
-}
-
-/// # Safety
-///
-/// `memcpy`'s contract.
-#[no_mangle]
-pub unsafe extern "C" fn __wrap_memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
-    store(d as usize, n);
-    // SAFETY: the caller's.
-    unsafe { __real_memcpy(d, s, n) }
-}
-
-/// # Safety
-///
-/// `memmove`'s contract.
-#[no_mangle]
-pub unsafe extern "C" fn __wrap_memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
-    store(d as usize, n);
-    // SAFETY: the caller's.
-    unsafe { __real_memmove(d, s, n) }
-}
-
-/// # Safety
-///
-/// `memset`'s contract.
-#[no_mangle]
-pub unsafe extern "C" fn __wrap_memset(d: *mut c_void, c: i32, n: usize) -> *mut c_void {
-    store(d as usize, n);
-    // SAFETY: the caller's.
-    unsafe { __real_memset(d, c, n) }
 }

@@ -94,7 +94,9 @@ impl Heap {
     fn set(&self, off: usize, v: u64) {
         debug_assert!(off + 8 <= self.len && off.is_multiple_of(8));
         // SAFETY: as in `word`; writes are allowed by `new`'s contract.
-        unsafe { (self.base.add(off) as *mut u64).write(v) }
+        unsafe { (self.base.add(off) as *mut u64).write(v) };
+        // SAFETY: `off + 8 <= len`, inside the region.
+        crate::heap_written(unsafe { self.base.add(off) }, 8);
     }
 
     /// Whether the region holds a formatted heap.
@@ -108,6 +110,7 @@ impl Heap {
         assert!(self.len > FIRST_BLOCK, "a region of {} bytes is too small for a heap", self.len);
         // SAFETY: `new`'s contract; the header's first 8 bytes.
         unsafe { std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), self.base, 8) };
+        crate::heap_written(self.base, 8);
         self.set(BUMP_AT, FIRST_BLOCK as u64);
         self.set(SIZE_AT, self.len as u64);
         self.set(ROOT_AT, 0);

@@ -81,6 +81,14 @@ mod runtime;
 mod salvage;
 mod split_alloc;
 
+/// The persistent heap's writes (`heap.rs`), made by this crate's uninstrumented copy of
+/// it (for C applications' `malloc` and the root calls): reported to the compiler-capture
+/// hooks, which record them if this thread runs a compiler-captured batch on the region.
+#[inline]
+fn heap_written(p: *const u8, n: usize) {
+    compiler_capture::heap_written(p, n)
+}
+
 pub use callback::{Application, Frontend};
 pub use engine::{MangosteenFactory, FACTORY, LAYOUT};
 pub use error::{Error, Result};

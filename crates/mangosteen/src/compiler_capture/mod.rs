@@ -11,14 +11,26 @@
 //! store into the region then lands in the set, and stores anywhere else (stack, the
 //! ordinary heap) return after one compare.
 
-#[path = "../instrumented/abi.rs"]
+#[path = "../../instrumented/abi.rs"]
 #[allow(dead_code)]
 pub(crate) mod abi;
+/// The capture runtime's own copy, for C and C++ code (`tsan`).
+#[path = "../../instrumented/hooks.rs"]
+#[allow(dead_code)]
+mod hooks;
+#[cfg(feature = "c-hooks")]
+mod tsan;
 
 use crate::dedup::DedupSet;
 use abi::{Bound, Ctx, RecordVisitFn, ValueFn};
 use std::ffi::c_void;
 use std::sync::OnceLock;
+
+/// See `crate::heap_written`.
+#[inline]
+pub(crate) fn heap_written(p: *const u8, n: usize) {
+    hooks::store(p as usize, n)
+}
 
 /// The instrumented library, as the build script made it.
 static IMAGE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libpmkv_mgapp.so"));
@@ -154,9 +166,13 @@ impl Capture {
         let lo = region.as_mut_ptr() as usize;
         let mut ctx =
             Box::new(Ctx { lo, hi: lo + region.len(), block, last: usize::MAX, record, arg: dedup as *mut c_void });
+        // Both copies of the hooks: the engine's library, and this crate's for C code.
         // SAFETY: `ctx` is boxed (its address stable) and lives in the guard, which ends
         // the capture on this thread before dropping it.
-        unsafe { (app.capture_begin)(&mut *ctx) };
+        unsafe {
+            (app.capture_begin)(&mut *ctx);
+            hooks::begin(&mut *ctx);
+        }
         Capture { app, ctx }
     }
 }
@@ -166,6 +182,7 @@ impl Drop for Capture {
         // SAFETY: ends the capture `begin` started on this thread (a guard is not Send:
         // `Ctx` holds raw pointers), before `ctx` is freed.
         unsafe { (self.app.capture_end)() };
+        hooks::end();
         let _ = &self.ctx;
     }
 }
