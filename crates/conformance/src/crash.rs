@@ -5,10 +5,10 @@
 //! operation allows: before or after it, or for a non-atomic batch (an engine without
 //! atomic batches, or a [`WriteBatch::independent`] one) any prefix of it.
 //!
-//! Each write-path case runs in both crash models of a persistent-memory pool, through
+//! Each case runs in both crash models of a persistent-memory pool, through
 //! the same exploration ([`explore_plan_in`]): in `adr` (`*_every_crash_point`) the
 //! points are flushes and fences and each has many images (what was persisted plus any
-//! evicted lines or words); in `eadr` (`eadr_*_every_store_point`), where caches are in
+//! evicted lines or words); in `eadr` (the `eadr_*` cases), where caches are in
 //! the persistence domain, every store through the pool's store functions and every
 //! EPallocator metadata store is a point too, and a point has one image: every store
 //! before it and none after (no torn word). An engine that refuses an `eadr` pool
@@ -43,12 +43,7 @@ fn sim_store_with(f: &dyn EngineFactory, layout: &str, opts: &Options) -> Store 
 
 /// Recover a store of `f` from a crash image and read it, checking it first; then live on
 /// it (see [`life_after_recovery`]) with probes next to the keys in `near`.
-fn recover(f: &dyn EngineFactory, layout: &str, img: &[u8], near: &[Vec<u8>]) -> Result<Model, String> {
-    recover_in(f, layout, img, near, Mode::Adr)
-}
-
-/// [`recover`] on a pool in persistence `mode`: the recovered store runs in the mode the
-/// crashed one did.
+/// The pool is opened in persistence `mode`, the mode of the store that crashed.
 fn recover_in(f: &dyn EngineFactory, layout: &str, img: &[u8], near: &[Vec<u8>], mode: Mode) -> Result<Model, String> {
     let o = sim_opts_in(mode);
     let pool = Pool::from_image(img, Some(layout), &o.pool_options()).map_err(|e| e.to_string())?;
@@ -594,11 +589,24 @@ fn pipelined_in(f: &'static dyn EngineFactory, mode: Mode) {
 /// at every flush and fence point of that recovery, each of whose images is recovered a
 /// second time: the result must equal the reference, and `check` must be clean.
 pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
-    if !f.info().persistent {
-        return;
+    if f.info().persistent {
+        recovery_in(f, Mode::Adr);
     }
+}
+
+/// [`recovery_survives_its_own_crash`] in `eadr`: the images of the operations and of the
+/// interrupted recoveries taken at every store point too.
+pub fn eadr_recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
+    if eadr_runs(f, "eadr_recovery_survives_its_own_crash") {
+        recovery_in(f, Mode::Eadr);
+    }
+}
+
+fn recovery_in(f: &'static dyn EngineFactory, mode: Mode) {
     let layout = f.layout().expect("persistent engines name their layout");
-    let s = sim_store(f, layout);
+    let o = sim_opts_in(mode);
+    let stores = mode == Mode::Eadr;
+    let s = sim_store_with(f, layout, &o);
     let sim_pool = s.engine().pool().expect("engine on a pool").clone();
     for i in 0..6u32 {
         s.put(format!("base{i}").as_bytes(), &vec![i as u8; 3 + 20 * (i as usize % 2)]).unwrap();
@@ -614,9 +622,9 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
     ];
     for ops in &ops {
         let imgs = images.clone();
-        sim_pool.sim().unwrap().set_hook(true, move |pt| {
+        sim_pool.sim().unwrap().set_hook_with(true, stores, move |pt| {
             let mut v = imgs.lock().unwrap();
-            for ev in evictions_at(pt, Eviction::SINGLE_LINES) {
+            for ev in evictions_in(mode, pt, Eviction::SINGLE_LINES) {
                 v.push(format!("point {} ({ev:?})", pt.index), pt.image(ev));
             }
         });
@@ -629,35 +637,38 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
     drop(sim_pool);
     drop(s);
     // Every image would take minutes in a debug build: an even sample of 48 keeps every
-    // operation and eviction kind represented.
-    let step = (all.len() / 48).max(1);
+    // operation and eviction kind represented. In `eadr`, whose recoveries have more
+    // points (every store) with one image each, 24 keep every operation represented and
+    // the case's cost near the `adr` one's.
+    let sample = if mode == Mode::Eadr { 24 } else { 48 };
+    let step = (all.len() / sample).max(1);
     let mut checked = 0u64;
     let failures: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
     for (n, img) in all.iter().enumerate().step_by(step) {
-        let reference = match recover(f, layout, img, &[]) {
+        let reference = match recover_in(f, layout, img, &[], mode) {
             Ok(m) => m,
             Err(e) => panic!("image {n}: the first recovery failed: {e}"),
         };
-        let pool = Pool::from_image(img, Some(layout), &sim_opts().pool_options()).unwrap();
+        let pool = Pool::from_image(img, Some(layout), &o.pool_options()).unwrap();
         // The images of the interrupted recovery, checked once it has finished.
         // Standard evictions and the newest pending line alone and left out: the single
         // older lines would multiply the nested recoveries for little (recovery writes
         // few lines between its fences).
         let nested: Taken = Arc::default();
         let nt = nested.clone();
-        pool.sim().unwrap().set_hook(true, move |pt| {
+        pool.sim().unwrap().set_hook_with(true, stores, move |pt| {
             let mut v = nt.lock().unwrap();
-            for ev in evictions_at(pt, 0) {
+            for ev in evictions_in(mode, pt, 0) {
                 v.push(format!("recovery point {} ({ev:?})", pt.index), pt.image(ev));
             }
         });
-        let st = Store::from_engine(f.open_pool(Arc::new(pool), &sim_opts()).expect("interrupted-recovery open"));
+        let st = Store::from_engine(f.open_pool(Arc::new(pool), &o).expect("interrupted-recovery open"));
         assert_eq!(contents(&st), reference, "image {n}: recovery with a hook differs from without");
         drop(st);
         let nested: Vec<(String, Vec<u8>)> = nested.lock().unwrap().drain().collect();
         for (at, img2) in nested {
             checked += 1;
-            match recover(f, layout, &img2, &[]) {
+            match recover_in(f, layout, &img2, &[], mode) {
                 Ok(got) if got == reference => {}
                 Ok(got) => failures.lock().unwrap().push(format!(
                     "image {n}, {at}: {} keys after the second recovery, {} expected",
@@ -676,7 +687,7 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
     );
     assert!(checked > 0, "no recovery issued a flush or fence: nothing was tested");
     eprintln!(
-        "{}: {checked} images of interrupted recoveries, from {} crash images",
+        "{} in {mode}: {checked} images of interrupted recoveries, from {} crash images",
         f.info().name,
         all.len().div_ceil(step)
     );

@@ -81,6 +81,7 @@ macro_rules! suite {
             crash::eadr_pipelined_server_traffic_every_store_point,
             crash::eadr_structural_every_store_point,
             crash::eadr_growth_every_store_point,
+            crash::eadr_recovery_survives_its_own_crash,
             model::random_operations_match_a_model
         );
     };
