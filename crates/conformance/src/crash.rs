@@ -4,16 +4,30 @@
 //! store must pass `check` (no leak, no unreachable object) and hold a state the
 //! operation allows: before or after it, or for a non-atomic batch (an engine without
 //! atomic batches, or a [`WriteBatch::independent`] one) any prefix of it.
+//!
+//! Each case runs in both crash models of a persistent-memory pool, through
+//! the same exploration ([`explore_plan_in`]): in `adr` (`*_every_crash_point`) the
+//! points are flushes and fences and each has many images (what was persisted plus any
+//! evicted lines or words); in `eadr` (the `eadr_*` cases), where caches are in
+//! the persistence domain, every store through the pool's store functions and every
+//! EPallocator metadata store is a point too, and a point has one image: every store
+//! before it and none after (no torn word). An engine that refuses an `eadr` pool
+//! ([`eadr_unsupported`]) has its `eadr` cases print a `SKIPPED` line saying why.
 
 use crate::util::*;
 use pmkv::{BatchOp, EngineFactory, ErrorKind, Options, Store, WriteBatch};
-use pmkv_substrate::{CrashPoint, Eviction, PointKind, Pool, LINE};
+use pmkv_substrate::{CrashPoint, Eviction, Mode, PointKind, Pool, LINE};
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 fn sim_opts() -> Options {
-    opts().initial_size(1 << 20).max_size(64 << 20)
+    sim_opts_in(Mode::Adr)
+}
+
+/// Options of a crash-simulation pool in persistence `mode` (`adr` or `eadr`).
+fn sim_opts_in(mode: Mode) -> Options {
+    opts().initial_size(1 << 20).max_size(64 << 20).mode(mode)
 }
 
 /// Open a store of `f` on a fresh crash-simulation pool.
@@ -29,9 +43,11 @@ fn sim_store_with(f: &dyn EngineFactory, layout: &str, opts: &Options) -> Store 
 
 /// Recover a store of `f` from a crash image and read it, checking it first; then live on
 /// it (see [`life_after_recovery`]) with probes next to the keys in `near`.
-fn recover(f: &dyn EngineFactory, layout: &str, img: &[u8], near: &[Vec<u8>]) -> Result<Model, String> {
-    let pool = Pool::from_image(img, Some(layout), &sim_opts().pool_options()).map_err(|e| e.to_string())?;
-    let s = Store::from_engine(f.open_pool(Arc::new(pool), &sim_opts()).map_err(|e| e.to_string())?);
+/// The pool is opened in persistence `mode`, the mode of the store that crashed.
+fn recover_in(f: &dyn EngineFactory, layout: &str, img: &[u8], near: &[Vec<u8>], mode: Mode) -> Result<Model, String> {
+    let o = sim_opts_in(mode);
+    let pool = Pool::from_image(img, Some(layout), &o.pool_options()).map_err(|e| e.to_string())?;
+    let s = Store::from_engine(f.open_pool(Arc::new(pool), &o).map_err(|e| e.to_string())?);
     let c = s.check().map_err(|e| e.to_string())?;
     if !c.is_ok() {
         return Err(format!("check after recovery: {c}"));
@@ -174,6 +190,16 @@ pub fn evictions_at(pt: &CrashPoint<'_>, cap: usize) -> Vec<Eviction> {
     pt.evictions(cap)
 }
 
+/// The images a case takes at `pt` of a pool in `mode`: in `adr`, [`evictions_at`]; in
+/// `eadr`, the one image a crash there can leave (every store so far and none later: the
+/// working memory, whatever the eviction, never a torn word).
+fn evictions_in(mode: Mode, pt: &CrashPoint<'_>, cap: usize) -> Vec<Eviction> {
+    if mode == Mode::Eadr {
+        return vec![Eviction::None];
+    }
+    evictions_at(pt, cap)
+}
+
 /// Apply `op` to a model.
 fn apply(m: &mut Model, op: &BatchOp) {
     match op {
@@ -253,10 +279,18 @@ pub struct Explored {
     pub after: u64,
 }
 
-/// Run each batch on a simulated pool, exploring every crash point of each; a batch of
-/// one operation is run as a plain put or delete. Returns the images checked.
-fn explore(f: &'static dyn EngineFactory, batches: &[WriteBatch]) -> u64 {
-    explore_plan(f, batches, &Plan::every(batches.len())).taken
+/// Run each batch on a simulated pool in `mode`, exploring every crash point of each; a
+/// batch of one operation is run as a plain put or delete. Returns the images checked.
+fn explore(f: &'static dyn EngineFactory, batches: &[WriteBatch], mode: Mode) -> u64 {
+    let done = explore_plan_in(f, batches, &Plan::every(batches.len()), mode);
+    eprintln!(
+        "{} in {mode}: {} operations, {} crash images, {} distinct, recovered and checked",
+        f.info().name,
+        batches.len(),
+        done.taken,
+        done.checked
+    );
+    done.taken
 }
 
 /// [`explore`] with a plan: every crash point of the operations `plan` selects, each with
@@ -267,12 +301,21 @@ fn explore(f: &'static dyn EngineFactory, batches: &[WriteBatch]) -> u64 {
 /// live store is closed first (an image cannot be opened beside it) and reopened after,
 /// from the image of the state the operation left — itself a crash right after it.
 pub fn explore_plan(f: &'static dyn EngineFactory, batches: &[WriteBatch], plan: &Plan) -> Explored {
-    explore_plan_with(f, batches, plan, &sim_opts())
+    explore_plan_in(f, batches, plan, Mode::Adr)
 }
 
-/// [`explore_plan`] on a simulated pool made with `opts`.
+/// [`explore_plan`] in persistence `mode`. In `adr` the crash points are the flushes and
+/// fences, each with the standard and adversarial evictions; in `eadr` they are every
+/// store through the pool's store functions and EPallocator's metadata stores, every
+/// flush and every fence, each with its one image (see [`evictions_in`]).
+pub fn explore_plan_in(f: &'static dyn EngineFactory, batches: &[WriteBatch], plan: &Plan, mode: Mode) -> Explored {
+    explore_plan_with(f, batches, plan, &sim_opts_in(mode))
+}
+
+/// [`explore_plan`] on a simulated pool made with `opts` (in the persistence mode they set).
 fn explore_plan_with(f: &'static dyn EngineFactory, batches: &[WriteBatch], plan: &Plan, opts: &Options) -> Explored {
     let layout = f.layout().expect("persistent engines name their layout");
+    let mode = opts.pool_options().mode;
     let mut s = Some(sim_store_with(f, layout, opts));
     let atomic = s.as_ref().unwrap().info().atomic_batches;
     let fixed = f.info().fixed_address;
@@ -293,9 +336,9 @@ fn explore_plan_with(f: &'static dyn EngineFactory, batches: &[WriteBatch], plan
         let taken: Taken = Arc::default();
         let t = taken.clone();
         let cap = plan.single_lines;
-        sim_pool.sim().expect("sim pool").set_hook(true, move |pt| {
+        sim_pool.sim().expect("sim pool").set_hook_with(true, mode == Mode::Eadr, move |pt| {
             let mut t = t.lock().unwrap();
-            for ev in evictions_at(pt, cap) {
+            for ev in evictions_in(mode, pt, cap) {
                 t.push(format!("point {} ({:?}, {ev:?})", pt.index, pt.kind), pt.image(ev));
             }
         });
@@ -312,7 +355,7 @@ fn explore_plan_with(f: &'static dyn EngineFactory, batches: &[WriteBatch], plan
         done.taken += t.taken();
         for (at, img) in t.drain() {
             done.checked += 1;
-            let r = recover(f, layout, &img, &near).and_then(|got| {
+            let r = recover_in(f, layout, &img, &near, mode).and_then(|got| {
                 done.before += u64::from(got == allowed[0]);
                 done.after += u64::from(Some(&got) == allowed.last());
                 if allowed.contains(&got) {
@@ -342,7 +385,7 @@ fn explore_plan_with(f: &'static dyn EngineFactory, batches: &[WriteBatch], plan
         drop(sim_pool);
         drop(live);
     }
-    assert_eq!(recover(f, layout, &img, &[]).unwrap(), model);
+    assert_eq!(recover_in(f, layout, &img, &[], mode).unwrap(), model);
     done
 }
 
@@ -350,13 +393,13 @@ fn explore_plan_with(f: &'static dyn EngineFactory, batches: &[WriteBatch], plan
 /// what an operation costs in flushes and fences, which is how [`structural_every_crash_point`]
 /// finds the operations that restructure (a split, a growth, a new or freed chunk writes
 /// and orders more than a plain insert does).
-pub fn points_per_op(f: &'static dyn EngineFactory, batches: &[WriteBatch]) -> Vec<u64> {
+pub fn points_per_op(f: &'static dyn EngineFactory, batches: &[WriteBatch], mode: Mode) -> Vec<u64> {
     let layout = f.layout().expect("persistent engines name their layout");
-    let s = sim_store(f, layout);
+    let s = sim_store_with(f, layout, &sim_opts_in(mode));
     let sim_pool = s.engine().pool().expect("engine on a pool").clone();
     let sim = sim_pool.sim().expect("sim pool");
-    // A hook that takes nothing: with it flushes are points too.
-    sim.set_hook(true, |_| {});
+    // A hook that takes nothing: with it flushes (and in `eadr` stores) are points too.
+    sim.set_hook_with(true, mode == Mode::Eadr, |_| {});
     let mut v = Vec::with_capacity(batches.len());
     for ops in batches {
         let before = sim.points();
@@ -378,6 +421,37 @@ fn batch(ops: Vec<BatchOp>) -> WriteBatch {
     ops.into_iter().collect()
 }
 
+/// Why `f` is not crash-tested in `eadr`, if it is not: it keeps nothing (not
+/// persistent), or it refuses a pool in `eadr` mode with `Unsupported` (an engine whose
+/// crash consistency rests on flushes it cannot order otherwise would). Any other error
+/// opening an `eadr` pool fails the case.
+pub fn eadr_unsupported(f: &dyn EngineFactory) -> Option<String> {
+    let info = f.info();
+    if !info.persistent {
+        return Some("not a persistent engine: nothing survives a crash in any mode".into());
+    }
+    let layout = f.layout().expect("persistent engines name their layout");
+    let o = sim_opts_in(Mode::Eadr);
+    let pool = Pool::create_sim(layout, &o.pool_options()).expect("eadr sim pool");
+    match f.open_pool(Arc::new(pool), &o) {
+        Ok(_) => None,
+        Err(e) if e.kind() == ErrorKind::Unsupported => Some(format!("refuses a pool in eadr mode: {e}")),
+        Err(e) => panic!("{}: opening a fresh pool in eadr mode failed: {e}", info.name),
+    }
+}
+
+/// Whether an `eadr` case is to run for `f`; if not, says so and why on stderr, in a line
+/// that names the engine and the case and starts with `SKIPPED`.
+fn eadr_runs(f: &dyn EngineFactory, case: &str) -> bool {
+    match eadr_unsupported(f) {
+        None => true,
+        Some(why) => {
+            eprintln!("SKIPPED {case} for engine '{}': {why}", f.info().name);
+            false
+        }
+    }
+}
+
 /// Inserts (short and long keys, empty key, small and large values), updates (same size,
 /// smaller, larger), deletes, re-inserts.
 pub fn put_delete_every_crash_point(f: &'static dyn EngineFactory) {
@@ -386,6 +460,18 @@ pub fn put_delete_every_crash_point(f: &'static dyn EngineFactory) {
         assert_kind(f.open_pool(pool, &sim_opts()).map(|_| ()), ErrorKind::Unsupported);
         return;
     }
+    put_delete_in(f, Mode::Adr);
+}
+
+/// [`put_delete_every_crash_point`] in `eadr`: a crash at every store, flush and fence of
+/// each operation, the image keeping every store before it.
+pub fn eadr_put_delete_every_store_point(f: &'static dyn EngineFactory) {
+    if eadr_runs(f, "eadr_put_delete_every_store_point") {
+        put_delete_in(f, Mode::Eadr);
+    }
+}
+
+fn put_delete_in(f: &'static dyn EngineFactory, mode: Mode) {
     let mut ops = Vec::new();
     for i in 0..10u32 {
         ops.push(put(format!("k{i}").as_bytes(), &vec![i as u8; (i as usize * 11) % 40]));
@@ -402,15 +488,25 @@ pub fn put_delete_every_crash_point(f: &'static dyn EngineFactory) {
     ops.push(del(&[b'L'; 90]));
     ops.push(del(b""));
     ops.push(put(b"k4", b"back"));
-    let n = explore(f, &ops);
+    let n = explore(f, &ops, mode);
     assert!(n > 100, "only {n} crash images");
 }
 
 /// Batches: mixed puts and deletes, several keys, one key written twice.
 pub fn batch_every_crash_point(f: &'static dyn EngineFactory) {
-    if !f.info().persistent {
-        return;
+    if f.info().persistent {
+        batch_in(f, Mode::Adr);
     }
+}
+
+/// [`batch_every_crash_point`] in `eadr`, at every store point.
+pub fn eadr_batch_every_store_point(f: &'static dyn EngineFactory) {
+    if eadr_runs(f, "eadr_batch_every_store_point") {
+        batch_in(f, Mode::Eadr);
+    }
+}
+
+fn batch_in(f: &'static dyn EngineFactory, mode: Mode) {
     let mut batches = Vec::new();
     let mut b = Vec::new();
     for i in 0..6u32 {
@@ -434,7 +530,7 @@ pub fn batch_every_crash_point(f: &'static dyn EngineFactory) {
     }
     batches.push(independent);
     batches.push(batch(second));
-    let n = explore(f, &batches);
+    let n = explore(f, &batches, mode);
     assert!(n > 20, "only {n} crash images");
 }
 
@@ -445,9 +541,19 @@ pub fn batch_every_crash_point(f: &'static dyn EngineFactory) {
 /// engine stores differently (up to 7 bytes, 8, 9 to 16, longer) and values inline and in
 /// objects. Every crash image is recovered and then written to (see `life_after_recovery`).
 pub fn pipelined_server_traffic_every_crash_point(f: &'static dyn EngineFactory) {
-    if !f.info().persistent {
-        return;
+    if f.info().persistent {
+        pipelined_in(f, Mode::Adr);
     }
+}
+
+/// [`pipelined_server_traffic_every_crash_point`] in `eadr`, at every store point.
+pub fn eadr_pipelined_server_traffic_every_store_point(f: &'static dyn EngineFactory) {
+    if eadr_runs(f, "eadr_pipelined_server_traffic_every_store_point") {
+        pipelined_in(f, Mode::Eadr);
+    }
+}
+
+fn pipelined_in(f: &'static dyn EngineFactory, mode: Mode) {
     let key = |i: usize| -> Vec<u8> {
         match i % 4 {
             0 => format!("s{i}"),
@@ -473,7 +579,7 @@ pub fn pipelined_server_traffic_every_crash_point(f: &'static dyn EngineFactory)
         batches.push(put(&key(round + 1), &value(9, round)));
         batches.push(del(&key(round + 3)));
     }
-    let n = explore(f, &batches);
+    let n = explore(f, &batches, mode);
     assert!(n > 50, "only {n} crash images");
 }
 
@@ -483,11 +589,24 @@ pub fn pipelined_server_traffic_every_crash_point(f: &'static dyn EngineFactory)
 /// at every flush and fence point of that recovery, each of whose images is recovered a
 /// second time: the result must equal the reference, and `check` must be clean.
 pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
-    if !f.info().persistent {
-        return;
+    if f.info().persistent {
+        recovery_in(f, Mode::Adr);
     }
+}
+
+/// [`recovery_survives_its_own_crash`] in `eadr`: the images of the operations and of the
+/// interrupted recoveries taken at every store point too.
+pub fn eadr_recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
+    if eadr_runs(f, "eadr_recovery_survives_its_own_crash") {
+        recovery_in(f, Mode::Eadr);
+    }
+}
+
+fn recovery_in(f: &'static dyn EngineFactory, mode: Mode) {
     let layout = f.layout().expect("persistent engines name their layout");
-    let s = sim_store(f, layout);
+    let o = sim_opts_in(mode);
+    let stores = mode == Mode::Eadr;
+    let s = sim_store_with(f, layout, &o);
     let sim_pool = s.engine().pool().expect("engine on a pool").clone();
     for i in 0..6u32 {
         s.put(format!("base{i}").as_bytes(), &vec![i as u8; 3 + 20 * (i as usize % 2)]).unwrap();
@@ -503,9 +622,9 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
     ];
     for ops in &ops {
         let imgs = images.clone();
-        sim_pool.sim().unwrap().set_hook(true, move |pt| {
+        sim_pool.sim().unwrap().set_hook_with(true, stores, move |pt| {
             let mut v = imgs.lock().unwrap();
-            for ev in evictions_at(pt, Eviction::SINGLE_LINES) {
+            for ev in evictions_in(mode, pt, Eviction::SINGLE_LINES) {
                 v.push(format!("point {} ({ev:?})", pt.index), pt.image(ev));
             }
         });
@@ -518,35 +637,38 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
     drop(sim_pool);
     drop(s);
     // Every image would take minutes in a debug build: an even sample of 48 keeps every
-    // operation and eviction kind represented.
-    let step = (all.len() / 48).max(1);
+    // operation and eviction kind represented. In `eadr`, whose recoveries have more
+    // points (every store) with one image each, 24 keep every operation represented and
+    // the case's cost near the `adr` one's.
+    let sample = if mode == Mode::Eadr { 24 } else { 48 };
+    let step = (all.len() / sample).max(1);
     let mut checked = 0u64;
     let failures: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
     for (n, img) in all.iter().enumerate().step_by(step) {
-        let reference = match recover(f, layout, img, &[]) {
+        let reference = match recover_in(f, layout, img, &[], mode) {
             Ok(m) => m,
             Err(e) => panic!("image {n}: the first recovery failed: {e}"),
         };
-        let pool = Pool::from_image(img, Some(layout), &sim_opts().pool_options()).unwrap();
+        let pool = Pool::from_image(img, Some(layout), &o.pool_options()).unwrap();
         // The images of the interrupted recovery, checked once it has finished.
         // Standard evictions and the newest pending line alone and left out: the single
         // older lines would multiply the nested recoveries for little (recovery writes
         // few lines between its fences).
         let nested: Taken = Arc::default();
         let nt = nested.clone();
-        pool.sim().unwrap().set_hook(true, move |pt| {
+        pool.sim().unwrap().set_hook_with(true, stores, move |pt| {
             let mut v = nt.lock().unwrap();
-            for ev in evictions_at(pt, 0) {
+            for ev in evictions_in(mode, pt, 0) {
                 v.push(format!("recovery point {} ({ev:?})", pt.index), pt.image(ev));
             }
         });
-        let st = Store::from_engine(f.open_pool(Arc::new(pool), &sim_opts()).expect("interrupted-recovery open"));
+        let st = Store::from_engine(f.open_pool(Arc::new(pool), &o).expect("interrupted-recovery open"));
         assert_eq!(contents(&st), reference, "image {n}: recovery with a hook differs from without");
         drop(st);
         let nested: Vec<(String, Vec<u8>)> = nested.lock().unwrap().drain().collect();
         for (at, img2) in nested {
             checked += 1;
-            match recover(f, layout, &img2, &[]) {
+            match recover_in(f, layout, &img2, &[], mode) {
                 Ok(got) if got == reference => {}
                 Ok(got) => failures.lock().unwrap().push(format!(
                     "image {n}, {at}: {} keys after the second recovery, {} expected",
@@ -565,7 +687,7 @@ pub fn recovery_survives_its_own_crash(f: &'static dyn EngineFactory) {
     );
     assert!(checked > 0, "no recovery issued a flush or fence: nothing was tested");
     eprintln!(
-        "{}: {checked} images of interrupted recoveries, from {} crash images",
+        "{} in {mode}: {checked} images of interrupted recoveries, from {} crash images",
         f.info().name,
         all.len().div_ceil(step)
     );
@@ -608,9 +730,20 @@ fn crash_seed() -> u64 {
 /// and adversarial eviction, plus [`SAMPLED_PER_PHASE`] others drawn with a seed that is
 /// printed (`PMKV_CRASH_SEED` replays it).
 pub fn structural_every_crash_point(f: &'static dyn EngineFactory) {
-    if !f.info().persistent {
-        return;
+    if f.info().persistent {
+        structural_in(f, Mode::Adr);
     }
+}
+
+/// [`structural_every_crash_point`] in `eadr`: the operations with the most points (store
+/// points included) explored at every store point.
+pub fn eadr_structural_every_store_point(f: &'static dyn EngineFactory) {
+    if eadr_runs(f, "eadr_structural_every_store_point") {
+        structural_in(f, Mode::Eadr);
+    }
+}
+
+fn structural_in(f: &'static dyn EngineFactory, mode: Mode) {
     let n = f.info().node_keys;
     assert!(n > 0, "{}: a persistent engine reports how many keys a node holds (EngineInfo::node_keys)", f.info().name);
     let total = 3 * n + 2;
@@ -628,7 +761,7 @@ pub fn structural_every_crash_point(f: &'static dyn EngineFactory) {
     let new_keys = (total..total + n.min(16)).map(|i| BatchOp::Put(structural_key(i), value(i, 0xa5))).collect();
     phase("batch", &mut ops, vec![batch(new_keys)]);
 
-    let points = points_per_op(f, &ops);
+    let points = points_per_op(f, &ops, mode);
     let seed = crash_seed();
     let mut rng = pmkv_testutil::XorShift::new(seed);
     let mut plan = Plan { explore: vec![false; ops.len()], single_lines: Eviction::SINGLE_LINES };
@@ -662,11 +795,11 @@ pub fn structural_every_crash_point(f: &'static dyn EngineFactory) {
         ));
     }
     eprintln!(
-        "{}: structural crash case, node_keys {n}, seed {seed} (PMKV_CRASH_SEED={seed} replays it); explored (op, points):\n  {}",
+        "{}: structural crash case in {mode}, node_keys {n}, seed {seed} (PMKV_CRASH_SEED={seed} replays it); explored (op, points):\n  {}",
         f.info().name,
         chosen.join("\n  ")
     );
-    let done = explore_plan(f, &ops, &plan);
+    let done = explore_plan_in(f, &ops, &plan, mode);
     eprintln!("{}: {} crash images, {} distinct, recovered and checked", f.info().name, done.taken, done.checked);
     assert!(done.checked > 20, "only {} crash images", done.checked);
 }
@@ -685,6 +818,23 @@ pub fn structural_every_crash_point(f: &'static dyn EngineFactory) {
 /// and NBTree do) is damaged inside the log: the open must fail with `Corrupt`, never
 /// open without the batch or with part of it.
 pub fn atomic_batch_every_crash_point(f: &'static dyn EngineFactory) {
+    atomic_batch_in(f, Mode::Adr);
+}
+
+/// [`atomic_batch_every_crash_point`] in `eadr`: the batch crashed at every store point
+/// (a redo log written word by word, then applied in place: every cut of either must
+/// recover to all or nothing). The damaged-log check is the `adr` case's alone (the log's
+/// format and its check are the same in both modes).
+pub fn eadr_atomic_batch_every_store_point(f: &'static dyn EngineFactory) {
+    if f.info().persistent && !f.info().atomic_batches {
+        return;
+    }
+    if eadr_runs(f, "eadr_atomic_batch_every_store_point") {
+        atomic_batch_in(f, Mode::Eadr);
+    }
+}
+
+fn atomic_batch_in(f: &'static dyn EngineFactory, mode: Mode) {
     let info = f.info();
     if !info.persistent || !info.atomic_batches {
         return;
@@ -717,10 +867,10 @@ pub fn atomic_batch_every_crash_point(f: &'static dyn EngineFactory) {
     b.put(structural_key(30_000), vec![0x5a; 5000]);
     b.put(first, b"written twice");
     let plan = Plan { explore: vec![false, true], single_lines: 1 };
-    let done = explore_plan(f, &[prefill.clone(), b.clone()], &plan);
+    let done = explore_plan_in(f, &[prefill.clone(), b.clone()], &plan, mode);
     eprintln!(
-        "{}: an atomic batch of {} operations, {} crash images, {} distinct, recovered and checked: {} to the \
-         state before it, {} to the state after it",
+        "{} in {mode}: an atomic batch of {} operations, {} crash images, {} distinct, recovered and checked: {} to \
+         the state before it, {} to the state after it",
         info.name,
         b.len(),
         done.taken,
@@ -732,6 +882,9 @@ pub fn atomic_batch_every_crash_point(f: &'static dyn EngineFactory) {
     // Both outcomes occur (an engine with a redo log reaches the state after the batch
     // from most of them, the crash points of its apply, only by finishing it).
     assert!(done.before > 0 && done.after > 0, "{done:?}");
+    if mode != Mode::Adr {
+        return;
+    }
 
     // A log damaged while in use is reported.
     let s = sim_store(f, layout);
@@ -787,10 +940,20 @@ fn batch_logs_in(layout: &str, img: &[u8]) -> Vec<u64> {
 /// whose pool is sized for its region at creation, has its first operations explored on
 /// the pool that creation grew.)
 pub fn growth_every_crash_point(f: &'static dyn EngineFactory) {
-    if !f.info().persistent {
-        return;
+    if f.info().persistent {
+        growth_in(f, Mode::Adr);
     }
-    let opts = opts().initial_size(pmkv::DEFAULT_INITIAL_SIZE).max_size(64 << 20);
+}
+
+/// [`growth_every_crash_point`] in `eadr`, at every store point of the growing operations.
+pub fn eadr_growth_every_store_point(f: &'static dyn EngineFactory) {
+    if eadr_runs(f, "eadr_growth_every_store_point") {
+        growth_in(f, Mode::Eadr);
+    }
+}
+
+fn growth_in(f: &'static dyn EngineFactory, mode: Mode) {
+    let opts = opts().initial_size(pmkv::DEFAULT_INITIAL_SIZE).max_size(64 << 20).mode(mode);
     let layout = f.layout().expect("persistent engines name their layout");
     let key = |i: usize| format!("grow:{i:05}").into_bytes();
     let value = |i: usize| vec![i as u8; 1024];
@@ -825,7 +988,7 @@ pub fn growth_every_crash_point(f: &'static dyn EngineFactory) {
         assert_eq!(growths, 3, "{}: {inserts} inserts grew the pool {growths} times", f.info().name);
     }
     eprintln!(
-        "{}: growth crash case: pool {created} bytes after creation, {grown} after {inserts} inserts; exploring ops {:?}",
+        "{}: growth crash case in {mode}: pool {created} bytes after creation, {grown} after {inserts} inserts; exploring ops {:?}",
         f.info().name,
         grew.iter().enumerate().filter(|(_, &g)| g).map(|(i, _)| i).collect::<Vec<_>>()
     );

@@ -9,7 +9,8 @@
 //! writers with checked results; histories of threads sharing keys checked for
 //! linearizability; a panic inside a write leaving the pool unclean so that the next
 //! open recovers; and, for persistent engines, every write path (put, delete, batch)
-//! under the crash simulator (SPEC P6) at every flush and fence point, recovering to
+//! under the crash simulator (SPEC P6) at every flush and fence point (`adr`) and at
+//! every store point (`eadr`, for engines that open an `eadr` pool), recovering to
 //! the state before or after the operation (a prefix of a non-atomic batch) with
 //! `check` clean (no leak); recovery crashed at each of its own flush and fence points,
 //! then run again, giving what an uninterrupted recovery gives (SPEC R3); and randomly
@@ -74,6 +75,13 @@ macro_rules! suite {
             crash::recovery_survives_its_own_crash,
             crash::structural_every_crash_point,
             crash::growth_every_crash_point,
+            crash::eadr_put_delete_every_store_point,
+            crash::eadr_batch_every_store_point,
+            crash::eadr_atomic_batch_every_store_point,
+            crash::eadr_pipelined_server_traffic_every_store_point,
+            crash::eadr_structural_every_store_point,
+            crash::eadr_growth_every_store_point,
+            crash::eadr_recovery_survives_its_own_crash,
             model::random_operations_match_a_model
         );
     };

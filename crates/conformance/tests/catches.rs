@@ -173,3 +173,91 @@ fn atomic_batch_case_catches_a_batch_applied_without_its_log() {
     };
     assert!(msg.contains("crash consistency violated") && msg.contains("none of the 2 allowed"), "{msg}");
 }
+
+/// HART, except that each put first stores zeros over its superblock's magic (the first
+/// word of the object pool root 1 names) and then stores the magic back: a word that takes
+/// a transient invalid value, in two stores that no flush or fence separates. At every
+/// flush and fence the superblock is whole, so the `adr` cases, whose crash points those
+/// are, pass; a crash between the two stores, which eADR allows (a store is persistent
+/// when it is made), leaves a pool whose HART cannot be opened.
+struct TransientMagic(Box<dyn Engine>);
+
+impl Engine for TransientMagic {
+    fn info(&self) -> EngineInfo {
+        self.0.info()
+    }
+    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        self.0.get_with(key, f)
+    }
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let pool = self.0.pool().expect("HART runs on a pool");
+        let sb = pool.root(1);
+        // SAFETY: the superblock is an 8-aligned object inside the pool that HART writes
+        // only when it is created; this test runs one thread, and no reference to the
+        // word is alive while it is read and stored to.
+        unsafe {
+            let magic = pool.load_u64(sb);
+            pool.store_u64(sb, 0);
+            pool.store_u64(sb, magic);
+        }
+        self.0.put(key, value)
+    }
+    fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.0.delete(key)
+    }
+    fn write_batch(&self, batch: &pmkv_core::WriteBatch) -> Result<()> {
+        self.0.write_batch(batch)
+    }
+    fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
+        self.0.scan(range, dir, limit, visit)
+    }
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn memory(&self) -> MemoryUsage {
+        self.0.memory()
+    }
+    fn check(&self) -> Result<CheckReport> {
+        self.0.check()
+    }
+    fn sync(&self) -> Result<()> {
+        self.0.sync()
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        self.0.close()
+    }
+    fn poison(&self) {
+        self.0.poison()
+    }
+    fn pool(&self) -> Option<&std::sync::Arc<pmkv_core::Pool>> {
+        self.0.pool()
+    }
+}
+
+struct TransientMagicFactory;
+
+impl EngineFactory for TransientMagicFactory {
+    fn info(&self) -> EngineInfo {
+        pmkv_hart::FACTORY.info()
+    }
+    fn layout(&self) -> Option<&'static str> {
+        pmkv_hart::FACTORY.layout()
+    }
+    fn open_pool(&self, pool: std::sync::Arc<pmkv_core::Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
+        Ok(Box::new(TransientMagic(pmkv_hart::FACTORY.open_pool(pool, opts)?)))
+    }
+}
+
+static TRANSIENT: TransientMagicFactory = TransientMagicFactory;
+
+#[test]
+fn eadr_cases_catch_a_word_torn_between_two_stores() {
+    // Consistent at every flush and fence: the adr case passes.
+    pmkv_conformance::crash::put_delete_every_crash_point(&TRANSIENT);
+    let r = std::panic::catch_unwind(|| pmkv_conformance::crash::eadr_put_delete_every_store_point(&TRANSIENT));
+    let msg = match r {
+        Ok(()) => panic!("a pool left invalid between two stores passed the eadr case"),
+        Err(p) => p.downcast_ref::<String>().cloned().unwrap_or_default(),
+    };
+    assert!(msg.contains("crash consistency violated") && msg.contains("Store"), "{msg}");
+}
