@@ -266,7 +266,10 @@ pub(crate) fn open(pool: Arc<Pool>, variant: Variant) -> Result<Woart> {
     rep.records = w.count;
     rep.orphans_freed = orphans;
     rep.duration = Duration::from_micros(t0.elapsed().as_micros() as u64);
-    let rep = rep.with_detail("nodes", w.nodes).with_detail("headers_and_empty_nodes_repaired", repaired);
+    let mut rep = rep.with_detail("nodes", w.nodes);
+    if variant.lazy_repairs() {
+        rep = rep.with_detail("headers_and_empty_nodes_repaired", repaired);
+    }
     Ok(assemble(pool, alloc, variant, sb, root, w.count, w.hash, rep, claim))
 }
 
