@@ -64,7 +64,7 @@ pub mod engines {
     pub use pmkv_nbtree as nbtree;
     #[cfg(feature = "volatile")]
     pub use pmkv_volatile as volatile;
-    #[cfg(feature = "woart")]
+    #[cfg(any(feature = "woart", feature = "artcow"))]
     pub use pmkv_woart as woart;
 }
 

@@ -48,6 +48,8 @@ impl Registry {
             r.register(&pmkv_woart::FACTORY);
             #[cfg(feature = "fastfair")]
             r.register(&pmkv_fastfair::FACTORY);
+            #[cfg(feature = "artcow")]
+            r.register(&pmkv_woart::ARTCOW_FACTORY);
             r
         })
     }

@@ -64,6 +64,10 @@ mod woart {
     pmkv_conformance::suite!(pmkv_woart::FACTORY);
 }
 
+mod artcow {
+    pmkv_conformance::suite!(pmkv_woart::ARTCOW_FACTORY);
+}
+
 mod fastfair {
     pmkv_conformance::suite!(pmkv_fastfair::FACTORY);
 }
@@ -73,7 +77,7 @@ mod mangosteen {
 }
 
 /// The engines this file runs the suite for.
-const COVERED: &[&str] = &["hart", "volatile", "mangosteen", "nbtree", "fptree", "woart", "fastfair"];
+const COVERED: &[&str] = &["hart", "volatile", "mangosteen", "nbtree", "fptree", "woart", "fastfair", "artcow"];
 
 #[test]
 fn every_registered_engine_is_covered() {

@@ -1,7 +1,8 @@
-//! WOART behind the engine contract of `pmkv-core`.
+//! WOART and ART+CoW behind the engine contract of `pmkv-core`.
 
+use crate::cow::ArtCow;
 use crate::error::Error as WError;
-use crate::layout::{MAX_KEY, MAX_VALUE};
+use crate::layout::{Variant, MAX_KEY, MAX_VALUE};
 use crate::tree::{Options as WOptions, Woart};
 use pmkv_core::{
     CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage, Options, Pool,
@@ -9,25 +10,33 @@ use pmkv_core::{
 };
 use std::sync::Arc;
 
-/// The layout name WOART pools carry in their header.
-pub(crate) const LAYOUT: &str = "woart";
+/// The factory of WOART engines the registry lists.
+pub static FACTORY: WoartFactory = WoartFactory(Variant::Woart);
 
-/// The factory the registry lists.
-pub static FACTORY: WoartFactory = WoartFactory;
+/// The factory of ART+CoW engines (`artcow`), the paper's copy-on-write competitor.
+pub static ARTCOW_FACTORY: WoartFactory = WoartFactory(Variant::ArtCow);
 
-/// Opens WOART engines.
-#[derive(Debug, Default)]
-pub struct WoartFactory;
+/// Opens WOART engines, or ART+CoW's ([`ARTCOW_FACTORY`]): one type, since the two trees
+/// share everything but their write paths.
+#[derive(Debug)]
+pub struct WoartFactory(Variant);
 
-fn info() -> EngineInfo {
-    EngineInfo::new(
-        "woart",
-        "WOART: write-optimal adaptive radix tree in PM, 8-byte failure-atomic updates (Lee et al., FAST'17)",
-    )
-    .persistent(true)
-    .atomic_batches(false)
-    .limits(MAX_KEY, MAX_VALUE)
-    .node_keys(256)
+impl Default for WoartFactory {
+    fn default() -> WoartFactory {
+        WoartFactory(Variant::Woart)
+    }
+}
+
+fn info(v: Variant) -> EngineInfo {
+    let about = match v {
+        Variant::Woart => {
+            "WOART: write-optimal adaptive radix tree in PM, 8-byte failure-atomic updates (Lee et al., FAST'17)"
+        }
+        Variant::ArtCow => {
+            "ART+CoW: adaptive radix tree in PM made failure-atomic by copy-on-write (Lee et al., FAST'17)"
+        }
+    };
+    EngineInfo::new(v.name(), about).persistent(true).atomic_batches(false).limits(MAX_KEY, MAX_VALUE).node_keys(256)
 }
 
 impl From<WError> for Error {
@@ -44,24 +53,28 @@ impl From<WError> for Error {
 
 impl EngineFactory for WoartFactory {
     fn info(&self) -> EngineInfo {
-        info()
+        info(self.0)
     }
     fn layout(&self) -> Option<&'static str> {
-        Some(LAYOUT)
+        Some(self.0.name())
     }
     fn open_pool(&self, pool: Arc<Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
         self.check_params(opts)?;
         let o = opts.engine_options::<WOptions>().copied().unwrap_or_default();
-        Ok(Box::new(WoartEngine(Woart::open_with(pool, o)?)))
+        let tree = match self.0 {
+            Variant::Woart => Woart::open_with(pool, o)?,
+            Variant::ArtCow => ArtCow::open_with(pool, o)?.into_inner(),
+        };
+        Ok(Box::new(WoartEngine(tree)))
     }
 }
 
-/// An open WOART as an [`Engine`].
+/// An open WOART or ART+CoW as an [`Engine`].
 pub(crate) struct WoartEngine(Woart);
 
 impl Engine for WoartEngine {
     fn info(&self) -> EngineInfo {
-        info()
+        info(self.0.variant)
     }
     fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
         Ok(self.0.get_with(key, f)?)
@@ -88,7 +101,7 @@ impl Engine for WoartEngine {
         }
     }
     fn check(&self) -> Result<CheckReport> {
-        let mut r = CheckReport::new("woart");
+        let mut r = CheckReport::new(self.0.variant.name());
         match self.0.check() {
             Ok(summary) => {
                 r.fact("summary", summary);

@@ -23,7 +23,35 @@ pub(crate) const MAX_KEY: usize = u16::MAX as usize;
 /// Longest value, as the other engines'.
 pub(crate) const MAX_VALUE: usize = 16 << 20;
 
-pub(crate) const SUPER_MAGIC: u64 = u64::from_le_bytes(*b"WOART\0\0\0");
+/// Which of the paper's two adaptive trees a pool holds: the same node kinds and leaves,
+/// different write paths (WOART's commit words in place, ART+CoW's copies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Variant {
+    Woart,
+    ArtCow,
+}
+
+impl Variant {
+    /// The engine's name, which is also the pool's layout name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Variant::Woart => "woart",
+            Variant::ArtCow => "artcow",
+        }
+    }
+    pub(crate) fn magic(self) -> u64 {
+        match self {
+            Variant::Woart => u64::from_le_bytes(*b"WOART\0\0\0"),
+            Variant::ArtCow => u64::from_le_bytes(*b"ARTCOW\0\0"),
+        }
+    }
+    /// Whether a crash can leave lazy repairs (stale headers, linked empty nodes) behind:
+    /// only WOART's multi-store split and delete can; ART+CoW's every change is one store.
+    pub(crate) fn lazy_repairs(self) -> bool {
+        self == Variant::Woart
+    }
+}
+
 pub(crate) const VERSION: u32 = 1;
 pub(crate) const SUPER_SIZE: usize = 64;
 /// Superblock fields: magic, version, root node, then the clean close's seal.
@@ -182,9 +210,9 @@ pub(crate) fn leaf_hash(crc: u32, klen: usize, vlen: usize) -> u64 {
 }
 
 /// The check word of a seal.
-pub(crate) fn seal_check(count: u64, hash: u64) -> u64 {
+pub(crate) fn seal_check(magic: u64, count: u64, hash: u64) -> u64 {
     let mut b = [0u8; 24];
-    b[..8].copy_from_slice(&SUPER_MAGIC.to_le_bytes());
+    b[..8].copy_from_slice(&magic.to_le_bytes());
     b[8..16].copy_from_slice(&count.to_le_bytes());
     b[16..].copy_from_slice(&hash.to_le_bytes());
     u64::from(crc32c::crc32c(&b)) | 0x5345_414c << 32

@@ -1,4 +1,4 @@
-//! # pmkv-woart — WOART on pmkv's substrate
+//! # pmkv-woart — WOART and ART+CoW on pmkv's substrate
 //!
 //! WOART, the write-optimal adaptive radix tree of Lee, Lim, Kim, Noh, "WORT: Write
 //! Optimal Radix Tree for Persistent Memory Storage Systems" (FAST'17): an adaptive
@@ -19,8 +19,10 @@
 //! 4. `recovery`: open, format, the walk that verifies and counts, the unclean open's
 //!    repairs of stale headers (the paper's lazy recovery, done by the walk) and sweep of
 //!    unreachable objects; `check`.
-//! 5. `engine`: WOART behind `pmkv-core`'s engine contract ([`FACTORY`]).
+//! 5. `cow`: the type ART+CoW is opened as; its write paths are `tree`'s, by variant.
+//! 6. `engine`: both behind `pmkv-core`'s engine contract ([`FACTORY`], [`ARTCOW_FACTORY`]).
 
+mod cow;
 mod engine;
 mod error;
 mod layout;
@@ -28,13 +30,14 @@ mod node;
 mod recovery;
 mod tree;
 
-pub use engine::{WoartFactory, FACTORY};
+pub use cow::ArtCow;
+pub use engine::{WoartFactory, ARTCOW_FACTORY, FACTORY};
 pub use error::{Error, Result};
 pub use tree::{Options, Woart};
 
 impl Woart {
     /// Open (or, in a new pool, format) the tree in `pool`.
     pub fn open_with(pool: std::sync::Arc<pmkv_substrate::Pool>, _opts: Options) -> Result<Woart> {
-        recovery::open(pool)
+        recovery::open(pool, layout::Variant::Woart)
     }
 }

@@ -55,15 +55,31 @@ impl Pm<'_> {
         unsafe { std::slice::from_raw_parts(self.pool.at::<u8>(off), len) }
     }
 
-    /// A leaf's key and value.
-    pub(crate) fn leaf(&self, off: u64) -> (&[u8], &[u8]) {
+    /// Report the PM lines of `[off, off + len)` as read, so that the counters and the
+    /// read-latency emulation see the tree's reads as they see the other engines'.
+    pub(crate) fn note(&self, off: u64, len: usize) {
+        let last = off + len.max(1) as u64 - 1;
+        self.pool.note_read(last / 64 - off / 64 + 1);
+    }
+
+    fn leaf_parts(&self, off: u64) -> (&[u8], &[u8]) {
         let h = self.load(off);
         let (kl, vl) = (h as u32 as usize, (h >> 32) as usize);
         let b = self.bytes(off + LEAF_HEAD as u64, kl + vl);
         b.split_at(kl)
     }
+
+    /// A leaf's key and value.
+    pub(crate) fn leaf(&self, off: u64) -> (&[u8], &[u8]) {
+        let (k, v) = self.leaf_parts(off);
+        self.note(off, LEAF_HEAD + k.len() + v.len());
+        (k, v)
+    }
+    /// A leaf's key (only its lines are reported read).
     pub(crate) fn leaf_key(&self, off: u64) -> &[u8] {
-        self.leaf(off).0
+        let k = self.leaf_parts(off).0;
+        self.note(off, LEAF_HEAD + k.len());
+        k
     }
     /// The leaf's contribution to the seal's hash.
     pub(crate) fn leaf_hash_of(&self, off: u64) -> u64 {
@@ -156,6 +172,7 @@ impl Pm<'_> {
 
     /// The children of node `n`, sorted by byte: (byte, slot offset, pointer word).
     pub(crate) fn children(&self, kind: Kind, n: u64) -> Vec<(u8, u64, u64)> {
+        self.note(n, kind.size());
         let mut out = Vec::new();
         match kind {
             Kind::N4 => {
@@ -221,6 +238,10 @@ impl Pm<'_> {
             Kind::N256 => n + N256_CHILD + 8 * u64::from(b),
             Kind::Leaf => return None,
         };
+        self.note(n, 16);
+        if s / 64 != n / 64 {
+            self.note(s, 8);
+        }
         (self.load(s) != 0).then_some(s)
     }
 
@@ -325,23 +346,60 @@ impl Pm<'_> {
         Ok(usize::from(h.plen) - (d - sd))
     }
 
-    /// The smallest leaf under `(kind, n)`, if any.
-    pub(crate) fn min_leaf(&self, kind: Kind, n: u64) -> Option<u64> {
-        if let Some((Kind::Leaf, l)) = untag(self.load(n + TERM)) {
-            return Some(l);
-        }
-        for (_, _, w) in self.children(kind, n) {
+    /// The smallest leaf under `(kind, n)`, if any, found with an explicit stack (a path
+    /// may be as long as a key, too deep for recursion). With `check` (the open's walk)
+    /// every node on the way has its words verified and every pointer its object, and a
+    /// descent longer than any key (a cycle in a damaged pool) is refused.
+    pub(crate) fn first_leaf(&self, kind: Kind, n: u64, check: bool) -> Result<Option<u64>> {
+        let mut stack = vec![(tagged(kind, n), 0usize)];
+        while let Some((w, depth)) = stack.pop() {
             match untag(w) {
-                Some((Kind::Leaf, l)) => return Some(l),
+                Some((Kind::Leaf, l)) => {
+                    if check {
+                        self.check_leaf(l)?;
+                    }
+                    return Ok(Some(l));
+                }
                 Some((k, c)) => {
-                    if let Some(l) = self.min_leaf(k, c) {
-                        return Some(l);
+                    if check {
+                        if depth > MAX_KEY + 1 || !self.valid(k, c) {
+                            return Err(corrupt(format!("pointer {w:#x} names no node, or a path is too long")));
+                        }
+                        self.check_node_words(k, c)?;
+                    }
+                    stack.extend(self.children(k, c).into_iter().rev().map(|(_, _, cw)| (cw, depth + 1)));
+                    let t = self.load(c + TERM);
+                    if t != 0 {
+                        stack.push((t, depth + 1));
                     }
                 }
+                None if check => return Err(corrupt(format!("bad child word {w:#x}"))),
                 None => {}
             }
         }
-        None
+        Ok(None)
+    }
+
+    /// Copy-on-write of node `n` of `kind`: a new node with header word `hdr` and `n`'s
+    /// terminal slot and children, less the child at byte `remove` and plus `add`, of
+    /// `kind` or, when that overflows it, of the next larger kind (node growth); persisted
+    /// and published, not linked. Its tagged pointer.
+    pub(crate) fn copy_node(
+        &self,
+        kind: Kind,
+        n: u64,
+        hdr: u64,
+        add: Option<(u8, u64)>,
+        remove: Option<u8>,
+    ) -> Result<u64> {
+        let mut entries: Vec<(u8, u64)> =
+            self.children(kind, n).into_iter().filter(|e| Some(e.0) != remove).map(|(b, _, w)| (b, w)).collect();
+        if let Some(e) = add {
+            let at = entries.partition_point(|x| x.0 < e.0);
+            entries.insert(at, e);
+        }
+        let to = if entries.len() > kind.cap() { kind.grown() } else { kind };
+        Ok(tagged(to, self.new_node(to, hdr, self.load(n + TERM), &entries)?))
     }
 
     /// The effective prefix bytes of node `n` met at depth `d`: from the header when it
@@ -356,7 +414,7 @@ impl Pm<'_> {
         if usize::from(h.depth) == d && p <= PARTIAL {
             return Ok(Some(h.partial[..p].to_vec()));
         }
-        let Some(l) = self.min_leaf(kind, n) else { return Ok(None) };
+        let Some(l) = self.first_leaf(kind, n, false)? else { return Ok(None) };
         let k = self.leaf_key(l);
         if k.len() < d + p {
             return Err(corrupt(format!("node {n:#x}: leaf {l:#x} is shorter than the node's prefix")));

@@ -35,13 +35,11 @@ pub(crate) struct Walk {
     /// Empty nodes still linked: (parent kind, parent, byte).
     pub(crate) empties: Vec<(Kind, u64, u8)>,
     pub(crate) nodes: u64,
-    /// The root node (an empty root is normal).
-    pub(crate) root: u64,
 }
 
 impl Pm<'_> {
     /// Whether `off` is a used object of `kind` big enough for it.
-    fn valid(&self, kind: Kind, off: u64) -> bool {
+    pub(crate) fn valid(&self, kind: Kind, off: u64) -> bool {
         off != 0
             && self.pool.contains(off, kind.size() as u64)
             && self.alloc.type_of(off) == Some(kind.type_id())
@@ -49,7 +47,7 @@ impl Pm<'_> {
             && self.alloc.capacity(off) >= kind.size()
     }
 
-    fn check_leaf(&self, off: u64) -> Result<()> {
+    pub(crate) fn check_leaf(&self, off: u64) -> Result<()> {
         if !self.valid(Kind::Leaf, off) {
             return Err(corrupt(format!("leaf pointer {off:#x} names no leaf")));
         }
@@ -65,35 +63,8 @@ impl Pm<'_> {
         Ok(())
     }
 
-    /// Validate the pointers below `(kind, n)` down to its smallest leaf, then find it.
-    fn checked_min_leaf(&self, kind: Kind, n: u64) -> Result<Option<u64>> {
-        self.check_node_words(kind, n)?;
-        if let Some((Kind::Leaf, l)) = untag(self.load(n + TERM)) {
-            self.check_leaf(l)?;
-            return Ok(Some(l));
-        }
-        for (_, _, w) in self.children(kind, n) {
-            match untag(w) {
-                Some((Kind::Leaf, l)) => {
-                    self.check_leaf(l)?;
-                    return Ok(Some(l));
-                }
-                Some((k, c)) => {
-                    if !self.valid(k, c) {
-                        return Err(corrupt(format!("node {n:#x}: child {w:#x} names no node")));
-                    }
-                    if let Some(l) = self.checked_min_leaf(k, c)? {
-                        return Ok(Some(l));
-                    }
-                }
-                None => return Err(corrupt(format!("node {n:#x}: bad child word {w:#x}"))),
-            }
-        }
-        Ok(None)
-    }
-
     /// The commit words of a node are well formed.
-    fn check_node_words(&self, kind: Kind, n: u64) -> Result<()> {
+    pub(crate) fn check_node_words(&self, kind: Kind, n: u64) -> Result<()> {
         let t = self.load(n + TERM);
         if t != 0 && !matches!(untag(t), Some((Kind::Leaf, _))) {
             return Err(corrupt(format!("node {n:#x}: terminal word {t:#x} is not a leaf")));
@@ -135,30 +106,28 @@ impl Pm<'_> {
         Ok(())
     }
 
-    /// Walk `(kind, n)` met at depth `d` under key prefix `path`; whether it holds a leaf.
-    pub(crate) fn walk(
-        &self,
-        kind: Kind,
-        n: u64,
-        d: usize,
-        path: &mut Vec<u8>,
-        clean: bool,
-        w: &mut Walk,
-    ) -> Result<bool> {
+    /// Verify the node `v` names (its key prefix, up to its depth, is `path`), count the
+    /// leaves it holds, and push its child nodes on `stack`.
+    fn visit(&self, v: Visit, path: &mut Vec<u8>, strict: bool, w: &mut Walk, stack: &mut Vec<Visit>) -> Result<()> {
+        let (kind, n, d) = (v.kind, v.n, v.d);
         if !self.valid(kind, n) || !w.reachable.insert(n) {
             return Err(corrupt(format!("node pointer {n:#x} names no node, or one reached twice")));
         }
         w.nodes += 1;
         let h = self.header(n);
-        if usize::from(h.depth) != d && clean {
+        if usize::from(h.depth) != d && strict {
             return Err(corrupt(format!("node {n:#x}: header depth {} met at depth {d}", h.depth)));
         }
         let p = self.eff_plen(n, d)?;
-        let Some(l) = self.checked_min_leaf(kind, n)? else {
-            if n != w.root && clean {
-                return Err(corrupt(format!("node {n:#x} is empty")));
+        let Some(l) = self.first_leaf(kind, n, true)? else {
+            match v.edge {
+                None => return Ok(()),
+                Some(_) if strict => return Err(corrupt(format!("node {n:#x} is empty"))),
+                Some(e) => {
+                    w.empties.push(e);
+                    return Ok(());
+                }
             }
-            return Ok(false);
         };
         let lk = self.leaf_key(l);
         if lk.len() < d + p || !lk.starts_with(path) {
@@ -172,34 +141,23 @@ impl Pm<'_> {
         } else {
             w.headers.push((n + HDR, Header::new(d, pre).encode()));
         }
-        let len0 = path.len();
         path.extend_from_slice(pre);
-        let d2 = d + p;
-        let mut any = false;
+        let base = path.len();
         if let Some((_, t)) = untag(self.load(n + TERM)) {
             self.leaf_at(t, path, true, w)?;
-            any = true;
         }
         for (b, _, cw) in self.children(kind, n) {
-            path.push(b);
             match untag(cw) {
                 Some((Kind::Leaf, c)) => {
+                    path.push(b);
                     self.leaf_at(c, path, false, w)?;
-                    any = true;
+                    path.pop();
                 }
-                Some((k, c)) => {
-                    if self.walk(k, c, d2 + 1, path, clean, w)? {
-                        any = true;
-                    } else {
-                        w.empties.push((kind, n, b));
-                    }
-                }
+                Some((k, c)) => stack.push(Visit { kind: k, n: c, d: d + p + 1, base, edge: Some((kind, n, b)) }),
                 None => return Err(corrupt(format!("node {n:#x}: bad child word {cw:#x}"))),
             }
-            path.pop();
         }
-        path.truncate(len0);
-        Ok(any)
+        Ok(())
     }
 
     fn leaf_at(&self, l: u64, path: &[u8], term: bool, w: &mut Walk) -> Result<()> {
@@ -217,32 +175,53 @@ impl Pm<'_> {
     }
 }
 
-fn walk_tree(pm: &Pm<'_>, root: u64, clean: bool) -> Result<Walk> {
-    let mut w = Walk { root, ..Walk::default() };
-    pm.walk(Kind::N256, root, 0, &mut Vec::new(), clean, &mut w)?;
+/// A node the walk has still to visit: its kind and offset, the depth it is met at, the
+/// length of its parent's key prefix and the edge to it (parent kind, parent, byte).
+struct Visit {
+    kind: Kind,
+    n: u64,
+    d: usize,
+    base: usize,
+    edge: Option<(Kind, u64, u8)>,
+}
+
+/// Walk the whole tree with an explicit stack (a path may be as long as a key, too deep
+/// for recursion). `strict`: a stale header or an empty node below the root is damage (a
+/// clean open, or a variant whose crashes leave neither).
+fn walk_tree(pm: &Pm<'_>, root: u64, strict: bool) -> Result<Walk> {
+    let mut w = Walk::default();
+    let mut path = Vec::new();
+    let mut stack = vec![Visit { kind: Kind::N256, n: root, d: 0, base: 0, edge: None }];
+    while let Some(v) = stack.pop() {
+        path.truncate(v.base);
+        if let Some((_, _, b)) = v.edge {
+            path.push(b);
+        }
+        pm.visit(v, &mut path, strict, &mut w, &mut stack)?;
+    }
     Ok(w)
 }
 
 /// Open the tree in `pool`, formatting it if the pool is new.
-pub(crate) fn open(pool: Arc<Pool>) -> Result<Woart> {
+pub(crate) fn open(pool: Arc<Pool>, variant: Variant) -> Result<Woart> {
     let t0 = Instant::now();
     let claim = EngineClaim::take(&pool)?;
     let sb = pool.root(SUPER_ROOT);
     if sb == 0 {
         pool.check_writable()?;
-        return format(pool, claim, t0);
+        return format(pool, claim, t0, variant);
     }
     let alloc = EpAlloc::open(pool.clone())?;
     let pm = Pm { pool: &pool, alloc: &alloc };
     if !(alloc.type_of(sb) == Some(SUPER) && alloc.is_used(sb)) {
         return Err(corrupt(format!("superblock {sb:#x} is not a superblock object")));
     }
-    if alloc.capacity(sb) < SUPER_SIZE || pm.load(sb) != SUPER_MAGIC {
-        return Err(corrupt("bad superblock magic"));
+    if alloc.capacity(sb) < SUPER_SIZE || pm.load(sb) != variant.magic() {
+        return Err(corrupt(format!("bad superblock magic: not a {} pool", variant.name())));
     }
     let v = pm.load(sb + SB_VERSION) as u32;
     if v != VERSION {
-        return Err(Error::Version(format!("WOART format {v}: this build reads format {VERSION}")));
+        return Err(Error::Version(format!("{} format {v}: this build reads format {VERSION}", variant.name())));
     }
     let root = pm.load(sb + SB_ROOT);
     if !pm.valid(Kind::N256, root) {
@@ -250,14 +229,14 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<Woart> {
     }
     let clean = pool.was_clean();
     let rw = !pool.is_read_only();
-    let mut w = walk_tree(&pm, root, clean)?;
+    let mut w = walk_tree(&pm, root, clean || !variant.lazy_repairs())?;
     if clean {
         let (c, h, chk) = (pm.load(sb + SB_SEAL_COUNT), pm.load(sb + SB_SEAL_HASH), pm.load(sb + SB_SEAL_CHECK));
-        if chk != seal_check(c, h) || c != w.count || h != w.hash {
+        if chk != seal_check(variant.magic(), c, h) || c != w.count || h != w.hash {
             return Err(corrupt("the tree does not match the seal of the clean close"));
         }
     }
-    let mut rep = RecoveryReport::new("woart");
+    let mut rep = RecoveryReport::new(variant.name());
     rep.clean_shutdown = clean;
     let (mut repaired, mut orphans) = (0u64, 0u64);
     if !clean && rw {
@@ -287,14 +266,18 @@ pub(crate) fn open(pool: Arc<Pool>) -> Result<Woart> {
     rep.records = w.count;
     rep.orphans_freed = orphans;
     rep.duration = Duration::from_micros(t0.elapsed().as_micros() as u64);
-    let rep = rep.with_detail("nodes", w.nodes).with_detail("headers_and_empty_nodes_repaired", repaired);
-    Ok(assemble(pool, alloc, sb, root, w.count, w.hash, rep, claim))
+    let mut rep = rep.with_detail("nodes", w.nodes);
+    if variant.lazy_repairs() {
+        rep = rep.with_detail("headers_and_empty_nodes_repaired", repaired);
+    }
+    Ok(assemble(pool, alloc, variant, sb, root, w.count, w.hash, rep, claim))
 }
 
 #[allow(clippy::too_many_arguments)]
 fn assemble(
     pool: Arc<Pool>,
     alloc: EpAlloc,
+    variant: Variant,
     sb: u64,
     root: u64,
     count: u64,
@@ -305,6 +288,7 @@ fn assemble(
     Woart {
         pool,
         alloc,
+        variant,
         sb,
         root,
         lock: RwLock::new(()),
@@ -319,7 +303,7 @@ fn assemble(
 /// Format a new tree: an empty root Node256 and the superblock, published, then named by
 /// pool root 1 (one atomic store). A crash before that leaves objects no root names,
 /// freed by the next try.
-fn format(pool: Arc<Pool>, claim: EngineClaim, t0: Instant) -> Result<Woart> {
+fn format(pool: Arc<Pool>, claim: EngineClaim, t0: Instant, variant: Variant) -> Result<Woart> {
     let alloc =
         if pool.root(EPALLOC_ROOT) == 0 { EpAlloc::create(pool.clone())? } else { EpAlloc::open(pool.clone())? };
     for ty in TYPES {
@@ -333,7 +317,7 @@ fn format(pool: Arc<Pool>, claim: EngineClaim, t0: Instant) -> Result<Woart> {
     let root = pm.new_node(Kind::N256, Header::new(0, b"").encode(), 0, &[])?;
     let sb = alloc.alloc(SUPER, SUPER_SIZE)?;
     let mut img = [0u8; SUPER_SIZE];
-    img[..8].copy_from_slice(&SUPER_MAGIC.to_le_bytes());
+    img[..8].copy_from_slice(&variant.magic().to_le_bytes());
     img[8..12].copy_from_slice(&VERSION.to_le_bytes());
     img[16..24].copy_from_slice(&root.to_le_bytes());
     // SAFETY: a reserved object no one else can reach.
@@ -341,19 +325,19 @@ fn format(pool: Arc<Pool>, claim: EngineClaim, t0: Instant) -> Result<Woart> {
     pool.persist_off(sb, SUPER_SIZE);
     alloc.try_publish(sb)?;
     pool.set_root(SUPER_ROOT, sb);
-    let mut rep = RecoveryReport::new("woart");
+    let mut rep = RecoveryReport::new(variant.name());
     rep.clean_shutdown = true;
     rep.duration = Duration::from_micros(t0.elapsed().as_micros() as u64);
-    Ok(assemble(pool, alloc, sb, root, 0, 0, rep, claim))
+    Ok(assemble(pool, alloc, variant, sb, root, 0, 0, rep, claim))
 }
 
 impl Woart {
-    /// Verify every reachable object and that no used object of WOART's types is
+    /// Verify every reachable object and that no used object of the tree's types is
     /// unreachable (a leak). A summary, or `Corrupt` listing the problems.
     pub fn check(&self) -> Result<String> {
         let _g = self.lock.write();
         let pm = self.pm();
-        let w = walk_tree(&pm, self.root, false)?;
+        let w = walk_tree(&pm, self.root, !self.variant.lazy_repairs())?;
         let mut problems = Vec::new();
         for ty in TYPES {
             self.alloc.for_each_used(ty, |o| {
@@ -436,32 +420,5 @@ mod tests {
         assert_eq!(v, b"4");
         assert_eq!(r.len(), 4);
         r.check().unwrap();
-    }
-}
-
-#[cfg(test)]
-mod deep {
-    use super::*;
-    use pmkv_substrate::{Mode, PoolOptions};
-    use std::ops::Bound;
-
-    /// Keys that are each a prefix of the next make a chain of one node per byte: the
-    /// recursive walk and scan must survive it on a test thread's stack.
-    #[test]
-    fn a_chain_of_prefix_keys_is_walked_and_scanned() {
-        let o = PoolOptions::default().mode(Mode::Eadr).initial_size(1 << 20).max_size(256 << 20);
-        let t = Woart::open_with(Arc::new(Pool::create_sim("woart", &o).unwrap()), Default::default()).unwrap();
-        let n = 2000;
-        for i in 1..=n {
-            t.put(&vec![b'a'; i], &i.to_le_bytes()).unwrap();
-        }
-        let mut seen = 0;
-        t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, true, &mut |k, _| {
-            seen += 1;
-            k.len() == n + 1 - seen
-        })
-        .unwrap();
-        assert_eq!(seen, n);
-        t.check().unwrap();
     }
 }

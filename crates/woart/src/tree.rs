@@ -25,6 +25,8 @@ pub struct Options {}
 pub struct Woart {
     pub(crate) pool: Arc<Pool>,
     pub(crate) alloc: EpAlloc,
+    /// Which write paths the tree takes (fixed at format, named by the superblock's magic).
+    pub(crate) variant: Variant,
     /// The superblock's offset.
     pub(crate) sb: u64,
     /// The root Node256's offset (never replaced).
@@ -36,6 +38,33 @@ pub struct Woart {
     pub(crate) recovery: RecoveryReport,
     pub(crate) closed: bool,
     pub(crate) _claim: EngineClaim,
+}
+
+/// One node on the way down to a leaf: its kind, offset, the slot naming it (0 for the
+/// root) and the byte of the edge taken from it.
+pub(crate) struct Step {
+    pub(crate) kind: Kind,
+    pub(crate) n: u64,
+    pub(crate) ps: u64,
+    pub(crate) b: u8,
+}
+
+/// Where a key's leaf hangs: the node holding its slot (`at`: the child byte, `None` for
+/// the terminal slot), the slot naming that node, and with `record` the nodes above.
+pub(crate) struct Found {
+    pub(crate) path: Vec<Step>,
+    pub(crate) kind: Kind,
+    pub(crate) n: u64,
+    pub(crate) ps: u64,
+    pub(crate) at: Option<u8>,
+    pub(crate) leaf: u64,
+}
+
+/// What an ordered scan has still to visit: a leaf, or a node met at depth `d` whose
+/// parent's key prefix is `base` bytes long, reached by the edge byte `edge`.
+enum Visit {
+    Leaf(u64),
+    Node { kind: Kind, n: u64, d: usize, base: usize, edge: Option<u8> },
 }
 
 fn common(a: &[u8], b: &[u8]) -> usize {
@@ -102,27 +131,34 @@ impl Woart {
         Ok(())
     }
 
-    /// The leaf of `key`, if present (lock held by the caller). Prefixes are skipped
-    /// optimistically and the whole key compared at the leaf.
-    fn lookup(&self, pm: &Pm<'_>, key: &[u8]) -> Result<Option<u64>> {
-        let (mut kind, mut n, mut d) = (Kind::N256, self.root, 0usize);
+    /// Where the leaf of `key` hangs, if present (lock held by the caller). Prefixes are
+    /// skipped optimistically and the whole key compared at the leaf. With `record`, the
+    /// nodes above the leaf's node are listed (a delete's way back up).
+    fn find_leaf(&self, pm: &Pm<'_>, key: &[u8], record: bool) -> Result<Option<Found>> {
+        let (mut kind, mut n, mut ps, mut d) = (Kind::N256, self.root, 0u64, 0usize);
+        let mut path = Vec::new();
         loop {
             d += pm.eff_plen(n, d)?;
             if key.len() < d {
                 return Ok(None);
             }
-            let w = if key.len() == d {
-                pm.load(n + TERM)
+            let (at, s) = if key.len() == d {
+                (None, n + TERM)
             } else {
                 match pm.find_child(kind, n, key[d]) {
-                    Some(s) => pm.load(s),
+                    Some(s) => (Some(key[d]), s),
                     None => return Ok(None),
                 }
             };
-            match untag(w) {
-                Some((Kind::Leaf, l)) => return Ok((pm.leaf_key(l) == key).then_some(l)),
-                Some((k, c)) if key.len() > d => {
-                    (kind, n, d) = (k, c, d + 1);
+            match (untag(pm.load(s)), at) {
+                (Some((Kind::Leaf, l)), _) => {
+                    return Ok((pm.leaf_key(l) == key).then_some(Found { path, kind, n, ps, at, leaf: l }));
+                }
+                (Some((k, c)), Some(b)) => {
+                    if record {
+                        path.push(Step { kind, n, ps, b });
+                    }
+                    (kind, n, ps, d) = (k, c, s, d + 1);
                 }
                 _ => return Ok(None),
             }
@@ -136,9 +172,9 @@ impl Woart {
         }
         let _g = self.lock.read();
         let pm = self.pm();
-        match self.lookup(&pm, key)? {
-            Some(l) => {
-                f(pm.leaf(l).1);
+        match self.find_leaf(&pm, key, false)? {
+            Some(found) => {
+                f(pm.leaf(found.leaf).1);
                 Ok(true)
             }
             None => Ok(false),
@@ -185,11 +221,19 @@ impl Woart {
                 let pre = pm.prefix(kind, n, d)?.ok_or_else(|| corrupt(format!("node {n:#x} is empty")))?;
                 let m = common(&pre, &key[d.min(key.len())..]);
                 if m < p {
-                    // Path-compression split: a new Node4 over the common part,
-                    // linked by one store; then the old node's header, one more store.
-                    // A crash between the two leaves the old header stale, which every
-                    // reader recognises by its depth and the open repairs.
-                    let mut entries = vec![(pre[m], tagged(kind, n))];
+                    // Path-compression split: a new Node4 over the common part, linked
+                    // by one store. WOART then rewrites the old node's header in place,
+                    // one more store: a crash between the two leaves it stale, which
+                    // every reader recognises by its depth and the open repairs. ART+CoW
+                    // puts a copy with the new header under the Node4 instead and frees
+                    // the old node, so nothing is ever stale.
+                    if ps == 0 {
+                        return Err(corrupt("the root has a prefix"));
+                    }
+                    let below = Header::new(d + m + 1, &pre[m + 1..]).encode();
+                    let cow = self.variant == Variant::ArtCow;
+                    let old = if cow { pm.copy_node(kind, n, below, None, None)? } else { tagged(kind, n) };
+                    let mut entries = vec![(pre[m], old)];
                     let term = if key.len() == d + m {
                         leaf
                     } else {
@@ -197,12 +241,18 @@ impl Woart {
                         0
                     };
                     entries.sort_unstable_by_key(|e| e.0);
-                    let nn = pm.new_node(Kind::N4, Header::new(d, &pre[..m]).encode(), term, &entries)?;
-                    if ps == 0 {
-                        return Err(corrupt("the root has a prefix"));
-                    }
+                    let nn = pm.new_node(Kind::N4, Header::new(d, &pre[..m]).encode(), term, &entries);
+                    let nn = nn.inspect_err(|_| {
+                        if cow {
+                            let _ = self.alloc.try_free(old & !7);
+                        }
+                    })?;
                     pm.store_persist(ps, tagged(Kind::N4, nn));
-                    pm.store_persist(n + HDR, Header::new(d + m + 1, &pre[m + 1..]).encode());
+                    if cow {
+                        self.alloc.free_unfenced(n);
+                    } else {
+                        pm.store_persist(n + HDR, below);
+                    }
                     return Ok(None);
                 }
                 d += p;
@@ -214,8 +264,13 @@ impl Woart {
             }
             let b = key[d];
             let Some(slot) = pm.find_child(kind, n, b) else {
-                if !pm.add_child(kind, n, b, leaf) {
-                    self.grow(pm, kind, n, ps, b, leaf)?;
+                // WOART adds in place through the node's commit word; ART+CoW only where
+                // that is one pointer store (Node256). Otherwise a copy with the child,
+                // of the next larger kind if the node is full, replaces the node.
+                let in_place = self.variant == Variant::Woart || kind == Kind::N256;
+                if !(in_place && pm.add_child(kind, n, b, leaf)) {
+                    let copy = pm.copy_node(kind, n, pm.load(n + HDR), Some((b, leaf)), None)?;
+                    self.replace(pm, n, ps, copy)?;
                 }
                 return Ok(None);
             };
@@ -253,26 +308,21 @@ impl Woart {
         }
     }
 
-    /// Node growth: copy `n` and the new child into a larger node, persist and publish
-    /// it, swing the parent's slot to it with one store, then free `n`. A crash after the
-    /// swing leaves `n` used but unreachable: the open's sweep frees it.
-    fn grow(&self, pm: &Pm<'_>, kind: Kind, n: u64, ps: u64, b: u8, leaf: u64) -> Result<()> {
-        let mut entries: Vec<(u8, u64)> = pm.children(kind, n).into_iter().map(|(b, _, w)| (b, w)).collect();
-        entries.push((b, leaf));
-        entries.sort_unstable_by_key(|e| e.0);
-        let big = kind.grown();
-        let nn = pm.new_node(big, pm.load(n + HDR), pm.load(n + TERM), &entries)?;
+    /// Swing the slot `ps` that names node `n` to `copy` (a published copy of `n`) with one
+    /// store, then free `n`. A crash after the swing leaves `n` used but unreachable: the
+    /// open's sweep frees it.
+    pub(crate) fn replace(&self, pm: &Pm<'_>, n: u64, ps: u64, copy: u64) -> Result<()> {
         if ps == 0 {
-            return Err(corrupt("the root node is full"));
+            let _ = self.alloc.try_free(copy & !7);
+            return Err(corrupt("the root node cannot be replaced"));
         }
-        pm.store_persist(ps, tagged(big, nn));
+        pm.store_persist(ps, copy);
         self.alloc.free_unfenced(n);
         Ok(())
     }
 
-    /// Remove `key`; whether it was present. The leaf's pointer is removed with one
-    /// atomic store, then the leaf is freed; nodes left empty are unlinked and freed
-    /// bottom up (nodes are not shrunk to a smaller kind).
+    /// Remove `key`; whether it was present. The leaf is unlinked (WOART: `unlink`,
+    /// ART+CoW: `cow_unlink`), then freed; nodes are not shrunk to a smaller kind.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         if key.len() > MAX_KEY {
             return Ok(false);
@@ -280,49 +330,59 @@ impl Woart {
         self.pool.check_writable()?;
         let _g = self.lock.write();
         let pm = self.pm();
-        let (mut kind, mut n, mut d) = (Kind::N256, self.root, 0usize);
-        let mut path: Vec<(Kind, u64, u8)> = Vec::new();
-        let leaf = loop {
-            d += pm.eff_plen(n, d)?;
-            if key.len() < d {
-                return Ok(false);
-            }
-            if key.len() == d {
-                match untag(pm.load(n + TERM)) {
-                    Some((Kind::Leaf, l)) if pm.leaf_key(l) == key => {
-                        pm.store_persist(n + TERM, 0);
-                        break l;
-                    }
-                    _ => return Ok(false),
-                }
-            }
-            let b = key[d];
-            let Some(s) = pm.find_child(kind, n, b) else { return Ok(false) };
-            match untag(pm.load(s)) {
-                Some((Kind::Leaf, l)) => {
-                    if pm.leaf_key(l) != key {
-                        return Ok(false);
-                    }
-                    pm.remove_child(kind, n, b);
-                    break l;
-                }
-                Some((k, c)) => {
-                    path.push((kind, n, b));
-                    (kind, n, d) = (k, c, d + 1);
-                }
-                None => return Ok(false),
-            }
-        };
+        let Some(found) = self.find_leaf(&pm, key, true)? else { return Ok(false) };
+        let leaf = found.leaf;
+        match self.variant {
+            Variant::Woart => self.unlink(&pm, found),
+            Variant::ArtCow => self.cow_unlink(&pm, found)?,
+        }
         self.hash.fetch_sub(pm.leaf_hash_of(leaf), Ordering::Relaxed);
         self.count.fetch_sub(1, Ordering::Relaxed);
         self.alloc.free_unfenced(leaf);
-        while n != self.root && pm.is_empty(kind, n) {
-            let Some((pk, pn, pb)) = path.pop() else { break };
-            pm.remove_child(pk, pn, pb);
-            self.alloc.free_unfenced(n);
-            (kind, n) = (pk, pn);
-        }
         Ok(true)
+    }
+
+    /// WOART's delete: one commit-word store removes the leaf; a node left empty is then
+    /// unlinked from its parent (one store each) and freed, bottom up.
+    fn unlink(&self, pm: &Pm<'_>, f: Found) {
+        match f.at {
+            None => pm.store_persist(f.n + TERM, 0),
+            Some(b) => pm.remove_child(f.kind, f.n, b),
+        }
+        let (mut kind, mut n, mut path) = (f.kind, f.n, f.path);
+        while n != self.root && pm.is_empty(kind, n) {
+            let Some(up) = path.pop() else { break };
+            pm.remove_child(up.kind, up.n, up.b);
+            self.alloc.free_unfenced(n);
+            (kind, n) = (up.kind, up.n);
+        }
+    }
+
+    /// ART+CoW's delete: the highest node that the removal would leave empty goes with
+    /// the leaf, so the whole change is one store: a cleared terminal slot or Node256
+    /// pointer, or the parent's pointer swung to a copy of the node without the child.
+    /// The nodes cut off and the replaced node are freed afterwards (a crash first leaves
+    /// them to the open's sweep).
+    fn cow_unlink(&self, pm: &Pm<'_>, f: Found) -> Result<()> {
+        let Found { mut path, mut kind, mut n, mut ps, mut at, .. } = f;
+        let mut cut = Vec::new();
+        while n != self.root && pm.children(kind, n).len() + usize::from(pm.load(n + TERM) != 0) == 1 {
+            let Some(up) = path.pop() else { break };
+            cut.push(n);
+            (kind, n, ps, at) = (up.kind, up.n, up.ps, Some(up.b));
+        }
+        match at {
+            None => pm.store_persist(n + TERM, 0),
+            Some(b) if kind == Kind::N256 => pm.remove_child(kind, n, b),
+            Some(b) => {
+                let copy = pm.copy_node(kind, n, pm.load(n + HDR), None, Some(b))?;
+                self.replace(pm, n, ps, copy)?;
+            }
+        }
+        for c in cut {
+            self.alloc.free_unfenced(c);
+        }
+        Ok(())
     }
 
     /// Visit the records in `[lo, hi]` in order (`rev`: descending), at most `limit`.
@@ -341,69 +401,51 @@ impl Woart {
         let pm = self.pm();
         let mut left = limit;
         let mut path = Vec::new();
-        self.scan_node(&pm, Kind::N256, self.root, 0, &mut path, (lo, hi), rev, &mut left, visit)?;
-        Ok(())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn scan_node(
-        &self,
-        pm: &Pm<'_>,
-        kind: Kind,
-        n: u64,
-        d: usize,
-        path: &mut Vec<u8>,
-        (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
-        rev: bool,
-        left: &mut usize,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<bool> {
-        let Some(pre) = pm.prefix(kind, n, d)? else { return Ok(true) };
-        let len0 = path.len();
-        path.extend_from_slice(&pre);
-        if pruned(path, lo, hi) {
-            path.truncate(len0);
-            return Ok(true);
-        }
-        let d2 = d + pre.len();
-        let mut items: Vec<(Option<u8>, u64)> = vec![(None, pm.load(n + TERM))];
-        items.extend(pm.children(kind, n).into_iter().map(|(b, _, w)| (Some(b), w)));
-        if rev {
-            items.reverse();
-        }
-        for (b, w) in items {
-            let cont = match untag(w) {
-                Some((Kind::Leaf, l)) => {
+        let mut stack = vec![Visit::Node { kind: Kind::N256, n: self.root, d: 0, base: 0, edge: None }];
+        while let Some(v) = stack.pop() {
+            match v {
+                Visit::Leaf(l) => {
                     let (k, v) = pm.leaf(l);
                     if in_range(k, lo, hi) {
-                        *left -= 1;
-                        visit(k, v) && *left > 0
-                    } else {
-                        true
+                        left -= 1;
+                        if !visit(k, v) || left == 0 {
+                            return Ok(());
+                        }
                     }
                 }
-                Some((k, c)) => match b {
-                    Some(b) => {
-                        path.push(b);
-                        let r = if pruned(path, lo, hi) {
-                            true
-                        } else {
-                            self.scan_node(pm, k, c, d2 + 1, path, (lo, hi), rev, left, visit)?
-                        };
-                        path.pop();
-                        r
+                Visit::Node { kind, n, d, base, edge } => {
+                    path.truncate(base);
+                    path.extend(edge);
+                    if pruned(&path, lo, hi) {
+                        continue;
                     }
-                    None => true,
-                },
-                None => true,
-            };
-            if !cont {
-                path.truncate(len0);
-                return Ok(false);
+                    let Some(pre) = pm.prefix(kind, n, d)? else { continue };
+                    path.extend_from_slice(&pre);
+                    if pruned(&path, lo, hi) {
+                        continue;
+                    }
+                    let (d, base) = (d + pre.len() + 1, path.len());
+                    let mut items: Vec<Visit> = Vec::new();
+                    if let Some((Kind::Leaf, t)) = untag(pm.load(n + TERM)) {
+                        items.push(Visit::Leaf(t));
+                    }
+                    for (b, _, w) in pm.children(kind, n) {
+                        match untag(w) {
+                            Some((Kind::Leaf, l)) => items.push(Visit::Leaf(l)),
+                            Some((kind, n)) => items.push(Visit::Node { kind, n, d, base, edge: Some(b) }),
+                            None => {}
+                        }
+                    }
+                    // The stack pops last first: push the visiting order reversed.
+                    if rev {
+                        stack.extend(items);
+                    } else {
+                        stack.extend(items.into_iter().rev());
+                    }
+                }
             }
         }
-        path.truncate(len0);
-        Ok(true)
+        Ok(())
     }
 
     /// Write the seal (record count and hash) so that the next clean open can verify
@@ -416,7 +458,7 @@ impl Woart {
         let (c, h) = (self.count.load(Ordering::Relaxed), self.hash.load(Ordering::Relaxed));
         pm.store(self.sb + SB_SEAL_COUNT, c);
         pm.store(self.sb + SB_SEAL_HASH, h);
-        pm.store(self.sb + SB_SEAL_CHECK, seal_check(c, h));
+        pm.store(self.sb + SB_SEAL_CHECK, seal_check(self.variant.magic(), c, h));
         self.pool.persist_off(self.sb + SB_SEAL_COUNT, 24);
     }
 

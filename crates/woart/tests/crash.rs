@@ -1,18 +1,58 @@
-//! Every write path of WOART under the crash simulator, in `adr` (every flush and fence
+//! Every write path of WOART and of ART+CoW under the crash simulator, in `adr` (every flush and fence
 //! is a crash point; images keep what was persisted, plus random lines or torn 8-byte
 //! words) and in `eadr` (every PM store is a crash point): leaf inserts into each node
 //! kind, the growths Node4 → 16 → 48 → 256, path-compression splits (inside the 4 header
 //! bytes and beyond them, and a key that ends inside a prefix), keys that end at a node,
-//! updates, deletes that empty and unlink nodes. The recovered tree must pass `check` (no
+//! updates, deletes that empty and unlink nodes (ART+CoW: copies of every kind, removals
+//! from Node4/16/48 by copy, cut-off chains). The recovered tree must pass `check` (no
 //! leak, every object verified) and hold exactly the state before or after the op.
 
 use pmkv_substrate::{Eviction, Mode, Pool};
 use pmkv_testutil::sim_opts;
 use pmkv_testutil::CrashFindings;
 use pmkv_testutil::{apply, model_of_scan, Model, Op};
-use pmkv_woart::{Options, Woart};
-use std::ops::Bound;
+use pmkv_woart::{ArtCow, Options, Woart};
+use std::ops::{Bound, Deref};
 use std::sync::Arc;
+
+/// Which of the crate's two trees a test runs.
+#[derive(Clone, Copy, Debug)]
+enum Variant {
+    Woart,
+    ArtCow,
+}
+
+impl Variant {
+    fn layout(self) -> &'static str {
+        match self {
+            Variant::Woart => "woart",
+            Variant::ArtCow => "artcow",
+        }
+    }
+    fn open(self, pool: Pool) -> Result<Tree, String> {
+        let pool = Arc::new(pool);
+        match self {
+            Variant::Woart => Woart::open_with(pool, Options::default()).map(Tree::Woart),
+            Variant::ArtCow => ArtCow::open_with(pool, Options::default()).map(Tree::ArtCow),
+        }
+        .map_err(|e| e.to_string())
+    }
+}
+
+enum Tree {
+    Woart(Woart),
+    ArtCow(ArtCow),
+}
+
+impl Deref for Tree {
+    type Target = Woart;
+    fn deref(&self) -> &Woart {
+        match self {
+            Tree::Woart(t) => t,
+            Tree::ArtCow(t) => t,
+        }
+    }
+}
 
 fn contents(t: &Woart) -> Model {
     let mut out = Vec::new();
@@ -24,9 +64,9 @@ fn contents(t: &Woart) -> Model {
     model_of_scan(out)
 }
 
-fn recover(img: &[u8], mode: Mode) -> Result<Woart, String> {
-    let pool = Pool::from_image(img, Some("woart"), &sim_opts(1 << 20).mode(mode)).map_err(|e| e.to_string())?;
-    Woart::open_with(Arc::new(pool), Options::default()).map_err(|e| e.to_string())
+fn recover(img: &[u8], mode: Mode, v: Variant) -> Result<Tree, String> {
+    let pool = Pool::from_image(img, Some(v.layout()), &sim_opts(1 << 20).mode(mode)).map_err(|e| e.to_string())?;
+    v.open(pool)
 }
 
 fn evictions(seed: u64, i: u64) -> Vec<Eviction> {
@@ -38,10 +78,9 @@ fn evictions(seed: u64, i: u64) -> Vec<Eviction> {
 
 /// Run `ops` on a fresh simulated pool in `mode`, checking the crash images of every
 /// crash point of each op. Returns the images checked.
-fn explore(ops: &[Op], mode: Mode) -> u64 {
+fn explore(ops: &[Op], mode: Mode, v: Variant) -> u64 {
     let seed = 0x00c0_ffee_u64;
-    let pool = Arc::new(Pool::create_sim("woart", &sim_opts(2 << 20).mode(mode)).expect("sim pool"));
-    let t = Woart::open_with(pool, Options::default()).expect("format");
+    let t = v.open(Pool::create_sim(v.layout(), &sim_opts(2 << 20).mode(mode)).expect("sim pool")).expect("format");
     let stores = mode == Mode::Eadr;
     let found = CrashFindings::new();
     let mut model = Model::new();
@@ -49,10 +88,10 @@ fn explore(ops: &[Op], mode: Mode) -> u64 {
         let before = model.clone();
         apply(&mut model, op);
         let after = model.clone();
-        let (f, desc) = (found.clone(), format!("{mode:?} op {i} {op:?}"));
+        let (f, desc) = (found.clone(), format!("{v:?} {mode:?} op {i} {op:?}"));
         t.pool().sim().unwrap().set_hook_with(true, stores, move |pt| {
             f.check_images(pt, evictions(seed, pt.index), &desc, |img| {
-                let r = recover(img, mode)?;
+                let r = recover(img, mode, v)?;
                 r.check().map_err(|e| e.to_string())?;
                 let got = contents(&r);
                 if got != before && got != after {
@@ -75,7 +114,7 @@ fn explore(ops: &[Op], mode: Mode) -> u64 {
     assert_eq!(contents(&t), model);
     t.check().unwrap();
     let img = t.pool().sim().unwrap().image_now(t.pool(), Eviction::None);
-    let r = recover(&img, mode).unwrap();
+    let r = recover(&img, mode, v).unwrap();
     r.check().unwrap();
     assert_eq!(contents(&r), model);
     found.images()
@@ -87,6 +126,13 @@ fn workload() -> Vec<Op> {
     // 60 children under "k": Node4 → 16 → 48 → 256 growths at depth 1.
     for i in 0..60usize {
         ops.push(Op::Put(vec![b'k', b'0' + i as u8], v(i)));
+    }
+    // A Node16 under "m" and a Node48 under "n" (ART+CoW copies them whole).
+    for i in 0..6usize {
+        ops.push(Op::Put(vec![b'm', b'a' + i as u8, b'x'], v(i)));
+    }
+    for i in 0..17usize {
+        ops.push(Op::Put(vec![b'n', b'a' + i as u8], v(i)));
     }
     // A key ending at a node, long shared prefixes and their splits.
     ops.push(Op::Put(b"k".to_vec(), v(1)));
@@ -104,20 +150,36 @@ fn workload() -> Vec<Op> {
         ops.push(Op::Delete(k.to_vec()));
     }
     ops.push(Op::Put(b"k0abzz".to_vec(), v(10)));
+    // Removals from a Node16 and a Node48 (in place for WOART, by copy for ART+CoW).
+    ops.push(Op::Delete(b"mbx".to_vec()));
+    ops.push(Op::Delete(b"nc".to_vec()));
     for i in (0..60usize).step_by(7) {
         ops.push(Op::Delete(vec![b'k', b'0' + i as u8]));
     }
     ops
 }
 
-#[test]
-fn adr_every_crash_point() {
-    let n = explore(&workload(), Mode::Adr);
-    eprintln!("adr: {n} crash images checked");
+/// The workload under every crash point of `mode` for variant `v`.
+fn run(mode: Mode, v: Variant) {
+    let n = explore(&workload(), mode, v);
+    eprintln!("{v:?} {mode:?}: {n} crash images checked");
 }
 
-#[test]
-fn eadr_every_store_point() {
-    let n = explore(&workload(), Mode::Eadr);
-    eprintln!("eadr: {n} crash images checked");
+/// One test per (mode, variant), so each runs (and fails) on its own.
+macro_rules! crash_tests {
+    ($($name:ident: $mode:expr, $v:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                run($mode, $v);
+            }
+        )*
+    };
+}
+
+crash_tests! {
+    adr_every_crash_point: Mode::Adr, Variant::Woart;
+    eadr_every_store_point: Mode::Eadr, Variant::Woart;
+    artcow_adr_every_crash_point: Mode::Adr, Variant::ArtCow;
+    artcow_eadr_every_store_point: Mode::Eadr, Variant::ArtCow;
 }
