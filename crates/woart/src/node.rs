@@ -62,8 +62,23 @@ impl Pm<'_> {
         let b = self.bytes(off + LEAF_HEAD as u64, kl + vl);
         b.split_at(kl)
     }
+    /// The leaf's key; the leaf's lines count as read (the substrate's counters and its
+    /// emulated PM read latency), as every engine reports the PM lines it reads.
     pub(crate) fn leaf_key(&self, off: u64) -> &[u8] {
-        self.leaf(off).0
+        self.leaf_noted(off).0
+    }
+    /// [`Pm::leaf`], its lines reported read.
+    pub(crate) fn leaf_noted(&self, off: u64) -> (&[u8], &[u8]) {
+        let (k, v) = self.leaf(off);
+        self.pool.note_read(pmkv_substrate::persist::lines_in(off as usize, LEAF_HEAD + k.len() + v.len()));
+        (k, v)
+    }
+    /// Report the distinct PM lines of the words at `offs` read (one node's visit).
+    fn note_lines(&self, offs: &[u64]) {
+        let mut l: Vec<u64> = offs.iter().map(|o| o / 64).collect();
+        l.sort_unstable();
+        l.dedup();
+        self.pool.note_read(l.len() as u64);
     }
     /// The leaf's contribution to the seal's hash.
     pub(crate) fn leaf_hash_of(&self, off: u64) -> u64 {
@@ -197,8 +212,21 @@ impl Pm<'_> {
         out
     }
 
-    /// The slot of the child at byte `b`, if there is one.
+    /// The slot of the child at byte `b`, if there is one. The node's lines this reads (its
+    /// header, the key or index array, the slot) count as PM lines read.
     pub(crate) fn find_child(&self, kind: Kind, n: u64, b: u8) -> Option<u64> {
+        let s = self.find_slot(kind, n, b);
+        let meta = match kind {
+            Kind::N4 => n + N4_META,
+            Kind::N16 => n + N16_BITMAP,
+            Kind::N48 => n + N48_INDEX + u64::from(b),
+            _ => n + HDR,
+        };
+        self.note_lines(&[n + HDR, meta, s.unwrap_or(meta)]);
+        s
+    }
+
+    fn find_slot(&self, kind: Kind, n: u64, b: u8) -> Option<u64> {
         let s = match kind {
             Kind::N4 => {
                 let (cnt, idx) = self.n4_meta(n);

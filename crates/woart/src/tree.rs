@@ -374,7 +374,7 @@ impl Woart {
         for (b, w) in items {
             let cont = match untag(w) {
                 Some((Kind::Leaf, l)) => {
-                    let (k, v) = pm.leaf(l);
+                    let (k, v) = pm.leaf_noted(l);
                     if in_range(k, lo, hi) {
                         *left -= 1;
                         visit(k, v) && *left > 0
