@@ -121,8 +121,9 @@ pub struct ReproduceArgs {
 /// How long each reproduction takes here, for `--help`: measured runs of the defaults on
 /// this project's 2-core machine (docs/results/reproduce-*.md record them).
 pub const REPRODUCE_DURATIONS: &str = "Durations with the default engines and --runs 3, measured on this project's \
-     2-core machine (2026-11-27): hart --scale small ~2.5 min (159 s; 2-4x that while other work loads the machine), \
-     nbtree --scale small ~4 min (223 s, 270 s). --scale paper: nbtree took 655 s for one run (--runs 1); hart's was not \
+     2-core machine (2026-11-27, with the papers' competitors, both runs at once beside other builds, load ~14): hart \
+     --scale small 24 min (1,450 s), nbtree --scale small 30 min (1,811 s); alone on an idle machine expect a third to \
+     a half of that. --scale paper: nbtree took 655 s for one run (--runs 1) without the competitors; hart's was not \
      timed (long). The time grows with --runs; -e all adds mangosteen, by far the slowest, and lmdb-sync.";
 
 pub fn reproduce(a: &ReproduceArgs) -> Result<()> {
