@@ -16,6 +16,25 @@ fn decode_png(p: &Path) -> (u32, u32, usize) {
     (info.width, info.height, inked)
 }
 
+/// Every claim of results.json has a verdict, and a measured ratio unless it says why not;
+/// report.md has one row per claim. Returns the claims.
+fn check_claims(json: &serde_json::Value) -> Vec<serde_json::Value> {
+    let claims = json["claims"].as_array().expect("results.json has claims").clone();
+    assert!(!claims.is_empty());
+    for c in &claims {
+        let v = c["verdict"].as_str().unwrap();
+        if c["measured"].is_number() {
+            assert!(["holds", "holds in direction only", "does not hold"].contains(&v), "{c}");
+            assert!(c["measured"].as_f64().unwrap() > 0.0, "{c}");
+        } else {
+            assert_eq!(v, "not measured", "{c}");
+            let why = c["pmkv"].as_str().unwrap();
+            assert!(why.starts_with("not measured: ") && why.len() > 20, "{c}");
+        }
+    }
+    claims
+}
+
 #[test]
 fn u5_reproduce_hart_tiny_writes_report_json_csv_and_plots() {
     let out = tempfile::tempdir().unwrap();
@@ -58,6 +77,32 @@ fn u5_reproduce_hart_tiny_writes_report_json_csv_and_plots() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap()).unwrap();
     assert!(json["records"].as_array().unwrap().len() >= rep.records.len());
+    // The paper's claims: one row each in report.md and results.json, each with a measured
+    // ratio and a verdict, or "not measured" and why.
+    assert!(md.contains("## The paper's claims, with ratios"), "{md}");
+    let claims = check_claims(&json);
+    for id in [
+        "abs-insert-woart",
+        "abs-search-fptree",
+        "fig4-all",
+        "fig9-fptree",
+        "fig10a-300/100",
+        "fig10c-hart",
+        "fig10d-2",
+    ] {
+        let c = claims.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no claim {id}"));
+        assert!(c["measured"].is_number(), "{id} not measured: {c}");
+    }
+    let registered = pmkv::Registry::builtin().names();
+    let artcow = claims.iter().find(|c| c["id"] == "abs-insert-artcow").unwrap();
+    assert_eq!(artcow["measured"].is_number(), registered.contains(&"artcow"), "{artcow}");
+    // The competitors ran in every figure's experiments.
+    for e in ["woart", "fptree"] {
+        assert!(registered.contains(&e));
+        for exp in ["fig4-7", "fig8", "fig9", "fig10a", "fig10b", "fig10c"] {
+            assert!(rep.records.iter().any(|r| r.experiment == exp && r.engine == e && r.error.is_none()), "{e} {exp}");
+        }
+    }
     let csv = std::fs::read_to_string(out.path().join("results.csv")).unwrap();
     assert!(csv.starts_with("experiment,engine,"));
     assert_eq!(csv.lines().count(), rep.records.len() + 1);
@@ -140,7 +185,8 @@ fn u5_reproduce_nbtree_writes_its_report() {
         paper: Paper::Nbtree,
         scale: Scale::Tiny,
         out: dir.clone(),
-        engines: vec!["nbtree".into(), "volatile".into()],
+        // The default engines: NBTree, its paper's competitors, HART, volatile.
+        engines: vec![],
         runs: 1,
         seed: 1,
         dir: None,
@@ -160,12 +206,35 @@ fn u5_reproduce_nbtree_writes_its_report() {
     let single = md.lines().find(|l| l.starts_with("| nbtree | insert, no SMO (")).unwrap_or_else(|| panic!("{md}"));
     let cells: Vec<&str> = single.split('|').map(str::trim).collect();
     assert_eq!(cells[4], "1.00", "{single}");
-    assert!(cells[6].starts_with("1 (met)"), "{single}");
+    assert_eq!(cells[6], "1 / 1 / 1", "{single}");
+    assert!(cells[7].starts_with("1 (met)"), "{single}");
+    // Table 1 has the competitors' measured counters beside the paper's figures.
+    let fp = md.lines().find(|l| l.starts_with("| fptree | search |")).unwrap_or_else(|| panic!("{md}"));
+    assert!(fp.contains("| - / - / 3 |"), "{fp}");
+    let ff = md.lines().find(|l| l.starts_with("| fastfair | update |")).unwrap_or_else(|| panic!("{md}"));
+    assert!(ff.contains("| 1 / 1 / O(n) |"), "{ff}");
+    for l in [fp, ff] {
+        let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+        assert!(cells[5].parse::<f64>().unwrap() > 0.0, "no PM line reads reported: {l}");
+    }
     // The NBTree-SL ablation ran (its own Table 1 rows, and a row of the Fig. 6 table
     // beside the two-layer comparison).
     assert!(md.lines().any(|l| l.starts_with("| nbtree-sl | search |")), "{md}");
     assert!(md.contains("nbtree / nbtree-sl"), "{md}");
     let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    assert!(md.contains("## The paper's claims, with ratios"), "{md}");
+    let claims = check_claims(&serde_json::from_str(&json).unwrap());
+    for id in
+        ["t1-fptree-search", "t1-fastfair-search", "fig5-search", "fig6-insert", "fig8-tput", "fig11-adr", "recovery"]
+    {
+        let c = claims.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no claim {id}"));
+        assert!(c["measured"].is_number(), "{id} not measured: {c}");
+    }
+    if !pmkv::Registry::builtin().names().contains(&"utree") {
+        let c = claims.iter().find(|c| c["id"] == "t1-utree-search").unwrap();
+        assert!(c["pmkv"].as_str().unwrap().contains("utree not registered"), "{c}");
+        assert!(md.contains("utree"), "the report names the missing competitor");
+    }
     for exp in
         ["\"base\"", "\"table1\"", "\"space\"", "\"ycsb\"", "\"skew\"", "\"writes\"", "\"large\"", "\"recovery\""]
     {

@@ -114,7 +114,7 @@ pub fn hart(a: &ReproduceArgs) -> Result<Report> {
             engines.iter().map(|e| e.name()).collect::<Vec<_>>().join(", "),
             plan.len(),
             runs,
-            left_out_note(&engines)
+            if a.engines.is_empty() { left_out_note(&engines, HART_DEFAULT) } else { String::new() }
         );
     }
     measure::calibrate();
@@ -138,8 +138,18 @@ pub fn hart(a: &ReproduceArgs) -> Result<Report> {
             vec![]
         }
     };
-    let ctx =
-        report_md::Ctx { rep: &rep, sc: &sc, a, engines: &engines, figs: &figs, secs: started.elapsed().as_secs_f64() };
+    let max_t = sc.threads.iter().copied().max().unwrap_or(1);
+    let checked = claims::check(claims::HART, &rep.records, max_t);
+    claims::add_to_json(&a.out, &checked)?;
+    let ctx = report_md::Ctx {
+        rep: &rep,
+        sc: &sc,
+        a,
+        engines: &engines,
+        figs: &figs,
+        secs: started.elapsed().as_secs_f64(),
+        claims: &checked,
+    };
     let md = report_md::report_md(&ctx);
     std::fs::write(a.out.join("report.md"), md)?;
     println!("{}", summary_table(&rep.records));
