@@ -99,6 +99,34 @@ impl PmCopy {
     }
 }
 
+/// The inline backend's apply of the batch just committed, from the DRAM copy instead of
+/// the ring: `blocks` are the batch's block addresses and `dram` the DRAM copy, which
+/// under the writer lock equals the PM copy with every batch up to this one applied (the
+/// caller checks that every earlier batch is applied). The same bytes as the batch's REDO
+/// records, without reading back and re-checking lines the commit just flushed (with
+/// `clflushopt`-like flushes a line read after its flush misses the cache), and each
+/// line's check computed from DRAM, where the line is cached. Flushes only: the caller
+/// makes it durable (see `Mangosteen::end_tx`).
+pub(crate) fn apply_from_dram(pool: &Pool, pm: &PmCopy, dram: &[u8], blocks: &[u64], block: usize) {
+    for &addr in blocks {
+        let len = block.min((pm.size - addr) as usize);
+        let at = pm.region + addr;
+        // SAFETY: `addr + len` lies inside the region (a block of it, as logged), an object
+        // of this pool that only the backend writes; no reference into these bytes exists.
+        unsafe { std::ptr::copy_nonoverlapping(dram[addr as usize..].as_ptr(), pool.at::<u8>(at), len) };
+        pool.flush_off(at, len);
+        for l in addr / LINE..=(addr + len.max(1) as u64 - 1) / LINE {
+            let start = (l * LINE) as usize;
+            let c = line_check(l * LINE, &dram[start..(start + LINE as usize).min(dram.len())]);
+            let at = pm.checks + 4 * l;
+            // SAFETY: the check word of line `l` inside the checks object; only the
+            // backend writes it, and no reference to it exists.
+            unsafe { pool.store_u32(at, c) };
+            pool.flush_off(at, 4);
+        }
+    }
+}
+
 /// Apply every record in `[from, to)` to the PM copy; returns the index past the last
 /// COMMIT applied. `to` must not exceed the persistent tail. With `durable`, each COMMIT
 /// is fenced and the persistent head moved past it and persisted (Fig. 4 lines 21–24);

@@ -437,7 +437,8 @@ impl Mangosteen {
         let mut blocks = Vec::with_capacity(front.dedup.len());
         front.dedup.drain(|a| blocks.push(a));
         front.batch += 1;
-        for a in blocks {
+        let start = front.tail;
+        for &a in &blocks {
             let len = self.block.min((self.shared.size - a) as usize);
             let mut data = [0u8; MAX_BLOCK];
             data[..len].copy_from_slice(&dram[a as usize..a as usize + len]);
@@ -452,7 +453,13 @@ impl Mangosteen {
         log.set_p_tail(front.tail); // lines 29–31: the tail (and the head) durable
         if !self.background {
             front.head = head;
-            front.applied = backend::apply(log, &self.shared.pm, front.applied, front.tail, false)?;
+            if front.applied == start {
+                backend::apply_from_dram(&log.pool, &self.shared.pm, dram, &blocks, self.block);
+                front.applied = front.tail;
+            } else {
+                // An earlier batch is not applied (its apply failed): go by the records.
+                front.applied = backend::apply(log, &self.shared.pm, front.applied, front.tail, false)?;
+            }
         }
         Ok(())
     }
