@@ -170,10 +170,27 @@ pub fn panic_in_write_leaves_pool_unclean(f: &'static dyn EngineFactory) {
         let s = Store::open_with(f, &path, &opts()).unwrap();
         let mut m = Model::new();
         fill(&s, &mut m, (0..100u32).map(|i| (format!("p{i:03}").into_bytes(), vec![i as u8; 20])));
+        let pool = s.engine().pool().expect("a persistent engine has a pool").clone();
+        // The fences an update of this key issues: an engine whose put has fewer than 3
+        // (Mangosteen's has 2: one fence and one persist) is tried at each of its own.
+        let probe = Arc::new(AtomicU64::new(0));
+        let pc = probe.clone();
+        pool.set_fault_hook(Box::new(move |pt| {
+            if pt.kind == pmkv_substrate::PointKind::Fence {
+                pc.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+        s.put(b"p050", &[0xdd; 40]).unwrap();
+        pool.clear_fault_hook();
+        m.insert(b"p050".to_vec(), vec![0xdd; 40]);
+        if nth > probe.load(Ordering::SeqCst) {
+            assert!(nth > 1, "a put issued no fence");
+            s.close().unwrap();
+            break;
+        }
         let before = m.clone();
         let mut after = m.clone();
         after.insert(b"p050".to_vec(), vec![0xee; 40]);
-        let pool = s.engine().pool().expect("a persistent engine has a pool").clone();
         let fences = Arc::new(AtomicU64::new(0));
         let fc = fences.clone();
         pool.set_fault_hook(Box::new(move |pt| {

@@ -2,29 +2,32 @@
 //! advances the persistent head.
 //!
 //! For each record from the head: a REDO's block is copied to its place in the PM copy and
-//! flushed (line 15–17); at a COMMIT, one fence makes the batch's blocks durable and the
-//! head moves past it, persisted (lines 21–24). A crash anywhere leaves the head at or
-//! before the batch being applied; recovery applies that batch again, which is harmless:
-//! a REDO record writes the same bytes to the same place however often it is replayed.
-//! The backend never reads past the persistent tail, so it only ever applies whole,
-//! durable batches.
-
+//! flushed (line 15–17). At a COMMIT the paper's backend fences, then moves the head past
+//! the batch and persists it (lines 21–24); [`apply`] does so when asked for `durable`
+//! (the background thread, recovery). The inline backend asks for no fence: the next
+//! batch's commit fence makes the blocks durable and its tail's persist carries the head
+//! with it (see `Mangosteen::end_tx`), so a batch costs one fence and one persist in all.
+//! A crash anywhere leaves the persistent head at or before the batch being applied;
+//! recovery applies that batch again, which is harmless: a REDO record writes the same
+//! bytes to the same place however often it is replayed. The backend never reads past the
+//! persistent tail, so it only ever applies whole, durable batches.
 //!
-//! Page checks (damage is never silent): each 4 KiB page of the PM copy has a CRC-32 in
-//! the checks object. At a COMMIT the backend recomputes the checks of the pages the batch
-//! wrote, flushed before the same fence as the blocks, so blocks and checks become durable
-//! together; a crash before that fence is replayed, which recomputes them. An open
-//! verifies every page after recovery: a damaged pool file is refused, not read.
+//! Line checks (damage is never silent): each 64-byte line of the PM copy has a CRC-32C
+//! of its offset and its bytes in the checks object. Applying a block recomputes the check
+//! of the line it lies in (the line was just written, so it is in the cache) and flushes it
+//! with the block, so a line and its check become durable under the same fence; a crash
+//! before that fence leaves the batch to be replayed, which recomputes them. An open
+//! verifies every line after recovery: a damaged pool file is refused, not read.
 
 use crate::error::{Error, Result};
 use crate::redo_log::{Record, RedoLog};
 use pmkv_substrate::Pool;
 
-/// Bytes per page check.
-pub const PAGE: u64 = 4096;
+/// Bytes per line check.
+pub const LINE: u64 = 64;
 
-/// The PM copy of the region: its offset and size in the pool, and the offset of its page
-/// checks (0: a pool made before page checks existed, which has none).
+/// The PM copy of the region: its offset and size in the pool, and the offset of its line
+/// checks.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PmCopy {
     pub region: u64,
@@ -32,57 +35,63 @@ pub(crate) struct PmCopy {
     pub checks: u64,
 }
 
+/// The check of a line at region offset `off` holding `bytes`: its offset is hashed in,
+/// so a line (with its check) copied to another place fails there.
+pub(crate) fn line_check(off: u64, bytes: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&off.to_le_bytes()), bytes)
+}
+
 impl PmCopy {
-    pub fn pages(&self) -> u64 {
-        self.size.div_ceil(PAGE)
+    pub fn lines(&self) -> u64 {
+        self.size.div_ceil(LINE)
     }
 
-    /// The CRC-32 of page `p` as it is in PM now.
-    pub fn compute(&self, pool: &Pool, p: u64) -> u32 {
-        let start = p * PAGE;
-        let len = PAGE.min(self.size - start) as usize;
-        // SAFETY: page `p` lies inside the region object (p < pages()); only the backend
+    /// Bytes of the checks object: 4 per line.
+    pub fn checks_len(size: u64) -> u64 {
+        size.div_ceil(LINE) * 4
+    }
+
+    /// The check of line `l` as it is in PM now.
+    pub fn compute(&self, pool: &Pool, l: u64) -> u32 {
+        let start = l * LINE;
+        let len = LINE.min(self.size - start) as usize;
+        // SAFETY: line `l` lies inside the region object (l < lines()); only the backend
         // or a lone recovery writes it, and not during this read.
-        crc32fast::hash(unsafe { std::slice::from_raw_parts(pool.at::<u8>(self.region + start), len) })
+        line_check(start, unsafe { std::slice::from_raw_parts(pool.at::<u8>(self.region + start), len) })
     }
 
-    /// Recompute and flush page `p`'s check (durable at the caller's next fence).
-    pub fn update(&self, pool: &Pool, p: u64) {
-        if self.checks == 0 {
-            return;
-        }
-        let c = self.compute(pool, p);
-        let at = self.checks + 4 * p;
-        // SAFETY: the check word of page `p` inside the checks object; only the backend
+    /// Recompute and flush line `l`'s check (durable at the caller's next fence).
+    pub fn update(&self, pool: &Pool, l: u64) {
+        let c = self.compute(pool, l);
+        let at = self.checks + 4 * l;
+        // SAFETY: the check word of line `l` inside the checks object; only the backend
         // (or a lone recovery, or `format`) writes it, and no reference to it exists.
         unsafe { pool.store_u32(at, c) };
         pool.flush_off(at, 4);
     }
 
-    /// Every page against its check: the first page that fails, if any.
+    /// Every line against its check: the first line that fails, if any.
     pub fn verify(&self, pool: &Pool) -> Result<()> {
         self.verify_except(pool, &[])
     }
 
-    /// Every page but those in `skip` (sorted) against its check. Recovery runs this
-    /// before it replays anything, skipping the pages the pending records write (a crash
+    /// Every line but those in `skip` (sorted) against its check. Recovery runs this
+    /// before it replays anything, skipping the lines the pending records write (a crash
     /// may have left those between two states; the replay rewrites them and their
     /// checks), so that damage anywhere else refuses the open before a byte is written.
     pub fn verify_except(&self, pool: &Pool, skip: &[u64]) -> Result<()> {
-        if self.checks == 0 {
-            return Ok(());
-        }
-        for p in 0..self.pages() {
-            if skip.binary_search(&p).is_ok() {
+        let mut skip = skip.iter().peekable();
+        for l in 0..self.lines() {
+            if skip.next_if(|&&s| s <= l).is_some_and(|&s| s == l) {
                 continue;
             }
             // SAFETY: inside the checks object (validated at open); read-only here.
-            let want = unsafe { pool.at::<u32>(self.checks + 4 * p).read() };
-            if self.compute(pool, p) != want {
+            let want = unsafe { pool.at::<u32>(self.checks + 4 * l).read() };
+            if self.compute(pool, l) != want {
                 return Err(Error::Corrupt(format!(
-                    "page {p} of the region (bytes {}..{}) fails its check: the pool file is damaged",
-                    p * PAGE,
-                    ((p + 1) * PAGE).min(self.size)
+                    "line {l} of the region (bytes {}..{}) fails its check: the pool file is damaged",
+                    l * LINE,
+                    ((l + 1) * LINE).min(self.size)
                 )));
             }
         }
@@ -90,13 +99,42 @@ impl PmCopy {
     }
 }
 
-/// Apply every record in `[from, to)` to the PM copy; returns the new head. `to` must not
-/// exceed the persistent tail.
-pub(crate) fn apply(log: &RedoLog, pm: &PmCopy, from: u64, to: u64) -> Result<u64> {
+/// The inline backend's apply of the batch just committed, from the DRAM copy instead of
+/// the ring: `blocks` are the batch's block addresses and `dram` the DRAM copy, which
+/// under the writer lock equals the PM copy with every batch up to this one applied (the
+/// caller checks that every earlier batch is applied). The same bytes as the batch's REDO
+/// records, without reading back and re-checking lines the commit just flushed (with
+/// `clflushopt`-like flushes a line read after its flush misses the cache), and each
+/// line's check computed from DRAM, where the line is cached. Flushes only: the caller
+/// makes it durable (see `Mangosteen::end_tx`).
+pub(crate) fn apply_from_dram(pool: &Pool, pm: &PmCopy, dram: &[u8], blocks: &[u64], block: usize) {
+    for &addr in blocks {
+        let len = block.min((pm.size - addr) as usize);
+        let at = pm.region + addr;
+        // SAFETY: `addr + len` lies inside the region (a block of it, as logged), an object
+        // of this pool that only the backend writes; no reference into these bytes exists.
+        unsafe { std::ptr::copy_nonoverlapping(dram[addr as usize..].as_ptr(), pool.at::<u8>(at), len) };
+        pool.flush_off(at, len);
+        for l in addr / LINE..=(addr + len.max(1) as u64 - 1) / LINE {
+            let start = (l * LINE) as usize;
+            let c = line_check(l * LINE, &dram[start..(start + LINE as usize).min(dram.len())]);
+            let at = pm.checks + 4 * l;
+            // SAFETY: the check word of line `l` inside the checks object; only the
+            // backend writes it, and no reference to it exists.
+            unsafe { pool.store_u32(at, c) };
+            pool.flush_off(at, 4);
+        }
+    }
+}
+
+/// Apply every record in `[from, to)` to the PM copy; returns the index past the last
+/// COMMIT applied. `to` must not exceed the persistent tail. With `durable`, each COMMIT
+/// is fenced and the persistent head moved past it and persisted (Fig. 4 lines 21–24);
+/// without, the caller makes the applied blocks durable and moves the head itself.
+pub(crate) fn apply(log: &RedoLog, pm: &PmCopy, from: u64, to: u64, durable: bool) -> Result<u64> {
     let pool = &log.pool;
     let (region, size) = (pm.region, pm.size);
     let mut head = from;
-    let mut dirty: Vec<u64> = Vec::new();
     for idx in from..to {
         match log.read(idx)? {
             Record::Redo { addr, len, data } => {
@@ -111,22 +149,18 @@ pub(crate) fn apply(log: &RedoLog, pm: &PmCopy, from: u64, to: u64) -> Result<u6
                 // separate buffer, so no reference into these bytes exists.
                 unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), pool.at::<u8>(at), len) };
                 pool.flush_off(at, len);
-                let (first, last) = (addr / PAGE, (addr + len.max(1) as u64 - 1) / PAGE);
-                for p in first..=last {
-                    if dirty.last() != Some(&p) {
-                        dirty.push(p);
-                    }
+                // A block is aligned to its size (at most 32), so it lies in one line,
+                // unless a damaged or hand-made record says otherwise: then every line.
+                for l in addr / LINE..=(addr + len.max(1) as u64 - 1) / LINE {
+                    pm.update(pool, l);
                 }
             }
             Record::Commit { .. } => {
-                dirty.sort_unstable();
-                dirty.dedup();
-                for p in dirty.drain(..) {
-                    pm.update(pool, p);
-                }
-                pool.fence(); // line 21: the batch's blocks (and their pages' checks) are durable
                 head = idx + 1;
-                log.set_p_head(head); // lines 22–24
+                if durable {
+                    pool.fence(); // line 21: the batch's blocks (and their lines' checks) are durable
+                    log.set_p_head(head); // lines 22–24
+                }
             }
         }
     }

@@ -83,6 +83,7 @@ fn err(e: MgError) -> Error {
         MgError::Pool(p) => p.into(),
         MgError::InvalidOption(_) | MgError::OutOfRegion { .. } => Error::with_source(ErrorKind::InvalidArgument, e),
         MgError::Corrupt(_) => Error::with_source(ErrorKind::Corrupt, e),
+        MgError::Version { .. } => Error::with_source(ErrorKind::Version, e),
         MgError::AddressInUse { .. } => Error::with_source(ErrorKind::Locked, e),
         MgError::Io(_) => Error::with_source(ErrorKind::Io, e),
         MgError::Panicked(_) | MgError::CaptureMissed(_) => Error::with_source(ErrorKind::Internal, e),

@@ -22,6 +22,11 @@ pub enum Error {
     /// The pool's Mangosteen objects fail their checks (or the backend stopped on one).
     #[error("corrupt Mangosteen pool: {0}")]
     Corrupt(String),
+    /// The pool's Mangosteen objects are of a format version this build does not read.
+    #[error(
+        "Mangosteen format version {found} is not supported (this build reads version {supported}); copy the data out with the build that made the pool and load it into a new pool"
+    )]
+    Version { found: u32, supported: u32 },
     /// The region's fixed address (M7) is taken in this process, most likely by another
     /// open of the same pool.
     #[error(

@@ -71,9 +71,17 @@ pub(crate) enum Outcome {
 pub(crate) struct Combining {
     published: Mutex<Vec<Request>>,
     combiner: Mutex<()>,
-    /// Signalled whenever a combiner finishes a batch.
+    /// Signalled when a combiner finishes a batch and someone waits for it.
     finished: Condvar,
-    finished_lock: Mutex<u64>,
+    finished_lock: Mutex<Finished>,
+}
+
+/// Batches finished, and writers blocked on [`Combining::finished`]: a combiner notifies
+/// only when `waiting` is non-zero, so a batch nobody waits for costs no futex wake.
+#[derive(Default)]
+struct Finished {
+    count: u64,
+    waiting: u32,
 }
 
 impl Combining {
@@ -98,7 +106,7 @@ impl Combining {
             }
             // Batches finished so far: read before trying the combiner lock, so that a
             // combiner that holds it now is seen finishing (the count moves) below.
-            let seen = *lock(&self.finished_lock);
+            let seen = lock(&self.finished_lock).count;
             let combined = match self.combiner.try_lock() {
                 Ok(g) => {
                     let requests = std::mem::take(&mut *lock(&self.published));
@@ -116,20 +124,34 @@ impl Combining {
             };
             if combined {
                 // Released before counting, so a writer that failed to take the lock
-                // while we held it sees the count move after its `seen`.
-                *lock(&self.finished_lock) += 1;
-                self.finished.notify_all();
+                // while we held it sees the count move after its `seen`. The waiters are
+                // read under the same lock as the count moves: a writer counted there is
+                // already inside `wait` (it registers and waits under this lock, which
+                // the wait releases atomically) and is woken; one not yet counted will
+                // see the new count before it waits. So skipping the wake when nobody is
+                // counted loses none.
+                let waiting = {
+                    let mut f = lock(&self.finished_lock);
+                    f.count += 1;
+                    f.waiting
+                };
+                if waiting > 0 {
+                    self.finished.notify_all();
+                }
                 continue;
             }
             // Someone else combines: wait until a batch finishes, then look again. The
             // count is checked under the same lock the combiner increments it with, and
             // the wait releases that lock atomically: no notification is missed. (The
             // timeout is a second line of defence, not part of the argument.)
-            let n = lock(&self.finished_lock);
-            if *n != seen || lock(&done.state).is_some() {
+            let mut f = lock(&self.finished_lock);
+            if f.count != seen || lock(&done.state).is_some() {
                 continue;
             }
-            drop(self.finished.wait_timeout(n, std::time::Duration::from_millis(1)));
+            f.waiting += 1;
+            let (mut f, _) =
+                self.finished.wait_timeout(f, std::time::Duration::from_millis(1)).unwrap_or_else(|e| e.into_inner());
+            f.waiting -= 1;
         }
     }
 }

@@ -6,15 +6,15 @@
 //! | bytes | field |
 //! |---|---|
 //! | 0..8 | magic `MANGOST1` |
-//! | 8..12 | version 1 |
+//! | 8..12 | version 2 (1: page checks and CRC-32 records, refused) |
 //! | 12..16 | block size (8, 16 or 32) |
 //! | 16..24 | ring capacity, in records |
 //! | 24..32 | region size, in bytes |
 //! | 32..40 | offset of the ring (an object of type [`RING`]) |
 //! | 40..48 | offset of the PM copy of the region (an object of type [`REGION`]) |
 //! | 48..56 | address of the DRAM copy, fixed at creation (0: anywhere); see `heap` |
-//! | 56..60 | offset of the page checks ÷ 64 (an object of type [`CHECKS`]: a CRC-32 per 4 KiB page of the PM copy; 0: none) |
-//! | 60..64 | CRC-32 of bytes 0..60 |
+//! | 56..60 | offset of the line checks ÷ 64 (an object of type [`CHECKS`]: a CRC-32C of each 64-byte line's offset and bytes, 4 bytes a line) |
+//! | 60..64 | CRC-32 (not C: a version-1 superblock stays readable enough to be refused by its version) of bytes 0..60 |
 //! | 64..72 | `p_rb_head`: index of the first record not yet applied (its own line) |
 //! | 128..136 | `p_rb_tail`: index one past the last COMMIT persisted (its own line) |
 //!
@@ -31,7 +31,7 @@
 //! | 8..16 | REDO: region offset of the block; COMMIT: the batch number |
 //! | 16..48 | REDO: the block's bytes |
 //! | 48..56 | the record's index (so a stale record of an earlier lap never passes) |
-//! | 60..64 | CRC-32 of bytes 0..60 |
+//! | 60..64 | CRC-32C of bytes 0..60 |
 
 use pmkv_substrate::epalloc::TypeId;
 
@@ -41,7 +41,7 @@ pub const REGION: TypeId = TypeId(3);
 pub const CHECKS: TypeId = TypeId(4);
 pub const SUPER_ROOT: usize = 1;
 pub const SUPER_MAGIC: [u8; 8] = *b"MANGOST1";
-pub const SUPER_VERSION: u32 = 1;
+pub const SUPER_VERSION: u32 = 2;
 pub const SUPER_SIZE: usize = 192;
 pub const HEAD_AT: u64 = 64;
 pub const TAIL_AT: u64 = 128;

@@ -32,18 +32,18 @@ pub(crate) fn replay(log: &RedoLog, pm: &backend::PmCopy) -> Result<Replay> {
             log.cap
         )));
     }
-    // Read (and verify) every pending record and check every page they do not write
+    // Read (and verify) every pending record and check every line they do not write
     // before replaying: a pool refused for damage is then refused unchanged (SPEC R2).
     let mut touched = Vec::new();
     for idx in head..tail {
         if let Record::Redo { addr, len, .. } = log.read(idx)? {
             let last = addr.saturating_add(len.max(1) as u64 - 1);
-            touched.extend(addr / backend::PAGE..=last.min(pm.size.saturating_sub(1)) / backend::PAGE);
+            touched.extend(addr / backend::LINE..=last.min(pm.size.saturating_sub(1)) / backend::LINE);
         }
     }
     touched.sort_unstable();
     touched.dedup();
     pm.verify_except(&log.pool, &touched)?;
-    backend::apply(log, pm, head, tail)?;
+    backend::apply(log, pm, head, tail, true)?;
     Ok(Replay { records: tail - head, head, tail })
 }

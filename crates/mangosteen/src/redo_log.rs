@@ -7,7 +7,8 @@
 //! its requests may be answered, exactly when the tail that covers its COMMIT is. A crash
 //! before that leaves records past the persistent tail, which recovery never reads: the
 //! batch is lost whole, and it was never acknowledged. Records carry their own index and
-//! a CRC, so damage, or a stale record of an earlier lap of the ring, is an error instead
+//! a CRC-32C (the SSE4.2 instruction where the CPU has it: a record's check is on every
+//! commit's critical path), so damage, or a stale record of an earlier lap of the ring, is an error instead
 //! of a write of garbage into the PM copy.
 
 use crate::error::{Error, Result};
@@ -66,6 +67,13 @@ impl RedoLog {
         self.pool.persist_off(self.head_at, 8);
     }
 
+    /// Store and flush `p_rb_head`, no fence: the inline backend's head, made durable by
+    /// the tail's persist that follows it (see `Mangosteen::end_tx`).
+    pub(crate) fn store_p_head(&self, h: u64) {
+        self.word(self.head_at).store(h, Ordering::Release);
+        self.pool.flush_off(self.head_at, 8);
+    }
+
     /// Store and persist `p_rb_tail` (the frontend, Fig. 3 lines 29–31).
     pub(crate) fn set_p_tail(&self, t: u64) {
         self.word(self.tail_at).store(t, Ordering::Release);
@@ -95,7 +103,7 @@ impl RedoLog {
             }
         }
         b[48..56].copy_from_slice(&idx.to_le_bytes());
-        let crc = crc32fast::hash(&b[..60]);
+        let crc = crc32c::crc32c(&b[..60]);
         b[60..64].copy_from_slice(&crc.to_le_bytes());
         let at = self.slot(idx);
         assert!(self.pool.contains(at, RECORD as u64), "ring slot {at:#x} outside the pool");
@@ -116,7 +124,7 @@ impl RedoLog {
             w.copy_from_slice(&self.word(at + 8 * i as u64).load(Ordering::Relaxed).to_le_bytes());
         }
         let bad = |what: &str| Err(Error::Corrupt(format!("redo record {idx} (slot {at:#x}): {what}")));
-        if u32::from_le_bytes(b[60..64].try_into().unwrap()) != crc32fast::hash(&b[..60]) {
+        if u32::from_le_bytes(b[60..64].try_into().unwrap()) != crc32c::crc32c(&b[..60]) {
             return bad("checksum does not match");
         }
         if u64::from_le_bytes(b[48..56].try_into().unwrap()) != idx {

@@ -94,7 +94,12 @@ struct Frontend {
     /// Verify mode: the region as the last batch left it.
     shadow: Option<Vec<u8>>,
     tail: u64,
+    /// The persistent head as last made durable: slots below it + capacity are free.
     head: u64,
+    /// Records the inline backend applied to the PM copy (flushed, maybe not fenced yet):
+    /// the next commit's fence makes them durable and its tail's persist carries the head
+    /// up to here. The background backend keeps its own; then this stays at `head`.
+    applied: u64,
     batch: u64,
 }
 
@@ -360,6 +365,7 @@ impl Mangosteen {
                 shadow: (opts.verify_capture && !pool.is_read_only()).then(|| dram.to_vec()),
                 tail,
                 head,
+                applied: head,
                 batch: 0,
             }),
             shared,
@@ -491,7 +497,17 @@ impl Mangosteen {
     }
 
     /// Fig. 3 lines 20–32: log every dirty block, then the COMMIT; one fence; the tail;
-    /// one persist.
+    /// one persist (§4.3: "1 pfence and 1 psync" per batch).
+    ///
+    /// The inline backend adds no fence of its own. The paper's backend fences each
+    /// batch's blocks and persists the head (Fig. 4 lines 21–24), which is a second fence
+    /// and persist when it runs on the committing thread. Here it applies the batch after
+    /// the commit with flushes only; the next batch's commit fence (line 28) makes those
+    /// blocks and their checks durable, and only then is the head moved past them, stored
+    /// and flushed before the tail so that the tail's persist makes both durable. A crash
+    /// in between leaves the head before the applied batch, which recovery replays (the
+    /// replay is idempotent, and the open's line check skips the lines pending records
+    /// write). Slots are reused only below the durable head (`front.head`).
     fn end_tx(&self, front: &mut Frontend, dram: &[u8]) -> Result<()> {
         if front.dedup.is_empty() {
             return Ok(());
@@ -500,17 +516,29 @@ impl Mangosteen {
         let mut blocks = Vec::with_capacity(front.dedup.len());
         front.dedup.drain(|a| blocks.push(a));
         front.batch += 1;
-        for a in blocks {
+        let start = front.tail;
+        for &a in &blocks {
             let len = self.block.min((self.shared.size - a) as usize);
             let mut data = [0u8; MAX_BLOCK];
             data[..len].copy_from_slice(&dram[a as usize..a as usize + len]);
             self.enque(front, Record::Redo { addr: a, len, data })?;
         }
         self.enque(front, Record::Commit { batch: front.batch })?;
-        log.pool.fence(); // line 28
-        log.set_p_tail(front.tail); // lines 29–31
+        log.pool.fence(); // line 28; also the previous batch's applied blocks
+        let head = front.applied;
+        if !self.background && head > front.head {
+            log.store_p_head(head);
+        }
+        log.set_p_tail(front.tail); // lines 29–31: the tail (and the head) durable
         if !self.background {
-            front.head = backend::apply(log, &self.shared.pm, front.head, front.tail)?;
+            front.head = head;
+            if front.applied == start {
+                backend::apply_from_dram(&log.pool, &self.shared.pm, dram, &blocks, self.block);
+                front.applied = front.tail;
+            } else {
+                // An earlier batch is not applied (its apply failed): go by the records.
+                front.applied = backend::apply(log, &self.shared.pm, front.applied, front.tail, false)?;
+            }
         }
         Ok(())
     }
@@ -535,9 +563,9 @@ impl Mangosteen {
                 std::thread::yield_now();
                 front.head = log.p_head();
             } else {
-                // Inline backend: apply what is committed so far. A batch larger than the
-                // ring cannot commit (its first records would be overwritten before its
-                // COMMIT): refuse it rather than wait forever.
+                // Inline backend: apply what is committed so far and make it durable. A
+                // batch larger than the ring cannot commit (its first records would be
+                // overwritten before its COMMIT): refuse it rather than wait forever.
                 let durable = log.p_tail();
                 if durable == front.head {
                     return Err(Error::InvalidOption(format!(
@@ -545,7 +573,7 @@ impl Mangosteen {
                         log.cap
                     )));
                 }
-                front.head = backend::apply(log, &self.shared.pm, front.head, durable)?;
+                self.settle(front, durable)?;
             }
         }
         log.write(front.tail, &rec);
@@ -553,8 +581,23 @@ impl Mangosteen {
         Ok(())
     }
 
-    /// Wait until the backend has applied every committed batch (the PM copy is then the
-    /// DRAM copy).
+    /// Inline backend: apply the records up to `to` (at most the persistent tail) not yet
+    /// applied, make them durable, and persist the head past them (Fig. 4 lines 21–24).
+    fn settle(&self, front: &mut Frontend, to: u64) -> Result<()> {
+        let log = &self.shared.log;
+        if front.applied < to {
+            front.applied = backend::apply(log, &self.shared.pm, front.applied, to, false)?;
+        }
+        if front.head < front.applied {
+            log.pool.fence();
+            log.set_p_head(front.applied);
+            front.head = front.applied;
+        }
+        Ok(())
+    }
+
+    /// Wait until the backend has applied every committed batch and made it durable (the
+    /// PM copy is then the DRAM copy, and the persistent head equals the tail).
     pub fn quiesce(&self) -> Result<()> {
         let log = &self.shared.log;
         if !self.background {
@@ -563,7 +606,7 @@ impl Mangosteen {
             let mut front = self.front.lock();
             let tail = log.p_tail();
             if front.head < tail && !log.pool.is_read_only() {
-                front.head = backend::apply(log, &self.shared.pm, front.head, tail)?;
+                self.settle(&mut front, tail)?;
             }
             return Ok(());
         }
@@ -581,6 +624,13 @@ impl Mangosteen {
 impl Drop for Mangosteen {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
+        // The inline backend's last batch is applied but its head not yet persisted: do it
+        // now, so that the next open has nothing to replay. (A failure here changes
+        // nothing durable: that open replays the batch.)
+        // Not while unwinding: a second panic there (a fault hook's) would abort.
+        if !self.background && !self.shared.log.pool.is_read_only() && !std::thread::panicking() {
+            let _ = self.quiesce();
+        }
         if let Some(t) = self.backend.take() {
             let _ = t.join();
         }
@@ -602,7 +652,7 @@ fn backend_loop(s: &Shared) {
     loop {
         let tail = s.log.p_tail();
         if head < tail {
-            match backend::apply(&s.log, &s.pm, head, tail) {
+            match backend::apply(&s.log, &s.pm, head, tail, true) {
                 Ok(h) => head = h,
                 Err(e) => {
                     *s.failed.lock() = Some(e.to_string());
@@ -647,10 +697,10 @@ fn format(pool: Arc<Pool>, o: &Options) -> Result<(EpAlloc, u64)> {
     }
     let ring_len = o.ring_records * RECORD as u64;
     // Grow the pool once, to hold all four objects: it grows by doubling, so allocating
-    // the region (most of the pool) and then the small page checks after it would double
+    // the region (most of the pool) and then the smaller line checks after it would double
     // the file (272 → 544 MiB for the default region, every byte allocated). The
     // objects' order (and the pool's layout) stays as it was.
-    let checks_bytes = (o.region_size.div_ceil(backend::PAGE) * 4).max(64);
+    let checks_bytes = PmCopy::checks_len(o.region_size).max(64);
     let need: u64 = [SUPER_SIZE as u64, ring_len, o.region_size, checks_bytes].iter().map(|&n| space_for(n)).sum();
     pool.ensure_size(pool.heap_top().saturating_add(need).min(pool.max_size()))?;
     let addr = if o.fixed_address { RegionBuf::pick_address(o.region_size as usize)? } else { 0 };
@@ -658,21 +708,20 @@ fn format(pool: Arc<Pool>, o: &Options) -> Result<(EpAlloc, u64)> {
     let ring = alloc.alloc(RING, ring_len as usize)?;
     let region = alloc.alloc(REGION, o.region_size as usize)?;
     let pm = PmCopy { region, size: o.region_size, checks: 0 };
-    let checks_len = (pm.pages() * 4) as usize;
+    let checks_len = PmCopy::checks_len(o.region_size) as usize;
     // At least a line, so that the object is line-aligned and its offset ÷ 64 exact.
     let checks = alloc.alloc(CHECKS, checks_len.max(64))?;
     if !checks.is_multiple_of(64) {
-        return Err(Error::Corrupt(format!("the page checks object at {checks:#x} is not line-aligned")));
+        return Err(Error::Corrupt(format!("the line checks object at {checks:#x} is not line-aligned")));
     }
     // SAFETY: four reserved objects of these sizes, not yet reachable from anything.
     unsafe {
         std::ptr::write_bytes(pool.at::<u8>(sb), 0, SUPER_SIZE);
         std::ptr::write_bytes(pool.at::<u8>(ring), 0, ring_len as usize);
         std::ptr::write_bytes(pool.at::<u8>(region), 0, o.region_size as usize);
-        let zero_page = crc32fast::hash(&[0u8; backend::PAGE as usize]);
-        for p in 0..pm.pages() {
-            let c = if (p + 1) * backend::PAGE <= o.region_size { zero_page } else { pm.compute(&pool, p) };
-            (pool.at::<u8>(checks + 4 * p) as *mut u32).write(c);
+        let pm = PmCopy { checks, ..pm };
+        for l in 0..pm.lines() {
+            (pool.at::<u8>(checks + 4 * l) as *mut u32).write(pm.compute(&pool, l));
         }
         let mut b = [0u8; 64];
         b[0..8].copy_from_slice(&SUPER_MAGIC);
@@ -702,7 +751,7 @@ fn format(pool: Arc<Pool>, o: &Options) -> Result<(EpAlloc, u64)> {
 }
 
 /// Block size, ring capacity, region size, ring and region offsets, fixed DRAM address,
-/// page checks' offset.
+/// line checks' offset.
 type Super = (usize, u64, u64, u64, u64, u64, u64);
 
 /// Validate the superblock and read its fields.
@@ -720,7 +769,7 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<Super> {
     }
     let version = u32::from_le_bytes(b[8..12].try_into().unwrap());
     if version != SUPER_VERSION {
-        return bad(format!("format version {version} (this build reads {SUPER_VERSION})"));
+        return Err(Error::Version { found: version, supported: SUPER_VERSION });
     }
     let block = u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize;
     let cap = u64::from_le_bytes(b[16..24].try_into().unwrap());
@@ -736,7 +785,8 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<Super> {
         || cap < 2
         || !ok_obj(ring, RING, cap.saturating_mul(RECORD as u64))
         || !ok_obj(region, REGION, size)
-        || (checks != 0 && !ok_obj(checks, CHECKS, size.div_ceil(backend::PAGE) * 4))
+        || checks == 0
+        || !ok_obj(checks, CHECKS, PmCopy::checks_len(size))
         || !addr.is_multiple_of(4096)
         || addr.checked_add(size).is_none_or(|end| end > 1 << 47)
     {
@@ -761,8 +811,9 @@ mod tests {
         assert_eq!(m.recovery().engine, "mangosteen");
         assert_eq!(m.recovery().rolled_forward, 0, "a new region has nothing to replay");
         m.batch(|tx| tx.write(0, &[7u8; 64]).unwrap()).unwrap();
+        m.quiesce().unwrap();
         let (head, tail) = m.log_indices();
-        assert_eq!(head, tail, "the inline backend applied the batch");
+        assert_eq!(head, tail, "quiesce made the inline backend's work durable");
         assert_eq!(tail, 3, "two 32-byte blocks and a COMMIT");
         // Rewind the persistent head: replay is idempotent, so the next open replays the
         // whole batch again, as after a crash before the backend applied it.
@@ -777,5 +828,56 @@ mod tests {
         assert!(!r.clean_shutdown, "an image of a live pool is a crash");
         assert_eq!(again.log_indices(), (tail, tail), "the replay advanced the head");
         again.read(|s| assert_eq!(&s[..64], &[7u8; 64][..]));
+    }
+
+    /// A pool image after one batch, and its superblock, PM copy and line checks' offsets.
+    fn image_after_a_batch() -> (Vec<u8>, u64, u64, u64) {
+        let po = pmkv_testutil::sim_opts(8 << 20);
+        let pool = Arc::new(Pool::create_sim("mangosteen", &po).unwrap());
+        let m = Mangosteen::open(pool.clone(), Options { region_size: 64 << 10, ..Options::default() }).unwrap();
+        m.batch(|tx| tx.write(0, &[7u8; 64]).unwrap()).unwrap();
+        m.quiesce().unwrap();
+        let img = pool.sim().unwrap().image_now(&pool, Eviction::None);
+        (img, pool.root(SUPER_ROOT), m.shared.pm.region, m.shared.pm.checks)
+    }
+
+    fn open_image(img: &[u8]) -> Result<Mangosteen> {
+        let po = pmkv_testutil::sim_opts(8 << 20);
+        Mangosteen::open(Arc::new(Pool::from_image(img, None, &po).unwrap()), Options::default())
+    }
+
+    /// Version 1 (page checks, CRC-32 records) is refused by its version, not read as
+    /// damage and not opened with the wrong checks.
+    #[test]
+    fn a_version_1_pool_is_refused_with_a_version_error() {
+        let (mut img, sb, _, _) = image_after_a_batch();
+        assert!(open_image(&img).is_ok());
+        let sb = sb as usize;
+        img[sb + 8..sb + 12].copy_from_slice(&1u32.to_le_bytes());
+        let crc = crc32fast::hash(&img[sb..sb + 60]);
+        img[sb + 60..sb + 64].copy_from_slice(&crc.to_le_bytes());
+        match open_image(&img) {
+            Err(e @ Error::Version { found: 1, supported: SUPER_VERSION }) => {
+                assert!(e.to_string().contains("version 1"), "{e}")
+            }
+            other => panic!("a version-1 pool opened as {:?}", other.map(|_| ())),
+        }
+    }
+
+    /// One flipped byte in a line nobody wrote, and a written line copied with its check
+    /// to another line, are both refused: a line's check covers its offset too.
+    #[test]
+    fn a_damaged_or_moved_line_is_refused() {
+        let (img, _, region, checks) = image_after_a_batch();
+        let (region, checks) = (region as usize, checks as usize);
+        let mut flipped = img.clone();
+        flipped[region + 3 * 4096 + 5] ^= 0x10;
+        let e = open_image(&flipped).err().expect("a flipped byte is refused");
+        assert!(matches!(e, Error::Corrupt(ref m) if m.contains("line 192 ")), "{e}");
+        let mut moved = img;
+        moved.copy_within(region..region + 64, region + 320);
+        moved.copy_within(checks..checks + 4, checks + 20);
+        let e = open_image(&moved).err().expect("a moved line is refused");
+        assert!(matches!(e, Error::Corrupt(ref m) if m.contains("line 5 ")), "{e}");
     }
 }

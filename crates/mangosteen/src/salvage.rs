@@ -6,7 +6,7 @@
 //! check passes, and a record only if every node on its path can: with the nodes' layout
 //! private to `std`, no sound partial salvage exists. So salvage opens a private copy of
 //! the image the way every open does — the redo log replayed (paper §3.3's recovery),
-//! every page check of the PM copy verified — and, if that succeeds, hands over every
+//! every line check of the PM copy verified — and, if that succeeds, hands over every
 //! record; otherwise it fails with the open's reason (which names the failing page).
 //! That is still better than "not supported": a pool whose header says it needs recovery,
 //! or whose file a read-only command refuses, is copied out whole.
@@ -28,7 +28,7 @@ fn nothing(e: Error) -> Error {
         e.kind(),
         format!(
             "nothing can be salvaged: {e} (a mangosteen map is salvaged whole or not at all: its nodes are \
-             trusted only when every page check passes)"
+             trusted only when every line check passes)"
         ),
     )
 }
