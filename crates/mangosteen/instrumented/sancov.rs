@@ -6,26 +6,24 @@
 use crate::hooks::store;
 use std::ffi::c_void;
 
-#[no_mangle]
-pub extern "C" fn __sanitizer_cov_store1(p: *mut u8) {
-    store(p as usize, 1)
+macro_rules! stores {
+    ($($name:ident($t:ty) = $n:expr),*) => {
+        $(
+            #[no_mangle]
+            pub extern "C" fn $name(p: *mut $t) {
+                store(p as usize, $n)
+            }
+        )*
+    };
 }
-#[no_mangle]
-pub extern "C" fn __sanitizer_cov_store2(p: *mut u16) {
-    store(p as usize, 2)
-}
-#[no_mangle]
-pub extern "C" fn __sanitizer_cov_store4(p: *mut u32) {
-    store(p as usize, 4)
-}
-#[no_mangle]
-pub extern "C" fn __sanitizer_cov_store8(p: *mut u64) {
-    store(p as usize, 8)
-}
-#[no_mangle]
-pub extern "C" fn __sanitizer_cov_store16(p: *mut u128) {
-    store(p as usize, 16)
-}
+
+stores!(
+    __sanitizer_cov_store1(u8) = 1,
+    __sanitizer_cov_store2(u16) = 2,
+    __sanitizer_cov_store4(u32) = 4,
+    __sanitizer_cov_store8(u64) = 8,
+    __sanitizer_cov_store16(u128) = 16
+);
 
 extern "C" {
     fn __real_memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void;
