@@ -82,7 +82,7 @@ pub(crate) fn key_check(leaf: u64, key: &[u8], key_out: bool) -> u32 {
 /// instructions rather than [`crc`]'s loop over byte slices (same value: the test below).
 #[inline]
 pub(crate) fn value_check(leaf: u64, word: u64, flags: u32) -> u32 {
-    let tail = (flags & INLINE_MASK) as u64;
+    let tail = (flags & (INLINE_MASK | GEN_MASK)) as u64;
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("sse4.2") {
@@ -140,7 +140,7 @@ impl Meta {
     /// Flags this build never writes: a leaf with any of them is damaged.
     #[inline]
     pub(crate) fn flags_valid(self) -> bool {
-        self.flags & !(FLAG_KEY_OUT | INLINE_MASK) == 0
+        self.flags & !(FLAG_KEY_OUT | INLINE_MASK | GEN_MASK) == 0
             && inline_len(self.flags).is_none_or(|n| n <= INLINE_VALUE)
             && (self.key_out() || self.key_len <= INLINE_KEY)
             && (!self.key_out() || self.key_len > INLINE_KEY)
@@ -188,7 +188,7 @@ mod tests {
     }
 
     /// The three-word value check is the CRC-32C of the leaf offset, the value word and
-    /// the inline bits of the flags, as the layout defines it.
+    /// the inline and generation bits of the flags, as the layout defines it.
     #[test]
     fn value_check_is_crc32c_of_its_words() {
         for (leaf, word, flags) in
@@ -196,7 +196,7 @@ mod tests {
         {
             let mut bytes = leaf.to_le_bytes().to_vec();
             bytes.extend_from_slice(&word.to_le_bytes());
-            bytes.extend_from_slice(&((flags & INLINE_MASK) as u64).to_le_bytes());
+            bytes.extend_from_slice(&((flags & (INLINE_MASK | GEN_MASK)) as u64).to_le_bytes());
             assert_eq!(value_check(leaf, word, flags), crc32c::crc32c(&bytes));
         }
     }

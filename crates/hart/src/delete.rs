@@ -32,24 +32,27 @@ impl Hart {
                         self.pm.alloc.prefetch_meta(obj);
                     }
                 }
-                // Erase the leaf (its meta word becomes the erase mark) before its
-                // bit is reset, so that `salvage`, which finds leaves by their checks
-                // alone, does not bring the deleted record back. A plain store, not
-                // flushed: flushing it would write a second line per delete (+45% in adr)
-                // for the sake of salvage only. It reaches PM when the line is next
-                // written back; a crash or power loss before that can leave a deleted
-                // record for salvage to find (never for an open, which trusts the bit). A
-                // crash can also leave the leaf erased but still used: recovery
-                // recognises that state (only after a crash) and finishes the delete.
+                // Erase the leaf (its meta word becomes the erase mark, with the leaf's
+                // generation) and reset its bit, both persisted under one fence (lines
+                // 11–12), before the slot can be reserved again. Both, because from
+                // format 8 recovery takes a free slot whose leaf passes its checks for an
+                // insert whose bit a crash lost (`insert`): a reset bit that reached PM
+                // without the erase mark would bring the record back. A crash before
+                // the fence leaves the erase mark alone (recovery finishes the delete),
+                // the reset bit alone (the record is still there) or neither. (Up to
+                // format 7 the erase was a plain store, for `salvage`'s sake only, and
+                // the delete persisted one line; now it persists two, under the same
+                // fence.)
+                let gen = (m.flags & GEN_MASK) >> GEN_SHIFT;
                 // SAFETY: the leaf's meta word, ours under the ART write lock; the leaf
                 // is out of the tree, so no reader can reach it any more.
-                unsafe { write_u64(pool, leaf + LEAF_META, erased_word(leaf)) };
-                // Lines 11–14: leaf bit first (fence 1), then the value bit — flushed but
-                // not fenced: until this thread's next fence a crash may leave the value
-                // used and named by no leaf, an orphan recovery's sweep frees (the paper
-                // fences it: 2 fences). The other order could resurrect the key with a
-                // value slot that another writer has reused meanwhile.
-                self.pm.alloc.free(leaf);
+                unsafe { write_u64(pool, leaf + LEAF_META, erased_word(leaf, gen)) };
+                let _ = self.pm.alloc.free_with(leaf, || pool.flush_off(leaf + LEAF_META, 8));
+                // Lines 13–14: the value bit — flushed but not fenced: until this thread's
+                // next fence a crash may leave the value used and named by no leaf, an
+                // orphan recovery's sweep frees (the paper fences it: 2 fences). The
+                // other order could resurrect the key with a value slot that another
+                // writer has reused meanwhile.
                 if v != 0 {
                     self.pm.alloc.free_unfenced(v);
                 }

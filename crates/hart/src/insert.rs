@@ -7,7 +7,6 @@ use crate::checksum::{self, Meta};
 use crate::error::{Error, Result};
 use crate::hart::Hart;
 use crate::hash_table::hash_key;
-use crate::insert_log::{my_lane, reserve_next};
 use crate::layout::*;
 use crate::pm::PmKeys;
 
@@ -56,35 +55,20 @@ impl Hart {
     }
 
     /// The body of a put, under the write lock of the key's ART.
+    ///
+    /// An insert persists its leaf alone, under one fence, and sets the leaf's bit
+    /// afterwards without persisting it (format 8; docs/design/hart.md, "One line per
+    /// insert"): recovery takes a free leaf slot whose content passes every check for a
+    /// leaf whose bit a crash lost, and sets the bit. The bit is set only after the fence,
+    /// so a bit that reaches PM always covers a durable leaf; a crash before the fence
+    /// leaves a slot that fails its checks (a torn leaf: see [`Hart::make_leaf`] for why
+    /// the previous occupant's words cannot complete it) or a complete leaf, the insert
+    /// done.
     fn put_locked(&self, art: &mut Art, key: &[u8], value: &[u8]) -> Result<()> {
-        // In the flushing modes a record that fits its leaf goes through the writer's lane
-        // (`insert_log`): one persist when the lane has a slot ready, else two, after
-        // which it has one.
-        let laned = self.pm.pool.mode().flushes()
-            && !self.paper_updates
-            && key.len() <= INLINE_KEY
-            && value.len() <= INLINE_VALUE;
-        if laned {
-            let i = my_lane();
-            self.lanes[i].prefetch(&self.pm, i);
-        }
-        let mut lane = None;
-        let mut ready = 0;
-        // One traversal: the new leaf is made only at the insertion point (the lane's
-        // lock too, so that an update, which takes its micro-log's, never holds it).
+        // One traversal: the new leaf is made only at the insertion point.
         let mut made = 0;
         let make = || {
-            if laned {
-                let i = my_lane();
-                let g = lane.insert((i, self.lanes[i].lock.lock()));
-                ready = std::mem::take(&mut g.1.ready);
-            }
-            made = self.make_leaf(key, value, ready).inspect_err(|_| {
-                // Nothing was written into the ready slot: it stays ready.
-                if let Some((_, g)) = lane.as_mut() {
-                    g.ready = ready;
-                }
-            })?;
+            made = self.make_leaf(key, value)?;
             Ok::<u64, Error>(made)
         };
         // SAFETY: given only leaves of this ART, under its write lock.
@@ -93,36 +77,15 @@ impl Hart {
             // SAFETY: a used leaf of this ART, whose write lock we hold.
             Err(existing) => unsafe { self.update(existing, value) },
             Ok(()) => {
-                if let Some((i, g)) = lane.as_mut().filter(|_| ready != 0) {
-                    // The one-persist insert: the leaf (in the ready slot, which the lane
-                    // names), the next ready slot and the leaf's bit, under one real
-                    // fence (also inside a group commit: the next insert of the lane
-                    // renames the other word, which must by then name a durable leaf).
-                    // The locked instructions (reservations, the bit's compare-and-swap)
-                    // go before the first flush, which each of them would wait for.
-                    let next = reserve_next(&self.pm, g);
-                    self.pm.alloc.publish_unfenced(made);
-                    // SAFETY: lane `i`'s state, its mutex held; `next` is reserved.
-                    unsafe { self.lanes[*i].make_ready(&self.pm, g, *i, next) };
-                    self.pm.pool.flush_off(made, LEAF_SIZE);
-                    self.pm.pool.fence();
-                    return Ok(());
-                }
-                if let Some((i, g)) = lane.as_mut() {
-                    // A lane without a ready slot prepares one, durable by fence 1.
-                    let next = reserve_next(&self.pm, g);
-                    // SAFETY: `g` is lane `i`'s state, whose mutex this thread holds (taken
-                    // in `make`); `next` was reserved by `reserve_next` for this lane alone.
-                    unsafe { self.lanes[*i].make_ready(&self.pm, g, *i, next) };
-                }
-                // Fence 1: the leaf's bytes, and its value and key objects with their
-                // bits (`make_leaf`), durable before the leaf's bit can be. A real fence,
-                // also inside a group commit. Issued only now, after line 17 linked the
-                // leaf into the DRAM tree, which overlaps that work with the write-back.
+                // Line 18's persist: the leaf's line (with any value and key object and
+                // their bits, flushed by `make_leaf`) under one real fence, also inside a
+                // group commit, since the bit below must follow durable content. Flushed
+                // only now, after line 17 linked the leaf into the DRAM tree: the
+                // write-back overlaps that work instead of stalling before it.
+                self.pm.pool.flush_off(made, LEAF_SIZE);
                 self.pm.pool.fence();
-                // Line 18: the leaf bit (fence 2, the commit fence).
-                self.pm.alloc.publish_unfenced(made);
-                self.pm.pool.commit_fence();
+                // Line 18: the leaf bit, not persisted (see above).
+                self.pm.alloc.publish_lazy(made);
                 Ok(())
             }
         }
@@ -130,12 +93,21 @@ impl Hart {
 
     /// Algorithm 1 lines 10–16 for a key not in the tree (caller holds the ART write
     /// lock): allocate and write leaf, value and key object, and publish the value and key
-    /// object. The leaf is published by [`Hart::put`] (line 18) once it is in the tree.
-    /// `ready` is a lane's ready slot to write the leaf into (the caller checked that the
-    /// record fits it), or 0 to allocate one; on an error it is left as it was.
-    pub(crate) fn make_leaf(&self, key: &[u8], value: &[u8], ready: u64) -> Result<u64> {
+    /// object. The leaf is flushed and published by [`Hart::put`] (line 18) once it is in
+    /// the tree.
+    ///
+    /// **Generation.** The slot may hold a previous occupant: an erased leaf, or a torn
+    /// insert's leftovers. A crash can tear the new leaf's line at any 8-byte word, and
+    /// recovery takes a free slot that passes its checks for a lost bit, so no mix of new
+    /// and old words may pass them but the new leaf itself. Words of the key area are
+    /// checked by the key check in the new meta word (an old meta word is an erase mark
+    /// or fails). What remains is the old value word (or slot B) with the old value check:
+    /// they prove each other. The leaf's generation, covered by the value check, is
+    /// chosen so that they do not prove each other under the new flags (usually the old
+    /// generation plus one; a fresh slot, all zero, needs no search).
+    pub(crate) fn make_leaf(&self, key: &[u8], value: &[u8]) -> Result<u64> {
         let pool = &*self.pm.pool;
-        let leaf = if ready != 0 { ready } else { self.pm.alloc.alloc(LEAF, LEAF_SIZE)? };
+        let leaf = self.pm.alloc.alloc(LEAF, LEAF_SIZE)?;
         let inline = !self.paper_updates && value.len() <= INLINE_VALUE;
         let v = if inline {
             0
@@ -143,9 +115,7 @@ impl Hart {
             match self.pm.new_value(leaf, value) {
                 Ok(v) => v,
                 Err(e) => {
-                    if ready == 0 {
-                        self.pm.alloc.unreserve(leaf);
-                    }
+                    self.pm.alloc.unreserve(leaf);
                     return Err(e);
                 }
             }
@@ -155,9 +125,7 @@ impl Hart {
             kobj = match self.pm.alloc.alloc(KEY, key.len()) {
                 Ok(k) => k,
                 Err(e) => {
-                    if ready == 0 {
-                        self.pm.alloc.unreserve(leaf);
-                    }
+                    self.pm.alloc.unreserve(leaf);
                     if v != 0 {
                         self.pm.alloc.unreserve(v);
                     }
@@ -182,6 +150,7 @@ impl Hart {
         if inline {
             flags |= FLAG_VALUE_INLINE | ((value.len() as u32) << INLINE_LEN_SHIFT);
         }
+        flags |= fresh_gen(pool, leaf, flags) << GEN_SHIFT;
         let mut word = [0u8; 8];
         if inline {
             word[..value.len()].copy_from_slice(value);
@@ -205,17 +174,15 @@ impl Hart {
         }
         // SAFETY: reserved leaf slot of 64 bytes, ours until published.
         unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), pool.at::<u8>(leaf), LEAF_SIZE) };
-        // A ready slot's leaf is flushed by the caller, after its locked instructions.
-        if ready == 0 {
-            pool.flush_off(leaf, LEAF_SIZE);
-        }
         // Line 14: the value bit, and the key object's, flushed but not fenced: the fence
-        // that makes them and the leaf's bytes durable (fence 1) is issued by `put_locked`
-        // after the leaf is linked into the DRAM tree, so the leaf line's write-back runs
-        // while the tree is changed instead of stalling before it. A crash after a bit
-        // and before the leaf bit leaves a used object no leaf names, which recovery's
-        // sweep frees (the safe replacement of Algorithm 2 lines 12–16, see `recovery`);
-        // one that reaches PM before the object's bytes is such an orphan too.
+        // that makes them and the leaf's bytes durable is issued by `put_locked` after the
+        // leaf is linked into the DRAM tree. Nothing orders them before the leaf's line:
+        // recovery takes a leaf whose bit was lost only if its value and key objects are
+        // used and pass their checks, so a leaf that reached PM before them is a torn
+        // insert. A crash after a bit and before the leaf leaves a used object no leaf
+        // names, which recovery's sweep frees (the safe replacement of Algorithm 2 lines
+        // 12–16, see `recovery`); one that reaches PM before the object's bytes is such an
+        // orphan too.
         if v != 0 {
             self.pm.alloc.publish_unfenced(v);
         }
@@ -224,6 +191,32 @@ impl Hart {
         }
         Ok(leaf)
     }
+}
+
+/// The generation for a new leaf with `flags` (generation bits clear) in the slot at
+/// `leaf`: one under which the slot's current value word (or slot B) and value check do
+/// not prove each other, starting after the generation its meta word carries (see
+/// [`Hart::make_leaf`]).
+fn fresh_gen(pool: &pmkv_substrate::Pool, leaf: u64, flags: u32) -> u32 {
+    use crate::pm::read_u64;
+    let old_vw = read_u64(pool, leaf + LEAF_VCHECK);
+    let mut gen = (gen_of(leaf, read_u64(pool, leaf + LEAF_META)) + 1) & 0xf;
+    if old_vw == 0 {
+        return gen;
+    }
+    let words = [read_u64(pool, leaf + LEAF_P_VALUE), read_u64(pool, leaf + LEAF_SLOT_B)];
+    for _ in 0..16 {
+        let f = flags | gen << GEN_SHIFT;
+        let proves = |w: u64| {
+            let c = checksum::value_check(leaf, w, f);
+            c == old_vw as u32 || c == (old_vw >> 32) as u32
+        };
+        if !words.iter().any(|&w| proves(w)) {
+            break;
+        }
+        gen = (gen + 1) & 0xf;
+    }
+    gen
 }
 
 /// Copy `src` (at most 40 bytes) to the start of `dst` with fixed-size, possibly

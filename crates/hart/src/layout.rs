@@ -7,9 +7,9 @@
 //! |--------|-----------|---------|
 //! | 0..8   | p_value   | offset of the value object (HART's `p_value`), or the value itself if inline |
 //! | 8..10  | key_len   | key length in bytes (≤ 65,535) |
-//! | 10..12 | flags     | bit 0: key stored out of line; bit 1: value inline; bits 8..12: inline value length (0..=8) |
+//! | 10..12 | flags     | bit 0: key stored out of line; bit 1: value inline; bits 8..12: inline value length (0..=8); bits 12..16: generation (version 8) |
 //! | 12..16 | key check | CRC-32C of (leaf offset, key_len, bit 0 of flags, the key bytes) \| 1; 0 = erased by a delete |
-//! | 16..20 | value check | CRC-32C of (leaf offset, p_value word, the inline bits of flags) |
+//! | 16..20 | value check | CRC-32C of (leaf offset, p_value word, the inline and generation bits of flags) |
 //! | 20..24 | previous value check | the value check before the last update |
 //! | 24..64 | key       | the key if `key_len <= 40`, else bytes 24..32 hold `p_key` |
 //! | 56..64 | slot B    | with an inline value and `key_len <= 32`: the second inline value slot |
@@ -77,15 +77,37 @@ pub(crate) const LEAF_META: u64 = 8;
 
 /// Version 6: what a delete stores in the leaf's meta word before freeing it (the erase
 /// mark): a multiplicative hash of the leaf's offset and a tag, odd so never 0, and a
-/// valid meta word for this leaf only with odds about 2^-32 (its key check would have to
+/// valid meta word for this leaf only with odds about 2^-28 (its key check would have to
 /// match). A hash, not a CRC: it is computed on every delete (a CRC cost ~15% of an
 /// `eadr` delete, measured). Up to version 5 the erase stored 0, so after
 /// a crash a used leaf whose meta word was zeroed by damage (a zeroed page of leaves)
 /// looked like a delete to finish: its record was silently dropped. Now a zero meta word
 /// in a used leaf is damage, unless a lane names the leaf (an insert cut short).
+///
+/// Version 8: the mark also carries the erased leaf's generation (meta bits 28..32, the
+/// flag bits [`GEN_MASK`]), xored into those bits, so that the next insert into the slot
+/// picks a different one (`insert`); a version-6 or 7 mark reads as generation 0.
 #[inline]
-pub(crate) fn erased_word(leaf: u64) -> u64 {
+pub(crate) fn erased_word(leaf: u64, gen: u32) -> u64 {
+    erase_base(leaf) ^ ((gen as u64 & 0xf) << META_GEN_SHIFT)
+}
+#[inline]
+fn erase_base(leaf: u64) -> u64 {
     (leaf ^ 0x4841_5254_4552_4153).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
+}
+/// Where a leaf's generation lies in its meta word (flags bits 12..16).
+const META_GEN_SHIFT: u32 = 16 + GEN_SHIFT;
+/// Whether the meta word `raw` of the leaf at `leaf` is an erase mark (any generation).
+#[inline]
+pub(crate) fn is_erased(leaf: u64, raw: u64) -> bool {
+    (raw ^ erase_base(leaf)) & !(0xf << META_GEN_SHIFT) == 0
+}
+/// The generation a leaf's meta word `raw` carries, whether it is a meta word or an
+/// erase mark (for anything else, some number below 16).
+#[inline]
+pub(crate) fn gen_of(leaf: u64, raw: u64) -> u32 {
+    let w = if is_erased(leaf, raw) { raw ^ erase_base(leaf) } else { raw };
+    ((w >> META_GEN_SHIFT) & 0xf) as u32
 }
 /// The value-check word: value check (bits 0..32), previous value check (32..64).
 pub(crate) const LEAF_VCHECK: u64 = 16;
@@ -103,6 +125,12 @@ pub(crate) const INLINE_LEN_SHIFT: u32 = 8;
 pub(crate) const INLINE_MASK: u32 = FLAG_VALUE_INLINE | (0xf << INLINE_LEN_SHIFT);
 /// Largest inline value.
 pub(crate) const INLINE_VALUE: usize = 8;
+/// Version 8: the leaf's generation, `(flags & GEN_MASK) >> GEN_SHIFT`, covered by its
+/// value check. An insert gives its leaf a generation under which the slot's previous
+/// value word and value check do not verify, so that an insert torn by a crash can never
+/// pass its checks with the new key and the previous occupant's value (`insert`).
+pub(crate) const GEN_SHIFT: u32 = 12;
+pub(crate) const GEN_MASK: u32 = 0xf << GEN_SHIFT;
 
 /// Length of the inline value described by `flags`, if the value is inline.
 #[inline]
@@ -117,7 +145,7 @@ pub(crate) const SUPER_MAGIC: [u8; 8] = *b"HARTSB01";
 /// 2 added inline values. Pools of versions 1 and 2 are refused with a clear error: their
 /// leaves have no checks to verify, and inventing them in place would bless whatever
 /// damage those pools already hold.
-pub(crate) const SUPER_VERSION: u32 = 7;
+pub(crate) const SUPER_VERSION: u32 = 8;
 /// Oldest version this build opens. Version 4 added the second inline value slot, version
 /// 5 the insert log's lane words (bytes 32..48 of each micro-log line, see `insert_log`),
 /// version 6 the erase mark ([`erased_word`]), version 7 write-batch logs (EPallocator

@@ -223,7 +223,7 @@ pub(crate) fn meta(pool: &Pool, leaf: u64) -> Meta {
 /// caller holds, or the caller runs alone (recovery, a quiesced `check`).
 pub(crate) unsafe fn leaf_damage(pool: &Pool, leaf: u64, with_value: bool) -> Option<String> {
     let raw = read_u64(pool, leaf + LEAF_META);
-    if raw == erased_word(leaf) {
+    if is_erased(leaf, raw) {
         return Some(format!("leaf {leaf:#x} is used but was erased"));
     }
     let m = Meta::decode(raw);

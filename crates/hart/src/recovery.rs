@@ -59,6 +59,9 @@ pub(crate) struct Counts {
     pub(crate) inserts_rolled_back: u64,
     /// Value and key objects freed because no used leaf named them.
     pub(crate) orphans_freed: u64,
+    /// Leaves found complete in free slots (version 8: inserts whose bit a crash lost),
+    /// taken back.
+    pub(crate) inserts_adopted: u64,
 }
 
 /// The common report of a recovery that found `c` in `took` (SPEC H5): records are the
@@ -71,6 +74,7 @@ pub(crate) fn report(clean: bool, c: &Counts, took: Duration) -> RecoveryReport 
         .with_detail("updates_redone", c.updates_redone)
         .with_detail("updates_rolled_back", c.updates_rolled_back)
         .with_detail("inserts_rolled_back", c.inserts_rolled_back)
+        .with_detail("inserts_adopted", c.inserts_adopted)
         .with_detail("micros", took.as_micros());
     r.clean_shutdown = clean;
     r.records = c.leaves;
@@ -129,15 +133,22 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Parts> {
     // pool as it found it.
     let pending = pmkv_substrate::batch_log::pending(&alloc)?;
     let sb = pool.root(SUPER_ROOT);
+    let version = read_u32(&pool, sb + 8);
     // Up to version 5 a delete erased a leaf to 0 (see `erased_word`).
-    let zero_erases = read_u32(&pool, sb + 8) < 6;
-    if read_u32(&pool, sb + 8) < SUPER_VERSION && !pool.is_read_only() {
+    let zero_erases = version < 6;
+    // From version 8 a leaf's bit is set after its insert and not persisted (`insert`): a
+    // free leaf slot whose leaf passes every check is a record whose bit was lost, and is
+    // taken back ("adopted"). Older pools' bits are authoritative (a free slot there may
+    // hold a deleted leaf whose erase mark never reached PM) until the upgrade below.
+    let adopt = version >= 8;
+    if version < 7 && !pool.is_read_only() {
         // A version-3 to 6 pool (no second value slot, insert log, erase mark or batch
-        // log, see `SUPER_VERSION_MIN`): its leaves and logs are current ones as they are;
-        // mark it before anything may write slot B, a lane word, an erase mark or a batch
-        // log.
+        // log, see `SUPER_VERSION_MIN`): its leaves and logs are version-7 ones as they
+        // are; mark it before anything may write slot B, a lane word, an erase mark or a
+        // batch log. (Version 8 is marked at the end, once no free slot holds a leaf
+        // that passes its checks.)
         // SAFETY: the superblock's version field; recovery runs alone.
-        unsafe { pool.at::<u32>(sb + 8).write(SUPER_VERSION) };
+        unsafe { pool.at::<u32>(sb + 8).write(7) };
         pool.persist_off(sb + 8, 4);
     }
     let clean = pool.was_clean();
@@ -160,7 +171,10 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Parts> {
             }
             // SAFETY: recovery runs alone: nothing writes the logs or values meanwhile.
             match unsafe { micro_log::read(&pool, at) } {
-                Some(log) if pm.alloc.is_used(log.leaf) && pm.alloc.type_of(log.leaf) == Some(LEAF) => {
+                // A valid log names a leaf that was in the tree at the crash (the log is
+                // durably cleared before its leaf can change again, see `update`); from
+                // version 8 its bit may be one the crash lost.
+                Some(log) if pm.alloc.type_of(log.leaf) == Some(LEAF) && (adopt || pm.alloc.is_used(log.leaf)) => {
                     // The flags go with the word: an inline value's flags are restored on
                     // roll-back and cleared on roll-forward (see `micro_log`).
                     let target = if pm.alloc.is_used(log.new_value) {
@@ -197,40 +211,57 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Parts> {
     let mut leaves: Vec<(u64, u64)> = Vec::new();
     let mut err = None;
     let mut erased = Vec::new();
-    // The leaves whose inserts may have been cut short (`insert_log`): only after a crash.
+    // The leaves whose inserts may have been cut short (`insert_log`, versions 5 to 7):
+    // only after a crash.
     let named = if clean { Vec::new() } else { insert_log::named(&pool, logs_off) };
-    pm.alloc.for_each_used(LEAF, |leaf| {
+    let mut adopted = Vec::new();
+    pm.alloc.for_each_slot(LEAF, |leaf, used| {
         if err.is_some() {
             return;
         }
-        let torn = named.binary_search(&leaf).is_ok();
-        let raw = read_u64(&pool, leaf + LEAF_META);
-        if !clean && (raw == erased_word(leaf) || raw == 0 && (torn || zero_erases)) {
-            // A delete erased the leaf and the crash came before its bit was reset:
-            // finish the delete (its value and key object are then orphans, swept below).
-            // Or a one-persist insert whose bit alone reached PM (a lane names it): undone
-            // the same way (not counted: in a version-5 pool the two cannot be told
-            // apart, and both end in no record). A zero meta word anywhere else is damage
-            // (`leaf_damage` below): a version-6 delete writes the erase mark.
-            erased.push(leaf);
-            return;
-        }
-        // Every leaf is verified before it enters a tree: a leaf that fails its checks
-        // makes the open fail (the pool is damaged; `salvage` copies what is intact),
-        // unless a lane names it: then it is an insert the crash cut short, undone.
-        // SAFETY: recovery runs alone: nothing writes leaves meanwhile.
-        if let Some(why) = unsafe { leaf_damage(&pool, leaf, true) } {
-            if torn {
-                erased.push(leaf);
-                rep.inserts_rolled_back += 1;
+        if !used {
+            // A free slot: a record whose bit was lost if its leaf passes every check and
+            // its value and key objects are used (they were durable before the leaf's
+            // fence; a leaf that reached PM before them is an insert the crash cut short).
+            // Anything else (zero, an erase mark, a torn insert's words) stays free.
+            // SAFETY: recovery runs alone: nothing writes leaves meanwhile.
+            if !adopt || unsafe { leaf_damage(&pool, leaf, true) }.is_some() || !objects_used(&pm, leaf) {
                 return;
             }
-            err = Some(corrupt(format!("{why}; `pmkv salvage` copies every intact record to a new pool")));
-            return;
-        }
-        if meta(&pool, leaf).key_out() && !pm.alloc.is_used(read_u64(&pool, leaf + LEAF_KEY)) {
-            err = Some(corrupt(format!("leaf {leaf:#x} names a key object that is not in use")));
-            return;
+            adopted.push(leaf);
+        } else {
+            let torn = named.binary_search(&leaf).is_ok();
+            let raw = read_u64(&pool, leaf + LEAF_META);
+            if !clean && (is_erased(leaf, raw) || raw == 0 && (torn || zero_erases)) {
+                // A delete erased the leaf and the crash came before its bit was reset:
+                // finish the delete (its value and key object are then orphans, swept
+                // below). Or a one-persist insert of version 5 to 7 whose bit alone
+                // reached PM (a lane names it): undone the same way (not counted: in a
+                // version-5 pool the two cannot be told apart, and both end in no
+                // record). A zero meta word anywhere else is damage (`leaf_damage`
+                // below): a version-6 delete writes the erase mark.
+                erased.push(leaf);
+                return;
+            }
+            // Every leaf is verified before it enters a tree: a leaf that fails its checks
+            // makes the open fail (the pool is damaged; `salvage` copies what is intact),
+            // unless a lane names it: then it is an insert the crash cut short, undone.
+            // (From version 8 a bit is set only after its leaf is durable, so no used
+            // leaf is a torn insert.)
+            // SAFETY: recovery runs alone: nothing writes leaves meanwhile.
+            if let Some(why) = unsafe { leaf_damage(&pool, leaf, true) } {
+                if torn {
+                    erased.push(leaf);
+                    rep.inserts_rolled_back += 1;
+                    return;
+                }
+                err = Some(corrupt(format!("{why}; `pmkv salvage` copies every intact record to a new pool")));
+                return;
+            }
+            if meta(&pool, leaf).key_out() && !pm.alloc.is_used(read_u64(&pool, leaf + LEAF_KEY)) {
+                err = Some(corrupt(format!("leaf {leaf:#x} names a key object that is not in use")));
+                return;
+            }
         }
         // SAFETY: recovery runs alone: nothing writes leaves meanwhile.
         let prefix = unsafe { PmKeys::new(&pool) }.with_key_prefix(leaf);
@@ -251,8 +282,20 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Parts> {
     for &leaf in &erased {
         pm.alloc.free(leaf);
     }
+    rep.inserts_adopted = adopted.len() as u64;
     if !pool.is_read_only() {
+        // The lost bits, set again and persisted under one fence (a read-only open puts
+        // the leaves in its trees and writes nothing).
+        for &leaf in &adopted {
+            pm.alloc.adopt(leaf)?;
+        }
+        if !adopted.is_empty() {
+            pool.fence();
+        }
         insert_log::clear(&pool, logs_off);
+        if version < 8 {
+            upgrade_to_8(&pm)?;
+        }
     }
     rep.leaves = leaves.len() as u64;
     insert_recovered(&pm, &table, leaves)?;
@@ -263,6 +306,44 @@ pub(crate) fn recover(pool: Arc<Pool>) -> Result<Parts> {
     rep.arts = table.arts() as u64;
     let report = report(clean, &rep, t0.elapsed());
     Ok(Parts { pm, table, report, pending })
+}
+
+/// Whether the value and key objects a leaf (which passed its own checks, the key
+/// object's bytes included) names are used and its value object passes its check: a leaf
+/// found in a free slot is adopted only then.
+fn objects_used(pm: &Pm, leaf: u64) -> bool {
+    let pool = &*pm.pool;
+    let m = meta(pool, leaf);
+    let value_ok = inline_len(m.flags).is_some()
+        // SAFETY: recovery runs alone: nothing writes the leaf or its value meanwhile.
+        || pm.alloc.is_used(read_u64(pool, leaf + LEAF_P_VALUE)) && unsafe { pm.value_of(leaf) }.is_ok();
+    value_ok && (!m.key_out() || pm.alloc.is_used(read_u64(pool, leaf + LEAF_KEY)))
+}
+
+/// Make a version-7 (or older) pool version 8 (a writable open, after recovery): erase
+/// every free leaf slot whose leaf passes its checks (a deleted leaf whose erase mark, a
+/// plain store before version 8, never reached PM), persist, then mark the version. From
+/// then on recovery takes such a leaf for a record whose bit was lost.
+fn upgrade_to_8(pm: &Pm) -> Result<()> {
+    let pool = &*pm.pool;
+    let mut stale = Vec::new();
+    pm.alloc.for_each_slot(LEAF, |leaf, used| {
+        // SAFETY: recovery runs alone: nothing writes leaves meanwhile.
+        if !used && unsafe { leaf_damage(pool, leaf, false) }.is_none() {
+            stale.push(leaf);
+        }
+    });
+    for &leaf in &stale {
+        // SAFETY: a free leaf slot; recovery runs alone.
+        unsafe { write_u64(pool, leaf + LEAF_META, erased_word(leaf, 0)) };
+        pool.flush_off(leaf + LEAF_META, 8);
+    }
+    pool.fence();
+    let sb = pool.root(SUPER_ROOT);
+    // SAFETY: the superblock's version field; recovery runs alone.
+    unsafe { pool.at::<u32>(sb + 8).write(SUPER_VERSION) };
+    pool.persist_off(sb + 8, 4);
+    Ok(())
 }
 
 /// Free every used object of type `ty` whose offset is not in `marked`.
@@ -540,11 +621,12 @@ mod tests {
         }
     }
 
-    /// After a crash, a used leaf that fails its checks is an insert cut short if a lane
-    /// names it (undone, counted, the rest of the pool opens), and damage if none does
-    /// (the open fails). A writable open clears the lane words.
+    /// Version 8: an insert's bit is not persisted, so after a crash its leaf may sit in a
+    /// free slot; recovery takes it back if it passes every check, counts it, and sets its
+    /// bit. A torn one (its value check never reached PM) stays free, and the rest opens.
+    /// Damage to a leaf whose bit is set still fails the open.
     #[test]
-    fn a_torn_insert_named_by_a_lane_is_undone_and_unnamed_damage_fails() {
+    fn a_leaf_whose_bit_was_lost_is_adopted_and_a_torn_one_stays_free() {
         let sim = pmkv_testutil::sim_opts(1 << 20);
         let h = Hart::open(Arc::new(Pool::create_sim("hart", &sim).unwrap()), Options::default()).unwrap();
         for i in 0..4u8 {
@@ -553,28 +635,67 @@ mod tests {
         let mut leaves = Vec::new();
         h.pm.alloc.for_each_used(LEAF, |l| leaves.push(l));
         let (first, last) = (leaves[0], *leaves.iter().max().unwrap());
-        let mut img = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
-        let named = insert_log::named(&h.pm.pool, h.pm.logs_off);
-        assert!(named.contains(&last), "the last insert's leaf {last:#x} is named: {named:x?}");
-        assert!(!named.contains(&first), "{named:x?}");
-        let logs = h.pm.logs_off;
+        let img = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
         drop(h);
-        // Tear the last insert: its value check word never reached PM.
-        img[(last + LEAF_VCHECK) as usize..][..8].fill(0);
         let open =
             |img: &[u8]| Hart::open(Arc::new(Pool::from_image(img, Some("hart"), &sim).unwrap()), Options::default());
+        // Only what was flushed and fenced: the leaves, not their bits.
         let h = open(&img).unwrap();
-        assert_eq!(h.recovery_report().detail_u64("inserts_rolled_back"), Some(1));
+        assert_eq!(h.recovery_report().detail_u64("inserts_adopted"), Some(4));
+        assert_eq!(h.len(), 4);
+        h.check().unwrap();
+        drop(h);
+        // Tear the last insert: its value check word never reached PM.
+        let mut torn = img.clone();
+        torn[(last + LEAF_VCHECK) as usize..][..8].fill(0);
+        let h = open(&torn).unwrap();
+        assert_eq!(h.recovery_report().detail_u64("inserts_adopted"), Some(3));
         assert_eq!(h.len(), 3, "the torn insert is undone, the others kept");
         assert_eq!(get(&h, b"a").as_deref(), Some(&[0u8][..]));
         h.check().unwrap();
-        assert!(insert_log::named(&h.pm.pool, logs).is_empty(), "a writable open clears the lane words");
-        // The same damage to a leaf no lane names fails the open.
+        // Once the bits are set (the open above persisted them), the same damage to a
+        // used leaf fails the open.
         let mut img = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
         drop(h);
         img[(first + LEAF_VCHECK) as usize..][..8].fill(0);
         let r = open(&img);
         assert!(matches!(r, Err(Error::Corrupt(_))), "{:?}", r.err());
+    }
+
+    /// An insert into a slot whose previous leaf was deleted, torn so that only its meta
+    /// word reached PM, must not come back with the deleted record's value: the new
+    /// leaf's generation makes the old value check fail (`insert::fresh_gen`).
+    #[test]
+    fn a_torn_reinsert_into_a_deleted_slot_does_not_resurrect_the_old_value() {
+        let sim = pmkv_testutil::sim_opts(1 << 20);
+        let h = Hart::open(Arc::new(Pool::create_sim("hart", &sim).unwrap()), Options::default()).unwrap();
+        h.put(b"k", b"old").unwrap();
+        let mut leaves = Vec::new();
+        h.pm.alloc.for_each_used(LEAF, |l| leaves.push(l));
+        let leaf = leaves[0];
+        assert!(h.delete(b"k").unwrap());
+        let before = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
+        h.put(b"k", b"new").unwrap();
+        let mut l2 = Vec::new();
+        h.pm.alloc.for_each_used(LEAF, |l| l2.push(l));
+        assert_eq!(l2, vec![leaf], "the slot is reused");
+        let after = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
+        drop(h);
+        let open =
+            |img: &[u8]| Hart::open(Arc::new(Pool::from_image(img, Some("hart"), &sim).unwrap()), Options::default());
+        // Every mix of the slot's 8 words, old or new.
+        for mask in 0..256u32 {
+            let mut img = before.clone();
+            for w in 0..8 {
+                if mask & (1 << w) != 0 {
+                    let at = leaf as usize + 8 * w;
+                    img[at..at + 8].copy_from_slice(&after[at..at + 8]);
+                }
+            }
+            let h = open(&img).unwrap();
+            let v = get(&h, b"k");
+            assert!(v.is_none() || v.as_deref() == Some(&b"new"[..]), "mix {mask:#x}: {v:?}");
+        }
     }
 
     /// After a crash a used leaf whose line was zeroed (a zeroed page of leaves) is damage,
@@ -584,24 +705,26 @@ mod tests {
     fn after_a_crash_a_zeroed_leaf_is_damage_and_an_erased_one_a_delete() {
         let sim = pmkv_testutil::sim_opts(1 << 20);
         let h = Hart::open(Arc::new(Pool::create_sim("hart", &sim).unwrap()), Options::default()).unwrap();
-        // Values in objects: their inserts are two-persist ones, which no lane names.
         for i in 0..4u8 {
             h.put(&[b'a' + i], &[i; 20]).unwrap();
         }
         let mut leaves = Vec::new();
         h.pm.alloc.for_each_used(LEAF, |l| leaves.push(l));
-        let named = insert_log::named(&h.pm.pool, h.pm.logs_off);
-        let first = *leaves.iter().find(|l| !named.contains(l)).expect("a leaf no lane names");
-        let img = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
-        drop(h);
+        let first = leaves[0];
         let open =
             |img: &[u8]| Hart::open(Arc::new(Pool::from_image(img, Some("hart"), &sim).unwrap()), Options::default());
+        // An open persists the bits the inserts left unpersisted (version 8).
+        let img = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
+        drop(h);
+        let h = open(&img).unwrap();
+        let img = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
+        drop(h);
         let mut zeroed = img.clone();
         zeroed[first as usize..][..LEAF_SIZE].fill(0);
         let r = open(&zeroed);
         assert!(matches!(&r, Err(Error::Corrupt(m)) if m.contains("meta word is zero")), "{:?}", r.err());
         let mut erased = img.clone();
-        erased[(first + LEAF_META) as usize..][..8].copy_from_slice(&erased_word(first).to_le_bytes());
+        erased[(first + LEAF_META) as usize..][..8].copy_from_slice(&erased_word(first, 0).to_le_bytes());
         let h = open(&erased).unwrap();
         assert_eq!(h.len(), 3, "the delete is finished");
         h.check().unwrap();

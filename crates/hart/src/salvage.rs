@@ -57,7 +57,7 @@ pub(crate) fn salvage(image: &[u8], emit: Emit<'_>) -> Result<SalvageReport> {
         let leaf = leaf as u64;
         let Some(w) = u64_at(image, leaf + LEAF_META) else { continue };
         let m = Meta::decode(w);
-        if w == erased_word(leaf) || m.key_check == 0 || !m.flags_valid() {
+        if is_erased(leaf, w) || m.key_check == 0 || !m.flags_valid() {
             continue;
         }
         let key = if m.key_out() {

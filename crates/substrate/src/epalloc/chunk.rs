@@ -207,6 +207,24 @@ pub(crate) fn set_bit_ordered(
     used: bool,
     fence: bool,
 ) -> std::result::Result<HeaderWord, BitError> {
+    let old = set_bit_lazy(pool, fmt, chunk, slot, used)?;
+    pool.flush_off(chunk, 8);
+    if fence {
+        pool.fence_after_rmw();
+    }
+    Ok(old)
+}
+
+/// [`set_bit_ordered`] with no flush and no fence: the new word stays in the cache until
+/// it is written back or persisted with a later change of the same word (see
+/// `EpAlloc::publish_lazy`).
+pub(crate) fn set_bit_lazy(
+    pool: &Pool,
+    fmt: Format,
+    chunk: u64,
+    slot: usize,
+    used: bool,
+) -> std::result::Result<HeaderWord, BitError> {
     let w = word(pool, chunk);
     let bit = 1u64 << slot;
     pool.note_store();
@@ -222,13 +240,7 @@ pub(crate) fn set_bit_ordered(
         let bitmap = if used { old.bitmap() | bit } else { old.bitmap() & !bit };
         let new = HeaderWord::encode(fmt, chunk, bitmap);
         match w.compare_exchange_weak(cur, new.0, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => {
-                pool.flush_off(chunk, 8);
-                if fence {
-                    pool.fence_after_rmw();
-                }
-                return Ok(old);
-            }
+            Ok(_) => return Ok(old),
             Err(now) => cur = now,
         }
     }

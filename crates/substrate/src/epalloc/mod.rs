@@ -286,6 +286,67 @@ impl EpAlloc {
         Ok(())
     }
 
+    /// [`EpAlloc::publish`] with no flush and no fence: the bit is set in the cache and
+    /// reaches PM whenever its line is written back (or with the next persisted change of
+    /// the same header word). Only for a type whose recovery finds its used objects by
+    /// their content as well as by their bits, so that a bit lost in a crash is restored
+    /// (HART's leaves from format 8, see `adopt`); the content must be durable before
+    /// this call, so that a bit that does reach PM never covers content that did not.
+    pub fn publish_lazy(&self, off: u64) {
+        if self.pool.check_writable().is_err() {
+            return;
+        }
+        let Some(loc) = self.locate(off) else { return };
+        let Some(i) = loc.slot else {
+            let _ = self.publish_extent(&loc);
+            return;
+        };
+        if loc.it.reserved.load(Ordering::Acquire) & (1 << i) == 0 {
+            return;
+        }
+        let _ = chunk::set_bit_lazy(&self.pool, self.root.fmt, loc.base, i, true);
+    }
+
+    /// Recovery: mark the free slot at `off` used, as found by its content (an object
+    /// published with [`EpAlloc::publish_lazy`] whose bit a crash lost). Its bit is
+    /// flushed, not fenced: the caller fences once after adopting what it found.
+    pub fn adopt(&self, off: u64) -> Result<()> {
+        self.pool.check_writable()?;
+        let loc = self.locate(off).ok_or_else(|| misuse("adopt", off, "not an object offset"))?;
+        let Some(i) = loc.slot else { return Err(misuse("adopt", off, "an extent")) };
+        let old = loc.it.reserved.fetch_or(1 << i, Ordering::AcqRel);
+        if old & (1 << i) != 0 {
+            return Err(misuse("adopt", off, "the slot is reserved or used"));
+        }
+        chunk::set_bit_ordered(&self.pool, self.root.fmt, loc.base, i, true, false)
+            .map_err(|e| bit_error(e, "adopt", off, loc.base, "already used"))?;
+        Ok(())
+    }
+
+    /// [`EpAlloc::free`] for an engine that persists more under the same fence: reset the
+    /// bit (compare-and-swap, then flush), call `flush_more` (which flushes the engine's
+    /// own lines, e.g. the object's erase mark), fence once, and only then let the slot be
+    /// reserved again, so that no one writes into it before both the reset bit and the
+    /// caller's lines are durable. The locked compare-and-swap comes before any flush,
+    /// which it would otherwise wait for.
+    pub fn free_with(&self, off: u64, flush_more: impl FnOnce()) -> Result<()> {
+        self.pool.check_writable()?;
+        let loc = self.locate(off).ok_or_else(|| misuse("free", off, "not an object offset"))?;
+        let Some(i) = loc.slot else {
+            flush_more();
+            self.pool.fence();
+            return self.free_extent(&loc);
+        };
+        let gen = loc.it.gen.load(Ordering::Acquire);
+        chunk::set_bit_ordered(&self.pool, self.root.fmt, loc.base, i, false, false)
+            .map_err(|e| bit_error(e, "free", off, loc.base, "the object is not used"))?;
+        flush_more();
+        self.pool.fence();
+        let old = loc.it.reserved.fetch_and(!(1 << i), Ordering::AcqRel);
+        self.released(loc.list, loc.id, gen, old, 1 << i);
+        Ok(())
+    }
+
     /// Give back a reserved object that was never published. No PM write.
     pub fn unreserve(&self, off: u64) {
         let _ = self.try_unreserve(off);
