@@ -662,6 +662,40 @@ mod tests {
         assert!(matches!(r, Err(Error::Corrupt(_))), "{:?}", r.err());
     }
 
+    /// A version-7 delete's erase mark was a plain store, which a crash could lose: such a
+    /// deleted leaf sits in a free slot and passes its checks. The writable open that
+    /// upgrades the pool to version 8 erases it before marking the version, so the
+    /// record does not come back (version-8 recovery adopts complete leaves in free slots).
+    #[test]
+    fn the_upgrade_to_8_erases_deleted_leaves_that_lost_their_erase_mark() {
+        let sim = pmkv_testutil::sim_opts(1 << 20);
+        let h = Hart::open(Arc::new(Pool::create_sim("hart", &sim).unwrap()), Options::default()).unwrap();
+        h.put(b"gone", b"1").unwrap();
+        h.put(b"kept", b"2").unwrap();
+        let mut leaves = Vec::new();
+        h.pm.alloc.for_each_used(LEAF, |l| leaves.push(l));
+        let leaf = *leaves.iter().find(|&&l| read_u32(&h.pm.pool, l + LEAF_KEY) == u32::from_le_bytes(*b"gone")).unwrap();
+        let meta_word = read_u64(&h.pm.pool, leaf + LEAF_META);
+        assert!(h.delete(b"gone").unwrap());
+        let sb = h.pool().root(SUPER_ROOT);
+        let mut img = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
+        drop(h);
+        // A version-7 pool whose delete of "gone" lost its erase mark.
+        img[(sb + 8) as usize..][..4].copy_from_slice(&7u32.to_le_bytes());
+        img[(leaf + LEAF_META) as usize..][..8].copy_from_slice(&meta_word.to_le_bytes());
+        let h = Hart::open(Arc::new(Pool::from_image(&img, Some("hart"), &sim).unwrap()), Options::default()).unwrap();
+        assert_eq!(get(&h, b"gone"), None);
+        assert_eq!(get(&h, b"kept").as_deref(), Some(&b"2"[..]));
+        assert_eq!(read_u32(&h.pm.pool, sb + 8), SUPER_VERSION);
+        assert!(is_erased(leaf, read_u64(&h.pm.pool, leaf + LEAF_META)));
+        // And a crash right after the upgrade keeps it so.
+        let img = h.pool().sim().unwrap().image_now(h.pool(), pmkv_substrate::Eviction::None);
+        drop(h);
+        let h = Hart::open(Arc::new(Pool::from_image(&img, Some("hart"), &sim).unwrap()), Options::default()).unwrap();
+        assert_eq!(get(&h, b"gone"), None);
+        assert_eq!(h.len(), 1);
+    }
+
     /// An insert into a slot whose previous leaf was deleted, torn so that only its meta
     /// word reached PM, must not come back with the deleted record's value: the new
     /// leaf's generation makes the old value check fail (`insert::fresh_gen`).
