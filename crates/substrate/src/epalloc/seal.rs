@@ -107,6 +107,10 @@ impl EpAlloc {
                     if !h.is_valid(self.root.fmt, off) {
                         return None;
                     }
+                    // A bit set with `EpAlloc::publish_lazy` may still be only in the
+                    // cache: persist every header the seal covers (the caller fences),
+                    // or a power loss after a clean close would fail the seal.
+                    pool.flush_off(off, 8);
                     h.0
                 };
                 s.item(off, word);
@@ -127,6 +131,7 @@ impl Drop for EpAlloc {
             return;
         }
         let seal = self.compute_seal().unwrap_or(0);
+        pool.fence();
         if seal != pool.seal() {
             pool.set_seal(seal);
         }
