@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::hart::Hart;
 use crate::hash_table::hash_key;
 use crate::layout::*;
-use crate::pm::PmKeys;
+use crate::pm::{HotKeys, PmKeys};
 
 impl Hart {
     pub(crate) fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
@@ -72,7 +72,7 @@ impl Hart {
             Ok::<u64, Error>(made)
         };
         // SAFETY: given only leaves of this ART, under its write lock.
-        let ks = unsafe { PmKeys::new(&self.pm.pool) };
+        let ks = HotKeys { keys: unsafe { PmKeys::new(&self.pm.pool) }, hot: art.hot };
         match art.upsert(key, make, &ks)? {
             // SAFETY: a used leaf of this ART, whose write lock we hold.
             Err(existing) => unsafe { self.update(existing, value) },
@@ -86,6 +86,7 @@ impl Hart {
                 self.pm.pool.fence();
                 // Line 18: the leaf bit, not persisted (see above).
                 self.pm.alloc.publish_lazy(made);
+                art.hot.remember(made, key);
                 Ok(())
             }
         }

@@ -175,6 +175,23 @@ pub(crate) struct FreeingKeys<'a> {
     pub alloc: &'a pmkv_substrate::epalloc::EpAlloc,
 }
 
+/// [`PmKeys`] that serves one leaf's key from its DRAM copy (an insert's descent: the
+/// ART's [`HotLeaf`], the leaf of its last insert, whose line the flushing modes evicted).
+pub(crate) struct HotKeys<'a> {
+    pub keys: PmKeys<'a>,
+    pub hot: crate::art::HotLeaf,
+}
+
+impl KeySource for HotKeys<'_> {
+    #[inline]
+    fn with_key<R>(&self, leaf: u64, f: impl FnOnce(&[u8]) -> R) -> R {
+        match self.hot.key_of(leaf) {
+            Some(k) => f(k),
+            None => self.keys.with_key(leaf, f),
+        }
+    }
+}
+
 impl KeySource for FreeingKeys<'_> {
     #[inline]
     fn with_key<R>(&self, leaf: u64, f: impl FnOnce(&[u8]) -> R) -> R {
