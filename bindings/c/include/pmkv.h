@@ -196,9 +196,11 @@ typedef struct pmkv_mg_options {
    * Split allocation (non-zero; SPEC M7): the region is mapped at an address fixed when
    * the pool is created and holds a persistent heap, from which `malloc`, `calloc`,
    * `realloc` and `free` (and C++'s `new` and `delete`) allocate while a read-write
-   * request runs `process_request`; everywhere else they are the C library's. Needs
-   * the program linked with libpmkv (or libpmkv in `LD_PRELOAD`), which replaces those
-   * functions: otherwise the open fails with `PMKV_E_UNSUPPORTED`. Aligned allocations
+   * request runs `process_request`; everywhere else they are the C library's. Opt-in:
+   * libpmkv itself leaves `malloc` alone; the program must be linked with
+   * `-lpmkv_malloc` (`pkg-config pmkv-malloc`) or run with `LD_PRELOAD=libpmkv_malloc.so`,
+   * which defines those functions; otherwise the open fails with `PMKV_E_UNSUPPORTED`
+   * and a message naming that fix. Aligned allocations
    * (`posix_memalign`, `aligned_alloc`) are not redirected. Must match how the pool was
    * created.
    */

@@ -8,8 +8,8 @@
 
 #![allow(non_camel_case_types)] // C type names: pmkv_store, pmkv_cursor, pmkv_options
 
-mod interpose;
 pub mod mangosteen;
+mod split;
 
 use pmkv::{ErrorKind, KeyRange, Options, Store};
 use std::cell::RefCell;

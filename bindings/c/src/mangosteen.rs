@@ -11,8 +11,9 @@
 //! fresh mapping at each open, so the state must hold offsets, not pointers. With
 //! `split_heap` (M7) the region is mapped at an address fixed when the pool is created and
 //! holds a persistent heap: inside a read-write request `malloc`, `calloc`, `realloc` and
-//! `free` (and C++'s `new` and `delete`) allocate from it (`src/interpose.rs`), so the
-//! application keeps ordinary pointers, and finds its state again through
+//! `free` (and C++'s `new` and `delete`) allocate from it, when the program opted in by
+//! loading libpmkv_malloc (`bindings/c/malloc`; `src/split.rs`), so the application keeps
+//! ordinary pointers, and finds its state again through
 //! [`pmkv_mg_root`] / [`pmkv_mg_set_root`].
 //!
 //! Listing 1 maps one to one: `initAppClient` → `init_client`, `destroyAppClient` →
@@ -74,9 +75,11 @@ pub struct pmkv_mg_options {
     /// Split allocation (non-zero; SPEC M7): the region is mapped at an address fixed when
     /// the pool is created and holds a persistent heap, from which `malloc`, `calloc`,
     /// `realloc` and `free` (and C++'s `new` and `delete`) allocate while a read-write
-    /// request runs `process_request`; everywhere else they are the C library's. Needs
-    /// the program linked with libpmkv (or libpmkv in `LD_PRELOAD`), which replaces those
-    /// functions: otherwise the open fails with `PMKV_E_UNSUPPORTED`. Aligned allocations
+    /// request runs `process_request`; everywhere else they are the C library's. Opt-in:
+    /// libpmkv itself leaves `malloc` alone; the program must be linked with
+    /// `-lpmkv_malloc` (`pkg-config pmkv-malloc`) or run with `LD_PRELOAD=libpmkv_malloc.so`,
+    /// which defines those functions; otherwise the open fails with `PMKV_E_UNSUPPORTED`
+    /// and a message naming that fix. Aligned allocations
     /// (`posix_memalign`, `aligned_alloc`) are not redirected. Must match how the pool was
     /// created.
     pub split_heap: c_int,
@@ -292,12 +295,10 @@ pub unsafe extern "C" fn pmkv_mg_open(
         };
         let region = o.map_or(0, |o| o.region_size);
         let heap = o.is_some_and(|o| o.split_heap != 0);
-        if heap && !crate::interpose::active() {
-            return fail(
-                ErrorKind::Unsupported,
-                "split_heap: this program's malloc is not libpmkv's (link the program with libpmkv, or put it \
-                 in LD_PRELOAD; a library loaded with dlopen cannot replace malloc)",
-            );
+        if heap {
+            if let Err(why) = crate::split::attach() {
+                return fail(ErrorKind::Unsupported, why);
+            }
         }
         let mo = mg::Options {
             region_size: if region == 0 { 1 << 20 } else { region },

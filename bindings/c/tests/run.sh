@@ -2,11 +2,21 @@
 # Build the C library and run the C tests against it: plainly and under AddressSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-cargo build -p pmkv-c --locked
+cargo build -p pmkv-c -p pmkv-malloc --locked
 # The release library too: with LTO the compiler inlines libpmkv's own malloc into Rust's
 # allocations, which is where mixing allocators showed (an NBTree open under ASan aborted).
-cargo build --release -p pmkv-c --locked
+cargo build --release -p pmkv-c -p pmkv-malloc --locked
 lib="${CARGO_TARGET_DIR:-target}/debug"
+# Linking libpmkv replaces nothing of the C library: it defines no allocator function
+# (split allocation is the opt-in libpmkv_malloc's, which does).
+for profile in debug release; do
+    so="${CARGO_TARGET_DIR:-target}/$profile/libpmkv.so"
+    if nm -D --defined-only "$so" | grep -wE 'malloc|calloc|realloc|free'; then
+        echo "$so defines allocator functions: linking it would replace the program's malloc" >&2
+        exit 1
+    fi
+    nm -D --defined-only "${CARGO_TARGET_DIR:-target}/$profile/libpmkv_malloc.so" | grep -qw malloc
+done
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 # Every engine with a pool (`pmkv engines`; volatile keeps nothing to reopen).
@@ -24,7 +34,8 @@ for profile in debug release; do
     done
 done
 # Installed as a user installs it (bindings/c/install.sh), found by pkg-config, linked
-# shared and run without LD_LIBRARY_PATH, then linked statically.
+# shared and run without LD_LIBRARY_PATH, then linked statically; split allocation
+# through pkg-config's pmkv-malloc.
 bindings/c/install.sh "$out/prefix" >/dev/null
 pc="$out/prefix/lib/pkgconfig"
 # shellcheck disable=SC2046
@@ -39,17 +50,33 @@ if ldd "$out/test_static" | grep -q libpmkv; then
     exit 1
 fi
 "$out/test_static" "$out" hart
+# shellcheck disable=SC2046
+gcc -std=c11 -Wall -Wextra -Werror bindings/c/tests/test_mangosteen_heap.c \
+    $(PKG_CONFIG_PATH="$pc" pkg-config --cflags --libs pmkv-malloc) -o "$out/test_installed_heap"
+env -u LD_LIBRARY_PATH "$out/test_installed_heap" "$out"
 # Mangosteen's callback API (Listing 1) from C. Not under AddressSanitizer: the runtime
 # finds the application's writes by write-protecting its region and catching SIGSEGV,
 # which ASan claims for itself.
 gcc -std=c11 -Wall -Wextra -Werror -g -pthread -Ibindings/c/include bindings/c/tests/test_mangosteen.c \
     -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen"
 "$out/test_mangosteen" "$out"
-# Split allocation (M7): a C application's malloc'd state made durable. Not under ASan
-# either (ASan replaces malloc itself, before libpmkv's).
+# Split allocation (M7): a C application's malloc'd state made durable, with the opt-in
+# libpmkv_malloc linked, then preloaded. Not under ASan either (ASan replaces malloc
+# itself, before libpmkv_malloc's).
 gcc -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_heap.c \
-    -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_heap"
+    -L"$lib" -Wl,--no-as-needed -lpmkv_malloc -Wl,--as-needed -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" \
+    -o "$out/test_mangosteen_heap"
 "$out/test_mangosteen_heap" "$out"
+# With plain -lpmkv the program keeps the C library's malloc, and split_heap is refused
+# with the fix in the message; preloading libpmkv_malloc then makes it work.
+gcc -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_heap.c \
+    -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_heap_plain"
+if ldd "$out/test_mangosteen_heap_plain" | grep -q libpmkv_malloc; then
+    echo "a program linked with -lpmkv loads libpmkv_malloc" >&2
+    exit 1
+fi
+"$out/test_mangosteen_heap_plain" "$out" refused
+LD_PRELOAD="$(cd "$lib" && pwd)/libpmkv_malloc.so" "$out/test_mangosteen_heap_plain" "$out"
 # Compiler capture (bindings/c/bin/pmkv-cc: clang's instrumentation, libpmkv's hooks): the
 # same kind of application with no fault handler, verified to miss no byte.
 bindings/c/bin/pmkv-cc -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_cc.c \

@@ -4,7 +4,9 @@
  * change to how it allocates. Checks: blocks malloc'd inside read-write requests lie in
  * the region, others do not; the table survives a close and reopen at the same address
  * (its pointers stay valid) and matches a model after every phase; freed blocks are
- * reused; pmkv_mg_set_root is refused outside a request. Usage: test_mangosteen_heap DIR. */
+ * reused; pmkv_mg_set_root is refused outside a request. Needs libpmkv_malloc (the opt-in
+ * interposer). Usage: test_mangosteen_heap DIR; or test_mangosteen_heap DIR refused, for a
+ * build linked with plain -lpmkv: split_heap must then be refused, naming the fix. */
 #define _DEFAULT_SOURCE
 #include "pmkv.h"
 #include "check.h"
@@ -169,10 +171,23 @@ static pmkv_mg *open_store(const char *path, int create) {
 }
 
 int main(int argc, char **argv) {
-    CHECK(argc == 2);
+    CHECK(argc == 2 || (argc == 3 && strcmp(argv[2], "refused") == 0));
     char path[4096];
     snprintf(path, sizeof path, "%s/mg-heap.pool", argv[1]);
     unlink(path);
+    if (argc == 3) {
+        /* libpmkv alone leaves malloc to the C library, so split_heap cannot work. */
+        pmkv_mg_options o = {0};
+        o.create = 1;
+        o.split_heap = 1;
+        pmkv_mg *m = NULL;
+        CHECK(pmkv_mg_open(path, &o, &CALLBACKS, NULL, &m) == PMKV_E_UNSUPPORTED);
+        CHECK(m == NULL);
+        CHECK(strstr(pmkv_last_error(), "libpmkv_malloc") != NULL);
+        CHECK(strstr(pmkv_last_error(), "LD_PRELOAD") != NULL);
+        unlink(path);
+        return 0;
+    }
 
     pmkv_mg *m = open_store(path, 1);
     pmkv_mg_client *c = NULL;

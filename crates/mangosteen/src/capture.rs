@@ -24,6 +24,18 @@ pub struct RegionBuf {
     ptr: *mut u8,
     len: usize,
     map_len: usize,
+    /// Mapped at a fixed address (`new_at`), so listed in [`FIXED`].
+    fixed: bool,
+}
+
+/// The fixed-address mappings of this process (start, length): what salvage's child
+/// process unmaps to take a copy's address that a live store holds (`salvage.rs`).
+static FIXED: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// The fixed-address mappings, locked: held across a `fork`, so that the child's copy of
+/// the list is consistent (the guard, dropped in both processes, unlocks each one's copy).
+pub(crate) fn fixed_mappings() -> std::sync::MutexGuard<'static, Vec<(usize, usize)>> {
+    FIXED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 // SAFETY: a plain owned buffer; access is governed by the borrow rules of `&`/`&mut`.
@@ -51,7 +63,7 @@ impl RegionBuf {
         if p == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(RegionBuf { ptr: p as *mut u8, len, map_len })
+        Ok(RegionBuf { ptr: p as *mut u8, len, map_len, fixed: false })
     }
 
     /// `len` zero bytes mapped exactly at `addr` (page-aligned), for state that holds
@@ -82,7 +94,8 @@ impl RegionBuf {
             unsafe { libc::munmap(p, map_len) };
             return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, "the region's address is taken"));
         }
-        Ok(RegionBuf { ptr: p as *mut u8, len, map_len })
+        fixed_mappings().push((addr, map_len));
+        Ok(RegionBuf { ptr: p as *mut u8, len, map_len, fixed: true })
     }
 
     /// A free address for a new fixed region of `len` bytes: random (so that pools
@@ -159,6 +172,12 @@ impl std::ops::DerefMut for RegionBuf {
 
 impl Drop for RegionBuf {
     fn drop(&mut self) {
+        if self.fixed {
+            let mut f = fixed_mappings();
+            if let Some(i) = f.iter().position(|&(a, _)| a == self.ptr as usize) {
+                f.swap_remove(i);
+            }
+        }
         // SAFETY: the mapping made in `new`, no longer borrowed.
         unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.map_len) };
     }

@@ -28,9 +28,11 @@ pub enum Error {
     )]
     Version { found: u32, supported: u32 },
     /// The region's fixed address (M7) is taken in this process, most likely by another
-    /// open of the same pool.
+    /// open of the same pool (or of a copy of it, such as a crash image). Salvage of a
+    /// copy works all the same (it runs in a child process, `salvage.rs`).
     #[error(
-        "the region's fixed address {addr:#x} is in use in this process (is this pool, or a copy of it, open already?)"
+        "the region's fixed address {addr:#x} is in use in this process (is this pool, or a copy of it, open \
+         already? close it first, or salvage the copy, which runs in a child process)"
     )]
     AddressInUse { addr: u64 },
     /// The combiner panicked while committing a batch: the batch is not durable.

@@ -101,7 +101,7 @@ pub struct ReproduceArgs {
     /// paper's competitors woart, artcow, fptree, and nbtree, volatile, lmdb-wm-nosync; for
     /// nbtree: nbtree, its paper's competitors fptree, fastfair, utree, and hart, volatile.
     /// A default engine this build lacks is skipped and named in the report. Not run
-    /// unless named: mangosteen (page-captured batches, 20-110 µs a write) and lmdb-sync.
+    /// unless named: mangosteen (not the HART paper's) and lmdb-sync (an fdatasync a write).
     #[arg(long = "engine", short = 'e')]
     pub engines: Vec<String>,
     /// Runs of each measurement, in alternating rounds; reports give the median and the

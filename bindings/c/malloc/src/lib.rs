@@ -1,53 +1,131 @@
-//! The C side of split allocation (SPEC M7): `malloc`, `calloc`, `realloc` and `free`,
-//! exported by libpmkv, so that a C or C++ application's allocations made inside a
-//! read-write request of a runtime opened with `split_heap` come from the persistent heap
-//! in its durable region, and all others from the C library — without changing the
-//! application's code. C++'s `new` and `delete` call `malloc` and `free` in libstdc++, so
-//! they follow.
+//! libpmkv_malloc: the opt-in half of split allocation from C and C++ (SPEC M7). It
+//! defines `malloc`, `calloc`, `realloc` and `free`, so that a C or C++ application's
+//! allocations made inside a read-write request of a Mangosteen runtime opened with
+//! `split_heap` come from the persistent heap in its durable region, and all others from
+//! the C library — without changing the application's code. C++'s `new` and `delete` call
+//! `malloc` and `free` in libstdc++, so they follow.
 //!
-//! **How the symbols take effect.** A program linked with `-lpmkv` (shared or static), or
-//! run with libpmkv in `LD_PRELOAD`, resolves `malloc` to these functions (the dynamic
-//! linker searches the program, then its libraries in order, and the C library comes
-//! last); glibc supports replacing its allocator this way as long as `malloc`, `free`,
-//! `calloc` and `realloc` are all replaced. A libpmkv loaded later with `dlopen` does not
-//! interpose: `pmkv_mg_open` checks that these functions really receive the program's
-//! calls and refuses `split_heap` otherwise (see [`active`]).
+//! **Opt-in.** libpmkv itself defines no allocator function, so linking it never replaces
+//! a program's `malloc`. A program that wants `split_heap` links this library
+//! (`-lpmkv_malloc`, `pkg-config pmkv-malloc`) or runs with it in `LD_PRELOAD`: the
+//! dynamic linker searches the program, then its libraries in order, and the C library
+//! comes last; glibc supports replacing its allocator this way as long as `malloc`,
+//! `free`, `calloc` and `realloc` are all replaced. A copy loaded later with `dlopen` does
+//! not interpose. Until libpmkv opens a `split_heap` runtime, every call is forwarded.
 //!
-//! **Forwarding.** Outside a request (the common case: one thread-local read) each call
-//! goes to the allocator these functions stand in front of, resolved on the first call:
+//! **The hand-over.** libpmkv (`bindings/c/src/split.rs`), at such an open, finds
+//! [`pmkv_malloc_attach`] with `dlsym`, checks that the program's `malloc` is this
+//! library's (else it refuses `split_heap`, naming the fix) and passes its [`Hooks`]:
+//! from then on each call first asks libpmkv whether the thread is inside a request. This
+//! library has no link dependency on libpmkv (it can be preloaded into any program), and
+//! the split state stays in one place, libpmkv. A shared library only: `dlsym` does not
+//! see the symbols of an archive linked into a program.
+//!
+//! **Forwarding.** Outside a request (the common case: an atomic load, and once attached
+//! one call into libpmkv that reads a thread-local) each call goes to the allocator these
+//! functions stand in front of, resolved on the first call:
 //! - when they are the program's `malloc` (the normal case), the next definition, the C
 //!   library's (`dlsym(RTLD_NEXT, ...)`);
 //! - when another allocator comes first (AddressSanitizer's, an `LD_PRELOAD`ed one, or a
-//!   libpmkv loaded with `dlopen`), the program's own (`dlsym(RTLD_DEFAULT, ...)`).
-//!
-//! The second case matters because libpmkv's Rust code (`std`'s `System` allocator under
-//! [`pmkv::SplitAlloc`]) calls `malloc` and `free` too, and the compiler, which knows
-//! these definitions, may inline some of those calls into these bodies (the release
-//! build, with LTO, did so for `malloc` but not for `free`) while the rest go through the
-//! dynamic symbol to the program's allocator. Forwarding to the C library there would
-//! hand out a glibc block that ASan's `free` is then given ("attempting free on address
-//! which was not malloc()-ed", met opening an NBTree pool from C under ASan). Forwarding
-//! to the program's allocator makes both routes end in the same allocator. A re-entrant
-//! call (that allocator calling the definition after it, which is this one) goes to the
-//! C library instead, so the two can never call each other in a loop.
+//!   copy loaded with `dlopen`), the program's own (`dlsym(RTLD_DEFAULT, ...)`), so that a
+//!   block this library's own code (Rust's `System` allocator, whose `malloc` calls the
+//!   compiler may bind to these definitions) obtains and one freed through the program's
+//!   `free` end in the same allocator. A re-entrant call (that allocator calling the
+//!   definition after it, which is this one) goes to the C library instead, so the two can
+//!   never call each other in a loop.
 //!
 //! `dlsym` may itself allocate; a thread that is resolving is served from a small static
 //! arena, whose blocks `free` ignores (as it ignores any free while resolving: there is
 //! nothing to forward it to yet).
 //!
-//! **Inside a request** ([`pmkv_mangosteen::SplitAlloc::scope`], entered by the C API
-//! around `process_request` of a read-write request): `malloc`/`calloc` take 16-byte
-//! aligned blocks from the heap (NULL with `ENOMEM` when it is full); `free` of a heap
-//! block returns it to the heap; `realloc` moves between them as needed. A free of a heap
-//! block *outside* a request is not done (it would change persistent state no batch
-//! captures) and is counted as a stray free, as Rust's `SplitAlloc` does. Aligned
-//! allocations (`posix_memalign`, `aligned_alloc`, C++'s aligned `new`) are not
-//! redirected: they stay in the C library's heap, transient, even inside a request.
+//! **Inside a request** (libpmkv enters `SplitAlloc::scope` around `process_request` of a
+//! read-write request): `malloc`/`calloc` take 16-byte aligned blocks from the heap (NULL
+//! with `ENOMEM` when it is full); `free` of a heap block returns it to the heap;
+//! `realloc` moves between them as needed. A free of a heap block *outside* a request is
+//! not done (it would change persistent state no batch captures) and is counted as a stray
+//! free, as Rust's `SplitAlloc` does. Aligned allocations (`posix_memalign`,
+//! `aligned_alloc`, C++'s aligned `new`) are not redirected: they stay in the C library's
+//! heap, transient, even inside a request.
 
-use pmkv_mangosteen::SplitAlloc;
 use std::cell::Cell;
-use std::ffi::c_void;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
+
+/// The version of [`Hooks`] this library understands (libpmkv's `split.rs` sends it).
+const HOOKS_VERSION: u32 = 1;
+
+/// What libpmkv hands over (the layout of `bindings/c/src/split.rs`'s `Hooks`).
+#[repr(C)]
+pub struct Hooks {
+    version: u32,
+    /// Inside a request: `*out` = a block of the request's heap (NULL when full), and 1.
+    alloc: unsafe extern "C" fn(n: usize, out: *mut *mut c_void) -> c_int,
+    /// 1 if libpmkv dealt with the block (a heap block freed, or a stray free counted).
+    free: unsafe extern "C" fn(p: *mut c_void) -> c_int,
+    /// 1 and the usable size for a block of the current request's heap; -1 for a
+    /// persistent block outside its request; 0 for anything else.
+    block: unsafe extern "C" fn(p: *const c_void, size: *mut usize) -> c_int,
+}
+
+/// libpmkv's hooks, once a `split_heap` runtime was opened (null: forward everything).
+static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Called by libpmkv when it opens a `split_heap` runtime: from then on, calls made inside
+/// its read-write requests are served from their heaps. 0 on success, -1 if `hooks` is
+/// NULL or of another version (a libpmkv of another release).
+///
+/// # Safety
+///
+/// `hooks` is NULL or points to a `Hooks` that stays valid for the life of the process.
+#[no_mangle]
+pub unsafe extern "C" fn pmkv_malloc_attach(hooks: *const Hooks) -> c_int {
+    // SAFETY: NULL or valid (the caller's contract); only the version is read here.
+    match unsafe { hooks.as_ref() } {
+        Some(h) if h.version == HOOKS_VERSION => {
+            HOOKS.store(hooks as *mut Hooks, Ordering::Release);
+            0
+        }
+        _ => -1,
+    }
+}
+
+fn hooks() -> Option<&'static Hooks> {
+    // SAFETY: null or set by `pmkv_malloc_attach`, valid for the process's life.
+    unsafe { HOOKS.load(Ordering::Acquire).as_ref() }
+}
+
+/// Inside a request: `Some(block of its heap, or NULL with ENOMEM)`.
+fn heap_alloc(n: usize) -> Option<*mut c_void> {
+    let h = hooks()?;
+    let mut p = std::ptr::null_mut();
+    // SAFETY: libpmkv's hook, given a local to write.
+    if unsafe { (h.alloc)(n, &mut p) } == 0 {
+        return None;
+    }
+    if p.is_null() {
+        set_enomem();
+    }
+    Some(p)
+}
+
+/// Whether libpmkv took `p` (a persistent block).
+fn heap_free(p: *mut c_void) -> bool {
+    // SAFETY: libpmkv's hook; it only compares `p` with its regions' bounds before use.
+    hooks().is_some_and(|h| unsafe { (h.free)(p) } != 0)
+}
+
+/// For `realloc`: `Ok(Some(size))` for a block of the current request's heap, `Ok(None)`
+/// for anything not persistent, `Err(())` for a persistent block outside its request.
+fn heap_block(p: *const c_void) -> Result<Option<usize>, ()> {
+    let Some(h) = hooks() else { return Ok(None) };
+    let mut n = 0;
+    // SAFETY: libpmkv's hook, given a local to write.
+    match unsafe { (h.block)(p, &mut n) } {
+        1 => Ok(Some(n)),
+        0 => Ok(None),
+        _ => Err(()),
+    }
+}
 
 type MallocFn = unsafe extern "C" fn(usize) -> *mut c_void;
 type CallocFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
@@ -195,23 +273,6 @@ fn set_enomem() {
     unsafe { *libc::__errno_location() = libc::ENOMEM };
 }
 
-/// Whether the program's `malloc` calls reach these functions: the program's `malloc`
-/// symbol must be the one defined here. (Not a test call of `malloc` from Rust: the
-/// compiler may inline this object's own definition into that call, which then arrives
-/// here whatever the program's symbol names.)
-pub(crate) fn active() -> bool {
-    program_is_ours()
-}
-
-/// A block of `n` bytes from the heap of the current request.
-fn heap_alloc(h: &pmkv_mangosteen::Heap, n: usize) -> *mut c_void {
-    let p = h.alloc(n.max(1), 16) as *mut c_void;
-    if p.is_null() {
-        set_enomem();
-    }
-    p
-}
-
 /// `malloc`: see the module doc.
 ///
 /// # Safety
@@ -222,8 +283,8 @@ pub unsafe extern "C" fn malloc(n: usize) -> *mut c_void {
     if resolving() {
         return arena_alloc(n);
     }
-    if let Some(h) = SplitAlloc::current() {
-        return heap_alloc(&h, n);
+    if let Some(p) = heap_alloc(n) {
+        return p;
     }
     let p = program(&PROGRAM_MALLOC, c"malloc");
     if p != 0 {
@@ -245,12 +306,11 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
         // The arena is zeroed and never reused.
         return n.checked_mul(size).map_or(std::ptr::null_mut(), arena_alloc);
     }
-    if let Some(h) = SplitAlloc::current() {
-        let Some(total) = n.checked_mul(size) else {
-            set_enomem();
-            return std::ptr::null_mut();
-        };
-        let p = heap_alloc(&h, total);
+    let Some(total) = n.checked_mul(size) else {
+        set_enomem();
+        return std::ptr::null_mut();
+    };
+    if let Some(p) = heap_alloc(total) {
         if !p.is_null() {
             // SAFETY: a fresh block of at least `total` bytes.
             unsafe { std::ptr::write_bytes(p as *mut u8, 0, total) };
@@ -278,14 +338,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     if p.is_null() || in_arena(p) || resolving() {
         return;
     }
-    if let Some(h) = SplitAlloc::current() {
-        if h.contains(p as *const u8) {
-            h.free(p as *mut u8);
-            return;
-        }
-    }
-    if SplitAlloc::in_region(p as *const u8) {
-        SplitAlloc::note_stray();
+    if heap_free(p) {
         return;
     }
     let f = program(&PROGRAM_FREE, c"free");
@@ -324,30 +377,23 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, n: usize) -> *mut c_void {
         // SAFETY: `realloc(NULL, n)` is `malloc(n)`, which has no precondition.
         return unsafe { malloc(n) };
     }
-    let heap = SplitAlloc::current();
-    let from_heap = heap.and_then(|h| h.usable_size(p as *const u8));
     let old = if in_arena(p) {
         // Arena blocks carry no size: at most the rest of the arena.
-        Some(ARENA_SIZE - (p as usize - ARENA.0.get() as usize))
-    } else if from_heap.is_some() {
-        from_heap
-    } else if SplitAlloc::in_region(p as *const u8) {
-        // A persistent block outside its request: it may not change.
-        set_enomem();
-        return std::ptr::null_mut();
-    } else if heap.is_some() || resolving() {
-        None // a C library block moved into the heap (or the arena): size unknown
+        ARENA_SIZE - (p as usize - ARENA.0.get() as usize)
     } else {
-        // SAFETY: a block of the allocator this forwards to (the caller's contract: a
-        // live block that is neither the arena's nor a persistent one).
-        return unsafe { forward_realloc(p, n) };
-    };
-    let Some(old) = old else {
-        // A C library block inside a request: it stays in the C library's heap (it was
-        // never persistent), grown there.
-        // SAFETY: a block of the allocator this forwards to (the caller's contract: a
-        // live block that is neither the arena's nor a persistent one).
-        return unsafe { forward_realloc(p, n) };
+        match heap_block(p) {
+            Ok(Some(old)) => old,
+            Err(()) => {
+                // A persistent block outside its request: it may not change.
+                set_enomem();
+                return std::ptr::null_mut();
+            }
+            // A C library block (inside a request too: it stays in the C library's heap,
+            // it was never persistent), grown there.
+            // SAFETY: a block of the allocator this forwards to (the caller's contract: a
+            // live block that is neither the arena's nor a persistent one).
+            Ok(None) => return unsafe { forward_realloc(p, n) },
+        }
     };
     if n == 0 {
         // SAFETY: `p` is a live block (the caller's contract) that is freed here once and
