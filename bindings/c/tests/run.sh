@@ -55,3 +55,9 @@ gcc -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test
 bindings/c/bin/pmkv-cc -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_cc.c \
     -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_cc"
 "$out/test_mangosteen_cc" "$out"
+# The same from C++ (pmkv-c++, libc++): an ordinary std::map in the region's heap, verified
+# to miss no byte, with an uncaptured write caught and a SIGKILLed writer's acknowledged
+# writes found by the next open.
+bindings/c/bin/pmkv-c++ -std=c++17 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_cxx.cpp \
+    -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_cxx"
+"$out/test_mangosteen_cxx" "$out"
