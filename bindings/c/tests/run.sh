@@ -61,3 +61,21 @@ bindings/c/bin/pmkv-cc -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bi
 bindings/c/bin/pmkv-c++ -std=c++17 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_cxx.cpp \
     -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_cxx"
 "$out/test_mangosteen_cxx" "$out"
+# The C++ store demonstration (bindings/c/demos/mgkv: a LevelDB-like interface over an
+# unchanged std::map) and its db_bench, small: the same code without durability (no
+# libpmkv), with compiler capture in verify mode, and with page capture must find the
+# same keys.
+demo=bindings/c/demos/mgkv
+"${PMKV_CXX:-clang++-19}" -stdlib=libc++ -std=c++17 -O1 -DMGKV_PLAIN -Wall -Wextra -Werror "$demo/db_bench.cc" \
+    -o "$out/db_bench_plain"
+bindings/c/bin/pmkv-c++ -std=c++17 -O1 -Wall -Wextra -Werror -Ibindings/c/include "$demo/db_bench.cc" \
+    -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/db_bench"
+smoke="--num=300 --region_mb=8 --db=$out --benchmarks=fillbatch,readrandom,fillrandom,overwrite,readrandom,readseq,readreverse,fill100K"
+# shellcheck disable=SC2086
+"$out/db_bench_plain" --mode=none $smoke | grep found >"$out/found.none"
+# shellcheck disable=SC2086
+MGKV_VERIFY=1 "$out/db_bench" --mode=compiler $smoke | grep found >"$out/found.compiler"
+# shellcheck disable=SC2086
+"$out/db_bench" --mode=pages $smoke | grep found >"$out/found.pages"
+sed 's/.*(//' "$out/found.none" | diff - <(sed 's/.*(//' "$out/found.compiler")
+sed 's/.*(//' "$out/found.none" | diff - <(sed 's/.*(//' "$out/found.pages")
