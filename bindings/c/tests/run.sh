@@ -79,3 +79,7 @@ MGKV_VERIFY=1 "$out/db_bench" --mode=compiler $smoke | grep found >"$out/found.c
 "$out/db_bench" --mode=pages $smoke | grep found >"$out/found.pages"
 sed 's/.*(//' "$out/found.none" | diff - <(sed 's/.*(//' "$out/found.compiler")
 sed 's/.*(//' "$out/found.none" | diff - <(sed 's/.*(//' "$out/found.pages")
+# The store survives SIGKILL twice (compiler capture, verify mode in the killed writers).
+bindings/c/bin/pmkv-c++ -std=c++17 -Wall -Wextra -Werror -g -Ibindings/c/include -I"$demo" bindings/c/tests/test_mgkv.cpp \
+    -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mgkv"
+MGKV_VERIFY=1 "$out/test_mgkv" "$out"
