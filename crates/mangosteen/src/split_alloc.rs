@@ -145,6 +145,22 @@ impl SplitAlloc {
         f()
     }
 
+    /// Run `f` with this thread's allocations going to the system allocator even inside a
+    /// scope: for the runtime's own work done in the middle of a request (recording a
+    /// captured write may grow the deduplication set). Without it that growth came from
+    /// the persistent heap, whose allocation records a write of its own, which grew the
+    /// set again: a C++ request that allocated after a reopen overflowed the stack.
+    pub(crate) fn outside<R>(f: impl FnOnce() -> R) -> R {
+        struct Restore(Option<Heap>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(self.0));
+            }
+        }
+        let _restore = Restore(CURRENT.with(|c| c.replace(None)));
+        f()
+    }
+
     /// Declare `[start, start+len)` a persistent region, so that a free of one of its
     /// blocks outside a scope is leaked rather than handed to the system allocator. `None`
     /// if all 64 slots are taken.

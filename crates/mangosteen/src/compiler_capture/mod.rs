@@ -145,7 +145,9 @@ unsafe extern "C" fn record(arg: *mut c_void, off: usize, len: usize) {
     // SAFETY: `arg` is the `DedupSet` `Capture::begin` was given, alive and not otherwise
     // borrowed until the guard drops (`begin`'s contract).
     let dedup = unsafe { &mut *(arg as *mut DedupSet) };
-    dedup.record(off as u64, len);
+    // Inside a split-heap request: the set's own growth is the runtime's, not the
+    // application's (see `SplitAlloc::outside`).
+    crate::SplitAlloc::outside(|| dedup.record(off as u64, len));
 }
 
 /// Compiler capture active on this thread for one batch; ends when dropped.
