@@ -135,13 +135,19 @@ impl SplitAlloc {
     /// Run `f` with this thread's allocations coming from `heap` (and frees of its blocks
     /// going back to it); the previous setting is restored afterwards, also on a panic.
     pub fn scope<R>(heap: Heap, f: impl FnOnce() -> R) -> R {
+        Self::with_current(Some(heap), f)
+    }
+
+    /// Run `f` with this thread's current heap set to `heap`, restoring the previous
+    /// setting afterwards, also on a panic.
+    fn with_current<R>(heap: Option<Heap>, f: impl FnOnce() -> R) -> R {
         struct Restore(Option<Heap>);
         impl Drop for Restore {
             fn drop(&mut self) {
                 CURRENT.with(|c| c.set(self.0));
             }
         }
-        let _restore = Restore(CURRENT.with(|c| c.replace(Some(heap))));
+        let _restore = Restore(CURRENT.with(|c| c.replace(heap)));
         f()
     }
 
@@ -151,14 +157,7 @@ impl SplitAlloc {
     /// the persistent heap, whose allocation records a write of its own, which grew the
     /// set again: a C++ request that allocated after a reopen overflowed the stack.
     pub(crate) fn outside<R>(f: impl FnOnce() -> R) -> R {
-        struct Restore(Option<Heap>);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                CURRENT.with(|c| c.set(self.0));
-            }
-        }
-        let _restore = Restore(CURRENT.with(|c| c.replace(None)));
-        f()
+        Self::with_current(None, f)
     }
 
     /// Declare `[start, start+len)` a persistent region, so that a free of one of its
