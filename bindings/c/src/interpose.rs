@@ -203,6 +203,13 @@ pub(crate) fn active() -> bool {
     program_is_ours()
 }
 
+extern "C" {
+    /// Compiler capture's hook for a written range (libpmkv's, `c-hooks`): the copies and
+    /// fills made here into a persistent block are not instrumented, so they report
+    /// themselves (outside a compiler-captured batch it records nothing).
+    fn __tsan_write_range(p: *mut c_void, n: usize);
+}
+
 /// A block of `n` bytes from the heap of the current request.
 fn heap_alloc(h: &pmkv_mangosteen::Heap, n: usize) -> *mut c_void {
     let p = h.alloc(n.max(1), 16) as *mut c_void;
@@ -254,6 +261,9 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
         if !p.is_null() {
             // SAFETY: a fresh block of at least `total` bytes.
             unsafe { std::ptr::write_bytes(p as *mut u8, 0, total) };
+            // This code is not instrumented: tell compiler capture (a no-op otherwise).
+            // SAFETY: the hook only records the range.
+            unsafe { __tsan_write_range(p, total) };
         }
         return p;
     }
@@ -361,6 +371,8 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, n: usize) -> *mut c_void {
     if !q.is_null() {
         // SAFETY: both blocks hold at least `old.min(n)` bytes; they are distinct.
         unsafe { std::ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, old.min(n)) };
+        // SAFETY: the hook only records the range (see `calloc`).
+        unsafe { __tsan_write_range(q, old.min(n)) };
         // SAFETY: the old block, given back once.
         unsafe { free(p) };
     }

@@ -55,3 +55,14 @@ gcc -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test
 bindings/c/bin/pmkv-cc -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_cc.c \
     -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_cc"
 "$out/test_mangosteen_cc" "$out"
+# A durable key-value server from an unchanged hash table (uthash) behind a RESP front end,
+# built with pmkv-cc (bindings/c/demos/kvserver), driven by redis-py: commands, pipelines,
+# malformed input, a full region, and SIGKILLs during traffic, in verify mode. redis-py
+# comes from PyPI into the virtual environment the Python tests use.
+make -s -C bindings/c/demos/kvserver LIBDIR="$(cd "$lib" && pwd)" O="$out" CFLAGS="-O1 -g"
+venv="${CARGO_TARGET_DIR:-target}/pyenv"
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install -q --disable-pip-version-check "redis>=5"
+"$venv/bin/python" bindings/c/tests/test_kvserver.py "$out/kvserver" "$out"

@@ -145,6 +145,27 @@ impl SplitAlloc {
         f()
     }
 
+    /// Run `f` with this thread's allocations from the system allocator even inside a
+    /// scope: for the runtime's own bookkeeping that runs in the middle of a request. The
+    /// compiler-capture hook records a write into the deduplication set, whose buffers
+    /// grow; a buffer taken from the application's heap is itself a write into the region,
+    /// recorded by the same hook, which grows the set again (met as a stack overflow: a C
+    /// application's first request that wrote more blocks than the set had room for).
+    pub(crate) fn outside<R>(f: impl FnOnce() -> R) -> R {
+        let prev = CURRENT.with(|c| c.replace(None));
+        if prev.is_none() {
+            return f();
+        }
+        struct Restore(Option<Heap>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(self.0));
+            }
+        }
+        let _restore = Restore(prev);
+        f()
+    }
+
     /// Declare `[start, start+len)` a persistent region, so that a free of one of its
     /// blocks outside a scope is leaked rather than handed to the system allocator. `None`
     /// if all 64 slots are taken.

@@ -145,7 +145,8 @@ unsafe extern "C" fn record(arg: *mut c_void, off: usize, len: usize) {
     // SAFETY: `arg` is the `DedupSet` `Capture::begin` was given, alive and not otherwise
     // borrowed until the guard drops (`begin`'s contract).
     let dedup = unsafe { &mut *(arg as *mut DedupSet) };
-    dedup.record(off as u64, len);
+    // The set's buffers grow from the system allocator, never the request's heap.
+    crate::SplitAlloc::outside(|| dedup.record(off as u64, len));
 }
 
 /// Compiler capture active on this thread for one batch; ends when dropped.
