@@ -184,7 +184,8 @@ typedef struct pmkv_mg_options {
    */
   uint64_t initial_size;
   /**
-   * Bytes of the durable region of a new pool (0: 1 MiB).
+   * Bytes of the durable region of a new pool (0: 1 MiB). The pool also holds a redo
+   * ring of twice the region's size (a record per 32-byte block), so that any batch fits.
    */
   uint64_t region_size;
   /**

@@ -67,7 +67,8 @@ pub struct pmkv_mg_options {
     /// Size of a new pool file in bytes (0: 64 KiB); it grows on demand, to at least the
     /// region, its redo ring and its page checks.
     pub initial_size: u64,
-    /// Bytes of the durable region of a new pool (0: 1 MiB).
+    /// Bytes of the durable region of a new pool (0: 1 MiB). The pool also holds a redo
+    /// ring of twice the region's size (a record per 32-byte block), so that any batch fits.
     pub region_size: u64,
     /// Run the backend on a thread of its own (non-zero, the paper's design) instead of
     /// applying each batch right after its commit.
@@ -300,8 +301,16 @@ pub unsafe extern "C" fn pmkv_mg_open(
                 return fail(ErrorKind::Unsupported, why);
             }
         }
+        let region = if region == 0 { 1 << 20 } else { region };
         let mo = mg::Options {
-            region_size: if region == 0 { 1 << 20 } else { region },
+            region_size: region,
+            // A record for every block of the region (with at least the runtime's default
+            // of 4,096): the deduplication set logs a block once per batch, so no batch
+            // can outgrow the ring. A batch the ring refuses would have written the DRAM
+            // copy already, and a C application's writes cannot be taken back; an
+            // unchanged data structure may touch much of its state in one request (a hash
+            // table that rehashes every entry when it grows).
+            ring_records: (region / 32 + 1).max(4096),
             background: o.is_some_and(|o| o.background != 0),
             capture,
             verify_capture: o.is_some_and(|o| o.verify_capture != 0),

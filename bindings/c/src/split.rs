@@ -20,7 +20,7 @@ use std::ffi::{c_int, c_void, CStr};
 
 /// The version of [`Hooks`]; libpmkv_malloc refuses any other (a libpmkv_malloc of
 /// another pmkv release).
-const HOOKS_VERSION: u32 = 1;
+const HOOKS_VERSION: u32 = 2;
 
 /// What libpmkv_malloc calls (`bindings/c/malloc/src/lib.rs` declares the same layout).
 #[repr(C)]
@@ -37,6 +37,9 @@ pub(crate) struct Hooks {
     /// current request's heap; -1 if it is a persistent block outside its request (it may
     /// not change); 0 otherwise (the C library's).
     block: unsafe extern "C" fn(p: *const c_void, size: *mut usize) -> c_int,
+    /// Bytes libpmkv_malloc wrote at `p` (`calloc`'s zeroing, `realloc`'s copy), which no
+    /// instrumentation sees: recorded by compiler capture (nothing outside its batches).
+    wrote: unsafe extern "C" fn(p: *mut c_void, n: usize),
 }
 
 unsafe extern "C" fn hook_alloc(n: usize, out: *mut *mut c_void) -> c_int {
@@ -72,7 +75,19 @@ unsafe extern "C" fn hook_block(p: *const c_void, size: *mut usize) -> c_int {
     0
 }
 
-static HOOKS: Hooks = Hooks { version: HOOKS_VERSION, alloc: hook_alloc, free: hook_free, block: hook_block };
+extern "C" {
+    /// Compiler capture's hook for a written range, defined in this library by
+    /// `pmkv-mangosteen` (feature `c-hooks`).
+    fn __tsan_write_range(p: *mut c_void, n: usize);
+}
+
+unsafe extern "C" fn hook_wrote(p: *mut c_void, n: usize) {
+    // SAFETY: the hook only records the range.
+    unsafe { __tsan_write_range(p, n) };
+}
+
+static HOOKS: Hooks =
+    Hooks { version: HOOKS_VERSION, alloc: hook_alloc, free: hook_free, block: hook_block, wrote: hook_wrote };
 
 /// libpmkv_malloc's entry point: `int pmkv_malloc_attach(const struct Hooks *)`, 0 on
 /// success.

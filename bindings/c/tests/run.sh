@@ -82,11 +82,12 @@ LD_PRELOAD="$(cd "$lib" && pwd)/libpmkv_malloc.so" "$out/test_mangosteen_heap_pl
 bindings/c/bin/pmkv-cc -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_cc.c \
     -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_cc"
 "$out/test_mangosteen_cc" "$out"
-# The same from C++ (pmkv-c++, libc++): an ordinary std::map in the region's heap, verified
+# The same from C++ (pmkv-c++, libc++, with the opt-in libpmkv_malloc for split_heap): an
+# ordinary std::map in the region's heap, verified
 # to miss no byte, with an uncaptured write caught and a SIGKILLed writer's acknowledged
 # writes found by the next open.
 bindings/c/bin/pmkv-c++ -std=c++17 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_cxx.cpp \
-    -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_cxx"
+    -L"$lib" -Wl,--no-as-needed -lpmkv_malloc -Wl,--as-needed -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_cxx"
 "$out/test_mangosteen_cxx" "$out"
 # The C++ store demonstration (bindings/c/demos/mgkv: a LevelDB-like interface over an
 # unchanged std::map) and its db_bench, small: the same code without durability (no
@@ -96,7 +97,7 @@ demo=bindings/c/demos/mgkv
 "${PMKV_CXX:-clang++-19}" -stdlib=libc++ -std=c++17 -O1 -DMGKV_PLAIN -Wall -Wextra -Werror "$demo/db_bench.cc" \
     -o "$out/db_bench_plain"
 bindings/c/bin/pmkv-c++ -std=c++17 -O1 -Wall -Wextra -Werror -Ibindings/c/include "$demo/db_bench.cc" \
-    -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/db_bench"
+    -L"$lib" -Wl,--no-as-needed -lpmkv_malloc -Wl,--as-needed -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/db_bench"
 smoke="--num=300 --region_mb=8 --db=$out --benchmarks=fillbatch,readrandom,fillrandom,overwrite,readrandom,readseq,readreverse,fill100K"
 # shellcheck disable=SC2086
 "$out/db_bench_plain" --mode=none $smoke | grep found >"$out/found.none"
@@ -108,5 +109,16 @@ sed 's/.*(//' "$out/found.none" | diff - <(sed 's/.*(//' "$out/found.compiler")
 sed 's/.*(//' "$out/found.none" | diff - <(sed 's/.*(//' "$out/found.pages")
 # The store survives SIGKILL twice (compiler capture, verify mode in the killed writers).
 bindings/c/bin/pmkv-c++ -std=c++17 -Wall -Wextra -Werror -g -Ibindings/c/include -I"$demo" bindings/c/tests/test_mgkv.cpp \
-    -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mgkv"
+    -L"$lib" -Wl,--no-as-needed -lpmkv_malloc -Wl,--as-needed -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mgkv"
 MGKV_VERIFY=1 "$out/test_mgkv" "$out"
+# A durable key-value server from an unchanged hash table (uthash) behind a RESP front end,
+# built with pmkv-cc (bindings/c/demos/kvserver), driven by redis-py: commands, pipelines,
+# malformed input, a full region, and SIGKILLs during traffic, in verify mode. redis-py
+# comes from PyPI into the virtual environment the Python tests use.
+make -s -C bindings/c/demos/kvserver LIBDIR="$(cd "$lib" && pwd)" O="$out" CFLAGS="-O1 -g"
+venv="${CARGO_TARGET_DIR:-target}/pyenv"
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install -q --disable-pip-version-check "redis>=5"
+"$venv/bin/python" bindings/c/tests/test_kvserver.py "$out/kvserver" "$out"

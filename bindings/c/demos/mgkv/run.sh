@@ -9,7 +9,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/../../../.."
-cargo build --release -p pmkv-c --locked >&2
+cargo build --release -p pmkv-c -p pmkv-malloc --locked >&2
 lib="$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)"
 out="${MGKV_OUT:-$(mktemp -d)}"
 # Pools on /dev/shm (memory), as docs/results measures every engine here.
@@ -18,7 +18,7 @@ trap 'rm -rf "$db"' EXIT
 "${PMKV_CXX:-clang++-19}" -stdlib=libc++ -std=c++17 -O2 -DMGKV_PLAIN -Wall -Wextra -Werror \
     "$here/db_bench.cc" -o "$out/db_bench_plain"
 bindings/c/bin/pmkv-c++ -std=c++17 -O2 -Wall -Wextra -Werror -Ibindings/c/include "$here/db_bench.cc" \
-    -L"$lib" -lpmkv -Wl,-rpath,"$lib" -o "$out/db_bench"
+    -L"$lib" -Wl,--no-as-needed -lpmkv_malloc -Wl,--as-needed -lpmkv -Wl,-rpath,"$lib" -o "$out/db_bench"
 uname -srm
 grep -m1 "model name" /proc/cpuinfo || true
 for mode in none compiler pages; do

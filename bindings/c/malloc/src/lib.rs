@@ -52,7 +52,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 /// The version of [`Hooks`] this library understands (libpmkv's `split.rs` sends it).
-const HOOKS_VERSION: u32 = 1;
+const HOOKS_VERSION: u32 = 2;
 
 /// What libpmkv hands over (the layout of `bindings/c/src/split.rs`'s `Hooks`).
 #[repr(C)]
@@ -65,6 +65,10 @@ pub struct Hooks {
     /// 1 and the usable size for a block of the current request's heap; -1 for a
     /// persistent block outside its request; 0 for anything else.
     block: unsafe extern "C" fn(p: *const c_void, size: *mut usize) -> c_int,
+    /// Bytes written here into a block of the current request's heap (`calloc`'s
+    /// zeroing, `realloc`'s copy), which compiler capture's instrumentation does not see:
+    /// reported to the capture (nothing outside a compiler-captured batch).
+    wrote: unsafe extern "C" fn(p: *mut c_void, n: usize),
 }
 
 /// libpmkv's hooks, once a `split_heap` runtime was opened (null: forward everything).
@@ -92,6 +96,14 @@ pub unsafe extern "C" fn pmkv_malloc_attach(hooks: *const Hooks) -> c_int {
 fn hooks() -> Option<&'static Hooks> {
     // SAFETY: null or set by `pmkv_malloc_attach`, valid for the process's life.
     unsafe { HOOKS.load(Ordering::Acquire).as_ref() }
+}
+
+/// Report `n` bytes written here at `p` to libpmkv's capture (see [`Hooks`]).
+fn wrote(p: *mut c_void, n: usize) {
+    if let Some(h) = hooks() {
+        // SAFETY: libpmkv's hook, which only records the range.
+        unsafe { (h.wrote)(p, n) };
+    }
 }
 
 /// Inside a request: `Some(block of its heap, or NULL with ENOMEM)`.
@@ -314,6 +326,8 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
         if !p.is_null() {
             // SAFETY: a fresh block of at least `total` bytes.
             unsafe { std::ptr::write_bytes(p as *mut u8, 0, total) };
+            // This code is not instrumented: tell compiler capture (a no-op otherwise).
+            wrote(p, total);
         }
         return p;
     }
@@ -407,6 +421,8 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, n: usize) -> *mut c_void {
     if !q.is_null() {
         // SAFETY: both blocks hold at least `old.min(n)` bytes; they are distinct.
         unsafe { std::ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, old.min(n)) };
+        // Not instrumented either (see `calloc`).
+        wrote(q, old.min(n));
         // SAFETY: the old block, given back once.
         unsafe { free(p) };
     }
