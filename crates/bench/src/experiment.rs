@@ -486,6 +486,51 @@ pub fn range_query(
     })
 }
 
+/// LevelDB's `readseq` and `readreverse` (Mangosteen Fig. 9): load `keys` (untimed), then
+/// every one of `threads` threads scans the whole store in key order, forward, then
+/// backward (an untimed scan of each first). Two records, op `readseq` and `readreverse`,
+/// whose throughput counts records visited (`mops` = records visited by all threads per
+/// µs of wall time, `ns_per_op` its inverse); a scan that misses a record is an error.
+pub fn full_scans(s: &Settings, t: &Target, exp: &str, workload: &str, keys: &KeySet, threads: usize) -> Vec<Record> {
+    guarded(t, exp, workload, || {
+        let threads = threads.max(1);
+        let pool = Pool::fresh(s, t, exp);
+        let store = pool.open(t, true, size_hint(keys, s.value_size))?;
+        let e = store.engine();
+        let n = keys.len() as u64;
+        load(e, keys, n, threads, s.value_size)?;
+        let work: Vec<u64> = (0..threads as u64).collect();
+        let parts = split(&work, threads);
+        let mut out = Vec::new();
+        for (op, dir) in [("readseq", Direction::Forward), ("readreverse", Direction::Reverse)] {
+            let scan = |_: &u64, sc: &mut measure::Scratch| -> OpResult {
+                let mut c = 0u64;
+                // At most the records loaded (the `null` engine visits as many as asked).
+                e.scan(&KeyRange::all(), dir, n as usize, &mut |_, v| {
+                    c += 1;
+                    sc.sink = sc.sink.wrapping_add(v.len() as u64);
+                    true
+                })?;
+                Ok(c == n)
+            };
+            let _ = execute(&parts, 1, scan);
+            let st = execute(&parts, 1, scan);
+            if st.tally.missed > 0 || st.tally.errors > 0 {
+                return Err(format!("{op}: a scan did not visit all {n} records"));
+            }
+            let mut r = fill(t.record(exp, workload, op, threads, n), &st, false);
+            let visited = (n * st.ops) as f64;
+            let wall = st.wall.as_secs_f64().max(1e-9);
+            r.mops = visited / wall / 1e6;
+            r.ns_per_op = wall * 1e9 / visited.max(1.0);
+            r.extra.insert("scans".into(), st.ops as f64);
+            out.push(r);
+        }
+        drop(store);
+        Ok(out)
+    })
+}
+
 /// HART Fig. 10b: DRAM and PM in use after loading `keys`, as the engine accounts it
 /// (`Engine::memory`). One record with `extra.dram_bytes`, `extra.pm_bytes` and each
 /// structure as `extra."dram:NAME"` / `extra."pm:NAME"`.

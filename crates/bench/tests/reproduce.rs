@@ -242,3 +242,72 @@ fn u5_reproduce_nbtree_writes_its_report() {
     }
     assert!(dir.join("results.csv").exists());
 }
+
+/// `reproduce mangosteen` at the test scale: every figure's experiment has results for the
+/// engine and its per-write, page-capture and no-dedup configurations, report.md puts each
+/// figure beside the paper's claim, the claims are checked (RomulusDB's say why not), and
+/// each figure is drawn as PNG and SVG.
+#[test]
+fn u5_reproduce_mangosteen_writes_its_report() {
+    if !pmkv::Registry::builtin().names().contains(&"mangosteen") {
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("mg");
+    let a = ReproduceArgs {
+        paper: Paper::Mangosteen,
+        scale: Scale::Tiny,
+        out: dir.clone(),
+        engines: vec!["mangosteen".into(), "volatile".into(), "lmdb-wm-nosync".into()],
+        runs: 1,
+        seed: 1,
+        dir: None,
+        quiet: true,
+    };
+    let rep = pmkv_bench::reproduce::mangosteen(&a).unwrap();
+    let failed: Vec<_> = rep.records.iter().filter(|r| r.error.is_some()).collect();
+    assert!(failed.is_empty(), "failed measurements: {failed:?}");
+    for exp in ["fig5", "fig6", "fig7", "fig8", "fig9"] {
+        for e in ["mangosteen", "mangosteen-perwrite", "mangosteen-pages", "mangosteen-nodedup", "volatile"] {
+            let want = (exp == "fig7") == (e == "mangosteen-nodedup") || (exp == "fig7" && e == "mangosteen");
+            let has = rep.records.iter().any(|r| r.experiment == exp && r.engine == e);
+            assert_eq!(has, want, "{exp} {e}");
+        }
+    }
+    // The per-write baseline fences every captured store: many fences per write, where
+    // Mangosteen's batch has two.
+    let fences = |e: &str| {
+        rep.records
+            .iter()
+            .find(|r| r.experiment == "fig8" && r.engine == e && r.op == "fillrandom" && r.threads == 1)
+            .unwrap_or_else(|| panic!("no fillrandom for {e}"))
+            .fences_per_op
+    };
+    assert!(fences("mangosteen") <= 2.5, "{}", fences("mangosteen"));
+    assert!(fences("mangosteen-perwrite") > 4.0 * fences("mangosteen"), "{}", fences("mangosteen-perwrite"));
+    for op in ["readseq", "readreverse"] {
+        let r = rep.records.iter().find(|r| r.experiment == "fig9" && r.op == op).unwrap();
+        assert!(r.mops > 0.0 && r.records == 2_000, "{r:?}");
+    }
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for section in ["## Fig. 5", "## Fig. 6", "## Fig. 7", "## Fig. 8", "## Fig. 9", "Persimmon", "RomulusDB"] {
+        assert!(md.contains(section), "report.md lacks {section}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let claims = check_claims(&json);
+    for id in
+        ["fig5a-persimmon", "fig5a-redis", "fig6-persimmon", "fig7-zipf", "fig8-perwrite", "fig8d-pages", "fig9-dram"]
+    {
+        let c = claims.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no claim {id}"));
+        assert!(c["measured"].is_number(), "{id} not measured: {c}");
+    }
+    let c = claims.iter().find(|c| c["id"] == "fig8-romulus").unwrap();
+    assert!(c["pmkv"].as_str().unwrap().contains("RomulusDB is not available"), "{c}");
+    for fig in ["fig5", "fig6", "fig7", "fig8", "fig9"] {
+        let (w, h, inked) = decode_png(&dir.join(format!("{fig}.png")));
+        assert!(w > 100 && h > 100 && inked > 1000, "{fig}.png looks empty");
+        assert!(dir.join(format!("{fig}.svg")).exists());
+    }
+    assert!(dir.join("results.csv").exists());
+}

@@ -17,7 +17,7 @@
 use crate::compiler_capture::{self, abi, App};
 use crate::error::Error as MgError;
 use crate::heap::Heap;
-use crate::runtime::{Capture, Mangosteen, Options as MgOptions};
+use crate::runtime::{Capture, Log, Mangosteen, Options as MgOptions};
 use pmkv_core::{
     BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
     Options, Param, Pool, RecoveryReport, Result, Visitor, WriteBatch,
@@ -56,6 +56,10 @@ const PARAMS: &[Param] = &[
     Param {
         name: "capture",
         doc: "how writes are found: compiler (the map's stores, traced by the instrumentation it was compiled with; default) or pages (page protection: a fault and a page copy per page a batch writes, for comparison)",
+    },
+    Param {
+        name: "log",
+        doc: "how captured writes are logged: batched (deduplicated, one fence per batch; default) or perwrite (the per-write baseline the paper compares against: every captured write logged and fenced at once, nothing deduplicated; needs capture=compiler)",
     },
     Param {
         name: "verify_capture",
@@ -107,6 +111,13 @@ fn options(opts: &Options) -> Result<MgOptions> {
                 o.capture = match v.as_str() {
                     "compiler" => Capture::Compiler,
                     "pages" => Capture::Pages,
+                    _ => return Err(bad()),
+                }
+            }
+            "log" => {
+                o.log = match v.as_str() {
+                    "batched" => Log::Batched,
+                    "perwrite" => Log::PerWrite,
                     _ => return Err(bad()),
                 }
             }

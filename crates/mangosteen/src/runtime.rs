@@ -42,6 +42,10 @@ pub struct Options {
     pub background: bool,
     /// How a batch's writes are captured.
     pub capture: Capture,
+    /// How captured writes reach the log: batched and deduplicated (the paper's design),
+    /// or each persisted as soon as it is made (the per-write baseline it is measured
+    /// against).
+    pub log: Log,
     /// After every batch, compare the whole region with its content after the batch
     /// before, and fail the batch ([`Error::CaptureMissed`]) if any changed block was not
     /// captured (the missed blocks are logged all the same, so nothing is lost). For tests
@@ -69,6 +73,22 @@ pub enum Capture {
     Compiler,
 }
 
+/// How a batch's captured writes reach the redo log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Log {
+    /// Mangosteen (§4.3): the batch's dirty blocks are deduplicated and logged once each,
+    /// with their final content, when the batch ends; one fence and one persist commit it.
+    #[default]
+    Batched,
+    /// The baseline the paper compares against (Persimmon-like: every write persisted
+    /// before the program goes on): each captured write is logged as soon as it has been
+    /// made, one REDO record per block it touches, flushed and fenced before the next
+    /// write proceeds; nothing is deduplicated. The batch then commits as in `Batched`
+    /// (COMMIT, fence, tail, persist), so recovery and the log's format are unchanged.
+    /// Compiler and explicit capture only (page capture finds writes at the batch's end).
+    PerWrite,
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -79,6 +99,7 @@ impl Default for Options {
             dedup: true,
             background: false,
             capture: Capture::Explicit,
+            log: Log::Batched,
             verify_capture: false,
             fixed_address: false,
         }
@@ -101,6 +122,69 @@ struct Frontend {
     /// up to here. The background backend keeps its own; then this stays at `head`.
     applied: u64,
     batch: u64,
+    /// The tail when the running batch began (per-write logging moves it during the batch).
+    started: u64,
+    /// Verify mode: blocks the capture missed in this batch (logged at its end).
+    missed: Vec<u64>,
+}
+
+/// Per-write logging ([`Log::PerWrite`]) for one batch: the write the hooks last
+/// reported, not yet logged (the hooks run before the store), and the first error.
+struct Eager {
+    rt: *const Mangosteen,
+    front: *mut Frontend,
+    dram: *const u8,
+    pending: Option<(u64, usize)>,
+    err: Option<Error>,
+}
+
+impl Eager {
+    /// Log the write of `len` bytes at `off` as the DRAM copy holds it now: a REDO record
+    /// per block, each flushed, then one fence. The block also goes into the batch's set,
+    /// which here only tells the backend and verify mode what the batch changed.
+    fn log(&mut self, off: u64, len: usize) {
+        if self.err.is_some() || len == 0 {
+            return;
+        }
+        // SAFETY: `rt`, `front` and `dram` outlive the batch this `Eager` belongs to (it is
+        // a local of `Mangosteen::batch`'s commit closure), and no other reference to the
+        // frontend is used while this one lives (the batch runs on this thread).
+        let (rt, front) = unsafe { (&*self.rt, &mut *self.front) };
+        front.dedup.record(off, len);
+        let b = rt.block as u64;
+        let end = (off + len as u64).min(rt.shared.size);
+        let mut a = off & !(b - 1);
+        while a < end {
+            let n = b.min(rt.shared.size - a) as usize;
+            let mut data = [0u8; MAX_BLOCK];
+            // SAFETY: `a + n` lies inside the DRAM copy; the bytes were written by the
+            // store just reported, and nothing writes them concurrently.
+            unsafe { std::ptr::copy_nonoverlapping(self.dram.add(a as usize), data.as_mut_ptr(), n) };
+            if let Err(e) = rt.enque(front, Record::Redo { addr: a, len: n, data }) {
+                self.err = Some(e);
+                return;
+            }
+            a += b;
+        }
+        rt.shared.log.pool.fence();
+    }
+
+    /// Log the write the hooks reported last (its store has been made by now).
+    fn settle(&mut self) {
+        if let Some((off, len)) = self.pending.take() {
+            self.log(off, len);
+        }
+    }
+}
+
+/// The hooks' callback under per-write logging: the write reported before this one has
+/// been made, so log it now; this one is logged at the next write or at the batch's end.
+unsafe extern "C" fn record_eager(arg: *mut std::ffi::c_void, off: usize, len: usize) {
+    // SAFETY: `arg` is the batch's `Eager`, alive until the capture guard drops, and used
+    // by nothing else while the instrumented code runs.
+    let e = unsafe { &mut *(arg as *mut Eager) };
+    e.settle();
+    e.pending = Some((off as u64, len));
 }
 
 /// Shared between the runtime and its backend thread.
@@ -155,6 +239,7 @@ pub struct Mangosteen {
     dram: RwLock<Dram>,
     front: Mutex<Frontend>,
     block: usize,
+    log: Log,
     background: bool,
     backend: Option<std::thread::JoinHandle<()>>,
     recovery: pmkv_core::RecoveryReport,
@@ -171,6 +256,8 @@ pub struct Tx<'a> {
     /// same set while the batch runs (on this thread, never during a `Tx` call): each
     /// side makes a short-lived `&mut` from it ([`Tx::dedup`], `compiler_capture`).
     dedup: *mut DedupSet,
+    /// Per-write logging: the batch's log state (null when batched).
+    eager: *mut Eager,
     _set: std::marker::PhantomData<&'a mut DedupSet>,
 }
 
@@ -179,7 +266,7 @@ impl<'a> Tx<'a> {
     pub fn write(&mut self, off: u64, bytes: &[u8]) -> Result<()> {
         let r = range(off, bytes.len(), self.dram.len() as u64)?;
         self.dram[r].copy_from_slice(bytes);
-        self.dedup().record(off, bytes.len());
+        self.captured(off, bytes.len());
         Ok(())
     }
 
@@ -193,8 +280,21 @@ impl<'a> Tx<'a> {
     /// Capture a write of `len` bytes at `off` made through [`Tx::region`].
     pub fn record(&mut self, off: u64, len: usize) -> Result<()> {
         range(off, len, self.dram.len() as u64)?;
-        self.dedup().record(off, len);
+        self.captured(off, len);
         Ok(())
+    }
+
+    /// A write made: into the batch's set, or (per-write logging) into the log at once.
+    fn captured(&mut self, off: u64, len: usize) {
+        if self.eager.is_null() {
+            self.dedup().record(off, len);
+        } else {
+            // SAFETY: a non-null `eager` is the batch's, alive for 'a; the hooks, its only
+            // other user, run on this thread and never inside this call.
+            let e = unsafe { &mut *self.eager };
+            e.settle();
+            e.log(off, len);
+        }
     }
 
     fn dedup(&mut self) -> &mut DedupSet {
@@ -204,7 +304,7 @@ impl<'a> Tx<'a> {
     }
 
     fn new(dram: &'a mut [u8], dedup: *mut DedupSet) -> Tx<'a> {
-        Tx { dram, dedup, _set: std::marker::PhantomData }
+        Tx { dram, dedup, eager: std::ptr::null_mut(), _set: std::marker::PhantomData }
     }
 }
 
@@ -238,6 +338,7 @@ fn verify(front: &mut Frontend, dram: &[u8], block: usize) -> Option<String> {
                 bytes += now.iter().zip(was).filter(|(a, b)| a != b).count();
                 first.get_or_insert(off);
                 front.dedup.record(off, now.len());
+                front.missed.push(off);
             }
         }
         was_page.copy_from_slice(now_page);
@@ -276,6 +377,11 @@ fn check_options(o: &Options) -> Result<()> {
     }
     if !o.dedup_slots.is_power_of_two() {
         return bad("dedup_slots must be a power of two");
+    }
+    if o.log == Log::PerWrite && o.capture == Capture::Pages {
+        return bad(
+            "per-write logging needs compiler or explicit capture (page capture finds writes only at the batch's end)",
+        );
     }
     Ok(())
 }
@@ -367,10 +473,13 @@ impl Mangosteen {
                 head,
                 applied: head,
                 batch: 0,
+                started: tail,
+                missed: Vec::new(),
             }),
             shared,
             dram: RwLock::new(dram),
             block,
+            log: opts.log,
             background: backend.is_some(),
             backend,
             recovery,
@@ -437,9 +546,31 @@ impl Mangosteen {
             let mut front = self.front.lock();
             let mut guard = self.dram.write();
             let dram = guard.own();
+            front.started = front.tail;
             {
                 let front = &mut *front;
                 match &mut front.pages {
+                    None if self.log == Log::PerWrite => {
+                        let fp: *mut Frontend = front;
+                        // SAFETY: `fp` is the locked frontend, valid for this block.
+                        let dedup: *mut DedupSet = unsafe { &raw mut (*fp).dedup };
+                        let mut eager = Eager { rt: self, front: fp, dram: dram.as_ptr(), pending: None, err: None };
+                        let ep: *mut Eager = &mut eager;
+                        {
+                            // SAFETY: `eager` outlives the guard, dropped at the end of
+                            // this block; the hooks and `tx` use it on this thread only.
+                            let _capture = unsafe { (*fp).compiler }.map(|app| unsafe {
+                                compiler_capture::Capture::begin_with(app, dram, 1, record_eager, ep.cast())
+                            });
+                            let mut tx = Tx::new(&mut *dram, dedup);
+                            tx.eager = ep;
+                            b.run(&mut tx);
+                        }
+                        eager.settle();
+                        if let Some(e) = eager.err {
+                            return Err(e.to_string());
+                        }
+                    }
                     None => {
                         let dedup: *mut DedupSet = &mut front.dedup;
                         // SAFETY: `dedup` outlives the guard, dropped at the end of this block.
@@ -516,8 +647,12 @@ impl Mangosteen {
         let mut blocks = Vec::with_capacity(front.dedup.len());
         front.dedup.drain(|a| blocks.push(a));
         front.batch += 1;
-        let start = front.tail;
-        for &a in &blocks {
+        let start = front.started;
+        // Per-write logging logged every captured write already; only what verify mode
+        // found missed is left.
+        let missed = std::mem::take(&mut front.missed);
+        let to_log = if self.log == Log::PerWrite { &missed } else { &blocks };
+        for &a in to_log {
             let len = self.block.min((self.shared.size - a) as usize);
             let mut data = [0u8; MAX_BLOCK];
             data[..len].copy_from_slice(&dram[a as usize..a as usize + len]);

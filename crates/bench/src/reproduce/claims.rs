@@ -584,6 +584,160 @@ pub const NBTREE: &[Claim] = &[
     },
 ];
 
+const MG: Claim = Claim { subject: "mangosteen", metric: Metric::Mops, threads: Threads::Max, ..BASE };
+/// Persimmon is not available: the per-write baseline stands in for it.
+const PERSIMMON: &[&str] = &["mangosteen-perwrite"];
+const NO_ROMULUS: &str = "RomulusDB is not available (its claims need it; the per-write baseline and LMDB stand beside Mangosteen in the figure instead)";
+
+/// Mangosteen (§6, Figs. 5–9). Persimmon's place is taken by `mangosteen-perwrite` (every
+/// captured store logged and fenced at once) and in-memory Redis's by `volatile` (the same
+/// `BTreeMap` without durability); RomulusDB's claims are not measured.
+pub const MANGOSTEEN: &[Claim] = &[
+    Claim {
+        id: "fig5a-persimmon",
+        text: "Fig. 5a: at 10% updates Mangosteen's peak throughput is about 2.9× Persimmon's",
+        setting: "YCSB-like, Zipf 0.99, the most threads that fit the cores; Persimmon: the per-write baseline",
+        expect: Expect::Point(2.9),
+        exp: "fig5",
+        others: PERSIMMON,
+        workloads: &["10% updates"],
+        ..MG
+    },
+    Claim {
+        id: "fig5a-redis",
+        text: "Fig. 5a: at 10% updates Mangosteen's peak throughput is about 2.9× in-memory Redis's",
+        setting: "as above; Redis (single-threaded): the same BTreeMap without durability (volatile, parallel reads)",
+        expect: Expect::Point(2.9),
+        exp: "fig5",
+        others: &["volatile"],
+        vs_setting: Some("-"),
+        workloads: &["10% updates"],
+        ..MG
+    },
+    Claim {
+        id: "fig5b-persimmon",
+        text: "Fig. 5b: at 90% updates Mangosteen's peak throughput is 1.6× Persimmon's",
+        setting: "as Fig. 5a, 90% updates",
+        expect: Expect::Point(1.6),
+        exp: "fig5",
+        others: PERSIMMON,
+        workloads: &["90% updates"],
+        ..MG
+    },
+    Claim {
+        id: "fig5b-redis",
+        text: "Fig. 5b: at 90% updates Mangosteen's peak throughput is 1.3× in-memory Redis's",
+        setting: "as Fig. 5a, 90% updates, against volatile",
+        expect: Expect::Point(1.3),
+        exp: "fig5",
+        others: &["volatile"],
+        vs_setting: Some("-"),
+        workloads: &["90% updates"],
+        ..MG
+    },
+    Claim {
+        id: "fig6-persimmon",
+        text: "Fig. 6: Mangosteen outperforms Persimmon at every update ratio by 2×–5×",
+        setting: "0–100% updates, Zipf 0.99 (range over the ratios; at 0% nothing is logged)",
+        expect: Expect::Range(2.0, 5.0),
+        agg: Agg::Range,
+        exp: "fig6",
+        others: PERSIMMON,
+        workloads: &["25% updates", "50% updates", "75% updates", "100% updates"],
+        ..MG
+    },
+    Claim {
+        id: "fig6-redis-100",
+        text: "Fig. 6: Mangosteen beats in-memory Redis even at 100% updates",
+        setting: "100% updates against volatile (Mangosteen's edge over Redis, parallel request parsing, has no counterpart in process)",
+        exp: "fig6",
+        others: &["volatile"],
+        vs_setting: Some("-"),
+        workloads: &["100% updates"],
+        ..MG
+    },
+    Claim {
+        id: "fig7-zipf",
+        text: "Fig. 7: at 100% updates deduplication adds 26% throughput (Zipfian)",
+        setting: "Zipf 0.99, 100% updates; dedup=false for the ablation",
+        expect: Expect::Point(1.26),
+        exp: "fig7",
+        others: &["mangosteen-nodedup"],
+        workloads: &["zipf 0.99, 100% updates"],
+        ..MG
+    },
+    Claim {
+        id: "fig7-uniform",
+        text: "Fig. 7: at 100% updates deduplication adds 21% throughput (uniform)",
+        setting: "uniform, 100% updates",
+        expect: Expect::Point(1.21),
+        exp: "fig7",
+        others: &["mangosteen-nodedup"],
+        workloads: &["uniform, 100% updates"],
+        ..MG
+    },
+    Claim {
+        id: "fig8-romulus",
+        text: "Fig. 8a–c: 5.5–6.5× lower latency per write than RomulusDB at 32 cores (fillSeq, fillRandom, overwrite)",
+        setting: "32 cores",
+        expect: Expect::Range(5.5, 6.5),
+        skip: NO_ROMULUS,
+        ..MG
+    },
+    Claim {
+        id: "fig8-perwrite",
+        text: "Fig. 8a–c (pmkv's stand-in): Mangosteen writes faster than the per-write baseline on fillSeq, fillRandom and overwrite",
+        setting: "1 and 2 threads, every write workload (worst)",
+        agg: Agg::Worst,
+        metric: Metric::Time,
+        exp: "fig8",
+        others: PERSIMMON,
+        ops: &["fillseq", "fillrandom", "overwrite"],
+        threads: Threads::Any,
+        ..MG
+    },
+    Claim {
+        id: "fig8d-romulus",
+        text: "Fig. 8d: with memcpy capture Mangosteen fills 100 kB values 2.4× faster than RomulusDB at 32 cores",
+        setting: "32 cores",
+        expect: Expect::Point(2.4),
+        skip: NO_ROMULUS,
+        ..MG
+    },
+    Claim {
+        id: "fig8d-pages",
+        text: "Fig. 8d: memcpy capture makes a large value one capture and one sequential log write (here: faster than page capture)",
+        setting: "fill100K, 1 and 2 threads (worst); the paper's nomemcpy has no counterpart: pmkv cannot turn memcpy capture off",
+        agg: Agg::Worst,
+        metric: Metric::Time,
+        exp: "fig8",
+        others: &["mangosteen-pages"],
+        ops: &["fill100K"],
+        threads: Threads::Any,
+        ..MG
+    },
+    Claim {
+        id: "fig9-romulus",
+        text: "Fig. 9: Mangosteen scans 5× (readSeq1KB) and 2.8× (readReverse1KB) faster than RomulusDB, reading DRAM",
+        setting: "32 cores",
+        expect: Expect::Range(2.8, 5.0),
+        skip: NO_ROMULUS,
+        ..MG
+    },
+    Claim {
+        id: "fig9-dram",
+        text: "Fig. 9: Mangosteen reads from its DRAM copy, so it scans at in-memory speed (pmkv: as fast as the same BTreeMap without durability)",
+        setting: "readseq and readreverse, 100-byte and 1,000-byte values, 1 and 2 threads (median)",
+        expect: Expect::Same,
+        agg: Agg::Median,
+        exp: "fig9",
+        others: &["volatile"],
+        vs_setting: Some("-"),
+        threads: Threads::Any,
+        ..MG
+    },
+];
+
 /// One claim checked against a run.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Checked {

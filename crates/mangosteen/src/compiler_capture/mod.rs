@@ -165,9 +165,27 @@ impl Capture {
     /// `dedup` is valid until the guard is dropped, and not borrowed while this thread
     /// runs instrumented code (the hooks make their own short-lived `&mut` from it).
     pub(crate) unsafe fn begin(app: &'static App, region: &mut [u8], block: usize, dedup: *mut DedupSet) -> Capture {
+        // SAFETY: `record` takes the `DedupSet` it is given; the caller's contract.
+        unsafe { Capture::begin_with(app, region, block, record, dedup as *mut c_void) }
+    }
+
+    /// Capture every instrumented write into `region` by calling `record(arg, off, len)`,
+    /// `block` being the span within which stores that follow one another are reported
+    /// once (1: every store but a repeated 1-byte one; the per-write log's choice).
+    ///
+    /// # Safety
+    ///
+    /// `record` may be called with `arg` from this thread's instrumented code until the
+    /// guard is dropped; `arg` must be what it expects for that whole time.
+    pub(crate) unsafe fn begin_with(
+        app: &'static App,
+        region: &mut [u8],
+        block: usize,
+        record: abi::RecordFn,
+        arg: *mut c_void,
+    ) -> Capture {
         let lo = region.as_mut_ptr() as usize;
-        let mut ctx =
-            Box::new(Ctx { lo, hi: lo + region.len(), block, last: usize::MAX, record, arg: dedup as *mut c_void });
+        let mut ctx = Box::new(Ctx { lo, hi: lo + region.len(), block, last: usize::MAX, record, arg });
         // Both copies of the hooks: the engine's library, and this crate's for C code.
         // SAFETY: `ctx` is boxed (its address stable) and lives in the guard, which ends
         // the capture on this thread before dropping it.
