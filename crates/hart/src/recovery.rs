@@ -674,7 +674,8 @@ mod tests {
         h.put(b"kept", b"2").unwrap();
         let mut leaves = Vec::new();
         h.pm.alloc.for_each_used(LEAF, |l| leaves.push(l));
-        let leaf = *leaves.iter().find(|&&l| read_u32(&h.pm.pool, l + LEAF_KEY) == u32::from_le_bytes(*b"gone")).unwrap();
+        let leaf =
+            *leaves.iter().find(|&&l| read_u32(&h.pm.pool, l + LEAF_KEY) == u32::from_le_bytes(*b"gone")).unwrap();
         let meta_word = read_u64(&h.pm.pool, leaf + LEAF_META);
         assert!(h.delete(b"gone").unwrap());
         let sb = h.pool().root(SUPER_ROOT);
