@@ -546,13 +546,7 @@ fn report_md(
     checked: &[claims::Checked],
     secs: f64,
 ) -> String {
-    let img = |id: &str| {
-        if plots.iter().any(|p| p.0 == id) {
-            format!("![{id}]({id}.png) ([SVG]({id}.svg))\n\n")
-        } else {
-            format!("_(plot {id} not drawn)_\n\n")
-        }
-    };
+    let img = |id: &str| super::img(plots, id);
     let max_t = max_threads(sc);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut s = String::new();

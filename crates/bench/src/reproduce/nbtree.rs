@@ -680,13 +680,7 @@ fn report_md(
     checked: &[claims::Checked],
     secs: f64,
 ) -> String {
-    let img = |id: &str| {
-        if plots.iter().any(|p| p.0 == id) {
-            format!("![{id}]({id}.png) ([SVG]({id}.svg))\n\n")
-        } else {
-            format!("_(plot {id} not drawn)_\n\n")
-        }
-    };
+    let img = |id: &str| super::img(plots, id);
     let max_t = sc.threads.iter().copied().max().unwrap_or(1);
     let mut s = String::new();
     let _ = writeln!(s, "# NBTree (VLDB 2022) reproduced by pmkv\n");
