@@ -164,13 +164,10 @@ impl EngineSpec {
     }
 }
 
-/// "300/100" style name of a latency setting, "none" for zero.
+/// "300/100" style name of a latency setting ("300/100/fence" charged per fence), "none"
+/// for zero.
 pub fn latency_name(l: Latency) -> String {
-    if l == Latency::NONE {
-        "none".into()
-    } else {
-        format!("{}/{}", l.write_ns, l.read_ns)
-    }
+    l.name()
 }
 
 /// The `null` engine.

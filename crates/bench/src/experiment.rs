@@ -88,7 +88,8 @@ impl Target {
     }
 
     fn tag(&self, exp: &str) -> String {
-        format!("{exp}-{}-{}-{}", self.mode.name(), self.latency.write_ns, self.latency.read_ns)
+        let charge = if self.latency.charge == pmkv_substrate::Charge::Fence { "-fence" } else { "" };
+        format!("{exp}-{}-{}-{}{charge}", self.mode.name(), self.latency.write_ns, self.latency.read_ns)
     }
 
     /// A record with this target's labels filled in.

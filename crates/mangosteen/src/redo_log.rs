@@ -17,6 +17,13 @@ use pmkv_substrate::Pool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// A record's check: CRC-32C of its first 60 bytes (inline `crc32` instructions, see
+/// `pmkv_substrate::checksum`: through the `crc32c` crate's call this was a fifth of a
+/// `mangosteen` insert).
+fn record_check(b: &[u8; RECORD]) -> u32 {
+    pmkv_substrate::checksum::crc32c_parts(u64::from_le_bytes(b[..8].try_into().expect("8 bytes")), &[&b[8..60]])
+}
+
 /// A decoded record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Record {
@@ -80,6 +87,15 @@ impl RedoLog {
         self.pool.persist_off(self.tail_at, 8);
     }
 
+    /// The eight words of the record slot at `at`, checked once (not per word: a record
+    /// write is on every commit's path).
+    fn words(&self, at: u64) -> &[AtomicU64; RECORD / 8] {
+        assert!(at.is_multiple_of(8) && self.pool.contains(at, RECORD as u64), "ring slot {at:#x} outside the pool");
+        // SAFETY: aligned and inside the mapping (checked), which lives as long as `pool`;
+        // ring slots are only ever accessed through these atomics.
+        unsafe { &*(self.pool.at::<u64>(at) as *const [AtomicU64; RECORD / 8]) }
+    }
+
     fn slot(&self, idx: u64) -> u64 {
         self.ring + (idx % self.cap) * RECORD as u64
     }
@@ -103,15 +119,14 @@ impl RedoLog {
             }
         }
         b[48..56].copy_from_slice(&idx.to_le_bytes());
-        let crc = crc32c::crc32c(&b[..60]);
+        let crc = record_check(&b);
         b[60..64].copy_from_slice(&crc.to_le_bytes());
         let at = self.slot(idx);
-        assert!(self.pool.contains(at, RECORD as u64), "ring slot {at:#x} outside the pool");
-        for (i, w) in b.chunks_exact(8).enumerate() {
-            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        let words = self.words(at);
+        for (w, b) in words.iter().zip(b.chunks_exact(8)) {
             // Word stores through atomics: the simulator and a backend thread may read the
             // line concurrently (they only trust it below the published tail).
-            self.word(at + 8 * i as u64).store(w, Ordering::Relaxed);
+            w.store(u64::from_le_bytes(b.try_into().expect("8 bytes")), Ordering::Relaxed);
         }
         self.pool.flush_off(at, RECORD);
     }
@@ -120,11 +135,11 @@ impl RedoLog {
     pub(crate) fn read(&self, idx: u64) -> Result<Record> {
         let at = self.slot(idx);
         let mut b = [0u8; RECORD];
-        for (i, w) in b.chunks_exact_mut(8).enumerate() {
-            w.copy_from_slice(&self.word(at + 8 * i as u64).load(Ordering::Relaxed).to_le_bytes());
+        for (w, b) in self.words(at).iter().zip(b.chunks_exact_mut(8)) {
+            b.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
         }
         let bad = |what: &str| Err(Error::Corrupt(format!("redo record {idx} (slot {at:#x}): {what}")));
-        if u32::from_le_bytes(b[60..64].try_into().unwrap()) != crc32c::crc32c(&b[..60]) {
+        if u32::from_le_bytes(b[60..64].try_into().unwrap()) != record_check(&b) {
             return bad("checksum does not match");
         }
         if u64::from_le_bytes(b[48..56].try_into().unwrap()) != idx {

@@ -22,6 +22,7 @@
 //! Nothing here knows about engines; engines depend on this crate, never the reverse.
 
 pub mod batch_log;
+pub mod checksum;
 pub mod counters;
 #[cfg(feature = "crash-sim")]
 pub mod crash_sim;
@@ -43,6 +44,6 @@ pub use durability::{Durability, Event, Medium, Survives};
 pub use error::{PoolError, Result};
 #[cfg(feature = "fault-injection")]
 pub use fault::{FaultHook, FaultPoint};
-pub use latency::Latency;
+pub use latency::{Charge, Latency};
 pub use persist::{flush_insn, FlushInsn, Mode, LINE};
 pub use pool::{EngineClaim, Pool, PoolInfo, PoolOptions, DEFAULT_INITIAL_SIZE, MIN_POOL_SIZE};

@@ -168,7 +168,7 @@ fn p4_counters_are_per_thread() {
 #[test]
 fn p5_latency_is_zero_by_default() {
     assert_eq!(Latency::default(), Latency::NONE);
-    assert_eq!(Latency::parse("300/100"), Some(Latency { write_ns: 300, read_ns: 100 }));
+    assert_eq!(Latency::parse("300/100"), Some(Latency::per_line(300, 100)));
     let o = PoolOptions::default();
     if std::env::var_os("PMKV_LATENCY").is_none() {
         assert_eq!(o.latency, Latency::NONE);
@@ -181,7 +181,7 @@ fn p5_latency_is_zero_by_default() {
 /// that bound (with a 25% margin for TSC calibration) is asserted — never an upper one.
 #[test]
 fn p5_write_and_read_latency_add_at_least_the_configured_time() {
-    let lat = Latency { write_ns: 2000, read_ns: 3000 };
+    let lat = Latency::per_line(2000, 3000);
     let pool = Pool::create_sim(LAYOUT, &opts(Mode::Adr).latency(lat)).unwrap();
     assert_eq!(pool.latency(), lat);
     let off = pool.take_heap(64 << 10, 64).unwrap();

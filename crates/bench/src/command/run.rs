@@ -48,7 +48,9 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', default_value = "eadr")]
     pub mode: Vec<Mode>,
     /// Emulated PM write/read latency in ns: none, 300/100, 300/300, 600/300 (comma-
-    /// separated). Default: $PMKV_LATENCY, else none.
+    /// separated); the write latency is charged per flushed line (the HART paper's
+    /// model), or once per fence with `/fence` (300/100/fence: write-backs overlap, as
+    /// `clwb` on Optane). Default: $PMKV_LATENCY, else none.
     #[arg(long, value_delimiter = ',')]
     pub latency: Vec<String>,
     /// Zipf θ of skewed workloads.

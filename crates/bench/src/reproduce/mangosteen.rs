@@ -31,7 +31,7 @@ use super::*;
 use crate::progress::Plan;
 
 /// The emulated PM latency of the pool engines (HART's first setting, 300/100 ns).
-pub const PM_LATENCY: Latency = Latency { write_ns: 300, read_ns: 100 };
+pub const PM_LATENCY: Latency = Latency::per_line(300, 100);
 
 /// Record counts and threads of one scale.
 #[derive(Clone, Debug)]

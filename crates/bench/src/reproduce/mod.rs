@@ -305,9 +305,9 @@ impl HartScale {
 
 /// The paper's three PM latency configurations.
 pub const HART_LATENCIES: [Latency; 3] = [
-    Latency { write_ns: 300, read_ns: 100 },
-    Latency { write_ns: 300, read_ns: 300 },
-    Latency { write_ns: 600, read_ns: 300 },
+    Latency::per_line(300, 100),
+    Latency::per_line(300, 300),
+    Latency::per_line(600, 300),
 ];
 
 const OPS: [&str; 4] = ["insert", "search", "update", "delete"];

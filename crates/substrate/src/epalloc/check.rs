@@ -69,29 +69,7 @@ impl Format {
 /// CRC-32C of the 16 bytes `a, b` (little endian), the same value as `crc32c::crc32c`.
 #[inline]
 fn crc2(a: u64, b: u64) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("sse4.2") {
-            // SAFETY: the CPU has SSE 4.2 (checked just above).
-            return unsafe { crc2_sse42(a, b) };
-        }
-    }
-    let mut bytes = [0u8; 16];
-    bytes[..8].copy_from_slice(&a.to_le_bytes());
-    bytes[8..].copy_from_slice(&b.to_le_bytes());
-    crc32c::crc32c(&bytes)
-}
-
-/// [`crc2`] with the `crc32` instruction.
-///
-/// # Safety
-///
-/// The CPU supports SSE 4.2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse4.2")]
-unsafe fn crc2_sse42(a: u64, b: u64) -> u32 {
-    use std::arch::x86_64::_mm_crc32_u64;
-    !(_mm_crc32_u64(_mm_crc32_u64(0xffff_ffff, a), b) as u32)
+    crate::checksum::crc32c_words([a, b])
 }
 
 /// The 8-bit check (1..=255) of `data` stored in the word at pool offset `at`.

@@ -9,6 +9,9 @@ thread_local! {
     /// Group commit ([`Pool::group`]): how many groups this thread is inside, and whether
     /// a [`Pool::commit_fence`] was deferred to the outermost group's end.
     static GROUP: std::cell::Cell<(u32, bool)> = const { std::cell::Cell::new((0, false)) };
+    /// Latency emulation charged per fence: whether this thread flushed a line since its
+    /// last fence (see `latency`, "Where the write latency is charged").
+    static WRITEBACKS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// `msync(MS_SYNC)` the pages this thread flushed since its last fence.
@@ -80,7 +83,10 @@ impl Pool {
                 counters::add_flushes(n);
                 counters::add_lines_written(n);
                 if self.latency.write_ns != 0 {
-                    spin_ns(n * self.latency.write_ns as u64);
+                    match self.latency.charge {
+                        crate::latency::Charge::Line => spin_ns(n * self.latency.write_ns as u64),
+                        crate::latency::Charge::Fence => WRITEBACKS.set(true),
+                    }
                 }
             }
             Mode::Msync => {
@@ -219,6 +225,9 @@ impl Pool {
             Mode::Adr | Mode::Eadr => {
                 persist::sfence();
                 counters::add_fence();
+                if self.latency.charge == crate::latency::Charge::Fence && WRITEBACKS.replace(false) {
+                    spin_ns(self.latency.write_ns as u64);
+                }
             }
             Mode::Msync => {
                 counters::add_fence();
