@@ -220,6 +220,13 @@ typedef struct pmkv_mg_options {
    * captured, logging it anyway (non-zero; for tests: a compare of the region per batch).
    */
   int verify_capture;
+  /**
+   * Log every captured write as it is made and fence it before the next (non-zero):
+   * the per-write baseline the Mangosteen paper compares against (Persimmon-like), for
+   * measurements; needs compiler capture. 0: the batch's blocks are deduplicated and
+   * committed under one fence.
+   */
+  int per_write_log;
 } pmkv_mg_options;
 
 /**

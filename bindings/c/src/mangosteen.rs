@@ -94,6 +94,11 @@ pub struct pmkv_mg_options {
     /// request (`PMKV_E_INTERNAL`, naming the first missed offset) if any change was not
     /// captured, logging it anyway (non-zero; for tests: a compare of the region per batch).
     pub verify_capture: c_int,
+    /// Log every captured write as it is made and fence it before the next (non-zero):
+    /// the per-write baseline the Mangosteen paper compares against (Persimmon-like), for
+    /// measurements; needs compiler capture. 0: the batch's blocks are deduplicated and
+    /// committed under one fence.
+    pub per_write_log: c_int,
 }
 
 /// `pmkv_mg_options.capture`: page protection.
@@ -314,6 +319,7 @@ pub unsafe extern "C" fn pmkv_mg_open(
             background: o.is_some_and(|o| o.background != 0),
             capture,
             verify_capture: o.is_some_and(|o| o.verify_capture != 0),
+            log: if o.is_some_and(|o| o.per_write_log != 0) { mg::Log::PerWrite } else { mg::Log::Batched },
             fixed_address: heap,
             ..mg::Options::default()
         };

@@ -183,8 +183,14 @@ unsafe extern "C" fn record_eager(arg: *mut std::ffi::c_void, off: usize, len: u
     // SAFETY: `arg` is the batch's `Eager`, alive until the capture guard drops, and used
     // by nothing else while the instrumented code runs.
     let e = unsafe { &mut *(arg as *mut Eager) };
-    e.settle();
-    e.pending = Some((off as u64, len));
+    // Inside a split-heap request: what logging allocates (the batch's set growing) is
+    // the runtime's, not the application's (see `SplitAlloc::outside`; without it a large
+    // write's blocks grew the set from the persistent heap, inside the hooks, and a C++
+    // `fill100K` crashed).
+    crate::SplitAlloc::outside(|| {
+        e.settle();
+        e.pending = Some((off as u64, len));
+    });
 }
 
 /// Shared between the runtime and its backend thread.
@@ -286,15 +292,19 @@ impl<'a> Tx<'a> {
 
     /// A write made: into the batch's set, or (per-write logging) into the log at once.
     fn captured(&mut self, off: u64, len: usize) {
-        if self.eager.is_null() {
-            self.dedup().record(off, len);
-        } else {
-            // SAFETY: a non-null `eager` is the batch's, alive for 'a; the hooks, its only
-            // other user, run on this thread and never inside this call.
-            let e = unsafe { &mut *self.eager };
-            e.settle();
-            e.log(off, len);
-        }
+        // What recording allocates is the runtime's, not the application's, inside a
+        // split-heap request too (see `SplitAlloc::outside`).
+        crate::SplitAlloc::outside(|| {
+            if self.eager.is_null() {
+                self.dedup().record(off, len);
+            } else {
+                // SAFETY: a non-null `eager` is the batch's, alive for 'a; the hooks, its
+                // only other user, run on this thread and never inside this call.
+                let e = unsafe { &mut *self.eager };
+                e.settle();
+                e.log(off, len);
+            }
+        })
     }
 
     fn dedup(&mut self) -> &mut DedupSet {
@@ -571,7 +581,7 @@ impl Mangosteen {
                             tx.eager = ep;
                             b.run(&mut tx);
                         }
-                        eager.settle();
+                        crate::SplitAlloc::outside(|| eager.settle());
                         if let Some(e) = eager.err {
                             return Err(e.to_string());
                         }

@@ -236,7 +236,7 @@ class WriteBatch {
     std::string rep_;
 };
 
-enum class Mode { kNone, kCompiler, kPages };
+enum class Mode { kNone, kCompiler, kPages, kPerWrite };
 
 class DB;
 
@@ -285,7 +285,8 @@ class DB {
             o.create = 1;
             o.region_size = region_bytes;
             o.split_heap = 1;
-            o.capture = mode == Mode::kCompiler ? PMKV_MG_CAPTURE_COMPILER : PMKV_MG_CAPTURE_PAGES;
+            o.capture = mode == Mode::kPages ? PMKV_MG_CAPTURE_PAGES : PMKV_MG_CAPTURE_COMPILER;
+            o.per_write_log = mode == Mode::kPerWrite;
             o.verify_capture = std::getenv("MGKV_VERIFY") != nullptr;
             if (pmkv_mg_open(path.c_str(), &o, &detail::callbacks(), nullptr, &db->mg_) != 0 ||
                 pmkv_mg_client_open(db->mg_, &db->client_) != 0)

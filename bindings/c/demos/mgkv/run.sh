@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build mgkv's db_bench twice — db_bench_plain (clang++ and libc++, no libpmkv: no
 # durability) and db_bench (pmkv-c++, linked with the release libpmkv) — and run the
-# LevelDB suite against no durability, compiler capture and page capture.
+# LevelDB suite against no durability, compiler capture, the per-write baseline and page
+# capture. PMKV_LATENCY (e.g. 300/100/fence) sets the PM latency emulation.
 # Usage: bindings/c/demos/mgkv/run.sh [--num=N] [other db_bench flags]
 #   (default: LevelDB's 100-byte values, then the 1 KB read variants)
 # MGKV_OUT=DIR keeps the binaries there; MGKV_DB=DIR holds the pools (/dev/shm);
@@ -21,7 +22,7 @@ bindings/c/bin/pmkv-c++ -std=c++17 -O2 -Wall -Wextra -Werror -Ibindings/c/includ
     -L"$lib" -Wl,--no-as-needed -lpmkv_malloc -Wl,--as-needed -lpmkv -Wl,-rpath,"$lib" -o "$out/db_bench"
 uname -srm
 grep -m1 "model name" /proc/cpuinfo || true
-for mode in none compiler pages; do
+for mode in none compiler perwrite pages; do
     bin="$out/db_bench"
     [ "$mode" = none ] && bin="$out/db_bench_plain"
     if [ $# -gt 0 ]; then

@@ -304,11 +304,8 @@ impl HartScale {
 }
 
 /// The paper's three PM latency configurations.
-pub const HART_LATENCIES: [Latency; 3] = [
-    Latency::per_line(300, 100),
-    Latency::per_line(300, 300),
-    Latency::per_line(600, 300),
-];
+pub const HART_LATENCIES: [Latency; 3] =
+    [Latency::per_line(300, 100), Latency::per_line(300, 300), Latency::per_line(600, 300)];
 
 const OPS: [&str; 4] = ["insert", "search", "update", "delete"];
 const WORKLOADS: [KeyKind; 3] = [KeyKind::Dictionary, KeyKind::Sequential, KeyKind::Random];
