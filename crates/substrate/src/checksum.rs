@@ -49,6 +49,41 @@ pub fn crc32c_words<const N: usize>(words: [u64; N]) -> u32 {
     c
 }
 
+/// CRC-32C of the words (each little-endian) followed by the 4 bytes of `tail`
+/// (little-endian): the same value as `crc32c::crc32c` of those bytes. For records of
+/// whole words whose check fills the last half word.
+#[inline]
+pub fn crc32c_words_then<const N: usize>(words: [u64; N], tail: u32) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("sse4.2") {
+            // SAFETY: the CPU has SSE 4.2 (checked just above).
+            return unsafe { words_then_sse42(words, tail) };
+        }
+    }
+    let mut c = 0;
+    for w in words {
+        c = crc32c::crc32c_append(c, &w.to_le_bytes());
+    }
+    crc32c::crc32c_append(c, &tail.to_le_bytes())
+}
+
+/// [`crc32c_words_then`] with the `crc32` instruction.
+///
+/// # Safety
+///
+/// The CPU supports SSE 4.2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn words_then_sse42<const N: usize>(words: [u64; N], tail: u32) -> u32 {
+    use std::arch::x86_64::{_mm_crc32_u32, _mm_crc32_u64};
+    let mut c = 0xffff_ffff;
+    for w in words {
+        c = _mm_crc32_u64(c, w);
+    }
+    !_mm_crc32_u32(c as u32, tail)
+}
+
 /// [`crc32c_parts`] with the `crc32` instruction.
 ///
 /// # Safety
@@ -128,6 +163,12 @@ mod tests {
         assert_eq!(crc32c_words([w[0], w[1]]), crc32c::crc32c(&cat[..16]));
         assert_eq!(crc32c_words([w[0], w[1], w[2]]), crc32c::crc32c(&cat[..24]));
         assert_eq!(crc32c_words::<0>([]), crc32c::crc32c(&[]));
+        for tail in [0u32, 1, 0xdead_beef] {
+            let mut cat7 = cat[..56].to_vec();
+            cat7.extend_from_slice(&tail.to_le_bytes());
+            let seven: [u64; 7] = w[..7].try_into().unwrap();
+            assert_eq!(crc32c_words_then(seven, tail), crc32c::crc32c(&cat7));
+        }
     }
 
     #[test]
