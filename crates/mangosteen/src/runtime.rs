@@ -434,9 +434,13 @@ impl Mangosteen {
         // SAFETY: the region object lies inside the pool (validated by `read_super`) and
         // nothing writes it now (recovery is done; the backend is not running yet).
         let pm_copy = || unsafe { std::slice::from_raw_parts(pool.at::<u8>(region), size as usize) };
+        // A region this call just formatted is all zero, as a new anonymous mapping is:
+        // nothing to copy (and no DRAM page touched before the application uses it).
         let dram = if addr == 0 {
             let mut d = RegionBuf::new(size as usize)?;
-            d.fill_from(pm_copy());
+            if !fresh {
+                d.fill_from(pm_copy());
+            }
             Dram::Own(d)
         } else if pool.is_read_only() {
             let file = pool.path().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
@@ -460,7 +464,9 @@ impl Mangosteen {
             }
         } else {
             let mut d = map_at(addr)?;
-            d.fill_from(pm_copy());
+            if !fresh {
+                d.fill_from(pm_copy());
+            }
             Dram::Own(d)
         };
         // A region this call just formatted holds what its checks were computed from; every
@@ -876,7 +882,13 @@ fn format(pool: Arc<Pool>, o: &Options) -> Result<(EpAlloc, u64)> {
         let zero = [0u8; LINE as usize];
         for l in 0..pm.lines() {
             let len = LINE.min(pm.size - l * LINE) as usize;
-            (pool.at::<u8>(checks + 4 * l) as *mut u32).write(line_check(l * LINE, &zero[..len]));
+            let c = if len == LINE as usize {
+                // `line_check` of a whole zero line, unrolled (the same CRC-32C).
+                pmkv_substrate::checksum::crc32c_words([l * LINE, 0, 0, 0, 0, 0, 0, 0, 0])
+            } else {
+                line_check(l * LINE, &zero[..len])
+            };
+            (pool.at::<u8>(checks + 4 * l) as *mut u32).write(c);
         }
         let mut b = [0u8; 64];
         b[0..8].copy_from_slice(&SUPER_MAGIC);
