@@ -21,8 +21,8 @@ pub type CmdResult = std::result::Result<(), Box<dyn std::error::Error>>;
 #[derive(clap::Args)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "With no subcommand: the main job (~4 min: 241 s on this project's 2-core machine, shared, load ~5; \
-                  mangosteen 146 s of it) — the Dictionary, Sequential and Random workloads, whole, on every \
+    after_help = "With no subcommand: the main job (~2.5 min on this project's 2-core machine, quiet; \
+                  mangosteen about half of it) — the Dictionary, Sequential and Random workloads, whole, on every \
                   engine in eadr and adr plus baselines, each measurement 3 times (--runs); the median ns/op \
                   with the range of the runs, and persistence counters per operation."
 )]
