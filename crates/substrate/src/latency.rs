@@ -73,6 +73,24 @@ impl Latency {
         Some(Latency { write_ns: w.parse().ok()?, read_ns: r.parse().ok()?, charge })
     }
 
+    /// Nanoseconds to wait after flushing `lines` lines in `adr`: all of them per line,
+    /// none per fence (the fence pays).
+    pub(crate) fn flush_wait_ns(self, lines: u64) -> u64 {
+        match self.charge {
+            Charge::Line => lines * self.write_ns as u64,
+            Charge::Fence => 0,
+        }
+    }
+
+    /// Nanoseconds to wait at a fence, given whether this thread flushed a line since its
+    /// last fence: the write latency once per fence, if charged per fence.
+    pub(crate) fn fence_wait_ns(self, writebacks: bool) -> u64 {
+        match self.charge {
+            Charge::Fence if writebacks => self.write_ns as u64,
+            _ => 0,
+        }
+    }
+
     /// The setting as [`Latency::parse`] reads it: `none`, `W/R` or `W/R/fence`.
     pub fn name(self) -> String {
         match (self == Latency::NONE, self.charge) {
@@ -155,6 +173,16 @@ mod tests {
         for l in [Latency::NONE, Latency::per_line(600, 300), fence] {
             assert_eq!(Latency::parse(&l.name()), Some(l), "{}", l.name());
         }
+    }
+
+    #[test]
+    fn charges_per_line_or_per_fence() {
+        let line = Latency::per_line(300, 100);
+        let fence = Latency { charge: Charge::Fence, ..line };
+        assert_eq!((line.flush_wait_ns(4), line.fence_wait_ns(true)), (1200, 0));
+        assert_eq!((fence.flush_wait_ns(4), fence.fence_wait_ns(true)), (0, 300));
+        assert_eq!(fence.fence_wait_ns(false), 0, "a fence with nothing flushed waits for nothing");
+        assert_eq!((Latency::NONE.flush_wait_ns(8), Latency::NONE.fence_wait_ns(true)), (0, 0));
     }
 
     #[test]

@@ -177,6 +177,21 @@ fn p5_latency_is_zero_by_default() {
     assert_eq!(pool.latency(), Latency::NONE);
 }
 
+/// Charged per fence, every fence after a flush waits the write latency once: a lower
+/// bound, as above (the model itself, per line or per fence, is unit-tested in `latency`).
+#[test]
+fn p5_write_latency_charged_per_fence_adds_at_least_one_latency_per_fence() {
+    let lat = Latency { charge: pmkv_substrate::Charge::Fence, ..Latency::per_line(2000, 0) };
+    let pool = Pool::create_sim(LAYOUT, &opts(Mode::Adr).latency(lat)).unwrap();
+    let off = pool.take_heap(64 << 10, 64).unwrap();
+    let t = Instant::now();
+    for i in 0..100u64 {
+        pool.persist_off(off + 256 * i, 256);
+    }
+    let took = t.elapsed();
+    assert!(took >= Duration::from_micros(150), "100 persists took {took:?}");
+}
+
 /// Emulated latency is a busy wait, so it guarantees a lower bound on elapsed time; only
 /// that bound (with a 25% margin for TSC calibration) is asserted — never an upper one.
 #[test]

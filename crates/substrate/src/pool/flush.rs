@@ -83,9 +83,9 @@ impl Pool {
                 counters::add_flushes(n);
                 counters::add_lines_written(n);
                 if self.latency.write_ns != 0 {
-                    match self.latency.charge {
-                        crate::latency::Charge::Line => spin_ns(n * self.latency.write_ns as u64),
-                        crate::latency::Charge::Fence => WRITEBACKS.set(true),
+                    spin_ns(self.latency.flush_wait_ns(n));
+                    if self.latency.charge == crate::latency::Charge::Fence {
+                        WRITEBACKS.set(true);
                     }
                 }
             }
@@ -225,8 +225,8 @@ impl Pool {
             Mode::Adr | Mode::Eadr => {
                 persist::sfence();
                 counters::add_fence();
-                if self.latency.charge == crate::latency::Charge::Fence && WRITEBACKS.replace(false) {
-                    spin_ns(self.latency.write_ns as u64);
+                if self.latency.charge == crate::latency::Charge::Fence {
+                    spin_ns(self.latency.fence_wait_ns(WRITEBACKS.replace(false)));
                 }
             }
             Mode::Msync => {
