@@ -4,7 +4,8 @@
  * reopens and finds exactly the acknowledged writes, walking the store forwards and
  * backwards with an Iterator and with Get. Then the per-write baseline (Mode::kPerWrite,
  * db_bench --mode=perwrite) in verify mode, with values up to 100,000 bytes (a write of
- * that size once crashed it), kept across a reopen. Usage: test_mgkv DIR. */
+ * that size once crashed it), kept across a reopen; and a region too small for the next
+ * Put, which must fail with an error and keep the rest. Usage: test_mgkv DIR. */
 #include "mgkv.h"
 #include <csignal>
 #include <cstdio>
@@ -119,5 +120,35 @@ int main(int argc, char **argv) {
     delete db;
     unlink(pw.c_str());
     std::printf("mgkv: per-write baseline, values up to 100,000 bytes, kept across a reopen\n");
+
+    /* A full region: the Put that does not fit fails with an error (no abort), leaves the
+     * store as it was, and everything acknowledged survives a reopen. */
+    std::string fp = std::string(argv[1]) + "/mgkv-full.pool";
+    unlink(fp.c_str());
+    CHECK(DB::Open(Mode::kCompiler, fp, 1 << 20, &db).ok());
+    std::map<std::string, std::string> kept;
+    Status s;
+    int i = 0;
+    for (; i < 100; i++) {
+        std::string k = "f" + std::to_string(i), v(50000, static_cast<char>('a' + i % 26));
+        s = db->Put(k, v);
+        if (!s.ok()) break;
+        kept[k] = v;
+    }
+    CHECK(!s.ok() && i > 0 && i < 100);
+    std::string v;
+    CHECK(db->Get("f" + std::to_string(i), &v).IsNotFound());
+    CHECK(db->Delete("f0").ok());
+    kept.erase("f0");
+    delete db;
+    CHECK(DB::Open(Mode::kCompiler, fp, 1 << 20, &db).ok());
+    for (int j = 0; j <= i; j++) {
+        std::string k = "f" + std::to_string(j);
+        Status g = db->Get(k, &v);
+        CHECK(kept.count(k) ? g.ok() && v == kept[k] : g.IsNotFound());
+    }
+    delete db;
+    unlink(fp.c_str());
+    std::printf("mgkv: a full region refuses the Put that does not fit (%d fitted), keeps the rest\n", i);
     return 0;
 }

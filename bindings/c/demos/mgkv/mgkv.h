@@ -101,6 +101,8 @@ struct Client {
     std::string resp;
     Map::iterator it;
     bool valid = false;
+    /* The last write ran out of region space (its allocation threw std::bad_alloc). */
+    bool full = false;
 };
 
 inline void answer_position(Client *c, Map &m) {
@@ -197,12 +199,22 @@ inline void process(void *cp, uint8_t *region, size_t len) {
             pmkv_mg_set_root(region, len, r);
         }
     }
-    apply(c, r);
+    /* A full region makes an allocation throw; the exception must not unwind into the
+     * runtime that called us (it would abort the process). std::map and std::string
+     * leave the map unchanged when a Put's allocation fails; a WriteBatch keeps the
+     * operations before the failing one (a request's writes cannot be taken back). */
+    c->full = false;
+    try {
+        apply(c, r);
+    } catch (const std::bad_alloc &) {
+        c->full = true;
+    }
 }
 inline const uint8_t *response(void *cp, size_t *len) {
     Client *c = static_cast<Client *>(cp);
-    /* The first byte says whether the iterator (or Get) found an entry. */
-    c->req.assign(1, c->valid ? '1' : '0');
+    /* The first byte says whether the iterator (or Get) found an entry, or 'F' that the
+     * write found the region full. */
+    c->req.assign(1, c->full ? 'F' : c->valid ? '1' : '0');
     c->req += c->resp;
     *len = c->req.size();
     return reinterpret_cast<const uint8_t *>(c->req.data());
@@ -356,6 +368,10 @@ class DB {
         pmkv_mg_client *c = mc ? static_cast<pmkv_mg_client *>(mc) : client_;
         if (pmkv_mg_client_cmd(mg_, c, reinterpret_cast<const uint8_t *>(req_.data()), req_.size(), &resp, &n) != 0)
             return Status::Error(pmkv_last_error());
+        if (n > 0 && resp[0] == 'F') {
+            pmkv_free(resp, n);
+            return Status::Error("the store's region is full (open it with a larger region_bytes)");
+        }
         if (out) {
             resp_.assign(reinterpret_cast<char *>(resp), n);
             *found = n > 0 && resp_[0] == '1';
