@@ -249,3 +249,8 @@ fn nbtree_old_formats_get_the_batch_log_flag_from_their_first_atomic_batch() {
 fn mangosteen_format_1_is_refused_unchanged() {
     refused("mangosteen-v1", "mangosteen");
 }
+
+#[test]
+fn mangosteen_format_2_is_read_and_upgraded_by_a_write() {
+    reads_and_writes("mangosteen-v2", "mangosteen");
+}
