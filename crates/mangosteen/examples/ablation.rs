@@ -2,7 +2,7 @@
 //! batches of 8-byte counter updates to a durable region (the shape of a key-value
 //! store's value updates), Zipfian (θ = 0.99) and uniform over the region's slots, with
 //! and without deduplication, in `adr` and `eadr`, on a pool in /dev/shm. Prints ops/s and
-//! the redo records written per update. Also: flat combining with 1, 2 and 4 writer threads
+//! the redo log's 64-byte slots written per update. Also: flat combining with 1, 2 and 4 writer threads
 //! (batch size B and throughput).
 //!
 //! `cargo run --release -p pmkv-mangosteen --example ablation`
@@ -72,7 +72,7 @@ fn main() {
     let mut r = XorShift::new(7);
     let uniform: Vec<u64> = (0..OPS).map(|_| r.next_u64() % SLOTS).collect();
     println!("Mangosteen runtime, {OPS} counter updates over {SLOTS} slots");
-    println!("| mode | keys | updates per batch | dedup | Mops/s | redo records per update |");
+    println!("| mode | keys | updates per batch | dedup | Mops/s | redo log slots (64 B) per update |");
     println!("|---|---|---:|---|---:|---:|");
     for mode in [Mode::Eadr, Mode::Adr] {
         for (name, stream) in [("zipf 0.99", &zipf), ("uniform", &uniform)] {

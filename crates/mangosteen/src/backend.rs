@@ -20,7 +20,7 @@
 //! verifies every line after recovery: a damaged pool file is refused, not read.
 
 use crate::error::{Error, Result};
-use crate::redo_log::{Record, RedoLog};
+use crate::redo_log::RedoLog;
 use pmkv_substrate::Pool;
 
 /// Bytes per line check.
@@ -100,7 +100,7 @@ impl PmCopy {
 }
 
 /// The inline backend's apply of the batch just committed, from the DRAM copy instead of
-/// the ring: `blocks` are the batch's block addresses and `dram` the DRAM copy, which
+/// the ring: `runs` are the batch's dirty bytes and `dram` the DRAM copy, which
 /// under the writer lock equals the PM copy with every batch up to this one applied (the
 /// caller checks that every earlier batch is applied). The same bytes as the batch's REDO
 /// records, without reading back and re-checking lines the commit just flushed (with
@@ -108,26 +108,17 @@ impl PmCopy {
 /// line's check computed from DRAM, where the line is cached. Flushes only: the caller
 /// makes it durable (see `Mangosteen::end_tx`).
 ///
-/// The blocks are applied in address order, as runs of adjacent blocks: each line of the
-/// PM copy is then flushed and checked once however many of its blocks the batch wrote
-/// (two 32-byte blocks share a line), and each line of check words is flushed once for
-/// the lines of a run it covers (sixteen lines share one). Block by block (a check and
+/// The runs (sorted, from `redo_log::runs_of`) are applied in address order: each line
+/// of the PM copy is then flushed and checked once however many of its blocks the batch
+/// wrote (two 32-byte blocks share a line), and each line of check words is flushed once
+/// for the lines of a run it covers (sixteen lines share one). Block by block (a check and
 /// two flushes per block), a Dictionary insert wrote 38.3 PM lines instead of 27.6.
-pub(crate) fn apply_from_dram(pool: &Pool, pm: &PmCopy, dram: &[u8], blocks: &mut [u64], block: usize) {
-    blocks.sort_unstable();
+pub(crate) fn apply_from_dram(pool: &Pool, pm: &PmCopy, dram: &[u8], runs: &[(u64, u64)]) {
     // Check words stored and not yet flushed, `[from, to)` in pool offsets: runs whose
     // check words share a line extend it, so that the line is flushed once, after its
     // last store.
     let mut pending: Option<(u64, u64)> = None;
-    let mut i = 0;
-    while i < blocks.len() {
-        let start = blocks[i];
-        let mut end = start;
-        while i < blocks.len() && blocks[i] <= end {
-            end = end.max(blocks[i] + block as u64);
-            i += 1;
-        }
-        let end = end.min(pm.size);
+    for &(start, end) in runs {
         let len = (end - start) as usize;
         let at = pm.region + start;
         // SAFETY: `[start, end)` lies inside the region (blocks of it, as logged), an
@@ -165,32 +156,33 @@ pub(crate) fn apply(log: &RedoLog, pm: &PmCopy, from: u64, to: u64, durable: boo
     let pool = &log.pool;
     let (region, size) = (pm.region, pm.size);
     let mut head = from;
-    for idx in from..to {
-        match log.read(idx)? {
-            Record::Redo { addr, len, data } => {
-                if addr.checked_add(len as u64).is_none_or(|e| e > size) {
-                    return Err(Error::Corrupt(format!(
-                        "redo record {idx} writes {len} bytes at {addr}, outside the {size}-byte region"
-                    )));
-                }
-                let at = region + addr;
-                // SAFETY: inside the region (checked), an object of this pool that only
-                // the backend (or recovery, which runs alone) writes; the DRAM copy is a
-                // separate buffer, so no reference into these bytes exists.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), pool.at::<u8>(at), len) };
-                pool.flush_off(at, len);
-                // A block is aligned to its size (at most 32), so it lies in one line,
-                // unless a damaged or hand-made record says otherwise: then every line.
-                for l in addr / LINE..=(addr + len.max(1) as u64 - 1) / LINE {
-                    pm.update(pool, l);
-                }
+    let mut idx = from;
+    let mut buf = Vec::new();
+    while idx < to {
+        let rec = log.read(idx, to, &mut buf)?;
+        for (addr, data) in rec.runs(&buf) {
+            let len = data.len();
+            if addr.checked_add(len as u64).is_none_or(|e| e > size) {
+                return Err(Error::Corrupt(format!(
+                    "redo record {idx} writes {len} bytes at {addr}, outside the {size}-byte region"
+                )));
             }
-            Record::Commit { .. } => {
-                head = idx + 1;
-                if durable {
-                    pool.fence(); // line 21: the batch's blocks (and their lines' checks) are durable
-                    log.set_p_head(head); // lines 22–24
-                }
+            let at = region + addr;
+            // SAFETY: inside the region (checked), an object of this pool that only the
+            // backend (or recovery, which runs alone) writes; the DRAM copy and `buf` are
+            // separate buffers, so no reference into these bytes exists.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), pool.at::<u8>(at), len) };
+            pool.flush_off(at, len);
+            for l in addr / LINE..=(addr + len.max(1) as u64 - 1) / LINE {
+                pm.update(pool, l);
+            }
+        }
+        idx = rec.next;
+        if rec.commit {
+            head = idx;
+            if durable {
+                pool.fence(); // line 21: the batch's blocks (and their lines' checks) are durable
+                log.set_p_head(head); // lines 22–24
             }
         }
     }

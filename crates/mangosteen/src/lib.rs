@@ -57,7 +57,7 @@
 //! * [`KvApp`] and [`KvRequest`], the small application the `mangosteen-kv` server runs.
 //!
 //! Recovery reports through the core's [`pmkv_core::RecoveryReport`]
-//! ([`Mangosteen::recovery`]): the redo records replayed are `rolled_forward`, and the
+//! ([`Mangosteen::recovery`]): the redo log slots replayed are `rolled_forward`, and the
 //! log's persistent head and tail are the details `log_head` and `log_tail`.
 //! Everything else — the log, the deduplication set, the combiner, page capture — is
 //! crate-private: its invariants (who may write the PM copy, when the tail may move) are

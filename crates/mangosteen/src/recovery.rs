@@ -11,13 +11,13 @@
 
 use crate::backend;
 use crate::error::Result;
-use crate::redo_log::{Record, RedoLog};
+use crate::redo_log::RedoLog;
 
 /// What replaying the log did; the runtime reports it as a `pmkv_core::RecoveryReport`
 /// (see `Mangosteen::recovery`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Replay {
-    /// Records replayed (REDO and COMMIT).
+    /// Ring slots replayed (the records of whole batches).
     pub(crate) records: u64,
     /// The persistent head and tail found.
     pub(crate) head: u64,
@@ -28,18 +28,21 @@ pub(crate) fn replay(log: &RedoLog, pm: &backend::PmCopy) -> Result<Replay> {
     let (head, tail) = (log.p_head(), log.p_tail());
     if tail < head || tail - head > log.cap {
         return Err(crate::error::Error::Corrupt(format!(
-            "redo log head {head} and tail {tail} are inconsistent with a ring of {} records",
+            "redo log head {head} and tail {tail} are inconsistent with a ring of {} slots",
             log.cap
         )));
     }
     // Read (and verify) every pending record and check every line they do not write
     // before replaying: a pool refused for damage is then refused unchanged (SPEC R2).
     let mut touched = Vec::new();
-    for idx in head..tail {
-        if let Record::Redo { addr, len, .. } = log.read(idx)? {
-            let last = addr.saturating_add(len.max(1) as u64 - 1);
+    let (mut idx, mut buf) = (head, Vec::new());
+    while idx < tail {
+        let rec = log.read(idx, tail, &mut buf)?;
+        for (addr, data) in rec.runs(&buf) {
+            let last = addr.saturating_add(data.len().max(1) as u64 - 1);
             touched.extend(addr / backend::LINE..=last.min(pm.size.saturating_sub(1)) / backend::LINE);
         }
+        idx = rec.next;
     }
     touched.sort_unstable();
     touched.dedup();

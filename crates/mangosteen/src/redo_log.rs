@@ -1,15 +1,29 @@
 //! The batched redo log (paper §4.3, "Batched Redo Logging"; Fig. 3 lines 20–41).
 //!
-//! A ring of one-line records in PM with a persistent head (first record the backend has
-//! not applied) and tail (one past the last COMMIT). The frontend appends the REDO records
-//! of a batch and its COMMIT, each flushed as it is written but none fenced; then one
+//! A ring of 64-byte slots in PM with a persistent head (first slot the backend has not
+//! applied) and tail (one past the last COMMIT). The frontend appends a batch's records,
+//! the last of them a COMMIT, each flushed as it is written but none fenced; then one
 //! fence, the new tail, and one persist (Fig. 3 lines 27–31): the batch is durable, and
 //! its requests may be answered, exactly when the tail that covers its COMMIT is. A crash
 //! before that leaves records past the persistent tail, which recovery never reads: the
-//! batch is lost whole, and it was never acknowledged. Records carry their own index and
-//! a CRC-32C (the SSE4.2 instruction where the CPU has it: a record's check is on every
-//! commit's critical path), so damage, or a stale record of an earlier lap of the ring, is an error instead
-//! of a write of garbage into the PM copy.
+//! batch is lost whole, and it was never acknowledged.
+//!
+//! **Run records (format 3).** The paper logs one record per dirty block. Here a record
+//! carries *runs*: the batch's blocks sorted by address, adjacent ones merged, each run a
+//! descriptor (offset and length) and its bytes, all behind one 24-byte header and one
+//! check, over as many slots as it needs. A batch of the batched log is one record (its
+//! COMMIT); per-write logging writes one REDO record per captured write and an empty
+//! COMMIT. Format 2 put each 32-byte block in a slot of its own with its own header and
+//! CRC: a Dictionary insert (11.8 blocks in 6.4 runs) wrote 12.8 records, 12.8 lines and
+//! 12.8 checks, where it now writes one record of about 7 lines and one check. The
+//! blocks are still deduplicated first (§4.3): a run holds each dirty block once, with
+//! its content at commit.
+//!
+//! Records carry their own index and a CRC-32C (the SSE4.2 instruction where the CPU has
+//! it: a record's check is on every commit's critical path), so damage, or a stale record
+//! of an earlier lap of the ring, is an error instead of a write of garbage into the PM
+//! copy. A pool of format 2 is read by the same code (its records become one-run records
+//! as they are read) until its ring is empty, then moved to format 3 (see `runtime`).
 
 use crate::error::{Error, Result};
 use crate::layout::*;
@@ -17,21 +31,81 @@ use pmkv_substrate::Pool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// A record's check: CRC-32C of its first 60 bytes (inline `crc32` instructions, see
-/// `pmkv_substrate::checksum`: through the `crc32c` crate's call this was a fifth of a
-/// `mangosteen` insert).
-fn record_check(w: &[u64; RECORD / 8]) -> u32 {
-    let seven: [u64; 7] = w[..7].try_into().expect("7 words");
-    pmkv_substrate::checksum::crc32c_words_then(seven, w[7] as u32)
+/// The longest run one descriptor names (its length field has 24 bits); longer runs are
+/// split.
+pub(crate) const MAX_RUN: u64 = 1 << 20;
+
+/// Bytes of a record's header.
+const HEADER: usize = 24;
+
+/// A record read and verified; its runs are in the buffer [`RedoLog::read`] filled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rec {
+    /// The record ends its batch (a COMMIT).
+    pub(crate) commit: bool,
+    /// The index one past the record's last slot.
+    pub(crate) next: u64,
+    runs: usize,
 }
 
-/// A decoded record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Record {
-    /// `len` bytes of `data` go to region offset `addr`.
-    Redo { addr: u64, len: usize, data: [u8; MAX_BLOCK] },
-    /// The end of batch `batch`.
-    Commit { batch: u64 },
+impl Rec {
+    /// The record's runs: region offset and bytes, from the buffer `read` filled.
+    pub(crate) fn runs<'b>(&self, buf: &'b [u64]) -> impl Iterator<Item = (u64, &'b [u8])> + 'b {
+        let desc = &buf[HEADER / 8..HEADER / 8 + self.runs];
+        let mut at = HEADER + 8 * self.runs;
+        let bytes = words_as_bytes(buf);
+        desc.iter().map(move |&d| {
+            let (addr, len) = (d & ((1 << 40) - 1), (d >> 40) as usize);
+            let data = &bytes[at..at + len];
+            at += len;
+            (addr, data)
+        })
+    }
+}
+
+/// `words` as their bytes (little-endian, as they lie in PM).
+fn words_as_bytes(words: &[u64]) -> &[u8] {
+    // SAFETY: any initialized u64 is 8 initialized bytes; u8 needs no alignment.
+    unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, words.len() * 8) }
+}
+
+fn words_as_bytes_mut(words: &mut [u64]) -> &mut [u8] {
+    // SAFETY: as `words_as_bytes`; every byte pattern is a valid u64.
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 8) }
+}
+
+/// The check of a record at index `idx` whose words (check field zero) are `words`.
+fn check(idx: u64, words: &[u64]) -> u32 {
+    pmkv_substrate::checksum::crc32c_parts(idx, &[words_as_bytes(words)])
+}
+
+/// Runs of adjacent blocks among `blocks` (sorted; duplicates allowed), each block
+/// `block` bytes and clipped to the region's `size`, at most [`MAX_RUN`] bytes each, as
+/// `(start, end)` region offsets, into `out` (cleared first).
+pub(crate) fn runs_of(blocks: &[u64], block: u64, size: u64, out: &mut Vec<(u64, u64)>) {
+    out.clear();
+    let mut i = 0;
+    while i < blocks.len() {
+        let start = blocks[i];
+        let mut end = start;
+        while i < blocks.len() && blocks[i] <= end && blocks[i] + block - start <= MAX_RUN {
+            end = end.max(blocks[i] + block);
+            i += 1;
+        }
+        out.push((start, end.min(size)));
+    }
+}
+
+/// Slots a record of `runs` takes.
+pub(crate) fn slots_for(runs: &[(u64, u64)]) -> u64 {
+    let data: u64 = runs.iter().map(|(s, e)| e - s).sum();
+    (HEADER as u64 + 8 * runs.len() as u64 + data).div_ceil(RECORD as u64)
+}
+
+/// A format-2 record's check: CRC-32C of its first 60 bytes.
+fn v2_check(w: &[u64; RECORD / 8]) -> u32 {
+    let seven: [u64; 7] = w[..7].try_into().expect("7 words");
+    pmkv_substrate::checksum::crc32c_words_then(seven, w[7] as u32)
 }
 
 /// The ring and its persistent head and tail.
@@ -39,16 +113,18 @@ pub struct RedoLog {
     pub(crate) pool: Arc<Pool>,
     /// Offset of the ring's first slot.
     ring: u64,
-    /// Capacity in records.
+    /// Capacity in slots.
     pub(crate) cap: u64,
     /// Offsets of the persistent head and tail words.
     head_at: u64,
     tail_at: u64,
+    /// The records' format: 2 (one block per slot) or 3 (run records).
+    version: u32,
 }
 
 impl RedoLog {
-    pub(crate) fn new(pool: Arc<Pool>, ring: u64, cap: u64, sb: u64) -> RedoLog {
-        RedoLog { pool, ring, cap, head_at: sb + HEAD_AT, tail_at: sb + TAIL_AT }
+    pub(crate) fn new(pool: Arc<Pool>, ring: u64, cap: u64, sb: u64, version: u32) -> RedoLog {
+        RedoLog { pool, ring, cap, head_at: sb + HEAD_AT, tail_at: sb + TAIL_AT, version }
     }
 
     fn word(&self, off: u64) -> &AtomicU64 {
@@ -88,86 +164,144 @@ impl RedoLog {
         self.pool.persist_off(self.tail_at, 8);
     }
 
-    /// The eight words of the record slot at `at`, checked once (not per word: a record
-    /// write is on every commit's path).
-    fn words(&self, at: u64) -> &[AtomicU64; RECORD / 8] {
+    /// The eight words of the slot at index `idx`, checked once (not per word: a record
+    /// write is on every commit's path), and the slot's pool offset.
+    fn slot(&self, idx: u64) -> (&[AtomicU64; RECORD / 8], u64) {
+        let at = self.ring + (idx % self.cap) * RECORD as u64;
         assert!(at.is_multiple_of(8) && self.pool.contains(at, RECORD as u64), "ring slot {at:#x} outside the pool");
         // SAFETY: aligned and inside the mapping (checked), which lives as long as `pool`;
         // ring slots are only ever accessed through these atomics.
-        unsafe { &*(self.pool.at::<u64>(at) as *const [AtomicU64; RECORD / 8]) }
+        (unsafe { &*(self.pool.at::<u64>(at) as *const [AtomicU64; RECORD / 8]) }, at)
     }
 
-    fn slot(&self, idx: u64) -> u64 {
-        self.ring + (idx % self.cap) * RECORD as u64
-    }
-
-    /// Write record `idx` into its slot and flush it (no fence: Fig. 3 line 37's pwb).
-    /// The caller owns the slot: `idx` is at or past the persistent tail and less than
-    /// head + capacity, so neither the backend nor recovery reads it before the tail that
-    /// covers it is published.
+    /// Build the record of `runs` (region offsets, their bytes taken from `src`, the DRAM
+    /// copy) at index `idx` in `buf`, write it into its slots and flush them (no fence:
+    /// Fig. 3 line 37's pwb); returns the slots it took ([`slots_for`]). The caller owns
+    /// the slots: `idx` is at or past the persistent tail and `idx + slots` at most the
+    /// head plus the capacity, so neither the backend nor recovery reads them before the
+    /// tail that covers them is published.
     ///
-    /// The record is built as eight words, not bytes: the check then reads registers. (Built
-    /// in a byte array with stores of 4 and 8 bytes, its 8-byte loads for the check could
-    /// not be forwarded from those stores, and the stall was a tenth of a `mangosteen`
-    /// insert.)
-    pub(crate) fn write(&self, idx: u64, rec: &Record) {
-        let mut w = [0u64; RECORD / 8];
-        match rec {
-            Record::Redo { addr, len, data } => {
-                w[0] = REDO as u64 | (*len as u64) << 32;
-                w[1] = *addr;
-                for (w, d) in w[2..6].iter_mut().zip(data.chunks_exact(8)) {
-                    *w = u64::from_le_bytes(d.try_into().expect("8 bytes"));
-                }
-            }
-            Record::Commit { batch } => {
-                w[0] = COMMIT as u64;
-                w[1] = *batch;
-            }
+    /// The record is built as words, not bytes, and its check computed there, before any
+    /// store to PM: the check then reads cached, store-forwardable words (built in a byte
+    /// array with stores of 4 and 8 bytes, a format-2 record's 8-byte loads for the check
+    /// could not be forwarded from those stores: a tenth of a `mangosteen` insert).
+    pub(crate) fn write(&self, idx: u64, commit: bool, runs: &[(u64, u64)], src: &[u8], buf: &mut Vec<u64>) -> u64 {
+        debug_assert_eq!(self.version, SUPER_VERSION, "only the current format is written");
+        let slots = slots_for(runs);
+        buf.clear();
+        buf.resize(slots as usize * RECORD / 8, 0);
+        let data: u64 = runs.iter().map(|(s, e)| e - s).sum();
+        let len = HEADER as u64 + 8 * runs.len() as u64 + data;
+        buf[0] = if commit { COMMIT3 } else { REDO3 } as u64 | (runs.len() as u64) << 32;
+        buf[1] = idx;
+        buf[2] = len;
+        let mut at = HEADER + 8 * runs.len();
+        for (i, &(s, e)) in runs.iter().enumerate() {
+            buf[HEADER / 8 + i] = s | (e - s) << 40;
+            let n = (e - s) as usize;
+            words_as_bytes_mut(buf)[at..at + n].copy_from_slice(&src[s as usize..e as usize]);
+            at += n;
         }
-        w[6] = idx;
-        // Bytes 56..60 stay zero; the check covers them and lies in bytes 60..64.
-        w[7] = (record_check(&w) as u64) << 32;
-        let at = self.slot(idx);
-        for (slot, w) in self.words(at).iter().zip(w) {
-            // Word stores through atomics: the simulator and a backend thread may read the
-            // line concurrently (they only trust it below the published tail).
-            slot.store(w, Ordering::Relaxed);
+        let c = check(idx, &buf[..(len as usize).div_ceil(8)]);
+        buf[2] |= (c as u64) << 32;
+        for (line, words) in buf.chunks_exact(RECORD / 8).enumerate() {
+            let (slot, off) = self.slot(idx + line as u64);
+            for (slot, &w) in slot.iter().zip(words) {
+                // Word stores through atomics: the simulator and a backend thread may read
+                // the line concurrently (they only trust it below the published tail).
+                slot.store(w, Ordering::Relaxed);
+            }
+            self.pool.flush_off(off, RECORD);
         }
-        self.pool.flush_off(at, RECORD);
+        slots
     }
 
-    /// Read and verify record `idx` (which must lie below the persistent tail).
-    pub(crate) fn read(&self, idx: u64) -> Result<Record> {
-        let at = self.slot(idx);
-        let mut w = [0u64; RECORD / 8];
-        for (w, slot) in w.iter_mut().zip(self.words(at)) {
-            *w = slot.load(Ordering::Relaxed);
+    /// Read and verify the record at index `idx` (below `tail`, the persistent tail) into
+    /// `buf`; its runs are then [`Rec::runs`] of `buf`.
+    pub(crate) fn read(&self, idx: u64, tail: u64, buf: &mut Vec<u64>) -> Result<Rec> {
+        let bad = |what: String| Err(Error::Corrupt(format!("redo record {idx} (slot {}): {what}", idx % self.cap)));
+        let load = |idx: u64, buf: &mut Vec<u64>| {
+            for w in self.slot(idx).0 {
+                buf.push(w.load(Ordering::Relaxed));
+            }
+        };
+        buf.clear();
+        load(idx, buf);
+        if self.version == 2 {
+            return self.read_v2(idx, buf);
         }
-        let mut b = [0u8; RECORD];
-        for (b, w) in b.chunks_exact_mut(8).zip(w) {
-            b.copy_from_slice(&w.to_le_bytes());
+        let (kind, runs) = (buf[0] as u32, (buf[0] >> 32) as usize);
+        let len = buf[2] as u32 as u64;
+        let slots = len.div_ceil(RECORD as u64);
+        if kind != REDO3 && kind != COMMIT3 {
+            return bad(format!("unknown kind {kind}"));
         }
-        let bad = |what: &str| Err(Error::Corrupt(format!("redo record {idx} (slot {at:#x}): {what}")));
-        if (w[7] >> 32) as u32 != record_check(&w) {
+        if buf[1] != idx {
+            return bad(format!("it names index {}: a record of another lap of the ring, or damage", buf[1]));
+        }
+        if len < (HEADER + 8 * runs) as u64 || slots > tail - idx {
+            return bad(format!("a length of {len} bytes for {runs} runs does not fit before the tail"));
+        }
+        for i in 1..slots {
+            load(idx + i, buf);
+        }
+        let want = (buf[2] >> 32) as u32;
+        buf[2] &= u32::MAX as u64;
+        let words = (len as usize).div_ceil(8);
+        if check(idx, &buf[..words]) != want {
+            return bad("checksum does not match".into());
+        }
+        let data: u64 = buf[HEADER / 8..HEADER / 8 + runs].iter().map(|d| d >> 40).sum();
+        if HEADER as u64 + 8 * runs as u64 + data != len {
+            return bad("its runs do not add up to its length".into());
+        }
+        Ok(Rec { commit: kind == COMMIT3, next: idx + slots, runs })
+    }
+
+    /// A format-2 record (in `buf`, its one slot) as a record of at most one run.
+    fn read_v2(&self, idx: u64, buf: &mut Vec<u64>) -> Result<Rec> {
+        let bad = |what: &str| Err(Error::Corrupt(format!("redo record {idx} (slot {}): {what}", idx % self.cap)));
+        let w: [u64; RECORD / 8] = buf[..].try_into().expect("one slot");
+        if (w[7] >> 32) as u32 != v2_check(&w) {
             return bad("checksum does not match");
         }
-        if u64::from_le_bytes(b[48..56].try_into().unwrap()) != idx {
+        if w[6] != idx {
             return bad("it is a record of another lap of the ring");
         }
-        let field = u64::from_le_bytes(b[8..16].try_into().unwrap());
-        match u32::from_le_bytes(b[0..4].try_into().unwrap()) {
+        match w[0] as u32 {
             REDO => {
-                let len = u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize;
+                let len = (w[0] >> 32) as usize;
                 if len > MAX_BLOCK {
                     return bad("block longer than a record holds");
                 }
-                let mut data = [0u8; MAX_BLOCK];
-                data.copy_from_slice(&b[16..48]);
-                Ok(Record::Redo { addr: field, len, data })
+                // Header, one descriptor, the block's bytes (words 2..6 of the slot).
+                buf.clear();
+                buf.extend_from_slice(&[0, 0, 0, w[1] | (len as u64) << 40]);
+                buf.extend_from_slice(&w[2..6]);
+                Ok(Rec { commit: false, next: idx + 1, runs: 1 })
             }
-            COMMIT => Ok(Record::Commit { batch: field }),
+            COMMIT => Ok(Rec { commit: true, next: idx + 1, runs: 0 }),
             _ => bad("unknown kind"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_merge_adjacent_and_duplicate_blocks_and_split_long_ones() {
+        let mut out = Vec::new();
+        runs_of(&[0, 32, 32, 64, 128, 160], 32, 1 << 30, &mut out);
+        assert_eq!(out, [(0, 96), (128, 192)]);
+        runs_of(&[992], 32, 1000, &mut out);
+        assert_eq!(out, [(992, 1000)], "the last block is clipped to the region");
+        let long: Vec<u64> = (0..(3 * MAX_RUN / 32)).map(|b| b * 32).collect();
+        runs_of(&long, 32, 1 << 30, &mut out);
+        assert_eq!(out, [(0, MAX_RUN), (MAX_RUN, 2 * MAX_RUN), (2 * MAX_RUN, 3 * MAX_RUN)]);
+        assert_eq!(slots_for(&[(0, 32)]), 1, "header, descriptor and one block share a slot");
+        assert_eq!(slots_for(&[(0, 64)]), 2);
+        assert_eq!(slots_for(&[]), 1, "an empty COMMIT");
     }
 }

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::flat_combining::{Batch, Combining, Outcome};
 use crate::layout::*;
 use crate::recovery::{self, Replay};
-use crate::redo_log::{Record, RedoLog};
+use crate::redo_log::{self, RedoLog};
 use parking_lot::{Mutex, RwLock};
 use pmkv_substrate::epalloc::{extent, EpAlloc};
 use pmkv_substrate::Pool;
@@ -31,7 +31,8 @@ pub struct Options {
     pub region_size: u64,
     /// Deduplication and log granularity: 8, 16 or 32 bytes (the paper's default, 32).
     pub block_size: usize,
-    /// Records in the redo ring.
+    /// 64-byte slots in the redo ring (a record takes one or more; the name is format 2's,
+    /// where each record took one).
     pub ring_records: u64,
     /// Entries of the deduplication table (a power of two; 4,096 = 32 KiB, cache-sized).
     pub dedup_slots: usize,
@@ -121,11 +122,14 @@ struct Frontend {
     /// the next commit's fence makes them durable and its tail's persist carries the head
     /// up to here. The background backend keeps its own; then this stays at `head`.
     applied: u64,
-    batch: u64,
     /// The tail when the running batch began (per-write logging moves it during the batch).
     started: u64,
     /// Verify mode: blocks the capture missed in this batch (logged at its end).
     missed: Vec<u64>,
+    /// Scratch kept between batches: the batch's blocks, their runs, a record's words.
+    blocks: Vec<u64>,
+    runs: Vec<(u64, u64)>,
+    rec: Vec<u64>,
 }
 
 /// Per-write logging ([`Log::PerWrite`]) for one batch: the write the hooks last
@@ -140,7 +144,7 @@ struct Eager {
 
 impl Eager {
     /// Log the write of `len` bytes at `off` as the DRAM copy holds it now: a REDO record
-    /// per block, each flushed, then one fence. The block also goes into the batch's set,
+    /// of its blocks, flushed, then one fence. The blocks also go into the batch's set,
     /// which here only tells the backend and verify mode what the batch changed.
     fn log(&mut self, off: u64, len: usize) {
         if self.err.is_some() || len == 0 {
@@ -153,18 +157,17 @@ impl Eager {
         front.dedup.record(off, len);
         let b = rt.block as u64;
         let end = (off + len as u64).min(rt.shared.size);
-        let mut a = off & !(b - 1);
-        while a < end {
-            let n = b.min(rt.shared.size - a) as usize;
-            let mut data = [0u8; MAX_BLOCK];
-            // SAFETY: `a + n` lies inside the DRAM copy; the bytes were written by the
-            // store just reported, and nothing writes them concurrently.
-            unsafe { std::ptr::copy_nonoverlapping(self.dram.add(a as usize), data.as_mut_ptr(), n) };
-            if let Err(e) = rt.enque(front, Record::Redo { addr: a, len: n, data }) {
-                self.err = Some(e);
-                return;
-            }
-            a += b;
+        let mut blocks = std::mem::take(&mut front.blocks);
+        blocks.clear();
+        blocks.extend((off & !(b - 1)..end).step_by(b as usize));
+        // SAFETY: the DRAM copy, `size` bytes; the bytes were written by the store just
+        // reported, and nothing writes them concurrently.
+        let dram = unsafe { std::slice::from_raw_parts(self.dram, rt.shared.size as usize) };
+        let r = rt.log_runs(front, &blocks, false, dram);
+        front.blocks = blocks;
+        if let Err(e) = r {
+            self.err = Some(e);
+            return;
         }
         rt.shared.log.pool.fence();
     }
@@ -411,14 +414,26 @@ impl Mangosteen {
             let sb = pool.root(SUPER_ROOT);
             (alloc, sb)
         };
-        let (block, cap, size, ring, region, addr, checks) = read_super(&pool, &alloc, sb)?;
+        let (version, block, cap, size, ring, region, addr, checks) = read_super(&pool, &alloc, sb)?;
         let pm = PmCopy { region, size, checks };
-        let log = RedoLog::new(pool.clone(), ring, cap, sb);
+        let mut log = RedoLog::new(pool.clone(), ring, cap, sb, version);
         let replay = if pool.is_read_only() {
             Replay { head: log.p_head(), tail: log.p_tail(), records: 0 }
         } else {
             recovery::replay(&log, &pm)?
         };
+        if !pool.is_read_only() {
+            // A superblock the root does not name is one an interrupted upgrade left.
+            let mut stale = Vec::new();
+            alloc.for_each_used(SUPER, |o| stale.extend((o != sb).then_some(o)));
+            for o in stale {
+                alloc.free(o);
+            }
+            if version == SUPER_VERSION_2 {
+                let sb = upgrade(&pool, &alloc, sb)?;
+                log = RedoLog::new(pool.clone(), ring, cap, sb, SUPER_VERSION);
+            }
+        }
         let (head, tail) = (log.p_head(), log.p_tail());
         if pool.is_read_only() && head != tail {
             return Err(Error::Pool(pmkv_substrate::PoolError::NeedsRecovery {
@@ -493,9 +508,11 @@ impl Mangosteen {
                 tail,
                 head,
                 applied: head,
-                batch: 0,
                 started: tail,
                 missed: Vec::new(),
+                blocks: Vec::new(),
+                runs: Vec::new(),
+                rec: Vec::new(),
             }),
             shared,
             dram: RwLock::new(dram),
@@ -512,8 +529,8 @@ impl Mangosteen {
     }
 
     /// What the open's recovery did (M8), in the core's report: `clean_shutdown` as the
-    /// pool recorded it, `rolled_forward` = redo records (REDO and COMMIT) replayed onto
-    /// the PM copy, `duration` = the replay plus the rebuild of the DRAM copy, and the
+    /// pool recorded it, `rolled_forward` = the redo log's 64-byte slots replayed onto
+    /// the PM copy (the records of whole batches), `duration` = the replay plus the rebuild of the DRAM copy, and the
     /// log's persistent head and tail as found, as the details `log_head` and `log_tail`
     /// (read them with `detail_u64`). `records` is left 0: the region is bytes to the
     /// runtime; the `mangosteen` engine fills it with its map's length.
@@ -665,45 +682,84 @@ impl Mangosteen {
             return Ok(());
         }
         let log = &self.shared.log;
-        let mut blocks = Vec::with_capacity(front.dedup.len());
+        let mut blocks = std::mem::take(&mut front.blocks);
+        blocks.clear();
         front.dedup.drain(|a| blocks.push(a));
-        front.batch += 1;
+        blocks.sort_unstable();
         let start = front.started;
-        // Per-write logging logged every captured write already; only what verify mode
-        // found missed is left.
-        let missed = std::mem::take(&mut front.missed);
-        let to_log = if self.log == Log::PerWrite { &missed } else { &blocks };
-        for &a in to_log {
-            let len = self.block.min((self.shared.size - a) as usize);
-            let mut data = [0u8; MAX_BLOCK];
-            data[..len].copy_from_slice(&dram[a as usize..a as usize + len]);
-            self.enque(front, Record::Redo { addr: a, len, data })?;
+        // One record of the batch's runs, its COMMIT. Per-write logging logged every
+        // captured write already; only what verify mode found missed is left.
+        let r = if self.log == Log::PerWrite {
+            let mut missed = std::mem::take(&mut front.missed);
+            missed.sort_unstable();
+            let r = self.log_runs(front, &missed, true, dram);
+            missed.clear();
+            front.missed = missed;
+            r
+        } else {
+            front.missed.clear();
+            self.log_runs(front, &blocks, true, dram)
+        };
+        if let Err(e) = r {
+            front.blocks = blocks;
+            return Err(e);
         }
-        self.enque(front, Record::Commit { batch: front.batch })?;
         log.pool.fence(); // line 28; also the previous batch's applied blocks
         let head = front.applied;
         if !self.background && head > front.head {
             log.store_p_head(head);
         }
         log.set_p_tail(front.tail); // lines 29–31: the tail (and the head) durable
+        let mut r = Ok(());
         if !self.background {
             front.head = head;
             if front.applied == start {
-                backend::apply_from_dram(&log.pool, &self.shared.pm, dram, &mut blocks, self.block);
+                let mut runs = std::mem::take(&mut front.runs);
+                redo_log::runs_of(&blocks, self.block as u64, self.shared.size, &mut runs);
+                backend::apply_from_dram(&log.pool, &self.shared.pm, dram, &runs);
+                front.runs = runs;
                 front.applied = front.tail;
             } else {
                 // An earlier batch is not applied (its apply failed): go by the records.
-                front.applied = backend::apply(log, &self.shared.pm, front.applied, front.tail, false)?;
+                r = backend::apply(log, &self.shared.pm, front.applied, front.tail, false).map(|a| front.applied = a);
             }
         }
-        Ok(())
+        front.blocks = blocks;
+        r
     }
 
-    /// `rb_enque` (Fig. 3 lines 33–41): wait while the ring is full (back-pressure on the
-    /// backend), then write the record at the tail.
-    fn enque(&self, front: &mut Frontend, rec: Record) -> Result<()> {
+    /// Log `blocks` (sorted; their bytes as `dram` holds them) as one record at the tail
+    /// (Fig. 3 lines 20–26 and 33–41, `rb_enque` of the batch's runs at once): a COMMIT
+    /// if `commit`, else a REDO of a batch still running. Waits while the ring is full
+    /// (back-pressure on the backend).
+    fn log_runs(&self, front: &mut Frontend, blocks: &[u64], commit: bool, dram: &[u8]) -> Result<()> {
         let log = &self.shared.log;
-        while front.tail - front.head >= log.cap {
+        let mut runs = std::mem::take(&mut front.runs);
+        redo_log::runs_of(blocks, self.block as u64, self.shared.size, &mut runs);
+        let slots = redo_log::slots_for(&runs);
+        let r = self.make_room(front, slots);
+        if r.is_ok() {
+            let mut rec = std::mem::take(&mut front.rec);
+            front.tail += log.write(front.tail, commit, &runs, dram, &mut rec);
+            front.rec = rec;
+        }
+        front.runs = runs;
+        r
+    }
+
+    /// Wait until `slots` slots are free at the tail.
+    fn make_room(&self, front: &mut Frontend, slots: u64) -> Result<()> {
+        let log = &self.shared.log;
+        let too_big = || {
+            Err(Error::InvalidOption(format!(
+                "a batch of more than {} slots of records does not fit in the redo ring",
+                log.cap
+            )))
+        };
+        if slots > log.cap {
+            return too_big();
+        }
+        while front.tail + slots - front.head > log.cap {
             if self.background {
                 if let Some(e) = self.shared.failed.lock().clone() {
                     return Err(Error::Corrupt(format!("the backend stopped: {e}")));
@@ -711,10 +767,7 @@ impl Mangosteen {
                 // Everything committed is applied and the ring is still full: it holds
                 // only this batch, which can never commit. Refuse it.
                 if log.p_head() == log.p_tail() && front.head == log.p_head() {
-                    return Err(Error::InvalidOption(format!(
-                        "a batch of more than {} records does not fit in the redo ring",
-                        log.cap
-                    )));
+                    return too_big();
                 }
                 std::thread::yield_now();
                 front.head = log.p_head();
@@ -724,16 +777,11 @@ impl Mangosteen {
                 // overwritten before its COMMIT): refuse it rather than wait forever.
                 let durable = log.p_tail();
                 if durable == front.head {
-                    return Err(Error::InvalidOption(format!(
-                        "a batch of more than {} records does not fit in the redo ring",
-                        log.cap
-                    )));
+                    return too_big();
                 }
                 self.settle(front, durable)?;
             }
         }
-        log.write(front.tail, &rec);
-        front.tail += 1;
         Ok(())
     }
 
@@ -917,9 +965,45 @@ fn format(pool: Arc<Pool>, o: &Options) -> Result<(EpAlloc, u64)> {
     Ok((alloc, sb))
 }
 
-/// Block size, ring capacity, region size, ring and region offsets, fixed DRAM address,
-/// line checks' offset.
-type Super = (usize, u64, u64, u64, u64, u64, u64);
+/// Format version, block size, ring capacity, region size, ring and region offsets, fixed
+/// DRAM address, line checks' offset.
+type Super = (u32, usize, u64, u64, u64, u64, u64, u64);
+
+/// The superblock's first line with its version set to `version` and its check recomputed.
+fn super_line(mut b: [u8; 64], version: u32) -> [u8; 64] {
+    b[8..12].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32fast::hash(&b[..60]);
+    b[60..64].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// Move a pool of format 2 whose ring is empty (recovery has replayed it) to format 3:
+/// the two differ only in the ring's records, which an empty ring holds none of. The
+/// version lives in the superblock's checked first line, which a crash could leave torn
+/// if it were rewritten in place; so a copy of the superblock with the new version is
+/// written, persisted and published, the root is moved to it (one atomic 8-byte persist),
+/// and the old one freed. A crash before the root moves leaves the pool at format 2 (and
+/// the new copy to the next open's sweep of unnamed superblocks); after, at format 3 (and
+/// the old copy to that sweep). Returns the new superblock.
+fn upgrade(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<u64> {
+    let new = alloc.alloc(SUPER, SUPER_SIZE)?;
+    let mut first = [0u8; 64];
+    // SAFETY: both objects are SUPER_SIZE bytes inside the pool (`read_super` validated
+    // the old one; the allocator gave the new one), distinct, and nothing else uses them:
+    // the new one is not yet reachable, the old one is only read.
+    unsafe {
+        std::ptr::copy_nonoverlapping(pool.at::<u8>(sb), pool.at::<u8>(new), SUPER_SIZE);
+        first.copy_from_slice(std::slice::from_raw_parts(pool.at::<u8>(sb), 64));
+        let first = super_line(first, SUPER_VERSION);
+        std::ptr::copy_nonoverlapping(first.as_ptr(), pool.at::<u8>(new), 64);
+    }
+    pool.flush_off(new, SUPER_SIZE);
+    pool.fence();
+    alloc.publish(new);
+    pool.set_root(SUPER_ROOT, new);
+    alloc.free(sb);
+    Ok(new)
+}
 
 /// Validate the superblock and read its fields.
 fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<Super> {
@@ -935,7 +1019,7 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<Super> {
         return bad("bad superblock magic or checksum".into());
     }
     let version = u32::from_le_bytes(b[8..12].try_into().unwrap());
-    if version != SUPER_VERSION {
+    if version != SUPER_VERSION && version != SUPER_VERSION_2 {
         return Err(Error::Version { found: version, supported: SUPER_VERSION });
     }
     let block = u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize;
@@ -959,7 +1043,7 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<Super> {
     {
         return bad("superblock geometry or object offsets are invalid".into());
     }
-    Ok((block, cap, size, ring, region, addr, checks))
+    Ok((version, block, cap, size, ring, region, addr, checks))
 }
 
 #[cfg(test)]
@@ -981,7 +1065,7 @@ mod tests {
         m.quiesce().unwrap();
         let (head, tail) = m.log_indices();
         assert_eq!(head, tail, "quiesce made the inline backend's work durable");
-        assert_eq!(tail, 3, "two 32-byte blocks and a COMMIT");
+        assert_eq!(tail, 2, "one record: a 24-byte header, a run's descriptor, two 32-byte blocks");
         // Rewind the persistent head: replay is idempotent, so the next open replays the
         // whole batch again, as after a crash before the backend applied it.
         m.shared.log.set_p_head(0);
