@@ -244,7 +244,8 @@ fn u5_reproduce_nbtree_writes_its_report() {
 }
 
 /// `reproduce mangosteen` at the test scale: every figure's experiment has results for the
-/// engine and its per-write, page-capture and no-dedup configurations, report.md puts each
+/// engine and its per-write, page-capture, no-dedup (Fig. 7 only) and no-memcpy (fill100K
+/// only) configurations, report.md puts each
 /// figure beside the paper's claim, the claims are checked (RomulusDB's say why not), and
 /// each figure is drawn as PNG and SVG.
 #[test]
@@ -274,6 +275,8 @@ fn u5_reproduce_mangosteen_writes_its_report() {
             assert_eq!(has, want, "{exp} {e}");
         }
     }
+    let nomemcpy: Vec<_> = rep.records.iter().filter(|r| r.engine == "mangosteen-nomemcpy").collect();
+    assert!(!nomemcpy.is_empty() && nomemcpy.iter().all(|r| r.experiment == "fig8" && r.op == "fill100K"));
     // The per-write baseline fences every captured store: many fences per write, where
     // Mangosteen's batch has two.
     let fences = |e: &str| {
@@ -296,9 +299,16 @@ fn u5_reproduce_mangosteen_writes_its_report() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     let claims = check_claims(&json);
-    for id in
-        ["fig5a-persimmon", "fig5a-redis", "fig6-persimmon", "fig7-zipf", "fig8-perwrite", "fig8d-pages", "fig9-dram"]
-    {
+    for id in [
+        "fig5a-persimmon",
+        "fig5a-redis",
+        "fig6-persimmon",
+        "fig7-zipf",
+        "fig8-perwrite",
+        "fig8d-pages",
+        "fig8d-nomemcpy",
+        "fig9-dram",
+    ] {
         let c = claims.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no claim {id}"));
         assert!(c["measured"].is_number(), "{id} not measured: {c}");
     }

@@ -6,7 +6,7 @@ use std::ffi::c_void;
 
 /// Bumped whenever anything in this file or the exported functions' signatures changes;
 /// the loader refuses a library that reports another.
-pub const ABI: u32 = 1;
+pub const ABI: u32 = 2;
 
 /// Called for every captured write: the region offset of its first byte and its length
 /// (already clipped to the region).
@@ -26,6 +26,11 @@ pub struct Ctx {
     pub last: usize,
     pub record: RecordFn,
     pub arg: *mut c_void,
+    /// How `memcpy`, `memmove` and `memset` are reported: 0, as one write of their whole
+    /// length (the paper's memcpy interception); n > 0, as the n-byte stores a copy loop
+    /// makes, each through the store hook (the paper's "nomemcpy", where the binary
+    /// instrumentation sees every store of the copy: Fig. 8d).
+    pub mem_store: usize,
 }
 
 /// One end of a key range: `kind` 0 = unbounded, 1 = included, 2 = excluded.

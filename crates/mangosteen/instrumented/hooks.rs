@@ -55,6 +55,28 @@ pub fn store(a: usize, n: usize) {
     in_span(a, n)
 }
 
+/// A `memcpy`, `memmove` or `memset` of `n` bytes at `a` is about to happen: one write,
+/// or (`Ctx::mem_store`, the paper's "nomemcpy") the stores a copy loop would make, each
+/// reported as a store.
+#[inline(always)]
+pub fn mem(a: usize, n: usize) {
+    if a >= SPAN_HI.load(Ordering::Relaxed) || a.saturating_add(n) <= SPAN_LO.load(Ordering::Relaxed) || n == 0 {
+        return;
+    }
+    let p = CURRENT.with(Cell::get);
+    // SAFETY: `begin`'s contract: valid until `end`; this thread only (read, not kept).
+    let w = if p.is_null() { 0 } else { unsafe { (*p).mem_store } };
+    if w == 0 {
+        return in_span(a, n);
+    }
+    let mut at = a;
+    while at < a + n {
+        let k = w.min(a + n - at);
+        store(at, k);
+        at += k;
+    }
+}
+
 /// Record a write the instrumentation cannot see: a fixed-size copy or fill that the
 /// compiler's back end expands into plain stores after the store-tracing pass ran (the
 /// IR of this library shows which: `--emit=llvm-ir`, constant-length `llvm.mem*` calls).

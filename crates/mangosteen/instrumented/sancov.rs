@@ -3,7 +3,7 @@
 //! those inside the precompiled standard library linked into it. Each reports the write
 //! to `hooks` and, for the wrappers, then does it.
 
-use crate::hooks::store;
+use crate::hooks::{mem, store};
 use std::ffi::c_void;
 
 macro_rules! stores {
@@ -36,7 +36,7 @@ extern "C" {
 /// `memcpy`'s contract.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
-    store(d as usize, n);
+    mem(d as usize, n);
     // SAFETY: the caller's.
     unsafe { __real_memcpy(d, s, n) }
 }
@@ -46,7 +46,7 @@ pub unsafe extern "C" fn __wrap_memcpy(d: *mut c_void, s: *const c_void, n: usiz
 /// `memmove`'s contract.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
-    store(d as usize, n);
+    mem(d as usize, n);
     // SAFETY: the caller's.
     unsafe { __real_memmove(d, s, n) }
 }
@@ -56,7 +56,7 @@ pub unsafe extern "C" fn __wrap_memmove(d: *mut c_void, s: *const c_void, n: usi
 /// `memset`'s contract.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_memset(d: *mut c_void, c: i32, n: usize) -> *mut c_void {
-    store(d as usize, n);
+    mem(d as usize, n);
     // SAFETY: the caller's.
     unsafe { __real_memset(d, c, n) }
 }

@@ -62,6 +62,10 @@ const PARAMS: &[Param] = &[
         doc: "how captured writes are logged: batched (deduplicated, one fence per batch; default) or perwrite (the per-write baseline the paper compares against: every captured write logged and fenced at once, nothing deduplicated; needs capture=compiler)",
     },
     Param {
+        name: "memcpy",
+        doc: "false: report every 8-byte store of a memcpy, memmove or memset into the region through the store hook instead of the call as one write, the paper's nomemcpy ablation of Fig. 8d (default true; capture=compiler)",
+    },
+    Param {
         name: "verify_capture",
         doc: "true: after every batch compare the whole region with the one before and fail the write if any changed byte was not captured, logging it anyway (a compare of the region per batch; default: true in debug builds for regions up to 16 MiB, so the tests run it)",
     },
@@ -121,6 +125,7 @@ fn options(opts: &Options) -> Result<MgOptions> {
                     _ => return Err(bad()),
                 }
             }
+            "memcpy" => o.memcpy_capture = v.parse().map_err(|_| bad())?,
             "verify_capture" => verify = Some(v.parse().map_err(|_| bad())?),
             _ => {}
         }

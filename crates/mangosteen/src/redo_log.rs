@@ -79,20 +79,51 @@ fn check(idx: u64, words: &[u64]) -> u32 {
     pmkv_substrate::checksum::crc32c_parts(idx, &[words_as_bytes(words)])
 }
 
-/// Runs of adjacent blocks among `blocks` (sorted; duplicates allowed), each block
-/// `block` bytes and clipped to the region's `size`, at most [`MAX_RUN`] bytes each, as
-/// `(start, end)` region offsets, into `out` (cleared first).
-pub(crate) fn runs_of(blocks: &[u64], block: u64, size: u64, out: &mut Vec<(u64, u64)>) {
+/// The runs of a batch: its `blocks` (sorted; duplicates allowed), each `block` bytes,
+/// and its `ranges` (sorted by start; block-aligned `[start, end)`, see
+/// `DedupSet::drain_into`), overlapping and adjacent ones merged, clipped to the region's
+/// `size`, at most [`MAX_RUN`] bytes each, as `(start, end)` region offsets, into `out`
+/// (cleared first).
+pub(crate) fn runs_of(blocks: &[u64], ranges: &[(u64, u64)], block: u64, size: u64, out: &mut Vec<(u64, u64)>) {
     out.clear();
-    let mut i = 0;
-    while i < blocks.len() {
-        let start = blocks[i];
-        let mut end = start;
-        while i < blocks.len() && blocks[i] <= end && blocks[i] + block - start <= MAX_RUN {
-            end = end.max(blocks[i] + block);
-            i += 1;
+    let push = |out: &mut Vec<(u64, u64)>, (s, e): (u64, u64)| {
+        let e = e.min(size);
+        let mut a = s;
+        while a < e {
+            let b = (a + MAX_RUN).min(e);
+            out.push((a, b));
+            a = b;
         }
-        out.push((start, end.min(size)));
+    };
+    let (mut i, mut j) = (0, 0);
+    let mut cur: Option<(u64, u64)> = None;
+    loop {
+        let next = match (blocks.get(i), ranges.get(j)) {
+            (Some(&b), Some(&(r, _))) if b <= r => {
+                i += 1;
+                (b, b + block)
+            }
+            (_, Some(&r)) => {
+                j += 1;
+                r
+            }
+            (Some(&b), None) => {
+                i += 1;
+                (b, b + block)
+            }
+            (None, None) => break,
+        };
+        cur = match cur {
+            Some((s, e)) if next.0 <= e => Some((s, e.max(next.1))),
+            Some(c) => {
+                push(out, c);
+                Some(next)
+            }
+            None => Some(next),
+        };
+    }
+    if let Some(c) = cur {
+        push(out, c);
     }
 }
 
@@ -293,13 +324,28 @@ mod tests {
     #[test]
     fn runs_merge_adjacent_and_duplicate_blocks_and_split_long_ones() {
         let mut out = Vec::new();
-        runs_of(&[0, 32, 32, 64, 128, 160], 32, 1 << 30, &mut out);
+        runs_of(&[0, 32, 32, 64, 128, 160], &[], 32, 1 << 30, &mut out);
         assert_eq!(out, [(0, 96), (128, 192)]);
-        runs_of(&[992], 32, 1000, &mut out);
+        runs_of(&[992], &[], 32, 1000, &mut out);
         assert_eq!(out, [(992, 1000)], "the last block is clipped to the region");
         let long: Vec<u64> = (0..(3 * MAX_RUN / 32)).map(|b| b * 32).collect();
-        runs_of(&long, 32, 1 << 30, &mut out);
+        runs_of(&long, &[], 32, 1 << 30, &mut out);
         assert_eq!(out, [(0, MAX_RUN), (MAX_RUN, 2 * MAX_RUN), (2 * MAX_RUN, 3 * MAX_RUN)]);
+        // Ranges merge with blocks inside, beside and apart from them, and split too.
+        runs_of(&[0, 320, 640, 1024], &[(64, 320), (352, 512), (2048, 2048 + 2 * MAX_RUN)], 32, 1 << 30, &mut out);
+        assert_eq!(
+            out,
+            [
+                (0, 32),
+                (64, 512),
+                (640, 672),
+                (1024, 1056),
+                (2048, 2048 + MAX_RUN),
+                (2048 + MAX_RUN, 2048 + 2 * MAX_RUN)
+            ]
+        );
+        runs_of(&[], &[(0, 256)], 32, 100, &mut out);
+        assert_eq!(out, [(0, 100)]);
         assert_eq!(slots_for(&[(0, 32)]), 1, "header, descriptor and one block share a slot");
         assert_eq!(slots_for(&[(0, 64)]), 2);
         assert_eq!(slots_for(&[]), 1, "an empty COMMIT");

@@ -57,6 +57,11 @@ pub struct Options {
     /// (the split heap, M7: state that holds absolute pointers into the region stays
     /// valid across restarts). Only read at creation; an existing pool keeps its choice.
     pub fixed_address: bool,
+    /// Compiler capture: a `memcpy`, `memmove` or `memset` into the region is captured as
+    /// one write (the paper's memcpy interception; default). `false` is the paper's
+    /// "nomemcpy" ablation (Fig. 8d): every 8-byte store of the copy goes through the store
+    /// hook, as binary instrumentation sees a copy it does not intercept.
+    pub memcpy_capture: bool,
 }
 
 /// How the writes of a batch are found.
@@ -83,7 +88,7 @@ pub enum Log {
     Batched,
     /// The baseline the paper compares against (Persimmon-like: every write persisted
     /// before the program goes on): each captured write is logged as soon as it has been
-    /// made, one REDO record per block it touches, flushed and fenced before the next
+    /// made, a REDO record of the blocks it touches, flushed and fenced before the next
     /// write proceeds; nothing is deduplicated. The batch then commits as in `Batched`
     /// (COMMIT, fence, tail, persist), so recovery and the log's format are unchanged.
     /// Compiler and explicit capture only (page capture finds writes at the batch's end).
@@ -103,6 +108,7 @@ impl Default for Options {
             log: Log::Batched,
             verify_capture: false,
             fixed_address: false,
+            memcpy_capture: true,
         }
     }
 }
@@ -126,8 +132,10 @@ struct Frontend {
     started: u64,
     /// Verify mode: blocks the capture missed in this batch (logged at its end).
     missed: Vec<u64>,
-    /// Scratch kept between batches: the batch's blocks, their runs, a record's words.
+    /// Scratch kept between batches: the batch's blocks and ranges, their runs, a record's
+    /// words.
     blocks: Vec<u64>,
+    ranges: Vec<(u64, u64)>,
     runs: Vec<(u64, u64)>,
     rec: Vec<u64>,
 }
@@ -157,14 +165,10 @@ impl Eager {
         front.dedup.record(off, len);
         let b = rt.block as u64;
         let end = (off + len as u64).min(rt.shared.size);
-        let mut blocks = std::mem::take(&mut front.blocks);
-        blocks.clear();
-        blocks.extend((off & !(b - 1)..end).step_by(b as usize));
         // SAFETY: the DRAM copy, `size` bytes; the bytes were written by the store just
         // reported, and nothing writes them concurrently.
         let dram = unsafe { std::slice::from_raw_parts(self.dram, rt.shared.size as usize) };
-        let r = rt.log_runs(front, &blocks, false, dram);
-        front.blocks = blocks;
+        let r = rt.log_runs(front, &[], &[(off & !(b - 1), end.next_multiple_of(b))], false, dram);
         if let Err(e) = r {
             self.err = Some(e);
             return;
@@ -249,6 +253,8 @@ pub struct Mangosteen {
     front: Mutex<Frontend>,
     block: usize,
     log: Log,
+    /// `Ctx::mem_store` of compiler capture: 0, or 8 without memcpy capture.
+    mem_store: usize,
     background: bool,
     backend: Option<std::thread::JoinHandle<()>>,
     recovery: pmkv_core::RecoveryReport,
@@ -511,6 +517,7 @@ impl Mangosteen {
                 started: tail,
                 missed: Vec::new(),
                 blocks: Vec::new(),
+                ranges: Vec::new(),
                 runs: Vec::new(),
                 rec: Vec::new(),
             }),
@@ -518,6 +525,7 @@ impl Mangosteen {
             dram: RwLock::new(dram),
             block,
             log: opts.log,
+            mem_store: if opts.memcpy_capture { 0 } else { 8 },
             background: backend.is_some(),
             backend,
             recovery,
@@ -580,6 +588,7 @@ impl Mangosteen {
                 result = Some(f(tx));
             }
         };
+        let mem_store = self.mem_store;
         let outcome = self.combining.submit(&mut job, &|b: &mut Batch| {
             let mut front = self.front.lock();
             let mut guard = self.dram.write();
@@ -598,7 +607,7 @@ impl Mangosteen {
                             // SAFETY: `eager` outlives the guard, dropped at the end of
                             // this block; the hooks and `tx` use it on this thread only.
                             let _capture = unsafe { (*fp).compiler }.map(|app| unsafe {
-                                compiler_capture::Capture::begin_with(app, dram, 1, record_eager, ep.cast())
+                                compiler_capture::Capture::begin_with(app, dram, 1, mem_store, record_eager, ep.cast())
                             });
                             let mut tx = Tx::new(&mut *dram, dedup);
                             tx.eager = ep;
@@ -612,9 +621,9 @@ impl Mangosteen {
                     None => {
                         let dedup: *mut DedupSet = &mut front.dedup;
                         // SAFETY: `dedup` outlives the guard, dropped at the end of this block.
-                        let _capture = front
-                            .compiler
-                            .map(|app| unsafe { compiler_capture::Capture::begin(app, dram, self.block, dedup) });
+                        let _capture = front.compiler.map(|app| unsafe {
+                            compiler_capture::Capture::begin(app, dram, self.block, mem_store, dedup)
+                        });
                         let mut tx = Tx::new(&mut *dram, dedup);
                         b.run(&mut tx);
                     }
@@ -682,26 +691,26 @@ impl Mangosteen {
             return Ok(());
         }
         let log = &self.shared.log;
-        let mut blocks = std::mem::take(&mut front.blocks);
-        blocks.clear();
-        front.dedup.drain(|a| blocks.push(a));
+        let (mut blocks, mut ranges) = (std::mem::take(&mut front.blocks), std::mem::take(&mut front.ranges));
+        front.dedup.drain_into(&mut blocks, &mut ranges);
         blocks.sort_unstable();
+        ranges.sort_unstable();
         let start = front.started;
         // One record of the batch's runs, its COMMIT. Per-write logging logged every
         // captured write already; only what verify mode found missed is left.
         let r = if self.log == Log::PerWrite {
             let mut missed = std::mem::take(&mut front.missed);
             missed.sort_unstable();
-            let r = self.log_runs(front, &missed, true, dram);
+            let r = self.log_runs(front, &missed, &[], true, dram);
             missed.clear();
             front.missed = missed;
             r
         } else {
             front.missed.clear();
-            self.log_runs(front, &blocks, true, dram)
+            self.log_runs(front, &blocks, &ranges, true, dram)
         };
         if let Err(e) = r {
-            front.blocks = blocks;
+            (front.blocks, front.ranges) = (blocks, ranges);
             return Err(e);
         }
         log.pool.fence(); // line 28; also the previous batch's applied blocks
@@ -715,7 +724,7 @@ impl Mangosteen {
             front.head = head;
             if front.applied == start {
                 let mut runs = std::mem::take(&mut front.runs);
-                redo_log::runs_of(&blocks, self.block as u64, self.shared.size, &mut runs);
+                redo_log::runs_of(&blocks, &ranges, self.block as u64, self.shared.size, &mut runs);
                 backend::apply_from_dram(&log.pool, &self.shared.pm, dram, &runs);
                 front.runs = runs;
                 front.applied = front.tail;
@@ -724,18 +733,26 @@ impl Mangosteen {
                 r = backend::apply(log, &self.shared.pm, front.applied, front.tail, false).map(|a| front.applied = a);
             }
         }
-        front.blocks = blocks;
+        (front.blocks, front.ranges) = (blocks, ranges);
         r
     }
 
-    /// Log `blocks` (sorted; their bytes as `dram` holds them) as one record at the tail
+    /// Log `blocks` and `ranges` (sorted; see `redo_log::runs_of`; their bytes as `dram`
+    /// holds them) as one record at the tail
     /// (Fig. 3 lines 20–26 and 33–41, `rb_enque` of the batch's runs at once): a COMMIT
     /// if `commit`, else a REDO of a batch still running. Waits while the ring is full
     /// (back-pressure on the backend).
-    fn log_runs(&self, front: &mut Frontend, blocks: &[u64], commit: bool, dram: &[u8]) -> Result<()> {
+    fn log_runs(
+        &self,
+        front: &mut Frontend,
+        blocks: &[u64],
+        ranges: &[(u64, u64)],
+        commit: bool,
+        dram: &[u8],
+    ) -> Result<()> {
         let log = &self.shared.log;
         let mut runs = std::mem::take(&mut front.runs);
-        redo_log::runs_of(blocks, self.block as u64, self.shared.size, &mut runs);
+        redo_log::runs_of(blocks, ranges, self.block as u64, self.shared.size, &mut runs);
         let slots = redo_log::slots_for(&runs);
         let r = self.make_room(front, slots);
         if r.is_ok() {

@@ -164,14 +164,21 @@ impl Capture {
     ///
     /// `dedup` is valid until the guard is dropped, and not borrowed while this thread
     /// runs instrumented code (the hooks make their own short-lived `&mut` from it).
-    pub(crate) unsafe fn begin(app: &'static App, region: &mut [u8], block: usize, dedup: *mut DedupSet) -> Capture {
+    pub(crate) unsafe fn begin(
+        app: &'static App,
+        region: &mut [u8],
+        block: usize,
+        mem_store: usize,
+        dedup: *mut DedupSet,
+    ) -> Capture {
         // SAFETY: `record` takes the `DedupSet` it is given; the caller's contract.
-        unsafe { Capture::begin_with(app, region, block, record, dedup as *mut c_void) }
+        unsafe { Capture::begin_with(app, region, block, mem_store, record, dedup as *mut c_void) }
     }
 
     /// Capture every instrumented write into `region` by calling `record(arg, off, len)`,
     /// `block` being the span within which stores that follow one another are reported
-    /// once (1: every store but a repeated 1-byte one; the per-write log's choice).
+    /// once (1: every store but a repeated 1-byte one; the per-write log's choice), and
+    /// `mem_store` how `mem*` calls are reported (`abi::Ctx::mem_store`).
     ///
     /// # Safety
     ///
@@ -181,11 +188,12 @@ impl Capture {
         app: &'static App,
         region: &mut [u8],
         block: usize,
+        mem_store: usize,
         record: abi::RecordFn,
         arg: *mut c_void,
     ) -> Capture {
         let lo = region.as_mut_ptr() as usize;
-        let mut ctx = Box::new(Ctx { lo, hi: lo + region.len(), block, last: usize::MAX, record, arg });
+        let mut ctx = Box::new(Ctx { lo, hi: lo + region.len(), block, last: usize::MAX, record, arg, mem_store });
         // Both copies of the hooks: the engine's library, and this crate's for C code.
         // SAFETY: `ctx` is boxed (its address stable) and lives in the guard, which ends
         // the capture on this thread before dropping it.
@@ -214,13 +222,18 @@ mod tests {
     /// The blocks one scribble of `kind` records, with its region at a 64-aligned offset
     /// inside an ordinary heap buffer (capture works wherever the region is).
     fn captured(kind: u32, off: usize, len: usize) -> Vec<u64> {
+        captured_with(kind, off, len, 0)
+    }
+
+    /// As `captured`, with `mem_store` (`abi::Ctx::mem_store`).
+    fn captured_with(kind: u32, off: usize, len: usize, mem_store: usize) -> Vec<u64> {
         let app = app().expect("the instrumented library loads");
         let mut buf = vec![0u8; 8192 + 64];
         let skew = buf.as_ptr().align_offset(64);
         let region = &mut buf[skew..skew + 8192];
         let mut dedup = DedupSet::new(32, 1024, true);
         // SAFETY: `dedup` outlives the guard and is not borrowed while it lives.
-        let guard = unsafe { Capture::begin(app, region, 32, &mut dedup) };
+        let guard = unsafe { Capture::begin(app, region, 32, mem_store, &mut dedup) };
         // SAFETY: the write stays inside the region (off + len + 1 <= 8192 below).
         unsafe { (app.scribble)(region.as_mut_ptr(), off, kind, len) };
         drop(guard);
@@ -242,6 +255,9 @@ mod tests {
         for (kind, name) in [(1, "memcpy"), (2, "memmove"), (3, "memset")] {
             for (off, len) in [(0u64, 1u64), (40, 100), (4000, 3000)] {
                 assert_eq!(captured(kind, off as usize, len as usize), blocks(off, len), "{name} of {len} at {off}");
+                // Without memcpy capture: the same blocks, from the copy's 8-byte stores.
+                let per_store = captured_with(kind, off as usize, len as usize, 8);
+                assert_eq!(per_store, blocks(off, len), "{name} of {len} at {off}, store by store");
             }
         }
     }
@@ -255,7 +271,7 @@ mod tests {
         let mut dedup = DedupSet::new(32, 1024, true);
         let p = region.as_mut_ptr() as usize;
         // SAFETY: as in `captured`.
-        let guard = unsafe { Capture::begin(app, &mut region, 32, &mut dedup) };
+        let guard = unsafe { Capture::begin(app, &mut region, 32, 0, &mut dedup) };
         std::thread::spawn(move || {
             // SAFETY: 8 bytes inside the live buffer; the capturing thread is not using it.
             unsafe { (app.scribble)(p as *mut u8, 0, 0, 8) }

@@ -11,7 +11,7 @@
 //! Exported only with the `c-hooks` feature (the C library enables it): a Rust program
 //! built with a real ThreadSanitizer must not find these symbols in pmkv.
 
-use super::hooks::store;
+use super::hooks::{mem, store};
 use std::ffi::c_void;
 
 macro_rules! hooks {
@@ -65,7 +65,7 @@ pub extern "C" fn __tsan_vptr_update(p: *mut *mut c_void, _new: *mut c_void) {
 /// `memcpy`'s contract.
 #[no_mangle]
 pub unsafe extern "C" fn __tsan_memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
-    store(d as usize, n);
+    mem(d as usize, n);
     // SAFETY: the caller's.
     unsafe { libc::memcpy(d, s, n) }
 }
@@ -75,7 +75,7 @@ pub unsafe extern "C" fn __tsan_memcpy(d: *mut c_void, s: *const c_void, n: usiz
 /// `memmove`'s contract.
 #[no_mangle]
 pub unsafe extern "C" fn __tsan_memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
-    store(d as usize, n);
+    mem(d as usize, n);
     // SAFETY: the caller's.
     unsafe { libc::memmove(d, s, n) }
 }
@@ -85,7 +85,7 @@ pub unsafe extern "C" fn __tsan_memmove(d: *mut c_void, s: *const c_void, n: usi
 /// `memset`'s contract.
 #[no_mangle]
 pub unsafe extern "C" fn __tsan_memset(d: *mut c_void, c: i32, n: usize) -> *mut c_void {
-    store(d as usize, n);
+    mem(d as usize, n);
     // SAFETY: the caller's.
     unsafe { libc::memset(d, c, n) }
 }
