@@ -126,12 +126,28 @@ pub(crate) fn apply_from_dram(pool: &Pool, pm: &PmCopy, dram: &[u8], runs: &[(u6
         unsafe { std::ptr::copy_nonoverlapping(dram[start as usize..].as_ptr(), pool.at::<u8>(at), len) };
         pool.flush_off(at, len);
         let (first, last) = (start / LINE, (end - 1) / LINE);
-        for l in first..=last {
+        let line = |l: u64| -> &[u8] {
             let from = (l * LINE) as usize;
-            let c = line_check(l * LINE, &dram[from..(from + LINE as usize).min(dram.len())]);
+            &dram[from..(from + LINE as usize).min(dram.len())]
+        };
+        let store = |l: u64, c: u32| {
             // SAFETY: the check word of line `l` inside the checks object; only the
             // backend writes it, and no reference to it exists.
-            unsafe { pool.store_u32(pm.checks + 4 * l, c) };
+            unsafe { pool.store_u32(pm.checks + 4 * l, c) }
+        };
+        // Four whole lines at a time, their checks side by side (`crc32c_lines`), then
+        // the rest one by one (the region's last line may be short).
+        let mut l = first;
+        while l + 3 <= last && line(l + 3).len() == LINE as usize {
+            let four: [&[u8; 64]; 4] = std::array::from_fn(|k| line(l + k as u64).try_into().expect("a whole line"));
+            let offs = std::array::from_fn(|k| (l + k as u64) * LINE);
+            for (k, c) in pmkv_substrate::checksum::crc32c_lines(offs, four).into_iter().enumerate() {
+                store(l + k as u64, c);
+            }
+            l += 4;
+        }
+        for l in l..=last {
+            store(l, line_check(l * LINE, line(l)));
         }
         let (from, to) = (pm.checks + 4 * first, pm.checks + 4 * last + 4);
         pending = match pending {

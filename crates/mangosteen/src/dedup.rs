@@ -43,12 +43,30 @@ impl DedupSet {
         DedupSet {
             table: vec![0; slots],
             used: 0,
-            filled: Vec::new(),
+            // Never grows: the table takes at most 60% of its slots (then the overflow).
+            filled: Vec::with_capacity(slots * 6 / 10 + 1),
             overflow: Vec::new(),
             ranges: Vec::new(),
             block: block as u64,
             enabled,
         }
+    }
+
+    /// [`record`](DedupSet::record) for a write inside one block that goes to the table
+    /// (the common case), which allocates nothing; false, recording nothing, otherwise.
+    /// The compiler-capture hook calls it before paying for `SplitAlloc::outside`.
+    #[inline]
+    pub fn try_record(&mut self, addr: u64, len: usize) -> bool {
+        let first = addr & !(self.block - 1);
+        if len == 0
+            || (addr + len as u64 - 1) & !(self.block - 1) != first
+            || !self.enabled
+            || self.used * 10 >= self.table.len() * 6
+        {
+            return false;
+        }
+        self.insert(first);
+        true
     }
 
     /// Record a write of `len` bytes at `addr` (lines 6–12): every block it touches.

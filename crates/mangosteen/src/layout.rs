@@ -31,7 +31,7 @@
 //! | 4..8 | number of runs *r* |
 //! | 8..16 | the index of the record's first slot (a stale record of an earlier lap never passes) |
 //! | 16..20 | the record's length *L* in bytes: 24 + 8*r* + the runs' bytes |
-//! | 20..24 | CRC-32C of the index (8 bytes) and the record's *L* bytes, these 4 taken as zero |
+//! | 20..24 | check: four CRC-32C lanes over the record's ⌈*L*/8⌉ words, these 4 bytes taken as zero (see `pmkv_substrate::checksum::crc32c_lanes`, seeded with the index) |
 //! | 24..24+8*r* | one descriptor per run: region offset in bits 0..40, length in bits 40..64 |
 //! | then | the runs' bytes, one after another |
 //!

@@ -723,8 +723,12 @@ impl Mangosteen {
         if !self.background {
             front.head = head;
             if front.applied == start {
+                // The batched log's record holds exactly the batch's runs (`log_runs` left
+                // them in `front.runs`); per-write logging's COMMIT only the missed ones.
                 let mut runs = std::mem::take(&mut front.runs);
-                redo_log::runs_of(&blocks, &ranges, self.block as u64, self.shared.size, &mut runs);
+                if self.log == Log::PerWrite {
+                    redo_log::runs_of(&blocks, &ranges, self.block as u64, self.shared.size, &mut runs);
+                }
                 backend::apply_from_dram(&log.pool, &self.shared.pm, dram, &runs);
                 front.runs = runs;
                 front.applied = front.tail;

@@ -146,8 +146,11 @@ unsafe extern "C" fn record(arg: *mut c_void, off: usize, len: usize) {
     // borrowed until the guard drops (`begin`'s contract).
     let dedup = unsafe { &mut *(arg as *mut DedupSet) };
     // Inside a split-heap request: the set's own growth is the runtime's, not the
-    // application's (see `SplitAlloc::outside`).
-    crate::SplitAlloc::outside(|| dedup.record(off as u64, len));
+    // application's (see `SplitAlloc::outside`). A write into one block that the table
+    // takes allocates nothing and skips that thread-local switch (most of the calls).
+    if !dedup.try_record(off as u64, len) {
+        crate::SplitAlloc::outside(|| dedup.record(off as u64, len));
+    }
 }
 
 /// Compiler capture active on this thread for one batch; ends when dropped.
