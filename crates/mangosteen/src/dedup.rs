@@ -110,6 +110,12 @@ impl DedupSet {
         }
     }
 
+    /// Whether writes are deduplicated (false: the paper's ablation, every write's blocks
+    /// kept as they came).
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// Whether the block at `a` (block-aligned) was recorded (verify mode).
     pub fn contains(&self, a: u64) -> bool {
         self.table.iter().any(|&e| e == a + 1)

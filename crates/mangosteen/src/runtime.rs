@@ -692,9 +692,14 @@ impl Mangosteen {
         }
         let log = &self.shared.log;
         let (mut blocks, mut ranges) = (std::mem::take(&mut front.blocks), std::mem::take(&mut front.ranges));
+        // The paper's no-deduplication ablation (Fig. 7) logs every captured write's blocks
+        // as they came, duplicates included; merging sorted runs would deduplicate them.
+        let dedup = front.dedup.is_enabled();
         front.dedup.drain_into(&mut blocks, &mut ranges);
-        blocks.sort_unstable();
-        ranges.sort_unstable();
+        if dedup {
+            blocks.sort_unstable();
+            ranges.sort_unstable();
+        }
         let start = front.started;
         // One record of the batch's runs, its COMMIT. Per-write logging logged every
         // captured write already; only what verify mode found missed is left.
@@ -705,9 +710,18 @@ impl Mangosteen {
             missed.clear();
             front.missed = missed;
             r
-        } else {
+        } else if dedup {
             front.missed.clear();
             self.log_runs(front, &blocks, &ranges, true, dram)
+        } else {
+            front.missed.clear();
+            let (b, size) = (self.block as u64, self.shared.size);
+            let mut runs = std::mem::take(&mut front.runs);
+            runs.clear();
+            runs.extend(blocks.iter().map(|&a| (a, (a + b).min(size))));
+            front.runs = runs;
+            blocks.sort_unstable();
+            self.log_record(front, true, dram)
         };
         if let Err(e) = r {
             (front.blocks, front.ranges) = (blocks, ranges);
@@ -724,9 +738,10 @@ impl Mangosteen {
             front.head = head;
             if front.applied == start {
                 // The batched log's record holds exactly the batch's runs (`log_runs` left
-                // them in `front.runs`); per-write logging's COMMIT only the missed ones.
+                // them in `front.runs`); per-write logging's COMMIT only the missed ones,
+                // and the no-deduplication ablation's every block as captured.
                 let mut runs = std::mem::take(&mut front.runs);
-                if self.log == Log::PerWrite {
+                if self.log == Log::PerWrite || !dedup {
                     redo_log::runs_of(&blocks, &ranges, self.block as u64, self.shared.size, &mut runs);
                 }
                 backend::apply_from_dram(&log.pool, &self.shared.pm, dram, &runs);
@@ -754,9 +769,14 @@ impl Mangosteen {
         commit: bool,
         dram: &[u8],
     ) -> Result<()> {
+        redo_log::runs_of(blocks, ranges, self.block as u64, self.shared.size, &mut front.runs);
+        self.log_record(front, commit, dram)
+    }
+
+    /// Log `front.runs` as one record at the tail (see [`log_runs`](Mangosteen::log_runs)).
+    fn log_record(&self, front: &mut Frontend, commit: bool, dram: &[u8]) -> Result<()> {
         let log = &self.shared.log;
-        let mut runs = std::mem::take(&mut front.runs);
-        redo_log::runs_of(blocks, ranges, self.block as u64, self.shared.size, &mut runs);
+        let runs = std::mem::take(&mut front.runs);
         let slots = redo_log::slots_for(&runs);
         let r = self.make_room(front, slots);
         if r.is_ok() {
@@ -1071,6 +1091,27 @@ fn read_super(pool: &Pool, alloc: &EpAlloc, sb: u64) -> Result<Super> {
 mod tests {
     use super::*;
     use pmkv_substrate::{Eviction, Pool};
+
+    /// The no-deduplication ablation logs a block written three times three times (three
+    /// one-block runs: 24 + 3 × 8 + 3 × 32 bytes, three slots); deduplicated, once (one
+    /// slot). Both leave the same region.
+    #[test]
+    fn without_deduplication_every_write_is_logged() {
+        for (dedup, slots) in [(true, 1), (false, 3)] {
+            let po = pmkv_testutil::sim_opts(8 << 20);
+            let pool = Arc::new(Pool::create_sim("mangosteen", &po).unwrap());
+            let m = Mangosteen::open(pool, Options { region_size: 64 << 10, dedup, ..Options::default() }).unwrap();
+            let (_, before) = m.log_indices();
+            m.batch(|tx| {
+                for v in 1..=3u8 {
+                    tx.write(8, &[v; 8]).unwrap();
+                }
+            })
+            .unwrap();
+            assert_eq!(m.log_indices().1 - before, slots, "dedup {dedup}");
+            m.read(|r| assert_eq!(&r[..24], &[0, 0, 0, 0, 0, 0, 0, 0, 3, 3, 3, 3, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0]));
+        }
+    }
 
     /// M8 through the core's report: an open that replays the log says how many records
     /// it replayed (`rolled_forward`) and where the persistent head and tail were.
