@@ -538,9 +538,9 @@ impl Mangosteen {
 
     /// What the open's recovery did (M8), in the core's report: `clean_shutdown` as the
     /// pool recorded it, `rolled_forward` = the redo log's 64-byte slots replayed onto
-    /// the PM copy (the records of whole batches), `duration` = the replay plus the rebuild of the DRAM copy, and the
-    /// log's persistent head and tail as found, as the details `log_head` and `log_tail`
-    /// (read them with `detail_u64`). `records` is left 0: the region is bytes to the
+    /// the PM copy (the records of whole batches), `duration` = the replay plus the
+    /// rebuild of the DRAM copy, and the log's persistent head and tail as found, as the
+    /// details `log_head` and `log_tail` (read them with `detail_u64`). `records` is left 0: the region is bytes to the
     /// runtime; the `mangosteen` engine fills it with its map's length.
     pub fn recovery(&self) -> &pmkv_core::RecoveryReport {
         &self.recovery
