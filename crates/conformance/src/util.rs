@@ -39,3 +39,47 @@ pub fn assert_kind<T: std::fmt::Debug>(r: Result<T>, kind: ErrorKind) {
         Ok(v) => panic!("expected a {kind} error, got Ok({v:?})"),
     }
 }
+
+/// An engine's factory with parameters added to every open, so that a variant with
+/// another write path (NBTree's single-layer leaves, Mangosteen's ablations) runs the
+/// whole suite: `static F: WithParams = WithParams { inner: &X, params: &[("k", "v")] };`.
+/// A case that sets one of these parameters itself keeps its own value.
+pub struct WithParams {
+    /// The engine's own factory.
+    pub inner: &'static dyn EngineFactory,
+    /// `key=value` parameters added to every open.
+    pub params: &'static [(&'static str, &'static str)],
+}
+
+impl WithParams {
+    fn opts(&self, opts: &Options) -> Options {
+        let mut o = opts.clone();
+        for (k, v) in self.params {
+            if !opts.params().iter().any(|(set, _)| set == k) {
+                o = o.param(*k, *v);
+            }
+        }
+        o
+    }
+}
+
+impl EngineFactory for WithParams {
+    fn info(&self) -> pmkv_core::EngineInfo {
+        self.inner.info()
+    }
+    fn layout(&self) -> Option<&'static str> {
+        self.inner.layout()
+    }
+    fn params(&self) -> &'static [pmkv_core::Param] {
+        self.inner.params()
+    }
+    fn open(&self, path: &std::path::Path, opts: &Options) -> Result<Box<dyn pmkv_core::Engine>> {
+        self.inner.open(path, &self.opts(opts))
+    }
+    fn open_pool(&self, pool: std::sync::Arc<pmkv_core::Pool>, opts: &Options) -> Result<Box<dyn pmkv_core::Engine>> {
+        self.inner.open_pool(pool, &self.opts(opts))
+    }
+    fn salvage(&self, image: &[u8], emit: pmkv_core::Emit<'_>) -> Result<pmkv_core::SalvageReport> {
+        self.inner.salvage(image, emit)
+    }
+}

@@ -17,42 +17,8 @@ mod nbtree {
 /// a different block format and a different write path, so it runs the whole suite too,
 /// through a factory that adds the parameter to every open.
 mod nbtree_single_layer {
-    use pmkv_core::{Emit, Engine, EngineFactory, EngineInfo, Options, Param, Pool, Result, SalvageReport};
-    use std::path::Path;
-    use std::sync::Arc;
-
-    struct SingleLayer;
-
-    /// `opts` with `single_layer=true`, unless a case set the parameter itself.
-    fn sl(opts: &Options) -> Options {
-        if opts.params().iter().any(|(k, _)| k == "single_layer") {
-            return opts.clone();
-        }
-        opts.clone().param("single_layer", "true")
-    }
-
-    impl EngineFactory for SingleLayer {
-        fn info(&self) -> EngineInfo {
-            pmkv_nbtree::FACTORY.info()
-        }
-        fn layout(&self) -> Option<&'static str> {
-            pmkv_nbtree::FACTORY.layout()
-        }
-        fn params(&self) -> &'static [Param] {
-            pmkv_nbtree::FACTORY.params()
-        }
-        fn open(&self, path: &Path, opts: &Options) -> Result<Box<dyn Engine>> {
-            pmkv_nbtree::FACTORY.open(path, &sl(opts))
-        }
-        fn open_pool(&self, pool: Arc<Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
-            pmkv_nbtree::FACTORY.open_pool(pool, &sl(opts))
-        }
-        fn salvage(&self, image: &[u8], emit: Emit<'_>) -> Result<SalvageReport> {
-            pmkv_nbtree::FACTORY.salvage(image, emit)
-        }
-    }
-
-    static FACTORY: SingleLayer = SingleLayer;
+    use pmkv_conformance::util::WithParams;
+    static FACTORY: WithParams = WithParams { inner: &pmkv_nbtree::FACTORY, params: &[("single_layer", "true")] };
     pmkv_conformance::suite!(FACTORY);
 }
 
@@ -74,6 +40,16 @@ mod fastfair {
 
 mod mangosteen {
     pmkv_conformance::suite!(pmkv_mangosteen::FACTORY);
+}
+
+/// Mangosteen's ablations together: no deduplication (each captured block logged as a run
+/// of its own, in capture order: another record shape through the log and its replay) and
+/// no memcpy capture (a mem* call reported store by store: another capture path).
+mod mangosteen_ablations {
+    use pmkv_conformance::util::WithParams;
+    static FACTORY: WithParams =
+        WithParams { inner: &pmkv_mangosteen::FACTORY, params: &[("dedup", "false"), ("memcpy", "false")] };
+    pmkv_conformance::suite!(FACTORY);
 }
 
 /// The engines this file runs the suite for.

@@ -19,8 +19,9 @@
 //! blocks are still deduplicated first (§4.3): a run holds each dirty block once, with
 //! its content at commit.
 //!
-//! Records carry their own index and a CRC-32C (the SSE4.2 instruction where the CPU has
-//! it: a record's check is on every commit's critical path), so damage, or a stale record
+//! Records carry their own index and a check of four CRC-32C lanes side by side
+//! (`checksum::crc32c_lanes`, the SSE4.2 instruction where the CPU has it: a record's
+//! check is on every commit's critical path), so damage, or a stale record
 //! of an earlier lap of the ring, is an error instead of a write of garbage into the PM
 //! copy. A pool of format 2 is read by the same code (its records become one-run records
 //! as they are read) until its ring is empty, then moved to format 3 (see `runtime`).

@@ -59,6 +59,16 @@ fn m8_every_crash_point_of_a_batch_recovers_a_prefix_with_every_acknowledged_bat
     assert!(images > 500);
 }
 
+/// The no-deduplication ablation (`dedup: false`, the paper's Fig. 7) logs each captured
+/// block as a run of its own in capture order, duplicates included: another record shape
+/// (more runs, the same block more than once) through the same writer and replay, so it
+/// gets its own images. Replay must apply the runs in order for the last write to win.
+#[test]
+fn without_deduplication_every_crash_point_recovers_a_prefix() {
+    let images = every_crash_point_recovers(Options { dedup: false, ..opts() });
+    assert!(images > 500, "{images} images");
+}
+
 /// The per-write baseline (`Log::PerWrite`): every write is logged and fenced as it is
 /// made, many fences per batch, and yet a crash at any of them leaves the state before or
 /// after the batch in flight: its records lie past the persistent tail until its COMMIT.
