@@ -4,7 +4,8 @@
 //!
 //! `cargo run --release -p pmkv-mangosteen --example dictionary [-- MODE [OPS]]`
 //! OPS: which phases to time, any of `isud` (insert, search, update, delete; default all);
-//! `-` runs the engine alone, without the baseline (for a profiler).
+//! `-` runs the engine alone, without the baseline (for a profiler). `PARAMS=k=v,...`
+//! adds engine parameters (`PARAMS=background=true`).
 
 use pmkv_core::{EngineFactory, Options};
 use pmkv_mangosteen::MangosteenFactory;
@@ -24,6 +25,11 @@ fn main() {
     let mut o = Options::default();
     o.mode = mode;
     o.initial_size = 256 << 20;
+    // Engine parameters for an A/B, e.g. `PARAMS=background=true,dedup=false`.
+    for kv in std::env::var("PARAMS").unwrap_or_default().split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').expect("PARAMS: key=value,...");
+        o = o.param(k, v);
+    }
     let e = MangosteenFactory.open(&dir.path().join("d.pool"), &o).unwrap();
     let mut b: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let val = 12345678u64.to_le_bytes();

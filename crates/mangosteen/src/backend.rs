@@ -4,9 +4,11 @@
 //! For each record from the head: a REDO's block is copied to its place in the PM copy and
 //! flushed (line 15–17). At a COMMIT the paper's backend fences, then moves the head past
 //! the batch and persists it (lines 21–24); [`apply`] does so when asked for `durable`
-//! (the background thread, recovery). The inline backend asks for no fence: the next
+//! (the background thread, recovery). The inline backend asks for no fence: a later
 //! batch's commit fence makes the blocks durable and its tail's persist carries the head
-//! with it (see `Mangosteen::end_tx`), so a batch costs one fence and one persist in all.
+//! with it (see `Mangosteen::end_tx`), so a batch costs one fence and one persist in all;
+//! it applies a window of batches at once, each block once (`apply_from_dram` of their
+//! merged runs, see `APPLY_EVERY`).
 //! A crash anywhere leaves the persistent head at or before the batch being applied;
 //! recovery applies that batch again, which is harmless: a REDO record writes the same
 //! bytes to the same place however often it is replayed. The backend never reads past the
@@ -164,6 +166,23 @@ pub(crate) fn apply_from_dram(pool: &Pool, pm: &PmCopy, dram: &[u8], runs: &[(u6
     }
 }
 
+/// Sort `runs` and merge those that overlap or touch, in place: the blocks of several
+/// batches, each once, in address order (as `apply_from_dram` takes them).
+pub(crate) fn merge_runs(runs: &mut Vec<(u64, u64)>) {
+    runs.sort_unstable();
+    let mut w = 0;
+    for i in 0..runs.len() {
+        let (s, e) = runs[i];
+        if w > 0 && s <= runs[w - 1].1 {
+            runs[w - 1].1 = runs[w - 1].1.max(e);
+        } else {
+            runs[w] = (s, e);
+            w += 1;
+        }
+    }
+    runs.truncate(w);
+}
+
 /// Apply every record in `[from, to)` to the PM copy; returns the index past the last
 /// COMMIT applied. `to` must not exceed the persistent tail. With `durable`, each COMMIT
 /// is fenced and the persistent head moved past it and persisted (Fig. 4 lines 21–24);
@@ -203,4 +222,23 @@ pub(crate) fn apply(log: &RedoLog, pm: &PmCopy, from: u64, to: u64, durable: boo
         }
     }
     Ok(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_runs;
+
+    #[test]
+    fn runs_of_several_batches_merge_into_sorted_disjoint_runs() {
+        let mut runs = vec![(64, 96), (0, 32), (32, 64), (128, 160), (64, 128), (200, 232), (224, 256), (300, 301)];
+        merge_runs(&mut runs);
+        assert_eq!(runs, vec![(0, 160), (200, 256), (300, 301)]);
+        let mut none: Vec<(u64, u64)> = Vec::new();
+        merge_runs(&mut none);
+        assert!(none.is_empty());
+        // Every byte of the input is covered once, nothing else.
+        let mut apart = vec![(96, 128), (0, 32)];
+        merge_runs(&mut apart);
+        assert_eq!(apart, vec![(0, 32), (96, 128)]);
+    }
 }

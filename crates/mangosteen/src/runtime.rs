@@ -128,6 +128,11 @@ struct Frontend {
     /// the next commit's fence makes them durable and its tail's persist carries the head
     /// up to here. The background backend keeps its own; then this stays at `head`.
     applied: u64,
+    /// Inline backend, deferred apply: the runs of the committed batches whose records
+    /// lie in `[applied, pended)`, not yet applied to the PM copy (see `end_tx`).
+    pending: Vec<(u64, u64)>,
+    /// Where the records `pending` describes end: the tail of the last batch added.
+    pended: u64,
     /// The tail when the running batch began (per-write logging moves it during the batch).
     started: u64,
     /// Verify mode: blocks the capture missed in this batch (logged at its end).
@@ -256,6 +261,9 @@ pub struct Mangosteen {
     /// `Ctx::mem_store` of compiler capture: 0, or 8 without memcpy capture.
     mem_store: usize,
     background: bool,
+    /// Inline backend: apply the committed batches to the PM copy once their records take
+    /// this many slots (see `end_tx`).
+    apply_every: u64,
     backend: Option<std::thread::JoinHandle<()>>,
     recovery: pmkv_core::RecoveryReport,
     combining: Combining,
@@ -337,6 +345,14 @@ impl<'a> Tx<'a> {
 
 /// How a batch's commit reports that verification found missed writes.
 const MISSED: &str = "capture missed: ";
+
+/// The inline backend applies committed batches to the PM copy once their records take
+/// this many 64-byte slots (or half the ring, if less), not after every batch. A block
+/// that several of those batches wrote (a node's length, a leaf being filled, the heap's
+/// free lists) is then copied, checked and flushed once instead of once per batch; the
+/// records stay in the ring until then, so a crash replays them (at most this many slots
+/// more). Measured on the Dictionary (`examples/dictionary`, see docs/design/mangosteen.md).
+const APPLY_EVERY: u64 = 512;
 
 /// Verify mode: the blocks the batch changed but did not capture, logged all the same
 /// (added to the set), and described; `None` if there were none or verification is off.
@@ -514,6 +530,8 @@ impl Mangosteen {
                 tail,
                 head,
                 applied: head,
+                pending: Vec::new(),
+                pended: head,
                 started: tail,
                 missed: Vec::new(),
                 blocks: Vec::new(),
@@ -527,6 +545,7 @@ impl Mangosteen {
             log: opts.log,
             mem_store: if opts.memcpy_capture { 0 } else { 8 },
             background: backend.is_some(),
+            apply_every: (cap / 2).clamp(1, APPLY_EVERY),
             backend,
             recovery,
             combining: Combining::default(),
@@ -679,13 +698,14 @@ impl Mangosteen {
     ///
     /// The inline backend adds no fence of its own. The paper's backend fences each
     /// batch's blocks and persists the head (Fig. 4 lines 21–24), which is a second fence
-    /// and persist when it runs on the committing thread. Here it applies the batch after
-    /// the commit with flushes only; the next batch's commit fence (line 28) makes those
-    /// blocks and their checks durable, and only then is the head moved past them, stored
-    /// and flushed before the tail so that the tail's persist makes both durable. A crash
-    /// in between leaves the head before the applied batch, which recovery replays (the
-    /// replay is idempotent, and the open's line check skips the lines pending records
-    /// write). Slots are reused only below the durable head (`front.head`).
+    /// and persist when it runs on the committing thread. Here it keeps the batch's runs
+    /// and, once a window of batches is committed (`APPLY_EVERY`), applies them at once
+    /// after a commit, with flushes only; the next batch's commit fence (line 28) makes
+    /// those blocks and their checks durable, and only then is the head moved past them,
+    /// stored and flushed before the tail so that the tail's persist makes both durable. A
+    /// crash in between leaves the head before the applied window, which recovery replays
+    /// (the replay is idempotent, and the open's line check skips the lines pending
+    /// records write). Slots are reused only below the durable head (`front.head`).
     fn end_tx(&self, front: &mut Frontend, dram: &[u8]) -> Result<()> {
         if front.dedup.is_empty() {
             return Ok(());
@@ -736,7 +756,7 @@ impl Mangosteen {
         let mut r = Ok(());
         if !self.background {
             front.head = head;
-            if front.applied == start {
+            if front.pended == start {
                 // The batched log's record holds exactly the batch's runs (`log_runs` left
                 // them in `front.runs`); per-write logging's COMMIT only the missed ones,
                 // and the no-deduplication ablation's every block as captured.
@@ -744,12 +764,18 @@ impl Mangosteen {
                 if self.log == Log::PerWrite || !dedup {
                     redo_log::runs_of(&blocks, &ranges, self.block as u64, self.shared.size, &mut runs);
                 }
-                backend::apply_from_dram(&log.pool, &self.shared.pm, dram, &runs);
+                front.pending.extend_from_slice(&runs);
                 front.runs = runs;
-                front.applied = front.tail;
+                front.pended = front.tail;
+                if front.tail - front.applied >= self.apply_every {
+                    self.apply_pending(front, dram);
+                }
             } else {
-                // An earlier batch is not applied (its apply failed): go by the records.
+                // An earlier batch's records are not in `pending` (an apply from the
+                // records failed): go by the records.
                 r = backend::apply(log, &self.shared.pm, front.applied, front.tail, false).map(|a| front.applied = a);
+                front.pending.clear();
+                front.pended = front.applied;
             }
         }
         (front.blocks, front.ranges) = (blocks, ranges);
@@ -826,12 +852,30 @@ impl Mangosteen {
         Ok(())
     }
 
+    /// Inline backend, deferred apply: copy the blocks of every committed batch not yet
+    /// applied from the DRAM copy to the PM copy, each block once however many of those
+    /// batches wrote it. `dram` must hold exactly the committed state (no batch running:
+    /// the caller holds the frontend, after `end_tx` or outside any batch), and `pending`
+    /// must describe every record past `applied` (`pended` is the tail). Flushes only:
+    /// the next commit's fence (or `settle`'s) makes the blocks durable, and only then is
+    /// the head moved past their records, so a crash before it replays them.
+    fn apply_pending(&self, front: &mut Frontend, dram: &[u8]) {
+        backend::merge_runs(&mut front.pending);
+        backend::apply_from_dram(&self.shared.log.pool, &self.shared.pm, dram, &front.pending);
+        front.pending.clear();
+        front.applied = front.pended;
+    }
+
     /// Inline backend: apply the records up to `to` (at most the persistent tail) not yet
     /// applied, make them durable, and persist the head past them (Fig. 4 lines 21–24).
     fn settle(&self, front: &mut Frontend, to: u64) -> Result<()> {
         let log = &self.shared.log;
         if front.applied < to {
             front.applied = backend::apply(log, &self.shared.pm, front.applied, to, false)?;
+            if front.applied >= front.pended {
+                front.pending.clear();
+                front.pended = front.applied;
+            }
         }
         if front.head < front.applied {
             log.pool.fence();
@@ -851,6 +895,10 @@ impl Mangosteen {
             let mut front = self.front.lock();
             let tail = log.p_tail();
             if front.head < tail && !log.pool.is_read_only() {
+                // Holding the frontend, no batch runs: the DRAM copy is the committed state.
+                if front.applied < front.pended && front.pended == tail {
+                    self.apply_pending(&mut front, &self.dram.read());
+                }
                 self.settle(&mut front, tail)?;
             }
             return Ok(());
