@@ -166,6 +166,62 @@ pub(crate) fn apply_from_dram(pool: &Pool, pm: &PmCopy, dram: &[u8], runs: &[(u6
     }
 }
 
+/// The lines of the PM copy that committed batches wrote and the inline backend has not
+/// applied yet (its window, see `APPLY_EVERY` in the runtime): each line once, as a bit
+/// (one per line of the region) and in a list of the lines set. A window's runs overlap
+/// from batch to batch; sorting and merging them cost an insert ~100 ns (4.7% of a
+/// Dictionary run), where the bit is a test and a set, and the list to sort holds each
+/// line once.
+pub(crate) struct DirtyLines {
+    bits: Vec<u64>,
+    lines: Vec<u64>,
+}
+
+impl DirtyLines {
+    /// For a region of `size` bytes.
+    pub fn new(size: u64) -> DirtyLines {
+        DirtyLines { bits: vec![0; size.div_ceil(LINE).div_ceil(64) as usize], lines: Vec::new() }
+    }
+
+    /// Add the lines `runs` (region offsets `[start, end)`, inside the region) write.
+    pub fn add(&mut self, runs: &[(u64, u64)]) {
+        for &(s, e) in runs {
+            if e <= s {
+                continue;
+            }
+            for l in s / LINE..=(e - 1) / LINE {
+                let (w, bit) = ((l / 64) as usize, 1u64 << (l % 64));
+                if self.bits[w] & bit == 0 {
+                    self.bits[w] |= bit;
+                    self.lines.push(l);
+                }
+            }
+        }
+    }
+
+    /// Forget every line (they were applied another way).
+    pub fn clear(&mut self) {
+        for l in self.lines.drain(..) {
+            self.bits[(l / 64) as usize] = 0;
+        }
+    }
+
+    /// The lines as sorted runs of whole lines (the region's last one cut at `size`) into
+    /// `out`, and forget them.
+    pub fn drain_runs(&mut self, size: u64, out: &mut Vec<(u64, u64)>) {
+        out.clear();
+        self.lines.sort_unstable();
+        for &l in &self.lines {
+            let (s, e) = (l * LINE, ((l + 1) * LINE).min(size));
+            match out.last_mut() {
+                Some(last) if last.1 == s => last.1 = e,
+                _ => out.push((s, e)),
+            }
+        }
+        self.clear();
+    }
+}
+
 /// Sort `runs` and merge those that overlap or touch, in place: the blocks of several
 /// batches, each once, in address order (as `apply_from_dram` takes them).
 pub(crate) fn merge_runs(runs: &mut Vec<(u64, u64)>) {
@@ -226,7 +282,7 @@ pub(crate) fn apply(log: &RedoLog, pm: &PmCopy, from: u64, to: u64, durable: boo
 
 #[cfg(test)]
 mod tests {
-    use super::merge_runs;
+    use super::{merge_runs, DirtyLines};
 
     #[test]
     fn runs_of_several_batches_merge_into_sorted_disjoint_runs() {
@@ -240,5 +296,25 @@ mod tests {
         let mut apart = vec![(96, 128), (0, 32)];
         merge_runs(&mut apart);
         assert_eq!(apart, vec![(0, 32), (96, 128)]);
+    }
+
+    #[test]
+    fn dirty_lines_come_out_once_sorted_as_runs_of_whole_lines() {
+        // A region of 1,000 bytes: 16 lines, the last one 40 bytes.
+        let mut d = DirtyLines::new(1000);
+        d.add(&[(960, 992), (64, 96)]);
+        d.add(&[(100, 140), (0, 32), (70, 80), (200, 330)]);
+        let mut out = Vec::new();
+        d.drain_runs(1000, &mut out);
+        // Lines 0–5 and 15, each once, adjacent ones joined.
+        assert_eq!(out, vec![(0, 384), (960, 1000)]);
+        // Drained: nothing left, and a line added again comes out again.
+        d.drain_runs(1000, &mut out);
+        assert!(out.is_empty());
+        d.add(&[(64, 65)]);
+        d.clear();
+        d.add(&[(128, 129)]);
+        d.drain_runs(1000, &mut out);
+        assert_eq!(out, vec![(128, 192)]);
     }
 }

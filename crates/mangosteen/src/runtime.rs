@@ -8,7 +8,7 @@
 //! backend applies committed batches to the PM copy, inline after each batch or on a
 //! thread of its own ([`Options::background`]).
 
-use crate::backend::{self, line_check, PmCopy, LINE};
+use crate::backend::{self, line_check, DirtyLines, PmCopy, LINE};
 use crate::capture::{PageCapture, RegionBuf};
 use crate::compiler_capture::{self, App};
 use crate::dedup::DedupSet;
@@ -128,9 +128,9 @@ struct Frontend {
     /// the next commit's fence makes them durable and its tail's persist carries the head
     /// up to here. The background backend keeps its own; then this stays at `head`.
     applied: u64,
-    /// Inline backend, deferred apply: the runs of the committed batches whose records
-    /// lie in `[applied, pended)`, not yet applied to the PM copy (see `end_tx`).
-    pending: Vec<(u64, u64)>,
+    /// Inline backend, deferred apply: the lines the committed batches whose records lie
+    /// in `[applied, pended)` wrote, not yet applied to the PM copy (see `end_tx`).
+    pending: DirtyLines,
     /// Where the records `pending` describes end: the tail of the last batch added.
     pended: u64,
     /// The tail when the running batch began (per-write logging moves it during the batch).
@@ -530,7 +530,7 @@ impl Mangosteen {
                 tail,
                 head,
                 applied: head,
-                pending: Vec::new(),
+                pending: DirtyLines::new(size),
                 pended: head,
                 started: tail,
                 missed: Vec::new(),
@@ -764,7 +764,7 @@ impl Mangosteen {
                 if self.log == Log::PerWrite || !dedup {
                     redo_log::runs_of(&blocks, &ranges, self.block as u64, self.shared.size, &mut runs);
                 }
-                front.pending.extend_from_slice(&runs);
+                front.pending.add(&runs);
                 front.runs = runs;
                 front.pended = front.tail;
                 if front.tail - front.applied >= self.apply_every {
@@ -860,9 +860,10 @@ impl Mangosteen {
     /// the next commit's fence (or `settle`'s) makes the blocks durable, and only then is
     /// the head moved past their records, so a crash before it replays them.
     fn apply_pending(&self, front: &mut Frontend, dram: &[u8]) {
-        backend::merge_runs(&mut front.pending);
-        backend::apply_from_dram(&self.shared.log.pool, &self.shared.pm, dram, &front.pending);
-        front.pending.clear();
+        let mut runs = std::mem::take(&mut front.runs);
+        front.pending.drain_runs(self.shared.size, &mut runs);
+        backend::apply_from_dram(&self.shared.log.pool, &self.shared.pm, dram, &runs);
+        front.runs = runs;
         front.applied = front.pended;
     }
 
