@@ -28,6 +28,10 @@ pub struct DedupSet {
     /// Writes of [`RANGE_BLOCKS`] blocks or more, block-aligned `[start, end)`.
     ranges: Vec<(u64, u64)>,
     block: u64,
+    /// log2 of `block`: the hash takes the block index with a shift, where `a / block`
+    /// was a 64-bit `div` (the block size is not a constant) on every captured write,
+    /// ~10% of a Dictionary insert.
+    shift: u32,
     enabled: bool,
 }
 
@@ -48,6 +52,7 @@ impl DedupSet {
             overflow: Vec::new(),
             ranges: Vec::new(),
             block: block as u64,
+            shift: block.trailing_zeros(),
             enabled,
         }
     }
@@ -95,7 +100,7 @@ impl DedupSet {
         let mask = self.table.len() - 1;
         // The block index, multiplicatively hashed (line 9 takes it modulo the length;
         // hashing spreads the strided addresses a struct array produces).
-        let mut i = ((a / self.block).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20) as usize & mask;
+        let mut i = ((a >> self.shift).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20) as usize & mask;
         loop {
             match self.table[i] {
                 0 => {
