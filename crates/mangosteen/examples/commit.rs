@@ -1,12 +1,13 @@
 //! The commit path alone (issue 37): batches of `N` explicit `Tx::write`s of one block each,
-//! no application, no page capture, the backend inline (the engine's default), `adr`, no
+//! no application, no page capture, the backend inline (the engine's default), `adr` (or MODE), no
 //! emulated latency, a pool in /dev/shm. Prints, for 1 and 8 blocks per batch, the median
 //! over the rounds of the ns per batch, in wall-clock time and in this thread's CPU time
 //! (on a loaded machine the wall clock also counts the time the thread was not running),
 //! and the flushes and fences per batch (this thread's substrate counters: the inline
 //! backend's are counted too).
 //!
-//! `cargo run --release -p pmkv-mangosteen --example commit [-- ROUNDS]`
+//! `cargo run --release -p pmkv-mangosteen --example commit [-- ROUNDS [MODE]]` (MODE: `adr`,
+//! the default, or `eadr`)
 
 use pmkv_mangosteen::{Mangosteen, Options};
 use pmkv_substrate::{counters, Latency, Mode, Pool, PoolOptions};
@@ -27,8 +28,9 @@ fn cpu_ns() -> f64 {
 
 fn main() {
     let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3);
+    let mode: Mode = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(Mode::Adr);
     let dir = tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).unwrap();
-    let po = PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE).initial_size(16 << 20);
+    let po = PoolOptions::default().mode(mode).latency(Latency::NONE).initial_size(16 << 20);
     let pool = Arc::new(Pool::create(dir.path().join("c.pool"), "mangosteen", &po).unwrap());
     let m = Mangosteen::open(pool, Options { region_size: REGION, ..Options::default() }).unwrap();
     let blocks = REGION / 32;
