@@ -199,6 +199,11 @@ impl DirtyLines {
         }
     }
 
+    /// Lines marked.
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
     /// Forget every line (they were applied another way).
     pub fn clear(&mut self) {
         for l in self.lines.drain(..) {
