@@ -69,10 +69,11 @@ pub(crate) fn replay(log: &RedoLog, pm: &backend::PmCopy) -> Result<Replay> {
     Ok(Replay { records: tail - head, head, tail })
 }
 
-/// Replay `[head, end)` (whole batches: `end` is past a COMMIT) with each byte written once, with the content of the last
-/// record that wrote it: the batches' bytes are first gathered in memory (`spans`, the
-/// merged runs of every record), then each span is written to the PM copy, its lines'
-/// checks recomputed, one fence, and the head persisted at the tail. The inline backend
+/// Replay `[head, end)` (whole batches: `end` is past a COMMIT) with each byte written
+/// once, with the content of the last record that wrote it: the batches' bytes are first
+/// gathered in memory (`spans`, the merged runs of every record), then each span is
+/// written to the PM copy, its lines' checks recomputed, one fence, and the head
+/// persisted at `end`. The inline backend
 /// leaves a window of batches unapplied (see `APPLY_EVERY` in the runtime), and those
 /// batches write many of the same blocks; replayed record by record, a recovery wrote
 /// and flushed them once per batch. A crash before the head moves leaves it where it was,
