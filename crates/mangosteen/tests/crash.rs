@@ -21,11 +21,18 @@ fn opts() -> Options {
 
 /// The batches: each writes a few overlapping ranges (deduplicated into blocks).
 fn batches() -> Vec<Vec<(u64, Vec<u8>)>> {
-    (0..24u64)
+    batches_in(SIZE)
+}
+
+/// The batches for a region of `size` bytes (a multiple of `SIZE`): the same writes,
+/// their offsets spread over the region; 24 of them, 48 in a larger region (whose
+/// writes land in more lines).
+fn batches_in(size: u64) -> Vec<Vec<(u64, Vec<u8>)>> {
+    (0..if size > SIZE { 48 } else { 24u64 })
         .map(|b| {
             (0..1 + b % 4)
                 .map(|i| {
-                    let off = (b * 97 + i * 61) % (SIZE - 40);
+                    let off = ((b * 97 + i * 61) * (size / SIZE)) % (size - 40);
                     (off, vec![(b * 7 + i) as u8 + 1; 1 + ((b + i) % 40) as usize])
                 })
                 .collect()
@@ -35,8 +42,13 @@ fn batches() -> Vec<Vec<(u64, Vec<u8>)>> {
 
 /// The region after the first `n` batches.
 fn after(n: usize) -> Vec<u8> {
-    let mut r = vec![0u8; SIZE as usize];
-    for batch in &batches()[..n] {
+    after_in(SIZE, n)
+}
+
+/// The region of `size` bytes after the first `n` of `batches_in(size)`.
+fn after_in(size: u64, n: usize) -> Vec<u8> {
+    let mut r = vec![0u8; size as usize];
+    for batch in &batches_in(size)[..n] {
         for (off, bytes) in batch {
             r[*off as usize..*off as usize + bytes.len()].copy_from_slice(bytes);
         }
@@ -57,6 +69,27 @@ fn recover(img: &[u8], o: Options) -> Result<Vec<u8>, String> {
 fn m8_every_crash_point_of_a_batch_recovers_a_prefix_with_every_acknowledged_batch() {
     let images = every_crash_point_recovers(opts());
     assert!(images > 500);
+}
+
+/// The inline backend's apply window also closes once its batches wrote 64 distinct
+/// lines (`APPLY_LINES`), long before their records fill 512 slots: a region of 64 KiB
+/// with the batches spread over it and a ring of 2,048 slots, where no window closes by
+/// its slots and the ring never fills. The head moves before the store closes only if
+/// the lines closed a window; every crash point recovers as with the small ring.
+#[test]
+fn a_window_closed_by_its_lines_recovers_at_every_crash_point() {
+    let o = Options { region_size: 64 << 10, ring_records: 2048, ..Options::default() };
+    // Recoveries replay up to a window here (64 lines): crash every 40th.
+    let images = every_crash_point_recovers_then(
+        o,
+        40,
+        Some(&|m: &Mangosteen| {
+            let (head, tail) = m.log_indices();
+            assert!(head > 0 && tail < 512, "head {head}, tail {tail}: no window closed by its lines");
+            assert!(tail > head, "the last window is still open");
+        }),
+    );
+    assert!(images > 200, "{images} images");
 }
 
 /// The no-deduplication ablation (`dedup: false`, the paper's Fig. 7) logs each captured
@@ -102,6 +135,12 @@ fn per_write_logging_recovers_the_state_before_or_after_the_batch_at_every_crash
 /// Run every batch with a crash image at every flush and fence point; returns how many
 /// images were recovered.
 fn every_crash_point_recovers(o: Options) -> u64 {
+    every_crash_point_recovers_then(o, 5, None)
+}
+
+/// [`every_crash_point_recovers`], crashing the recovery of every `nested`-th image, then
+/// `after_run` on the store before it closes.
+fn every_crash_point_recovers_then(o: Options, nested: u64, after_run: Option<&dyn Fn(&Mangosteen)>) -> u64 {
     let pool = Arc::new(Pool::create_sim("mangosteen", &sim_opts(1 << 20)).unwrap());
     let m = Mangosteen::open(pool.clone(), o).unwrap();
     let done = Arc::new(AtomicUsize::new(0));
@@ -114,12 +153,12 @@ fn every_crash_point_recovers(o: Options) -> u64 {
         f.check_images(pt, Eviction::standard(pt.index), "", |img| {
             let got = recover(img, o)?;
             // Acknowledged batches are there; the one in flight is there whole or not at all.
-            if got != after(acked) && got != after(acked + 1) {
+            if got != after_in(o.region_size, acked) && got != after_in(o.region_size, acked + 1) {
                 return Err(format!("the region is no prefix with the {acked} acknowledged batches"));
             }
             // Crash the recovery itself at each of its points (every 5th image, to keep
             // the run short) and recover again: the same region.
-            if pt.index % 5 == 0 {
+            if pt.index % nested == 0 {
                 let pool2 = Arc::new(Pool::from_image(img, Some("mangosteen"), &sim_opts(1 << 20)).unwrap());
                 let imgs = Arc::new(parking_lot::Mutex::new(Vec::new()));
                 let sink = imgs.clone();
@@ -137,7 +176,7 @@ fn every_crash_point_recovers(o: Options) -> u64 {
             Ok(())
         });
     });
-    for (i, batch) in batches().iter().enumerate() {
+    for (i, batch) in batches_in(o.region_size).iter().enumerate() {
         m.batch(|tx| {
             for (off, bytes) in batch {
                 tx.write(*off, bytes).unwrap();
@@ -154,7 +193,10 @@ fn every_crash_point_recovers(o: Options) -> u64 {
         twice.load(Ordering::Relaxed)
     );
     assert!(twice.load(Ordering::Relaxed) > 0);
-    assert_eq!(m.read(|r| r.to_vec()), after(batches().len()));
+    assert_eq!(m.read(|r| r.to_vec()), after_in(o.region_size, batches_in(o.region_size).len()));
+    if let Some(check) = after_run {
+        check(&m);
+    }
     found.images()
 }
 
