@@ -70,7 +70,10 @@ pub(crate) enum Outcome {
 #[derive(Default)]
 pub(crate) struct Combining {
     published: Mutex<Vec<Request>>,
-    combiner: Mutex<()>,
+    /// The combiner lock; it holds the list a batch's requests are moved into (empty
+    /// between batches, its capacity kept: swapped with `published`, so that neither
+    /// list is allocated again for each batch).
+    combiner: Mutex<Vec<Request>>,
     /// Signalled when a combiner finishes a batch and someone waits for it.
     finished: Condvar,
     finished_lock: Mutex<Finished>,
@@ -99,7 +102,23 @@ impl Combining {
         // thread waits below, and this function returns only after `done` is set, which
         // the combiner does after its last use of the pointer.
         let job = unsafe { std::mem::transmute::<*mut Borrowed<'_>, *mut Job>(job) };
-        lock(&self.published).push(Request { job, done: &done });
+        let request = Request { job, done: &done };
+        // A writer that finds the combiner lock free combines at once: its request joins
+        // whatever was published and the batch runs, without waiting for the list to be
+        // seen. Alone (the common case with one writer), that spares the publication's
+        // round trip through `published` and the batch count.
+        if let Ok(mut g) = self.combiner.try_lock() {
+            {
+                let mut published = lock(&self.published);
+                published.push(request);
+                std::mem::swap(&mut *published, &mut *g);
+            }
+            self.combine(&mut g, run_batch);
+            drop(g);
+            self.finished_one();
+        } else {
+            lock(&self.published).push(request);
+        }
         loop {
             if let Some(o) = lock(&done.state).take() {
                 return o;
@@ -108,36 +127,16 @@ impl Combining {
             // combiner that holds it now is seen finishing (the count moves) below.
             let seen = lock(&self.finished_lock).count;
             let combined = match self.combiner.try_lock() {
-                Ok(g) => {
-                    let requests = std::mem::take(&mut *lock(&self.published));
-                    if !requests.is_empty() {
-                        let mut batch = Batch { requests, panics: Vec::new() };
-                        // A panic outside the requests (in the commit) must still release
-                        // every writer of the batch: it becomes the batch's failure.
-                        let r = catch_unwind(AssertUnwindSafe(|| run_batch(&mut batch)));
-                        batch.finish(r.map_err(|_| ()));
-                    }
+                Ok(mut g) => {
+                    std::mem::swap(&mut *lock(&self.published), &mut *g);
+                    self.combine(&mut g, run_batch);
                     drop(g);
                     true
                 }
                 Err(_) => false,
             };
             if combined {
-                // Released before counting, so a writer that failed to take the lock
-                // while we held it sees the count move after its `seen`. The waiters are
-                // read under the same lock as the count moves: a writer counted there is
-                // already inside `wait` (it registers and waits under this lock, which
-                // the wait releases atomically) and is woken; one not yet counted will
-                // see the new count before it waits. So skipping the wake when nobody is
-                // counted loses none.
-                let waiting = {
-                    let mut f = lock(&self.finished_lock);
-                    f.count += 1;
-                    f.waiting
-                };
-                if waiting > 0 {
-                    self.finished.notify_all();
-                }
+                self.finished_one();
                 continue;
             }
             // Someone else combines: wait until a batch finishes, then look again. The
@@ -152,6 +151,39 @@ impl Combining {
             let (mut f, _) =
                 self.finished.wait_timeout(f, std::time::Duration::from_millis(1)).unwrap_or_else(|e| e.into_inner());
             f.waiting -= 1;
+        }
+    }
+}
+
+impl Combining {
+    /// Run the requests in `taken` (the combiner lock's list, the combiner lock held) as
+    /// one batch, hand each its outcome, and leave the list empty with its capacity.
+    fn combine(&self, taken: &mut Vec<Request>, run_batch: &dyn Fn(&mut Batch) -> std::result::Result<(), String>) {
+        if taken.is_empty() {
+            return;
+        }
+        let mut batch = Batch { requests: std::mem::take(taken), panics: Vec::new() };
+        // A panic outside the requests (in the commit) must still release every writer
+        // of the batch: it becomes the batch's failure.
+        let r = catch_unwind(AssertUnwindSafe(|| run_batch(&mut batch)));
+        batch.finish(r.map_err(|_| ()));
+        *taken = batch.requests;
+    }
+
+    /// Count a finished batch (the combiner lock released before, so a writer that failed
+    /// to take the lock while we held it sees the count move after its `seen`). The
+    /// waiters are read under the same lock as the count moves: a writer counted there is
+    /// already inside `wait` (it registers and waits under this lock, which the wait
+    /// releases atomically) and is woken; one not yet counted will see the new count
+    /// before it waits. So skipping the wake when nobody is counted loses none.
+    fn finished_one(&self) {
+        let waiting = {
+            let mut f = lock(&self.finished_lock);
+            f.count += 1;
+            f.waiting
+        };
+        if waiting > 0 {
+            self.finished.notify_all();
         }
     }
 }
@@ -182,9 +214,9 @@ impl Batch {
 
     /// Hand each request its outcome: the commit's result (`Err(())`: the commit panicked),
     /// unless the request itself panicked.
-    fn finish(self, commit: std::result::Result<std::result::Result<(), String>, ()>) {
-        let mut panics = self.panics.into_iter().peekable();
-        for (i, r) in self.requests.into_iter().enumerate() {
+    fn finish(&mut self, commit: std::result::Result<std::result::Result<(), String>, ()>) {
+        let mut panics = self.panics.drain(..).peekable();
+        for (i, r) in self.requests.drain(..).enumerate() {
             let outcome = match panics.next_if(|(j, _)| *j == i) {
                 Some((_, p)) => Outcome::Panicked(p),
                 None => match &commit {
