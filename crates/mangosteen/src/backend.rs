@@ -7,8 +7,8 @@
 //! (the background thread, recovery). The inline backend asks for no fence: a later
 //! batch's commit fence makes the blocks durable and its tail's persist carries the head
 //! with it (see `Mangosteen::end_tx`), so a batch costs one fence and one persist in all;
-//! it applies a window of batches at once, each block once (`apply_from_dram` of their
-//! merged runs, see `APPLY_EVERY`).
+//! it applies a window of batches at once, each line once (`apply_from_dram` of the
+//! lines in `DirtyLines`, see `APPLY_EVERY`).
 //! A crash anywhere leaves the persistent head at or before the batch being applied;
 //! recovery applies that batch again, which is harmless: a REDO record writes the same
 //! bytes to the same place however often it is replayed. The backend never reads past the
@@ -227,8 +227,8 @@ impl DirtyLines {
     }
 }
 
-/// Sort `runs` and merge those that overlap or touch, in place: the blocks of several
-/// batches, each once, in address order (as `apply_from_dram` takes them).
+/// Sort `runs` and merge those that overlap or touch, in place: the runs of several
+/// records, each byte once, in address order (recovery's `apply_merged`).
 pub(crate) fn merge_runs(runs: &mut Vec<(u64, u64)>) {
     runs.sort_unstable();
     let mut w = 0;
