@@ -35,14 +35,107 @@ static SPAN_HI: AtomicUsize = AtomicUsize::new(0);
 pub unsafe fn begin(ctx: *mut Ctx) {
     // SAFETY: the caller's contract.
     let (lo, hi) = unsafe { ((*ctx).lo, (*ctx).hi) };
-    SPAN_LO.fetch_min(lo, Ordering::Relaxed);
-    SPAN_HI.fetch_max(hi, Ordering::Relaxed);
+    // Read first: the span rarely grows, and a read-modify-write is a locked instruction
+    // on every batch.
+    if lo < SPAN_LO.load(Ordering::Relaxed) {
+        SPAN_LO.fetch_min(lo, Ordering::Relaxed);
+    }
+    if hi > SPAN_HI.load(Ordering::Relaxed) {
+        SPAN_HI.fetch_max(hi, Ordering::Relaxed);
+    }
     CURRENT.with(|c| c.set(ctx));
+    fast::claim(ctx);
 }
 
 /// Stop capturing on this thread.
 pub fn end() {
+    fast::release();
     CURRENT.with(|c| c.set(std::ptr::null_mut()));
+}
+
+/// The batch this thread captures for, or null.
+#[inline(always)]
+fn current() -> *mut Ctx {
+    fast::current().unwrap_or_else(|| CURRENT.with(Cell::get))
+}
+
+/// One capture found without the thread-local lookup. This library is loaded with
+/// `dlopen`, so its thread-locals live in dynamic TLS and every `CURRENT` read is a call
+/// to `__tls_get_addr`, made for every store into the region: ~15% of a Dictionary
+/// insert's capture. One thread at a time (the one that claimed it, almost always the
+/// only one capturing) is instead recognised by its thread pointer, a register read, and
+/// finds its `Ctx` in a global; any other capturing thread goes through `CURRENT`.
+///
+/// Why the orderings suffice: `THREAD` holds the thread pointer of the owner or 0, and
+/// only the owner stores `CTX` or releases `THREAD`. A thread compares `THREAD` with its
+/// own pointer, so it can only match a value it stored itself (a live thread's pointer
+/// is unique), and then reads the `CTX` it stored after claiming, in its own program
+/// order. A claim acquires the release of the previous owner, so that owner's `CTX`
+/// stores happen before the new owner's (coherence: the new owner never reads an older
+/// one). The owner always releases in `end`, before its thread can exit and its pointer
+/// be reused (the runtime's `Capture` guard calls `end` when dropped).
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+mod fast {
+    use super::Ctx;
+    use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+    static THREAD: AtomicUsize = AtomicUsize::new(0);
+    static CTX: AtomicPtr<Ctx> = AtomicPtr::new(std::ptr::null_mut());
+
+    /// The thread pointer: the address of this thread's control block, never 0 and
+    /// unique among live threads (the x86-64 and AArch64 TLS ABIs).
+    #[inline(always)]
+    fn thread_pointer() -> usize {
+        let tp: usize;
+        // SAFETY: reads this thread's thread pointer; no memory is written, no flag changed.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            std::arch::asm!("mov {}, fs:0", out(reg) tp, options(nostack, readonly, preserves_flags))
+        };
+        // SAFETY: as above (a system register read).
+        #[cfg(target_arch = "aarch64")]
+        unsafe {
+            std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nomem, nostack, preserves_flags))
+        };
+        tp
+    }
+
+    /// Take the slot for this thread's capture `ctx` if it is free (or already ours: a
+    /// nested `begin` replaces the batch, as `CURRENT` does).
+    pub(super) fn claim(ctx: *mut Ctx) {
+        let me = thread_pointer();
+        let ours = THREAD.load(Ordering::Relaxed) == me
+            || THREAD.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).is_ok();
+        if ours {
+            CTX.store(ctx, Ordering::Relaxed);
+        }
+    }
+
+    /// Give the slot back if this thread holds it.
+    pub(super) fn release() {
+        if THREAD.load(Ordering::Relaxed) == thread_pointer() {
+            CTX.store(std::ptr::null_mut(), Ordering::Relaxed);
+            THREAD.store(0, Ordering::Release);
+        }
+    }
+
+    /// This thread's `Ctx` if it holds the slot.
+    #[inline(always)]
+    pub(super) fn current() -> Option<*mut Ctx> {
+        (THREAD.load(Ordering::Relaxed) == thread_pointer()).then(|| CTX.load(Ordering::Relaxed))
+    }
+}
+
+/// Elsewhere every capture goes through `CURRENT`.
+#[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+mod fast {
+    use super::Ctx;
+    pub(super) fn claim(_: *mut Ctx) {}
+    pub(super) fn release() {}
+    #[inline(always)]
+    pub(super) fn current() -> Option<*mut Ctx> {
+        None
+    }
 }
 
 /// A write of `n` bytes at `a` is about to happen (or just happened): record it if this
@@ -63,7 +156,7 @@ pub fn mem(a: usize, n: usize) {
     if a >= SPAN_HI.load(Ordering::Relaxed) || a.saturating_add(n) <= SPAN_LO.load(Ordering::Relaxed) || n == 0 {
         return;
     }
-    let p = CURRENT.with(Cell::get);
+    let p = current();
     // SAFETY: `begin`'s contract: valid until `end`; this thread only (read, not kept).
     let w = if p.is_null() { 0 } else { unsafe { (*p).mem_store } };
     if w == 0 {
@@ -86,7 +179,7 @@ pub fn written(p: *const u8, n: usize) {
 
 #[inline(never)]
 fn in_span(a: usize, n: usize) {
-    let p = CURRENT.with(Cell::get);
+    let p = current();
     if p.is_null() {
         return;
     }

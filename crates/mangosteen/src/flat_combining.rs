@@ -113,9 +113,12 @@ impl Combining {
                 published.push(request);
                 std::mem::swap(&mut *published, &mut *g);
             }
-            self.combine(&mut g, run_batch);
+            let mine = self.combine(&mut g, run_batch, &done);
             drop(g);
             self.finished_one();
+            if let Some(o) = mine {
+                return o;
+            }
         } else {
             lock(&self.published).push(request);
         }
@@ -129,14 +132,17 @@ impl Combining {
             let combined = match self.combiner.try_lock() {
                 Ok(mut g) => {
                     std::mem::swap(&mut *lock(&self.published), &mut *g);
-                    self.combine(&mut g, run_batch);
+                    let mine = self.combine(&mut g, run_batch, &done);
                     drop(g);
-                    true
+                    Some(mine)
                 }
-                Err(_) => false,
+                Err(_) => None,
             };
-            if combined {
+            if let Some(mine) = combined {
                 self.finished_one();
+                if let Some(o) = mine {
+                    return o;
+                }
                 continue;
             }
             // Someone else combines: wait until a batch finishes, then look again. The
@@ -157,17 +163,26 @@ impl Combining {
 
 impl Combining {
     /// Run the requests in `taken` (the combiner lock's list, the combiner lock held) as
-    /// one batch, hand each its outcome, and leave the list empty with its capacity.
-    fn combine(&self, taken: &mut Vec<Request>, run_batch: &dyn Fn(&mut Batch) -> std::result::Result<(), String>) {
+    /// one batch, hand each its outcome, and leave the list empty with its capacity. The
+    /// outcome of the combiner's own request (`own`, its `Done`), if the batch holds it,
+    /// is returned instead of stored: its writer is this thread, which need not lock
+    /// `own` to learn it (two lock round trips fewer per write for a lone writer).
+    fn combine(
+        &self,
+        taken: &mut Vec<Request>,
+        run_batch: &dyn Fn(&mut Batch) -> std::result::Result<(), String>,
+        own: &Done,
+    ) -> Option<Outcome> {
         if taken.is_empty() {
-            return;
+            return None;
         }
         let mut batch = Batch { requests: std::mem::take(taken), panics: Vec::new() };
         // A panic outside the requests (in the commit) must still release every writer
         // of the batch: it becomes the batch's failure.
         let r = catch_unwind(AssertUnwindSafe(|| run_batch(&mut batch)));
-        batch.finish(r.map_err(|_| ()));
+        let mine = batch.finish(r.map_err(|_| ()), own);
         *taken = batch.requests;
+        mine
     }
 
     /// Count a finished batch (the combiner lock released before, so a writer that failed
@@ -213,8 +228,14 @@ impl Batch {
     }
 
     /// Hand each request its outcome: the commit's result (`Err(())`: the commit panicked),
-    /// unless the request itself panicked.
-    fn finish(&mut self, commit: std::result::Result<std::result::Result<(), String>, ()>) {
+    /// unless the request itself panicked. The request whose `Done` is `own` (the
+    /// combiner's) gets it as the return value instead.
+    fn finish(
+        &mut self,
+        commit: std::result::Result<std::result::Result<(), String>, ()>,
+        own: &Done,
+    ) -> Option<Outcome> {
+        let mut mine = None;
         let mut panics = self.panics.drain(..).peekable();
         for (i, r) in self.requests.drain(..).enumerate() {
             let outcome = match panics.next_if(|(j, _)| *j == i) {
@@ -225,10 +246,15 @@ impl Batch {
                     Err(()) => Outcome::CommitPanicked,
                 },
             };
+            if std::ptr::eq(r.done, own) {
+                mine = Some(outcome);
+                continue;
+            }
             // SAFETY: the writer waits for this very store before it returns, so `done`
             // is alive; after it, this combiner never touches the request again.
             *lock(&unsafe { &*r.done }.state) = Some(outcome);
         }
+        mine
     }
 }
 

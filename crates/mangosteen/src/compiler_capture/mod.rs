@@ -156,7 +156,8 @@ unsafe extern "C" fn record(arg: *mut c_void, off: usize, len: usize) {
 /// Compiler capture active on this thread for one batch; ends when dropped.
 pub(crate) struct Capture {
     app: &'static App,
-    ctx: Box<Ctx>,
+    /// Boxed: the hooks hold its address until the guard drops (`None` only then).
+    ctx: Option<Box<Ctx>>,
 }
 
 impl Capture {
@@ -196,7 +197,15 @@ impl Capture {
         arg: *mut c_void,
     ) -> Capture {
         let lo = region.as_mut_ptr() as usize;
-        let mut ctx = Box::new(Ctx { lo, hi: lo + region.len(), block, last: usize::MAX, record, arg, mem_store });
+        let fresh = Ctx { lo, hi: lo + region.len(), block, last: usize::MAX, record, arg, mem_store };
+        // The previous batch's box, if this thread has one: a batch allocates nothing.
+        let mut ctx = match SPARE.take() {
+            Some(mut b) => {
+                *b = fresh;
+                b
+            }
+            None => Box::new(fresh),
+        };
         // Both copies of the hooks: the engine's library, and this crate's for C code.
         // SAFETY: `ctx` is boxed (its address stable) and lives in the guard, which ends
         // the capture on this thread before dropping it.
@@ -204,7 +213,7 @@ impl Capture {
             (app.capture_begin)(&mut *ctx);
             hooks::begin(&mut *ctx);
         }
-        Capture { app, ctx }
+        Capture { app, ctx: Some(ctx) }
     }
 }
 
@@ -214,8 +223,14 @@ impl Drop for Capture {
         // `Ctx` holds raw pointers), before `ctx` is freed.
         unsafe { (self.app.capture_end)() };
         hooks::end();
-        let _ = &self.ctx;
+        // Kept for this thread's next batch (no hook refers to it any more).
+        SPARE.set(self.ctx.take());
     }
+}
+
+thread_local! {
+    /// A `Ctx` box a finished capture left on this thread, for the next one.
+    static SPARE: std::cell::Cell<Option<Box<Ctx>>> = const { std::cell::Cell::new(None) };
 }
 
 #[cfg(test)]
@@ -283,5 +298,37 @@ mod tests {
         .unwrap();
         drop(guard);
         assert!(dedup.is_empty());
+    }
+
+    /// Threads capturing at the same time each record their own writes only, whichever of
+    /// them holds the hooks' fast slot (`hooks::fast`) and whichever takes the
+    /// thread-local path; a thread that begins after another ended gets the slot.
+    #[test]
+    fn concurrent_captures_each_record_their_own_writes() {
+        let app = app().unwrap();
+        let barrier = std::sync::Barrier::new(4);
+        std::thread::scope(|s| {
+            for t in 0..4usize {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    for round in 0..50 {
+                        let mut region = vec![0u8; 4096];
+                        let mut dedup = DedupSet::new(32, 1024, true);
+                        let off = 64 * (t + 4 * (round % 8));
+                        // SAFETY: as in `captured`.
+                        let guard = unsafe { Capture::begin(app, &mut region, 32, 0, &mut dedup) };
+                        if round == 0 {
+                            barrier.wait(); // all four capture at once
+                        }
+                        // SAFETY: 8 bytes inside this thread's region.
+                        unsafe { (app.scribble)(region.as_mut_ptr(), off, 0, 8) };
+                        drop(guard);
+                        let mut got = Vec::new();
+                        dedup.drain(|a| got.push(a));
+                        assert_eq!(got, blocks(off as u64, 8), "thread {t}, round {round}");
+                    }
+                });
+            }
+        });
     }
 }
