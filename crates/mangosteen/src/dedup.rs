@@ -19,6 +19,8 @@ pub struct DedupSet {
     /// Block address + 1 (0 = empty), so that block 0 can be recorded.
     table: Vec<u64>,
     used: usize,
+    /// Entries the table takes before new blocks go to the overflow (60% of its slots).
+    limit: usize,
     /// Indices of the filled entries, in insertion order. The paper's `end_tx` scans the
     /// whole table (Fig. 3 line 22); keeping the filled indices makes draining cost the
     /// batch's size rather than the table's (measured: with 32-update batches and a
@@ -47,6 +49,7 @@ impl DedupSet {
         DedupSet {
             table: vec![0; slots],
             used: 0,
+            limit: (slots * 6).div_ceil(10),
             // Never grows: the table takes at most 60% of its slots (then the overflow).
             filled: Vec::with_capacity(slots * 6 / 10 + 1),
             overflow: Vec::new(),
@@ -63,10 +66,7 @@ impl DedupSet {
     #[inline]
     pub fn try_record(&mut self, addr: u64, len: usize) -> bool {
         let first = addr & !(self.block - 1);
-        if len == 0
-            || (addr + len as u64 - 1) & !(self.block - 1) != first
-            || !self.enabled
-            || self.used * 10 >= self.table.len() * 6
+        if len == 0 || (addr + len as u64 - 1) & !(self.block - 1) != first || !self.enabled || self.used >= self.limit
         {
             return false;
         }
@@ -93,7 +93,7 @@ impl DedupSet {
     }
 
     fn insert(&mut self, a: u64) {
-        if !self.enabled || self.used * 10 >= self.table.len() * 6 {
+        if !self.enabled || self.used >= self.limit {
             self.overflow.push(a);
             return;
         }
