@@ -9,7 +9,9 @@
 //!    compare; the stack, the transient heap and everything else stop here), and
 //! 2. is this thread running a batch whose region holds it (a thread-local pointer)?
 //!
-//! Only then is the write recorded, once per block in a row (`Ctx::last`). The hooks run
+//! Only then is the write recorded, once per block in a row (`Ctx::last`): a short write
+//! (fewer than 8 blocks) appended to the batch's buffer (`Ctx::buf`), anything else, or
+//! anything once the buffer is full, handed to the runtime's callback. The hooks run
 //! before the store: what is logged is the block's content at commit, so the order does
 //! not matter.
 
@@ -177,6 +179,11 @@ pub fn written(p: *const u8, n: usize) {
     store(p as usize, n)
 }
 
+/// Writes of fewer blocks than this are appended to the batch's buffer (`Ctx::buf`);
+/// longer ones go to the runtime's set, which keeps a write of 8 blocks or more as one
+/// range (`dedup::RANGE_BLOCKS`).
+const APPEND_BLOCKS: usize = 8;
+
 #[inline(never)]
 fn in_span(a: usize, n: usize) {
     let p = current();
@@ -191,10 +198,27 @@ fn in_span(a: usize, n: usize) {
     let off = a - ctx.lo;
     let len = n.min(ctx.hi - a);
     let first = off & !(ctx.block - 1);
-    if first == ctx.last && (off + len - 1) & !(ctx.block - 1) == first {
+    let last = (off + len - 1) & !(ctx.block - 1);
+    if first == ctx.last && last == first {
         return;
     }
-    ctx.last = first;
+    ctx.last = last;
+    // A write of fewer than `APPEND_BLOCKS` blocks is appended, block by block, while the
+    // buffer has room for the longest such write.
+    if last - first < APPEND_BLOCKS * ctx.block && ctx.len + APPEND_BLOCKS <= ctx.cap {
+        let mut b = first;
+        loop {
+            // SAFETY: at most `APPEND_BLOCKS` slots from `len`, inside `cap` (checked
+            // above); `buf` holds `cap` slots for the batch (`begin`'s contract: the `Ctx`
+            // is the runtime's, valid until `end`).
+            unsafe { ctx.buf.add(ctx.len).write(b as u64) };
+            ctx.len += 1;
+            if b == last {
+                return;
+            }
+            b += ctx.block;
+        }
+    }
     // SAFETY: the runtime's callback, with the argument it gave for it.
     unsafe { (ctx.record)(ctx.arg, off, len) }
 }

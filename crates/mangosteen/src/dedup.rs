@@ -13,6 +13,11 @@
 //! of one table entry per block: a 100 KB copy was 3,125 inserts, and its blocks only
 //! need to be logged, not looked up again. Ranges and table entries may overlap; the
 //! batch's runs merge them ([`DedupSet::drain_into`]).
+//!
+//! Compiler capture sends the set only what its hooks do not append to the batch's own
+//! buffer (writes of 8 blocks or more, and whatever comes once the buffer is full): the
+//! appended blocks are deduplicated by the sort and merge that build the batch's runs
+//! (docs/design/mangosteen.md, "Deduplication").
 
 /// The set of dirty blocks of one batch.
 pub struct DedupSet {

@@ -143,7 +143,14 @@ struct Frontend {
     ranges: Vec<(u64, u64)>,
     runs: Vec<(u64, u64)>,
     rec: Vec<u64>,
+    /// Compiler capture: the blocks of short writes the hooks appended during the batch (see
+    /// `abi::Ctx::buf`), with duplicates; merged with the set's blocks at the commit.
+    appended: Vec<u64>,
 }
+
+/// Room for blocks appended by the hooks per batch (2 KiB, in the cache); a Dictionary
+/// insert appends ~16, a batch that writes more sends the rest to the dedup set.
+const APPENDED: usize = 256;
 
 /// Per-write logging ([`Log::PerWrite`]) for one batch: the write the hooks last
 /// reported, not yet logged (the hooks run before the store), and the first error.
@@ -377,7 +384,7 @@ fn verify(front: &mut Frontend, dram: &[u8], block: usize) -> Option<String> {
         }
         for (i, (now, was)) in now_page.chunks(block).zip(was_page.chunks(block)).enumerate() {
             let off = (p * PAGE + i * block) as u64;
-            if now != was && !front.dedup.contains(off) {
+            if now != was && !front.dedup.contains(off) && !front.appended.contains(&off) {
                 blocks += 1;
                 bytes += now.iter().zip(was).filter(|(a, b)| a != b).count();
                 first.get_or_insert(off);
@@ -547,6 +554,7 @@ impl Mangosteen {
                 ranges: Vec::new(),
                 runs: Vec::new(),
                 rec: Vec::new(),
+                appended: Vec::with_capacity(APPENDED),
             }),
             shared,
             dram: RwLock::new(dram),
@@ -648,9 +656,15 @@ impl Mangosteen {
                     }
                     None => {
                         let dedup: *mut DedupSet = &mut front.dedup;
-                        // SAFETY: `dedup` outlives the guard, dropped at the end of this block.
+                        // The ablation without deduplication keeps every block in capture
+                        // order in the set: nothing is appended aside.
+                        let mut none = Vec::new();
+                        let appended: *mut Vec<u64> =
+                            if front.dedup.is_enabled() { &mut front.appended } else { &mut none };
+                        // SAFETY: `dedup` and `appended` outlive the guard, dropped at the
+                        // end of this block, and nothing else uses them meanwhile.
                         let _capture = front.compiler.map(|app| unsafe {
-                            compiler_capture::Capture::begin(app, dram, self.block, mem_store, dedup)
+                            compiler_capture::Capture::begin(app, dram, self.block, mem_store, dedup, appended)
                         });
                         let mut tx = Tx::new(&mut *dram, dedup);
                         b.run(&mut tx);
@@ -718,7 +732,7 @@ impl Mangosteen {
     /// (the replay is idempotent, and the open's line check skips the lines pending
     /// records write). Slots are reused only below the durable head (`front.head`).
     fn end_tx(&self, front: &mut Frontend, dram: &[u8]) -> Result<()> {
-        if front.dedup.is_empty() {
+        if front.dedup.is_empty() && front.appended.is_empty() {
             return Ok(());
         }
         let log = &self.shared.log;
@@ -727,6 +741,10 @@ impl Mangosteen {
         // as they came, duplicates included; merging sorted runs would deduplicate them.
         let dedup = front.dedup.is_enabled();
         front.dedup.drain_into(&mut blocks, &mut ranges);
+        // The hooks' appended blocks, duplicates included: sorted with the set's, the
+        // batch's runs hold each block once (`runs_of`).
+        blocks.extend_from_slice(&front.appended);
+        front.appended.clear();
         if dedup {
             blocks.sort_unstable();
             ranges.sort_unstable();

@@ -158,25 +158,40 @@ pub(crate) struct Capture {
     app: &'static App,
     /// Boxed: the hooks hold its address until the guard drops (`None` only then).
     ctx: Option<Box<Ctx>>,
+    /// The buffer the hooks append short writes' blocks to (`Ctx::buf`), or null; its length
+    /// is set to what they appended when the guard drops.
+    blocks: *mut Vec<u64>,
 }
 
 impl Capture {
-    /// Capture every instrumented write into `region` (this thread's, for the batch) into
-    /// `dedup` until the returned guard is dropped.
+    /// Capture every instrumented write into `region` (this thread's, for the batch) until
+    /// the returned guard is dropped: a write of fewer than 8 blocks as its blocks'
+    /// offsets appended to `blocks` (emptied first) while its capacity lasts, duplicates
+    /// included (the caller deduplicates them when it sorts them), every other write
+    /// into `dedup`.
     ///
     /// # Safety
     ///
-    /// `dedup` is valid until the guard is dropped, and not borrowed while this thread
-    /// runs instrumented code (the hooks make their own short-lived `&mut` from it).
+    /// `dedup` and `blocks` are valid until the guard is dropped, and not borrowed while
+    /// this thread runs instrumented code (the hooks make their own short-lived `&mut`
+    /// from `dedup` and write `blocks`' spare capacity).
     pub(crate) unsafe fn begin(
         app: &'static App,
         region: &mut [u8],
         block: usize,
         mem_store: usize,
         dedup: *mut DedupSet,
+        blocks: *mut Vec<u64>,
     ) -> Capture {
         // SAFETY: `record` takes the `DedupSet` it is given; the caller's contract.
-        unsafe { Capture::begin_with(app, region, block, mem_store, record, dedup as *mut c_void) }
+        let mut c = unsafe { Capture::begin_with(app, region, block, mem_store, record, dedup as *mut c_void) };
+        // SAFETY: the caller's contract: `blocks` is valid and ours until the guard drops.
+        let v = unsafe { &mut *blocks };
+        v.clear();
+        let ctx = c.ctx.as_mut().expect("a live capture has its Ctx");
+        (ctx.buf, ctx.len, ctx.cap) = (v.as_mut_ptr(), 0, v.capacity());
+        c.blocks = blocks;
+        c
     }
 
     /// Capture every instrumented write into `region` by calling `record(arg, off, len)`,
@@ -197,7 +212,18 @@ impl Capture {
         arg: *mut c_void,
     ) -> Capture {
         let lo = region.as_mut_ptr() as usize;
-        let fresh = Ctx { lo, hi: lo + region.len(), block, last: usize::MAX, record, arg, mem_store };
+        let fresh = Ctx {
+            lo,
+            hi: lo + region.len(),
+            block,
+            last: usize::MAX,
+            record,
+            arg,
+            mem_store,
+            buf: std::ptr::null_mut(),
+            len: 0,
+            cap: 0,
+        };
         // The previous batch's box, if this thread has one: a batch allocates nothing.
         let mut ctx = match SPARE.take() {
             Some(mut b) => {
@@ -213,7 +239,7 @@ impl Capture {
             (app.capture_begin)(&mut *ctx);
             hooks::begin(&mut *ctx);
         }
-        Capture { app, ctx: Some(ctx) }
+        Capture { app, ctx: Some(ctx), blocks: std::ptr::null_mut() }
     }
 }
 
@@ -223,6 +249,11 @@ impl Drop for Capture {
         // `Ctx` holds raw pointers), before `ctx` is freed.
         unsafe { (self.app.capture_end)() };
         hooks::end();
+        if let (false, Some(ctx)) = (self.blocks.is_null(), &self.ctx) {
+            // SAFETY: `begin`'s contract: the buffer is valid and not otherwise borrowed;
+            // the hooks initialised its first `ctx.len <= capacity` slots.
+            unsafe { (*self.blocks).set_len(ctx.len) };
+        }
         // Kept for this thread's next batch (no hook refers to it any more).
         SPARE.set(self.ctx.take());
     }
@@ -243,21 +274,45 @@ mod tests {
         captured_with(kind, off, len, 0)
     }
 
-    /// As `captured`, with `mem_store` (`abi::Ctx::mem_store`).
+    /// As `captured`, with `mem_store` (`abi::Ctx::mem_store`); the same blocks whether
+    /// short writes' blocks are appended to a buffer (room for 64, or for 9: one write,
+    /// the rest go to the set) or all go to the set.
     fn captured_with(kind: u32, off: usize, len: usize, mem_store: usize) -> Vec<u64> {
         let app = app().expect("the instrumented library loads");
         let mut buf = vec![0u8; 8192 + 64];
         let skew = buf.as_ptr().align_offset(64);
         let region = &mut buf[skew..skew + 8192];
+        let mut all = Vec::new();
+        for cap in [0, 9, 64] {
+            // SAFETY: the write stays inside the region (off + len + 1 <= 8192 below).
+            let got =
+                in_batch(app, region, mem_store, cap, |r| unsafe { (app.scribble)(r.as_mut_ptr(), off, kind, len) });
+            all.push(got);
+        }
+        assert!(all.windows(2).all(|w| w[0] == w[1]), "the buffer changes what is captured: {all:?}");
+        all.pop().unwrap()
+    }
+
+    /// The blocks a capture of `region` records while `f` runs, from the set and from a
+    /// buffer with room for `cap` blocks: sorted, each once.
+    fn in_batch(
+        app: &'static App,
+        region: &mut [u8],
+        mem_store: usize,
+        cap: usize,
+        f: impl FnOnce(&mut [u8]),
+    ) -> Vec<u64> {
         let mut dedup = DedupSet::new(32, 1024, true);
-        // SAFETY: `dedup` outlives the guard and is not borrowed while it lives.
-        let guard = unsafe { Capture::begin(app, region, 32, mem_store, &mut dedup) };
-        // SAFETY: the write stays inside the region (off + len + 1 <= 8192 below).
-        unsafe { (app.scribble)(region.as_mut_ptr(), off, kind, len) };
+        let mut appended = Vec::with_capacity(cap);
+        // SAFETY: `dedup` and `appended` outlive the guard and are not borrowed while it lives.
+        let guard = unsafe { Capture::begin(app, region, 32, mem_store, &mut dedup, &mut appended) };
+        f(region);
         drop(guard);
-        let mut got = Vec::new();
+        assert!(appended.len() <= cap);
+        let mut got = appended;
         dedup.drain(|a| got.push(a));
         got.sort_unstable();
+        got.dedup();
         got
     }
 
@@ -286,18 +341,16 @@ mod tests {
     fn other_threads_and_no_batch_record_nothing() {
         let app = app().unwrap();
         let mut region = vec![0u8; 4096];
-        let mut dedup = DedupSet::new(32, 1024, true);
         let p = region.as_mut_ptr() as usize;
-        // SAFETY: as in `captured`.
-        let guard = unsafe { Capture::begin(app, &mut region, 32, 0, &mut dedup) };
-        std::thread::spawn(move || {
-            // SAFETY: 8 bytes inside the live buffer; the capturing thread is not using it.
-            unsafe { (app.scribble)(p as *mut u8, 0, 0, 8) }
-        })
-        .join()
-        .unwrap();
-        drop(guard);
-        assert!(dedup.is_empty());
+        let got = in_batch(app, &mut region, 0, 64, |_| {
+            std::thread::spawn(move || {
+                // SAFETY: 8 bytes inside the live buffer; the capturing thread is not using it.
+                unsafe { (app.scribble)(p as *mut u8, 0, 0, 8) }
+            })
+            .join()
+            .unwrap();
+        });
+        assert!(got.is_empty());
     }
 
     /// Threads capturing at the same time each record their own writes only, whichever of
@@ -313,18 +366,14 @@ mod tests {
                 s.spawn(move || {
                     for round in 0..50 {
                         let mut region = vec![0u8; 4096];
-                        let mut dedup = DedupSet::new(32, 1024, true);
                         let off = 64 * (t + 4 * (round % 8));
-                        // SAFETY: as in `captured`.
-                        let guard = unsafe { Capture::begin(app, &mut region, 32, 0, &mut dedup) };
-                        if round == 0 {
-                            barrier.wait(); // all four capture at once
-                        }
-                        // SAFETY: 8 bytes inside this thread's region.
-                        unsafe { (app.scribble)(region.as_mut_ptr(), off, 0, 8) };
-                        drop(guard);
-                        let mut got = Vec::new();
-                        dedup.drain(|a| got.push(a));
+                        let got = in_batch(app, &mut region, 0, 8 * (round % 2), |r| {
+                            if round == 0 {
+                                barrier.wait(); // all four capture at once
+                            }
+                            // SAFETY: 8 bytes inside this thread's region.
+                            unsafe { (app.scribble)(r.as_mut_ptr(), off, 0, 8) };
+                        });
                         assert_eq!(got, blocks(off as u64, 8), "thread {t}, round {round}");
                     }
                 });
