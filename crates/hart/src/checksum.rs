@@ -15,18 +15,18 @@
 
 use crate::layout::*;
 
-/// CRC-32C of `leaf` (little-endian) followed by `parts` (inline `crc32` instructions:
-/// see `pmkv_substrate::checksum`).
+/// CRC-32C of `leaf` (little-endian), the word `head`, then `bytes` (inline `crc32`
+/// instructions: see `pmkv_substrate::checksum`).
 #[inline]
-fn crc(leaf: u64, parts: &[&[u8]]) -> u32 {
-    pmkv_substrate::checksum::crc32c_parts(leaf, parts)
+fn crc(leaf: u64, head: u64, bytes: &[u8]) -> u32 {
+    pmkv_substrate::checksum::crc32c_word_bytes(leaf, head, bytes)
 }
 
 /// The key check of a leaf at `leaf` with this key and key-out-of-line bit; never 0.
 #[inline]
 pub(crate) fn key_check(leaf: u64, key: &[u8], key_out: bool) -> u32 {
     let head = (key.len() as u64) | (key_out as u64) << 32;
-    crc(leaf, &[&head.to_le_bytes(), key]) | 1
+    crc(leaf, head, key) | 1
 }
 
 /// The value check of a leaf at `leaf` whose value word is `word` and flags `flags`.
@@ -42,7 +42,7 @@ pub(crate) fn value_check(leaf: u64, word: u64, flags: u32) -> u32 {
 /// The check stored in a value object owned by the leaf at `leaf`.
 #[inline]
 pub(crate) fn object_check(leaf: u64, value: &[u8]) -> u32 {
-    crc(leaf, &[&(value.len() as u64).to_le_bytes(), value])
+    crc(leaf, value.len() as u64, value)
 }
 
 /// A leaf's meta word, decoded.

@@ -9,6 +9,7 @@ use crate::hart::Hart;
 use crate::hash_table::hash_key;
 use crate::layout::*;
 use crate::pm::{HotKeys, PmKeys};
+use pmkv_substrate::epalloc::Reserved;
 
 impl Hart {
     pub(crate) fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
@@ -66,10 +67,12 @@ impl Hart {
     /// done.
     fn put_locked(&self, art: &mut Art, key: &[u8], value: &[u8]) -> Result<()> {
         // One traversal: the new leaf is made only at the insertion point.
-        let mut made = 0;
+        let mut made = None;
         let make = || {
-            made = self.make_leaf(key, value)?;
-            Ok::<u64, Error>(made)
+            let r = self.make_leaf(key, value)?;
+            let off = r.off();
+            made = Some(r);
+            Ok::<u64, Error>(off)
         };
         // SAFETY: given only leaves of this ART, under its write lock.
         let ks = HotKeys { keys: unsafe { PmKeys::new(&self.pm.pool) }, hot: art.hot };
@@ -77,16 +80,20 @@ impl Hart {
             // SAFETY: a used leaf of this ART, whose write lock we hold.
             Err(existing) => unsafe { self.update(existing, value) },
             Ok(()) => {
+                // `upsert` links a new leaf only after `make` returned it.
+                let Some(r) = made else { return Ok(()) };
+                let leaf = r.off();
                 // Line 18's persist: the leaf's line (with any value and key object and
                 // their bits, flushed by `make_leaf`) under one real fence, also inside a
                 // group commit, since the bit below must follow durable content. Flushed
                 // only now, after line 17 linked the leaf into the DRAM tree: the
                 // write-back overlaps that work instead of stalling before it.
-                self.pm.pool.flush_off(made, LEAF_SIZE);
+                self.pm.pool.flush_off(leaf, LEAF_SIZE);
                 self.pm.pool.fence();
-                // Line 18: the leaf bit, not persisted (see above).
-                self.pm.alloc.publish_lazy(made);
-                art.hot.remember(made, key);
+                // Line 18: the leaf bit, not persisted (see above), set through the
+                // reservation (no lookup of the offset).
+                self.pm.alloc.publish_reserved_lazy(r);
+                art.hot.remember(leaf, key);
                 Ok(())
             }
         }
@@ -94,8 +101,8 @@ impl Hart {
 
     /// Algorithm 1 lines 10–16 for a key not in the tree (caller holds the ART write
     /// lock): allocate and write leaf, value and key object, and publish the value and key
-    /// object. The leaf is flushed and published by [`Hart::put`] (line 18) once it is in
-    /// the tree.
+    /// object. Returns the leaf's reservation: the leaf is flushed and published through
+    /// it by [`Hart::put`] (line 18) once it is in the tree.
     ///
     /// **Generation.** The slot may hold a previous occupant: an erased leaf, or a torn
     /// insert's leftovers. A crash can tear the new leaf's line at any 8-byte word, and
@@ -106,9 +113,10 @@ impl Hart {
     /// they prove each other. The leaf's generation, covered by the value check, is
     /// chosen so that they do not prove each other under the new flags (usually the old
     /// generation plus one; a fresh slot, all zero, needs no search).
-    pub(crate) fn make_leaf(&self, key: &[u8], value: &[u8]) -> Result<u64> {
+    pub(crate) fn make_leaf(&self, key: &[u8], value: &[u8]) -> Result<Reserved<'_>> {
         let pool = &*self.pm.pool;
-        let leaf = self.pm.alloc.alloc(LEAF, LEAF_SIZE)?;
+        let reserved = self.pm.alloc.reserve(LEAF, LEAF_SIZE)?;
+        let leaf = reserved.off();
         let inline = !self.paper_updates && value.len() <= INLINE_VALUE;
         let v = if inline {
             0
@@ -152,13 +160,7 @@ impl Hart {
             flags |= FLAG_VALUE_INLINE | ((value.len() as u32) << INLINE_LEN_SHIFT);
         }
         flags |= fresh_gen(pool, leaf, flags) << GEN_SHIFT;
-        let mut word = [0u8; 8];
-        if inline {
-            word[..value.len()].copy_from_slice(value);
-        } else {
-            word = v.to_le_bytes();
-        }
-        let word = u64::from_le_bytes(word);
+        let word = if inline { inline_word(value) } else { v };
         let m = Meta { key_len: key.len(), flags, key_check: checksum::key_check(leaf, key, kobj != 0) };
         let vc = checksum::value_check(leaf, word, flags);
         // The leaf is built in registers and stored as one 64-byte block: a `memset` and a
@@ -190,7 +192,7 @@ impl Hart {
         if kobj != 0 {
             self.pm.alloc.publish_unfenced(kobj);
         }
-        Ok(leaf)
+        Ok(reserved)
     }
 }
 

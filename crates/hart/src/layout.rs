@@ -132,6 +132,23 @@ pub(crate) const INLINE_VALUE: usize = 8;
 pub(crate) const GEN_SHIFT: u32 = 12;
 pub(crate) const GEN_MASK: u32 = 0xf << GEN_SHIFT;
 
+/// The `p_value` word of an inline value (at most [`INLINE_VALUE`] bytes, little-endian,
+/// zero above its length), built with fixed-size loads: a copy of variable length into a
+/// word buffer compiles to a `memcpy` call on every insert and in-place update.
+#[inline]
+pub(crate) fn inline_word(value: &[u8]) -> u64 {
+    let n = value.len();
+    debug_assert!(n <= INLINE_VALUE);
+    let u32_at = |at: usize| u32::from_le_bytes(value[at..at + 4].try_into().expect("4 bytes")) as u64;
+    match n {
+        0 => 0,
+        1..=3 => value.iter().rev().fold(0, |w, &b| w << 8 | b as u64),
+        // The first and the last four bytes: they overlap for n < 8, where they agree.
+        4..=7 => u32_at(0) | u32_at(n - 4) << (8 * (n - 4)),
+        _ => u64::from_le_bytes(value[..8].try_into().expect("8 bytes")),
+    }
+}
+
 /// Length of the inline value described by `flags`, if the value is inline.
 #[inline]
 pub(crate) fn inline_len(flags: u32) -> Option<usize> {
@@ -162,3 +179,16 @@ pub(crate) const SUPER_SIZE: u64 = 64;
 pub(crate) const NUM_LOGS: u32 = 64;
 /// Each micro-log gets its own cache line so writers never share one.
 pub(crate) const LOG_SIZE: u64 = 64;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn inline_word_is_the_zero_padded_little_endian_value() {
+        for n in 0..=super::INLINE_VALUE {
+            let v: Vec<u8> = (0..n as u8).map(|i| 0xa0 ^ i.wrapping_mul(37)).collect();
+            let mut w = [0u8; 8];
+            w[..n].copy_from_slice(&v);
+            assert_eq!(super::inline_word(&v), u64::from_le_bytes(w), "{n} bytes");
+        }
+    }
+}

@@ -33,9 +33,7 @@ impl Hart {
         };
         let old_inline = inline_len(flags);
         if old_inline == Some(value.len()) && !self.paper_updates {
-            let mut w = [0u8; 8];
-            w[..value.len()].copy_from_slice(value);
-            let w = u64::from_le_bytes(w);
+            let w = inline_word(value);
             let new_check = checksum::value_check(leaf, w, flags);
             if pool.mode().flushes() && has_slot_b(m) {
                 // Two slots (see `layout`): the new value into the slot not in use, then

@@ -40,6 +40,43 @@ fn p7_reserve_publish_free_protocol() {
 }
 
 #[test]
+fn p7_reservation_handles_publish_without_a_lookup_and_refuse_what_is_stale_or_damaged() {
+    let ep = EpAlloc::create(new_sim(&opts())).unwrap();
+    let r = ep.reserve(A, 8).unwrap();
+    let off = r.off();
+    assert!(!ep.is_used(off));
+    write_tag(ep.pool(), off, 1);
+    ep.publish_reserved_lazy(r);
+    assert!(ep.is_used(off), "published through its handle");
+    assert_eq!(ep.type_of(off), Some(A));
+    // A handle given back by offset is stale: publishing it changes nothing.
+    let r = ep.reserve(A, 8).unwrap();
+    let stale = r.off();
+    ep.unreserve(stale);
+    ep.publish_reserved_lazy(r);
+    assert!(!ep.is_used(stale), "a reservation given back is not published");
+    ep.check().unwrap();
+    // A damaged header word is not built upon, with a handle or without.
+    let r = ep.reserve(A, 8).unwrap();
+    let other = ep.alloc(A, 8).unwrap();
+    let c = off - 16;
+    let h = read_u64(ep.pool(), c);
+    let bad = h ^ 1 << 60; // a flipped bit of the word's check
+    write_u64(ep.pool(), c, bad);
+    let next = r.off();
+    ep.publish_reserved_lazy(r);
+    assert_eq!(read_u64(ep.pool(), c), bad, "nothing written over the damaged word");
+    assert!(ep.try_publish(other).unwrap_err().to_string().contains("damaged"));
+    write_u64(ep.pool(), c, h);
+    assert!(!ep.is_used(next) && !ep.is_used(other));
+    ep.unreserve(next);
+    ep.unreserve(other);
+    ep.check().unwrap();
+    // Slots only: an extent needs `alloc`.
+    assert!(ep.reserve(A, 64 << 10).is_err());
+}
+
+#[test]
 fn p7_prefetch_hints_change_nothing_for_any_offset() {
     // `prefetch_meta` takes any offset (engines pass words read from PM, which damage can
     // make anything) and must neither fault, panic nor write, and must not disturb the

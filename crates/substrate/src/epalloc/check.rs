@@ -75,7 +75,21 @@ fn crc2(a: u64, b: u64) -> u32 {
 /// The 8-bit check (1..=255) of `data` stored in the word at pool offset `at`.
 #[inline]
 pub fn check8(kind: u64, data: u64, at: u64) -> u64 {
-    let c = crc2(data, (at & DATA_MASK) | kind << 56);
+    fold(crc2(data, (at & DATA_MASK) | kind << 56))
+}
+
+/// [`check8`] of two words of one kind, computed side by side (see
+/// [`crate::checksum::crc32c_words_x2`]).
+#[inline]
+pub fn check8_x2(kind: u64, (d1, at1): (u64, u64), (d2, at2): (u64, u64)) -> (u64, u64) {
+    let (c1, c2) =
+        crate::checksum::crc32c_words_x2([d1, (at1 & DATA_MASK) | kind << 56], [d2, (at2 & DATA_MASK) | kind << 56]);
+    (fold(c1), fold(c2))
+}
+
+/// The 8-bit check (1..=255) of a CRC: its four bytes xor-folded, 0 remapped.
+#[inline]
+fn fold(c: u32) -> u64 {
     let f = (c ^ c >> 8 ^ c >> 16 ^ c >> 24) as u64 & 0xff;
     if f == 0 {
         ZERO_CHECK

@@ -231,14 +231,20 @@ pub(crate) fn set_bit_lazy(
     let mut cur = w.load(Ordering::Acquire);
     loop {
         let old = HeaderWord(cur);
-        if fmt.checked() && !old.is_valid(fmt, chunk) {
+        let bitmap = if used { old.bitmap() | bit } else { old.bitmap() & !bit };
+        // Format 3: the old word's check and the new one's, side by side.
+        let (valid, new) = if fmt.checked() {
+            let (c_old, c_new) = check::check8_x2(KIND_HEADER, (old.bitmap(), chunk), (bitmap, chunk));
+            (cur == old.bitmap() | c_old << 56, HeaderWord(bitmap | c_new << 56))
+        } else {
+            (true, HeaderWord::encode(fmt, chunk, bitmap))
+        };
+        if !valid {
             return Err(BitError::Damaged(cur));
         }
         if old.is_used(slot) == used {
             return Err(BitError::Same);
         }
-        let bitmap = if used { old.bitmap() | bit } else { old.bitmap() & !bit };
-        let new = HeaderWord::encode(fmt, chunk, bitmap);
         match w.compare_exchange_weak(cur, new.0, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return Ok(old),
             Err(now) => cur = now,

@@ -92,6 +92,7 @@ impl EpAlloc {
     }
 
     /// The list of (`ty`, `class`), created on first use.
+    #[inline]
     pub(super) fn list_for(&self, ty: TypeId, class: u8) -> Result<&ListState> {
         if (ty.0 as usize) < DIRECT_TYPES {
             let v = self.direct[ty.0 as usize * KINDS + Self::kind_of(class)].load(Ordering::Acquire);
@@ -100,9 +101,20 @@ impl EpAlloc {
                     return Ok(l);
                 }
             }
-        } else if let Some(&i) = self.other.read().get(&(ty.0, class)) {
-            if let Some(l) = self.lists[i as usize].get() {
-                return Ok(l);
+        }
+        self.list_for_slow(ty, class)
+    }
+
+    /// [`EpAlloc::list_for`] for a type without a direct entry, or a list not created yet:
+    /// kept out of line so that the fast path above stays a few loads.
+    #[cold]
+    #[inline(never)]
+    fn list_for_slow(&self, ty: TypeId, class: u8) -> Result<&ListState> {
+        if (ty.0 as usize) >= DIRECT_TYPES {
+            if let Some(&i) = self.other.read().get(&(ty.0, class)) {
+                if let Some(l) = self.lists[i as usize].get() {
+                    return Ok(l);
+                }
             }
         }
         self.create_list(ty, class)
@@ -156,13 +168,14 @@ impl EpAlloc {
     }
 
     /// Algorithm 2, fast path: a slot of the shard's current chunk.
-    pub(super) fn alloc_slot(&self, ty: TypeId, class: usize) -> Result<u64> {
+    #[inline]
+    pub(super) fn alloc_slot(&self, ty: TypeId, class: usize) -> Result<Reserved<'_>> {
         let list = self.list_for(ty, class as u8)?;
         let s = shard();
         let p = list.cur[s].0.load(Ordering::Acquire);
         if p != 0 {
-            if let Some(off) = self.try_reserve(list, p) {
-                return Ok(off);
+            if let Some(r) = self.try_reserve(list, p) {
+                return Ok(r);
             }
         }
         self.alloc_slow(list, s)
@@ -171,7 +184,7 @@ impl EpAlloc {
     /// Reserve the lowest free slot of chunk `p = pack(id, gen)` in DRAM (Algorithm 2
     /// `GetFreeObject`, lines 3 and 11). The PM next-free index says the same for the used
     /// bits, but reservations must not write PM, so the DRAM reservation word decides.
-    pub(super) fn try_reserve(&self, list: &ListState, p: u64) -> Option<u64> {
+    pub(super) fn try_reserve(&self, list: &ListState, p: u64) -> Option<Reserved<'_>> {
         let (id, gen) = unpack(p);
         let it = self.index.item(id)?;
         let geo = list.geo?;
@@ -199,7 +212,7 @@ impl EpAlloc {
                     // `clwb` evicted it (on this CPU), and the bit's CAS would otherwise
                     // wait for that read after the object's own persist.
                     self.pool.prefetch_write(base);
-                    return Some(geo.slot_off(base, i));
+                    return Some(Reserved { off: geo.slot_off(base, i), base, slot: i as u32, gen, it });
                 }
                 Err(now) => r = now,
             }
@@ -209,15 +222,17 @@ impl EpAlloc {
     /// Algorithm 2, slow path, under the list lock: another chunk with a free slot
     /// (lines 2–7, from the DRAM `partial` set instead of a list walk), else a new chunk
     /// linked at the head of the list (lines 8–11).
-    pub(super) fn alloc_slow(&self, list: &ListState, s: usize) -> Result<u64> {
+    #[cold]
+    #[inline(never)]
+    pub(super) fn alloc_slow(&self, list: &ListState, s: usize) -> Result<Reserved<'_>> {
         let mut inner = list.inner.lock();
         // Under the lock, an item of this list that has the expected generation cannot be
         // retired (retiring takes this lock), so `try_reserve` below never meets a stale
         // item and never calls `released`, which could take this lock again.
         let old = list.cur[s].0.load(Ordering::Acquire);
         if self.is_live_in(list, old) {
-            if let Some(off) = self.try_reserve(list, old) {
-                return Ok(off);
+            if let Some(r) = self.try_reserve(list, old) {
+                return Ok(r);
             }
         }
         while let Some(p) = inner.partial.pop() {
@@ -226,19 +241,19 @@ impl EpAlloc {
             }
             let Some(it) = self.index.item(unpack(p).0) else { continue };
             it.in_partial.store(false, Ordering::Relaxed);
-            if let Some(off) = self.try_reserve(list, p) {
+            if let Some(r) = self.try_reserve(list, p) {
                 list.cur[s].0.store(p, Ordering::Release);
                 self.displace(&mut inner, old);
-                return Ok(off);
+                return Ok(r);
             }
         }
         let p = self.new_chunk(list, &mut inner)?;
-        let off = self
+        let r = self
             .try_reserve(list, p)
             .ok_or_else(|| PoolError::CorruptAllocator("a new chunk has no free slot".into()))?;
         list.cur[s].0.store(p, Ordering::Release);
         self.displace(&mut inner, old);
-        Ok(off)
+        Ok(r)
     }
 
     /// Whether `p = pack(id, gen)` is still the same incarnation of an item of `list`.

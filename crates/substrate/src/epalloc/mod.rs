@@ -114,6 +114,27 @@ fn shard() -> usize {
     SHARD.with(|s| *s)
 }
 
+/// A slot reserved by [`EpAlloc::reserve`]: its offset, and its chunk's item, header
+/// and generation, which stay valid while the slot is reserved (a chunk with a reserved
+/// slot is never recycled).
+#[must_use = "a reservation is published or given back"]
+pub struct Reserved<'a> {
+    off: u64,
+    /// Offset of the chunk.
+    base: u64,
+    slot: u32,
+    gen: u32,
+    it: &'a Item,
+}
+
+impl Reserved<'_> {
+    /// The object's pool offset.
+    #[inline]
+    pub fn off(&self) -> u64 {
+        self.off
+    }
+}
+
 /// Where an object offset lives.
 struct Loc<'a> {
     id: u32,
@@ -248,8 +269,25 @@ impl EpAlloc {
     pub fn alloc(&self, ty: TypeId, size: usize) -> Result<u64> {
         self.pool.check_writable()?;
         match class_of(size) {
-            Some(c) => self.alloc_slot(ty, c),
+            Some(c) => self.alloc_slot(ty, c).map(|r| r.off),
             None => self.alloc_extent(ty, size),
+        }
+    }
+
+    /// [`EpAlloc::alloc`] for a slot object (at most [`MAX_CLASS_SIZE`] bytes; larger
+    /// sizes are refused, they need an extent), returned with where its bit lives, so that
+    /// [`EpAlloc::publish_reserved_lazy`] sets the bit without looking the offset up
+    /// again: for an engine's hottest allocation (HART's leaf, one per insert), where the
+    /// lookup was a quarter of the allocator's instructions. Give it back with
+    /// [`EpAlloc::unreserve`] of [`Reserved::off`] if it is not published.
+    #[inline]
+    pub fn reserve(&self, ty: TypeId, size: usize) -> Result<Reserved<'_>> {
+        self.pool.check_writable()?;
+        match class_of(size) {
+            Some(c) => self.alloc_slot(ty, c),
+            None => Err(PoolError::Allocator(format!(
+                "reserve({size} bytes): larger than a slot ({MAX_CLASS_SIZE} bytes); use alloc"
+            ))),
         }
     }
 
@@ -305,6 +343,21 @@ impl EpAlloc {
             return;
         }
         let _ = chunk::set_bit_lazy(&self.pool, self.root.fmt, loc.base, i, true);
+    }
+
+    /// [`EpAlloc::publish_lazy`] of a slot from [`EpAlloc::reserve`], with no lookup. The
+    /// same contract: a type whose recovery restores lost bits from content, content
+    /// durable before this call. A reservation given back meanwhile (its bit clear in the
+    /// reservation word) or whose chunk was recycled since (another generation) is ignored,
+    /// as `publish_lazy` ignores an offset that is not reserved: the chunk a stale handle
+    /// names may hold other objects by now.
+    #[inline]
+    pub fn publish_reserved_lazy(&self, r: Reserved<'_>) {
+        let bit = 1u64 << r.slot;
+        if r.it.reserved.load(Ordering::Acquire) & bit == 0 || r.it.gen.load(Ordering::Acquire) != r.gen {
+            return;
+        }
+        let _ = chunk::set_bit_lazy(&self.pool, self.root.fmt, r.base, r.slot as usize, true);
     }
 
     /// Recovery: mark the free slot at `off` used, as found by its content (an object
