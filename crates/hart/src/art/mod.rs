@@ -107,7 +107,7 @@ impl Default for HotLeaf {
 
 impl HotLeaf {
     /// Longest key kept (HART's inline keys).
-    pub(crate) const CAP: usize = 40;
+    pub(crate) const CAP: usize = crate::layout::INLINE_KEY;
 
     /// Remember `key` as `leaf`'s, or nothing if it is too long.
     #[inline]
@@ -118,7 +118,7 @@ impl HotLeaf {
         }
         self.leaf = leaf;
         self.len = key.len() as u8;
-        self.key[..key.len()].copy_from_slice(key);
+        crate::layout::put_short(&mut self.key, key);
     }
 
     /// Forget the key if it is `leaf`'s (the leaf left the tree).
