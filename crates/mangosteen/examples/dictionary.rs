@@ -25,6 +25,12 @@ fn main() {
     let mut o = Options::default();
     o.mode = mode;
     o.initial_size = 256 << 20;
+    // A 1 GiB ceiling instead of 64 GiB of address space, so that the example also runs
+    // under valgrind (callgrind counts a phase's instructions exactly), with the region
+    // the default ceiling gives (the engine sizes it from the ceiling: 1/64, at most 256
+    // MiB).
+    o.max_size = 1 << 30;
+    o = o.param("region_mib", "256");
     // Engine parameters for an A/B, e.g. `PARAMS=background=true,dedup=false`.
     for kv in std::env::var("PARAMS").unwrap_or_default().split(',').filter(|s| !s.is_empty()) {
         let (k, v) = kv.split_once('=').expect("PARAMS: key=value,...");
