@@ -8,6 +8,12 @@ use std::ffi::c_void;
 /// the loader refuses a library that reports another.
 pub const ABI: u32 = 3;
 
+/// Writes of at least this many blocks are ranges: the runtime's deduplication set keeps
+/// each as one entry (`dedup::DedupSet`); shorter writes are appended block by block to
+/// [`Ctx::buf`] by the hooks, which therefore need `len + RANGE_BLOCKS <= cap` to take
+/// the longest of them. One constant for both sides, since the buffer's bound rests on it.
+pub const RANGE_BLOCKS: usize = 8;
+
 /// Called for every captured write: the region offset of its first byte and its length
 /// (already clipped to the region).
 pub type RecordFn = unsafe extern "C" fn(arg: *mut c_void, off: usize, len: usize);
@@ -31,8 +37,8 @@ pub struct Ctx {
     /// makes, each through the store hook (the paper's "nomemcpy", where the binary
     /// instrumentation sees every store of the copy: Fig. 8d).
     pub mem_store: usize,
-    /// Where a write of fewer than 8 blocks is appended (its blocks' region offsets)
-    /// instead of calling `record`, while `len + 8 <= cap`: the batch's blocks in capture
+    /// Where a write of fewer than [`RANGE_BLOCKS`] blocks is appended (its blocks'
+    /// region offsets) instead of calling `record`, while `len + RANGE_BLOCKS <= cap`: the batch's blocks in capture
     /// order, a block again when other blocks were written in between. The runtime sorts
     /// and merges them at the commit, which deduplicates them (an append is a store and an
     /// increment; a callback and a hash probe per write made a Dictionary insert ~6%

@@ -15,7 +15,7 @@
 //! before the store: what is logged is the block's content at commit, so the order does
 //! not matter.
 
-use super::abi::Ctx;
+use super::abi::{Ctx, RANGE_BLOCKS};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -180,9 +180,8 @@ pub fn written(p: *const u8, n: usize) {
 }
 
 /// Writes of fewer blocks than this are appended to the batch's buffer (`Ctx::buf`);
-/// longer ones go to the runtime's set, which keeps a write of 8 blocks or more as one
-/// range (`dedup::RANGE_BLOCKS`).
-const APPEND_BLOCKS: usize = 8;
+/// longer ones go to the runtime's set, which keeps each as one range.
+const APPEND_BLOCKS: usize = RANGE_BLOCKS;
 
 #[inline(never)]
 fn in_span(a: usize, n: usize) {

@@ -227,23 +227,6 @@ impl DirtyLines {
     }
 }
 
-/// Sort `runs` and merge those that overlap or touch, in place: the runs of several
-/// records, each byte once, in address order (recovery's `apply_merged`).
-pub(crate) fn merge_runs(runs: &mut Vec<(u64, u64)>) {
-    runs.sort_unstable();
-    let mut w = 0;
-    for i in 0..runs.len() {
-        let (s, e) = runs[i];
-        if w > 0 && s <= runs[w - 1].1 {
-            runs[w - 1].1 = runs[w - 1].1.max(e);
-        } else {
-            runs[w] = (s, e);
-            w += 1;
-        }
-    }
-    runs.truncate(w);
-}
-
 /// Apply every record in `[from, to)` to the PM copy; returns the index past the last
 /// COMMIT applied. `to` must not exceed the persistent tail. With `durable`, each COMMIT
 /// is fenced and the persistent head moved past it and persisted (Fig. 4 lines 21–24);
@@ -287,21 +270,7 @@ pub(crate) fn apply(log: &RedoLog, pm: &PmCopy, from: u64, to: u64, durable: boo
 
 #[cfg(test)]
 mod tests {
-    use super::{merge_runs, DirtyLines};
-
-    #[test]
-    fn runs_of_several_batches_merge_into_sorted_disjoint_runs() {
-        let mut runs = vec![(64, 96), (0, 32), (32, 64), (128, 160), (64, 128), (200, 232), (224, 256), (300, 301)];
-        merge_runs(&mut runs);
-        assert_eq!(runs, vec![(0, 160), (200, 256), (300, 301)]);
-        let mut none: Vec<(u64, u64)> = Vec::new();
-        merge_runs(&mut none);
-        assert!(none.is_empty());
-        // Every byte of the input is covered once, nothing else.
-        let mut apart = vec![(96, 128), (0, 32)];
-        merge_runs(&mut apart);
-        assert_eq!(apart, vec![(0, 32), (96, 128)]);
-    }
+    use super::DirtyLines;
 
     #[test]
     fn dirty_lines_come_out_once_sorted_as_runs_of_whole_lines() {

@@ -42,8 +42,9 @@ pub struct DedupSet {
     enabled: bool,
 }
 
-/// Writes of at least this many blocks are kept as a range.
-pub const RANGE_BLOCKS: u64 = 8;
+/// Writes of at least this many blocks are kept as a range (the constant the capture
+/// hooks share: shorter writes reach the runtime through their append buffer).
+pub const RANGE_BLOCKS: u64 = crate::compiler_capture::abi::RANGE_BLOCKS as u64;
 
 impl DedupSet {
     /// A set for `block`-byte blocks (a power of two) with `slots` entries (a power of

@@ -61,7 +61,7 @@ pub(crate) fn replay(log: &RedoLog, pm: &backend::PmCopy) -> Result<Replay> {
     // Only whole batches: runs after the last COMMIT (none, as the tail moves only past a
     // COMMIT) are left out.
     spans.truncate(committed);
-    backend::merge_runs(&mut spans);
+    merge_runs(&mut spans);
     let mut touched: Vec<u64> = spans.iter().flat_map(|&(s, e)| s / backend::LINE..=(e - 1) / backend::LINE).collect();
     touched.dedup();
     pm.verify_except(&log.pool, &touched)?;
@@ -127,4 +127,38 @@ fn apply_merged(log: &RedoLog, pm: &backend::PmCopy, head: u64, end: u64, spans:
     pool.fence(); // the replayed bytes and their checks are durable
     log.set_p_head(end);
     Ok(())
+}
+
+/// Sort `runs` and merge those that overlap or touch, in place: the runs of several
+/// records, each byte once, in address order (`apply_merged`).
+fn merge_runs(runs: &mut Vec<(u64, u64)>) {
+    runs.sort_unstable();
+    let mut w = 0;
+    for i in 0..runs.len() {
+        let (s, e) = runs[i];
+        if w > 0 && s <= runs[w - 1].1 {
+            runs[w - 1].1 = runs[w - 1].1.max(e);
+        } else {
+            runs[w] = (s, e);
+            w += 1;
+        }
+    }
+    runs.truncate(w);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn runs_of_several_batches_merge_into_sorted_disjoint_runs() {
+        let mut runs = vec![(64, 96), (0, 32), (32, 64), (128, 160), (64, 128), (200, 232), (224, 256), (300, 301)];
+        super::merge_runs(&mut runs);
+        assert_eq!(runs, vec![(0, 160), (200, 256), (300, 301)]);
+        let mut none: Vec<(u64, u64)> = Vec::new();
+        super::merge_runs(&mut none);
+        assert!(none.is_empty());
+        // Every byte of the input is covered once, nothing else.
+        let mut apart = vec![(96, 128), (0, 32)];
+        super::merge_runs(&mut apart);
+        assert_eq!(apart, vec![(0, 32), (96, 128)]);
+    }
 }
