@@ -38,11 +38,12 @@ pub struct Ctx {
     /// instrumentation sees every store of the copy: Fig. 8d).
     pub mem_store: usize,
     /// Where a write of fewer than [`RANGE_BLOCKS`] blocks is appended (its blocks'
-    /// region offsets) instead of calling `record`, while `len + RANGE_BLOCKS <= cap`: the batch's blocks in capture
-    /// order, a block again when other blocks were written in between. The runtime sorts
-    /// and merges them at the commit, which deduplicates them (an append is a store and an
-    /// increment; a callback and a hash probe per write made a Dictionary insert ~6%
-    /// slower). `cap` 0: every write goes to `record`; once full, the rest do.
+    /// region offsets) instead of calling `record`, while `len + RANGE_BLOCKS <= cap`:
+    /// the batch's blocks in capture order, a block again when other blocks were written
+    /// in between. The runtime sorts and merges them at the commit, which deduplicates
+    /// them (an append is a store and an increment; a callback and a hash probe per write
+    /// made a Dictionary insert ~6% slower). `cap` 0: every write goes to `record`; once
+    /// full, the rest do.
     pub buf: *mut u64,
     pub len: usize,
     pub cap: usize,
