@@ -3,7 +3,8 @@
 //! (`pmkv bench run -w dictionary` is the full harness).
 //!
 //! `cargo run --release -p pmkv-mangosteen --example dictionary [-- MODE [OPS]]`
-//! OPS: which phases to time, any of `isud` (insert, search, update, delete; default all);
+//! OPS: which phases to time, any of `isud` (insert, search, update, delete; default all;
+//! the phases after the last one named do not run, so that a profile holds only those);
 //! `-` runs the engine alone, without the baseline (for a profiler). `PARAMS=k=v,...`
 //! adds engine parameters (`PARAMS=background=true`).
 
@@ -18,6 +19,9 @@ fn main() {
     let ops = std::env::args().nth(2).unwrap_or_else(|| "isud".into());
     // `-` in OPS: the engine alone, without the baseline (for a profiler).
     let alone = ops.contains('-');
+    // Phases after the last one timed are skipped (each one needs those before it).
+    let last = "isud".rfind(|c| ops.contains(c)).unwrap_or(0);
+    let phase = std::cell::Cell::new(0);
     let owned = pmkv_testutil::words();
     let words: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
     let n = words.len() as f64;
@@ -41,6 +45,10 @@ fn main() {
     let val = 12345678u64.to_le_bytes();
     let val2 = 87654321u64.to_le_bytes();
     let row = |name: &str, timed: bool, mg: &mut dyn FnMut(&[u8]), base: &mut dyn FnMut(&[u8])| {
+        phase.set(phase.get() + 1);
+        if phase.get() > last + 1 {
+            return;
+        }
         let c0 = counters::snapshot();
         let t = Instant::now();
         for w in &words {

@@ -6,13 +6,19 @@ use std::ffi::c_void;
 
 /// Bumped whenever anything in this file or the exported functions' signatures changes;
 /// the loader refuses a library that reports another.
-pub const ABI: u32 = 3;
+pub const ABI: u32 = 4;
 
 /// Writes of at least this many blocks are ranges: the runtime's deduplication set keeps
 /// each as one entry (`dedup::DedupSet`); shorter writes are appended block by block to
 /// [`Ctx::buf`] by the hooks, which therefore need `len + RANGE_BLOCKS <= cap` to take
 /// the longest of them. One constant for both sides, since the buffer's bound rests on it.
 pub const RANGE_BLOCKS: usize = 8;
+
+/// The low bits of an entry of [`Ctx::buf`] that hold its write's block count less one
+/// (the rest is the first block's region offset). Blocks are at least 8 bytes, so a
+/// block offset leaves these bits zero, and a short write spans at most 7 blocks.
+pub const SPAN_MASK: u64 = 7;
+const _: () = assert!(RANGE_BLOCKS as u64 - 1 <= SPAN_MASK);
 
 /// Called for every captured write: the region offset of its first byte and its length
 /// (already clipped to the region).
@@ -37,13 +43,13 @@ pub struct Ctx {
     /// makes, each through the store hook (the paper's "nomemcpy", where the binary
     /// instrumentation sees every store of the copy: Fig. 8d).
     pub mem_store: usize,
-    /// Where a write of fewer than [`RANGE_BLOCKS`] blocks is appended (its blocks'
-    /// region offsets) instead of calling `record`, while `len + RANGE_BLOCKS <= cap`:
-    /// the batch's blocks in capture order, a block again when other blocks were written
-    /// in between. The runtime sorts and merges them at the commit, which deduplicates
-    /// them (an append is a store and an increment; a callback and a hash probe per write
-    /// made a Dictionary insert ~6% slower). `cap` 0: every write goes to `record`; once
-    /// full, the rest do.
+    /// Where a write of fewer than [`RANGE_BLOCKS`] blocks is appended instead of calling
+    /// `record`, while `len < cap`: one entry per write, its first block's region offset
+    /// with its block count less one in the low bits ([`SPAN_MASK`]), in capture order, a
+    /// block again when other blocks were written in between. The runtime sorts and
+    /// merges them at the commit, which deduplicates them (an append is a store and an
+    /// increment; a callback and a hash probe per write made a Dictionary insert ~6%
+    /// slower). `cap` 0: every write goes to `record`; once full, the rest do.
     pub buf: *mut u64,
     pub len: usize,
     pub cap: usize,

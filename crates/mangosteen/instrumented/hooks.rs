@@ -183,7 +183,15 @@ pub fn written(p: *const u8, n: usize) {
 /// longer ones go to the runtime's set, which keeps each as one range.
 const APPEND_BLOCKS: usize = RANGE_BLOCKS;
 
+/// Out of line: the hooks' fast path (the span check) stays small where it is inlined.
+///
+/// In the instrumented library its symbol starts with `__sanitizer_`, which the coverage
+/// pass leaves uninstrumented (as it does its own callbacks): otherwise each of this
+/// function's own stores (`last`, the appended block, `len`) got a span check and a
+/// possible call back into it, and the register saves that call needs (1,302 instructions
+/// per Dictionary insert in this function before, its ~23 calls included).
 #[inline(never)]
+#[cfg_attr(pmkv_mgapp, export_name = "__sanitizer_pmkv_in_span")]
 fn in_span(a: usize, n: usize) {
     let p = current();
     if p.is_null() {
@@ -202,21 +210,17 @@ fn in_span(a: usize, n: usize) {
         return;
     }
     ctx.last = last;
-    // A write of fewer than `APPEND_BLOCKS` blocks is appended, block by block, while the
-    // buffer has room for the longest such write.
-    if last - first < APPEND_BLOCKS * ctx.block && ctx.len + APPEND_BLOCKS <= ctx.cap {
-        let mut b = first;
-        loop {
-            // SAFETY: at most `APPEND_BLOCKS` slots from `len`, inside `cap` (checked
-            // above); `buf` holds `cap` slots for the batch (`begin`'s contract: the `Ctx`
-            // is the runtime's, valid until `end`).
-            unsafe { ctx.buf.add(ctx.len).write(b as u64) };
-            ctx.len += 1;
-            if b == last {
-                return;
-            }
-            b += ctx.block;
-        }
+    // A write of fewer than `APPEND_BLOCKS` blocks is appended as one entry (its first
+    // block, its block count less one in the low bits; the block size is a power of two,
+    // so a shift counts them) while the buffer has room. One entry per write rather than
+    // per block: a node's shift (a `memmove` of up to 7 blocks) is one entry to sort.
+    if last - first < APPEND_BLOCKS * ctx.block && ctx.len < ctx.cap {
+        let extra = ((last - first) >> ctx.block.trailing_zeros()) as u64;
+        // SAFETY: slot `len` is inside `cap` (checked above); `buf` holds `cap` slots for
+        // the batch (`begin`'s contract: the `Ctx` is the runtime's, valid until `end`).
+        unsafe { ctx.buf.add(ctx.len).write(first as u64 | extra) };
+        ctx.len += 1;
+        return;
     }
     // SAFETY: the runtime's callback, with the argument it gave for it.
     unsafe { (ctx.record)(ctx.arg, off, len) }

@@ -26,6 +26,7 @@
 //! copy. A pool of format 2 is read by the same code (its records become one-run records
 //! as they are read) until its ring is empty, then moved to format 3 (see `runtime`).
 
+use crate::compiler_capture::abi::SPAN_MASK;
 use crate::error::{Error, Result};
 use crate::layout::*;
 use pmkv_substrate::Pool;
@@ -83,11 +84,21 @@ fn check(idx: u64, words: &[u64]) -> u32 {
     pmkv_substrate::checksum::crc32c_lanes(idx, words)
 }
 
-/// The runs of a batch: its `blocks` (sorted; duplicates allowed), each `block` bytes,
-/// and its `ranges` (sorted by start; block-aligned `[start, end)`, see
-/// `DedupSet::drain_into`), overlapping and adjacent ones merged, clipped to the region's
-/// `size`, at most [`MAX_RUN`] bytes each, as `(start, end)` region offsets, into `out`
-/// (cleared first).
+/// The bytes `[start, end)` of a block entry: a block's region offset, plus in the low
+/// bits ([`SPAN_MASK`]) how many blocks of `block` bytes follow it (the hooks append one
+/// entry per short write, `abi::Ctx::buf`; the set's blocks have those bits zero).
+#[inline]
+pub(crate) fn entry_span(entry: u64, block: u64) -> (u64, u64) {
+    let start = entry & !SPAN_MASK;
+    (start, start + ((entry & SPAN_MASK) + 1) * block)
+}
+
+/// The runs of a batch: its `blocks` (block entries, see [`entry_span`]; sorted,
+/// duplicates allowed), and its `ranges` (sorted by start; block-aligned `[start, end)`,
+/// see `DedupSet::drain_into`), overlapping and adjacent ones merged, clipped to the
+/// region's `size`, at most [`MAX_RUN`] bytes each, as `(start, end)` region offsets,
+/// into `out` (cleared first). Sorted entries are sorted by start, which is all the merge
+/// needs.
 pub(crate) fn runs_of(blocks: &[u64], ranges: &[(u64, u64)], block: u64, size: u64, out: &mut Vec<(u64, u64)>) {
     out.clear();
     let push = |out: &mut Vec<(u64, u64)>, (s, e): (u64, u64)| {
@@ -99,13 +110,29 @@ pub(crate) fn runs_of(blocks: &[u64], ranges: &[(u64, u64)], block: u64, size: u
             a = b;
         }
     };
+    if ranges.is_empty() {
+        // Blocks alone (every batch of short writes): one pass, no merge of two lists.
+        let Some((&first, rest)) = blocks.split_first() else { return };
+        let (mut s, mut e) = entry_span(first, block);
+        for &b in rest {
+            let (bs, be) = entry_span(b, block);
+            if bs <= e {
+                e = e.max(be);
+            } else {
+                push(out, (s, e));
+                (s, e) = (bs, be);
+            }
+        }
+        push(out, (s, e));
+        return;
+    }
     let (mut i, mut j) = (0, 0);
     let mut cur: Option<(u64, u64)> = None;
     loop {
         let next = match (blocks.get(i), ranges.get(j)) {
-            (Some(&b), Some(&(r, _))) if b <= r => {
+            (Some(&b), Some(&(r, _))) if b & !SPAN_MASK <= r => {
                 i += 1;
-                (b, b + block)
+                entry_span(b, block)
             }
             (_, Some(&r)) => {
                 j += 1;
@@ -113,7 +140,7 @@ pub(crate) fn runs_of(blocks: &[u64], ranges: &[(u64, u64)], block: u64, size: u
             }
             (Some(&b), None) => {
                 i += 1;
-                (b, b + block)
+                entry_span(b, block)
             }
             (None, None) => break,
         };
@@ -331,6 +358,21 @@ impl RedoLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The blocks-only path of `runs_of` gives the runs the general merge gives for the
+        /// same blocks with the first one passed as a range instead.
+        #[test]
+        fn runs_of_blocks_alone_match_the_merge(mut v in proptest::collection::vec(0u64..200, 1..40)) {
+            v.sort_unstable();
+            let v: Vec<u64> = v.into_iter().map(|b| b * 32).collect();
+            let (mut alone, mut merged) = (Vec::new(), Vec::new());
+            runs_of(&v, &[], 32, 150 * 32 + 7, &mut alone);
+            runs_of(&v[1..], &[(v[0], v[0] + 32)], 32, 150 * 32 + 7, &mut merged);
+            prop_assert_eq!(alone, merged);
+        }
+    }
 
     #[test]
     fn runs_merge_adjacent_and_duplicate_blocks_and_split_long_ones() {

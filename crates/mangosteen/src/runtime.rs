@@ -143,13 +143,14 @@ struct Frontend {
     ranges: Vec<(u64, u64)>,
     runs: Vec<(u64, u64)>,
     rec: Vec<u64>,
-    /// Compiler capture: the blocks of short writes the hooks appended during the batch (see
-    /// `abi::Ctx::buf`), with duplicates; merged with the set's blocks at the commit.
+    /// Compiler capture: the short writes the hooks appended during the batch, one block
+    /// entry each (see `abi::Ctx::buf` and `redo_log::entry_span`), with duplicates;
+    /// merged with the set's blocks at the commit.
     appended: Vec<u64>,
 }
 
-/// Room for blocks appended by the hooks per batch (2 KiB, in the cache); a Dictionary
-/// insert appends ~16, a batch that writes more sends the rest to the dedup set.
+/// Room for writes appended by the hooks per batch (2 KiB, in the cache); a Dictionary
+/// insert appends ~13, a batch that writes more sends the rest to the dedup set.
 const APPENDED: usize = 256;
 
 /// Per-write logging ([`Log::PerWrite`]) for one batch: the write the hooks last
@@ -384,7 +385,13 @@ fn verify(front: &mut Frontend, dram: &[u8], block: usize) -> Option<String> {
         }
         for (i, (now, was)) in now_page.chunks(block).zip(was_page.chunks(block)).enumerate() {
             let off = (p * PAGE + i * block) as u64;
-            if now != was && !front.dedup.contains(off) && !front.appended.contains(&off) {
+            let appended = || {
+                front.appended.iter().any(|&e| {
+                    let (s, t) = redo_log::entry_span(e, block as u64);
+                    (s..t).contains(&off)
+                })
+            };
+            if now != was && !front.dedup.contains(off) && !appended() {
                 blocks += 1;
                 bytes += now.iter().zip(was).filter(|(a, b)| a != b).count();
                 first.get_or_insert(off);

@@ -165,10 +165,10 @@ pub(crate) struct Capture {
 
 impl Capture {
     /// Capture every instrumented write into `region` (this thread's, for the batch) until
-    /// the returned guard is dropped: a write of fewer than 8 blocks as its blocks'
-    /// offsets appended to `blocks` (emptied first) while its capacity lasts, duplicates
-    /// included (the caller deduplicates them when it sorts them), every other write
-    /// into `dedup`.
+    /// the returned guard is dropped: a write of fewer than 8 blocks as one block entry
+    /// (`redo_log::entry_span`) appended to `blocks` (emptied first) while its capacity
+    /// lasts, duplicates included (the caller deduplicates them when it sorts them), every
+    /// other write into `dedup`.
     ///
     /// # Safety
     ///
@@ -275,8 +275,8 @@ mod tests {
     }
 
     /// As `captured`, with `mem_store` (`abi::Ctx::mem_store`); the same blocks whether
-    /// short writes' blocks are appended to a buffer (room for 64, or for 9: one write,
-    /// the rest go to the set) or all go to the set.
+    /// short writes are appended to a buffer (room for 64 writes, or for 9, the rest going
+    /// to the set) or all go to the set.
     fn captured_with(kind: u32, off: usize, len: usize, mem_store: usize) -> Vec<u64> {
         let app = app().expect("the instrumented library loads");
         let mut buf = vec![0u8; 8192 + 64];
@@ -309,7 +309,11 @@ mod tests {
         f(region);
         drop(guard);
         assert!(appended.len() <= cap);
-        let mut got = appended;
+        let mut got = Vec::new();
+        for e in appended {
+            let (s, t) = crate::redo_log::entry_span(e, 32);
+            got.extend((s..t).step_by(32));
+        }
         dedup.drain(|a| got.push(a));
         got.sort_unstable();
         got.dedup();
