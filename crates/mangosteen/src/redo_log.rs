@@ -234,11 +234,22 @@ impl RedoLog {
 
     /// [`slot`](RedoLog::slot) by slot number (`idx % cap`).
     fn slot_at(&self, n: u64) -> (&[AtomicU64; RECORD / 8], u64) {
+        let (words, at) = self.slots_at(n, 1);
+        (words.try_into().expect("one slot is RECORD / 8 words"), at)
+    }
+
+    /// The words of `k` slots from slot number `n` (not past the ring's end), checked
+    /// once, and their pool offset.
+    fn slots_at(&self, n: u64, k: u64) -> (&[AtomicU64], u64) {
         let at = self.ring + n * RECORD as u64;
-        assert!(at.is_multiple_of(8) && self.pool.contains(at, RECORD as u64), "ring slot {at:#x} outside the pool");
+        let bytes = k * RECORD as u64;
+        assert!(
+            n + k <= self.cap && at.is_multiple_of(8) && self.pool.contains(at, bytes),
+            "ring slots {n}+{k} (at {at:#x}) outside the ring or the pool"
+        );
         // SAFETY: aligned and inside the mapping (checked), which lives as long as `pool`;
         // ring slots are only ever accessed through these atomics.
-        (unsafe { &*(self.pool.at::<u64>(at) as *const [AtomicU64; RECORD / 8]) }, at)
+        (unsafe { std::slice::from_raw_parts(self.pool.at::<u64>(at) as *const AtomicU64, bytes as usize / 8) }, at)
     }
 
     /// Build the record of `runs` (region offsets, their bytes taken from `src`, the DRAM
@@ -271,16 +282,30 @@ impl RedoLog {
         }
         let c = check(idx, &buf[..(len as usize).div_ceil(8)]);
         buf[2] |= (c as u64) << 32;
-        let mut at = idx % self.cap;
-        for words in buf.chunks_exact(RECORD / 8) {
-            let (slot, off) = self.slot_at(at);
-            at = if at + 1 == self.cap { 0 } else { at + 1 };
-            for (slot, &w) in slot.iter().zip(words) {
-                // Word stores through atomics: the simulator and a backend thread may read
-                // the line concurrently (they only trust it below the published tail).
-                slot.store(w, Ordering::Relaxed);
+        // The record's slots: one stretch, or two when it wraps past the ring's end, each
+        // checked once (per slot, the check was a tenth of this function). Each slot is
+        // still flushed on its own: a flush is a crash-simulator point, and the crash
+        // tests count on a record torn between its slots.
+        let first = idx % self.cap;
+        let before_end = slots.min(self.cap - first);
+        let mut words = &buf[..];
+        for (n, k) in [(first, before_end), (0, slots - before_end)] {
+            if k == 0 {
+                continue;
             }
-            self.pool.flush_off(off, RECORD);
+            let (ring, mut off) = self.slots_at(n, k);
+            let (now, rest) = words.split_at(ring.len());
+            for (slot, src) in ring.chunks_exact(RECORD / 8).zip(now.chunks_exact(RECORD / 8)) {
+                for (word, &w) in slot.iter().zip(src) {
+                    // Word stores through atomics: the simulator and a backend thread may
+                    // read the line concurrently (they only trust it below the published
+                    // tail).
+                    word.store(w, Ordering::Relaxed);
+                }
+                self.pool.flush_off(off, RECORD);
+                off += RECORD as u64;
+            }
+            words = rest;
         }
         slots
     }
@@ -359,6 +384,28 @@ impl RedoLog {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Records of three slots in a ring of eight: every third one wraps past the ring's
+    /// end (slots 6, 7, 0), and each reads back whole, check and bytes.
+    #[test]
+    fn a_record_that_wraps_past_the_ring_end_reads_back() {
+        let pool = Arc::new(Pool::create_sim("mangosteen", &pmkv_testutil::sim_opts(8 << 20)).unwrap());
+        let (sb, ring, cap) = (1 << 20, (1 << 20) + 4096, 8);
+        let log = RedoLog::new(pool, ring, cap, sb, crate::layout::SUPER_VERSION);
+        let src: Vec<u8> = (0..4096u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let runs = [(64, 96), (256, 320)];
+        assert_eq!(slots_for(&runs), 3);
+        let mut buf = Vec::new();
+        for idx in (0..24).step_by(3) {
+            assert_eq!(log.write(idx, idx % 2 == 0, &runs, &src, &mut buf), 3);
+            let rec = log.read(idx, idx + 3, &mut buf).unwrap_or_else(|e| panic!("record {idx}: {e}"));
+            assert_eq!((rec.commit, rec.next), (idx % 2 == 0, idx + 3));
+            let got: Vec<(u64, Vec<u8>)> = rec.runs(&buf).map(|(a, d)| (a, d.to_vec())).collect();
+            let want: Vec<(u64, Vec<u8>)> =
+                runs.iter().map(|&(s, e)| (s, src[s as usize..e as usize].to_vec())).collect();
+            assert_eq!(got, want, "record {idx}");
+        }
+    }
 
     proptest! {
         /// The blocks-only path of `runs_of` gives the runs the general merge gives for the
