@@ -217,7 +217,7 @@ pub(crate) fn set_bit_ordered(
 
 /// [`set_bit_ordered`] with no flush and no fence: the new word stays in the cache until
 /// it is written back or persisted with a later change of the same word (see
-/// `EpAlloc::publish_lazy`).
+/// `EpAlloc::publish_reserved_lazy`).
 #[inline]
 pub(crate) fn set_bit_lazy(
     pool: &Pool,

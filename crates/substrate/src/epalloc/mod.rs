@@ -324,33 +324,16 @@ impl EpAlloc {
         Ok(())
     }
 
-    /// [`EpAlloc::publish`] with no flush and no fence: the bit is set in the cache and
-    /// reaches PM whenever its line is written back (or with the next persisted change of
-    /// the same header word). Only for a type whose recovery finds its used objects by
-    /// their content as well as by their bits, so that a bit lost in a crash is restored
-    /// (HART's leaves from format 8, see `adopt`); the content must be durable before
-    /// this call, so that a bit that does reach PM never covers content that did not.
-    pub fn publish_lazy(&self, off: u64) {
-        if self.pool.check_writable().is_err() {
-            return;
-        }
-        let Some(loc) = self.locate(off) else { return };
-        let Some(i) = loc.slot else {
-            let _ = self.publish_extent(&loc);
-            return;
-        };
-        if loc.it.reserved.load(Ordering::Acquire) & (1 << i) == 0 {
-            return;
-        }
-        let _ = chunk::set_bit_lazy(&self.pool, self.root.fmt, loc.base, i, true);
-    }
-
-    /// [`EpAlloc::publish_lazy`] of a slot from [`EpAlloc::reserve`], with no lookup. The
-    /// same contract: a type whose recovery restores lost bits from content, content
-    /// durable before this call. A reservation given back meanwhile (its bit clear in the
-    /// reservation word) or whose chunk was recycled since (another generation) is ignored,
-    /// as `publish_lazy` ignores an offset that is not reserved: the chunk a stale handle
-    /// names may hold other objects by now.
+    /// [`EpAlloc::publish`] of a slot from [`EpAlloc::reserve`], with no lookup, no flush
+    /// and no fence: the bit is set in the cache and reaches PM whenever its line is
+    /// written back (or with the next persisted change of the same header word). Only for
+    /// a type whose recovery finds its used objects by their content as well as by their
+    /// bits, so that a bit lost in a crash is restored (HART's leaves from format 8, see
+    /// `adopt`); the content must be durable before this call, so that a bit that does
+    /// reach PM never covers content that did not. A reservation given back meanwhile
+    /// (its bit clear in the reservation word) or whose chunk was recycled since (another
+    /// generation) is ignored: the chunk a stale handle names may hold other objects by
+    /// now.
     #[inline]
     pub fn publish_reserved_lazy(&self, r: Reserved<'_>) {
         let bit = 1u64 << r.slot;
@@ -361,7 +344,7 @@ impl EpAlloc {
     }
 
     /// Recovery: mark the free slot at `off` used, as found by its content (an object
-    /// published with [`EpAlloc::publish_lazy`] whose bit a crash lost). Its bit is
+    /// published with [`EpAlloc::publish_reserved_lazy`] whose bit a crash lost). Its bit is
     /// flushed, not fenced: the caller fences once after adopting what it found.
     pub fn adopt(&self, off: u64) -> Result<()> {
         self.pool.check_writable()?;

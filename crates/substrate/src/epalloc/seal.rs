@@ -107,8 +107,8 @@ impl EpAlloc {
                     if !h.is_valid(self.root.fmt, off) {
                         return None;
                     }
-                    // A bit set with `EpAlloc::publish_lazy` may still be only in the
-                    // cache: persist every header the seal covers (the caller fences),
+                    // A bit set with `EpAlloc::publish_reserved_lazy` may still be only in
+                    // the cache: persist every header the seal covers (the caller fences),
                     // or a power loss after a clean close would fail the seal.
                     pool.flush_off(off, 8);
                     h.0
