@@ -9,9 +9,9 @@ use std::ffi::c_void;
 pub const ABI: u32 = 4;
 
 /// Writes of at least this many blocks are ranges: the runtime's deduplication set keeps
-/// each as one entry (`dedup::DedupSet`); shorter writes are appended block by block to
-/// [`Ctx::buf`] by the hooks, which therefore need `len + RANGE_BLOCKS <= cap` to take
-/// the longest of them. One constant for both sides, since the buffer's bound rests on it.
+/// each as one entry (`dedup::DedupSet`); shorter writes are appended to [`Ctx::buf`] by
+/// the hooks, one entry each, whose low bits ([`SPAN_MASK`]) must hold the longest one's
+/// block count. One constant for both sides, since the entries' encoding rests on it.
 pub const RANGE_BLOCKS: usize = 8;
 
 /// The low bits of an entry of [`Ctx::buf`] that hold its write's block count less one

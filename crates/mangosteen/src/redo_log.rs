@@ -409,15 +409,28 @@ mod tests {
 
     proptest! {
         /// The blocks-only path of `runs_of` gives the runs the general merge gives for the
-        /// same blocks with the first one passed as a range instead.
+        /// same entries (a block and 1 to 7 blocks from it, overlapping or not) with the
+        /// first one passed as a range instead, and both cover exactly the entries' blocks
+        /// (clipped to the region).
         #[test]
-        fn runs_of_blocks_alone_match_the_merge(mut v in proptest::collection::vec(0u64..200, 1..40)) {
+        fn runs_of_blocks_alone_match_the_merge(
+            mut v in proptest::collection::vec((0u64..200, 0u64..=SPAN_MASK), 1..40)
+        ) {
+            let size = 150 * 32 + 7;
             v.sort_unstable();
-            let v: Vec<u64> = v.into_iter().map(|b| b * 32).collect();
+            let e: Vec<u64> = v.iter().map(|&(b, extra)| (b * 32) | extra).collect();
             let (mut alone, mut merged) = (Vec::new(), Vec::new());
-            runs_of(&v, &[], 32, 150 * 32 + 7, &mut alone);
-            runs_of(&v[1..], &[(v[0], v[0] + 32)], 32, 150 * 32 + 7, &mut merged);
-            prop_assert_eq!(alone, merged);
+            runs_of(&e, &[], 32, size, &mut alone);
+            runs_of(&e[1..], &[entry_span(e[0], 32)], 32, size, &mut merged);
+            prop_assert_eq!(&alone, &merged);
+            let mut want: Vec<u64> =
+                v.iter().flat_map(|&(b, extra)| (b..=b + extra).map(|k| k * 32)).filter(|&a| a < size).collect();
+            want.dedup();
+            want.sort_unstable();
+            want.dedup();
+            let got: Vec<u64> = alone.iter().flat_map(|&(s, t)| (s..t).step_by(32)).collect();
+            prop_assert_eq!(got, want);
+            prop_assert!(alone.windows(2).all(|w| w[0].1 < w[1].0), "runs disjoint, not adjacent: {:?}", alone);
         }
     }
 
