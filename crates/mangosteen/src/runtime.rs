@@ -150,7 +150,7 @@ struct Frontend {
 }
 
 /// Room for writes appended by the hooks per batch (2 KiB, in the cache); a Dictionary
-/// insert appends ~13, a batch that writes more sends the rest to the dedup set.
+/// insert appends ~16, a batch that writes more sends the rest to the dedup set.
 const APPENDED: usize = 256;
 
 /// Per-write logging ([`Log::PerWrite`]) for one batch: the write the hooks last
