@@ -92,3 +92,39 @@ impl Client {
         self.try_cmd(&a).expect("a reply, not a closed connection")
     }
 }
+
+/// A server running on its own thread over a fresh pool, stopped (and its pool removed)
+/// when dropped.
+pub struct Running {
+    pub port: u16,
+    stop: Box<dyn Fn()>,
+    h: Option<std::thread::JoinHandle<pmkv::Result<()>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Running {
+    pub fn client(&self) -> Client {
+        Client::new(self.port)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        (self.stop)();
+        if let Some(h) = self.h.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// `pmkv serve` with `cfg` (port 0: any free one) over a fresh `engine` pool of
+/// `initial_mib` MiB, in `adr` mode.
+pub fn start(engine: &str, initial_mib: u64, cfg: pmkv_server::Config) -> Running {
+    let dir = pmkv_testutil::pool_dir();
+    let opts = pmkv::Options::default().initial_size(initial_mib << 20);
+    let store = pmkv::Store::open(dir.path().join("s.pool"), engine, &opts).unwrap();
+    let srv = pmkv_server::Server::bind(store, "adr", pmkv_server::Config { port: 0, ..cfg }).unwrap();
+    let (port, stop) = (srv.port(), srv.stopper());
+    let h = std::thread::spawn(move || srv.run(false));
+    Running { port, stop: Box::new(stop), h: Some(h), _dir: dir }
+}
