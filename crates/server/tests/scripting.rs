@@ -97,6 +97,25 @@ fn a_script_stopped_at_the_time_limit_leaves_nothing() {
     ]);
     assert!(r.contains("pmkv-script-time-limit"), "{r}");
     assert_eq!(c.cmd(&["GET", "x"]), "(nil)");
+    // Or loops inside a coroutine (created by the script, not by the server).
+    for src in [
+        "redis.call('SET', KEYS[1], 'p') coroutine.wrap(function() while true do end end)()",
+        "redis.call('SET', KEYS[1], 'p') local co = coroutine.create(function() while true do end end) \
+         while true do coroutine.resume(co) end",
+    ] {
+        let r = c.cmd(&["EVAL", src, "1", "x"]);
+        assert!(r.contains("pmkv-script-time-limit"), "{src}: {r}");
+        assert_eq!(c.cmd(&["GET", "x"]), "(nil)");
+    }
+    // Recursion ends in Lua's own errors, never the server's stack.
+    assert!(c.cmd(&["EVAL", "local function f() f() end f()", "0"]).contains("stack overflow"));
+    let r = c.cmd(&[
+        "EVAL",
+        "local t = setmetatable({}, {}) getmetatable(t).__index = function(t, k) return t[k] end return t.x",
+        "0",
+    ]);
+    assert!(r.starts_with("-ERR") && r.contains("stack overflow"), "{r}");
+    assert_eq!(c.cmd(&["PING"]), "+PONG");
     // A script that ends in an ordinary error keeps its earlier writes, as in Redis.
     assert!(c.cmd(&["EVAL", "redis.call('SET', KEYS[1], 'kept') error('boom')", "1", "x"]).starts_with("-ERR"));
     assert_eq!(c.cmd(&["GET", "x"]), "kept");

@@ -433,11 +433,13 @@ fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>],
         }
     };
     let out = lua.scope(|scope| {
-        // The clock and kill flag, every HOOK_EVERY instructions (coroutines inherit the
-        // hook: Lua 5.1 copies it into every new thread).
+        // The clock and kill flag, every HOOK_EVERY instructions, in every coroutine too:
+        // a global hook (Lua 5.1 copies the hook into every thread a script creates, and
+        // mlua's per-thread hook would switch itself off there: `coroutine.wrap(function()
+        // while true do end end)()` then ran forever).
         let seen = stopped.clone();
         let (state, id) = lim.state.clone();
-        lua.set_hook(mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |_, _| {
+        lua.set_global_hook(mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |_, _| {
             if let Some(s) = seen.get().or_else(|| state.stop(id)) {
                 seen.set(Some(s));
                 return Err(lua_err(s.message()));
@@ -482,7 +484,7 @@ fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>],
             .eval::<Value>()
             .map(|v| from_lua(&v))
     });
-    lua.remove_hook();
+    lua.remove_global_hook();
     let stop = stopped.get();
     match out {
         _ if stop.is_some() => (Reply::Nil, stop),
