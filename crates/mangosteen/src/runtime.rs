@@ -75,7 +75,9 @@ pub enum Capture {
     Pages,
     /// Also every store that code compiled with pmkv's instrumentation makes into the
     /// region (the `mangosteen` engine's map; see `compiler_capture`): a hook call per
-    /// store, no fault, no page copy.
+    /// store, no fault, no page copy. No Rust code of a caller's is such code, so
+    /// [`Mangosteen::open`] refuses it unless `verify_capture` is on; C and C++ built with
+    /// `pmkv-cc` / `pmkv-c++` get it through [`Mangosteen::open_instrumented`].
     Compiler,
 }
 
@@ -444,10 +446,66 @@ fn check_options(o: &Options) -> Result<()> {
     Ok(())
 }
 
+/// Why [`Mangosteen::open`] refuses [`Capture::Compiler`] without verify mode.
+const NOT_INSTRUMENTED: &str = "Capture::Compiler captures only the stores of code compiled with pmkv's \
+    instrumentation, which from Rust is only the mangosteen engine's own map (engine \"mangosteen\", \
+    MangosteenEngine); the stores a batch closure makes into the region (to a structure of its own, a HashMap \
+    say) would not be captured, would be acknowledged, and would be lost at the next open. Use Capture::Pages \
+    for your own structures (or Tx::write / Tx::record), or C or C++ built with pmkv-cc / pmkv-c++ through the \
+    C API; verify_capture: true allows it for checking (every uncaptured write then fails its batch and is \
+    logged all the same)";
+
+/// Proof that the code which writes a region's batches was compiled with pmkv's
+/// instrumentation, for [`Mangosteen::open_instrumented`]: made only by
+/// [`Instrumented::code_at`], which finds the code's module among those that registered
+/// themselves when loaded (C and C++ built with `pmkv-cc` / `pmkv-c++`, `c-hooks`).
+#[derive(Debug)]
+pub struct Instrumented(());
+
+impl Instrumented {
+    /// The token for the compiler-captured code at `addr` (a function of the application,
+    /// such as its `process_request`), or why there is none: its module (the program or
+    /// shared library holding it) did not register itself when it was loaded, which code
+    /// compiled with `pmkv-cc` / `pmkv-c++` does; or it registered with another ABI.
+    pub fn code_at(addr: usize) -> Result<Instrumented> {
+        compiler_capture::registered(addr).map(|()| Instrumented(())).map_err(Error::NotInstrumented)
+    }
+}
+
+/// Whether an open may refuse a larger `region_size` than the region has (see `open`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SizeCheck {
+    /// The size was asked for: refuse a larger one.
+    Strict,
+    /// The size is the caller's default, not the user's wish: open whatever size exists.
+    Existing,
+}
+
 impl Mangosteen {
     /// Open the region in `pool`, creating it (with `opts`' geometry) if the pool has none;
     /// an existing region is recovered (committed batches replayed) before this returns.
+    ///
+    /// Refused: an existing region smaller than `opts.region_size` ([`Error::RegionSize`]:
+    /// regions keep their size, and a larger one asked for must not be silently ignored);
+    /// [`Capture::Compiler`] without `verify_capture` ([`Error::NotInstrumented`]: only
+    /// instrumented code's stores are captured, and no Rust code of the caller's is; see
+    /// [`Mangosteen::open_instrumented`]).
     pub fn open(pool: Arc<Pool>, opts: Options) -> Result<Mangosteen> {
+        if opts.capture == Capture::Compiler && !opts.verify_capture {
+            return Err(Error::NotInstrumented(NOT_INSTRUMENTED.into()));
+        }
+        Self::open_inner(pool, opts, SizeCheck::Strict)
+    }
+
+    /// [`Mangosteen::open`] for a region whose batches' stores are made by code compiled
+    /// with pmkv's instrumentation, which `_code` proves (the C API opens compiler-captured
+    /// regions this way, after finding `process_request` registered).
+    pub fn open_instrumented(pool: Arc<Pool>, opts: Options, _code: &Instrumented) -> Result<Mangosteen> {
+        Self::open_inner(pool, opts, SizeCheck::Strict)
+    }
+
+    /// `open` without the check of the capture (the engine's map is instrumented code).
+    pub(crate) fn open_inner(pool: Arc<Pool>, opts: Options, sizes: SizeCheck) -> Result<Mangosteen> {
         check_options(&opts)?;
         let started = std::time::Instant::now();
         let fresh = pool.root(SUPER_ROOT) == 0;
@@ -460,6 +518,9 @@ impl Mangosteen {
             (alloc, sb)
         };
         let (version, block, cap, size, ring, region, addr, checks) = read_super(&pool, &alloc, sb)?;
+        if sizes == SizeCheck::Strict && opts.region_size > size {
+            return Err(Error::RegionSize { existing: size, asked: opts.region_size });
+        }
         let pm = PmCopy { region, size, checks };
         let mut log = RedoLog::new(pool.clone(), ring, cap, sb, version);
         let replay = if pool.is_read_only() {
@@ -1241,7 +1302,8 @@ mod tests {
 
     fn open_image(img: &[u8]) -> Result<Mangosteen> {
         let po = pmkv_testutil::sim_opts(8 << 20);
-        Mangosteen::open(Arc::new(Pool::from_image(img, None, &po).unwrap()), Options::default())
+        let o = Options { region_size: 64 << 10, ..Options::default() };
+        Mangosteen::open(Arc::new(Pool::from_image(img, None, &po).unwrap()), o)
     }
 
     /// Version 1 (page checks, CRC-32 records) is refused by its version, not read as
