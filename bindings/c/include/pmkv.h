@@ -186,6 +186,9 @@ typedef struct pmkv_mg_options {
   /**
    * Bytes of the durable region of a new pool (0: 1 MiB). The pool also holds a redo
    * ring of twice the region's size (a record per 32-byte block), so that any batch fits.
+   * At a later open, 0 or at most the existing size opens the region as it is; a larger
+   * size is refused (`PMKV_E_INVALID_ARGUMENT`, naming the existing size): a region
+   * does not grow.
    */
   uint64_t region_size;
   /**
@@ -210,8 +213,11 @@ typedef struct pmkv_mg_options {
    * How the application's writes are found: 0 (`PMKV_MG_CAPTURE_PAGES`) by page
    * protection, for code that is not recompiled (a fault and a page copy per page a
    * batch writes); 1 (`PMKV_MG_CAPTURE_COMPILER`) by the instrumentation of code built
-   * with `pmkv-cc` / `pmkv-c++` (a call per store, no fault; code not built that way
-   * writes uncaptured).
+   * with `pmkv-cc` / `pmkv-c++` (a call per store, no fault). Compiler capture is
+   * refused (`PMKV_E_UNSUPPORTED`) when `process_request` lies in a program or shared
+   * library not built with them (each file they compile registers its module when
+   * loaded): such code's writes would go uncaptured. The check is per module: a file of
+   * the same module compiled with a plain compiler is found only by `verify_capture`.
    */
   int capture;
   /**

@@ -26,7 +26,7 @@
 use crate::{bytes, cstr, fail, guard};
 use pmkv::ErrorKind;
 use pmkv_mangosteen as mg;
-use pmkv_mangosteen::{Application, Capture, Frontend, Heap, Mangosteen, Registration, SplitAlloc, Tx};
+use pmkv_mangosteen::{Application, Capture, Frontend, Heap, Instrumented, Mangosteen, Registration, SplitAlloc, Tx};
 use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
@@ -69,6 +69,9 @@ pub struct pmkv_mg_options {
     pub initial_size: u64,
     /// Bytes of the durable region of a new pool (0: 1 MiB). The pool also holds a redo
     /// ring of twice the region's size (a record per 32-byte block), so that any batch fits.
+    /// At a later open, 0 or at most the existing size opens the region as it is; a larger
+    /// size is refused (`PMKV_E_INVALID_ARGUMENT`, naming the existing size): a region
+    /// does not grow.
     pub region_size: u64,
     /// Run the backend on a thread of its own (non-zero, the paper's design) instead of
     /// applying each batch right after its commit.
@@ -87,8 +90,11 @@ pub struct pmkv_mg_options {
     /// How the application's writes are found: 0 (`PMKV_MG_CAPTURE_PAGES`) by page
     /// protection, for code that is not recompiled (a fault and a page copy per page a
     /// batch writes); 1 (`PMKV_MG_CAPTURE_COMPILER`) by the instrumentation of code built
-    /// with `pmkv-cc` / `pmkv-c++` (a call per store, no fault; code not built that way
-    /// writes uncaptured).
+    /// with `pmkv-cc` / `pmkv-c++` (a call per store, no fault). Compiler capture is
+    /// refused (`PMKV_E_UNSUPPORTED`) when `process_request` lies in a program or shared
+    /// library not built with them (each file they compile registers its module when
+    /// loaded): such code's writes would go uncaptured. The check is per module: a file of
+    /// the same module compiled with a plain compiler is found only by `verify_capture`.
     pub capture: c_int,
     /// After every batch compare the whole region with the one before and fail the
     /// request (`PMKV_E_INTERNAL`, naming the first missed offset) if any change was not
@@ -223,7 +229,8 @@ fn mg_err(e: mg::Error) -> c_int {
         mg::Error::AddressInUse { .. } => fail(ErrorKind::Locked, &e.to_string()),
         mg::Error::Version { .. } => fail(ErrorKind::Version, &e.to_string()),
         mg::Error::Panicked(_) | mg::Error::CaptureMissed(_) => fail(ErrorKind::Internal, &e.to_string()),
-        mg::Error::Capture(_) => fail(ErrorKind::Unsupported, &e.to_string()),
+        mg::Error::Capture(_) | mg::Error::NotInstrumented(_) => fail(ErrorKind::Unsupported, &e.to_string()),
+        mg::Error::RegionSize { .. } => fail(ErrorKind::InvalidArgument, &e.to_string()),
     }
 }
 
@@ -284,6 +291,17 @@ pub unsafe extern "C" fn pmkv_mg_open(
             PMKV_MG_CAPTURE_COMPILER => Capture::Compiler,
             c => return fail(ErrorKind::InvalidArgument, &format!("capture {c}: not 0 (pages) or 1 (compiler)")),
         };
+        // Compiler capture sees only the stores of code compiled with it: an application
+        // built with a plain compiler would have its writes acknowledged and lost. Its
+        // process_request must lie in a module that registered itself as instrumented
+        // (pmkv_capture.h), checked before anything is created.
+        let instrumented = match capture {
+            Capture::Compiler => match Instrumented::code_at(cb.process_request.map_or(0, |f| f as usize)) {
+                Ok(t) => Some(t),
+                Err(e) => return mg_err(e),
+            },
+            _ => None,
+        };
         let initial = o.map_or(0, |o| o.initial_size);
         let mut po = PoolOptions::default().mode(mode);
         if initial != 0 {
@@ -306,7 +324,8 @@ pub unsafe extern "C" fn pmkv_mg_open(
                 return fail(ErrorKind::Unsupported, why);
             }
         }
-        let region = if region == 0 { 1 << 20 } else { region };
+        // 0: the existing region's size, or 1 MiB for a new one (the runtime's rule).
+        let ring_for = if region == 0 { 1 << 20 } else { region };
         let mo = mg::Options {
             region_size: region,
             // A record for every block of the region (with at least the runtime's default
@@ -315,7 +334,7 @@ pub unsafe extern "C" fn pmkv_mg_open(
             // copy already, and a C application's writes cannot be taken back; an
             // unchanged data structure may touch much of its state in one request (a hash
             // table that rehashes every entry when it grows).
-            ring_records: (region / 32 + 1).max(4096),
+            ring_records: (ring_for / 32 + 1).max(4096),
             background: o.is_some_and(|o| o.background != 0),
             capture,
             verify_capture: o.is_some_and(|o| o.verify_capture != 0),
@@ -323,7 +342,11 @@ pub unsafe extern "C" fn pmkv_mg_open(
             fixed_address: heap,
             ..mg::Options::default()
         };
-        let m = match Mangosteen::open(pool, mo) {
+        let opened = match &instrumented {
+            Some(t) => Mangosteen::open_instrumented(pool, mo, t),
+            None => Mangosteen::open(pool, mo),
+        };
+        let m = match opened {
             Ok(m) => m,
             Err(e) => return mg_err(e),
         };

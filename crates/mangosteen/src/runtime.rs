@@ -27,7 +27,9 @@ use std::sync::Arc;
 /// pool is created and read back at open.
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
-    /// Bytes of the region.
+    /// Bytes of the region, fixed when it is created. At a later open a larger size is
+    /// refused ([`Error::RegionSize`]: a region does not grow); 0 means "the existing
+    /// region's size" (1 MiB for a new one).
     pub region_size: u64,
     /// Deduplication and log granularity: 8, 16 or 32 bytes (the paper's default, 32).
     pub block_size: usize,
@@ -97,10 +99,13 @@ pub enum Log {
     PerWrite,
 }
 
+/// A new region's size when none is asked for (`region_size` 0).
+const DEFAULT_REGION: u64 = 1 << 20;
+
 impl Default for Options {
     fn default() -> Self {
         Options {
-            region_size: 1 << 20,
+            region_size: DEFAULT_REGION,
             block_size: 32,
             ring_records: 4096,
             dedup_slots: 4096,
@@ -505,7 +510,11 @@ impl Mangosteen {
     }
 
     /// `open` without the check of the capture (the engine's map is instrumented code).
-    pub(crate) fn open_inner(pool: Arc<Pool>, opts: Options, sizes: SizeCheck) -> Result<Mangosteen> {
+    pub(crate) fn open_inner(pool: Arc<Pool>, mut opts: Options, mut sizes: SizeCheck) -> Result<Mangosteen> {
+        if opts.region_size == 0 {
+            opts.region_size = DEFAULT_REGION;
+            sizes = SizeCheck::Existing;
+        }
         check_options(&opts)?;
         let started = std::time::Instant::now();
         let fresh = pool.root(SUPER_ROOT) == 0;
