@@ -514,6 +514,24 @@ void *pmkv_mg_root(uint8_t *region, uintptr_t region_len);
 int pmkv_mg_set_root(uint8_t *region, uintptr_t region_len, void *root);
 
 /**
+ * Open a transient section on this thread: until the matching
+ * [`pmkv_mg_transient_end`], `malloc` and friends (C++'s `new`) inside a read-write
+ * request of a `split_heap` runtime take blocks from the C library, not the region, as
+ * everywhere else. For what a request makes that must not persist: a response buffer the
+ * client reuses in later requests (reads included) would otherwise be a block of the
+ * region written outside any batch, which verify mode reports and a reopen does not
+ * hold. Frees of the region's blocks still go to its heap. Sections nest; a section left
+ * open when a request ends does not carry into the next request.
+ */
+void pmkv_mg_transient_begin(void);
+
+/**
+ * Close the innermost transient section (see [`pmkv_mg_transient_begin`]): 0, or
+ * `PMKV_E_INVALID_ARGUMENT` if none is open on this thread.
+ */
+int pmkv_mg_transient_end(void);
+
+/**
  * A new local-mode client (its context from `init_client`), released by
  * [`pmkv_mg_client_close`] before the runtime is closed.
  *

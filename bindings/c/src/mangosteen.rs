@@ -439,7 +439,7 @@ pub unsafe extern "C" fn pmkv_mg_set_root(region: *mut u8, region_len: usize, ro
         let Some(h) = (unsafe { heap_of(region, region_len) }) else {
             return fail(ErrorKind::InvalidArgument, "not a split_heap region");
         };
-        if SplitAlloc::current().is_none() {
+        if SplitAlloc::scope_heap().is_none() {
             return fail(ErrorKind::InvalidArgument, "pmkv_mg_set_root outside a read-write request");
         }
         let off = if root.is_null() {
@@ -452,6 +452,30 @@ pub unsafe extern "C" fn pmkv_mg_set_root(region: *mut u8, region_len: usize, ro
         h.set_root(off as u64);
         0
     })
+}
+
+/// Open a transient section on this thread: until the matching
+/// [`pmkv_mg_transient_end`], `malloc` and friends (C++'s `new`) inside a read-write
+/// request of a `split_heap` runtime take blocks from the C library, not the region, as
+/// everywhere else. For what a request makes that must not persist: a response buffer the
+/// client reuses in later requests (reads included) would otherwise be a block of the
+/// region written outside any batch, which verify mode reports and a reopen does not
+/// hold. Frees of the region's blocks still go to its heap. Sections nest; a section left
+/// open when a request ends does not carry into the next request.
+#[no_mangle]
+pub extern "C" fn pmkv_mg_transient_begin() {
+    SplitAlloc::transient_begin();
+}
+
+/// Close the innermost transient section (see [`pmkv_mg_transient_begin`]): 0, or
+/// `PMKV_E_INVALID_ARGUMENT` if none is open on this thread.
+#[no_mangle]
+pub extern "C" fn pmkv_mg_transient_end() -> c_int {
+    if SplitAlloc::transient_end() {
+        0
+    } else {
+        fail(ErrorKind::InvalidArgument, "pmkv_mg_transient_end without an open pmkv_mg_transient_begin")
+    }
 }
 
 /// A new local-mode client (its context from `init_client`), released by
