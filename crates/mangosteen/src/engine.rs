@@ -96,7 +96,9 @@ fn err(e: MgError) -> Error {
         MgError::Io(_) => Error::with_source(ErrorKind::Io, e),
         MgError::Panicked(_) | MgError::CaptureMissed(_) => Error::with_source(ErrorKind::Internal, e),
         MgError::Capture(_) | MgError::NotInstrumented(_) => Error::with_source(ErrorKind::Unsupported, e),
-        MgError::RegionSize { .. } => Error::with_source(ErrorKind::InvalidArgument, e),
+        MgError::RegionSize { .. } | MgError::Aborted | MgError::RolledBack => {
+            Error::with_source(ErrorKind::InvalidArgument, e)
+        }
     }
 }
 

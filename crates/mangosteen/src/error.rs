@@ -51,6 +51,13 @@ pub enum Error {
     /// misuse").
     #[error("compiler capture refused: {0}")]
     NotInstrumented(String),
+    /// The request called `Tx::abort`: every write of its batch was undone.
+    #[error("the request aborted and its writes were rolled back")]
+    Aborted,
+    /// Another request in the same batch aborted: this one's writes were undone with the
+    /// batch's, and nothing of it was applied; run it again.
+    #[error("another request of the batch aborted: this one's writes were rolled back with it; run it again")]
+    RolledBack,
     /// A later open asked for a larger region than the pool holds: regions keep the size
     /// they were created with.
     #[error(

@@ -296,6 +296,8 @@ pub struct Tx<'a> {
     dedup: *mut DedupSet,
     /// Per-write logging: the batch's log state (null when batched).
     eager: *mut Eager,
+    /// A request of the batch called [`Tx::abort`]: the batch is rolled back.
+    aborted: bool,
     _set: std::marker::PhantomData<&'a mut DedupSet>,
 }
 
@@ -322,6 +324,25 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
+    /// Give up the request: every write of the batch it is in is undone (the region is
+    /// put back as the last committed batch left it) and nothing of the batch is logged.
+    /// [`Mangosteen::batch`] then returns [`Error::Aborted`] to this request, and
+    /// [`Error::RolledBack`] to the other requests flat combining put in the same batch,
+    /// none of whose writes was applied either (run them again: [`Frontend`] does). For a
+    /// request that cannot finish (the region's heap is full, a C++ exception) and must
+    /// not leave half its writes behind. Writes the capture did not see cannot be undone,
+    /// except in verify mode (the region is restored whole from its shadow).
+    ///
+    /// [`Frontend`]: crate::Frontend
+    pub fn abort(&mut self) {
+        self.aborted = true;
+    }
+
+    /// Whether a request of this batch called [`Tx::abort`].
+    pub fn is_aborted(&self) -> bool {
+        self.aborted
+    }
+
     /// A write made: into the batch's set, or (per-write logging) into the log at once.
     fn captured(&mut self, off: u64, len: usize) {
         // What recording allocates is the runtime's, not the application's, inside a
@@ -346,7 +367,7 @@ impl<'a> Tx<'a> {
     }
 
     fn new(dram: &'a mut [u8], dedup: *mut DedupSet) -> Tx<'a> {
-        Tx { dram, dedup, eager: std::ptr::null_mut(), _set: std::marker::PhantomData }
+        Tx { dram, dedup, eager: std::ptr::null_mut(), aborted: false, _set: std::marker::PhantomData }
     }
 }
 
@@ -360,6 +381,8 @@ impl<'a> Tx<'a> {
 
 /// How a batch's commit reports that verification found missed writes.
 const MISSED: &str = "capture missed: ";
+/// How a batch reports that a request aborted it (`Tx::abort`) and it was rolled back.
+const ROLLED_BACK: &str = "rolled back";
 
 /// The inline backend applies committed batches to the PM copy once their records take
 /// this many 64-byte slots (or half the ring, if less; or see `APPLY_LINES`), not after
@@ -696,9 +719,13 @@ impl Mangosteen {
         self.shared.log.pool.check_writable()?;
         let mut f = Some(f);
         let mut result: Option<R> = None;
+        // Whether this request aborted its batch (`Tx::abort` called while it ran).
+        let mut aborted_here = false;
         let mut job = |tx: &mut Tx<'_>| {
             if let Some(f) = f.take() {
+                let before = tx.aborted;
                 result = Some(f(tx));
+                aborted_here = !before && tx.aborted;
             }
         };
         let mem_store = self.mem_store;
@@ -707,6 +734,7 @@ impl Mangosteen {
             let mut guard = self.dram.write();
             let dram = guard.own();
             front.started = front.tail;
+            let mut aborted = false;
             {
                 let front = &mut *front;
                 match &mut front.pages {
@@ -725,6 +753,7 @@ impl Mangosteen {
                             let mut tx = Tx::new(&mut *dram, dedup);
                             tx.eager = ep;
                             b.run(&mut tx);
+                            aborted = tx.aborted;
                         }
                         crate::SplitAlloc::outside(|| eager.settle());
                         if let Some(e) = eager.err {
@@ -745,6 +774,7 @@ impl Mangosteen {
                         });
                         let mut tx = Tx::new(&mut *dram, dedup);
                         b.run(&mut tx);
+                        aborted = tx.aborted;
                     }
                     Some(pages) => {
                         let dedup = &mut front.dedup;
@@ -755,6 +785,7 @@ impl Mangosteen {
                             |buf| {
                                 let mut tx = Tx::new(buf, &mut *dedup);
                                 b.run(&mut tx);
+                                aborted = tx.aborted;
                             },
                             |off| changed.push(off),
                         );
@@ -763,6 +794,10 @@ impl Mangosteen {
                         }
                     }
                 }
+            }
+            if aborted {
+                self.roll_back(&mut front, dram).map_err(|e| e.to_string())?;
+                return Err(ROLLED_BACK.into());
             }
             // Only the combiner, holding `front`, moves them: a load and a store each, not
             // two locked read-modify-writes per batch.
@@ -781,6 +816,7 @@ impl Mangosteen {
         match outcome {
             Outcome::Ok => Ok(result.expect("a request that ran has a result")),
             Outcome::CommitPanicked => Err(Error::Panicked("the combiner panicked while committing the batch".into())),
+            Outcome::Failed(e) if e == ROLLED_BACK => Err(if aborted_here { Error::Aborted } else { Error::RolledBack }),
             Outcome::Failed(e) => match e.strip_prefix(MISSED) {
                 Some(m) => Err(Error::CaptureMissed(m.to_string())),
                 None => Err(Error::Corrupt(format!("the batch could not be committed: {e}"))),
@@ -886,6 +922,67 @@ impl Mangosteen {
         }
         (front.blocks, front.ranges) = (blocks, ranges);
         r
+    }
+
+    /// Undo a batch a request aborted (`Tx::abort`): put every block it wrote back as the
+    /// last committed batch left it, and forget the batch (nothing of it is logged, and
+    /// per-write logging's records past the committed tail are dropped: never covered by
+    /// a COMMIT, recovery never reads them). The before images come from the PM copy,
+    /// first brought up to the committed state (the inline backend applies the records
+    /// it deferred, from the log; the background one is waited for), or in verify mode
+    /// from the shadow, which restores uncaptured writes too. Nothing durable changes
+    /// but what the backend would apply anyway, with flushes only: a crash here recovers
+    /// the last committed state, as before the batch.
+    fn roll_back(&self, front: &mut Frontend, dram: &mut RegionBuf) -> Result<()> {
+        let log = &self.shared.log;
+        let committed = front.started;
+        let (b, size) = (self.block as u64, self.shared.size);
+        let (mut blocks, mut ranges) = (std::mem::take(&mut front.blocks), std::mem::take(&mut front.ranges));
+        front.dedup.drain_into(&mut blocks, &mut ranges);
+        ranges.extend(blocks.iter().map(|&a| (a, a + b)));
+        ranges.extend(front.appended.drain(..).map(|e| redo_log::entry_span(e, b)));
+        front.missed.clear();
+        if self.background {
+            while log.p_head() < committed {
+                if let Some(e) = self.shared.failed.lock().clone() {
+                    return Err(Error::Corrupt(format!("the backend stopped: {e}")));
+                }
+                std::thread::yield_now();
+            }
+        } else {
+            if front.applied < committed {
+                front.applied = backend::apply(log, &self.shared.pm, front.applied, committed, false)?;
+            }
+            front.pending.clear();
+            front.pended = front.applied;
+        }
+        front.tail = committed;
+        // Page capture keeps the region read-only between batches.
+        let protected = front.pages.is_some();
+        if protected {
+            dram.protect(libc::PROT_READ | libc::PROT_WRITE);
+        }
+        match &front.shadow {
+            Some(shadow) => dram.copy_from_slice(shadow),
+            None => {
+                let pm = self.shared.pm.region;
+                for &(s, t) in &ranges {
+                    let t = t.min(size);
+                    // SAFETY: `s..t` lies in the PM copy (region offsets below its size),
+                    // which nothing writes now (no batch commits while we hold the frontend,
+                    // and the backend has applied everything committed).
+                    let src = unsafe { std::slice::from_raw_parts(log.pool.at::<u8>(pm + s), (t - s) as usize) };
+                    dram[s as usize..t as usize].copy_from_slice(src);
+                }
+            }
+        }
+        if protected {
+            dram.protect(libc::PROT_READ);
+        }
+        blocks.clear();
+        ranges.clear();
+        (front.blocks, front.ranges) = (blocks, ranges);
+        Ok(())
     }
 
     /// Log `blocks` and `ranges` (sorted; see `redo_log::runs_of`; their bytes as `dram`

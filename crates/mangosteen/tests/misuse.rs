@@ -103,3 +103,69 @@ fn the_engine_refuses_a_larger_region_mib_and_opens_without_one() {
     assert_eq!(got, b"v");
     e.close().unwrap();
 }
+
+/// A request that cannot finish aborts (`Tx::abort`): every write of its batch is undone,
+/// to the last committed state even where the inline backend had not yet applied the
+/// batches before (their records are applied first), nothing of it is logged, the next
+/// batch commits as usual, and a crash image (or a reopen) holds the committed state only.
+/// For every capture and log mode, with the backend inline and on its own thread.
+#[test]
+fn an_aborted_batch_leaves_nothing_behind() {
+    use pmkv_mangosteen::Log;
+    use pmkv_substrate::Eviction;
+    let modes = [
+        (Capture::Explicit, Log::Batched, false),
+        (Capture::Explicit, Log::Batched, true),
+        (Capture::Explicit, Log::PerWrite, false),
+        (Capture::Pages, Log::Batched, false),
+        (Capture::Pages, Log::Batched, true),
+    ];
+    for (capture, log, background) in modes {
+        for verify in [false, true] {
+            let what = format!("{capture:?} {log:?} background {background} verify {verify}");
+            let po = sim_opts(4 << 20);
+            let pool = Arc::new(Pool::create_sim("mangosteen", &po).unwrap());
+            let o = MgOptions {
+                region_size: 64 << 10,
+                capture,
+                log,
+                background,
+                verify_capture: verify,
+                ..MgOptions::default()
+            };
+            let m = Mangosteen::open(pool.clone(), o).unwrap();
+            // Committed batches whose records the inline backend has not applied yet.
+            for v in 1..=5u8 {
+                m.batch(|tx| tx.write(0, &[v; 40]).unwrap()).unwrap();
+            }
+            let (_, tail) = m.log_indices();
+            let e = m
+                .batch(|tx| {
+                    tx.write(8, b"partial").unwrap();
+                    tx.region()[5000] = 9;
+                    if capture == Capture::Explicit {
+                        tx.record(5000, 1).unwrap();
+                    }
+                    tx.write(60_000, &[7; 100]).unwrap();
+                    tx.abort();
+                })
+                .expect_err(&what);
+            assert!(matches!(e, Error::Aborted), "{what}: {e}");
+            assert_eq!(m.log_indices().1, tail, "{what}: nothing of it was committed");
+            m.read(|r| {
+                assert_eq!(&r[..40], &[5u8; 40][..], "{what}");
+                assert_eq!(r[5000], 0, "{what}");
+                assert!(r[60_000..60_100].iter().all(|&b| b == 0), "{what}");
+            });
+            m.batch(|tx| tx.write(100, b"next").unwrap()).expect(&what);
+            let img = pool.sim().unwrap().image_now(&pool, Eviction::None);
+            drop(m);
+            let again = Mangosteen::open(Arc::new(Pool::from_image(&img, None, &po).unwrap()), o).unwrap();
+            again.read(|r| {
+                assert_eq!(&r[..40], &[5u8; 40][..], "{what}: after a crash");
+                assert_eq!(&r[100..104], b"next", "{what}: after a crash");
+                assert_eq!(r[5000], 0, "{what}: after a crash");
+            });
+        }
+    }
+}
