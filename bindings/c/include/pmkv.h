@@ -464,6 +464,19 @@ int pmkv_cursor_next(struct pmkv_cursor *c,
 void pmkv_cursor_close(struct pmkv_cursor *c);
 
 /**
+ * Give up the read-write request whose `process_request` is running on this thread:
+ * when it returns, every write of its batch is rolled back (the region is as the last
+ * committed batch left it, its heap included) and [`pmkv_mg_client_cmd`] returns
+ * `PMKV_E_INVALID_ARGUMENT` ("the request aborted ..."). Other requests flat combining
+ * put in the same batch are run again, unaffected. For a request that cannot finish and
+ * must not leave half its writes: `malloc` returned NULL (the region's heap is full), or
+ * in C++ an exception (`pmkv.hpp`'s `pmkv::guard_request` catches it and calls this; an
+ * exception that leaves `process_request` ends the process, since libpmkv cannot catch
+ * it). Returns 0, or `PMKV_E_INVALID_ARGUMENT` outside a read-write request.
+ */
+int pmkv_mg_abort(void);
+
+/**
  * Open (or, with `opts->create`, create) the Mangosteen pool at `path` for the
  * application `cb`, recovering it first (committed batches are replayed); `params` is
  * passed to `init_client`. On success `*out` is the runtime, released by

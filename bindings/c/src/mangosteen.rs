@@ -186,6 +186,28 @@ impl Application for CApp {
         self.response(req.0)
     }
     fn process_write(&self, tx: &mut Tx<'_>, req: &CRequest) -> Vec<u8> {
+        ABORT.with(|a| a.set(IN_WRITE));
+        self.run_write(tx, req);
+        if ABORT.with(|a| a.replace(OUTSIDE)) == ABORTING {
+            tx.abort();
+        }
+        self.response(req.0)
+    }
+}
+
+/// [`ABORT`]: not inside a read-write request's `process_request`; inside one; inside one
+/// that called [`pmkv_mg_abort`].
+const OUTSIDE: u8 = 0;
+const IN_WRITE: u8 = 1;
+const ABORTING: u8 = 2;
+
+thread_local! {
+    /// Where this thread is with respect to `process_request` of a read-write request.
+    static ABORT: std::cell::Cell<u8> = const { std::cell::Cell::new(OUTSIDE) };
+}
+
+impl CApp {
+    fn run_write(&self, tx: &mut Tx<'_>, req: &CRequest) {
         if let Some(f) = self.cb.process_request {
             let region = tx.region();
             let (p, len) = (region.as_mut_ptr(), region.len());
@@ -201,7 +223,26 @@ impl Application for CApp {
                 unsafe { f(req.0, p, len) }
             }
         }
-        self.response(req.0)
+    }
+}
+
+/// Give up the read-write request whose `process_request` is running on this thread:
+/// when it returns, every write of its batch is rolled back (the region is as the last
+/// committed batch left it, its heap included) and [`pmkv_mg_client_cmd`] returns
+/// `PMKV_E_INVALID_ARGUMENT` ("the request aborted ..."). Other requests flat combining
+/// put in the same batch are run again, unaffected. For a request that cannot finish and
+/// must not leave half its writes: `malloc` returned NULL (the region's heap is full), or
+/// in C++ an exception (`pmkv.hpp`'s `pmkv::guard_request` catches it and calls this; an
+/// exception that leaves `process_request` ends the process, since libpmkv cannot catch
+/// it). Returns 0, or `PMKV_E_INVALID_ARGUMENT` outside a read-write request.
+#[no_mangle]
+pub extern "C" fn pmkv_mg_abort() -> c_int {
+    match ABORT.with(|a| a.get()) {
+        OUTSIDE => fail(ErrorKind::InvalidArgument, "pmkv_mg_abort outside process_request of a read-write request"),
+        _ => {
+            ABORT.with(|a| a.set(ABORTING));
+            0
+        }
     }
 }
 
@@ -230,7 +271,9 @@ fn mg_err(e: mg::Error) -> c_int {
         mg::Error::Version { .. } => fail(ErrorKind::Version, &e.to_string()),
         mg::Error::Panicked(_) | mg::Error::CaptureMissed(_) => fail(ErrorKind::Internal, &e.to_string()),
         mg::Error::Capture(_) | mg::Error::NotInstrumented(_) => fail(ErrorKind::Unsupported, &e.to_string()),
-        mg::Error::RegionSize { .. } => fail(ErrorKind::InvalidArgument, &e.to_string()),
+        mg::Error::RegionSize { .. } | mg::Error::Aborted | mg::Error::RolledBack => {
+            fail(ErrorKind::InvalidArgument, &e.to_string())
+        }
     }
 }
 

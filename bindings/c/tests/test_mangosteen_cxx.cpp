@@ -11,20 +11,23 @@
  * aligned, and survives the reopens. A buffer the client keeps from a write request and
  * writes again in a read is a block of the region written outside any batch: verify mode
  * fails the next write; made in a transient section (pmkv_mg_transient_begin/end) it is
- * the C library's, and nothing is missed.
+ * the C library's, and nothing is missed. A request that fills the region's heap gets
+ * std::bad_alloc, which pmkv::guard_request turns into an aborted request: none of its
+ * inserts is left, and the map goes on as before.
  *
  * The strings use an allocator type of their own: libc++ instantiates
  * std::basic_string<char>'s out-of-line members (growth, assignment) in its shared library,
  * which is not instrumented (verify mode reports their writes as missed); a string type
  * with another allocator is compiled, and so instrumented, here.
  * Usage: test_mangosteen_cxx DIR. */
-#include "pmkv.h"
+#include "pmkv.hpp"
 #include "check.h"
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <new>
 #include <string>
 #include <vector>
 #include <signal.h>
@@ -37,7 +40,7 @@ template <class T> struct Malloc {
     template <class U> Malloc(const Malloc<U> &) {}
     T *allocate(std::size_t n) {
         void *p = std::malloc(n * sizeof(T));
-        if (!p) std::abort();
+        if (!p) throw std::bad_alloc();
         return static_cast<T *>(p);
     }
     void deallocate(T *p, std::size_t) { std::free(p); }
@@ -83,14 +86,15 @@ static void destroy_client(void *cp) {
 
 /* Wire: op(1) key_len(1) key value. S = set, D = delete, G = get, P = check placement
  * (read-only; responds with the number of entries), X = uncaptured write, V = append a
- * line, K / T = make the kept buffer (T: in a transient section). */
+ * line, K / T = make the kept buffer (T: in a transient section), F = insert until the
+ * region is full. */
 static int deserialize_request(void *cp, const uint8_t *req, size_t len) {
     Client *c = static_cast<Client *>(cp);
     if (len < 2 || 2u + req[1] > len) return 1;
     c->op = static_cast<char>(req[0]);
     c->key.assign(reinterpret_cast<const char *>(req + 2), req[1]);
     c->value.assign(reinterpret_cast<const char *>(req + 2 + req[1]), len - 2 - req[1]);
-    return std::strchr("SDGPXVKT", c->op) && c->op ? 0 : 2;
+    return std::strchr("SDGPXVKTF", c->op) && c->op ? 0 : 2;
 }
 
 static bool is_read_only(void *cp) { return std::strchr("GP", static_cast<Client *>(cp)->op) != nullptr; }
@@ -147,6 +151,12 @@ static void process_request(void *cp, uint8_t *region, size_t region_len) {
         Line l;
         for (auto &w : l.w) w = r->lines.size() + 1;
         r->lines.push_back(l);
+        return;
+    }
+    if (c->op == 'F') {
+        pmkv::guard_request([&] {
+            for (uint64_t i = 0;; i++) r->map[Str(("fill-" + std::to_string(i)).c_str())] = Str(4000, 'f');
+        });
         return;
     }
     Str key(c->key.data(), c->key.size());
@@ -261,6 +271,12 @@ int main(int argc, char **argv) {
             CHECK(cmd(m, c, 'G', "key-1", "", nullptr) == 0);
             CHECK(cmd(m, c, 'S', "key-1", "again", nullptr) == 0);
             model["key-1"] = "again";
+            check_all(m, c);
+            /* Filling the region: bad_alloc, caught, the request aborted and rolled back. */
+            CHECK(cmd(m, c, 'F', "", "", nullptr) == PMKV_E_INVALID_ARGUMENT);
+            CHECK(std::strstr(pmkv_last_error(), "rolled back") != nullptr);
+            check_all(m, c);
+            random_ops(m, c, 300);
             check_all(m, c);
         }
         pmkv_mg_client_close(m, c);

@@ -9,6 +9,8 @@
  * memalign, valloc, pvalloc, reallocarray, malloc_usable_size) serves a request from the
  * region too, aligned as asked; inside pmkv_mg_transient_begin/end they are the C
  * library's, so a buffer a write request makes and a later read reuses is not persistent.
+ * A request that fills the heap (malloc returns NULL) and calls pmkv_mg_abort leaves none
+ * of its writes.
  * Usage: test_mangosteen_heap DIR; or test_mangosteen_heap DIR refused, for a
  * build linked with plain -lpmkv: split_heap must then be refused, naming the fix. */
 #define _DEFAULT_SOURCE
@@ -65,7 +67,7 @@ static void destroy_client(void *c) { free(c); }
 /* Wire format: op(1) key(4, LE) value(rest, for 'S'). */
 static int deserialize_request(void *cp, const uint8_t *req, size_t len) {
     client *c = cp;
-    if (len < 5 || !strchr("SDGART", req[0]) || req[0] == 0) return 1;
+    if (len < 5 || !strchr("SDGARTF", req[0]) || req[0] == 0) return 1;
     if (len - 5 >= sizeof c->value) return 2;
     c->op = (char)req[0];
     c->key = req[1] | req[2] << 8 | req[3] << 16 | (unsigned)req[4] << 24;
@@ -133,6 +135,21 @@ static void process_request(void *cp, uint8_t *region, size_t region_len) {
         all_entry_points(region, region_len);
         respond(c, "OK");
         return;
+    }
+    if (c->op == 'F') { /* new nodes until malloc finds the heap full: then abort */
+        for (unsigned k = KEYS;; k++) {
+            node *n = malloc(sizeof *n);
+            if (!n) {
+                CHECK(pmkv_mg_abort() == 0);
+                return;
+            }
+            n->key = k;
+            n->len = 0;
+            n->value = NULL;
+            n->next = t->buckets[k % BUCKETS];
+            t->buckets[k % BUCKETS] = n;
+            t->count++;
+        }
     }
     if (c->op == 'T') { /* value "1": in a transient section; "0": not */
         if (c->value[0] == '1') pmkv_mg_transient_begin();
@@ -275,6 +292,14 @@ static void entry_points_and_transient(const char *path) {
     CHECK(strcmp(out, "reused") == 0);
     cmd(m, c, 'S', 1, "after", out);
     strcpy(model[1], "after");
+    /* A request that fills the heap and aborts leaves nothing: not a node, not a count. */
+    CHECK(cmd_rc(m, c, 'F', 0, NULL, out) == PMKV_E_INVALID_ARGUMENT);
+    CHECK(strstr(pmkv_last_error(), "rolled back") != NULL);
+    CHECK(pmkv_mg_abort() == PMKV_E_INVALID_ARGUMENT);
+    check_model(m, c);
+    cmd(m, c, 'S', 2, "still", out);
+    strcpy(model[2], "still");
+    check_model(m, c);
     free(kept);
     kept = NULL;
     check_model(m, c);
@@ -352,6 +377,10 @@ int main(int argc, char **argv) {
     }
     check_model(m, c);
     CHECK(outside_region == 0);
+    /* The heap filled and the request aborted, without verify mode: the before images
+     * come from the PM copy. */
+    CHECK(cmd_rc(m, c, 'F', 0, NULL, out) == PMKV_E_INVALID_ARGUMENT);
+    check_model(m, c);
     pmkv_mg_client_close(m, c);
     CHECK(pmkv_mg_close(m) == 0);
     m = open_store(path, 0);
