@@ -163,7 +163,8 @@ impl EngineFactory for MangosteenFactory {
         self.check_params(opts)?;
         // A region size the user asked for (`region_mib`) must not be silently ignored by
         // an existing, smaller region; one derived from `max_size` is only a default.
-        let sizes = if opts.params().iter().any(|(k, _)| k == "region_mib") { SizeCheck::Strict } else { SizeCheck::Existing };
+        let sizes =
+            if opts.params().iter().any(|(k, _)| k == "region_mib") { SizeCheck::Strict } else { SizeCheck::Existing };
         Ok(Box::new(MangosteenEngine::open(pool, options(opts)?, sizes)?))
     }
 }

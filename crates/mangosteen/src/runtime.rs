@@ -816,7 +816,9 @@ impl Mangosteen {
         match outcome {
             Outcome::Ok => Ok(result.expect("a request that ran has a result")),
             Outcome::CommitPanicked => Err(Error::Panicked("the combiner panicked while committing the batch".into())),
-            Outcome::Failed(e) if e == ROLLED_BACK => Err(if aborted_here { Error::Aborted } else { Error::RolledBack }),
+            Outcome::Failed(e) if e == ROLLED_BACK => {
+                Err(if aborted_here { Error::Aborted } else { Error::RolledBack })
+            }
             Outcome::Failed(e) => match e.strip_prefix(MISSED) {
                 Some(m) => Err(Error::CaptureMissed(m.to_string())),
                 None => Err(Error::Corrupt(format!("the batch could not be committed: {e}"))),

@@ -48,7 +48,8 @@ fn no_token_for_code_that_did_not_register() {
 /// the issue.
 #[test]
 fn compiler_capture_with_verify_fails_every_uncaptured_write() {
-    let o = MgOptions { region_size: 64 << 10, capture: Capture::Compiler, verify_capture: true, ..MgOptions::default() };
+    let o =
+        MgOptions { region_size: 64 << 10, capture: Capture::Compiler, verify_capture: true, ..MgOptions::default() };
     let m = Mangosteen::open(pool(), o).unwrap();
     let e = m
         .batch(|tx| {

@@ -85,7 +85,8 @@ pub(crate) fn registered(addr: usize) -> Result<(), String> {
             return Ok(());
         }
     }
-    let name = module.map_or_else(|| "no loaded module".to_string(), |(_, n)| if n.is_empty() { "the program".into() } else { n });
+    let name = module
+        .map_or_else(|| "no loaded module".to_string(), |(_, n)| if n.is_empty() { "the program".into() } else { n });
     let foreign = match FOREIGN_ABI.load(Ordering::Relaxed) {
         0 => String::new(),
         a => format!(" (code compiled for capture ABI {a} registered, where this libpmkv needs {CAPTURE_ABI}: rebuild it with this release's pmkv-cc)"),
