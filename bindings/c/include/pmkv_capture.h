@@ -23,8 +23,13 @@ int pmkv_capture_register(unsigned abi, const void *code);
 }
 #endif
 
+/* An object of this file: its address names the module the file is linked into (an
+ * object's, not a function's, so that no function pointer is converted to `void *`,
+ * which -Wpedantic refuses in C). */
+static const char pmkv_capture_unit = 0;
+
 __attribute__((constructor, used, no_sanitize("thread"))) static void pmkv_capture_register_unit(void) {
-    (void)pmkv_capture_register(PMKV_CAPTURE_ABI, (const void *)&pmkv_capture_register_unit);
+    (void)pmkv_capture_register(PMKV_CAPTURE_ABI, &pmkv_capture_unit);
 }
 
 #endif /* PMKV_CAPTURE_H */

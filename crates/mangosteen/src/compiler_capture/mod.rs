@@ -57,7 +57,7 @@ fn module_of(addr: usize) -> Option<(usize, String)> {
 }
 
 /// A translation unit compiled with capture, at load (its constructor, from
-/// pmkv_capture.h, passes a function of its own): its module is recorded as instrumented.
+/// pmkv_capture.h, passes an object of its own): its module is recorded as instrumented.
 /// 0, or -1 if `abi` is another release's, the address is in no module, or 64 modules
 /// registered already (its code is then refused at open, with the reason).
 pub(crate) fn register(abi: u32, code: usize) -> i32 {
