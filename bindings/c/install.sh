@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build pmkv's C API and install it under PREFIX (default /usr/local):
-#   PREFIX/include/pmkv.h, PREFIX/lib/libpmkv.so and libpmkv.a,
+#   PREFIX/include/pmkv.h (with pmkv.hpp, C++ helpers, and pmkv_capture.h, which pmkv-cc
+#   includes), PREFIX/lib/libpmkv.so and libpmkv.a,
 #   PREFIX/lib/libpmkv_malloc.so (opt-in: the malloc interposer for Mangosteen's split_heap),
 #   PREFIX/lib/pkgconfig/pmkv.pc and pmkv-malloc.pc (their prefix set to PREFIX),
 #   PREFIX/bin/pmkv-cc and pmkv-c++ (compilers for Mangosteen's compiler capture).
@@ -18,6 +19,8 @@ lib="${CARGO_TARGET_DIR:-target}/release"
 mkdir -p "$prefix/include" "$prefix/lib/pkgconfig"
 prefix="$(cd "$prefix" && pwd)"
 install -m 644 bindings/c/include/pmkv.h "$prefix/include/pmkv.h"
+install -m 644 bindings/c/include/pmkv_capture.h "$prefix/include/pmkv_capture.h"
+install -m 644 bindings/c/include/pmkv.hpp "$prefix/include/pmkv.hpp"
 install -m 755 "$lib/libpmkv.so" "$prefix/lib/libpmkv.so"
 install -m 644 "$lib/libpmkv.a" "$prefix/lib/libpmkv.a"
 install -m 755 "$lib/libpmkv_malloc.so" "$prefix/lib/libpmkv_malloc.so"

@@ -186,6 +186,9 @@ typedef struct pmkv_mg_options {
   /**
    * Bytes of the durable region of a new pool (0: 1 MiB). The pool also holds a redo
    * ring of twice the region's size (a record per 32-byte block), so that any batch fits.
+   * At a later open, 0 or at most the existing size opens the region as it is; a larger
+   * size is refused (`PMKV_E_INVALID_ARGUMENT`, naming the existing size): a region
+   * does not grow.
    */
   uint64_t region_size;
   /**
@@ -210,8 +213,11 @@ typedef struct pmkv_mg_options {
    * How the application's writes are found: 0 (`PMKV_MG_CAPTURE_PAGES`) by page
    * protection, for code that is not recompiled (a fault and a page copy per page a
    * batch writes); 1 (`PMKV_MG_CAPTURE_COMPILER`) by the instrumentation of code built
-   * with `pmkv-cc` / `pmkv-c++` (a call per store, no fault; code not built that way
-   * writes uncaptured).
+   * with `pmkv-cc` / `pmkv-c++` (a call per store, no fault). Compiler capture is
+   * refused (`PMKV_E_UNSUPPORTED`) when `process_request` lies in a program or shared
+   * library not built with them (each file they compile registers its module when
+   * loaded): such code's writes would go uncaptured. The check is per module: a file of
+   * the same module compiled with a plain compiler is found only by `verify_capture`.
    */
   int capture;
   /**
@@ -458,6 +464,19 @@ int pmkv_cursor_next(struct pmkv_cursor *c,
 void pmkv_cursor_close(struct pmkv_cursor *c);
 
 /**
+ * Give up the read-write request whose `process_request` is running on this thread:
+ * when it returns, every write of its batch is rolled back (the region is as the last
+ * committed batch left it, its heap included) and [`pmkv_mg_client_cmd`] returns
+ * `PMKV_E_INVALID_ARGUMENT` ("the request aborted ..."). Other requests flat combining
+ * put in the same batch are run again, unaffected. For a request that cannot finish and
+ * must not leave half its writes: `malloc` returned NULL (the region's heap is full), or
+ * in C++ an exception (`pmkv.hpp`'s `pmkv::guard_request` catches it and calls this; an
+ * exception that leaves `process_request` ends the process, since libpmkv cannot catch
+ * it). Returns 0, or `PMKV_E_INVALID_ARGUMENT` outside a read-write request.
+ */
+int pmkv_mg_abort(void);
+
+/**
  * Open (or, with `opts->create`, create) the Mangosteen pool at `path` for the
  * application `cb`, recovering it first (committed batches are replayed); `params` is
  * passed to `init_client`. On success `*out` is the runtime, released by
@@ -506,6 +525,24 @@ void *pmkv_mg_root(uint8_t *region, uintptr_t region_len);
  * `region` and `region_len` are what `process_request` received, during that call.
  */
 int pmkv_mg_set_root(uint8_t *region, uintptr_t region_len, void *root);
+
+/**
+ * Open a transient section on this thread: until the matching
+ * [`pmkv_mg_transient_end`], `malloc` and friends (C++'s `new`) inside a read-write
+ * request of a `split_heap` runtime take blocks from the C library, not the region, as
+ * everywhere else. For what a request makes that must not persist: a response buffer the
+ * client reuses in later requests (reads included) would otherwise be a block of the
+ * region written outside any batch, which verify mode reports and a reopen does not
+ * hold. Frees of the region's blocks still go to its heap. Sections nest; a section left
+ * open when a request ends does not carry into the next request.
+ */
+void pmkv_mg_transient_begin(void);
+
+/**
+ * Close the innermost transient section (see [`pmkv_mg_transient_begin`]): 0, or
+ * `PMKV_E_INVALID_ARGUMENT` if none is open on this thread.
+ */
+int pmkv_mg_transient_end(void);
 
 /**
  * A new local-mode client (its context from `init_client`), released by

@@ -84,8 +84,13 @@ thread_local! {
 }
 
 fn set_last(msg: &str) {
-    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
-    LAST.with(|l| *l.borrow_mut() = c);
+    // Called from inside a split_heap request too (pmkv_mg_set_root, ...): the message
+    // must come from the C library, not the region, which it would outlive (and which,
+    // under page capture, is read-only outside batches: replacing it there faulted).
+    pmkv_mangosteen::SplitAlloc::transient(|| {
+        let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+        LAST.with(|l| *l.borrow_mut() = c);
+    })
 }
 
 fn fail(kind: ErrorKind, msg: &str) -> c_int {

@@ -26,7 +26,7 @@
 use crate::{bytes, cstr, fail, guard};
 use pmkv::ErrorKind;
 use pmkv_mangosteen as mg;
-use pmkv_mangosteen::{Application, Capture, Frontend, Heap, Mangosteen, Registration, SplitAlloc, Tx};
+use pmkv_mangosteen::{Application, Capture, Frontend, Heap, Instrumented, Mangosteen, Registration, SplitAlloc, Tx};
 use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
@@ -69,6 +69,9 @@ pub struct pmkv_mg_options {
     pub initial_size: u64,
     /// Bytes of the durable region of a new pool (0: 1 MiB). The pool also holds a redo
     /// ring of twice the region's size (a record per 32-byte block), so that any batch fits.
+    /// At a later open, 0 or at most the existing size opens the region as it is; a larger
+    /// size is refused (`PMKV_E_INVALID_ARGUMENT`, naming the existing size): a region
+    /// does not grow.
     pub region_size: u64,
     /// Run the backend on a thread of its own (non-zero, the paper's design) instead of
     /// applying each batch right after its commit.
@@ -87,8 +90,11 @@ pub struct pmkv_mg_options {
     /// How the application's writes are found: 0 (`PMKV_MG_CAPTURE_PAGES`) by page
     /// protection, for code that is not recompiled (a fault and a page copy per page a
     /// batch writes); 1 (`PMKV_MG_CAPTURE_COMPILER`) by the instrumentation of code built
-    /// with `pmkv-cc` / `pmkv-c++` (a call per store, no fault; code not built that way
-    /// writes uncaptured).
+    /// with `pmkv-cc` / `pmkv-c++` (a call per store, no fault). Compiler capture is
+    /// refused (`PMKV_E_UNSUPPORTED`) when `process_request` lies in a program or shared
+    /// library not built with them (each file they compile registers its module when
+    /// loaded): such code's writes would go uncaptured. The check is per module: a file of
+    /// the same module compiled with a plain compiler is found only by `verify_capture`.
     pub capture: c_int,
     /// After every batch compare the whole region with the one before and fail the
     /// request (`PMKV_E_INTERNAL`, naming the first missed offset) if any change was not
@@ -180,6 +186,28 @@ impl Application for CApp {
         self.response(req.0)
     }
     fn process_write(&self, tx: &mut Tx<'_>, req: &CRequest) -> Vec<u8> {
+        ABORT.with(|a| a.set(IN_WRITE));
+        self.run_write(tx, req);
+        if ABORT.with(|a| a.replace(OUTSIDE)) == ABORTING {
+            tx.abort();
+        }
+        self.response(req.0)
+    }
+}
+
+/// [`ABORT`]: not inside a read-write request's `process_request`; inside one; inside one
+/// that called [`pmkv_mg_abort`].
+const OUTSIDE: u8 = 0;
+const IN_WRITE: u8 = 1;
+const ABORTING: u8 = 2;
+
+thread_local! {
+    /// Where this thread is with respect to `process_request` of a read-write request.
+    static ABORT: std::cell::Cell<u8> = const { std::cell::Cell::new(OUTSIDE) };
+}
+
+impl CApp {
+    fn run_write(&self, tx: &mut Tx<'_>, req: &CRequest) {
         if let Some(f) = self.cb.process_request {
             let region = tx.region();
             let (p, len) = (region.as_mut_ptr(), region.len());
@@ -195,7 +223,26 @@ impl Application for CApp {
                 unsafe { f(req.0, p, len) }
             }
         }
-        self.response(req.0)
+    }
+}
+
+/// Give up the read-write request whose `process_request` is running on this thread:
+/// when it returns, every write of its batch is rolled back (the region is as the last
+/// committed batch left it, its heap included) and [`pmkv_mg_client_cmd`] returns
+/// `PMKV_E_INVALID_ARGUMENT` ("the request aborted ..."). Other requests flat combining
+/// put in the same batch are run again, unaffected. For a request that cannot finish and
+/// must not leave half its writes: `malloc` returned NULL (the region's heap is full), or
+/// in C++ an exception (`pmkv.hpp`'s `pmkv::guard_request` catches it and calls this; an
+/// exception that leaves `process_request` ends the process, since libpmkv cannot catch
+/// it). Returns 0, or `PMKV_E_INVALID_ARGUMENT` outside a read-write request.
+#[no_mangle]
+pub extern "C" fn pmkv_mg_abort() -> c_int {
+    match ABORT.with(|a| a.get()) {
+        OUTSIDE => fail(ErrorKind::InvalidArgument, "pmkv_mg_abort outside process_request of a read-write request"),
+        _ => {
+            ABORT.with(|a| a.set(ABORTING));
+            0
+        }
     }
 }
 
@@ -223,7 +270,10 @@ fn mg_err(e: mg::Error) -> c_int {
         mg::Error::AddressInUse { .. } => fail(ErrorKind::Locked, &e.to_string()),
         mg::Error::Version { .. } => fail(ErrorKind::Version, &e.to_string()),
         mg::Error::Panicked(_) | mg::Error::CaptureMissed(_) => fail(ErrorKind::Internal, &e.to_string()),
-        mg::Error::Capture(_) => fail(ErrorKind::Unsupported, &e.to_string()),
+        mg::Error::Capture(_) | mg::Error::NotInstrumented(_) => fail(ErrorKind::Unsupported, &e.to_string()),
+        mg::Error::RegionSize { .. } | mg::Error::Aborted | mg::Error::RolledBack => {
+            fail(ErrorKind::InvalidArgument, &e.to_string())
+        }
     }
 }
 
@@ -284,6 +334,17 @@ pub unsafe extern "C" fn pmkv_mg_open(
             PMKV_MG_CAPTURE_COMPILER => Capture::Compiler,
             c => return fail(ErrorKind::InvalidArgument, &format!("capture {c}: not 0 (pages) or 1 (compiler)")),
         };
+        // Compiler capture sees only the stores of code compiled with it: an application
+        // built with a plain compiler would have its writes acknowledged and lost. Its
+        // process_request must lie in a module that registered itself as instrumented
+        // (pmkv_capture.h), checked before anything is created.
+        let instrumented = match capture {
+            Capture::Compiler => match Instrumented::code_at(cb.process_request.map_or(0, |f| f as usize)) {
+                Ok(t) => Some(t),
+                Err(e) => return mg_err(e),
+            },
+            _ => None,
+        };
         let initial = o.map_or(0, |o| o.initial_size);
         let mut po = PoolOptions::default().mode(mode);
         if initial != 0 {
@@ -306,7 +367,8 @@ pub unsafe extern "C" fn pmkv_mg_open(
                 return fail(ErrorKind::Unsupported, why);
             }
         }
-        let region = if region == 0 { 1 << 20 } else { region };
+        // 0: the existing region's size, or 1 MiB for a new one (the runtime's rule).
+        let ring_for = if region == 0 { 1 << 20 } else { region };
         let mo = mg::Options {
             region_size: region,
             // A record for every block of the region (with at least the runtime's default
@@ -315,7 +377,7 @@ pub unsafe extern "C" fn pmkv_mg_open(
             // copy already, and a C application's writes cannot be taken back; an
             // unchanged data structure may touch much of its state in one request (a hash
             // table that rehashes every entry when it grows).
-            ring_records: (region / 32 + 1).max(4096),
+            ring_records: (ring_for / 32 + 1).max(4096),
             background: o.is_some_and(|o| o.background != 0),
             capture,
             verify_capture: o.is_some_and(|o| o.verify_capture != 0),
@@ -323,7 +385,11 @@ pub unsafe extern "C" fn pmkv_mg_open(
             fixed_address: heap,
             ..mg::Options::default()
         };
-        let m = match Mangosteen::open(pool, mo) {
+        let opened = match &instrumented {
+            Some(t) => Mangosteen::open_instrumented(pool, mo, t),
+            None => Mangosteen::open(pool, mo),
+        };
+        let m = match opened {
             Ok(m) => m,
             Err(e) => return mg_err(e),
         };
@@ -416,7 +482,7 @@ pub unsafe extern "C" fn pmkv_mg_set_root(region: *mut u8, region_len: usize, ro
         let Some(h) = (unsafe { heap_of(region, region_len) }) else {
             return fail(ErrorKind::InvalidArgument, "not a split_heap region");
         };
-        if SplitAlloc::current().is_none() {
+        if SplitAlloc::scope_heap().is_none() {
             return fail(ErrorKind::InvalidArgument, "pmkv_mg_set_root outside a read-write request");
         }
         let off = if root.is_null() {
@@ -429,6 +495,30 @@ pub unsafe extern "C" fn pmkv_mg_set_root(region: *mut u8, region_len: usize, ro
         h.set_root(off as u64);
         0
     })
+}
+
+/// Open a transient section on this thread: until the matching
+/// [`pmkv_mg_transient_end`], `malloc` and friends (C++'s `new`) inside a read-write
+/// request of a `split_heap` runtime take blocks from the C library, not the region, as
+/// everywhere else. For what a request makes that must not persist: a response buffer the
+/// client reuses in later requests (reads included) would otherwise be a block of the
+/// region written outside any batch, which verify mode reports and a reopen does not
+/// hold. Frees of the region's blocks still go to its heap. Sections nest; a section left
+/// open when a request ends does not carry into the next request.
+#[no_mangle]
+pub extern "C" fn pmkv_mg_transient_begin() {
+    SplitAlloc::transient_begin();
+}
+
+/// Close the innermost transient section (see [`pmkv_mg_transient_begin`]): 0, or
+/// `PMKV_E_INVALID_ARGUMENT` if none is open on this thread.
+#[no_mangle]
+pub extern "C" fn pmkv_mg_transient_end() -> c_int {
+    if SplitAlloc::transient_end() {
+        0
+    } else {
+        fail(ErrorKind::InvalidArgument, "pmkv_mg_transient_end without an open pmkv_mg_transient_begin")
+    }
 }
 
 /// A new local-mode client (its context from `init_client`), released by

@@ -20,15 +20,15 @@ use std::ffi::{c_int, c_void, CStr};
 
 /// The version of [`Hooks`]; libpmkv_malloc refuses any other (a libpmkv_malloc of
 /// another pmkv release).
-const HOOKS_VERSION: u32 = 2;
+const HOOKS_VERSION: u32 = 3;
 
 /// What libpmkv_malloc calls (`bindings/c/malloc/src/lib.rs` declares the same layout).
 #[repr(C)]
 pub(crate) struct Hooks {
     version: u32,
-    /// Inside a request: `*out` = a 16-byte aligned block of `n` bytes from its heap (NULL
-    /// when full), and 1. Outside: 0.
-    alloc: unsafe extern "C" fn(n: usize, out: *mut *mut c_void) -> c_int,
+    /// Inside a request: `*out` = a block of `n` bytes from its heap aligned to `align` (a
+    /// power of two; 16 or less: 16), NULL when full, and 1. Outside: 0.
+    alloc: unsafe extern "C" fn(n: usize, align: usize, out: *mut *mut c_void) -> c_int,
     /// 1 if `p` was dealt with here: a block of the current request's heap, freed; or a
     /// persistent block outside its request, leaked and counted as a stray free. 0: not
     /// persistent, the C library's to free.
@@ -42,15 +42,15 @@ pub(crate) struct Hooks {
     wrote: unsafe extern "C" fn(p: *mut c_void, n: usize),
 }
 
-unsafe extern "C" fn hook_alloc(n: usize, out: *mut *mut c_void) -> c_int {
+unsafe extern "C" fn hook_alloc(n: usize, align: usize, out: *mut *mut c_void) -> c_int {
     let Some(h) = SplitAlloc::current() else { return 0 };
     // SAFETY: `out` is libpmkv_malloc's local, valid for a write.
-    unsafe { *out = h.alloc(n.max(1), 16) as *mut c_void };
+    unsafe { *out = h.alloc(n.max(1), align.max(16)) as *mut c_void };
     1
 }
 
 unsafe extern "C" fn hook_free(p: *mut c_void) -> c_int {
-    if let Some(h) = SplitAlloc::current() {
+    if let Some(h) = SplitAlloc::scope_heap() {
         if h.contains(p as *const u8) {
             h.free(p as *mut u8);
             return 1;
@@ -64,7 +64,7 @@ unsafe extern "C" fn hook_free(p: *mut c_void) -> c_int {
 }
 
 unsafe extern "C" fn hook_block(p: *const c_void, size: *mut usize) -> c_int {
-    if let Some(n) = SplitAlloc::current().and_then(|h| h.usable_size(p as *const u8)) {
+    if let Some(n) = SplitAlloc::scope_heap().and_then(|h| h.usable_size(p as *const u8)) {
         // SAFETY: `size` is libpmkv_malloc's local, valid for a write.
         unsafe { *size = n };
         return 1;

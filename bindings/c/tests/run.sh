@@ -82,6 +82,11 @@ LD_PRELOAD="$(cd "$lib" && pwd)/libpmkv_malloc.so" "$out/test_mangosteen_heap_pl
 bindings/c/bin/pmkv-cc -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_cc.c \
     -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_cc"
 "$out/test_mangosteen_cc" "$out"
+# The same program built with a plain compiler and linked as documented: compiler capture
+# is refused at open (its writes would be acknowledged and lost), page capture works.
+"${PMKV_CC:-clang-19}" -std=c11 -Wall -Wextra -Werror -g -Ibindings/c/include bindings/c/tests/test_mangosteen_cc.c \
+    -L"$lib" -lpmkv -Wl,-rpath,"$(cd "$lib" && pwd)" -o "$out/test_mangosteen_cc_plain"
+"$out/test_mangosteen_cc_plain" "$out" plain
 # The same from C++ (pmkv-c++, libc++, with the opt-in libpmkv_malloc for split_heap): an
 # ordinary std::map in the region's heap, verified
 # to miss no byte, with an uncaptured write caught and a SIGKILLed writer's acknowledged

@@ -4,8 +4,11 @@
  * with plain stores, struct copies, memset and memmove; after thousands of random requests
  * no changed byte was missed (verify mode would fail the request), and a reopen finds
  * every acknowledged write. A write made by code built without the instrumentation (a
- * function marked no_sanitize) is caught by verify mode, and still survives a reopen.
- * Usage: test_mangosteen_cc DIR. */
+ * function marked no_sanitize) is caught by verify mode, and still survives a reopen. A
+ * later open asking for a larger region is refused, naming the region's size.
+ * Usage: test_mangosteen_cc DIR, or test_mangosteen_cc DIR plain for the same program
+ * built with a plain compiler: compiler capture is then refused at open (its writes would
+ * go uncaptured), no pool is created, and page capture works. */
 #define _DEFAULT_SOURCE
 #include "pmkv.h"
 #include "check.h"
@@ -158,12 +161,42 @@ static void check_all(pmkv_mg *m, pmkv_mg_client *c) {
     }
 }
 
+/* Built without pmkv-cc: compiler capture refused, nothing created; page capture works. */
+static int plain(const char *path) {
+    pmkv_mg_options o = {0};
+    o.create = 1;
+    o.region_size = 256 << 10;
+    o.capture = PMKV_MG_CAPTURE_COMPILER;
+    pmkv_mg *m = NULL;
+    CHECK(pmkv_mg_open(path, &o, &CALLBACKS, NULL, &m) == PMKV_E_UNSUPPORTED);
+    CHECK(m == NULL);
+    CHECK(strstr(pmkv_last_error(), "was not compiled with pmkv-cc") != NULL);
+    CHECK(strstr(pmkv_last_error(), "PMKV_MG_CAPTURE_PAGES") != NULL);
+    CHECK(access(path, F_OK) != 0);
+    o.capture = PMKV_MG_CAPTURE_PAGES;
+    o.verify_capture = 1;
+    CHECK(pmkv_mg_open(path, &o, &CALLBACKS, NULL, &m) == 0);
+    pmkv_mg_client *c = NULL;
+    CHECK(pmkv_mg_client_open(m, &c) == 0);
+    uint8_t req[1 + KEY_SZ + VAL_MAX];
+    CHECK(cmd(m, c, req, request(req, 'S', keys[3], "paged", 5), NULL, NULL) == 0);
+    char got[VAL_MAX];
+    size_t n = 0;
+    CHECK(cmd(m, c, req, request(req, 'G', keys[3], "", 0), got, &n) == 0);
+    CHECK(n == 5 && memcmp(got, "paged", 5) == 0);
+    pmkv_mg_client_close(m, c);
+    CHECK(pmkv_mg_close(m) == 0);
+    printf("mangosteen plain build: compiler capture refused, page capture works\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    CHECK(argc == 2);
+    CHECK(argc == 2 || (argc == 3 && strcmp(argv[2], "plain") == 0));
     char path[4096];
     snprintf(path, sizeof path, "%s/mgcc.pool", argv[1]);
     unlink(path);
     for (unsigned i = 0; i < SLOTS; i++) key_of(i, keys[i]);
+    if (argc == 3) return plain(path);
 
     pmkv_mg_options o = {0};
     o.create = 1;
@@ -209,6 +242,19 @@ int main(int argc, char **argv) {
 
     o.capture = 7;
     CHECK(pmkv_mg_open(path, &o, &CALLBACKS, NULL, &m) == PMKV_E_INVALID_ARGUMENT);
+
+    /* A larger region at a later open is refused, naming the size; 0 opens what exists. */
+    o.capture = PMKV_MG_CAPTURE_PAGES;
+    o.region_size = 512 << 10;
+    CHECK(pmkv_mg_open(path, &o, &CALLBACKS, NULL, &m) == PMKV_E_INVALID_ARGUMENT);
+    CHECK(strstr(pmkv_last_error(), "the region is 262144 bytes") != NULL);
+    o.region_size = 0;
+    CHECK(pmkv_mg_open(path, &o, &CALLBACKS, NULL, &m) == 0);
+    CHECK(pmkv_mg_region_size(m) == 256 << 10);
+    CHECK(pmkv_mg_client_open(m, &c) == 0);
+    check_all(m, c);
+    pmkv_mg_client_close(m, c);
+    CHECK(pmkv_mg_close(m) == 0);
     printf("mangosteen compiler capture from C: all checks passed\n");
     return 0;
 }

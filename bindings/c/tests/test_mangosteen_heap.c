@@ -5,11 +5,20 @@
  * the region, others do not; the table survives a close and reopen at the same address
  * (its pointers stay valid) and matches a model after every phase; freed blocks are
  * reused; pmkv_mg_set_root is refused outside a request. Needs libpmkv_malloc (the opt-in
- * interposer). Usage: test_mangosteen_heap DIR; or test_mangosteen_heap DIR refused, for a
+ * interposer). Every other allocation entry point (posix_memalign, aligned_alloc,
+ * memalign, valloc, pvalloc, reallocarray, malloc_usable_size) serves a request from the
+ * region too, aligned as asked; inside pmkv_mg_transient_begin/end they are the C
+ * library's, so a buffer a write request makes and a later read reuses is not persistent.
+ * A request that fills the heap (malloc returns NULL) and calls pmkv_mg_abort leaves none
+ * of its writes.
+ * Usage: test_mangosteen_heap DIR; or test_mangosteen_heap DIR refused, for a
  * build linked with plain -lpmkv: split_heap must then be refused, naming the fix. */
 #define _DEFAULT_SOURCE
+#define _GNU_SOURCE
 #include "pmkv.h"
 #include "check.h"
+#include <errno.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,7 +67,7 @@ static void destroy_client(void *c) { free(c); }
 /* Wire format: op(1) key(4, LE) value(rest, for 'S'). */
 static int deserialize_request(void *cp, const uint8_t *req, size_t len) {
     client *c = cp;
-    if (len < 5 || (req[0] != 'S' && req[0] != 'D' && req[0] != 'G')) return 1;
+    if (len < 5 || !strchr("SDGARTF", req[0]) || req[0] == 0) return 1;
     if (len - 5 >= sizeof c->value) return 2;
     c->op = (char)req[0];
     c->key = req[1] | req[2] << 8 | req[3] << 16 | (unsigned)req[4] << 24;
@@ -67,7 +76,52 @@ static int deserialize_request(void *cp, const uint8_t *req, size_t len) {
     return 0;
 }
 
-static bool is_read_only(void *cp) { return ((client *)cp)->op == 'G'; }
+static bool is_read_only(void *cp) { return ((client *)cp)->op == 'G' || ((client *)cp)->op == 'R'; }
+
+/* A block from an entry point inside a write request: in the region, aligned, usable. */
+static void *entry_point(void *p, size_t align, size_t n, const uint8_t *region, size_t len) {
+    CHECK(p != NULL);
+    CHECK(in_region(p, region, len));
+    CHECK((uintptr_t)p % align == 0);
+    CHECK(malloc_usable_size(p) >= n);
+    memset(p, 0x5a, n);
+    return p;
+}
+
+/* 'A': every allocation entry point, inside a write request. */
+static void all_entry_points(uint8_t *region, size_t len) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    void *p[8];
+    CHECK(posix_memalign(&p[0], 64, 100) == 0);
+    entry_point(p[0], 64, 100, region, len);
+    p[1] = entry_point(aligned_alloc(128, 256), 128, 256, region, len);
+    p[2] = entry_point(memalign(32, 40), 32, 40, region, len);
+    p[3] = entry_point(valloc(100), pg, 100, region, len);
+    p[4] = entry_point(pvalloc(100), pg, pg, region, len);
+    p[5] = entry_point(reallocarray(NULL, 10, 8), 16, 80, region, len);
+    p[5] = entry_point(reallocarray(p[5], 100, 8), 16, 800, region, len);
+    p[6] = entry_point(calloc(3, 5), 16, 15, region, len);
+    p[7] = entry_point(realloc(NULL, 33), 16, 33, region, len);
+    errno = 0;
+    volatile size_t huge = SIZE_MAX; /* not a constant: the compiler would refuse the call */
+    CHECK(reallocarray(NULL, huge, 2) == NULL && errno == ENOMEM);
+    void *bad = NULL;
+    CHECK(posix_memalign(&bad, 24, 8) == EINVAL && bad == NULL);
+    for (int i = 0; i < 8; i++) free(p[i]);
+    /* A transient section: the C library's blocks, inside the request too. */
+    pmkv_mg_transient_begin();
+    void *t = malloc(50);
+    void *ta = aligned_alloc(64, 64);
+    CHECK(t && !in_region(t, region, len) && ta && !in_region(ta, region, len));
+    CHECK(pmkv_mg_transient_end() == 0);
+    free(t);
+    free(ta);
+    CHECK(pmkv_mg_transient_end() == PMKV_E_INVALID_ARGUMENT);
+}
+
+/* 'T': a buffer the client keeps across requests, made by a write request (value "1": in
+ * a transient section); 'R': a read that writes it again. */
+static char *kept = NULL;
 
 static void respond(client *c, const char *s) {
     c->response_len = strlen(s);
@@ -77,6 +131,40 @@ static void respond(client *c, const char *s) {
 static void process_request(void *cp, uint8_t *region, size_t region_len) {
     client *c = cp;
     table *t = pmkv_mg_root(region, region_len);
+    if (c->op == 'A') {
+        all_entry_points(region, region_len);
+        respond(c, "OK");
+        return;
+    }
+    if (c->op == 'F') { /* new nodes until malloc finds the heap full: then abort */
+        for (unsigned k = KEYS;; k++) {
+            node *n = malloc(sizeof *n);
+            if (!n) {
+                CHECK(pmkv_mg_abort() == 0);
+                return;
+            }
+            n->key = k;
+            n->len = 0;
+            n->value = NULL;
+            n->next = t->buckets[k % BUCKETS];
+            t->buckets[k % BUCKETS] = n;
+            t->count++;
+        }
+    }
+    if (c->op == 'T') { /* value "1": in a transient section; "0": not */
+        if (c->value[0] == '1') pmkv_mg_transient_begin();
+        kept = malloc(32);
+        if (c->value[0] == '1') CHECK(pmkv_mg_transient_end() == 0);
+        CHECK(in_region(kept, region, region_len) == (c->value[0] == '0'));
+        strcpy(kept, "made");
+        respond(c, "OK");
+        return;
+    }
+    if (c->op == 'R') { /* a read that reuses the kept buffer */
+        strcpy(kept, "reused");
+        respond(c, kept);
+        return;
+    }
     if (c->op == 'G') {
         node *n = t ? t->buckets[c->key % BUCKETS] : NULL;
         while (n && n->key != c->key) n = n->next;
@@ -136,7 +224,7 @@ static const pmkv_mg_callbacks CALLBACKS = {
 /* The model: each key's value, or "" for absent. */
 static char model[KEYS][64];
 
-static void cmd(pmkv_mg *m, pmkv_mg_client *c, char op, unsigned key, const char *value, char *out) {
+static int cmd_rc(pmkv_mg *m, pmkv_mg_client *c, char op, unsigned key, const char *value, char *out) {
     uint8_t req[80] = {(uint8_t)op, key & 0xff, (key >> 8) & 0xff, (key >> 16) & 0xff, key >> 24};
     size_t n = 5;
     if (value) {
@@ -145,11 +233,17 @@ static void cmd(pmkv_mg *m, pmkv_mg_client *c, char op, unsigned key, const char
     }
     uint8_t *resp;
     size_t resp_len;
-    CHECK(pmkv_mg_client_cmd(m, c, req, n, &resp, &resp_len) == 0);
+    int r = pmkv_mg_client_cmd(m, c, req, n, &resp, &resp_len);
+    if (r != 0) return r;
     CHECK(resp_len < 80);
     memcpy(out, resp, resp_len);
     out[resp_len] = 0;
     pmkv_free(resp, resp_len);
+    return 0;
+}
+
+static void cmd(pmkv_mg *m, pmkv_mg_client *c, char op, unsigned key, const char *value, char *out) {
+    CHECK(cmd_rc(m, c, op, key, value, out) == 0);
 }
 
 static void check_model(pmkv_mg *m, pmkv_mg_client *c) {
@@ -160,14 +254,57 @@ static void check_model(pmkv_mg *m, pmkv_mg_client *c) {
     }
 }
 
-static pmkv_mg *open_store(const char *path, int create) {
+static pmkv_mg *open_store_with(const char *path, int create, int verify) {
     pmkv_mg_options o = {0};
     o.create = create;
+    o.verify_capture = verify;
     o.region_size = 256 << 10;
     o.split_heap = 1;
     pmkv_mg *m = NULL;
     CHECK(pmkv_mg_open(path, &o, &CALLBACKS, NULL, &m) == 0);
     return m;
+}
+
+static pmkv_mg *open_store(const char *path, int create) { return open_store_with(path, create, 0); }
+
+/* Every allocation entry point, and a kept response buffer with and without a transient
+ * section, in verify mode. */
+static void entry_points_and_transient(const char *path) {
+    pmkv_mg *m = open_store_with(path, 0, 1);
+    pmkv_mg_client *c = NULL;
+    CHECK(pmkv_mg_client_open(m, &c) == 0);
+    char out[80];
+    cmd(m, c, 'A', 0, NULL, out);
+    CHECK(strcmp(out, "OK") == 0);
+    /* Outside requests the same calls are the C library's. */
+    void *p = NULL;
+    CHECK(posix_memalign(&p, 64, 64) == 0 && p != NULL);
+    free(p);
+    p = aligned_alloc(64, 64);
+    CHECK(p != NULL && malloc_usable_size(p) >= 64);
+    free(p);
+    /* A buffer kept by the client, made by a write request in a transient section: the C
+     * library's, so a later read may write it (page capture keeps the region read-only
+     * outside batches: a block of the region written there would fault; under compiler
+     * capture verify mode reports it, see test_mangosteen_cxx). */
+    cmd(m, c, 'T', 0, "1", out);
+    cmd(m, c, 'R', 0, NULL, out);
+    CHECK(strcmp(out, "reused") == 0);
+    cmd(m, c, 'S', 1, "after", out);
+    strcpy(model[1], "after");
+    /* A request that fills the heap and aborts leaves nothing: not a node, not a count. */
+    CHECK(cmd_rc(m, c, 'F', 0, NULL, out) == PMKV_E_INVALID_ARGUMENT);
+    CHECK(strstr(pmkv_last_error(), "rolled back") != NULL);
+    CHECK(pmkv_mg_abort() == PMKV_E_INVALID_ARGUMENT);
+    check_model(m, c);
+    cmd(m, c, 'S', 2, "still", out);
+    strcpy(model[2], "still");
+    check_model(m, c);
+    free(kept);
+    kept = NULL;
+    check_model(m, c);
+    pmkv_mg_client_close(m, c);
+    CHECK(pmkv_mg_close(m) == 0);
 }
 
 int main(int argc, char **argv) {
@@ -240,6 +377,10 @@ int main(int argc, char **argv) {
     }
     check_model(m, c);
     CHECK(outside_region == 0);
+    /* The heap filled and the request aborted, without verify mode: the before images
+     * come from the PM copy. */
+    CHECK(cmd_rc(m, c, 'F', 0, NULL, out) == PMKV_E_INVALID_ARGUMENT);
+    check_model(m, c);
     pmkv_mg_client_close(m, c);
     CHECK(pmkv_mg_close(m) == 0);
     m = open_store(path, 0);
@@ -247,6 +388,7 @@ int main(int argc, char **argv) {
     check_model(m, c);
     pmkv_mg_client_close(m, c);
     CHECK(pmkv_mg_close(m) == 0);
+    entry_points_and_transient(path);
     printf("mangosteen split heap from C: all checks passed\n");
     return 0;
 }

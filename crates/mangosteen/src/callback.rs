@@ -73,6 +73,13 @@ impl<A: Application> Frontend<A> {
         }
         let app = &self.app;
         let req = &req;
-        Ok(Ok(self.m.batch(move |tx| app.process_write(tx, req))?))
+        loop {
+            // Rolled back because another request of its batch aborted: nothing of it was
+            // applied, so it runs again.
+            match self.m.batch(move |tx| app.process_write(tx, req)) {
+                Err(crate::Error::RolledBack) => continue,
+                r => return Ok(Ok(r?)),
+            }
+        }
     }
 }

@@ -148,7 +148,7 @@ impl RegionBuf {
         }
     }
 
-    fn protect(&self, prot: libc::c_int) {
+    pub(crate) fn protect(&self, prot: libc::c_int) {
         // SAFETY: the whole mapping, owned by `self`.
         let r = unsafe { libc::mprotect(self.ptr as *mut libc::c_void, self.map_len, prot) };
         assert_eq!(r, 0, "mprotect of the region failed: {}", std::io::Error::last_os_error());

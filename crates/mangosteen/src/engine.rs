@@ -17,7 +17,7 @@
 use crate::compiler_capture::{self, abi, App};
 use crate::error::Error as MgError;
 use crate::heap::Heap;
-use crate::runtime::{Capture, Log, Mangosteen, Options as MgOptions};
+use crate::runtime::{Capture, Log, Mangosteen, Options as MgOptions, SizeCheck};
 use pmkv_core::{
     BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
     Options, Param, Pool, RecoveryReport, Result, Visitor, WriteBatch,
@@ -95,7 +95,10 @@ fn err(e: MgError) -> Error {
         MgError::AddressInUse { .. } => Error::with_source(ErrorKind::Locked, e),
         MgError::Io(_) => Error::with_source(ErrorKind::Io, e),
         MgError::Panicked(_) | MgError::CaptureMissed(_) => Error::with_source(ErrorKind::Internal, e),
-        MgError::Capture(_) => Error::with_source(ErrorKind::Unsupported, e),
+        MgError::Capture(_) | MgError::NotInstrumented(_) => Error::with_source(ErrorKind::Unsupported, e),
+        MgError::RegionSize { .. } | MgError::Aborted | MgError::RolledBack => {
+            Error::with_source(ErrorKind::InvalidArgument, e)
+        }
     }
 }
 
@@ -158,7 +161,11 @@ impl EngineFactory for MangosteenFactory {
     }
     fn open_pool(&self, pool: Arc<Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
         self.check_params(opts)?;
-        Ok(Box::new(MangosteenEngine::open(pool, options(opts)?)?))
+        // A region size the user asked for (`region_mib`) must not be silently ignored by
+        // an existing, smaller region; one derived from `max_size` is only a default.
+        let sizes =
+            if opts.params().iter().any(|(k, _)| k == "region_mib") { SizeCheck::Strict } else { SizeCheck::Existing };
+        Ok(Box::new(MangosteenEngine::open(pool, options(opts)?, sizes)?))
     }
 }
 
@@ -180,10 +187,14 @@ type Caught = Option<Box<dyn std::any::Any + Send>>;
 
 impl MangosteenEngine {
     /// Open (recovering first) the region in `pool`, and create the empty map on a new one.
-    pub fn open(pool: Arc<Pool>, o: MgOptions) -> Result<MangosteenEngine> {
+    ///
+    /// With `SizeCheck::Strict`, a larger `o.region_size` than an existing region's is
+    /// refused (`InvalidArgument`).
+    pub(crate) fn open(pool: Arc<Pool>, o: MgOptions, sizes: SizeCheck) -> Result<MangosteenEngine> {
         let app = compiler_capture::app().map_err(|e| err(MgError::Capture(e)))?;
         let read_only = pool.is_read_only();
-        let m = Mangosteen::open(pool, o).map_err(err)?;
+        // The map is instrumented code: compiler capture needs no further proof.
+        let m = Mangosteen::open_inner(pool, o, sizes).map_err(err)?;
         let size = m.size() as usize;
         let root = m.read(|r| {
             // SAFETY: only reads of the heap header inside the region (the DRAM copy,

@@ -45,6 +45,27 @@ pub enum Error {
     /// The instrumented application library could not be loaded.
     #[error("compiler capture is unavailable: {0}")]
     Capture(String),
+    /// Compiler capture was asked for code that was not compiled with pmkv's
+    /// instrumentation: its writes would not be captured, and would be acknowledged and
+    /// then lost at the next open. Refused instead (docs/design/mangosteen.md, "Refusing
+    /// misuse").
+    #[error("compiler capture refused: {0}")]
+    NotInstrumented(String),
+    /// The request called `Tx::abort`: every write of its batch was undone.
+    #[error("the request aborted and its writes were rolled back")]
+    Aborted,
+    /// Another request in the same batch aborted: this one's writes were undone with the
+    /// batch's, and nothing of it was applied; run it again.
+    #[error("another request of the batch aborted: this one's writes were rolled back with it; run it again")]
+    RolledBack,
+    /// A later open asked for a larger region than the pool holds: regions keep the size
+    /// they were created with.
+    #[error(
+        "the region is {existing} bytes, fixed when the pool was created; this open asks for {asked}: a region \
+         does not grow (open with at most {existing} bytes, or create a new pool of the larger size and copy \
+         the data into it)"
+    )]
+    RegionSize { existing: u64, asked: u64 },
     /// Mapping or protecting the DRAM copy failed.
     #[error("mapping the region's DRAM copy: {0}")]
     Io(#[from] std::io::Error),

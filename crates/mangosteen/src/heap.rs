@@ -19,7 +19,10 @@
 //!
 //! A block is a 16-byte header (word 0: `0xB10C` in bits 48..64, then the size class in
 //! bits 0..8, or 255 and the block's size in bits 8..48 for a big block; word 1 unused)
-//! followed by the payload, 16-byte aligned. A free block's first payload word links to
+//! followed by the payload, 16-byte aligned. A payload aligned to more than 16 bytes lies
+//! inside an ordinary block, behind a header of its own (word 0: the tag and 254, word 1:
+//! the region offset of the block's payload), by which `free` and `usable_size` find
+//! the block. A free block's first payload word links to
 //! the next free block of its list (a payload offset). Classes are 32..256 bytes in
 //! 16-byte steps, then four steps per doubling up to 1.25 MiB; bigger blocks are rounded
 //! to 64 KiB and kept on one first-fit list. Blocks are never split or merged: simple,
@@ -39,10 +42,12 @@ const NCLASS: usize = 64;
 /// Where the first block starts.
 pub const FIRST_BLOCK: usize = 1024;
 const HDR: usize = 16;
-/// The alignment every payload has (larger alignments are refused).
+/// The alignment every payload has (a larger one costs a block of `size + align + 16`).
 pub const MAX_ALIGN: usize = 16;
 const TAG: u64 = 0xB10C << 48;
 const BIG: u64 = 255;
+/// The header of a payload aligned to more than 16 bytes, inside its block.
+const ALIGNED: u64 = 254;
 const BIG_UNIT: usize = 64 << 10;
 
 /// Bytes of a block (header included) of class `c`.
@@ -141,11 +146,11 @@ impl Heap {
         (self.len as u64).saturating_sub(self.word(BUMP_AT))
     }
 
-    /// A payload of `size` bytes aligned to `align` (at most 16 bytes), or null if
-    /// the heap is full or the alignment too large.
+    /// A payload of `size` bytes aligned to `align` (a power of two), or null if the heap
+    /// is full (or `align` is not a power of two).
     pub fn alloc(&self, size: usize, align: usize) -> *mut u8 {
         if align > MAX_ALIGN {
-            return std::ptr::null_mut();
+            return self.alloc_aligned(size, align);
         }
         let Some(total) = size.checked_add(HDR).map(|t| t.next_multiple_of(16).max(32)) else {
             return std::ptr::null_mut();
@@ -184,6 +189,41 @@ impl Heap {
         // SAFETY: the payload lies inside the region (the block was bounds-checked when
         // it was carved out by `bump`).
         unsafe { self.base.add(block + HDR) }
+    }
+
+    /// A payload aligned to `align` (> 16) inside a block with room for it and a header
+    /// of its own in front (see the module doc): C's `aligned_alloc` and `posix_memalign`,
+    /// C++'s aligned `new`, Rust's over-aligned layouts.
+    fn alloc_aligned(&self, size: usize, align: usize) -> *mut u8 {
+        if !align.is_power_of_two() {
+            return std::ptr::null_mut();
+        }
+        let Some(n) = size.checked_add(align).and_then(|n| n.checked_add(HDR)) else {
+            return std::ptr::null_mut();
+        };
+        let inner = self.alloc(n, MAX_ALIGN);
+        if inner.is_null() {
+            return inner;
+        }
+        // The first aligned address with room for the header before it, still in the block.
+        let p = (inner as usize + HDR).next_multiple_of(align);
+        let off = p - self.base as usize;
+        self.set(off - HDR, TAG | ALIGNED);
+        self.set(off - HDR + 8, (inner as usize - self.base as usize) as u64);
+        // SAFETY: `off` lies inside the block just allocated, which is inside the region.
+        unsafe { self.base.add(off) }
+    }
+
+    /// For the payload at region offset `off` (16-aligned, past the first block): the
+    /// region offset of its block's own payload if it is an aligned one, else `off`.
+    fn unaligned(&self, off: usize) -> usize {
+        if self.word(off - HDR) == TAG | ALIGNED {
+            let inner = self.word(off - HDR + 8) as usize;
+            if inner >= FIRST_BLOCK + HDR && inner < off && inner.is_multiple_of(16) {
+                return inner;
+            }
+        }
+        off
     }
 
     /// Carve `n` bytes from the untouched end.
@@ -232,11 +272,12 @@ impl Heap {
         if !self.contains(p) {
             return None;
         }
-        let off = p as usize - self.base as usize;
-        if off < FIRST_BLOCK + HDR || !off.is_multiple_of(16) {
+        let at = p as usize - self.base as usize;
+        if at < FIRST_BLOCK + HDR || !at.is_multiple_of(16) {
             return None;
         }
-        self.block_size(off - HDR).map(|s| s - HDR)
+        let off = self.unaligned(at);
+        self.block_size(off - HDR).map(|s| s - HDR - (at - off))
     }
 
     /// Whether `p` points into this heap's region.
@@ -252,9 +293,14 @@ impl Heap {
         if !self.contains(p) {
             return;
         }
-        let off = p as usize - self.base as usize;
-        if off < FIRST_BLOCK + HDR || !off.is_multiple_of(16) {
+        let at = p as usize - self.base as usize;
+        if at < FIRST_BLOCK + HDR || !at.is_multiple_of(16) {
             return;
+        }
+        let off = self.unaligned(at);
+        if off != at {
+            // The aligned payload's header goes: a second free of `p` is then ignored.
+            self.set(at - HDR, 0);
         }
         let b = off - HDR;
         let Some(sz) = self.block_size(b) else { return };
@@ -358,6 +404,42 @@ mod tests {
         }
     }
 
+    /// Alignments above 16 bytes (up to a page) are honoured, inside ordinary blocks:
+    /// the payload is aligned and writable over its usable size without touching another
+    /// block, freeing it gives its block back (reused by the next allocation of the same
+    /// shape), and a second free of it is ignored.
+    #[test]
+    fn aligned_payloads_are_aligned_usable_and_freed() {
+        let mut mem = region(1 << 20);
+        // SAFETY: a 16-aligned buffer of 1 MiB, only used through `h`, alive for the test.
+        let h = unsafe { Heap::new(mem.as_mut_ptr() as *mut u8, 1 << 20) };
+        h.format();
+        let mut live = Vec::new();
+        for (i, align) in [32usize, 64, 128, 4096, 64, 32].into_iter().enumerate() {
+            let size = 24 + 40 * i;
+            let p = h.alloc(size, align);
+            assert!(!p.is_null() && (p as usize).is_multiple_of(align), "{align}");
+            let usable = h.usable_size(p).unwrap();
+            assert!(usable >= size, "{usable} < {size}");
+            // SAFETY: `usable` bytes of a live payload.
+            unsafe { std::ptr::write_bytes(p, 0xA0 + i as u8, usable) };
+            live.push((p, usable, 0xA0 + i as u8));
+        }
+        h.check().unwrap();
+        for &(p, n, fill) in &live {
+            // SAFETY: as written above; no other payload overlapped it.
+            assert!(unsafe { std::slice::from_raw_parts(p, n) }.iter().all(|&b| b == fill));
+        }
+        let (p, _, _) = live[1];
+        let used = h.used();
+        h.free(p);
+        assert!(h.used() < used, "the block went back");
+        h.free(p);
+        h.check().unwrap();
+        assert_eq!(h.alloc(64, 64), p, "the freed block serves the same shape again");
+        assert!(h.alloc(8, 48).is_null(), "an alignment that is no power of two is refused");
+    }
+
     #[test]
     fn full_heap_returns_null_and_frees_are_reused() {
         let mut mem = region(64 << 10);
@@ -376,7 +458,6 @@ mod tests {
         }
         assert!(n > 400, "{n}");
         assert!(h.alloc(1 << 20, 8).is_null());
-        assert!(h.alloc(8, 32).is_null(), "alignments above 16 are refused");
         h.free(last);
         assert_eq!(h.alloc(97, 8), last, "a freed block of the class is reused");
         h.check().unwrap();

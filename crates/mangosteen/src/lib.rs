@@ -95,5 +95,5 @@ pub use error::{Error, Result};
 pub use heap::Heap;
 pub use kv::{KvApp, KvRequest};
 pub use rpc::{read_frame, serve, write_frame, RpcClient, MAX_FRAME};
-pub use runtime::{Capture, Log, Mangosteen, Options, Tx};
+pub use runtime::{Capture, Instrumented, Log, Mangosteen, Options, Tx};
 pub use split_alloc::{Registration, SplitAlloc};

@@ -27,7 +27,9 @@ use std::sync::Arc;
 /// pool is created and read back at open.
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
-    /// Bytes of the region.
+    /// Bytes of the region, fixed when it is created. At a later open a larger size is
+    /// refused ([`Error::RegionSize`]: a region does not grow); 0 means "the existing
+    /// region's size" (1 MiB for a new one).
     pub region_size: u64,
     /// Deduplication and log granularity: 8, 16 or 32 bytes (the paper's default, 32).
     pub block_size: usize,
@@ -75,7 +77,9 @@ pub enum Capture {
     Pages,
     /// Also every store that code compiled with pmkv's instrumentation makes into the
     /// region (the `mangosteen` engine's map; see `compiler_capture`): a hook call per
-    /// store, no fault, no page copy.
+    /// store, no fault, no page copy. No Rust code of a caller's is such code, so
+    /// [`Mangosteen::open`] refuses it unless `verify_capture` is on; C and C++ built with
+    /// `pmkv-cc` / `pmkv-c++` get it through [`Mangosteen::open_instrumented`].
     Compiler,
 }
 
@@ -95,10 +99,13 @@ pub enum Log {
     PerWrite,
 }
 
+/// A new region's size when none is asked for (`region_size` 0).
+const DEFAULT_REGION: u64 = 1 << 20;
+
 impl Default for Options {
     fn default() -> Self {
         Options {
-            region_size: 1 << 20,
+            region_size: DEFAULT_REGION,
             block_size: 32,
             ring_records: 4096,
             dedup_slots: 4096,
@@ -289,6 +296,8 @@ pub struct Tx<'a> {
     dedup: *mut DedupSet,
     /// Per-write logging: the batch's log state (null when batched).
     eager: *mut Eager,
+    /// A request of the batch called [`Tx::abort`]: the batch is rolled back.
+    aborted: bool,
     _set: std::marker::PhantomData<&'a mut DedupSet>,
 }
 
@@ -315,6 +324,25 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
+    /// Give up the request: every write of the batch it is in is undone (the region is
+    /// put back as the last committed batch left it) and nothing of the batch is logged.
+    /// [`Mangosteen::batch`] then returns [`Error::Aborted`] to this request, and
+    /// [`Error::RolledBack`] to the other requests flat combining put in the same batch,
+    /// none of whose writes was applied either (run them again: [`Frontend`] does). For a
+    /// request that cannot finish (the region's heap is full, a C++ exception) and must
+    /// not leave half its writes behind. Writes the capture did not see cannot be undone,
+    /// except in verify mode (the region is restored whole from its shadow).
+    ///
+    /// [`Frontend`]: crate::Frontend
+    pub fn abort(&mut self) {
+        self.aborted = true;
+    }
+
+    /// Whether a request of this batch called [`Tx::abort`].
+    pub fn is_aborted(&self) -> bool {
+        self.aborted
+    }
+
     /// A write made: into the batch's set, or (per-write logging) into the log at once.
     fn captured(&mut self, off: u64, len: usize) {
         // What recording allocates is the runtime's, not the application's, inside a
@@ -339,7 +367,7 @@ impl<'a> Tx<'a> {
     }
 
     fn new(dram: &'a mut [u8], dedup: *mut DedupSet) -> Tx<'a> {
-        Tx { dram, dedup, eager: std::ptr::null_mut(), _set: std::marker::PhantomData }
+        Tx { dram, dedup, eager: std::ptr::null_mut(), aborted: false, _set: std::marker::PhantomData }
     }
 }
 
@@ -353,6 +381,8 @@ impl<'a> Tx<'a> {
 
 /// How a batch's commit reports that verification found missed writes.
 const MISSED: &str = "capture missed: ";
+/// How a batch reports that a request aborted it (`Tx::abort`) and it was rolled back.
+const ROLLED_BACK: &str = "rolled back";
 
 /// The inline backend applies committed batches to the PM copy once their records take
 /// this many 64-byte slots (or half the ring, if less; or see `APPLY_LINES`), not after
@@ -444,10 +474,70 @@ fn check_options(o: &Options) -> Result<()> {
     Ok(())
 }
 
+/// Why [`Mangosteen::open`] refuses [`Capture::Compiler`] without verify mode.
+const NOT_INSTRUMENTED: &str = "Capture::Compiler captures only the stores of code compiled with pmkv's \
+    instrumentation, which from Rust is only the mangosteen engine's own map (engine \"mangosteen\", \
+    MangosteenEngine); the stores a batch closure makes into the region (to a structure of its own, a HashMap \
+    say) would not be captured, would be acknowledged, and would be lost at the next open. Use Capture::Pages \
+    for your own structures (or Tx::write / Tx::record), or C or C++ built with pmkv-cc / pmkv-c++ through the \
+    C API; verify_capture: true allows it for checking (every uncaptured write then fails its batch and is \
+    logged all the same)";
+
+/// Proof that the code which writes a region's batches was compiled with pmkv's
+/// instrumentation, for [`Mangosteen::open_instrumented`]: made only by
+/// [`Instrumented::code_at`], which finds the code's module among those that registered
+/// themselves when loaded (C and C++ built with `pmkv-cc` / `pmkv-c++`, `c-hooks`).
+#[derive(Debug)]
+pub struct Instrumented(());
+
+impl Instrumented {
+    /// The token for the compiler-captured code at `addr` (a function of the application,
+    /// such as its `process_request`), or why there is none: its module (the program or
+    /// shared library holding it) did not register itself when it was loaded, which code
+    /// compiled with `pmkv-cc` / `pmkv-c++` does; or it registered with another ABI.
+    pub fn code_at(addr: usize) -> Result<Instrumented> {
+        compiler_capture::registered(addr).map(|()| Instrumented(())).map_err(Error::NotInstrumented)
+    }
+}
+
+/// Whether an open may refuse a larger `region_size` than the region has (see `open`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SizeCheck {
+    /// The size was asked for: refuse a larger one.
+    Strict,
+    /// The size is the caller's default, not the user's wish: open whatever size exists.
+    Existing,
+}
+
 impl Mangosteen {
     /// Open the region in `pool`, creating it (with `opts`' geometry) if the pool has none;
     /// an existing region is recovered (committed batches replayed) before this returns.
+    ///
+    /// Refused: an existing region smaller than `opts.region_size` ([`Error::RegionSize`]:
+    /// regions keep their size, and a larger one asked for must not be silently ignored);
+    /// [`Capture::Compiler`] without `verify_capture` ([`Error::NotInstrumented`]: only
+    /// instrumented code's stores are captured, and no Rust code of the caller's is; see
+    /// [`Mangosteen::open_instrumented`]).
     pub fn open(pool: Arc<Pool>, opts: Options) -> Result<Mangosteen> {
+        if opts.capture == Capture::Compiler && !opts.verify_capture {
+            return Err(Error::NotInstrumented(NOT_INSTRUMENTED.into()));
+        }
+        Self::open_inner(pool, opts, SizeCheck::Strict)
+    }
+
+    /// [`Mangosteen::open`] for a region whose batches' stores are made by code compiled
+    /// with pmkv's instrumentation, which `_code` proves (the C API opens compiler-captured
+    /// regions this way, after finding `process_request` registered).
+    pub fn open_instrumented(pool: Arc<Pool>, opts: Options, _code: &Instrumented) -> Result<Mangosteen> {
+        Self::open_inner(pool, opts, SizeCheck::Strict)
+    }
+
+    /// `open` without the check of the capture (the engine's map is instrumented code).
+    pub(crate) fn open_inner(pool: Arc<Pool>, mut opts: Options, mut sizes: SizeCheck) -> Result<Mangosteen> {
+        if opts.region_size == 0 {
+            opts.region_size = DEFAULT_REGION;
+            sizes = SizeCheck::Existing;
+        }
         check_options(&opts)?;
         let started = std::time::Instant::now();
         let fresh = pool.root(SUPER_ROOT) == 0;
@@ -460,6 +550,9 @@ impl Mangosteen {
             (alloc, sb)
         };
         let (version, block, cap, size, ring, region, addr, checks) = read_super(&pool, &alloc, sb)?;
+        if sizes == SizeCheck::Strict && opts.region_size > size {
+            return Err(Error::RegionSize { existing: size, asked: opts.region_size });
+        }
         let pm = PmCopy { region, size, checks };
         let mut log = RedoLog::new(pool.clone(), ring, cap, sb, version);
         let replay = if pool.is_read_only() {
@@ -626,9 +719,13 @@ impl Mangosteen {
         self.shared.log.pool.check_writable()?;
         let mut f = Some(f);
         let mut result: Option<R> = None;
+        // Whether this request aborted its batch (`Tx::abort` called while it ran).
+        let mut aborted_here = false;
         let mut job = |tx: &mut Tx<'_>| {
             if let Some(f) = f.take() {
+                let before = tx.aborted;
                 result = Some(f(tx));
+                aborted_here = !before && tx.aborted;
             }
         };
         let mem_store = self.mem_store;
@@ -637,6 +734,7 @@ impl Mangosteen {
             let mut guard = self.dram.write();
             let dram = guard.own();
             front.started = front.tail;
+            let mut aborted = false;
             {
                 let front = &mut *front;
                 match &mut front.pages {
@@ -655,6 +753,7 @@ impl Mangosteen {
                             let mut tx = Tx::new(&mut *dram, dedup);
                             tx.eager = ep;
                             b.run(&mut tx);
+                            aborted = tx.aborted;
                         }
                         crate::SplitAlloc::outside(|| eager.settle());
                         if let Some(e) = eager.err {
@@ -675,6 +774,7 @@ impl Mangosteen {
                         });
                         let mut tx = Tx::new(&mut *dram, dedup);
                         b.run(&mut tx);
+                        aborted = tx.aborted;
                     }
                     Some(pages) => {
                         let dedup = &mut front.dedup;
@@ -685,6 +785,7 @@ impl Mangosteen {
                             |buf| {
                                 let mut tx = Tx::new(buf, &mut *dedup);
                                 b.run(&mut tx);
+                                aborted = tx.aborted;
                             },
                             |off| changed.push(off),
                         );
@@ -693,6 +794,10 @@ impl Mangosteen {
                         }
                     }
                 }
+            }
+            if aborted {
+                self.roll_back(&mut front, dram).map_err(|e| e.to_string())?;
+                return Err(ROLLED_BACK.into());
             }
             // Only the combiner, holding `front`, moves them: a load and a store each, not
             // two locked read-modify-writes per batch.
@@ -711,6 +816,9 @@ impl Mangosteen {
         match outcome {
             Outcome::Ok => Ok(result.expect("a request that ran has a result")),
             Outcome::CommitPanicked => Err(Error::Panicked("the combiner panicked while committing the batch".into())),
+            Outcome::Failed(e) if e == ROLLED_BACK => {
+                Err(if aborted_here { Error::Aborted } else { Error::RolledBack })
+            }
             Outcome::Failed(e) => match e.strip_prefix(MISSED) {
                 Some(m) => Err(Error::CaptureMissed(m.to_string())),
                 None => Err(Error::Corrupt(format!("the batch could not be committed: {e}"))),
@@ -816,6 +924,67 @@ impl Mangosteen {
         }
         (front.blocks, front.ranges) = (blocks, ranges);
         r
+    }
+
+    /// Undo a batch a request aborted (`Tx::abort`): put every block it wrote back as the
+    /// last committed batch left it, and forget the batch (nothing of it is logged, and
+    /// per-write logging's records past the committed tail are dropped: never covered by
+    /// a COMMIT, recovery never reads them). The before images come from the PM copy,
+    /// first brought up to the committed state (the inline backend applies the records
+    /// it deferred, from the log; the background one is waited for), or in verify mode
+    /// from the shadow, which restores uncaptured writes too. Nothing durable changes
+    /// but what the backend would apply anyway, with flushes only: a crash here recovers
+    /// the last committed state, as before the batch.
+    fn roll_back(&self, front: &mut Frontend, dram: &mut RegionBuf) -> Result<()> {
+        let log = &self.shared.log;
+        let committed = front.started;
+        let (b, size) = (self.block as u64, self.shared.size);
+        let (mut blocks, mut ranges) = (std::mem::take(&mut front.blocks), std::mem::take(&mut front.ranges));
+        front.dedup.drain_into(&mut blocks, &mut ranges);
+        ranges.extend(blocks.iter().map(|&a| (a, a + b)));
+        ranges.extend(front.appended.drain(..).map(|e| redo_log::entry_span(e, b)));
+        front.missed.clear();
+        if self.background {
+            while log.p_head() < committed {
+                if let Some(e) = self.shared.failed.lock().clone() {
+                    return Err(Error::Corrupt(format!("the backend stopped: {e}")));
+                }
+                std::thread::yield_now();
+            }
+        } else {
+            if front.applied < committed {
+                front.applied = backend::apply(log, &self.shared.pm, front.applied, committed, false)?;
+            }
+            front.pending.clear();
+            front.pended = front.applied;
+        }
+        front.tail = committed;
+        // Page capture keeps the region read-only between batches.
+        let protected = front.pages.is_some();
+        if protected {
+            dram.protect(libc::PROT_READ | libc::PROT_WRITE);
+        }
+        match &front.shadow {
+            Some(shadow) => dram.copy_from_slice(shadow),
+            None => {
+                let pm = self.shared.pm.region;
+                for &(s, t) in &ranges {
+                    let t = t.min(size);
+                    // SAFETY: `s..t` lies in the PM copy (region offsets below its size),
+                    // which nothing writes now (no batch commits while we hold the frontend,
+                    // and the backend has applied everything committed).
+                    let src = unsafe { std::slice::from_raw_parts(log.pool.at::<u8>(pm + s), (t - s) as usize) };
+                    dram[s as usize..t as usize].copy_from_slice(src);
+                }
+            }
+        }
+        if protected {
+            dram.protect(libc::PROT_READ);
+        }
+        blocks.clear();
+        ranges.clear();
+        (front.blocks, front.ranges) = (blocks, ranges);
+        Ok(())
     }
 
     /// Log `blocks` and `ranges` (sorted; see `redo_log::runs_of`; their bytes as `dram`
@@ -1241,7 +1410,8 @@ mod tests {
 
     fn open_image(img: &[u8]) -> Result<Mangosteen> {
         let po = pmkv_testutil::sim_opts(8 << 20);
-        Mangosteen::open(Arc::new(Pool::from_image(img, None, &po).unwrap()), Options::default())
+        let o = Options { region_size: 64 << 10, ..Options::default() };
+        Mangosteen::open(Arc::new(Pool::from_image(img, None, &po).unwrap()), o)
     }
 
     /// Version 1 (page checks, CRC-32 records) is refused by its version, not read as

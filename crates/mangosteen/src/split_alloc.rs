@@ -11,6 +11,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 thread_local! {
     /// The persistent heap this thread allocates from, if inside a scope.
     static CURRENT: Cell<Option<Heap>> = const { Cell::new(None) };
+    /// Open transient sections on this thread ([`SplitAlloc::transient`]): while non-zero,
+    /// allocations go to the system allocator even inside a scope.
+    static TRANSIENT: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The heap this thread's allocations come from now: the scope's, unless a transient
+/// section is open.
+fn alloc_heap() -> Option<Heap> {
+    if TRANSIENT.with(Cell::get) != 0 {
+        return None;
+    }
+    CURRENT.with(Cell::get)
 }
 
 const SLOTS: usize = 64;
@@ -32,9 +44,12 @@ static SEEN: AtomicBool = AtomicBool::new(false);
 /// persistent state that no batch captures; everything else goes to the system
 /// allocator.
 ///
-/// Inside a scope, an allocation the heap cannot satisfy (full, or aligned to more than
-/// 16 bytes) returns null, which Rust turns into an abort: callers check the room left
-/// first (the `mangosteen` engine refuses a put with `Full` before it could run out).
+/// Inside a scope, an allocation the heap cannot satisfy (full) returns null, which Rust
+/// turns into an abort: callers check the room left first (the `mangosteen` engine
+/// refuses a put with `Full` before it could run out). Alignments above 16 bytes are
+/// served inside larger blocks (`Heap::alloc`). What must not persist although it is
+/// made inside a scope (a response reused after the request) is allocated inside
+/// [`SplitAlloc::transient`].
 pub struct SplitAlloc;
 
 fn in_registered(p: usize) -> bool {
@@ -56,7 +71,7 @@ unsafe impl GlobalAlloc for SplitAlloc {
         if !SEEN.load(Ordering::Relaxed) {
             SEEN.store(true, Ordering::Relaxed);
         }
-        match CURRENT.with(Cell::get) {
+        match alloc_heap() {
             Some(h) => h.alloc(l.size(), l.align()),
             // SAFETY: outside a scope every block is `System`'s: the caller's layout (non-zero
             // size, the `GlobalAlloc` contract) is passed on unchanged.
@@ -65,7 +80,7 @@ unsafe impl GlobalAlloc for SplitAlloc {
     }
 
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        match CURRENT.with(Cell::get) {
+        match alloc_heap() {
             Some(h) => {
                 let p = h.alloc(l.size(), l.align());
                 if !p.is_null() {
@@ -135,7 +150,45 @@ impl SplitAlloc {
     /// Run `f` with this thread's allocations coming from `heap` (and frees of its blocks
     /// going back to it); the previous setting is restored afterwards, also on a panic.
     pub fn scope<R>(heap: Heap, f: impl FnOnce() -> R) -> R {
-        Self::with_current(Some(heap), f)
+        // A transient section left open by an earlier request must not make this one's
+        // allocations transient (they would be lost at the next open).
+        let open = TRANSIENT.with(|t| t.replace(0));
+        let r = Self::with_current(Some(heap), f);
+        TRANSIENT.with(|t| t.set(open));
+        r
+    }
+
+    /// Run `f` with this thread's allocations going to the system allocator even inside a
+    /// scope: for what a request makes that must not persist (a response buffer the
+    /// application reuses in later requests, reads included, whose writes no batch would
+    /// capture). Frees of persistent blocks still go to the scope's heap.
+    pub fn transient<R>(f: impl FnOnce() -> R) -> R {
+        struct Close;
+        impl Drop for Close {
+            fn drop(&mut self) {
+                SplitAlloc::transient_end();
+            }
+        }
+        Self::transient_begin();
+        let _close = Close;
+        f()
+    }
+
+    /// Open a transient section on this thread (see [`SplitAlloc::transient`]); sections
+    /// nest. For callers that cannot pass a closure (the C API).
+    pub fn transient_begin() {
+        TRANSIENT.with(|t| t.set(t.get().saturating_add(1)));
+    }
+
+    /// Close the innermost transient section; `false` if none was open.
+    pub fn transient_end() -> bool {
+        TRANSIENT.with(|t| match t.get() {
+            0 => false,
+            n => {
+                t.set(n - 1);
+                true
+            }
+        })
     }
 
     /// Run `f` with this thread's current heap set to `heap`, restoring the previous
@@ -175,9 +228,15 @@ impl SplitAlloc {
     }
 
     /// The persistent heap this thread allocates from: `Some` inside a
-    /// [`SplitAlloc::scope`]. For allocators other than `SplitAlloc` that split the same way (the C API's
-    /// `malloc` interposer).
+    /// [`SplitAlloc::scope`], outside a transient section. For allocators other than
+    /// `SplitAlloc` that split the same way (the C API's `malloc` interposer).
     pub fn current() -> Option<Heap> {
+        alloc_heap()
+    }
+
+    /// The heap of the scope this thread is in, transient section or not: where frees of
+    /// its blocks go.
+    pub fn scope_heap() -> Option<Heap> {
         CURRENT.with(Cell::get)
     }
 

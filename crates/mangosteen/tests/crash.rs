@@ -132,6 +132,19 @@ fn per_write_logging_recovers_the_state_before_or_after_the_batch_at_every_crash
     assert!(images > 1000, "{images} images");
 }
 
+/// A batch that aborts (`Tx::abort`) before every batch: the rollback brings the PM copy
+/// to the committed state (the inline backend applies its deferred records, flushed) and
+/// drops the aborted batch's per-write records. A crash at any of those points, or at the
+/// next batches', recovers a prefix with every acknowledged batch and nothing of the
+/// aborted ones; batched with a ring that wraps, and per-write.
+#[test]
+fn aborted_batches_leave_nothing_at_every_crash_point() {
+    for o in [opts(), Options { log: Log::PerWrite, ..opts() }] {
+        let images = every_crash_point_recovers_with(o, 5, None, true);
+        assert!(images > 500, "{images} images");
+    }
+}
+
 /// Run every batch with a crash image at every flush and fence point; returns how many
 /// images were recovered.
 fn every_crash_point_recovers(o: Options) -> u64 {
@@ -141,6 +154,16 @@ fn every_crash_point_recovers(o: Options) -> u64 {
 /// [`every_crash_point_recovers`], crashing the recovery of every `nested`-th image, then
 /// `after_run` on the store before it closes.
 fn every_crash_point_recovers_then(o: Options, nested: u64, after_run: Option<&dyn Fn(&Mangosteen)>) -> u64 {
+    every_crash_point_recovers_with(o, nested, after_run, false)
+}
+
+/// [`every_crash_point_recovers_then`], with an aborted batch before each batch if `aborts`.
+fn every_crash_point_recovers_with(
+    o: Options,
+    nested: u64,
+    after_run: Option<&dyn Fn(&Mangosteen)>,
+    aborts: bool,
+) -> u64 {
     let pool = Arc::new(Pool::create_sim("mangosteen", &sim_opts(1 << 20)).unwrap());
     let m = Mangosteen::open(pool.clone(), o).unwrap();
     let done = Arc::new(AtomicUsize::new(0));
@@ -177,6 +200,18 @@ fn every_crash_point_recovers_then(o: Options, nested: u64, after_run: Option<&d
         });
     });
     for (i, batch) in batches_in(o.region_size).iter().enumerate() {
+        if aborts {
+            let e = m
+                .batch(|tx| {
+                    for (off, bytes) in batch {
+                        tx.write(*off, &vec![0xEE; bytes.len()]).unwrap();
+                    }
+                    tx.abort();
+                })
+                .unwrap_err();
+            assert!(matches!(e, pmkv_mangosteen::Error::Aborted), "{e}");
+            assert_eq!(m.read(|r| r.to_vec()), after_in(o.region_size, i), "batch {i}: rolled back");
+        }
         m.batch(|tx| {
             for (off, bytes) in batch {
                 tx.write(*off, bytes).unwrap();

@@ -1,5 +1,6 @@
 //! libpmkv_malloc: the opt-in half of split allocation from C and C++ (SPEC M7). It
-//! defines `malloc`, `calloc`, `realloc` and `free`, so that a C or C++ application's
+//! defines `malloc`, `calloc`, `realloc` and `free` (and the aligned and other entry points
+//! below), so that a C or C++ application's
 //! allocations made inside a read-write request of a Mangosteen runtime opened with
 //! `split_heap` come from the persistent heap in its durable region, and all others from
 //! the C library — without changing the application's code. C++'s `new` and `delete` call
@@ -43,23 +44,29 @@
 //! with `ENOMEM` when it is full); `free` of a heap block returns it to the heap;
 //! `realloc` moves between them as needed. A free of a heap block *outside* a request is
 //! not done (it would change persistent state no batch captures) and is counted as a stray
-//! free, as Rust's `SplitAlloc` does. Aligned allocations (`posix_memalign`,
-//! `aligned_alloc`, C++'s aligned `new`) are not redirected: they stay in the C library's
-//! heap, transient, even inside a request.
+//! free, as Rust's `SplitAlloc` does. Every other allocation entry point of the C library
+//! follows the same split: `posix_memalign`, `aligned_alloc`, `memalign`, `valloc` and
+//! `pvalloc` (aligned blocks of the heap, see `Heap::alloc`), `reallocarray`, and
+//! `malloc_usable_size`; C++'s `new` and `delete` in all their forms (aligned, nothrow,
+//! sized) reach these in libc++ and libstdc++, as the C library's own allocations
+//! (`strdup`, ...) do. A program that must keep a block out of the region inside a request
+//! (a response it reuses later) allocates it inside `pmkv_mg_transient_begin` /
+//! `pmkv_mg_transient_end` (libpmkv's hook then answers "outside").
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 /// The version of [`Hooks`] this library understands (libpmkv's `split.rs` sends it).
-const HOOKS_VERSION: u32 = 2;
+const HOOKS_VERSION: u32 = 3;
 
 /// What libpmkv hands over (the layout of `bindings/c/src/split.rs`'s `Hooks`).
 #[repr(C)]
 pub struct Hooks {
     version: u32,
-    /// Inside a request: `*out` = a block of the request's heap (NULL when full), and 1.
-    alloc: unsafe extern "C" fn(n: usize, out: *mut *mut c_void) -> c_int,
+    /// Inside a request: `*out` = a block of the request's heap aligned to `align` (NULL
+    /// when full), and 1.
+    alloc: unsafe extern "C" fn(n: usize, align: usize, out: *mut *mut c_void) -> c_int,
     /// 1 if libpmkv dealt with the block (a heap block freed, or a stray free counted).
     free: unsafe extern "C" fn(p: *mut c_void) -> c_int,
     /// 1 and the usable size for a block of the current request's heap; -1 for a
@@ -106,12 +113,12 @@ fn wrote(p: *mut c_void, n: usize) {
     }
 }
 
-/// Inside a request: `Some(block of its heap, or NULL with ENOMEM)`.
-fn heap_alloc(n: usize) -> Option<*mut c_void> {
+/// Inside a request: `Some(block of its heap aligned to `align`, or NULL with ENOMEM)`.
+fn heap_alloc(n: usize, align: usize) -> Option<*mut c_void> {
     let h = hooks()?;
     let mut p = std::ptr::null_mut();
     // SAFETY: libpmkv's hook, given a local to write.
-    if unsafe { (h.alloc)(n, &mut p) } == 0 {
+    if unsafe { (h.alloc)(n, align, &mut p) } == 0 {
         return None;
     }
     if p.is_null() {
@@ -295,7 +302,7 @@ pub unsafe extern "C" fn malloc(n: usize) -> *mut c_void {
     if resolving() {
         return arena_alloc(n);
     }
-    if let Some(p) = heap_alloc(n) {
+    if let Some(p) = heap_alloc(n, 16) {
         return p;
     }
     let p = program(&PROGRAM_MALLOC, c"malloc");
@@ -322,7 +329,7 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
         set_enomem();
         return std::ptr::null_mut();
     };
-    if let Some(p) = heap_alloc(total) {
+    if let Some(p) = heap_alloc(total, 16) {
         if !p.is_null() {
             // SAFETY: a fresh block of at least `total` bytes.
             unsafe { std::ptr::write_bytes(p as *mut u8, 0, total) };
@@ -427,4 +434,169 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, n: usize) -> *mut c_void {
         unsafe { free(p) };
     }
     q
+}
+
+/// The allocator these functions stand in front of: `name`'s definition in the program's
+/// other allocator (`Ok`, called through [`forwarding`]) or the C library's (`Err`).
+fn forward_to(program_slot: &AtomicUsize, next_slot: &AtomicUsize, name: &std::ffi::CStr) -> Result<usize, usize> {
+    match program(program_slot, name) {
+        0 => Err(next(next_slot, name)),
+        f => Ok(f),
+    }
+}
+
+static NEXT_MEMALIGN: AtomicUsize = AtomicUsize::new(0);
+static PROGRAM_MEMALIGN: AtomicUsize = AtomicUsize::new(0);
+static NEXT_USABLE: AtomicUsize = AtomicUsize::new(0);
+static PROGRAM_USABLE: AtomicUsize = AtomicUsize::new(0);
+
+/// `memalign(align, n)` of the allocator forwarded to (every aligned entry point below
+/// comes down to it outside a request; a block of it is freed with its `free`).
+fn forward_memalign(align: usize, n: usize) -> *mut c_void {
+    type MemalignFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
+    match forward_to(&PROGRAM_MEMALIGN, &NEXT_MEMALIGN, c"memalign") {
+        // SAFETY: the program's memalign (another allocator's), resolved by name.
+        Ok(f) => forwarding(|| unsafe { std::mem::transmute::<usize, MemalignFn>(f)(align, n) }),
+        // SAFETY: the C library's memalign, resolved by name.
+        Err(f) => unsafe { std::mem::transmute::<usize, MemalignFn>(f)(align, n) },
+    }
+}
+
+/// A block of `n` bytes aligned to `align` (a power of two): from the request's heap
+/// inside a request, else from the allocator forwarded to; NULL with `ENOMEM` if none.
+fn aligned(align: usize, n: usize) -> *mut c_void {
+    if resolving() {
+        // The arena's blocks are 16-aligned: take room to align inside one.
+        let p = arena_alloc(n.saturating_add(align));
+        return if p.is_null() { p } else { (p as usize).next_multiple_of(align) as *mut c_void };
+    }
+    if let Some(p) = heap_alloc(n, align) {
+        return p;
+    }
+    forward_memalign(align, n)
+}
+
+fn page() -> usize {
+    // SAFETY: `sysconf` has no precondition.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(16)
+}
+
+/// `posix_memalign`: see the module doc.
+///
+/// # Safety
+///
+/// As C's `posix_memalign`.
+#[no_mangle]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, n: usize) -> c_int {
+    if !align.is_power_of_two() || !align.is_multiple_of(std::mem::size_of::<*mut c_void>()) {
+        return libc::EINVAL;
+    }
+    let p = aligned(align, n);
+    if p.is_null() {
+        return libc::ENOMEM;
+    }
+    // SAFETY: `out` is writable (the caller's contract).
+    unsafe { *out = p };
+    0
+}
+
+/// `aligned_alloc`: see the module doc.
+///
+/// # Safety
+///
+/// As C's `aligned_alloc`.
+#[no_mangle]
+pub unsafe extern "C" fn aligned_alloc(align: usize, n: usize) -> *mut c_void {
+    if !align.is_power_of_two() {
+        // SAFETY: this thread's errno.
+        unsafe { *libc::__errno_location() = libc::EINVAL };
+        return std::ptr::null_mut();
+    }
+    aligned(align, n)
+}
+
+/// `memalign`: see the module doc (an alignment that is no power of two is rounded up to
+/// one, as the C library does).
+///
+/// # Safety
+///
+/// As C's `memalign`.
+#[no_mangle]
+pub unsafe extern "C" fn memalign(align: usize, n: usize) -> *mut c_void {
+    match align.max(1).checked_next_power_of_two() {
+        Some(a) => aligned(a, n),
+        None => {
+            set_enomem();
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// `valloc`: a page-aligned block (see the module doc).
+///
+/// # Safety
+///
+/// As C's `valloc`.
+#[no_mangle]
+pub unsafe extern "C" fn valloc(n: usize) -> *mut c_void {
+    aligned(page(), n)
+}
+
+/// `pvalloc`: a page-aligned block of whole pages (see the module doc).
+///
+/// # Safety
+///
+/// As C's `pvalloc`.
+#[no_mangle]
+pub unsafe extern "C" fn pvalloc(n: usize) -> *mut c_void {
+    let pg = page();
+    match n.max(1).checked_next_multiple_of(pg) {
+        Some(n) => aligned(pg, n),
+        None => {
+            set_enomem();
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// `reallocarray`: `realloc` of `n * size` bytes, NULL with `ENOMEM` on overflow.
+///
+/// # Safety
+///
+/// As C's `reallocarray`.
+#[no_mangle]
+pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    match n.checked_mul(size) {
+        // SAFETY: the caller's contract is `realloc`'s.
+        Some(total) => unsafe { realloc(p, total) },
+        None => {
+            set_enomem();
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// `malloc_usable_size`: a block of the current request's heap answers from the heap; a
+/// persistent block outside its request 0 (its heap is not this thread's to read); others
+/// the allocator forwarded to.
+///
+/// # Safety
+///
+/// As C's `malloc_usable_size`.
+#[no_mangle]
+pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
+    type UsableFn = unsafe extern "C" fn(*mut c_void) -> usize;
+    if p.is_null() || in_arena(p) || resolving() {
+        return 0;
+    }
+    match heap_block(p) {
+        Ok(Some(n)) => n,
+        Err(()) => 0,
+        Ok(None) => match forward_to(&PROGRAM_USABLE, &NEXT_USABLE, c"malloc_usable_size") {
+            // SAFETY: a block of the program's allocator, asked of it.
+            Ok(f) => forwarding(|| unsafe { std::mem::transmute::<usize, UsableFn>(f)(p) }),
+            // SAFETY: a block of the C library's allocator, asked of it.
+            Err(f) => unsafe { std::mem::transmute::<usize, UsableFn>(f)(p) },
+        },
+    }
 }

@@ -24,7 +24,80 @@ mod tsan;
 use crate::dedup::DedupSet;
 use abi::{Bound, Ctx, RecordVisitFn, ValueFn};
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::OnceLock;
+
+/// The ABI token that code compiled with `pmkv-cc` / `pmkv-c++` registers with
+/// (`PMKV_CAPTURE_ABI` in bindings/c/include/pmkv_capture.h): which hooks its
+/// instrumentation calls and what they mean. Bumped whenever that changes, so that code
+/// built for another release is refused rather than captured wrongly.
+pub(crate) const CAPTURE_ABI: u32 = 1;
+
+/// Modules (programs and shared libraries, by load address) holding code that registered
+/// itself as compiled with capture (0: a free slot).
+static MODULES: [AtomicUsize; 64] = [const { AtomicUsize::new(0) }; 64];
+/// The last other ABI a module registered with (0: none), named when code is refused.
+static FOREIGN_ABI: AtomicU32 = AtomicU32::new(0);
+
+/// The load address and file name of the module holding `addr`, if any.
+fn module_of(addr: usize) -> Option<(usize, String)> {
+    // SAFETY: all-zero is a valid `Dl_info` (plain pointers and integers).
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: `dladdr` takes any address and only writes the `Dl_info` it is given.
+    if addr == 0 || unsafe { libc::dladdr(addr as *const c_void, &mut info) } == 0 || info.dli_fbase.is_null() {
+        return None;
+    }
+    let name = if info.dli_fname.is_null() {
+        String::new()
+    } else {
+        // SAFETY: a NUL-terminated path owned by the dynamic linker while the module is loaded.
+        unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned()
+    };
+    Some((info.dli_fbase as usize, name))
+}
+
+/// A translation unit compiled with capture, at load (its constructor, from
+/// pmkv_capture.h, passes an object of its own): its module is recorded as instrumented.
+/// 0, or -1 if `abi` is another release's, the address is in no module, or 64 modules
+/// registered already (its code is then refused at open, with the reason).
+pub(crate) fn register(abi: u32, code: usize) -> i32 {
+    if abi != CAPTURE_ABI {
+        FOREIGN_ABI.store(abi, Ordering::Relaxed);
+        return -1;
+    }
+    let Some((base, _)) = module_of(code) else { return -1 };
+    for m in &MODULES {
+        match m.compare_exchange(0, base, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return 0,
+            Err(b) if b == base => return 0,
+            Err(_) => {}
+        }
+    }
+    -1
+}
+
+/// Whether the code at `addr` lies in a module that registered itself as compiled with
+/// capture, or why not (a message naming the module and the fix).
+pub(crate) fn registered(addr: usize) -> Result<(), String> {
+    let module = module_of(addr);
+    if let Some((base, _)) = &module {
+        if MODULES.iter().any(|m| m.load(Ordering::Acquire) == *base) {
+            return Ok(());
+        }
+    }
+    let name = module
+        .map_or_else(|| "no loaded module".to_string(), |(_, n)| if n.is_empty() { "the program".into() } else { n });
+    let foreign = match FOREIGN_ABI.load(Ordering::Relaxed) {
+        0 => String::new(),
+        a => format!(" (code compiled for capture ABI {a} registered, where this libpmkv needs {CAPTURE_ABI}: rebuild it with this release's pmkv-cc)"),
+    };
+    Err(format!(
+        "process_request at {addr:#x}, in {name}, was not compiled with pmkv-cc / pmkv-c++{foreign}: its writes to \
+         the region would not be captured, would be acknowledged, and would be lost at the next open. Compile every \
+         file of the program's writing code with bindings/c/bin/pmkv-cc or pmkv-c++ (CC=pmkv-cc CXX=pmkv-c++), or \
+         open with capture = PMKV_MG_CAPTURE_PAGES"
+    ))
+}
 
 /// See `crate::heap_written`.
 #[inline]

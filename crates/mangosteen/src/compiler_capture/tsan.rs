@@ -43,6 +43,16 @@ hooks!(
 #[no_mangle]
 pub extern "C" fn __tsan_init() {}
 
+/// A translation unit compiled with `pmkv-cc` / `pmkv-c++` registers its module at load
+/// (the constructor in bindings/c/include/pmkv_capture.h, which the wrappers include in
+/// every file they compile): `abi` its `PMKV_CAPTURE_ABI`, `code` an object of its own.
+/// 0, or -1 if refused (another release's ABI); the C API then refuses compiler capture
+/// for code of that module at open (`super::registered`).
+#[no_mangle]
+pub extern "C" fn pmkv_capture_register(abi: u32, code: *const c_void) -> i32 {
+    super::register(abi, code as usize)
+}
+
 #[no_mangle]
 pub extern "C" fn __tsan_func_exit() {}
 
