@@ -142,6 +142,9 @@ fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>],
         Ok(l) => l,
         Err(e) => return Reply::err(format!("ERR starting Lua: {e}")),
     };
+    if let Err(e) = crate::script_libs::open(&lua) {
+        return Reply::err(format!("ERR starting Lua: {e}"));
+    }
     let _ = lua.set_memory_limit(MEMORY);
     let start = Instant::now();
     lua.set_hook(mlua::HookTriggers::new().every_nth_instruction(10_000), move |_, _| {
