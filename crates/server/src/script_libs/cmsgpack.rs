@@ -171,11 +171,14 @@ fn encode_table(t: &Table, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> 
             encode(&t.get::<Value>(j)?, level + 1, out)?;
         }
     } else {
-        let pairs: Vec<(Value, Value)> = t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-        header(0x80, 0xde, pairs.len(), out);
-        for (k, v) in &pairs {
-            encode(k, level + 1, out)?;
-            encode(&v.clone(), level + 1, out)?;
+        // Counted, then encoded, in two passes as the C code does: holding all pairs
+        // would take a Lua reference each, which mlua bounds.
+        let n = t.pairs::<Value, Value>().count();
+        header(0x80, 0xde, n, out);
+        for kv in t.pairs::<Value, Value>() {
+            let (k, v) = kv?;
+            encode(&k, level + 1, out)?;
+            encode(&v, level + 1, out)?;
         }
     }
     if out.len() > super::OUTPUT_LIMIT {
@@ -186,26 +189,27 @@ fn encode_table(t: &Table, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> 
 
 fn unpack(lua: &Lua, args: &[Value]) -> Ret {
     let s = check_bytes(lua, args, 0)?;
-    unpack_full(lua, &s, 0, 0, args.len())
+    unpack_full(lua, &s, 0, 0, args.len(), args.len())
 }
 
 fn unpack_one(lua: &Lua, args: &[Value]) -> Ret {
     let offset = opt_integer(lua, args, 1, 0)? as i32;
     let s = check_bytes(lua, args, 0)?;
-    unpack_full(lua, &s, 1, offset, 1)
+    unpack_full(lua, &s, 1, offset, 1, args.len())
 }
 
 fn unpack_limit(lua: &Lua, args: &[Value]) -> Ret {
     let limit = check_integer(lua, args, 1)? as i32;
     let offset = opt_integer(lua, args, 2, 0)? as i32;
     let s = check_bytes(lua, args, 0)?;
-    unpack_full(lua, &s, limit, offset, 1)
+    unpack_full(lua, &s, limit, offset, 1, args.len())
 }
 
 /// `mp_unpack_full`: up to `limit` values from `offset` (all of them when both are 0),
 /// preceded by the next offset (-1 at the end) unless decoding all. `stack` is how many
-/// values the C function holds before its results (its arguments).
-fn unpack_full(lua: &Lua, s: &[u8], limit: i32, offset: i32, stack: usize) -> Ret {
+/// values the C function holds before its results (its arguments), `nargs` how many
+/// arguments the callback has.
+fn unpack_full(lua: &Lua, s: &[u8], limit: i32, offset: i32, stack: usize, nargs: usize) -> Ret {
     let all = limit == 0 && offset == 0;
     if offset < 0 || limit < 0 {
         // The C library prints the input length where it means the limit.
@@ -215,9 +219,15 @@ fn unpack_full(lua: &Lua, s: &[u8], limit: i32, offset: i32, stack: usize) -> Re
         return Err(format!("Start offset {offset} greater than input length {}.", s.len()));
     }
     let limit = if all { i32::MAX } else { limit };
-    let mut c = Cursor { s, p: offset as usize, lua };
+    let held = lua.create_table().map_err(super::msg)?;
+    let mut c = Cursor { s, p: offset as usize, lua, held, frames: Vec::new() };
     let mut out = Vec::new();
     while c.p < s.len() && (out.len() as i64) < i64::from(limit) {
+        // An mlua callback's arguments and results share MAX_RESULTS slots (a C
+        // function returns 7999 values in Redis): past that, the C library's message.
+        if nargs + out.len() + usize::from(!all) >= MAX_RESULTS {
+            return Err(TOO_MANY.into());
+        }
         out.push(c.value(stack + out.len())?);
     }
     if !all {
@@ -228,12 +238,37 @@ fn unpack_full(lua: &Lua, s: &[u8], limit: i32, offset: i32, stack: usize) -> Re
 }
 
 const MISSING: &str = "Missing bytes in input.";
+const TOO_MANY: &str = "stack overflow (too many return values at once; use unpack_one or unpack_limit instead.)";
+/// The most arguments and results an mlua callback can have (with the flag `func` adds).
+const MAX_RESULTS: usize = MAX_CSTACK - 2;
 const BAD: &str = "Bad data format in input.";
 
+/// A table being filled: `left` items (pairs) to go; `top` the C decoder's stack height
+/// below the table.
+struct Frame {
+    map: bool,
+    left: usize,
+    /// Arrays: the next index. Maps: 1 while the pending key waits for its value.
+    next: usize,
+    top: usize,
+}
+
+/// One decoded item: a finished value, or a table opened (now the innermost frame).
+enum Item {
+    Done(Value),
+    Open,
+}
+
+/// The decoder. It does not recurse: the tables being filled wait in `held` (frame `d`
+/// at `2d - 1`, a map's pending key at `2d`), a Lua table, so that however deep the
+/// input nests, Rust holds neither stack frames nor Lua references per level (mlua's
+/// references are bounded by the same 8000-slot Lua limit).
 struct Cursor<'a> {
     s: &'a [u8],
     p: usize,
     lua: &'a Lua,
+    held: Table,
+    frames: Vec<Frame>,
 }
 
 impl Cursor<'_> {
@@ -249,13 +284,62 @@ impl Cursor<'_> {
         Ok(self.take(n)?.iter().fold(0u64, |a, &b| (a << 8) | u64::from(b)))
     }
 
-    /// `mp_decode_to_lua_type` with `top` values on the C function's stack.
+    /// `mp_decode_to_lua_type` for a top-level value, `top` values on the C stack.
     fn value(&mut self, top: usize) -> Result<Value, String> {
+        let m = super::msg;
+        let mut item = self.item(top)?;
+        loop {
+            let d = self.frames.len();
+            let Some(f) = self.frames.last_mut() else { break };
+            if let Item::Done(v) = item {
+                let t: Table = self.held.raw_get(2 * d - 1).map_err(m)?;
+                if !f.map {
+                    t.raw_set(f.next, v).map_err(m)?;
+                    f.next += 1;
+                    f.left -= 1;
+                } else if f.next == 0 {
+                    self.held.raw_set(2 * d, v).map_err(m)?;
+                    f.next = 1;
+                } else {
+                    let k: Value = self.held.raw_get(2 * d).map_err(m)?;
+                    match &k {
+                        Value::Nil => return Err("table index is nil".into()),
+                        Value::Number(x) if x.is_nan() => return Err("table index is NaN".into()),
+                        _ => {}
+                    }
+                    t.raw_set(k, v).map_err(m)?;
+                    self.held.raw_set(2 * d, Value::Nil).map_err(m)?;
+                    f.next = 0;
+                    f.left -= 1;
+                }
+                if f.left == 0 && (!f.map || f.next == 0) {
+                    self.frames.pop();
+                    self.held.raw_set(2 * d - 1, Value::Nil).map_err(m)?;
+                    item = Item::Done(Value::Table(t));
+                    continue;
+                }
+            }
+            // The next item of the innermost table: an array's index, or a map's key,
+            // sits above the table while it is decoded.
+            let f = self.frames.last().expect("a frame");
+            let top = if f.map && f.next == 0 { f.top + 1 } else { f.top + 2 };
+            item = self.item(top)?;
+        }
+        match item {
+            Item::Done(v) => Ok(v),
+            Item::Open => unreachable!("an open table leaves a frame"),
+        }
+    }
+
+    /// One item with `top` values on the C stack: a scalar, an empty table, or a table
+    /// opened for its items.
+    fn item(&mut self, top: usize) -> Result<Item, String> {
         if top + 1 > MAX_CSTACK {
-            return Err("stack overflow (too many return values at once; use unpack_one or unpack_limit instead.)".into());
+            return Err(TOO_MANY.into());
         }
         let t = self.take(1)?[0];
-        let num = |n: f64| Ok(Value::Number(n));
+        let num = |n: f64| Ok(Item::Done(Value::Number(n)));
+        let lua = self.lua;
         match t {
             0xcc => num(self.be(1)? as f64),
             0xcd => num(self.be(2)? as f64),
@@ -265,64 +349,45 @@ impl Cursor<'_> {
             0xd1 => num(f64::from(self.be(2)? as u16 as i16)),
             0xd2 => num(f64::from(self.be(4)? as u32 as i32)),
             0xd3 => num(self.be(8)? as i64 as f64),
-            0xc0 => Ok(Value::Nil),
-            0xc2 => Ok(Value::Boolean(false)),
-            0xc3 => Ok(Value::Boolean(true)),
+            0xc0 => Ok(Item::Done(Value::Nil)),
+            0xc2 => Ok(Item::Done(Value::Boolean(false))),
+            0xc3 => Ok(Item::Done(Value::Boolean(true))),
             0xca => num(f64::from(f32::from_bits(self.be(4)? as u32))),
             0xcb => num(f64::from_bits(self.be(8)?)),
-            0xd9 | 0xda | 0xdb => {
+            0xd9..=0xdb => {
                 let n = self.be(1 << (t - 0xd9))? as usize;
-                let lua = self.lua;
-                string(lua, self.take(n)?)
+                Ok(Item::Done(string(lua, self.take(n)?)?))
             }
             0xdc | 0xdd => {
                 let n = self.be(if t == 0xdc { 2 } else { 4 })? as usize;
-                self.array(n, top)
+                self.open(false, n, top)
             }
             0xde | 0xdf => {
                 let n = self.be(if t == 0xde { 2 } else { 4 })? as usize;
-                self.map(n, top)
+                self.open(true, n, top)
             }
             _ if t & 0x80 == 0 => num(f64::from(t)),
             _ if t & 0xe0 == 0xe0 => num(f64::from(t as i8)),
-            _ if t & 0xe0 == 0xa0 => {
-                let lua = self.lua;
-                string(lua, self.take(usize::from(t & 0x1f))?)
-            }
-            _ if t & 0xf0 == 0x90 => self.array(usize::from(t & 0x0f), top),
-            _ if t & 0xf0 == 0x80 => self.map(usize::from(t & 0x0f), top),
+            _ if t & 0xe0 == 0xa0 => Ok(Item::Done(string(lua, self.take(usize::from(t & 0x1f))?)?)),
+            _ if t & 0xf0 == 0x90 => self.open(false, usize::from(t & 0x0f), top),
+            _ if t & 0xf0 == 0x80 => self.open(true, usize::from(t & 0x0f), top),
             _ => Err(BAD.into()),
         }
     }
 
-    /// An array of `n` items: the table at `top + 1`, each index at `top + 2` while its
-    /// value is decoded. Not preallocated: `n` comes from the input.
-    fn array(&mut self, n: usize, top: usize) -> Result<Value, String> {
-        if top + 2 > MAX_CSTACK {
+    /// A table of `n` items (not preallocated: `n` comes from the input). An array's
+    /// table at `top + 1` must leave a slot for its index, as the C code checks.
+    fn open(&mut self, map: bool, n: usize, top: usize) -> Result<Item, String> {
+        if !map && top + 2 > MAX_CSTACK {
             return Err("stack overflow (in function mp_decode_to_lua_array)".into());
         }
         let t = self.lua.create_table().map_err(super::msg)?;
-        for i in 1..=n {
-            let v = self.value(top + 2)?;
-            t.raw_set(i, v).map_err(super::msg)?;
+        if n == 0 {
+            return Ok(Item::Done(Value::Table(t)));
         }
-        Ok(Value::Table(t))
-    }
-
-    /// A map of `n` pairs: the table at `top + 1`, the key at `top + 2`.
-    fn map(&mut self, n: usize, top: usize) -> Result<Value, String> {
-        let t = self.lua.create_table().map_err(super::msg)?;
-        for _ in 0..n {
-            let k = self.value(top + 1)?;
-            let v = self.value(top + 2)?;
-            match &k {
-                Value::Nil => return Err("table index is nil".into()),
-                Value::Number(x) if x.is_nan() => return Err("table index is NaN".into()),
-                _ => {}
-            }
-            t.raw_set(k, v).map_err(super::msg)?;
-        }
-        Ok(Value::Table(t))
+        self.frames.push(Frame { map, left: n, next: usize::from(!map), top });
+        self.held.raw_set(2 * self.frames.len() - 1, t).map_err(super::msg)?;
+        Ok(Item::Open)
     }
 }
 
@@ -351,9 +416,9 @@ mod tests {
         for (args, want) in cases {
             assert_eq!(ok(&l, &format!("{HEX} return hx(cmsgpack.pack({args}))")), want.replace(' ', ""), "{args}");
         }
-        assert_eq!(ok(&l, &format!("{HEX} return hx(cmsgpack.pack(string.rep('x', 32)):sub(1, 4))")), "d920");
-        assert_eq!(ok(&l, &format!("{HEX} return hx(cmsgpack.pack(string.rep('x', 256)):sub(1, 6))")), "da0100");
-        assert_eq!(ok(&l, &format!("{HEX} return hx(cmsgpack.pack(string.rep('x', 65536)):sub(1, 10))")), "db00010000");
+        assert_eq!(ok(&l, &format!("{HEX} return hx(cmsgpack.pack(string.rep('x', 32)):sub(1, 2))")), "d920");
+        assert_eq!(ok(&l, &format!("{HEX} return hx(cmsgpack.pack(string.rep('x', 256)):sub(1, 3))")), "da0100");
+        assert_eq!(ok(&l, &format!("{HEX} return hx(cmsgpack.pack(string.rep('x', 65536)):sub(1, 5))")), "db00010000");
         let big = "local t = {} for i = 1, 70000 do t[i] = 1 end";
         assert_eq!(ok(&l, &format!("{HEX} {big} return hx(cmsgpack.pack(t):sub(1, 5))")), "dd00011170");
     }
@@ -385,7 +450,9 @@ mod tests {
         assert_eq!(ok(&l, "return cmsgpack.unpack(12)"), "49 50");
         assert_eq!(ok(&l, "local t = cmsgpack.unpack('\\146\\192\\1') return t[1] == nil, t[2]"), "true 1");
         assert_eq!(ok(&l, "local t = cmsgpack.unpack(cmsgpack.pack({a={b={1,2}}})) return t.a.b[2]"), "2");
-        assert_eq!(ok(&l, "return select('#', cmsgpack.unpack(string.rep('\\1', 7999)))"), "7999");
+        // Redis returns up to 7999 values; an mlua callback 7998 less its arguments.
+        assert_eq!(ok(&l, "return select('#', cmsgpack.unpack(string.rep('\\1', 7997)))"), "7997");
+        assert_eq!(ok(&l, "return select('#', cmsgpack.unpack_limit(string.rep('\\1', 8000), 7994))"), "7995");
     }
 
     #[test]
@@ -399,7 +466,10 @@ mod tests {
         assert_eq!(err("cmsgpack.unpack, '\\196\\1a'"), "Bad data format in input.");
         assert_eq!(err("cmsgpack.unpack, '\\221\\255\\255\\255\\255\\1'"), "Missing bytes in input.");
         assert_eq!(err("cmsgpack.unpack, '\\129\\192\\1'"), "table index is nil");
-        assert_eq!(err("cmsgpack.unpack_one, '\\1\\2', -1"), "Invalid request to unpack with offset of -1 and limit of 2.");
+        assert_eq!(
+            err("cmsgpack.unpack_one, '\\1\\2', -1"),
+            "Invalid request to unpack with offset of -1 and limit of 2."
+        );
         assert_eq!(err("cmsgpack.unpack_one, '\\1\\2', 3"), "Start offset 3 greater than input length 2.");
         assert_eq!(
             err("cmsgpack.unpack, string.rep('\\1', 8000)"),

@@ -291,7 +291,8 @@ mod tests {
     #[test]
     fn pack_lays_out_bytes_as_struct_does() {
         let l = lua();
-        let hex = "local function hx(s) return (s:gsub('.', function(c) return string.format('%02x', c:byte()) end)) end ";
+        let hex =
+            "local function hx(s) return (s:gsub('.', function(c) return string.format('%02x', c:byte()) end)) end ";
         let cases = [
             ("struct.pack('>i', 1)", "00000001"),
             ("struct.pack('<i2', -2)", "feff"),
