@@ -107,6 +107,8 @@ fn control(lua: &Lua, opt: u8, fmt: &[u8], i: &mut usize, h: &mut Header) -> Res
 
 fn pack(lua: &Lua, args: &[Value]) -> Ret {
     let fmt = format(lua, args)?;
+    // The C code pushes a nil after its arguments: a missing value is "got nil".
+    let args = &[args, &[Value::Nil]].concat();
     let mut h = Header::new();
     let mut arg = 1; // 0-based index of the next value
     let mut out: Vec<u8> = Vec::new();
@@ -334,7 +336,8 @@ mod tests {
         assert_eq!(err("struct.pack, 'i33', 1"), "integral size 33 is larger than limit of 32");
         assert_eq!(err("struct.pack, '!3'"), "alignment 3 is not a power of 2");
         assert_eq!(err("struct.pack, 'y'"), "bad argument #1 to '?' (invalid format option 'y')");
-        assert_eq!(err("struct.pack, 'i'"), "bad argument #2 to '?' (number expected, got no value)");
+        assert_eq!(err("struct.pack, 'i'"), "bad argument #2 to '?' (number expected, got nil)");
+        assert_eq!(err("struct.pack, 'ii', 1"), "bad argument #3 to '?' (number expected, got nil)");
         assert_eq!(err("struct.pack, 'c5', 'ab'"), "bad argument #3 to '?' (string too short)");
         assert_eq!(err("struct.unpack, 'i', 'ab'"), "bad argument #2 to '?' (data string too short)");
         assert_eq!(err("struct.unpack, 'i', 'abcd', 0"), "bad argument #3 to '?' (offset must be 1 or greater)");
