@@ -450,7 +450,7 @@ impl Tok {
 }
 
 struct Parser<'a> {
-    /// The JSON text; a NUL byte (or the end) ends it, as in the C string lua-cjson reads.
+    /// The JSON text, up to its first NUL byte (lua-cjson reads a C string).
     s: &'a [u8],
     p: usize,
     depth: usize,
@@ -472,8 +472,10 @@ fn decode(lua: &Lua, a: &[Value], cfg: &Cfg) -> Ret {
     if s.len() >= 2 && (s[0] == 0 || s[1] == 0) {
         return Err("JSON parser does not support UTF-16 or UTF-32".into());
     }
+    // lua-cjson reads a C string: a NUL byte ends the text.
+    let s = &s[..s.iter().position(|&b| b == 0).unwrap_or(s.len())];
     let held = lua.create_table().map_err(super::msg)?;
-    let mut p = Parser { s: &s, p: 0, depth: 0, top: 1, cfg, lua, frames: Vec::new(), held };
+    let mut p = Parser { s, p: 0, depth: 0, top: 1, cfg, lua, frames: Vec::new(), held };
     let v = p.parse()?;
     let (tok, at) = p.next();
     if tok != Tok::End {
@@ -520,8 +522,7 @@ impl Parser<'_> {
     }
 
     fn number(&mut self) -> Tok {
-        let end = self.s[self.p..].iter().position(|&b| b == 0).map_or(self.s.len(), |z| self.p + z);
-        match strtod(&self.s[self.p..end]) {
+        match strtod(&self.s[self.p..]) {
             Some((n, used)) if used > 0 => {
                 self.p += used;
                 Tok::Num(n)

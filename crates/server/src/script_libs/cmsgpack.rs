@@ -55,8 +55,7 @@ fn pack(lua: &Lua, args: &[Value]) -> Ret {
 
 /// `IS_INT64_EQUIVALENT`: finite and equal to its int64 conversion.
 fn int64(n: f64) -> Option<i64> {
-    (n.is_finite() && n >= -9_223_372_036_854_775_808.0 && n < 9_223_372_036_854_775_808.0 && n.trunc() == n)
-        .then_some(n as i64)
+    ((-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&n) && n.trunc() == n).then_some(n as i64)
 }
 
 fn encode(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {

@@ -126,8 +126,8 @@ fn pack(lua: &Lua, args: &[Value]) -> Ret {
                 let mut v: u64 = if n < 0.0 { (n as i64) as u64 } else { n as u64 };
                 let mut bytes = vec![0u8; size];
                 // As the C code: bytes past the eighth are zero, sign or not.
-                for k in 0..size {
-                    bytes[k] = (v & 0xff) as u8;
+                for b in bytes.iter_mut() {
+                    *b = (v & 0xff) as u8;
                     v = v.checked_shr(8).unwrap_or(0);
                 }
                 if !h.little {

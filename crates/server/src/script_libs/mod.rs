@@ -28,6 +28,7 @@ use mlua::{Function, Lua, MultiValue, Table, Value};
 /// Sets the globals `cjson`, `cmsgpack`, `bit` and `struct`: plain tables, built afresh
 /// for this interpreter (no state shared between interpreters).
 pub(crate) fn open(lua: &Lua) -> mlua::Result<()> {
+    lua.set_named_registry_value(WRAP, wrap_maker(lua)?)?;
     let g = lua.globals();
     g.raw_set("cjson", cjson::table(lua)?)?;
     g.raw_set("cmsgpack", cmsgpack::table(lua)?)?;
@@ -67,21 +68,33 @@ pub(crate) fn func(lua: &Lua, f: impl Fn(&Lua, &[Value]) -> Ret + 'static) -> ml
         }
         Ok(MultiValue::from_vec(out))
     })?;
-    // `finish` is tail-called, so Lua 5.1 counts the wrapper's frame as a lost tail call:
-    // level 3 is the wrapper's caller, whose position luaL_error would have shown.
-    let wrap: Function = lua
-        .load(
-            "local raw, error = ...\n\
-             local function finish(ok, ...) if ok then return ... end error((...), 3) end\n\
-             return function(...) return finish(raw(...)) end",
-        )
-        .set_name("=[C]")
-        .call((raw, lua.globals().raw_get::<Function>("error")?))?;
-    Ok(wrap)
+    let wrap: Function = lua.named_registry_value(WRAP)?;
+    wrap.call(raw)
 }
 
+/// Registry name of the Lua function that makes a wrapper (compiled once per
+/// interpreter, in `open`).
+const WRAP: &str = "pmkv.script_libs.wrap";
+
+/// The wrapper maker: `finish` is tail-called, so Lua 5.1 counts the wrapper's frame as a
+/// lost tail call and level 3 is the wrapper's caller, whose position luaL_error would
+/// have shown. (When the caller itself tail-calls the wrapper, its frame is gone and no
+/// position is shown, where Redis, calling a C function, would show it.)
+fn wrap_maker(lua: &Lua) -> mlua::Result<Function> {
+    lua.load(
+        "local error = ...\n\
+         local function finish(ok, ...) if ok then return ... end error((...), 3) end\n\
+         return function(raw) return function(...) return finish(raw(...)) end end",
+    )
+    .set_name("=[C]")
+    .call(lua.globals().raw_get::<Function>("error")?)
+}
+
+/// A library function that keeps no state.
+pub(crate) type LibFn = fn(&Lua, &[Value]) -> Ret;
+
 /// A table of library functions, set with [`func`].
-pub(crate) fn lib_table(lua: &Lua, fns: &[(&str, fn(&Lua, &[Value]) -> Ret)]) -> mlua::Result<Table> {
+pub(crate) fn lib_table(lua: &Lua, fns: &[(&str, LibFn)]) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     for &(name, f) in fns {
         t.raw_set(name, func(lua, f)?)?;
@@ -305,6 +318,11 @@ pub(crate) fn fmt_g(x: f64, prec: usize) -> String {
         return if x < 0.0 { "-inf".into() } else { "inf".into() };
     }
     let p = prec.max(1);
+    // Whole numbers with at most `p` digits print as integers: the common case, without
+    // the exact formatting below.
+    if x.trunc() == x && x.abs() < 10f64.powi(p.min(15) as i32) && !(x == 0.0 && x.is_sign_negative()) {
+        return (x as i64).to_string();
+    }
     let e = format!("{:.*e}", p - 1, x);
     let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
     let exp: i64 = exp.parse().unwrap_or(0);
