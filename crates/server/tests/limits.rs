@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{request, Client};
+use common::{request, serve, Client, Running};
 use pmkv::{Options, Store};
 use pmkv_server::{resp::Limits, Config, OutputLimits, Server};
 use std::io::{Read, Write};
@@ -22,32 +22,10 @@ use std::time::{Duration, Instant};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-struct Running {
-    port: u16,
-    stop: Box<dyn Fn()>,
-    h: Option<std::thread::JoinHandle<pmkv::Result<()>>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        (self.stop)();
-        if let Some(h) = self.h.take() {
-            let _ = h.join();
-        }
-    }
-}
-
 /// A server on a fresh 64 MiB HART pool with `cfg` (port 0); one worker unless `cfg`
 /// says otherwise, the default on this 2-core host and the easiest to stall.
 fn start(cfg: Config) -> Running {
-    let dir = pmkv_testutil::pool_dir();
-    let store = Store::open(dir.path().join("s.pool"), "hart", &Options::default().initial_size(64 << 20)).unwrap();
-    let cfg = Config { port: 0, threads: if cfg.threads == 0 { 1 } else { cfg.threads }, ..cfg };
-    let srv = Server::bind(store, "adr", cfg).unwrap();
-    let (port, stop) = (srv.port(), srv.stopper());
-    let h = std::thread::spawn(move || srv.run(false));
-    Running { port, stop: Box::new(stop), h: Some(h), _dir: dir }
+    serve(64 << 20, Config { threads: if cfg.threads == 0 { 1 } else { cfg.threads }, ..cfg })
 }
 
 /// PING on a new connection, and how long the answer took.

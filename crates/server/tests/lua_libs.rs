@@ -5,37 +5,14 @@
 
 mod common;
 
-use common::Client;
-use pmkv::{Options, Store};
-use pmkv_server::{Config, Server};
+use common::{serve, Client, Running};
+use pmkv_server::Config;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A pmkv server on a fresh pool; stopped when dropped.
-struct Pmkv {
-    port: u16,
-    stop: Box<dyn Fn()>,
-    h: Option<std::thread::JoinHandle<pmkv::Result<()>>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Pmkv {
-    fn drop(&mut self) {
-        (self.stop)();
-        if let Some(h) = self.h.take() {
-            let _ = h.join();
-        }
-    }
-}
-
-fn pmkv() -> Pmkv {
-    let dir = pmkv_testutil::pool_dir();
-    let store = Store::open(dir.path().join("l.pool"), "hart", &Options::default().initial_size(16 << 20)).unwrap();
-    let srv = Server::bind(store, "adr", Config { port: 0, threads: 2, ..Config::default() }).unwrap();
-    let (port, stop) = (srv.port(), srv.stopper());
-    let h = std::thread::spawn(move || srv.run(false));
-    Pmkv { port, stop: Box::new(stop), h: Some(h), _dir: dir }
+fn pmkv() -> Running {
+    serve(16 << 20, Config { threads: 2, ..Config::default() })
 }
 
 /// A `redis-server` this test started (killed, by its id, when dropped).

@@ -5,33 +5,11 @@
 
 mod common;
 
-use common::Client;
-use pmkv::{Options, Store};
-use pmkv_server::{Config, OutputLimits, Server};
-
-struct Running {
-    port: u16,
-    stop: Box<dyn Fn()>,
-    h: Option<std::thread::JoinHandle<pmkv::Result<()>>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        (self.stop)();
-        if let Some(h) = self.h.take() {
-            let _ = h.join();
-        }
-    }
-}
+use common::{serve, Client, Running};
+use pmkv_server::{Config, OutputLimits};
 
 fn start(cfg: Config) -> Running {
-    let dir = pmkv_testutil::pool_dir();
-    let store = Store::open(dir.path().join("r.pool"), "hart", &Options::default().initial_size(16 << 20)).unwrap();
-    let srv = Server::bind(store, "adr", Config { port: 0, threads: 1, ..cfg }).unwrap();
-    let (port, stop) = (srv.port(), srv.stopper());
-    let h = std::thread::spawn(move || srv.run(false));
-    Running { port, stop: Box::new(stop), h: Some(h), _dir: dir }
+    serve(16 << 20, Config { threads: 1, ..cfg })
 }
 
 /// The edge-case list's keys (`b\xff` is the raw byte 0xff), each valued `v:KEY`.

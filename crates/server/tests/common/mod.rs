@@ -92,3 +92,32 @@ impl Client {
         self.try_cmd(&a).expect("a reply, not a closed connection")
     }
 }
+
+/// A server running in this test process on a fresh HART pool; stopped (and its pool
+/// removed) when dropped.
+pub struct Running {
+    pub port: u16,
+    stop: Box<dyn Fn()>,
+    h: Option<std::thread::JoinHandle<pmkv::Result<()>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        (self.stop)();
+        if let Some(h) = self.h.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Serve a fresh HART pool of `size` bytes with `cfg`, on a free port.
+pub fn serve(size: u64, cfg: pmkv_server::Config) -> Running {
+    let dir = pmkv_testutil::pool_dir();
+    let opts = pmkv::Options::default().initial_size(size);
+    let store = pmkv::Store::open(dir.path().join("s.pool"), "hart", &opts).unwrap();
+    let srv = pmkv_server::Server::bind(store, "adr", pmkv_server::Config { port: 0, ..cfg }).unwrap();
+    let (port, stop) = (srv.port(), srv.stopper());
+    let h = std::thread::spawn(move || srv.run(false));
+    Running { port, stop: Box::new(stop), h: Some(h), _dir: dir }
+}
