@@ -34,10 +34,10 @@ struct Cfg {
     sparse_safe: i32,
     encode_max_depth: i32,
     decode_max_depth: i32,
-    /// 0 off, 1 on, 2 "null".
+    /// On/off settings are 0 or 1; `encode_invalid_numbers` 2 is "null".
     encode_invalid_numbers: usize,
-    decode_invalid_numbers: bool,
-    keep_buffer: bool,
+    decode_invalid_numbers: usize,
+    keep_buffer: usize,
     precision: i32,
 }
 
@@ -50,8 +50,8 @@ impl Default for Cfg {
             encode_max_depth: 1000,
             decode_max_depth: 1000,
             encode_invalid_numbers: 0,
-            decode_invalid_numbers: true,
-            keep_buffer: true,
+            decode_invalid_numbers: 1,
+            keep_buffer: 1,
             precision: 14,
         }
     }
@@ -81,72 +81,37 @@ pub(crate) fn table(lua: &Lua) -> mlua::Result<Table> {
             Ok(vec![Value::Boolean(c.sparse_convert), num(c.sparse_ratio), num(c.sparse_safe)])
         })?,
     )?;
-    let c = cfg.clone();
-    t.raw_set(
-        "encode_max_depth",
-        func(lua, move |l, a| {
-            args_at_most(l, a, 1)?;
-            let mut c = c.borrow_mut();
-            c.encode_max_depth = int_option(l, a, 0, c.encode_max_depth, 1, i32::MAX)?;
-            Ok(vec![num(c.encode_max_depth)])
-        })?,
-    )?;
-    let c = cfg.clone();
-    t.raw_set(
-        "decode_max_depth",
-        func(lua, move |l, a| {
-            args_at_most(l, a, 1)?;
-            let mut c = c.borrow_mut();
-            c.decode_max_depth = int_option(l, a, 0, c.decode_max_depth, 1, i32::MAX)?;
-            Ok(vec![num(c.decode_max_depth)])
-        })?,
-    )?;
-    let c = cfg.clone();
-    t.raw_set(
-        "encode_number_precision",
-        func(lua, move |l, a| {
-            args_at_most(l, a, 1)?;
-            let mut c = c.borrow_mut();
-            c.precision = int_option(l, a, 0, c.precision, 1, 14)?;
-            Ok(vec![num(c.precision)])
-        })?,
-    )?;
-    let c = cfg.clone();
-    t.raw_set(
-        "encode_keep_buffer",
-        func(lua, move |l, a| {
-            args_at_most(l, a, 1)?;
-            let mut c = c.borrow_mut();
-            let mut v = c.keep_buffer as usize;
-            bool_option(l, a, 0, &mut v)?;
-            c.keep_buffer = v != 0;
-            Ok(vec![Value::Boolean(c.keep_buffer)])
-        })?,
-    )?;
-    let c = cfg.clone();
-    t.raw_set(
-        "encode_invalid_numbers",
-        func(lua, move |l, a| {
-            args_at_most(l, a, 1)?;
-            let mut c = c.borrow_mut();
-            let mut v = c.encode_invalid_numbers;
-            let out = enum_option(l, a, 0, &mut v, &["off", "on", "null"])?;
-            c.encode_invalid_numbers = v;
-            Ok(vec![out])
-        })?,
-    )?;
-    let c = cfg.clone();
-    t.raw_set(
-        "decode_invalid_numbers",
-        func(lua, move |l, a| {
-            args_at_most(l, a, 1)?;
-            let mut c = c.borrow_mut();
-            let mut v = c.decode_invalid_numbers as usize;
-            bool_option(l, a, 0, &mut v)?;
-            c.decode_invalid_numbers = v != 0;
-            Ok(vec![Value::Boolean(c.decode_invalid_numbers)])
-        })?,
-    )?;
+    for (name, field, max) in [
+        ("encode_max_depth", (|c| &mut c.encode_max_depth) as fn(&mut Cfg) -> &mut i32, i32::MAX),
+        ("decode_max_depth", |c| &mut c.decode_max_depth, i32::MAX),
+        ("encode_number_precision", |c| &mut c.precision, 14),
+    ] {
+        let c = cfg.clone();
+        t.raw_set(
+            name,
+            func(lua, move |l, a| {
+                args_at_most(l, a, 1)?;
+                let mut c = c.borrow_mut();
+                let v = field(&mut c);
+                *v = int_option(l, a, 0, *v, 1, max)?;
+                Ok(vec![num(*v)])
+            })?,
+        )?;
+    }
+    for (name, field, options) in [
+        ("encode_keep_buffer", (|c| &mut c.keep_buffer) as fn(&mut Cfg) -> &mut usize, &["off", "on"][..]),
+        ("encode_invalid_numbers", |c| &mut c.encode_invalid_numbers, &["off", "on", "null"]),
+        ("decode_invalid_numbers", |c| &mut c.decode_invalid_numbers, &["off", "on"]),
+    ] {
+        let c = cfg.clone();
+        t.raw_set(
+            name,
+            func(lua, move |l, a| {
+                args_at_most(l, a, 1)?;
+                Ok(vec![enum_option(l, a, 0, field(&mut c.borrow_mut()), options)?])
+            })?,
+        )?;
+    }
     t.raw_set("new", func(lua, |l, _| Ok(vec![Value::Table(table(l).map_err(super::msg)?)]))?)?;
     t.raw_set("null", Value::LightUserData(LightUserData(std::ptr::null_mut())))?;
     t.raw_set("_NAME", "cjson")?;
@@ -559,7 +524,7 @@ impl Parser<'_> {
         let tok = if c == b'"' {
             self.string()
         } else if c == b'-' || c.is_ascii_digit() {
-            if !self.cfg.decode_invalid_numbers && self.invalid_number() {
+            if self.cfg.decode_invalid_numbers == 0 && self.invalid_number() {
                 Tok::Error("invalid number")
             } else {
                 self.number()
@@ -573,7 +538,7 @@ impl Parser<'_> {
         } else if rest.starts_with(b"null") {
             self.p += 4;
             Tok::Null
-        } else if self.cfg.decode_invalid_numbers && self.invalid_number() {
+        } else if self.cfg.decode_invalid_numbers != 0 && self.invalid_number() {
             self.number()
         } else {
             Tok::Error("invalid token")
