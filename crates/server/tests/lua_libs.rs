@@ -292,6 +292,8 @@ const SAME_AS_REDIS: &[&str] = &[
     "return {pcall(struct.pack, 'i99999999999')}",
     "return {pcall(struct.unpack, 'b', '\\1\\2', 2^53)}",
     "return {pcall(struct.pack)}",
+    "return {pcall(struct.unpack, string.rep('b', 9000), string.rep('\\0', 9000))}",
+    "return select('#', struct.unpack(string.rep('b', 7000), string.rep('\\0', 7000)))",
     "local ok, e = pcall(function() local x = struct.pack('>q') end) return e",
 ];
 

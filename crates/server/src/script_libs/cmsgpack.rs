@@ -320,13 +320,15 @@ impl Cursor<'_> {
             }
             // The next item of the innermost table: an array's index, or a map's key,
             // sits above the table while it is decoded.
-            let f = self.frames.last().expect("a frame");
+            // The frame is still open (a finished one `continue`d above).
+            let Some(f) = self.frames.last() else { return Err(BAD.into()) };
             let top = if f.map && f.next == 0 { f.top + 1 } else { f.top + 2 };
             item = self.item(top)?;
         }
         match item {
             Item::Done(v) => Ok(v),
-            Item::Open => unreachable!("an open table leaves a frame"),
+            // An open table always leaves a frame, so the loop cannot end on one.
+            Item::Open => Err(BAD.into()),
         }
     }
 

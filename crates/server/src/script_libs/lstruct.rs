@@ -214,7 +214,9 @@ fn unpack(lua: &Lua, args: &[Value]) -> Ret {
         if !(size <= ld && pos <= ld - size) {
             return Err(short(lua));
         }
-        if out.len() + 2 > super::MAX_CSTACK {
+        // The C code checks for 2 more stack slots; an mlua callback also counts its
+        // arguments and the flag `func` adds (so a few values fewer than Redis).
+        if args.len() + out.len() + 2 > super::MAX_CSTACK - 2 {
             return Err("stack overflow (too many results)".into());
         }
         let item = &data[pos..pos + size];
@@ -347,5 +349,9 @@ mod tests {
         assert_eq!(err("struct.size, 's'"), "bad argument #1 to '?' (option 's' has no fixed size)");
         assert_eq!(err("struct.pack, 'i99999999999'"), "integral size overflow");
         assert_eq!(err("struct.unpack, 'b', '\\1\\2', 2^53"), "bad argument #2 to '?' (data string too short)");
+        assert_eq!(
+            err("struct.unpack, string.rep('b', 9000), string.rep('\\0', 9000)"),
+            "stack overflow (too many results)"
+        );
     }
 }
