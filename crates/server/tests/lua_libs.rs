@@ -292,6 +292,8 @@ const SAME_AS_REDIS: &[&str] = &[
     "return {pcall(struct.pack, 'i99999999999')}",
     "return {pcall(struct.unpack, 'b', '\\1\\2', 2^53)}",
     "return {pcall(struct.pack)}",
+    "return hx(struct.pack('<L', 2^64) .. struct.pack('<L', 2^63) .. struct.pack('<L', 0/0) .. struct.pack('<l', -2^70))",
+    "return {struct.unpack('<f c0', struct.pack('<f', 1e30) .. 'abc')}",
     "return {pcall(struct.unpack, string.rep('b', 9000), string.rep('\\0', 9000))}",
     "return select('#', struct.unpack(string.rep('b', 7000), string.rep('\\0', 7000)))",
     "local ok, e = pcall(function() local x = struct.pack('>q') end) return e",
@@ -342,4 +344,185 @@ fn deep_or_hostile_input_is_an_error_not_a_crash() {
     let r = eval(&mut c, "cjson.encode_sparse_array(false, 0) return select(2, pcall(cjson.encode, {[2^31-1] = 1}))");
     assert_eq!(r, "not enough memory");
     assert_eq!(c.cmd(&["PING"]), "+PONG");
+}
+
+/// A small deterministic generator (xorshift64*), so a failing case can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    /// `len` bytes, each one of `alphabet`'s.
+    fn text(&mut self, alphabet: &[&[u8]], len: usize) -> Vec<u8> {
+        (0..len).flat_map(|_| alphabet[self.below(alphabet.len())].to_vec()).collect()
+    }
+}
+
+/// Random input, much of it malformed, sent to Redis and to pmkv: the replies (values
+/// or error texts) must be equal. Each script gets its input as ARGV[1] (and ARGV[2]).
+#[test]
+fn random_input_gets_the_replies_redis_gives() {
+    let Some(r) = redis() else { return };
+    let s = pmkv();
+    let (mut theirs, mut ours) = (Client::new(r.port), Client::new(s.port));
+    let json: &[&[u8]] = &[
+        b"[",
+        b"]",
+        b"{",
+        b"}",
+        b"\"",
+        b"\"a\"",
+        b":",
+        b",",
+        b" ",
+        b"0",
+        b"1",
+        b"9",
+        b".",
+        b"e",
+        b"E",
+        b"-",
+        b"+",
+        b"x",
+        b"true",
+        b"false",
+        b"null",
+        b"nan",
+        b"Infinity",
+        b"\\",
+        b"\\u",
+        b"\\ud83d",
+        b"\\n",
+        b"00",
+        b"0x1f",
+    ];
+    let msgpack: &[&[u8]] = &[
+        b"\x00",
+        b"\x7f",
+        b"\x91",
+        b"\x92",
+        b"\x81",
+        b"\x82",
+        b"\xa1",
+        b"\xa3",
+        b"\xc0",
+        b"\xc2",
+        b"\xc3",
+        b"\xca",
+        b"\xcb",
+        b"\xcc",
+        b"\xcd",
+        b"\xce",
+        b"\xcf",
+        b"\xd0",
+        b"\xd3",
+        b"\xd9",
+        b"\xda",
+        b"\xdc",
+        b"\xde",
+        b"\xe0",
+        b"\xff",
+        b"\xc1",
+        b"\xc4",
+        b"a",
+        b"\x01\x00",
+    ];
+    let fmt: &[&[u8]] = &[
+        b"<", b">", b"!", b"!2", b"!4", b"b", b"B", b"h", b"H", b"l", b"L", b"T", b"i", b"I3", b"i7", b"i12", b"c",
+        b"c2", b"c0", b"s", b"x", b"f", b"d", b" ",
+    ];
+    let scripts = [
+        // JSON: decode, and encode what was decoded.
+        "local ok, v = pcall(cjson.decode, ARGV[1]) if not ok then return {'error', v} end
+         local ok2, e = pcall(cjson.encode, v) return {'ok', tostring(ok2), e}",
+        // MessagePack: unpack everything, and pack it again.
+        "local function f(ok, ...) if not ok then return {'error', (...)} end
+         local n = select('#', ...) return {'ok', n, n > 0 and hx(cmsgpack.pack(...)) or ''} end
+         return f(pcall(cmsgpack.unpack, ARGV[1]))",
+        "local function f(ok, ...) if not ok then return {'error', (...)} end
+         local n = select('#', ...) return {'ok', n, hx(cmsgpack.pack(...))} end
+         return f(pcall(cmsgpack.unpack_limit, ARGV[1], 2, 1))",
+        // struct: unpack ARGV[2] with format ARGV[1], and pack the numbers back.
+        "local r = {pcall(struct.unpack, ARGV[1], ARGV[2])} if not r[1] then return {'error', r[2]} end
+         for i = 2, #r do r[i] = tostring(r[i]) end return r",
+        "local ok, v = pcall(struct.size, ARGV[1]) return {tostring(ok), v}",
+        // Tables built from ARGV[1]'s bytes (whole and fractional number keys, some sparse,
+        // some 0 or negative; string keys; nesting), encoded both ways.
+        "local s, t = ARGV[1], {} local cur = t
+         for i = 1, #s do
+             local b = s:byte(i)
+             if b < 60 then cur[b % 25] = b elseif b < 120 then cur['k' .. b % 7] = b / 3
+             elseif b < 180 then local n = {} cur[#cur + 1] = n cur = n
+             elseif b < 200 then cur[b - 185] = b % 2 == 0 elseif b < 230 then cur[b / 7] = 'f' else cur = t end
+         end
+         local ok, j = pcall(cjson.encode, t)
+         return {tostring(ok), j, hx(cmsgpack.pack(t))}",
+    ];
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut differ = Vec::new();
+    for round in 0..1000 {
+        for (n, script) in scripts.iter().enumerate() {
+            let len = 1 + rng.below(12);
+            let (a, b) = match n {
+                0 => (rng.text(json, len), Vec::new()),
+                5 => ((0..len * 3).map(|_| rng.next() as u8).collect(), Vec::new()),
+                1 | 2 => (rng.text(msgpack, len), Vec::new()),
+                _ => {
+                    let f = rng.text(fmt, len / 2 + 1);
+                    let data_len = rng.below(40);
+                    (f, (0..data_len).map(|_| rng.next() as u8).collect())
+                }
+            };
+            let src = format!("{HEX}{script}");
+            let args: [&[u8]; 5] = [b"EVAL", src.as_bytes(), b"0", &a, &b];
+            let (want, got) = (theirs.try_cmd(&args), ours.try_cmd(&args));
+            if want != got {
+                let cut = |r: Option<String>| r.map(|r| r.chars().take(300).collect::<String>());
+                differ.push(format!(
+                    "round {round}, script {n}, input {a:?} {b:?}\n  redis: {:?}\n  pmkv:  {:?}",
+                    cut(want),
+                    cut(got)
+                ));
+            }
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{} differ:\n{}",
+        differ.len(),
+        differ.iter().take(10).cloned().collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// bit on random numbers, whole and fractional, huge and tiny, against Redis.
+#[test]
+fn bit_on_random_numbers_as_redis() {
+    let Some(r) = redis() else { return };
+    let s = pmkv();
+    let (mut theirs, mut ours) = (Client::new(r.port), Client::new(s.port));
+    let script = "local x, y = tonumber(ARGV[1]), tonumber(ARGV[2])
+        return {bit.tobit(x), bit.bnot(x), bit.band(x, y), bit.bor(x, y), bit.bxor(x, y), bit.lshift(x, y),
+            bit.rshift(x, y), bit.arshift(x, y), bit.rol(x, y), bit.ror(x, y), bit.bswap(x), bit.tohex(x, y)}";
+    let mut rng = Rng(42);
+    for _ in 0..1000 {
+        let num = |rng: &mut Rng| -> String {
+            let m = rng.next() as i64 as f64;
+            match rng.below(4) {
+                0 => format!("{}", m as i32),
+                1 => format!("{}", m / 2f64.powi(rng.below(70) as i32)),
+                2 => format!("{}.5", rng.below(1000) as i64 - 500),
+                _ => format!("{:e}", m),
+            }
+        };
+        let (x, y) = (num(&mut rng), num(&mut rng));
+        let args: [&[u8]; 5] = [b"EVAL", script.as_bytes(), b"0", x.as_bytes(), y.as_bytes()];
+        assert_eq!(theirs.try_cmd(&args), ours.try_cmd(&args), "bit on {x} {y}");
+    }
 }

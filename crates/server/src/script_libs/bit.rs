@@ -75,8 +75,8 @@ fn tohex(lua: &Lua, args: &[Value]) -> Ret {
     } else {
         b"0123456789abcdef"
     };
-    // n == i32::MIN stays negative: the C code would then read past its buffer; give "".
-    let n = n.clamp(0, 8) as usize;
+    // -i32::MIN overflows in C; Redis's build then prints 8 digits (checked).
+    let n = if n == i32::MIN { 8 } else { n.clamp(0, 8) as usize };
     let mut buf = vec![0u8; n];
     for c in buf.iter_mut().rev() {
         *c = digits[(b & 15) as usize];
@@ -110,6 +110,7 @@ mod tests {
             "-16 878082066 2014458966 7"
         );
         assert_eq!(ok(&l, "return bit.bswap(0x12345678), bit.tohex(255), bit.tohex(-1, -4), bit.tohex(0x1234, 2), bit.tohex(1, 20)"), "2018915346 000000ff FFFF 34 00000001");
+        assert_eq!(ok(&l, "return bit.tohex(0x9872C7B0, -2^31)"), "9872C7B0");
         assert_eq!(ok(&l, "return bit.tobit('0x10'), bit.band(' 12 ', 4)"), "16 4");
         assert_eq!(ok(&l, "return bit.tobit(1/0), bit.tobit(0/0)"), "0 0");
     }

@@ -123,7 +123,7 @@ fn pack(lua: &Lua, args: &[Value]) -> Ret {
             b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I' => {
                 let n = check_number(lua, args, arg)?;
                 arg += 1;
-                let mut v: u64 = if n < 0.0 { (n as i64) as u64 } else { n as u64 };
+                let mut v = c_unsigned(n);
                 let mut bytes = vec![0u8; size];
                 // As the C code: bytes past the eighth are zero, sign or not.
                 for b in bytes.iter_mut() {
@@ -242,7 +242,7 @@ fn unpack(lua: &Lua, args: &[Value]) -> Ret {
                         None => return Err("format 'c0' needs a previous size".into()),
                     };
                     out.pop();
-                    size = n as u64 as usize;
+                    size = c_unsigned(n) as usize;
                     if !(size <= ld && pos <= ld - size) {
                         return Err(short(lua));
                     }
@@ -262,6 +262,23 @@ fn unpack(lua: &Lua, args: &[Value]) -> Ret {
     }
     out.push(Value::Number(pos.wrapping_add(1) as i64 as f64));
     Ok(out)
+}
+
+/// C's conversion of a double to an unsigned 64-bit integer as gcc compiles it for
+/// x86-64 (Redis's build): exact in [0, 2^64), 0 from 2^64 up, 2^63 for NaN; a negative
+/// number wraps through `long` (2^63 below -2^63). The struct code uses it for sizes
+/// (`c0`) and, for non-negative numbers, for the integers it packs.
+fn c_unsigned(n: f64) -> u64 {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if n.is_nan() {
+        1 << 63
+    } else if n < 0.0 {
+        n as i64 as u64
+    } else if n < 2.0 * TWO_63 {
+        n as u64
+    } else {
+        0
+    }
 }
 
 fn size(lua: &Lua, args: &[Value]) -> Ret {
@@ -346,6 +363,7 @@ mod tests {
         assert_eq!(err("struct.unpack, 'i', 'abcd', -1"), "bad argument #2 to '?' (data string too short)");
         assert_eq!(err("struct.unpack, 's', 'ab'"), "unfinished string in data");
         assert_eq!(err("struct.unpack, 'c0', 'ab'"), "format 'c0' needs a previous size");
+        assert_eq!(err("struct.unpack, 'bc0', '\\255ab'"), "bad argument #2 to '?' (data string too short)");
         assert_eq!(err("struct.size, 's'"), "bad argument #1 to '?' (option 's' has no fixed size)");
         assert_eq!(err("struct.pack, 'i99999999999'"), "integral size overflow");
         assert_eq!(err("struct.unpack, 'b', '\\1\\2', 2^53"), "bad argument #2 to '?' (data string too short)");
