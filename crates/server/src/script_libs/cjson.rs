@@ -112,7 +112,14 @@ pub(crate) fn table(lua: &Lua) -> mlua::Result<Table> {
             })?,
         )?;
     }
-    t.raw_set("new", func(lua, |l, _| Ok(vec![Value::Table(table(l).map_err(super::msg)?)]))?)?;
+    t.raw_set(
+        "new",
+        func(lua, |l, _| {
+            let t = table(l).map_err(super::msg)?;
+            super::wrap(l, &t).map_err(super::msg)?;
+            Ok(vec![Value::Table(t)])
+        })?,
+    )?;
     t.raw_set("null", Value::LightUserData(LightUserData(std::ptr::null_mut())))?;
     t.raw_set("_NAME", "cjson")?;
     t.raw_set("_VERSION", "2.1.0")?;

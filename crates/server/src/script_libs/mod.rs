@@ -30,10 +30,15 @@ use mlua::{Function, Lua, MultiValue, Table, Value};
 pub(crate) fn open(lua: &Lua) -> mlua::Result<()> {
     lua.set_named_registry_value(WRAP, wrap_maker(lua)?)?;
     let g = lua.globals();
-    g.raw_set("cjson", cjson::table(lua)?)?;
-    g.raw_set("cmsgpack", cmsgpack::table(lua)?)?;
-    g.raw_set("bit", bit::table(lua)?)?;
-    g.raw_set("struct", lstruct::table(lua)?)?;
+    for (name, t) in [
+        ("cjson", cjson::table(lua)?),
+        ("cmsgpack", cmsgpack::table(lua)?),
+        ("bit", bit::table(lua)?),
+        ("struct", lstruct::table(lua)?),
+    ] {
+        wrap(lua, &t)?;
+        g.raw_set(name, t)?;
+    }
     Ok(())
 }
 
@@ -51,9 +56,10 @@ pub(crate) const MAX_CSTACK: usize = 8000;
 pub(crate) const OUTPUT_LIMIT: usize = 64 << 20;
 pub(crate) const OUT_OF_MEMORY: &str = "not enough memory";
 
-/// The Lua function that runs `f`, raising its error as a string at the caller's level.
+/// The callback that runs `f`: it returns `true` and the results, or `false` and the
+/// error message; [`wrap`] turns it into the library function.
 pub(crate) fn func(lua: &Lua, f: impl Fn(&Lua, &[Value]) -> Ret + 'static) -> mlua::Result<Function> {
-    let raw = lua.create_function(move |lua, args: MultiValue| {
+    lua.create_function(move |lua, args: MultiValue| {
         let args = Vec::from(args);
         let mut out = Vec::new();
         match f(lua, &args) {
@@ -67,13 +73,17 @@ pub(crate) fn func(lua: &Lua, f: impl Fn(&Lua, &[Value]) -> Ret + 'static) -> ml
             }
         }
         Ok(MultiValue::from_vec(out))
-    })?;
-    let wrap: Function = lua.named_registry_value(WRAP)?;
-    wrap.call(raw)
+    })
 }
 
-/// Registry name of the Lua function that makes a wrapper (compiled once per
-/// interpreter, in `open`).
+/// Replaces each callback of `t` (made by [`func`]) with the Lua function that calls it
+/// and raises its error as a string at the caller's level.
+pub(crate) fn wrap(lua: &Lua, t: &Table) -> mlua::Result<()> {
+    lua.named_registry_value::<Function>(WRAP)?.call(t)
+}
+
+/// Registry name of the Lua function that wraps a table's callbacks (compiled once per
+/// interpreter, in `open`; one call a table).
 const WRAP: &str = "pmkv.script_libs.wrap";
 
 /// The wrapper maker: `finish` is tail-called, so Lua 5.1 counts the wrapper's frame as a
@@ -81,13 +91,18 @@ const WRAP: &str = "pmkv.script_libs.wrap";
 /// have shown. (When the caller itself tail-calls the wrapper, its frame is gone and no
 /// position is shown, where Redis, calling a C function, would show it.)
 fn wrap_maker(lua: &Lua) -> mlua::Result<Function> {
+    let g = lua.globals();
     lua.load(
-        "local error = ...\n\
+        "local error, pairs, type = ...\n\
          local function finish(ok, ...) if ok then return ... end error((...), 3) end\n\
-         return function(raw) return function(...) return finish(raw(...)) end end",
+         return function(t)\n\
+           for k, raw in pairs(t) do\n\
+             if type(raw) == 'function' then t[k] = function(...) return finish(raw(...)) end end\n\
+           end\n\
+         end",
     )
     .set_name("=[C]")
-    .call(lua.globals().raw_get::<Function>("error")?)
+    .call((g.raw_get::<Function>("error")?, g.raw_get::<Function>("pairs")?, g.raw_get::<Function>("type")?))
 }
 
 /// A library function that keeps no state.
