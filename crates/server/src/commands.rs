@@ -116,7 +116,7 @@ fn over_output_limit(sh: &Shared) -> (Reply, After) {
 /// commands with `tokio::task::block_in_place`, which hands the worker's other tasks to
 /// another thread first, so a KEYS over a large store does not stall PING elsewhere.
 pub fn may_take_long(args: &[Vec<u8>]) -> bool {
-    const LONG: [&[u8]; 13] = [
+    const LONG: [&[u8]; 15] = [
         b"KEYS",
         b"SCAN",
         b"FLUSHDB",
@@ -128,6 +128,8 @@ pub fn may_take_long(args: &[Vec<u8>]) -> bool {
         b"HGETALL",
         b"EVAL",
         b"EVALSHA",
+        b"EVAL_RO",
+        b"EVALSHA_RO",
         // A network round trip to another node, and walks over a slot.
         b"MIGRATE",
         b"CLUSTER",
@@ -146,7 +148,7 @@ fn in_tx(cmd: &Command) -> bool {
 /// ends of PMKV.RANGE that are keys.
 pub(crate) fn route_keys<'a>(cmd: &Command, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
     match cmd.name {
-        "EVAL" | "EVALSHA" => {
+        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" => {
             let n = int(&args[2]).unwrap_or(0).max(0) as usize;
             args.iter().skip(3).take(n).map(|k| k.as_slice()).collect()
         }
@@ -164,7 +166,7 @@ pub(crate) fn route_keys<'a>(cmd: &Command, args: &'a [Vec<u8>]) -> Vec<&'a [u8]
 
 /// One command as an entry of Redis's `COMMAND` reply.
 fn command_info(cmd: &Command) -> Reply {
-    let movable = matches!(cmd.name, "EVAL" | "EVALSHA" | "PMKV.RANGE");
+    let movable = matches!(cmd.name, "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "PMKV.RANGE");
     let flags = if movable { vec![Reply::Simple("movablekeys".into())] } else { Vec::new() };
     Reply::Array(vec![
         Reply::bulk(cmd.name.to_ascii_lowercase().into_bytes()),
@@ -196,6 +198,11 @@ pub(crate) fn misrouted(sh: &Shared, slot: Option<u16>, asking: bool, keys: &[&[
 pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
     if !c.authed && !matches!(upper(&args[0]).as_str(), "AUTH" | "HELLO" | "QUIT" | "PING") {
         return (Reply::err("NOAUTH Authentication required."), After::Continue);
+    }
+    // A script past lua-time-limit holds the gate: answer at once, as Redis does, but to
+    // what may run beside it (SCRIPT KILL above all).
+    if sh.script.busy() && !crate::script::allowed_while_busy(args) {
+        return (crate::script::busy_reply(), After::Continue);
     }
     let asking = std::mem::take(&mut c.asking);
     let cmd = match table::check(args) {
@@ -285,14 +292,20 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
         }
         "FLUSHDB" | "FLUSHALL" => {
             // Exclusive: no command runs while the store empties, as in Redis.
-            let _gate = sh.gate.write().unwrap_or_else(|e| e.into_inner());
+            let _gate = match sh.gate_write() {
+                Ok(g) => g,
+                Err(r) => return (r, After::Continue),
+            };
             match Tx::flush_all(&sh.store, &sh.ks, 1024) {
                 Ok(()) => Reply::ok(),
                 Err(e) => store_err(e),
             }
         }
-        "EVAL" | "EVALSHA" => {
-            let _gate = sh.gate.write().unwrap_or_else(|e| e.into_inner());
+        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" => {
+            let _gate = match sh.gate_write() {
+                Ok(g) => g,
+                Err(r) => return (r, After::Continue),
+            };
             if let Some(r) = misrouted(sh, slot, asking, &keys) {
                 return (r, After::Continue);
             }
@@ -309,13 +322,18 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
         "READONLY" | "READWRITE" => Reply::ok(),
         "CLUSTER" => crate::cluster::command(sh, a),
         "PMKV.TOPOLOGY" => {
-            let _gate =
-                if upper(&a[0]) == "SET" { Some(sh.gate.write().unwrap_or_else(|e| e.into_inner())) } else { None };
+            let _gate = match (upper(&a[0]) == "SET").then(|| sh.gate_write()).transpose() {
+                Ok(g) => g,
+                Err(r) => return (r, After::Continue),
+            };
             sh.cluster.as_ref().map_or_else(Reply::ok, |cl| cl.topology_cmd(&sh.store, a))
         }
         "MIGRATE" => crate::cluster::migrate::migrate(sh, a),
         "PMKV.RESTORE" => {
-            let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
+            let _gate = match sh.gate_read() {
+                Ok(g) => g,
+                Err(r) => return (r, After::Continue),
+            };
             if let Some(cl) = &sh.cluster {
                 if let Err(r) = cl.may_restore(crate::cluster::slot::key_slot(&a[0])) {
                     return (r, After::Continue);
@@ -332,7 +350,10 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
             }
         }
         _ if in_tx(cmd) => {
-            let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
+            let _gate = match sh.gate_read() {
+                Ok(g) => g,
+                Err(r) => return (r, After::Continue),
+            };
             if let Some(r) = misrouted(sh, slot, asking, &keys) {
                 return (r, After::Continue);
             }
@@ -349,7 +370,10 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
         }
         _ => {
             // The walks see no EXEC half applied (inside EXEC the gate is held already).
-            let _gate = matches!(cmd.name, "DBSIZE" | "PMKV.RANGE").then(|| sh.gate.read());
+            let _gate = match matches!(cmd.name, "DBSIZE" | "PMKV.RANGE").then(|| sh.gate_read()).transpose() {
+                Ok(g) => g,
+                Err(r) => return (r, After::Continue),
+            };
             if let Some(r) = misrouted(sh, slot, asking, &keys) {
                 return (r, After::Continue);
             }
@@ -382,7 +406,13 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
         return (Reply::err("EXECABORT Transaction discarded because of previous errors."), After::Continue);
     }
     // The gate first: every write that committed before it has told its watchers.
-    let _gate = sh.gate.write().unwrap_or_else(|e| e.into_inner());
+    let _gate = match sh.gate_write() {
+        Ok(g) => g,
+        Err(r) => {
+            c.unwatch(sh);
+            return (r, After::Continue);
+        }
+    };
     if sh.cluster.is_some() {
         let keys: Vec<&[u8]> = queue
             .iter()
@@ -562,7 +592,8 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             }
             Reply::Map(out)
         }
-        "CONFIG" => Reply::err("ERR pmkv supports CONFIG GET only"),
+        "CONFIG" if upper(&a[0]) == "SET" && a.len() >= 3 && a.len() % 2 == 1 => config_set(sh, &a[1..]),
+        "CONFIG" => Reply::err("ERR pmkv supports CONFIG GET, and CONFIG SET of the parameters it can change"),
         "TIME" => {
             let us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
             Reply::Array(vec![Reply::bulk((us / 1_000_000).to_string()), Reply::bulk((us % 1_000_000).to_string())])
@@ -582,7 +613,11 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
         "PMKV.RANGE" => Reply::err(table::wrong_args("pmkv.range")),
         "INFO" => info(sh),
         // As Redis: no reply; the connection closes when the server has stopped.
-        "SHUTDOWN" => return (Reply::Nil, After::Shutdown),
+        "SHUTDOWN" => {
+            // A running script is stopped (none of its writes applied) so the store closes.
+            sh.script.kill();
+            return (Reply::Nil, After::Shutdown);
+        }
         _ => Reply::err(table::unknown(&[cmd.name.as_bytes().to_vec()])),
     };
     (r, After::Continue)
@@ -645,7 +680,8 @@ pub fn get_into(
     out: &mut Vec<u8>,
     resp3: bool,
 ) -> std::io::Result<bool> {
-    let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
+    // Busy (a script holds the gate): not answered here; the command path says BUSY.
+    let Ok(_gate) = sh.gate_read() else { return Ok(false) };
     let Some(slot) = stable_slot(sh, key) else { return Ok(false) };
     match sh.store.get_into(&sh.ks.phys_at(slot, key), value) {
         Ok(true) => {
@@ -673,7 +709,10 @@ pub fn get_into(
 /// through the full SET instead. Returns the reply of each of them; `Err(sets)` when a
 /// key's slot moved since [`is_plain_set`] looked (run each SET as a command instead).
 pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Result<Reply, Vec<Vec<Vec<u8>>>> {
-    let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
+    let _gate = match sh.gate_read() {
+        Ok(g) => g,
+        Err(busy) => return Ok(busy),
+    };
     let Some(slots) = sets.iter().map(|a| stable_slot(sh, &a[1])).collect::<Option<Vec<u16>>>() else {
         return Err(sets);
     };
@@ -733,11 +772,48 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String)> {
         ("client-query-buffer-limit", l.max_query.to_string()),
         ("client-output-buffer-limit", format!("normal {} {} {}", o.hard, o.soft, o.soft_time.as_secs())),
         ("requirepass", if sh.password.is_some() { "(set)" } else { "" }.into()),
+        ("lua-time-limit", sh.script.busy_ms.load(Ordering::Relaxed).to_string()),
+        ("busy-reply-threshold", sh.script.busy_ms.load(Ordering::Relaxed).to_string()),
+        ("pmkv-script-time-limit", sh.script.stop_ms.load(Ordering::Relaxed).to_string()),
         (
             "pmkv-unauthenticated-limits",
             format!("query {} bulk {} multibulk {} inline {}", u.max_query, u.max_bulk, u.max_args, u.max_inline),
         ),
     ]
+}
+
+/// The parameters `CONFIG SET` changes: Redis's name, and where the value lives.
+fn settable<'s>(sh: &'s Shared, name: &str) -> Option<&'s std::sync::atomic::AtomicU64> {
+    match name {
+        "lua-time-limit" | "busy-reply-threshold" => Some(&sh.script.busy_ms),
+        "pmkv-script-time-limit" => Some(&sh.script.stop_ms),
+        _ => None,
+    }
+}
+
+/// `CONFIG SET name value [name value ...]`: all or none, as in Redis (every pair is
+/// checked before any is applied).
+fn config_set(sh: &Shared, pairs: &[Vec<u8>]) -> Reply {
+    let mut set = Vec::new();
+    for p in pairs.chunks(2) {
+        let name = String::from_utf8_lossy(&p[0]).to_ascii_lowercase();
+        let Some(slot) = settable(sh, &name) else {
+            return Reply::err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
+        };
+        match int(&p[1]) {
+            Some(v) if v >= 0 => set.push((slot, v as u64)),
+            _ => {
+                return Reply::err(format!(
+                    "ERR Invalid argument '{}' for CONFIG SET '{name}' - argument couldn't be parsed into an integer",
+                    String::from_utf8_lossy(&p[1])
+                ))
+            }
+        }
+    }
+    for (slot, v) in set {
+        slot.store(v, Ordering::Relaxed);
+    }
+    Reply::ok()
 }
 
 fn info(sh: &Shared) -> Reply {

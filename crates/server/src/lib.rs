@@ -43,14 +43,14 @@ pub mod glob;
 pub mod keyspace;
 mod range;
 pub mod resp;
-mod script;
+pub mod script;
 mod script_libs;
 pub mod table;
 
 use pmkv::Store;
 use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Replies pending for one client are written out once they reach this many bytes, even
@@ -178,18 +178,48 @@ pub struct Shared {
     /// Meta records (types, expiry times) in DRAM, and WATCHes.
     pub ks: keyspace::Keyspace,
     /// Data commands hold it shared; EXEC, EVAL and FLUSHDB exclusively (isolation).
-    pub gate: RwLock<()>,
+    /// Taken through [`Shared::gate_read`] and [`Shared::gate_write`].
+    gate: parking_lot::RwLock<()>,
     /// A cluster node's slots, topology and migrations (`None`: a plain server).
     pub cluster: Option<cluster::Cluster>,
     /// Lua scripts loaded (SCRIPT LOAD, EVAL), by SHA-1.
     pub scripts: Mutex<std::collections::HashMap<String, String>>,
+    /// The script running now (BUSY replies, SCRIPT KILL, the time limits).
+    pub script: Arc<script::State>,
     /// Set by SHUTDOWN or a [`Server::stopper`]; its own `Arc` so that a stopper does not
     /// keep the store alive (the store must be closed, and the pool marked clean, when
     /// the server returns).
     stop: Arc<AtomicBool>,
 }
 
+/// How long a command waits for the gate before it looks again whether a script has
+/// made the server busy.
+const GATE_LOOK: Duration = Duration::from_millis(10);
+
 impl Shared {
+    /// The gate, shared; or the BUSY reply when a script has run past `lua-time-limit`
+    /// (it holds the gate: waiting would stall this client, and a worker, until the
+    /// script ends).
+    pub fn gate_read(&self) -> Result<parking_lot::RwLockReadGuard<'_, ()>, resp::Reply> {
+        self.gate_or_busy(|| self.gate.try_read_for(GATE_LOOK))
+    }
+
+    /// The gate, exclusively; or the BUSY reply (see [`Shared::gate_read`]).
+    pub fn gate_write(&self) -> Result<parking_lot::RwLockWriteGuard<'_, ()>, resp::Reply> {
+        self.gate_or_busy(|| self.gate.try_write_for(GATE_LOOK))
+    }
+
+    fn gate_or_busy<G>(&self, take: impl Fn() -> Option<G>) -> Result<G, resp::Reply> {
+        loop {
+            if let Some(g) = take() {
+                return Ok(g);
+            }
+            if self.script.busy() {
+                return Err(script::busy_reply());
+            }
+        }
+    }
+
     /// The stripe locks of `keys`, taken in index order (no deadlock between commands).
     pub fn lock(&self, keys: &[&[u8]]) -> Vec<MutexGuard<'_, ()>> {
         let mut idx: Vec<usize> = keys.iter().map(|k| stripe(k)).collect();
@@ -348,9 +378,10 @@ impl Server {
             output_limit_closes: AtomicU64::new(0),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             ks,
-            gate: RwLock::new(()),
+            gate: parking_lot::RwLock::new(()),
             cluster,
             scripts: Mutex::new(Default::default()),
+            script: Arc::default(),
             stop: Arc::new(AtomicBool::new(false)),
         });
         Ok(Server { listeners, shared, cfg })
@@ -471,7 +502,8 @@ fn sweep(sh: &Shared) {
         return;
     }
     for k in sh.ks.due(keyspace::now_ms(), 256) {
-        let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
+        // A busy script holds the gate: sweep again later.
+        let Ok(_gate) = sh.gate_read() else { return };
         let _lock = sh.lock(&[&k]);
         let mut tx = keyspace::Tx::new(&sh.store, &sh.ks);
         if tx.kind(&k).is_ok() {

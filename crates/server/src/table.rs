@@ -147,6 +147,8 @@ pub const COMMANDS: &[Command] = &[
     c("UNWATCH", 1, NONE, Transactions),
     Command { name: "EVAL", arity: -3, keys: NONE, group: Scripting, no_multi: false },
     Command { name: "EVALSHA", arity: -3, keys: NONE, group: Scripting, no_multi: false },
+    Command { name: "EVAL_RO", arity: -3, keys: NONE, group: Scripting, no_multi: false },
+    Command { name: "EVALSHA_RO", arity: -3, keys: NONE, group: Scripting, no_multi: false },
     c("SCRIPT", -2, NONE, Scripting),
     c("CLUSTER", -2, NONE, Cluster),
     conn("ASKING", 1, Cluster),
@@ -175,7 +177,42 @@ pub fn lookup(name: &[u8]) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
+/// The data commands that only read (every other data command may write): what a
+/// read-only script (EVAL_RO, `#!lua flags=no-writes`) may call.
+const READS: &[&str] = &[
+    "GET",
+    "MGET",
+    "STRLEN",
+    "GETRANGE",
+    "HGET",
+    "HMGET",
+    "HEXISTS",
+    "HLEN",
+    "HSTRLEN",
+    "HGETALL",
+    "HKEYS",
+    "HVALS",
+    "HSCAN",
+    "EXISTS",
+    "TYPE",
+    "KEYS",
+    "SCAN",
+    "DBSIZE",
+    "PMKV.RANGE",
+    "TTL",
+    "PTTL",
+    "EXPIRETIME",
+    "PEXPIRETIME",
+];
+
 impl Command {
+    /// Whether the command may change data (Redis's `write` flag): a data command that is
+    /// not one of the reads.
+    pub fn writes(&self) -> bool {
+        matches!(self.group, Group::Strings | Group::Hashes | Group::Keys | Group::Expiry)
+            && !READS.contains(&self.name)
+    }
+
     /// Whether `n` arguments (the name included) fit the arity.
     pub fn arity_ok(&self, n: usize) -> bool {
         if self.arity >= 0 {
@@ -245,6 +282,10 @@ mod tests {
         assert!(lookup(b"KEYS").unwrap().keys(&a(&["KEYS", "*"])).is_empty());
         assert!(check(&a(&["GET"])).unwrap_err().contains("wrong number"));
         assert!(check(&a(&["NOPE", "x"])).unwrap_err().contains("unknown command 'NOPE'"));
+        assert!(lookup(b"set").unwrap().writes() && lookup(b"del").unwrap().writes());
+        assert!(!lookup(b"get").unwrap().writes() && !lookup(b"hgetall").unwrap().writes());
+        assert!(!lookup(b"ping").unwrap().writes(), "not a data command");
+        assert!(READS.iter().all(|r| lookup(r.as_bytes()).is_some()), "every read is a command");
         // Every name once.
         for (i, c) in COMMANDS.iter().enumerate() {
             assert!(COMMANDS[..i].iter().all(|d| d.name != c.name), "{} twice", c.name);

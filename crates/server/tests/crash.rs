@@ -6,6 +6,8 @@
 //! before the transaction or exactly the state after it. The same again in a cluster
 //! pool, whose records are keyed after their slot (on HART: the layout is the server's,
 //! the same over every engine).
+//! The same batch made by a Lua script (EVAL commits its writes as EXEC does) is crashed
+//! at every point too: a SIGKILL during a script leaves all of it or none.
 
 use pmkv::{EngineFactory, Options, Registry, Store};
 use pmkv_conformance::crash::evictions_at;
@@ -96,7 +98,34 @@ fn transaction(tx: &mut Tx) {
     assert!(tx.set_expire(b"fresh", LATER).unwrap());
 }
 
+/// The same writes as [`transaction`], made by a Lua script through `redis.call` (EVAL
+/// commits a script's writes as EXEC commits its queue: one Tx).
+const SCRIPT: &str = r#"
+local at = tonumber(ARGV[1])
+redis.call('SET', 'plain', 'y', 'PXAT', at + 1)
+redis.call('SET', 'timed', 'u')
+for i = 0, 11 do
+  local c = string.char(i)
+  if i % 2 == 0 then redis.call('HDEL', 'h', 'f' .. c) else redis.call('HSET', 'h', 'f' .. c, 'new') end
+  redis.call('HSET', 'fresh', 'n' .. c, string.rep(c, 30))
+  redis.call('SET', 's' .. c, string.rep('w', 40), 'KEEPTTL')
+end
+assert(redis.call('DEL', 'gone') == 1)
+redis.call('SET', 'replaced', 'now a string')
+assert(redis.call('PEXPIREAT', 'fresh', at) == 1)
+return 'done'
+"#;
+
 fn exec_is_all_or_nothing(engine: &str, slotted: bool) {
+    all_or_nothing(engine, slotted, transaction);
+}
+
+fn script(tx: &mut Tx) {
+    let r = pmkv_server::script::run_in(tx, SCRIPT, &[], &[LATER.to_string().into_bytes()]);
+    assert_eq!(r, pmkv_server::resp::Reply::bulk("done"));
+}
+
+fn all_or_nothing(engine: &str, slotted: bool, transaction: fn(&mut Tx)) {
     let f: &'static dyn EngineFactory = Registry::builtin().get(engine).unwrap();
     let layout = f.layout().unwrap();
     let pool = Arc::new(Pool::create_sim(layout, &opts().pool_options()).unwrap());
@@ -157,4 +186,36 @@ fn exec_is_all_or_nothing_at_every_crash_point_hart_cluster_pool() {
 #[test]
 fn exec_is_all_or_nothing_at_every_crash_point_nbtree() {
     exec_is_all_or_nothing("nbtree", false);
+}
+
+#[test]
+fn a_script_is_all_or_nothing_at_every_crash_point_hart() {
+    all_or_nothing("hart", false, script);
+}
+
+#[test]
+fn a_script_is_all_or_nothing_at_every_crash_point_nbtree() {
+    all_or_nothing("nbtree", false, script);
+}
+
+#[test]
+fn a_script_makes_the_writes_an_exec_makes() {
+    // The script above is the transaction: the two tests crash the same batch.
+    let f: &'static dyn EngineFactory = Registry::builtin().get("hart").unwrap();
+    let states: Vec<_> = [transaction as fn(&mut Tx), script]
+        .into_iter()
+        .map(|t| {
+            let pool = Arc::new(Pool::create_sim(f.layout().unwrap(), &opts().pool_options()).unwrap());
+            let s = Store::from_engine(f.open_pool(pool, &opts()).unwrap());
+            let ks = Keyspace::load(&s, false).unwrap();
+            let mut tx = Tx::new(&s, &ks);
+            before(&mut tx);
+            tx.commit().unwrap();
+            let mut tx = Tx::new(&s, &ks);
+            t(&mut tx);
+            tx.commit().unwrap();
+            state(&s, false).unwrap()
+        })
+        .collect();
+    assert_eq!(states[0], states[1]);
 }

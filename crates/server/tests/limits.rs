@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{request, serve, Client, Running};
+use common::{request, Client, Running};
 use pmkv::{Options, Store};
 use pmkv_server::{resp::Limits, Config, OutputLimits, Server};
 use std::io::{Read, Write};
@@ -22,10 +22,9 @@ use std::time::{Duration, Instant};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// A server on a fresh 64 MiB HART pool with `cfg` (port 0); one worker unless `cfg`
-/// says otherwise, the default on this 2-core host and the easiest to stall.
 fn start(cfg: Config) -> Running {
-    serve(64 << 20, Config { threads: if cfg.threads == 0 { 1 } else { cfg.threads }, ..cfg })
+    let threads = if cfg.threads == 0 { 1 } else { cfg.threads };
+    common::start("hart", 64, Config { threads, ..cfg })
 }
 
 /// PING on a new connection, and how long the answer took.

@@ -5,11 +5,11 @@
 
 mod common;
 
-use common::{serve, Client, Running};
+use common::{Client, Running};
 use pmkv_server::{Config, OutputLimits};
 
 fn start(cfg: Config) -> Running {
-    serve(16 << 20, Config { threads: 1, ..cfg })
+    common::start("hart", 16, Config { threads: 1, ..cfg })
 }
 
 /// The edge-case list's keys (`b\xff` is the raw byte 0xff), each valued `v:KEY`.

@@ -125,7 +125,10 @@ pub(crate) fn migrate(sh: &Shared, a: &[Vec<u8>]) -> Reply {
         Ok(m) => m,
         Err(r) => return r,
     };
-    let _gate = sh.gate.write().unwrap_or_else(|e| e.into_inner());
+    let _gate = match sh.gate_write() {
+        Ok(g) => g,
+        Err(r) => return r,
+    };
     let mut payload = Vec::new();
     {
         let mut tx = Tx::new(&sh.store, &sh.ks);

@@ -386,7 +386,10 @@ pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
                 Some(Some(n)) if n >= 0 => n as usize,
                 Some(_) => return Reply::err("ERR Invalid number of keys"),
             };
-            let _gate = sh.gate.read().unwrap_or_else(|e| e.into_inner());
+            let _gate = match sh.gate_read() {
+                Ok(g) => g,
+                Err(r) => return r,
+            };
             let tx = crate::keyspace::Tx::new(&sh.store, &sh.ks);
             let (mut n, mut keys) = (0usize, Vec::new());
             let walked = tx.keys_in(&crate::keyspace::Tx::slot_range(slot), |user, _| {
@@ -406,7 +409,10 @@ pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
             }
         }
         ("SETSLOT", 3 | 4) => {
-            let _gate = sh.gate.write().unwrap_or_else(|e| e.into_inner());
+            let _gate = match sh.gate_write() {
+                Ok(g) => g,
+                Err(r) => return r,
+            };
             cl.setslot(&sh.store, &a[1..])
         }
         ("HELP", 1) => Reply::Array(

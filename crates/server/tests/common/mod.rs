@@ -93,13 +93,19 @@ impl Client {
     }
 }
 
-/// A server running in this test process on a fresh HART pool; stopped (and its pool
-/// removed) when dropped.
+/// A server running on its own thread over a fresh pool, stopped (and its pool removed)
+/// when dropped.
 pub struct Running {
     pub port: u16,
     stop: Box<dyn Fn()>,
     h: Option<std::thread::JoinHandle<pmkv::Result<()>>>,
     _dir: tempfile::TempDir,
+}
+
+impl Running {
+    pub fn client(&self) -> Client {
+        Client::new(self.port)
+    }
 }
 
 impl Drop for Running {
@@ -111,11 +117,12 @@ impl Drop for Running {
     }
 }
 
-/// Serve a fresh HART pool of `size` bytes with `cfg`, on a free port.
-pub fn serve(size: u64, cfg: pmkv_server::Config) -> Running {
+/// `pmkv serve` with `cfg` (port 0: any free one) over a fresh `engine` pool of
+/// `initial_mib` MiB, in `adr` mode.
+pub fn start(engine: &str, initial_mib: u64, cfg: pmkv_server::Config) -> Running {
     let dir = pmkv_testutil::pool_dir();
-    let opts = pmkv::Options::default().initial_size(size);
-    let store = pmkv::Store::open(dir.path().join("s.pool"), "hart", &opts).unwrap();
+    let opts = pmkv::Options::default().initial_size(initial_mib << 20);
+    let store = pmkv::Store::open(dir.path().join("s.pool"), engine, &opts).unwrap();
     let srv = pmkv_server::Server::bind(store, "adr", pmkv_server::Config { port: 0, ..cfg }).unwrap();
     let (port, stop) = (srv.port(), srv.stopper());
     let h = std::thread::spawn(move || srv.run(false));

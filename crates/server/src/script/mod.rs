@@ -1,0 +1,617 @@
+//! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT LOAD/EXISTS/FLUSH/KILL, with
+//! Redis's semantics — the `KEYS` and `ARGV` tables, `redis.call`/`redis.pcall`, Redis's
+//! conversions between replies and Lua values, `#!lua` shebang flags, and a script runs
+//! as one isolated unit (the caller holds the gate exclusively). Client libraries build
+//! locks, rate limiters and compare-and-set on this (redis-py's `Lock` releases through a
+//! script).
+//!
+//! Lua 5.1, as Redis embeds, through `mlua` with the interpreter built from source
+//! (`vendored`): no system Lua to install, and mlua is the maintained binding (rlua was
+//! folded into it). Each script gets a fresh interpreter ([`sandbox`]: no bytecode, no
+//! file or OS access, read-only globals) with at most 64 MiB of memory.
+//!
+//! Writes: a script's writes form one [`Tx`], applied as one atomic batch when it
+//! returns, so a crash never leaves half a script. As in Redis, a script that raises an
+//! error keeps the writes its earlier `redis.call`s made (Redis has no rollback); each
+//! `redis.call` is itself all or nothing. A script that is *stopped* — by SCRIPT KILL,
+//! by SHUTDOWN, or by the server's own time limit — has none of its writes applied: its
+//! Tx is dropped. Redis refuses SCRIPT KILL once a script has written ("UNKILLABLE"),
+//! because it cannot take the writes back; pmkv can, so it kills any script.
+//!
+//! Time: while a script has run longer than `lua-time-limit` (Redis's default, 5 s; also
+//! `busy-reply-threshold`), every other client's command but SCRIPT KILL, FUNCTION KILL,
+//! SHUTDOWN, AUTH, HELLO and QUIT is answered `BUSY` (see [`State::busy`]), as in Redis.
+//! Redis lets such a script run until someone kills it; pmkv also stops it by itself
+//! after `pmkv-script-time-limit` (60 s by default, 0 never), so no client can stall the
+//! server for longer than that.
+
+mod reply;
+mod sandbox;
+
+use crate::commands::Conn;
+use crate::data::{int, upper, Ctx};
+use crate::keyspace::Tx;
+use crate::resp::Reply;
+use crate::table;
+use crate::Shared;
+use mlua::chunk::ChunkMode;
+use mlua::{Lua, MultiValue, Value};
+use reply::{from_lua, to_lua};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+const MEMORY: usize = 64 << 20;
+/// Bytes of script source the server keeps for EVALSHA: what clients can make it hold is
+/// bounded (Redis's cache of EVAL scripts grew without bound until 7.4 evicted it). Past
+/// it, EVAL still runs but is not cached, and SCRIPT LOAD is refused.
+const CACHE_BYTES: usize = 16 << 20;
+/// Lua instructions between two looks at the clock and the kill flag: ~50 µs of Lua.
+const HOOK_EVERY: u32 = 10_000;
+
+/// Keep `src` for EVALSHA if the cache has room; whether it was kept.
+fn cache(scripts: &mut std::collections::HashMap<String, String>, sha: String, src: &str) -> bool {
+    let used: usize = scripts.values().map(String::len).sum();
+    if scripts.contains_key(&sha) || used + src.len() <= CACHE_BYTES {
+        scripts.insert(sha, src.to_string());
+        true
+    } else {
+        false
+    }
+}
+
+fn sha1_hex(s: &[u8]) -> String {
+    sha1_smol::Sha1::from(s).digest().to_string()
+}
+
+/// The script running now, as the other connections see it: whether to answer BUSY,
+/// and the request to stop it. Scripts run one at a time (under the gate), so one slot.
+pub struct State {
+    epoch: Instant,
+    /// The running script's number (0: none runs). A kill names the number it saw, so a
+    /// kill that races with the script's end cannot stop the next script.
+    running: AtomicU64,
+    /// When the running script started, in ms since `epoch`.
+    started_ms: AtomicU64,
+    /// The number of the script to stop (0: none).
+    kill: AtomicU64,
+    next: AtomicU64,
+    /// `lua-time-limit` / `busy-reply-threshold`, ms.
+    pub busy_ms: AtomicU64,
+    /// `pmkv-script-time-limit`, ms (0: never stopped by the server).
+    pub stop_ms: AtomicU64,
+}
+
+impl Default for State {
+    fn default() -> State {
+        State {
+            epoch: Instant::now(),
+            running: AtomicU64::new(0),
+            started_ms: AtomicU64::new(0),
+            kill: AtomicU64::new(0),
+            next: AtomicU64::new(1),
+            busy_ms: AtomicU64::new(5_000),
+            stop_ms: AtomicU64::new(60_000),
+        }
+    }
+}
+
+/// Why a running script is stopped.
+#[derive(Clone, Copy)]
+enum Stop {
+    Killed,
+    TimeLimit(u64),
+}
+
+impl Stop {
+    fn message(self) -> String {
+        match self {
+            Stop::Killed => "ERR Script killed by user with SCRIPT KILL (none of its writes were applied)".into(),
+            Stop::TimeLimit(ms) => {
+                format!("ERR Script stopped after {ms} ms (pmkv-script-time-limit; none of its writes were applied)")
+            }
+        }
+    }
+}
+
+impl State {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Whether a script has run past `lua-time-limit`: other clients get BUSY. One
+    /// atomic load when no script runs.
+    pub fn busy(&self) -> bool {
+        self.running.load(Ordering::Acquire) != 0
+            && self.now_ms().saturating_sub(self.started_ms.load(Ordering::Acquire))
+                >= self.busy_ms.load(Ordering::Relaxed)
+    }
+
+    /// Ask the running script to stop; false when none runs.
+    pub fn kill(&self) -> bool {
+        let r = self.running.load(Ordering::Acquire);
+        if r == 0 {
+            return false;
+        }
+        self.kill.store(r, Ordering::Release);
+        true
+    }
+
+    fn begin(&self) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.started_ms.store(self.now_ms(), Ordering::Release);
+        self.running.store(id, Ordering::Release);
+        id
+    }
+
+    fn end(&self) {
+        self.running.store(0, Ordering::Release);
+    }
+
+    /// Whether script `id` must stop now.
+    fn stop(&self, id: u64) -> Option<Stop> {
+        if self.kill.load(Ordering::Acquire) == id {
+            return Some(Stop::Killed);
+        }
+        let limit = self.stop_ms.load(Ordering::Relaxed);
+        (limit != 0 && self.now_ms().saturating_sub(self.started_ms.load(Ordering::Acquire)) >= limit)
+            .then_some(Stop::TimeLimit(limit))
+    }
+}
+
+/// The reply to a command refused while a script is busy, as Redis words it.
+pub fn busy_reply() -> Reply {
+    Reply::err("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
+}
+
+/// Whether `args` may run while a script is busy (as Redis's allow-busy commands).
+pub fn allowed_while_busy(args: &[Vec<u8>]) -> bool {
+    let name = upper(&args[0]);
+    match name.as_str() {
+        "AUTH" | "HELLO" | "QUIT" | "SHUTDOWN" => true,
+        "SCRIPT" | "FUNCTION" => args.get(1).is_some_and(|s| upper(s) == "KILL"),
+        _ => false,
+    }
+}
+
+/// SCRIPT LOAD | EXISTS | FLUSH | KILL.
+pub(crate) fn script(sh: &Shared, a: &[Vec<u8>]) -> Reply {
+    let sub = upper(&a[0]);
+    if sub == "KILL" && a.len() == 1 {
+        return if sh.script.kill() { Reply::ok() } else { Reply::err("NOTBUSY No scripts in execution right now.") };
+    }
+    let mut scripts = sh.scripts.lock().unwrap_or_else(|e| e.into_inner());
+    match sub.as_str() {
+        "LOAD" if a.len() == 2 => match std::str::from_utf8(&a[1]) {
+            Ok(src) => {
+                let sha = sha1_hex(src.as_bytes());
+                if cache(&mut scripts, sha.clone(), src) {
+                    Reply::bulk(sha)
+                } else {
+                    Reply::err(format!("ERR the script cache is full ({} MiB): SCRIPT FLUSH", CACHE_BYTES >> 20))
+                }
+            }
+            Err(_) => Reply::err("ERR pmkv runs scripts that are UTF-8 text"),
+        },
+        "EXISTS" if a.len() >= 2 => Reply::Array(
+            a[1..]
+                .iter()
+                .map(|s| Reply::Int(i64::from(scripts.contains_key(&String::from_utf8_lossy(s).to_lowercase()))))
+                .collect(),
+        ),
+        "FLUSH" if a.len() <= 2 => {
+            if let Some(mode) = a.get(1).map(|m| upper(m)) {
+                if mode != "SYNC" && mode != "ASYNC" {
+                    return Reply::err("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+                }
+            }
+            scripts.clear();
+            Reply::ok()
+        }
+        _ => Reply::err(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try SCRIPT HELP.",
+            String::from_utf8_lossy(&a[0])
+        )),
+    }
+}
+
+/// What a `#!lua` first line asks for.
+#[derive(Default)]
+struct Shebang {
+    /// `flags=no-writes`: write commands are refused.
+    no_writes: bool,
+}
+
+/// The flags of `src`'s shebang line (none: Redis's behaviour for scripts without one),
+/// and the source Lua compiles (the line turned into a comment, so lines keep their
+/// numbers). Redis's errors for another engine, an unknown option or flag.
+fn shebang(src: &str) -> Result<(Shebang, std::borrow::Cow<'_, str>), Reply> {
+    let Some(rest) = src.strip_prefix("#!") else { return Ok((Shebang::default(), src.into())) };
+    let line = rest.split('\n').next().unwrap_or_default();
+    let mut words = line.split(' ').filter(|w| !w.is_empty());
+    let engine = words.next().unwrap_or_default();
+    if engine != "lua" {
+        return Err(Reply::err(format!("ERR Unexpected engine in script shebang: {engine}")));
+    }
+    let mut flags = Shebang::default();
+    for w in words {
+        let Some(list) = w.strip_prefix("flags=") else {
+            return Err(Reply::err(format!("ERR Unknown lua shebang option: {w}")));
+        };
+        for f in list.split(',').filter(|f| !f.is_empty()) {
+            match f {
+                "no-writes" => flags.no_writes = true,
+                "allow-oom" | "allow-stale" | "no-cluster" | "allow-cross-slot-keys" => {}
+                other => return Err(Reply::err(format!("ERR Unexpected flag in script shebang: {other}"))),
+            }
+        }
+    }
+    Ok((flags, format!("--{}", &src[2..]).into()))
+}
+
+/// EVAL script numkeys key… arg… / EVALSHA sha1 numkeys key… arg… (and their `_RO`
+/// forms, which refuse writes). The caller holds the gate exclusively.
+pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply {
+    let src = if cmd.starts_with("EVALSHA") {
+        let sha = String::from_utf8_lossy(&a[0]).to_lowercase();
+        match sh.scripts.lock().unwrap_or_else(|e| e.into_inner()).get(&sha) {
+            Some(s) => s.clone(),
+            None => return Reply::err("NOSCRIPT No matching script. Please use EVAL."),
+        }
+    } else {
+        match std::str::from_utf8(&a[0]) {
+            Ok(s) => {
+                cache(&mut sh.scripts.lock().unwrap_or_else(|e| e.into_inner()), sha1_hex(s.as_bytes()), s);
+                s.to_string()
+            }
+            Err(_) => return Reply::err("ERR pmkv runs scripts that are UTF-8 text"),
+        }
+    };
+    let (flags, src) = match shebang(&src) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let read_only = flags.no_writes || cmd.ends_with("_RO");
+    let nkeys = match int(&a[1]) {
+        Some(n) if n >= 0 && (n as usize) <= a.len() - 2 => n as usize,
+        Some(n) if n >= 0 => return Reply::err("ERR Number of keys can't be greater than number of args"),
+        _ => return Reply::err("ERR Number of keys can't be negative"),
+    };
+    let (keys, argv) = a[2..].split_at(nkeys);
+    if !keys.iter().all(|k| crate::keyspace::allowed(k)) {
+        return crate::keyspace::reserved();
+    }
+    // On a cluster node a script's keys are its declared keys' slot (or, with none declared,
+    // a slot served here), as Redis requires: another node's keys are not here to read.
+    let home = crate::cluster::slot::common_slot(keys.iter().map(|k| k.as_slice())).ok().flatten();
+    let local = |cmd: &table::Command, args: &[Vec<u8>]| -> Option<Reply> {
+        sh.cluster.as_ref()?;
+        let ks = crate::commands::route_keys(cmd, args);
+        let slot = match crate::cluster::slot::common_slot(ks.iter().copied()) {
+            Ok(s) => s?,
+            Err(r) => return Some(r),
+        };
+        match home {
+            Some(h) if h != slot => {
+                Some(Reply::err("ERR Script attempted to access a key of another slot than its declared keys"))
+            }
+            Some(_) => None,
+            None => crate::commands::misrouted(sh, Some(slot), false, &ks)
+                .map(|_| Reply::err("ERR Script attempted to access a non local key in a cluster node")),
+        }
+    };
+    let mut tx = Tx::new(&sh.store, &sh.ks);
+    let id = sh.script.begin();
+    let (r, stopped) =
+        run(c, &mut tx, &src, keys, argv, Limits { local: &local, read_only, state: (sh.script.clone(), id) });
+    sh.script.end();
+    if let Some(why) = stopped {
+        // Nothing of a stopped script is applied: its Tx is dropped here.
+        drop(tx);
+        return Reply::err(why.message());
+    }
+    match tx.commit() {
+        Ok(()) => r,
+        Err(e) => Reply::err(format!("ERR the script's writes could not be applied, none was: {e}")),
+    }
+}
+
+/// Run `src` against `tx` as EVAL runs it on a plain server (writes allowed, no time
+/// limit, no cluster), without committing: for tests that crash a script's batch at
+/// every point (`tests/crash.rs`). Its reply.
+#[doc(hidden)]
+pub fn run_in(tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Reply {
+    let state = std::sync::Arc::new(State { stop_ms: AtomicU64::new(0), ..State::default() });
+    let id = state.begin();
+    let mut c = Conn::new(0, true);
+    c.reply_budget = usize::MAX;
+    let local = |_: &table::Command, _: &[Vec<u8>]| None;
+    run(&mut c, tx, src, keys, argv, Limits { local: &local, read_only: false, state: (state, id) }).0
+}
+
+fn lua_err(m: impl Into<String>) -> mlua::Error {
+    mlua::Error::RuntimeError(m.into())
+}
+
+/// Refuses a command whose keys are not this node's to serve (a cluster node).
+type Local<'a> = &'a dyn Fn(&table::Command, &[Vec<u8>]) -> Option<Reply>;
+
+/// What a script may do, from its caller.
+struct Limits<'a> {
+    local: Local<'a>,
+    /// Write commands are refused (EVAL_RO, `flags=no-writes`).
+    read_only: bool,
+    /// The server's script state and this script's number in it (whether to stop).
+    state: (std::sync::Arc<State>, u64),
+}
+
+/// Run `src` in a fresh sandboxed interpreter, its `redis.call`s against `tx`. The
+/// reply, and why the script was stopped if it was (its writes must then be dropped).
+fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>], lim: Limits) -> (Reply, Option<Stop>) {
+    // The stop, once seen, stays (the sandbox raises it again past pcall).
+    let stopped: Rc<Cell<Option<Stop>>> = Rc::new(Cell::new(None));
+    let (lua, env) = {
+        // The wrapped pcall & co. read the stop the hook below has seen.
+        let seen = stopped.clone();
+        let check = Rc::new(move || seen.get().map(Stop::message));
+        match sandbox::interpreter(MEMORY, check) {
+            Ok((lua, env, ro)) => (lua, (env, ro)),
+            Err(e) => return (Reply::err(format!("ERR starting Lua: {e}")), None),
+        }
+    };
+    if let Err(e) = crate::script_libs::open(&lua) {
+        return (Reply::err(format!("ERR starting Lua: {e}")), None);
+    }
+    let (env, ro) = env;
+    let budget = c.reply_budget;
+    // Scripts start in RESP2 whatever the client speaks (redis.setresp changes it).
+    let resp3 = Rc::new(Cell::new(false));
+    let mut cursors = Vec::new();
+    let tx_cell = RefCell::new(&mut *tx);
+    let cursors_cell = RefCell::new(&mut cursors);
+    let call = |lua: &Lua, args: MultiValue, protected: bool| -> mlua::Result<Value> {
+        let mut v: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+        for x in args {
+            match x {
+                Value::String(s) => v.push(s.as_bytes().to_vec()),
+                Value::Integer(i) => v.push(i.to_string().into_bytes()),
+                Value::Number(n) => v.push(lua_number(n).into_bytes()),
+                _ => return Err(lua_err("ERR Lua redis lib command arguments must be strings or integers")),
+            }
+        }
+        if v.is_empty() {
+            return Err(lua_err("ERR Please specify at least one argument for this redis lib call"));
+        }
+        let reply = match table::check(&v) {
+            Err(e) => Reply::err(e),
+            Ok(cmd)
+                if cmd.no_multi
+                    || matches!(
+                        cmd.group,
+                        table::Group::Scripting | table::Group::Transactions | table::Group::Cluster
+                    ) =>
+            {
+                Reply::err("ERR This Redis command is not allowed from script")
+            }
+            Ok(cmd) if matches!(cmd.name, "FLUSHDB" | "FLUSHALL" | "PMKV.RANGE" | "DBSIZE" | "INFO" | "CONFIG") => {
+                Reply::err(format!("ERR pmkv does not run {} from a script", cmd.name))
+            }
+            Ok(cmd) if matches!(cmd.group, table::Group::Connection | table::Group::Server) => match cmd.name {
+                "PING" => Reply::Simple("PONG".into()),
+                "ECHO" => Reply::bulk(v[1].clone()),
+                "TIME" => {
+                    let us =
+                        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
+                    Reply::Array(vec![
+                        Reply::bulk((us / 1_000_000).to_string()),
+                        Reply::bulk((us % 1_000_000).to_string()),
+                    ])
+                }
+                _ => Reply::err("ERR This Redis command is not allowed from script"),
+            },
+            Ok(cmd) if lim.read_only && cmd.writes() => {
+                Reply::err("ERR Write commands are not allowed from read-only scripts.")
+            }
+            Ok(cmd) => match (lim.local)(cmd, &v) {
+                Some(refused) => refused,
+                None => {
+                    let mut tx = tx_cell.borrow_mut();
+                    let mut cur = cursors_cell.borrow_mut();
+                    let mut cx = Ctx { budget, resp3: resp3.get(), cursors: &mut cur };
+                    let mark = tx.savepoint();
+                    match crate::data::run(&mut tx, &mut cx, cmd.name, &v[1..]) {
+                        Ok(r) => r,
+                        Err(r) => {
+                            tx.rollback(mark);
+                            r
+                        }
+                    }
+                }
+            },
+        };
+        match reply {
+            Reply::Error(e) if !protected => Err(lua_err(e)),
+            r => to_lua(lua, &r, resp3.get()),
+        }
+    };
+    let out = lua.scope(|scope| {
+        // The clock and kill flag, every HOOK_EVERY instructions (coroutines inherit the
+        // hook: Lua 5.1 copies it into every new thread).
+        let seen = stopped.clone();
+        let (state, id) = lim.state.clone();
+        lua.set_hook(mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |_, _| {
+            if let Some(s) = seen.get().or_else(|| state.stop(id)) {
+                seen.set(Some(s));
+                return Err(lua_err(s.message()));
+            }
+            Ok(mlua::VmState::Continue)
+        })?;
+        let g = lua.globals();
+        let to_table = |items: &[Vec<u8>]| -> mlua::Result<mlua::Table> {
+            let t = lua.create_table()?;
+            for (i, x) in items.iter().enumerate() {
+                t.raw_set(i + 1, lua.create_string(x)?)?;
+            }
+            Ok(t)
+        };
+        g.raw_set("KEYS", to_table(keys)?)?;
+        g.raw_set("ARGV", to_table(argv)?)?;
+        let redis = lua.create_table()?;
+        redis.set("call", scope.create_function(|lua, args: MultiValue| call(lua, args, false))?)?;
+        redis.set("pcall", scope.create_function(|lua, args: MultiValue| call(lua, args, true))?)?;
+        let r3 = resp3.clone();
+        redis.set(
+            "setresp",
+            lua.create_function(move |_, v: Value| match v {
+                Value::Integer(n @ (2 | 3)) => {
+                    r3.set(n == 3);
+                    Ok(())
+                }
+                Value::Number(n) if n == 2.0 || n == 3.0 => {
+                    r3.set(n == 3.0);
+                    Ok(())
+                }
+                _ => Err(lua_err("RESP version must be 2 or 3.")),
+            })?,
+        )?;
+        redis_helpers(&lua, &redis)?;
+        g.raw_set("redis", redis)?;
+        sandbox::seal(&lua, &ro, &["redis"])?;
+        lua.load(src)
+            .set_name("@user_script")
+            .set_mode(ChunkMode::Text)
+            .set_environment(env)
+            .eval::<Value>()
+            .map(|v| from_lua(&v))
+    });
+    lua.remove_hook();
+    let stop = stopped.get();
+    match out {
+        _ if stop.is_some() => (Reply::Nil, stop),
+        Ok(r) => (r, None),
+        Err(e) => (Reply::err(script_error(&e)), None),
+    }
+}
+
+/// The parts of the `redis` table that need no connection: replies, hashing, logging,
+/// and the calls Redis keeps for compatibility (replication flags, the debugger).
+fn redis_helpers(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
+    let reply = |field: &'static str| {
+        lua.create_function(move |lua, m: Value| {
+            let t = lua.create_table()?;
+            match m {
+                Value::String(s) => t.set(field, s)?,
+                _ => return Err(lua_err("wrong number or type of arguments")),
+            }
+            Ok(t)
+        })
+    };
+    redis.set("error_reply", reply("err")?)?;
+    redis.set("status_reply", reply("ok")?)?;
+    redis.set(
+        "sha1hex",
+        lua.create_function(|_, s: Value| match s {
+            Value::String(s) => Ok(sha1_hex(&s.as_bytes())),
+            Value::Integer(i) => Ok(sha1_hex(i.to_string().as_bytes())),
+            Value::Number(n) => Ok(sha1_hex(lua_number(n).as_bytes())),
+            _ => Err(lua_err("wrong number of arguments")),
+        })?,
+    )?;
+    for (name, level) in [("LOG_DEBUG", 0), ("LOG_VERBOSE", 1), ("LOG_NOTICE", 2), ("LOG_WARNING", 3)] {
+        redis.set(name, level)?;
+    }
+    // Redis writes notices and warnings to its log (its default verbosity); pmkv's log is
+    // its standard error.
+    redis.set(
+        "log",
+        lua.create_function(|_, args: MultiValue| {
+            let mut it = args.into_iter();
+            let level = match it.next() {
+                Some(Value::Integer(l)) if (0..=3).contains(&l) => l,
+                Some(Value::Integer(_)) => return Err(lua_err("Invalid debug level.")),
+                _ => return Err(lua_err("First argument must be a number (log level).")),
+            };
+            let words: Vec<String> = it
+                .filter_map(|v| match v {
+                    Value::String(s) => Some(s.to_string_lossy().to_string()),
+                    Value::Integer(i) => Some(i.to_string()),
+                    Value::Number(n) => Some(lua_number(n)),
+                    _ => None,
+                })
+                .collect();
+            if words.is_empty() {
+                return Err(lua_err("redis.log() requires two arguments or more."));
+            }
+            if level >= 2 {
+                eprintln!("pmkv serve: script: {}", words.join(" "));
+            }
+            Ok(())
+        })?,
+    )?;
+    for (name, v) in [("REPL_NONE", 0), ("REPL_AOF", 1), ("REPL_SLAVE", 2), ("REPL_REPLICA", 2), ("REPL_ALL", 3)] {
+        redis.set(name, v)?;
+    }
+    redis.set(
+        "set_repl",
+        lua.create_function(|_, v: Value| match v {
+            Value::Integer(0..=3) => Ok(()),
+            _ => Err(lua_err("ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.")),
+        })?,
+    )?;
+    // Scripts replicate by effects, always (Redis 7 too): nothing to switch.
+    redis.set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
+    // No debugger: outside a debugging session Redis's breakpoint returns false and its
+    // debug prints nothing.
+    redis.set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
+    redis.set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+    redis.set("REDIS_VERSION", "7.0.0")?;
+    redis.set("REDIS_VERSION_NUM", 0x0007_0000)?;
+    Ok(())
+}
+
+/// A Lua number as Redis passes it to a command (integers without a point).
+fn lua_number(n: f64) -> String {
+    if n == n.trunc() && n.abs() < 1e17 {
+        format!("{}", n as i64)
+    } else {
+        format!("{n}")
+    }
+}
+
+/// The message of a script's error: a `redis.call` error keeps its Redis code
+/// (`WRONGTYPE …`, `ERR …`), anything else is an `ERR` with Lua's message.
+fn script_error(e: &mlua::Error) -> String {
+    let mut e = e;
+    while let mlua::Error::CallbackError { cause, .. } = e {
+        e = cause;
+    }
+    match e {
+        mlua::Error::RuntimeError(m)
+            if m.split(' ').next().is_some_and(|w| w.chars().all(|c| c.is_ascii_uppercase())) =>
+        {
+            m.clone()
+        }
+        other => format!("ERR Error running script: {}", other.to_string().replace(['\r', '\n'], " ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_script_cache_is_bounded() {
+        let mut m = std::collections::HashMap::new();
+        let big = "x".repeat(super::CACHE_BYTES / 2);
+        assert!(super::cache(&mut m, "a".into(), &big));
+        assert!(super::cache(&mut m, "b".into(), &big));
+        assert!(!super::cache(&mut m, "c".into(), "y"), "full");
+        assert!(super::cache(&mut m, "a".into(), &big), "a script already kept stays");
+        assert_eq!(m.len(), 2);
+    }
+
+    #[test]
+    fn script_ids_are_sha1_as_redis_computes_them() {
+        // Redis: SCRIPT LOAD "return 1" answers e0e1f9fabfc9d4800c877a703b823ac0578ff8db.
+        assert_eq!(super::sha1_hex(b"return 1"), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+    }
+}
