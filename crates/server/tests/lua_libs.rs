@@ -7,6 +7,7 @@ mod common;
 
 use common::{start, Client, Running};
 use pmkv_server::Config;
+use pmkv_testutil::XorShift;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -350,23 +351,9 @@ fn deep_or_hostile_input_is_an_error_not_a_crash() {
     assert_eq!(c.cmd(&["PING"]), "+PONG");
 }
 
-/// A small deterministic generator (xorshift64*), so a failing case can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    /// `len` bytes, each one of `alphabet`'s.
-    fn text(&mut self, alphabet: &[&[u8]], len: usize) -> Vec<u8> {
-        (0..len).flat_map(|_| alphabet[self.below(alphabet.len())].to_vec()).collect()
-    }
+/// `len` random picks from `alphabet`, concatenated.
+fn text(rng: &mut XorShift, alphabet: &[&[u8]], len: usize) -> Vec<u8> {
+    (0..len).flat_map(|_| alphabet[rng.below(alphabet.len() as u64) as usize].to_vec()).collect()
 }
 
 /// Random input, much of it malformed, sent to Redis and to pmkv: the replies (values
@@ -469,19 +456,19 @@ fn random_input_gets_the_replies_redis_gives() {
          local ok, j = pcall(cjson.encode, t)
          return {tostring(ok), j, hx(cmsgpack.pack(t))}",
     ];
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = XorShift::new(0x9e37_79b9_7f4a_7c15);
     let mut differ = Vec::new();
     for round in 0..1000 {
         for (n, script) in scripts.iter().enumerate() {
-            let len = 1 + rng.below(12);
+            let len = 1 + rng.below(12) as usize;
             let (a, b) = match n {
-                0 => (rng.text(json, len), Vec::new()),
-                5 => ((0..len * 3).map(|_| rng.next() as u8).collect(), Vec::new()),
-                1 | 2 => (rng.text(msgpack, len), Vec::new()),
+                0 => (text(&mut rng, json, len), Vec::new()),
+                5 => ((0..len * 3).map(|_| rng.next_u64() as u8).collect(), Vec::new()),
+                1 | 2 => (text(&mut rng, msgpack, len), Vec::new()),
                 _ => {
-                    let f = rng.text(fmt, len / 2 + 1);
+                    let f = text(&mut rng, fmt, len / 2 + 1);
                     let data_len = rng.below(40);
-                    (f, (0..data_len).map(|_| rng.next() as u8).collect())
+                    (f, (0..data_len).map(|_| rng.next_u64() as u8).collect())
                 }
             };
             let src = format!("{HEX}{script}");
@@ -514,10 +501,10 @@ fn bit_on_random_numbers_as_redis() {
     let script = "local x, y = tonumber(ARGV[1]), tonumber(ARGV[2])
         return {bit.tobit(x), bit.bnot(x), bit.band(x, y), bit.bor(x, y), bit.bxor(x, y), bit.lshift(x, y),
             bit.rshift(x, y), bit.arshift(x, y), bit.rol(x, y), bit.ror(x, y), bit.bswap(x), bit.tohex(x, y)}";
-    let mut rng = Rng(42);
+    let mut rng = XorShift::new(42);
     for _ in 0..1000 {
-        let num = |rng: &mut Rng| -> String {
-            let m = rng.next() as i64 as f64;
+        let num = |rng: &mut XorShift| -> String {
+            let m = rng.next_u64() as i64 as f64;
             match rng.below(4) {
                 0 => format!("{}", m as i32),
                 1 => format!("{}", m / 2f64.powi(rng.below(70) as i32)),
