@@ -44,6 +44,7 @@ pub mod keyspace;
 mod range;
 pub mod resp;
 pub mod script;
+mod script_libs;
 pub mod table;
 
 use pmkv::Store;

@@ -360,6 +360,9 @@ fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>],
             Err(e) => return (Reply::err(format!("ERR starting Lua: {e}")), None),
         }
     };
+    if let Err(e) = crate::script_libs::open(&lua) {
+        return (Reply::err(format!("ERR starting Lua: {e}")), None);
+    }
     let (env, ro) = env;
     let budget = c.reply_budget;
     // Scripts start in RESP2 whatever the client speaks (redis.setresp changes it).
