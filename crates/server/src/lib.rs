@@ -44,7 +44,6 @@ pub mod keyspace;
 mod range;
 pub mod resp;
 pub mod script;
-mod script_libs;
 pub mod table;
 
 use pmkv::Store;

@@ -1,54 +1,16 @@
 //! The Lua libraries of `pmkv serve`'s scripts (cjson, cmsgpack, bit, struct) over the
 //! wire: the cases Redis's own test suite runs on them (tests/unit/scripting.tcl of
-//! 7.0.15, rewritten here), and — where a `redis-server` is on PATH — the same EVALs
-//! sent to a real Redis on a private port, whose replies pmkv's must equal.
+//! 7.0.15, rewritten here), and the same EVALs sent to a real `redis-server` on a private
+//! port, whose replies pmkv's must equal.
 
 mod common;
 
-use common::{start, Client, Running};
+use common::{start, Client, RealRedis, Running};
 use pmkv_server::Config;
 use pmkv_testutil::XorShift;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 fn pmkv() -> Running {
     start("hart", 16, Config { threads: 2, ..Config::default() })
-}
-
-/// A `redis-server` this test started (killed, by its id, when dropped).
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A real Redis on a free port, if one is installed; `None` (the comparison skipped,
-/// said on stderr) otherwise.
-fn redis() -> Option<Redis> {
-    let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    let Ok(child) = child else {
-        eprintln!("redis-server is not on PATH: pmkv's replies are not compared with Redis's");
-        return None;
-    };
-    let r = Redis { child, port };
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(10), "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Some(r)
 }
 
 fn eval(c: &mut Client, script: &str) -> String {
@@ -306,7 +268,7 @@ const SAME_AS_REDIS: &[&str] = &[
 
 #[test]
 fn replies_equal_a_real_redis() {
-    let Some(r) = redis() else { return };
+    let r = RealRedis::start();
     let s = pmkv();
     let (mut theirs, mut ours) = (Client::new(r.port), Client::new(s.port));
     let mut differ = Vec::new();
@@ -360,7 +322,7 @@ fn text(rng: &mut XorShift, alphabet: &[&[u8]], len: usize) -> Vec<u8> {
 /// or error texts) must be equal. Each script gets its input as ARGV[1] (and ARGV[2]).
 #[test]
 fn random_input_gets_the_replies_redis_gives() {
-    let Some(r) = redis() else { return };
+    let r = RealRedis::start();
     let s = pmkv();
     let (mut theirs, mut ours) = (Client::new(r.port), Client::new(s.port));
     let json: &[&[u8]] = &[
@@ -495,7 +457,7 @@ fn random_input_gets_the_replies_redis_gives() {
 /// bit on random numbers, whole and fractional, huge and tiny, against Redis.
 #[test]
 fn bit_on_random_numbers_as_redis() {
-    let Some(r) = redis() else { return };
+    let r = RealRedis::start();
     let s = pmkv();
     let (mut theirs, mut ours) = (Client::new(r.port), Client::new(s.port));
     let script = "local x, y = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -518,11 +480,9 @@ fn bit_on_random_numbers_as_redis() {
     }
 }
 
-/// `pairs` over a library table lists its fields in Redis, whose read-only tables are
-/// flagged in place. The sandbox's read-only tables are empty proxies, so pmkv lists
-/// nothing: left for script/sandbox.rs (a `pairs`/`next` that sees through the proxies).
+/// `pairs` over a library table lists its fields, as in Redis (whose read-only tables are
+/// flagged in place; pmkv's are proxies that `pairs` sees through).
 #[test]
-#[ignore = "script/sandbox.rs's read-only proxies hide library fields from pairs()"]
 fn library_tables_list_their_fields_as_in_redis() {
     let s = pmkv();
     let mut c = Client::new(s.port);

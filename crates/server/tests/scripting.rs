@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::Client;
+use common::{Client, RealRedis};
 use pmkv_server::Config;
 use std::time::{Duration, Instant};
 
@@ -203,8 +203,7 @@ fn redis_helpers() {
 /// of each must match pmkv's, and plain results must be equal.
 #[test]
 fn sandbox_answers_as_real_redis_does() {
-    let redis =
-        RealRedis::start().expect("redis-server (Debian package redis-server) must be installed: it is the control");
+    let redis = RealRedis::start();
     let srv = start();
     let mut p = srv.client();
     let mut r = Client::new(redis.port);
@@ -240,37 +239,5 @@ fn sandbox_answers_as_real_redis_does() {
         if !rr.starts_with('-') {
             assert_eq!(rp, rr, "{src}");
         }
-    }
-}
-
-/// A `redis-server` on a free port, without persistence, stopped when dropped.
-struct RealRedis {
-    port: u16,
-    child: std::process::Child,
-}
-
-impl RealRedis {
-    fn start() -> Option<RealRedis> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-        let child = std::process::Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .ok()?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(RealRedis { port, child })
-    }
-}
-
-impl Drop for RealRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

@@ -60,6 +60,7 @@ fn module_of(addr: usize) -> Option<(usize, String)> {
 /// pmkv_capture.h, passes an object of its own): its module is recorded as instrumented.
 /// 0, or -1 if `abi` is another release's, the address is in no module, or 64 modules
 /// registered already (its code is then refused at open, with the reason).
+#[cfg_attr(not(feature = "c-hooks"), allow(dead_code))]
 pub(crate) fn register(abi: u32, code: usize) -> i32 {
     if abi != CAPTURE_ABI {
         FOREIGN_ABI.store(abi, Ordering::Relaxed);

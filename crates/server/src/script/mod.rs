@@ -25,6 +25,7 @@
 //! after `pmkv-script-time-limit` (60 s by default, 0 never), so no client can stall the
 //! server for longer than that.
 
+mod libs;
 mod reply;
 mod sandbox;
 
@@ -360,7 +361,7 @@ fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>],
             Err(e) => return (Reply::err(format!("ERR starting Lua: {e}")), None),
         }
     };
-    if let Err(e) = crate::script_libs::open(&lua) {
+    if let Err(e) = libs::open(&lua) {
         return (Reply::err(format!("ERR starting Lua: {e}")), None);
     }
     let (env, ro) = env;

@@ -18,9 +18,9 @@
 //!   Redis marks tables read-only inside its patched Lua; pmkv uses the stock interpreter,
 //!   so the script sees empty proxy tables whose `__index` reads the real table and whose
 //!   `__newindex` refuses, with their metatables themselves protected, and `rawset` and
-//!   `setmetatable` refuse a proxy. (A proxy is empty to `pairs` and `next`; Redis's
-//!   read-only tables are not. No Redis client library iterates `redis` or `_G`.)
-//!   Each script gets a fresh interpreter, so nothing a script does outlives it anyway.
+//!   `setmetatable` refuse a proxy; `pairs`, `next` and `rawget` see through a proxy to
+//!   the table it shows, so `pairs(cjson)` lists cjson's fields as in Redis. Each script
+//!   gets a fresh interpreter, so nothing a script does outlives it anyway.
 //! * **No library outside the interpreter**: no `io`, `os`, `package`/`require`, `debug`.
 //! * **A kill that `pcall` cannot catch.** The server stops a script by raising an error
 //!   from the instruction hook; a script could catch that with `pcall`, `xpcall` or
@@ -38,10 +38,12 @@ pub(crate) type Stopping = std::rc::Rc<dyn Fn() -> Option<String>>;
 /// table that becomes the scripts' `_G` and a function making a read-only proxy.
 const PRELUDE: &str = r#"
 local G, stopping = ...
-local error, rawget, tostring, select, unpack = error, rawget, tostring, select, unpack
-local setmt, rawset0, pcall0, xpcall0 = setmetatable, rawset, pcall, xpcall
+local error, rawget, tostring, type = error, rawget, tostring, type
+local setmt, rawset0, rawget0, next0, pcall0, xpcall0 = setmetatable, rawset, rawget, next, pcall, xpcall
 local resume0 = coroutine.resume
 local readonly = setmt({}, {__mode = "k"})
+-- proxy -> the table it shows (what pairs, next and rawget read)
+local shows = setmt({}, {__mode = "k"})
 local function deny() error("Attempt to modify a readonly table", 2) end
 local function protect(index)
   local mt = {__index = index, __newindex = deny}
@@ -50,6 +52,7 @@ local function protect(index)
   mt.__metatable = shown
   local p = setmt({}, mt)
   readonly[p] = true
+  if type(index) == "table" then shows[p] = index end
   return p
 end
 local function ro(t) return protect(t) end
@@ -60,6 +63,7 @@ local env = protect(function(_, k)
   end
   return v
 end)
+shows[env] = G
 -- Raise the server's stop again if a protected call caught it.
 local function recheck(...)
   local m = stopping()
@@ -74,6 +78,15 @@ G.setmetatable = function(t, mt)
   if readonly[t] then deny() end
   return setmt(t, mt)
 end
+-- A proxy iterates and reads raw as the table it shows (Redis's read-only tables are the
+-- tables themselves: pairs(cjson) lists cjson's fields).
+local function next(t, k) return next0(shows[t] or t, k) end
+G.next = next
+G.pairs = function(t)
+  if type(t) ~= "table" then error("bad argument #1 to 'pairs' (table expected, got " .. type(t) .. ")", 2) end
+  return next, t, nil
+end
+G.rawget = function(t, k) return rawget0(shows[t] or t, k) end
 G.pcall = function(...) return recheck(pcall0(...)) end
 G.xpcall = function(...) return recheck(xpcall0(...)) end
 local co = {}
@@ -213,6 +226,13 @@ mod tests {
         assert_eq!(run("return _G.string.len('abc')").unwrap(), "Integer(3)");
         assert_eq!(run("return ('abc'):upper()").unwrap(), "ABC", "string methods");
         assert_eq!(run("local n = 0 for _ in pairs({1, 2}) do n = n + 1 end return n").unwrap(), "Integer(2)");
+        // Proxies iterate and read raw as their tables.
+        assert_eq!(run("local n = 0 for k in pairs(string) do n = n + 1 end return n > 10").unwrap(), "Boolean(true)");
+        assert_eq!(run("return next(math, nil) ~= nil and rawget(math, 'pi') == math.pi").unwrap(), "Boolean(true)");
+        assert_eq!(
+            run("local seen = false for k in pairs(_G) do seen = seen or k == 'string' end return seen").unwrap(),
+            "Boolean(true)"
+        );
     }
 
     #[test]

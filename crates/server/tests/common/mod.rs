@@ -128,3 +128,38 @@ pub fn start(engine: &str, initial_mib: u64, cfg: pmkv_server::Config) -> Runnin
     let h = std::thread::spawn(move || srv.run(false));
     Running { port, stop: Box::new(stop), h: Some(h), _dir: dir }
 }
+
+/// A real `redis-server` (Debian's package, which `.ci/run` installs: the control the
+/// server's replies are compared with) on a free loopback port, without persistence,
+/// killed when dropped. Panics, naming the package, where it is not installed: a
+/// comparison must not pass by skipping.
+pub struct RealRedis {
+    pub port: u16,
+    child: std::process::Child,
+}
+
+impl RealRedis {
+    pub fn start() -> RealRedis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (Debian package redis-server) must be installed: it is the tests' control");
+        let r = RealRedis { port, child };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        r
+    }
+}
+
+impl Drop for RealRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
