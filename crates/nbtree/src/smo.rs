@@ -76,7 +76,7 @@ impl NbTree {
                 }
                 crate::chaos::point();
                 let kw = load(&self.pool, leaf.key_at(slot));
-                if kw == 0 {
+                if kw == self.fmt.empty {
                     break;
                 }
                 let mut p = p & !FROZEN;
@@ -171,6 +171,9 @@ impl NbTree {
         let n = recs.len();
         debug_assert!(first + n <= self.fmt.cap());
         let mut img = [0u64; BLOCK_SIZE / 8];
+        // Format 4: every slot the records do not fill holds the empty key word. The block
+        // is written and flushed whole anyway: no store or line more.
+        self.fmt.mark_empty(&mut img, first + n);
         let mut fps = [0u8; CAP];
         for (i, (_, kw, kw2, p, w, fp)) in recs.enumerate() {
             let at = ((BLK_ENTRIES + (first + i) as u64 * ENTRY) / 8) as usize;
