@@ -160,7 +160,10 @@ fn damage(b: &mut Vec<u8>, used: u64, records: &[(Vec<u8>, Vec<u8>)], rng: &mut 
             }
         }
         b[at..at + 8].fill(0);
-        return format!("zero8 {}: word {at:#x} zeroed", if kind == 7 { "aimed at a non-zero word" } else { "at random" });
+        return format!(
+            "zero8 {}: word {at:#x} zeroed",
+            if kind == 7 { "aimed at a non-zero word" } else { "at random" }
+        );
     }
     match kind {
         0 => {

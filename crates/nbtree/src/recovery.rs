@@ -1109,15 +1109,15 @@ mod tests {
         };
         let value = |i: u32, r: u32| vec![b'a' + ((i + r) % 26) as u8; [3, 8, 40][((i + r) % 3) as usize]];
         let t = NbTree::open(Arc::new(Pool::create(&path, "nbtree", &opts).unwrap())).unwrap();
-        let mut put = |t: &NbTree, k: Vec<u8>, v: Vec<u8>| {
+        let put = |model: &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>, t: &NbTree, k: Vec<u8>, v: Vec<u8>| {
             t.put(&k, &v).unwrap();
             model.insert(k, v);
         };
         for i in 0..300 {
-            put(&t, key(i), value(i, 0));
+            put(&mut model, &t, key(i), value(i, 0));
         }
         for i in (0..300).step_by(3) {
-            put(&t, key(i), value(i, 3)); // same length: in place; else an object
+            put(&mut model, &t, key(i), value(i, 3)); // same length: in place; else an object
         }
         for i in (0..300).step_by(5) {
             t.delete(&key(i)).unwrap();
@@ -1129,7 +1129,7 @@ mod tests {
             let t = NbTree::open(pool.clone()).unwrap();
             if left == Left::Crashed {
                 for i in (1..300).step_by(7) {
-                    put(&t, key(i), value(i, 6));
+                    put(&mut model, &t, key(i), value(i, 6));
                 }
                 for i in (2..300).step_by(11) {
                     t.delete(&key(i)).unwrap();
@@ -1174,8 +1174,8 @@ mod tests {
 
     /// Issue 67: a record's key word zeroed used to read as an empty slot, the record gone
     /// with no error once the seals were stale (after a crash, or a writable open that
-    /// was killed). Now every word of every record (key word, payload, value word A,
-    /// fourth word), and the whole entry, zeroed in a pool left each way, is refused
+    /// was killed). Now every word of a third of the records (key word, payload, value
+    /// word A, fourth word), and the whole entry, zeroed in a pool left each way, is refused
     /// (`Corrupt`) or reads exactly as the undamaged pool: no silent wrong answer.
     #[test]
     fn zeroed_words_of_records_are_never_read_as_empty() {
@@ -1188,15 +1188,27 @@ mod tests {
             let entries = live_entries_of(&image);
             assert_eq!(entries.len(), want.len(), "{left:?}");
             let (mut refused, mut right) = (0, 0);
-            for &e in &entries {
-                for (what, at, len) in [("key word", 0, 8), ("payload", 8, 8), ("value word", 16, 8), ("fourth word", 24, 8), ("entry", 0, 32)] {
+            // Every third live record: every kind of key and value is among them.
+            for &e in entries.iter().step_by(3) {
+                for (what, at, len) in [
+                    ("key word", 0, 8),
+                    ("payload", 8, 8),
+                    ("value word", 16, 8),
+                    ("fourth word", 24, 8),
+                    ("entry", 0, 32),
+                ] {
                     let mut b = image.clone();
                     b[(e + at) as usize..(e + at + len) as usize].fill(0);
                     match read_all(&b) {
                         Err(Error::Corrupt(_)) => refused += 1,
                         Err(err) => panic!("{left:?} entry {e:#x} {what} zeroed: {err}"),
                         Ok((got, _)) => {
-                            assert_eq!(got, want, "{left:?} entry {e:#x} {what} zeroed: a silent wrong answer");
+                            assert!(
+                                got == want,
+                                "{left:?} entry {e:#x} {what} zeroed: a silent wrong answer ({} records, not {})",
+                                got.len(),
+                                want.len()
+                            );
                             right += 1;
                         }
                     }
@@ -1204,8 +1216,11 @@ mod tests {
             }
             // Every key word and every whole entry is refused (a zero key word is never a
             // record's; the zeroed words that read right are unused value slots).
-            assert!(refused >= 2 * entries.len(), "{left:?}: {refused} refused, {right} read right");
-            eprintln!("{left:?}: {} records, {refused} zeroed words refused, {right} read right, 0 wrong", entries.len());
+            let sampled = entries.len().div_ceil(3);
+            assert!(refused >= 2 * sampled, "{left:?}: {refused} refused, {right} read right");
+            eprintln!(
+                "{left:?}: {sampled} records sampled, {refused} zeroed words refused, {right} read right, 0 wrong"
+            );
         }
     }
 
@@ -1217,7 +1232,8 @@ mod tests {
         let opts = PoolOptions::default().mode(Mode::Adr);
         let pool = Pool::from_image(&image, Some("nbtree"), &opts).unwrap();
         let first = first_block(&pool);
-        let slot = (0..CAP_CHECKED).rev().find(|&s| load(&pool, entry_off(first, s)) == EMPTY_KEY).expect("an empty slot");
+        let slot =
+            (0..CAP_CHECKED).rev().find(|&s| load(&pool, entry_off(first, s)) == EMPTY_KEY).expect("an empty slot");
         let mut b = image.clone();
         b[entry_off(first, slot) as usize..][..8].fill(0);
         let r = read_all(&b).map(|_| ());
