@@ -1145,8 +1145,12 @@ mod tests {
         (image, model)
     }
 
-    /// Open `image` (in memory) and read every record, or the error that refused it.
-    fn read_all(image: &[u8]) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, bool)> {
+    /// Records as a scan gives them.
+    type Records = Vec<(Vec<u8>, Vec<u8>)>;
+
+    /// Open `image` (in memory) and read every record, or the error that refused it; and
+    /// whether the open found a clean shutdown.
+    fn read_all(image: &[u8]) -> Result<(Records, bool)> {
         let opts = PoolOptions::default().mode(Mode::Adr);
         let t = NbTree::open(Arc::new(Pool::from_image(image, Some("nbtree"), &opts)?))?;
         let clean = t.recovery_report().clean_shutdown;
@@ -1181,7 +1185,7 @@ mod tests {
     fn zeroed_words_of_records_are_never_read_as_empty() {
         for left in [Left::Clean, Left::Crashed, Left::OpenedThenKilled] {
             let (image, model) = aimed_source(left);
-            let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+            let want: Records = model.into_iter().collect();
             let (got, clean) = read_all(&image).unwrap();
             assert_eq!(got, want, "{left:?}: the undamaged pool");
             assert_eq!(clean, left == Left::Clean, "{left:?}");
