@@ -13,9 +13,10 @@
 //!   payload, an 8-byte inline value word, and a second key word that holds bytes 8..16
 //!   of a key of 9 to 16 bytes ([`KIND_PAIR`], format 2; zero otherwise, and in format
 //!   1, where such keys live in key objects). Key 0 is an empty or deleted slot
-//!   (the paper's convention). The payload's top two bits are the paper's two
-//!   concurrency bits, used here as [`FROZEN`] (the entry was copied by an SMO) and
-//!   [`DEL`] (deleted; the key is zeroed next); see `smo` for why.
+//!   (the paper's convention) up to format 3; format 4 marks such slots with
+//!   [`EMPTY_KEY`] instead, so that a zeroed key word is damage, not an empty slot.
+//!   The payload's top two bits are the paper's two concurrency bits, used here as [`FROZEN`] (the entry was copied by an SMO) and
+//!   [`DEL`] (deleted; the key word is emptied next); see `smo` for why.
 //!
 //!   **Why 32 bytes, not the paper's 16.** The paper's payload is a 62-bit integer, so
 //!   8-byte keys and values fit 16 bytes. pmkv's values are byte strings: an 8-byte value

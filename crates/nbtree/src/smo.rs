@@ -9,8 +9,8 @@
 //! payload's `copy_bit` and `sync_bit`. pmkv uses those two payload bits differently:
 //! the copy phase sets [`FROZEN`] on each entry it copies with a CAS, and every update
 //! and delete is a CAS that expects the bit clear (a delete sets [`DEL`] by CAS before it
-//! zeroes the key). So each write either lands before its entry is frozen, and the copy
-//! carries it, or fails and is redone in the new leaf after the SMO (cooperative SMO).
+//! empties the key word). So each write either lands before its entry is frozen, and the
+//! copy carries it, or fails and is redone in the new leaf after the SMO (cooperative SMO).
 //! Nothing can be lost, so there is nothing to sync. Readers need no sync-on-read: an
 //! old leaf is exactly up to date until `copy_ptr` is set, and after that readers go to
 //! the new leaves (see `tree::get_with`). This also settles something the paper leaves
