@@ -3,7 +3,9 @@
 //! pipelined SET/DEL, killed with SIGKILL). The pool holds every kind of object (inline
 //! and out-of-line values, key objects, extents, updated and deleted records, recycled
 //! chunks); copies of it are damaged at random (a flipped bit, 64 bytes of garbage, a
-//! zeroed 4 KiB page, a truncation) and every read command is run on each copy. Each must
+//! zeroed 4 KiB page, a truncation, 8 zeroed aligned bytes) or by zeroed 8-byte words
+//! aimed at a record's key, a record's value or a non-zero (metadata) word, and every
+//! read command is run on each copy. Each must
 //! give either a clear error (exit 2, one line) or exactly what recovering the undamaged
 //! image gives; `check` may pass only if the data is right; a refused command, read or
 //! write, changes nothing in the file; read commands change nothing except the first
@@ -105,13 +107,66 @@ fn used_bytes(path: &Path) -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-/// Damage `b` in one of four ways; returns a description.
-fn damage(b: &mut Vec<u8>, used: u64, rng: &mut Rng) -> String {
+/// The offsets in `b` where `pat` occurs.
+fn find_all(b: &[u8], pat: &[u8]) -> Vec<usize> {
+    if pat.is_empty() {
+        return Vec::new();
+    }
+    b.windows(pat.len()).enumerate().filter(|(_, w)| *w == pat).map(|(i, _)| i).collect()
+}
+
+/// Zero the aligned 8-byte word holding a copy of the first bytes of `field` (as they are
+/// stored in an object or a HART leaf, or as NBTree stores a key in a big-endian word:
+/// reversed, ending the word), a random one of them; `None` if there is none in `used`.
+fn zero_word_of(b: &mut [u8], used: u64, field: &[u8], rng: &mut Rng) -> Option<usize> {
+    let n = field.len().min(7);
+    let rev: Vec<u8> = field[..n].iter().rev().copied().collect();
+    let end = (used as usize).min(b.len());
+    let mut hits = find_all(&b[..end], &field[..n]);
+    hits.extend(find_all(&b[..end], &rev));
+    hits.retain(|&o| o >= 4096); // not the pool header
+    let at = *hits.get(rng.below(hits.len() as u64) as usize)? / 8 * 8;
+    b[at..at + 8].fill(0);
+    Some(at)
+}
+
+/// Damage `b` in one of eight ways; returns a description. Four at random offsets (a
+/// flipped bit, 64 bytes of garbage, a zeroed 4 KiB page, a truncation), four zeroed
+/// 8-byte aligned words (PM's failure-atomic unit, what a lost or torn write leaves): at
+/// a random offset, and aimed at a record's key, at a record's value, and at a word that
+/// is not zero (metadata: headers, links, bitmaps, payloads, checks).
+/// `aimed`: the three aimed kinds may be drawn (else only the first five kinds).
+fn damage(b: &mut Vec<u8>, used: u64, records: &[(Vec<u8>, Vec<u8>)], aimed: bool, rng: &mut Rng) -> String {
     let len = b.len() as u64;
     // Mostly where the data is; sometimes anywhere.
     let span = if rng.below(5) == 0 { len } else { used.min(len) };
     let at = rng.below(span) as usize;
-    match rng.below(4) {
+    let kind = rng.below(if aimed { 8 } else { 5 });
+    if (5..7).contains(&kind) && !records.is_empty() {
+        let (k, v) = &records[rng.below(records.len() as u64) as usize];
+        let (what, field) = if kind == 5 { ("key", k) } else { ("value", v) };
+        if let Some(at) = zero_word_of(b, used, field, rng) {
+            return format!("zero8 aimed at the {what} {:?}: word {at:#x} zeroed", String::from_utf8_lossy(field));
+        }
+    }
+    if kind >= 4 {
+        let end = (used.min(len) as usize) / 8 * 8;
+        let mut at = at.min(end.saturating_sub(8)) / 8 * 8;
+        if kind == 7 {
+            // The next non-zero word from a random offset.
+            let start = at.max(4096);
+            match (start..end).step_by(8).find(|&o| b[o..o + 8] != [0; 8]) {
+                Some(o) => at = o,
+                None => return "zero8 aimed at a non-zero word: none found, nothing done".into(),
+            }
+        }
+        b[at..at + 8].fill(0);
+        return format!(
+            "zero8 {}: word {at:#x} zeroed",
+            if kind == 7 { "aimed at a non-zero word" } else { "at random" }
+        );
+    }
+    match kind {
         0 => {
             let bit = rng.below(8);
             b[at] ^= 1 << bit;
@@ -134,6 +189,23 @@ fn damage(b: &mut Vec<u8>, used: u64, rng: &mut Rng) -> String {
             format!("truncated to {at} bytes")
         }
     }
+}
+
+/// The kind of damage a description from [`damage`] names, for the per-kind tally.
+fn kind_of(what: &str) -> &'static str {
+    [
+        ("bit", "bit flip"),
+        ("64 bytes", "64 garbage bytes"),
+        ("page", "zeroed page"),
+        ("truncated", "truncation"),
+        ("zero8 at random", "zero8 at random"),
+        ("zero8 aimed at the key", "zero8 on a key"),
+        ("zero8 aimed at the value", "zero8 on a value"),
+        ("zero8 aimed at a non-zero", "zero8 on a non-zero word"),
+    ]
+    .iter()
+    .find(|(p, _)| what.starts_with(p))
+    .map_or("other", |(_, k)| k)
 }
 
 /// Where the damaged copies come from.
@@ -159,6 +231,8 @@ struct Truth {
     ever: HashSet<String>,
     probes: Vec<(String, Vec<u8>)>,
     used: u64,
+    /// The records the pool was built with, whose keys and values the aimed damage hits.
+    records: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// A record as `dump` prints it: printable ASCII but the backslash kept, every other byte
@@ -312,7 +386,7 @@ fn truth(dir: &Path, engine: &str, source: Source, rng: &mut Rng) -> Truth {
         .collect();
     let used = used_bytes(&good);
     let recovered = std::fs::read(&t).unwrap();
-    Truth { image, recovered, dump: dump.stdout, lines, ever, probes, used }
+    Truth { image, recovered, dump: dump.stdout, lines, ever, probes, used, records: model.into_iter().collect() }
 }
 
 #[derive(Default)]
@@ -327,7 +401,8 @@ struct Counts {
 
 /// Damage `copies` copies of `engine`'s pool from `source` and read each one every way;
 /// see the module doc for what must hold.
-fn soak(engine: &str, source: Source, default_copies: u64) {
+/// `aimed`: include the zeroed words aimed at keys, values and non-zero words.
+fn soak(engine: &str, source: Source, default_copies: u64, aimed: bool) {
     let dir = pool_dir();
     let copies: u64 = std::env::var("PMKV_DAMAGE_COPIES").ok().and_then(|s| s.parse().ok()).unwrap_or(default_copies);
     let seed: u64 = std::env::var("PMKV_DAMAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_da3a);
@@ -335,9 +410,11 @@ fn soak(engine: &str, source: Source, default_copies: u64) {
     let t = truth(dir.path(), engine, source, &mut rng);
     println!("damage test {engine} {source:?}: {copies} copies, seed {seed} (PMKV_DAMAGE_SEED replays the damage)");
     let mut n = Counts::default();
+    // Per kind of damage: copies, and copies some command refused.
+    let mut kinds: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for c in 0..copies {
         let mut b = t.image.clone();
-        let what = damage(&mut b, t.used, &mut rng);
+        let what = damage(&mut b, t.used, &t.records, aimed, &mut rng);
         let ctx = format!("{engine} {source:?} copy {c} (seed {seed}): {what}");
         let path = dir.path().join("d.pool");
         std::fs::write(&path, &b).unwrap();
@@ -393,6 +470,9 @@ fn soak(engine: &str, source: Source, default_copies: u64) {
         } else {
             n.refused += 1;
         }
+        let k = kinds.entry(kind_of(&what)).or_default();
+        k.0 += 1;
+        k.1 += u64::from(!right);
         // Read commands change nothing after the first (which may have recovered).
         let now = std::fs::read(&path).unwrap();
         assert!(now == cur, "{ctx}: a read command changed the file: {}", diff(&cur, &now));
@@ -454,39 +534,134 @@ fn soak(engine: &str, source: Source, default_copies: u64) {
         n.salvaged_records,
         copies.div_ceil(4)
     );
+    let tally: Vec<String> = kinds.iter().map(|(k, (c, r))| format!("{k} {c} ({r} refused)")).collect();
+    println!("damage test {engine} {source:?}: by kind: {}", tally.join(", "));
 }
 
 #[test]
 fn damaged_clean_hart_pools_read_right_or_fail() {
-    soak("hart", Source::Clean, 200);
+    soak("hart", Source::Clean, 200, true);
 }
 
 #[test]
 fn damaged_clean_nbtree_pools_read_right_or_fail() {
-    soak("nbtree", Source::Clean, 60);
+    soak("nbtree", Source::Clean, 60, true);
 }
 
 #[test]
 fn damaged_clean_mangosteen_pools_read_right_or_fail() {
-    soak("mangosteen", Source::Clean, 60);
+    soak("mangosteen", Source::Clean, 60, true);
 }
 
 #[test]
 fn damaged_crashed_hart_pools_read_right_or_fail() {
-    soak("hart", Source::KilledLoad, 60);
-    soak("hart", Source::KilledServe, 60);
+    soak("hart", Source::KilledLoad, 60, true);
+    soak("hart", Source::KilledServe, 60, true);
 }
 
 /// After a crash NBTree's block seals are stale: what vouches for the records is format
 /// 3's entry checks, checked `next` words and block trailers.
 #[test]
 fn damaged_crashed_nbtree_pools_read_right_or_fail() {
-    soak("nbtree", Source::KilledLoad, 60);
-    soak("nbtree", Source::KilledServe, 60);
+    soak("nbtree", Source::KilledLoad, 60, true);
+    soak("nbtree", Source::KilledServe, 60, true);
 }
 
 #[test]
 fn damaged_crashed_mangosteen_pools_read_right_or_fail() {
-    soak("mangosteen", Source::KilledLoad, 60);
-    soak("mangosteen", Source::KilledServe, 60);
+    // Without the aimed zeroed words: see the ignored test below.
+    soak("mangosteen", Source::KilledLoad, 60, false);
+    soak("mangosteen", Source::KilledServe, 60, false);
+}
+
+/// A finding of the aimed zeroed words (issue 67's audit), not fixed yet: in a Mangosteen
+/// pool left by a killed `pmkv load`, 8 zeroed bytes aimed at a key ("small00434", word
+/// 0x10340e0 of copy 284 with seed 1592646202 and 600 copies) made `dump` exit 0 with
+/// records different from what recovering the undamaged image gives. Crash images differ
+/// from run to run, so the copy that shows it does too; at 600 copies per case it showed
+/// in the first soak that had these kinds. Run with `--ignored` (and
+/// `PMKV_DAMAGE_COPIES=600`) to look for it.
+#[test]
+#[ignore = "finding: a zeroed word in a crashed Mangosteen pool can read back wrong"]
+fn damaged_crashed_mangosteen_pools_aimed_zero_words() {
+    soak("mangosteen", Source::KilledLoad, 60, true);
+    soak("mangosteen", Source::KilledServe, 60, true);
+}
+
+/// Issue 67, as reported: the first 60,000 words of the Dictionary loaded into an NBTree
+/// pool by `pmkv load`, closed cleanly (**loaded**), or then opened by `pmkv serve` and
+/// killed with SIGKILL before any request (**served**); for 60 sampled words (among them
+/// the report's "aberrant" and "Americus") the aligned 8 bytes holding the word's key
+/// zeroed in a copy, one word per copy. `dump` and `check` must each refuse the copy
+/// (exit 2, one line) or give exactly what the undamaged pool gives: a record missing
+/// with `check` passing (51 of 60 served copies before format 4) fails the test.
+#[test]
+fn nbtree_zeroed_key_words_are_refused_loaded_and_served() {
+    let dir = pool_dir();
+    let words: Vec<Vec<u8>> = words().into_iter().take(60_000).collect();
+    let txt = dir.path().join("words.txt");
+    let mut body = Vec::new();
+    for w in &words {
+        body.extend_from_slice(w);
+        body.push(b'\n');
+    }
+    std::fs::write(&txt, body).unwrap();
+    let mut sample: Vec<&[u8]> = vec![b"aberrant", b"Americus"];
+    sample.extend(words.iter().step_by(words.len() / 58).map(Vec::as_slice));
+    sample.truncate(60);
+    for served in [false, true] {
+        let pool = dir.path().join(if served { "served.pool" } else { "loaded.pool" });
+        let p = pool.to_str().unwrap();
+        let o = pmkv(&["load", p, "--engine", "nbtree", txt.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        if served {
+            let (mut child, _port) = spawn_serve(&pool, &[], Stdio::null());
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let image = std::fs::read(&pool).unwrap();
+        let good = pmkv(&["dump", p]);
+        assert_eq!(good.status.code(), Some(0), "{}", text(&good.stderr));
+        let (mut refused, mut exact, mut silent) = (0, 0, Vec::new());
+        for w in &sample {
+            // The key word: NBTree stores a key's first 8 bytes as a big-endian word (a
+            // little-endian store: reversed in the file), a shorter key left-aligned
+            // with its length + 1 in the low byte.
+            let mut kw = [0u8; 8];
+            let n = w.len().min(8);
+            kw[..n].copy_from_slice(&w[..n]);
+            if w.len() < 8 {
+                kw[7] = w.len() as u8 + 1;
+            }
+            kw.reverse();
+            let hits: Vec<usize> = (4096..image.len() - 8).step_by(32).filter(|&o| image[o..o + 8] == kw).collect();
+            assert!(!hits.is_empty(), "the key word of {:?} is in the pool", text(w));
+            let mut b = image.clone();
+            b[hits[0]..hits[0] + 8].fill(0);
+            let c = dir.path().join("copy.pool");
+            std::fs::write(&c, &b).unwrap();
+            let cp = c.to_str().unwrap();
+            let d = pmkv(&["dump", cp]);
+            let chk = pmkv(&["check", cp]);
+            match (d.status.code(), chk.status.code()) {
+                (Some(0), Some(0)) if d.stdout == good.stdout => exact += 1,
+                (Some(0), _) if d.stdout != good.stdout => silent.push(text(w)),
+                (_, Some(0)) => silent.push(format!("{} (check passed)", text(w))),
+                _ => {
+                    if d.status.code() != Some(0) {
+                        assert_refused(&d);
+                    }
+                    assert_refused(&chk);
+                    refused += 1;
+                }
+            }
+        }
+        println!(
+            "issue 67, {}: {} key words zeroed: {refused} refused, {exact} read right, {} silent",
+            if served { "served and killed" } else { "loaded" },
+            sample.len(),
+            silent.len()
+        );
+        assert!(silent.is_empty(), "silent wrong answers: {silent:?}");
+    }
 }

@@ -148,7 +148,8 @@ pub struct SalvageReport {
     /// Records whose every check passed, handed to `emit` (each key once).
     pub records: u64,
     /// Records whose key was intact but whose value failed its check: lost, and listed
-    /// (up to 100 keys) in `lost_keys`.
+    /// (up to 100 keys) in `lost_keys`; and records known to be lost whose key is gone
+    /// (an NBTree format-4 entry whose key word was zeroed), counted but not listed.
     pub damaged: u64,
     /// Keys found intact more than once (a delete interrupted by a crash can leave a
     /// stale copy); the first copy found was kept.

@@ -83,7 +83,13 @@ impl NbTree {
                 let p = load(&self.pool, l.payload_at(slot));
                 let committed = b & SLOTS_MASK & (1 << slot) != 0;
                 let ctx = || format!("leaf {i} (block {:#x}) slot {slot}", l.block);
+                if kw == self.fmt.empty {
+                    continue;
+                }
+                // Format 4 marks empty slots: a zero key word is a record whose key was
+                // lost (recovery refuses the pool for it).
                 if kw == 0 {
+                    problems.push(format!("{}: the key word is zero (a record's key is lost)", ctx()));
                     continue;
                 }
                 if !committed {

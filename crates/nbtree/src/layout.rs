@@ -13,9 +13,10 @@
 //!   payload, an 8-byte inline value word, and a second key word that holds bytes 8..16
 //!   of a key of 9 to 16 bytes ([`KIND_PAIR`], format 2; zero otherwise, and in format
 //!   1, where such keys live in key objects). Key 0 is an empty or deleted slot
-//!   (the paper's convention). The payload's top two bits are the paper's two
-//!   concurrency bits, used here as [`FROZEN`] (the entry was copied by an SMO) and
-//!   [`DEL`] (deleted; the key is zeroed next); see `smo` for why.
+//!   (the paper's convention) up to format 3; format 4 marks such slots with
+//!   [`EMPTY_KEY`] instead, so that a zeroed key word is damage, not an empty slot.
+//!   The payload's top two bits are the paper's two concurrency bits, used here as [`FROZEN`] (the entry was copied by an SMO) and
+//!   [`DEL`] (deleted; the key word is emptied next); see `smo` for why.
 //!
 //!   **Why 32 bytes, not the paper's 16.** The paper's payload is a 62-bit integer, so
 //!   8-byte keys and values fit 16 bytes. pmkv's values are byte strings: an 8-byte value
@@ -45,9 +46,20 @@ pub(crate) const SUPER_MAGIC: &[u8; 8] = b"NBTREE01";
 /// format-1 pool's 9-to-16-byte keys keep going to key objects, a format-1 or -2 pool's
 /// entries get no checks), so that the binaries that wrote it can still read it; new
 /// pools are format 3, which those binaries refuse.
-pub(crate) const SUPER_VERSION: u32 = 3;
+pub(crate) const SUPER_VERSION: u32 = 4;
 /// The first format with entry checks and checked `next` words.
 pub(crate) const CHECKS_VERSION: u32 = 3;
+/// Format 4: an empty slot's key word is [`EMPTY_KEY`], not 0, so that a zeroed key word
+/// (the commonest damage a bad page or a torn write leaves) is damage, never "empty"
+/// (docs/design/integrity.md, "Empty slots").
+pub(crate) const MARKS_VERSION: u32 = 4;
+/// Format 4: the key word of an empty slot (never written, deleted, or an insert that was
+/// abandoned or cut short before its key word was stored). No inline key word is equal to
+/// it or one bit away from it ([`key_word`] sends those keys to key objects), a key
+/// object's offset (8-aligned, below 2^46) is at least two bits away, and a short key's
+/// word (low byte 1..=8) too; so neither a zeroed nor a one-bit-flipped key word of a
+/// record reads as an empty slot. Its bytes are "NBEMPTY" and 0xa5, big-endian.
+pub(crate) const EMPTY_KEY: u64 = 0x4e42_454d_5054_59a5;
 /// Bit 16 of the superblock's version word: the pool may hold write-batch logs
 /// (EPallocator objects of type `pmkv_substrate::batch_log::LOG`, see `batch`). It is
 /// orthogonal to the format (1 to 3) in the low bits, so that a pool of any format can
@@ -347,8 +359,22 @@ pub(crate) enum KeyWord {
     Object,
 }
 
-/// How `key` is stored; `pairs`: the pool's format has [`KIND_PAIR`] keys.
-pub(crate) fn key_word(key: &[u8], pairs: bool) -> KeyWord {
+/// Whether the inline key word `w` must not be used in a pool whose empty slots hold
+/// `empty` (0, or [`EMPTY_KEY`] in format 4): `w` is 0 (empty before format 4, damage
+/// from then on), the empty word, or (format 4) one bit away from it, so that a single
+/// flipped bit cannot turn a record into an empty slot.
+#[inline]
+fn reserved_word(w: u64, empty: u64) -> bool {
+    let x = w ^ empty;
+    // Another bit than the lowest set in `x` (`x & (x - 1)` clears the lowest): at least
+    // two bits from the empty word.
+    w == 0 || x == 0 || (empty != 0 && x & x.wrapping_sub(1) == 0)
+}
+
+/// How `key` is stored; `pairs`: the pool's format has [`KIND_PAIR`] keys; `empty`: the
+/// key word of an empty slot (0, or [`EMPTY_KEY`] in format 4), which, with the words one
+/// bit away from it, no inline key may have.
+pub(crate) fn key_word(key: &[u8], pairs: bool, empty: u64) -> KeyWord {
     let inline = |word: u64, word2: u64, kind: u64, klen: u64| KeyWord::Inline {
         word,
         word2,
@@ -366,8 +392,10 @@ pub(crate) fn key_word(key: &[u8], pairs: bool) -> KeyWord {
             b[7] = key.len() as u8 + 1;
             inline(u64::from_be_bytes(b), 0, KIND_SHORT, 0)
         }
-        8 if be(key) != 0 => inline(be(key), 0, KIND_INLINE8, 0),
-        9..=16 if pairs && be(&key[..8]) != 0 => inline(be(&key[..8]), be(&key[8..]), KIND_PAIR, key.len() as u64 - 9),
+        8 if !reserved_word(be(key), empty) => inline(be(key), 0, KIND_INLINE8, 0),
+        9..=16 if pairs && !reserved_word(be(&key[..8]), empty) => {
+            inline(be(&key[..8]), be(&key[8..]), KIND_PAIR, key.len() as u64 - 9)
+        }
         _ => KeyWord::Object,
     }
 }
@@ -442,7 +470,9 @@ mod tests {
             b"abcdefghijklmno\0",
         ];
         for key in keys {
-            let KeyWord::Inline { word, word2, bits } = key_word(key, true) else { panic!("{key:?} should be inline") };
+            let KeyWord::Inline { word, word2, bits } = key_word(key, true, 0) else {
+                panic!("{key:?} should be inline")
+            };
             assert_ne!(word, 0);
             assert_eq!(bits & !KEY_BITS, 0);
             let (b, len) = inline_key(word, word2, bits).unwrap();
@@ -450,16 +480,16 @@ mod tests {
         }
         // Format 1 has no pair keys; a key whose first 8 bytes are zero, or longer than
         // 16 bytes, needs an object.
-        assert_eq!(key_word(b"abcdefghi", false), KeyWord::Object);
-        assert_eq!(key_word(&[0; 8], true), KeyWord::Object);
-        assert_eq!(key_word(&[0; 12], true), KeyWord::Object);
-        assert_eq!(key_word(b"abcdefghijklmnopq", true), KeyWord::Object);
+        assert_eq!(key_word(b"abcdefghi", false, 0), KeyWord::Object);
+        assert_eq!(key_word(&[0; 8], true, 0), KeyWord::Object);
+        assert_eq!(key_word(&[0; 12], true, 0), KeyWord::Object);
+        assert_eq!(key_word(b"abcdefghijklmnopq", true, 0), KeyWord::Object);
         // Pair keys of different lengths that pad to the same words stay different.
-        let a = key_word(b"abcdefghi", true);
-        let b = key_word(b"abcdefghi\0", true);
+        let a = key_word(b"abcdefghi", true, 0);
+        let b = key_word(b"abcdefghi\0", true, 0);
         assert_ne!(a, b);
         // A damaged second word (bytes past the length) is not a key.
-        let KeyWord::Inline { word, word2, bits } = key_word(b"abcdefghi", true) else { panic!() };
+        let KeyWord::Inline { word, word2, bits } = key_word(b"abcdefghi", true, 0) else { panic!() };
         assert!(inline_key(word, word2 | 1, bits).is_none());
         for v in [&b""[..], b"x", b"1234567", b"12345678", b"\0\xff"] {
             let (p, w) = inline_value(v);
@@ -471,7 +501,7 @@ mod tests {
 
     /// The entry's words at rest: (key word, payload, value word A, fourth word).
     fn at_rest(key: &[u8], value: &[u8]) -> (u64, u64, u64, u64) {
-        let KeyWord::Inline { word, word2, bits } = key_word(key, true) else { panic!() };
+        let KeyWord::Inline { word, word2, bits } = key_word(key, true, 0) else { panic!() };
         let (vbits, w) = inline_value(value);
         (word, entry_check(word, word2, bits | vbits, w), w, word2)
     }
@@ -551,6 +581,35 @@ mod tests {
                 assert_eq!(ok(rest, old, w4), None, "released: the old value is no longer proved");
             }
         }
+    }
+
+    /// Format 4's empty key word cannot be reached from a record's key word by zeroing it
+    /// or by flipping one bit: inline keys equal to it or one bit away go to key objects,
+    /// and no short key's word or key object's offset is within one bit of it.
+    #[test]
+    fn no_key_word_is_within_one_bit_of_the_empty_word() {
+        let e = EMPTY_KEY;
+        for bit in 0..65 {
+            let w = if bit == 64 { e } else { e ^ 1 << bit };
+            let (k8, k12) = (w.to_be_bytes(), [&w.to_be_bytes()[..], b"abcd"].concat());
+            assert_eq!(key_word(&k8, true, e), KeyWord::Object, "8-byte key {w:#x}");
+            assert_eq!(key_word(&k12, true, e), KeyWord::Object, "12-byte key starting {w:#x}");
+            // Older formats (no marks): such keys stay inline, as they always were.
+            assert!(matches!(key_word(&k8, true, 0), KeyWord::Inline { .. }));
+            // A short key's word has its length + 1 (1..=8) in the low byte.
+            assert!(!(1..=8).contains(&(w & 0xff)) || inline_key(w, 0, KIND_SHORT << KIND_SHIFT).is_none());
+            // A key object's offset is 8-aligned and below 2^46.
+            assert!(w & 7 != 0 || w >> 46 != 0, "{w:#x} could be an offset");
+        }
+        for len in 0..=7 {
+            let KeyWord::Inline { word, .. } = key_word(&vec![0xa5; len], true, e) else { panic!() };
+            assert!((word ^ e).count_ones() >= 2, "short key of {len} bytes");
+        }
+        // The zero key word is damage in format 4 and empty before: never an inline key.
+        assert_eq!(key_word(&[0; 8], true, e), KeyWord::Object);
+        assert_eq!(key_word(&[0; 8], true, 0), KeyWord::Object);
+        // Other keys are unaffected.
+        assert_eq!(key_word(b"aberrant", true, e), key_word(b"aberrant", true, 0));
     }
 
     #[test]

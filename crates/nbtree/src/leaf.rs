@@ -468,17 +468,35 @@ pub(crate) unsafe fn find(pool: &Pool, leaf: &Leaf, key: &[u8], fp: u8, bitmap: 
 }
 
 /// What a pool's format has: [`KIND_PAIR`] keys (format 2 on), entry checks and checked
-/// `next` words (format 3 on).
+/// `next` words (format 3 on), and the key word of an empty slot ([`EMPTY_KEY`] from
+/// format 4 on, where a zero key word is damage; 0 before).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Fmt {
     pub(crate) pairs: bool,
     pub(crate) checks: bool,
+    pub(crate) empty: u64,
 }
 
 impl Fmt {
     /// The format of superblock version `v`.
     pub(crate) fn of(v: u32) -> Fmt {
-        Fmt { pairs: v >= 2, checks: v >= CHECKS_VERSION }
+        Fmt { pairs: v >= 2, checks: v >= CHECKS_VERSION, empty: if v >= MARKS_VERSION { EMPTY_KEY } else { 0 } }
+    }
+
+    /// Whether empty slots are marked ([`EMPTY_KEY`]), so that a zero key word is damage.
+    #[inline]
+    pub(crate) fn marks(self) -> bool {
+        self.empty != 0
+    }
+
+    /// Write the empty slots' key words into a new block's image (format 4; nothing
+    /// before, where a zero word is empty): slots `first..cap()`.
+    pub(crate) fn mark_empty(self, img: &mut [u64; BLOCK_SIZE / 8], first: usize) {
+        if self.marks() {
+            for slot in first..self.cap() {
+                img[((BLK_ENTRIES + slot as u64 * ENTRY) / 8) as usize] = self.empty.to_le();
+            }
+        }
     }
 
     /// The slots of a block are `first..cap()` (the first is 0, or [`SL_FIRST`] in
@@ -534,13 +552,13 @@ pub(crate) fn value_of(pool: &Pool, leaf: &Leaf, slot: usize, mut p: u64) -> (u6
 #[inline]
 pub(crate) unsafe fn find_among(pool: &Pool, leaf: &Leaf, key: &[u8], cands: u64, fmt: Fmt) -> Option<(usize, u64)> {
     let mut bits = cands;
-    let inline = key_word(key, fmt.pairs);
+    let inline = key_word(key, fmt.pairs, fmt.empty);
     while bits != 0 {
         let slot = bits.trailing_zeros() as usize;
         bits &= bits - 1;
         pool.note_read(1);
         let kw = load(pool, leaf.key_at(slot));
-        if kw == 0 {
+        if kw == fmt.empty {
             continue;
         }
         let p = load(pool, leaf.payload_at(slot));
@@ -573,7 +591,9 @@ pub(crate) unsafe fn find_among(pool: &Pool, leaf: &Leaf, key: &[u8], cands: u64
 }
 
 /// The live entries of a leaf's committed slots: (slot, key word, payload, value word).
-pub(crate) fn live_entries(pool: &Pool, leaf: &Leaf) -> Vec<(usize, u64, u64, u64)> {
+/// `empty`: the key word of an empty slot ([`Fmt::empty`]); a zero one is skipped too (in
+/// format 4 that is damage done since the open, which `check` reports).
+pub(crate) fn live_entries(pool: &Pool, leaf: &Leaf, empty: u64) -> Vec<(usize, u64, u64, u64)> {
     let mut bits = leaf.bits(pool) & SLOTS_MASK;
     let mut out = Vec::with_capacity(bits.count_ones() as usize);
     pool.note_read((bits.count_ones() as u64).div_ceil(2));
@@ -582,7 +602,7 @@ pub(crate) fn live_entries(pool: &Pool, leaf: &Leaf) -> Vec<(usize, u64, u64, u6
         bits &= bits - 1;
         let kw = load(pool, leaf.key_at(slot));
         let p = load(pool, leaf.payload_at(slot));
-        if kw != 0 && p & DEL == 0 {
+        if kw != 0 && kw != empty && p & DEL == 0 {
             let (p, w) = value_of(pool, leaf, slot, p);
             out.push((slot, kw, p, w));
         }

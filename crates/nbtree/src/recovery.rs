@@ -71,23 +71,33 @@ fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant, sl: bool) -> Result<Nb
     }
     // The first leaf: empty; a single-layer one starts taking slots after its metadata.
     let mut first_leaf = Leaf::new(0, Arc::from(&b""[..]));
-    let mut img = [0u8; BLOCK_SIZE];
+    // New pools are the newest format: `next` words with checks, empty slots marked.
+    let fmt = Fmt::of(SUPER_VERSION);
+    let empty_block = |first: usize| {
+        let mut words = [0u64; BLOCK_SIZE / 8];
+        fmt.mark_empty(&mut words, first);
+        let mut img = [0u8; BLOCK_SIZE];
+        for (b, w) in img.chunks_exact_mut(8).zip(words) {
+            b.copy_from_slice(&w.to_ne_bytes());
+        }
+        img
+    };
+    let mut img = empty_block(if sl { SL_FIRST } else { 0 });
     if sl {
         first_leaf.init_meta(&[0; CAP], SL_FIRST, 0);
         for (o, v) in first_leaf.meta_words() {
             img[o as usize..o as usize + 8].copy_from_slice(&v.to_le_bytes());
         }
     }
-    // New pools are the newest format: `next` words with checks.
     let first = new_zeroed(&pool, &alloc, BLOCK, &mut img, Some(0))?;
     first_leaf.block = first;
     first_leaf.sl = sl;
-    let mut img = [0u8; BLOCK_SIZE];
+    let mut img = empty_block(0);
     let head = new_zeroed(&pool, &alloc, BLOCK, &mut img, Some(first))?;
     let mut sb = [0u8; SUPER_SIZE];
     sb[..8].copy_from_slice(SUPER_MAGIC);
     sb[8..12].copy_from_slice(&(SUPER_VERSION | BATCH_LOGS).to_le_bytes());
-    let cap = Fmt::of(SUPER_VERSION).cap();
+    let cap = fmt.cap();
     sb[12..16].copy_from_slice(&(if sl { cap - SL_FIRST } else { cap } as u32).to_le_bytes());
     sb[16..24].copy_from_slice(&head.to_le_bytes());
     let crc = super_crc(&sb);
@@ -105,7 +115,7 @@ fn format(pool: Arc<Pool>, claim: PoolClaim, t0: Instant, sl: bool) -> Result<Nb
     rep.clean_shutdown = true;
     rep.duration = Duration::from_micros(t0.elapsed().as_micros() as u64);
     let rep = with_figures(rep, 1, 1, [0; 4]);
-    let t = assemble(pool, alloc, sbo, sentinel, root, 0, rep, claim, (sl, Fmt::of(SUPER_VERSION)), (arena, nodes));
+    let t = assemble(pool, alloc, sbo, sentinel, root, 0, rep, claim, (sl, fmt), (arena, nodes));
     t.batch_logs.store(true, Ordering::Relaxed);
     Ok(t)
 }
@@ -266,9 +276,10 @@ fn decode<'p>(
     block: u64,
     first_slot: usize,
     dedup: bool,
-    checks: bool,
+    fmt: Fmt,
     keys: &mut Vec<Found<'p>>,
 ) -> Result<Decoded<'p>> {
+    let checks = fmt.checks;
     keys.clear();
     let mut d = Decoded {
         next: 0,
@@ -297,8 +308,15 @@ fn decode<'p>(
     for slot in first_slot..if checks { CAP_CHECKED } else { CAP } {
         let ko = entry_off(block, slot);
         let kw = words[first + slot * entry_words];
-        if kw == 0 {
+        if kw == fmt.empty {
             continue;
+        }
+        // Format 4 marks empty slots, so a zero key word is a record whose key was lost
+        // (docs/design/integrity.md, "Empty slots"): refused, not read as empty.
+        if kw == 0 {
+            return Err(corrupt(format!(
+                "block {block:#x} slot {slot}: the key word is zero (a record's key is lost)"
+            )));
         }
         d.num = slot as u32 + 1;
         let mut p = words[first + slot * entry_words + (E_PAYLOAD / 8) as usize];
@@ -318,7 +336,7 @@ fn decode<'p>(
             }
         }
         if p & DEL != 0 {
-            d.fixes.push((ko, 0)); // finish the delete
+            d.fixes.push((ko, fmt.empty)); // finish the delete
             continue;
         }
         if p & FROZEN != 0 {
@@ -369,7 +387,7 @@ fn decode<'p>(
             let (k, slot, _, _, fp) = keys[r];
             let (word, bit) = ((fp >> 6) as usize, 1u64 << (fp & 63));
             if present[word] & bit != 0 && keys[..kept].iter().any(|o| o.4 == fp && o.0.cmp(&k).is_eq()) {
-                d.fixes.push((entry_off(block, slot), 0));
+                d.fixes.push((entry_off(block, slot), fmt.empty));
                 continue;
             }
             present[word] |= bit;
@@ -517,7 +535,7 @@ fn open(pool: Arc<Pool>, want_sl: bool) -> Result<NbTree> {
                     return Err(corrupt(format!("block {b:#x} fails its seal (checksum)")));
                 }
             }
-            decode(pool_ref, b, first_slot, !clean, fmt.checks, keys)
+            decode(pool_ref, b, first_slot, !clean, fmt, keys)
         },
     );
     // Block offset -> index in `all`, by offset / BLOCK_SIZE: two blocks lie at least a
@@ -793,7 +811,7 @@ mod tests {
         t.close().unwrap();
         let pool = Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap());
         let first = first_block(&pool);
-        let used = (0..CAP).filter(|&s| load(&pool, entry_off(first, s)) != 0).count();
+        let used = (0..CAP).filter(|&s| ![0, EMPTY_KEY].contains(&load(&pool, entry_off(first, s)))).count();
         assert_eq!(used, keys.len(), "every key in the first leaf, slots 0..7");
         // Slots 0, 1, 2, 3 (the 8-byte, short, long and two-word keys) copied after the
         // others with a different value word.
@@ -872,6 +890,13 @@ mod tests {
                 let next = next_of(w, b, true).or_else(|| next_of(w, b, false)).unwrap();
                 // SAFETY: the `next` word of a used block; no tree is open on the pool.
                 unsafe { pool.store_u64(b + BLK_NEXT, next_word(next, b, v >= CHECKS_VERSION)) };
+                // Before format 4 an empty slot's key word is 0.
+                for slot in 0..CAP {
+                    if v < MARKS_VERSION && load(&pool, entry_off(b, slot)) == EMPTY_KEY {
+                        // SAFETY: a key word of a used block; no tree is open on the pool.
+                        unsafe { pool.store_u64(entry_off(b, slot), 0) };
+                    }
+                }
                 // Resealed, as the clean close before left it.
                 // SAFETY: a used block inside the pool; no tree is open on it.
                 let seal = block_seal(unsafe { std::slice::from_raw_parts(pool.at::<u8>(b), BLOCK_SIZE) });
@@ -970,7 +995,7 @@ mod tests {
 
     /// The entry of `key` in `block`.
     fn entry_of(pool: &Pool, block: u64, key: &[u8]) -> u64 {
-        let KeyWord::Inline { word, .. } = key_word(key, true) else { panic!() };
+        let KeyWord::Inline { word, .. } = key_word(key, true, 0) else { panic!() };
         (0..CAP).map(|s| entry_off(block, s)).find(|&e| load(pool, e) == word).expect("the key is in the block")
     }
 
@@ -1052,5 +1077,170 @@ mod tests {
         poke_byte(&t.pool, entry_off(first, 0) + E_VALUE, 7, |_| b'X');
         let r = t.check();
         assert!(matches!(&r, Err(e) if e.to_string().contains("slot 0")), "{r:?}");
+    }
+
+    /// How the source pool of the aimed tests was left.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Left {
+        /// Closed cleanly: the seals verify.
+        Clean,
+        /// Opened writable again, written, and not closed (a crash): the seals are stale.
+        Crashed,
+        /// Opened writable again and not closed, with no write in between (issue 67's
+        /// `pmkv serve` killed before any request).
+        OpenedThenKilled,
+    }
+
+    /// A pool with every kind of key (8-byte, short, two-word, in an object) and value
+    /// (inline, in an object), updated in place, to objects and deleted, left as `left`
+    /// says. Returns the file's bytes and the records it must hold.
+    fn aimed_source(left: Left) -> (Vec<u8>, std::collections::BTreeMap<Vec<u8>, Vec<u8>>) {
+        let path = std::env::temp_dir().join(format!("pmkv-nbtree-aim-{left:?}-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let opts = PoolOptions::default().mode(Mode::Adr).initial_size(2 << 20);
+        let mut model = std::collections::BTreeMap::new();
+        let key = |i: u32| -> Vec<u8> {
+            match i % 4 {
+                0 => (0x0200_0000_0000_0000u64 + u64::from(i) * 7919).to_be_bytes().to_vec(),
+                1 => format!("s{i:04}").into_bytes(),
+                2 => format!("pair-key-{i:05}").into_bytes(),
+                _ => format!("a-key-long-enough-for-an-object-{i:05}").into_bytes(),
+            }
+        };
+        let value = |i: u32, r: u32| vec![b'a' + ((i + r) % 26) as u8; [3, 8, 40][((i + r) % 3) as usize]];
+        let t = NbTree::open(Arc::new(Pool::create(&path, "nbtree", &opts).unwrap())).unwrap();
+        let put = |model: &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>, t: &NbTree, k: Vec<u8>, v: Vec<u8>| {
+            t.put(&k, &v).unwrap();
+            model.insert(k, v);
+        };
+        for i in 0..300 {
+            put(&mut model, &t, key(i), value(i, 0));
+        }
+        for i in (0..300).step_by(3) {
+            put(&mut model, &t, key(i), value(i, 3)); // same length: in place; else an object
+        }
+        for i in (0..300).step_by(5) {
+            t.delete(&key(i)).unwrap();
+            model.remove(&key(i));
+        }
+        t.close().unwrap();
+        if left != Left::Clean {
+            let pool = Arc::new(Pool::open(&path, Some("nbtree"), &opts).unwrap());
+            let t = NbTree::open(pool.clone()).unwrap();
+            if left == Left::Crashed {
+                for i in (1..300).step_by(7) {
+                    put(&mut model, &t, key(i), value(i, 6));
+                }
+                for i in (2..300).step_by(11) {
+                    t.delete(&key(i)).unwrap();
+                    model.remove(&key(i));
+                }
+            }
+            pool.poison(); // no seal, not marked clean: as a SIGKILL leaves it
+            drop(t);
+            drop(pool);
+        }
+        let image = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        (image, model)
+    }
+
+    /// Records as a scan gives them.
+    type Records = Vec<(Vec<u8>, Vec<u8>)>;
+
+    /// Open `image` (in memory) and read every record, or the error that refused it; and
+    /// whether the open found a clean shutdown.
+    fn read_all(image: &[u8]) -> Result<(Records, bool)> {
+        let opts = PoolOptions::default().mode(Mode::Adr);
+        let t = NbTree::open(Arc::new(Pool::from_image(image, Some("nbtree"), &opts)?))?;
+        let clean = t.recovery_report().clean_shutdown;
+        let mut out = Vec::new();
+        t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        t.check()?;
+        Ok((out, clean))
+    }
+
+    /// The entry offsets of the live records of every block on the list of `image`.
+    fn live_entries_of(image: &[u8]) -> Vec<u64> {
+        let opts = PoolOptions::default().mode(Mode::Adr);
+        let t = NbTree::open(Arc::new(Pool::from_image(image, Some("nbtree"), &opts).unwrap())).unwrap();
+        let mut out = Vec::new();
+        for l in t.leaves_quiesced() {
+            // SAFETY: a live leaf of a tree no other thread uses.
+            let l = unsafe { &*l };
+            out.extend(leaf::live_entries(&t.pool, l, t.fmt.empty).iter().map(|e| l.key_at(e.0)));
+        }
+        out // the tree writes only its in-memory copy: `image` stays as it was
+    }
+
+    /// Issue 67: a record's key word zeroed used to read as an empty slot, the record gone
+    /// with no error once the seals were stale (after a crash, or a writable open that
+    /// was killed). Now every word of a third of the records (key word, payload, value
+    /// word A, fourth word), and the whole entry, zeroed in a pool left each way, is refused
+    /// (`Corrupt`) or reads exactly as the undamaged pool: no silent wrong answer.
+    #[test]
+    fn zeroed_words_of_records_are_never_read_as_empty() {
+        for left in [Left::Clean, Left::Crashed, Left::OpenedThenKilled] {
+            let (image, model) = aimed_source(left);
+            let want: Records = model.into_iter().collect();
+            let (got, clean) = read_all(&image).unwrap();
+            assert_eq!(got, want, "{left:?}: the undamaged pool");
+            assert_eq!(clean, left == Left::Clean, "{left:?}");
+            let entries = live_entries_of(&image);
+            assert_eq!(entries.len(), want.len(), "{left:?}");
+            let (mut refused, mut right) = (0, 0);
+            // Every third live record: every kind of key and value is among them.
+            for &e in entries.iter().step_by(3) {
+                for (what, at, len) in [
+                    ("key word", 0, 8),
+                    ("payload", 8, 8),
+                    ("value word", 16, 8),
+                    ("fourth word", 24, 8),
+                    ("entry", 0, 32),
+                ] {
+                    let mut b = image.clone();
+                    b[(e + at) as usize..(e + at + len) as usize].fill(0);
+                    match read_all(&b) {
+                        Err(Error::Corrupt(_)) => refused += 1,
+                        Err(err) => panic!("{left:?} entry {e:#x} {what} zeroed: {err}"),
+                        Ok((got, _)) => {
+                            assert!(
+                                got == want,
+                                "{left:?} entry {e:#x} {what} zeroed: a silent wrong answer ({} records, not {})",
+                                got.len(),
+                                want.len()
+                            );
+                            right += 1;
+                        }
+                    }
+                }
+            }
+            // Every key word and every whole entry is refused (a zero key word is never a
+            // record's; the zeroed words that read right are unused value slots).
+            let sampled = entries.len().div_ceil(3);
+            assert!(refused >= 2 * sampled, "{left:?}: {refused} refused, {right} read right");
+            eprintln!(
+                "{left:?}: {sampled} records sampled, {refused} zeroed words refused, {right} read right, 0 wrong"
+            );
+        }
+    }
+
+    /// A format-4 empty slot's key word is `EMPTY_KEY`: a zeroed one (damage to a slot
+    /// nobody used) is refused too, as the format says, not taken as empty.
+    #[test]
+    fn a_zeroed_empty_slot_is_refused() {
+        let (image, _) = aimed_source(Left::Crashed);
+        let opts = PoolOptions::default().mode(Mode::Adr);
+        let pool = Pool::from_image(&image, Some("nbtree"), &opts).unwrap();
+        let first = first_block(&pool);
+        let slot =
+            (0..CAP_CHECKED).rev().find(|&s| load(&pool, entry_off(first, s)) == EMPTY_KEY).expect("an empty slot");
+        let mut b = image.clone();
+        b[entry_off(first, slot) as usize..][..8].fill(0);
+        let r = read_all(&b).map(|_| ());
+        assert!(matches!(&r, Err(Error::Corrupt(m)) if m.contains("key word is zero")), "{r:?}");
     }
 }

@@ -16,6 +16,9 @@
 //!   passes a 24-bit check; a [`VAL_PTR`] entry's 13-bit check vouches for its inline key
 //!   only together with its value object's CRC. Inline bytes nothing vouches for (format 1
 //!   and 2 outside sealed blocks) are lost.
+//! * in format 4 an empty slot's key word is [`EMPTY_KEY`], so a zero key word in a block
+//!   (found by its trailer word) with a payload is a record whose key is lost: counted as
+//!   damaged.
 //!
 //! Sealed blocks are found at every 64-byte line whose seal verifies (2^-32 odds for
 //! anything else). Outside sealed blocks every 32-byte slot is tried as an entry: one
@@ -62,21 +65,47 @@ fn object(image: &[u8], off: u64, max: usize) -> Option<&[u8]> {
 }
 
 /// The first entry slot that holds an entry: 0 in two-layer blocks, [`SL_FIRST`] in
-/// NBTree-SL blocks (whose first entries' space holds leaf metadata). Taken from an intact
-/// superblock; without one the layout is unknown and only slots valid in both are read.
-fn first_slot(image: &[u8]) -> usize {
+/// NBTree-SL blocks (whose first entries' space holds leaf metadata), and the format.
+/// Taken from an intact superblock; without one the layout is unknown and only slots
+/// valid in both are read (format 0: unknown).
+fn layout_of(image: &[u8]) -> (usize, u32) {
     for off in (0..image.len().saturating_sub(SUPER_SIZE - 1)).step_by(64) {
         let sb = &image[off..off + SUPER_SIZE];
         if &sb[..8] != SUPER_MAGIC || u32_at(sb, SB_CRC) != Some(super_crc(sb)) {
             continue;
         }
+        let version = u32_at(sb, SB_VERSION).unwrap_or(0) & !BATCH_LOGS;
         match u32_at(sb, SB_CAP).map(|c| c as usize) {
-            Some(CAP | CAP_CHECKED) => return 0,
-            Some(c) if c == CAP_SL || c == CAP_CHECKED - SL_FIRST => return SL_FIRST,
+            Some(CAP | CAP_CHECKED) => return (0, version),
+            Some(c) if c == CAP_SL || c == CAP_CHECKED - SL_FIRST => return (SL_FIRST, version),
             _ => {}
         }
     }
-    SL_FIRST
+    (SL_FIRST, 0)
+}
+
+/// Format 4: records whose key word was zeroed, in the blocks whose trailer word still
+/// names them (a zero key word is never an empty slot there). Their keys are gone, so
+/// they are counted as damaged without being listed. A slot whose payload is zero too was
+/// never used (or the whole entry was zeroed) and is not counted.
+fn zeroed_keys(image: &[u8], first: usize) -> u64 {
+    let mut n = 0;
+    let mut off = 0u64;
+    while off + BLOCK_SIZE as u64 <= image.len() as u64 {
+        if u64_at(image, off + BLK_TRAILER) != Some(trailer_word(off)) {
+            off += 64;
+            continue;
+        }
+        for slot in first..CAP_CHECKED {
+            let e = entry_off(off, slot);
+            let (kw, p) = (u64_at(image, e), u64_at(image, e + E_PAYLOAD));
+            if kw == Some(0) && p.is_some_and(|p| p != 0 && p & DEL == 0) {
+                n += 1;
+            }
+        }
+        off += BLOCK_SIZE as u64;
+    }
+    n
 }
 
 /// One copy of a record: its value and whether an SMO froze it.
@@ -93,7 +122,9 @@ type Found<'a> = BTreeMap<Vec<u8>, Vec<Copy<'a>>>;
 fn entry<'a>(image: &'a [u8], e: u64, sealed: bool, found: &mut Found<'a>, rep: &mut SalvageReport) -> Option<()> {
     let kw = u64_at(image, e)?;
     let p = u64_at(image, e + E_PAYLOAD)?;
-    if kw == 0 || p & DEL != 0 {
+    // Format 4's empty slots hold `EMPTY_KEY` (never a record's key word there; in an
+    // older pool it is a possible 8-byte key, skipped here: lost, never invented).
+    if kw == 0 || kw == EMPTY_KEY || p & DEL != 0 {
         return None;
     }
     // A format-3 entry check (any pool's format may be in the file; an older entry passes
@@ -138,7 +169,10 @@ fn lose(rep: &mut SalvageReport, key: Vec<u8>) {
 /// Records are emitted in key order.
 pub(crate) fn salvage(image: &[u8], emit: Emit<'_>) -> Result<SalvageReport> {
     let mut rep = SalvageReport::default();
-    let first = first_slot(image);
+    let (first, version) = layout_of(image);
+    if version >= MARKS_VERSION {
+        rep.damaged += zeroed_keys(image, first);
+    }
     let mut found: Found<'_> = BTreeMap::new();
     // Sealed blocks: a header whose reserved bytes are zero and whose seal verifies.
     let mut sealed = vec![false; image.len() / ENTRY as usize + 1];

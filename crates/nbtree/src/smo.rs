@@ -9,8 +9,8 @@
 //! payload's `copy_bit` and `sync_bit`. pmkv uses those two payload bits differently:
 //! the copy phase sets [`FROZEN`] on each entry it copies with a CAS, and every update
 //! and delete is a CAS that expects the bit clear (a delete sets [`DEL`] by CAS before it
-//! zeroes the key). So each write either lands before its entry is frozen, and the copy
-//! carries it, or fails and is redone in the new leaf after the SMO (cooperative SMO).
+//! empties the key word). So each write either lands before its entry is frozen, and the
+//! copy carries it, or fails and is redone in the new leaf after the SMO (cooperative SMO).
 //! Nothing can be lost, so there is nothing to sync. Readers need no sync-on-read: an
 //! old leaf is exactly up to date until `copy_ptr` is set, and after that readers go to
 //! the new leaves (see `tree::get_with`). This also settles something the paper leaves
@@ -76,7 +76,7 @@ impl NbTree {
                 }
                 crate::chaos::point();
                 let kw = load(&self.pool, leaf.key_at(slot));
-                if kw == 0 {
+                if kw == self.fmt.empty {
                     break;
                 }
                 let mut p = p & !FROZEN;
@@ -171,6 +171,9 @@ impl NbTree {
         let n = recs.len();
         debug_assert!(first + n <= self.fmt.cap());
         let mut img = [0u64; BLOCK_SIZE / 8];
+        // Format 4: every slot the records do not fill holds the empty key word. The block
+        // is written and flushed whole anyway: no store or line more.
+        self.fmt.mark_empty(&mut img, first + n);
         let mut fps = [0u8; CAP];
         for (i, (_, kw, kw2, p, w, fp)) in recs.enumerate() {
             let at = ((BLK_ENTRIES + (first + i) as u64 * ENTRY) / 8) as usize;

@@ -357,7 +357,7 @@ impl NbTree {
         if let Some(k) = prep.key {
             return Ok(k);
         }
-        let k = match key_word(key, self.fmt.pairs) {
+        let k = match key_word(key, self.fmt.pairs, self.fmt.empty) {
             KeyWord::Inline { word, word2, bits } => (word, word2, bits),
             KeyWord::Object => (self.new_object(KEY, key)?, 0, KIND_OBJ << KIND_SHIFT),
         };
@@ -517,11 +517,11 @@ impl NbTree {
         self.persist_entry(leaf, pos);
     }
 
-    /// Give up slot `pos` whose insert did not commit: zero its key so that recovery does
-    /// not find it.
+    /// Give up slot `pos` whose insert did not commit: store the empty key word (0, or
+    /// [`EMPTY_KEY`] in format 4) so that recovery does not find it.
     fn abandon(&self, leaf: &Leaf, pos: usize) {
         // SAFETY: the slot is this thread's (never committed).
-        unsafe { self.pool.store_u64(leaf.key_at(pos), 0) };
+        unsafe { self.pool.store_u64(leaf.key_at(pos), self.fmt.empty) };
         self.persist_entry(leaf, pos);
     }
 
@@ -680,7 +680,7 @@ impl NbTree {
         Ok(true)
     }
 
-    /// Delete (Algorithm 4): mark the payload [`DEL`], then zero the key; returns whether
+    /// Delete (Algorithm 4): mark the payload [`DEL`], then empty the key word; returns whether
     /// the key was present.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         if key.len() > MAX_KEY {
@@ -719,8 +719,10 @@ impl NbTree {
             }
             crate::chaos::point();
             let kw = load(&self.pool, leaf.key_at(slot));
+            // The empty key word: 0, or in format 4 [`EMPTY_KEY`], so that a zero one is
+            // damage. One 8-byte store either way.
             // SAFETY: the DEL bit made this thread the slot's only writer.
-            unsafe { self.pool.store_u64(leaf.key_at(slot), 0) };
+            unsafe { self.pool.store_u64(leaf.key_at(slot), self.fmt.empty) };
             self.persist_entry(leaf, slot);
             leaf.touch();
             self.count.add(-1);
@@ -787,7 +789,7 @@ impl NbTree {
                 }
             };
             recs.clear();
-            for (slot, kw, p, w) in leaf::live_entries(&self.pool, leaf) {
+            for (slot, kw, p, w) in leaf::live_entries(&self.pool, leaf, self.fmt.empty) {
                 // SAFETY: pinned (`g`): a key object that a live entry of `leaf` names is freed
                 // only through the epoch scheme, after this guard drops.
                 let k = unsafe { leaf::entry_key(&self.pool, leaf.key_at(slot), kw, p, false) }
