@@ -200,14 +200,24 @@ impl Shared {
     /// (it holds the gate: waiting would stall this client, and a worker, until the
     /// script ends).
     pub fn gate_read(&self) -> Result<parking_lot::RwLockReadGuard<'_, ()>, resp::Reply> {
-        self.gate_or_busy(|| self.gate.try_read_for(GATE_LOOK))
+        match self.gate.try_read() {
+            Some(g) => Ok(g),
+            None => self.gate_or_busy(|| self.gate.try_read_for(GATE_LOOK)),
+        }
     }
 
     /// The gate, exclusively; or the BUSY reply (see [`Shared::gate_read`]).
     pub fn gate_write(&self) -> Result<parking_lot::RwLockWriteGuard<'_, ()>, resp::Reply> {
-        self.gate_or_busy(|| self.gate.try_write_for(GATE_LOOK))
+        match self.gate.try_write() {
+            Some(g) => Ok(g),
+            None => self.gate_or_busy(|| self.gate.try_write_for(GATE_LOOK)),
+        }
     }
 
+    /// Wait for the gate (`take`: a wait of up to [`GATE_LOOK`]) until it is had, or a
+    /// script is busy. Out of line: the uncontended gate is one compare-and-swap.
+    #[cold]
+    #[inline(never)]
     fn gate_or_busy<G>(&self, take: impl Fn() -> Option<G>) -> Result<G, resp::Reply> {
         loop {
             if let Some(g) = take() {
