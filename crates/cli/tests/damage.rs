@@ -574,7 +574,7 @@ fn damaged_crashed_mangosteen_pools_read_right_or_fail() {
     soak("mangosteen", Source::KilledServe, 60, false);
 }
 
-/// A finding of the aimed zeroed words (issue 67's audit), not fixed yet: in a Mangosteen
+/// A finding of the aimed zeroed words (the audit of zeroed words in docs/design/integrity.md), not fixed yet: in a Mangosteen
 /// pool left by a killed `pmkv load`, 8 zeroed bytes aimed at a key ("small00434", word
 /// 0x10340e0 of copy 284 with seed 1592646202 and 600 copies) made `dump` exit 0 with
 /// records different from what recovering the undamaged image gives. Crash images differ
@@ -588,7 +588,7 @@ fn damaged_crashed_mangosteen_pools_aimed_zero_words() {
     soak("mangosteen", Source::KilledServe, 60, true);
 }
 
-/// Issue 67, as reported: the first 60,000 words of the Dictionary loaded into an NBTree
+/// The zeroed-key-word report, reproduced: the first 60,000 words of the Dictionary loaded into an NBTree
 /// pool by `pmkv load`, closed cleanly (**loaded**), or then opened by `pmkv serve` and
 /// killed with SIGKILL before any request (**served**); for 60 sampled words (among them
 /// the report's "aberrant" and "Americus") the aligned 8 bytes holding the word's key
@@ -657,7 +657,7 @@ fn nbtree_zeroed_key_words_are_refused_loaded_and_served() {
             }
         }
         println!(
-            "issue 67, {}: {} key words zeroed: {refused} refused, {exact} read right, {} silent",
+            "zeroed key words, {}: {} zeroed: {refused} refused, {exact} read right, {} silent",
             if served { "served and killed" } else { "loaded" },
             sample.len(),
             silent.len()

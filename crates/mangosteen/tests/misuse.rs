@@ -1,4 +1,4 @@
-//! Misuse is refused with a clear error instead of acknowledged and lost (issue 64):
+//! Misuse is refused with a clear error instead of acknowledged and lost:
 //! compiler capture over Rust code that was not compiled with capture, a larger region at
 //! a later open, and an allocation in the split heap aligned beyond its 16 bytes.
 

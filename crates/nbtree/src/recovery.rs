@@ -1086,7 +1086,7 @@ mod tests {
         Clean,
         /// Opened writable again, written, and not closed (a crash): the seals are stale.
         Crashed,
-        /// Opened writable again and not closed, with no write in between (issue 67's
+        /// Opened writable again and not closed, with no write in between (the zeroed-key-word report's
         /// `pmkv serve` killed before any request).
         OpenedThenKilled,
     }
@@ -1176,7 +1176,7 @@ mod tests {
         out // the tree writes only its in-memory copy: `image` stays as it was
     }
 
-    /// Issue 67: a record's key word zeroed used to read as an empty slot, the record gone
+    /// A record's key word zeroed used to read as an empty slot, the record gone
     /// with no error once the seals were stale (after a crash, or a writable open that
     /// was killed). Now every word of a third of the records (key word, payload, value
     /// word A, fourth word), and the whole entry, zeroed in a pool left each way, is refused
