@@ -123,6 +123,9 @@ pub(crate) fn apply_from_dram(pool: &Pool, pm: &PmCopy, dram: &[u8], runs: &[(u6
     // Check words stored and not yet flushed, `[from, to)` in pool offsets: runs whose
     // check words share a line extend it, so that the line is flushed once, after its
     // last store.
+    if runs.is_empty() {
+        return;
+    }
     let mut pending: Option<(u64, u64)> = None;
     for &(start, end) in runs {
         let (first, last) = (start / LINE, (end - 1) / LINE);
