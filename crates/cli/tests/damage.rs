@@ -569,20 +569,17 @@ fn damaged_crashed_nbtree_pools_read_right_or_fail() {
 
 #[test]
 fn damaged_crashed_mangosteen_pools_read_right_or_fail() {
-    // Without the aimed zeroed words: see the ignored test below.
+    // Without the aimed zeroed words: see the test below.
     soak("mangosteen", Source::KilledLoad, 60, false);
     soak("mangosteen", Source::KilledServe, 60, false);
 }
 
-/// A finding of the aimed zeroed words (the audit of zeroed words in docs/design/integrity.md), not fixed yet: in a Mangosteen
-/// pool left by a killed `pmkv load`, 8 zeroed bytes aimed at a key ("small00434", word
-/// 0x10340e0 of copy 284 with seed 1592646202 and 600 copies) made `dump` exit 0 with
-/// records different from what recovering the undamaged image gives. Crash images differ
-/// from run to run, so the copy that shows it does too; at 600 copies per case it showed
-/// in the first soak that had these kinds. Run with `--ignored` (and
-/// `PMKV_DAMAGE_COPIES=600`) to look for it.
+/// The aimed zeroed words in crashed Mangosteen pools: 8 zeroed bytes aimed at a key
+/// ("small00434") in a pool left by a killed `pmkv load` once made `dump` exit 0 with
+/// wrong records: recovery recomputed the checks of the lines it replayed, blessing damage
+/// beside the replayed blocks. Fixed: recovery verifies those lines too
+/// (docs/design/integrity.md, "Mangosteen").
 #[test]
-#[ignore = "finding: a zeroed word in a crashed Mangosteen pool can read back wrong"]
 fn damaged_crashed_mangosteen_pools_aimed_zero_words() {
     soak("mangosteen", Source::KilledLoad, 60, true);
     soak("mangosteen", Source::KilledServe, 60, true);

@@ -62,14 +62,19 @@ impl PmCopy {
         line_check(start, unsafe { std::slice::from_raw_parts(pool.at::<u8>(self.region + start), len) })
     }
 
-    /// Recompute and flush line `l`'s check (durable at the caller's next fence).
-    pub fn update(&self, pool: &Pool, l: u64) {
-        let c = self.compute(pool, l);
-        let at = self.checks + 4 * l;
-        // SAFETY: the check word of line `l` inside the checks object; only the backend
-        // (or a lone recovery, or `format`) writes it, and no reference to it exists.
-        unsafe { pool.store_u32(at, c) };
-        pool.flush_off(at, 4);
+    /// The check of line `l` as stored in the checks object.
+    pub fn stored(&self, pool: &Pool, l: u64) -> u32 {
+        // SAFETY: inside the checks object (validated at open, l < lines()); read-only.
+        unsafe { pool.at::<u32>(self.checks + 4 * l).read() }
+    }
+
+    /// A copy of line `l`'s bytes as they are in PM now (the region's last line may be
+    /// short).
+    pub fn read_line(&self, pool: &Pool, l: u64) -> Vec<u8> {
+        let start = l * LINE;
+        let len = LINE.min(self.size - start) as usize;
+        // SAFETY: as in `compute`.
+        unsafe { std::slice::from_raw_parts(pool.at::<u8>(self.region + start), len) }.to_vec()
     }
 
     /// Every line against its check: the first line that fails, if any.
@@ -79,16 +84,15 @@ impl PmCopy {
 
     /// Every line but those in `skip` (sorted) against its check. Recovery runs this
     /// before it replays anything, skipping the lines the pending records write (a crash
-    /// may have left those between two states; the replay rewrites them and their
-    /// checks), so that damage anywhere else refuses the open before a byte is written.
+    /// may have left those between two states: `recovery::verify_touched` checks them),
+    /// so that damage anywhere else refuses the open before a byte is written.
     pub fn verify_except(&self, pool: &Pool, skip: &[u64]) -> Result<()> {
         let mut skip = skip.iter().peekable();
         for l in 0..self.lines() {
             if skip.next_if(|&&s| s <= l).is_some_and(|&s| s == l) {
                 continue;
             }
-            // SAFETY: inside the checks object (validated at open); read-only here.
-            let want = unsafe { pool.at::<u32>(self.checks + 4 * l).read() };
+            let want = self.stored(pool, l);
             if self.compute(pool, l) != want {
                 return Err(Error::Corrupt(format!(
                     "line {l} of the region (bytes {}..{}) fails its check: the pool file is damaged",
@@ -119,14 +123,11 @@ pub(crate) fn apply_from_dram(pool: &Pool, pm: &PmCopy, dram: &[u8], runs: &[(u6
     // Check words stored and not yet flushed, `[from, to)` in pool offsets: runs whose
     // check words share a line extend it, so that the line is flushed once, after its
     // last store.
+    if runs.is_empty() {
+        return;
+    }
     let mut pending: Option<(u64, u64)> = None;
     for &(start, end) in runs {
-        let len = (end - start) as usize;
-        let at = pm.region + start;
-        // SAFETY: `[start, end)` lies inside the region (blocks of it, as logged), an
-        // object of this pool that only the backend writes; no reference into it exists.
-        unsafe { std::ptr::copy_nonoverlapping(dram[start as usize..].as_ptr(), pool.at::<u8>(at), len) };
-        pool.flush_off(at, len);
         let (first, last) = (start / LINE, (end - 1) / LINE);
         let line = |l: u64| -> &[u8] {
             let from = (l * LINE) as usize;
@@ -163,6 +164,16 @@ pub(crate) fn apply_from_dram(pool: &Pool, pm: &PmCopy, dram: &[u8], runs: &[(u6
     }
     if let Some((f, t)) = pending {
         pool.flush_off(f, (t - f) as usize);
+    }
+    // The checks are durable before any byte they cover changes (see `write_checked`).
+    pool.fence();
+    for &(start, end) in runs {
+        let len = (end - start) as usize;
+        let at = pm.region + start;
+        // SAFETY: `[start, end)` lies inside the region (blocks of it, as logged), an
+        // object of this pool that only the backend writes; no reference into it exists.
+        unsafe { std::ptr::copy_nonoverlapping(dram[start as usize..].as_ptr(), pool.at::<u8>(at), len) };
+        pool.flush_off(at, len);
     }
 }
 
@@ -227,50 +238,183 @@ impl DirtyLines {
     }
 }
 
-/// Apply every record in `[from, to)` to the PM copy; returns the index past the last
-/// COMMIT applied. `to` must not exceed the persistent tail. With `durable`, each COMMIT
-/// is fenced and the persistent head moved past it and persisted (Fig. 4 lines 21–24);
-/// without, the caller makes the applied blocks durable and moves the head itself.
-pub(crate) fn apply(log: &RedoLog, pm: &PmCopy, from: u64, to: u64, durable: bool) -> Result<u64> {
-    let pool = &log.pool;
-    let (region, size) = (pm.region, pm.size);
-    let mut head = from;
-    let mut idx = from;
-    let mut buf = Vec::new();
-    while idx < to {
-        let rec = log.read(idx, to, &mut buf)?;
-        for (addr, data) in rec.runs(&buf) {
-            let len = data.len();
-            if addr.checked_add(len as u64).is_none_or(|e| e > size) {
-                return Err(Error::Corrupt(format!(
-                    "redo record {idx} writes {len} bytes at {addr}, outside the {size}-byte region"
-                )));
+/// The committed records of `[from, to)` read, verified and merged: every byte they write
+/// once, with the content of the last record that wrote it.
+pub(crate) struct Pending {
+    /// The merged runs `[start, end)` of every record up to `end`, sorted, disjoint.
+    pub spans: Vec<(u64, u64)>,
+    /// Where span `i`'s bytes start in `bytes`.
+    at: Vec<usize>,
+    bytes: Vec<u8>,
+    /// The index past the last COMMIT read (`from` if none).
+    pub end: u64,
+}
+
+impl Pending {
+    /// Read and verify the records of `[from, to)` (`to` at most the persistent tail),
+    /// check that each run lies in the region, and gather the whole batches' bytes. A
+    /// record after the last COMMIT (none, as the tail moves only past a COMMIT) is left
+    /// out.
+    pub fn read(log: &RedoLog, pm: &PmCopy, from: u64, to: u64) -> Result<Pending> {
+        let mut spans = Vec::new();
+        let (mut committed, mut end) = (0, from);
+        let (mut idx, mut buf) = (from, Vec::new());
+        while idx < to {
+            let rec = log.read(idx, to, &mut buf)?;
+            for (addr, data) in rec.runs(&buf) {
+                let len = data.len() as u64;
+                if addr.checked_add(len).is_none_or(|e| e > pm.size) {
+                    return Err(Error::Corrupt(format!(
+                        "redo record {idx} writes {len} bytes at {addr}, outside the {}-byte region",
+                        pm.size
+                    )));
+                }
+                if len > 0 {
+                    spans.push((addr, addr + len));
+                }
             }
-            let at = region + addr;
-            // SAFETY: inside the region (checked), an object of this pool that only the
-            // backend (or recovery, which runs alone) writes; the DRAM copy and `buf` are
-            // separate buffers, so no reference into these bytes exists.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), pool.at::<u8>(at), len) };
-            pool.flush_off(at, len);
-            for l in addr / LINE..=(addr + len.max(1) as u64 - 1) / LINE {
-                pm.update(pool, l);
+            idx = rec.next;
+            if rec.commit {
+                (committed, end) = (spans.len(), idx);
             }
         }
-        idx = rec.next;
-        if rec.commit {
-            head = idx;
-            if durable {
-                pool.fence(); // line 21: the batch's blocks (and their lines' checks) are durable
-                log.set_p_head(head); // lines 22–24
+        spans.truncate(committed);
+        merge_runs(&mut spans);
+        let mut at = Vec::with_capacity(spans.len());
+        let mut total = 0usize;
+        for &(s, e) in &spans {
+            at.push(total);
+            total += (e - s) as usize;
+        }
+        let mut bytes = vec![0u8; total];
+        let mut idx = from;
+        while idx < end {
+            let rec = log.read(idx, end, &mut buf)?;
+            for (addr, data) in rec.runs(&buf) {
+                if data.is_empty() {
+                    continue;
+                }
+                // The span holding this run: the last one starting at or before it (spans
+                // are disjoint and cover every run of `[from, end)`, read the same way).
+                let i = spans.partition_point(|&(s, _)| s <= addr).wrapping_sub(1);
+                let Some(&(s, _)) = spans.get(i).filter(|&&(_, e)| addr + data.len() as u64 <= e) else {
+                    return Err(Error::Corrupt(format!("redo record {idx} changed while it was read")));
+                };
+                let from = at[i] + (addr - s) as usize;
+                bytes[from..from + data.len()].copy_from_slice(data);
             }
+            idx = rec.next;
+        }
+        Ok(Pending { spans, at, bytes, end })
+    }
+
+    /// The lines the records write, sorted, each once.
+    pub fn lines(&self) -> Vec<u64> {
+        let mut touched: Vec<u64> = self.spans.iter().flat_map(|&(s, e)| s / LINE..=(e - 1) / LINE).collect();
+        touched.dedup();
+        touched
+    }
+
+    /// Line `l` as it will be once the records are applied: its bytes in PM now, with
+    /// the records' bytes put in.
+    pub fn line_after(&self, pool: &Pool, pm: &PmCopy, l: u64) -> Vec<u8> {
+        let start = l * LINE;
+        let end = (start + LINE).min(pm.size);
+        let mut line = pm.read_line(pool, l);
+        let mut j = self.spans.partition_point(|&(_, e)| e <= start);
+        while let Some(&(s, e)) = self.spans.get(j).filter(|&&(s, _)| s < end) {
+            let (from, to) = (s.max(start), e.min(end));
+            let src = self.at[j] + (from - s) as usize;
+            line[(from - start) as usize..(to - start) as usize]
+                .copy_from_slice(&self.bytes[src..src + (to - from) as usize]);
+            j += 1;
+        }
+        line
+    }
+
+    /// Write the records' bytes to the PM copy, **checks first**: each line's new check
+    /// (of `line_after`) is stored and flushed, one fence, and only then are the bytes
+    /// written and flushed (durable at the caller's next fence). A crash therefore never
+    /// leaves a line's new bytes with its old check, in `adr` either: every line the
+    /// records write is, after any crash, either as before with its old check, or
+    /// matches its check once the records are put in. Recovery relies on it to verify
+    /// those lines too (`recovery::verify_touched`); were new bytes allowed beside an old
+    /// check, a line matching neither would be a torn apply as well as damage, and the
+    /// check recomputed by the replay would bless damage to the bytes no record writes.
+    pub fn write_checked(&self, pool: &Pool, pm: &PmCopy) {
+        let lines = self.lines();
+        for &l in &lines {
+            let c = line_check(l * LINE, &self.line_after(pool, pm, l));
+            // SAFETY: the check word of line `l` inside the checks object; only the
+            // backend (or a lone recovery) writes it, and no reference to it exists.
+            unsafe { pool.store_u32(pm.checks + 4 * l, c) };
+            pool.flush_off(pm.checks + 4 * l, 4);
+        }
+        if lines.is_empty() {
+            return;
+        }
+        pool.fence(); // the checks before the bytes they cover
+        for (&(s, e), &from) in self.spans.iter().zip(&self.at) {
+            let len = (e - s) as usize;
+            // SAFETY: `[s, e)` lies inside the region (checked by `read`), an object of
+            // this pool that only the backend (or a lone recovery) writes; no reference
+            // into it exists.
+            unsafe { std::ptr::copy_nonoverlapping(self.bytes[from..].as_ptr(), pool.at::<u8>(pm.region + s), len) };
+            pool.flush_off(pm.region + s, len);
         }
     }
-    Ok(head)
+}
+
+/// Sort `runs` and merge those that overlap or touch, in place: the runs of several
+/// records, each byte once, in address order.
+pub(crate) fn merge_runs(runs: &mut Vec<(u64, u64)>) {
+    runs.sort_unstable();
+    let mut w = 0;
+    for i in 0..runs.len() {
+        let (s, e) = runs[i];
+        if w > 0 && s <= runs[w - 1].1 {
+            runs[w - 1].1 = runs[w - 1].1.max(e);
+        } else {
+            runs[w] = (s, e);
+            w += 1;
+        }
+    }
+    runs.truncate(w);
+}
+
+/// Apply the committed records in `[from, to)` to the PM copy (checks first, see
+/// `Pending::write_checked`), each byte once; returns the index past the last COMMIT
+/// applied. `to` must not exceed the persistent tail. With `durable`, the bytes are
+/// fenced and the persistent head moved past them and persisted (Fig. 4 lines 21–24, for
+/// all the batches at once); without, the caller makes the applied bytes durable and
+/// moves the head itself.
+pub(crate) fn apply(log: &RedoLog, pm: &PmCopy, from: u64, to: u64, durable: bool) -> Result<u64> {
+    let pending = Pending::read(log, pm, from, to)?;
+    pending.write_checked(&log.pool, pm);
+    if durable && pending.end > from {
+        log.pool.fence(); // line 21: the batches' bytes are durable (their checks already are)
+        log.set_p_head(pending.end); // lines 22–24
+    }
+    Ok(pending.end)
 }
 
 #[cfg(test)]
 mod tests {
     use super::DirtyLines;
+
+    #[test]
+    fn runs_of_several_batches_merge_into_sorted_disjoint_runs() {
+        let mut runs = vec![(64, 96), (0, 32), (32, 64), (128, 160), (64, 128), (200, 232), (224, 256), (300, 301)];
+        super::merge_runs(&mut runs);
+        assert_eq!(runs, vec![(0, 160), (200, 256), (300, 301)]);
+        let mut none: Vec<(u64, u64)> = Vec::new();
+        super::merge_runs(&mut none);
+        assert!(none.is_empty());
+        // Every byte of the input is covered once, nothing else.
+        let mut apart = vec![(96, 128), (0, 32)];
+        super::merge_runs(&mut apart);
+        assert_eq!(apart, vec![(0, 32), (96, 128)]);
+    }
 
     #[test]
     fn dirty_lines_come_out_once_sorted_as_runs_of_whole_lines() {

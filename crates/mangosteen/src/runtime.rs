@@ -1432,6 +1432,47 @@ mod tests {
         }
     }
 
+    /// A crash image whose last batch the inline backend had not applied yet (its record
+    /// between the persistent head and tail), a word of a line that batch writes zeroed
+    /// outside the batch's block, or that line's check zeroed: the open refuses it. The
+    /// replay used to skip those lines' checks and recompute them after writing its
+    /// blocks, blessing the zeroed word, which then read back as data (the damage soak's
+    /// finding in crashed Mangosteen pools). Undamaged, the image recovers the batch.
+    #[test]
+    fn damage_beside_a_replayed_block_is_refused_not_blessed() {
+        let po = pmkv_testutil::sim_opts(8 << 20);
+        let pool = Arc::new(Pool::create_sim("mangosteen", &po).unwrap());
+        let m = Mangosteen::open(pool.clone(), Options { region_size: 64 << 10, ..Options::default() }).unwrap();
+        m.batch(|tx| tx.write(0, &[5u8; 64]).unwrap()).unwrap();
+        m.quiesce().unwrap();
+        m.batch(|tx| tx.write(0, &[7u8; 8]).unwrap()).unwrap();
+        let (head, tail) = m.log_indices();
+        assert!(head < tail, "the second batch is left to recovery");
+        let block = m.block as usize;
+        assert!(block < 64, "the batch's block leaves bytes of its line unwritten");
+        // Every store the process made (a killed process: nothing lost in the page cache).
+        let img = pool.sim().unwrap().image_now(&pool, Eviction::All);
+        let (region, checks) = (m.shared.pm.region as usize, m.shared.pm.checks as usize);
+        drop(m);
+        let mut want = [5u8; 64];
+        want[..8].copy_from_slice(&[7; 8]);
+        open_image(&img).unwrap().read(|r| assert_eq!(&r[..64], &want[..]));
+        let mut zeroed = img.clone();
+        zeroed[region + 56..region + 64].fill(0);
+        let e = open_image(&zeroed).err().expect("a zeroed word beside the replayed block is refused");
+        assert!(matches!(e, Error::Corrupt(ref m) if m.contains("line 0 ")), "{e}");
+        let mut check = img.clone();
+        check[checks..checks + 8].fill(0);
+        let e = open_image(&check).err().expect("a zeroed check of a replayed line is refused");
+        assert!(matches!(e, Error::Corrupt(ref m) if m.contains("line 0 ")), "{e}");
+        // The same line, its check already the new one (the backend stores checks first):
+        // still read right.
+        let mut checked_first = img.clone();
+        let c = crate::backend::line_check(0, &want);
+        checked_first[checks..checks + 4].copy_from_slice(&c.to_le_bytes());
+        open_image(&checked_first).unwrap().read(|r| assert_eq!(&r[..64], &want[..]));
+    }
+
     /// One flipped byte in a line nobody wrote, and a written line copied with its check
     /// to another line, are both refused: a line's check covers its offset too.
     #[test]
