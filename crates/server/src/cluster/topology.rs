@@ -29,7 +29,9 @@ pub fn split_addr(a: &str) -> Option<(&str, u16)> {
     let (host, port) = a.rsplit_once(':')?;
     let port = port.parse::<u16>().ok().filter(|&p| p != 0)?;
     let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
-    (!host.is_empty() && !host.contains(char::is_whitespace)).then_some((host, port))
+    // Printable ASCII only: a NUL (a zeroed byte) or other control byte is damage, not a
+    // name (hostnames and IP literals never hold one).
+    (!host.is_empty() && host.bytes().all(|b| b.is_ascii_graphic())).then_some((host, port))
 }
 
 /// Whether `id` is a node id: 40 lowercase hex digits, as Redis's.
@@ -302,5 +304,25 @@ mod tests {
         assert!(State::decode(b"pmkv-cluster-state 2\ntopology\n").unwrap_err().contains("version"));
         assert!(State::decode(b"junk").is_err());
         assert!(State::decode(format!("{MAGIC}\nmyid {}\ntopology\n", id('a')).as_bytes()).is_err());
+    }
+
+    /// The state record's text has no all-zero "nothing here": a NUL is never valid in a
+    /// token, so zeroed bytes anywhere in it (past the engine's own value check) are
+    /// refused at start, never read as a shorter topology or a missing migration mark.
+    #[test]
+    fn zeroed_bytes_anywhere_in_the_state_are_refused() {
+        let text = format!("{} h:1 0-8191\n{} g:2 8192-16383\n", id('a'), id('b'));
+        let mut st = State::new(id('a'));
+        st.adopt(Topology::parse(7, &text).unwrap());
+        st.migrating.insert(5, id('b'));
+        st.importing.insert(9000, id('b'));
+        let good = st.encode();
+        for width in [1, 8] {
+            for at in 0..=good.len() - width {
+                let mut bad = good.clone();
+                bad[at..at + width].fill(0);
+                assert!(State::decode(&bad).is_err(), "zeroed {width} bytes at {at} accepted");
+            }
+        }
     }
 }
