@@ -3,6 +3,7 @@
 //! applied by the caller as one atomic batch. A command that fails returns its error
 //! and the caller drops what it wrote, so no command is ever half applied.
 
+use crate::bitops;
 use crate::keyspace::{wrongtype, Kind, Ttl, Tx, TxResult};
 use crate::resp::Reply;
 use std::ops::Bound;
@@ -120,12 +121,25 @@ fn incr(tx: &mut Tx, k: &[u8], by: i64) -> TxResult<Reply> {
     Ok(Reply::Int(n))
 }
 
-fn incr_float(cur: Option<Vec<u8>>, by: &[u8]) -> TxResult<(f64, String)> {
+fn incr_float(cur: Option<Vec<u8>>, by: &[u8], hash: bool) -> TxResult<(f64, String)> {
+    let not_float = || Reply::err("ERR value is not a valid float");
+    // Redis's order differs: INCRBYFLOAT reads the value first, HINCRBYFLOAT the
+    // increment (and names the hash value and an infinite increment in its errors).
+    let parse_by = || match float(by) {
+        Some(f) if hash && f.is_infinite() => Err(Reply::err("ERR value is NaN or Infinity")),
+        Some(f) => Ok(f),
+        None => Err(not_float()),
+    };
+    let by_first = if hash { Some(parse_by()?) } else { None };
     let cur = match cur {
         None => 0.0,
-        Some(v) => float(&v).ok_or_else(|| Reply::err("ERR value is not a valid float"))?,
+        Some(v) if hash => float(&v).ok_or_else(|| Reply::err("ERR hash value is not a float"))?,
+        Some(v) => float(&v).ok_or_else(not_float)?,
     };
-    let by = float(by).ok_or_else(|| Reply::err("ERR value is not a valid float"))?;
+    let by = match by_first {
+        Some(f) => f,
+        None => parse_by()?,
+    };
     let n = cur + by;
     if !n.is_finite() {
         return Err(Reply::err("ERR increment would produce NaN or Infinity"));
@@ -164,8 +178,11 @@ fn expire(tx: &mut Tx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
             o => return Err(Reply::err(format!("ERR Unsupported option {o}"))),
         }
     }
-    if (nx && (xx || gt || lt)) || (gt && lt) {
+    if nx && (xx || gt || lt) {
         return Err(Reply::err("ERR NX and XX, GT or LT options at the same time are not compatible"));
+    }
+    if gt && lt {
+        return Err(Reply::err("ERR GT and LT options at the same time are not compatible"));
     }
     let Some(cur) = tx.expire_time(k)? else { return Ok(Reply::Int(0)) };
     // No expiry time counts as infinite for GT and LT.
@@ -269,6 +286,179 @@ fn cursor_start(cursors: &[Vec<u8>], arg: &[u8]) -> TxResult<Option<Vec<u8>>> {
         Some(n) => cursors.get(n as usize - 1).cloned().map(Some).ok_or_else(|| Reply::err("ERR invalid cursor")),
         None => Err(Reply::err("ERR invalid cursor")),
     }
+}
+
+/// Redis's largest string (`proto-max-bulk-len`, 512 MiB); the engine's own value limit
+/// may be lower and is checked as well.
+const MAX_STRING: u64 = 512 << 20;
+
+fn too_big() -> Reply {
+    Reply::err("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+}
+
+/// A SETBIT/GETBIT offset: a bit of a string no longer than [`MAX_STRING`].
+fn bit_offset(b: &[u8]) -> TxResult<u64> {
+    let bad = || Reply::err("ERR bit offset is not an integer or out of range");
+    let n = int(b).ok_or_else(bad)?;
+    (0..(MAX_STRING * 8) as i64).contains(&n).then_some(n as u64).ok_or_else(bad)
+}
+
+/// BITCOUNT's `[start end [BYTE|BIT]]` (`start_needs_end`) or BITPOS's
+/// `[start [end [BYTE|BIT]]]` over `v`: the clamped range (`None`: empty) and whether it
+/// counts bits.
+fn bit_range(v: &[u8], a: &[Vec<u8>], start_needs_end: bool) -> TxResult<(Option<(u64, u64)>, bool)> {
+    let len = v.len() as i64;
+    if a.is_empty() {
+        return Ok((bitops::clamp(0, len - 1, len, false), false));
+    }
+    if a.len() > 3 || (start_needs_end && a.len() == 1) {
+        return Err(syntax());
+    }
+    let start = int(&a[0]).ok_or_else(not_int)?;
+    let bits = match a.get(2).map(|u| upper(u)) {
+        None => false,
+        Some(u) if u == "BIT" => true,
+        Some(u) if u == "BYTE" => false,
+        Some(_) => return Err(syntax()),
+    };
+    let total = if bits { len * 8 } else { len };
+    let end = match a.get(1) {
+        Some(e) => int(e).ok_or_else(not_int)?,
+        None => total - 1,
+    };
+    Ok((bitops::clamp(start, end, total, start_needs_end), bits))
+}
+
+/// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN n] [WITHMATCHLEN].
+fn lcs(tx: &mut Tx, a: &[Vec<u8>], resp3: bool) -> TxResult<Reply> {
+    let (mut len, mut idx, mut with_len, mut min_len) = (false, false, false, 0u64);
+    let mut i = 2;
+    while i < a.len() {
+        match upper(&a[i]).as_str() {
+            "LEN" => len = true,
+            "IDX" => idx = true,
+            "WITHMATCHLEN" => with_len = true,
+            "MINMATCHLEN" if i + 1 < a.len() => {
+                min_len = int(&a[i + 1]).ok_or_else(not_int)?.max(0) as u64;
+                i += 1;
+            }
+            _ => return Err(syntax()),
+        }
+        i += 1;
+    }
+    let string = |r: TxResult<Option<Vec<u8>>>| match r {
+        Err(e) if e == wrongtype() => Err(Reply::err("ERR The specified keys must contain string values")),
+        r => r.map(Option::unwrap_or_default),
+    };
+    let x = string(tx.get(&a[0]))?;
+    let y = string(tx.get(&a[1]))?;
+    if len && idx {
+        return Err(Reply::err("ERR If you want both the length and indexes, please just use IDX."));
+    }
+    // The table is transient memory this one command takes: bounded as Redis bounds it.
+    if bitops::table_bytes(x.len(), y.len()) > MAX_STRING {
+        return Err(Reply::err("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len"));
+    }
+    let (s, matches) = bitops::lcs(&x, &y, min_len);
+    if !idx {
+        return Ok(if len { Reply::Int(s.len() as i64) } else { Reply::Bulk(s) });
+    }
+    let pair = |(p, q): (u64, u64)| Reply::Array(vec![Reply::Int(p as i64), Reply::Int(q as i64)]);
+    let items = matches
+        .into_iter()
+        .map(|m| {
+            let mut e = vec![pair(m.a), pair(m.b)];
+            if with_len {
+                e.push(Reply::Int(m.len as i64));
+            }
+            Reply::Array(e)
+        })
+        .collect();
+    let body = vec![(Reply::bulk("matches"), Reply::Array(items)), (Reply::bulk("len"), Reply::Int(s.len() as i64))];
+    Ok(if resp3 { Reply::Map(body) } else { Reply::Array(body.into_iter().flat_map(|(k, v)| [k, v]).collect()) })
+}
+
+/// A random 64-bit number (std's per-process random hash keys and a counter; no crate
+/// needed for RANDOMKEY's and HRANDFIELD's picks, which need no quality beyond that).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    thread_local!(static S: std::collections::hash_map::RandomState = std::collections::hash_map::RandomState::new());
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    S.with(|s| {
+        let mut h = s.build_hasher();
+        h.write_u64(n);
+        h.finish()
+    })
+}
+
+/// HRANDFIELD key [count [WITHVALUES]], as Redis 7.0: a positive count picks distinct
+/// fields (all of them when it exceeds the hash), a negative one `-count` picks with
+/// repeats.
+fn hrandfield(tx: &mut Tx, k: &[u8], a: &[Vec<u8>], cx: &mut Ctx) -> TxResult<Reply> {
+    let count = match a.first() {
+        None => None,
+        Some(c) => Some(int(c).filter(|&n| n != i64::MIN).ok_or_else(not_int)?),
+    };
+    let with_values = match a.get(1) {
+        None => false,
+        Some(w) if a.len() == 2 && upper(w) == "WITHVALUES" => true,
+        Some(_) => return Err(syntax()),
+    };
+    if with_values && count.is_some_and(|n| n.unsigned_abs() > i64::MAX as u64 / 2) {
+        return Err(Reply::err("ERR value is out of range"));
+    }
+    if tx.kind(k)? == Some(Kind::String) {
+        return Err(wrongtype());
+    }
+    let mut all = Vec::new();
+    let mut size = 0usize;
+    tx.hscan(k, None, |f, v| {
+        size += bulk_cost(f.len()) + bulk_cost(v.len());
+        all.push((f.to_vec(), v.to_vec()));
+        size <= cx.budget
+    })?;
+    if size > cx.budget {
+        return Ok(over());
+    }
+    let Some(count) = count else {
+        return Ok(match all.len() {
+            0 => Reply::Nil,
+            n => Reply::Bulk(all.swap_remove((random_u64() % n as u64) as usize).0),
+        });
+    };
+    if all.is_empty() || count == 0 {
+        return Ok(Reply::Array(Vec::new()));
+    }
+    let n = all.len();
+    let picks: Vec<usize> = if count < 0 {
+        let want = count.unsigned_abs();
+        // Each pick costs at least a field's bulk: refuse before building a reply past the limit.
+        if want.saturating_mul(bulk_cost(0) as u64) > cx.budget as u64 {
+            return Ok(over());
+        }
+        (0..want).map(|_| (random_u64() % n as u64) as usize).collect()
+    } else {
+        // A random subset in random order: a partial Fisher-Yates shuffle.
+        let mut order: Vec<usize> = (0..n).collect();
+        let want = (count as usize).min(n);
+        for i in 0..want {
+            let j = i + (random_u64() % (n - i) as u64) as usize;
+            order.swap(i, j);
+        }
+        order.truncate(want);
+        order
+    };
+    let mut items = Vec::with_capacity(picks.len() * 2);
+    for i in picks {
+        let (f, v) = &all[i];
+        match (with_values, cx.resp3) {
+            (false, _) => items.push(Reply::bulk(f.as_slice())),
+            (true, false) => items.extend([Reply::bulk(f.as_slice()), Reply::bulk(v.as_slice())]),
+            (true, true) => items.push(Reply::Array(vec![Reply::bulk(f.as_slice()), Reply::bulk(v.as_slice())])),
+        }
+    }
+    Ok(Reply::Array(items))
 }
 
 /// One page of SCAN or HSCAN: COUNT elements looked at, the bulks of those shown, the
@@ -398,7 +588,7 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResu
             incr(tx, k, d.checked_neg().ok_or_else(|| Reply::err("ERR decrement would overflow"))?)?
         }
         "INCRBYFLOAT" => {
-            let (_, s) = incr_float(tx.get(k)?, &a[1])?;
+            let (_, s) = incr_float(tx.get(k)?, &a[1], false)?;
             tx.set(k, s.as_bytes(), Ttl::Keep)?;
             Reply::bulk(s)
         }
@@ -410,18 +600,164 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResu
             Reply::Int(v.len() as i64)
         }
         "STRLEN" => Reply::Int(tx.get(k)?.map_or(0, |v| v.len() as i64)),
-        "GETRANGE" => {
+        "GETRANGE" | "SUBSTR" => {
             let v = tx.get(k)?.unwrap_or_default();
             let (s, e) = (int(&a[1]).ok_or_else(not_int)?, int(&a[2]).ok_or_else(not_int)?);
-            let n = v.len() as i64;
-            let norm = |i: i64| if i < 0 { (n + i).max(0) } else { i };
-            let (s, e) = (norm(s), norm(e).min(n - 1));
-            if n == 0 || s > e {
-                Reply::bulk(Vec::new())
-            } else {
-                Reply::bulk(v[s as usize..=e as usize].to_vec())
+            match bitops::clamp(s, e, v.len() as i64, true) {
+                None => Reply::bulk(Vec::new()),
+                Some((s, e)) => Reply::bulk(v[s as usize..=e as usize].to_vec()),
             }
         }
+        "SETRANGE" => {
+            let off = int(&a[1]).ok_or_else(not_int)?;
+            if off < 0 {
+                return Err(Reply::err("ERR offset is out of range"));
+            }
+            let cur = tx.get(k)?;
+            if a[2].is_empty() {
+                return Ok(Reply::Int(cur.map_or(0, |v| v.len() as i64)));
+            }
+            let end = (off as u64).saturating_add(a[2].len() as u64);
+            if end > MAX_STRING {
+                return Err(too_big());
+            }
+            let mut v = cur.unwrap_or_default();
+            let (off, end) = (off as usize, end as usize);
+            if v.len() < end {
+                v.resize(end, 0);
+            }
+            v[off..end].copy_from_slice(&a[2]);
+            tx.store().info().check_sizes(k, Some(&v)).map_err(crate::keyspace::store_reply)?;
+            tx.set(k, &v, Ttl::Keep)?;
+            Reply::Int(v.len() as i64)
+        }
+        "GETBIT" => {
+            let bit = bit_offset(&a[1])?;
+            Reply::Int(i64::from(tx.get(k)?.is_some_and(|v| bitops::get_bit(&v, bit))))
+        }
+        "SETBIT" => {
+            let bit = bit_offset(&a[1])?;
+            let on = match a[2].as_slice() {
+                b"0" => false,
+                b"1" => true,
+                _ => return Err(Reply::err("ERR bit is not an integer or out of range")),
+            };
+            let mut v = tx.get(k)?.unwrap_or_default();
+            let old = bitops::set_bit(&mut v, bit, on);
+            tx.store().info().check_sizes(k, Some(&v)).map_err(crate::keyspace::store_reply)?;
+            tx.set(k, &v, Ttl::Keep)?;
+            Reply::Int(i64::from(old))
+        }
+        "BITCOUNT" => {
+            let Some(v) = tx.get(k)? else { return Ok(Reply::Int(0)) };
+            let (range, bits) = bit_range(&v, &a[1..], true)?;
+            Reply::Int(range.map_or(0, |(s, e)| bitops::count(&v, s, e, bits)) as i64)
+        }
+        "BITPOS" => {
+            let bit = match int(&a[1]).ok_or_else(not_int)? {
+                0 => false,
+                1 => true,
+                _ => return Err(Reply::err("ERR The bit argument must be 1 or 0.")),
+            };
+            let Some(v) = tx.get(k)? else { return Ok(Reply::Int(if bit { -1 } else { 0 })) };
+            let (range, bits) = bit_range(&v, &a[2..], false)?;
+            Reply::Int(bitops::position(&v, bit, range, bits, a.len() >= 4))
+        }
+        "BITOP" => {
+            let op = match upper(&a[0]).as_str() {
+                "AND" => bitops::Op::And,
+                "OR" => bitops::Op::Or,
+                "XOR" => bitops::Op::Xor,
+                "NOT" => bitops::Op::Not,
+                _ => return Err(syntax()),
+            };
+            if op == bitops::Op::Not && a.len() != 3 {
+                return Err(Reply::err("ERR BITOP NOT must be called with a single source key."));
+            }
+            let mut srcs = Vec::with_capacity(a.len() - 2);
+            for s in &a[2..] {
+                srcs.push(tx.get(s)?.unwrap_or_default());
+            }
+            let out = bitops::bitop(op, &srcs);
+            if out.is_empty() {
+                tx.del(&a[1])?;
+            } else {
+                tx.store().info().check_sizes(&a[1], Some(&out)).map_err(crate::keyspace::store_reply)?;
+                tx.set(&a[1], &out, Ttl::Clear)?;
+            }
+            Reply::Int(out.len() as i64)
+        }
+        "LCS" => lcs(tx, a, cx.resp3)?,
+        "RENAME" | "RENAMENX" => {
+            let nx = cmd == "RENAMENX";
+            if tx.kind(k)?.is_none() {
+                return Err(Reply::err("ERR no such key"));
+            }
+            if a[0] == a[1] {
+                return Ok(if nx { Reply::Int(0) } else { Reply::ok() });
+            }
+            if !tx.copy_key(k, &a[1], !nx)? {
+                return Ok(Reply::Int(0));
+            }
+            tx.del(k)?;
+            if nx {
+                Reply::Int(1)
+            } else {
+                Reply::ok()
+            }
+        }
+        "COPY" => {
+            let mut replace = false;
+            let mut i = 2;
+            while i < a.len() {
+                match upper(&a[i]).as_str() {
+                    "REPLACE" => replace = true,
+                    "DB" if i + 1 < a.len() => {
+                        // One database (docs/design/front-ends.md): only DB 0 exists.
+                        if int(&a[i + 1]).ok_or_else(not_int)? != 0 {
+                            return Err(Reply::err("ERR DB index is out of range"));
+                        }
+                        i += 1;
+                    }
+                    _ => return Err(syntax()),
+                }
+                i += 1;
+            }
+            if a[0] == a[1] {
+                return Err(Reply::err("ERR source and destination objects are the same"));
+            }
+            Reply::Int(i64::from(tx.copy_key(k, &a[1], replace)?))
+        }
+        "RANDOMKEY" => {
+            // Up to 32 keys from a random point of the key space (wrapping to the start),
+            // and one of them at random: not uniform over keys (keys after a gap are
+            // likelier), as Redis's is not over its hash table's buckets either.
+            let start = random_u64().to_be_bytes().to_vec();
+            let mut window: Vec<Vec<u8>> = Vec::new();
+            for bound in [Bound::Included(start), Bound::Unbounded] {
+                tx.keys(bound, |user, _| {
+                    if !window.iter().any(|w| w == user) {
+                        window.push(user.to_vec());
+                    }
+                    window.len() < 32
+                })?;
+                if window.len() >= 32 {
+                    break;
+                }
+            }
+            match window.len() {
+                0 => Reply::Nil,
+                n => Reply::Bulk(window.swap_remove((random_u64() % n as u64) as usize)),
+            }
+        }
+        "TOUCH" => {
+            let mut n = 0;
+            for k in a {
+                n += i64::from(tx.kind(k)?.is_some());
+            }
+            Reply::Int(n)
+        }
+        "HRANDFIELD" => hrandfield(tx, k, &a[1..], cx)?,
         "HSET" | "HMSET" => {
             if !(a.len() - 1).is_multiple_of(2) {
                 return Err(Reply::err(crate::table::wrong_args(cmd)));
@@ -483,7 +819,7 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResu
             Reply::Int(n)
         }
         "HINCRBYFLOAT" => {
-            let (_, s) = incr_float(tx.hget(k, &a[1])?, &a[2])?;
+            let (_, s) = incr_float(tx.hget(k, &a[1])?, &a[2], true)?;
             tx.hset(k, &a[1], s.as_bytes())?;
             Reply::bulk(s)
         }

@@ -924,6 +924,34 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
+    /// Make `dst` a copy of `src` — its value or fields and its expiry time — replacing
+    /// `dst` when `replace` (RENAME, COPY REPLACE). False, changing nothing, when `src` is
+    /// absent or `dst` exists and not `replace`. One key's records are rewritten under the
+    /// new name, so the copy is as atomic as the command's batch.
+    pub fn copy_key(&mut self, src: &[u8], dst: &[u8], replace: bool) -> TxResult<bool> {
+        let records = self.records_of(src)?;
+        if records.is_empty() || (!replace && self.kind(dst)?.is_some()) {
+            return Ok(false);
+        }
+        let (src_meta, src_fields) = (meta_key(src), field_prefix(src));
+        let (dst_meta, dst_fields) = (meta_key(dst), field_prefix(dst));
+        let renamed: Vec<(Vec<u8>, Vec<u8>)> = records
+            .into_iter()
+            .map(|(rk, v)| {
+                let nk = if rk == src_meta {
+                    dst_meta.clone()
+                } else if let Some(f) = rk.strip_prefix(src_fields.as_slice()) {
+                    [&dst_fields[..], f].concat()
+                } else {
+                    dst.to_vec()
+                };
+                (nk, v)
+            })
+            .collect();
+        self.restore(dst, &renamed, true)?;
+        Ok(true)
+    }
+
     /// Delete every key (FLUSHDB), in rounds of at most `round` keys so that memory
     /// stays bounded. Each round deletes whole keys (a string with its meta record, a hash
     /// with all its fields) in one atomic batch, so a crash between rounds leaves some keys

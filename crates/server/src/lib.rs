@@ -36,6 +36,7 @@
 //! batch, in which the engine shares commit fences (HART: one per run of keys in one ART),
 //! and all are acknowledged after the batch is durable.
 
+mod bitops;
 pub mod cluster;
 pub mod commands;
 mod data;

@@ -173,6 +173,30 @@ fn all_or_nothing(engine: &str, slotted: bool, transaction: fn(&mut Tx)) {
     assert!(failures.is_empty(), "{engine}, {} of {n} crash images:\n{}", failures.len(), failures.join("\n"));
 }
 
+/// The key-moving and bit commands (RENAME of a hash, COPY of a timed string, SETRANGE,
+/// SETBIT, BITOP), made in one script: each rewrites a key's records under a new name
+/// or in place, and all of them must land together or not at all.
+const MOVES: &str = r#"
+assert(redis.call('RENAME', 'h', 'h2').ok == 'OK')
+assert(redis.call('COPY', 'timed', 'plain', 'REPLACE') == 1)
+assert(redis.call('RENAMENX', 'replaced', 'moved') == 1)
+redis.call('SETRANGE', 's' .. string.char(1), 30, 'tail')
+redis.call('SETBIT', 'bits', 1000, 1)
+redis.call('BITOP', 'XOR', 's' .. string.char(2), 's' .. string.char(3), 's' .. string.char(4))
+return 'done'
+"#;
+
+fn moves(tx: &mut Tx) {
+    let r = pmkv_server::script::run_in(tx, MOVES, &[], &[]);
+    assert_eq!(r, pmkv_server::resp::Reply::bulk("done"));
+}
+
+#[test]
+fn renames_copies_and_bit_writes_are_all_or_nothing_at_every_crash_point() {
+    all_or_nothing("hart", false, moves);
+    all_or_nothing("nbtree", false, moves);
+}
+
 #[test]
 fn exec_is_all_or_nothing_at_every_crash_point_hart() {
     exec_is_all_or_nothing("hart", false);

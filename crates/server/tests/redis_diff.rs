@@ -1,0 +1,252 @@
+//! String bit operations, LCS, SETRANGE, RENAME/COPY, HRANDFIELD and friends over the
+//! wire, each command sent to `pmkv serve` and to a real `redis-server` (the control) in
+//! the same order: every reply must be equal, errors word for word. Random picks
+//! (RANDOMKEY, HRANDFIELD) are checked by what they must satisfy instead.
+
+mod common;
+
+use common::{start, Client, RealRedis};
+use pmkv_server::Config;
+use pmkv_testutil::XorShift;
+
+/// Send `args` to both; the replies must agree. Returns pmkv's.
+fn both(p: &mut Client, r: &mut Client, args: &[&[u8]]) -> String {
+    let (a, b) = (p.try_cmd(args).expect("pmkv reply"), r.try_cmd(args).expect("redis reply"));
+    let shown: Vec<String> = args.iter().map(|x| String::from_utf8_lossy(x).into_owned()).collect();
+    assert_eq!(a, b, "pmkv and redis-server differ on {shown:?}");
+    a
+}
+
+fn run(p: &mut Client, r: &mut Client, script: &[&[&str]]) {
+    for cmd in script {
+        let a: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
+        both(p, r, &a);
+    }
+}
+
+#[test]
+fn string_bits_ranges_and_lcs_answer_as_redis() {
+    let s = start("hart", 16, Config { threads: 2, ..Config::default() });
+    let redis = RealRedis::start();
+    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    run(
+        &mut p,
+        &mut r,
+        &[
+            &["SET", "s", "Hello World"],
+            &["SETRANGE", "s", "6", "Redis"],
+            &["GET", "s"],
+            &["SETRANGE", "new", "5", "x"],
+            &["GET", "new"],
+            &["SETRANGE", "missing", "3", ""],
+            &["EXISTS", "missing"],
+            &["SETRANGE", "s", "-1", "x"],
+            &["SETRANGE", "s", "abc", "x"],
+            &["SETRANGE", "s", "536870911", "xy"],
+            &["SUBSTR", "s", "0", "4"],
+            &["SETBIT", "b", "7", "1"],
+            &["SETBIT", "b", "7", "0"],
+            &["SETBIT", "b", "100", "1"],
+            &["GETBIT", "b", "100"],
+            &["GETBIT", "b", "99999"],
+            &["GETBIT", "nob", "3"],
+            &["SETBIT", "b", "-1", "1"],
+            &["SETBIT", "b", "4294967296", "1"],
+            &["SETBIT", "b", "1", "2"],
+            &["SETBIT", "b", "1", "x"],
+            &["STRLEN", "b"],
+            &["SET", "foobar", "foobar"],
+            &["BITCOUNT", "foobar"],
+            &["BITCOUNT", "foobar", "0", "0"],
+            &["BITCOUNT", "foobar", "1", "1"],
+            &["BITCOUNT", "foobar", "1", "1", "BYTE"],
+            &["BITCOUNT", "foobar", "5", "30", "BIT"],
+            &["BITCOUNT", "foobar", "-3", "-1"],
+            &["BITCOUNT", "foobar", "-1", "-3"],
+            &["BITCOUNT", "foobar", "0", "-100"],
+            &["BITCOUNT", "foobar", "1"],
+            &["BITCOUNT", "foobar", "1", "2", "NOPE"],
+            &["BITCOUNT", "nokey", "1"],
+            &["BITCOUNT", "nokey"],
+            &["SET", "mykey", "\u{ff}\u{f0}\u{00}"],
+            &["SET", "ones", "\u{7f}"],
+            &["BITPOS", "foobar", "1"],
+            &["BITPOS", "foobar", "0"],
+            &["BITPOS", "foobar", "1", "2"],
+            &["BITPOS", "foobar", "1", "2", "-1", "BYTE"],
+            &["BITPOS", "foobar", "1", "7", "15", "BIT"],
+            &["BITPOS", "foobar", "0", "1", "1"],
+            &["BITPOS", "foobar", "2"],
+            &["BITPOS", "foobar", "x"],
+            &["BITPOS", "nokey", "0"],
+            &["BITPOS", "nokey", "1"],
+            &["SET", "full", "\u{7f}"],
+            &["BITPOS", "foobar", "1", "100"],
+            &["SET", "k1", "foobar"],
+            &["SET", "k2", "abcdef"],
+            &["BITOP", "AND", "dest", "k1", "k2"],
+            &["GET", "dest"],
+            &["BITOP", "OR", "dest", "k1", "k2", "nokey"],
+            &["GET", "dest"],
+            &["BITOP", "XOR", "dest", "k1", "k2"],
+            &["BITOP", "NOT", "dest", "k1"],
+            &["GET", "dest"],
+            &["BITOP", "NOT", "dest", "k1", "k2"],
+            &["BITOP", "NAND", "dest", "k1"],
+            &["BITOP", "AND", "dest", "nokey", "nokey2"],
+            &["EXISTS", "dest"],
+            &["SET", "key1", "ohmytext"],
+            &["SET", "key2", "mynewtext"],
+            &["LCS", "key1", "key2"],
+            &["LCS", "key1", "key2", "LEN"],
+            &["LCS", "key1", "key2", "IDX"],
+            &["LCS", "key1", "key2", "IDX", "MINMATCHLEN", "4"],
+            &["LCS", "key1", "key2", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN"],
+            &["LCS", "key1", "key2", "LEN", "IDX"],
+            &["LCS", "key1", "key2", "NOPE"],
+            &["LCS", "key1", "nokey"],
+            &["HSET", "h", "f", "v"],
+            &["LCS", "key1", "h"],
+            &["GETBIT", "h", "1"],
+            &["SETBIT", "h", "1", "1"],
+            &["SETRANGE", "h", "0", "x"],
+            &["BITCOUNT", "h"],
+            &["BITPOS", "h", "1"],
+            &["BITOP", "AND", "dest", "k1", "h"],
+        ],
+    );
+    // Random strings and ranges: BITCOUNT and BITPOS over every form.
+    let mut rng = XorShift::new(0x5eed);
+    for round in 0..200 {
+        let v: Vec<u8> = (0..rng.below(9)).map(|_| rng.next_u64() as u8).collect();
+        let k = format!("r{}", round % 7);
+        both(&mut p, &mut r, &[b"SET", k.as_bytes(), &v]);
+        let n = |rng: &mut XorShift| (rng.below(40) as i64 - 20).to_string();
+        for _ in 0..8 {
+            let (a, b, bit) = (n(&mut rng), n(&mut rng), rng.below(2).to_string());
+            let unit = ["BIT", "BYTE"][rng.below(2) as usize];
+            both(&mut p, &mut r, &[b"BITCOUNT", k.as_bytes(), a.as_bytes(), b.as_bytes(), unit.as_bytes()]);
+            both(&mut p, &mut r, &[b"BITPOS", k.as_bytes(), bit.as_bytes(), a.as_bytes()]);
+            both(
+                &mut p,
+                &mut r,
+                &[b"BITPOS", k.as_bytes(), bit.as_bytes(), a.as_bytes(), b.as_bytes(), unit.as_bytes()],
+            );
+            both(&mut p, &mut r, &[b"GETRANGE", k.as_bytes(), a.as_bytes(), b.as_bytes()]);
+        }
+        let other = format!("r{}", (round + 3) % 7);
+        both(&mut p, &mut r, &[b"LCS", k.as_bytes(), other.as_bytes(), b"IDX", b"WITHMATCHLEN"]);
+        let op = ["AND", "OR", "XOR"][rng.below(3) as usize];
+        both(&mut p, &mut r, &[b"BITOP", op.as_bytes(), b"d", k.as_bytes(), other.as_bytes()]);
+        both(&mut p, &mut r, &[b"GET", b"d"]);
+        let (off, val) = (rng.below(12).to_string(), "xyz".repeat(rng.below(3) as usize));
+        both(&mut p, &mut r, &[b"SETRANGE", k.as_bytes(), off.as_bytes(), val.as_bytes()]);
+        both(&mut p, &mut r, &[b"GET", k.as_bytes()]);
+    }
+}
+
+#[test]
+fn rename_copy_touch_and_error_texts_answer_as_redis() {
+    let s = start("nbtree", 16, Config { threads: 2, ..Config::default() });
+    let redis = RealRedis::start();
+    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    run(
+        &mut p,
+        &mut r,
+        &[
+            &["SET", "a", "1", "EX", "1000"],
+            &["HSET", "h", "f1", "v1", "f2", "v2"],
+            &["RENAME", "a", "b"],
+            &["EXISTS", "a", "b"],
+            &["TTL", "b"],
+            &["RENAME", "nokey", "x"],
+            &["RENAME", "b", "b"],
+            &["RENAMENX", "b", "b"],
+            &["SET", "c", "3"],
+            &["RENAMENX", "b", "c"],
+            &["RENAME", "b", "c"],
+            &["GET", "c"],
+            &["TTL", "c"],
+            &["RENAME", "h", "h2"],
+            &["HGETALL", "h2"],
+            &["HLEN", "h"],
+            &["COPY", "h2", "h3"],
+            &["HGETALL", "h3"],
+            &["HSET", "h3", "f3", "v3"],
+            &["HLEN", "h2"],
+            &["COPY", "h2", "h3"],
+            &["COPY", "h2", "h3", "REPLACE"],
+            &["HLEN", "h3"],
+            &["COPY", "c", "c"],
+            &["COPY", "nokey", "z"],
+            &["COPY", "c", "d", "DB", "0"],
+            &["COPY", "c", "e", "NOPE"],
+            &["TTL", "d"],
+            &["GET", "d"],
+            &["RENAME", "c", "h3"],
+            &["TYPE", "h3"],
+            &["DBSIZE"],
+            &["TOUCH", "d", "h2", "nokey"],
+            &["EXPIRE", "d", "100", "GT", "LT"],
+            &["EXPIRE", "d", "100", "NX", "XX"],
+            &["HSET", "n", "x", "abc", "i", "1"],
+            &["HINCRBYFLOAT", "n", "x", "1"],
+            &["HINCRBYFLOAT", "n", "i", "abc"],
+            &["HINCRBYFLOAT", "n", "i", "inf"],
+            &["HINCRBYFLOAT", "n", "i", "1.5"],
+            &["SET", "f", "abc"],
+            &["INCRBYFLOAT", "f", "xyz"],
+            &["INCRBYFLOAT", "f", "1"],
+            &["HRANDFIELD", "nokey"],
+            &["HRANDFIELD", "nokey", "3"],
+            &["HRANDFIELD", "f"],
+            &["HRANDFIELD", "n", "0"],
+            &["HRANDFIELD", "n", "1", "NOPE"],
+            &["HRANDFIELD", "n", "1", "WITHVALUES", "x"],
+            &["HRANDFIELD", "n", "-9223372036854775807", "WITHVALUES"],
+            &["HRANDFIELD", "n", "abc"],
+            &["HRANDFIELD", "n", "-1", "WITHVALUES"],
+            &["HDEL", "n", "x"],
+            &["HRANDFIELD", "n", "1", "WITHVALUES"],
+            &["FLUSHALL"],
+            &["RANDOMKEY"],
+        ],
+    );
+    // Random picks: what they must satisfy.
+    let mut c = Client::new(s.port);
+    for i in 0..20 {
+        c.cmd(&["HSET", "big", &format!("f{i:02}"), &format!("v{i}")]);
+    }
+    let fields: Vec<String> = (0..20).map(|i| format!("f{i:02}")).collect();
+    let list = |s: String| -> Vec<String> {
+        s.trim_start_matches('[').trim_end_matches(']').split(',').filter(|x| !x.is_empty()).map(String::from).collect()
+    };
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..200 {
+        let f = c.cmd(&["HRANDFIELD", "big"]);
+        assert!(fields.contains(&f), "{f}");
+        seen.insert(f);
+    }
+    assert!(seen.len() > 10, "HRANDFIELD picks vary: {} distinct of 200", seen.len());
+    let five = list(c.cmd(&["HRANDFIELD", "big", "5"]));
+    assert_eq!(five.len(), 5);
+    assert_eq!(five.iter().collect::<std::collections::HashSet<_>>().len(), 5, "positive count: distinct");
+    assert_eq!(list(c.cmd(&["HRANDFIELD", "big", "50"])).len(), 20, "more than the hash: all of it");
+    let rep = list(c.cmd(&["HRANDFIELD", "big", "-50"]));
+    assert_eq!(rep.len(), 50, "negative count: exactly that many, repeats allowed");
+    let pairs = list(c.cmd(&["HRANDFIELD", "big", "3", "WITHVALUES"]));
+    assert_eq!(pairs.len(), 6);
+    for p in pairs.chunks(2) {
+        assert_eq!(p[1], format!("v{}", p[0][1..].parse::<u32>().unwrap()), "a field with its own value");
+    }
+    let mut keys = std::collections::HashSet::new();
+    for i in 0..30 {
+        c.cmd(&["SET", &format!("k{i}"), "x"]);
+    }
+    for _ in 0..300 {
+        let k = c.cmd(&["RANDOMKEY"]);
+        assert!(k == "big" || k.starts_with('k'), "{k}");
+        keys.insert(k);
+    }
+    assert!(keys.len() > 10, "RANDOMKEY picks vary: {} distinct of 300", keys.len());
+}
