@@ -232,7 +232,7 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
         );
     }
     if c.multi.is_some() && !matches!(cmd.name, "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET") {
-        if cmd.no_multi || matches!(cmd.name, "FLUSHDB" | "FLUSHALL" | "MIGRATE" | "CLUSTER") {
+        if cmd.no_multi || matches!(cmd.name, "MIGRATE" | "CLUSTER") {
             c.multi_failed = true;
             return (Reply::err(format!("ERR {} is not allowed inside a transaction", cmd.name)), After::Continue);
         }
@@ -291,6 +291,9 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
             Reply::ok()
         }
         "FLUSHDB" | "FLUSHALL" => {
+            if a.len() > 1 || a.first().is_some_and(|o| !matches!(upper(o).as_str(), "ASYNC" | "SYNC")) {
+                return (Reply::err("ERR syntax error"), After::Continue);
+            }
             // Exclusive: no command runs while the store empties, as in Redis.
             let _gate = match sh.gate_write() {
                 Ok(g) => g,
@@ -432,7 +435,19 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
     let mut replies = Vec::with_capacity(queue.len());
     for args in &queue {
         let cmd = table::lookup(&args[0]).expect("queued commands are known");
-        let r = if in_tx(cmd) {
+        let r = if matches!(cmd.name, "FLUSHDB" | "FLUSHALL") {
+            // Inside EXEC the flush is part of the one batch (all or nothing with the
+            // rest), so it is bounded: see FLUSH_IN_EXEC_MAX.
+            let mark = tx.savepoint();
+            let r = match flush_in_tx(&mut tx, &args[1..]) {
+                Ok(()) => Reply::ok(),
+                Err(r) => r,
+            };
+            if matches!(r, Reply::Error(_)) {
+                tx.rollback(mark);
+            }
+            r
+        } else if in_tx(cmd) {
             // A command that fails leaves nothing of itself in the transaction.
             let mark = tx.savepoint();
             let r = one(c, &mut tx, cmd, args);
@@ -455,6 +470,33 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
             After::Continue,
         ),
     }
+}
+
+/// Most keys FLUSHDB/FLUSHALL deletes inside MULTI/EXEC. There it joins the
+/// transaction's one atomic batch, which lives in memory until it commits; a larger
+/// keyspace is refused with an error (flush outside MULTI instead, which works in
+/// bounded rounds).
+pub const FLUSH_IN_EXEC_MAX: usize = 100_000;
+
+/// FLUSHDB/FLUSHALL [ASYNC|SYNC] inside EXEC: every key deleted in `tx`.
+fn flush_in_tx(tx: &mut Tx, a: &[Vec<u8>]) -> Result<(), Reply> {
+    if a.len() > 1 || a.first().is_some_and(|o| !matches!(upper(o).as_str(), "ASYNC" | "SYNC")) {
+        return Err(Reply::err("ERR syntax error"));
+    }
+    let mut keys = Vec::new();
+    tx.keys(std::ops::Bound::Unbounded, |k, _| {
+        keys.push(k.to_vec());
+        keys.len() <= FLUSH_IN_EXEC_MAX
+    })?;
+    if keys.len() > FLUSH_IN_EXEC_MAX {
+        return Err(Reply::err(format!(
+            "ERR FLUSHDB inside MULTI deletes at most {FLUSH_IN_EXEC_MAX} keys (one atomic batch); flush outside MULTI"
+        )));
+    }
+    for k in keys {
+        tx.del(&k)?;
+    }
+    Ok(())
 }
 
 /// Connection and server commands, and the walks DBSIZE and PMKV.RANGE (the caller

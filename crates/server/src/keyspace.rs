@@ -960,6 +960,17 @@ impl<'a> Tx<'a> {
     /// rounds skip), then the DRAM view is reset.
     pub fn flush_all(s: &Store, ks: &Keyspace, round: usize) -> pmkv::Result<()> {
         let fail = |r: Reply| pmkv::Error::new(pmkv::ErrorKind::Io, format!("FLUSHDB: {r:?}"));
+        // As Redis: a flush fails the EXEC of those watching a key that existed (and had
+        // not expired); watching a key that was absent is not disturbed.
+        let watched: Vec<Vec<u8>> = ks.watches.lock().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+        let mut probe = Tx::new(s, ks);
+        let mut existed = Vec::new();
+        for k in watched {
+            if probe.kind(&k).map_err(fail)?.is_some() {
+                existed.push(k);
+            }
+        }
+        drop(probe);
         loop {
             let mut tx = Tx::new(s, ks);
             let mut keys = Vec::new();
@@ -996,7 +1007,7 @@ impl<'a> Tx<'a> {
             }
         }
         ks.clear();
-        ks.touch(None);
+        ks.touch(Some(&mut existed.iter().map(Vec::as_slice)));
         Ok(())
     }
 

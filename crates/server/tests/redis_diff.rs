@@ -250,3 +250,58 @@ fn rename_copy_touch_and_error_texts_answer_as_redis() {
     }
     assert!(keys.len() > 10, "RANDOMKEY picks vary: {} distinct of 300", keys.len());
 }
+
+#[test]
+fn flushes_inside_and_around_transactions_answer_as_redis() {
+    let s = start("hart", 16, Config { threads: 2, ..Config::default() });
+    let redis = RealRedis::start();
+    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    run(
+        &mut p,
+        &mut r,
+        &[
+            // A flush fails the EXEC of a connection watching a key that existed...
+            &["SET", "x", "30"],
+            &["WATCH", "x"],
+            &["FLUSHALL"],
+            &["MULTI"],
+            &["PING"],
+            &["EXEC"],
+            &["SET", "x", "30"],
+            &["WATCH", "x"],
+            &["FLUSHDB"],
+            &["MULTI"],
+            &["PING"],
+            &["EXEC"],
+            // ...but not of one watching an absent key.
+            &["DEL", "x"],
+            &["WATCH", "x"],
+            &["FLUSHALL"],
+            &["MULTI"],
+            &["PING"],
+            &["EXEC"],
+            &["SET", "y", "1"],
+            &["WATCH", "x"],
+            &["FLUSHDB", "SYNC"],
+            &["MULTI"],
+            &["PING"],
+            &["EXEC"],
+            &["FLUSHDB", "NOPE"],
+            &["FLUSHALL", "ASYNC", "SYNC"],
+            // A flush inside MULTI is one of the transaction's commands.
+            &["SET", "a", "1"],
+            &["HSET", "h", "f", "v"],
+            &["MULTI"],
+            &["SET", "b", "2"],
+            &["FLUSHALL"],
+            &["SET", "c", "3"],
+            &["EXEC"],
+            &["EXISTS", "a", "b", "c", "h"],
+            &["DBSIZE"],
+            &["MULTI"],
+            &["FLUSHDB"],
+            &["EXEC"],
+            &["DBSIZE"],
+        ],
+    );
+}
