@@ -148,7 +148,7 @@ fn in_tx(cmd: &Command) -> bool {
 /// ends of PMKV.RANGE that are keys.
 pub(crate) fn route_keys<'a>(cmd: &Command, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
     match cmd.name {
-        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" => {
+        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO" => {
             let n = int(&args[2]).unwrap_or(0).max(0) as usize;
             args.iter().skip(3).take(n).map(|k| k.as_slice()).collect()
         }
@@ -472,6 +472,42 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
     }
 }
 
+/// FUNCTION: Redis 7's stored script libraries are not built, so no function exists.
+/// The subcommands that only look at or clear functions answer as Redis does with none
+/// loaded (clients and Redis's test harness run `FUNCTION FLUSH` before their work);
+/// `FUNCTION LOAD` and `RESTORE` say that functions are not served.
+fn function(a: &[Vec<u8>]) -> Reply {
+    let sub = upper(&a[0]);
+    match (sub.as_str(), a.len()) {
+        ("FLUSH", 1) => Reply::ok(),
+        ("FLUSH", 2) if matches!(upper(&a[1]).as_str(), "ASYNC" | "SYNC") => Reply::ok(),
+        ("FLUSH", 2) => Reply::err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
+        ("LIST", _) => Reply::Array(Vec::new()),
+        ("DELETE", 2) => Reply::err("ERR Library not found"),
+        ("KILL", 1) => Reply::err("NOTBUSY No scripts in execution right now."),
+        ("STATS", 1) => Reply::Map(vec![
+            (Reply::bulk("running_script"), Reply::Nil),
+            (
+                Reply::bulk("engines"),
+                Reply::Map(vec![(
+                    Reply::bulk("LUA"),
+                    Reply::Map(vec![
+                        (Reply::bulk("libraries_count"), Reply::Int(0)),
+                        (Reply::bulk("functions_count"), Reply::Int(0)),
+                    ]),
+                )]),
+            ),
+        ]),
+        ("LOAD" | "RESTORE" | "DUMP", _) => {
+            Reply::err("ERR pmkv does not serve Redis functions (FUNCTION LOAD) yet; use EVAL and EVALSHA")
+        }
+        ("FLUSH" | "DELETE" | "KILL" | "STATS", _) => {
+            Reply::err(format!("ERR unknown subcommand or wrong number of arguments for '{}'", sub.to_lowercase()))
+        }
+        _ => Reply::err(format!("ERR unknown subcommand '{}'. Try FUNCTION HELP.", String::from_utf8_lossy(&a[0]))),
+    }
+}
+
 /// Most keys FLUSHDB/FLUSHALL deletes inside MULTI/EXEC. There it joins the
 /// transaction's one atomic batch, which lives in memory until it commits; a larger
 /// keyspace is refused with an error (flush outside MULTI instead, which works in
@@ -645,6 +681,8 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             Err(e) => store_err(e),
         },
         "SCRIPT" => crate::script::script(sh, a),
+        "FUNCTION" => function(a),
+        "FCALL" | "FCALL_RO" => Reply::err("ERR Function not found"),
         // Syntax, bounds and limits: crate::range.
         "PMKV.RANGE" if (2..=4).contains(&a.len()) => {
             match crate::range::pmkv_range(s, &sh.ks, a, c.reply_budget, slot) {
@@ -803,7 +841,7 @@ pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Result<Reply, Vec<Vec<V
 fn config_params(sh: &Shared) -> Vec<(&'static str, String)> {
     let (l, o) = (&sh.limits, &sh.output);
     let u = crate::resp::Limits::UNAUTHENTICATED;
-    vec![
+    let mut params = vec![
         ("save", String::new()),
         ("appendonly", "no".into()),
         ("databases", "1".into()),
@@ -821,7 +859,64 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String)> {
             "pmkv-unauthenticated-limits",
             format!("query {} bulk {} multibulk {} inline {}", u.max_query, u.max_bulk, u.max_args, u.max_inline),
         ),
-    ]
+    ];
+    let e = sh.encodings.lock().unwrap_or_else(|e| e.into_inner());
+    for (&name, v) in e.iter() {
+        params.push((name, v.clone()));
+        if let Some(&(_, alias)) = ALIASES.iter().find(|(n, _)| *n == name) {
+            params.push((alias, v.clone()));
+        }
+    }
+    params
+}
+
+/// The 6.x names CONFIG GET also answers to.
+const ALIASES: &[(&str, &str)] = &[
+    ("hash-max-listpack-entries", "hash-max-ziplist-entries"),
+    ("hash-max-listpack-value", "hash-max-ziplist-value"),
+    ("zset-max-listpack-entries", "zset-max-ziplist-entries"),
+    ("zset-max-listpack-value", "zset-max-ziplist-value"),
+    ("list-max-listpack-size", "list-max-ziplist-size"),
+];
+
+/// Redis's encoding thresholds (compact encodings of small hashes, sets, sorted sets,
+/// lists and streams) with Redis 7.0's defaults. pmkv stores each type one way, so they
+/// change nothing here; CONFIG SET accepts an integer for them and CONFIG GET reports it,
+/// so that clients and Redis's own tests that tune them run unchanged (OBJECT ENCODING is
+/// not served). The 6.x `ziplist` names are aliases of the `listpack` ones, as in Redis.
+pub const ENCODING_PARAMS: &[(&str, &str)] = &[
+    ("hash-max-listpack-entries", "128"),
+    ("hash-max-listpack-value", "64"),
+    ("set-max-intset-entries", "512"),
+    ("zset-max-listpack-entries", "128"),
+    ("zset-max-listpack-value", "64"),
+    ("list-max-listpack-size", "-2"),
+    ("list-compress-depth", "0"),
+    ("stream-node-max-bytes", "4096"),
+    ("stream-node-max-entries", "100"),
+];
+
+/// A Redis memory value: bytes, or a number with `k`/`m`/`g` (10^3…) or `kb`/`mb`/`gb`
+/// (2^10…), any case.
+fn memory_value(b: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(b).ok()?.to_ascii_lowercase();
+    let units = [
+        ("gb", 1i64 << 30),
+        ("mb", 1 << 20),
+        ("kb", 1 << 10),
+        ("g", 1_000_000_000),
+        ("m", 1_000_000),
+        ("k", 1000),
+        ("b", 1),
+    ];
+    let (num, mul) = units.iter().find_map(|&(u, m)| s.strip_suffix(u).map(|n| (n, m))).unwrap_or((s.as_str(), 1));
+    num.parse::<i64>().ok().filter(|n| *n >= 0)?.checked_mul(mul)
+}
+
+/// An encoding parameter's canonical name (aliases resolved), if `name` is one.
+fn encoding_param(name: &str) -> Option<&'static str> {
+    let name = name.replace("ziplist", "listpack");
+    ENCODING_PARAMS.iter().map(|&(n, _)| n).find(|&n| n == name)
 }
 
 /// The parameters `CONFIG SET` changes: Redis's name, and where the value lives.
@@ -837,8 +932,24 @@ fn settable<'s>(sh: &'s Shared, name: &str) -> Option<&'s std::sync::atomic::Ato
 /// checked before any is applied).
 fn config_set(sh: &Shared, pairs: &[Vec<u8>]) -> Reply {
     let mut set = Vec::new();
+    let mut encodings = Vec::new();
     for p in pairs.chunks(2) {
         let name = String::from_utf8_lossy(&p[0]).to_ascii_lowercase();
+        if let Some(e) = encoding_param(&name) {
+            // Byte sizes take Redis's memory units; the others are plain integers.
+            let memory = e.ends_with("-value") || e.ends_with("-bytes");
+            match if memory { memory_value(&p[1]) } else { int(&p[1]) } {
+                Some(v) => encodings.push((e, v.to_string())),
+                None if memory => return Reply::err(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - argument must be a memory value"
+                )),
+                None => return Reply::err(format!(
+                    "ERR Invalid argument '{}' for CONFIG SET '{name}' - argument couldn't be parsed into an integer",
+                    String::from_utf8_lossy(&p[1])
+                )),
+            }
+            continue;
+        }
         let Some(slot) = settable(sh, &name) else {
             return Reply::err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
         };
@@ -854,6 +965,10 @@ fn config_set(sh: &Shared, pairs: &[Vec<u8>]) -> Reply {
     }
     for (slot, v) in set {
         slot.store(v, Ordering::Relaxed);
+    }
+    let mut e = sh.encodings.lock().unwrap_or_else(|e| e.into_inner());
+    for (name, v) in encodings {
+        e.insert(name, v);
     }
     Reply::ok()
 }

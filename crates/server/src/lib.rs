@@ -186,6 +186,8 @@ pub struct Shared {
     pub scripts: Mutex<std::collections::HashMap<String, String>>,
     /// The script running now (BUSY replies, SCRIPT KILL, the time limits).
     pub script: Arc<script::State>,
+    /// Redis's encoding thresholds as last set (see [`commands::ENCODING_PARAMS`]).
+    pub encodings: Mutex<std::collections::BTreeMap<&'static str, String>>,
     /// Set by SHUTDOWN or a [`Server::stopper`]; its own `Arc` so that a stopper does not
     /// keep the store alive (the store must be closed, and the pool marked clean, when
     /// the server returns).
@@ -392,6 +394,7 @@ impl Server {
             cluster,
             scripts: Mutex::new(Default::default()),
             script: Arc::default(),
+            encodings: Mutex::new(commands::ENCODING_PARAMS.iter().map(|&(n, v)| (n, v.to_string())).collect()),
             stop: Arc::new(AtomicBool::new(false)),
         });
         Ok(Server { listeners, shared, cfg })

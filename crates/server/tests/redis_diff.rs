@@ -305,3 +305,37 @@ fn flushes_inside_and_around_transactions_answer_as_redis() {
         ],
     );
 }
+
+/// No function exists (FUNCTION LOAD is not served): what looks at or clears functions
+/// answers as Redis does with none loaded; encoding thresholds are accepted and reported.
+#[test]
+fn functions_none_loaded_and_encoding_parameters_answer_as_redis() {
+    let s = start("hart", 16, Config { threads: 2, ..Config::default() });
+    let redis = RealRedis::start();
+    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    run(
+        &mut p,
+        &mut r,
+        &[
+            &["FUNCTION", "FLUSH"],
+            &["FUNCTION", "FLUSH", "ASYNC"],
+            &["FUNCTION", "FLUSH", "NOPE"],
+            &["FUNCTION", "LIST"],
+            &["FUNCTION", "DELETE", "nolib"],
+            &["FUNCTION", "STATS"],
+            &["FUNCTION", "KILL"],
+            &["FCALL", "nofunc", "0"],
+            &["FCALL_RO", "nofunc", "0"],
+            &["CONFIG", "SET", "hash-max-ziplist-entries", "16"],
+            &["CONFIG", "GET", "hash-max-ziplist-entries"],
+            &["CONFIG", "GET", "hash-max-listpack-entries"],
+            &["CONFIG", "SET", "hash-max-listpack-value", "abc"],
+            &["CONFIG", "SET", "list-max-ziplist-size", "-1", "set-max-intset-entries", "8"],
+            &["CONFIG", "GET", "set-max-intset-entries"],
+            &["CONFIG", "GET", "list-max-listpack-size"],
+        ],
+    );
+    assert!(p
+        .cmd(&["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('f', function() return 1 end)"])
+        .starts_with("-ERR pmkv does not serve Redis functions"));
+}
