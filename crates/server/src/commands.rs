@@ -940,13 +940,17 @@ fn config_set(sh: &Shared, pairs: &[Vec<u8>]) -> Reply {
             let memory = e.ends_with("-value") || e.ends_with("-bytes");
             match if memory { memory_value(&p[1]) } else { int(&p[1]) } {
                 Some(v) => encodings.push((e, v.to_string())),
-                None if memory => return Reply::err(format!(
+                None if memory => {
+                    return Reply::err(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - argument must be a memory value"
-                )),
-                None => return Reply::err(format!(
+                ))
+                }
+                None => {
+                    return Reply::err(format!(
                     "ERR Invalid argument '{}' for CONFIG SET '{name}' - argument couldn't be parsed into an integer",
                     String::from_utf8_lossy(&p[1])
-                )),
+                ))
+                }
             }
             continue;
         }

@@ -91,6 +91,89 @@ fn parse_len(b: &[u8], what: &str) -> Result<i64, ReadError> {
         .ok_or_else(|| ReadError::Protocol(format!("invalid {what} length")))
 }
 
+/// An inline command's words, split as Redis splits them (`sdssplitargs`): blanks
+/// separate words; "double quotes" take `\n \r \t \b \a \xHH` and `\` before any other
+/// byte; 'single quotes' take `\'`; a closing quote must end the word, and an unclosed
+/// one is an error. A NUL byte ends the line, as in Redis (whose line is a C string).
+pub fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let unbalanced = || "unbalanced quotes in request".to_string();
+    let line = line.split(|&c| c == 0).next().unwrap_or_default();
+    let blank = |c: u8| matches!(c, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c);
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let (mut words, mut i) = (Vec::new(), 0);
+    loop {
+        while i < line.len() && blank(line[i]) {
+            i += 1;
+        }
+        if i == line.len() {
+            return Ok(words);
+        }
+        let mut w = Vec::new();
+        let (mut dq, mut sq) = (false, false);
+        loop {
+            let c = line.get(i).copied();
+            let next = line.get(i + 1).copied();
+            if dq {
+                match (c, next) {
+                    (Some(b'\\'), Some(b'x'))
+                        if line.get(i + 2).and_then(|&h| hex(h)).is_some()
+                            && line.get(i + 3).and_then(|&h| hex(h)).is_some() =>
+                    {
+                        w.push(hex(line[i + 2]).unwrap_or(0) * 16 + hex(line[i + 3]).unwrap_or(0));
+                        i += 3;
+                    }
+                    (Some(b'\\'), Some(e)) => {
+                        w.push(match e {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            b'b' => 0x08,
+                            b'a' => 0x07,
+                            e => e,
+                        });
+                        i += 1;
+                    }
+                    (Some(b'"'), n) => {
+                        if n.is_some_and(|n| !blank(n)) {
+                            return Err(unbalanced());
+                        }
+                        i += 1;
+                        break;
+                    }
+                    (None, _) => return Err(unbalanced()),
+                    (Some(c), _) => w.push(c),
+                }
+            } else if sq {
+                match (c, next) {
+                    (Some(b'\\'), Some(b'\'')) => {
+                        w.push(b'\'');
+                        i += 1;
+                    }
+                    (Some(b'\''), n) => {
+                        if n.is_some_and(|n| !blank(n)) {
+                            return Err(unbalanced());
+                        }
+                        i += 1;
+                        break;
+                    }
+                    (None, _) => return Err(unbalanced()),
+                    (Some(c), _) => w.push(c),
+                }
+            } else {
+                match c {
+                    None => break,
+                    Some(c) if blank(c) => break,
+                    Some(b'"') => dq = true,
+                    Some(b'\'') => sq = true,
+                    Some(c) => w.push(c),
+                }
+            }
+            i += 1;
+        }
+        words.push(w);
+    }
+}
+
 /// Read one request: its arguments (the command name first).
 pub fn read_request(r: &mut impl BufRead, lim: &Limits) -> Result<Vec<Vec<u8>>, ReadError> {
     loop {
@@ -99,9 +182,7 @@ pub fn read_request(r: &mut impl BufRead, lim: &Limits) -> Result<Vec<Vec<u8>>, 
             continue; // empty lines between inline commands
         }
         if line[0] != b'*' {
-            // Inline command: words separated by spaces.
-            let args: Vec<Vec<u8>> =
-                line.split(|&c| c == b' ' || c == b'\t').filter(|w| !w.is_empty()).map(|w| w.to_vec()).collect();
+            let args = split_inline(&line).map_err(ReadError::Protocol)?;
             if args.len() > lim.max_args {
                 return Err(ReadError::Protocol("invalid multibulk length".into()));
             }
@@ -208,8 +289,7 @@ impl Parser {
                     continue;
                 }
                 if l[0] != b'*' {
-                    let args: Vec<Vec<u8>> =
-                        l.split(|&c| c == b' ' || c == b'\t').filter(|w| !w.is_empty()).map(|w| w.to_vec()).collect();
+                    let args = split_inline(l)?;
                     if args.len() > lim.max_args {
                         return Err("invalid multibulk length".into());
                     }
@@ -342,6 +422,25 @@ impl Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inline_commands_split_as_redis_splits_them() {
+        let ok = |l: &str| split_inline(l.as_bytes()).unwrap();
+        let strs = |v: &[&str]| v.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
+        assert_eq!(ok("  set  k   v "), strs(&["set", "k", "v"]));
+        assert_eq!(ok(r#"set "a b" 'c d'"#), strs(&["set", "a b", "c d"]));
+        assert_eq!(
+            ok(r#"set k "\x41\n\t\"q\\" 'it\'s'"#),
+            vec![b"set".to_vec(), b"k".to_vec(), b"A\n\t\"q\\".to_vec(), b"it's".to_vec()]
+        );
+        assert_eq!(ok(r#"set k "\xZZ""#)[2], b"xZZ");
+        assert_eq!(ok(r#"ab"c d"e"#.split('e').next().unwrap()), strs(&["abc d"]));
+        assert_eq!(ok(r#"set "" ''"#), strs(&["set", "", ""]));
+        assert_eq!(ok("get k\0ignored"), strs(&["get", "k"]));
+        for bad in [r#"set "k"x v"#, r#"set "k v"#, "set 'k v", "set 'k'x v"] {
+            assert!(split_inline(bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
 
     fn parse(b: &[u8]) -> Result<Vec<Vec<u8>>, ReadError> {
         read_request(

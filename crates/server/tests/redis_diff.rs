@@ -339,3 +339,26 @@ fn functions_none_loaded_and_encoding_parameters_answer_as_redis() {
         .cmd(&["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('f', function() return 1 end)"])
         .starts_with("-ERR pmkv does not serve Redis functions"));
 }
+
+/// Inline commands (what telnet and `redis-cli` without RESP send) with quotes and
+/// escapes: the same raw bytes to both, the same raw bytes back, up to the error that
+/// closes the connection on unbalanced quotes.
+#[test]
+fn inline_commands_with_quotes_answer_as_redis() {
+    use std::io::{Read, Write};
+    let s = start("hart", 16, Config { threads: 2, ..Config::default() });
+    let redis = RealRedis::start();
+    let input: &[u8] = b"set \"a b\" 'c d'\r\nget \"a b\"\r\nset k \"\\x41\\n\\t\\\"q\\\\\"\r\nget k\r\n\
+        set j 'it\\'s'\r\nget j\r\n  exists   k   j  \r\nset \"\" ''\r\nget \"\"\r\nget \"k\"x\r\nget k\r\n";
+    let talk = |port: u16| -> Vec<u8> {
+        let mut t = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        t.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        t.write_all(input).unwrap();
+        let mut out = Vec::new();
+        let _ = t.read_to_end(&mut out);
+        out
+    };
+    let (a, b) = (talk(s.port), talk(redis.port));
+    assert_eq!(String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
+    assert!(a.ends_with(b"-ERR Protocol error: unbalanced quotes in request\r\n"));
+}
