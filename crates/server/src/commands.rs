@@ -202,6 +202,18 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
     // A script past lua-time-limit holds the gate: answer at once, as Redis does, but to
     // what may run beside it (SCRIPT KILL above all).
     if sh.script.busy() && !crate::script::allowed_while_busy(args) {
+        // As Redis: a refused command fails the transaction it was sent in, and a
+        // refused EXEC discards it.
+        if c.multi.is_some() {
+            if args[0].eq_ignore_ascii_case(b"EXEC") {
+                c.multi = None;
+                c.multi_failed = false;
+                c.unwatch(sh);
+                let Reply::Error(busy) = crate::script::busy_reply() else { unreachable!("BUSY is an error") };
+                return (Reply::err(format!("EXECABORT Transaction discarded because of: {busy}")), After::Continue);
+            }
+            c.multi_failed = true;
+        }
         return (crate::script::busy_reply(), After::Continue);
     }
     let asking = std::mem::take(&mut c.asking);

@@ -152,6 +152,48 @@ fn a_long_script_makes_others_busy_until_script_kill() {
     assert_eq!(a.cmd(&["PING"]), "+PONG", "the script's connection is usable");
 }
 
+/// A transaction that meets a busy script runs whole or not at all: MULTI is accepted,
+/// a refused command inside fails the EXEC (EXECABORT), a refused EXEC discards the
+/// transaction; after SCRIPT KILL the connection is out of MULTI (Redis's multi unit,
+/// "MULTI and script timeout", "EXEC and script timeout").
+#[test]
+fn a_transaction_that_meets_a_busy_script_runs_whole_or_not_at_all() {
+    let srv = start();
+    let (mut a, mut b, mut k) = (srv.client(), srv.client(), srv.client());
+    assert_eq!(k.cmd(&["CONFIG", "SET", "lua-time-limit", "10"]), "+OK");
+    let busy = |k: &mut Client| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !k.cmd(&["PING"]).starts_with("-BUSY") {
+            assert!(Instant::now() < deadline, "never BUSY");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // MULTI arrives while busy.
+    assert_eq!(k.cmd(&["SET", "xx", "1"]), "+OK");
+    a.send(&[b"EVAL", b"while true do end", b"0"]);
+    busy(&mut k);
+    assert_eq!(b.cmd(&["MULTI"]), "+OK");
+    assert!(b.cmd(&["INCR", "xx"]).starts_with("-BUSY"));
+    assert_eq!(k.cmd(&["SCRIPT", "KILL"]), "+OK");
+    a.reply();
+    assert_eq!(b.cmd(&["INCR", "xx"]), "+QUEUED");
+    assert!(b.cmd(&["EXEC"]).starts_with("-EXECABORT Transaction discarded because of previous errors"));
+    assert_eq!(k.cmd(&["GET", "xx"]), "1");
+    assert_eq!(b.cmd(&["PING", "asdf"]), "asdf", "out of MULTI");
+    // EXEC arrives while busy.
+    assert_eq!(b.cmd(&["MULTI"]), "+OK");
+    assert_eq!(b.cmd(&["INCR", "xx"]), "+QUEUED");
+    a.send(&[b"EVAL", b"while true do end", b"0"]);
+    busy(&mut k);
+    assert!(b.cmd(&["INCR", "xx"]).starts_with("-BUSY"));
+    let r = b.cmd(&["EXEC"]);
+    assert!(r.starts_with("-EXECABORT Transaction discarded because of: BUSY"), "{r}");
+    assert_eq!(k.cmd(&["SCRIPT", "KILL"]), "+OK");
+    a.reply();
+    assert_eq!(k.cmd(&["GET", "xx"]), "1");
+    assert_eq!(b.cmd(&["PING", "asdf"]), "asdf", "out of MULTI");
+}
+
 #[test]
 fn shebang_flags_and_read_only_scripts() {
     let srv = start();

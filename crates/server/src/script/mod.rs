@@ -170,7 +170,9 @@ pub fn busy_reply() -> Reply {
 pub fn allowed_while_busy(args: &[Vec<u8>]) -> bool {
     let name = upper(&args[0]);
     match name.as_str() {
-        "AUTH" | "HELLO" | "QUIT" | "SHUTDOWN" => true,
+        // Transaction state only (Redis's `allow-busy` commands): a pipelined MULTI ...
+        // EXEC must not lose its MULTI to a busy script and run half of itself later.
+        "AUTH" | "HELLO" | "QUIT" | "SHUTDOWN" | "MULTI" | "DISCARD" | "WATCH" | "UNWATCH" => true,
         "SCRIPT" | "FUNCTION" => args.get(1).is_some_and(|s| upper(s) == "KILL"),
         _ => false,
     }
