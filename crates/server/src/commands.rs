@@ -1004,7 +1004,7 @@ fn info(sh: &Shared) -> Reply {
     ));
     if let Ok(m) = s.memory() {
         t.push_str(&format!(
-            "\r\n# Memory\r\nused_memory:{}\r\npmkv_dram_bytes:{}\r\npmkv_pm_bytes:{}\r\n",
+            "\r\n# Memory\r\nused_memory:{}\r\npmkv_dram_bytes:{}\r\npmkv_pm_bytes:{}\r\nmem_allocator:libc\r\n",
             m.dram_total(),
             m.dram_total(),
             m.pm_total()

@@ -758,6 +758,26 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResu
             Reply::Int(n)
         }
         "HRANDFIELD" => hrandfield(tx, k, &a[1..], cx)?,
+        "MEMORY" => match (upper(k).as_str(), a.len()) {
+            // The bytes of the key's records (keys and values as stored, and a
+            // record's fixed cost in the engine, 16 bytes): an estimate, as Redis's is.
+            ("USAGE", 2) | ("USAGE", 4) => {
+                if a.len() == 4 && (upper(&a[2]) != "SAMPLES" || int(&a[3]).is_none()) {
+                    return Err(syntax());
+                }
+                let recs = tx.records_of(&a[1])?;
+                if recs.is_empty() {
+                    Reply::Nil
+                } else {
+                    Reply::Int(recs.iter().map(|(rk, v)| rk.len() + v.len() + 16).sum::<usize>() as i64)
+                }
+            }
+            _ => Reply::err(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
+                String::from_utf8_lossy(k)
+            )),
+        },
+
         "HSET" | "HMSET" => {
             if !(a.len() - 1).is_multiple_of(2) {
                 return Err(Reply::err(crate::table::wrong_args(cmd)));
