@@ -49,6 +49,8 @@ pub struct Conn {
     pub asking: bool,
     /// The slot of the keys queued since MULTI (a cluster node's transaction is on one slot).
     pub multi_slot: Option<u16>,
+    /// The command [`run`] is running (for its counters), once the table knows it.
+    current: Option<&'static Command>,
 }
 
 impl Conn {
@@ -67,6 +69,7 @@ impl Conn {
             watched: Vec::new(),
             asking: false,
             multi_slot: None,
+            current: None,
         }
     }
 
@@ -194,14 +197,30 @@ pub(crate) fn misrouted(sh: &Shared, slot: Option<u16>, asking: bool, keys: &[&[
     cl.route(slot, asking, || present(sh, keys)).err()
 }
 
-/// Run one command.
+/// Run one command, and count it (`INFO commandstats`).
 pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
+    let t = std::time::Instant::now();
+    c.current = None;
+    let (r, after) = run_uncounted(sh, c, args);
+    if let Some(cmd) = c.current.take() {
+        // Queued inside MULTI is not a call yet: EXEC counts it when it runs.
+        if !matches!(&r, Reply::Simple(q) if q == "QUEUED") {
+            sh.stats.ran(cmd, Some(t.elapsed()), matches!(r, Reply::Error(_)));
+        }
+    }
+    (r, after)
+}
+
+fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
     if !c.authed && !matches!(upper(&args[0]).as_str(), "AUTH" | "HELLO" | "QUIT" | "PING") {
         return (Reply::err("NOAUTH Authentication required."), After::Continue);
     }
     // A script past lua-time-limit holds the gate: answer at once, as Redis does, but to
     // what may run beside it (SCRIPT KILL above all).
     if sh.script.busy() && !crate::script::allowed_while_busy(args) {
+        if let Some(cmd) = table::lookup(&args[0]) {
+            sh.stats.rejected(cmd);
+        }
         // As Redis: a refused command fails the transaction it was sent in, and a
         // refused EXEC discards it.
         if c.multi.is_some() {
@@ -218,8 +237,14 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
     }
     let asking = std::mem::take(&mut c.asking);
     let cmd = match table::check(args) {
-        Ok(cmd) => cmd,
+        Ok(cmd) => {
+            c.current = Some(cmd);
+            cmd
+        }
         Err(e) => {
+            if let Some(cmd) = table::lookup(&args[0]) {
+                sh.stats.rejected(cmd);
+            }
             if c.multi.is_some() {
                 c.multi_failed = true;
             }
@@ -447,6 +472,7 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
     let mut replies = Vec::with_capacity(queue.len());
     for args in &queue {
         let cmd = table::lookup(&args[0]).expect("queued commands are known");
+        let t = std::time::Instant::now();
         let r = if matches!(cmd.name, "FLUSHDB" | "FLUSHALL") {
             // Inside EXEC the flush is part of the one batch (all or nothing with the
             // rest), so it is bounded: see FLUSH_IN_EXEC_MAX.
@@ -470,6 +496,7 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
         } else {
             other(sh, c, cmd, &args[1..], slot).0
         };
+        sh.stats.ran(cmd, Some(t.elapsed()), matches!(r, Reply::Error(_)));
         if matches!(&r, Reply::Error(e) if e == OVER_LIMIT) {
             return over_output_limit(sh);
         }
@@ -703,7 +730,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             }
         }
         "PMKV.RANGE" => Reply::err(table::wrong_args("pmkv.range")),
-        "INFO" => info(sh),
+        "INFO" => info(sh, a),
         // As Redis: no reply; the connection closes when the server has stopped.
         "SHUTDOWN" => {
             // A running script is stopped (none of its writes applied) so the store closes.
@@ -989,51 +1016,142 @@ fn config_set(sh: &Shared, pairs: &[Vec<u8>]) -> Reply {
     Reply::ok()
 }
 
-fn info(sh: &Shared) -> Reply {
+/// INFO [section ...]: Redis's sections, each only when asked for (`default`, `all` and
+/// `everything` name sets of them, as in Redis; names in any case; none: `default`).
+/// `errorstats`, `latencystats` and `modules` are not kept; `replication` describes a
+/// primary without replicas (replication is not built).
+fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     use std::sync::atomic::Ordering::Relaxed;
+    const DEFAULT: &[&str] =
+        &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "cluster", "keyspace"];
+    let mut want: Vec<String> = Vec::new();
+    for w in a.iter().map(|w| String::from_utf8_lossy(w).to_ascii_lowercase()) {
+        match w.as_str() {
+            "default" => want.extend(DEFAULT.iter().map(|s| s.to_string())),
+            "all" | "everything" => {
+                want.extend(DEFAULT.iter().map(|s| s.to_string()));
+                want.push("commandstats".into());
+            }
+            _ => want.push(w),
+        }
+    }
+    if a.is_empty() {
+        want.extend(DEFAULT.iter().map(|s| s.to_string()));
+    }
+    let wants = |name: &str| want.iter().any(|w| w == name);
     let s = &sh.store;
     let info = s.info();
     let mut t = String::new();
-    t.push_str("# Server\r\nredis_version:7.0.0-pmkv\r\npmkv_version:");
-    t.push_str(env!("CARGO_PKG_VERSION"));
-    t.push_str(&format!("\r\npmkv_engine:{}\r\ntcp_port:{}\r\n", info.name, sh.port));
-    t.push_str(&format!(
-        "\r\n# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n",
-        sh.clients.load(Relaxed),
-        sh.max_clients
-    ));
-    if let Ok(m) = s.memory() {
-        t.push_str(&format!(
-            "\r\n# Memory\r\nused_memory:{}\r\npmkv_dram_bytes:{}\r\npmkv_pm_bytes:{}\r\nmem_allocator:libc\r\n",
-            m.dram_total(),
-            m.dram_total(),
-            m.pm_total()
-        ));
+    let mut section = |name: &str, body: String| {
+        if !t.is_empty() {
+            t.push_str("\r\n");
+        }
+        t.push_str(&format!("# {name}\r\n{body}"));
+    };
+    if wants("server") {
+        let up = sh.started.elapsed().as_secs();
+        section(
+            "Server",
+            format!(
+                "redis_version:7.0.0-pmkv\r\npmkv_version:{}\r\npmkv_engine:{}\r\nredis_mode:{}\r\narch_bits:{}\r\n\
+                 process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{up}\r\nuptime_in_days:{}\r\n",
+                env!("CARGO_PKG_VERSION"),
+                info.name,
+                if sh.cluster.is_some() { "cluster" } else { "standalone" },
+                usize::BITS,
+                std::process::id(),
+                sh.port,
+                up / 86_400
+            ),
+        );
     }
-    // What an acknowledged write survives here, from the medium the pool sits on and its
-    // mode: yes, no, or if-eadr (eadr on DAX: only on eADR hardware, which cannot be
-    // detected).
-    let d = s.durability();
-    t.push_str(&format!(
-        "\r\n# Persistence\r\nloading:0\r\naof_enabled:0\r\npmkv_mode:{}\r\npmkv_medium:{}\r\n",
-        sh.mode, d.medium
-    ));
-    for (event, survives) in d.table() {
-        t.push_str(&format!("pmkv_survives_{}:{}\r\n", event.name(), survives.name()));
+    if wants("clients") {
+        section(
+            "Clients",
+            format!("connected_clients:{}\r\nmaxclients:{}\r\n", sh.clients.load(Relaxed), sh.max_clients),
+        );
     }
-    t.push_str(&format!(
-        "\r\n# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\n\
-         client_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
-        sh.connections.load(Relaxed),
-        sh.commands.load(Relaxed),
-        sh.rejected.load(Relaxed),
-        sh.query_limit_closes.load(Relaxed),
-        sh.output_limit_closes.load(Relaxed)
-    ));
-    t.push_str(&format!("\r\n# Cluster\r\ncluster_enabled:{}\r\n", sh.cluster.is_some() as u8));
-    if let Ok(n) = s.len() {
-        let (keys, expires) = (sh.ks.user_keys(n), sh.ks.expiring());
-        t.push_str(&format!("\r\n# Keyspace\r\ndb0:keys={keys},expires={expires},avg_ttl=0\r\n"));
+    if wants("memory") {
+        if let Ok(m) = s.memory() {
+            section(
+                "Memory",
+                format!(
+                    "used_memory:{}\r\npmkv_dram_bytes:{}\r\npmkv_pm_bytes:{}\r\nmem_allocator:libc\r\n",
+                    m.dram_total(),
+                    m.dram_total(),
+                    m.pm_total()
+                ),
+            );
+        }
+    }
+    if wants("persistence") {
+        // What an acknowledged write survives here, from the medium the pool sits on and
+        // its mode: yes, no, or if-eadr (eadr on DAX: only on eADR hardware, which cannot
+        // be detected).
+        let d = s.durability();
+        let mut b = format!("loading:0\r\naof_enabled:0\r\npmkv_mode:{}\r\npmkv_medium:{}\r\n", sh.mode, d.medium);
+        for (event, survives) in d.table() {
+            b.push_str(&format!("pmkv_survives_{}:{}\r\n", event.name(), survives.name()));
+        }
+        section("Persistence", b);
+    }
+    if wants("stats") {
+        section(
+            "Stats",
+            format!(
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\n\
+                 client_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
+                sh.connections.load(Relaxed),
+                sh.commands.load(Relaxed),
+                sh.rejected.load(Relaxed),
+                sh.query_limit_closes.load(Relaxed),
+                sh.output_limit_closes.load(Relaxed)
+            ),
+        );
+    }
+    if wants("replication") {
+        section(
+            "Replication",
+            format!(
+                "role:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\n\
+                 master_repl_offset:0\r\nrepl_backlog_active:0\r\n",
+                sh.replid
+            ),
+        );
+    }
+    if wants("cpu") {
+        let secs = |who| {
+            // SAFETY: getrusage writes the struct it is given; a zeroed rusage is valid.
+            let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: `u` is a valid, writable rusage.
+            unsafe { libc::getrusage(who, &mut u) };
+            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            (tv(u.ru_stime), tv(u.ru_utime))
+        };
+        let ((sys, user), (csys, cuser)) = (secs(libc::RUSAGE_SELF), secs(libc::RUSAGE_CHILDREN));
+        section(
+            "CPU",
+            format!(
+                "used_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:{csys:.6}\r\n\
+                 used_cpu_user_children:{cuser:.6}\r\n"
+            ),
+        );
+    }
+    if wants("commandstats") {
+        section("Commandstats", sh.stats.lines());
+    }
+    if wants("cluster") {
+        section("Cluster", format!("cluster_enabled:{}\r\n", sh.cluster.is_some() as u8));
+    }
+    if wants("keyspace") {
+        let mut b = String::new();
+        if let Ok(n) = s.len() {
+            let (keys, expires) = (sh.ks.user_keys(n), sh.ks.expiring());
+            if keys > 0 {
+                b = format!("db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+            }
+        }
+        section("Keyspace", b);
     }
     Reply::Bulk(t.into_bytes())
 }

@@ -45,6 +45,7 @@ pub mod keyspace;
 mod range;
 pub mod resp;
 pub mod script;
+mod stats;
 pub mod table;
 
 use pmkv::Store;
@@ -63,6 +64,12 @@ pub const FLUSH_AT: usize = 64 << 10;
 const SET_BATCH_BYTES: usize = 4 << 20;
 /// ... and this many SETs.
 const SET_BATCH_COUNT: usize = 4096;
+
+/// The table's GET and SET, which the fast paths count (`INFO commandstats`).
+static GET: std::sync::LazyLock<&'static table::Command> =
+    std::sync::LazyLock::new(|| table::lookup(b"GET").expect("GET is a command"));
+static SET: std::sync::LazyLock<&'static table::Command> =
+    std::sync::LazyLock::new(|| table::lookup(b"SET").expect("SET is a command"));
 
 /// Redis's `client-output-buffer-limit` for normal clients: what replies one client may
 /// have pending (produced, not yet taken by its socket).
@@ -186,6 +193,12 @@ pub struct Shared {
     pub scripts: Mutex<std::collections::HashMap<String, String>>,
     /// The script running now (BUSY replies, SCRIPT KILL, the time limits).
     pub script: Arc<script::State>,
+    /// Per-command calls, time, rejections and failures (`INFO commandstats`).
+    pub stats: stats::CommandStats,
+    /// When the server started (`INFO`'s uptime) and its replication id (a primary with
+    /// no replicas: replication is not built).
+    pub started: Instant,
+    pub replid: String,
     /// Redis's encoding thresholds as last set (see [`commands::ENCODING_PARAMS`]).
     pub encodings: Mutex<std::collections::BTreeMap<&'static str, String>>,
     /// Set by SHUTDOWN or a [`Server::stopper`]; its own `Arc` so that a stopper does not
@@ -394,6 +407,19 @@ impl Server {
             cluster,
             scripts: Mutex::new(Default::default()),
             script: Arc::default(),
+            stats: stats::CommandStats::default(),
+            started: Instant::now(),
+            replid: {
+                use std::hash::{BuildHasher, Hasher};
+                let mut id = String::new();
+                for i in 0..3u64 {
+                    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                    h.write_u64(i);
+                    id.push_str(&format!("{:016x}", h.finish()));
+                }
+                id.truncate(40);
+                id
+            },
             encodings: Mutex::new(commands::ENCODING_PARAMS.iter().map(|&(n, v)| (n, v.to_string())).collect()),
             stop: Arc::new(AtomicBool::new(false)),
         });
@@ -625,6 +651,7 @@ async fn serve_connection(
                     let n = sets.len();
                     match commands::set_many(sh, std::mem::take(sets)) {
                         Ok(reply) => {
+                            sh.stats.ran_fast(&SET, n as u64);
                             for _ in 0..n {
                                 reply.write(out, c.resp3)?;
                             }
@@ -661,7 +688,9 @@ async fn serve_connection(
                     if commands::is_plain_get(sh, c, &args) {
                         // The commonest request, answered straight into the output: no
                         // reply value, no copy of the value beyond the reused buffer.
-                        if !commands::get_into(sh, &args[1], &mut value, &mut out, c.resp3)? {
+                        if commands::get_into(sh, &args[1], &mut value, &mut out, c.resp3)? {
+                            sh.stats.ran_fast(&GET, 1);
+                        } else {
                             commands::run(sh, c, &args).0.write(&mut out, c.resp3)?;
                         }
                     } else {

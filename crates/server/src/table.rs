@@ -190,6 +190,13 @@ pub const COMMANDS: &[Command] = &[
     conn("SHUTDOWN", -1, Server),
 ];
 
+/// `cmd`'s position in [`COMMANDS`] (for per-command counters).
+pub fn index(cmd: &Command) -> usize {
+    let at = (cmd as *const Command as usize).wrapping_sub(COMMANDS.as_ptr() as usize) / std::mem::size_of::<Command>();
+    assert!(at < COMMANDS.len() && std::ptr::eq(&COMMANDS[at], cmd), "a command of the table");
+    at
+}
+
 /// The command named `name` (any case).
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))

@@ -205,8 +205,8 @@ fn rename_copy_touch_and_error_texts_answer_as_redis() {
             &["HRANDFIELD", "n", "1", "WITHVALUES", "x"],
             &["HRANDFIELD", "n", "-9223372036854775807", "WITHVALUES"],
             &["HRANDFIELD", "n", "abc"],
-            &["HRANDFIELD", "n", "-1", "WITHVALUES"],
             &["HDEL", "n", "x"],
+            &["HRANDFIELD", "n", "-1", "WITHVALUES"],
             &["HRANDFIELD", "n", "1", "WITHVALUES"],
             &["FLUSHALL"],
             &["RANDOMKEY"],
@@ -361,4 +361,43 @@ fn inline_commands_with_quotes_answer_as_redis() {
     let (a, b) = (talk(s.port), talk(redis.port));
     assert_eq!(String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
     assert!(a.ends_with(b"-ERR Protocol error: unbalanced quotes in request\r\n"));
+}
+
+/// INFO's sections as Redis's info-command unit asks for them, and the counters of
+/// `commandstats` (calls, rejected before running, failed while running).
+#[test]
+fn info_sections_and_command_stats() {
+    let s = start("hart", 16, Config { threads: 2, ..Config::default() });
+    let mut c = Client::new(s.port).abbreviating(usize::MAX);
+    for arg in ["", "all", "default", "everything"] {
+        let info = if arg.is_empty() { c.cmd(&["INFO"]) } else { c.cmd(&["INFO", arg]) };
+        for want in ["redis_version", "used_cpu_user", "used_memory", "master_repl_offset"] {
+            assert!(info.contains(want), "INFO {arg}: no {want}");
+        }
+        assert_eq!(info.contains("rejected_calls"), matches!(arg, "all" | "everything"), "INFO {arg}");
+    }
+    let cpu = c.cmd(&["INFO", "cpu"]);
+    assert!(cpu.contains("used_cpu_user") && !cpu.contains("used_memory"));
+    let two = c.cmd(&["INFO", "cpu", "all"]);
+    assert_eq!(two.matches("used_cpu_user_children").count(), 1, "a section once");
+    assert!(c.cmd(&["INFO", "commandSTATS"]).contains("rejected_calls"));
+    // Counters: a call, a failure, a refusal (wrong arity), and queued-then-run.
+    let stat = |c: &mut Client, name: &str| -> String {
+        let t = c.cmd(&["INFO", "commandstats"]);
+        t.split("\r\n").find(|l| l.starts_with(&format!("cmdstat_{name}:"))).unwrap_or_default().to_string()
+    };
+    c.cmd(&["SET", "s", "v"]);
+    c.cmd(&["HSET", "s", "f", "v"]);
+    c.cmd(&["HSET", "s"]);
+    let h = stat(&mut c, "hset");
+    assert!(h.starts_with("cmdstat_hset:calls=1,") && h.ends_with("rejected_calls=1,failed_calls=1"), "{h}");
+    c.cmd(&["MULTI"]);
+    c.cmd(&["INCR", "n"]);
+    c.cmd(&["INCR", "n"]);
+    c.cmd(&["EXEC"]);
+    assert!(stat(&mut c, "incr").starts_with("cmdstat_incr:calls=2,"), "queued INCRs count when EXEC runs them");
+    let get0 = stat(&mut c, "get");
+    c.cmd(&["GET", "s"]);
+    let get1 = stat(&mut c, "get");
+    assert_ne!(get0, get1, "the fast path counts GETs");
 }
