@@ -341,7 +341,7 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
                 Err(e) => store_err(e),
             }
         }
-        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" => {
+        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO" => {
             let _gate = match sh.gate_write() {
                 Ok(g) => g,
                 Err(r) => return (r, After::Continue),
@@ -349,7 +349,11 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
             if let Some(r) = misrouted(sh, slot, asking, &keys) {
                 return (r, After::Continue);
             }
-            crate::script::eval(sh, c, cmd.name, a)
+            if cmd.name.starts_with("FCALL") {
+                crate::script::fcall(sh, c, cmd.name, a)
+            } else {
+                crate::script::eval(sh, c, cmd.name, a)
+            }
         }
         "ASKING" | "READONLY" | "READWRITE" | "CLUSTER" | "PMKV.TOPOLOGY" if sh.cluster.is_none() => {
             Reply::err("ERR This instance has cluster support disabled (start it with pmkv serve --cluster)")
@@ -508,42 +512,6 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
             Reply::err(format!("EXECABORT the transaction's writes could not be applied, none was: {e}")),
             After::Continue,
         ),
-    }
-}
-
-/// FUNCTION: Redis 7's stored script libraries are not built, so no function exists.
-/// The subcommands that only look at or clear functions answer as Redis does with none
-/// loaded (clients and Redis's test harness run `FUNCTION FLUSH` before their work);
-/// `FUNCTION LOAD` and `RESTORE` say that functions are not served.
-fn function(a: &[Vec<u8>]) -> Reply {
-    let sub = upper(&a[0]);
-    match (sub.as_str(), a.len()) {
-        ("FLUSH", 1) => Reply::ok(),
-        ("FLUSH", 2) if matches!(upper(&a[1]).as_str(), "ASYNC" | "SYNC") => Reply::ok(),
-        ("FLUSH", 2) => Reply::err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
-        ("LIST", _) => Reply::Array(Vec::new()),
-        ("DELETE", 2) => Reply::err("ERR Library not found"),
-        ("KILL", 1) => Reply::err("NOTBUSY No scripts in execution right now."),
-        ("STATS", 1) => Reply::Map(vec![
-            (Reply::bulk("running_script"), Reply::Nil),
-            (
-                Reply::bulk("engines"),
-                Reply::Map(vec![(
-                    Reply::bulk("LUA"),
-                    Reply::Map(vec![
-                        (Reply::bulk("libraries_count"), Reply::Int(0)),
-                        (Reply::bulk("functions_count"), Reply::Int(0)),
-                    ]),
-                )]),
-            ),
-        ]),
-        ("LOAD" | "RESTORE" | "DUMP", _) => {
-            Reply::err("ERR pmkv does not serve Redis functions (FUNCTION LOAD) yet; use EVAL and EVALSHA")
-        }
-        ("FLUSH" | "DELETE" | "KILL" | "STATS", _) => {
-            Reply::err(format!("ERR unknown subcommand or wrong number of arguments for '{}'", sub.to_lowercase()))
-        }
-        _ => Reply::err(format!("ERR unknown subcommand '{}'. Try FUNCTION HELP.", String::from_utf8_lossy(&a[0]))),
     }
 }
 
@@ -720,8 +688,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             Err(e) => store_err(e),
         },
         "SCRIPT" => crate::script::script(sh, a),
-        "FUNCTION" => function(a),
-        "FCALL" | "FCALL_RO" => Reply::err("ERR Function not found"),
+        "FUNCTION" => crate::script::function(sh, a),
         // Syntax, bounds and limits: crate::range.
         "PMKV.RANGE" if (2..=4).contains(&a.len()) => {
             match crate::range::pmkv_range(s, &sh.ks, a, c.reply_budget, slot) {

@@ -193,6 +193,8 @@ pub struct Shared {
     pub scripts: Mutex<std::collections::HashMap<String, String>>,
     /// The script running now (BUSY replies, SCRIPT KILL, the time limits).
     pub script: Arc<script::State>,
+    /// Function libraries (FUNCTION LOAD), in memory as scripts are.
+    pub functions: Mutex<script::Libraries>,
     /// Per-command calls, time, rejections and failures (`INFO commandstats`).
     pub stats: stats::CommandStats,
     /// When the server started (`INFO`'s uptime) and its replication id (a primary with
@@ -407,6 +409,7 @@ impl Server {
             cluster,
             scripts: Mutex::new(Default::default()),
             script: Arc::default(),
+            functions: Mutex::default(),
             stats: stats::CommandStats::default(),
             started: Instant::now(),
             replid: {

@@ -306,13 +306,17 @@ fn flushes_inside_and_around_transactions_answer_as_redis() {
     );
 }
 
-/// No function exists (FUNCTION LOAD is not served): what looks at or clears functions
-/// answers as Redis does with none loaded; encoding thresholds are accepted and reported.
+/// FUNCTION LOAD/LIST/DELETE/FLUSH/STATS and FCALL/FCALL_RO, and encoding thresholds
+/// accepted and reported.
 #[test]
-fn functions_none_loaded_and_encoding_parameters_answer_as_redis() {
+fn functions_and_encoding_parameters_answer_as_redis() {
     let s = start("hart", 16, Config { threads: 2, ..Config::default() });
     let redis = RealRedis::start();
     let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    let lib = "#!lua name=mylib\n\
+        redis.register_function('setget', function(keys, args) redis.call('SET', keys[1], args[1]) return redis.call('GET', keys[1]) end)\n\
+        redis.register_function{function_name='ro', callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}}\n\
+        redis.register_function{function_name='bad_ro', callback=function(keys) return redis.call('SET', keys[1], 'x') end, flags={'no-writes'}}";
     run(
         &mut p,
         &mut r,
@@ -326,6 +330,34 @@ fn functions_none_loaded_and_encoding_parameters_answer_as_redis() {
             &["FUNCTION", "KILL"],
             &["FCALL", "nofunc", "0"],
             &["FCALL_RO", "nofunc", "0"],
+            &["FUNCTION", "LOAD", lib],
+            &["FUNCTION", "LOAD", lib],
+            &["FUNCTION", "LOAD", "REPLACE", lib],
+            &["FCALL", "setget", "1", "k", "v1"],
+            &["FCALL", "setget", "2", "k"],
+            &["FCALL", "setget", "-1", "k"],
+            &["FCALL_RO", "setget", "1", "k", "v2"],
+            &["FCALL_RO", "ro", "1", "k"],
+            &["FCALL", "ro", "1", "k"],
+            &["FCALL", "bad_ro", "1", "k"],
+            &["GET", "k"],
+            &["FUNCTION", "LIST", "LIBRARYNAME", "x*"],
+            &["FUNCTION", "STATS"],
+            &["EVAL_RO", "return redis.call('set','a','b')", "1", "a"],
+            &["EVAL", "local x = 1\nreturn redis.call('nosuch')", "0"],
+            &["EVAL", "return redis.pcall('nosuch')", "0"],
+            &["FUNCTION", "LOAD", "#!lua name=other\nredis.register_function('ro', function() return 1 end)"],
+            &["FUNCTION", "LOAD", "return 1"],
+            &["FUNCTION", "LOAD", "#!lua name=x\nreturn 1"],
+            &["FUNCTION", "LOAD", "#!lua name=bad-name\nreturn 1"],
+            &["FUNCTION", "LOAD", "#!nope name=x\nreturn 1"],
+            &["FUNCTION", "DELETE", "mylib"],
+            &["FCALL", "setget", "1", "k", "v"],
+            // One function per library: Redis lists a library's functions in hash order.
+            &["FUNCTION", "LOAD", "#!lua name=one\nredis.register_function{function_name='f', callback=function() return 1 end, flags={'no-writes', 'allow-oom'}, description='d'}"],
+            &["FUNCTION", "LIST"],
+            &["FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME", "on*"],
+            &["FCALL", "f", "0"],
             &["CONFIG", "SET", "hash-max-ziplist-entries", "16"],
             &["CONFIG", "GET", "hash-max-ziplist-entries"],
             &["CONFIG", "GET", "hash-max-listpack-entries"],
@@ -335,9 +367,21 @@ fn functions_none_loaded_and_encoding_parameters_answer_as_redis() {
             &["CONFIG", "GET", "list-max-listpack-size"],
         ],
     );
-    assert!(p
-        .cmd(&["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('f', function() return 1 end)"])
-        .starts_with("-ERR pmkv does not serve Redis functions"));
+    // Errors inside a function and at LOAD begin as Redis's do (texts after that point
+    // name Lua's chunk, which differs).
+    for (cmd, prefix) in [
+        (vec!["FUNCTION", "LOAD", "#!lua name=z\nredis.call('set', 'a', 'b')"], "-ERR Error registering functions"),
+        (vec!["FUNCTION", "LOAD", "#!lua name=z\nredis.register_function('f', 3)"], "-ERR Error registering functions"),
+    ] {
+        let (a, b) = (p.cmd(&cmd), r.cmd(&cmd));
+        assert!(a.starts_with(prefix) && b.starts_with(prefix), "{cmd:?}: pmkv {a} redis {b}");
+    }
+    // MEMORY USAGE: an estimate (the bytes of the key's records), nil for no key.
+    run(&mut p, &mut r, &[&["MEMORY", "USAGE", "nokey"], &["MEMORY", "USAGE", "nokey", "SAMPLES", "5"]]);
+    p.cmd(&["HSET", "mh", "f", "0123456789"]);
+    let n: i64 = p.cmd(&["MEMORY", "USAGE", "mh"]).trim_start_matches(':').parse().unwrap();
+    assert!((10..200).contains(&n), "{n}");
+    assert!(p.cmd(&["MEMORY", "USAGE", "mh", "SAMPLES", "x"]).starts_with("-ERR syntax error"));
 }
 
 /// Inline commands (what telnet and `redis-cli` without RESP send) with quotes and

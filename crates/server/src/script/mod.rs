@@ -25,6 +25,7 @@
 //! after `pmkv-script-time-limit` (60 s by default, 0 never), so no client can stall the
 //! server for longer than that.
 
+mod functions;
 mod libs;
 mod reply;
 mod sandbox;
@@ -35,6 +36,7 @@ use crate::keyspace::Tx;
 use crate::resp::Reply;
 use crate::table;
 use crate::Shared;
+pub use functions::Libraries;
 use mlua::chunk::ChunkMode;
 use mlua::{Lua, MultiValue, Value};
 use reply::{from_lua, to_lua};
@@ -256,17 +258,18 @@ fn shebang(src: &str) -> Result<(Shebang, std::borrow::Cow<'_, str>), Reply> {
 /// EVAL script numkeys key… arg… / EVALSHA sha1 numkeys key… arg… (and their `_RO`
 /// forms, which refuse writes). The caller holds the gate exclusively.
 pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply {
-    let src = if cmd.starts_with("EVALSHA") {
+    let (src, sha) = if cmd.starts_with("EVALSHA") {
         let sha = String::from_utf8_lossy(&a[0]).to_lowercase();
         match sh.scripts.lock().unwrap_or_else(|e| e.into_inner()).get(&sha) {
-            Some(s) => s.clone(),
+            Some(s) => (s.clone(), sha),
             None => return Reply::err("NOSCRIPT No matching script. Please use EVAL."),
         }
     } else {
         match std::str::from_utf8(&a[0]) {
             Ok(s) => {
-                cache(&mut sh.scripts.lock().unwrap_or_else(|e| e.into_inner()), sha1_hex(s.as_bytes()), s);
-                s.to_string()
+                let sha = sha1_hex(s.as_bytes());
+                cache(&mut sh.scripts.lock().unwrap_or_else(|e| e.into_inner()), sha.clone(), s);
+                (s.to_string(), sha)
             }
             Err(_) => return Reply::err("ERR pmkv runs scripts that are UTF-8 text"),
         }
@@ -306,8 +309,15 @@ pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply
     };
     let mut tx = Tx::new(&sh.store, &sh.ks);
     let id = sh.script.begin();
-    let (r, stopped) =
-        run(c, &mut tx, &src, keys, argv, Limits { local: &local, read_only, state: (sh.script.clone(), id) });
+    let (r, stopped) = run(
+        c,
+        &mut tx,
+        &src,
+        None,
+        keys,
+        argv,
+        Limits { local: &local, read_only, state: (sh.script.clone(), id), name: sha },
+    );
     sh.script.end();
     if let Some(why) = stopped {
         // Nothing of a stopped script is applied: its Tx is dropped here.
@@ -320,6 +330,59 @@ pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply
     }
 }
 
+/// FCALL function numkeys key… arg… (FCALL_RO: the function must be flagged
+/// `no-writes`): the library's code runs in a fresh interpreter, as a script, and the
+/// function is called with the keys and arguments. The caller holds the gate exclusively.
+pub(crate) fn fcall(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply {
+    let name = String::from_utf8_lossy(&a[0]).into_owned();
+    let (code, read_only) = {
+        let libs = sh.functions.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((lib, f)) = libs.find(&name) else { return Reply::err("ERR Function not found") };
+        if let Some(r) = functions::ro_refusal(f, cmd == "FCALL_RO") {
+            return r;
+        }
+        (lib.code.clone(), f.flags.iter().any(|x| x == "no-writes"))
+    };
+    let nkeys = match int(&a[1]) {
+        Some(n) if n >= 0 && (n as usize) <= a.len() - 2 => n as usize,
+        Some(n) if n >= 0 => return Reply::err("ERR Number of keys can't be greater than number of args"),
+        _ => return Reply::err("ERR Number of keys can't be negative"),
+    };
+    let (keys, argv) = a[2..].split_at(nkeys);
+    if !keys.iter().all(|k| crate::keyspace::allowed(k)) {
+        return crate::keyspace::reserved();
+    }
+    if sh.cluster.is_some() {
+        return Reply::err("ERR pmkv runs functions on plain servers only; use EVAL on a cluster node");
+    }
+    let local = |_: &table::Command, _: &[Vec<u8>]| None;
+    let mut tx = Tx::new(&sh.store, &sh.ks);
+    let id = sh.script.begin();
+    let (r, stopped) = run(
+        c,
+        &mut tx,
+        &code,
+        Some(&name),
+        keys,
+        argv,
+        Limits { local: &local, read_only, state: (sh.script.clone(), id), name: name.clone() },
+    );
+    sh.script.end();
+    if let Some(why) = stopped {
+        drop(tx);
+        return Reply::err(why.message());
+    }
+    match tx.commit() {
+        Ok(()) => r,
+        Err(e) => Reply::err(format!("ERR the function's writes could not be applied, none was: {e}")),
+    }
+}
+
+/// FUNCTION and its subcommands.
+pub(crate) fn function(sh: &Shared, a: &[Vec<u8>]) -> Reply {
+    functions::command(sh, a)
+}
+
 /// Run `src` against `tx` as EVAL runs it on a plain server (writes allowed, no time
 /// limit, no cluster), without committing: for tests that crash a script's batch at
 /// every point (`tests/crash.rs`). Its reply.
@@ -330,7 +393,8 @@ pub fn run_in(tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Rep
     let mut c = Conn::new(0, true);
     c.reply_budget = usize::MAX;
     let local = |_: &table::Command, _: &[Vec<u8>]| None;
-    run(&mut c, tx, src, keys, argv, Limits { local: &local, read_only: false, state: (state, id) }).0
+    let name = sha1_hex(src.as_bytes());
+    run(&mut c, tx, src, None, keys, argv, Limits { local: &local, read_only: false, state: (state, id), name }).0
 }
 
 fn lua_err(m: impl Into<String>) -> mlua::Error {
@@ -347,11 +411,21 @@ struct Limits<'a> {
     read_only: bool,
     /// The server's script state and this script's number in it (whether to stop).
     state: (std::sync::Arc<State>, u64),
+    /// What errors call the script: its SHA-1, or the function's name.
+    name: String,
 }
 
 /// Run `src` in a fresh sandboxed interpreter, its `redis.call`s against `tx`. The
 /// reply, and why the script was stopped if it was (its writes must then be dropped).
-fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>], lim: Limits) -> (Reply, Option<Stop>) {
+fn run(
+    c: &mut Conn,
+    tx: &mut Tx,
+    src: &str,
+    entry: Option<&str>,
+    keys: &[Vec<u8>],
+    argv: &[Vec<u8>],
+    lim: Limits,
+) -> (Reply, Option<Stop>) {
     // The stop, once seen, stays (the sandbox raises it again past pcall).
     let stopped: Rc<Cell<Option<Stop>>> = Rc::new(Cell::new(None));
     let (lua, env) = {
@@ -387,7 +461,9 @@ fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>],
             return Err(lua_err("ERR Please specify at least one argument for this redis lib call"));
         }
         let reply = match table::check(&v) {
-            Err(e) => Reply::err(e),
+            // Redis's texts for a script's unknown command and wrong argument count.
+            Err(_) if table::lookup(&v[0]).is_none() => Reply::err("ERR Unknown Redis command called from script"),
+            Err(_) => Reply::err("ERR Wrong number of args calling Redis command from script"),
             Ok(cmd)
                 if cmd.no_multi
                     || matches!(
@@ -434,7 +510,14 @@ fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>],
             },
         };
         match reply {
-            Reply::Error(e) if !protected => Err(lua_err(e)),
+            // As Redis 7: an error raised by redis.call names the script and the line.
+            Reply::Error(e) if !protected => {
+                let at = lua.inspect_stack(1, |d| (d.source().source.map(|s| s.into_owned()), d.current_line()));
+                Err(lua_err(match at {
+                    Some((Some(src), Some(line))) => format!("{e} script: {}, on {src}:{line}.", lim.name),
+                    _ => e,
+                }))
+            }
             r => to_lua(lua, &r, resp3.get()),
         }
     };
@@ -481,14 +564,40 @@ fn run(c: &mut Conn, tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>],
             })?,
         )?;
         redis_helpers(&lua, &redis)?;
+        // A function's library registers its functions as it runs; FCALL then calls one.
+        let registered: Rc<RefCell<Vec<(String, mlua::Function)>>> = Rc::default();
+        if entry.is_some() {
+            let reg = registered.clone();
+            redis.set(
+                "register_function",
+                lua.create_function(move |_, args: MultiValue| {
+                    let (f, cb) = functions::registration(args)?;
+                    reg.borrow_mut().push((f.name, cb));
+                    Ok(())
+                })?,
+            )?;
+        }
         g.raw_set("redis", redis)?;
         sandbox::seal(&lua, &ro, &["redis"])?;
-        lua.load(src)
-            .set_name("@user_script")
-            .set_mode(ChunkMode::Text)
-            .set_environment(env)
-            .eval::<Value>()
-            .map(|v| from_lua(&v))
+        match entry {
+            None => lua
+                .load(src)
+                .set_name("@user_script")
+                .set_mode(ChunkMode::Text)
+                .set_environment(env)
+                .eval::<Value>()
+                .map(|v| from_lua(&v)),
+            Some(name) => {
+                lua.load(functions::strip_shebang(src))
+                    .set_name("@user_function")
+                    .set_mode(ChunkMode::Text)
+                    .set_environment(env)
+                    .exec()?;
+                let f = registered.borrow().iter().find(|(n, _)| n == name).map(|(_, f)| f.clone());
+                let f = f.ok_or_else(|| lua_err("ERR Function not found"))?;
+                f.call::<Value>((to_table(keys)?, to_table(argv)?)).map(|v| from_lua(&v))
+            }
+        }
     });
     lua.remove_global_hook();
     let stop = stopped.get();

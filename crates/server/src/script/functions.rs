@@ -1,0 +1,355 @@
+//! Redis 7's functions: FUNCTION LOAD registers a library of named Lua functions, FCALL
+//! and FCALL_RO call one. A library's code is run once at LOAD, in a sandbox whose
+//! `redis` table has only `register_function` and the logging helpers (so it cannot
+//! touch data), to learn its functions and flags; each FCALL then runs the library's
+//! code again in a fresh interpreter, as EVAL runs a script, and calls the function with
+//! its keys and arguments.
+//!
+//! Libraries live in server memory: like scripts (SCRIPT LOAD) they are not kept across
+//! a restart, where Redis keeps them in its RDB or AOF file. Clients load them again at
+//! start (docs/design/front-ends.md says why and what is not served: DUMP, RESTORE).
+
+use super::{lua_err, sandbox};
+use crate::data::upper;
+use crate::resp::Reply;
+use mlua::chunk::ChunkMode;
+use mlua::{MultiValue, Value};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// One registered function.
+#[derive(Clone, Debug)]
+pub struct Function {
+    pub name: String,
+    pub flags: Vec<String>,
+    pub description: Option<String>,
+}
+
+/// A library: its code and what it registered.
+#[derive(Clone, Debug)]
+pub struct Library {
+    pub name: String,
+    pub code: String,
+    pub functions: Vec<Function>,
+}
+
+/// Every library loaded, by name.
+#[derive(Default)]
+pub struct Libraries {
+    libs: BTreeMap<String, Library>,
+}
+
+/// The flags Redis 7.0 accepts on a function.
+const FLAGS: &[&str] = &["no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys"];
+
+/// How long a library's code may run at LOAD (Redis: 500 ms).
+const LOAD_TIME: Duration = Duration::from_millis(500);
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+impl Libraries {
+    /// The library holding function `name`, and the function.
+    pub fn find(&self, name: &str) -> Option<(&Library, &Function)> {
+        self.libs.values().find_map(|l| l.functions.iter().find(|f| f.name == name).map(|f| (l, f)))
+    }
+
+    /// FUNCTION LOAD [REPLACE] code: the library's name, or Redis's error.
+    pub fn load(&mut self, code: &str, replace: bool) -> Result<String, Reply> {
+        let name = library_name(code)?;
+        if self.libs.contains_key(&name) && !replace {
+            return Err(Reply::err(format!("ERR Library '{name}' already exists")));
+        }
+        let functions = registered(code)?;
+        for f in &functions {
+            if let Some((l, _)) = self.find(&f.name) {
+                if l.name != name {
+                    return Err(Reply::err(format!("ERR Function {} already exists", f.name)));
+                }
+            }
+        }
+        self.libs.insert(name.clone(), Library { name: name.clone(), code: code.to_string(), functions });
+        Ok(name)
+    }
+
+    /// FUNCTION and its subcommands but LOAD's running (see [`command`]).
+    fn list(&self, a: &[Vec<u8>]) -> Reply {
+        let (mut code, mut pattern) = (false, None);
+        let mut i = 0;
+        while i < a.len() {
+            match upper(&a[i]).as_str() {
+                "WITHCODE" if !code => code = true,
+                "LIBRARYNAME" if pattern.is_none() && i + 1 < a.len() => {
+                    pattern = Some(a[i + 1].clone());
+                    i += 1;
+                }
+                "LIBRARYNAME" if i + 1 >= a.len() => return Reply::err("ERR library name argument was not given"),
+                _ => {
+                    return Reply::err(format!("ERR Unknown argument {}", String::from_utf8_lossy(&a[i])));
+                }
+            }
+            i += 1;
+        }
+        let mut out = Vec::new();
+        for l in self.libs.values() {
+            if pattern.as_ref().is_some_and(|p| !crate::commands::glob(p, l.name.as_bytes())) {
+                continue;
+            }
+            let fns = l
+                .functions
+                .iter()
+                .map(|f| {
+                    Reply::Map(vec![
+                        (Reply::bulk("name"), Reply::bulk(f.name.as_str())),
+                        (
+                            Reply::bulk("description"),
+                            f.description.as_ref().map_or(Reply::Nil, |d| Reply::bulk(d.as_str())),
+                        ),
+                        (
+                            Reply::bulk("flags"),
+                            Reply::Array(f.flags.iter().map(|x| Reply::Simple(x.clone())).collect()),
+                        ),
+                    ])
+                })
+                .collect();
+            let mut m = vec![
+                (Reply::bulk("library_name"), Reply::bulk(l.name.as_str())),
+                (Reply::bulk("engine"), Reply::bulk("LUA")),
+                (Reply::bulk("functions"), Reply::Array(fns)),
+            ];
+            if code {
+                m.push((Reply::bulk("library_code"), Reply::bulk(l.code.as_str())));
+            }
+            out.push(Reply::Map(m));
+        }
+        Reply::Array(out)
+    }
+
+    fn stats(&self, running: Option<String>) -> Reply {
+        let n: usize = self.libs.values().map(|l| l.functions.len()).sum();
+        Reply::Map(vec![
+            (
+                Reply::bulk("running_script"),
+                running.map_or(Reply::Nil, |r| Reply::Map(vec![(Reply::bulk("name"), Reply::bulk(r))])),
+            ),
+            (
+                Reply::bulk("engines"),
+                Reply::Map(vec![(
+                    Reply::bulk("LUA"),
+                    Reply::Map(vec![
+                        (Reply::bulk("libraries_count"), Reply::Int(self.libs.len() as i64)),
+                        (Reply::bulk("functions_count"), Reply::Int(n as i64)),
+                    ]),
+                )]),
+            ),
+        ])
+    }
+}
+
+/// FUNCTION LOAD | LIST | DELETE | FLUSH | STATS | KILL (DUMP and RESTORE are not
+/// served).
+pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
+    let sub = upper(&a[0]);
+    let mut libs = sh.functions.lock().unwrap_or_else(|e| e.into_inner());
+    let wrong =
+        || Reply::err(format!("ERR unknown subcommand or wrong number of arguments for '{}'", sub.to_lowercase()));
+    match sub.as_str() {
+        "LOAD" => {
+            let (replace, code) = match a.len() {
+                2 => (false, &a[1]),
+                3 if upper(&a[1]) == "REPLACE" => (true, &a[2]),
+                3 => return Reply::err(format!("ERR Unknown option given: {}", String::from_utf8_lossy(&a[1]))),
+                _ => return wrong(),
+            };
+            let Ok(code) = std::str::from_utf8(code) else {
+                return Reply::err("ERR pmkv runs libraries that are UTF-8 text");
+            };
+            match libs.load(code, replace) {
+                Ok(name) => Reply::bulk(name),
+                Err(r) => r,
+            }
+        }
+        "LIST" => libs.list(&a[1..]),
+        "DELETE" if a.len() == 2 => match libs.libs.remove(String::from_utf8_lossy(&a[1]).as_ref()) {
+            Some(_) => Reply::ok(),
+            None => Reply::err("ERR Library not found"),
+        },
+        "FLUSH" if a.len() <= 2 => {
+            if a.len() == 2 && !matches!(upper(&a[1]).as_str(), "ASYNC" | "SYNC") {
+                return Reply::err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
+            }
+            libs.libs.clear();
+            Reply::ok()
+        }
+        "STATS" if a.len() == 1 => libs.stats(None),
+        "KILL" if a.len() == 1 => match sh.script.kill() {
+            true => Reply::ok(),
+            false => Reply::err("NOTBUSY No scripts in execution right now."),
+        },
+        "DUMP" | "RESTORE" => Reply::err(
+            "ERR pmkv does not serve FUNCTION DUMP and RESTORE (Redis's RDB serialization is not built); \
+             keep the libraries' code and FUNCTION LOAD it",
+        ),
+        "DELETE" | "FLUSH" | "STATS" | "KILL" => wrong(),
+        _ => Reply::err(format!("ERR unknown subcommand '{}'. Try FUNCTION HELP.", String::from_utf8_lossy(&a[0]))),
+    }
+}
+
+/// The library name of a `#!lua name=<name>` first line.
+fn library_name(code: &str) -> Result<String, Reply> {
+    let first = code.lines().next().unwrap_or_default();
+    let Some(rest) = first.strip_prefix("#!") else { return Err(Reply::err("ERR Missing library metadata")) };
+    let mut words = rest.split_ascii_whitespace();
+    let engine = words.next().unwrap_or_default();
+    if !engine.eq_ignore_ascii_case("lua") {
+        return Err(Reply::err(format!("ERR Engine '{engine}' not found")));
+    }
+    let mut name = None;
+    for w in words {
+        match w.split_once('=') {
+            Some(("name", n)) => name = Some(n.to_string()),
+            _ => return Err(Reply::err(format!("ERR Invalid metadata value given: {w}"))),
+        }
+    }
+    let name = name.ok_or_else(|| Reply::err("ERR Library name was not given"))?;
+    if !valid_name(&name) {
+        return Err(Reply::err(
+            "ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long",
+        ));
+    }
+    Ok(name)
+}
+
+/// Read `redis.register_function`'s arguments: the function's description, and its
+/// callback.
+pub(super) fn registration(args: MultiValue) -> mlua::Result<(Function, mlua::Function)> {
+    let bad = |m: &str| Err(lua_err(m.to_string()));
+    let v: Vec<Value> = args.into_iter().collect();
+    let (name, callback, flags, description) = match v.as_slice() {
+        [Value::Table(t)] => {
+            let (mut name, mut cb, mut flags, mut desc) = (None, None, Vec::new(), None);
+            for pair in t.clone().pairs::<String, Value>() {
+                let (k, val) = pair?;
+                match (k.as_str(), val) {
+                    ("function_name", Value::String(s)) => name = Some(s.to_str()?.to_string()),
+                    ("callback", Value::Function(f)) => cb = Some(f),
+                    ("description", Value::String(s)) => desc = Some(s.to_str()?.to_string()),
+                    ("flags", Value::Table(ft)) => {
+                        for f in ft.sequence_values::<String>() {
+                            flags.push(f?);
+                        }
+                    }
+                    ("function_name" | "callback" | "description" | "flags", _) => {
+                        return bad("wrong type of argument given to redis.register_function")
+                    }
+                    _ => return bad("unknown argument given to redis.register_function"),
+                }
+            }
+            let Some(name) = name else { return bad("redis.register_function must get a function name argument") };
+            let Some(cb) = cb else { return bad("redis.register_function must get a callback argument") };
+            (name, cb, flags, desc)
+        }
+        [Value::String(n), Value::Function(f)] => (n.to_str()?.to_string(), f.clone(), Vec::new(), None),
+        [_, _] => return bad("callback argument given to redis.register_function must be a function"),
+        _ => return bad("wrong number of arguments to redis.register_function"),
+    };
+    if !valid_name(&name) {
+        return bad("Function names can only contain letters, numbers, or underscores(_) and must be at least one character long");
+    }
+    if let Some(f) = flags.iter().find(|f| !FLAGS.contains(&f.as_str())) {
+        return Err(lua_err(format!("unknown flag given: {f}")));
+    }
+    Ok((Function { name, flags, description }, callback))
+}
+
+/// Run a library's code at LOAD, with only `register_function` and the logging helpers
+/// in `redis`: what it registered.
+fn registered(code: &str) -> Result<Vec<Function>, Reply> {
+    let load_err = |e: String| Reply::err(format!("ERR Error registering functions: {e}"));
+    let (lua, env, ro) =
+        sandbox::interpreter(super::MEMORY, Rc::new(|| None::<String>)).map_err(|e| load_err(e.to_string()))?;
+    super::libs::open(&lua).map_err(|e| load_err(e.to_string()))?;
+    let found: Rc<RefCell<Vec<Function>>> = Rc::default();
+    let start = Instant::now();
+    lua.set_global_hook(mlua::HookTriggers::new().every_nth_instruction(super::HOOK_EVERY), move |_, _| {
+        if start.elapsed() > LOAD_TIME {
+            return Err(lua_err("FUNCTION LOAD timeout"));
+        }
+        Ok(mlua::VmState::Continue)
+    })
+    .map_err(|e| load_err(e.to_string()))?;
+    let run = || -> mlua::Result<()> {
+        let redis = lua.create_table()?;
+        let f = found.clone();
+        redis.set(
+            "register_function",
+            lua.create_function(move |_, args: MultiValue| {
+                let (func, _) = registration(args)?;
+                if f.borrow().iter().any(|x| x.name == func.name) {
+                    return Err(lua_err("Function already exists in the library"));
+                }
+                f.borrow_mut().push(func);
+                Ok(())
+            })?,
+        )?;
+        super::redis_helpers(&lua, &redis)?;
+        lua.globals().raw_set("redis", redis)?;
+        sandbox::seal(&lua, &ro, &["redis"])?;
+        lua.load(strip_shebang(code)).set_name("@user_function").set_mode(ChunkMode::Text).set_environment(env).exec()
+    };
+    let out = run();
+    lua.remove_global_hook();
+    out.map_err(|e| load_err(super::script_error(&e).trim_start_matches("ERR ").to_string()))?;
+    let found = found.take();
+    if found.is_empty() {
+        return Err(Reply::err("ERR No functions registered"));
+    }
+    Ok(found)
+}
+
+/// The code with its `#!` line made a comment (line numbers kept).
+pub(super) fn strip_shebang(code: &str) -> String {
+    format!("--{}", code.strip_prefix("#!").unwrap_or(code))
+}
+
+/// Why FCALL_RO refuses a function, if it does.
+pub(super) fn ro_refusal(f: &Function, ro_command: bool) -> Option<Reply> {
+    (ro_command && !f.flags.iter().any(|x| x == "no-writes"))
+        .then(|| Reply::err("ERR Can not execute a script with write flag using *_ro command."))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libraries_register_their_functions_or_are_refused() {
+        let mut l = Libraries::default();
+        let code = "#!lua name=mylib\nredis.register_function('f1', function(k, a) return 1 end)\n\
+                    redis.register_function{function_name='f2', callback=function() return 2 end, flags={'no-writes'}}";
+        assert_eq!(l.load(code, false).unwrap(), "mylib");
+        assert_eq!(l.find("f2").unwrap().1.flags, ["no-writes"]);
+        assert!(l.load(code, false).is_err(), "exists without REPLACE");
+        assert!(l.load(code, true).is_ok());
+        let other = "#!lua name=other\nredis.register_function('f1', function() end)";
+        assert_eq!(l.load(other, false).unwrap_err(), Reply::err("ERR Function f1 already exists"));
+        for (bad, why) in [
+            ("redis.register_function('x', function() end)", "ERR Missing library metadata"),
+            ("#!lua\nredis.register_function('x', function() end)", "ERR Library name was not given"),
+            ("#!lua name=a-b\n", "ERR Library names can only"),
+            ("#!js name=a\n", "ERR Engine 'js' not found"),
+            ("#!lua name=z\nreturn 1", "ERR No functions registered"),
+            ("#!lua name=z\nredis.call('set', 'k', 'v')", "ERR Error registering functions"),
+            ("#!lua name=z\nredis.register_function('f', function() end, 3)", "ERR Error registering functions"),
+            ("#!lua name=z\nwhile true do end", "ERR Error registering functions"),
+        ] {
+            match l.load(bad, false) {
+                Err(Reply::Error(e)) => assert!(e.starts_with(why), "{bad}: {e}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+}
