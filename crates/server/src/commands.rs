@@ -271,7 +271,7 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
     if c.multi.is_some() && !matches!(cmd.name, "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET") {
         if cmd.no_multi || matches!(cmd.name, "MIGRATE" | "CLUSTER") {
             c.multi_failed = true;
-            return (Reply::err(format!("ERR {} is not allowed inside a transaction", cmd.name)), After::Continue);
+            return (Reply::err("ERR Command not allowed inside a transaction"), After::Continue);
         }
         if let Some(s) = slot {
             // Checked again, under the gate, at EXEC.
@@ -679,6 +679,8 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
         }
         "CONFIG" if upper(&a[0]) == "SET" && a.len() >= 3 && a.len() % 2 == 1 => config_set(sh, &a[1..]),
         "CONFIG" => Reply::err("ERR pmkv supports CONFIG GET, and CONFIG SET of the parameters it can change"),
+        // Every acknowledged write is already durable in the pool: nothing to save.
+        "SAVE" => Reply::ok(),
         "TIME" => {
             let us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
             Reply::Array(vec![Reply::bulk((us / 1_000_000).to_string()), Reply::bulk((us % 1_000_000).to_string())])
@@ -959,6 +961,15 @@ fn config_set(sh: &Shared, pairs: &[Vec<u8>]) -> Reply {
                 }
             }
             continue;
+        }
+        if name == "maxmemory" {
+            // Redis's check of the value first; then why pmkv does not take it.
+            return match memory_value(&p[1]) {
+                None => Reply::err(
+                    "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value",
+                ),
+                Some(_) => Reply::err("ERR pmkv has no maxmemory: it does not evict keys (the pool's size bounds the data)"),
+            };
         }
         let Some(slot) = settable(sh, &name) else {
             return Reply::err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));

@@ -398,7 +398,14 @@ fn random_u64() -> u64 {
 fn hrandfield(tx: &mut Tx, k: &[u8], a: &[Vec<u8>], cx: &mut Ctx) -> TxResult<Reply> {
     let count = match a.first() {
         None => None,
-        Some(c) => Some(int(c).filter(|&n| n != i64::MIN).ok_or_else(not_int)?),
+        Some(c) => match int(c).ok_or_else(not_int)? {
+            i64::MIN => {
+                return Err(Reply::err(
+                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+                ))
+            }
+            n => Some(n),
+        },
     };
     let with_values = match a.get(1) {
         None => false,

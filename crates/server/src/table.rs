@@ -188,6 +188,7 @@ pub const COMMANDS: &[Command] = &[
     c("INFO", -1, NONE, Server),
     c("TIME", 1, NONE, Server),
     conn("SHUTDOWN", -1, Server),
+    conn("SAVE", 1, Server),
 ];
 
 /// `cmd`'s position in [`COMMANDS`] (for per-command counters).
