@@ -148,7 +148,10 @@ impl Store {
             if !s.info().atomic_batches {
                 return Err(pmkv::Error::new(
                     ErrorKind::Unsupported,
-                    format!("engine {} has no atomic batches (a crash may keep a prefix): write one key at a time", s.info().name),
+                    format!(
+                        "engine {} has no atomic batches (a crash may keep a prefix): write one key at a time",
+                        s.info().name
+                    ),
                 ));
             }
             s.write(&batch)
