@@ -1,9 +1,11 @@
 """``Store.batch()``: several writes applied as one atomic batch, and the module's
 namespace. The all-or-nothing promise is the Rust API's ``WriteBatch`` (``Store.write``),
-crash-tested at every flush and fence (and every store in ``eadr``) by
-crates/hart/tests/crash.rs ``atomic_batches_every_crash_point_and_eadr_store``,
-crates/nbtree/tests/crash.rs ``atomic_batch_every_crash_point_and_eadr_store`` and the
-conformance suite's ``atomic_batch_every_crash_point``; here a writer process is killed
+crash-tested at every flush and fence (and every store in ``eadr``) by the
+conformance suite for every engine (crates/conformance/tests/engines.rs:
+``hart::atomic_batch_every_crash_point``, ``nbtree::...``, ``mangosteen::...`` and their
+``eadr_atomic_batch_every_store_point``), and by crates/hart/tests/crash.rs
+``atomic_batches_every_crash_point_and_eadr_store`` and crates/nbtree/tests/crash.rs
+``atomic_batch_every_crash_point_and_eadr_store``; here a writer process is killed
 (SIGKILL) while it commits batches through Python, and every batch must be whole."""
 import os
 import signal
