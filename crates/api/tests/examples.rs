@@ -47,8 +47,9 @@ fn readme_quick_starts_are_the_example_files() {
 #[test]
 fn examples_run_in_a_fresh_directory() {
     let back = std::env::current_dir().unwrap();
+    type Run = fn() -> pmkv::Result<()>;
     type Check = fn(&pmkv::Store);
-    let runs: [(&str, fn() -> pmkv::Result<()>, &str, Check); 3] = [
+    let runs: [(&str, Run, &str, Check); 3] = [
         ("quickstart", quickstart::run, "demo.pool", |s| {
             let all = s.collect(&pmkv::KeyRange::all(), pmkv::Direction::Forward, 10).unwrap();
             assert_eq!(all, [(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec())]);
