@@ -7,8 +7,8 @@
 #   PREFIX/bin/pmkv-cc and pmkv-c++ (compilers for Mangosteen's compiler capture).
 # Then: cc app.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs pmkv)
 # links the shared library with an rpath to PREFIX/lib (no LD_LIBRARY_PATH needed), and
-# `pkg-config --static --libs pmkv` with `-l:libpmkv.a` in place of `-lpmkv` links it
-# statically (see the README's C section); `pkg-config --libs pmkv-malloc` adds
+# cc -static app.c $(pkg-config --static --cflags --libs pmkv) links a static program, as
+# is (see the README's C section); `pkg-config --libs pmkv-malloc` adds
 # libpmkv_malloc, for programs that open Mangosteen with split_heap (a shared library
 # only: libpmkv finds it with dlsym).
 set -euo pipefail
@@ -21,9 +21,14 @@ prefix="$(cd "$prefix" && pwd)"
 install -m 644 bindings/c/include/pmkv.h "$prefix/include/pmkv.h"
 install -m 644 bindings/c/include/pmkv_capture.h "$prefix/include/pmkv_capture.h"
 install -m 644 bindings/c/include/pmkv.hpp "$prefix/include/pmkv.hpp"
-install -m 755 "$lib/libpmkv.so" "$prefix/lib/libpmkv.so"
-install -m 644 "$lib/libpmkv.a" "$prefix/lib/libpmkv.a"
-install -m 755 "$lib/libpmkv_malloc.so" "$prefix/lib/libpmkv_malloc.so"
+# The libraries without their debug information (the release profile keeps line tables
+# for the benchmarks' profiles): a static program is 4.7 MB instead of 18 MB, libpmkv.so
+# 3.6 MB instead of 17 MB. The build tree's copies keep it for debugging.
+for f in libpmkv.so libpmkv.a libpmkv_malloc.so; do
+    strip --strip-debug -o "$prefix/lib/$f" "$lib/$f"
+done
+chmod 755 "$prefix/lib/libpmkv.so" "$prefix/lib/libpmkv_malloc.so"
+chmod 644 "$prefix/lib/libpmkv.a"
 mkdir -p "$prefix/bin"
 install -m 755 bindings/c/bin/pmkv-cc "$prefix/bin/pmkv-cc"
 ln -sf pmkv-cc "$prefix/bin/pmkv-c++"

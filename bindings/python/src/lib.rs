@@ -8,7 +8,7 @@
 //! closed store raises instead of crashing; no Rust panic crosses into Python (pyo3 turns
 //! one into `PanicException`, and the API crate already contains engine panics).
 
-use pmkv::{Direction, ErrorKind, KeyRange, Options, Store as RStore};
+use pmkv::{Direction, ErrorKind, KeyRange, Options, Store as RStore, WriteBatch};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyFileExistsError, PyFileNotFoundError, PyPermissionError};
 use pyo3::prelude::*;
@@ -130,6 +130,32 @@ impl Store {
     /// Delete `key`; returns whether it was there.
     fn delete(&self, py: Python<'_>, key: &[u8]) -> PyResult<bool> {
         self.with(py, |s| s.delete(key))
+    }
+
+    /// Apply `ops` — `(key, value)` to put, `(key, None)` to delete, in order — as one
+    /// atomic batch (`pmkv::WriteBatch::new`): after a crash, all of them or none. Refused
+    /// before anything is written on an engine without atomic batches (the papers'
+    /// competitors), whose `write_batch` would keep a prefix.
+    fn write_batch(&self, py: Python<'_>, ops: Vec<(Vec<u8>, Option<Vec<u8>>)>) -> PyResult<()> {
+        let mut batch = WriteBatch::new();
+        for (k, v) in ops {
+            match v {
+                Some(v) => batch.put(k, v),
+                None => batch.delete(k),
+            };
+        }
+        self.with(py, |s| {
+            if !s.info().atomic_batches {
+                return Err(pmkv::Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "engine {} has no atomic batches (a crash may keep a prefix): write one key at a time",
+                        s.info().name
+                    ),
+                ));
+            }
+            s.write(&batch)
+        })
     }
 
     /// Number of records.

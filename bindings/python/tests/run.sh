@@ -11,3 +11,6 @@ fi
 VIRTUAL_ENV="$(cd "$venv" && pwd)" PATH="$(cd "$venv" && pwd)/bin:$PATH" \
     maturin develop -q -m bindings/python/Cargo.toml
 "$venv/bin/python" -m pytest -q -p no:cacheprovider bindings/python/tests
+# The wheel the README builds (`maturin build --release`), installed into a fresh virtual
+# environment without Rust, running the examples.
+bindings/python/tests/wheel.sh

@@ -8,7 +8,8 @@
 
 A store is a ``collections.abc.MutableMapping`` over bytes, in key order: ``db[k]``,
 ``db[k] = v``, ``del db[k]``, ``k in db``, ``len(db)``, ``get``, ``pop``, ``setdefault``,
-``update``, iteration over keys; ``scan(start, end, limit)`` yields the ``(key, value)``
+``update``, iteration over keys; ``batch()`` applies several writes as one atomic batch
+(``with db.batch() as b: ...``: all of them or, after a crash, none); ``scan(start, end, limit)`` yields the ``(key, value)``
 pairs of ``[start, end)`` (``end`` excluded, as in every pmkv front end) in chunks, never
 the whole range at once. Every write is durable when it returns (in the pool's
 persistence mode). Calls release the GIL, so threads run in parallel.
@@ -34,11 +35,13 @@ that damage again (a ``CorruptError``) rather than closing quietly, and leaving 
 block on an exception raises that exception, with any error of the close as a note.
 """
 
-from collections.abc import Iterator, MutableMapping
-import os
-import time
-from typing import NamedTuple, Optional, Tuple, Union
-import warnings
+# Imported under private names: the module's namespace is its API (``__all__``), so
+# ``pmkv.os`` or ``from pmkv import *`` brings nothing that is not pmkv's.
+from collections.abc import Iterator as _Iterator, MutableMapping as _MutableMapping
+import os as _os
+import time as _time
+from typing import List as _List, NamedTuple as _NamedTuple, Optional as _Optional, Tuple as _Tuple, Union as _Union
+import warnings as _warnings
 
 from . import _pmkv
 from ._pmkv import (
@@ -58,6 +61,7 @@ __all__ = [
     "open",
     "engines",
     "Store",
+    "Batch",
     "Durability",
     "DurabilityWarning",
     "Error",
@@ -72,17 +76,17 @@ __all__ = [
     "ClosedError",
 ]
 
-BytesLike = Union[bytes, bytearray, memoryview, str]
+_BytesLike = _Union[bytes, bytearray, memoryview, str]
 
 _CHUNK = 256
 
 # How long `open(..., wait=...)` sleeps between attempts (as `pmkv --wait`); a name of its
 # own so that a test can see the wait happen.
 _RETRY_EVERY = 0.02
-_sleep = time.sleep
+_sleep = _time.sleep
 
 
-def _b(x: BytesLike) -> bytes:
+def _b(x: _BytesLike) -> bytes:
     if isinstance(x, str):
         return x.encode("utf-8")
     if isinstance(x, (bytes, bytearray, memoryview)):
@@ -90,7 +94,7 @@ def _b(x: BytesLike) -> bytes:
     raise TypeError(f"pmkv keys and values are bytes or str, not {type(x).__name__}")
 
 
-def _after_prefix(p: bytes) -> Optional[bytes]:
+def _after_prefix(p: bytes) -> _Optional[bytes]:
     """The least key above every key that begins with ``p`` (``None``: there is none, ``p``
     being all 0xff bytes or empty): trailing 0xff bytes dropped, the last one left + 1."""
     p = p.rstrip(b"\xff")
@@ -103,7 +107,7 @@ class DurabilityWarning(UserWarning):
     category=pmkv.DurabilityWarning)`` once you have chosen."""
 
 
-class Durability(NamedTuple):
+class Durability(_NamedTuple):
     """What a store's acknowledged writes survive. Each event is True, False, or None:
     only on eADR hardware (mode "eadr" on persistent memory; no interface tells whether a
     machine has eADR)."""
@@ -112,11 +116,11 @@ class Durability(NamedTuple):
     """"dax" (persistent memory mapped with MAP_SYNC), "memory" (tmpfs, ramfs), "disk"
     (any other file system) or "anonymous" (an engine without a pool)."""
     mode: str
-    process_crash: Optional[bool]
-    kernel_crash: Optional[bool]
-    power_loss: Optional[bool]
-    reboot: Optional[bool]
-    warning: Optional[str]
+    process_crash: _Optional[bool]
+    kernel_crash: _Optional[bool]
+    power_loss: _Optional[bool]
+    reboot: _Optional[bool]
+    warning: _Optional[str]
     """Why the mode promises more than the medium gives, or None."""
 
 
@@ -129,13 +133,13 @@ def engines() -> list:
 
 
 def open(  # noqa: A001 - the conventional name (dbm.open, lmdb.open, sqlite3.connect)
-    path: Union[str, "os.PathLike[str]"],
-    engine: Optional[str] = None,
+    path: _Union[str, "_os.PathLike[str]"],
+    engine: _Optional[str] = None,
     mode: str = "adr",
     create: bool = True,
     read_only: bool = False,
-    initial_size: Optional[int] = None,
-    max_size: Optional[int] = None,
+    initial_size: _Optional[int] = None,
+    max_size: _Optional[int] = None,
     wait: float = 0,
 ) -> "Store":
     """Open (or, with ``create``, create) the pool at ``path``.
@@ -160,12 +164,12 @@ def open(  # noqa: A001 - the conventional name (dbm.open, lmdb.open, sqlite3.co
     """
     if not wait >= 0:  # also refuses NaN
         raise ValueError(f"wait must be a non-negative number of seconds, not {wait!r}")
-    deadline = time.monotonic() + wait
+    deadline = _time.monotonic() + wait
     while True:
         try:
-            native = _pmkv.open_store(os.fspath(path), engine, mode, create, read_only, initial_size, max_size)
+            native = _pmkv.open_store(_os.fspath(path), engine, mode, create, read_only, initial_size, max_size)
         except LockedError:
-            left = deadline - time.monotonic()
+            left = deadline - _time.monotonic()
             if left <= 0:
                 raise
             _sleep(min(_RETRY_EVERY, left))
@@ -174,27 +178,91 @@ def open(  # noqa: A001 - the conventional name (dbm.open, lmdb.open, sqlite3.co
     db = Store(native)
     w = db.durability.warning
     if w is not None and not read_only:
-        warnings.warn(f"{os.fspath(path)}: {w}", DurabilityWarning, stacklevel=2)
+        _warnings.warn(f"{_os.fspath(path)}: {w}", DurabilityWarning, stacklevel=2)
     return db
 
 
-class Store(MutableMapping):
+class Batch:
+    """Writes to apply to a store together, as one atomic batch (the Rust API's
+    ``WriteBatch``): all of them or, after a crash at any point, none. Collected in memory
+    in order (a later write of a key wins) and applied when the ``with`` block ends
+    without an exception, or by ``commit()``; an exception in the block, or
+    ``discard()``, drops them. Until then reads of the store do not see them. A commit
+    that fails (``FullError``, ``TooLargeError``, ...) writes none of them. ``del b[k]``
+    of a key the store lacks is no error. Engines without atomic batches (the papers'
+    competitors: "woart", "artcow", "fastfair") refuse the commit with ``Error``.
+
+    One batch is committed or discarded once; using it afterwards raises ``Error``."""
+
+    def __init__(self, store: "Store") -> None:
+        self._store = store
+        self._ops: _List[_Tuple[bytes, _Optional[bytes]]] = []
+        self._done = False
+
+    def _open(self) -> None:
+        if self._done:
+            raise Error("this batch was already committed or discarded")
+
+    def put(self, key: _BytesLike, value: _BytesLike) -> None:
+        """Insert or replace ``key`` when the batch is applied."""
+        self._open()
+        self._ops.append((_b(key), _b(value)))
+
+    def delete(self, key: _BytesLike) -> None:
+        """Remove ``key`` (if present) when the batch is applied."""
+        self._open()
+        self._ops.append((_b(key), None))
+
+    __setitem__ = put
+    __delitem__ = delete
+
+    def __len__(self) -> int:
+        """The number of writes collected."""
+        return len(self._ops)
+
+    def commit(self) -> None:
+        """Apply the writes, atomically; durable when it returns."""
+        self._open()
+        self._done = True
+        ops, self._ops = self._ops, []
+        if ops:
+            self._store._s.write_batch(ops)
+
+    def discard(self) -> None:
+        """Drop the writes (nothing is written)."""
+        self._open()
+        self._done = True
+        self._ops = []
+
+    def __enter__(self) -> "Batch":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._done:
+            return
+        if exc is None:
+            self.commit()
+        else:
+            self.discard()
+
+
+class Store(_MutableMapping):
     """An open pmkv store (see the module documentation)."""
 
     def __init__(self, native: "_pmkv.Store") -> None:
         self._s = native
 
     # -- the mapping ------------------------------------------------------------
-    def __getitem__(self, key: BytesLike) -> bytes:
+    def __getitem__(self, key: _BytesLike) -> bytes:
         v = self._s.get(_b(key))
         if v is None:
             raise KeyError(key)
         return v
 
-    def __setitem__(self, key: BytesLike, value: BytesLike) -> None:
+    def __setitem__(self, key: _BytesLike, value: _BytesLike) -> None:
         self._s.put(_b(key), _b(value))
 
-    def __delitem__(self, key: BytesLike) -> None:
+    def __delitem__(self, key: _BytesLike) -> None:
         if not self._s.delete(_b(key)):
             raise KeyError(key)
 
@@ -206,11 +274,11 @@ class Store(MutableMapping):
     def __len__(self) -> int:
         return self._s.len()
 
-    def __iter__(self) -> Iterator[bytes]:
+    def __iter__(self) -> _Iterator[bytes]:
         for k, _ in self.scan():
             yield k
 
-    def get(self, key: BytesLike, default=None):
+    def get(self, key: _BytesLike, default=None):
         """The value of ``key``, or ``default``."""
         v = self._s.get(_b(key))
         return default if v is None else v
@@ -218,12 +286,12 @@ class Store(MutableMapping):
     # -- beyond the mapping -----------------------------------------------------
     def scan(
         self,
-        start: Optional[BytesLike] = None,
-        end: Optional[BytesLike] = None,
-        limit: Optional[int] = None,
+        start: _Optional[_BytesLike] = None,
+        end: _Optional[_BytesLike] = None,
+        limit: _Optional[int] = None,
         reverse: bool = False,
-        prefix: Optional[BytesLike] = None,
-    ) -> Iterator[Tuple[bytes, bytes]]:
+        prefix: _Optional[_BytesLike] = None,
+    ) -> _Iterator[_Tuple[bytes, bytes]]:
         """``(key, value)`` pairs with ``start <= key < end``: the range is half-open, as
         in every pmkv front end (``end`` excluded; an ``end`` at or before ``start``: no
         pairs). ``None`` leaves that side open; ``b""`` is the empty key, a bound like any
@@ -266,6 +334,12 @@ class Store(MutableMapping):
                 if len(chunk) < n:
                     return
                 after, first = chunk[-1][0], False
+
+    def batch(self) -> "Batch":
+        """Writes applied together: ``with db.batch() as b: b[k] = v; del b[k2]`` applies
+        them when the block ends, as one atomic batch (after a crash: all or none of
+        them; see ``Batch``). ``update`` by contrast writes one key at a time."""
+        return Batch(self)
 
     def items(self):  # type: ignore[override]
         """(key, value) pairs in key order (one scan, not a lookup per key)."""

@@ -152,6 +152,16 @@ fn dlerror() -> String {
 fn load() -> Result<App, String> {
     use std::io::Write;
     use std::os::fd::FromRawFd;
+    // A fully static program (`cc -static`) has no dynamic linker (no AT_BASE): its
+    // `dlopen` would load a second C library beside the program's, and the library then
+    // crashes. Refuse with the link line that works instead.
+    // SAFETY: `getauxval` reads the auxiliary vector; any type is accepted.
+    if unsafe { libc::getauxval(libc::AT_BASE) } == 0 {
+        return Err("a fully static program cannot load the instrumented library (it needs the dynamic \
+                    linker): link libpmkv statically and the C library dynamically, \
+                    -Wl,-Bstatic $(pkg-config --static --libs pmkv) -Wl,-Bdynamic"
+            .into());
+    }
     // SAFETY: a NUL-terminated name; the flag is valid.
     let fd = unsafe { libc::memfd_create(c"pmkv-mangosteen-app".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
