@@ -63,6 +63,11 @@
 //! crate-private: its invariants (who may write the PM copy, when the tail may move) are
 //! kept by `Mangosteen`'s methods, not by callers.
 
+/// The ABI between the capture hooks and the code they instrument (`instrumented/`), shared
+/// by compiler capture and the deduplication set.
+#[path = "../instrumented/abi.rs"]
+#[allow(dead_code)]
+mod abi;
 mod backend;
 mod callback;
 mod capture;
