@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 mod cursor;
+mod guard;
 mod registry;
 mod store;
 

@@ -19,7 +19,6 @@ pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{s:?} is not a size (bytes, or with k, kb, m, mb, g, gb)"))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
