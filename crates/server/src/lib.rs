@@ -38,10 +38,12 @@
 
 pub mod cluster;
 pub mod commands;
+mod conn;
 mod data;
 pub mod glob;
 pub mod keyspace;
 mod range;
+mod routing;
 pub mod resp;
 pub mod script;
 pub mod table;
