@@ -85,6 +85,7 @@ mod rpc;
 mod runtime;
 mod salvage;
 mod split_alloc;
+mod tx;
 
 /// The persistent heap's writes (`heap.rs`), made by this crate's uninstrumented copy of
 /// it (for C applications' `malloc` and the root calls): reported to the compiler-capture
@@ -100,5 +101,6 @@ pub use error::{Error, Result};
 pub use heap::Heap;
 pub use kv::{KvApp, KvRequest};
 pub use rpc::{read_frame, serve, write_frame, RpcClient, MAX_FRAME};
-pub use runtime::{Capture, Instrumented, Log, Mangosteen, Options, Tx};
+pub use runtime::{Capture, Instrumented, Log, Mangosteen, Options};
 pub use split_alloc::{Registration, SplitAlloc};
+pub use tx::Tx;

@@ -16,12 +16,12 @@
 //! a WATCHed key by anyone else since WATCH makes EXEC answer a null array. What EXEC
 //! applies is one atomic engine batch: after a crash all of it is there or none.
 
-use crate::data::{self, int, upper, Ctx, OVER_LIMIT};
 pub use crate::conn::Conn;
+use crate::data::{self, int, upper, Ctx, OVER_LIMIT};
 use crate::keyspace::{allowed, reserved, store_reply, Tx};
 use crate::resp::Reply;
-use crate::table::{self, Command, Group};
 use crate::routing::{misrouted, route_keys};
+use crate::table::{self, Command, Group};
 use crate::Shared;
 use pmkv::Store;
 use std::sync::atomic::Ordering;

@@ -43,8 +43,8 @@ mod data;
 pub mod glob;
 pub mod keyspace;
 mod range;
-mod routing;
 pub mod resp;
+mod routing;
 pub mod script;
 pub mod table;
 
