@@ -34,6 +34,7 @@
 
 mod cursor;
 mod guard;
+pub mod pool;
 mod registry;
 mod store;
 
