@@ -10,7 +10,7 @@
 //! old or new value); no key is yielded twice, and keys come out strictly ordered. Chunks
 //! start small (a cursor used for one record costs one short scan) and double up to 1024.
 
-use crate::store::Store;
+use crate::guard::Guarded;
 use pmkv_core::{Direction, KeyRange, Result};
 use std::ops::Bound;
 
@@ -47,10 +47,10 @@ impl Chunk {
 }
 
 /// A cursor over a key range; see the module docs for what it sees. Created by
-/// [`Store::range`]. As an iterator it yields owned pairs; [`next_entry`](Cursor::next_entry)
+/// [`Store::range`](crate::Store::range). As an iterator it yields owned pairs; [`next_entry`](Cursor::next_entry)
 /// and [`next_back_entry`](Cursor::next_back_entry) lend them without a copy.
 pub struct Cursor<'s> {
-    store: &'s Store,
+    store: &'s Guarded,
     /// The part of the range not yet yielded from either side, as of the last refills.
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
@@ -61,7 +61,7 @@ pub struct Cursor<'s> {
 }
 
 impl<'s> Cursor<'s> {
-    pub(crate) fn new(store: &'s Store, range: KeyRange) -> Cursor<'s> {
+    pub(crate) fn new(store: &'s Guarded, range: KeyRange) -> Cursor<'s> {
         let empty = range.is_empty();
         Cursor {
             store,

@@ -33,6 +33,8 @@
 #![forbid(unsafe_code)]
 
 mod cursor;
+mod guard;
+pub mod pool;
 mod registry;
 mod store;
 

@@ -1,6 +1,7 @@
 //! [`Store`]: one engine over one pool, with the guarantees every front end needs.
 
 use crate::cursor::Cursor;
+use crate::guard::{panic_text, Guarded};
 use crate::registry::Registry;
 use pmkv_core::{
     BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
@@ -9,8 +10,6 @@ use pmkv_core::{
 use pmkv_substrate::{Durability, Medium, Mode};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 
 /// An open store. `Send + Sync`: share it between threads by reference or in an `Arc`.
 ///
@@ -23,27 +22,14 @@ use std::sync::OnceLock;
 /// * [`close`](Store::close) reports what a drop would have to swallow. Dropping a store
 ///   closes it too, best effort.
 pub struct Store {
-    engine: Option<Box<dyn Engine>>,
-    info: EngineInfo,
-    poisoned: AtomicBool,
-    /// The first `Corrupt` error a call met: it left the pool marked unclean, and
-    /// [`close`](Store::close) reports it rather than only "poisoned", which would hide
-    /// the cause and suggest that reopening mends it.
-    damage: OnceLock<Error>,
+    /// The engine and the state of the guards around it, shared with [`Cursor`]s.
+    g: Guarded,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("engine", &self.info.name).field("poisoned", &self.is_poisoned()).finish()
+        f.debug_struct("Store").field("engine", &self.g.info.name).field("poisoned", &self.is_poisoned()).finish()
     }
-}
-
-/// A panic payload as text.
-fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".to_string())
 }
 
 impl Store {
@@ -81,12 +67,12 @@ impl Store {
     /// Wrap an engine opened elsewhere (benchmark baselines, tests).
     pub fn from_engine(engine: Box<dyn Engine>) -> Store {
         let info = engine.info();
-        Store { engine: Some(engine), info, poisoned: AtomicBool::new(false), damage: OnceLock::new() }
+        Store { g: Guarded::new(engine, info) }
     }
 
     /// What the engine is and offers.
     pub fn info(&self) -> &EngineInfo {
-        &self.info
+        &self.g.info
     }
 
     /// What the store's acknowledged writes survive: the medium its pool sits on
@@ -97,7 +83,7 @@ impl Store {
     /// for writing and the mode promises more than the medium gives (`adr` on a disk file
     /// or on tmpfs); the library itself prints nothing.
     pub fn durability(&self) -> Durability {
-        match self.engine.as_deref().and_then(|e| e.pool()) {
+        match self.g.engine_opt().and_then(|e| e.pool()) {
             Some(pool) => pool.durability(),
             None => Durability::new(Medium::Anonymous, Mode::None),
         }
@@ -106,50 +92,12 @@ impl Store {
     /// The engine itself, bypassing the store's guards: its callbacks are not re-entrant
     /// and its panics are not caught. For benchmarks and tests that need the raw engine.
     pub fn engine(&self) -> &dyn Engine {
-        self.engine.as_deref().expect("engine present until close")
+        self.g.engine()
     }
 
     /// Whether an engine panic poisoned this store.
     pub fn is_poisoned(&self) -> bool {
-        self.poisoned.load(Ordering::Acquire)
-    }
-
-    /// Run `f` on the engine: refused once poisoned; a panic poisons the store and the
-    /// pool. A `Corrupt` error also marks the pool unclean (the next open re-verifies it
-    /// through recovery) but leaves the store usable for the undamaged parts.
-    pub(crate) fn call<T>(&self, what: &str, f: impl FnOnce(&dyn Engine) -> Result<T>) -> Result<T> {
-        if self.is_poisoned() {
-            return Err(Error::new(
-                ErrorKind::Poisoned,
-                format!(
-                    "store of engine '{}' is poisoned by an earlier panic; close it and open the pool again \
-                     (recovery runs then)",
-                    self.info.name
-                ),
-            ));
-        }
-        let engine = self.engine();
-        match catch_unwind(AssertUnwindSafe(|| f(engine))) {
-            Ok(Err(e)) if e.kind() == ErrorKind::Corrupt => {
-                engine.poison();
-                let _ = self.damage.set(Error::new(ErrorKind::Corrupt, e.message()));
-                Err(e)
-            }
-            Ok(r) => r,
-            Err(p) => {
-                self.poisoned.store(true, Ordering::Release);
-                engine.poison();
-                Err(Error::new(
-                    ErrorKind::Internal,
-                    format!(
-                        "engine '{}' panicked during {what}: {}; the store is poisoned and the pool stays \
-                         marked unclean, so the next open runs recovery",
-                        self.info.name,
-                        panic_text(&*p)
-                    ),
-                ))
-            }
-        }
+        self.g.is_poisoned()
     }
 
     /// The value of `key`, if present.
@@ -162,12 +110,12 @@ impl Store {
     /// The value of `key` into `buf` (cleared first; reused allocation). Returns whether
     /// the key was present. For front ends that answer many gets.
     pub fn get_into(&self, key: &[u8], buf: &mut Option<Vec<u8>>) -> Result<bool> {
-        if key.len() > self.info.max_key_len {
+        if key.len() > self.g.info.max_key_len {
             *buf = None;
             return Ok(false); // no such key can have been stored
         }
         let mut found = None;
-        let present = self.call("get", |e| {
+        let present = self.g.call("get", |e| {
             e.get_with(key, &mut |v| {
                 let mut b = buf.take().unwrap_or_default();
                 b.clear();
@@ -181,24 +129,24 @@ impl Store {
 
     /// Whether `key` is present.
     pub fn contains(&self, key: &[u8]) -> Result<bool> {
-        if key.len() > self.info.max_key_len {
+        if key.len() > self.g.info.max_key_len {
             return Ok(false);
         }
-        self.call("get", |e| e.get_with(key, &mut |_| {}))
+        self.g.call("get", |e| e.get_with(key, &mut |_| {}))
     }
 
     /// Insert or replace. Durable when it returns (in the pool's mode).
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.info.check_sizes(key, Some(value))?;
-        self.call("put", |e| e.put(key, value))
+        self.g.info.check_sizes(key, Some(value))?;
+        self.g.call("put", |e| e.put(key, value))
     }
 
     /// Remove `key`; returns whether it was present.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        if key.len() > self.info.max_key_len {
+        if key.len() > self.g.info.max_key_len {
             return Ok(false);
         }
-        self.call("delete", |e| e.delete(key))
+        self.g.call("delete", |e| e.delete(key))
     }
 
     /// Apply a batch in order. Every size is checked before the first operation, so a
@@ -208,17 +156,17 @@ impl Store {
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
         for op in batch.ops() {
             match op {
-                BatchOp::Put(k, v) => self.info.check_sizes(k, Some(v))?,
-                BatchOp::Delete(k) => self.info.check_sizes(k, None)?,
+                BatchOp::Put(k, v) => self.g.info.check_sizes(k, Some(v))?,
+                BatchOp::Delete(k) => self.g.info.check_sizes(k, None)?,
             }
         }
-        self.call("write batch", |e| e.write_batch(batch))
+        self.g.call("write batch", |e| e.write_batch(batch))
     }
 
     /// A cursor over `range`, ascending; `.rev()` walks it descending, and both ends may
     /// be consumed alternately. It holds no engine lock between steps (see [`Cursor`]).
     pub fn range(&self, range: &KeyRange) -> Cursor<'_> {
-        Cursor::new(self, range.clone())
+        Cursor::new(&self.g, range.clone())
     }
 
     /// Call `f` for each record of `range` in `dir` order until it returns false. `f` runs
@@ -245,7 +193,7 @@ impl Store {
     /// Up to `limit` records of `range` in `dir` order, collected.
     pub fn collect(&self, range: &KeyRange, dir: Direction, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
-        self.call("scan", |e| {
+        self.g.call("scan", |e| {
             e.scan(range, dir, limit, &mut |k, v| {
                 out.push((k.to_vec(), v.to_vec()));
                 true
@@ -266,7 +214,7 @@ impl Store {
 
     /// Number of records.
     pub fn len(&self) -> Result<u64> {
-        self.call("len", |e| Ok(e.len()))
+        self.g.call("len", |e| Ok(e.len()))
     }
 
     /// Whether there are no records.
@@ -276,12 +224,12 @@ impl Store {
 
     /// Memory in use by structure.
     pub fn memory(&self) -> Result<MemoryUsage> {
-        self.call("memory", |e| Ok(e.memory()))
+        self.g.call("memory", |e| Ok(e.memory()))
     }
 
     /// Verify the engine's invariants.
     pub fn check(&self) -> Result<CheckReport> {
-        self.call("check", |e| e.check())
+        self.g.call("check", |e| e.check())
     }
 
     /// What the open's recovery did (persistent engines).
@@ -291,7 +239,7 @@ impl Store {
 
     /// Make every acknowledged write durable (matters in `msync` mode).
     pub fn sync(&self) -> Result<()> {
-        self.call("sync", |e| e.sync())
+        self.g.call("sync", |e| e.sync())
     }
 
     /// Close: the pool is marked clean, and failures are reported. A poisoned store is
@@ -300,12 +248,12 @@ impl Store {
     /// (the first `Corrupt` error, kind `Corrupt`): crash recovery at the next open does
     /// not repair it.
     pub fn close(mut self) -> Result<()> {
-        let engine = self.engine.take().expect("engine present until close");
+        let engine = self.g.take_engine();
         let poisoned = self.is_poisoned();
         let r = catch_unwind(AssertUnwindSafe(|| engine.close())).map_err(|p| {
             Error::new(
                 ErrorKind::Internal,
-                format!("engine '{}' panicked while closing: {}", self.info.name, panic_text(&*p)),
+                format!("engine '{}' panicked while closing: {}", self.g.info.name, panic_text(&*p)),
             )
         });
         if poisoned {
@@ -313,11 +261,11 @@ impl Store {
                 ErrorKind::Poisoned,
                 format!(
                     "store of engine '{}' was poisoned by a panic; the pool is left marked unclean",
-                    self.info.name
+                    self.g.info.name
                 ),
             ));
         }
-        match (r?, self.damage.get()) {
+        match (r?, self.g.damage()) {
             (Err(e), Some(d)) if e.kind() == ErrorKind::Poisoned => Err(Error::new(
                 ErrorKind::Corrupt,
                 format!(

@@ -254,3 +254,47 @@ fn mangosteen_format_1_is_refused_unchanged() {
 fn mangosteen_format_2_is_read_and_upgraded_by_a_write() {
     reads_and_writes("mangosteen-v2", "mangosteen");
 }
+
+/// A current format: this build reads its fixture and writes it, and the version word
+/// stays what it was (a change to the layout that forgets to bump the version, or to
+/// read the old bytes, fails here).
+fn current(name: &str, engine: &str, (magic, version): (&[u8; 8], u32)) {
+    reads_and_writes(name, engine);
+    let dir = tempfile::tempdir().unwrap();
+    let path = unpack(name, dir.path());
+    assert_eq!(super_version(&path, magic), version, "{name}: the fixture's version");
+    let store = Store::open(&path, engine, &Options::default()).unwrap();
+    store.put(b"written-by-this-build", b"v").unwrap();
+    store.close().unwrap();
+    assert_eq!(super_version(&path, magic), version, "{name}: a write changed the version");
+}
+
+#[test]
+fn hart_format_8_is_current() {
+    current("hart-v8", "hart", (b"HARTSB01", 8));
+}
+
+#[test]
+fn mangosteen_format_3_is_current() {
+    current("mangosteen-v3", "mangosteen", (b"MANGOST1", 3));
+}
+
+#[test]
+fn fptree_format_1_is_current() {
+    current("fptree-v1", "fptree", (b"FPTREE01", 1));
+}
+
+#[test]
+fn fastfair_format_1_is_current() {
+    current("fastfair-v1", "fastfair", (b"FASTFAIR", 1));
+}
+
+#[test]
+fn woart_format_1_is_current() {
+    current("woart-v1", "woart", (b"WOART\0\0\0", 1));
+}
+
+#[test]
+fn artcow_format_1_is_current() {
+    current("artcow-v1", "artcow", (b"ARTCOW\0\0", 1));
+}

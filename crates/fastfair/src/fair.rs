@@ -11,7 +11,8 @@
 
 use crate::error::{corrupt, Result};
 use crate::layout::*;
-use crate::node::{NodeImg, Raw};
+use crate::node::NodeImg;
+use crate::read::Raw;
 use crate::tree::{FastFair, Locked, Target};
 
 impl FastFair {

@@ -1,6 +1,6 @@
 //! FAST, failure-atomic shift (the paper's FAST): an entry goes into a sorted node, or
 //! leaves it, by shifting the entries after it one 8-byte store at a time, in an order
-//! whose every prefix reads (`node::live`) as the node before or after the operation.
+//! whose every prefix reads (`read::live`) as the node before or after the operation.
 //!
 //! **Insert** (shift right, direction [`RIGHT`]): from the last entry down to the
 //! insertion point, copy each entry one slot right, pointer first, then key: while the
@@ -22,7 +22,7 @@
 //! stores are persistent in program order and nothing is flushed.
 
 use crate::layout::*;
-use crate::node::Raw;
+use crate::read::Raw;
 use crate::tree::FastFair;
 
 impl FastFair {

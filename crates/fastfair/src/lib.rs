@@ -33,6 +33,7 @@ mod fair;
 mod fast;
 mod layout;
 mod node;
+mod read;
 mod recovery;
 mod tree;
 

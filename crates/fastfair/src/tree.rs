@@ -3,7 +3,7 @@
 
 use crate::error::{corrupt, Error, Result};
 use crate::layout::*;
-use crate::node::{Obj, Snap};
+use crate::read::{Obj, Snap};
 use parking_lot::Mutex;
 use pmkv_core::RecoveryReport;
 use pmkv_substrate::epalloc::EpAlloc;

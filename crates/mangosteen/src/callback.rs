@@ -14,7 +14,8 @@
 //! the same frontend to clients over a socket.
 
 use crate::error::Result;
-use crate::runtime::{Mangosteen, Tx};
+use crate::runtime::Mangosteen;
+use crate::tx::Tx;
 
 /// An application made durable by Mangosteen (Listing 1).
 pub trait Application: Send + Sync + 'static {

@@ -44,7 +44,7 @@ pub struct DedupSet {
 
 /// Writes of at least this many blocks are kept as a range (the constant the capture
 /// hooks share: shorter writes reach the runtime through their append buffer).
-pub const RANGE_BLOCKS: u64 = crate::compiler_capture::abi::RANGE_BLOCKS as u64;
+pub const RANGE_BLOCKS: u64 = crate::abi::RANGE_BLOCKS as u64;
 
 impl DedupSet {
     /// A set for `block`-byte blocks (a power of two) with `slots` entries (a power of

@@ -6,7 +6,7 @@
 //! response is the 8-byte value, or empty if absent); `N` counts the keys.
 
 use crate::callback::Application;
-use crate::runtime::Tx;
+use crate::tx::Tx;
 
 const SLOT: usize = 32;
 

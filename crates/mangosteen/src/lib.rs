@@ -63,6 +63,11 @@
 //! crate-private: its invariants (who may write the PM copy, when the tail may move) are
 //! kept by `Mangosteen`'s methods, not by callers.
 
+/// The ABI between the capture hooks and the code they instrument (`instrumented/`), shared
+/// by compiler capture and the deduplication set.
+#[path = "../instrumented/abi.rs"]
+#[allow(dead_code)]
+mod abi;
 mod backend;
 mod callback;
 mod capture;
@@ -80,6 +85,7 @@ mod rpc;
 mod runtime;
 mod salvage;
 mod split_alloc;
+mod tx;
 
 /// The persistent heap's writes (`heap.rs`), made by this crate's uninstrumented copy of
 /// it (for C applications' `malloc` and the root calls): reported to the compiler-capture
@@ -95,5 +101,6 @@ pub use error::{Error, Result};
 pub use heap::Heap;
 pub use kv::{KvApp, KvRequest};
 pub use rpc::{read_frame, serve, write_frame, RpcClient, MAX_FRAME};
-pub use runtime::{Capture, Instrumented, Log, Mangosteen, Options, Tx};
+pub use runtime::{Capture, Instrumented, Log, Mangosteen, Options};
 pub use split_alloc::{Registration, SplitAlloc};
+pub use tx::Tx;

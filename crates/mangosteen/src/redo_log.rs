@@ -26,7 +26,7 @@
 //! copy. A pool of format 2 is read by the same code (its records become one-run records
 //! as they are read) until its ring is empty, then moved to format 3 (see `runtime`).
 
-use crate::compiler_capture::abi::SPAN_MASK;
+use crate::abi::SPAN_MASK;
 use crate::error::{Error, Result};
 use crate::layout::*;
 use pmkv_substrate::Pool;

@@ -17,9 +17,11 @@ use crate::flat_combining::{Batch, Combining, Outcome};
 use crate::layout::*;
 use crate::recovery::{self, Replay};
 use crate::redo_log::{self, RedoLog};
+use crate::tx::{EagerLog, Tx};
 use parking_lot::{Mutex, RwLock};
 use pmkv_substrate::epalloc::{extent, EpAlloc};
 use pmkv_substrate::Pool;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -170,7 +172,7 @@ struct Eager {
     err: Option<Error>,
 }
 
-impl Eager {
+impl EagerLog for Eager {
     /// Log the write of `len` bytes at `off` as the DRAM copy holds it now: a REDO record
     /// of its blocks, flushed, then one fence. The blocks also go into the batch's set,
     /// which here only tells the backend and verify mode what the batch changed.
@@ -287,98 +289,6 @@ pub struct Mangosteen {
     _alloc: EpAlloc,
 }
 
-/// A batch in progress: writes go to the DRAM copy and are captured for the log.
-pub struct Tx<'a> {
-    dram: &'a mut [u8],
-    /// The batch's set. A raw pointer because compiler capture's hooks record into the
-    /// same set while the batch runs (on this thread, never during a `Tx` call): each
-    /// side makes a short-lived `&mut` from it ([`Tx::dedup`], `compiler_capture`).
-    dedup: *mut DedupSet,
-    /// Per-write logging: the batch's log state (null when batched).
-    eager: *mut Eager,
-    /// A request of the batch called [`Tx::abort`]: the batch is rolled back.
-    aborted: bool,
-    _set: std::marker::PhantomData<&'a mut DedupSet>,
-}
-
-impl<'a> Tx<'a> {
-    /// Write `bytes` at region offset `off` (captured).
-    pub fn write(&mut self, off: u64, bytes: &[u8]) -> Result<()> {
-        let r = range(off, bytes.len(), self.dram.len() as u64)?;
-        self.dram[r].copy_from_slice(bytes);
-        self.captured(off, bytes.len());
-        Ok(())
-    }
-
-    /// The region, for reading and for writing in place; every byte written this way must
-    /// be [`record`](Tx::record)ed (the explicit capture API that part 2's compiler
-    /// instrumentation will call).
-    pub fn region(&mut self) -> &mut [u8] {
-        self.dram
-    }
-
-    /// Capture a write of `len` bytes at `off` made through [`Tx::region`].
-    pub fn record(&mut self, off: u64, len: usize) -> Result<()> {
-        range(off, len, self.dram.len() as u64)?;
-        self.captured(off, len);
-        Ok(())
-    }
-
-    /// Give up the request: every write of the batch it is in is undone (the region is
-    /// put back as the last committed batch left it) and nothing of the batch is logged.
-    /// [`Mangosteen::batch`] then returns [`Error::Aborted`] to this request, and
-    /// [`Error::RolledBack`] to the other requests flat combining put in the same batch,
-    /// none of whose writes was applied either (run them again: [`Frontend`] does). For a
-    /// request that cannot finish (the region's heap is full, a C++ exception) and must
-    /// not leave half its writes behind. Writes the capture did not see cannot be undone,
-    /// except in verify mode (the region is restored whole from its shadow).
-    ///
-    /// [`Frontend`]: crate::Frontend
-    pub fn abort(&mut self) {
-        self.aborted = true;
-    }
-
-    /// Whether a request of this batch called [`Tx::abort`].
-    pub fn is_aborted(&self) -> bool {
-        self.aborted
-    }
-
-    /// A write made: into the batch's set, or (per-write logging) into the log at once.
-    fn captured(&mut self, off: u64, len: usize) {
-        // What recording allocates is the runtime's, not the application's, inside a
-        // split-heap request too (see `SplitAlloc::outside`).
-        crate::SplitAlloc::outside(|| {
-            if self.eager.is_null() {
-                self.dedup().record(off, len);
-            } else {
-                // SAFETY: a non-null `eager` is the batch's, alive for 'a; the hooks, its
-                // only other user, run on this thread and never inside this call.
-                let e = unsafe { &mut *self.eager };
-                e.settle();
-                e.log(off, len);
-            }
-        })
-    }
-
-    fn dedup(&mut self) -> &mut DedupSet {
-        // SAFETY: the set outlives 'a (`_set`); the hooks, its only other user, run on
-        // this thread and never inside this borrow (it ends before the call returns).
-        unsafe { &mut *self.dedup }
-    }
-
-    fn new(dram: &'a mut [u8], dedup: *mut DedupSet) -> Tx<'a> {
-        Tx { dram, dedup, eager: std::ptr::null_mut(), aborted: false, _set: std::marker::PhantomData }
-    }
-}
-
-#[cfg(all(test, shuttle))]
-impl<'a> Tx<'a> {
-    /// A transaction over plain buffers, for the combining model test.
-    pub(crate) fn scratch(dram: &'a mut [u8], dedup: &'a mut DedupSet) -> Tx<'a> {
-        Tx::new(dram, dedup)
-    }
-}
-
 /// How a batch's commit reports that verification found missed writes.
 const MISSED: &str = "capture missed: ";
 /// How a batch reports that a request aborted it (`Tx::abort`) and it was rolled back.
@@ -443,13 +353,6 @@ fn report(pool: &Pool, r: Replay, took: std::time::Duration) -> pmkv_core::Recov
     rep.rolled_forward = r.records;
     rep.duration = took;
     rep
-}
-
-fn range(off: u64, len: usize, size: u64) -> Result<std::ops::Range<usize>> {
-    match off.checked_add(len as u64) {
-        Some(end) if end <= size => Ok(off as usize..end as usize),
-        _ => Err(Error::OutOfRegion { off, len, size }),
-    }
 }
 
 fn check_options(o: &Options) -> Result<()> {
@@ -751,7 +654,7 @@ impl Mangosteen {
                                 compiler_capture::Capture::begin_with(app, dram, 1, mem_store, record_eager, ep.cast())
                             });
                             let mut tx = Tx::new(&mut *dram, dedup);
-                            tx.eager = ep;
+                            tx.eager = NonNull::new(ep as *mut dyn EagerLog);
                             b.run(&mut tx);
                             aborted = tx.aborted;
                         }

@@ -16,72 +16,15 @@
 //! a WATCHed key by anyone else since WATCH makes EXEC answer a null array. What EXEC
 //! applies is one atomic engine batch: after a crash all of it is there or none.
 
+pub use crate::conn::Conn;
 use crate::data::{self, int, upper, Ctx, OVER_LIMIT};
 use crate::keyspace::{allowed, reserved, store_reply, Tx};
 use crate::resp::Reply;
+use crate::routing::{misrouted, route_keys};
 use crate::table::{self, Command, Group};
 use crate::Shared;
 use pmkv::Store;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
-/// Per-connection state the commands see.
-pub struct Conn {
-    pub id: u64,
-    pub name: Option<Vec<u8>>,
-    pub resp3: bool,
-    pub authed: bool,
-    /// SCAN/HSCAN cursors of this connection: cursor number → the key to resume after.
-    pub cursors: Vec<Vec<u8>>,
-    /// Bytes the next reply may take before the client's output-buffer hard limit is
-    /// passed (set by the connection loop before each command): commands whose reply
-    /// grows with the data (KEYS, SCAN, MGET, HGETALL, PMKV.RANGE) stop building it there.
-    pub reply_budget: usize,
-    /// Commands queued since MULTI (`None`: not in a transaction).
-    pub multi: Option<Vec<Vec<Vec<u8>>>>,
-    /// A command refused while queueing: EXEC will abort.
-    pub multi_failed: bool,
-    /// Set when a WATCHed key is written.
-    pub dirty: Arc<AtomicBool>,
-    /// The keys WATCHed.
-    pub watched: Vec<Vec<u8>>,
-    /// ASKING was the last command: the next one may use a slot this node imports.
-    pub asking: bool,
-    /// The slot of the keys queued since MULTI (a cluster node's transaction is on one slot).
-    pub multi_slot: Option<u16>,
-    /// The command [`run`] is running (for its counters), once the table knows it.
-    current: Option<&'static Command>,
-}
-
-impl Conn {
-    /// A new connection's state: authenticated already when no password is set.
-    pub fn new(id: u64, authed: bool) -> Conn {
-        Conn {
-            id,
-            name: None,
-            resp3: false,
-            authed,
-            cursors: Vec::new(),
-            reply_budget: usize::MAX,
-            multi: None,
-            multi_failed: false,
-            dirty: Arc::new(AtomicBool::new(false)),
-            watched: Vec::new(),
-            asking: false,
-            multi_slot: None,
-            current: None,
-        }
-    }
-
-    /// Forget the WATCHes (EXEC, DISCARD, UNWATCH, RESET, the connection's end).
-    pub fn unwatch(&mut self, sh: &Shared) {
-        if !self.watched.is_empty() {
-            sh.ks.unwatch(&self.watched, &self.dirty);
-            self.watched.clear();
-        }
-        self.dirty.store(false, Ordering::Release);
-    }
-}
+use std::sync::atomic::Ordering;
 
 /// What the connection loop must do after a reply.
 pub enum After {
@@ -147,26 +90,6 @@ fn in_tx(cmd: &Command) -> bool {
         && !matches!(cmd.name, "PMKV.RANGE" | "DBSIZE" | "FLUSHDB" | "FLUSHALL")
 }
 
-/// The keys a cluster node routes `args` by: the table's, EVAL's declared keys, and the
-/// ends of PMKV.RANGE that are keys.
-pub(crate) fn route_keys<'a>(cmd: &Command, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
-    match cmd.name {
-        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO" => {
-            let n = int(&args[2]).unwrap_or(0).max(0) as usize;
-            args.iter().skip(3).take(n).map(|k| k.as_slice()).collect()
-        }
-        "PMKV.RANGE" => args[1..3]
-            .iter()
-            .filter(|e| !matches!(e.as_slice(), b"-" | b"+"))
-            .map(|e| match e.first() {
-                Some(b'[' | b'(') => &e[1..],
-                _ => e.as_slice(),
-            })
-            .collect(),
-        _ => cmd.keys(args),
-    }
-}
-
 /// One command as an entry of Redis's `COMMAND` reply.
 fn command_info(cmd: &Command) -> Reply {
     let movable = matches!(cmd.name, "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "PMKV.RANGE");
@@ -180,21 +103,6 @@ fn command_info(cmd: &Command) -> Reply {
         Reply::Int(cmd.keys.step as i64),
         Reply::Array(Vec::new()),
     ])
-}
-
-/// How many of `keys` exist on this node, and how many there are (a migrating slot's
-/// question; an expired key not yet removed counts as there, as in Redis).
-fn present(sh: &Shared, keys: &[&[u8]]) -> (usize, usize) {
-    let here =
-        keys.iter().filter(|k| sh.ks.may_have_meta(k) || sh.store.contains(&sh.ks.phys(k)).unwrap_or(false)).count();
-    (here, keys.len())
-}
-
-/// On a cluster node: `Some(redirect)` when the command on `slot` with `keys` does not run
-/// here (the caller holds the gate; see [`crate::cluster::Cluster::route`]).
-pub(crate) fn misrouted(sh: &Shared, slot: Option<u16>, asking: bool, keys: &[&[u8]]) -> Option<Reply> {
-    let (Some(cl), Some(slot)) = (&sh.cluster, slot) else { return None };
-    cl.route(slot, asking, || present(sh, keys)).err()
 }
 
 /// Run one command, and count it (`INFO commandstats`).

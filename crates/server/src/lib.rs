@@ -39,11 +39,13 @@
 mod bitops;
 pub mod cluster;
 pub mod commands;
+mod conn;
 mod data;
 pub mod glob;
 pub mod keyspace;
 mod range;
 pub mod resp;
+mod routing;
 pub mod script;
 mod stats;
 pub mod table;

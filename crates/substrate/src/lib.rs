@@ -2,11 +2,11 @@
 //!
 //! The bottom layer of pmkv, shared by every engine:
 //!
-//! * [`pool`] — pool files mapped at a fixed base that grows in place (SPEC P1, P2);
+//! * `pool` — pool files ([`Pool`]) mapped at a fixed base that grows in place (SPEC P1, P2);
 //! * [`header`] — the pool header and its crash-atomic update;
-//! * [`durability`] — what a pool sits on ([`Medium`]) and what its acknowledged writes
+//! * `durability` — what a pool sits on ([`Medium`]) and what its acknowledged writes
 //!   survive in each mode;
-//! * [`persist`] — `adr` / `eadr` / `msync` / `none` persistence (P3), the only code that
+//! * `persist` — `adr` / `eadr` / `msync` / `none` persistence (P3), the only code that
 //!   issues flushes and fences;
 //! * [`counters`] — per-thread flush/fence/line counters (P4);
 //! * [`latency`] — PM latency emulation (P5);
@@ -21,21 +21,24 @@
 //!
 //! Nothing here knows about engines; engines depend on this crate, never the reverse.
 
+// What the engines and the layers above use by module path stays `pub`; the rest is
+// reached through the names re-exported below, so its files can be reorganised without
+// breaking a caller (scripts/layers checks who may use this crate at all).
 pub mod batch_log;
 pub mod checksum;
 pub mod counters;
 #[cfg(feature = "crash-sim")]
-pub mod crash_sim;
-pub mod durability;
+pub(crate) mod crash_sim;
+pub(crate) mod durability;
 pub mod epalloc;
-pub mod error;
+pub(crate) mod error;
 #[cfg(feature = "fault-injection")]
-pub mod fault;
+pub(crate) mod fault;
 pub mod header;
 pub mod huge;
 pub mod latency;
-pub mod persist;
-pub mod pool;
+pub(crate) mod persist;
+pub(crate) mod pool;
 
 pub use counters::Counters;
 #[cfg(feature = "crash-sim")]

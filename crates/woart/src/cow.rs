@@ -47,7 +47,7 @@ impl std::ops::Deref for ArtCow {
 mod tests {
     use super::*;
     use crate::layout::{untag, Kind, N4};
-    use pmkv_substrate::crash_sim::Eviction;
+    use pmkv_substrate::Eviction;
     use pmkv_substrate::{Mode, Pool, PoolOptions};
     use std::ops::Bound;
 

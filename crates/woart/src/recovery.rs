@@ -359,7 +359,7 @@ impl Woart {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pmkv_substrate::crash_sim::Eviction;
+    use pmkv_substrate::Eviction;
     use pmkv_substrate::{Mode, PoolOptions};
     use std::ops::Bound;
 

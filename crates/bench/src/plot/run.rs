@@ -1,7 +1,8 @@
 //! Plots of `pmkv bench run`: ns/op per operation, Mops/s against threads, sweeps as lines,
 //! latency CDFs.
 
-use super::{self as plot, engine_color, series_label, Bars, Figure, Line, Panel, PanelKind};
+use super::{engine_color, series_label, Bars, Figure, Line, Panel, PanelKind};
+use crate::plot;
 use crate::report::Record;
 use std::path::{Path, PathBuf};
 

@@ -6,10 +6,8 @@
 
 use super::CmdResult;
 use crate::Outcome;
-use pmkv_substrate::epalloc::EpAlloc;
-use pmkv_substrate::{Latency, Mode, Pool, PoolError, PoolOptions};
+use pmkv::{Latency, Mode};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -21,36 +19,24 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CmdResult {
-    let info = Pool::inspect(&a.pool)?;
+    let info = pmkv::pool::inspect(&a.pool)?;
     if pmkv::Registry::builtin().for_layout(&info.header.layout).is_some() {
         return check_engine(&a);
     }
-    // Read-only, so that checking changes nothing; read-write (running the allocator's
-    // recovery) only if the header says the pool was not closed cleanly.
-    let opts = PoolOptions::default().mode(Mode::Adr).latency(Latency::NONE);
-    let read_only = Pool::open_read_only(&a.pool, None, &opts).map(Arc::new).and_then(EpAlloc::open);
-    let ep = match read_only {
-        Err(PoolError::NeedsRecovery { .. }) => {
-            let pool = match Pool::open(&a.pool, None, &opts) {
-                Err(e @ (PoolError::Io { .. } | PoolError::ReadOnly { .. })) => {
-                    return Err(super::kv::recovery_blocked(&a.pool, &e).into())
-                }
-                r => r?,
-            };
-            EpAlloc::open(Arc::new(pool))?
+    let c = match pmkv::pool::check_allocator(&a.pool) {
+        Err(pmkv::pool::AllocatorCheckError::RecoveryBlocked(e)) => {
+            return Err(super::kv::recovery_blocked(&a.pool, &e).into())
         }
         r => r?,
     };
-    let layout = ep.pool().layout().to_string();
-    let report = ep.check()?;
     outln!("pool             {}", a.pool.display())?;
-    outln!("layout           {layout}")?;
-    for (ty, class, case) in ep.recovery().repaired() {
-        outln!("recovered        interrupted chunk recycle of type {} class code {class}: {case:?}", ty.0)?;
+    outln!("layout           {}", c.layout)?;
+    for line in &c.repaired {
+        outln!("recovered        {line}")?;
     }
-    outln!("{report}")?;
+    outln!("{}", c.report)?;
     if a.stats {
-        outln!("{}", ep.stats())?;
+        outln!("{}", c.stats)?;
     }
     Ok(Outcome::Ok)
 }

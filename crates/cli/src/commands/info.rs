@@ -2,7 +2,7 @@
 
 use super::CmdResult;
 use crate::Outcome;
-use pmkv_substrate::{Durability, Mode, Pool};
+use pmkv::{Durability, Mode};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -12,7 +12,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CmdResult {
-    let i = Pool::inspect(&a.pool)?;
+    let i = pmkv::pool::inspect(&a.pool)?;
     let h = &i.header;
     let s = &i.state;
     outln!("pool            {}", i.path.display())?;
@@ -27,7 +27,7 @@ pub fn run(a: Args) -> CmdResult {
     outln!("in use          {}", if i.in_use { "yes, by another process" } else { "no" })?;
     outln!("header seq      {}", s.seq)?;
     for (n, r) in s.roots.iter().enumerate().filter(|(_, r)| **r != 0) {
-        if n == pmkv_substrate::header::SEAL_ROOT {
+        if n == pmkv::pool::SEAL_ROOT {
             outln!("allocator seal  {r:#018x} (the chunk lists at the last clean shutdown)")?;
         } else {
             outln!("root[{n}]         {r:#x}")?;

@@ -113,9 +113,9 @@ impl NewPoolArgs {
     }
 }
 
-/// A pool size as `--initial-size` takes it (see [`super::serve::parse_size`]).
+/// A pool size as `--initial-size` takes it (see [`super::size::parse_size`]).
 fn parse_pool_size(s: &str) -> Result<u64, String> {
-    super::serve::parse_size(s).map(|n| n as u64)
+    super::size::parse_size(s).map(|n| n as u64)
 }
 
 #[derive(clap::Args)]

@@ -9,6 +9,7 @@ pub mod info;
 pub mod kv;
 pub mod salvage;
 pub mod serve;
+mod size;
 
 /// Errors of commands: anything printable as one line.
 pub type CmdResult = Result<crate::Outcome, Box<dyn std::error::Error>>;

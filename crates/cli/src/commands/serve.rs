@@ -3,6 +3,7 @@
 //! SHUTDOWN close the pool cleanly.
 
 use super::kv::{NewPoolArgs, OpenArgs};
+use super::size::parse_size;
 use super::CmdResult;
 use crate::Outcome;
 use pmkv::{Registry, Store};
@@ -173,23 +174,6 @@ pub fn run(a: Args) -> CmdResult {
     Ok(Outcome::Ok)
 }
 
-/// A size as Redis writes them in its configuration: bytes, or with `k`/`m`/`g` (powers of
-/// 1000) or `kb`/`mb`/`gb` (powers of 1024), any case.
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, mul) =
-        [("gb", 1u64 << 30), ("mb", 1 << 20), ("kb", 1 << 10), ("g", 1_000_000_000), ("m", 1_000_000), ("k", 1000)]
-            .iter()
-            .find_map(|&(u, m)| t.strip_suffix(u).map(|n| (n.to_string(), m)))
-            .unwrap_or((t.clone(), 1));
-    num.trim()
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mul))
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| format!("{s:?} is not a size (bytes, or with k, kb, m, mb, g, gb)"))
-}
-
 /// `HARD SOFT SECONDS`, as Redis's `client-output-buffer-limit normal ...` takes them.
 fn parse_output_limit(s: &str) -> Result<pmkv_server::OutputLimits, String> {
     let w: Vec<&str> = s.split_whitespace().collect();
@@ -213,13 +197,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_and_output_limits_parse_as_redis_writes_them() {
-        assert_eq!(parse_size("1024"), Ok(1024));
-        assert_eq!(parse_size("4k"), Ok(4000));
-        assert_eq!(parse_size("4KB"), Ok(4096));
-        assert_eq!(parse_size("16mb"), Ok(16 << 20));
-        assert_eq!(parse_size("1gb"), Ok(1 << 30));
-        assert!(parse_size("lots").is_err() && parse_size("-1").is_err() && parse_size("").is_err());
+    fn output_limits_parse_as_redis_writes_them() {
         let o = parse_output_limit("64mb 32mb 60").unwrap();
         assert_eq!((o.hard, o.soft, o.soft_time.as_secs()), (64 << 20, 32 << 20, 60));
         assert!(parse_output_limit("64mb 32mb").is_err() && parse_output_limit("1 0 0").is_err());

@@ -28,7 +28,6 @@
 //!   released when the HART closes. [`NodeArena::reserved`] reports the bytes held
 //!   (SPEC H9 accounts them against the nodes in use).
 
-use super::node::NodeType;
 use crate::art_lock::ShortLock;
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -39,6 +38,20 @@ const SHARDS: usize = 16;
 const SMALL_BLOCK: usize = 64 << 10;
 /// Largest block: one huge page.
 const HUGE_BLOCK: usize = pmkv_substrate::huge::HUGE_PAGE;
+
+/// What the arena needs to know of a node kind: which of its pools holds the kind's slots,
+/// and their size. The node module implements it for its `NodeType`, so the arena depends
+/// on no node layout (and the node code, which allocates from the arena, does not form a
+/// cycle with it).
+pub(crate) trait SlotKind: Copy {
+    /// The pool of this kind, below [`KINDS`].
+    fn pool(self) -> usize;
+    /// Bytes of one slot: line-aligned, at least one line (a free slot links the next).
+    fn slot_bytes(self) -> usize;
+}
+
+/// Node kinds the arena keeps apart (ART's four).
+pub(crate) const KINDS: usize = 4;
 
 /// Free nodes and the block being carved, for one node kind.
 struct KindPool {
@@ -55,7 +68,7 @@ struct KindPool {
 }
 
 #[repr(align(64))]
-struct Shard([ShortLock<KindPool>; 4]);
+struct Shard([ShortLock<KindPool>; KINDS]);
 
 pub(crate) struct NodeArena {
     shards: Box<[Shard]>,
@@ -124,11 +137,11 @@ impl NodeArena {
     }
 
     /// A zeroed, line-aligned slot for a node of kind `t`.
-    pub(crate) fn alloc(&self, t: NodeType) -> NonNull<u8> {
+    pub(crate) fn alloc(&self, t: impl SlotKind) -> NonNull<u8> {
         #[cfg(test)]
         self.live.fetch_add(1, Ordering::Relaxed);
         let size = t.slot_bytes();
-        let mut pool = self.shards[my_shard()].0[t as usize].lock();
+        let mut pool = self.shards[my_shard()].0[t.pool()].lock();
         if let Some(p) = NonNull::new(pool.free) {
             // SAFETY: a free slot of the list, whose first word names the next one (`free`).
             pool.free = unsafe { p.as_ptr().cast::<*mut u8>().read() };
@@ -155,10 +168,10 @@ impl NodeArena {
     /// `p` came from [`NodeArena::alloc`] of this arena with the same kind `t`, is
     /// returned once, and nothing reads or writes it afterwards (the arena hands it out
     /// again, and releases its block when dropped).
-    pub(crate) unsafe fn free(&self, t: NodeType, p: NonNull<u8>) {
+    pub(crate) unsafe fn free(&self, t: impl SlotKind, p: NonNull<u8>) {
         #[cfg(test)]
         self.live.fetch_sub(1, Ordering::Relaxed);
-        let mut pool = self.shards[my_shard()].0[t as usize].lock();
+        let mut pool = self.shards[my_shard()].0[t.pool()].lock();
         // SAFETY: the slot is the arena's again (the contract), line-aligned and at least
         // 64 bytes: its first word links it into the free list.
         unsafe { p.as_ptr().cast::<*mut u8>().write(pool.free) };
@@ -209,6 +222,7 @@ impl Drop for NodeArena {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::art::node::NodeType;
 
     #[test]
     fn slots_are_aligned_zeroed_reused_and_accounted() {

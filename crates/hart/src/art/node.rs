@@ -43,7 +43,7 @@
 //! them all from its own arena, reads them only under `&self` and changes them only under
 //! `&mut self` (HART's per-ART reader-writer lock), and frees a node only after unlinking it.
 
-use super::arena::NodeArena;
+use super::arena::{NodeArena, SlotKind, KINDS};
 use std::ptr::NonNull;
 
 /// Largest children count per node kind.
@@ -237,7 +237,7 @@ pub(crate) enum NodeType {
 }
 
 impl NodeType {
-    pub(crate) const ALL: [NodeType; 4] = [NodeType::N4, NodeType::N16, NodeType::N48, NodeType::N256];
+    pub(crate) const ALL: [NodeType; KINDS] = [NodeType::N4, NodeType::N16, NodeType::N48, NodeType::N256];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -275,6 +275,15 @@ impl NodeType {
 
     fn from_u8(k: u8) -> NodeType {
         NodeType::ALL[k as usize]
+    }
+}
+
+impl SlotKind for NodeType {
+    fn pool(self) -> usize {
+        self as usize
+    }
+    fn slot_bytes(self) -> usize {
+        NodeType::slot_bytes(self)
     }
 }
 

@@ -11,9 +11,9 @@
 //! store into the region then lands in the set, and stores anywhere else (stack, the
 //! ordinary heap) return after one compare.
 
-#[path = "../../instrumented/abi.rs"]
-#[allow(dead_code)]
-pub(crate) mod abi;
+// The ABI is a module of its own at the crate root (the deduplication set reads its
+// RANGE_BLOCKS too); `hooks` names it as `super::abi`.
+pub(crate) use crate::abi;
 /// The capture runtime's own copy, for C and C++ code (`tsan`).
 #[path = "../../instrumented/hooks.rs"]
 #[allow(dead_code)]

@@ -95,7 +95,7 @@ impl Libraries {
         }
         let mut out = Vec::new();
         for l in self.libs.values() {
-            if pattern.as_ref().is_some_and(|p| !crate::commands::glob(p, l.name.as_bytes())) {
+            if pattern.as_ref().is_some_and(|p| !crate::glob::glob(p, l.name.as_bytes())) {
                 continue;
             }
             let fns = l

@@ -30,7 +30,7 @@ mod libs;
 mod reply;
 mod sandbox;
 
-use crate::commands::Conn;
+use crate::conn::Conn;
 use crate::data::{int, upper, Ctx};
 use crate::keyspace::Tx;
 use crate::resp::Reply;
@@ -293,7 +293,7 @@ pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply
     let home = crate::cluster::slot::common_slot(keys.iter().map(|k| k.as_slice())).ok().flatten();
     let local = |cmd: &table::Command, args: &[Vec<u8>]| -> Option<Reply> {
         sh.cluster.as_ref()?;
-        let ks = crate::commands::route_keys(cmd, args);
+        let ks = crate::routing::route_keys(cmd, args);
         let slot = match crate::cluster::slot::common_slot(ks.iter().copied()) {
             Ok(s) => s?,
             Err(r) => return Some(r),
@@ -303,7 +303,7 @@ pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply
                 Some(Reply::err("ERR Script attempted to access a key of another slot than its declared keys"))
             }
             Some(_) => None,
-            None => crate::commands::misrouted(sh, Some(slot), false, &ks)
+            None => crate::routing::misrouted(sh, Some(slot), false, &ks)
                 .map(|_| Reply::err("ERR Script attempted to access a non local key in a cluster node")),
         }
     };

@@ -1,0 +1,97 @@
+//! The engine behind a [`Store`](crate::Store) and the guards every call to it goes
+//! through: a panic is caught and poisons it, a `Corrupt` error is kept for `close`. A
+//! module of its own because both the store and its cursors call the engine this way
+//! (with the guard in `store`, `store` and `cursor` imported each other).
+
+use pmkv_core::{Engine, EngineInfo, Error, ErrorKind, Result};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+/// An engine with its guards.
+pub(crate) struct Guarded {
+    engine: Option<Box<dyn Engine>>,
+    pub(crate) info: EngineInfo,
+    poisoned: AtomicBool,
+    /// The first `Corrupt` error a call met: it left the pool marked unclean, and
+    /// [`close`](crate::Store::close) reports it rather than only "poisoned", which would
+    /// hide the cause and suggest that reopening mends it.
+    damage: OnceLock<Error>,
+}
+
+/// A panic payload as text.
+pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string())
+}
+
+impl Guarded {
+    pub(crate) fn new(engine: Box<dyn Engine>, info: EngineInfo) -> Guarded {
+        Guarded { engine: Some(engine), info, poisoned: AtomicBool::new(false), damage: OnceLock::new() }
+    }
+
+    /// The engine, unless the store has been closed.
+    pub(crate) fn engine_opt(&self) -> Option<&dyn Engine> {
+        self.engine.as_deref()
+    }
+
+    /// The engine itself, bypassing the guards.
+    pub(crate) fn engine(&self) -> &dyn Engine {
+        self.engine.as_deref().expect("engine present until close")
+    }
+
+    /// Take the engine out, to close it.
+    pub(crate) fn take_engine(&mut self) -> Box<dyn Engine> {
+        self.engine.take().expect("engine present until close")
+    }
+
+    /// Whether an engine panic poisoned the store.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// The first `Corrupt` error a call met, if any.
+    pub(crate) fn damage(&self) -> Option<&Error> {
+        self.damage.get()
+    }
+
+    /// Run `f` on the engine: refused once poisoned; a panic poisons the store and the
+    /// pool. A `Corrupt` error also marks the pool unclean (the next open re-verifies it
+    /// through recovery) but leaves the store usable for the undamaged parts.
+    pub(crate) fn call<T>(&self, what: &str, f: impl FnOnce(&dyn Engine) -> Result<T>) -> Result<T> {
+        if self.is_poisoned() {
+            return Err(Error::new(
+                ErrorKind::Poisoned,
+                format!(
+                    "store of engine '{}' is poisoned by an earlier panic; close it and open the pool again \
+                     (recovery runs then)",
+                    self.info.name
+                ),
+            ));
+        }
+        let engine = self.engine();
+        match catch_unwind(AssertUnwindSafe(|| f(engine))) {
+            Ok(Err(e)) if e.kind() == ErrorKind::Corrupt => {
+                engine.poison();
+                let _ = self.damage.set(Error::new(ErrorKind::Corrupt, e.message()));
+                Err(e)
+            }
+            Ok(r) => r,
+            Err(p) => {
+                self.poisoned.store(true, Ordering::Release);
+                engine.poison();
+                Err(Error::new(
+                    ErrorKind::Internal,
+                    format!(
+                        "engine '{}' panicked during {what}: {}; the store is poisoned and the pool stays \
+                         marked unclean, so the next open runs recovery",
+                        self.info.name,
+                        panic_text(&*p)
+                    ),
+                ))
+            }
+        }
+    }
+}
