@@ -103,18 +103,19 @@ impl Store {
     pub fn open_with(factory: &dyn EngineFactory, path: impl AsRef<Path>, opts: &Options) -> Result<Store> {
         let path = path.as_ref();
         factory.check_params(opts)?;
-        let engine = catch_unwind(AssertUnwindSafe(|| factory.open(path, opts))).map_err(|p| {
-            Error::new(
-                ErrorKind::Internal,
-                format!(
-                    "engine '{}' panicked while opening {}: {}",
-                    factory.info().name,
-                    path.display(),
-                    panic_text(&*p)
-                ),
-            )
-        })?
-        .map_err(|e| damage_hint(e, Some(path)))?;
+        let engine = catch_unwind(AssertUnwindSafe(|| factory.open(path, opts)))
+            .map_err(|p| {
+                Error::new(
+                    ErrorKind::Internal,
+                    format!(
+                        "engine '{}' panicked while opening {}: {}",
+                        factory.info().name,
+                        path.display(),
+                        panic_text(&*p)
+                    ),
+                )
+            })?
+            .map_err(|e| damage_hint(e, Some(path)))?;
         Ok(Store::from_engine(engine))
     }
 
