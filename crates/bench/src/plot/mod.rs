@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 const FONT: &str = "sans-serif";
 
 /// Tableau 10: distinguishable, colour-blind-friendlier than the primaries.
-const PALETTE: [(u8, u8, u8); 10] = [
+pub(crate) const PALETTE: [(u8, u8, u8); 10] = [
     (0x4E, 0x79, 0xA7),
     (0xF2, 0x8E, 0x2B),
     (0xE1, 0x57, 0x59),
