@@ -304,6 +304,40 @@ mod tests {
         assert!(t.contains("| hart | adr | 300 | 80 |") && t.contains("| volatile | – | 50 | – |"), "{t}");
     }
 
+    /// The directory holds what the summary promises, and `pmkv bench report` regenerates
+    /// the README text from its JSON alone.
+    #[test]
+    fn the_report_directory_and_the_readme_text_from_its_json() {
+        let rs = vec![
+            rec("hart", "adr", "insert", 300.0, 290.0, 310.0),
+            rec("nbtree", "adr", "insert", 600.0, 580.0, 620.0),
+            rec("hart", "adr", "search", 80.0, 70.0, 100.0),
+            rec("nbtree", "adr", "search", 90.0, 85.0, 95.0),
+        ];
+        let rep = Report { meta: report::Meta::new("pmkv bench", 42, Path::new("/tmp")), records: rs };
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r");
+        let files = write(&out, &rep, "header line").unwrap();
+        for f in
+            ["summary.md", "tables.md", "results.csv", "results.json", "plots/dictionary.svg", "plots/dictionary.png"]
+        {
+            assert!(out.join(f).is_file() && files.contains(&out.join(f)), "{f} missing: {files:?}");
+        }
+        let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+        assert!(summary.starts_with("# pmkv bench — main job\n\nheader line\n\n## Which engine\n"), "{summary}");
+        assert!(
+            summary.contains(&advice(&rep.records)) && summary.contains(&figures_table(&rep.records, "dictionary"))
+        );
+        let tables = std::fs::read_to_string(out.join("tables.md")).unwrap();
+        assert_eq!(tables.lines().filter(|l| l.starts_with("| dictionary |")).count(), 4, "{tables}");
+        let back: Report = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+        let readme = readme_md(&back);
+        assert!(
+            readme.contains("| hart | adr | 300 | 80 |") && readme.contains("`hart` fastest in 2 of 2"),
+            "{readme}"
+        );
+    }
+
     #[test]
     fn slugs_are_file_names() {
         assert_eq!(slug("sequential (first 50,000)"), "sequential-first-50-000");
