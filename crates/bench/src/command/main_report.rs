@@ -146,7 +146,7 @@ pub fn advice(records: &[Record]) -> String {
             None => wins.push((x.best.engine.clone(), 1, usize::from(x.clear()))),
         }
     }
-    wins.sort_by(|a, b| b.1.cmp(&a.1));
+    wins.sort_by_key(|w| std::cmp::Reverse(w.1));
     let said: Vec<String> = wins
         .iter()
         .map(|(e, n, clear)| format!("`{e}` fastest in {n} of {} ({clear} beyond the runs' spread)", v.len()))
