@@ -2,8 +2,10 @@
 //! and Random at 500,000 records), insert/search/update/delete, every engine of
 //! `pmkv::Registry::builtin()` but the papers' competitors (left to `reproduce`) in `eadr`
 //! and `adr`, the volatile baseline and LMDB (write-map, no-sync), one thread; each
-//! measurement three times (`--runs`) in alternating rounds; a table of the median ns/op
-//! with the range of the runs, and persistence counters per operation.
+//! measurement three times (`--runs`) in alternating rounds. It prints which durable engine
+//! was fastest per workload and operation, and writes the report directory of
+//! [`super::main_report`] (median ns/op with the range of the runs, persistence counters
+//! per operation, plots).
 
 use crate::engines;
 use crate::experiment::{self, Settings, Target};

@@ -22,10 +22,11 @@ pub type CmdResult = std::result::Result<(), Box<dyn std::error::Error>>;
 #[derive(clap::Args)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "With no subcommand: the main job (~2.5 min on this project's 2-core machine, quiet; \
-                  mangosteen about half of it) — the Dictionary, Sequential and Random workloads, whole, on every \
-                  engine in eadr and adr plus baselines, each measurement 3 times (--runs); the median ns/op \
-                  with the range of the runs, and persistence counters per operation."
+    after_help = "With no subcommand: the main job, ~2.5 min on an idle 2-core machine (2 min 34 s of CPU; 7 min \
+                  wall on this project's machine under load 9) — the Dictionary, Sequential and Random workloads, \
+                  whole, on every engine in eadr and adr plus baselines, each measurement 3 times (--runs). It \
+                  prints which durable engine was fastest per workload and operation, and writes a report \
+                  directory (--out): summary.md, tables.md, results.csv/.json, plots/."
 )]
 pub struct Args {
     #[command(subcommand)]
