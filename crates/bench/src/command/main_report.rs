@@ -251,7 +251,7 @@ pub fn readme_md(rep: &Report) -> String {
     let runs = rep.records.iter().map(|r| r.runs.max(1)).max().unwrap_or(1);
     let first = rep.records.iter().find(|r| r.error.is_none()).map_or("dictionary", |r| r.workload.as_str());
     format!(
-        "{} ns per operation, medians of {runs} run(s) of the main job ({when}, {} CPUs, flush {}):\n\n{}\n{}",
+        "Workload `{}`: ns per operation, medians of {runs} run(s) of the main job ({when}, {} CPUs, flush {}):\n\n{}\n{}",
         first,
         rep.meta.cpus,
         rep.meta.flush_instruction,
