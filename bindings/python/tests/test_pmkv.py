@@ -533,3 +533,39 @@ def test_durability_reports_the_medium_and_warns_once_at_a_write_open(tmp_path):
             import shutil
 
             shutil.rmtree(dirs[1], ignore_errors=True)
+
+
+# -- errors that say what to do next --------------------------------------------------
+
+
+def test_damage_error_names_check_and_salvage(path):
+    """A CorruptError names the pool and the two commands that help; the salvage it
+    suggests is what recovers the rest (the CLI's tests run it)."""
+    _damaged_pool(path)
+    with pmkv.open(path) as db:
+        with pytest.raises(pmkv.CorruptError) as e:
+            db[b"key007"]
+        try:
+            db.close()
+        except pmkv.CorruptError:
+            pass
+    text = str(e.value)
+    assert f"pmkv check {path}" in text, text
+    assert f"pmkv salvage {path} NEW_POOL" in text, text
+
+
+def test_locked_error_names_the_holder_and_the_wait(path):
+    """A pool held by another process: the error names that process's id and the
+    ``wait=`` that outlasts it."""
+    with pmkv.open(path) as db:
+        db[b"k"] = b"v1"
+    holder = _reader(path)
+    try:
+        assert holder.stdout.readline().startswith("read")
+        with pytest.raises(pmkv.LockedError) as e:
+            pmkv.open(path)
+    finally:
+        holder.communicate("\n", timeout=60)
+    text = str(e.value)
+    assert f"pid {holder.pid}" in text, text
+    assert "wait=SECONDS" in text and "--wait SECONDS" in text, text

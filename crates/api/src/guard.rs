@@ -74,6 +74,7 @@ impl Guarded {
         let engine = self.engine();
         match catch_unwind(AssertUnwindSafe(|| f(engine))) {
             Ok(Err(e)) if e.kind() == ErrorKind::Corrupt => {
+                let e = damage_hint(e, engine.pool().and_then(|p| p.path()));
                 engine.poison();
                 let _ = self.damage.set(Error::new(ErrorKind::Corrupt, e.message()));
                 Err(e)
@@ -93,5 +94,44 @@ impl Guarded {
                 ))
             }
         }
+    }
+}
+
+/// A [`ErrorKind::Corrupt`] error with what to do next: the pool's path (an engine's
+/// message may not name it) and the two commands that help, `pmkv check` (what is
+/// damaged) and `pmkv salvage` (copy the intact records into a new pool, which recovers
+/// what can be). Written here, where every front end's errors pass, so that the CLI, the
+/// Python exception and the C API's message all say it. Other errors pass unchanged.
+pub(crate) fn damage_hint(e: Error, path: Option<&std::path::Path>) -> Error {
+    if e.kind() != ErrorKind::Corrupt || e.message().contains("pmkv salvage") {
+        return e;
+    }
+    let Some(path) = path else { return e };
+    let p = path.display().to_string();
+    let head = if e.message().contains(&p) { String::new() } else { format!("{p}: ") };
+    let text = format!(
+        "{head}{}; `pmkv check {p}` shows the damage, `pmkv salvage {p} NEW_POOL` copies every intact record \
+         into a new pool",
+        e.message()
+    );
+    Error::with_source(ErrorKind::Corrupt, Hinted { text, cause: e })
+}
+
+/// An error whose message [`damage_hint`] extended; its source is the original error.
+#[derive(Debug)]
+struct Hinted {
+    text: String,
+    cause: Error,
+}
+
+impl std::fmt::Display for Hinted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Hinted {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.cause)
     }
 }

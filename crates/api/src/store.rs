@@ -1,7 +1,7 @@
 //! [`Store`]: one engine over one pool, with the guarantees every front end needs.
 
 use crate::cursor::Cursor;
-use crate::guard::{panic_text, Guarded};
+use crate::guard::{damage_hint, panic_text, Guarded};
 use crate::registry::Registry;
 use pmkv_core::{
     BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
@@ -42,7 +42,7 @@ impl Store {
     /// Open an existing pool with the engine its header names.
     pub fn open_existing(path: impl AsRef<Path>, opts: &Options) -> Result<Store> {
         let path = path.as_ref();
-        let factory = Registry::builtin().for_pool(path)?;
+        let factory = Registry::builtin().for_pool(path).map_err(|e| damage_hint(e, Some(path)))?;
         Store::open_with(factory, path, &opts.clone().create(false))
     }
 
@@ -50,17 +50,19 @@ impl Store {
     pub fn open_with(factory: &dyn EngineFactory, path: impl AsRef<Path>, opts: &Options) -> Result<Store> {
         let path = path.as_ref();
         factory.check_params(opts)?;
-        let engine = catch_unwind(AssertUnwindSafe(|| factory.open(path, opts))).map_err(|p| {
-            Error::new(
-                ErrorKind::Internal,
-                format!(
-                    "engine '{}' panicked while opening {}: {}",
-                    factory.info().name,
-                    path.display(),
-                    panic_text(&*p)
-                ),
-            )
-        })??;
+        let engine = catch_unwind(AssertUnwindSafe(|| factory.open(path, opts)))
+            .map_err(|p| {
+                Error::new(
+                    ErrorKind::Internal,
+                    format!(
+                        "engine '{}' panicked while opening {}: {}",
+                        factory.info().name,
+                        path.display(),
+                        panic_text(&*p)
+                    ),
+                )
+            })?
+            .map_err(|e| damage_hint(e, Some(path)))?;
         Ok(Store::from_engine(engine))
     }
 

@@ -119,7 +119,7 @@ impl Progress {
         let state = Arc::new(Mutex::new(State::new(keys)));
         let bar = if std::io::stderr().is_terminal() && !quiet {
             let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-            let style = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}")
+            let style = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len}\n  {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar());
             b.set_style(style);
             b.enable_steady_tick(Duration::from_millis(200));

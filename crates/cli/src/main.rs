@@ -50,6 +50,8 @@ enum Cmd {
     /// Check a pool: the allocator (EPallocator) and, for an engine's pool, the engine's
     /// invariants (HART: every leaf reachable once, bits consistent, no leak).
     Check(commands::check::Args),
+    /// Create a new, empty pool (refused if the file exists).
+    Create(commands::create::Args),
     /// List the engines of this build, what each offers, and its `--param`s.
     Engines(commands::engines::Args),
     /// Load keys from a file (one per line; value = line number), creating the pool.
@@ -99,6 +101,7 @@ fn main() -> ExitCode {
                                   `cargo build --release -p pmkv-cli --features bench`"
             .into()),
         Cmd::Check(a) => commands::check::run(a),
+        Cmd::Create(a) => commands::create::run(a),
         Cmd::Engines(a) => commands::engines::run(a),
         Cmd::Load(a) => commands::kv::load(a),
         Cmd::Get(a) => commands::kv::get(a),

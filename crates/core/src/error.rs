@@ -294,7 +294,7 @@ mod tests {
 
     #[test]
     fn pool_errors_map_to_kinds_and_keep_their_source() {
-        let e: Error = PoolError::Locked { path: "/x".into() }.into();
+        let e: Error = PoolError::Locked { path: "/x".into(), holder: String::new() }.into();
         assert_eq!(e.kind(), ErrorKind::Locked);
         assert!(e.to_string().contains("/x"));
         assert!(std::error::Error::source(&e).is_some());

@@ -47,7 +47,15 @@ impl fmt::Display for CheckReport {
             write!(f, "{}: {} problem(s)", self.engine, self.problems.len())?;
         }
         for (k, v) in &self.facts {
-            write!(f, "\n  {k}: {v}")?;
+            if v.contains('\n') {
+                // A report of its own (an allocator check's table): its lines, indented, as
+                // they are; a "summary:" before its first line would read as part of it.
+                for line in v.lines() {
+                    write!(f, "\n  {line}")?;
+                }
+            } else {
+                write!(f, "\n  {k}: {v}")?;
+            }
         }
         for p in &self.problems {
             write!(f, "\n  PROBLEM: {p}")?;
@@ -160,7 +168,16 @@ pub struct SalvageReport {
 
 #[cfg(test)]
 mod tests {
-    use super::RecoveryReport;
+    use super::{CheckReport, RecoveryReport};
+
+    /// A one-line fact is `name: value`; a multi-line one (an allocator's report) is its
+    /// lines, indented, with no name glued to its first line.
+    #[test]
+    fn multi_line_facts_are_blocks() {
+        let mut r = CheckReport::new("x");
+        r.fact("keys", 3).fact("summary", "allocator root   0x1000\nheap             0x5000");
+        assert_eq!(r.to_string(), "x: OK\n  keys: 3\n  allocator root   0x1000\n  heap             0x5000");
+    }
 
     #[test]
     fn details_are_found_by_name_and_parsed() {

@@ -204,25 +204,24 @@ impl Durability {
         if !self.over_promises() {
             return None;
         }
+        // Short (a user reads it on every write command): the mode, what it survives and
+        // what not, and the mode that keeps the promise. `pmkv info` has the whole table.
         Some(match (self.medium, self.mode) {
             (Medium::Memory, _) => {
-                "the pool is on a memory file system (tmpfs or ramfs): acknowledged writes survive a process \
-                 crash but are lost at a kernel crash, a power loss or a reboot, whatever the mode"
+                "on a memory file system (tmpfs) writes survive a process crash only, in any mode: a reboot, \
+                 kernel crash or power loss loses them; put the pool on a disk or PM"
             }
             (Medium::Dax, _) => {
-                "mode msync on persistent memory: msync writes back nothing that a MAP_SYNC mapping holds \
-                 in the CPU caches, and the mode issues no cache flush, so acknowledged writes survive a \
-                 kernel crash, power loss or reboot only on eADR hardware; mode adr flushes each write"
+                "mode msync on persistent memory survives a power loss only on eADR hardware; mode adr flushes \
+                 each write and survives it everywhere"
             }
             (_, Mode::Adr) => {
-                "mode adr on a disk file: acknowledged writes survive a process crash and a clean reboot, but \
-                 a kernel crash or power loss loses what the kernel has not written back yet (and may leave \
-                 the pool inconsistent); mode msync makes each write reach the disk"
+                "mode adr on a disk file survives a process crash, not a kernel crash or power loss (which may \
+                 leave the pool inconsistent); mode msync survives both"
             }
             _ => {
-                "mode eadr on a disk file: acknowledged writes survive a process crash and a clean reboot, but \
-                 a kernel crash or power loss loses what the kernel has not written back yet (and may leave \
-                 the pool inconsistent); mode msync makes each write reach the disk"
+                "mode eadr on a disk file survives a process crash, not a kernel crash or power loss (which may \
+                 leave the pool inconsistent); mode msync survives both"
             }
         })
     }
@@ -299,6 +298,13 @@ mod tests {
         assert!(w.contains("eadr") && w.contains("msync"), "{w}");
         let w = Durability::new(Medium::Memory, Mode::Msync).warning().unwrap();
         assert!(w.contains("tmpfs") && w.contains("reboot"), "{w}");
+        // Short enough to read on every write command.
+        for m in Medium::ALL {
+            for mode in Mode::ALL {
+                let w = Durability::new(m, mode).warning().unwrap_or("");
+                assert!(w.len() <= 170, "{} characters: {w}", w.len());
+            }
+        }
         let w = Durability::new(Medium::Dax, Mode::Msync).warning().unwrap();
         assert!(w.contains("msync") && w.contains("eADR") && w.contains("adr flushes"), "{w}");
     }

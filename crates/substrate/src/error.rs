@@ -26,8 +26,10 @@ pub enum PoolError {
     WrongLayout { path: PathBuf, found: String, expected: String },
     #[error("{path}: not a pool file: it is {kind}")]
     NotARegularFile { path: PathBuf, kind: &'static str },
-    #[error("{path}: pool is open in another process or handle")]
-    Locked { path: PathBuf },
+    /// `holder` says who holds the lock, when the system tells, and what to do: wait for
+    /// it, or (a `pmkv serve`) ask the server (see `pool::holder`).
+    #[error("{path}: pool is open in another process or handle{holder}")]
+    Locked { path: PathBuf, holder: String },
     #[error("pool size {size} is too small: at least {min} bytes are needed")]
     TooSmall { size: u64, min: u64 },
     #[error("invalid pool option: {0}")]

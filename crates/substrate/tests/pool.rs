@@ -584,7 +584,7 @@ fn p1_second_open_in_same_process_is_locked() {
     let before = std::fs::read(&path).unwrap();
     for mode in Mode::ALL {
         match Pool::open(&path, Some(LAYOUT), &small_opts().mode(mode)) {
-            Err(PoolError::Locked { path: p }) => assert_eq!(p, path),
+            Err(PoolError::Locked { path: p, .. }) => assert_eq!(p, path),
             Err(e) => panic!("expected Locked, got {e}"),
             Ok(_) => panic!("a second handle opened a locked pool"),
         }

@@ -2,8 +2,10 @@
 //! and Random at 500,000 records), insert/search/update/delete, every engine of
 //! `pmkv::Registry::builtin()` but the papers' competitors (left to `reproduce`) in `eadr`
 //! and `adr`, the volatile baseline and LMDB (write-map, no-sync), one thread; each
-//! measurement three times (`--runs`) in alternating rounds; a table of the median ns/op
-//! with the range of the runs, and persistence counters per operation.
+//! measurement three times (`--runs`) in alternating rounds. It prints which durable engine
+//! was fastest per workload and operation, and writes the report directory of
+//! [`super::main_report`] (median ns/op with the range of the runs, persistence counters
+//! per operation, plots).
 
 use crate::engines;
 use crate::experiment::{self, Settings, Target};
@@ -29,8 +31,12 @@ pub fn pool_engine_names() -> String {
 /// `pmkv bench` with no subcommand: the main job, each measurement `runs` times in
 /// alternating rounds; with `full`, engines of [`engines::SLOW_WRITES`] get the whole key
 /// sets instead of their first [`engines::SLOW_WRITES_KEYS`] keys.
-pub fn main_job(runs: usize, full: bool) -> Result<()> {
+pub fn main_job(runs: usize, full: bool, out: &std::path::Path) -> Result<()> {
     let started = Instant::now();
+    // Refused before the run, not after it: a report that cannot be written is minutes lost.
+    if out.exists() && !out.is_dir() {
+        return Err(format!("--out {}: exists and is not a directory", out.display()).into());
+    }
     let tmp = pool_dir(None)?;
     let s = Settings::new(tmp.path(), 42);
     let lat = Latency::from_env();
@@ -72,7 +78,7 @@ pub fn main_job(runs: usize, full: bool) -> Result<()> {
             human::thousands(cut as u64)
         ),
     };
-    println!(
+    let header = format!(
         "pmkv bench — main job: Dictionary ({} words), Sequential and Random ({} keys) workloads,\n\
          insert / search / update / delete (the last three in the insert order, as in the HART paper), 1 thread, {}-byte values; engines {} in eadr and adr, plus baselines{slow_note};\n\
          each measurement {runs} times in alternating rounds: ns/op is the median, with the range of the runs;\n\
@@ -86,6 +92,7 @@ pub fn main_job(runs: usize, full: bool) -> Result<()> {
         pmkv_substrate::flush_insn().name(),
         crate::pages::pool_pages(tmp.path())
     );
+    println!("{header}");
     if pmkv::Registry::builtin().names().iter().all(|n| *n == engines::VOLATILE) {
         println!("(pmkv::Registry::builtin() has no persistent engine yet: only the baselines run)");
     }
@@ -103,13 +110,19 @@ pub fn main_job(runs: usize, full: bool) -> Result<()> {
     plan.rounds(runs, "main job");
     let (ran, _) = plan.run(false, |pg, label, recs| crate::reproduce::report_failures(pg, label, recs));
     let records = stats::combine_steps(ran);
+    let mut rep = report::Report { meta: report::Meta::new("pmkv bench", 42, tmp.path()), records };
     drop(tmp);
+    let took = crate::human::duration(started.elapsed().as_secs_f64());
+    rep.meta.notes.push(format!("run length {took}"));
+    let header = format!("{}\nRun length: {took}.", header.trim_end());
+    let files = super::main_report::write(out, &rep, &header)?;
     println!();
-    print!("{}", report::table(&records, &report::main_job_columns()));
-    println!("\ndurability:\n{}", report::legend(&records));
+    print!("{}", super::main_report::advice(&rep.records));
     println!(
-        "{}. More: pmkv bench run --help; pmkv bench reproduce hart --scale small --out DIR",
-        crate::human::duration(started.elapsed().as_secs_f64())
+        "\n{took}. Report in {}/: summary.md (read first), tables.md, results.csv, results.json, {} plot(s) in plots/.\n\
+         More: pmkv bench run --help; pmkv bench reproduce hart --scale small --out DIR",
+        out.display(),
+        files.iter().filter(|f| f.extension().is_some_and(|e| e == "svg")).count()
     );
     Ok(())
 }

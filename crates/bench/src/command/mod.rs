@@ -11,6 +11,7 @@
 
 pub mod alloc;
 pub mod main_job;
+pub mod main_report;
 pub mod persist;
 pub mod run;
 pub mod server;
@@ -21,10 +22,11 @@ pub type CmdResult = std::result::Result<(), Box<dyn std::error::Error>>;
 #[derive(clap::Args)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "With no subcommand: the main job (~2.5 min on this project's 2-core machine, quiet; \
-                  mangosteen about half of it) — the Dictionary, Sequential and Random workloads, whole, on every \
-                  engine in eadr and adr plus baselines, each measurement 3 times (--runs); the median ns/op \
-                  with the range of the runs, and persistence counters per operation."
+    after_help = "With no subcommand: the main job, ~2.5 min on an idle 2-core machine (2 min 34 s of CPU; 7 min \
+                  wall on this project's machine under load 9) — the Dictionary, Sequential and Random workloads, \
+                  whole, on every engine in eadr and adr plus baselines, each measurement 3 times (--runs). It \
+                  prints which durable engine was fastest per workload and operation, and writes a report \
+                  directory (--out): summary.md, tables.md, results.csv/.json, plots/."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -39,6 +41,10 @@ pub struct Args {
     /// changes nothing today; kept so that scripts that pass it keep working.
     #[arg(long)]
     pub full: bool,
+    /// The main job: the report directory (summary.md, tables.md, results.csv/.json,
+    /// plots/); default `pmkv-report-<UTC time>` here. Printed at the end.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
 }
 
 #[derive(clap::Subcommand)]
@@ -53,6 +59,8 @@ pub enum What {
     Reproduce(Box<crate::reproduce::ReproduceArgs>),
     /// redis-benchmark against pmkv serve and redis-server (always, everysec, no persistence).
     Server(server::ServerArgs),
+    /// From a main job's results.json: the README's figures table and engine advice.
+    Report(main_report::ReportArgs),
 }
 
 /// Run the command `a` names.
@@ -63,7 +71,11 @@ pub fn execute(a: Args) -> CmdResult {
         Some(What::Run(r)) => run::run(*r).map_err(Into::into),
         Some(What::Reproduce(r)) => crate::reproduce::reproduce(&r).map_err(Into::into),
         Some(What::Server(s)) => server::run(s),
+        Some(What::Report(r)) => main_report::run(r),
         // No subcommand: the main job (Dictionary, every engine, eadr and adr, baselines).
-        None => main_job::main_job(a.runs as usize, a.full).map_err(Into::into),
+        None => {
+            let out = a.out.unwrap_or_else(main_report::default_dir);
+            main_job::main_job(a.runs as usize, a.full, &out).map_err(Into::into)
+        }
     }
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 const FONT: &str = "sans-serif";
 
 /// Tableau 10: distinguishable, colour-blind-friendlier than the primaries.
-const PALETTE: [(u8, u8, u8); 10] = [
+pub(crate) const PALETTE: [(u8, u8, u8); 10] = [
     (0x4E, 0x79, 0xA7),
     (0xF2, 0x8E, 0x2B),
     (0xE1, 0x57, 0x59),
@@ -193,7 +193,70 @@ pub fn engine_color(name: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::fmt_num;
+    use super::*;
+
+    /// Series that arrive with one colour (names outside the engine list all map to the
+    /// same grey, as `reproduce mangosteen`'s did) are drawn in distinct colours and with
+    /// distinct markers, and a title too long for its panel is shrunk to fit, not cut.
+    #[test]
+    fn series_differ_by_colour_and_marker_and_titles_fit() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = "Fig. 6: a title far too long for the width of one panel of this figure, \
+                    which was cut at both of its edges before";
+        let bars = (0..4)
+            .map(|i| Bars { name: format!("bars {i}"), color: 9, values: vec![Some(10.0 + i as f64), Some(20.0)] })
+            .collect();
+        let lines = (0..4)
+            .map(|i| Line {
+                name: format!("line {i}"),
+                color: 9,
+                dashed: false,
+                points: vec![(1.0, i as f64 + 1.0), (2.0, i as f64 + 3.0)],
+            })
+            .collect();
+        let fig = Figure {
+            title: "figure".into(),
+            cols: 2,
+            panels: vec![
+                Panel::new(
+                    long,
+                    "x",
+                    "y",
+                    false,
+                    PanelKind::Bars { categories: vec!["a".into(), "b".into()], series: bars },
+                ),
+                Panel::new("lines", "x", "y", false, PanelKind::Lines { series: lines, log_x: false }),
+            ],
+        };
+        let files = render(&fig, &dir.path().join("f")).unwrap();
+        let svg = std::fs::read_to_string(files.iter().find(|f| f.extension().unwrap() == "svg").unwrap()).unwrap();
+        let used = PALETTE.iter().filter(|(r, g, b)| svg.contains(&format!("#{r:02X}{g:02X}{b:02X}"))).count();
+        assert!(used >= 4, "{used} palette colours in the SVG");
+        // Markers: polygons of distinct shapes (their outlines about their first point).
+        let mut shapes = std::collections::BTreeSet::new();
+        for p in svg.split("<polygon").skip(1) {
+            let pts: Vec<(i64, i64)> = p
+                .split("points=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .filter_map(|xy| xy.split_once(',').map(|(x, y)| (x.parse::<f64>().ok(), y.parse::<f64>().ok())))
+                .filter_map(|(x, y)| Some((x? as i64, y? as i64)))
+                .collect();
+            let (x0, y0) = pts[0];
+            shapes.insert(pts.iter().map(|(x, y)| (x - x0, y - y0)).collect::<Vec<_>>());
+        }
+        assert!(shapes.len() >= 4, "{} marker shapes", shapes.len());
+        // The whole title is drawn (in one <text> element, whose font size precedes it).
+        let at = svg.find(long).expect("the long title is drawn whole");
+        let head = &svg[..at];
+        let size = &head[head.rfind("font-size=\"").unwrap() + 11..];
+        let size: f64 = size[..size.find('"').unwrap()].parse().unwrap();
+        assert!(size < 19.0, "the long title keeps the full size, so its edges are cut: {size}");
+    }
 
     #[test]
     fn numbers_are_short() {

@@ -116,15 +116,23 @@ impl<'a> Run<'a> {
 
     /// Time per operation: mean ns/op and p99 latency.
     fn ops_figure(&self, out: &Path) -> Result<Vec<PathBuf>, String> {
+        self.ops_figure_titled(
+            &out.join("ops"),
+            &format!("pmkv bench run --workload {}: time per operation", self.workload),
+        )
+    }
+
+    /// [`Run::ops_figure`] with a title of its own, written to `stem`.
+    fn ops_figure_titled(&self, stem: &Path, title: &str) -> Result<Vec<PathBuf>, String> {
         let fig = Figure {
-            title: format!("pmkv bench run --workload {}: time per operation", self.workload),
+            title: title.into(),
             cols: 2,
             panels: vec![
                 self.bars_panel("ns/op (mean)", |r| r.ns_per_op),
                 self.bars_panel("p99 latency (ns)", |r| r.p99_ns as f64),
             ],
         };
-        plot::render(&fig, &out.join("ops"))
+        plot::render(&fig, stem)
     }
 
     /// Scalability: Mops/s against threads, a panel per operation, a line per setting.
@@ -192,6 +200,16 @@ fn recolor(mut p: Panel) -> Panel {
         }
     }
     p
+}
+
+/// The main job's figure of one workload: ns/op and p99 per operation, a bar per engine
+/// and mode; written to `stem` (.png and .svg).
+pub fn ops_plot(records: &[Record], stem: &Path, title: &str) -> Result<Vec<PathBuf>, String> {
+    let run = Run::new(records, "");
+    if run.ok.is_empty() {
+        return Ok(vec![]);
+    }
+    run.ops_figure_titled(stem, title)
 }
 
 /// Plots of a `run`: ns/op per operation; Mops/s vs threads (several thread counts);

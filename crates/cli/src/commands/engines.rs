@@ -7,11 +7,22 @@ use crate::Outcome;
 #[derive(clap::Args)]
 pub struct Args {}
 
+/// The engines built only as the papers' competitors (FPTree, WOART, ART+CoW, FAST&FAIR):
+/// the reproductions measure pmkv's engines against them, and they pass the conformance
+/// tests, but they lack what a user's data needs (FAST&FAIR is untuned, none has been
+/// hardened against damage as hart, mangosteen and nbtree have), as the README says.
+const COMPETITORS: [&str; 4] = ["fptree", "woart", "artcow", "fastfair"];
+
 pub fn run(_: Args) -> CmdResult {
     for f in pmkv::Registry::builtin().factories() {
         let i = f.info();
         let limit = |n: usize| if n == usize::MAX { "unlimited".to_string() } else { format!("{n} bytes") };
         outln!("{}\t{}", i.name, i.description)?;
+        if COMPETITORS.contains(&i.name) {
+            outln!(
+                "  use             competitor, not for use: a paper's baseline, for `reproduce` and `bench run -e`"
+            )?;
+        }
         outln!("  persistent      {}", if i.persistent { "yes" } else { "no (nothing survives close)" })?;
         outln!("  pool layout     {}", f.layout().unwrap_or("-"))?;
         outln!("  atomic batches  {}", if i.atomic_batches { "yes" } else { "no (a crash leaves a prefix)" })?;

@@ -11,6 +11,17 @@ pub struct Args {
     pub pool: PathBuf,
 }
 
+/// A time stored as unix seconds, for people: UTC in ISO 8601 (RFC 3339) and the seconds.
+/// A value past the year 9999 (only a forged header has one) is shown as seconds alone.
+fn when(unix: u64) -> String {
+    const YEAR_10000: u64 = 253_402_300_800;
+    if unix >= YEAR_10000 {
+        return format!("{unix} (unix seconds)");
+    }
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix);
+    format!("{} (unix {unix})", humantime::format_rfc3339_seconds(t))
+}
+
 pub fn run(a: Args) -> CmdResult {
     let i = pmkv::pool::inspect(&a.pool)?;
     let h = &i.header;
@@ -19,7 +30,7 @@ pub fn run(a: Args) -> CmdResult {
     outln!("layout          {}", h.layout)?;
     outln!("format version  {}", h.version)?;
     outln!("pool id         {:016x}", h.pool_id)?;
-    outln!("created         {} (unix seconds)", h.created_unix)?;
+    outln!("created         {}", when(h.created_unix))?;
     outln!("size            {} bytes (file {} bytes)", s.size, i.file_len)?;
     outln!("max size        {} bytes", h.max_size)?;
     outln!("used            {} bytes ({:.1}%)", s.heap_top, 100.0 * s.heap_top as f64 / s.size as f64)?;
@@ -50,4 +61,14 @@ pub fn run(a: Args) -> CmdResult {
     }
     outln!("mode            chosen at each open (default adr); not stored in the pool")?;
     Ok(Outcome::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn times_are_utc_iso_8601_and_seconds() {
+        assert_eq!(super::when(0), "1970-01-01T00:00:00Z (unix 0)");
+        assert_eq!(super::when(1_795_915_104), "2026-11-29T01:18:24Z (unix 1795915104)");
+        assert_eq!(super::when(u64::MAX), format!("{} (unix seconds)", u64::MAX));
+    }
 }

@@ -388,7 +388,16 @@ pub fn get(a: KeyArgs) -> CmdResult {
 }
 
 pub fn put(a: PutArgs) -> CmdResult {
-    let store = a.open.open_existing(&a.pool)?;
+    let store = match a.open.open_existing(&a.pool) {
+        Err(e) if e.downcast_ref::<pmkv::Error>().is_some_and(|e| e.kind() == ErrorKind::NotFound) => {
+            let p = a.pool.display();
+            return Err(format!(
+                "{e}; create it first: `pmkv create {p} --engine hart` (`pmkv engines` lists the others)"
+            )
+            .into());
+        }
+        r => r?,
+    };
     let durability = store.durability();
     store.put(&arg_bytes(&a.key)?, &arg_bytes(&a.value)?)?;
     store.close()?;

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod check;
 pub mod cluster;
+pub mod create;
 pub mod engines;
 pub mod info;
 pub mod kv;

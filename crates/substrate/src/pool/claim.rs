@@ -23,7 +23,8 @@ impl EngineClaim {
         let mut used = IN_USE.lock().unwrap_or_else(|e| e.into_inner());
         if used.contains(&at) {
             let path = pool.path().map_or_else(|| "(simulated pool)".into(), |p| p.to_path_buf());
-            return Err(PoolError::Locked { path });
+            let holder = "; another engine in this process has it open: close that store first".into();
+            return Err(PoolError::Locked { path, holder });
         }
         used.push(at);
         Ok(EngineClaim(pool.clone()))

@@ -21,6 +21,7 @@
 
 mod claim;
 mod flush;
+mod holder;
 mod mapping;
 mod open;
 mod state;

@@ -216,7 +216,7 @@ impl Pool {
         let (file, scratch) = unnamed_file(path)?;
         let made = (|| {
             if !lock_file(&file, path, true)? {
-                return Err(PoolError::Locked { path: path.into() });
+                return Err(PoolError::Locked { path: path.into(), holder: super::holder::describe(&file) });
             }
             allocate_file(&file, path, 0, size)?;
             let (imm, st, page) = new_header(layout, size, max, false, HEADER_SIZE as usize);
@@ -240,7 +240,7 @@ impl Pool {
         let path = path.as_ref();
         let file = open_existing_file(path, true)?;
         if !lock_file(&file, path, true)? {
-            return Err(PoolError::Locked { path: path.into() });
+            return Err(PoolError::Locked { path: path.into(), holder: super::holder::describe(&file) });
         }
         let (_, imm, st) = read_header(&file, path, layout)?;
         let clean = st.clean;
@@ -260,7 +260,7 @@ impl Pool {
         let path = path.as_ref();
         let file = open_existing_file(path, false)?;
         if !lock_file(&file, path, false)? {
-            return Err(PoolError::Locked { path: path.into() });
+            return Err(PoolError::Locked { path: path.into(), holder: super::holder::describe(&file) });
         }
         let (_, imm, st) = read_header(&file, path, layout)?;
         if !st.clean {
