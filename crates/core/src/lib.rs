@@ -13,7 +13,10 @@
 //!   Python to map;
 //! * [`KeyRange`], [`Direction`] — ordered range scans, forward and reverse;
 //! * [`WriteBatch`] — several writes in one call, atomic where the engine says so;
-//! * [`CheckReport`], [`RecoveryReport`], [`MemoryUsage`] — structured reports.
+//! * [`CheckReport`], [`RecoveryReport`], [`MemoryUsage`] — structured reports;
+//! * the engine kit — [`NativeEngine`], [`NativeFactory`], [`EngineError`],
+//!   [`EngineSettings`]: an engine implements its native API once and the kit stands it
+//!   behind [`Engine`] (docs/design/engine-kit.md).
 //!
 //! Layering: `pmkv-substrate` → `pmkv-core` → engines (`pmkv-hart`, `pmkv-volatile`, ...)
 //! → `pmkv` (the user-facing `Store`, cursors, the engine registry) → front ends.
@@ -24,6 +27,7 @@
 mod batch;
 mod engine;
 mod error;
+mod kit;
 mod options;
 mod range;
 mod report;
@@ -31,6 +35,10 @@ mod report;
 pub use batch::{BatchOp, WriteBatch};
 pub use engine::{open_engine_file, open_pool_file, Emit, Engine, EngineFactory, EngineInfo, Param, Visitor};
 pub use error::{Error, ErrorKind, Result};
+pub use kit::{
+    check_batch_sizes, check_sizes, parse_bool, parse_choice, parse_in, parse_settings, EngineError, EngineResult,
+    EngineSettings, Native, NativeEngine, NativeFactory, Setting,
+};
 pub use options::{EngineOptions, Options};
 pub use range::{Direction, KeyRange};
 pub use report::{CheckReport, MemoryUsage, RecoveryReport, SalvageReport};
