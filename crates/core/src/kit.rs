@@ -111,11 +111,12 @@ pub fn check_sizes(key: &[u8], value: Option<&[u8]>, max_key: usize, max_value: 
     }
 }
 
-/// [`check_sizes`] over every put of a batch, before any of it is logged or applied.
+/// [`check_sizes`] over every put of a batch, before any of it is logged or applied (a
+/// delete of a key too long to be present changes nothing, so it is not refused).
 pub fn check_batch_sizes(ops: &[Op<'_>], max_key: usize, max_value: usize) -> EngineResult<()> {
     ops.iter().try_for_each(|op| match op {
         Op::Put(k, v) => check_sizes(k, Some(v), max_key, max_value),
-        Op::Delete(k) => check_sizes(k, None, max_key, max_value),
+        Op::Delete(_) => Ok(()),
     })
 }
 
@@ -269,6 +270,87 @@ pub trait NativeEngine: Send + Sync + Sized + 'static {
     }
 }
 
+/// Implement [`NativeEngine`] methods by calling the engine's inherent methods of the same
+/// name and signature, so that an engine whose native API already has them writes only
+/// what differs (`info`, `memory`, ...) in its impl:
+///
+/// ```ignore
+/// impl NativeEngine for MyTree {
+///     pmkv_core::native_methods!(get_with, put, delete, scan, len, check, recovery_report, sync, close, pool);
+///     fn info(&self) -> EngineInfo { ... }
+///     fn memory(&self) -> MemoryUsage { ... }
+/// }
+/// ```
+///
+/// `recovery_report` (returning `&RecoveryReport`) gives [`NativeEngine::recovery`]; the
+/// others give the trait method of their name. A missing inherent method would make the
+/// call recurse, which rustc's `unconditional_recursion` lint refuses.
+#[macro_export]
+macro_rules! native_methods {
+    ($($m:ident),* $(,)?) => { $( $crate::native_methods!(@ $m); )* };
+    (@ get_with) => {
+        fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> $crate::EngineResult<bool> {
+            Self::get_with(self, key, f)
+        }
+    };
+    (@ put) => {
+        fn put(&self, key: &[u8], value: &[u8]) -> $crate::EngineResult<()> {
+            Self::put(self, key, value)
+        }
+    };
+    (@ delete) => {
+        fn delete(&self, key: &[u8]) -> $crate::EngineResult<bool> {
+            Self::delete(self, key)
+        }
+    };
+    (@ write_batch) => {
+        fn write_batch(&self, ops: &[$crate::LogOp<'_>], atomic: bool) -> $crate::EngineResult<()> {
+            Self::write_batch(self, ops, atomic)
+        }
+    };
+    (@ scan) => {
+        fn scan(
+            &self,
+            range: &$crate::KeyRange,
+            limit: usize,
+            reverse: bool,
+            visit: $crate::Visitor<'_>,
+        ) -> $crate::EngineResult<()> {
+            Self::scan(self, range, limit, reverse, visit)
+        }
+    };
+    (@ len) => {
+        fn len(&self) -> u64 {
+            Self::len(self)
+        }
+    };
+    (@ check) => {
+        fn check(&self) -> $crate::EngineResult<String> {
+            Self::check(self)
+        }
+    };
+    (@ recovery_report) => {
+        fn recovery(&self) -> $crate::RecoveryReport {
+            Self::recovery_report(self).clone()
+        }
+    };
+    (@ sync) => {
+        fn sync(&self) -> $crate::EngineResult<()> {
+            Self::sync(self)
+        }
+    };
+    (@ close) => {
+        fn close(self) -> $crate::EngineResult<()> {
+            Self::close(self)
+        }
+    };
+    (@ pool) => {
+        fn pool(&self) -> &std::sync::Arc<$crate::Pool> {
+            Self::pool(self)
+        }
+    };
+}
+
 /// How to open a [`NativeEngine`]: one static value per engine (its `FACTORY`). Every
 /// `NativeFactory` is an [`EngineFactory`].
 pub trait NativeFactory: Send + Sync + 'static {
@@ -386,8 +468,8 @@ mod tests {
 
     impl EngineSettings for S {
         const SETTINGS: &'static [Setting<S>] = &[
-            Setting { name: "flag", doc: "a flag", set: |o, v| Ok(o.flag = parse_bool(v)?) },
-            Setting { name: "n", doc: "1..=8", set: |o, v| Ok(o.n = parse_in(v, 1..=8)?) },
+            Setting { name: "flag", doc: "a flag", set: |o, v| parse_bool(v).map(|x| o.flag = x) },
+            Setting { name: "n", doc: "1..=8", set: |o, v| parse_in(v, 1..=8).map(|x| o.n = x) },
         ];
         fn validate(&self) -> std::result::Result<(), String> {
             if self.flag && self.n == 8 {

@@ -43,4 +43,5 @@ pub use options::{EngineOptions, Options};
 pub use range::{Direction, KeyRange};
 pub use report::{CheckReport, MemoryUsage, RecoveryReport, SalvageReport};
 
+pub use pmkv_substrate::batch_log::Op as LogOp;
 pub use pmkv_substrate::{Latency, Mode, Pool};

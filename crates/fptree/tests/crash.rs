@@ -10,12 +10,11 @@
 use pmkv_fptree::FpTree;
 use pmkv_substrate::{Eviction, Mode, Pool};
 use pmkv_testutil::{apply, model_of_scan, sim_opts, CrashFindings, Model, Op};
-use std::ops::Bound;
 use std::sync::Arc;
 
 fn contents(t: &FpTree) -> Model {
     let mut out = Vec::new();
-    t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, v| {
+    t.scan(&pmkv_core::KeyRange::all(), usize::MAX, false, &mut |k, v| {
         out.push((k.to_vec(), v.to_vec()));
         true
     })

@@ -393,12 +393,7 @@ impl NbTree {
 
     /// Insert or replace (Algorithms 1 and 3). Returns whether the key was new.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        if key.len() > MAX_KEY {
-            return Err(Error::KeyTooLarge(key.len()));
-        }
-        if value.len() > MAX_VALUE {
-            return Err(Error::ValueTooLarge(value.len()));
-        }
+        pmkv_core::check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)?;
         self.pool.check_writable()?;
         self.batches.check_writes()?;
         let g = epoch::pin();
@@ -741,15 +736,14 @@ impl NbTree {
     /// SMO), not the whole range at once.
     pub fn scan(
         &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
+        range: &pmkv_core::KeyRange,
         limit: usize,
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
         let g = epoch::pin();
         let mut left = limit;
-        let range = pmkv_core::KeyRange::bounds(start, end);
+        let (start, end) = (range.start_bound(), range.end_bound());
         let in_start = |k: &[u8]| range.after_start(k);
         let in_end = |k: &[u8]| range.before_end(k);
         // Forward: `cur` is a key the next leaf must cover. Reverse: `cur` is an exclusive

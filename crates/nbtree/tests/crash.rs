@@ -11,12 +11,11 @@ use pmkv_substrate::{Eviction, Mode, Pool};
 use pmkv_testutil::sim_opts;
 use pmkv_testutil::CrashFindings;
 use pmkv_testutil::{apply, model_of_scan, Model, Op};
-use std::ops::Bound;
 use std::sync::Arc;
 
 fn contents(t: &NbTree) -> Model {
     let mut out = Vec::new();
-    t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, v| {
+    t.scan(&pmkv_core::KeyRange::all(), usize::MAX, false, &mut |k, v| {
         out.push((k.to_vec(), v.to_vec()));
         true
     })

@@ -12,7 +12,7 @@ use pmkv_testutil::sim_opts;
 use pmkv_testutil::CrashFindings;
 use pmkv_testutil::{apply, model_of_scan, Model, Op};
 use pmkv_woart::{ArtCow, Options, Woart};
-use std::ops::{Bound, Deref};
+use std::ops::Deref;
 use std::sync::Arc;
 
 /// Which of the crate's two trees a test runs.
@@ -56,7 +56,7 @@ impl Deref for Tree {
 
 fn contents(t: &Woart) -> Model {
     let mut out = Vec::new();
-    t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, v| {
+    t.scan(&pmkv_core::KeyRange::all(), usize::MAX, false, &mut |k, v| {
         out.push((k.to_vec(), v.to_vec()));
         true
     })
