@@ -8,24 +8,11 @@
 
 use pmkv_nbtree::{NbTree, Options};
 use pmkv_substrate::{Eviction, Mode, Pool};
-use pmkv_testutil::sim_opts;
-use pmkv_testutil::CrashFindings;
-use pmkv_testutil::{apply, model_of_scan, Model, Op};
+use pmkv_testutil::{apply, native_contents as contents, sim_opts, CrashFindings, Model, NativeCrash, Op};
 use std::sync::Arc;
 
-fn contents(t: &NbTree) -> Model {
-    let mut out = Vec::new();
-    t.scan(&pmkv_core::KeyRange::all(), usize::MAX, false, &mut |k, v| {
-        out.push((k.to_vec(), v.to_vec()));
-        true
-    })
-    .expect("scan");
-    model_of_scan(out)
-}
-
 fn recover(img: &[u8], mode: Mode) -> Result<NbTree, String> {
-    let pool = Pool::from_image(img, Some("nbtree"), &sim_opts(1 << 20).mode(mode)).map_err(|e| e.to_string())?;
-    NbTree::open(Arc::new(pool)).map_err(|e| e.to_string())
+    NativeCrash::new(&pmkv_nbtree::FACTORY, mode).recover(img)
 }
 
 fn evictions(seed: u64, i: u64) -> Vec<Eviction> {
@@ -35,49 +22,26 @@ fn evictions(seed: u64, i: u64) -> Vec<Eviction> {
     v
 }
 
-/// Run `ops` on a fresh simulated pool in `mode`, checking the crash images of every
-/// crash point of each op. Returns the images checked.
-fn explore(ops: &[Op], mode: Mode, single_layer: bool) -> u64 {
-    let seed = std::env::var("PMKV_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x00c0_ffee_u64);
-    let pool = Arc::new(Pool::create_sim("nbtree", &sim_opts(2 << 20).mode(mode)).expect("sim pool"));
-    let t = NbTree::open_with(pool, Options { single_layer, ..Options::default() }).expect("format");
-    assert_eq!(t.single_layer(), single_layer);
-    let stores = mode == Mode::Eadr;
-    let found = CrashFindings::new();
-    let mut model = Model::new();
-    for (i, op) in ops.iter().enumerate() {
-        let before = model.clone();
-        apply(&mut model, op);
-        let after = model.clone();
-        let (f, desc) = (found.clone(), format!("{mode:?} op {i} {op:?}"));
-        t.pool().sim().unwrap().set_hook_with(true, stores, move |pt| {
-            f.check_images(pt, evictions(seed, pt.index), &desc, |img| {
-                let r = recover(img, mode)?;
-                r.check().map_err(|e| e.to_string())?;
-                let got = contents(&r);
-                if got != before && got != after {
-                    return Err(format!("state is neither before nor after ({} keys)", got.len()));
-                }
-                Ok(())
-            });
-        });
-        match op {
-            Op::Put(k, v) => {
-                t.put(k, v).unwrap();
-            }
-            Op::Delete(k) => assert!(t.delete(k).unwrap()),
-        }
-        t.pool().sim().unwrap().clear_hook();
+/// A recovered tree has the kind of leaf its pool was created with.
+fn keeps(r: &NbTree, single_layer: bool) -> Result<(), String> {
+    match r.single_layer() == single_layer {
+        true => Ok(()),
+        false => Err("the pool changed its kind of leaf".to_string()),
     }
-    found.assert_none("crash consistency violated");
-    assert_eq!(contents(&t), model);
-    t.check().unwrap();
-    let img = t.pool().sim().unwrap().image_now(t.pool(), Eviction::None);
-    let r = recover(&img, mode).unwrap();
-    assert_eq!(r.single_layer(), single_layer, "the pool keeps its kind of leaf");
-    r.check().unwrap();
-    assert_eq!(contents(&r), model);
-    found.images()
+}
+
+/// Run `ops` on a fresh simulated pool in `mode` under the kit's crash harness, checking
+/// the crash images of every crash point of each op; every recovered pool keeps its kind
+/// of leaf. Returns the images checked.
+fn explore(ops: &[Op], mode: Mode, single_layer: bool) -> u64 {
+    let mut run = NativeCrash::new(&pmkv_nbtree::FACTORY, mode);
+    if std::env::var("PMKV_CRASH_SEED").is_err() {
+        run.seed = 0x00c0_ffee;
+    }
+    run.evictions = evictions;
+    run.settings = Options { single_layer, ..Options::default() };
+    run.live_on = Some(if single_layer { |r, _| keeps(r, true) } else { |r, _| keeps(r, false) });
+    run.explore(ops, |_| true)
 }
 
 /// Keys of every storage kind: 8-byte integers (the paper's fast path), short inline
