@@ -25,7 +25,6 @@ pub const VOLATILE: &str = "volatile";
 /// ([`SLOW_WRITES_KEYS`]).
 pub const SLOW_WRITES: &[&str] = &["lmdb-sync"];
 
-
 /// Keys of each workload the main job gives an engine of [`SLOW_WRITES`] (the first ones of
 /// the set), unless `--full`.
 pub const SLOW_WRITES_KEYS: usize = 50_000;

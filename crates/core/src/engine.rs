@@ -7,7 +7,7 @@
 //! engine declares, `sync`, `close`, reports. Cursors, re-entrancy and panic containment
 //! are built once above it, in the `pmkv` crate's `Store`, not in every engine.
 
-use crate::batch::{BatchOp, WriteBatch};
+use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::range::{Direction, KeyRange};
@@ -159,15 +159,7 @@ pub trait Engine: Send + Sync {
     /// engine that declares `atomic_batches` overrides it, and may apply a
     /// [`WriteBatch::independent`] one without paying for atomicity.
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        for op in batch.ops() {
-            match op {
-                BatchOp::Put(k, v) => self.put(k, v)?,
-                BatchOp::Delete(k) => {
-                    self.delete(k)?;
-                }
-            }
-        }
-        Ok(())
+        crate::kit::apply_in_order(&batch.log_ops(), |k, v| self.put(k, v), |k| self.delete(k))
     }
 
     /// Visit the records of `range` in `dir` order until `visit` returns false or `limit`

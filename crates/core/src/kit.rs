@@ -120,6 +120,30 @@ pub fn check_batch_sizes(ops: &[Op<'_>], max_key: usize, max_value: usize) -> En
     })
 }
 
+/// Apply `ops` in order with `put` and `delete`, stopping at the first error: a batch
+/// without a log (a crash keeps a prefix), and what a batch log replays.
+pub fn apply_in_order<E>(
+    ops: &[Op<'_>],
+    mut put: impl FnMut(&[u8], &[u8]) -> std::result::Result<(), E>,
+    mut delete: impl FnMut(&[u8]) -> std::result::Result<bool, E>,
+) -> std::result::Result<(), E> {
+    ops.iter().try_for_each(|op| match *op {
+        Op::Put(k, v) => put(k, v),
+        Op::Delete(k) => delete(k).map(drop),
+    })
+}
+
+/// Close `pool` once `release` (which drops the engine's last other handle) has run, if
+/// this is its last handle; a pool still shared elsewhere (a test's crash image, a clone)
+/// is left to its other owner. What every engine's `close` does after sealing.
+pub fn close_after(pool: Arc<Pool>, release: impl FnOnce()) -> EngineResult<()> {
+    release();
+    match Arc::try_unwrap(pool) {
+        Ok(pool) => Ok(pool.close()?),
+        Err(_) => Ok(()),
+    }
+}
+
 /// One `key=value` parameter of an engine's typed options `O`, declared once: its name,
 /// what it does (values, default) and how it sets `O` (the parser and the check of the
 /// value; the error says why the value is refused).
@@ -201,8 +225,11 @@ impl EngineSettings for () {
 ///
 /// Every method takes `&self` but `close`, and may be called from many threads at once.
 pub trait NativeEngine: Send + Sync + Sized + 'static {
-    /// What the engine is and offers (limits may depend on the open pool).
-    fn info(&self) -> EngineInfo;
+    /// What the open engine is and offers: its factory's info (`info`), which the default
+    /// keeps; an engine whose limits depend on the open pool adjusts them.
+    fn info(&self, info: EngineInfo) -> EngineInfo {
+        info
+    }
     /// Call `f` with the value of `key`, if present; returns whether it was.
     fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> EngineResult<bool>;
     /// Insert or replace.
@@ -214,15 +241,7 @@ pub trait NativeEngine: Send + Sync + Sized + 'static {
     /// prefix).
     fn write_batch(&self, ops: &[Op<'_>], atomic: bool) -> EngineResult<()> {
         let _ = atomic;
-        for op in ops {
-            match *op {
-                Op::Put(k, v) => self.put(k, v)?,
-                Op::Delete(k) => {
-                    self.delete(k)?;
-                }
-            }
-        }
-        Ok(())
+        apply_in_order(ops, |k, v| self.put(k, v), |k| self.delete(k))
     }
     /// Visit the records of `range` (never empty: the kit answers empty ranges), in
     /// descending order if `reverse`, until `visit` returns false or `limit` were visited.
@@ -236,8 +255,8 @@ pub trait NativeEngine: Send + Sync + Sized + 'static {
     fn check(&self) -> EngineResult<String>;
     /// The check as a report: the summary as a fact, or each problem. A damaged allocator
     /// found by the check is a problem too, not a failure to check.
-    fn check_report(&self) -> EngineResult<CheckReport> {
-        let mut r = CheckReport::new(self.info().name);
+    fn check_report(&self, engine: &str) -> EngineResult<CheckReport> {
+        let mut r = CheckReport::new(engine);
         match self.check() {
             Ok(summary) => {
                 r.fact("summary", summary);
@@ -360,8 +379,10 @@ pub trait NativeFactory: Send + Sync + 'static {
     type Settings: EngineSettings;
     /// What the engine is.
     fn info(&self) -> EngineInfo;
-    /// The layout name the engine writes into a pool header.
-    fn layout(&self) -> &'static str;
+    /// The layout name the engine writes into a pool header; by default its name.
+    fn layout(&self) -> &'static str {
+        self.info().name
+    }
     /// Open (recovering first) or format the engine on `pool`, with `settings` parsed from
     /// `opts` (which the engine may read for pool-wide choices such as sizes).
     fn open_native(&self, pool: Arc<Pool>, settings: Self::Settings, opts: &Options) -> EngineResult<Self::Engine>;
@@ -383,10 +404,10 @@ impl<F: NativeFactory> EngineFactory for F {
         F::Settings::SETTINGS.iter().map(|s| Param { name: s.name, doc: s.doc }).collect()
     }
     fn open_pool(&self, pool: Arc<Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
-        let name = NativeFactory::info(self).name;
-        let settings = parse_settings::<F::Settings>(name, opts)?;
-        let engine = self.open_native(pool, settings, opts).map_err(|e| e.into_error(name))?;
-        Ok(Box::new(Native(engine)))
+        let info = NativeFactory::info(self);
+        let settings = parse_settings::<F::Settings>(info.name, opts)?;
+        let engine = self.open_native(pool, settings, opts).map_err(|e| e.into_error(info.name))?;
+        Ok(Box::new(Native { info: engine.info(info), engine }))
     }
     fn salvage(&self, image: &[u8], emit: Emit<'_>) -> Result<SalvageReport> {
         NativeFactory::salvage(self, image, emit)
@@ -397,62 +418,66 @@ impl<F: NativeFactory> EngineFactory for F {
 }
 
 /// A [`NativeEngine`] as an [`Engine`]: the one adapter.
-pub struct Native<E>(pub E);
+pub struct Native<E> {
+    /// What the engine is, fixed at open.
+    info: EngineInfo,
+    engine: E,
+}
 
 impl<E: NativeEngine> Native<E> {
     fn err(&self, e: EngineError) -> Error {
-        e.into_error(self.0.info().name)
+        e.into_error(self.info.name)
     }
 }
 
 impl<E: NativeEngine> Engine for Native<E> {
     fn info(&self) -> EngineInfo {
-        self.0.info()
+        self.info.clone()
     }
     fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
-        self.0.get_with(key, f).map_err(|e| self.err(e))
+        self.engine.get_with(key, f).map_err(|e| self.err(e))
     }
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.0.put(key, value).map_err(|e| self.err(e))
+        self.engine.put(key, value).map_err(|e| self.err(e))
     }
     fn delete(&self, key: &[u8]) -> Result<bool> {
-        self.0.delete(key).map_err(|e| self.err(e))
+        self.engine.delete(key).map_err(|e| self.err(e))
     }
     /// Batches reach the engine as the substrate's log operations, with their atomicity;
     /// an engine without batch code of its own applies them in order (the trait's default).
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        self.0.write_batch(&batch.log_ops(), batch.is_atomic()).map_err(|e| self.err(e))
+        self.engine.write_batch(&batch.log_ops(), batch.is_atomic()).map_err(|e| self.err(e))
     }
     fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
         if range.is_empty() || limit == 0 {
             return Ok(());
         }
-        self.0.scan(range, limit, dir == Direction::Reverse, visit).map_err(|e| self.err(e))
+        self.engine.scan(range, limit, dir == Direction::Reverse, visit).map_err(|e| self.err(e))
     }
     fn len(&self) -> u64 {
-        self.0.len()
+        self.engine.len()
     }
     fn memory(&self) -> MemoryUsage {
-        self.0.memory()
+        self.engine.memory()
     }
     fn check(&self) -> Result<CheckReport> {
-        self.0.check_report().map_err(|e| self.err(e))
+        self.engine.check_report(self.info.name).map_err(|e| self.err(e))
     }
     fn recovery(&self) -> Option<RecoveryReport> {
-        Some(self.0.recovery())
+        Some(self.engine.recovery())
     }
     fn sync(&self) -> Result<()> {
-        self.0.sync().map_err(|e| self.err(e))
+        self.engine.sync().map_err(|e| self.err(e))
     }
     fn close(self: Box<Self>) -> Result<()> {
-        let name = self.0.info().name;
-        self.0.close().map_err(|e| e.into_error(name))
+        let name = self.info.name;
+        self.engine.close().map_err(|e| e.into_error(name))
     }
     fn poison(&self) {
-        self.0.poison();
+        self.engine.poison();
     }
     fn pool(&self) -> Option<&Arc<Pool>> {
-        Some(self.0.pool())
+        Some(self.engine.pool())
     }
 }
 

@@ -36,8 +36,8 @@ pub use batch::{BatchOp, WriteBatch};
 pub use engine::{open_engine_file, open_pool_file, Emit, Engine, EngineFactory, EngineInfo, Param, Visitor};
 pub use error::{Error, ErrorKind, Result};
 pub use kit::{
-    check_batch_sizes, check_sizes, parse_bool, parse_choice, parse_in, parse_settings, EngineError, EngineResult,
-    EngineSettings, Native, NativeEngine, NativeFactory, Setting,
+    apply_in_order, check_batch_sizes, check_sizes, close_after, parse_bool, parse_choice, parse_in, parse_settings,
+    EngineError, EngineResult, EngineSettings, Native, NativeEngine, NativeFactory, Setting,
 };
 pub use options::{EngineOptions, Options};
 pub use range::{Direction, KeyRange};

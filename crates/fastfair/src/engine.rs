@@ -6,27 +6,12 @@ use crate::tree::{FastFair, Options};
 use pmkv_core::{EngineInfo, EngineResult, EngineSettings, MemoryUsage, NativeEngine, NativeFactory, Pool, Setting};
 use std::sync::Arc;
 
-/// The layout name FAST&FAIR pools carry in their header.
-pub(crate) const LAYOUT: &str = "fastfair";
-
 /// The factory the registry lists.
 pub static FACTORY: FastFairFactory = FastFairFactory;
 
 /// Opens FAST&FAIR engines.
 #[derive(Debug, Default)]
 pub struct FastFairFactory;
-
-fn info() -> EngineInfo {
-    EngineInfo::new(
-        "fastfair",
-        "FAST&FAIR: B+-tree wholly in PM, failure-atomic shifts and in-place splits, readers take no lock (Hwang et al., FAST 2018)",
-    )
-    .persistent(true)
-    .atomic_batches(false)
-    .limits(MAX_KEY, MAX_VALUE)
-    .node_keys(CAP)
-    .competitor(true)
-}
 
 /// No parameters: the node size is fixed by the format.
 impl EngineSettings for Options {
@@ -37,10 +22,15 @@ impl NativeFactory for FastFairFactory {
     type Engine = FastFair;
     type Settings = Options;
     fn info(&self) -> EngineInfo {
-        info()
-    }
-    fn layout(&self) -> &'static str {
-        LAYOUT
+        EngineInfo::new(
+            "fastfair",
+            "FAST&FAIR: B+-tree wholly in PM, failure-atomic shifts and in-place splits, readers take no lock (Hwang et al., FAST 2018)",
+        )
+        .persistent(true)
+        .atomic_batches(false)
+        .limits(MAX_KEY, MAX_VALUE)
+        .node_keys(CAP)
+        .competitor(true)
     }
     fn open_native(&self, pool: Arc<Pool>, o: Options, _: &pmkv_core::Options) -> EngineResult<FastFair> {
         FastFair::open_with(pool, o)
@@ -49,11 +39,11 @@ impl NativeFactory for FastFairFactory {
 
 impl NativeEngine for FastFair {
     pmkv_core::native_methods!(get_with, put, delete, scan, len, check, recovery_report, sync, close, pool);
-    fn info(&self) -> EngineInfo {
-        info()
-    }
     fn memory(&self) -> MemoryUsage {
         // The tree keeps nothing in DRAM but its handle: every node is in PM.
-        MemoryUsage { dram: vec![("handle".into(), std::mem::size_of::<FastFair>() as u64)], pm: FastFair::memory(self) }
+        MemoryUsage {
+            dram: vec![("handle".into(), std::mem::size_of::<FastFair>() as u64)],
+            pm: FastFair::memory(self),
+        }
     }
 }

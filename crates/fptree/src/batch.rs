@@ -29,15 +29,7 @@ impl FpTree {
 
     /// Apply `ops` in order with the tree's normal writes. A crash keeps a prefix.
     fn apply_ops(&self, ops: &[Op<'_>]) -> Result<()> {
-        for op in ops {
-            match *op {
-                Op::Put(k, v) => self.put(k, v)?,
-                Op::Delete(k) => {
-                    self.delete(k)?;
-                }
-            }
-        }
-        Ok(())
+        pmkv_core::apply_in_order(ops, |k, v| self.put(k, v), |k| self.delete(k))
     }
 
     /// At open, after the rebuild: finish every batch a crash interrupted after its log

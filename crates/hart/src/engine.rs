@@ -10,9 +10,6 @@ use pmkv_core::{
 };
 use std::sync::Arc;
 
-/// The layout name HART pools carry in their header.
-const LAYOUT: &str = "hart";
-
 /// The factory the registry lists.
 pub static FACTORY: HartFactory = HartFactory;
 
@@ -36,22 +33,18 @@ impl EngineSettings for Options {
     ];
 }
 
-fn info() -> EngineInfo {
-    EngineInfo::new("hart", "HART: hash table of adaptive radix trees in DRAM over PM leaves (Pan et al., IPDPS 2019)")
-        .persistent(true)
-        .atomic_batches(true)
-        .limits(MAX_KEY, MAX_VALUE)
-        .node_keys(256)
-}
-
 impl NativeFactory for HartFactory {
     type Engine = Hart;
     type Settings = Options;
     fn info(&self) -> EngineInfo {
-        info()
-    }
-    fn layout(&self) -> &'static str {
-        LAYOUT
+        EngineInfo::new(
+            "hart",
+            "HART: hash table of adaptive radix trees in DRAM over PM leaves (Pan et al., IPDPS 2019)",
+        )
+        .persistent(true)
+        .atomic_batches(true)
+        .limits(MAX_KEY, MAX_VALUE)
+        .node_keys(256)
     }
     fn open_native(&self, pool: Arc<Pool>, o: Options, _: &pmkv_core::Options) -> EngineResult<Hart> {
         Hart::open(pool, o)
@@ -79,9 +72,6 @@ impl NativeEngine for Hart {
         close,
         pool
     );
-    fn info(&self) -> EngineInfo {
-        info()
-    }
     fn memory(&self) -> MemoryUsage {
         let (dram, pm) = Hart::memory(self);
         MemoryUsage { dram, pm }

@@ -19,8 +19,8 @@ use crate::error::Error as MgError;
 use crate::heap::Heap;
 use crate::runtime::{Capture, Log, Mangosteen, Options as MgOptions, SizeCheck};
 use pmkv_core::{
-    parse_bool, parse_choice, parse_in, CheckReport, Emit, EngineError, EngineInfo, EngineResult, EngineSettings, Error,
-    ErrorKind, KeyRange, LogOp, MemoryUsage, NativeEngine, NativeFactory, Options, Pool, RecoveryReport, Result,
+    parse_bool, parse_choice, parse_in, CheckReport, Emit, EngineError, EngineInfo, EngineResult, EngineSettings,
+    Error, ErrorKind, KeyRange, LogOp, MemoryUsage, NativeEngine, NativeFactory, Options, Pool, RecoveryReport, Result,
     SalvageReport, Setting, Visitor,
 };
 use std::ffi::c_void;
@@ -371,10 +371,10 @@ impl NativeEngine for MangosteenEngine {
     /// Keys up to 64 KiB and values up to an eighth of the region (so that a record always
     /// fits an empty region with room for the map's nodes), and up to 2 MiB (so that a
     /// batch of a few such writes fits the redo ring).
-    fn info(&self) -> EngineInfo {
+    fn info(&self, info: EngineInfo) -> EngineInfo {
         let r = self.m.size() as usize;
         let ring_bytes = (RING_MAX * 32) as usize;
-        info().limits((64 << 10).min(r / 16), (r / 8).min(ring_bytes / 4))
+        info.limits((64 << 10).min(r / 16), (r / 8).min(ring_bytes / 4))
     }
     fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> EngineResult<bool> {
         let mut arg: GetArg<'_> = (f, None);
@@ -454,14 +454,14 @@ impl NativeEngine for MangosteenEngine {
     }
     /// The report's problems as one `Corrupt` error, or its facts as a summary.
     fn check(&self) -> EngineResult<String> {
-        let rep = self.check_report()?;
+        let rep = self.check_report("mangosteen")?;
         if !rep.is_ok() {
             return Err(EngineError::Corrupt(rep.problems.join("\n")));
         }
         Ok(rep.facts.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "))
     }
-    fn check_report(&self) -> EngineResult<CheckReport> {
-        let mut rep = CheckReport::new("mangosteen");
+    fn check_report(&self, engine: &str) -> EngineResult<CheckReport> {
+        let mut rep = CheckReport::new(engine);
         let (heap, len, ordered) = self.m.read(|r| {
             let base = r.as_ptr() as *mut u8;
             // SAFETY: `r` is the whole DRAM copy (16-aligned, mapped for `m`'s life); under

@@ -32,17 +32,7 @@ impl NbTree {
 
     /// Apply `ops` in order with the tree's normal writes. A crash keeps a prefix.
     fn apply_ops(&self, ops: &[Op<'_>]) -> Result<()> {
-        for op in ops {
-            match *op {
-                Op::Put(k, v) => {
-                    self.put(k, v)?;
-                }
-                Op::Delete(k) => {
-                    self.delete(k)?;
-                }
-            }
-        }
-        Ok(())
+        pmkv_core::apply_in_order(ops, |k, v| self.put(k, v).map(drop), |k| self.delete(k))
     }
 
     /// Set the superblock's [`BATCH_LOGS`] flag, durably, unless it is set. One 8-byte

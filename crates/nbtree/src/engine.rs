@@ -10,9 +10,6 @@ use pmkv_core::{
 };
 use std::sync::Arc;
 
-/// The layout name NBTree pools carry in their header.
-pub(crate) const LAYOUT: &str = "nbtree";
-
 impl EngineSettings for Options {
     const SETTINGS: &'static [Setting<Options>] = &[
         Setting {
@@ -35,25 +32,18 @@ pub static FACTORY: NbTreeFactory = NbTreeFactory;
 #[derive(Debug, Default)]
 pub struct NbTreeFactory;
 
-fn info() -> EngineInfo {
-    EngineInfo::new(
-        "nbtree",
-        "NBTree: lock-free B+-tree, DRAM leaf metadata and inner nodes over PM key-value blocks (Zhang et al., VLDB 2022)",
-    )
-    .persistent(true)
-    .atomic_batches(true)
-    .limits(MAX_KEY, MAX_VALUE)
-    .node_keys(crate::layout::CAP)
-}
-
 impl NativeFactory for NbTreeFactory {
     type Engine = NbTree;
     type Settings = Options;
     fn info(&self) -> EngineInfo {
-        info()
-    }
-    fn layout(&self) -> &'static str {
-        LAYOUT
+        EngineInfo::new(
+            "nbtree",
+            "NBTree: lock-free B+-tree, DRAM leaf metadata and inner nodes over PM key-value blocks (Zhang et al., VLDB 2022)",
+        )
+        .persistent(true)
+        .atomic_batches(true)
+        .limits(MAX_KEY, MAX_VALUE)
+        .node_keys(crate::layout::CAP)
     }
     fn open_native(&self, pool: Arc<Pool>, o: Options, _: &pmkv_core::Options) -> EngineResult<NbTree> {
         NbTree::open_with(pool, o)
@@ -67,9 +57,6 @@ impl NativeFactory for NbTreeFactory {
 /// across a crash, see `batch`); independent ones are applied in order.
 impl NativeEngine for NbTree {
     pmkv_core::native_methods!(get_with, delete, write_batch, scan, len, check, recovery_report, sync, close, pool);
-    fn info(&self) -> EngineInfo {
-        info()
-    }
     fn put(&self, key: &[u8], value: &[u8]) -> EngineResult<()> {
         NbTree::put(self, key, value).map(drop)
     }

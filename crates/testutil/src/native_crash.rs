@@ -142,14 +142,16 @@ impl<F: NativeFactory> NativeCrash<F> {
 
     /// The engine on a fresh simulated pool.
     fn fresh(&self) -> F::Engine {
-        let pool = Arc::new(Pool::create_sim(self.factory.layout(), &sim_opts(2 << 20).mode(self.mode)).expect("sim pool"));
+        let pool =
+            Arc::new(Pool::create_sim(self.factory.layout(), &sim_opts(2 << 20).mode(self.mode)).expect("sim pool"));
         self.factory.open_native(pool, self.settings.clone(), &Options::default()).expect("format")
     }
 
     /// Check the images of every crash point until the hook is cleared: recovery, the
     /// engine's check, before or after, and [`NativeCrash::live_on`].
     fn hook(&self, t: &F::Engine, found: &CrashFindings, what: String, before: Model, after: Model, op: Op) {
-        let (factory, mode, evictions, seed, live_on) = (self.factory, self.mode, self.evictions, self.seed, self.live_on);
+        let (factory, mode, evictions, seed, live_on) =
+            (self.factory, self.mode, self.evictions, self.seed, self.live_on);
         let (f, desc) = (found.clone(), format!("{} {mode:?} {what}", factory.layout()));
         t.pool().sim().unwrap().set_hook_with(true, mode == Mode::Eadr, move |pt| {
             f.check_images(pt, evictions(seed, pt.index), &desc, |img| {
@@ -177,6 +179,7 @@ impl<F: NativeFactory> NativeCrash<F> {
 }
 
 fn recover<F: NativeFactory>(factory: &F, mode: Mode, img: &[u8]) -> Result<F::Engine, String> {
-    let pool = Pool::from_image(img, Some(factory.layout()), &sim_opts(1 << 20).mode(mode)).map_err(|e| e.to_string())?;
+    let pool =
+        Pool::from_image(img, Some(factory.layout()), &sim_opts(1 << 20).mode(mode)).map_err(|e| e.to_string())?;
     factory.open_native(Arc::new(pool), Default::default(), &Options::default()).map_err(|e| e.to_string())
 }

@@ -52,9 +52,6 @@ impl NativeFactory for WoartFactory {
     fn info(&self) -> EngineInfo {
         info(self.0)
     }
-    fn layout(&self) -> &'static str {
-        self.0.name()
-    }
     fn open_native(&self, pool: Arc<Pool>, o: Options, _: &pmkv_core::Options) -> EngineResult<Woart> {
         match self.0 {
             Variant::Woart => Woart::open_with(pool, o),
@@ -65,9 +62,6 @@ impl NativeFactory for WoartFactory {
 
 impl NativeEngine for Woart {
     pmkv_core::native_methods!(get_with, put, delete, scan, len, check, recovery_report, sync, close, pool);
-    fn info(&self) -> EngineInfo {
-        info(self.variant)
-    }
     fn memory(&self) -> MemoryUsage {
         MemoryUsage {
             dram: vec![("tree".into(), std::mem::size_of::<Woart>() as u64)],
