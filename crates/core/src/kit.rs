@@ -291,22 +291,33 @@ pub trait NativeEngine: Send + Sync + Sized + 'static {
 
 /// Implement [`NativeEngine`] methods by calling the engine's inherent methods of the same
 /// name and signature, so that an engine whose native API already has them writes only
-/// what differs (`info`, `memory`, ...) in its impl:
+/// what differs (`memory`, ...) in its impl:
 ///
 /// ```ignore
 /// impl NativeEngine for MyTree {
 ///     pmkv_core::native_methods!(get_with, put, delete, scan, len, check, recovery_report, sync, close, pool);
-///     fn info(&self) -> EngineInfo { ... }
 ///     fn memory(&self) -> MemoryUsage { ... }
 /// }
 /// ```
 ///
-/// `recovery_report` (returning `&RecoveryReport`) gives [`NativeEngine::recovery`]; the
-/// others give the trait method of their name. A missing inherent method would make the
+/// `tree` stands for the ten methods every tree engine has (`get_with`, `put`, `delete`,
+/// `scan`, `len`, `check`, `recovery_report`, `sync`, `close`, `pool`). `recovery_report`
+/// (returning `&RecoveryReport`) gives [`NativeEngine::recovery`]; `memory_pair` (an
+/// inherent `memory` returning DRAM and PM use) gives [`NativeEngine::memory`]; the others
+/// give the trait method of their name. A missing inherent method would make the
 /// call recurse, which rustc's `unconditional_recursion` lint refuses.
 #[macro_export]
 macro_rules! native_methods {
+    (tree $(, $m:ident)* $(,)?) => {
+        $crate::native_methods!(get_with, put, delete, scan, len, check, recovery_report, sync, close, pool $(, $m)*);
+    };
     ($($m:ident),* $(,)?) => { $( $crate::native_methods!(@ $m); )* };
+    (@ memory_pair) => {
+        fn memory(&self) -> $crate::MemoryUsage {
+            let (dram, pm) = Self::memory(self);
+            $crate::MemoryUsage { dram, pm }
+        }
+    };
     (@ get_with) => {
         fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> $crate::EngineResult<bool> {
             Self::get_with(self, key, f)

@@ -3,7 +3,7 @@
 
 use crate::layout::{CAP, MAX_KEY, MAX_VALUE};
 use crate::tree::{FastFair, Options};
-use pmkv_core::{EngineInfo, EngineResult, EngineSettings, MemoryUsage, NativeEngine, NativeFactory, Pool, Setting};
+use pmkv_core::{EngineInfo, EngineResult, MemoryUsage, NativeEngine, NativeFactory, Pool};
 use std::sync::Arc;
 
 /// The factory the registry lists.
@@ -13,14 +13,10 @@ pub static FACTORY: FastFairFactory = FastFairFactory;
 #[derive(Debug, Default)]
 pub struct FastFairFactory;
 
-/// No parameters: the node size is fixed by the format.
-impl EngineSettings for Options {
-    const SETTINGS: &'static [Setting<Options>] = &[];
-}
-
 impl NativeFactory for FastFairFactory {
     type Engine = FastFair;
-    type Settings = Options;
+    /// No parameters yet (its typed `Options` are empty).
+    type Settings = ();
     fn info(&self) -> EngineInfo {
         EngineInfo::new(
             "fastfair",
@@ -32,13 +28,13 @@ impl NativeFactory for FastFairFactory {
         .node_keys(CAP)
         .competitor(true)
     }
-    fn open_native(&self, pool: Arc<Pool>, o: Options, _: &pmkv_core::Options) -> EngineResult<FastFair> {
-        FastFair::open_with(pool, o)
+    fn open_native(&self, pool: Arc<Pool>, _: (), _: &pmkv_core::Options) -> EngineResult<FastFair> {
+        FastFair::open_with(pool, Options::default())
     }
 }
 
 impl NativeEngine for FastFair {
-    pmkv_core::native_methods!(get_with, put, delete, scan, len, check, recovery_report, sync, close, pool);
+    pmkv_core::native_methods!(tree);
     fn memory(&self) -> MemoryUsage {
         // The tree keeps nothing in DRAM but its handle: every node is in PM.
         MemoryUsage {

@@ -3,7 +3,7 @@
 
 use crate::layout::{CAP, MAX_KEY, MAX_VALUE};
 use crate::tree::{FpTree, Options};
-use pmkv_core::{EngineInfo, EngineResult, EngineSettings, MemoryUsage, NativeEngine, NativeFactory, Pool, Setting};
+use pmkv_core::{EngineInfo, EngineResult, NativeEngine, NativeFactory, Pool};
 use std::sync::Arc;
 
 /// The factory the registry lists.
@@ -13,14 +13,10 @@ pub static FACTORY: FpTreeFactory = FpTreeFactory;
 #[derive(Debug, Default)]
 pub struct FpTreeFactory;
 
-/// No parameters yet.
-impl EngineSettings for Options {
-    const SETTINGS: &'static [Setting<Options>] = &[];
-}
-
 impl NativeFactory for FpTreeFactory {
     type Engine = FpTree;
-    type Settings = Options;
+    /// No parameters yet (its typed `Options` are empty).
+    type Settings = ();
     fn info(&self) -> EngineInfo {
         EngineInfo::new(
             "fptree",
@@ -32,29 +28,13 @@ impl NativeFactory for FpTreeFactory {
         .node_keys(CAP)
         .competitor(true)
     }
-    fn open_native(&self, pool: Arc<Pool>, o: Options, _: &pmkv_core::Options) -> EngineResult<FpTree> {
-        FpTree::open_with(pool, o)
+    fn open_native(&self, pool: Arc<Pool>, _: (), _: &pmkv_core::Options) -> EngineResult<FpTree> {
+        FpTree::open_with(pool, Options::default())
     }
 }
 
 /// Atomic batches of two or more operations go through the batch log (all or nothing
 /// across a crash, see `batch`); independent ones are applied in order.
 impl NativeEngine for FpTree {
-    pmkv_core::native_methods!(
-        get_with,
-        put,
-        delete,
-        write_batch,
-        scan,
-        len,
-        check,
-        recovery_report,
-        sync,
-        close,
-        pool
-    );
-    fn memory(&self) -> MemoryUsage {
-        let (dram, pm) = FpTree::memory(self);
-        MemoryUsage { dram, pm }
-    }
+    pmkv_core::native_methods!(tree, write_batch, memory_pair);
 }

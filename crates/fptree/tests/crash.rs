@@ -94,7 +94,7 @@ fn atomic_batch_every_crash_point_and_eadr_store() {
         batch.push(Op::Delete(b"missing".to_vec()));
         let mut run = NativeCrash::new(&pmkv_fptree::FACTORY, mode);
         run.evictions = |_, i| Eviction::standard(i).to_vec();
-        let n = run.explore_batch(&setup, &batch);
+        let (n, _) = run.explore_batches(&setup, &[batch], |t| t);
         eprintln!("{mode:?}: an atomic batch, {n} crash images checked");
     }
 }

@@ -5,8 +5,8 @@
 use crate::hart::{Hart, Options};
 use crate::layout::{MAX_KEY, MAX_VALUE};
 use pmkv_core::{
-    parse_bool, parse_in, Emit, EngineInfo, EngineResult, EngineSettings, MemoryUsage, NativeEngine, NativeFactory,
-    Pool, Result, SalvageReport, Setting,
+    parse_bool, parse_in, Emit, EngineInfo, EngineResult, EngineSettings, NativeEngine, NativeFactory, Pool, Result,
+    SalvageReport, Setting,
 };
 use std::sync::Arc;
 
@@ -59,21 +59,5 @@ impl NativeFactory for HartFactory {
 /// prefix), with group commit: consecutive puts go through [`Hart::put_many`], which
 /// shares one commit fence among the puts of a run that fall in one ART.
 impl NativeEngine for Hart {
-    pmkv_core::native_methods!(
-        get_with,
-        put,
-        delete,
-        write_batch,
-        scan,
-        len,
-        check,
-        recovery_report,
-        sync,
-        close,
-        pool
-    );
-    fn memory(&self) -> MemoryUsage {
-        let (dram, pm) = Hart::memory(self);
-        MemoryUsage { dram, pm }
-    }
+    pmkv_core::native_methods!(tree, write_batch, memory_pair);
 }

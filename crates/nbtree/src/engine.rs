@@ -5,7 +5,7 @@
 use crate::layout::{MAX_KEY, MAX_VALUE};
 use crate::tree::{NbTree, Options};
 use pmkv_core::{
-    parse_bool, Emit, EngineInfo, EngineResult, EngineSettings, MemoryUsage, NativeEngine, NativeFactory, Pool, Result,
+    parse_bool, Emit, EngineInfo, EngineResult, EngineSettings, NativeEngine, NativeFactory, Pool, Result,
     SalvageReport, Setting,
 };
 use std::sync::Arc;
@@ -56,12 +56,20 @@ impl NativeFactory for NbTreeFactory {
 /// Atomic batches of two or more operations go through the batch log (all or nothing
 /// across a crash, see `batch`); independent ones are applied in order.
 impl NativeEngine for NbTree {
-    pmkv_core::native_methods!(get_with, delete, write_batch, scan, len, check, recovery_report, sync, close, pool);
+    pmkv_core::native_methods!(
+        get_with,
+        delete,
+        write_batch,
+        scan,
+        len,
+        check,
+        recovery_report,
+        sync,
+        close,
+        pool,
+        memory_pair
+    );
     fn put(&self, key: &[u8], value: &[u8]) -> EngineResult<()> {
         NbTree::put(self, key, value).map(drop)
-    }
-    fn memory(&self) -> MemoryUsage {
-        let (dram, pm) = NbTree::memory(self);
-        MemoryUsage { dram, pm }
     }
 }

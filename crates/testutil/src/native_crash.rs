@@ -106,9 +106,17 @@ impl<F: NativeFactory> NativeCrash<F> {
         found.images()
     }
 
-    /// Apply `setup` (unchecked), then `batch` as one atomic write batch, checking every
-    /// crash image of the batch: all or nothing. Returns the images checked.
-    pub fn explore_batch(&self, setup: &[Op], batch: &[Op]) -> u64 {
+    /// Apply `setup` (unchecked), hand the engine to `prepare` (which may change the pool
+    /// and return the engine reopened), then apply each of `batches` as one atomic write
+    /// batch, checking every crash image of each: all or nothing. Each batch must be
+    /// durable once applied (an image taken then recovers to it). Returns the images
+    /// checked and the engine.
+    pub fn explore_batches(
+        &self,
+        setup: &[Op],
+        batches: &[Vec<Op>],
+        prepare: impl FnOnce(F::Engine) -> F::Engine,
+    ) -> (u64, F::Engine) {
         use pmkv_substrate::batch_log::Op as LogOp;
         let t = self.fresh();
         let mut model = Model::new();
@@ -119,25 +127,28 @@ impl<F: NativeFactory> NativeCrash<F> {
                 Op::Delete(k) => drop(t.delete(k).unwrap()),
             }
         }
-        let before = model.clone();
-        for op in batch {
-            apply(&mut model, op);
-        }
+        let t = prepare(t);
         let found = CrashFindings::new();
-        let last = batch.last().cloned().unwrap_or(Op::Delete(Vec::new()));
-        self.hook(&t, &found, "batch".into(), before, model.clone(), last);
-        let ops: Vec<LogOp<'_>> = batch
-            .iter()
-            .map(|op| match op {
-                Op::Put(k, v) => LogOp::Put(k, v),
-                Op::Delete(k) => LogOp::Delete(k),
-            })
-            .collect();
-        t.write_batch(&ops, true).unwrap();
-        t.pool().sim().unwrap().clear_hook();
+        for (b, batch) in batches.iter().enumerate() {
+            let before = model.clone();
+            for op in batch {
+                apply(&mut model, op);
+            }
+            let last = batch.last().cloned().unwrap_or(Op::Delete(Vec::new()));
+            self.hook(&t, &found, format!("batch {b}"), before, model.clone(), last);
+            let ops: Vec<LogOp<'_>> = batch
+                .iter()
+                .map(|op| match op {
+                    Op::Put(k, v) => LogOp::Put(k, v),
+                    Op::Delete(k) => LogOp::Delete(k),
+                })
+                .collect();
+            t.write_batch(&ops, true).unwrap();
+            t.pool().sim().unwrap().clear_hook();
+            self.check_final(&t, &model);
+        }
         found.assert_none("atomic batches are not all or nothing");
-        self.check_final(&t, &model);
-        found.images()
+        (found.images(), t)
     }
 
     /// The engine on a fresh simulated pool.

@@ -4,7 +4,7 @@
 use crate::cow::ArtCow;
 use crate::layout::{Variant, MAX_KEY, MAX_VALUE};
 use crate::tree::{Options, Woart};
-use pmkv_core::{EngineInfo, EngineResult, EngineSettings, MemoryUsage, NativeEngine, NativeFactory, Pool, Setting};
+use pmkv_core::{EngineInfo, EngineResult, MemoryUsage, NativeEngine, NativeFactory, Pool};
 use std::sync::Arc;
 
 /// The factory of WOART engines the registry lists.
@@ -41,18 +41,15 @@ fn info(v: Variant) -> EngineInfo {
         .competitor(true)
 }
 
-/// No parameters yet.
-impl EngineSettings for Options {
-    const SETTINGS: &'static [Setting<Options>] = &[];
-}
-
 impl NativeFactory for WoartFactory {
     type Engine = Woart;
-    type Settings = Options;
+    /// No parameters yet (its typed `Options` are empty).
+    type Settings = ();
     fn info(&self) -> EngineInfo {
         info(self.0)
     }
-    fn open_native(&self, pool: Arc<Pool>, o: Options, _: &pmkv_core::Options) -> EngineResult<Woart> {
+    fn open_native(&self, pool: Arc<Pool>, _: (), _: &pmkv_core::Options) -> EngineResult<Woart> {
+        let o = Options::default();
         match self.0 {
             Variant::Woart => Woart::open_with(pool, o),
             Variant::ArtCow => Ok(ArtCow::open_with(pool, o)?.into_inner()),
@@ -61,7 +58,7 @@ impl NativeFactory for WoartFactory {
 }
 
 impl NativeEngine for Woart {
-    pmkv_core::native_methods!(get_with, put, delete, scan, len, check, recovery_report, sync, close, pool);
+    pmkv_core::native_methods!(tree);
     fn memory(&self) -> MemoryUsage {
         MemoryUsage {
             dram: vec![("tree".into(), std::mem::size_of::<Woart>() as u64)],
