@@ -248,6 +248,10 @@ pub trait NativeEngine: Send + Sync + Sized + 'static {
     fn scan(&self, range: &KeyRange, limit: usize, reverse: bool, visit: Visitor<'_>) -> EngineResult<()>;
     /// Number of records.
     fn len(&self) -> u64;
+    /// Whether there are no records.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Memory in use, by structure.
     fn memory(&self) -> MemoryUsage;
     /// Verify the engine's invariants: a one-line summary, or `Corrupt` with one problem

@@ -5,7 +5,7 @@ use crate::error::{corrupt, Result};
 use crate::layout::*;
 use crate::node::{Obj, Snap};
 use parking_lot::Mutex;
-use pmkv_core::{KeyRange, RecoveryReport};
+use pmkv_core::{KeyRange, RecoveryReport, Visitor};
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::Pool;
 use std::cmp::Ordering as Cmp;
@@ -315,13 +315,7 @@ impl FastFair {
 
     /// Visit the records of `range` in order (`reverse`: descending) until
     /// `visit` returns false or `limit` were visited.
-    pub fn scan(
-        &self,
-        range: &KeyRange,
-        limit: usize,
-        reverse: bool,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
+    pub fn scan(&self, range: &KeyRange, limit: usize, reverse: bool, visit: Visitor<'_>) -> Result<()> {
         if limit == 0 {
             return Ok(());
         }

@@ -27,7 +27,7 @@ use crate::layout::*;
 use crate::leaf::{write_object, Entry, Leaf};
 use crate::micro_log::{self, MicroLogs};
 use parking_lot::RwLock;
-use pmkv_core::{KeyRange, RecoveryReport};
+use pmkv_core::{KeyRange, RecoveryReport, Visitor};
 use pmkv_substrate::batch_log::BatchLog;
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::{EngineClaim, Pool};
@@ -261,13 +261,7 @@ impl FpTree {
     /// Visit the records of `range` in order, or in reverse, until `visit` returns false
     /// or `limit` records were visited. Each leaf is read under its shared lock, its keys
     /// sorted (the leaves are unsorted), and visited.
-    pub fn scan(
-        &self,
-        range: &KeyRange,
-        limit: usize,
-        reverse: bool,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
+    pub fn scan(&self, range: &KeyRange, limit: usize, reverse: bool, visit: Visitor<'_>) -> Result<()> {
         let (start, end) = (range.start_bound(), range.end_bound());
         let after_start = |k: &[u8]| range.after_start(k);
         let before_end = |k: &[u8]| range.before_end(k);

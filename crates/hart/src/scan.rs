@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::hart::Hart;
 use crate::hash_table::{hash_key, hash_key_bytes};
 use crate::pm::{leaf_damage, PmKeys};
-use pmkv_core::KeyRange;
+use pmkv_core::{KeyRange, Visitor};
 use std::ops::Bound;
 
 impl Hart {
@@ -23,13 +23,7 @@ impl Hart {
     /// into this HART (a writer waiting for that lock would make it wait for itself), and
     /// writers to that ART wait while it runs. (The `pmkv` API never runs user code here:
     /// it copies records out in chunks.)
-    pub fn scan(
-        &self,
-        range: &KeyRange,
-        limit: usize,
-        reverse: bool,
-        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
+    pub fn scan(&self, range: &KeyRange, limit: usize, reverse: bool, f: Visitor<'_>) -> Result<()> {
         let pool = &*self.pm.pool;
         let (start, end) = (range.start_bound(), range.end_bound());
         fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {

@@ -25,6 +25,7 @@ use crate::leaf::{self, find, load, pick, pick_below, Leaf, LeafArena, SMO_BIT};
 use crate::reclaim::Reclaimer;
 use crossbeam_epoch::{self as epoch, Guard};
 use parking_lot::Mutex;
+use pmkv_core::{KeyRange, Visitor};
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::{Mode, Pool};
 use std::ops::Bound;
@@ -734,13 +735,7 @@ impl NbTree {
     /// live entries are read, sorted, and visited; then the scan moves to the next leaf
     /// by its fence. Each leaf is read at one moment (validated against a concurrent
     /// SMO), not the whole range at once.
-    pub fn scan(
-        &self,
-        range: &pmkv_core::KeyRange,
-        limit: usize,
-        reverse: bool,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
+    pub fn scan(&self, range: &KeyRange, limit: usize, reverse: bool, visit: Visitor<'_>) -> Result<()> {
         let g = epoch::pin();
         let mut left = limit;
         let (start, end) = (range.start_bound(), range.end_bound());

@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::layout::*;
 use crate::node::{corrupt, Pm};
 use parking_lot::RwLock;
-use pmkv_core::{KeyRange, RecoveryReport};
+use pmkv_core::{KeyRange, RecoveryReport, Visitor};
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::{EngineClaim, Pool};
 use std::ops::Bound;
@@ -368,13 +368,7 @@ impl Woart {
     }
 
     /// Visit the records of `range` in order (`rev`: descending), at most `limit`.
-    pub fn scan(
-        &self,
-        range: &KeyRange,
-        limit: usize,
-        rev: bool,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
+    pub fn scan(&self, range: &KeyRange, limit: usize, rev: bool, visit: Visitor<'_>) -> Result<()> {
         if limit == 0 {
             return Ok(());
         }
