@@ -53,22 +53,59 @@ pub use pmkv_substrate::{Charge, Counters, Durability, Event, Latency, Medium, M
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
-/// Engine crates compiled into this build, for typed options (e.g.
-/// `pmkv::engines::hart::Options`).
-pub mod engines {
-    #[cfg(feature = "fptree")]
-    pub use pmkv_fptree as fptree;
-    #[cfg(feature = "hart")]
-    pub use pmkv_hart as hart;
-    #[cfg(feature = "mangosteen")]
-    pub use pmkv_mangosteen as mangosteen;
-    #[cfg(feature = "nbtree")]
-    pub use pmkv_nbtree as nbtree;
-    #[cfg(feature = "volatile")]
-    pub use pmkv_volatile as volatile;
-    #[cfg(any(feature = "woart", feature = "artcow"))]
-    pub use pmkv_woart as woart;
+/// The engines built into pmkv: **the one list**, a line each — `name("feature"): crate
+/// => factory`, where `name` is the engine's registered name and its module in
+/// [`engines`], and `feature` the cargo feature that builds it in (the same word). The registry ([`Registry::builtin`]), the [`engines`]
+/// re-exports and the conformance suite's engine modules are all made from it: adding an
+/// engine is its own crate plus one line here (and its optional dependency and feature in
+/// this crate's `Cargo.toml`). docs/design/engine-kit.md says more.
+///
+/// `with_engines!(m)` calls the macro `m` with `$crate; name("name"): crate => FACTORY, ...`.
+/// The list names every engine pmkv knows, whatever this build's features: a caller
+/// outside this crate (the conformance suite) builds pmkv with its default features,
+/// which are all of them.
+#[macro_export]
+macro_rules! with_engines {
+    ($m:path) => {
+        $m! {
+            $crate;
+            hart("hart"): pmkv_hart => FACTORY,
+            volatile("volatile"): pmkv_volatile => FACTORY,
+            mangosteen("mangosteen"): pmkv_mangosteen => FACTORY,
+            nbtree("nbtree"): pmkv_nbtree => FACTORY,
+            fptree("fptree"): pmkv_fptree => FACTORY,
+            woart("woart"): pmkv_woart => FACTORY,
+            fastfair("fastfair"): pmkv_fastfair => FACTORY,
+            artcow("artcow"): pmkv_woart => ARTCOW_FACTORY,
+        }
+    };
 }
+
+/// The registry's engines and the [`engines`] modules, from [`with_engines!`], each behind
+/// the cargo feature of its name.
+macro_rules! builtin_engines {
+    ($root:tt; $($name:ident($feature:literal): $krate:ident => $factory:ident),* $(,)?) => {
+        /// Engine crates compiled into this build, for typed options (e.g.
+        /// `pmkv::engines::hart::Options`) and native APIs: one module per engine (ART+CoW
+        /// is in `woart`'s crate, so `engines::artcow` is that crate too).
+        pub mod engines {
+            $(
+                #[cfg(feature = $feature)]
+                pub use $krate as $name;
+            )*
+        }
+
+        /// Register every engine this build has.
+        pub(crate) fn register_builtin(r: &mut Registry) {
+            $(
+                #[cfg(feature = $feature)]
+                r.register(&$krate::$factory);
+            )*
+            let _ = r;
+        }
+    };
+}
+with_engines!(builtin_engines);
 
 /// Split allocation (SPEC M7) for applications built on the Mangosteen runtime with page
 /// capture: installed as the program's global allocator

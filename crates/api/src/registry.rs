@@ -1,8 +1,8 @@
 //! The engine registry: which engines a build offers, found by name or by pool layout.
 //!
-//! The API names no engine anywhere but here, where the factories compiled into this
-//! build (one cargo feature each) are listed. Adding an engine is: its crate implements
-//! `EngineFactory`, and one line below. Code outside pmkv (a test engine, a baseline in
+//! The API names no engine anywhere but in [`crate::with_engines!`], the one list of the
+//! factories (one cargo feature each) this build may have. Adding an engine is: its crate
+//! implements the engine kit's `NativeFactory` (or `EngineFactory`), and one line there. Code outside pmkv (a test engine, a baseline in
 //! the benchmark harness) registers its own factory with [`Registry::register`] on a
 //! registry of its own.
 
@@ -34,22 +34,7 @@ impl Registry {
         static BUILTIN: OnceLock<Registry> = OnceLock::new();
         BUILTIN.get_or_init(|| {
             let mut r = Registry::new();
-            #[cfg(feature = "hart")]
-            r.register(&pmkv_hart::FACTORY);
-            #[cfg(feature = "volatile")]
-            r.register(&pmkv_volatile::FACTORY);
-            #[cfg(feature = "mangosteen")]
-            r.register(&pmkv_mangosteen::FACTORY);
-            #[cfg(feature = "nbtree")]
-            r.register(&pmkv_nbtree::FACTORY);
-            #[cfg(feature = "fptree")]
-            r.register(&pmkv_fptree::FACTORY);
-            #[cfg(feature = "woart")]
-            r.register(&pmkv_woart::FACTORY);
-            #[cfg(feature = "fastfair")]
-            r.register(&pmkv_fastfair::FACTORY);
-            #[cfg(feature = "artcow")]
-            r.register(&pmkv_woart::ARTCOW_FACTORY);
+            crate::register_builtin(&mut r);
             r
         })
     }

@@ -25,12 +25,6 @@ pub const VOLATILE: &str = "volatile";
 /// ([`SLOW_WRITES_KEYS`]).
 pub const SLOW_WRITES: &[&str] = &["lmdb-sync"];
 
-/// The papers' competitors (FPTree, WOART, FAST&FAIR, ...): engines built so that the
-/// reproductions compare with them, not engines a user picks. The main job leaves them to
-/// `reproduce` (it must stay near five minutes); `bench run -e NAME` and `reproduce` run
-/// them.
-pub const COMPETITORS: &[&str] = &["fptree", "woart", "fastfair", "artcow", "utree"];
-
 /// Keys of each workload the main job gives an engine of [`SLOW_WRITES`] (the first ones of
 /// the set), unless `--full`.
 pub const SLOW_WRITES_KEYS: usize = 50_000;
@@ -74,9 +68,15 @@ impl EngineSpec {
         SLOW_WRITES.contains(&self.name())
     }
 
-    /// Whether this is one of the papers' competitors ([`COMPETITORS`]).
+    /// Whether this is one of the papers' competitors (FPTree, WOART, FAST&FAIR, ...):
+    /// engines built so that the reproductions compare with them, not engines a user
+    /// picks, as their [`pmkv::EngineInfo::competitor`] says. The main job leaves them to
+    /// `reproduce`; `bench run -e NAME` and `reproduce` run them.
     pub fn is_competitor(&self) -> bool {
-        COMPETITORS.contains(&self.name())
+        match self.kind {
+            EngineKind::Pmkv(n) => pmkv::Registry::builtin().get(n).is_ok_and(|f| f.info().competitor),
+            _ => false,
+        }
     }
 
     /// Whether the engine is one of the comparison baselines.

@@ -70,7 +70,7 @@ impl EngineFactory for WithParams {
     fn layout(&self) -> Option<&'static str> {
         self.inner.layout()
     }
-    fn params(&self) -> &'static [pmkv_core::Param] {
+    fn params(&self) -> Vec<pmkv_core::Param> {
         self.inner.params()
     }
     fn open(&self, path: &std::path::Path, opts: &Options) -> Result<Box<dyn pmkv_core::Engine>> {

@@ -1,17 +1,21 @@
-//! The conformance suite for every engine of this build (SPEC U1). An engine joins by
-//! adding a module here; `every_registered_engine_is_covered` fails until it does.
+//! The conformance suite for every engine of this build (SPEC U1). The engines' modules are
+//! made from `pmkv::with_engines!`, the one list of built-in engines, so an engine joins
+//! by being listed there; variants of an engine (parameters that change its format or
+//! write path) are added here by hand.
 
-mod hart {
-    pmkv_conformance::suite!(pmkv_hart::FACTORY);
+/// One module per engine of `pmkv::with_engines!`, the one list of built-in engines.
+macro_rules! suites {
+    ($root:tt; $($name:ident($feature:literal): $krate:ident => $factory:ident),* $(,)?) => {
+        $(
+            mod $name {
+                pmkv_conformance::suite!($root::engines::$name::$factory);
+            }
+        )*
+        /// The engines this file runs the suite for.
+        const COVERED: &[&str] = &[$(stringify!($name)),*];
+    };
 }
-
-mod volatile {
-    pmkv_conformance::suite!(pmkv_volatile::FACTORY);
-}
-
-mod nbtree {
-    pmkv_conformance::suite!(pmkv_nbtree::FACTORY);
-}
+pmkv::with_engines!(suites);
 
 /// NBTree-SL (`single_layer=true`, the paper's ablation: leaf metadata in the PM blocks):
 /// a different block format and a different write path, so it runs the whole suite too,
@@ -20,26 +24,6 @@ mod nbtree_single_layer {
     use pmkv_conformance::util::WithParams;
     static FACTORY: WithParams = WithParams { inner: &pmkv_nbtree::FACTORY, params: &[("single_layer", "true")] };
     pmkv_conformance::suite!(FACTORY);
-}
-
-mod fptree {
-    pmkv_conformance::suite!(pmkv_fptree::FACTORY);
-}
-
-mod woart {
-    pmkv_conformance::suite!(pmkv_woart::FACTORY);
-}
-
-mod artcow {
-    pmkv_conformance::suite!(pmkv_woart::ARTCOW_FACTORY);
-}
-
-mod fastfair {
-    pmkv_conformance::suite!(pmkv_fastfair::FACTORY);
-}
-
-mod mangosteen {
-    pmkv_conformance::suite!(pmkv_mangosteen::FACTORY);
 }
 
 /// Mangosteen's ablations together: no deduplication (each captured block logged as a run
@@ -52,9 +36,8 @@ mod mangosteen_ablations {
     pmkv_conformance::suite!(FACTORY);
 }
 
-/// The engines this file runs the suite for.
-const COVERED: &[&str] = &["hart", "volatile", "mangosteen", "nbtree", "fptree", "woart", "fastfair", "artcow"];
-
+/// The list's names are the engines' registered names (a module named other than its
+/// engine would hide the engine from every `pmkv` front end that names it).
 #[test]
 fn every_registered_engine_is_covered() {
     for name in pmkv::Registry::builtin().names() {

@@ -117,3 +117,16 @@ impl FromIterator<BatchOp> for WriteBatch {
         WriteBatch { ops: iter.into_iter().collect(), independent: false }
     }
 }
+
+/// Apply `ops` in order with `put` and `delete`, stopping at the first error: a batch
+/// without a log (a crash keeps a prefix), and what a batch log replays.
+pub fn apply_in_order<E>(
+    ops: &[pmkv_substrate::batch_log::Op<'_>],
+    mut put: impl FnMut(&[u8], &[u8]) -> std::result::Result<(), E>,
+    mut delete: impl FnMut(&[u8]) -> std::result::Result<bool, E>,
+) -> std::result::Result<(), E> {
+    ops.iter().try_for_each(|op| match *op {
+        pmkv_substrate::batch_log::Op::Put(k, v) => put(k, v),
+        pmkv_substrate::batch_log::Op::Delete(k) => delete(k).map(drop),
+    })
+}

@@ -7,8 +7,8 @@
 //! engine declares, `sync`, `close`, reports. Cursors, re-entrancy and panic containment
 //! are built once above it, in the `pmkv` crate's `Store`, not in every engine.
 
-use crate::batch::{BatchOp, WriteBatch};
-use crate::error::{Error, ErrorKind, Result};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::range::{Direction, KeyRange};
 use crate::report::{CheckReport, MemoryUsage, RecoveryReport, SalvageReport};
@@ -59,6 +59,10 @@ pub struct EngineInfo {
     /// The conformance suite sizes its structural crash workloads from it instead of
     /// guessing, so a workload surely splits, grows, merges and recycles.
     pub node_keys: usize,
+    /// One of the papers' competitors (FPTree, WOART, FAST&FAIR, ART+CoW): built so that
+    /// the reproductions compare with it, not an engine a user picks. The benchmark's
+    /// main job leaves such engines to `reproduce`.
+    pub competitor: bool,
 }
 
 impl EngineInfo {
@@ -74,7 +78,13 @@ impl EngineInfo {
             max_value_len: usize::MAX,
             fixed_address: false,
             node_keys: 0,
+            competitor: false,
         }
+    }
+    /// Mark the engine as one of the papers' competitors (see the field).
+    pub fn competitor(mut self, yes: bool) -> Self {
+        self.competitor = yes;
+        self
     }
     /// Set whether the engine's state lives at a fixed address (see the field).
     pub fn fixed_address(mut self, yes: bool) -> Self {
@@ -149,15 +159,7 @@ pub trait Engine: Send + Sync {
     /// engine that declares `atomic_batches` overrides it, and may apply a
     /// [`WriteBatch::independent`] one without paying for atomicity.
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        for op in batch.ops() {
-            match op {
-                BatchOp::Put(k, v) => self.put(k, v)?,
-                BatchOp::Delete(k) => {
-                    self.delete(k)?;
-                }
-            }
-        }
-        Ok(())
+        crate::batch::apply_in_order(&batch.log_ops(), |k, v| self.put(k, v), |k| self.delete(k))
     }
 
     /// Visit the records of `range` in `dir` order until `visit` returns false or `limit`
@@ -215,8 +217,8 @@ pub trait EngineFactory: Send + Sync {
     fn layout(&self) -> Option<&'static str>;
 
     /// The `key=value` parameters [`open`](EngineFactory::open) understands.
-    fn params(&self) -> &'static [Param] {
-        &[]
+    fn params(&self) -> Vec<Param> {
+        Vec::new()
     }
 
     /// Open (or, with `opts.create`, create) the engine's pool at `path`. The default, for
@@ -250,20 +252,10 @@ pub trait EngineFactory: Send + Sync {
     /// Refuse any parameter in `opts` that this engine does not declare.
     fn check_params(&self, opts: &Options) -> Result<()> {
         let known = self.params();
-        for (k, _) in opts.params() {
-            if !known.iter().any(|p| p.name == k) {
-                let names: Vec<&str> = known.iter().map(|p| p.name).collect();
-                return Err(Error::new(
-                    ErrorKind::InvalidArgument,
-                    format!(
-                        "engine '{}' has no parameter '{k}' (it has: {})",
-                        self.info().name,
-                        if names.is_empty() { "none".to_string() } else { names.join(", ") }
-                    ),
-                ));
-            }
+        match opts.params().iter().find(|(k, _)| !known.iter().any(|p| p.name == k)) {
+            Some((k, _)) => Err(crate::options::no_such_param(self.info().name, k, known.iter().map(|p| p.name))),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 

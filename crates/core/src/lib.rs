@@ -13,7 +13,10 @@
 //!   Python to map;
 //! * [`KeyRange`], [`Direction`] — ordered range scans, forward and reverse;
 //! * [`WriteBatch`] — several writes in one call, atomic where the engine says so;
-//! * [`CheckReport`], [`RecoveryReport`], [`MemoryUsage`] — structured reports.
+//! * [`CheckReport`], [`RecoveryReport`], [`MemoryUsage`] — structured reports;
+//! * the engine kit — [`NativeEngine`], [`NativeFactory`], [`EngineError`],
+//!   [`EngineSettings`]: an engine implements its native API once and the kit stands it
+//!   behind [`Engine`] (docs/design/engine-kit.md).
 //!
 //! Layering: `pmkv-substrate` → `pmkv-core` → engines (`pmkv-hart`, `pmkv-volatile`, ...)
 //! → `pmkv` (the user-facing `Store`, cursors, the engine registry) → front ends.
@@ -24,6 +27,7 @@
 mod batch;
 mod engine;
 mod error;
+mod kit;
 mod options;
 mod range;
 mod report;
@@ -31,8 +35,13 @@ mod report;
 pub use batch::{BatchOp, WriteBatch};
 pub use engine::{open_engine_file, open_pool_file, Emit, Engine, EngineFactory, EngineInfo, Param, Visitor};
 pub use error::{Error, ErrorKind, Result};
+pub use kit::{
+    apply_in_order, check_batch_sizes, check_sizes, close_after, parse_bool, parse_choice, parse_in, parse_settings,
+    EngineError, EngineResult, EngineSettings, Native, NativeEngine, NativeFactory, Setting,
+};
 pub use options::{EngineOptions, Options};
 pub use range::{Direction, KeyRange};
 pub use report::{CheckReport, MemoryUsage, RecoveryReport, SalvageReport};
 
+pub use pmkv_substrate::batch_log::Op as LogOp;
 pub use pmkv_substrate::{Latency, Mode, Pool};

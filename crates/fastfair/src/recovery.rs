@@ -378,12 +378,7 @@ impl FastFair {
     pub fn close(mut self) -> Result<()> {
         self.seal();
         self.closed = true;
-        let pool = self.pool.clone();
-        drop(self);
-        match Arc::try_unwrap(pool) {
-            Ok(pool) => Ok(pool.close()?),
-            Err(_) => Ok(()),
-        }
+        pmkv_core::close_after(self.pool.clone(), || drop(self))
     }
 }
 

@@ -1,11 +1,11 @@
 //! [`FastFair`] and its operations: search (readers take no lock), insert and update,
 //! delete, ordered scans both ways.
 
-use crate::error::{corrupt, Error, Result};
+use crate::error::{corrupt, Result};
 use crate::layout::*;
 use crate::read::{Obj, Snap};
 use parking_lot::Mutex;
-use pmkv_core::RecoveryReport;
+use pmkv_core::{KeyRange, RecoveryReport, Visitor};
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::Pool;
 use std::cmp::Ordering as Cmp;
@@ -229,13 +229,7 @@ impl FastFair {
     }
 
     fn check_sizes(key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        if key.len() > MAX_KEY {
-            return Err(Error::KeyTooLarge(key.len()));
-        }
-        match value {
-            Some(v) if v.len() > MAX_VALUE => Err(Error::ValueTooLarge(v.len())),
-            _ => Ok(()),
-        }
+        pmkv_core::check_sizes(key, value, MAX_KEY, MAX_VALUE)
     }
 
     /// Insert or replace. The record is written and published first; an insert links it
@@ -319,29 +313,15 @@ impl FastFair {
         }
     }
 
-    /// Visit the records between the bounds in order (`reverse`: descending) until
+    /// Visit the records of `range` in order (`reverse`: descending) until
     /// `visit` returns false or `limit` were visited.
-    pub fn scan(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
+    pub fn scan(&self, range: &KeyRange, limit: usize, reverse: bool, visit: Visitor<'_>) -> Result<()> {
         if limit == 0 {
             return Ok(());
         }
-        let above_start = |k: &[u8]| match start {
-            Bound::Included(s) => k >= s,
-            Bound::Excluded(s) => k > s,
-            Bound::Unbounded => true,
-        };
-        let below_end = |k: &[u8]| match end {
-            Bound::Included(e) => k <= e,
-            Bound::Excluded(e) => k < e,
-            Bound::Unbounded => true,
-        };
+        let (start, end) = (range.start_bound(), range.end_bound());
+        let above_start = |k: &[u8]| range.after_start(k);
+        let below_end = |k: &[u8]| range.before_end(k);
         let mut left = limit;
         if !reverse {
             let mut node = match start {

@@ -8,23 +8,11 @@
 
 use pmkv_fastfair::FastFair;
 use pmkv_substrate::{Eviction, Mode, Pool};
-use pmkv_testutil::{apply, model_of_scan, sim_opts, CrashFindings, Model, Op};
-use std::ops::Bound;
+use pmkv_testutil::{native_contents as contents, probe_write, sim_opts, NativeCrash, Op};
 use std::sync::Arc;
 
-fn contents(t: &FastFair) -> Model {
-    let mut out = Vec::new();
-    t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, v| {
-        out.push((k.to_vec(), v.to_vec()));
-        true
-    })
-    .expect("scan");
-    model_of_scan(out)
-}
-
 fn recover(img: &[u8], mode: Mode) -> Result<FastFair, String> {
-    let pool = Pool::from_image(img, Some("fastfair"), &sim_opts(1 << 20).mode(mode)).map_err(|e| e.to_string())?;
-    FastFair::open(Arc::new(pool)).map_err(|e| e.to_string())
+    NativeCrash::new(&pmkv_fastfair::FACTORY, mode).recover(img)
 }
 
 fn evictions(seed: u64, i: u64) -> Vec<Eviction> {
@@ -35,62 +23,15 @@ fn evictions(seed: u64, i: u64) -> Vec<Eviction> {
     v
 }
 
-/// Run `ops` on a fresh simulated pool in `mode`, checking the crash images of every
-/// crash point of the ops `explore` selects. Returns the images checked.
-fn explore(ops: &[Op], mode: Mode, explore: impl Fn(usize) -> bool) -> u64 {
-    let seed = 0x00c0_ffee_u64;
-    let pool = Arc::new(Pool::create_sim("fastfair", &sim_opts(2 << 20).mode(mode)).expect("sim pool"));
-    let t = FastFair::open(pool).expect("format");
-    let stores = mode == Mode::Eadr;
-    let found = CrashFindings::new();
-    let mut model = Model::new();
-    for (i, op) in ops.iter().enumerate() {
-        let before = model.clone();
-        apply(&mut model, op);
-        let after = model.clone();
-        if explore(i) {
-            let (f, desc) = (found.clone(), format!("{mode:?} op {i} {op:?}"));
-            let probe = [op_key(op), b"~probe"].concat();
-            t.pool().sim().unwrap().set_hook_with(true, stores, move |pt| {
-                f.check_images(pt, evictions(seed, pt.index), &desc, |img| {
-                    let r = recover(img, mode)?;
-                    r.check().map_err(|e| e.to_string())?;
-                    let got = contents(&r);
-                    if got != before && got != after {
-                        return Err(format!("state is neither before nor after ({} keys)", got.len()));
-                    }
-                    // Life after recovery: a write next to the operation's key, then
-                    // the same state again after it is deleted.
-                    r.put(&probe, b"p").map_err(|e| e.to_string())?;
-                    r.check().map_err(|e| format!("after a probe put: {e}"))?;
-                    r.delete(&probe).map_err(|e| e.to_string())?;
-                    if contents(&r) != got {
-                        return Err("a probe write changed other keys".into());
-                    }
-                    Ok(())
-                });
-            });
-        }
-        match op {
-            Op::Put(k, v) => t.put(k, v).unwrap(),
-            Op::Delete(k) => assert!(t.delete(k).unwrap()),
-        }
-        t.pool().sim().unwrap().clear_hook();
-    }
-    found.assert_none("crash consistency violated");
-    assert_eq!(contents(&t), model);
-    t.check().unwrap();
-    let img = t.pool().sim().unwrap().image_now(t.pool(), Eviction::None);
-    let r = recover(&img, mode).unwrap();
-    r.check().unwrap();
-    assert_eq!(contents(&r), model);
-    found.images()
-}
-
-fn op_key(op: &Op) -> &[u8] {
-    match op {
-        Op::Put(k, _) | Op::Delete(k) => k,
-    }
+/// Run `ops` on a fresh simulated pool in `mode` under the kit's crash harness, checking
+/// the crash images of every crash point of the ops `select` picks; each recovered tree
+/// must also take a write next to the operation's key. Returns the images checked.
+fn explore(ops: &[Op], mode: Mode, select: impl Fn(usize) -> bool) -> u64 {
+    let mut run = NativeCrash::new(&pmkv_fastfair::FACTORY, mode);
+    run.evictions = evictions;
+    run.seed = 0x00c0_ffee;
+    run.live_on = Some(probe_write);
+    run.explore(ops, select)
 }
 
 /// Keys of every kind: 8-byte integers, short keys, keys that share their first 8

@@ -9,7 +9,7 @@
 //! in use once the tree is rebuilt (blind writes: replaying twice gives the same state).
 //! An independent batch, or one of a single operation, is applied without a log.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::layout::{MAX_KEY, MAX_VALUE};
 use crate::tree::FpTree;
 use pmkv_substrate::batch_log::{self, Op};
@@ -22,31 +22,14 @@ impl FpTree {
         if !batch_log::logged(atomic, ops.len()) {
             return self.apply_ops(ops);
         }
-        for op in ops {
-            if let Op::Put(k, v) = op {
-                if k.len() > MAX_KEY {
-                    return Err(Error::KeyTooLarge(k.len()));
-                }
-                if v.len() > MAX_VALUE {
-                    return Err(Error::ValueTooLarge(v.len()));
-                }
-            }
-        }
+        pmkv_core::check_batch_sizes(ops, MAX_KEY, MAX_VALUE)?;
         self.pool.check_writable()?;
         self.batches.run(&self.alloc, ops, |ops| self.apply_ops(ops))
     }
 
     /// Apply `ops` in order with the tree's normal writes. A crash keeps a prefix.
     fn apply_ops(&self, ops: &[Op<'_>]) -> Result<()> {
-        for op in ops {
-            match *op {
-                Op::Put(k, v) => self.put(k, v)?,
-                Op::Delete(k) => {
-                    self.delete(k)?;
-                }
-            }
-        }
-        Ok(())
+        pmkv_core::apply_in_order(ops, |k, v| self.put(k, v), |k| self.delete(k))
     }
 
     /// At open, after the rebuild: finish every batch a crash interrupted after its log

@@ -1,34 +1,7 @@
-//! Errors of FPTree.
+//! Errors of FPTree: the engine kit's shared error ([`pmkv_core::EngineError`]), as every
+//! tree engine's.
 
-use crate::layout::{MAX_KEY, MAX_VALUE};
-use pmkv_substrate::PoolError;
-
-/// Result alias of the crate.
-pub type Result<T> = std::result::Result<T, Error>;
-
-/// Why an FPTree operation failed.
-#[non_exhaustive]
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The pool refused (full, read-only, damaged allocator, ...).
-    #[error(transparent)]
-    Pool(#[from] PoolError),
-    /// A key longer than the limit (64 KiB - 1 bytes, as the other engines').
-    #[error("key of {0} bytes is longer than the limit {max}", max = MAX_KEY)]
-    KeyTooLarge(usize),
-    /// A value longer than the limit (16 MiB).
-    #[error("value of {0} bytes is longer than the limit {max}", max = MAX_VALUE)]
-    ValueTooLarge(usize),
-    /// The pool's FPTree data is damaged.
-    #[error("FPTree data is damaged: {0}")]
-    Corrupt(String),
-    /// Options or an open that do not fit the pool.
-    #[error("{0}")]
-    Invalid(String),
-    /// A format this build cannot read.
-    #[error("{0}")]
-    Version(String),
-}
+pub use pmkv_core::{EngineError as Error, EngineResult as Result};
 
 /// A [`Error::Corrupt`] saying `what`.
 pub(crate) fn corrupt(what: impl Into<String>) -> Error {

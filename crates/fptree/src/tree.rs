@@ -20,14 +20,14 @@
 //! and its commit) leaves used objects that no valid entry names: the recovery sweep
 //! frees them (`recovery`), as the paper's recovery frees the keys of invalid slots.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::fingerprint;
 use crate::inner::{Index, LeafNode};
 use crate::layout::*;
 use crate::leaf::{write_object, Entry, Leaf};
 use crate::micro_log::{self, MicroLogs};
 use parking_lot::RwLock;
-use pmkv_core::RecoveryReport;
+use pmkv_core::{KeyRange, RecoveryReport, Visitor};
 use pmkv_substrate::batch_log::BatchLog;
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::{EngineClaim, Pool};
@@ -117,12 +117,7 @@ impl FpTree {
 
     /// Insert or replace.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        if key.len() > MAX_KEY {
-            return Err(Error::KeyTooLarge(key.len()));
-        }
-        if value.len() > MAX_VALUE {
-            return Err(Error::ValueTooLarge(value.len()));
-        }
+        pmkv_core::check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)?;
         self.pool.check_writable()?;
         self.batches.check_writes()?;
         let fp = fingerprint::of(key);
@@ -263,27 +258,13 @@ impl FpTree {
         Ok(())
     }
 
-    /// Visit the records in `[start, end]` (bounds as given) in order, or in reverse,
-    /// until `visit` returns false or `limit` records were visited. Each leaf is read
-    /// under its shared lock, its keys sorted (the leaves are unsorted), and visited.
-    pub fn scan(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
-        let after_start = |k: &[u8]| match start {
-            Bound::Included(s) => k >= s,
-            Bound::Excluded(s) => k > s,
-            Bound::Unbounded => true,
-        };
-        let before_end = |k: &[u8]| match end {
-            Bound::Included(e) => k <= e,
-            Bound::Excluded(e) => k < e,
-            Bound::Unbounded => true,
-        };
+    /// Visit the records of `range` in order, or in reverse, until `visit` returns false
+    /// or `limit` records were visited. Each leaf is read under its shared lock, its keys
+    /// sorted (the leaves are unsorted), and visited.
+    pub fn scan(&self, range: &KeyRange, limit: usize, reverse: bool, visit: Visitor<'_>) -> Result<()> {
+        let (start, end) = (range.start_bound(), range.end_bound());
+        let after_start = |k: &[u8]| range.after_start(k);
+        let before_end = |k: &[u8]| range.before_end(k);
         let bound_key = |b: Bound<&[u8]>| match b {
             Bound::Included(k) | Bound::Excluded(k) => Some(k.to_vec()),
             Bound::Unbounded => None,
@@ -338,12 +319,7 @@ impl FpTree {
     pub fn close(mut self) -> Result<()> {
         self.seal();
         self.closed = true;
-        let pool = self.pool.clone();
-        drop(self);
-        match Arc::try_unwrap(pool) {
-            Ok(pool) => Ok(pool.close()?),
-            Err(_) => Ok(()),
-        }
+        pmkv_core::close_after(self.pool.clone(), || drop(self))
     }
 }
 

@@ -7,32 +7,36 @@
 //! micro-log in use) and holds exactly the state before or after the interrupted
 //! operation.
 
-use pmkv_fptree::FpTree;
-use pmkv_substrate::{Eviction, Mode, Pool};
-use pmkv_testutil::{apply, model_of_scan, sim_opts, CrashFindings, Model, Op};
-use std::ops::Bound;
-use std::sync::Arc;
-
-fn contents(t: &FpTree) -> Model {
-    let mut out = Vec::new();
-    t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, v| {
-        out.push((k.to_vec(), v.to_vec()));
-        true
-    })
-    .expect("scan");
-    model_of_scan(out)
-}
-
-fn recover(img: &[u8], mode: Mode) -> Result<FpTree, String> {
-    let pool = Pool::from_image(img, Some("fptree"), &sim_opts(1 << 20).mode(mode)).map_err(|e| e.to_string())?;
-    FpTree::open(Arc::new(pool)).map_err(|e| e.to_string())
-}
+use pmkv_core::NativeEngine;
+use pmkv_substrate::{Eviction, Mode};
+use pmkv_testutil::{NativeCrash, Op};
 
 fn evictions(seed: u64, i: u64) -> Vec<Eviction> {
     let s = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut v = Eviction::standard(i).to_vec();
     v.extend([Eviction::OnlyNewest, Eviction::Words(s ^ 0x5555)]);
     v
+}
+
+/// A second recovery of the recovered pool finds nothing left to do.
+fn second_recovery_clean(r: &pmkv_fptree::FpTree, _: &Op) -> Result<(), String> {
+    let run = NativeCrash::new(&pmkv_fptree::FACTORY, r.pool().mode());
+    let again = r.pool().sim().unwrap().image_now(r.pool(), Eviction::None);
+    let r2 = run.recover(&again)?;
+    let rep = r2.recovery();
+    if rep.orphans_freed + rep.rolled_forward != 0 {
+        return Err(format!("a second recovery still repaired: {rep}"));
+    }
+    Ok(())
+}
+
+/// Run `ops` on a fresh simulated pool in `mode` under the kit's crash harness, checking
+/// the crash images of every crash point of each. Returns the images checked.
+fn explore(ops: &[Op], mode: Mode) -> u64 {
+    let mut run = NativeCrash::new(&pmkv_fptree::FACTORY, mode);
+    run.evictions = evictions;
+    run.live_on = Some(second_recovery_clean);
+    run.explore(ops, |_| true)
 }
 
 /// Key `i`: ascending in `i`; every fourth is long enough for a key object.
@@ -63,53 +67,6 @@ fn workload(n: u32) -> Vec<Op> {
     ops
 }
 
-/// Run `ops` on a fresh simulated pool in `mode`, checking the crash images of every
-/// crash point of each. Returns the images checked.
-fn explore(ops: &[Op], mode: Mode) -> u64 {
-    let seed = std::env::var("PMKV_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_u64);
-    let pool = Arc::new(Pool::create_sim("fptree", &sim_opts(2 << 20).mode(mode)).expect("sim pool"));
-    let t = FpTree::open(pool).expect("format");
-    let found = CrashFindings::new();
-    let mut model = Model::new();
-    for (i, op) in ops.iter().enumerate() {
-        let before = model.clone();
-        apply(&mut model, op);
-        let after = model.clone();
-        let (f, desc) = (found.clone(), format!("{mode:?} op {i} {op:?}"));
-        t.pool().sim().unwrap().set_hook_with(true, mode == Mode::Eadr, move |pt| {
-            f.check_images(pt, evictions(seed, pt.index), &desc, |img| {
-                let r = recover(img, mode)?;
-                r.check().map_err(|e| format!("check after recovery: {e}"))?;
-                let got = contents(&r);
-                if got != before && got != after {
-                    return Err(format!("state is neither before nor after ({} keys)", got.len()));
-                }
-                // A second recovery of the recovered pool finds nothing left to do.
-                let again = r.pool().sim().unwrap().image_now(r.pool(), Eviction::None);
-                drop(r);
-                let r2 = recover(&again, mode)?;
-                if r2.recovery_report().orphans_freed + r2.recovery_report().rolled_forward != 0 {
-                    return Err(format!("a second recovery still repaired: {}", r2.recovery_report()));
-                }
-                Ok(())
-            });
-        });
-        match op {
-            Op::Put(k, v) => t.put(k, v).unwrap(),
-            Op::Delete(k) => assert!(t.delete(k).unwrap()),
-        }
-        t.pool().sim().unwrap().clear_hook();
-    }
-    found.assert_none("crash consistency violated");
-    assert_eq!(contents(&t), model);
-    t.check().unwrap();
-    let img = t.pool().sim().unwrap().image_now(t.pool(), Eviction::None);
-    let r = recover(&img, mode).unwrap();
-    r.check().unwrap();
-    assert_eq!(contents(&r), model);
-    found.images()
-}
-
 #[test]
 fn adr_every_crash_point() {
     let n = explore(&workload(100), Mode::Adr);
@@ -128,50 +85,16 @@ fn eadr_every_store_point() {
 /// before or after the batch and passes `check`.
 #[test]
 fn atomic_batch_every_crash_point_and_eadr_store() {
-    use pmkv_substrate::batch_log::Op as BOp;
     for mode in [Mode::Adr, Mode::Eadr] {
-        let pool = Arc::new(Pool::create_sim("fptree", &sim_opts(2 << 20).mode(mode)).expect("sim pool"));
-        let t = FpTree::open(pool).expect("format");
-        let mut model = Model::new();
-        for i in (0..120).step_by(4) {
-            t.put(&key(i), &value(i, 0)).unwrap();
-            apply(&mut model, &Op::Put(key(i), value(i, 0)));
-        }
+        let setup: Vec<Op> = (0..120).step_by(4).map(|i| Op::Put(key(i), value(i, 0))).collect();
         let mut batch: Vec<Op> =
             (0..120).filter(|i| i % 4 != 0).take(60).map(|i| Op::Put(key(i), value(i, 3))).collect();
         batch.extend((0..40).step_by(8).map(|i| Op::Put(key(i), value(i, 5))));
         batch.extend((4..40).step_by(8).map(|i| Op::Delete(key(i))));
         batch.push(Op::Delete(b"missing".to_vec()));
-        let before = model.clone();
-        for op in &batch {
-            apply(&mut model, op);
-        }
-        let after = model.clone();
-        let found = CrashFindings::new();
-        let (f, desc) = (found.clone(), format!("{mode:?} batch"));
-        t.pool().sim().unwrap().set_hook_with(true, mode == Mode::Eadr, move |pt| {
-            f.check_images(pt, Eviction::standard(pt.index), &desc, |img| {
-                let r = recover(img, mode)?;
-                r.check().map_err(|e| e.to_string())?;
-                let got = contents(&r);
-                if got != before && got != after {
-                    return Err(format!("state is neither before nor after the batch ({} keys)", got.len()));
-                }
-                Ok(())
-            });
-        });
-        let ops: Vec<BOp<'_>> = batch
-            .iter()
-            .map(|op| match op {
-                Op::Put(k, v) => BOp::Put(k, v),
-                Op::Delete(k) => BOp::Delete(k),
-            })
-            .collect();
-        t.write_batch(&ops, true).unwrap();
-        t.pool().sim().unwrap().clear_hook();
-        found.assert_none("atomic batches are not all or nothing");
-        eprintln!("{mode:?}: an atomic batch, {} crash images checked", found.images());
-        assert_eq!(contents(&t), model);
-        t.check().unwrap();
+        let mut run = NativeCrash::new(&pmkv_fptree::FACTORY, mode);
+        run.evictions = |_, i| Eviction::standard(i).to_vec();
+        let (n, _) = run.explore_batches(&setup, &[batch], |t| t);
+        eprintln!("{mode:?}: an atomic batch, {n} crash images checked");
     }
 }

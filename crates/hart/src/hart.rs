@@ -75,7 +75,7 @@ impl Hart {
     /// that another live HART uses is refused (`PoolError::Locked`).
     pub fn open(pool: Arc<Pool>, opts: Options) -> Result<Hart> {
         if opts.hash_key_len > 7 {
-            return Err(Error::BadHashKeyLen(opts.hash_key_len));
+            return Err(Error::Invalid(format!("hash key length {} is out of range (0..=7)", opts.hash_key_len)));
         }
         let claim = PoolClaim::take(&pool)?;
         let sb = pool.root(SUPER_ROOT);

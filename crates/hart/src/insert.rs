@@ -13,13 +13,7 @@ use pmkv_substrate::epalloc::Reserved;
 
 impl Hart {
     pub(crate) fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
-        if key.len() > MAX_KEY {
-            return Err(Error::KeyTooLarge(key.len()));
-        }
-        if value.len() > MAX_VALUE {
-            return Err(Error::ValueTooLarge(value.len()));
-        }
-        Ok(())
+        pmkv_core::check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)
     }
 
     /// Insert or update (upsert): Algorithm 1, with Algorithm 3 for an existing key.

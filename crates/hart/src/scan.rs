@@ -8,13 +8,14 @@ use crate::error::{Error, Result};
 use crate::hart::Hart;
 use crate::hash_table::{hash_key, hash_key_bytes};
 use crate::pm::{leaf_damage, PmKeys};
+use pmkv_core::{KeyRange, Visitor};
 use std::ops::Bound;
 
 impl Hart {
-    /// Visit the records whose keys lie between `start` and `end` (each bound included,
-    /// excluded or open) until `f` returns false or `limit` records were visited (SPEC
+    /// Visit the records whose keys lie in `range` (each bound included, excluded or
+    /// open) until `f` returns false or `limit` records were visited (SPEC
     /// H8). Ascending key order (byte strings: a key sorts before its extensions), or with
-    /// `reverse` descending: the greatest key within `end` first, down to `start`. The
+    /// `reverse` descending: the greatest key within the end first, down to the start. The
     /// same records either way, and the same limit. ARTs are visited in the order of the
     /// hash-key index (backwards for a reverse scan), so nothing is sorted at scan time.
     ///
@@ -22,15 +23,9 @@ impl Hart {
     /// into this HART (a writer waiting for that lock would make it wait for itself), and
     /// writers to that ART wait while it runs. (The `pmkv` API never runs user code here:
     /// it copies records out in chunks.)
-    pub fn scan(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
+    pub fn scan(&self, range: &KeyRange, limit: usize, reverse: bool, f: Visitor<'_>) -> Result<()> {
         let pool = &*self.pm.pool;
+        let (start, end) = (range.start_bound(), range.end_bound());
         fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {
             match b {
                 Bound::Included(s) | Bound::Excluded(s) => Some(s),
@@ -38,16 +33,8 @@ impl Hart {
             }
         }
         let (start_key, end_key) = (bound_key(start), bound_key(end));
-        let after_start = |k: &[u8]| match start {
-            Bound::Included(s) => k >= s,
-            Bound::Excluded(s) => k > s,
-            Bound::Unbounded => true,
-        };
-        let before_end = |k: &[u8]| match end {
-            Bound::Included(e) => k <= e,
-            Bound::Excluded(e) => k < e,
-            Bound::Unbounded => true,
-        };
+        let after_start = |k: &[u8]| range.after_start(k);
+        let before_end = |k: &[u8]| range.before_end(k);
         // First hash key to visit. Packed hash keys order as the key prefixes they hold
         // (see hash_table), and prefix truncation preserves order: every key >= start has
         // hash key >= hk(start), and every key <= end has hash key <= hk(end). Keys of the
@@ -157,7 +144,7 @@ impl Hart {
     pub fn min_max(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let mut ends = [None, None];
         for (i, reverse) in [false, true].into_iter().enumerate() {
-            self.scan(Bound::Unbounded, Bound::Unbounded, 1, reverse, &mut |k, _| {
+            self.scan(&KeyRange::all(), 1, reverse, &mut |k, _| {
                 ends[i] = Some(k.to_vec());
                 false
             })?;

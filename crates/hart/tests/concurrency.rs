@@ -6,7 +6,6 @@
 
 mod common;
 use common::*;
-use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -71,7 +70,7 @@ fn writers_readers_and_scans() {
                     } else {
                         let reverse = r == 2;
                         let mut last: Option<Vec<u8>> = None;
-                        h.scan(Bound::Included(b"aa1"), Bound::Unbounded, 2000, reverse, &mut |k, v| {
+                        h.scan(&pmkv_core::KeyRange::from(&b"aa1"[..]), 2000, reverse, &mut |k, v| {
                             if let Some(l) = &last {
                                 assert!((l.as_slice() < k) != reverse, "scan not sorted");
                             }
@@ -167,7 +166,7 @@ fn arts_created_and_freed_under_readers() {
                                 }
                             }
                             1 => {
-                                h.scan(Bound::Unbounded, Bound::Unbounded, 64, x % 2 == 0, &mut |k, v| {
+                                h.scan(&pmkv_core::KeyRange::all(), 64, x % 2 == 0, &mut |k, v| {
                                     assert!(tag_of(k, v).is_some(), "scan pairs key and value wrongly");
                                     seen += 1;
                                     true

@@ -317,8 +317,8 @@ fn h4_group_commit_every_crash_point() {
 /// values, deletes, a key written twice, a delete of a missing key.
 #[test]
 fn atomic_batches_every_crash_point_and_eadr_store() {
-    use pmkv_substrate::batch_log::Op as BOp;
-    use pmkv_substrate::{Mode, Pool};
+    use pmkv_substrate::Mode;
+    use pmkv_testutil::NativeCrash;
     let batches: Vec<Vec<Op>> = vec![
         (0..10u32)
             .map(|i| Op::Put(format!("ab{i:03}").into_bytes(), vec![i as u8; 3 + 9 * (i as usize % 3)]))
@@ -334,45 +334,10 @@ fn atomic_batches_every_crash_point_and_eadr_store() {
             Op::Delete(b"ab003".to_vec()),
         ],
     ];
-    for (mode, stores) in [(Mode::Adr, false), (Mode::Eadr, true)] {
-        let seed = seed();
-        let pool = std::sync::Arc::new(Pool::create_sim("hart", &sim_opts(512 << 10).mode(mode)).unwrap());
-        let h = Hart::open(pool, Options::default()).unwrap();
-        let found = CrashFindings::new();
-        let mut model = Model::new();
-        for (b, batch) in batches.iter().enumerate() {
-            let before = model.clone();
-            for op in batch {
-                apply(&mut model, op);
-            }
-            let after = model.clone();
-            let (f, desc) = (found.clone(), format!("{mode} batch {b}"));
-            h.pool().sim().unwrap().set_hook_with(true, stores, move |pt| {
-                f.check_images(pt, evictions(seed, pt.index), &desc, |img| {
-                    let r = recover(img)?;
-                    r.check().map_err(|e| e.to_string())?;
-                    let got = contents(&r);
-                    if got != before && got != after {
-                        return Err(format!("state is neither before nor after the batch ({} keys)", got.len()));
-                    }
-                    Ok(())
-                });
-            });
-            let ops: Vec<BOp<'_>> = batch
-                .iter()
-                .map(|op| match op {
-                    Op::Put(k, v) => BOp::Put(k, v),
-                    Op::Delete(k) => BOp::Delete(k),
-                })
-                .collect();
-            h.write_batch(&ops, true).unwrap();
-            h.pool().sim().unwrap().clear_hook();
-            assert_eq!(contents(&h), model);
-            let img = h.pool().sim().unwrap().image_now(h.pool(), Eviction::None);
-            assert_eq!(contents(&recover(&img).unwrap()), model, "{mode} batch {b} not durable on return");
-        }
-        found.assert_none("atomic batches are not all or nothing");
-        eprintln!("atomic batches ({mode}): {} crash images checked", found.images());
-        h.check().unwrap();
+    for mode in [Mode::Adr, Mode::Eadr] {
+        let mut run = NativeCrash::new(&pmkv_hart::FACTORY, mode);
+        (run.seed, run.evictions) = (seed(), evictions);
+        let (n, _) = run.explore_batches(&[], &batches, |h| h);
+        eprintln!("atomic batches ({mode}): {n} crash images checked");
     }
 }

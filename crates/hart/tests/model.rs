@@ -55,7 +55,7 @@ fn run(steps: Vec<Step>, kh: usize) {
                 // The visitor stopping early (after `n / 2 + 1` records) is obeyed exactly.
                 let stop_after = n / 2 + 1;
                 let mut seen = Vec::new();
-                h.scan(start, end, usize::MAX, reverse, &mut |k, _| {
+                h.scan(&pmkv_core::KeyRange::bounds(start, end), usize::MAX, reverse, &mut |k, _| {
                     seen.push(k.to_vec());
                     seen.len() < stop_after
                 })

@@ -19,8 +19,9 @@ use crate::error::Error as MgError;
 use crate::heap::Heap;
 use crate::runtime::{Capture, Log, Mangosteen, Options as MgOptions, SizeCheck};
 use pmkv_core::{
-    BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
-    Options, Param, Pool, RecoveryReport, Result, Visitor, WriteBatch,
+    parse_bool, parse_choice, parse_in, CheckReport, Emit, EngineError, EngineInfo, EngineResult, EngineSettings,
+    Error, ErrorKind, KeyRange, LogOp, MemoryUsage, NativeEngine, NativeFactory, Options, Pool, RecoveryReport, Result,
+    SalvageReport, Setting, Visitor,
 };
 use std::ffi::c_void;
 use std::ops::Bound;
@@ -47,33 +48,83 @@ pub static FACTORY: MangosteenFactory = MangosteenFactory;
 #[derive(Debug, Default)]
 pub struct MangosteenFactory;
 
-const PARAMS: &[Param] = &[
-    Param {
-        name: "region_mib",
-        doc: "MiB of the durable region holding the map, taken whole when the pool is created and never grown: the pool file is at least this plus its redo ring (default: max_size / 64, between 1 and 256)",
-    },
-    Param { name: "dedup", doc: "false: log every captured block, the paper's no-deduplication ablation (default true)" },
-    Param {
-        name: "capture",
-        doc: "how writes are found: compiler (the map's stores, traced by the instrumentation it was compiled with; default) or pages (page protection: a fault and a page copy per page a batch writes, for comparison)",
-    },
-    Param {
-        name: "log",
-        doc: "how captured writes are logged: batched (deduplicated, one fence per batch; default) or perwrite (the per-write baseline the paper compares against: every captured write logged and fenced at once, nothing deduplicated; needs capture=compiler)",
-    },
-    Param {
-        name: "memcpy",
-        doc: "false: report every 8-byte store of a memcpy, memmove or memset into the region through the store hook instead of the call as one write, the paper's nomemcpy ablation of Fig. 8d (default true; capture=compiler)",
-    },
-    Param {
-        name: "verify_capture",
-        doc: "true: after every batch compare the whole region with the one before and fail the write if any changed byte was not captured, logging it anyway (a compare of the region per batch; default: true in debug builds for regions up to 16 MiB, so the tests run it)",
-    },
-    Param {
-        name: "background",
-        doc: "true: apply committed batches on a backend thread, the paper's design (default false: inline, right after each commit)",
-    },
-];
+/// The `mangosteen` engine's typed options, attached with
+/// [`Options::with_engine_options`] like every engine's, or set by the `key=value`
+/// parameters they declare. They choose the runtime's [`MgOptions`] (with the pool's
+/// `max_size`, which sizes a default region).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapOptions {
+    /// MiB of the durable region; `None`: `max_size / 64`, between 1 and 256. Asked for,
+    /// a larger size than an existing region's is refused rather than ignored.
+    pub region_mib: Option<u64>,
+    /// Deduplicate logged blocks (false: the paper's ablation).
+    pub dedup: bool,
+    /// How writes are found.
+    pub capture: Capture,
+    /// How captured writes are logged.
+    pub log: Log,
+    /// Capture a mem* call as one write (false: the paper's nomemcpy ablation).
+    pub memcpy: bool,
+    /// Verify capture after every batch; `None`: on in debug builds for regions up to
+    /// 16 MiB.
+    pub verify_capture: Option<bool>,
+    /// Apply committed batches on a backend thread.
+    pub background: bool,
+}
+
+impl Default for MapOptions {
+    fn default() -> MapOptions {
+        MapOptions {
+            region_mib: None,
+            dedup: true,
+            capture: Capture::Compiler,
+            log: Log::Batched,
+            memcpy: true,
+            verify_capture: None,
+            background: false,
+        }
+    }
+}
+
+impl EngineSettings for MapOptions {
+    const SETTINGS: &'static [Setting<MapOptions>] = &[
+        Setting {
+            name: "region_mib",
+            doc: "MiB of the durable region holding the map, taken whole when the pool is created and never grown: the pool file is at least this plus its redo ring (default: max_size / 64, between 1 and 256)",
+            set: |o, v| parse_in(v, 1..=1 << 16).map(|x| o.region_mib = Some(x)),
+        },
+        Setting {
+            name: "dedup",
+            doc: "false: log every captured block, the paper's no-deduplication ablation (default true)",
+            set: |o, v| parse_bool(v).map(|x| o.dedup = x),
+        },
+        Setting {
+            name: "capture",
+            doc: "how writes are found: compiler (the map's stores, traced by the instrumentation it was compiled with; default) or pages (page protection: a fault and a page copy per page a batch writes, for comparison)",
+            set: |o, v| parse_choice(v, &[("compiler", Capture::Compiler), ("pages", Capture::Pages)]).map(|x| o.capture = x),
+        },
+        Setting {
+            name: "log",
+            doc: "how captured writes are logged: batched (deduplicated, one fence per batch; default) or perwrite (the per-write baseline the paper compares against: every captured write logged and fenced at once, nothing deduplicated; needs capture=compiler)",
+            set: |o, v| parse_choice(v, &[("batched", Log::Batched), ("perwrite", Log::PerWrite)]).map(|x| o.log = x),
+        },
+        Setting {
+            name: "memcpy",
+            doc: "false: report every 8-byte store of a memcpy, memmove or memset into the region through the store hook instead of the call as one write, the paper's nomemcpy ablation of Fig. 8d (default true; capture=compiler)",
+            set: |o, v| parse_bool(v).map(|x| o.memcpy = x),
+        },
+        Setting {
+            name: "verify_capture",
+            doc: "true: after every batch compare the whole region with the one before and fail the write if any changed byte was not captured, logging it anyway (a compare of the region per batch; default: true in debug builds for regions up to 16 MiB, so the tests run it)",
+            set: |o, v| parse_bool(v).map(|x| o.verify_capture = Some(x)),
+        },
+        Setting {
+            name: "background",
+            doc: "true: apply committed batches on a backend thread, the paper's design (default false: inline, right after each commit)",
+            set: |o, v| parse_bool(v).map(|x| o.background = x),
+        },
+    ];
+}
 
 fn info() -> EngineInfo {
     EngineInfo::new(
@@ -102,70 +153,48 @@ fn err(e: MgError) -> Error {
     }
 }
 
-fn options(opts: &Options) -> Result<MgOptions> {
-    let mut region_mib = (opts.max_size >> 26).clamp(1, 256);
-    let mut o = MgOptions { capture: Capture::Compiler, fixed_address: true, ..Default::default() };
-    let mut verify = None;
-    for (k, v) in opts.params() {
-        let bad = || Error::invalid(format!("mangosteen parameter {k}={v}: not a valid value"));
-        match k.as_str() {
-            "region_mib" => {
-                region_mib = v.parse().ok().filter(|&m: &u64| (1..=1 << 16).contains(&m)).ok_or_else(bad)?
-            }
-            "dedup" => o.dedup = v.parse().map_err(|_| bad())?,
-            "background" => o.background = v.parse().map_err(|_| bad())?,
-            "capture" => {
-                o.capture = match v.as_str() {
-                    "compiler" => Capture::Compiler,
-                    "pages" => Capture::Pages,
-                    _ => return Err(bad()),
-                }
-            }
-            "log" => {
-                o.log = match v.as_str() {
-                    "batched" => Log::Batched,
-                    "perwrite" => Log::PerWrite,
-                    _ => return Err(bad()),
-                }
-            }
-            "memcpy" => o.memcpy_capture = v.parse().map_err(|_| bad())?,
-            "verify_capture" => verify = Some(v.parse().map_err(|_| bad())?),
-            _ => {}
-        }
-    }
+/// The runtime's options for `m`, on a pool of `opts`.
+fn runtime_options(m: &MapOptions, opts: &Options) -> MgOptions {
+    let region_mib = m.region_mib.unwrap_or((opts.max_size >> 26).clamp(1, 256));
+    let mut o = MgOptions {
+        capture: m.capture,
+        fixed_address: true,
+        dedup: m.dedup,
+        background: m.background,
+        log: m.log,
+        memcpy_capture: m.memcpy,
+        ..Default::default()
+    };
     o.region_size = region_mib << 20;
     // Verification compares the whole region after every batch: on by default in debug
     // builds (so every test runs it) for regions small enough to make that cheap.
-    o.verify_capture = verify.unwrap_or(cfg!(debug_assertions) && region_mib <= VERIFY_DEFAULT_MIB);
+    o.verify_capture = m.verify_capture.unwrap_or(cfg!(debug_assertions) && region_mib <= VERIFY_DEFAULT_MIB);
     // Room in the ring for every block of the region (then any batch fits: the dedup set
     // logs each block once), up to 256K records (16 MiB of PM); past that a batch that
     // dirties more than 8 MiB of the region is refused (values are limited to a quarter
     // of that, see `info`).
     o.ring_records = (o.region_size / o.block_size as u64 + 1).clamp(4096, RING_MAX);
-    Ok(o)
+    o
 }
 
-impl EngineFactory for MangosteenFactory {
+impl NativeFactory for MangosteenFactory {
+    type Engine = MangosteenEngine;
+    type Settings = MapOptions;
     fn info(&self) -> EngineInfo {
         info()
     }
-    fn layout(&self) -> Option<&'static str> {
-        Some(LAYOUT)
-    }
-    fn params(&self) -> &'static [Param] {
-        PARAMS
+    fn layout(&self) -> &'static str {
+        LAYOUT
     }
     /// Whole or nothing: see `salvage`.
-    fn salvage(&self, image: &[u8], emit: pmkv_core::Emit<'_>) -> Result<pmkv_core::SalvageReport> {
+    fn salvage(&self, image: &[u8], emit: Emit<'_>) -> Result<SalvageReport> {
         crate::salvage::salvage(self, image, emit)
     }
-    fn open_pool(&self, pool: Arc<Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
-        self.check_params(opts)?;
+    fn open_native(&self, pool: Arc<Pool>, m: MapOptions, opts: &Options) -> EngineResult<MangosteenEngine> {
         // A region size the user asked for (`region_mib`) must not be silently ignored by
         // an existing, smaller region; one derived from `max_size` is only a default.
-        let sizes =
-            if opts.params().iter().any(|(k, _)| k == "region_mib") { SizeCheck::Strict } else { SizeCheck::Existing };
-        Ok(Box::new(MangosteenEngine::open(pool, options(opts)?, sizes)?))
+        let sizes = if m.region_mib.is_some() { SizeCheck::Strict } else { SizeCheck::Existing };
+        Ok(MangosteenEngine::open(pool, runtime_options(&m, opts), sizes)?)
     }
 }
 
@@ -338,16 +367,16 @@ fn c_bound(b: Bound<&[u8]>) -> abi::Bound {
     }
 }
 
-impl Engine for MangosteenEngine {
+impl NativeEngine for MangosteenEngine {
     /// Keys up to 64 KiB and values up to an eighth of the region (so that a record always
     /// fits an empty region with room for the map's nodes), and up to 2 MiB (so that a
     /// batch of a few such writes fits the redo ring).
-    fn info(&self) -> EngineInfo {
+    fn info(&self, info: EngineInfo) -> EngineInfo {
         let r = self.m.size() as usize;
         let ring_bytes = (RING_MAX * 32) as usize;
-        info().limits((64 << 10).min(r / 16), (r / 8).min(ring_bytes / 4))
+        info.limits((64 << 10).min(r / 16), (r / 8).min(ring_bytes / 4))
     }
-    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> EngineResult<bool> {
         let mut arg: GetArg<'_> = (f, None);
         let found = self.read(|base| {
             // SAFETY: the map of this region, not written under the read side; `arg`
@@ -361,31 +390,29 @@ impl Engine for MangosteenEngine {
         }
         Ok(found)
     }
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.write((key.len() + value.len()) as u64, |b, l| self.put_in(b, l, key, value))
+    fn put(&self, key: &[u8], value: &[u8]) -> EngineResult<()> {
+        Ok(self.write((key.len() + value.len()) as u64, |b, l| self.put_in(b, l, key, value))?)
     }
-    fn delete(&self, key: &[u8]) -> Result<bool> {
-        self.write(0, |b, l| self.delete_in(b, l, key))
+    fn delete(&self, key: &[u8]) -> EngineResult<bool> {
+        Ok(self.write(0, |b, l| self.delete_in(b, l, key))?)
     }
-    /// Atomic: one request, so one batch in the log (all or nothing across a crash).
-    fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        let need = batch.ops().iter().map(|op| op.key().len() + 64).sum::<usize>()
-            + batch.ops().iter().map(|op| if let BatchOp::Put(_, v) = op { v.len() } else { 0 }).sum::<usize>();
-        self.write(need as u64, |b, l| {
-            for op in batch.ops() {
-                match op {
-                    BatchOp::Put(k, v) => self.put_in(b, l, k, v),
-                    BatchOp::Delete(k) => {
+    /// Atomic whether or not asked: one request, so one batch in the log (all or nothing
+    /// across a crash).
+    fn write_batch(&self, ops: &[LogOp<'_>], _atomic: bool) -> EngineResult<()> {
+        let need = ops.iter().map(|op| op.key().len() + 64).sum::<usize>()
+            + ops.iter().map(|op| if let LogOp::Put(_, v) = op { v.len() } else { 0 }).sum::<usize>();
+        Ok(self.write(need as u64, |b, l| {
+            for op in ops {
+                match *op {
+                    LogOp::Put(k, v) => self.put_in(b, l, k, v),
+                    LogOp::Delete(k) => {
                         self.delete_in(b, l, k);
                     }
                 }
             }
-        })
+        })?)
     }
-    fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
-        if range.is_empty() {
-            return Ok(());
-        }
+    fn scan(&self, range: &KeyRange, limit: usize, reverse: bool, visit: Visitor<'_>) -> EngineResult<()> {
         let (start, end) = (c_bound(range.start_bound()), c_bound(range.end_bound()));
         let mut arg: (Visitor<'_>, Caught) = (visit, None);
         self.read(|base| {
@@ -397,7 +424,7 @@ impl Engine for MangosteenEngine {
                     self.root as u64,
                     &start,
                     &end,
-                    dir == Direction::Reverse,
+                    reverse,
                     limit,
                     visited,
                     &mut arg as *mut _ as *mut c_void,
@@ -425,8 +452,16 @@ impl Engine for MangosteenEngine {
             pm: vec![("region (PM copy)".into(), size)],
         }
     }
-    fn check(&self) -> Result<CheckReport> {
-        let mut rep = CheckReport::new("mangosteen");
+    /// The report's problems as one `Corrupt` error, or its facts as a summary.
+    fn check(&self) -> EngineResult<String> {
+        let rep = self.check_report("mangosteen")?;
+        if !rep.is_ok() {
+            return Err(EngineError::Corrupt(rep.problems.join("\n")));
+        }
+        Ok(rep.facts.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "))
+    }
+    fn check_report(&self, engine: &str) -> EngineResult<CheckReport> {
+        let mut rep = CheckReport::new(engine);
         let (heap, len, ordered) = self.m.read(|r| {
             let base = r.as_ptr() as *mut u8;
             // SAFETY: `r` is the whole DRAM copy (16-aligned, mapped for `m`'s life); under
@@ -449,24 +484,24 @@ impl Engine for MangosteenEngine {
         rep.fact("redo log tail", tail);
         Ok(rep)
     }
-    fn recovery(&self) -> Option<RecoveryReport> {
+    fn recovery(&self) -> RecoveryReport {
         let mut rep: RecoveryReport = self.m.recovery().clone();
         rep.records = self.len();
-        Some(rep)
+        rep
     }
-    fn sync(&self) -> Result<()> {
-        self.m.quiesce().map_err(err)
+    fn sync(&self) -> EngineResult<()> {
+        Ok(self.m.quiesce().map_err(err)?)
     }
-    fn close(self: Box<Self>) -> Result<()> {
+    fn close(self) -> EngineResult<()> {
         // The map is never dropped: it lives in the region, which the next open maps again.
-        self.m.quiesce().map_err(err)
+        Ok(self.m.quiesce().map_err(err)?)
     }
     /// Refuse further writes and leave the pool marked unclean, so the next open recovers.
     fn poison(&self) {
         self.poisoned.store(true, Ordering::Release);
         self.m.pool().poison();
     }
-    fn pool(&self) -> Option<&Arc<Pool>> {
-        Some(self.m.pool())
+    fn pool(&self) -> &Arc<Pool> {
+        self.m.pool()
     }
 }

@@ -96,7 +96,7 @@ fn heap_written(p: *const u8, n: usize) {
 }
 
 pub use callback::{Application, Frontend};
-pub use engine::{MangosteenFactory, FACTORY, LAYOUT};
+pub use engine::{MangosteenFactory, MapOptions, FACTORY, LAYOUT};
 pub use error::{Error, Result};
 pub use heap::Heap;
 pub use kv::{KvApp, KvRequest};

@@ -8,7 +8,7 @@
 //! [`BATCH_LOGS`] flag, so that builds that know nothing of logs refuse the pool. An
 //! independent batch, or one of a single operation, is applied without a log.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::layout::*;
 use crate::leaf::load;
 use crate::tree::NbTree;
@@ -23,16 +23,7 @@ impl NbTree {
         if !batch_log::logged(atomic, ops.len()) {
             return self.apply_ops(ops);
         }
-        for op in ops {
-            if let Op::Put(k, v) = op {
-                if k.len() > MAX_KEY {
-                    return Err(Error::KeyTooLarge(k.len()));
-                }
-                if v.len() > MAX_VALUE {
-                    return Err(Error::ValueTooLarge(v.len()));
-                }
-            }
-        }
+        pmkv_core::check_batch_sizes(ops, MAX_KEY, MAX_VALUE)?;
         self.pool.check_writable()?;
         self.batches.check_writes()?;
         self.mark_batch_logs();
@@ -41,17 +32,7 @@ impl NbTree {
 
     /// Apply `ops` in order with the tree's normal writes. A crash keeps a prefix.
     fn apply_ops(&self, ops: &[Op<'_>]) -> Result<()> {
-        for op in ops {
-            match *op {
-                Op::Put(k, v) => {
-                    self.put(k, v)?;
-                }
-                Op::Delete(k) => {
-                    self.delete(k)?;
-                }
-            }
-        }
-        Ok(())
+        pmkv_core::apply_in_order(ops, |k, v| self.put(k, v).map(drop), |k| self.delete(k))
     }
 
     /// Set the superblock's [`BATCH_LOGS`] flag, durably, unless it is set. One 8-byte
@@ -80,6 +61,7 @@ impl NbTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use pmkv_substrate::{Eviction, Pool, PoolError};
     use std::sync::Arc;
 

@@ -1,31 +1,4 @@
-//! Errors of NBTree.
+//! Errors of NBTree: the engine kit's shared error ([`pmkv_core::EngineError`]), as every
+//! tree engine's.
 
-use crate::layout::{MAX_KEY, MAX_VALUE};
-use pmkv_substrate::PoolError;
-
-/// Result alias of the crate.
-pub type Result<T> = std::result::Result<T, Error>;
-
-/// Why an NBTree operation failed.
-#[non_exhaustive]
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The pool refused (full, read-only, damaged allocator, ...).
-    #[error(transparent)]
-    Pool(#[from] PoolError),
-    /// A key longer than the limit (64 KiB - 1 bytes, as the other engines').
-    #[error("key of {0} bytes is longer than the limit {max}", max = MAX_KEY)]
-    KeyTooLarge(usize),
-    /// A value longer than the limit (16 MiB).
-    #[error("value of {0} bytes is longer than the limit {max}", max = MAX_VALUE)]
-    ValueTooLarge(usize),
-    /// The pool's NBTree data is damaged.
-    #[error("NBTree data is damaged: {0}")]
-    Corrupt(String),
-    /// Options that do not fit the pool.
-    #[error("{0}")]
-    Invalid(String),
-    /// A format this build cannot read.
-    #[error("{0}")]
-    Version(String),
-}
+pub use pmkv_core::{EngineError as Error, EngineResult as Result};

@@ -770,7 +770,6 @@ impl NbTree {
 mod tests {
     use super::*;
     use pmkv_substrate::{Mode, PoolOptions};
-    use std::ops::Bound;
 
     /// The first block after the sentinel, in any format.
     fn first_block(pool: &Pool) -> u64 {
@@ -842,7 +841,7 @@ mod tests {
             assert_eq!(get(&t, k), Some(vec![i as u8; 4]), "the first slot's value");
         }
         let mut seen = Vec::new();
-        t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, _| {
+        t.scan(&pmkv_core::KeyRange::all(), usize::MAX, false, &mut |k, _| {
             seen.push(k.to_vec());
             true
         })
@@ -985,7 +984,7 @@ mod tests {
             for k in [&b"secret"[..], b"big"] {
                 t.get_with(k, &mut |_| {})?;
             }
-            t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |_, _| true)?;
+            t.scan(&pmkv_core::KeyRange::all(), usize::MAX, false, &mut |_, _| true)?;
             t.check()?;
             Ok(())
         })();
@@ -1155,7 +1154,7 @@ mod tests {
         let t = NbTree::open(Arc::new(Pool::from_image(image, Some("nbtree"), &opts)?))?;
         let clean = t.recovery_report().clean_shutdown;
         let mut out = Vec::new();
-        t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, v| {
+        t.scan(&pmkv_core::KeyRange::all(), usize::MAX, false, &mut |k, v| {
             out.push((k.to_vec(), v.to_vec()));
             true
         })?;

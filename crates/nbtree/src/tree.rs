@@ -25,6 +25,7 @@ use crate::leaf::{self, find, load, pick, pick_below, Leaf, LeafArena, SMO_BIT};
 use crate::reclaim::Reclaimer;
 use crossbeam_epoch::{self as epoch, Guard};
 use parking_lot::Mutex;
+use pmkv_core::{KeyRange, Visitor};
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::{Mode, Pool};
 use std::ops::Bound;
@@ -393,12 +394,7 @@ impl NbTree {
 
     /// Insert or replace (Algorithms 1 and 3). Returns whether the key was new.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        if key.len() > MAX_KEY {
-            return Err(Error::KeyTooLarge(key.len()));
-        }
-        if value.len() > MAX_VALUE {
-            return Err(Error::ValueTooLarge(value.len()));
-        }
+        pmkv_core::check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)?;
         self.pool.check_writable()?;
         self.batches.check_writes()?;
         let g = epoch::pin();
@@ -739,17 +735,10 @@ impl NbTree {
     /// live entries are read, sorted, and visited; then the scan moves to the next leaf
     /// by its fence. Each leaf is read at one moment (validated against a concurrent
     /// SMO), not the whole range at once.
-    pub fn scan(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
+    pub fn scan(&self, range: &KeyRange, limit: usize, reverse: bool, visit: Visitor<'_>) -> Result<()> {
         let g = epoch::pin();
         let mut left = limit;
-        let range = pmkv_core::KeyRange::bounds(start, end);
+        let (start, end) = (range.start_bound(), range.end_bound());
         let in_start = |k: &[u8]| range.after_start(k);
         let in_end = |k: &[u8]| range.before_end(k);
         // Forward: `cur` is a key the next leaf must cover. Reverse: `cur` is an exclusive
@@ -920,12 +909,7 @@ impl NbTree {
     pub fn close(mut self) -> Result<()> {
         self.seal();
         self.closed = true;
-        let pool = self.pool.clone();
-        drop(self);
-        match Arc::try_unwrap(pool) {
-            Ok(pool) => Ok(pool.close()?),
-            Err(_) => Ok(()),
-        }
+        pmkv_core::close_after(self.pool.clone(), || drop(self))
     }
 
     /// Drain retired objects whose grace period has passed.

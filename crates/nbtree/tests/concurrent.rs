@@ -20,7 +20,6 @@ use pmkv_nbtree::{NbTree, Options};
 use pmkv_substrate::{Mode, Pool};
 use pmkv_testutil::{pool_dir, pool_opts, XorShift};
 use std::collections::{BTreeMap, HashMap};
-use std::ops::Bound;
 use std::sync::Arc;
 
 const HOT: u64 = 16;
@@ -117,7 +116,7 @@ fn run_with(mode: Mode, ops_per_thread: u32, keys: u64, threads: u64, o: Options
                     } else {
                         let from = key(rng.below(KEYS));
                         let mut prev: Option<Vec<u8>> = None;
-                        tree.scan(Bound::Included(&from), Bound::Unbounded, 100, rng.below(2) == 0, &mut |k, v| {
+                        tree.scan(&pmkv_core::KeyRange::from(from.clone()), 100, rng.below(2) == 0, &mut |k, v| {
                             if let Some(p) = &prev {
                                 assert_ne!(p.as_slice(), k, "a key twice in a scan");
                             }
@@ -144,7 +143,7 @@ fn run_with(mode: Mode, ops_per_thread: u32, keys: u64, threads: u64, o: Options
     let check_contents = |tree: &NbTree| {
         let mut got: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         let mut last: Option<Vec<u8>> = None;
-        tree.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, v| {
+        tree.scan(&pmkv_core::KeyRange::all(), usize::MAX, false, &mut |k, v| {
             assert!(last.as_deref().is_none_or(|l| l < k), "scan out of order");
             last = Some(k.to_vec());
             got.insert(k.to_vec(), v.to_vec());

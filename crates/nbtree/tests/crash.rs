@@ -7,26 +7,11 @@
 //! hold exactly the state before or after the interrupted operation.
 
 use pmkv_nbtree::{NbTree, Options};
-use pmkv_substrate::{Eviction, Mode, Pool};
-use pmkv_testutil::sim_opts;
-use pmkv_testutil::CrashFindings;
-use pmkv_testutil::{apply, model_of_scan, Model, Op};
-use std::ops::Bound;
-use std::sync::Arc;
-
-fn contents(t: &NbTree) -> Model {
-    let mut out = Vec::new();
-    t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, v| {
-        out.push((k.to_vec(), v.to_vec()));
-        true
-    })
-    .expect("scan");
-    model_of_scan(out)
-}
+use pmkv_substrate::{Eviction, Mode};
+use pmkv_testutil::{NativeCrash, Op};
 
 fn recover(img: &[u8], mode: Mode) -> Result<NbTree, String> {
-    let pool = Pool::from_image(img, Some("nbtree"), &sim_opts(1 << 20).mode(mode)).map_err(|e| e.to_string())?;
-    NbTree::open(Arc::new(pool)).map_err(|e| e.to_string())
+    NativeCrash::new(&pmkv_nbtree::FACTORY, mode).recover(img)
 }
 
 fn evictions(seed: u64, i: u64) -> Vec<Eviction> {
@@ -36,49 +21,26 @@ fn evictions(seed: u64, i: u64) -> Vec<Eviction> {
     v
 }
 
-/// Run `ops` on a fresh simulated pool in `mode`, checking the crash images of every
-/// crash point of each op. Returns the images checked.
-fn explore(ops: &[Op], mode: Mode, single_layer: bool) -> u64 {
-    let seed = std::env::var("PMKV_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x00c0_ffee_u64);
-    let pool = Arc::new(Pool::create_sim("nbtree", &sim_opts(2 << 20).mode(mode)).expect("sim pool"));
-    let t = NbTree::open_with(pool, Options { single_layer, ..Options::default() }).expect("format");
-    assert_eq!(t.single_layer(), single_layer);
-    let stores = mode == Mode::Eadr;
-    let found = CrashFindings::new();
-    let mut model = Model::new();
-    for (i, op) in ops.iter().enumerate() {
-        let before = model.clone();
-        apply(&mut model, op);
-        let after = model.clone();
-        let (f, desc) = (found.clone(), format!("{mode:?} op {i} {op:?}"));
-        t.pool().sim().unwrap().set_hook_with(true, stores, move |pt| {
-            f.check_images(pt, evictions(seed, pt.index), &desc, |img| {
-                let r = recover(img, mode)?;
-                r.check().map_err(|e| e.to_string())?;
-                let got = contents(&r);
-                if got != before && got != after {
-                    return Err(format!("state is neither before nor after ({} keys)", got.len()));
-                }
-                Ok(())
-            });
-        });
-        match op {
-            Op::Put(k, v) => {
-                t.put(k, v).unwrap();
-            }
-            Op::Delete(k) => assert!(t.delete(k).unwrap()),
-        }
-        t.pool().sim().unwrap().clear_hook();
+/// A recovered tree has the kind of leaf its pool was created with.
+fn keeps(r: &NbTree, single_layer: bool) -> Result<(), String> {
+    match r.single_layer() == single_layer {
+        true => Ok(()),
+        false => Err("the pool changed its kind of leaf".to_string()),
     }
-    found.assert_none("crash consistency violated");
-    assert_eq!(contents(&t), model);
-    t.check().unwrap();
-    let img = t.pool().sim().unwrap().image_now(t.pool(), Eviction::None);
-    let r = recover(&img, mode).unwrap();
-    assert_eq!(r.single_layer(), single_layer, "the pool keeps its kind of leaf");
-    r.check().unwrap();
-    assert_eq!(contents(&r), model);
-    found.images()
+}
+
+/// Run `ops` on a fresh simulated pool in `mode` under the kit's crash harness, checking
+/// the crash images of every crash point of each op; every recovered pool keeps its kind
+/// of leaf. Returns the images checked.
+fn explore(ops: &[Op], mode: Mode, single_layer: bool) -> u64 {
+    let mut run = NativeCrash::new(&pmkv_nbtree::FACTORY, mode);
+    if std::env::var("PMKV_CRASH_SEED").is_err() {
+        run.seed = 0x00c0_ffee;
+    }
+    run.evictions = evictions;
+    run.settings = Options { single_layer, ..Options::default() };
+    run.live_on = Some(if single_layer { |r, _| keeps(r, true) } else { |r, _| keeps(r, false) });
+    run.explore(ops, |_| true)
 }
 
 /// Keys of every storage kind: 8-byte integers (the paper's fast path), short inline
@@ -174,63 +136,37 @@ fn repeated_in_place_updates_of_one_key_every_crash_point() {
 /// state before or after the batch and passes `check`.
 #[test]
 fn atomic_batch_every_crash_point_and_eadr_store() {
-    use pmkv_substrate::batch_log::Op as BOp;
-    let seed = 0x00c0_ffee_u64;
-    for mode in [Mode::Adr, Mode::Eadr] {
-        let pool = Arc::new(Pool::create_sim("nbtree", &sim_opts(2 << 20).mode(mode)).expect("sim pool"));
-        let t = NbTree::open(pool).expect("format");
-        let mut model = Model::new();
-        for i in 0..30 {
-            t.put(&key(i), &value(i, 0)).unwrap();
-            apply(&mut model, &Op::Put(key(i), value(i, 0)));
-        }
-        // The superblock (pool root 1) as an older build left it: no batch-log flag.
-        let word = t.pool().root(1) + 8;
+    /// The superblock's word holding the batch-log flag (bit 16).
+    fn flag_word(t: &NbTree) -> u64 {
+        t.pool().root(1) + 8
+    }
+    fn flag(t: &NbTree) -> u64 {
         // SAFETY: the superblock's version word, 8-aligned inside the pool; no other
         // thread uses the tree.
-        unsafe { t.pool().store_u64(word, t.pool().load_u64(word) & !(1 << 16)) };
-        t.pool().persist_off(word, 8);
-        let img = t.pool().sim().unwrap().image_now(t.pool(), Eviction::None);
-        drop(t);
-        let t = recover(&img, mode).unwrap();
+        unsafe { t.pool().load_u64(flag_word(t)) & 1 << 16 }
+    }
+    for mode in [Mode::Adr, Mode::Eadr] {
+        let setup: Vec<Op> = (0..30).map(|i| Op::Put(key(i), value(i, 0))).collect();
         let mut batch: Vec<Op> = (30..90).map(|i| Op::Put(key(i), value(i, 3))).collect();
         batch.extend((0..30).step_by(4).map(|i| Op::Put(key(i), value(i, 5))));
         batch.extend((1..30).step_by(4).map(|i| Op::Delete(key(i))));
         batch.push(Op::Delete(b"missing".to_vec()));
-        let before = model.clone();
-        for op in &batch {
-            apply(&mut model, op);
-        }
-        let after = model.clone();
-        let found = CrashFindings::new();
-        let (f, desc) = (found.clone(), format!("{mode:?} batch"));
-        t.pool().sim().unwrap().set_hook_with(true, mode == Mode::Eadr, move |pt| {
-            f.check_images(pt, evictions(seed, pt.index), &desc, |img| {
-                let r = recover(img, mode)?;
-                r.check().map_err(|e| e.to_string())?;
-                let got = contents(&r);
-                if got != before && got != after {
-                    return Err(format!("state is neither before nor after the batch ({} keys)", got.len()));
-                }
-                Ok(())
-            });
+        let mut run = NativeCrash::new(&pmkv_nbtree::FACTORY, mode);
+        run.seed = 0x00c0_ffee;
+        run.evictions = evictions;
+        // The superblock (pool root 1) as an older build left it: no batch-log flag.
+        let (n, t) = run.explore_batches(&setup, &[batch], |t| {
+            let word = flag_word(&t);
+            // SAFETY: as in `flag`.
+            unsafe { t.pool().store_u64(word, t.pool().load_u64(word) & !(1 << 16)) };
+            t.pool().persist_off(word, 8);
+            let img = t.pool().sim().unwrap().image_now(t.pool(), Eviction::None);
+            drop(t);
+            let t = recover(&img, mode).unwrap();
+            assert_eq!(flag(&t), 0, "no flag before the batch");
+            t
         });
-        let ops: Vec<BOp<'_>> = batch
-            .iter()
-            .map(|op| match op {
-                Op::Put(k, v) => BOp::Put(k, v),
-                Op::Delete(k) => BOp::Delete(k),
-            })
-            .collect();
-        // SAFETY: as above.
-        assert_eq!(unsafe { t.pool().load_u64(word) } & 1 << 16, 0, "no flag before the batch");
-        t.write_batch(&ops, true).unwrap();
-        t.pool().sim().unwrap().clear_hook();
-        // SAFETY: as above.
-        assert_ne!(unsafe { t.pool().load_u64(word) } & 1 << 16, 0, "the flag after it");
-        found.assert_none("atomic batches are not all or nothing");
-        eprintln!("{mode:?}: an atomic batch, {} crash images checked", found.images());
-        assert_eq!(contents(&t), model);
-        t.check().unwrap();
+        assert_ne!(flag(&t), 0, "the flag after it");
+        eprintln!("{mode:?}: an atomic batch, {n} crash images checked");
     }
 }

@@ -49,7 +49,6 @@ mod tests {
     use crate::layout::{untag, Kind, N4};
     use pmkv_substrate::Eviction;
     use pmkv_substrate::{Mode, Pool, PoolOptions};
-    use std::ops::Bound;
 
     fn sim(name: &str, mode: Mode) -> Arc<Pool> {
         let o = PoolOptions::default().mode(mode).initial_size(1 << 20).max_size(256 << 20);
@@ -159,7 +158,7 @@ mod tests {
                     t.put(&vec![b'a'; i], &i.to_le_bytes()).unwrap();
                 }
                 let mut seen = 0;
-                t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, true, &mut |k, _| {
+                t.scan(&pmkv_core::KeyRange::all(), usize::MAX, true, &mut |k, _| {
                     seen += 1;
                     k.len() == n + 1 - seen
                 })

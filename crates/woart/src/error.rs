@@ -1,28 +1,4 @@
-//! Errors of WOART.
+//! Errors of WOART: the engine kit's shared error ([`pmkv_core::EngineError`]), as every
+//! tree engine's.
 
-use crate::layout::{MAX_KEY, MAX_VALUE};
-use pmkv_substrate::PoolError;
-
-/// Result alias of the crate.
-pub type Result<T> = std::result::Result<T, Error>;
-
-/// Why a WOART operation failed.
-#[non_exhaustive]
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The pool refused (full, read-only, damaged allocator, ...).
-    #[error(transparent)]
-    Pool(#[from] PoolError),
-    /// A key longer than the limit (64 KiB - 1 bytes: a node header keeps depths in 16 bits).
-    #[error("key of {0} bytes is longer than the limit {max}", max = MAX_KEY)]
-    KeyTooLarge(usize),
-    /// A value longer than the limit (16 MiB).
-    #[error("value of {0} bytes is longer than the limit {max}", max = MAX_VALUE)]
-    ValueTooLarge(usize),
-    /// The pool's WOART data is damaged.
-    #[error("WOART data is damaged: {0}")]
-    Corrupt(String),
-    /// A format this build cannot read.
-    #[error("{0}")]
-    Version(String),
-}
+pub use pmkv_core::{EngineError as Error, EngineResult as Result};

@@ -361,7 +361,6 @@ mod tests {
     use super::*;
     use pmkv_substrate::Eviction;
     use pmkv_substrate::{Mode, PoolOptions};
-    use std::ops::Bound;
 
     fn sim_pool() -> Arc<Pool> {
         let o = PoolOptions::default().mode(Mode::Adr).initial_size(1 << 20).max_size(64 << 20);
@@ -370,7 +369,7 @@ mod tests {
 
     fn all(t: &Woart) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut out = Vec::new();
-        t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, v| {
+        t.scan(&pmkv_core::KeyRange::all(), usize::MAX, false, &mut |k, v| {
             out.push((k.to_vec(), v.to_vec()));
             true
         })

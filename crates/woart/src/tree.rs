@@ -5,11 +5,11 @@
 //! Concurrency: the paper's WOART is single-writer. pmkv puts one `RwLock` over the tree:
 //! writers exclusive, readers shared.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::layout::*;
 use crate::node::{corrupt, Pm};
 use parking_lot::RwLock;
-use pmkv_core::RecoveryReport;
+use pmkv_core::{KeyRange, RecoveryReport, Visitor};
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::{EngineClaim, Pool};
 use std::ops::Bound;
@@ -84,18 +84,6 @@ fn pruned(p: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
     below || above
 }
 
-fn in_range(k: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
-    (match lo {
-        Bound::Included(s) => k >= s,
-        Bound::Excluded(s) => k > s,
-        Bound::Unbounded => true,
-    }) && match hi {
-        Bound::Included(e) => k <= e,
-        Bound::Excluded(e) => k < e,
-        Bound::Unbounded => true,
-    }
-}
-
 impl Woart {
     pub(crate) fn pm(&self) -> Pm<'_> {
         Pm { pool: &self.pool, alloc: &self.alloc }
@@ -122,13 +110,7 @@ impl Woart {
     }
 
     fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
-        if key.len() > MAX_KEY {
-            return Err(Error::KeyTooLarge(key.len()));
-        }
-        if value.len() > MAX_VALUE {
-            return Err(Error::ValueTooLarge(value.len()));
-        }
-        Ok(())
+        pmkv_core::check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)
     }
 
     /// Where the leaf of `key` hangs, if present (lock held by the caller). Prefixes are
@@ -385,18 +367,12 @@ impl Woart {
         Ok(())
     }
 
-    /// Visit the records in `[lo, hi]` in order (`rev`: descending), at most `limit`.
-    pub fn scan(
-        &self,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        limit: usize,
-        rev: bool,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
+    /// Visit the records of `range` in order (`rev`: descending), at most `limit`.
+    pub fn scan(&self, range: &KeyRange, limit: usize, rev: bool, visit: Visitor<'_>) -> Result<()> {
         if limit == 0 {
             return Ok(());
         }
+        let (lo, hi) = (range.start_bound(), range.end_bound());
         let _g = self.lock.read();
         let pm = self.pm();
         let mut left = limit;
@@ -406,7 +382,7 @@ impl Woart {
             match v {
                 Visit::Leaf(l) => {
                     let (k, v) = pm.leaf(l);
-                    if in_range(k, lo, hi) {
+                    if range.contains(k) {
                         left -= 1;
                         if !visit(k, v) || left == 0 {
                             return Ok(());
@@ -466,12 +442,7 @@ impl Woart {
     pub fn close(mut self) -> Result<()> {
         self.seal();
         self.closed = true;
-        let pool = self.pool.clone();
-        drop(self);
-        match Arc::try_unwrap(pool) {
-            Ok(pool) => Ok(pool.close()?),
-            Err(_) => Ok(()),
-        }
+        pmkv_core::close_after(self.pool.clone(), || drop(self))
     }
 
     /// `msync` or fence, as the pool's mode needs.

@@ -7,117 +7,18 @@
 //! from Node4/16/48 by copy, cut-off chains). The recovered tree must pass `check` (no
 //! leak, every object verified) and hold exactly the state before or after the op.
 
-use pmkv_substrate::{Eviction, Mode, Pool};
-use pmkv_testutil::sim_opts;
-use pmkv_testutil::CrashFindings;
-use pmkv_testutil::{apply, model_of_scan, Model, Op};
-use pmkv_woart::{ArtCow, Options, Woart};
-use std::ops::{Bound, Deref};
-use std::sync::Arc;
+use pmkv_substrate::Mode;
+use pmkv_testutil::{probe_write, NativeCrash, Op};
+use pmkv_woart::{WoartFactory, ARTCOW_FACTORY, FACTORY};
 
-/// Which of the crate's two trees a test runs.
-#[derive(Clone, Copy, Debug)]
-enum Variant {
-    Woart,
-    ArtCow,
-}
-
-impl Variant {
-    fn layout(self) -> &'static str {
-        match self {
-            Variant::Woart => "woart",
-            Variant::ArtCow => "artcow",
-        }
-    }
-    fn open(self, pool: Pool) -> Result<Tree, String> {
-        let pool = Arc::new(pool);
-        match self {
-            Variant::Woart => Woart::open_with(pool, Options::default()).map(Tree::Woart),
-            Variant::ArtCow => ArtCow::open_with(pool, Options::default()).map(Tree::ArtCow),
-        }
-        .map_err(|e| e.to_string())
-    }
-}
-
-enum Tree {
-    Woart(Woart),
-    ArtCow(ArtCow),
-}
-
-impl Deref for Tree {
-    type Target = Woart;
-    fn deref(&self) -> &Woart {
-        match self {
-            Tree::Woart(t) => t,
-            Tree::ArtCow(t) => t,
-        }
-    }
-}
-
-fn contents(t: &Woart) -> Model {
-    let mut out = Vec::new();
-    t.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, false, &mut |k, v| {
-        out.push((k.to_vec(), v.to_vec()));
-        true
-    })
-    .expect("scan");
-    model_of_scan(out)
-}
-
-fn recover(img: &[u8], mode: Mode, v: Variant) -> Result<Tree, String> {
-    let pool = Pool::from_image(img, Some(v.layout()), &sim_opts(1 << 20).mode(mode)).map_err(|e| e.to_string())?;
-    v.open(pool)
-}
-
-fn evictions(seed: u64, i: u64) -> Vec<Eviction> {
-    let s = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    let mut v = Eviction::standard(i).to_vec();
-    v.extend([Eviction::Lines(s), Eviction::Words(s ^ 0x5555)]);
-    v
-}
-
-/// Run `ops` on a fresh simulated pool in `mode`, checking the crash images of every
-/// crash point of each op. Returns the images checked.
-fn explore(ops: &[Op], mode: Mode, v: Variant) -> u64 {
-    let seed = 0x00c0_ffee_u64;
-    let t = v.open(Pool::create_sim(v.layout(), &sim_opts(2 << 20).mode(mode)).expect("sim pool")).expect("format");
-    let stores = mode == Mode::Eadr;
-    let found = CrashFindings::new();
-    let mut model = Model::new();
-    for (i, op) in ops.iter().enumerate() {
-        let before = model.clone();
-        apply(&mut model, op);
-        let after = model.clone();
-        let (f, desc) = (found.clone(), format!("{v:?} {mode:?} op {i} {op:?}"));
-        t.pool().sim().unwrap().set_hook_with(true, stores, move |pt| {
-            f.check_images(pt, evictions(seed, pt.index), &desc, |img| {
-                let r = recover(img, mode, v)?;
-                r.check().map_err(|e| e.to_string())?;
-                let got = contents(&r);
-                if got != before && got != after {
-                    return Err(format!("state is neither before nor after ({} keys)", got.len()));
-                }
-                // Live on: the repaired tree takes writes and stays sound.
-                r.put(b"k0ab-probe", b"p").map_err(|e| e.to_string())?;
-                r.delete(b"k0ab-probe").map_err(|e| e.to_string())?;
-                r.check().map_err(|e| e.to_string())?;
-                Ok(())
-            });
-        });
-        match op {
-            Op::Put(k, v) => t.put(k, v).unwrap(),
-            Op::Delete(k) => assert!(t.delete(k).unwrap()),
-        }
-        t.pool().sim().unwrap().clear_hook();
-    }
-    found.assert_none("crash consistency violated");
-    assert_eq!(contents(&t), model);
-    t.check().unwrap();
-    let img = t.pool().sim().unwrap().image_now(t.pool(), Eviction::None);
-    let r = recover(&img, mode, v).unwrap();
-    r.check().unwrap();
-    assert_eq!(contents(&r), model);
-    found.images()
+/// Run `ops` on a fresh simulated pool in `mode` with the tree of factory `f` (WOART's or
+/// ART+CoW's), under the kit's crash harness: every crash point of each op, and each
+/// recovered tree must take a write and its delete. Returns the images checked.
+fn explore(ops: &[Op], mode: Mode, f: &'static WoartFactory) -> u64 {
+    let mut run = NativeCrash::new(f, mode);
+    run.seed = 0x00c0_ffee;
+    run.live_on = Some(probe_write);
+    run.explore(ops, |_| true)
 }
 
 fn workload() -> Vec<Op> {
@@ -159,10 +60,10 @@ fn workload() -> Vec<Op> {
     ops
 }
 
-/// The workload under every crash point of `mode` for variant `v`.
-fn run(mode: Mode, v: Variant) {
-    let n = explore(&workload(), mode, v);
-    eprintln!("{v:?} {mode:?}: {n} crash images checked");
+/// The workload under every crash point of `mode` for the tree of `f`.
+fn run(mode: Mode, f: &'static WoartFactory) {
+    let n = explore(&workload(), mode, f);
+    eprintln!("{f:?} {mode:?}: {n} crash images checked");
 }
 
 /// One test per (mode, variant), so each runs (and fails) on its own.
@@ -178,8 +79,8 @@ macro_rules! crash_tests {
 }
 
 crash_tests! {
-    adr_every_crash_point: Mode::Adr, Variant::Woart;
-    eadr_every_store_point: Mode::Eadr, Variant::Woart;
-    artcow_adr_every_crash_point: Mode::Adr, Variant::ArtCow;
-    artcow_eadr_every_store_point: Mode::Eadr, Variant::ArtCow;
+    adr_every_crash_point: Mode::Adr, &FACTORY;
+    eadr_every_store_point: Mode::Eadr, &FACTORY;
+    artcow_adr_every_crash_point: Mode::Adr, &ARTCOW_FACTORY;
+    artcow_eadr_every_store_point: Mode::Eadr, &ARTCOW_FACTORY;
 }

@@ -44,7 +44,7 @@ pub fn reopen_hart(path: &Path, opts: &PoolOptions) -> Hart {
 /// What `h.scan` visits from `start` to `end`, at most `limit` records, in its order.
 pub fn scan(h: &Hart, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize, reverse: bool) -> Records {
     let mut out = Vec::new();
-    h.scan(start, end, limit, reverse, &mut |k, v| {
+    h.scan(&pmkv_core::KeyRange::bounds(start, end), limit, reverse, &mut |k, v| {
         out.push((k.to_vec(), v.to_vec()));
         true
     })

@@ -28,7 +28,7 @@ pub fn recover(img: &[u8], mode: Mode) -> Result<NbTree, String> {
 /// `scan` collected.
 pub fn scan(t: &NbTree, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize, reverse: bool) -> Records {
     let mut out = Vec::new();
-    t.scan(start, end, limit, reverse, &mut |k, v| {
+    t.scan(&pmkv_core::KeyRange::bounds(start, end), limit, reverse, &mut |k, v| {
         out.push((k.to_vec(), v.to_vec()));
         true
     })
