@@ -155,6 +155,17 @@ impl Options {
     }
 }
 
+/// The refusal of parameter `key`, which engine `engine` does not have: it names those
+/// it has.
+pub(crate) fn no_such_param<'a>(engine: &str, key: &str, known: impl Iterator<Item = &'a str>) -> crate::error::Error {
+    let names: Vec<&str> = known.collect();
+    let has = if names.is_empty() { "none".to_string() } else { names.join(", ") };
+    crate::error::Error::new(
+        crate::error::ErrorKind::InvalidArgument,
+        format!("engine '{engine}' has no parameter '{key}' (it has: {has})"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,15 +193,4 @@ mod tests {
     fn default_reads_no_environment() {
         assert_eq!(Options::default().latency, Latency::NONE);
     }
-}
-
-/// The refusal of parameter `key`, which engine `engine` does not have: it names those
-/// it has.
-pub(crate) fn no_such_param<'a>(engine: &str, key: &str, known: impl Iterator<Item = &'a str>) -> crate::error::Error {
-    let names: Vec<&str> = known.collect();
-    let has = if names.is_empty() { "none".to_string() } else { names.join(", ") };
-    crate::error::Error::new(
-        crate::error::ErrorKind::InvalidArgument,
-        format!("engine '{engine}' has no parameter '{key}' (it has: {has})"),
-    )
 }
