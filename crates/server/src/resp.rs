@@ -100,6 +100,8 @@ pub fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     let line = line.split(|&c| c == 0).next().unwrap_or_default();
     let blank = |c: u8| matches!(c, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c);
     let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    // A closing quote must end the word.
+    let end_quote = |n: Option<u8>| if n.is_some_and(|n| !blank(n)) { Err(unbalanced()) } else { Ok(()) };
     let (mut words, mut i) = (Vec::new(), 0);
     loop {
         while i < line.len() && blank(line[i]) {
@@ -134,9 +136,7 @@ pub fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, String> {
                         i += 1;
                     }
                     (Some(b'"'), n) => {
-                        if n.is_some_and(|n| !blank(n)) {
-                            return Err(unbalanced());
-                        }
+                        end_quote(n)?;
                         i += 1;
                         break;
                     }
@@ -150,9 +150,7 @@ pub fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, String> {
                         i += 1;
                     }
                     (Some(b'\''), n) => {
-                        if n.is_some_and(|n| !blank(n)) {
-                            return Err(unbalanced());
-                        }
+                        end_quote(n)?;
                         i += 1;
                         break;
                     }

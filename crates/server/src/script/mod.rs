@@ -279,15 +279,10 @@ pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply
         Err(r) => return r,
     };
     let read_only = flags.no_writes || cmd.ends_with("_RO");
-    let nkeys = match int(&a[1]) {
-        Some(n) if n >= 0 && (n as usize) <= a.len() - 2 => n as usize,
-        Some(n) if n >= 0 => return Reply::err("ERR Number of keys can't be greater than number of args"),
-        _ => return Reply::err("ERR Number of keys can't be negative"),
+    let (keys, argv) = match keys_and_args(a) {
+        Ok(x) => x,
+        Err(r) => return r,
     };
-    let (keys, argv) = a[2..].split_at(nkeys);
-    if !keys.iter().all(|k| crate::keyspace::allowed(k)) {
-        return crate::keyspace::reserved();
-    }
     // On a cluster node a script's keys are its declared keys' slot (or, with none declared,
     // a slot served here), as Redis requires: another node's keys are not here to read.
     let home = crate::cluster::slot::common_slot(keys.iter().map(|k| k.as_slice())).ok().flatten();
@@ -307,27 +302,15 @@ pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply
                 .map(|_| Reply::err("ERR Script attempted to access a non local key in a cluster node")),
         }
     };
-    let mut tx = Tx::new(&sh.store, &sh.ks);
-    let id = sh.script.begin();
-    let (r, stopped) = run(
+    run_committed(
+        sh,
         c,
-        &mut tx,
         &src,
         None,
         keys,
         argv,
-        Limits { local: &local, read_only, state: (sh.script.clone(), id), name: sha },
-    );
-    sh.script.end();
-    if let Some(why) = stopped {
-        // Nothing of a stopped script is applied: its Tx is dropped here.
-        drop(tx);
-        return Reply::err(why.message());
-    }
-    match tx.commit() {
-        Ok(()) => r,
-        Err(e) => Reply::err(format!("ERR the script's writes could not be applied, none was: {e}")),
-    }
+        Limits { local: &local, read_only, state: (sh.script.clone(), 0), name: sha },
+    )
 }
 
 /// FCALL function numkeys key… arg… (FCALL_RO: the function must be flagged
@@ -343,38 +326,56 @@ pub(crate) fn fcall(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Repl
         }
         (lib.code.clone(), f.flags.iter().any(|x| x == "no-writes"))
     };
-    let nkeys = match int(&a[1]) {
-        Some(n) if n >= 0 && (n as usize) <= a.len() - 2 => n as usize,
-        Some(n) if n >= 0 => return Reply::err("ERR Number of keys can't be greater than number of args"),
-        _ => return Reply::err("ERR Number of keys can't be negative"),
+    let (keys, argv) = match keys_and_args(a) {
+        Ok(x) => x,
+        Err(r) => return r,
     };
-    let (keys, argv) = a[2..].split_at(nkeys);
-    if !keys.iter().all(|k| crate::keyspace::allowed(k)) {
-        return crate::keyspace::reserved();
-    }
     if sh.cluster.is_some() {
         return Reply::err("ERR pmkv runs functions on plain servers only; use EVAL on a cluster node");
     }
     let local = |_: &table::Command, _: &[Vec<u8>]| None;
+    let lim = Limits { local: &local, read_only, state: (sh.script.clone(), 0), name: name.clone() };
+    run_committed(sh, c, &code, Some(&name), keys, argv, lim)
+}
+
+/// EVAL's and FCALL's `numkeys key… arg…`: the keys and the arguments, or Redis's error.
+fn keys_and_args(a: &[Vec<u8>]) -> Result<(&[Vec<u8>], &[Vec<u8>]), Reply> {
+    let nkeys = match int(&a[1]) {
+        Some(n) if n >= 0 && (n as usize) <= a.len() - 2 => n as usize,
+        Some(n) if n >= 0 => return Err(Reply::err("ERR Number of keys can't be greater than number of args")),
+        _ => return Err(Reply::err("ERR Number of keys can't be negative")),
+    };
+    let (keys, argv) = a[2..].split_at(nkeys);
+    if !keys.iter().all(|k| crate::keyspace::allowed(k)) {
+        return Err(crate::keyspace::reserved());
+    }
+    Ok((keys, argv))
+}
+
+/// Run a script (or a library's function `entry`) as the server's running script, and
+/// commit its writes as one batch; a stopped script's writes are dropped. `lim.state`'s
+/// number is filled in here.
+fn run_committed(
+    sh: &Shared,
+    c: &mut Conn,
+    src: &str,
+    entry: Option<&str>,
+    keys: &[Vec<u8>],
+    argv: &[Vec<u8>],
+    mut lim: Limits,
+) -> Reply {
     let mut tx = Tx::new(&sh.store, &sh.ks);
-    let id = sh.script.begin();
-    let (r, stopped) = run(
-        c,
-        &mut tx,
-        &code,
-        Some(&name),
-        keys,
-        argv,
-        Limits { local: &local, read_only, state: (sh.script.clone(), id), name: name.clone() },
-    );
+    lim.state.1 = sh.script.begin();
+    let (r, stopped) = run(c, &mut tx, src, entry, keys, argv, lim);
     sh.script.end();
     if let Some(why) = stopped {
+        // Nothing of a stopped script is applied: its Tx is dropped here.
         drop(tx);
         return Reply::err(why.message());
     }
     match tx.commit() {
         Ok(()) => r,
-        Err(e) => Reply::err(format!("ERR the function's writes could not be applied, none was: {e}")),
+        Err(e) => Reply::err(format!("ERR the script's writes could not be applied, none was: {e}")),
     }
 }
 

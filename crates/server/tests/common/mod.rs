@@ -136,18 +136,24 @@ pub fn start(engine: &str, initial_mib: u64, cfg: pmkv_server::Config) -> Runnin
 pub struct RealRedis {
     pub port: u16,
     child: std::process::Child,
+    /// Its working directory: a SAVE writes its dump.rdb here, never where the next
+    /// control would load it at start.
+    _dir: tempfile::TempDir,
 }
 
 impl RealRedis {
     pub fn start() -> RealRedis {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let dir = tempfile::tempdir().unwrap();
         let child = std::process::Command::new("redis-server")
             .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+            .arg("--dir")
+            .arg(dir.path())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("redis-server (Debian package redis-server) must be installed: it is the tests' control");
-        let r = RealRedis { port, child };
+        let r = RealRedis { port, child, _dir: dir };
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(std::time::Instant::now() < deadline, "redis-server did not start");
