@@ -338,8 +338,11 @@ pub(crate) fn fcall(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Repl
     run_committed(sh, c, &code, Some(&name), keys, argv, lim)
 }
 
+/// A script's keys and arguments.
+type KeysArgs<'a> = (&'a [Vec<u8>], &'a [Vec<u8>]);
+
 /// EVAL's and FCALL's `numkeys key… arg…`: the keys and the arguments, or Redis's error.
-fn keys_and_args(a: &[Vec<u8>]) -> Result<(&[Vec<u8>], &[Vec<u8>]), Reply> {
+fn keys_and_args(a: &[Vec<u8>]) -> Result<KeysArgs<'_>, Reply> {
     let nkeys = match int(&a[1]) {
         Some(n) if n >= 0 && (n as usize) <= a.len() - 2 => n as usize,
         Some(n) if n >= 0 => return Err(Reply::err("ERR Number of keys can't be greater than number of args")),
