@@ -282,7 +282,8 @@ extern "C" {
 const char *pmkv_last_error(void);
 
 /**
- * Open (or create, with `opts->create`) the pool at `path`; `*out` receives the store.
+ * Open (or create, with `opts->create`) the pool at `path`; `*out` receives the store, or
+ * NULL on failure (so a handle closed before cannot be used by mistake).
  * `opts` may be NULL (open an existing pool read-write).
  *
  * # Safety
@@ -420,7 +421,7 @@ int pmkv_check(const struct pmkv_store *s);
  * empty key, a bound like any other. In key order or, with `reverse` non-zero, the same
  * records backwards. For the keys with a prefix P, pass [P, the successor of P): P with
  * its trailing 0xff bytes dropped and its last byte then incremented (no end if P is all
- * 0xff). Close the cursor (pmkv_cursor_close) before the store.
+ * 0xff). Close the cursor (pmkv_cursor_close) before the store. `*out` is NULL on failure.
  *
  * # Safety
  *

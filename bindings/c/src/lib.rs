@@ -150,7 +150,8 @@ pub extern "C" fn pmkv_last_error() -> *const c_char {
     LAST.with(|l| l.borrow().as_ptr())
 }
 
-/// Open (or create, with `opts->create`) the pool at `path`; `*out` receives the store.
+/// Open (or create, with `opts->create`) the pool at `path`; `*out` receives the store, or
+/// NULL on failure (so a handle closed before cannot be used by mistake).
 /// `opts` may be NULL (open an existing pool read-write).
 ///
 /// # Safety
@@ -164,6 +165,8 @@ pub unsafe extern "C" fn pmkv_open(path: *const c_char, opts: *const pmkv_option
         if out.is_null() {
             return fail(ErrorKind::InvalidArgument, "NULL out pointer");
         }
+        // SAFETY: `out` is non-NULL (checked) and writable (the contract).
+        unsafe { *out = std::ptr::null_mut() };
         // SAFETY: caller's contract (see the header).
         let r = (|| unsafe {
             let path = cstr(path, "path")?.ok_or_else(|| fail(ErrorKind::InvalidArgument, "NULL path"))?;
@@ -511,7 +514,7 @@ pub unsafe extern "C" fn pmkv_check(s: *const pmkv_store) -> c_int {
 /// empty key, a bound like any other. In key order or, with `reverse` non-zero, the same
 /// records backwards. For the keys with a prefix P, pass [P, the successor of P): P with
 /// its trailing 0xff bytes dropped and its last byte then incremented (no end if P is all
-/// 0xff). Close the cursor (pmkv_cursor_close) before the store.
+/// 0xff). Close the cursor (pmkv_cursor_close) before the store. `*out` is NULL on failure.
 ///
 /// # Safety
 ///
@@ -536,6 +539,7 @@ pub unsafe extern "C" fn pmkv_cursor_open(
             if out.is_null() {
                 return Err(fail(ErrorKind::InvalidArgument, "NULL out pointer"));
             }
+            *out = std::ptr::null_mut();
             // `bytes` refuses NULL with a non-zero length: an open end is NULL with 0.
             let lo = match bytes(start, start_len)? {
                 _ if start.is_null() => Bound::Unbounded,

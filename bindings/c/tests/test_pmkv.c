@@ -101,6 +101,80 @@ static void range_edge_cases(const char *dir, const char *engine) {
     unlink(path);
 }
 
+/* The errors a C user meets first say what to do next, in the library's own words (the
+ * CLI and Python print the same texts): a damaged value names `pmkv check` and
+ * `pmkv salvage` on this pool; a pool open elsewhere names who holds it. */
+static void errors_say_what_to_do(const char *dir, const char *engine) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/c-errors-%s-%d.pool", dir, engine, (int)getpid());
+    unlink(path);
+    pmkv_options o = {0};
+    o.engine = engine;
+    o.create = 1;
+    o.initial_size = 8 << 20;
+    pmkv_store *s = NULL;
+    CHECK(pmkv_open(path, &o, &s) == PMKV_OK);
+    if (s == NULL) return;
+    char val[256];
+    for (int i = 0; i < 50; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "key%03d", i);
+        val[0] = 0;
+        for (int r = 0; r < 20; r++) snprintf(val + strlen(val), sizeof val - strlen(val), "VALUE-%03d-", i);
+        CHECK(pmkv_put(s, K(key), K(val)) == PMKV_OK);
+    }
+
+    /* A second handle in this process: refused, and the message says so. */
+    pmkv_store *s2 = NULL;
+    CHECK(pmkv_open(path, NULL, &s2) == PMKV_E_LOCKED && s2 == NULL);
+    CHECK(strstr(pmkv_last_error(), "this process (another handle)") != NULL);
+    CHECK(strstr(pmkv_last_error(), "--wait SECONDS") != NULL);
+    CHECK(pmkv_close(s) == PMKV_OK);
+
+    /* Flip one byte in every copy of key007's value in the file (a log may hold a stale
+     * copy beside the live one). */
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    if (f == NULL) return;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    char *data = malloc((size_t)size);
+    fseek(f, 0, SEEK_SET);
+    CHECK(fread(data, 1, (size_t)size, f) == (size_t)size);
+    int copies = 0;
+    for (long i = 0; i + 10 <= size; i++)
+        if (memcmp(data + i, "VALUE-007-", 10) == 0) {
+            fseek(f, i + 3, SEEK_SET);
+            fputc((unsigned char)data[i + 3] ^ 0xFF, f);
+            copies++;
+            i += 199;
+        }
+    CHECK(copies > 0);
+    fclose(f);
+    free(data);
+
+    /* Found at the first read of that value (hart, nbtree: per-record checks), or at the
+     * open (mangosteen verifies every line of its copy at every open): either way the
+     * error is PMKV_E_CORRUPT and names the two commands. */
+    uint8_t buf[256];
+    size_t len = 0;
+    int rc = pmkv_open(path, NULL, &s);
+    if (rc == PMKV_OK) rc = pmkv_get(s, K("key007"), buf, sizeof buf, &len);
+    CHECK(rc == PMKV_E_CORRUPT);
+    char want[700];
+    snprintf(want, sizeof want, "pmkv check %s", path);
+    CHECK(strstr(pmkv_last_error(), want) != NULL);
+    snprintf(want, sizeof want, "pmkv salvage %s NEW_POOL", path);
+    CHECK(strstr(pmkv_last_error(), want) != NULL);
+    if (s != NULL) {
+        /* Damage found at a read leaves the rest readable. */
+        CHECK(pmkv_get(s, K("key008"), buf, sizeof buf, &len) == PMKV_OK && len == 200 &&
+              memcmp(buf, "VALUE-008-", 10) == 0);
+        pmkv_close(s);
+    }
+    unlink(path);
+}
+
 int main(int argc, char **argv) {
     const char *engine = argc > 2 ? argv[2] : "hart";
     char path[512];
@@ -109,8 +183,10 @@ int main(int argc, char **argv) {
 
     pmkv_store *s = NULL;
     /* Opening a missing pool without create: an error with a message. */
+    s = (pmkv_store *)&failures; /* any stale value: a failed open sets NULL */
     CHECK(pmkv_open(path, NULL, &s) < 0);
     CHECK(strlen(pmkv_last_error()) > 0);
+    CHECK(s == NULL);
     /* NULL arguments. */
     CHECK(pmkv_open(NULL, NULL, &s) == PMKV_E_INVALID_ARGUMENT);
     CHECK(pmkv_open(path, NULL, NULL) == PMKV_E_INVALID_ARGUMENT);
@@ -236,6 +312,7 @@ int main(int argc, char **argv) {
     unlink(path);
 
     range_edge_cases(argc > 1 ? argv[1] : "/tmp", engine);
+    errors_say_what_to_do(argc > 1 ? argv[1] : "/tmp", engine);
 
     fprintf(stderr, "test_pmkv %s: %s\n", engine, failures ? "FAILED" : "ok");
     printf("%d passed, %d failed\n", failures ? 0 : 1, failures);
