@@ -281,6 +281,7 @@ fn mg_err(e: mg::Error) -> c_int {
         mg::Error::OutOfRegion { .. } => fail(ErrorKind::InvalidArgument, &e.to_string()),
         mg::Error::Corrupt(_) => fail(ErrorKind::Corrupt, &e.to_string()),
         mg::Error::Io(_) => fail(ErrorKind::Io, &e.to_string()),
+        mg::Error::Full(_) => fail(ErrorKind::Full, &e.to_string()),
         mg::Error::AddressInUse { .. } => fail(ErrorKind::Locked, &e.to_string()),
         mg::Error::Version { .. } => fail(ErrorKind::Version, &e.to_string()),
         mg::Error::Panicked(_) | mg::Error::CaptureMissed(_) => fail(ErrorKind::Internal, &e.to_string()),

@@ -73,6 +73,7 @@ mod callback;
 mod capture;
 mod compiler_capture;
 mod dedup;
+mod durable;
 mod engine;
 mod error;
 mod flat_combining;
@@ -96,6 +97,7 @@ fn heap_written(p: *const u8, n: usize) {
 }
 
 pub use callback::{Application, Frontend};
+pub use durable::Durable;
 pub use engine::{MangosteenFactory, MapOptions, FACTORY, LAYOUT};
 pub use error::{Error, Result};
 pub use heap::Heap;
