@@ -21,12 +21,17 @@
 #include <cstdint>
 #include <exception>
 #include <new>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
+
+/* The wrapper's own plumbing is left out of the capture instrumentation: its stores go to
+ * the caller's stack, never to the region, and a call per store would be most of a small
+ * read's cost. The application's code it calls stays instrumented (clang does not inline
+ * code with another sanitizer setting into it). */
+#define PMKV_PLUMBING __attribute__((no_sanitize("thread")))
 
 namespace pmkv {
 
@@ -150,19 +155,20 @@ template <class T> class durable {
                 throw std::bad_alloc();
             throw error(rc, "making the durable object: " + why);
         }
+        root_ = r.root; // at an address fixed for the pool's life
     }
     durable(const durable &) = delete;
     durable &operator=(const durable &) = delete;
     ~durable() { (void)pmkv_mg_close(m_); }
 
     /* Run `f(T&)` as a durable write; returns what f returns once it is durable. */
-    template <class F> auto write(F &&f) -> decltype(f(std::declval<T &>())) {
+    template <class F> PMKV_PLUMBING auto write(F &&f) -> decltype(f(std::declval<T &>())) {
         using R = decltype(f(std::declval<T &>()));
         static_assert(std::is_void<R>::value || std::is_trivially_copyable<R>::value,
                       "pmkv::durable::write returns void or a trivially copyable value: a result that owns memory "
                       "would own region memory outside the write; return it from read(), or make it in "
                       "pmkv::transient");
-        call<F, R, T &> c(&f);
+        call<F, R, T &> c(&f, root_);
         int rc = pmkv_mg_write(m_, &call<F, R, T &>::run_write, &c);
         c.rethrow(); // the body threw: rolled back (rc is the abort's)
         if (rc != 0)
@@ -171,9 +177,9 @@ template <class T> class durable {
     }
 
     /* Run `f(const T&)` on the object, in parallel with other reads; returns what f returns. */
-    template <class F> auto read(F &&f) const -> decltype(f(std::declval<const T &>())) {
+    template <class F> PMKV_PLUMBING auto read(F &&f) const -> decltype(f(std::declval<const T &>())) {
         using R = decltype(f(std::declval<const T &>()));
-        call<F, R, const T &> c(&f);
+        call<F, R, const T &> c(&f, root_);
         int rc = pmkv_mg_read(m_, &call<F, R, const T &>::run_read, &c);
         if (rc != 0)
             detail::fail(rc, "durable read");
@@ -204,66 +210,81 @@ template <class T> class durable {
         return static_cast<holder *>(pmkv_mg_root(region, len));
     }
 
-    /* A body, its result and what it threw. */
+    /* A body, its result and what it threw: plain fields only (no std::string, optional
+     * or exception_ptr members), so that a read costs no constructor or destructor call. */
     template <class F, class R, class Arg> struct call {
-        explicit call(F *body) : f(body) {}
+        using V = typename std::conditional<std::is_void<R>::value, char, R>::type;
+        PMKV_PLUMBING call(F *body, holder *obj) : f(body), h(obj), has(false), threw(0), what(nullptr), ex(nullptr) {}
         F *f;
-        std::optional<typename std::conditional<std::is_void<R>::value, char, R>::type> value;
-        std::exception_ptr ex;
-        bool bad_alloc = false;
-        std::string what;
-        bool threw = false;
+        holder *h;
+        alignas(V) unsigned char buf[sizeof(V)];
+        bool has;
+        /* 0: no exception; 1: std::bad_alloc; 2: another std::exception (`what`); 3: other. */
+        int threw;
+        std::string *what;
+        std::exception_ptr *ex;
 
-        void run(uint8_t *region, uintptr_t len) {
-            Arg obj = root(region, len)->value;
-            run_on(obj, std::is_void<R>());
+        PMKV_PLUMBING void run_on(std::true_type) { (*f)(static_cast<Arg>(h->value)); }
+        PMKV_PLUMBING void run_on(std::false_type) {
+            ::new (static_cast<void *>(buf)) V((*f)(static_cast<Arg>(h->value)));
+            has = true;
         }
-        void run_on(Arg obj, std::true_type) { (*f)(obj); }
-        void run_on(Arg obj, std::false_type) { value.emplace((*f)(obj)); }
 
-        static void run_write(void *arg, uint8_t *region, uintptr_t len) {
+        static PMKV_PLUMBING void run_write(void *arg, uint8_t *, uintptr_t) {
             auto *c = static_cast<call *>(arg);
             try {
-                c->run(region, len);
+                c->run_on(std::is_void<R>());
             } catch (const std::bad_alloc &) {
-                c->threw = c->bad_alloc = true;
+                c->threw = 1;
                 (void)pmkv_mg_abort();
             } catch (const std::exception &e) {
-                // The exception object lies in the region, restored by the rollback: keep
-                // its message, made outside the region.
-                transient([&] { c->what = e.what(); });
-                c->threw = true;
+                // The exception object lies in the region, which the rollback restores:
+                // keep its message, made outside the region.
+                transient([&] { c->what = new std::string(e.what()); });
+                c->threw = 2;
                 (void)pmkv_mg_abort();
             } catch (...) {
-                c->threw = true;
+                c->threw = 3;
                 (void)pmkv_mg_abort();
             }
         }
-        static void run_read(void *arg, const uint8_t *region, uintptr_t len) {
+        static PMKV_PLUMBING void run_read(void *arg, const uint8_t *, uintptr_t) {
             auto *c = static_cast<call *>(arg);
             try {
-                c->run(const_cast<uint8_t *>(region), len);
+                c->run_on(std::is_void<R>());
             } catch (...) {
-                c->ex = std::current_exception();
+                c->ex = new std::exception_ptr(std::current_exception());
             }
         }
-        void rethrow() {
-            if (ex)
-                std::rethrow_exception(ex);
-            if (bad_alloc)
+        PMKV_PLUMBING void rethrow() {
+            if (ex) {
+                std::exception_ptr e = *ex;
+                delete ex;
+                std::rethrow_exception(e);
+            }
+            if (threw == 1)
                 throw std::bad_alloc();
-            if (threw)
-                throw aborted(what.empty() ? "the write threw and was rolled back" : what);
+            if (threw) {
+                std::string w = what ? *what : "the write threw and was rolled back";
+                delete what;
+                throw aborted(w);
+            }
         }
-        R result() { return result_of(std::is_void<R>()); }
-        void result_of(std::true_type) {}
-        R result_of(std::false_type) { return std::move(*value); }
+        PMKV_PLUMBING R result() { return result_of(std::is_void<R>()); }
+        PMKV_PLUMBING void result_of(std::true_type) {}
+        PMKV_PLUMBING R result_of(std::false_type) {
+            V *p = std::launder(reinterpret_cast<V *>(buf));
+            V v(std::move(*p));
+            p->~V();
+            return v;
+        }
     };
 
     /* What making the root found. */
     struct made {
         bool wrong_type = false;
         bool full = false;
+        holder *root = nullptr;
     };
 
     static void make_root(void *arg, uint8_t *region, uintptr_t len) {
@@ -274,6 +295,7 @@ template <class T> class durable {
                 r->wrong_type = true;
                 (void)pmkv_mg_abort();
             }
+            r->root = h;
             return;
         }
         try {
@@ -284,6 +306,7 @@ template <class T> class durable {
             return;
         }
         (void)pmkv_mg_set_root(region, len, h);
+        r->root = h;
     }
 
     /* pmkv_mg_open needs Listing 1's callbacks and checks that process_request lies in
@@ -300,6 +323,7 @@ template <class T> class durable {
     }
 
     pmkv_mg *m_ = nullptr;
+    holder *root_ = nullptr;
 };
 
 } // namespace pmkv
