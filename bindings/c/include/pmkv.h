@@ -204,9 +204,9 @@ typedef struct pmkv_mg_options {
    * libpmkv itself leaves `malloc` alone; the program must be linked with
    * `-lpmkv_malloc` (`pkg-config pmkv-malloc`) or run with `LD_PRELOAD=libpmkv_malloc.so`,
    * which defines those functions; otherwise the open fails with `PMKV_E_UNSUPPORTED`
-   * and a message naming that fix. Aligned allocations
-   * (`posix_memalign`, `aligned_alloc`) are not redirected. Must match how the pool was
-   * created.
+   * and a message naming that fix. Every other entry point (`posix_memalign`,
+   * `aligned_alloc`, `memalign`, `valloc`, `pvalloc`, `reallocarray`, C++'s aligned and
+   * nothrow `new`) follows the same split. Must match how the pool was created.
    */
   int split_heap;
   /**

@@ -84,9 +84,9 @@ pub struct pmkv_mg_options {
     /// libpmkv itself leaves `malloc` alone; the program must be linked with
     /// `-lpmkv_malloc` (`pkg-config pmkv-malloc`) or run with `LD_PRELOAD=libpmkv_malloc.so`,
     /// which defines those functions; otherwise the open fails with `PMKV_E_UNSUPPORTED`
-    /// and a message naming that fix. Aligned allocations
-    /// (`posix_memalign`, `aligned_alloc`) are not redirected. Must match how the pool was
-    /// created.
+    /// and a message naming that fix. Every other entry point (`posix_memalign`,
+    /// `aligned_alloc`, `memalign`, `valloc`, `pvalloc`, `reallocarray`, C++'s aligned and
+    /// nothrow `new`) follows the same split. Must match how the pool was created.
     pub split_heap: c_int,
     /// How the application's writes are found: 0 (`PMKV_MG_CAPTURE_PAGES`) by page
     /// protection, for code that is not recompiled (a fault and a page copy per page a

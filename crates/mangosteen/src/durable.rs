@@ -119,9 +119,10 @@ impl<T: Default + Send + Sync + 'static> Durable<T> {
             }
             match heap.root() as usize {
                 0 => {}
-                // SAFETY: the root block (`Holder<T>` of some `T`, its tag first), inside
-                // the region (the heap keeps it so).
                 off if off + 8 <= r.len() => {
+                    // SAFETY: the root block (`Holder<T>` of some `T`, its tag first),
+                    // inside the region (the heap keeps it so, checked just above); the
+                    // heap's payloads are 16-byte aligned.
                     let have = unsafe { (r.as_ptr().add(off) as *const u64).read() };
                     return if have == want { Ok(off) } else { Err(have) };
                 }

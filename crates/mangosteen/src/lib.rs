@@ -54,6 +54,8 @@
 //!   associated functions enter a request's allocation scope ([`SplitAlloc::scope`]) and
 //!   register regions ([`Registration`]); [`Heap`], the persistent allocator inside a
 //!   region (the C API's `malloc` interposer allocates from it);
+//! * [`Durable`], an ordinary Rust value made durable with its code unchanged: `write`
+//!   and `read` closures over it (the split heap and page capture underneath);
 //! * [`KvApp`] and [`KvRequest`], the small application the `mangosteen-kv` server runs.
 //!
 //! Recovery reports through the core's [`pmkv_core::RecoveryReport`]
