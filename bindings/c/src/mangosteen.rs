@@ -264,9 +264,12 @@ pub struct pmkv_mg {
     /// Opened with compiler capture: [`pmkv_mg_write`] checks that its function was
     /// compiled with it.
     compiler: bool,
-    /// The last write function [`pmkv_mg_write`] found compiled with capture (0: none
-    /// yet): a program calls few, so one entry spares the module lookup on every write.
-    instrumented_fn: AtomicUsize,
+    /// Write functions [`pmkv_mg_write`] found compiled with capture (0: free), replaced
+    /// round-robin: a program passes few (one per lambda of `pmkv::durable`), so these
+    /// spare the module lookup (`dladdr`) on almost every write.
+    instrumented_fns: [AtomicUsize; 8],
+    /// The slot of `instrumented_fns` the next function found takes.
+    next_fn: AtomicUsize,
 }
 
 /// A local-mode client (opaque): its context, made by `init_client`.
@@ -434,7 +437,8 @@ pub unsafe extern "C" fn pmkv_mg_open(
             fe,
             _registration: registration,
             compiler: capture == Capture::Compiler,
-            instrumented_fn: AtomicUsize::new(0),
+            instrumented_fns: Default::default(),
+            next_fn: AtomicUsize::new(0),
         };
         // SAFETY: checked non-NULL, writable (the caller's contract).
         unsafe { *out = Box::into_raw(Box::new(m)) };
@@ -694,9 +698,12 @@ pub unsafe extern "C" fn pmkv_mg_write(
         let (Some(m), Some(f)) = (unsafe { m.as_ref() }, write) else {
             return fail(ErrorKind::InvalidArgument, "NULL runtime or write function");
         };
-        if m.compiler && m.instrumented_fn.load(Ordering::Relaxed) != f as usize {
+        if m.compiler && !m.instrumented_fns.iter().any(|s| s.load(Ordering::Relaxed) == f as usize) {
             match Instrumented::code_at(f as usize) {
-                Ok(_) => m.instrumented_fn.store(f as usize, Ordering::Relaxed),
+                Ok(_) => {
+                    let slot = m.next_fn.fetch_add(1, Ordering::Relaxed) % m.instrumented_fns.len();
+                    m.instrumented_fns[slot].store(f as usize, Ordering::Relaxed);
+                }
                 Err(e) => return mg_err(e),
             }
         }
