@@ -204,9 +204,9 @@ typedef struct pmkv_mg_options {
    * libpmkv itself leaves `malloc` alone; the program must be linked with
    * `-lpmkv_malloc` (`pkg-config pmkv-malloc`) or run with `LD_PRELOAD=libpmkv_malloc.so`,
    * which defines those functions; otherwise the open fails with `PMKV_E_UNSUPPORTED`
-   * and a message naming that fix. Aligned allocations
-   * (`posix_memalign`, `aligned_alloc`) are not redirected. Must match how the pool was
-   * created.
+   * and a message naming that fix. Every other entry point (`posix_memalign`,
+   * `aligned_alloc`, `memalign`, `valloc`, `pvalloc`, `reallocarray`, C++'s aligned and
+   * nothrow `new`) follows the same split. Must match how the pool was created.
    */
   int split_heap;
   /**
@@ -581,6 +581,44 @@ int pmkv_mg_client_cmd(const struct pmkv_mg *m,
                        uintptr_t len,
                        uint8_t **resp,
                        uintptr_t *resp_len);
+
+/**
+ * Run `read(arg, region, region_len)` on the state directly, in parallel with other reads
+ * and never beside a batch of writes (the runtime's reader side): no request is
+ * encoded, no response copied. For state in the region's heap, `pmkv_mg_root(region,
+ * region_len)` finds the root inside `read`. `read` must not write the region, call back
+ * into the runtime, or let a C++ exception out (`pmkv.hpp`'s `pmkv::durable` catches and
+ * rethrows them after this returns). Returns 0, or `PMKV_E_INVALID_ARGUMENT` for a NULL
+ * runtime or function.
+ *
+ * # Safety
+ *
+ * `m` is open; `read` is callable with `arg` from this thread.
+ */
+int pmkv_mg_read(const struct pmkv_mg *m, void (*read)(void *arg,
+                                                       const uint8_t *region,
+                                                       uintptr_t region_len), void *arg);
+
+/**
+ * Run `write(arg, region, region_len)` as a read-write request: flat-combined into a
+ * batch with other threads' writes, its stores captured (the runtime's capture mode), its
+ * allocations from the region's heap with `split_heap`; returns once the batch is
+ * durable. `write` may run on another thread (the combiner) and must not call back into
+ * the runtime or let a C++ exception out; it may call [`pmkv_mg_abort`] (then every
+ * write of it is rolled back and this returns `PMKV_E_INVALID_ARGUMENT`) and
+ * `pmkv_mg_root` / `pmkv_mg_set_root`.
+ *
+ * With compiler capture, `write` must lie in a program or library built with `pmkv-cc` /
+ * `pmkv-c++`: one that is not is refused here, before it runs (`PMKV_E_UNSUPPORTED`),
+ * since its stores would be acknowledged and lost.
+ *
+ * # Safety
+ *
+ * `m` is open; `write` is callable with `arg` from any thread until this returns.
+ */
+int pmkv_mg_write(const struct pmkv_mg *m, void (*write)(void *arg,
+                                                         uint8_t *region,
+                                                         uintptr_t region_len), void *arg);
 
 /**
  * RPC mode: serve the application on 127.0.0.1:`port` (0: any free port) until the

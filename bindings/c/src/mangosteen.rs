@@ -29,6 +29,7 @@ use pmkv_mangosteen as mg;
 use pmkv_mangosteen::{Application, Capture, Frontend, Heap, Instrumented, Mangosteen, Registration, SplitAlloc, Tx};
 use pmkv_substrate::{Mode, Pool, PoolError, PoolOptions};
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The application's callbacks (Listing 1). All are required. They are called from the
@@ -83,9 +84,9 @@ pub struct pmkv_mg_options {
     /// libpmkv itself leaves `malloc` alone; the program must be linked with
     /// `-lpmkv_malloc` (`pkg-config pmkv-malloc`) or run with `LD_PRELOAD=libpmkv_malloc.so`,
     /// which defines those functions; otherwise the open fails with `PMKV_E_UNSUPPORTED`
-    /// and a message naming that fix. Aligned allocations
-    /// (`posix_memalign`, `aligned_alloc`) are not redirected. Must match how the pool was
-    /// created.
+    /// and a message naming that fix. Every other entry point (`posix_memalign`,
+    /// `aligned_alloc`, `memalign`, `valloc`, `pvalloc`, `reallocarray`, C++'s aligned and
+    /// nothrow `new`) follows the same split. Must match how the pool was created.
     pub split_heap: c_int,
     /// How the application's writes are found: 0 (`PMKV_MG_CAPTURE_PAGES`) by page
     /// protection, for code that is not recompiled (a fault and a page copy per page a
@@ -186,11 +187,7 @@ impl Application for CApp {
         self.response(req.0)
     }
     fn process_write(&self, tx: &mut Tx<'_>, req: &CRequest) -> Vec<u8> {
-        ABORT.with(|a| a.set(IN_WRITE));
         self.run_write(tx, req);
-        if ABORT.with(|a| a.replace(OUTSIDE)) == ABORTING {
-            tx.abort();
-        }
         self.response(req.0)
     }
 }
@@ -209,19 +206,30 @@ thread_local! {
 impl CApp {
     fn run_write(&self, tx: &mut Tx<'_>, req: &CRequest) {
         if let Some(f) = self.cb.process_request {
-            let region = tx.region();
-            let (p, len) = (region.as_mut_ptr(), region.len());
-            if self.heap {
-                // SAFETY: the region holds a formatted heap (made at open) and is ours for
-                // the batch.
-                let h = unsafe { Heap::new(p, len) };
-                // SAFETY: as below, with this thread's allocations from the heap.
-                SplitAlloc::scope(h, || unsafe { f(req.0, p, len) });
-            } else {
-                // SAFETY: the region, ours for the batch; its writes are captured by page
-                // protection.
-                unsafe { f(req.0, p, len) }
-            }
+            // SAFETY: the application's callback on the request's client, with the region
+            // ours for the batch (the header's contract).
+            self.write_request(tx, |p, len| unsafe { f(req.0, p, len) });
+        }
+    }
+
+    /// Run `f` on the region as a read-write request of the batch `tx`: from the region's
+    /// heap if `split_heap`, and rolled back if it calls [`pmkv_mg_abort`].
+    fn write_request(&self, tx: &mut Tx<'_>, f: impl FnOnce(*mut u8, usize)) {
+        ABORT.with(|a| a.set(IN_WRITE));
+        let region = tx.region();
+        let (p, len) = (region.as_mut_ptr(), region.len());
+        if self.heap {
+            // SAFETY: the region holds a formatted heap (made at open) and is ours for
+            // the batch.
+            let h = unsafe { Heap::new(p, len) };
+            SplitAlloc::scope(h, || f(p, len));
+        } else {
+            // The region, ours for the batch; its writes are captured by page protection
+            // or the compiler's instrumentation.
+            f(p, len)
+        }
+        if ABORT.with(|a| a.replace(OUTSIDE)) == ABORTING {
+            tx.abort();
         }
     }
 }
@@ -253,6 +261,15 @@ pub struct pmkv_mg {
     /// blocks outside a request is leaked rather than handed to the C library. Dropped
     /// after `fe`, so after the region is unmapped.
     _registration: Option<Registration>,
+    /// Opened with compiler capture: [`pmkv_mg_write`] checks that its function was
+    /// compiled with it.
+    compiler: bool,
+    /// Write functions [`pmkv_mg_write`] found compiled with capture (0: free), replaced
+    /// round-robin: a program passes few (one per lambda of `pmkv::durable`), so these
+    /// spare the module lookup (`dladdr`) on almost every write.
+    instrumented_fns: [AtomicUsize; 8],
+    /// The slot of `instrumented_fns` the next function found takes.
+    next_fn: AtomicUsize,
 }
 
 /// A local-mode client (opaque): its context, made by `init_client`.
@@ -267,6 +284,7 @@ fn mg_err(e: mg::Error) -> c_int {
         mg::Error::OutOfRegion { .. } => fail(ErrorKind::InvalidArgument, &e.to_string()),
         mg::Error::Corrupt(_) => fail(ErrorKind::Corrupt, &e.to_string()),
         mg::Error::Io(_) => fail(ErrorKind::Io, &e.to_string()),
+        mg::Error::Full(_) => fail(ErrorKind::Full, &e.to_string()),
         mg::Error::AddressInUse { .. } => fail(ErrorKind::Locked, &e.to_string()),
         mg::Error::Version { .. } => fail(ErrorKind::Version, &e.to_string()),
         mg::Error::Panicked(_) | mg::Error::CaptureMissed(_) => fail(ErrorKind::Internal, &e.to_string()),
@@ -415,8 +433,15 @@ pub unsafe extern "C" fn pmkv_mg_open(
             None
         };
         let fe = Arc::new(Frontend::new(CApp { cb, params, heap }, m));
+        let m = pmkv_mg {
+            fe,
+            _registration: registration,
+            compiler: capture == Capture::Compiler,
+            instrumented_fns: Default::default(),
+            next_fn: AtomicUsize::new(0),
+        };
         // SAFETY: checked non-NULL, writable (the caller's contract).
-        unsafe { *out = Box::into_raw(Box::new(pmkv_mg { fe, _registration: registration })) };
+        unsafe { *out = Box::into_raw(Box::new(m)) };
         0
     })
 }
@@ -607,6 +632,94 @@ pub unsafe extern "C" fn pmkv_mg_client_cmd(
             *resp_len = n;
         }
         0
+    })
+}
+
+/// Run `read(arg, region, region_len)` on the state directly, in parallel with other reads
+/// and never beside a batch of writes (the runtime's reader side): no request is
+/// encoded, no response copied. For state in the region's heap, `pmkv_mg_root(region,
+/// region_len)` finds the root inside `read`. `read` must not write the region, call back
+/// into the runtime, or let a C++ exception out (`pmkv.hpp`'s `pmkv::durable` catches and
+/// rethrows them after this returns). Returns 0, or `PMKV_E_INVALID_ARGUMENT` for a NULL
+/// runtime or function.
+///
+/// # Safety
+///
+/// `m` is open; `read` is callable with `arg` from this thread.
+#[no_mangle]
+pub unsafe extern "C" fn pmkv_mg_read(
+    m: *const pmkv_mg,
+    read: Option<unsafe extern "C" fn(arg: *mut c_void, region: *const u8, region_len: usize)>,
+    arg: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: NULL or open (the caller's contract).
+        let (Some(m), Some(f)) = (unsafe { m.as_ref() }, read) else {
+            return fail(ErrorKind::InvalidArgument, "NULL runtime or read function");
+        };
+        // SAFETY: the caller's function and argument, on this thread, over the DRAM copy
+        // held by the reader side for the call.
+        m.fe.runtime().read(|r| unsafe { f(arg, r.as_ptr(), r.len()) });
+        0
+    })
+}
+
+/// A write function and its argument, run by whichever thread combines the batch.
+struct WriteCall(unsafe extern "C" fn(*mut c_void, *mut u8, usize), *mut c_void);
+// SAFETY: [`pmkv_mg_write`]'s contract makes the function callable with its argument from
+// any thread while the call lasts, which is as long as the batch holds this.
+unsafe impl Send for WriteCall {}
+// SAFETY: only the one request that holds it calls it, once per batch it runs in.
+unsafe impl Sync for WriteCall {}
+
+/// Run `write(arg, region, region_len)` as a read-write request: flat-combined into a
+/// batch with other threads' writes, its stores captured (the runtime's capture mode), its
+/// allocations from the region's heap with `split_heap`; returns once the batch is
+/// durable. `write` may run on another thread (the combiner) and must not call back into
+/// the runtime or let a C++ exception out; it may call [`pmkv_mg_abort`] (then every
+/// write of it is rolled back and this returns `PMKV_E_INVALID_ARGUMENT`) and
+/// `pmkv_mg_root` / `pmkv_mg_set_root`.
+///
+/// With compiler capture, `write` must lie in a program or library built with `pmkv-cc` /
+/// `pmkv-c++`: one that is not is refused here, before it runs (`PMKV_E_UNSUPPORTED`),
+/// since its stores would be acknowledged and lost.
+///
+/// # Safety
+///
+/// `m` is open; `write` is callable with `arg` from any thread until this returns.
+#[no_mangle]
+pub unsafe extern "C" fn pmkv_mg_write(
+    m: *const pmkv_mg,
+    write: Option<unsafe extern "C" fn(arg: *mut c_void, region: *mut u8, region_len: usize)>,
+    arg: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: NULL or open (the caller's contract).
+        let (Some(m), Some(f)) = (unsafe { m.as_ref() }, write) else {
+            return fail(ErrorKind::InvalidArgument, "NULL runtime or write function");
+        };
+        if m.compiler && !m.instrumented_fns.iter().any(|s| s.load(Ordering::Relaxed) == f as usize) {
+            match Instrumented::code_at(f as usize) {
+                Ok(_) => {
+                    let slot = m.next_fn.fetch_add(1, Ordering::Relaxed) % m.instrumented_fns.len();
+                    m.instrumented_fns[slot].store(f as usize, Ordering::Relaxed);
+                }
+                Err(e) => return mg_err(e),
+            }
+        }
+        let call = WriteCall(f, arg);
+        let app = m.fe.app();
+        loop {
+            let call = &call;
+            // SAFETY: the caller's function and argument (`# Safety`), on the region ours
+            // for the batch.
+            match m.fe.runtime().batch(move |tx| app.write_request(tx, |p, len| unsafe { (call.0)(call.1, p, len) })) {
+                Ok(()) => return 0,
+                // Another request of the batch aborted: nothing of this one was applied.
+                Err(mg::Error::RolledBack) => continue,
+                Err(e) => return mg_err(e),
+            }
+        }
     })
 }
 

@@ -145,6 +145,7 @@ fn err(e: MgError) -> Error {
         MgError::Version { .. } => Error::with_source(ErrorKind::Version, e),
         MgError::AddressInUse { .. } => Error::with_source(ErrorKind::Locked, e),
         MgError::Io(_) => Error::with_source(ErrorKind::Io, e),
+        MgError::Full(_) => Error::with_source(ErrorKind::Full, e),
         MgError::Panicked(_) | MgError::CaptureMissed(_) => Error::with_source(ErrorKind::Internal, e),
         MgError::Capture(_) | MgError::NotInstrumented(_) => Error::with_source(ErrorKind::Unsupported, e),
         MgError::RegionSize { .. } | MgError::Aborted | MgError::RolledBack => {

@@ -66,6 +66,10 @@ pub enum Error {
          the data into it)"
     )]
     RegionSize { existing: u64, asked: u64 },
+    /// The region's heap could not serve an allocation of a write: the write was rolled
+    /// back, nothing of it committed.
+    #[error("the region is full: {0}")]
+    Full(String),
     /// Mapping or protecting the DRAM copy failed.
     #[error("mapping the region's DRAM copy: {0}")]
     Io(#[from] std::io::Error),

@@ -54,6 +54,8 @@
 //!   associated functions enter a request's allocation scope ([`SplitAlloc::scope`]) and
 //!   register regions ([`Registration`]); [`Heap`], the persistent allocator inside a
 //!   region (the C API's `malloc` interposer allocates from it);
+//! * [`Durable`], an ordinary Rust value made durable with its code unchanged: `write`
+//!   and `read` closures over it (the split heap and page capture underneath);
 //! * [`KvApp`] and [`KvRequest`], the small application the `mangosteen-kv` server runs.
 //!
 //! Recovery reports through the core's [`pmkv_core::RecoveryReport`]
@@ -73,6 +75,7 @@ mod callback;
 mod capture;
 mod compiler_capture;
 mod dedup;
+mod durable;
 mod engine;
 mod error;
 mod flat_combining;
@@ -96,6 +99,7 @@ fn heap_written(p: *const u8, n: usize) {
 }
 
 pub use callback::{Application, Frontend};
+pub use durable::Durable;
 pub use engine::{MangosteenFactory, MapOptions, FACTORY, LAYOUT};
 pub use error::{Error, Result};
 pub use heap::Heap;

@@ -14,6 +14,30 @@ thread_local! {
     /// Open transient sections on this thread ([`SplitAlloc::transient`]): while non-zero,
     /// allocations go to the system allocator even inside a scope.
     static TRANSIENT: Cell<u32> = const { Cell::new(0) };
+    /// Inside [`SplitAlloc::scope_checked`]: [`ARMED`] or [`OVERFLOWED`]; else 0.
+    static CHECKED: Cell<u8> = const { Cell::new(0) };
+}
+
+/// [`CHECKED`]: the scope takes a full heap's allocations from the system and reports it.
+const ARMED: u8 = 1;
+/// [`CHECKED`]: an allocation of the scope found the heap full.
+const OVERFLOWED: u8 = 2;
+
+/// A heap allocation of `l` that found the heap full (`p` null): inside a checked scope,
+/// a block from the system instead, and the scope told; elsewhere null (Rust aborts).
+fn full_or(p: *mut u8, l: Layout, zeroed: bool) -> *mut u8 {
+    if !p.is_null() || CHECKED.with(Cell::get) == 0 {
+        return p;
+    }
+    CHECKED.with(|c| c.set(OVERFLOWED));
+    // SAFETY: the caller's layout (non-zero size, the `GlobalAlloc` contract), unchanged.
+    unsafe {
+        if zeroed {
+            System.alloc_zeroed(l)
+        } else {
+            System.alloc(l)
+        }
+    }
 }
 
 /// The heap this thread's allocations come from now: the scope's, unless a transient
@@ -46,7 +70,8 @@ static SEEN: AtomicBool = AtomicBool::new(false);
 ///
 /// Inside a scope, an allocation the heap cannot satisfy (full) returns null, which Rust
 /// turns into an abort: callers check the room left first (the `mangosteen` engine
-/// refuses a put with `Full` before it could run out). Alignments above 16 bytes are
+/// refuses a put with `Full` before it could run out), or run the request in a checked
+/// scope that is rolled back instead ([`crate::Durable`]: `Error::Full`). Alignments above 16 bytes are
 /// served inside larger blocks (`Heap::alloc`). What must not persist although it is
 /// made inside a scope (a response reused after the request) is allocated inside
 /// [`SplitAlloc::transient`].
@@ -72,7 +97,7 @@ unsafe impl GlobalAlloc for SplitAlloc {
             SEEN.store(true, Ordering::Relaxed);
         }
         match alloc_heap() {
-            Some(h) => h.alloc(l.size(), l.align()),
+            Some(h) => full_or(h.alloc(l.size(), l.align()), l, false),
             // SAFETY: outside a scope every block is `System`'s: the caller's layout (non-zero
             // size, the `GlobalAlloc` contract) is passed on unchanged.
             None => unsafe { System.alloc(l) },
@@ -83,10 +108,11 @@ unsafe impl GlobalAlloc for SplitAlloc {
         match alloc_heap() {
             Some(h) => {
                 let p = h.alloc(l.size(), l.align());
-                if !p.is_null() {
-                    // SAFETY: a fresh payload of at least `l.size()` bytes.
-                    unsafe { std::ptr::write_bytes(p, 0, l.size()) };
+                if p.is_null() {
+                    return full_or(p, l, true);
                 }
+                // SAFETY: a fresh payload of at least `l.size()` bytes.
+                unsafe { std::ptr::write_bytes(p, 0, l.size()) };
                 p
             }
             // SAFETY: outside a scope every block is `System`'s: the caller's layout (non-zero
@@ -156,6 +182,27 @@ impl SplitAlloc {
         let r = Self::with_current(Some(heap), f);
         TRANSIENT.with(|t| t.set(open));
         r
+    }
+
+    /// [`SplitAlloc::scope`] for a request that can be rolled back: an allocation the heap
+    /// cannot serve (the region is full) is taken from the system allocator instead of
+    /// returning null (which Rust turns into an abort), so `f` runs to its end, and the
+    /// second value returned says so. The caller must then roll the request back
+    /// (`Tx::abort`): the state may hold blocks from outside the region, lost at the next
+    /// open. What the rollback takes away of those blocks is leaked, never freed (the
+    /// request's result may still own some).
+    pub(crate) fn scope_checked<R>(heap: Heap, f: impl FnOnce() -> R) -> (R, bool) {
+        struct Restore(u8);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CHECKED.with(|c| c.set(self.0));
+            }
+        }
+        let restore = Restore(CHECKED.with(|c| c.replace(ARMED)));
+        let r = Self::scope(heap, f);
+        let full = CHECKED.with(Cell::get) == OVERFLOWED;
+        drop(restore);
+        (r, full)
     }
 
     /// Run `f` with this thread's allocations going to the system allocator even inside a

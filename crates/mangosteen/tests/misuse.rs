@@ -170,3 +170,16 @@ fn an_aborted_batch_leaves_nothing_behind() {
         }
     }
 }
+
+/// `Durable` in a program whose global allocator is not `SplitAlloc` (this test binary):
+/// the value's allocations would come from the system and be lost at reopen, so the open
+/// is refused, saying how to install it, before anything is created.
+#[test]
+fn durable_without_split_alloc_is_refused() {
+    let p = pool();
+    let e = pmkv_mangosteen::Durable::<Vec<u64>>::open(p.clone(), MgOptions::default())
+        .err()
+        .expect("refused without SplitAlloc");
+    assert!(matches!(e, Error::InvalidOption(ref m) if m.contains("#[global_allocator]")), "{e}");
+    assert_eq!(p.root(0), 0, "nothing was created in the pool");
+}

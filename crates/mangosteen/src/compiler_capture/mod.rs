@@ -93,7 +93,7 @@ pub(crate) fn registered(addr: usize) -> Result<(), String> {
         a => format!(" (code compiled for capture ABI {a} registered, where this libpmkv needs {CAPTURE_ABI}: rebuild it with this release's pmkv-cc)"),
     };
     Err(format!(
-        "process_request at {addr:#x}, in {name}, was not compiled with pmkv-cc / pmkv-c++{foreign}: its writes to \
+        "the writing code at {addr:#x} (process_request, or the function given to pmkv_mg_write), in {name}, was not compiled with pmkv-cc / pmkv-c++{foreign}: its writes to \
          the region would not be captured, would be acknowledged, and would be lost at the next open. Compile every \
          file of the program's writing code with bindings/c/bin/pmkv-cc or pmkv-c++ (CC=pmkv-cc CXX=pmkv-c++), or \
          open with capture = PMKV_MG_CAPTURE_PAGES"
