@@ -59,7 +59,12 @@ impl Hart {
                 if kobj != 0 {
                     self.pm.alloc.free_unfenced(kobj);
                 }
-                (true, art.is_empty())
+                let empty = art.is_empty();
+                if empty {
+                    // The ART is about to be freed: its leaf slots reserved ahead go back.
+                    self.pm.alloc.unreserve_run(&mut art.leaves);
+                }
+                (true, empty)
             })
             .unwrap_or((false, false));
         // Lines 15–16: free the ART if it became empty (SPEC H6).
