@@ -41,9 +41,11 @@
 //!
 //! Each list has, per shard (threads are spread over 16 shards), a *current chunk*: the
 //! allocation fast path is one compare-and-swap on that chunk's DRAM reservation word, no
-//! lock. `publish` and `free` are one compare-and-swap on the PM header word plus a
-//! persist, no lock. A list's mutex is taken only to change the list: a new chunk (once per
-//! 56 allocations), a chunk that becomes non-full or empty, extents.
+//! lock (or one for a run of several slots, [`EpAlloc::reserve_run`], which an engine
+//! hands out under a lock of its own with plain stores). `publish` and `free` are one
+//! compare-and-swap on the PM header word plus a persist, no lock. A list's mutex is
+//! taken only to change the list: a new chunk (once per 56 allocations), a chunk that
+//! becomes non-full or empty, extents.
 
 pub mod check;
 pub mod checker;
