@@ -33,13 +33,24 @@ fn main() {
             std::thread::sleep(std::time::Duration::from_millis(1000));
         }
         let reps = if name == focus { reps } else { 1 };
+        let c0 = pmkv_substrate::counters::snapshot();
         let t = Instant::now();
         for _ in 0..reps {
             for w in &words {
                 op(w);
             }
         }
-        eprintln!("{name} {:.1} ns/op", t.elapsed().as_nanos() as f64 / (reps * words.len()) as f64);
+        let ns = t.elapsed().as_nanos() as f64;
+        // Persists per operation, so that a change's flushes and fences show beside its time.
+        let c = pmkv_substrate::counters::snapshot().since(&c0);
+        let n = (reps * words.len()) as f64;
+        eprintln!(
+            "{name} {:.1} ns/op, {:.3} lines, {:.3} flushes, {:.3} fences per op",
+            ns / n,
+            c.lines_written as f64 / n,
+            c.flushes as f64 / n,
+            c.fences as f64 / n
+        );
         if name == focus {
             // Nothing after the focused phase (teardown included) reaches the profile.
             let _ = std::fs::remove_file(&path);

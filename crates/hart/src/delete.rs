@@ -59,7 +59,12 @@ impl Hart {
                 if kobj != 0 {
                     self.pm.alloc.free_unfenced(kobj);
                 }
-                (true, art.is_empty())
+                let empty = art.is_empty();
+                if empty {
+                    // The ART is about to be freed: its leaf slots reserved ahead go back.
+                    self.pm.alloc.unreserve_run(&mut art.leaves);
+                }
+                (true, empty)
             })
             .unwrap_or((false, false));
         // Lines 15–16: free the ART if it became empty (SPEC H6).
@@ -67,5 +72,38 @@ impl Hart {
             self.table.remove_if_empty(hk);
         }
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::hart::{Hart, Options};
+    use pmkv_substrate::Pool;
+    use std::sync::Arc;
+
+    /// An ART reserves leaf slots ahead once it has a few leaves (`Hart::make_leaf`), and
+    /// gives them back when its last key is deleted and it is freed: nothing stays
+    /// reserved, so the emptied chunks can be recycled.
+    #[test]
+    fn a_freed_art_gives_back_its_leaf_slots_reserved_ahead() {
+        let sim = pmkv_testutil::sim_opts(4 << 20);
+        let h = Hart::open(Arc::new(Pool::create_sim("hart", &sim).unwrap()), Options::default()).unwrap();
+        // One ART (hash key "ab"), grown past the size at which it reserves runs.
+        let keys: Vec<Vec<u8>> = (0..300u32).map(|i| format!("ab{i:05}").into_bytes()).collect();
+        for k in &keys {
+            h.put(k, b"v").unwrap();
+        }
+        let held = h.pm.alloc.check().unwrap().reserved_slots;
+        assert!(held > 1, "a 300-leaf ART holds a run of slots ahead ({held})");
+        for k in &keys[..299] {
+            assert!(h.delete(k).unwrap());
+        }
+        assert!(h.pm.alloc.check().unwrap().reserved_slots > 0, "still held while the ART lives");
+        assert!(h.delete(&keys[299]).unwrap());
+        assert_eq!(h.pm.alloc.check().unwrap().reserved_slots, 0, "given back with the ART");
+        h.check().unwrap();
+        // Inserts after that start a new ART and reserve again.
+        h.put(b"ab", b"w").unwrap();
+        h.check().unwrap();
     }
 }

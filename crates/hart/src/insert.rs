@@ -9,7 +9,7 @@ use crate::hart::Hart;
 use crate::hash_table::hash_key;
 use crate::layout::*;
 use crate::pm::{HotKeys, PmKeys};
-use pmkv_substrate::epalloc::Reserved;
+use pmkv_substrate::epalloc::{Reserved, ReservedRun};
 
 impl Hart {
     pub(crate) fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
@@ -62,8 +62,9 @@ impl Hart {
     fn put_locked(&self, art: &mut Art, key: &[u8], value: &[u8]) -> Result<()> {
         // One traversal: the new leaf is made only at the insertion point.
         let mut made = None;
-        let make = || {
-            let r = self.make_leaf(key, value)?;
+        let want = leaf_run(art.len());
+        let make = |run: &mut ReservedRun| {
+            let r = self.make_leaf(run, want, key, value)?;
             let off = r.off();
             made = Some(r);
             Ok::<u64, Error>(off)
@@ -98,6 +99,13 @@ impl Hart {
     /// object. Returns the leaf's reservation: the leaf is flushed and published through
     /// it by [`Hart::put`] (line 18) once it is in the tree.
     ///
+    /// **The leaf's slot** comes from `run`, the ART's slots reserved ahead, refilled with
+    /// up to `want` slots of one chunk by a single compare-and-swap when it is empty
+    /// (`EpAlloc::reserve_run`): a slot taken from the run costs no locked instruction,
+    /// since the ART's write lock, which the caller holds, guards the run. A reservation
+    /// is DRAM state, so EPallocator's guarantee is unchanged: a crash forgets the run and
+    /// leaks nothing; the slot is still used only once its bit is set after the fence.
+    ///
     /// **Generation.** The slot may hold a previous occupant: an erased leaf, or a torn
     /// insert's leftovers. A crash can tear the new leaf's line at any 8-byte word, and
     /// recovery takes a free slot that passes its checks for a lost bit, so no mix of new
@@ -107,9 +115,12 @@ impl Hart {
     /// they prove each other. The leaf's generation, covered by the value check, is
     /// chosen so that they do not prove each other under the new flags (usually the old
     /// generation plus one; a fresh slot, all zero, needs no search).
-    pub(crate) fn make_leaf(&self, key: &[u8], value: &[u8]) -> Result<Reserved<'_>> {
+    pub(crate) fn make_leaf(&self, run: &mut ReservedRun, want: u32, key: &[u8], value: &[u8]) -> Result<Reserved<'_>> {
         let pool = &*self.pm.pool;
-        let reserved = self.pm.alloc.reserve(LEAF, LEAF_SIZE)?;
+        let reserved = match self.pm.alloc.take_reserved(run) {
+            Some(r) => r,
+            None => self.pm.alloc.reserve_run(LEAF, LEAF_SIZE, want, run)?,
+        };
         let leaf = reserved.off();
         let inline = !self.paper_updates && value.len() <= INLINE_VALUE;
         let v = if inline {
@@ -188,6 +199,14 @@ impl Hart {
         }
         Ok(reserved)
     }
+}
+
+/// How many leaf slots an ART of `len` leaves reserves at a time (see [`Hart::make_leaf`]):
+/// one for a small ART, up to 16 for a large one, so that slots held ahead stay within an
+/// eighth of an ART's leaves and 16 per ART (1 KiB).
+#[inline]
+fn leaf_run(len: u64) -> u32 {
+    (len / 8).clamp(1, 16) as u32
 }
 
 /// The generation for a new leaf with `flags` (generation bits clear) in the slot at

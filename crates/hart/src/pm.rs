@@ -48,15 +48,24 @@ impl Pm {
 
     /// Before any write: the pool is writable, no read has met damage in it, and no write
     /// batch was left half applied (whose replay at the next open would undo this write).
+    #[inline]
     pub(crate) fn check_write(&self) -> Result<()> {
         self.pool.check_writable()?;
         self.batches.check_writes()?;
         match self.damage.get() {
-            Some(what) => Err(Error::Corrupt(format!(
-                "writes are refused: the pool is damaged ({what}); `pmkv salvage` copies every intact record to a new pool"
-            ))),
+            Some(what) => Err(Self::refused(what)),
             None => Ok(()),
         }
+    }
+
+    /// The error of a write refused after damage, out of line: every write's check above
+    /// stays a few compares.
+    #[cold]
+    #[inline(never)]
+    fn refused(what: &str) -> Error {
+        Error::Corrupt(format!(
+            "writes are refused: the pool is damaged ({what}); `pmkv salvage` copies every intact record to a new pool"
+        ))
     }
 }
 

@@ -5,7 +5,7 @@
 mod epalloc_util;
 
 use epalloc_util::*;
-use pmkv_substrate::epalloc::{chunk, class_of, root, EpAlloc, TypeId, CLASSES, EPALLOC_ROOT, SLOTS};
+use pmkv_substrate::epalloc::{chunk, class_of, root, EpAlloc, ReservedRun, TypeId, CLASSES, EPALLOC_ROOT, SLOTS};
 use pmkv_substrate::{Mode, Pool, PoolError};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -74,6 +74,53 @@ fn p7_reservation_handles_publish_without_a_lookup_and_refuse_what_is_stale_or_d
     ep.check().unwrap();
     // Slots only: an extent needs `alloc`.
     assert!(ep.reserve(A, 64 << 10).is_err());
+}
+
+#[test]
+fn p7_a_run_of_reservations_hands_out_distinct_slots_and_gives_back_the_rest() {
+    let pool = new_sim(&opts());
+    let ep = EpAlloc::create(pool.clone()).unwrap();
+    let mut run = ReservedRun::default();
+    // A fresh list has no current chunk: the slow path makes one and reserves one slot.
+    let r0 = ep.reserve_run(A, 64, 5, &mut run).unwrap();
+    assert!(run.is_empty());
+    // Then up to `want` slots of the current chunk with one compare-and-swap.
+    let r1 = ep.reserve_run(A, 64, 5, &mut run).unwrap();
+    assert_eq!(run.len(), 4);
+    let mut published = vec![];
+    for r in [r0, r1] {
+        write_tag(ep.pool(), r.off(), 1);
+        published.push(r.off());
+        ep.publish_reserved_lazy(r);
+    }
+    // Nobody else gets the run's slots.
+    let other = ep.alloc(A, 64).unwrap();
+    for _ in 0..2 {
+        let r = ep.take_reserved(&mut run).expect("the run holds slots");
+        assert!(!published.contains(&r.off()) && r.off() != other, "{:#x} handed out twice", r.off());
+        assert!(!ep.is_used(r.off()));
+        write_tag(ep.pool(), r.off(), 2);
+        published.push(r.off());
+        ep.publish_reserved_lazy(r);
+    }
+    assert!(published.iter().all(|&o| ep.is_used(o)));
+    assert_eq!(run.len(), 2);
+    assert_eq!(ep.check().unwrap().reserved_slots, 3, "two in the run, `other`");
+    // Given back: the two slots are free again, and the next allocations find them.
+    ep.unreserve_run(&mut run);
+    assert!(run.is_empty() && ep.take_reserved(&mut run).is_none());
+    ep.unreserve(other);
+    assert_eq!(ep.check().unwrap().reserved_slots, 0);
+    // A run dropped without being given back (a crash, or a close) leaks nothing: the
+    // reservations are DRAM state, and the reopened allocator sees only what was published.
+    let _ = ep.reserve_run(A, 64, 8, &mut run).unwrap();
+    assert!(!run.is_empty());
+    drop(ep);
+    let ep = EpAlloc::open(pool).unwrap();
+    let used: Vec<u64> = used_set(&ep, &[A]).keys().copied().collect();
+    published.sort_unstable();
+    assert_eq!(used, published);
+    assert_eq!(ep.check().unwrap().reserved_slots, 0);
 }
 
 #[test]

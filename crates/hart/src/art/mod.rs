@@ -12,6 +12,7 @@ pub(crate) mod node;
 
 use arena::NodeArena;
 use node::{NodeType, Ref, Slot};
+use pmkv_substrate::epalloc::ReservedRun;
 use std::sync::Arc;
 
 /// Reads the full key of a leaf (from PM in HART; from a Vec in unit tests).
@@ -82,6 +83,10 @@ pub(crate) struct Art {
     arena: Arc<NodeArena>,
     /// The key of the leaf this ART's last insert made (see [`HotLeaf`]).
     pub(crate) hot: HotLeaf,
+    /// Leaf slots reserved ahead for this ART's next inserts (see `Hart::make_leaf`):
+    /// handed out under the ART's write lock with no locked instruction. Given back when
+    /// the ART is freed; dropped with the HART otherwise (reservations are DRAM state).
+    pub(crate) leaves: ReservedRun,
 }
 
 /// A DRAM copy of one leaf's key (at most [`HotLeaf::CAP`] bytes): the leaf of its ART's
@@ -155,7 +160,7 @@ pub(crate) struct ArtStats {
 impl Art {
     /// An empty tree whose nodes come from `arena` (shared by all ARTs of a HART).
     pub(crate) fn new(depth: usize, arena: Arc<NodeArena>) -> Art {
-        Art { root: Slot::EMPTY, depth, len: 0, arena, hot: HotLeaf::default() }
+        Art { root: Slot::EMPTY, depth, len: 0, arena, hot: HotLeaf::default(), leaves: ReservedRun::default() }
     }
 
     pub(crate) fn len(&self) -> u64 {
@@ -197,7 +202,7 @@ impl Art {
     /// Insert `leaf` for `key`. If the key is present, nothing changes and its leaf is
     /// returned as `Err` (the caller updates it).
     pub(crate) fn insert(&mut self, key: &[u8], leaf: u64, ks: &impl KeySource) -> Result<(), u64> {
-        match self.upsert(key, || Ok::<u64, std::convert::Infallible>(leaf), ks) {
+        match self.upsert(key, |_| Ok::<u64, std::convert::Infallible>(leaf), ks) {
             Ok(r) => r,
             Err(never) => match never {},
         }
@@ -205,15 +210,17 @@ impl Art {
 
     /// One traversal for HART's put: if `key` is present return `Ok(Err(its leaf))`;
     /// otherwise call `make` for the new leaf only once the insertion point is known, link
-    /// it, and return `Ok(Ok(()))`. An error of `make` leaves the tree unchanged.
+    /// it, and return `Ok(Ok(()))`. An error of `make` leaves the tree unchanged. `make`
+    /// gets the ART's leaf slots reserved ahead ([`Art::leaves`]) to take its slot from.
     pub(crate) fn upsert<E>(
         &mut self,
         key: &[u8],
-        make: impl FnOnce() -> Result<u64, E>,
+        make: impl FnOnce(&mut ReservedRun) -> Result<u64, E>,
         ks: &impl KeySource,
     ) -> Result<Result<(), u64>, E> {
+        let leaves = &mut self.leaves;
         // SAFETY: the tree's own root and arena, borrowed exclusively by `&mut self`.
-        let r = unsafe { Self::insert_at(&self.arena, &mut self.root, key, self.depth, make, ks)? };
+        let r = unsafe { Self::insert_at(&self.arena, &mut self.root, key, self.depth, || make(leaves), ks)? };
         if r.is_ok() {
             self.len += 1;
         }

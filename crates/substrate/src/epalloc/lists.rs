@@ -185,6 +185,19 @@ impl EpAlloc {
     /// `GetFreeObject`, lines 3 and 11). The PM next-free index says the same for the used
     /// bits, but reservations must not write PM, so the DRAM reservation word decides.
     pub(super) fn try_reserve(&self, list: &ListState, p: u64) -> Option<Reserved<'_>> {
+        self.try_reserve_run(list, p, 1, None)
+    }
+
+    /// [`EpAlloc::try_reserve`] of up to `want` slots with one compare-and-swap: the
+    /// lowest free slot is returned, the others (if any) go to `rest`.
+    #[inline]
+    pub(super) fn try_reserve_run(
+        &self,
+        list: &ListState,
+        p: u64,
+        want: u32,
+        rest: Option<&mut ReservedRun>,
+    ) -> Option<Reserved<'_>> {
         let (id, gen) = unpack(p);
         let it = self.index.item(id)?;
         let geo = list.geo?;
@@ -194,19 +207,40 @@ impl EpAlloc {
                 return None;
             }
             let i = (!r).trailing_zeros() as usize;
-            match it.reserved.compare_exchange_weak(r, r | 1 << i, Ordering::AcqRel, Ordering::Acquire) {
+            // The lowest `want` free slots (one in the common case).
+            let mut take = 1u64 << i;
+            let mut free = !r & BITMAP_MASK & !take;
+            for _ in 1..want {
+                if free == 0 {
+                    break;
+                }
+                let b = free & free.wrapping_neg();
+                take |= b;
+                free &= !b;
+            }
+            match it.reserved.compare_exchange_weak(r, r | take, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     if it.gen.load(Ordering::Acquire) != gen || it.list.load(Ordering::Acquire) != list.idx {
                         // The chunk was recycled and its item reused since `p` was read
                         // (only on the lock-free fast path, see `alloc_slow`): undo.
-                        let old = it.reserved.fetch_and(!(1 << i), Ordering::AcqRel);
+                        let old = it.reserved.fetch_and(!take, Ordering::AcqRel);
                         if let Some(l) = self.lists.get(it.list.load(Ordering::Acquire) as usize).and_then(|l| l.get())
                         {
-                            self.released(l, id, it.gen.load(Ordering::Acquire), old, 1 << i);
+                            self.released(l, id, it.gen.load(Ordering::Acquire), old, take);
                         }
                         return None;
                     }
                     let base = it.off.load(Ordering::Acquire);
+                    if let Some(rest) = rest {
+                        *rest = ReservedRun {
+                            id,
+                            gen,
+                            base,
+                            first: geo.slot_off(base, 0),
+                            stride: geo.slot as u64,
+                            mask: take & !(1 << i),
+                        };
+                    }
                     // The publish that follows sets a bit in the chunk header: start
                     // fetching its line for writing now. In `adr` the previous publish's
                     // `clwb` evicted it (on this CPU), and the bit's CAS would otherwise

@@ -41,9 +41,11 @@
 //!
 //! Each list has, per shard (threads are spread over 16 shards), a *current chunk*: the
 //! allocation fast path is one compare-and-swap on that chunk's DRAM reservation word, no
-//! lock. `publish` and `free` are one compare-and-swap on the PM header word plus a
-//! persist, no lock. A list's mutex is taken only to change the list: a new chunk (once per
-//! 56 allocations), a chunk that becomes non-full or empty, extents.
+//! lock (or one for a run of several slots, [`EpAlloc::reserve_run`], which an engine
+//! hands out under a lock of its own with plain stores). `publish` and `free` are one
+//! compare-and-swap on the PM header word plus a persist, no lock. A list's mutex is
+//! taken only to change the list: a new chunk (once per 56 allocations), a chunk that
+//! becomes non-full or empty, extents.
 
 pub mod check;
 pub mod checker;
@@ -132,6 +134,39 @@ impl Reserved<'_> {
     #[inline]
     pub fn off(&self) -> u64 {
         self.off
+    }
+}
+
+/// Slots of one chunk reserved together by [`EpAlloc::reserve_run`] and not handed out
+/// yet, for an engine that keeps a few ready under a lock of its own (HART: per ART, under
+/// the ART's write lock): [`EpAlloc::take_reserved`] hands the next one out with plain
+/// stores, no locked instruction, where [`EpAlloc::reserve`] pays a compare-and-swap on
+/// the chunk's reservation word for each. Reservations are DRAM state only, so a crash
+/// forgets the run as it forgets any reservation (nothing can leak); a run that is
+/// dropped without [`EpAlloc::unreserve_run`] keeps its slots from other writers until
+/// the allocator is closed. Its chunk is not recycled while the run holds slots.
+#[derive(Debug, Default)]
+pub struct ReservedRun {
+    id: u32,
+    gen: u32,
+    /// Offset of the chunk.
+    base: u64,
+    /// Offset of the chunk's slot 0, and the slot size.
+    first: u64,
+    stride: u64,
+    /// The slots held (bit i = slot i).
+    mask: u64,
+}
+
+impl ReservedRun {
+    /// How many slots the run holds.
+    pub fn len(&self) -> u32 {
+        self.mask.count_ones()
+    }
+
+    /// Whether the run holds no slot.
+    pub fn is_empty(&self) -> bool {
+        self.mask == 0
     }
 }
 
@@ -288,6 +323,62 @@ impl EpAlloc {
             None => Err(PoolError::Allocator(format!(
                 "reserve({size} bytes): larger than a slot ({MAX_CLASS_SIZE} bytes); use alloc"
             ))),
+        }
+    }
+
+    /// [`EpAlloc::reserve`] of up to `want` slots of one chunk with one compare-and-swap:
+    /// returns the first, and leaves the others in `rest` (which must be empty) for
+    /// [`EpAlloc::take_reserved`]. Fewer than `want` when the chunk has fewer free slots, or
+    /// when a new chunk had to be found (then only the one returned).
+    pub fn reserve_run(&self, ty: TypeId, size: usize, want: u32, rest: &mut ReservedRun) -> Result<Reserved<'_>> {
+        self.pool.check_writable()?;
+        debug_assert!(rest.is_empty(), "reserve_run into a run that still holds slots");
+        let Some(c) = class_of(size) else {
+            return Err(PoolError::Allocator(format!(
+                "reserve_run({size} bytes): larger than a slot ({MAX_CLASS_SIZE} bytes); use alloc"
+            )));
+        };
+        let list = self.list_for(ty, c as u8)?;
+        let s = shard();
+        let p = list.cur[s].0.load(Ordering::Acquire);
+        if p != 0 {
+            if let Some(r) = self.try_reserve_run(list, p, want, Some(rest)) {
+                return Ok(r);
+            }
+        }
+        self.alloc_slow(list, s)
+    }
+
+    /// The next slot of `run`, reserved since [`EpAlloc::reserve_run`]: plain stores, no
+    /// locked instruction (the caller's lock guards `run`). Publish it with
+    /// [`EpAlloc::publish_reserved_lazy`] or give it back with [`EpAlloc::unreserve`].
+    #[inline]
+    pub fn take_reserved(&self, run: &mut ReservedRun) -> Option<Reserved<'_>> {
+        if run.mask == 0 {
+            return None;
+        }
+        let i = run.mask.trailing_zeros();
+        // Valid while the run holds slots: a chunk with reserved slots is not recycled.
+        let it = self.index.item(run.id)?;
+        run.mask &= run.mask - 1;
+        // As `try_reserve`: the publish's compare-and-swap needs the header line.
+        self.pool.prefetch_write(run.base);
+        Some(Reserved { off: run.first + i as u64 * run.stride, base: run.base, slot: i, gen: run.gen, it })
+    }
+
+    /// Give back the slots `run` still holds (no PM write), e.g. when its owner goes away.
+    pub fn unreserve_run(&self, run: &mut ReservedRun) {
+        let mask = std::mem::take(&mut run.mask);
+        if mask == 0 {
+            return;
+        }
+        let Some(it) = self.index.item(run.id) else { return };
+        if it.gen.load(Ordering::Acquire) != run.gen {
+            return; // cannot happen while the slots were reserved
+        }
+        let old = it.reserved.fetch_and(!mask, Ordering::AcqRel);
+        if let Some(l) = self.lists.get(it.list.load(Ordering::Acquire) as usize).and_then(|l| l.get()) {
+            self.released(l, run.id, run.gen, old, mask & old);
         }
     }
 
