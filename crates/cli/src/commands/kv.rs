@@ -11,7 +11,7 @@
 
 use super::CmdResult;
 use crate::Outcome;
-use pmkv::{Direction, ErrorKind, KeyRange, Latency, Mode, Options, Registry, Store};
+use pmkv::{Direction, ErrorKind, KeyRange, Latency, Mode, Options, Registry, Store, SyncPolicy};
 use std::ffi::{OsStr, OsString};
 use std::io::BufRead;
 use std::ops::Bound;
@@ -21,12 +21,19 @@ use std::path::PathBuf;
 /// Options shared by every command that opens a pool.
 #[derive(clap::Args, Clone)]
 pub struct OpenArgs {
-    /// Persistence mode: adr, eadr, msync or none. adr is durable against power loss on
-    /// real PM (DAX); on a disk file only msync is, and on tmpfs nothing is. A command that
+    /// Persistence mode: adr, eadr, msync, wal or none. Default: wal on a disk file
+    /// (durable against power loss, one fdatasync per group of writes), adr elsewhere
+    /// (durable against power loss on real PM, DAX; on tmpfs nothing is). A command that
     /// writes warns when the mode promises more than the medium gives; `pmkv info` shows
     /// what each mode survives where the pool is.
-    #[arg(long, default_value = "adr")]
-    pub mode: Mode,
+    #[arg(long)]
+    pub mode: Option<Mode>,
+    /// Mode wal: when a write is acknowledged. always: on the device (fdatasync, shared
+    /// by the writers waiting at once); everysec: written to the kernel, synced every
+    /// second (a power loss loses at most ~1 s); no: written to the kernel, synced when
+    /// the kernel chooses.
+    #[arg(long, default_value = "always")]
+    pub sync: SyncPolicy,
     /// An engine parameter, KEY=VALUE (repeatable). `pmkv engines` lists the parameters.
     #[arg(long = "param", short = 'p', value_name = "KEY=VALUE")]
     pub params: Vec<String>,
@@ -39,7 +46,10 @@ impl OpenArgs {
     /// Library options for an existing pool: the mode, the engine parameters, and the
     /// emulated latency of `PMKV_LATENCY` (the library itself reads no environment).
     pub fn options(&self) -> Result<Options, String> {
-        let mut o = Options::default().mode(self.mode).create(false).latency(Latency::from_env());
+        let mut o = Options::default().create(false).latency(Latency::from_env()).sync(self.sync);
+        if let Some(m) = self.mode {
+            o = o.mode(m);
+        }
         for p in &self.params {
             let (k, v) = p.split_once('=').ok_or_else(|| format!("--param {p}: expected KEY=VALUE"))?;
             o = o.param(k.trim(), v.trim());
@@ -268,7 +278,9 @@ fn arg_bytes(a: &OsStr) -> Result<Vec<u8>, String> {
 }
 
 pub fn load(a: LoadArgs) -> CmdResult {
-    let opts = a.size.apply(a.open.options()?.create(true));
+    // A load is acknowledged as a whole: durable when the command exits (the close makes
+    // the log durable and checkpoints it), so its writes need not wait one by one.
+    let opts = a.size.apply(a.open.options()?.create(true).sync(pmkv::SyncPolicy::No));
     let factory = Registry::builtin().get(&a.engine)?;
     if !factory.info().persistent {
         return Err(format!("engine '{}' keeps nothing: it has no pool, nothing would be stored", a.engine).into());

@@ -94,6 +94,10 @@ pub struct PoolOptions {
     /// Mode `wal`: checkpoint when the log exceeds this many bytes (bounds the log file
     /// and the replay at the next open). Default [`crate::wal::CHECKPOINT_BYTES`], 64 MiB.
     pub checkpoint_bytes: u64,
+    /// The mode to use instead of `mode` when the pool file turns out to be on a disk
+    /// ([`Medium::Disk`], detected at open): how a front end makes `wal` the default on
+    /// disks while `adr` stays the default on PM and tmpfs. Default `None`.
+    pub disk_mode: Option<Mode>,
 }
 
 impl Default for PoolOptions {
@@ -106,6 +110,7 @@ impl Default for PoolOptions {
             prefault: true,
             sync: SyncPolicy::Always,
             checkpoint_bytes: crate::wal::CHECKPOINT_BYTES,
+            disk_mode: None,
         }
     }
 }
@@ -133,6 +138,10 @@ impl PoolOptions {
     }
     pub fn sync(mut self, p: SyncPolicy) -> Self {
         self.sync = p;
+        self
+    }
+    pub fn disk_mode(mut self, m: Option<Mode>) -> Self {
+        self.disk_mode = m;
         self
     }
     pub fn checkpoint_bytes(mut self, b: u64) -> Self {

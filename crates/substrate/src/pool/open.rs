@@ -312,6 +312,13 @@ impl Pool {
     ) -> Result<Pool> {
         // A read-only pool never flushes, so it maps without MAP_SYNC; its medium is
         // still probed (read-only), to be reported.
+        let mut opts = opts.clone();
+        if let Some(m) = opts.disk_mode {
+            if medium_of(&file, probe_map_sync(&file, false)) == Medium::Disk {
+                opts.mode = m;
+            }
+        }
+        let opts = &opts;
         // A `wal` pool is mapped privately (never MAP_SYNC): only its log and checkpoints
         // write the file.
         let wal = opts.mode == Mode::Wal && !read_only;
