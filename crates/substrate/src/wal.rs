@@ -31,7 +31,6 @@
 use crate::error::{PoolError, Result};
 use crate::persist::{SyncPolicy, LINE};
 use parking_lot::{Condvar, Mutex};
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -388,8 +387,8 @@ impl Wal {
             .log
             .read_exact_at(&mut log, 0)
             .map_err(|e| self.files.err(WalFile::Log, "reading for a checkpoint", e))?;
-        let parsed = parse(&log, self.pool_id);
-        apply(&parsed.lines, |off, data| self.files.write_at(WalFile::Pool, off, data))?;
+        let parsed = parse(&log, self.pool_id, false);
+        apply(&log, &parsed.lines, |off, data| self.files.write_at(WalFile::Pool, off, data))?;
         self.files.sync(WalFile::Pool)?;
         self.files.set_len(WalFile::Log, 0)?;
         self.files.sync(WalFile::Log)?;
@@ -433,10 +432,11 @@ fn record_crc(rec: &[u8]) -> u32 {
     crc32c::crc32c_append(c, &rec[12..])
 }
 
-/// The valid prefix of a log: the latest content of every logged 64-byte line.
+/// The valid prefix of a log: where the latest content of every logged 64-byte line is.
 pub(crate) struct Parsed {
-    /// Line offset → its latest logged bytes.
-    pub(crate) lines: HashMap<u64, [u8; LINE]>,
+    /// (line offset in the pool, position of its latest logged bytes in the log), sorted
+    /// by offset, one entry per line.
+    pub(crate) lines: Vec<(u64, usize)>,
     /// Records in the valid prefix, and the LSN of the last.
     pub(crate) records: u64,
     pub(crate) last_lsn: u64,
@@ -447,8 +447,11 @@ pub(crate) struct Parsed {
 /// Parse the valid prefix of `log` for the pool `pool_id`: records whose magic, version,
 /// length and CRC check out, of this pool, with consecutive LSNs. The first record that
 /// fails any check ends the prefix (a torn tail, or bytes of an older log).
-pub(crate) fn parse(log: &[u8], pool_id: u64) -> Parsed {
-    let mut p = Parsed { lines: HashMap::new(), records: 0, last_lsn: 0, valid_len: 0 };
+///
+/// `check_crc` false skips the CRCs: for a checkpoint, which reads back the log this
+/// process wrote and synced (it is in the page cache); recovery always checks.
+pub(crate) fn parse(log: &[u8], pool_id: u64, check_crc: bool) -> Parsed {
+    let mut p = Parsed { lines: Vec::new(), records: 0, last_lsn: 0, valid_len: 0 };
     let mut at = 0usize;
     while log.len() - at >= RECORD_HEADER {
         let rec = &log[at..];
@@ -465,7 +468,10 @@ pub(crate) fn parse(log: &[u8], pool_id: u64) -> Parsed {
         }
         let rec = &rec[..len as usize];
         let lsn = u64_at(16);
-        if u32_at(8) != record_crc(rec) || u64_at(24) != pool_id || (p.records > 0 && lsn != p.last_lsn + 1) {
+        if (check_crc && u32_at(8) != record_crc(rec))
+            || u64_at(24) != pool_id
+            || (p.records > 0 && lsn != p.last_lsn + 1)
+        {
             break;
         }
         // Extents: checked against the record's length (a CRC match makes damage
@@ -485,31 +491,40 @@ pub(crate) fn parse(log: &[u8], pool_id: u64) -> Parsed {
                 ok = false;
                 break;
             }
-            for (i, line) in rec[e..e + elen as usize].chunks_exact(LINE).enumerate() {
-                lines.push((off + (i * LINE) as u64, <[u8; LINE]>::try_from(line).expect("a line")));
+            for i in 0..elen as usize / LINE {
+                lines.push((off + (i * LINE) as u64, at + e + i * LINE));
             }
             e += elen as usize;
         }
         if !ok {
             break;
         }
-        p.lines.extend(lines);
+        p.lines.append(&mut lines);
         p.records += 1;
         p.last_lsn = lsn;
         at += len as usize;
         p.valid_len = at as u64;
     }
+    // By offset, the latest record's bytes last (a stable sort keeps log order), then
+    // one entry per line: the last.
+    p.lines.sort_by_key(|&(off, _)| off);
+    let mut out: Vec<(u64, usize)> = Vec::with_capacity(p.lines.len());
+    for l in p.lines.drain(..) {
+        match out.last_mut() {
+            Some(last) if last.0 == l.0 => *last = l,
+            _ => out.push(l),
+        }
+    }
+    p.lines = out;
     p
 }
 
-/// Write `lines` to the pool file through `write`, one call per run of adjacent lines,
-/// in offset order.
-fn apply(lines: &HashMap<u64, [u8; LINE]>, mut write: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<()> {
-    let mut offs: Vec<u64> = lines.keys().copied().collect();
-    offs.sort_unstable();
+/// Write the `lines` of `log` (from [`parse`]) to the pool file through `write`, one
+/// call per run of adjacent lines, in offset order.
+fn apply(log: &[u8], lines: &[(u64, usize)], mut write: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<()> {
     let mut run: Vec<u8> = Vec::new();
     let mut run_start = 0;
-    for off in offs {
+    for &(off, pos) in lines {
         if !run.is_empty() && run_start + run.len() as u64 != off {
             write(run_start, &run)?;
             run.clear();
@@ -517,7 +532,7 @@ fn apply(lines: &HashMap<u64, [u8; LINE]>, mut write: impl FnMut(u64, &[u8]) -> 
         if run.is_empty() {
             run_start = off;
         }
-        run.extend_from_slice(&lines[&off]);
+        run.extend_from_slice(&log[pos..pos + LINE]);
     }
     if !run.is_empty() {
         write(run_start, &run)?;
@@ -561,7 +576,7 @@ pub(crate) fn replay(file: &File, path: &Path, write: bool) -> Result<Replayed> 
         return Ok(Replayed::default()); // not a pool: the header read will say so
     }
     let Ok(imm) = crate::header::Immutable::read(&imm, path) else { return Ok(Replayed::default()) };
-    let parsed = parse(&log, imm.pool_id);
+    let parsed = parse(&log, imm.pool_id, true);
     if parsed.records > 0 && !write {
         return Err(PoolError::NeedsRecovery { path: path.into() });
     }
@@ -569,7 +584,7 @@ pub(crate) fn replay(file: &File, path: &Path, write: bool) -> Result<Replayed> 
         return Ok(Replayed::default());
     }
     let err = |what: &str, e| PoolError::io(format!("{}: {what}", path.display()), e);
-    apply(&parsed.lines, |off, data| file.write_all_at(data, off).map_err(|e| err("replaying the log", e)))?;
+    apply(&log, &parsed.lines, |off, data| file.write_all_at(data, off).map_err(|e| err("replaying the log", e)))?;
     file.sync_data().map_err(|e| err("fdatasync", e))?;
     let logf = OpenOptions::new().write(true).open(&lp).map_err(|e| err("opening the log", e))?;
     logf.set_len(0).map_err(|e| err("emptying the log", e))?;
@@ -617,41 +632,43 @@ mod tests {
         let mut log = record(5, 9, &[(4096, 1), (4160, 2)]);
         log.extend(record(6, 9, &[(4096, 3)]));
         let good = log.len() as u64;
-        let p = parse(&log, 9);
+        let p = parse(&log, 9, true);
         assert_eq!((p.records, p.last_lsn, p.valid_len), (2, 6, good));
-        assert_eq!(p.lines[&4096], [3; LINE], "the later record wins");
-        assert_eq!(p.lines[&4160], [2; LINE]);
+        assert_eq!(p.lines.len(), 2);
+        assert_eq!((p.lines[0].0, log[p.lines[0].1]), (4096, 3), "the later record wins");
+        assert_eq!((p.lines[1].0, log[p.lines[1].1]), (4160, 2));
         // A torn third record, a gap in the LSNs, another pool's record: each ends it.
         let mut torn = log.clone();
         let third = record(7, 9, &[(8192, 4)]);
         torn.extend(&third[..third.len() - 1]);
-        assert_eq!(parse(&torn, 9).records, 2);
+        assert_eq!(parse(&torn, 9, true).records, 2);
         let mut flipped = log.clone();
         let mut bad = third.clone();
         bad[RECORD_HEADER + EXTENT_HEADER] ^= 1;
         flipped.extend(bad);
-        assert_eq!(parse(&flipped, 9).records, 2);
+        assert_eq!(parse(&flipped, 9, true).records, 2);
         let mut gap = log.clone();
         gap.extend(record(8, 9, &[(8192, 4)]));
-        assert_eq!(parse(&gap, 9).records, 2);
-        assert_eq!(parse(&log, 10).records, 0, "a log of another pool is not replayed");
+        assert_eq!(parse(&gap, 9, true).records, 2);
+        assert_eq!(parse(&log, 10, true).records, 0, "a log of another pool is not replayed");
         let mut whole = log;
         whole.extend(third);
-        assert_eq!(parse(&whole, 9).records, 3);
+        assert_eq!(parse(&whole, 9, true).records, 3);
     }
 
     #[test]
     fn apply_writes_runs_in_order() {
-        let mut lines = HashMap::new();
-        for off in [128u64, 0, 64, 512] {
-            lines.insert(off, [off as u8; LINE]);
-        }
+        let mut log = record(1, 9, &[(128, 1), (0, 2), (64, 3), (512, 4)]);
+        log.extend(record(2, 9, &[(64, 5)]));
+        let p = parse(&log, 9, true);
         let mut calls = Vec::new();
-        apply(&lines, |off, d| {
-            calls.push((off, d.len()));
+        apply(&log, &p.lines, |off, d| {
+            calls.push((off, d.len(), d[0], d.get(64).copied(), d.get(128).copied()));
             Ok(())
         })
         .unwrap();
-        assert_eq!(calls, vec![(0, 192), (512, 64)]);
+        // Lines 0, 64, 128 in one run (64 from the later record), then 512 alone.
+        assert_eq!(calls[0], (0, 192, 2, Some(5), Some(1)));
+        assert_eq!((calls[1].0, calls[1].1), (512, 64));
     }
 }

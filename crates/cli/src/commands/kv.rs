@@ -277,6 +277,9 @@ fn arg_bytes(a: &OsStr) -> Result<Vec<u8>, String> {
     unescape(a.as_bytes())
 }
 
+/// Records per batch of `pmkv load`.
+const LOAD_BATCH: usize = 256;
+
 pub fn load(a: LoadArgs) -> CmdResult {
     // A load is acknowledged as a whole: durable when the command exits (the close makes
     // the log durable and checkpoints it), so its writes need not wait one by one.
@@ -305,6 +308,27 @@ pub fn load(a: LoadArgs) -> CmdResult {
     let mut reader = std::io::BufReader::new(input);
     let mut line = Vec::new();
     let mut n = 0u64;
+    // Records go in independent batches of LOAD_BATCH: one acknowledgement (in mode wal,
+    // one log write) per batch instead of per record. A batch the store refuses is
+    // applied again record by record, so that the error names its line.
+    let mut batch = pmkv::WriteBatch::independent();
+    let mut first_line = 1u64;
+    let flush = |batch: &mut pmkv::WriteBatch, first_line: u64| -> Result<(), String> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        if store.write(batch).is_err() {
+            for (i, op) in batch.ops().iter().enumerate() {
+                if let pmkv::BatchOp::Put(k, v) = op {
+                    store
+                        .put(k, v)
+                        .map_err(|e| format!("{}: line {}: {e}", a.file.display(), first_line + i as u64))?;
+                }
+            }
+        }
+        batch.clear();
+        Ok(())
+    };
     loop {
         line.clear();
         let got = reader.read_until(b'\n', &mut line).map_err(|e| format!("{}: {e}", a.file.display()))?;
@@ -320,17 +344,24 @@ pub fn load(a: LoadArgs) -> CmdResult {
         if rec.last() == Some(&b'\r') {
             rec = &rec[..rec.len() - 1];
         }
+        if batch.is_empty() {
+            first_line = n;
+        }
         if a.tsv {
             // Bytes, split at the first TAB: raw bytes (UTF-8 or not) are kept as they are.
             let at = |e: String| format!("{}: line {n}: {e}", a.file.display());
             let tab = rec.iter().position(|&c| c == b'\t').ok_or_else(|| at("no TAB between key and value".into()))?;
             let (k, v) = (&rec[..tab], &rec[tab + 1..]);
             let (k, v) = (unescape(k).map_err(at)?, unescape(v).map_err(at)?);
-            store.put(&k, &v).map_err(|e| at(e.to_string()))?;
+            batch.put(k, v);
         } else {
-            store.put(rec, n.to_string().as_bytes()).map_err(|e| format!("{}: line {n}: {e}", a.file.display()))?;
+            batch.put(rec, n.to_string());
+        }
+        if batch.len() >= LOAD_BATCH {
+            flush(&mut batch, first_line)?;
         }
     }
+    flush(&mut batch, first_line)?;
     bar.finish_and_clear();
     errln!("loaded {n} records; {} keys in the pool", store.len()?);
     store.close()?;

@@ -163,8 +163,7 @@ pub fn run(a: Args) -> CmdResult {
         limits,
         output: a.client_output_buffer_limit.unwrap_or_default(),
     };
-    let server =
-        pmkv_server::Server::bind(store, mode_name, cfg).map_err(|e| format!("{}:{}: {e}", a.bind, a.port))?;
+    let server = pmkv_server::Server::bind(store, mode_name, cfg).map_err(|e| format!("{}:{}: {e}", a.bind, a.port))?;
     let addrs = server.addrs();
     if addrs.len() != 1 || addrs[0].ip().to_string() != a.bind {
         let list: Vec<String> = addrs.iter().map(|s| s.to_string()).collect();
