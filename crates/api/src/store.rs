@@ -24,6 +24,9 @@ use std::path::Path;
 pub struct Store {
     /// The engine and the state of the guards around it, shared with [`Cursor`]s.
     g: Guarded,
+    /// [`Store::defer_acknowledgements`] was called: writes do not wait for their log
+    /// record; the caller waits ([`Store::wait_lsn`]) before acknowledging them.
+    deferred: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -69,7 +72,7 @@ impl Store {
     /// Wrap an engine opened elsewhere (benchmark baselines, tests).
     pub fn from_engine(engine: Box<dyn Engine>) -> Store {
         let info = engine.info();
-        Store { g: Guarded::new(engine, info) }
+        Store { g: Guarded::new(engine, info), deferred: std::sync::atomic::AtomicBool::new(false) }
     }
 
     /// What the engine is and offers.
@@ -148,6 +151,9 @@ impl Store {
     /// lock, until the write is as safe as the sync policy promises; writers of several
     /// threads waiting here share one `fdatasync` (group commit). Nothing in other modes.
     fn acknowledge(&self) -> Result<()> {
+        if self.deferred.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
         match self.g.engine_opt().and_then(|e| e.pool()) {
             Some(pool) => pool.commit_wait().map_err(Into::into),
             None => Ok(()),
@@ -259,6 +265,34 @@ impl Store {
         self.g.call("sync", |e| e.sync())?;
         match self.g.engine_opt().and_then(|e| e.pool()) {
             Some(pool) => pool.sync_log().map_err(Into::into),
+            None => Ok(()),
+        }
+    }
+
+    /// From now on, writes return once applied, without waiting for their log record
+    /// (mode `wal`): the caller acknowledges them itself, after [`Store::wait_lsn`] of
+    /// [`Store::appended_lsn`] taken after the writes. For a server that gathers many
+    /// clients' writes and replies (and must not block a task per write); no effect in
+    /// other modes, where a write is durable when it returns.
+    pub fn defer_acknowledgements(&self) {
+        self.deferred.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The LSN of the last log record appended (mode `wal`; 0 otherwise).
+    pub fn appended_lsn(&self) -> u64 {
+        self.g.engine_opt().and_then(|e| e.pool()).map_or(0, |p| p.appended_lsn())
+    }
+
+    /// The LSN up to which the log is on the device (mode `wal`; 0 otherwise).
+    pub fn durable_lsn(&self) -> u64 {
+        self.g.engine_opt().and_then(|e| e.pool()).map_or(0, |p| p.durable_lsn())
+    }
+
+    /// Block until log record `lsn` is as safe as the sync policy promises (group commit:
+    /// threads waiting at once share one `fdatasync`). At once outside mode `wal`.
+    pub fn wait_lsn(&self, lsn: u64) -> Result<()> {
+        match self.g.engine_opt().and_then(|e| e.pool()) {
+            Some(pool) => pool.wait_lsn(lsn).map_err(Into::into),
             None => Ok(()),
         }
     }

@@ -148,6 +148,9 @@ pub fn run(a: Args) -> CmdResult {
         d.summary()
     );
     let mode_name = d.mode.name();
+    // The server waits for the log before sending replies (its `flush`), once per pass
+    // over a connection's pipeline, instead of once per write.
+    store.defer_acknowledgements();
     if let Some(w) = d.warning() {
         errln!("pmkv serve: warning: {w}");
     }
