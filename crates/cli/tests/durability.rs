@@ -52,7 +52,7 @@ fn u2_info_shows_the_medium_and_what_each_mode_survives() {
         match medium {
             pmkv::Medium::Memory => assert!(
                 out.contains(
-                    "survives        adr, eadr, msync, none: process crash yes, kernel crash no, power loss no, reboot no\n"
+                    "survives        adr, eadr, msync, wal, none: process crash yes, kernel crash no, power loss no, reboot no\n"
                 ),
                 "{out}"
             ),
@@ -64,7 +64,7 @@ fn u2_info_shows_the_medium_and_what_each_mode_survives() {
                     "{out}"
                 );
                 assert!(
-                    out.contains("                msync: process crash yes, kernel crash yes, power loss yes, reboot yes\n"),
+                    out.contains("                msync, wal: process crash yes, kernel crash yes, power loss yes, reboot yes\n"),
                     "{out}"
                 );
             }
@@ -79,19 +79,24 @@ fn u2_a_read_write_open_warns_once_when_the_mode_over_promises() {
         let p = pool.to_str().unwrap();
         // 200 writes in one command, one open: one warning.
         let keys = keys_file(dir.path(), 200);
-        let o = pmkv(&["load", p, &keys]);
+        let o = pmkv(&["load", p, &keys, "--mode", "adr"]);
         assert!(o.status.success(), "{}", text(&o.stderr));
         assert_eq!(warnings(&o.stderr), 1, "{medium}: {}", text(&o.stderr));
         let why = if medium == pmkv::Medium::Memory { "memory file system" } else { "mode adr on a disk file" };
         assert!(
-            text(&o.stderr).contains("mode msync survives both") || medium == pmkv::Medium::Memory,
+            text(&o.stderr).contains("mode wal survives both") || medium == pmkv::Medium::Memory,
             "{}",
             text(&o.stderr)
         );
         assert!(text(&o.stderr).contains(why), "{medium}: {}", text(&o.stderr));
         assert!(text(&o.stderr).contains(p), "the warning names the pool: {}", text(&o.stderr));
-        let o = pmkv(&["put", p, "k", "v"]);
+        let o = pmkv(&["put", p, "k", "v", "--mode", "adr"]);
         assert!(o.status.success() && warnings(&o.stderr) == 1, "{medium}: {}", text(&o.stderr));
+        // The default: mode wal on a disk, which keeps its promise (no warning); adr on
+        // a memory file system, which warns.
+        let o = pmkv(&["put", p, "k", "v"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert_eq!(warnings(&o.stderr), usize::from(medium == pmkv::Medium::Memory), "{medium}: {}", text(&o.stderr));
         // Reads acknowledge no writes; `none` promises nothing; msync on a disk keeps its
         // promise.
         let o = pmkv(&["get", p, "k"]);
@@ -130,11 +135,15 @@ fn u3_serve_says_what_survives_at_start_up_and_in_info() {
         let pool = dir.path().join("s.pool");
         let (child, port) = spawn_serve(&pool, &[], Stdio::piped());
         let info = info_reply(port);
-        assert!(info.contains("pmkv_mode:adr\r\n"), "{info}");
+        // The default mode: wal on a disk (durable against everything), adr elsewhere.
+        let disk = medium == pmkv::Medium::Disk;
+        let mode = if disk { "wal" } else { "adr" };
+        let lost = if disk { "yes" } else { "no" };
+        assert!(info.contains(&format!("pmkv_mode:{mode}\r\n")), "{info}");
         assert!(info.contains(&format!("pmkv_medium:{}\r\n", medium.name())), "{info}");
         assert!(info.contains("pmkv_survives_process_crash:yes\r\n"), "{info}");
-        assert!(info.contains("pmkv_survives_kernel_crash:no\r\n"), "{info}");
-        assert!(info.contains("pmkv_survives_power_loss:no\r\n"), "{info}");
+        assert!(info.contains(&format!("pmkv_survives_kernel_crash:{lost}\r\n")), "{info}");
+        assert!(info.contains(&format!("pmkv_survives_power_loss:{lost}\r\n")), "{info}");
         let reboot = if medium == pmkv::Medium::Memory { "no" } else { "yes" };
         assert!(info.contains(&format!("pmkv_survives_reboot:{reboot}\r\n")), "{info}");
         assert!(!info.contains("durable_writes"), "{info}");
@@ -148,7 +157,9 @@ fn u3_serve_says_what_survives_at_start_up_and_in_info() {
         assert!(out.status.success());
         let err = text(&out.stderr);
         assert_eq!(err.lines().filter(|l| l.contains("acknowledged writes survive:")).count(), 1, "{err}");
-        assert!(err.contains(&format!("mode adr on {}", medium.name())), "{err}");
-        assert_eq!(warnings(&out.stderr), 1, "{err}");
+        let said =
+            if disk { "mode wal (sync always) on disk".to_string() } else { format!("mode adr on {}", medium.name()) };
+        assert!(err.contains(&said), "{err}");
+        assert_eq!(warnings(&out.stderr), usize::from(!disk), "{err}");
     }
 }

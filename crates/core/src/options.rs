@@ -63,9 +63,11 @@ pub struct Options {
     /// `appendfsync`). Default `always`: an acknowledged write is on the device.
     pub sync: SyncPolicy,
     /// Use mode `wal` instead of `mode` when the pool file is on a disk (detected at
-    /// open). True by default; [`Options::mode`] turns it off (the mode chosen is used
-    /// on every medium). So the default is `wal` with `always` on a disk, durable against
-    /// a power loss, and `adr` on PM and tmpfs.
+    /// open): [`Options::wal_on_disk`]. Front ends turn it on by default (the CLI: no
+    /// `--mode` given), so that a new user on a disk gets `wal` with `always`, durable
+    /// against a power loss, and `adr` on PM and tmpfs. Off in the library's defaults,
+    /// which tests and programs that read a live pool file's bytes rely on;
+    /// [`Options::mode`] turns it off.
     pub wal_on_disk: bool,
     engine: Vec<Arc<dyn EngineOptions>>,
     params: Vec<(String, String)>,
@@ -82,7 +84,7 @@ impl Default for Options {
             read_only: false,
             prefault: true,
             sync: SyncPolicy::Always,
-            wal_on_disk: true,
+            wal_on_disk: false,
             engine: Vec::new(),
             params: Vec::new(),
         }
@@ -98,6 +100,11 @@ impl Options {
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
         self.wal_on_disk = false;
+        self
+    }
+    /// Use mode `wal` when the pool file turns out to be on a disk (see the field).
+    pub fn wal_on_disk(mut self, on: bool) -> Self {
+        self.wal_on_disk = on;
         self
     }
     /// Set the sync policy of mode `wal`.

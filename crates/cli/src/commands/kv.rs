@@ -47,9 +47,10 @@ impl OpenArgs {
     /// emulated latency of `PMKV_LATENCY` (the library itself reads no environment).
     pub fn options(&self) -> Result<Options, String> {
         let mut o = Options::default().create(false).latency(Latency::from_env()).sync(self.sync);
-        if let Some(m) = self.mode {
-            o = o.mode(m);
-        }
+        o = match self.mode {
+            Some(m) => o.mode(m),
+            None => o.wal_on_disk(true),
+        };
         for p in &self.params {
             let (k, v) = p.split_once('=').ok_or_else(|| format!("--param {p}: expected KEY=VALUE"))?;
             o = o.param(k.trim(), v.trim());
