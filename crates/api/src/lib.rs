@@ -46,7 +46,9 @@ pub use pmkv_core::{
     BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, EngineOptions, Error, ErrorKind, KeyRange,
     MemoryUsage, Options, Param, RecoveryReport, Result, Visitor, WriteBatch,
 };
-pub use pmkv_substrate::{Charge, Counters, Durability, Event, Latency, Medium, Mode, Survives, DEFAULT_INITIAL_SIZE};
+pub use pmkv_substrate::{
+    Charge, Counters, Durability, Event, Latency, Medium, Mode, Survives, SyncPolicy, DEFAULT_INITIAL_SIZE,
+};
 
 /// The README's Rust examples, compiled and run as doctests so that they stay true.
 #[cfg(doctest)]

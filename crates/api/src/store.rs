@@ -7,7 +7,7 @@ use pmkv_core::{
     BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, Error, ErrorKind, KeyRange, MemoryUsage,
     Options, RecoveryReport, Result, WriteBatch,
 };
-use pmkv_substrate::{Durability, Medium, Mode};
+use pmkv_substrate::{Durability, Medium, Mode, SyncPolicy};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
@@ -24,6 +24,9 @@ use std::path::Path;
 pub struct Store {
     /// The engine and the state of the guards around it, shared with [`Cursor`]s.
     g: Guarded,
+    /// [`Store::defer_acknowledgements`] was called: writes do not wait for their log
+    /// record; the caller waits ([`Store::wait_lsn`]) before acknowledging them.
+    deferred: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -69,7 +72,7 @@ impl Store {
     /// Wrap an engine opened elsewhere (benchmark baselines, tests).
     pub fn from_engine(engine: Box<dyn Engine>) -> Store {
         let info = engine.info();
-        Store { g: Guarded::new(engine, info) }
+        Store { g: Guarded::new(engine, info), deferred: std::sync::atomic::AtomicBool::new(false) }
     }
 
     /// What the engine is and offers.
@@ -140,7 +143,21 @@ impl Store {
     /// Insert or replace. Durable when it returns (in the pool's mode).
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.g.info.check_sizes(key, Some(value))?;
-        self.g.call("put", |e| e.put(key, value))
+        self.g.call("put", |e| e.put(key, value))?;
+        self.acknowledge()
+    }
+
+    /// The acknowledgement point of a write (mode `wal`): wait, outside every engine
+    /// lock, until the write is as safe as the sync policy promises; writers of several
+    /// threads waiting here share one `fdatasync` (group commit). Nothing in other modes.
+    fn acknowledge(&self) -> Result<()> {
+        if self.deferred.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
+        match self.g.engine_opt().and_then(|e| e.pool()) {
+            Some(pool) => pool.commit_wait().map_err(Into::into),
+            None => Ok(()),
+        }
     }
 
     /// Remove `key`; returns whether it was present.
@@ -148,7 +165,9 @@ impl Store {
         if key.len() > self.g.info.max_key_len {
             return Ok(false);
         }
-        self.g.call("delete", |e| e.delete(key))
+        let found = self.g.call("delete", |e| e.delete(key))?;
+        self.acknowledge()?;
+        Ok(found)
     }
 
     /// Apply a batch in order. Every size is checked before the first operation, so a
@@ -162,7 +181,8 @@ impl Store {
                 BatchOp::Delete(k) => self.g.info.check_sizes(k, None)?,
             }
         }
-        self.g.call("write batch", |e| e.write_batch(batch))
+        self.g.call("write batch", |e| e.write_batch(batch))?;
+        self.acknowledge()
     }
 
     /// A cursor over `range`, ascending; `.rev()` walks it descending, and both ends may
@@ -239,9 +259,47 @@ impl Store {
         self.engine().recovery()
     }
 
-    /// Make every acknowledged write durable (matters in `msync` mode).
+    /// Make every acknowledged write durable (matters in `msync` mode, and in `wal` mode
+    /// with sync policy `everysec` or `no`).
     pub fn sync(&self) -> Result<()> {
-        self.g.call("sync", |e| e.sync())
+        self.g.call("sync", |e| e.sync())?;
+        match self.g.engine_opt().and_then(|e| e.pool()) {
+            Some(pool) => pool.sync_log().map_err(Into::into),
+            None => Ok(()),
+        }
+    }
+
+    /// From now on, writes return once applied, without waiting for their log record
+    /// (mode `wal`): the caller acknowledges them itself, after [`Store::wait_lsn`] of
+    /// [`Store::appended_lsn`] taken after the writes. For a server that gathers many
+    /// clients' writes and replies (and must not block a task per write); no effect in
+    /// other modes, where a write is durable when it returns.
+    pub fn defer_acknowledgements(&self) {
+        self.deferred.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The LSN of the last log record appended (mode `wal`; 0 otherwise).
+    pub fn appended_lsn(&self) -> u64 {
+        self.g.engine_opt().and_then(|e| e.pool()).map_or(0, |p| p.appended_lsn())
+    }
+
+    /// The LSN up to which the log is on the device (mode `wal`; 0 otherwise).
+    pub fn durable_lsn(&self) -> u64 {
+        self.g.engine_opt().and_then(|e| e.pool()).map_or(0, |p| p.durable_lsn())
+    }
+
+    /// Block until log record `lsn` is as safe as the sync policy promises (group commit:
+    /// threads waiting at once share one `fdatasync`). At once outside mode `wal`.
+    pub fn wait_lsn(&self, lsn: u64) -> Result<()> {
+        match self.g.engine_opt().and_then(|e| e.pool()) {
+            Some(pool) => pool.wait_lsn(lsn).map_err(Into::into),
+            None => Ok(()),
+        }
+    }
+
+    /// The sync policy of a store in mode `wal` (`None` in other modes).
+    pub fn sync_policy(&self) -> Option<SyncPolicy> {
+        self.g.engine_opt().and_then(|e| e.pool()).and_then(|p| p.sync_policy())
     }
 
     /// Close: the pool is marked clean, and failures are reported. A poisoned store is

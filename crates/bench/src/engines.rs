@@ -92,6 +92,7 @@ impl EngineSpec {
                 Mode::Adr => "PM, flush+fence per persist (adr)".into(),
                 Mode::Eadr => "PM with eADR caches (fences only)".into(),
                 Mode::Msync => "msync to the file (power loss on a real disk)".into(),
+                Mode::Wal => "redo log with group commit (power loss on a real disk)".into(),
                 Mode::None => "none (mode none: no flush, no fence)".into(),
             },
             EngineKind::Lmdb(v) => v.durability().into(),

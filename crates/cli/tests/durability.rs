@@ -52,7 +52,7 @@ fn u2_info_shows_the_medium_and_what_each_mode_survives() {
         match medium {
             pmkv::Medium::Memory => assert!(
                 out.contains(
-                    "survives        adr, eadr, msync, none: process crash yes, kernel crash no, power loss no, reboot no\n"
+                    "survives        adr, eadr, msync, wal, none: process crash yes, kernel crash no, power loss no, reboot no\n"
                 ),
                 "{out}"
             ),
@@ -64,7 +64,7 @@ fn u2_info_shows_the_medium_and_what_each_mode_survives() {
                     "{out}"
                 );
                 assert!(
-                    out.contains("                msync: process crash yes, kernel crash yes, power loss yes, reboot yes\n"),
+                    out.contains("                msync, wal: process crash yes, kernel crash yes, power loss yes, reboot yes\n"),
                     "{out}"
                 );
             }
@@ -79,19 +79,24 @@ fn u2_a_read_write_open_warns_once_when_the_mode_over_promises() {
         let p = pool.to_str().unwrap();
         // 200 writes in one command, one open: one warning.
         let keys = keys_file(dir.path(), 200);
-        let o = pmkv(&["load", p, &keys]);
+        let o = pmkv(&["load", p, &keys, "--mode", "adr"]);
         assert!(o.status.success(), "{}", text(&o.stderr));
         assert_eq!(warnings(&o.stderr), 1, "{medium}: {}", text(&o.stderr));
         let why = if medium == pmkv::Medium::Memory { "memory file system" } else { "mode adr on a disk file" };
         assert!(
-            text(&o.stderr).contains("mode msync survives both") || medium == pmkv::Medium::Memory,
+            text(&o.stderr).contains("mode wal survives both") || medium == pmkv::Medium::Memory,
             "{}",
             text(&o.stderr)
         );
         assert!(text(&o.stderr).contains(why), "{medium}: {}", text(&o.stderr));
         assert!(text(&o.stderr).contains(p), "the warning names the pool: {}", text(&o.stderr));
-        let o = pmkv(&["put", p, "k", "v"]);
+        let o = pmkv(&["put", p, "k", "v", "--mode", "adr"]);
         assert!(o.status.success() && warnings(&o.stderr) == 1, "{medium}: {}", text(&o.stderr));
+        // The default: mode wal on a disk, which keeps its promise (no warning); adr on
+        // a memory file system, which warns.
+        let o = pmkv(&["put", p, "k", "v"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert_eq!(warnings(&o.stderr), usize::from(medium == pmkv::Medium::Memory), "{medium}: {}", text(&o.stderr));
         // Reads acknowledge no writes; `none` promises nothing; msync on a disk keeps its
         // promise.
         let o = pmkv(&["get", p, "k"]);

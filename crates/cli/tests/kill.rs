@@ -138,7 +138,10 @@ fn sigkill_then_a_zeroed_page_is_never_silent() {
     let mut crashed = None;
     for delay_ms in [400u64, 800, 1600, 3200] {
         let _ = std::fs::remove_file(&pool);
-        run_then_kill(&["load", pool.to_str().unwrap(), input.to_str().unwrap(), "--engine", "hart"], delay_ms);
+        // Mode adr: the crash image is the pool file alone (in mode wal, the default on a
+        // disk, recent writes would be in the log beside it).
+        let args = ["load", pool.to_str().unwrap(), input.to_str().unwrap(), "--engine", "hart", "--mode", "adr"];
+        run_then_kill(&args, delay_ms);
         if pool.exists() && !pmkv_substrate::Pool::inspect(&pool).unwrap().state.clean {
             crashed = Some(std::fs::read(&pool).unwrap());
             break;

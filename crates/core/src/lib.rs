@@ -44,4 +44,4 @@ pub use range::{Direction, KeyRange};
 pub use report::{CheckReport, MemoryUsage, RecoveryReport, SalvageReport};
 
 pub use pmkv_substrate::batch_log::Op as LogOp;
-pub use pmkv_substrate::{Latency, Mode, Pool};
+pub use pmkv_substrate::{Latency, Mode, Pool, SyncPolicy};

@@ -11,7 +11,7 @@
 //! the caller's environment holds. Front ends that honour `PMKV_LATENCY` read it
 //! themselves ([`Latency::from_env`]).
 
-use pmkv_substrate::{Latency, Mode, PoolOptions, DEFAULT_INITIAL_SIZE};
+use pmkv_substrate::{Latency, Mode, PoolOptions, SyncPolicy, DEFAULT_INITIAL_SIZE};
 use std::any::Any;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -59,6 +59,16 @@ pub struct Options {
     /// [`PoolOptions::prefault`]; only for a pool in memory, not in `msync` mode). Default
     /// true.
     pub prefault: bool,
+    /// When writes of a `wal` pool are acknowledged (`always`, `everysec`, `no`, as Redis's
+    /// `appendfsync`). Default `always`: an acknowledged write is on the device.
+    pub sync: SyncPolicy,
+    /// Use mode `wal` instead of `mode` when the pool file is on a disk (detected at
+    /// open): [`Options::wal_on_disk`]. Front ends turn it on by default (the CLI: no
+    /// `--mode` given), so that a new user on a disk gets `wal` with `always`, durable
+    /// against a power loss, and `adr` on PM and tmpfs. Off in the library's defaults,
+    /// which tests and programs that read a live pool file's bytes rely on;
+    /// [`Options::mode`] turns it off.
+    pub wal_on_disk: bool,
     engine: Vec<Arc<dyn EngineOptions>>,
     params: Vec<(String, String)>,
 }
@@ -73,6 +83,8 @@ impl Default for Options {
             create: true,
             read_only: false,
             prefault: true,
+            sync: SyncPolicy::Always,
+            wal_on_disk: false,
             engine: Vec::new(),
             params: Vec::new(),
         }
@@ -84,9 +96,20 @@ impl Options {
     pub fn new() -> Options {
         Options::default()
     }
-    /// Set the persistence mode.
+    /// Set the persistence mode, on every medium (no `wal` default on disks).
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
+        self.wal_on_disk = false;
+        self
+    }
+    /// Use mode `wal` when the pool file turns out to be on a disk (see the field).
+    pub fn wal_on_disk(mut self, on: bool) -> Self {
+        self.wal_on_disk = on;
+        self
+    }
+    /// Set the sync policy of mode `wal`.
+    pub fn sync(mut self, sync: SyncPolicy) -> Self {
+        self.sync = sync;
         self
     }
     /// Set the size of a new pool.
@@ -152,6 +175,8 @@ impl Options {
             .max_size(self.max_size)
             .latency(self.latency)
             .prefault(self.prefault)
+            .sync(self.sync)
+            .disk_mode(self.wal_on_disk.then_some(Mode::Wal))
     }
 }
 

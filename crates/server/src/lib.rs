@@ -572,6 +572,15 @@ async fn flush(
     soft_since: &mut Option<Instant>,
 ) -> std::io::Result<()> {
     use tokio::io::AsyncWriteExt;
+    // Mode wal: no reply leaves before the log holds everything appended when it was
+    // produced (as Redis sends even read replies after the fsync of its event-loop pass),
+    // so no client sees a write a power loss can take back. Connections waiting at once
+    // share one fdatasync (the log's group commit); the worker is handed over meanwhile.
+    let lsn = sh.store.appended_lsn();
+    if !out.is_empty() && lsn > sh.store.durable_lsn() {
+        tokio::task::block_in_place(|| sh.store.wait_lsn(lsn))
+            .map_err(|e| err(std::io::ErrorKind::Other, format!("the log could not be made durable: {e}")))?;
+    }
     let o = &sh.output;
     let mut pos = 0;
     while pos < out.len() {

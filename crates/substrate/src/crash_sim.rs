@@ -275,7 +275,7 @@ impl SimState {
             return;
         }
         let mut g = self.inner.lock();
-        if self.mode == Mode::Adr || self.mode == Mode::Msync {
+        if self.mode.flushes() {
             let first = off & !(LINE - 1);
             let tid = std::thread::current().id();
             let mut line = first;

@@ -150,8 +150,11 @@ impl Durability {
     ///   pages are not tracked dirty, so neither the sync nor the reset writes back lines
     ///   still in the CPU caches, unless the platform has eADR.
     /// * a **kernel crash** and a **power loss** keep only what reached the device: on a
-    ///   disk file only what `msync` wrote (the `msync` mode, at every commit); on DAX
-    ///   what `adr` flushed, or, on eADR hardware (which pmkv cannot detect), what was
+    ///   disk file only what `msync` wrote (the `msync` mode, at every commit) or what the
+    ///   `wal` mode's log made durable (at every acknowledgement with sync policy
+    ///   `always`; the table is that policy's: `everysec` may lose the last second and
+    ///   `no` an unbounded tail, each keeping a consistent prefix); on DAX
+    ///   what `adr` flushed or `wal` wrote and synced, or, on eADR hardware (which pmkv cannot detect), what was
     ///   merely stored (`eadr`, and `msync`, which issues no flush and whose `msync` of a
     ///   `MAP_SYNC` mapping writes nothing back); `none` orders nothing, so a partial
     ///   write-back may leave any state. Memory file systems keep nothing.
@@ -164,12 +167,12 @@ impl Durability {
             (Medium::Disk, Event::Reboot) => Yes,
             // Kernel crash or power loss:
             (Medium::Disk, _) => match self.mode {
-                Mode::Msync => Yes,
+                Mode::Msync | Mode::Wal => Yes,
                 Mode::Adr | Mode::Eadr | Mode::None => No,
             },
             // Kernel crash, power loss or reboot:
             (Medium::Dax, _) => match self.mode {
-                Mode::Adr => Yes,
+                Mode::Adr | Mode::Wal => Yes,
                 Mode::Eadr | Mode::Msync => IfEadr,
                 Mode::None => No,
             },
@@ -217,11 +220,11 @@ impl Durability {
             }
             (_, Mode::Adr) => {
                 "mode adr on a disk file survives a process crash, not a kernel crash or power loss (which may \
-                 leave the pool inconsistent); mode msync survives both"
+                 leave the pool inconsistent); mode wal survives both"
             }
             _ => {
                 "mode eadr on a disk file survives a process crash, not a kernel crash or power loss (which may \
-                 leave the pool inconsistent); mode msync survives both"
+                 leave the pool inconsistent); mode wal survives both"
             }
         })
     }
@@ -253,6 +256,7 @@ mod tests {
             assert_eq!(row(Medium::Disk, mode), [Yes, No, No, Yes], "{mode}");
         }
         assert_eq!(row(Medium::Disk, Mode::Msync), [Yes, Yes, Yes, Yes]);
+        assert_eq!(row(Medium::Disk, Mode::Wal), [Yes, Yes, Yes, Yes]);
     }
 
     #[test]
@@ -265,6 +269,7 @@ mod tests {
     #[test]
     fn dax_survives_power_loss_in_adr_and_in_eadr_and_msync_only_on_eadr_hardware() {
         assert_eq!(row(Medium::Dax, Mode::Adr), [Yes, Yes, Yes, Yes]);
+        assert_eq!(row(Medium::Dax, Mode::Wal), [Yes, Yes, Yes, Yes]);
         assert_eq!(row(Medium::Dax, Mode::Msync), [Yes, IfEadr, IfEadr, IfEadr]);
         assert_eq!(row(Medium::Dax, Mode::Eadr), [Yes, IfEadr, IfEadr, IfEadr]);
         assert_eq!(row(Medium::Dax, Mode::None), [Yes, No, No, No]);
@@ -285,7 +290,7 @@ mod tests {
                 let expect = match (medium, mode) {
                     (_, Mode::None) | (Medium::Anonymous, _) => false,
                     (Medium::Memory, _) => true,
-                    (Medium::Disk, m) => m != Mode::Msync,
+                    (Medium::Disk, m) => !matches!(m, Mode::Msync | Mode::Wal),
                     (Medium::Dax, m) => m == Mode::Msync,
                 };
                 assert_eq!(d.warning().is_some(), expect, "{d}");
@@ -293,9 +298,9 @@ mod tests {
             }
         }
         let w = Durability::new(Medium::Disk, Mode::Adr).warning().unwrap();
-        assert!(w.contains("adr") && w.contains("msync") && w.contains("power loss"), "{w}");
+        assert!(w.contains("adr") && w.contains("wal") && w.contains("power loss"), "{w}");
         let w = Durability::new(Medium::Disk, Mode::Eadr).warning().unwrap();
-        assert!(w.contains("eadr") && w.contains("msync"), "{w}");
+        assert!(w.contains("eadr") && w.contains("wal"), "{w}");
         let w = Durability::new(Medium::Memory, Mode::Msync).warning().unwrap();
         assert!(w.contains("tmpfs") && w.contains("reboot"), "{w}");
         // Short enough to read on every write command.

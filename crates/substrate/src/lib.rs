@@ -6,8 +6,10 @@
 //! * [`header`] — the pool header and its crash-atomic update;
 //! * `durability` — what a pool sits on ([`Medium`]) and what its acknowledged writes
 //!   survive in each mode;
-//! * `persist` — `adr` / `eadr` / `msync` / `none` persistence (P3), the only code that
-//!   issues flushes and fences;
+//! * `persist` — `adr` / `eadr` / `msync` / `wal` / `none` persistence (P3), the only code
+//!   that issues flushes and fences;
+//! * `wal` — the redo log with group commit behind mode `wal` (durable pools on disk
+//!   files); `power` — with the `crash-sim` feature only: its power-loss simulation;
 //! * [`counters`] — per-thread flush/fence/line counters (P4);
 //! * [`latency`] — PM latency emulation (P5);
 //! * `crash_sim` — with the `crash-sim` feature only: the crash simulator (P6), simulated
@@ -39,6 +41,9 @@ pub mod huge;
 pub mod latency;
 pub(crate) mod persist;
 pub(crate) mod pool;
+#[cfg(feature = "crash-sim")]
+pub(crate) mod power;
+pub(crate) mod wal;
 
 pub use counters::Counters;
 #[cfg(feature = "crash-sim")]
@@ -48,5 +53,8 @@ pub use error::{PoolError, Result};
 #[cfg(feature = "fault-injection")]
 pub use fault::{FaultHook, FaultPoint};
 pub use latency::{Charge, Latency};
-pub use persist::{flush_insn, FlushInsn, Mode, LINE};
+pub use persist::{flush_insn, FlushInsn, Mode, SyncPolicy, LINE};
 pub use pool::{EngineClaim, Pool, PoolInfo, PoolOptions, DEFAULT_INITIAL_SIZE, MIN_POOL_SIZE};
+#[cfg(feature = "crash-sim")]
+pub use power::{PowerEvent, PowerLog, Tear, SECTOR};
+pub use wal::{Replayed, WalFile, CHECKPOINT_BYTES};

@@ -10,6 +10,10 @@
 //!   visible, so only the fence (ordering) remains.
 //! * `msync` — an ordinary file system: dirty pages are written with `msync(MS_SYNC)` at
 //!   each fence (the commit points of the engines).
+//! * `wal` — an ordinary file system, with a redo log and group commit: the pool file is
+//!   mapped privately, each fence appends the lines flushed since the thread's last fence
+//!   to a log buffer, and a group of writers shares one `fdatasync` of the log (see the
+//!   `wal` module and docs/design/substrate.md, "Mode wal").
 //! * `none` — neither flush nor fence: the volatile baseline for measurements.
 
 use std::sync::OnceLock;
@@ -23,18 +27,19 @@ pub enum Mode {
     Adr,
     Eadr,
     Msync,
+    Wal,
     None,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 4] = [Mode::Adr, Mode::Eadr, Mode::Msync, Mode::None];
+    pub const ALL: [Mode; 5] = [Mode::Adr, Mode::Eadr, Mode::Msync, Mode::Wal, Mode::None];
 
     /// Whether stores reach the persistence domain only when their line is written back
-    /// (`adr`, and `msync` which is simulated like it): then two stores to one line may
+    /// (`adr`, and `msync` and `wal`, which are simulated like it): then two stores to one line may
     /// persist in either order, and a protocol that needs an order must persist the first
     /// before making the second. In `eadr` (and `none`) stores persist in program order.
     pub fn flushes(self) -> bool {
-        matches!(self, Mode::Adr | Mode::Msync)
+        matches!(self, Mode::Adr | Mode::Msync | Mode::Wal)
     }
 
     pub fn name(self) -> &'static str {
@@ -42,6 +47,7 @@ impl Mode {
             Mode::Adr => "adr",
             Mode::Eadr => "eadr",
             Mode::Msync => "msync",
+            Mode::Wal => "wal",
             Mode::None => "none",
         }
     }
@@ -54,13 +60,62 @@ impl std::str::FromStr for Mode {
             "adr" => Ok(Mode::Adr),
             "eadr" => Ok(Mode::Eadr),
             "msync" => Ok(Mode::Msync),
+            "wal" => Ok(Mode::Wal),
             "none" => Ok(Mode::None),
-            other => Err(format!("unknown persistence mode '{other}' (expected adr, eadr, msync or none)")),
+            other => Err(format!("unknown persistence mode '{other}' (expected adr, eadr, msync, wal or none)")),
         }
     }
 }
 
 impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// When a `wal` pool's writes are acknowledged, like Redis's `appendfsync`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum SyncPolicy {
+    /// An operation returns only when its log record is on the device (`fdatasync`
+    /// returned): nothing acknowledged is lost by a power loss. Writers waiting at the
+    /// same moment share one `fdatasync` (group commit).
+    #[default]
+    Always,
+    /// An operation returns once its record is written to the kernel (survives a process
+    /// crash); a background thread makes the log durable every second, so a power loss
+    /// loses at most about the last second of acknowledged writes.
+    Everysec,
+    /// An operation returns once its record is written to the kernel; the log reaches the
+    /// device when the kernel writes it back (usually within 30 s) or at a checkpoint or
+    /// close. A power loss keeps a consistent prefix of the writes, of unbounded age.
+    No,
+}
+
+impl SyncPolicy {
+    pub const ALL: [SyncPolicy; 3] = [SyncPolicy::Always, SyncPolicy::Everysec, SyncPolicy::No];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncPolicy::Always => "always",
+            SyncPolicy::Everysec => "everysec",
+            SyncPolicy::No => "no",
+        }
+    }
+}
+
+impl std::str::FromStr for SyncPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<SyncPolicy, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Ok(SyncPolicy::Always),
+            "everysec" => Ok(SyncPolicy::Everysec),
+            "no" => Ok(SyncPolicy::No),
+            other => Err(format!("unknown sync policy '{other}' (expected always, everysec or no)")),
+        }
+    }
+}
+
+impl std::fmt::Display for SyncPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
@@ -205,6 +260,10 @@ mod tests {
             assert_eq!(m.name().parse::<Mode>().unwrap(), m);
         }
         assert!("disk".parse::<Mode>().is_err());
+        for p in SyncPolicy::ALL {
+            assert_eq!(p.name().parse::<SyncPolicy>().unwrap(), p);
+        }
+        assert!("sometimes".parse::<SyncPolicy>().is_err());
     }
 
     #[test]

@@ -56,7 +56,7 @@ fn workload(pool: &Pool, area: u64) {
 
 fn expected(mode: Mode) -> Counters {
     let (flushes, fences) = match mode {
-        Mode::Adr | Mode::Msync => (WL_LINES, WL_FENCES),
+        Mode::Adr | Mode::Msync | Mode::Wal => (WL_LINES, WL_FENCES),
         Mode::Eadr => (0, WL_FENCES),
         Mode::None => (0, 0),
     };

@@ -59,7 +59,7 @@ pub fn run(a: Args) -> CmdResult {
         let head = if n == 0 { "survives" } else { "" };
         outln!("{head:<15} {}: {line}", modes.join(", "))?;
     }
-    outln!("mode            chosen at each open (default adr); not stored in the pool")?;
+    outln!("mode            chosen at each open (default wal on a disk, adr elsewhere); not stored in the pool")?;
     Ok(Outcome::Ok)
 }
 

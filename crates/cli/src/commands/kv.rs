@@ -11,7 +11,7 @@
 
 use super::CmdResult;
 use crate::Outcome;
-use pmkv::{Direction, ErrorKind, KeyRange, Latency, Mode, Options, Registry, Store};
+use pmkv::{Direction, ErrorKind, KeyRange, Latency, Mode, Options, Registry, Store, SyncPolicy};
 use std::ffi::{OsStr, OsString};
 use std::io::BufRead;
 use std::ops::Bound;
@@ -21,12 +21,19 @@ use std::path::PathBuf;
 /// Options shared by every command that opens a pool.
 #[derive(clap::Args, Clone)]
 pub struct OpenArgs {
-    /// Persistence mode: adr, eadr, msync or none. adr is durable against power loss on
-    /// real PM (DAX); on a disk file only msync is, and on tmpfs nothing is. A command that
+    /// Persistence mode: adr, eadr, msync, wal or none. Default: wal on a disk file
+    /// (durable against power loss, one fdatasync per group of writes), adr elsewhere
+    /// (durable against power loss on real PM, DAX; on tmpfs nothing is). A command that
     /// writes warns when the mode promises more than the medium gives; `pmkv info` shows
     /// what each mode survives where the pool is.
-    #[arg(long, default_value = "adr")]
-    pub mode: Mode,
+    #[arg(long)]
+    pub mode: Option<Mode>,
+    /// Mode wal: when a write is acknowledged. always: on the device (fdatasync, shared
+    /// by the writers waiting at once); everysec: written to the kernel, synced every
+    /// second (a power loss loses at most ~1 s); no: written to the kernel, synced when
+    /// the kernel chooses.
+    #[arg(long, default_value = "always")]
+    pub sync: SyncPolicy,
     /// An engine parameter, KEY=VALUE (repeatable). `pmkv engines` lists the parameters.
     #[arg(long = "param", short = 'p', value_name = "KEY=VALUE")]
     pub params: Vec<String>,
@@ -39,7 +46,11 @@ impl OpenArgs {
     /// Library options for an existing pool: the mode, the engine parameters, and the
     /// emulated latency of `PMKV_LATENCY` (the library itself reads no environment).
     pub fn options(&self) -> Result<Options, String> {
-        let mut o = Options::default().mode(self.mode).create(false).latency(Latency::from_env());
+        let mut o = Options::default().create(false).latency(Latency::from_env()).sync(self.sync);
+        o = match self.mode {
+            Some(m) => o.mode(m),
+            None => o.wal_on_disk(true),
+        };
         for p in &self.params {
             let (k, v) = p.split_once('=').ok_or_else(|| format!("--param {p}: expected KEY=VALUE"))?;
             o = o.param(k.trim(), v.trim());
@@ -267,8 +278,13 @@ fn arg_bytes(a: &OsStr) -> Result<Vec<u8>, String> {
     unescape(a.as_bytes())
 }
 
+/// Records per batch of `pmkv load`.
+const LOAD_BATCH: usize = 256;
+
 pub fn load(a: LoadArgs) -> CmdResult {
-    let opts = a.size.apply(a.open.options()?.create(true));
+    // A load is acknowledged as a whole: durable when the command exits (the close makes
+    // the log durable and checkpoints it), so its writes need not wait one by one.
+    let opts = a.size.apply(a.open.options()?.create(true).sync(pmkv::SyncPolicy::No));
     let factory = Registry::builtin().get(&a.engine)?;
     if !factory.info().persistent {
         return Err(format!("engine '{}' keeps nothing: it has no pool, nothing would be stored", a.engine).into());
@@ -293,6 +309,27 @@ pub fn load(a: LoadArgs) -> CmdResult {
     let mut reader = std::io::BufReader::new(input);
     let mut line = Vec::new();
     let mut n = 0u64;
+    // Records go in independent batches of LOAD_BATCH: one acknowledgement (in mode wal,
+    // one log write) per batch instead of per record. A batch the store refuses is
+    // applied again record by record, so that the error names its line.
+    let mut batch = pmkv::WriteBatch::independent();
+    let mut first_line = 1u64;
+    let flush = |batch: &mut pmkv::WriteBatch, first_line: u64| -> Result<(), String> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        if store.write(batch).is_err() {
+            for (i, op) in batch.ops().iter().enumerate() {
+                if let pmkv::BatchOp::Put(k, v) = op {
+                    store
+                        .put(k, v)
+                        .map_err(|e| format!("{}: line {}: {e}", a.file.display(), first_line + i as u64))?;
+                }
+            }
+        }
+        batch.clear();
+        Ok(())
+    };
     loop {
         line.clear();
         let got = reader.read_until(b'\n', &mut line).map_err(|e| format!("{}: {e}", a.file.display()))?;
@@ -308,17 +345,24 @@ pub fn load(a: LoadArgs) -> CmdResult {
         if rec.last() == Some(&b'\r') {
             rec = &rec[..rec.len() - 1];
         }
+        if batch.is_empty() {
+            first_line = n;
+        }
         if a.tsv {
             // Bytes, split at the first TAB: raw bytes (UTF-8 or not) are kept as they are.
             let at = |e: String| format!("{}: line {n}: {e}", a.file.display());
             let tab = rec.iter().position(|&c| c == b'\t').ok_or_else(|| at("no TAB between key and value".into()))?;
             let (k, v) = (&rec[..tab], &rec[tab + 1..]);
             let (k, v) = (unescape(k).map_err(at)?, unescape(v).map_err(at)?);
-            store.put(&k, &v).map_err(|e| at(e.to_string()))?;
+            batch.put(k, v);
         } else {
-            store.put(rec, n.to_string().as_bytes()).map_err(|e| format!("{}: line {n}: {e}", a.file.display()))?;
+            batch.put(rec, n.to_string());
+        }
+        if batch.len() >= LOAD_BATCH {
+            flush(&mut batch, first_line)?;
         }
     }
+    flush(&mut batch, first_line)?;
     bar.finish_and_clear();
     errln!("loaded {n} records; {} keys in the pool", store.len()?);
     store.close()?;

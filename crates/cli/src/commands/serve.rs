@@ -139,13 +139,18 @@ pub fn run(a: Args) -> CmdResult {
     // What acknowledged writes survive, said once at start-up (INFO's Persistence section
     // says it too), and the warning if the mode promises more than the medium gives.
     let d = store.durability();
+    let sync = store.sync_policy().map(|p| format!(" (sync {p})")).unwrap_or_default();
     errln!(
-        "pmkv serve: {}: mode {} on {}: acknowledged writes survive: {}",
+        "pmkv serve: {}: mode {}{sync} on {}: acknowledged writes survive: {}",
         a.pool.display(),
         d.mode,
         d.medium,
         d.summary()
     );
+    let mode_name = d.mode.name();
+    // The server waits for the log before sending replies (its `flush`), once per pass
+    // over a connection's pipeline, instead of once per write.
+    store.defer_acknowledgements();
     if let Some(w) = d.warning() {
         errln!("pmkv serve: warning: {w}");
     }
@@ -161,8 +166,7 @@ pub fn run(a: Args) -> CmdResult {
         limits,
         output: a.client_output_buffer_limit.unwrap_or_default(),
     };
-    let server =
-        pmkv_server::Server::bind(store, a.open.mode.name(), cfg).map_err(|e| format!("{}:{}: {e}", a.bind, a.port))?;
+    let server = pmkv_server::Server::bind(store, mode_name, cfg).map_err(|e| format!("{}:{}: {e}", a.bind, a.port))?;
     let addrs = server.addrs();
     if addrs.len() != 1 || addrs[0].ip().to_string() != a.bind {
         let list: Vec<String> = addrs.iter().map(|s| s.to_string()).collect();

@@ -12,6 +12,9 @@ thread_local! {
     /// Latency emulation charged per fence: whether this thread flushed a line since its
     /// last fence (see `latency`, "Where the write latency is charged").
     static WRITEBACKS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Mode `wal`: the base of the pool this thread last appended a log record to, and
+    /// that record's LSN (what [`Pool::commit_wait`] waits for).
+    static LAST_LSN: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 /// `msync(MS_SYNC)` the pages this thread flushed since its last fence.
@@ -89,7 +92,7 @@ impl Pool {
                     }
                 }
             }
-            Mode::Msync => {
+            Mode::Msync | Mode::Wal => {
                 let n = lines_in(addr, len);
                 counters::add_flushes(n);
                 counters::add_lines_written(n);
@@ -233,9 +236,119 @@ impl Pool {
                 counters::add_fence();
                 msync_pending();
             }
+            Mode::Wal => {
+                counters::add_fence();
+                self.wal_fence();
+            }
             Mode::None => {}
         }
         self.fence_point();
+    }
+
+    /// Take this thread's flushed ranges of this pool (leaving other pools'), as
+    /// 64-byte-aligned offset ranges, sorted and merged.
+    fn take_pending(&self) -> Vec<(u64, u64)> {
+        let lo = self.base as usize;
+        let hi = lo + self.reserved as usize;
+        let mut out = Vec::new();
+        MSYNC_PENDING.with(|v| {
+            v.borrow_mut().retain(|&(a, l)| {
+                if a >= lo && a < hi {
+                    let start = (a - lo) as u64 & !(persist::LINE as u64 - 1);
+                    out.push((start, round_up((a - lo + l) as u64, persist::LINE as u64)));
+                    false
+                } else {
+                    true
+                }
+            })
+        });
+        out.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(out.len());
+        for (s, e) in out {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        merged.into_iter().map(|(s, e)| (s, e - s)).collect()
+    }
+
+    /// Forget this thread's unfenced flushes of this pool (at drop).
+    pub(super) fn forget_pending(&self) {
+        let _ = self.take_pending();
+    }
+
+    /// The fence of mode `wal`: one log record with the current contents of the lines
+    /// this thread flushed since its last fence (see `wal`, "Capture mirrors ADR").
+    fn wal_fence(&self) {
+        let extents = self.take_pending();
+        if extents.is_empty() {
+            return;
+        }
+        // A simulated pool in mode wal has no log: the crash simulator stands for it.
+        let Some(wal) = &self.wal else { return };
+        // SAFETY: every extent lies in the mapped pool: flushes are checked against the
+        // size when made, the pool never shrinks, and lines round within a page.
+        let lsn = unsafe { wal.append(self.base, &extents) };
+        LAST_LSN.set((self.base as usize, lsn));
+    }
+
+    /// The sync policy of a `wal` pool opened for writing (`None` in other modes).
+    pub fn sync_policy(&self) -> Option<SyncPolicy> {
+        self.wal.as_ref().map(|w| w.policy())
+    }
+
+    /// Acknowledgement point of mode `wal`: return once this thread's writes to this pool
+    /// are as safe as the sync policy promises (see [`SyncPolicy`]); at once in other
+    /// modes, where a write is durable when its operation returns. Call it after the
+    /// operation, *outside* any lock the engine holds, so that writers of many threads
+    /// queue here together and share one `fdatasync` (group commit).
+    pub fn commit_wait(&self) -> Result<()> {
+        let Some(wal) = &self.wal else { return Ok(()) };
+        let (base, lsn) = LAST_LSN.get();
+        // A thread whose last record was for another pool waits for everything appended.
+        let lsn = if base == self.base as usize { lsn } else { wal.appended() };
+        wal.wait(lsn)
+    }
+
+    /// The LSN of the last log record appended by any thread (0 outside mode `wal`): what
+    /// a reader that must not see a value a power loss could take back waits for
+    /// ([`Pool::wait_lsn`]).
+    pub fn appended_lsn(&self) -> u64 {
+        self.wal.as_ref().map_or(0, |w| w.appended())
+    }
+
+    /// The LSN up to which the log is on the device (0 outside mode `wal`).
+    pub fn durable_lsn(&self) -> u64 {
+        self.wal.as_ref().map_or(0, |w| w.durable())
+    }
+
+    /// [`Pool::commit_wait`] for a given LSN (from [`Pool::appended_lsn`]).
+    pub fn wait_lsn(&self, lsn: u64) -> Result<()> {
+        self.wal.as_ref().map_or(Ok(()), |w| w.wait(lsn))
+    }
+
+    /// Make every write so far durable on the device whatever the sync policy (mode
+    /// `wal`; nothing in other modes).
+    pub fn sync_log(&self) -> Result<()> {
+        self.wal.as_ref().map_or(Ok(()), |w| w.sync_all())
+    }
+
+    /// Checkpoints a `wal` pool has made since it was opened (0 in other modes).
+    pub fn checkpoints(&self) -> u64 {
+        self.wal.as_ref().map_or(0, |w| w.checkpoints())
+    }
+
+    /// Start recording this `wal` pool's file I/O for the power-loss simulation
+    /// (`crash-sim` feature; `None` if the pool has no log). Call it when the pool file
+    /// and the log are synced (after [`Pool::sync_log`]), and copy both files then: they
+    /// are what [`crate::PowerLog::crash_files`] starts from.
+    #[cfg(feature = "crash-sim")]
+    pub fn record_power(&self) -> Option<Arc<crate::power::PowerLog>> {
+        let wal = self.wal.as_ref()?;
+        let r = Arc::new(crate::power::PowerLog::default());
+        *wal.files.recorder.lock() = Some(Arc::clone(&r));
+        Some(r)
     }
 
     /// What every fence is besides its instruction: a crash-simulator point and a fault

@@ -160,6 +160,10 @@ impl Pool {
         if let Backing::File { file, path } = &self.backing {
             allocate_file(file, path, cur, want)?;
         }
+        if let Some(wal) = &self.wal {
+            // The new size must be durable before a log record refers to its bytes.
+            wal.files.grown(want)?;
+        }
         self.map_extent(cur, want)?;
         self.populate(cur, want);
         #[cfg(feature = "crash-sim")]
@@ -191,7 +195,14 @@ impl Pool {
         let addr = unsafe { self.base.add(from as usize) } as *mut libc::c_void;
         let len = (to - from) as usize;
         let prot = if self.read_only { libc::PROT_READ } else { libc::PROT_READ | libc::PROT_WRITE };
-        let flags = if self.map_sync { MAP_SHARED_VALIDATE | MAP_SYNC } else { libc::MAP_SHARED };
+        let flags = if self.map_sync {
+            MAP_SHARED_VALIDATE | MAP_SYNC
+        } else if self.wal.is_some() {
+            // Mode wal: the kernel must never write the mapping back (see `wal`).
+            libc::MAP_PRIVATE
+        } else {
+            libc::MAP_SHARED
+        };
         // SAFETY: the target range lies inside our own reservation, so MAP_FIXED replaces
         // only memory this pool owns.
         let p = unsafe { libc::mmap(addr, len, prot, flags | libc::MAP_FIXED, file.as_raw_fd(), from as i64) };

@@ -39,7 +39,8 @@ use crate::durability::{Durability, Medium};
 use crate::error::{PoolError, Result};
 use crate::header::{Immutable, Mutable, FORMAT_VERSION, HEADER_SIZE, MAX_LAYOUT, NUM_ROOTS, SEAL_ROOT, SLOT_LEN};
 use crate::latency::{spin_ns, Latency};
-use crate::persist::{self, lines_in, Mode};
+use crate::persist::{self, lines_in, Mode, SyncPolicy};
+use crate::wal::Wal;
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
@@ -47,6 +48,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Smallest pool: the header and one page of heap.
 pub const MIN_POOL_SIZE: u64 = HEADER_SIZE + 4096;
@@ -86,6 +88,16 @@ pub struct PoolOptions {
     /// pool to the disk. Pages of an existing pool are not touched at open, which would
     /// make every open (and recovery) pay for the whole file. Default: on.
     pub prefault: bool,
+    /// When writes of a `wal` pool are acknowledged ([`SyncPolicy`]); ignored in other
+    /// modes. Default `always`.
+    pub sync: SyncPolicy,
+    /// Mode `wal`: checkpoint when the log exceeds this many bytes (bounds the log file
+    /// and the replay at the next open). Default [`crate::wal::CHECKPOINT_BYTES`], 64 MiB.
+    pub checkpoint_bytes: u64,
+    /// The mode to use instead of `mode` when the pool file turns out to be on a disk
+    /// ([`Medium::Disk`], detected at open): how a front end makes `wal` the default on
+    /// disks while `adr` stays the default on PM and tmpfs. Default `None`.
+    pub disk_mode: Option<Mode>,
 }
 
 impl Default for PoolOptions {
@@ -96,6 +108,9 @@ impl Default for PoolOptions {
             max_size: 64 << 30,
             latency: Latency::from_env(),
             prefault: true,
+            sync: SyncPolicy::Always,
+            checkpoint_bytes: crate::wal::CHECKPOINT_BYTES,
+            disk_mode: None,
         }
     }
 }
@@ -119,6 +134,18 @@ impl PoolOptions {
     }
     pub fn prefault(mut self, on: bool) -> Self {
         self.prefault = on;
+        self
+    }
+    pub fn sync(mut self, p: SyncPolicy) -> Self {
+        self.sync = p;
+        self
+    }
+    pub fn disk_mode(mut self, m: Option<Mode>) -> Self {
+        self.disk_mode = m;
+        self
+    }
+    pub fn checkpoint_bytes(mut self, b: u64) -> Self {
+        self.checkpoint_bytes = b;
         self
     }
 }
@@ -173,6 +200,8 @@ pub struct Pool {
     /// written and the pool never grows.
     read_only: bool,
     backing: Backing,
+    /// The redo log of a `wal` pool on a file opened for writing (see `wal`).
+    wal: Option<Arc<Wal>>,
     /// The crash simulator of a simulated pool (`crash-sim` feature; without it the field
     /// and every check of it in the flush, fence and store paths are compiled out).
     #[cfg(feature = "crash-sim")]
@@ -360,6 +389,12 @@ impl Pool {
             drop(self);
             return Err(PoolError::Poisoned { path });
         }
+        if let Some(wal) = &self.wal {
+            if let Err(e) = wal.sync_all() {
+                self.poison();
+                return Err(e);
+            }
+        }
         if self.mode == Mode::Msync && !self.read_only && !self.is_sim() {
             if let Err(e) = self.msync_all() {
                 // Durability is not proven: leave the pool marked unclean.
@@ -456,6 +491,15 @@ impl Drop for Pool {
         }
         if self.mode == Mode::Msync {
             msync_pending();
+        }
+        // This thread's unfenced flushes of this pool must not be taken for another
+        // pool's that is mapped here later.
+        self.forget_pending();
+        if let Some(wal) = &self.wal {
+            wal.stop();
+            // Best effort, as the rest of a drop: if the checkpoint fails, the log keeps
+            // every record and the next open replays it.
+            let _ = wal.checkpoint();
         }
         self.unmap_reservation();
         // The flock is released when `file` closes.

@@ -242,6 +242,7 @@ impl Pool {
         if !lock_file(&file, path, true)? {
             return Err(PoolError::Locked { path: path.into(), holder: super::holder::describe(&file) });
         }
+        crate::wal::replay(&file, path, true)?;
         let (_, imm, st) = read_header(&file, path, layout)?;
         let clean = st.clean;
         Self::map_file(file, path.into(), imm, st, opts, clean, false)
@@ -262,6 +263,7 @@ impl Pool {
         if !lock_file(&file, path, false)? {
             return Err(PoolError::Locked { path: path.into(), holder: super::holder::describe(&file) });
         }
+        crate::wal::replay(&file, path, false)?;
         let (_, imm, st) = read_header(&file, path, layout)?;
         if !st.clean {
             return Err(PoolError::NeedsRecovery { path: path.into() });
@@ -310,9 +312,31 @@ impl Pool {
     ) -> Result<Pool> {
         // A read-only pool never flushes, so it maps without MAP_SYNC; its medium is
         // still probed (read-only), to be reported.
-        let map_sync = !read_only && probe_map_sync(&file, true);
+        let mut opts = opts.clone();
+        if let Some(m) = opts.disk_mode {
+            if medium_of(&file, probe_map_sync(&file, false)) == Medium::Disk {
+                opts.mode = m;
+            }
+        }
+        let opts = &opts;
+        // A `wal` pool is mapped privately (never MAP_SYNC): only its log and checkpoints
+        // write the file.
+        let wal = opts.mode == Mode::Wal && !read_only;
+        let map_sync = !read_only && !wal && probe_map_sync(&file, true);
         let medium = medium_of(&file, map_sync || (read_only && probe_map_sync(&file, false)));
         let base = reserve(imm.max_size)?;
+        let wal = if wal {
+            match Wal::open(&file, &path, imm.pool_id, opts.sync, opts.checkpoint_bytes) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    // SAFETY: the reservation just made, which nothing else uses.
+                    unsafe { libc::munmap(base as *mut libc::c_void, imm.max_size as usize) };
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
         let pool = Pool {
             base,
             reserved: imm.max_size,
@@ -321,13 +345,16 @@ impl Pool {
             latency: opts.latency,
             map_sync,
             medium,
-            prefault: opts.prefault && opts.mode != Mode::Msync && matches!(medium, Medium::Dax | Medium::Memory),
+            prefault: opts.prefault
+                && !matches!(opts.mode, Mode::Msync | Mode::Wal)
+                && matches!(medium, Medium::Dax | Medium::Memory),
             lost: Mutex::new(Vec::new()),
             imm,
             state: Mutex::new(st),
             was_clean,
             read_only,
             backing: Backing::File { file, path },
+            wal,
             #[cfg(feature = "crash-sim")]
             sim: None,
             // Fault injection fires at every flush, so it takes the full path.
@@ -402,6 +429,7 @@ impl Pool {
             was_clean: st.clean,
             read_only: false,
             backing: Backing::Sim,
+            wal: None,
             sim: Some(Box::new(sim)),
             counts_only: false,
             poisoned: AtomicBool::new(false),
