@@ -54,17 +54,19 @@ pub struct PowerLog {
     events: Mutex<Vec<PowerEvent>>,
 }
 
-impl PowerLog {
-    pub(crate) fn write(&self, file: WalFile, off: u64, data: &[u8]) {
+impl crate::wal::Recorder for PowerLog {
+    fn write(&self, file: WalFile, off: u64, data: &[u8]) {
         self.events.lock().push(PowerEvent::Write { file, off, data: data.to_vec() });
     }
-    pub(crate) fn set_len(&self, file: WalFile, len: u64) {
+    fn set_len(&self, file: WalFile, len: u64) {
         self.events.lock().push(PowerEvent::SetLen { file, len });
     }
-    pub(crate) fn sync(&self, file: WalFile) {
+    fn sync(&self, file: WalFile) {
         self.events.lock().push(PowerEvent::Sync { file });
     }
+}
 
+impl PowerLog {
     /// Record a mark (after the events so far).
     pub fn mark(&self, m: u64) {
         self.events.lock().push(PowerEvent::Mark(m));

@@ -79,7 +79,17 @@ pub(crate) struct Files {
     pub(crate) log: File,
     pool_path: PathBuf,
     #[cfg(feature = "crash-sim")]
-    pub(crate) recorder: Mutex<Option<Arc<crate::power::PowerLog>>>,
+    pub(crate) recorder: Mutex<Option<Arc<dyn Recorder>>>,
+}
+
+/// What watches a `wal` pool's file I/O: the power-loss simulation (`crash-sim` feature;
+/// `power::PowerLog`). A trait, so that the log, which the simulation is built on, does not
+/// depend on it.
+#[cfg(feature = "crash-sim")]
+pub(crate) trait Recorder: Send + Sync {
+    fn write(&self, file: WalFile, off: u64, data: &[u8]);
+    fn set_len(&self, file: WalFile, len: u64);
+    fn sync(&self, file: WalFile);
 }
 
 impl Files {

@@ -347,7 +347,7 @@ impl Pool {
     pub fn record_power(&self) -> Option<Arc<crate::power::PowerLog>> {
         let wal = self.wal.as_ref()?;
         let r = Arc::new(crate::power::PowerLog::default());
-        *wal.files.recorder.lock() = Some(Arc::clone(&r));
+        *wal.files.recorder.lock() = Some(Arc::clone(&r) as Arc<dyn crate::wal::Recorder>);
         Some(r)
     }
 
