@@ -65,6 +65,20 @@ pub(crate) fn log_path(pool_path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Delete a pool: its file and, for a pool that was ever open in mode `wal`, its log
+/// (`<pool>.wal`). A pool is two files in that mode, so deleting only the first would leave
+/// the log behind (harmless to a new pool at the path, whose id differs, but a leftover).
+/// Files already gone are not an error.
+pub fn remove_pool(pool_path: &Path) -> std::io::Result<()> {
+    for p in [pool_path.to_path_buf(), log_path(pool_path)] {
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Which file an I/O acts on (for the power-loss recorder).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WalFile {
