@@ -53,6 +53,24 @@ impl Store {
     pub fn open_with(factory: &dyn EngineFactory, path: impl AsRef<Path>, opts: &Options) -> Result<Store> {
         let path = path.as_ref();
         factory.check_params(opts)?;
+        let without_wal;
+        let opts = if factory.info().name == "mangosteen" && (opts.wal_on_disk || opts.mode == Mode::Wal) {
+            // A SIGKILLed `pmkv serve` over a mangosteen pool in mode `wal` sometimes left a
+            // region line failing its check, so the pool was refused at the next open (about
+            // one kill in three; the power-loss simulation does not reproduce it, the cause
+            // is not found yet). Until it is: never chosen by default, refused when asked.
+            if opts.mode == Mode::Wal {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    "mode wal is not available for the mangosteen engine yet (a killed process \
+                     can leave a pool that is refused at reopen); use adr, or msync on a disk",
+                ));
+            }
+            without_wal = opts.clone().wal_on_disk(false);
+            &without_wal
+        } else {
+            opts
+        };
         let engine = catch_unwind(AssertUnwindSafe(|| factory.open(path, opts)))
             .map_err(|p| {
                 Error::new(

@@ -14,12 +14,23 @@ fn value(i: u64) -> Vec<u8> {
     format!("value of {i}, long enough to need its own object").into_bytes()
 }
 
+/// The store over `engine` in mode `wal`. Mangosteen is opened through its factory: the
+/// store refuses `wal` for it (a SIGKILL of a real process sometimes left a region line
+/// failing its check; see `Store::open_with`), while this simulation of power cuts, which
+/// does not reproduce that, keeps checking the rest of its path.
+fn open(path: &std::path::Path, engine: &str, opts: &Options) -> pmkv::Result<Store> {
+    if engine == "mangosteen" {
+        return Ok(Store::from_engine(pmkv::Registry::builtin().get(engine)?.open(path, opts)?));
+    }
+    Store::open(path, engine, opts)
+}
+
 fn run(engine: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.pool");
     let log = dir.path().join("p.pool.wal");
     let opts = Options::default().mode(Mode::Wal).sync(SyncPolicy::Always);
-    let store = Store::open(&path, engine, &opts).unwrap();
+    let store = open(&path, engine, &opts).unwrap();
     let pool = store.engine().pool().unwrap().clone();
     pool.sync_log().unwrap();
     let rec = pool.record_power().unwrap();
@@ -43,7 +54,7 @@ fn run(engine: &str) {
             std::fs::write(&p2, &p).unwrap();
             std::fs::write(&l2, &l).unwrap();
             let what = format!("{engine}: cut {cut} of {}, {tear:?}", points.len() - 1);
-            let s = Store::open(&p2, engine, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let s = open(&p2, engine, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
             let len = s.len().unwrap();
             assert!(len >= acked && len <= n, "{what}: {len} keys, {acked} acknowledged");
             for i in 0..n {
@@ -75,4 +86,21 @@ fn nbtree_keeps_every_acknowledged_put_across_a_power_loss() {
 #[test]
 fn mangosteen_keeps_every_acknowledged_put_across_a_power_loss() {
     run("mangosteen");
+}
+
+#[test]
+fn the_store_refuses_mode_wal_for_mangosteen_and_never_picks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.pool");
+    let asked = Options::default().mode(Mode::Wal);
+    let e = Store::open(&path, "mangosteen", &asked).unwrap_err();
+    assert_eq!(e.kind(), pmkv::ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("use adr"), "{e}");
+    assert!(!path.exists(), "a refused open creates nothing");
+    // The front ends' default (wal on a disk) falls back to the mode given.
+    let s = Store::open(&path, "mangosteen", &Options::default().wal_on_disk(true)).unwrap();
+    assert_ne!(s.durability().mode, Mode::Wal);
+    s.put(b"k", b"v").unwrap();
+    s.close().unwrap();
+    assert!(!dir.path().join("m.pool.wal").exists());
 }
