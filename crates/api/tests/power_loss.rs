@@ -46,30 +46,23 @@ fn run(engine: &str) {
     assert!(points.len() as u64 > n, "{engine}: {} sync points for {n} acknowledged puts", points.len());
     let scratch = tempfile::tempdir().unwrap();
     let (p2, l2) = (scratch.path().join("p.pool"), scratch.path().join("p.pool.wal"));
-    let mut images = 0;
-    for &cut in &points {
-        let acked = rec.marks_before(cut).into_iter().max().unwrap_or(0);
-        for tear in [Tear::DropAll, Tear::KeepAll, Tear::Sectors(cut as u64 * 31 + 7)] {
-            let (p, l) = rec.crash_files(&base.0, &base.1, cut, tear);
-            std::fs::write(&p2, &p).unwrap();
-            std::fs::write(&l2, &l).unwrap();
-            let what = format!("{engine}: cut {cut} of {}, {tear:?}", points.len() - 1);
-            let s = open(&p2, engine, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
-            let len = s.len().unwrap();
-            assert!(len >= acked && len <= n, "{what}: {len} keys, {acked} acknowledged");
-            for i in 0..n {
-                let got = s.get(&key(i)).unwrap();
-                if i < len {
-                    assert_eq!(got.as_deref(), Some(&value(i)[..]), "{what}: key {i} of a prefix of {len}");
-                } else {
-                    assert_eq!(got, None, "{what}: key {i} beyond the prefix of {len}");
-                }
+    let images = rec.each_image(&base.0, &base.1, |cut, acked, p, l| {
+        std::fs::write(&p2, &p).unwrap();
+        std::fs::write(&l2, &l).unwrap();
+        let what = format!("{engine}: {cut}");
+        let s = open(&p2, engine, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let len = s.len().unwrap();
+        assert!(len >= acked && len <= n, "{what}: {len} keys, {acked} acknowledged");
+        for i in 0..n {
+            let got = s.get(&key(i)).unwrap();
+            if i < len {
+                assert_eq!(got.as_deref(), Some(&value(i)[..]), "{what}: key {i} of a prefix of {len}");
+            } else {
+                assert_eq!(got, None, "{what}: key {i} beyond the prefix of {len}");
             }
-            s.check().unwrap_or_else(|e| panic!("{what}: check: {e}"));
-            drop(s);
-            images += 1;
         }
-    }
+        s.check().unwrap_or_else(|e| panic!("{what}: check: {e}"));
+    });
     eprintln!("{engine}: {images} power-loss images recovered, {n} puts acknowledged");
 }
 
@@ -86,21 +79,4 @@ fn nbtree_keeps_every_acknowledged_put_across_a_power_loss() {
 #[test]
 fn mangosteen_keeps_every_acknowledged_put_across_a_power_loss() {
     run("mangosteen");
-}
-
-#[test]
-fn the_store_refuses_mode_wal_for_mangosteen_and_never_picks_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("m.pool");
-    let asked = Options::default().mode(Mode::Wal);
-    let e = Store::open(&path, "mangosteen", &asked).unwrap_err();
-    assert_eq!(e.kind(), pmkv::ErrorKind::Unsupported, "{e}");
-    assert!(e.to_string().contains("use adr"), "{e}");
-    assert!(!path.exists(), "a refused open creates nothing");
-    // The front ends' default (wal on a disk) falls back to the mode given.
-    let s = Store::open(&path, "mangosteen", &Options::default().wal_on_disk(true)).unwrap();
-    assert_ne!(s.durability().mode, Mode::Wal);
-    s.put(b"k", b"v").unwrap();
-    s.close().unwrap();
-    assert!(!dir.path().join("m.pool.wal").exists());
 }

@@ -12,7 +12,6 @@ use common::Client;
 use pmkv::{Mode, Options, Store, SyncPolicy};
 use pmkv_server::keyspace::{Keyspace, Tx};
 use pmkv_server::{Config, Server};
-use pmkv_substrate::Tear;
 
 fn key(i: u64) -> Vec<u8> {
     format!("key:{i:04}").into_bytes()
@@ -81,22 +80,15 @@ fn run(engine: &str) {
     assert!(points.len() as u64 > single, "{engine}: {} sync points for {n} acknowledged SETs", points.len());
     let scratch = tempfile::tempdir_in(dir.path()).unwrap();
     let (p2, l2) = (scratch.path().join("s.pool"), scratch.path().join("s.pool.wal"));
-    let mut images = 0;
-    for &cut in &points {
-        let acked = rec.marks_before(cut).into_iter().max().unwrap_or(0);
-        for tear in [Tear::DropAll, Tear::KeepAll, Tear::Sectors(cut as u64 * 31 + 7)] {
-            let (p, l) = rec.crash_files(&base.0, &base.1, cut, tear);
-            std::fs::write(&p2, &p).unwrap();
-            std::fs::write(&l2, &l).unwrap();
-            let what = format!("{engine}: cut {cut} of {}, {tear:?}", points.len() - 1);
-            let s = Store::open(&p2, engine, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
-            let len = prefix(&s, n).unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert!(len >= acked, "{what}: a prefix of {len} SETs, {acked} acknowledged");
-            s.check().unwrap_or_else(|e| panic!("{what}: check: {e}"));
-            drop(s);
-            images += 1;
-        }
-    }
+    let images = rec.each_image(&base.0, &base.1, |cut, acked, p, l| {
+        std::fs::write(&p2, &p).unwrap();
+        std::fs::write(&l2, &l).unwrap();
+        let what = format!("{engine}: {cut}");
+        let s = Store::open(&p2, engine, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let len = prefix(&s, n).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(len >= acked, "{what}: a prefix of {len} SETs, {acked} acknowledged");
+        s.check().unwrap_or_else(|e| panic!("{what}: check: {e}"));
+    });
     // The last image is the closed pool: everything.
     assert_eq!(rec.marks_before(*points.last().unwrap()).into_iter().max(), Some(n));
     eprintln!("{engine}: {images} power-loss images recovered, {n} SETs acknowledged");

@@ -95,6 +95,25 @@ impl PowerLog {
             .collect()
     }
 
+    /// Every image of the files a power cut can leave, as the tests of a store over a
+    /// `wal` pool check them: at each of [`sync_points`](Self::sync_points), with every
+    /// unsynced write dropped, kept, and torn at sectors (one draw). `f` gets a label for
+    /// messages, the highest mark before the cut (what was acknowledged by then), and the
+    /// pool file and log file ([`crash_files`](Self::crash_files)). Returns the images made.
+    pub fn each_image(&self, pool0: &[u8], log0: &[u8], mut f: impl FnMut(&str, u64, Vec<u8>, Vec<u8>)) -> usize {
+        let points = self.sync_points();
+        let mut images = 0;
+        for &cut in &points {
+            let acked = self.marks_before(cut).into_iter().max().unwrap_or(0);
+            for tear in [Tear::DropAll, Tear::KeepAll, Tear::Sectors(cut as u64 * 31 + 7)] {
+                let (p, l) = self.crash_files(pool0, log0, cut, tear);
+                f(&format!("cut {cut} of {}, {tear:?}", points.len() - 1), acked, p, l);
+                images += 1;
+            }
+        }
+        images
+    }
+
     /// The pool file and log file a power cut after the first `cut` events leaves, from
     /// their contents `pool0`/`log0` when the recorder was attached (both synced then).
     pub fn crash_files(&self, pool0: &[u8], log0: &[u8], cut: usize, tear: Tear) -> (Vec<u8>, Vec<u8>) {
