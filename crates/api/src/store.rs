@@ -306,6 +306,13 @@ impl Store {
         self.g.engine_opt().and_then(|e| e.pool()).map_or(0, |p| p.durable_lsn())
     }
 
+    /// The LSN up to which the log is as safe as the sync policy promises (mode `wal`; 0
+    /// otherwise): a reply that waits for a record at or below it need not call
+    /// [`Store::wait_lsn`].
+    pub fn acknowledged_lsn(&self) -> u64 {
+        self.g.engine_opt().and_then(|e| e.pool()).map_or(0, |p| p.acknowledged_lsn())
+    }
+
     /// Block until log record `lsn` is as safe as the sync policy promises (group commit:
     /// threads waiting at once share one `fdatasync`). At once outside mode `wal`.
     pub fn wait_lsn(&self, lsn: u64) -> Result<()> {

@@ -272,6 +272,15 @@ impl Wal {
         self.durable.load(Ordering::Acquire)
     }
 
+    /// Highest LSN as safe as the policy promises an acknowledged write: what [`wait`]
+    /// waits for (durable under `always`, written to the kernel otherwise).
+    ///
+    /// [`wait`]: Wal::wait
+    pub(crate) fn acknowledged(&self) -> u64 {
+        let done = if self.policy == SyncPolicy::Always { &self.durable } else { &self.written };
+        done.load(Ordering::Acquire)
+    }
+
     pub(crate) fn checkpoints(&self) -> u64 {
         self.checkpoints.load(Ordering::Relaxed)
     }

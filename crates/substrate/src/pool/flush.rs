@@ -323,6 +323,13 @@ impl Pool {
         self.wal.as_ref().map_or(0, |w| w.durable())
     }
 
+    /// The LSN up to which the log is as safe as the sync policy promises (on the device
+    /// under `always`, written to the kernel under `everysec` and `no`; 0 outside mode
+    /// `wal`): a record at or below it needs no [`Pool::wait_lsn`].
+    pub fn acknowledged_lsn(&self) -> u64 {
+        self.wal.as_ref().map_or(0, |w| w.acknowledged())
+    }
+
     /// [`Pool::commit_wait`] for a given LSN (from [`Pool::appended_lsn`]).
     pub fn wait_lsn(&self, lsn: u64) -> Result<()> {
         self.wal.as_ref().map_or(Ok(()), |w| w.wait(lsn))
