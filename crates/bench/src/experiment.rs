@@ -301,6 +301,7 @@ pub fn individual_inserts(
         let mut n_single = 0u64;
         for i in loaded..keys.len() {
             let c0 = counters::snapshot();
+            counters::begin_op();
             put(e, keys, i as u64, 0, s.value_size, &mut sc).map_err(|err| format!("insert {i}: {err}"))?;
             let d = counters::snapshot().since(&c0);
             all = all.add(&d);

@@ -182,6 +182,7 @@ where
                     let c0 = counters::snapshot();
                     let t0 = Instant::now();
                     for (i, item) in items.iter().enumerate() {
+                        counters::begin_op();
                         let r = if i & mask == 0 {
                             let s = ticks();
                             let r = op(item, &mut scratch);
