@@ -52,14 +52,6 @@ impl Record {
 /// every engine's plain update dirties a few lines.
 pub const SMALL: u64 = 16;
 
-/// Engines whose counted lines miss some they dirty, and why: their case asserts that the
-/// miss is still there (so the entry goes when the engine is fixed) instead of failing.
-pub const KNOWN_MISSES: &[(&str, &str)] = &[(
-    "hart",
-    "an insert sets its leaf's bit in the chunk bitmap with a plain store it does not persist \
-     and does not report (crates/hart, not reworked here): one line per insert uncounted",
-)];
-
 /// The counter never counts fewer lines than the record saw dirtied, for any operation:
 /// the blind spot this case exists for. An update (in place or not) counts exactly the
 /// lines it dirtied, unless it restructures (dirties more than [`SMALL`] lines: Mangosteen
@@ -71,6 +63,9 @@ pub fn lines_written_are_the_lines_dirtied(f: &'static dyn EngineFactory) {
     if !f.info().persistent {
         return;
     }
+    // The exact count is opt-in (it costs instructions on every store); this thread's
+    // operations are the ones checked.
+    let was = counters::set_exact(true);
     for mode in [Mode::Adr, Mode::Eadr] {
         if mode == Mode::Eadr && crate::crash::eadr_unsupported(f).is_some() {
             continue;
@@ -133,18 +128,12 @@ pub fn lines_written_are_the_lines_dirtied(f: &'static dyn EngineFactory) {
         sim.clear_hook();
         let name = f.info().name;
         let list = |v: &[String]| v.iter().take(20).cloned().collect::<Vec<_>>().join("\n");
-        match KNOWN_MISSES.iter().find(|(n, _)| *n == name) {
-            Some((_, why)) => {
-                assert!(!misses.is_empty(), "{name} in {mode}: no miss any more; remove it from KNOWN_MISSES");
-                eprintln!("KNOWN MISS {name} in {mode}: {} of {checked} operations ({why})", misses.len());
-            }
-            None => assert!(
-                misses.is_empty(),
-                "{name} in {mode}: {} of {checked} operations counted fewer lines than they dirtied:\n{}",
-                misses.len(),
-                list(&misses)
-            ),
-        }
+        assert!(
+            misses.is_empty(),
+            "{name} in {mode}: {} of {checked} operations counted fewer lines than they dirtied:\n{}",
+            misses.len(),
+            list(&misses)
+        );
         assert!(
             mismatches.is_empty(),
             "{name} in {mode}: {} updates counted other than the lines they dirtied:\n{}",
@@ -152,4 +141,5 @@ pub fn lines_written_are_the_lines_dirtied(f: &'static dyn EngineFactory) {
             list(&mismatches)
         );
     }
+    counters::set_exact(was);
 }

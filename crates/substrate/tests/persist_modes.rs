@@ -109,13 +109,18 @@ fn p4_counters_of_the_named_cases() {
     let c = counters::snapshot().since(&c0);
     assert_eq!(c, Counters { flushes: 7, fences: 2, lines_written: 7, lines_read: 0 });
 
-    // One operation flushing a line twice dirtied it once: 7 flushes, 5 distinct lines.
-    let c0 = counters::snapshot();
-    counters::begin_op();
-    pool.persist_off(off, 64 * 5);
-    pool.persist_off(off + 1, 64);
-    let c = counters::snapshot().since(&c0);
-    assert_eq!(c, Counters { flushes: 7, fences: 2, lines_written: 5, lines_read: 0 });
+    // One operation flushing a line twice: by default each flushed line counts (7), with
+    // exact counting the line dirtied once counts once (5 distinct lines).
+    for (exact, lines) in [(false, 7), (true, 5)] {
+        counters::set_exact(exact);
+        let c0 = counters::snapshot();
+        counters::begin_op();
+        pool.persist_off(off, 64 * 5);
+        pool.persist_off(off + 1, 64);
+        let c = counters::snapshot().since(&c0);
+        assert_eq!(c, Counters { flushes: 7, fences: 2, lines_written: lines, lines_read: 0 }, "exact {exact}");
+    }
+    counters::set_exact(false);
 
     // eadr: no flush instructions, but lines written and fences are counted.
     let pool = Pool::create_sim(LAYOUT, &opts(Mode::Eadr)).unwrap();
@@ -127,12 +132,21 @@ fn p4_counters_of_the_named_cases() {
     let c = counters::snapshot().since(&c0);
     assert_eq!(c, Counters { flushes: 0, fences: 2, lines_written: 7, lines_read: 0 });
 
-    // Stores dirty lines in every mode, flushed or not: three words in two lines, a
-    // failed compare-and-swap (which writes nothing), then a bulk write the engine
-    // reports, overlapping one of those lines.
+    // With exact counting, stores dirty lines in every mode, flushed or not: three words
+    // in two lines, a failed compare-and-swap (which writes nothing), then a bulk write
+    // the engine reports, overlapping one of those lines. By default stores count nothing.
     for mode in [Mode::Adr, Mode::Eadr, Mode::None] {
         let pool = Pool::create_sim(LAYOUT, &opts(mode)).unwrap();
         let off = pool.take_heap(4096, 64).unwrap();
+        let c0 = counters::snapshot();
+        // SAFETY: the words lie in the heap area just taken; nothing else references them.
+        unsafe {
+            pool.store_u64(off, 1);
+            assert_eq!(pool.cas_u64(off + 8, 0, 6), Ok(0));
+        }
+        pool.note_write(off + 64, 192);
+        assert_eq!(counters::snapshot().since(&c0).lines_written, 0, "{mode}: exact counting off");
+        counters::set_exact(true);
         let c0 = counters::snapshot();
         counters::begin_op();
         // SAFETY: the words lie in the heap area just taken; nothing else references them.
@@ -152,6 +166,7 @@ fn p4_counters_of_the_named_cases() {
         // SAFETY: as above.
         unsafe { pool.store_u64(off, 7) };
         assert_eq!(counters::snapshot().since(&c0).lines_written, 5, "{mode}: a new operation counts the line again");
+        counters::set_exact(false);
     }
 
     // none: no flushes, no fences; lines still counted (they are the engine's writes).

@@ -62,7 +62,7 @@ impl Pool {
         // `eadr` and `none` issue no instruction and only count: inlined into the
         // engines' write paths (as a call it cost a HART insert or update ~2 %).
         if self.counts_only {
-            counters::note_dirty(self.at::<u8>(off) as usize, len);
+            counters::note_flushed(self.at::<u8>(off) as usize, len);
             return;
         }
         self.flush_in_pool(off, len)
@@ -84,7 +84,7 @@ impl Pool {
                 // `flush_off`), and the mapping lives as long as `self`.
                 let n = unsafe { persist::flush_lines(addr, len) };
                 counters::add_flushes(n);
-                counters::note_dirty(addr, len);
+                counters::note_flushed(addr, len);
                 if self.latency.write_ns != 0 {
                     spin_ns(self.latency.flush_wait_ns(n));
                     if self.latency.charge == crate::latency::Charge::Fence {
@@ -95,10 +95,10 @@ impl Pool {
             Mode::Msync | Mode::Wal => {
                 let n = lines_in(addr, len);
                 counters::add_flushes(n);
-                counters::note_dirty(addr, len);
+                counters::note_flushed(addr, len);
                 MSYNC_PENDING.with(|v| v.borrow_mut().push((addr, len)));
             }
-            Mode::Eadr | Mode::None => counters::note_dirty(addr, len),
+            Mode::Eadr | Mode::None => counters::note_flushed(addr, len),
         }
         #[cfg(feature = "crash-sim")]
         if let Some(sim) = &self.sim {
