@@ -13,7 +13,8 @@
 //!   timing costs ≈2.5 ns per operation on average; `--sample-every 1` times every one.
 //! * **lines written** are counted exactly (distinct lines each operation dirtied,
 //!   `counters::set_exact`) on one operation in [`COUNT_EVERY`] per thread, the second of
-//!   each group, never one whose latency is sampled (unless `--sample-every 1`); the
+//!   each group, never one whose latency is sampled (unless `--sample-every 1`, or the
+//!   phase has one operation: that sample then includes the counting); the
 //!   phase's figure is their mean scaled to all operations. The other counters count every
 //!   operation. Exact counting costs up to ~17 % of an operation's instructions, so the
 //!   timed loop pays it on 1 operation in 16 (≤ ~1 % of the phase's time, in proportion to
@@ -214,7 +215,13 @@ where
                     let t0 = Instant::now();
                     for (i, item) in items.iter().enumerate() {
                         let r = if i & (COUNT_EVERY - 1) == at {
+                            // Timed too only when every operation is (or the only one).
+                            let s = if i & mask == 0 { Some(ticks()) } else { None };
                             let (r, w) = counted(op, item, &mut scratch);
+                            if let Some(s) = s {
+                                let d = ticks().wrapping_sub(s);
+                                hist.saturating_record(((d as f64 * npt) as u64).max(1));
+                            }
                             exact_lines += w;
                             n_counted += 1;
                             r
