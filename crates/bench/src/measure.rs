@@ -305,7 +305,7 @@ mod tests {
         use pmkv_substrate::{Mode, Pool, PoolOptions};
         let dir = tempfile::tempdir().unwrap();
         let o = PoolOptions::default().mode(Mode::Eadr).initial_size(1 << 20);
-        let pool = Pool::create(&dir.path().join("p.pool"), "measure-test", &o).unwrap();
+        let pool = Pool::create(dir.path().join("p.pool"), "measure-test", &o).unwrap();
         let area = pool.take_heap(64 * 1024, 64).unwrap();
         for (n, threads) in [(1000u64, 1), (1000, 3), (1, 1), (5, 1)] {
             let items: Vec<u64> = (0..n).collect();
