@@ -4,7 +4,6 @@
 //! substrate's `PowerLog`) recover to a prefix of the puts holding every acknowledged one.
 
 use pmkv::{Mode, Options, Store, SyncPolicy};
-use pmkv_substrate::Tear;
 
 fn key(i: u64) -> Vec<u8> {
     format!("key{i:05}").into_bytes()
