@@ -2,54 +2,48 @@
 //! that passes whatever the engine does checks nothing.)
 
 use pmkv_core::{
-    CheckReport, Direction, Engine, EngineFactory, EngineInfo, KeyRange, MemoryUsage, Options, Result, Visitor,
+    BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, KeyRange, MemoryUsage, Options, Result,
+    Visitor, WriteBatch,
 };
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-/// Per key, the value before its latest `put` (`None`: absent), and a count of `get`s.
-type Previous = (u64, HashMap<Vec<u8>, Option<Vec<u8>>>);
-
-/// The volatile baseline, except that one `get` in four of a key answers with the value
-/// that key held before its latest `put`: a stale read, as a reader that missed a
-/// writer's publication would give.
-struct StaleReads {
-    inner: Box<dyn Engine>,
-    previous: Mutex<Previous>,
+/// What a broken engine does differently from the engine it wraps: each hook defaults to
+/// the wrapped engine's own operation.
+trait Fault: Send + Sync + 'static {
+    fn get_with(&self, inner: &dyn Engine, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        inner.get_with(key, f)
+    }
+    fn put(&self, inner: &dyn Engine, key: &[u8], value: &[u8]) -> Result<()> {
+        inner.put(key, value)
+    }
+    fn write_batch(&self, inner: &dyn Engine, batch: &WriteBatch) -> Result<()> {
+        inner.write_batch(batch)
+    }
 }
 
-impl Engine for StaleReads {
+/// An engine with a [`Fault`]; everything the fault leaves alone goes to `inner`.
+struct Broken<F: Fault> {
+    inner: Box<dyn Engine>,
+    fault: F,
+}
+
+impl<F: Fault> Engine for Broken<F> {
     fn info(&self) -> EngineInfo {
         self.inner.info()
     }
     fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
-        let stale = {
-            let mut p = self.previous.lock().unwrap();
-            p.0 += 1;
-            if p.0.is_multiple_of(4) {
-                p.1.get(key).cloned()
-            } else {
-                None
-            }
-        };
-        match stale {
-            Some(Some(v)) => {
-                f(&v);
-                Ok(true)
-            }
-            Some(None) => Ok(false),
-            None => self.inner.get_with(key, f),
-        }
+        self.fault.get_with(&*self.inner, key, f)
     }
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        let mut before = None;
-        self.inner.get_with(key, &mut |v| before = Some(v.to_vec()))?;
-        self.previous.lock().unwrap().1.insert(key.to_vec(), before);
-        self.inner.put(key, value)
+        self.fault.put(&*self.inner, key, value)
     }
     fn delete(&self, key: &[u8]) -> Result<bool> {
         self.inner.delete(key)
+    }
+    fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
+        self.fault.write_batch(&*self.inner, batch)
     }
     fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
         self.inner.scan(range, dir, limit, visit)
@@ -72,24 +66,76 @@ impl Engine for StaleReads {
     fn poison(&self) {
         self.inner.poison()
     }
+    fn pool(&self) -> Option<&Arc<pmkv_core::Pool>> {
+        self.inner.pool()
+    }
 }
 
-struct StaleFactory;
+/// Opens `base`'s engine and wraps it in the fault `make` gives.
+struct BrokenFactory<F: Fault> {
+    base: &'static dyn EngineFactory,
+    make: fn() -> F,
+}
 
-impl EngineFactory for StaleFactory {
+impl<F: Fault> BrokenFactory<F> {
+    fn wrap(&self, inner: Box<dyn Engine>) -> Box<dyn Engine> {
+        Box::new(Broken { inner, fault: (self.make)() })
+    }
+}
+
+impl<F: Fault> EngineFactory for BrokenFactory<F> {
     fn info(&self) -> EngineInfo {
-        pmkv_volatile::FACTORY.info()
+        self.base.info()
     }
     fn layout(&self) -> Option<&'static str> {
-        pmkv_volatile::FACTORY.layout()
+        self.base.layout()
     }
     fn open(&self, path: &Path, opts: &Options) -> Result<Box<dyn Engine>> {
-        let inner = pmkv_volatile::FACTORY.open(path, opts)?;
-        Ok(Box::new(StaleReads { inner, previous: Mutex::new((0, HashMap::new())) }))
+        Ok(self.wrap(self.base.open(path, opts)?))
+    }
+    fn open_pool(&self, pool: Arc<pmkv_core::Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
+        Ok(self.wrap(self.base.open_pool(pool, opts)?))
     }
 }
 
-static STALE: StaleFactory = StaleFactory;
+/// Per key, the value before its latest `put` (`None`: absent), and a count of `get`s.
+type Previous = (u64, HashMap<Vec<u8>, Option<Vec<u8>>>);
+
+/// The volatile baseline, except that one `get` in four of a key answers with the value
+/// that key held before its latest `put`: a stale read, as a reader that missed a
+/// writer's publication would give.
+#[derive(Default)]
+struct StaleReads(Mutex<Previous>);
+
+impl Fault for StaleReads {
+    fn get_with(&self, inner: &dyn Engine, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let stale = {
+            let mut p = self.0.lock().unwrap();
+            p.0 += 1;
+            if p.0.is_multiple_of(4) {
+                p.1.get(key).cloned()
+            } else {
+                None
+            }
+        };
+        match stale {
+            Some(Some(v)) => {
+                f(&v);
+                Ok(true)
+            }
+            Some(None) => Ok(false),
+            None => inner.get_with(key, f),
+        }
+    }
+    fn put(&self, inner: &dyn Engine, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut before = None;
+        inner.get_with(key, &mut |v| before = Some(v.to_vec()))?;
+        self.0.lock().unwrap().1.insert(key.to_vec(), before);
+        inner.put(key, value)
+    }
+}
+
+static STALE: BrokenFactory<StaleReads> = BrokenFactory { base: &pmkv_volatile::FACTORY, make: StaleReads::default };
 
 #[test]
 fn linearizability_case_catches_stale_reads() {
@@ -105,63 +151,18 @@ fn linearizability_case_catches_stale_reads() {
 
 /// HART with its batches applied one operation after the other, as before it had a batch
 /// log, while it still declares `atomic_batches`: a crash then keeps a prefix of a batch.
-struct PrefixBatches(Box<dyn Engine>);
+struct PrefixBatches;
 
-impl Engine for PrefixBatches {
-    fn info(&self) -> EngineInfo {
-        self.0.info()
-    }
-    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
-        self.0.get_with(key, f)
-    }
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.0.put(key, value)
-    }
-    fn delete(&self, key: &[u8]) -> Result<bool> {
-        self.0.delete(key)
-    }
-    // `write_batch`: the trait's default, one operation after the other.
-    fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
-        self.0.scan(range, dir, limit, visit)
-    }
-    fn len(&self) -> u64 {
-        self.0.len()
-    }
-    fn memory(&self) -> MemoryUsage {
-        self.0.memory()
-    }
-    fn check(&self) -> Result<CheckReport> {
-        self.0.check()
-    }
-    fn sync(&self) -> Result<()> {
-        self.0.sync()
-    }
-    fn close(self: Box<Self>) -> Result<()> {
-        self.0.close()
-    }
-    fn poison(&self) {
-        self.0.poison()
-    }
-    fn pool(&self) -> Option<&std::sync::Arc<pmkv_core::Pool>> {
-        self.0.pool()
+impl Fault for PrefixBatches {
+    fn write_batch(&self, inner: &dyn Engine, batch: &WriteBatch) -> Result<()> {
+        batch.ops().iter().try_for_each(|op| match op {
+            BatchOp::Put(k, v) => inner.put(k, v),
+            BatchOp::Delete(k) => inner.delete(k).map(drop),
+        })
     }
 }
 
-struct PrefixFactory;
-
-impl EngineFactory for PrefixFactory {
-    fn info(&self) -> EngineInfo {
-        pmkv_hart::FACTORY.info()
-    }
-    fn layout(&self) -> Option<&'static str> {
-        pmkv_hart::FACTORY.layout()
-    }
-    fn open_pool(&self, pool: std::sync::Arc<pmkv_core::Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
-        Ok(Box::new(PrefixBatches(pmkv_hart::FACTORY.open_pool(pool, opts)?)))
-    }
-}
-
-static PREFIX: PrefixFactory = PrefixFactory;
+static PREFIX: BrokenFactory<PrefixBatches> = BrokenFactory { base: &pmkv_hart::FACTORY, make: || PrefixBatches };
 
 #[test]
 fn atomic_batch_case_catches_a_batch_applied_without_its_log() {
@@ -180,17 +181,11 @@ fn atomic_batch_case_catches_a_batch_applied_without_its_log() {
 /// flush and fence the superblock is whole, so the `adr` cases, whose crash points those
 /// are, pass; a crash between the two stores, which eADR allows (a store is persistent
 /// when it is made), leaves a pool whose HART cannot be opened.
-struct TransientMagic(Box<dyn Engine>);
+struct TransientMagic;
 
-impl Engine for TransientMagic {
-    fn info(&self) -> EngineInfo {
-        self.0.info()
-    }
-    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
-        self.0.get_with(key, f)
-    }
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        let pool = self.0.pool().expect("HART runs on a pool");
+impl Fault for TransientMagic {
+    fn put(&self, inner: &dyn Engine, key: &[u8], value: &[u8]) -> Result<()> {
+        let pool = inner.pool().expect("HART runs on a pool");
         let sb = pool.root(1);
         // SAFETY: the superblock is an 8-aligned object inside the pool that HART writes
         // only when it is created; this test runs one thread, and no reference to the
@@ -200,55 +195,11 @@ impl Engine for TransientMagic {
             pool.store_u64(sb, 0);
             pool.store_u64(sb, magic);
         }
-        self.0.put(key, value)
-    }
-    fn delete(&self, key: &[u8]) -> Result<bool> {
-        self.0.delete(key)
-    }
-    fn write_batch(&self, batch: &pmkv_core::WriteBatch) -> Result<()> {
-        self.0.write_batch(batch)
-    }
-    fn scan(&self, range: &KeyRange, dir: Direction, limit: usize, visit: Visitor<'_>) -> Result<()> {
-        self.0.scan(range, dir, limit, visit)
-    }
-    fn len(&self) -> u64 {
-        self.0.len()
-    }
-    fn memory(&self) -> MemoryUsage {
-        self.0.memory()
-    }
-    fn check(&self) -> Result<CheckReport> {
-        self.0.check()
-    }
-    fn sync(&self) -> Result<()> {
-        self.0.sync()
-    }
-    fn close(self: Box<Self>) -> Result<()> {
-        self.0.close()
-    }
-    fn poison(&self) {
-        self.0.poison()
-    }
-    fn pool(&self) -> Option<&std::sync::Arc<pmkv_core::Pool>> {
-        self.0.pool()
+        inner.put(key, value)
     }
 }
 
-struct TransientMagicFactory;
-
-impl EngineFactory for TransientMagicFactory {
-    fn info(&self) -> EngineInfo {
-        pmkv_hart::FACTORY.info()
-    }
-    fn layout(&self) -> Option<&'static str> {
-        pmkv_hart::FACTORY.layout()
-    }
-    fn open_pool(&self, pool: std::sync::Arc<pmkv_core::Pool>, opts: &Options) -> Result<Box<dyn Engine>> {
-        Ok(Box::new(TransientMagic(pmkv_hart::FACTORY.open_pool(pool, opts)?)))
-    }
-}
-
-static TRANSIENT: TransientMagicFactory = TransientMagicFactory;
+static TRANSIENT: BrokenFactory<TransientMagic> = BrokenFactory { base: &pmkv_hart::FACTORY, make: || TransientMagic };
 
 #[test]
 fn eadr_cases_catch_a_word_torn_between_two_stores() {
