@@ -45,18 +45,33 @@ static int range_is(pmkv_store *s, const uint8_t *start, size_t start_len, const
     return ok;
 }
 
-/* The range edge cases of docs/design/api.md ("Range edge cases", 1-9; C has no named
- * inclusive end or exclusive start, so not 10) over that list's keys, on a fresh pool. */
-static void range_edge_cases(const char *dir, const char *engine) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/c-range-%s-%d.pool", dir, engine, (int)getpid());
+/* Delete a pool file and the log mode wal keeps beside it (`<pool>.wal`). */
+static void remove_pool(const char *path) {
+    char wal[600];
+    snprintf(wal, sizeof wal, "%s.wal", path);
     unlink(path);
+    unlink(wal);
+}
+
+/* A new, empty 8 MiB pool of `engine` in `dir`, named after `tag` (its path written to
+ * `path`), in the default mode; NULL (a failed CHECK) when it cannot be made. */
+static pmkv_store *fresh_pool(const char *dir, const char *engine, const char *tag, char path[512]) {
+    snprintf(path, 512, "%s/c-%s-%s-%d.pool", dir, tag, engine, (int)getpid());
+    remove_pool(path);
     pmkv_options o = {0};
     o.engine = engine;
     o.create = 1;
     o.initial_size = 8 << 20;
     pmkv_store *s = NULL;
     CHECK(pmkv_open(path, &o, &s) == PMKV_OK);
+    return s;
+}
+
+/* The range edge cases of docs/design/api.md ("Range edge cases", 1-9; C has no named
+ * inclusive end or exclusive start, so not 10) over that list's keys, on a fresh pool. */
+static void range_edge_cases(const char *dir, const char *engine) {
+    char path[512];
+    pmkv_store *s = fresh_pool(dir, engine, "range", path);
     if (s == NULL) return;
     const char *keys[] = {"", "a", "b", "ba", "bb", "b\xff", "c", NULL};
     for (int i = 0; keys[i]; i++) {
@@ -98,7 +113,7 @@ static void range_edge_cases(const char *dir, const char *engine) {
     CHECK(pmkv_cursor_open(s, NULL, 3, OPEN, 0, &c) == PMKV_E_INVALID_ARGUMENT && c == NULL);
     CHECK(pmkv_cursor_open(s, OPEN, NULL, 1, 0, &c) == PMKV_E_INVALID_ARGUMENT && c == NULL);
     CHECK(pmkv_close(s) == PMKV_OK);
-    unlink(path);
+    remove_pool(path);
 }
 
 /* The errors a C user meets first say what to do next, in the library's own words (the
@@ -106,14 +121,7 @@ static void range_edge_cases(const char *dir, const char *engine) {
  * `pmkv salvage` on this pool; a pool open elsewhere names who holds it. */
 static void errors_say_what_to_do(const char *dir, const char *engine) {
     char path[512];
-    snprintf(path, sizeof path, "%s/c-errors-%s-%d.pool", dir, engine, (int)getpid());
-    unlink(path);
-    pmkv_options o = {0};
-    o.engine = engine;
-    o.create = 1;
-    o.initial_size = 8 << 20;
-    pmkv_store *s = NULL;
-    CHECK(pmkv_open(path, &o, &s) == PMKV_OK);
+    pmkv_store *s = fresh_pool(dir, engine, "errors", path);
     if (s == NULL) return;
     char val[256];
     for (int i = 0; i < 50; i++) {
@@ -172,7 +180,7 @@ static void errors_say_what_to_do(const char *dir, const char *engine) {
               memcmp(buf, "VALUE-008-", 10) == 0);
         pmkv_close(s);
     }
-    unlink(path);
+    remove_pool(path);
 }
 
 /* Mode wal and its sync policies: what a power loss keeps, by policy (1 every acknowledged
@@ -185,7 +193,7 @@ static void wal_sync_policies(const char *dir, const char *engine) {
     const char *policy[] = {NULL, "always", "everysec", "no"};
     const int power_loss[] = {1, 1, -2, -3};
     for (int i = 0; i < 4; i++) {
-        unlink(path);
+        remove_pool(path);
         pmkv_options o = {0};
         o.engine = engine;
         o.create = 1;
@@ -229,14 +237,14 @@ static void wal_sync_policies(const char *dir, const char *engine) {
     o.sync = "sometimes";
     CHECK(pmkv_open(path, &o, &s) == PMKV_E_INVALID_ARGUMENT && s == NULL);
     CHECK(strstr(pmkv_last_error(), "sometimes") != NULL);
-    unlink(path);
+    remove_pool(path);
 }
 
 int main(int argc, char **argv) {
     const char *engine = argc > 2 ? argv[2] : "hart";
     char path[512];
     snprintf(path, sizeof path, "%s/c-test-%s-%d.pool", argc > 1 ? argv[1] : "/tmp", engine, (int)getpid());
-    unlink(path);
+    remove_pool(path);
 
     pmkv_store *s = NULL;
     /* Opening a missing pool without create: an error with a message. */
@@ -366,7 +374,7 @@ int main(int argc, char **argv) {
     fclose(f);
     CHECK(pmkv_open(junk, NULL, &s) == PMKV_E_NOT_A_POOL);
     unlink(junk);
-    unlink(path);
+    remove_pool(path);
 
     range_edge_cases(argc > 1 ? argv[1] : "/tmp", engine);
     errors_say_what_to_do(argc > 1 ? argv[1] : "/tmp", engine);
