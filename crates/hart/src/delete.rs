@@ -1,10 +1,10 @@
 //! Delete (Algorithm 5), and freeing an ART that became empty (SPEC H6).
 
+use crate::checksum::Meta;
 use crate::error::Result;
 use crate::hart::Hart;
 use crate::hash_table::hash_key;
 use crate::layout::*;
-use crate::checksum::Meta;
 use crate::pm::{leaf_word, leaf_words, write_u64, FreeingKeys, PmKeys};
 
 impl Hart {

@@ -320,7 +320,12 @@ pub(crate) fn current_value(pool: &Pool, leaf: u64, m: Meta) -> Option<(u64, u64
 
 /// [`current_value`] of a leaf whose words the caller has already checked.
 #[inline(always)]
-pub(crate) fn current_value_in(pool: &Pool, w: &[AtomicU64; LEAF_SIZE / 8], leaf: u64, m: Meta) -> Option<(u64, u64, u32)> {
+pub(crate) fn current_value_in(
+    pool: &Pool,
+    w: &[AtomicU64; LEAF_SIZE / 8],
+    leaf: u64,
+    m: Meta,
+) -> Option<(u64, u64, u32)> {
     let vw = leaf_word(w, LEAF_VCHECK);
     let a = leaf_word(w, LEAF_P_VALUE);
     let c = checksum::value_check(leaf, a, m.flags);
