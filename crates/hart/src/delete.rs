@@ -1,10 +1,11 @@
 //! Delete (Algorithm 5), and freeing an ART that became empty (SPEC H6).
 
+use crate::checksum::Meta;
 use crate::error::Result;
 use crate::hart::Hart;
 use crate::hash_table::hash_key;
 use crate::layout::*;
-use crate::pm::{meta, read_u64, write_u64, FreeingKeys, PmKeys};
+use crate::pm::{leaf_word, leaf_words, write_u64, FreeingKeys, PmKeys};
 
 impl Hart {
     /// Delete (Algorithm 5). Returns whether the key was present.
@@ -22,10 +23,11 @@ impl Hart {
                 let ks = FreeingKeys { keys: unsafe { PmKeys::new(pool) }, alloc: &self.pm.alloc };
                 // Line 9: out of the DRAM tree first.
                 let Some(leaf) = art.remove(key, &ks) else { return (false, false) };
-                let v = read_u64(pool, leaf + LEAF_P_VALUE);
-                let m = meta(pool, leaf);
-                let v = if inline_len(m.flags).is_some() { 0 } else { v };
-                let kobj = if m.key_out() { read_u64(pool, leaf + LEAF_KEY) } else { 0 };
+                // The leaf's bounds checked once for its three words (`leaf_words`).
+                let w = leaf_words(pool, leaf);
+                let m = Meta::decode(leaf_word(w, LEAF_META));
+                let v = if inline_len(m.flags).is_some() { 0 } else { leaf_word(w, LEAF_P_VALUE) };
+                let kobj = if m.key_out() { leaf_word(w, LEAF_KEY) } else { 0 };
                 // Their frees follow the leaf's: start loading their chunks' metadata now.
                 for obj in [v, kobj] {
                     if obj != 0 {

@@ -214,13 +214,15 @@ fn leaf_run(len: u64) -> u32 {
 /// not prove each other, starting after the generation its meta word carries (see
 /// [`Hart::make_leaf`]).
 fn fresh_gen(pool: &pmkv_substrate::Pool, leaf: u64, flags: u32) -> u32 {
-    use crate::pm::read_u64;
-    let old_vw = read_u64(pool, leaf + LEAF_VCHECK);
-    let mut gen = (gen_of(leaf, read_u64(pool, leaf + LEAF_META)) + 1) & 0xf;
+    use crate::pm::{leaf_word, leaf_words};
+    // The slot's bounds checked once for its four words (`leaf_words`).
+    let lw = leaf_words(pool, leaf);
+    let old_vw = leaf_word(lw, LEAF_VCHECK);
+    let mut gen = (gen_of(leaf, leaf_word(lw, LEAF_META)) + 1) & 0xf;
     if old_vw == 0 {
         return gen;
     }
-    let words = [read_u64(pool, leaf + LEAF_P_VALUE), read_u64(pool, leaf + LEAF_SLOT_B)];
+    let words = [leaf_word(lw, LEAF_P_VALUE), leaf_word(lw, LEAF_SLOT_B)];
     for _ in 0..16 {
         let f = flags | gen << GEN_SHIFT;
         let proves = |w: u64| {

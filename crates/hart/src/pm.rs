@@ -108,6 +108,32 @@ pub(crate) fn read_u32(pool: &Pool, off: u64) -> u32 {
     unsafe { AtomicU32::from_ptr(word(pool, off)) }.load(Ordering::Relaxed)
 }
 
+/// The 64-byte leaf at `leaf` as its eight PM words, checked once (aligned, inside the
+/// pool) for all of them: a search reads three or four words of one leaf, and checking
+/// each as [`read_u64`] does cost a load of the pool's size and two compares per word
+/// (issue 68). Loads through it are relaxed atomics, as [`read_u64`]'s.
+///
+/// # Panics
+///
+/// As [`word`]: if the leaf is misaligned or not wholly inside the pool.
+#[inline]
+pub(crate) fn leaf_words(pool: &Pool, leaf: u64) -> &[AtomicU64; LEAF_SIZE / 8] {
+    assert!(
+        leaf.is_multiple_of(8) && pool.contains(leaf, LEAF_SIZE as u64),
+        "HART leaf at {leaf:#x} is misaligned or outside the pool's {} bytes",
+        pool.size()
+    );
+    // SAFETY: 64 aligned bytes inside the mapping (checked), which stays mapped while
+    // `pool` is borrowed; `AtomicU64` has `u64`'s layout and any bit pattern is valid.
+    unsafe { &*pool.at::<[AtomicU64; LEAF_SIZE / 8]>(leaf) }
+}
+
+/// Word `field` (a `LEAF_*` byte offset) of a leaf's words.
+#[inline(always)]
+pub(crate) fn leaf_word(w: &[AtomicU64; LEAF_SIZE / 8], field: u64) -> u64 {
+    w[field as usize / 8].load(Ordering::Relaxed)
+}
+
 /// Write the 8-byte PM word at `off` (checked as [`word`]); not flushed.
 ///
 /// # Safety
@@ -217,11 +243,12 @@ impl KeySource for PmKeys<'_> {
     #[inline]
     fn with_key<R>(&self, leaf: u64, f: impl FnOnce(&[u8]) -> R) -> R {
         let pool = self.0;
-        let m = meta(pool, leaf);
+        let w = leaf_words(pool, leaf);
+        let m = Meta::decode(leaf_word(w, LEAF_META));
         let len = m.key_len;
         pool.note_read(1);
         let at = if m.key_out() {
-            let k = read_u64(pool, leaf + LEAF_KEY);
+            let k = leaf_word(w, LEAF_KEY);
             pool.note_read(lines(len));
             k
         } else {
@@ -288,8 +315,19 @@ pub(crate) fn has_slot_b(m: Meta) -> bool {
 /// out-of-line value), is inlined: one check computed, as before slot B existed.
 #[inline(always)]
 pub(crate) fn current_value(pool: &Pool, leaf: u64, m: Meta) -> Option<(u64, u64, u32)> {
-    let vw = read_u64(pool, leaf + LEAF_VCHECK);
-    let a = read_u64(pool, leaf + LEAF_P_VALUE);
+    current_value_in(pool, leaf_words(pool, leaf), leaf, m)
+}
+
+/// [`current_value`] of a leaf whose words the caller has already checked.
+#[inline(always)]
+pub(crate) fn current_value_in(
+    pool: &Pool,
+    w: &[AtomicU64; LEAF_SIZE / 8],
+    leaf: u64,
+    m: Meta,
+) -> Option<(u64, u64, u32)> {
+    let vw = leaf_word(w, LEAF_VCHECK);
+    let a = leaf_word(w, LEAF_P_VALUE);
     let c = checksum::value_check(leaf, a, m.flags);
     if c == vw as u32 {
         return Some((a, LEAF_P_VALUE, c));
@@ -340,8 +378,9 @@ impl Pm {
     /// As [`Pm::read_value`]: no one writes the leaf or its value while the slice lives.
     pub(crate) unsafe fn value_of(&self, leaf: u64) -> Result<&[u8]> {
         let pool = &*self.pool;
-        let m = meta(pool, leaf);
-        let Some((word, slot, _)) = current_value(pool, leaf, m) else {
+        let w = leaf_words(pool, leaf);
+        let m = Meta::decode(leaf_word(w, LEAF_META));
+        let Some((word, slot, _)) = current_value_in(pool, w, leaf, m) else {
             return Err(Error::Corrupt(format!("leaf {leaf:#x}: the value check does not match its value word")));
         };
         if let Some(len) = inline_len(m.flags) {

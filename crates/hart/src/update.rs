@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::hart::Hart;
 use crate::layout::*;
 use crate::micro_log::{self, UpdateLog};
-use crate::pm::{current_value, has_slot_b, meta, write_u64};
+use crate::pm::{current_value_in, has_slot_b, leaf_word, leaf_words, write_u64};
 
 impl Hart {
     fn log_at(&self, i: usize) -> u64 {
@@ -23,10 +23,12 @@ impl Hart {
     /// or writes the leaf or its value meanwhile.
     pub(crate) unsafe fn update(&self, leaf: u64, value: &[u8]) -> Result<()> {
         let pool = &*self.pm.pool;
-        let m = meta(pool, leaf);
+        // The leaf's bounds checked once for the words read here (`leaf_words`).
+        let lw = leaf_words(pool, leaf);
+        let m = Meta::decode(leaf_word(lw, LEAF_META));
         let flags = m.flags;
         // The old value word is what a crash rolls back to: never build on a damaged one.
-        let Some((old, old_slot, old_check)) = current_value(pool, leaf, m) else {
+        let Some((old, old_slot, old_check)) = current_value_in(pool, lw, leaf, m) else {
             let e = Error::Corrupt(format!("leaf {leaf:#x}: the value check does not match its value word"));
             self.pm.note_damage(&e);
             return Err(e);
