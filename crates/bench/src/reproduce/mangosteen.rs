@@ -184,21 +184,9 @@ pub fn mangosteen(a: &ReproduceArgs) -> Result<Report> {
     drop(keys);
     drop(tmp);
 
-    std::fs::create_dir_all(&a.out)?;
-    let mut meta = Meta::new(&command(a), a.seed, a.dir.as_deref().unwrap_or(Path::new("/dev/shm")));
-    meta.notes.push(format!("scale {:?}", sc));
-    meta.notes.push(format!("{runs_n} runs of each measurement, in alternating rounds; figures are medians"));
-    meta.notes.extend(timings.iter().map(|(k, v)| format!("{k}: {v:.1} s")));
-    let rep = Report { meta, records: recs };
-    report::write_files(&a.out, "results", &rep)?;
+    let rep = save_results(a, &sc, runs_n, &timings, &[], recs)?;
     let names: Vec<String> = runs.iter().filter(|r| !r.target.engine.is_null()).map(|r| r.name.clone()).collect();
-    let plots = match plots(&rep.records, &a.out, &names, &sc) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("pmkv bench: plots skipped: {e}");
-            vec![]
-        }
-    };
+    let plots = plots_or_none(plots(&rep.records, &a.out, &names, &sc));
     let max_t = max_threads(&sc);
     let checked = claims::check(claims::MANGOSTEEN, &rep.records, max_t);
     claims::add_to_json(&a.out, &checked)?;
@@ -693,26 +681,14 @@ fn report_md(
         ("overwrite", "random"),
         ("fill100K", "100,000-byte values"),
     ];
-    let mut rows = Vec::new();
-    for t in [1, max_t] {
-        for e in names {
-            let cells: Vec<String> = f8
-                .iter()
-                .map(|(op, w)| {
-                    find(recs, "fig8", e, w, Some(op), t)
-                        .map_or("-".into(), |r| r.ns_cell(|x| format!("{:.2}", x / 1000.0)))
-                })
-                .collect();
-            if cells.iter().any(|c| c != "-") {
-                let mut row = vec![e.clone(), t.to_string()];
-                row.extend(cells);
-                rows.push(row);
-            }
-        }
-        if max_t == 1 {
-            break;
-        }
-    }
+    let rows = rows_by_threads(names, max_t, |e, t| {
+        f8.iter()
+            .map(|(op, w)| {
+                find(recs, "fig8", e, w, Some(op), t)
+                    .map_or("-".into(), |r| r.ns_cell(|x| format!("{:.2}", x / 1000.0)))
+            })
+            .collect()
+    });
     let fences = |e: &str| {
         find(recs, "fig8", e, "random", Some("fillrandom"), 1).map_or("-".into(), |r| format!("{:.1}", r.fences_per_op))
     };
@@ -747,21 +723,9 @@ fn report_md(
         ("readseq", "1,000-byte values"),
         ("readreverse", "1,000-byte values"),
     ];
-    let mut rows = Vec::new();
-    for t in [1, max_t] {
-        for e in names {
-            let cells: Vec<String> =
-                f9.iter().map(|(op, w)| find(recs, "fig9", e, w, Some(op), t).map_or("-".into(), mops)).collect();
-            if cells.iter().any(|c| c != "-") {
-                let mut row = vec![e.clone(), t.to_string()];
-                row.extend(cells);
-                rows.push(row);
-            }
-        }
-        if max_t == 1 {
-            break;
-        }
-    }
+    let rows = rows_by_threads(names, max_t, |e, t| {
+        f9.iter().map(|(op, w)| find(recs, "fig9", e, w, Some(op), t).map_or("-".into(), mops)).collect()
+    });
     let _ = writeln!(
         s,
         "## Fig. 9: LevelDB-suite scans (million records visited per second, all threads)\n\n**Paper.** {}\n\n{}{}",
@@ -780,4 +744,20 @@ fn report_md(
         cores
     );
     s
+}
+
+/// Table rows `engine, threads, cells…` at one thread and at `max_t`, for every engine in
+/// `names` with at least one measured cell (`cells` gives "-" where nothing was measured).
+fn rows_by_threads(names: &[String], max_t: usize, cells: impl Fn(&str, usize) -> Vec<String>) -> Vec<Vec<String>> {
+    let threads: &[usize] = if max_t == 1 { &[1] } else { &[1, max_t] };
+    let mut rows = Vec::new();
+    for &t in threads {
+        for e in names {
+            let c = cells(e, t);
+            if c.iter().any(|x| x != "-") {
+                rows.push([vec![e.clone(), t.to_string()], c].concat());
+            }
+        }
+    }
+    rows
 }

@@ -216,6 +216,37 @@ fn e_is_null(n: &str) -> bool {
 }
 
 /// The command line that regenerates a report with these arguments.
+/// Write a reproduction's results (`results.json`, `results.csv`) into `a.out`, with the
+/// notes every reproduction records (scale, runs, each phase's seconds, then `extra`), and
+/// return the report.
+fn save_results(
+    a: &ReproduceArgs,
+    scale: &dyn std::fmt::Debug,
+    runs: usize,
+    timings: &[(String, f64)],
+    extra: &[String],
+    records: Vec<Record>,
+) -> Result<Report> {
+    std::fs::create_dir_all(&a.out)?;
+    let mut meta = Meta::new(&command(a), a.seed, a.dir.as_deref().unwrap_or(Path::new("/dev/shm")));
+    meta.notes.push(format!("scale {scale:?}"));
+    meta.notes.push(format!("{runs} runs of each measurement, in alternating rounds; figures are medians"));
+    meta.notes.extend(timings.iter().map(|(k, v)| format!("{k}: {v:.1} s")));
+    meta.notes.extend(extra.iter().cloned());
+    let rep = Report { meta, records };
+    report::write_files(&a.out, "results", &rep)?;
+    Ok(rep)
+}
+
+/// The plots a reproduction drew, or none (said on standard error) when drawing failed:
+/// the figures and report stand without them.
+fn plots_or_none<T>(drawn: std::result::Result<Vec<T>, String>) -> Vec<T> {
+    drawn.unwrap_or_else(|e| {
+        eprintln!("pmkv bench: plots skipped: {e}");
+        vec![]
+    })
+}
+
 fn command(a: &ReproduceArgs) -> String {
     let paper = match a.paper {
         Paper::Hart => "hart",

@@ -118,20 +118,8 @@ pub fn nbtree(a: &ReproduceArgs) -> Result<Report> {
     drop((keys, big));
     drop(tmp);
 
-    std::fs::create_dir_all(&a.out)?;
-    let mut meta = Meta::new(&command(a), a.seed, a.dir.as_deref().unwrap_or(Path::new("/dev/shm")));
-    meta.notes.push(format!("scale {:?}", sc));
-    meta.notes.push(format!("{runs} runs of each measurement, in alternating rounds; figures are medians"));
-    meta.notes.extend(timings.iter().map(|(k, v)| format!("{k}: {v:.1} s")));
-    let rep = Report { meta, records: recs };
-    report::write_files(&a.out, "results", &rep)?;
-    let plots = match plots(&rep.records, &a.out, &engines, &sc) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("pmkv bench: plots skipped: {e}");
-            vec![]
-        }
-    };
+    let rep = save_results(a, &sc, runs, &timings, &[], recs)?;
+    let plots = plots_or_none(plots(&rep.records, &a.out, &engines, &sc));
     let max_t = sc.threads.iter().copied().max().unwrap_or(1);
     let checked = claims::check(claims::NBTREE, &rep.records, max_t);
     claims::add_to_json(&a.out, &checked)?;

@@ -123,21 +123,9 @@ pub fn hart(a: &ReproduceArgs) -> Result<Report> {
     drop(keys);
     drop(tmp);
     // Outputs.
-    std::fs::create_dir_all(&a.out)?;
-    let mut meta = Meta::new(&command(a), a.seed, a.dir.as_deref().unwrap_or(Path::new("/dev/shm")));
-    meta.notes.push(format!("scale {:?}", sc));
-    meta.notes.push(format!("{runs} runs of each measurement, in alternating rounds; figures are medians"));
-    meta.notes.extend(timings.iter().map(|(k, v)| format!("{k}: {v:.1} s")));
-    meta.notes.push(format!("total {:.1} s", started.elapsed().as_secs_f64()));
-    let rep = Report { meta, records: recs };
-    report::write_files(&a.out, "results", &rep)?;
-    let figs = match figures::figures(&rep.records, &a.out, &engines) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("pmkv bench: plots skipped: {e}");
-            vec![]
-        }
-    };
+    let total = format!("total {:.1} s", started.elapsed().as_secs_f64());
+    let rep = super::save_results(a, &sc, runs, &timings, &[total], recs)?;
+    let figs = super::plots_or_none(figures::figures(&rep.records, &a.out, &engines));
     let max_t = sc.threads.iter().copied().max().unwrap_or(1);
     let checked = claims::check(claims::HART, &rep.records, max_t);
     claims::add_to_json(&a.out, &checked)?;
