@@ -6,6 +6,7 @@
 use crate::bitops;
 use crate::keyspace::{wrongtype, Kind, Ttl, Tx, TxResult};
 use crate::resp::Reply;
+use crate::table::Command;
 use std::ops::Bound;
 
 pub(crate) fn upper(b: &[u8]) -> String {
@@ -266,7 +267,7 @@ pub(crate) struct Ctx<'c> {
 /// The error for a reply over the output limit: the caller closes the connection.
 pub(crate) const OVER_LIMIT: &str = "\u{0}over-output-limit";
 
-fn over() -> Reply {
+pub(crate) fn over() -> Reply {
     Reply::Error(OVER_LIMIT.into())
 }
 
@@ -415,7 +416,7 @@ fn hrandfield(tx: &mut Tx, k: &[u8], a: &[Vec<u8>], cx: &mut Ctx) -> TxResult<Re
     if with_values && count.is_some_and(|n| n.unsigned_abs() > i64::MAX as u64 / 2) {
         return Err(Reply::err("ERR value is out of range"));
     }
-    if tx.kind(k)? == Some(Kind::String) {
+    if tx.kind(k)? == Some(Kind::STRING) {
         return Err(wrongtype());
     }
     let mut all = Vec::new();
@@ -509,7 +510,11 @@ impl Page {
 }
 
 /// Run data command `cmd` (upper case, known, arity checked) with arguments `a`.
-pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
+pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, command: &Command, a: &[Vec<u8>]) -> TxResult<Reply> {
+    let cmd = command.name;
+    if let Some(run) = command.run {
+        return run(tx, cx, cmd, a);
+    }
     let k = a.first().map_or(&[][..], |k| k.as_slice());
     Ok(match cmd {
         "GET" => bulk_or_nil(tx.get(k)?),
@@ -910,10 +915,9 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResu
         "SCAN" => {
             let start = cursor_start(cx.cursors, &a[0])?.map_or(Bound::Unbounded, Bound::Excluded);
             let o = scan_opts(&a[1..], tx.store().info().max_key_len, true)?;
-            let meta_prefix = crate::keyspace::meta_key(b"");
             let mut page = Page::new(o.count, cx.budget);
-            tx.keys(start, |user, rec| {
-                let kind = if rec.starts_with(&meta_prefix) { "hash" } else { "string" };
+            tx.typed_keys(start, |user, rec, kind| {
+                let kind = kind.name();
                 let shown =
                     o.pattern.as_ref().is_none_or(|p| p.matches(user)) && o.kind.as_deref().is_none_or(|t| t == kind);
                 let one = [user];

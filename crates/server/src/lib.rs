@@ -49,6 +49,7 @@ mod routing;
 pub mod script;
 mod stats;
 pub mod table;
+pub mod types;
 
 use pmkv::Store;
 use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};

@@ -5,9 +5,24 @@
 
 mod common;
 
-use common::{start, Client, RealRedis};
+use common::{start, Client, RealRedis, Running};
 use pmkv_server::Config;
 use pmkv_testutil::XorShift;
+
+/// `pmkv serve` on `engine` and a control `redis-server`, a client on each.
+struct Pair {
+    s: Running,
+    _redis: RealRedis,
+    p: Client,
+    r: Client,
+}
+
+fn pair(engine: &str) -> Pair {
+    let s = start(engine, 16, Config { threads: 2, ..Config::default() });
+    let redis = RealRedis::start();
+    let (p, r) = (Client::new(s.port), Client::new(redis.port));
+    Pair { s, _redis: redis, p, r }
+}
 
 /// Send `args` to both; the replies must agree. Returns pmkv's.
 fn both(p: &mut Client, r: &mut Client, args: &[&[u8]]) -> String {
@@ -26,9 +41,7 @@ fn run(p: &mut Client, r: &mut Client, script: &[&[&str]]) {
 
 #[test]
 fn string_bits_ranges_and_lcs_answer_as_redis() {
-    let s = start("hart", 16, Config { threads: 2, ..Config::default() });
-    let redis = RealRedis::start();
-    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    let Pair { s: _s, _redis, mut p, mut r } = pair("hart");
     run(
         &mut p,
         &mut r,
@@ -147,9 +160,7 @@ fn string_bits_ranges_and_lcs_answer_as_redis() {
 
 #[test]
 fn rename_copy_touch_and_error_texts_answer_as_redis() {
-    let s = start("nbtree", 16, Config { threads: 2, ..Config::default() });
-    let redis = RealRedis::start();
-    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    let Pair { s, _redis, mut p, mut r } = pair("nbtree");
     run(
         &mut p,
         &mut r,
@@ -265,9 +276,7 @@ fn rename_copy_touch_and_error_texts_answer_as_redis() {
 
 #[test]
 fn flushes_inside_and_around_transactions_answer_as_redis() {
-    let s = start("hart", 16, Config { threads: 2, ..Config::default() });
-    let redis = RealRedis::start();
-    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    let Pair { s: _s, _redis, mut p, mut r } = pair("hart");
     run(
         &mut p,
         &mut r,
@@ -322,9 +331,7 @@ fn flushes_inside_and_around_transactions_answer_as_redis() {
 /// accepted and reported.
 #[test]
 fn functions_and_encoding_parameters_answer_as_redis() {
-    let s = start("hart", 16, Config { threads: 2, ..Config::default() });
-    let redis = RealRedis::start();
-    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    let Pair { s: _s, _redis, mut p, mut r } = pair("hart");
     let lib = "#!lua name=mylib\n\
         redis.register_function('setget', function(keys, args) redis.call('SET', keys[1], args[1]) return redis.call('GET', keys[1]) end)\n\
         redis.register_function{function_name='ro', callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}}\n\

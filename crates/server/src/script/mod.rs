@@ -503,7 +503,7 @@ fn run(
                     let mut cur = cursors_cell.borrow_mut();
                     let mut cx = Ctx { budget, resp3: resp3.get(), cursors: &mut cur };
                     let mark = tx.savepoint();
-                    match crate::data::run(&mut tx, &mut cx, cmd.name, &v[1..]) {
+                    match crate::data::run(&mut tx, &mut cx, cmd, &v[1..]) {
                         Ok(r) => r,
                         Err(r) => {
                             tx.rollback(mark);
