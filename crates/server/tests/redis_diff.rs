@@ -464,3 +464,152 @@ fn info_sections_and_command_stats() {
     let get1 = stat(&mut c, "get");
     assert_ne!(get0, get1, "the fast path counts GETs");
 }
+
+/// The list commands, their errors and wrong-type checks, then random rounds of every
+/// list command over a few keys (pushes and pops at both ends, inserts, removals, trims,
+/// moves between and within lists, and reads by position): every reply equal to Redis's.
+#[test]
+fn lists_answer_as_redis() {
+    let Pair { s: _s, _redis, mut p, mut r } = pair("hart");
+    run(
+        &mut p,
+        &mut r,
+        &[
+            &["RPUSH", "l", "a", "b", "c"],
+            &["LPUSH", "l", "z", "y"],
+            &["LRANGE", "l", "0", "-1"],
+            &["LRANGE", "l", "-100", "100"],
+            &["LRANGE", "l", "3", "1"],
+            &["LRANGE", "l", "a", "1"],
+            &["LLEN", "l"],
+            &["LLEN", "nolist"],
+            &["LINDEX", "l", "-1"],
+            &["LINDEX", "l", "5"],
+            &["LINDEX", "l", "x"],
+            &["LPOP", "l"],
+            &["RPOP", "l", "2"],
+            &["LPOP", "l", "0"],
+            &["LPOP", "nolist", "0"],
+            &["LPOP", "nolist"],
+            &["RPOP", "nolist", "3"],
+            &["LPOP", "l", "-1"],
+            &["LPOP", "l", "1", "2"],
+            &["LPUSHX", "nolist", "a"],
+            &["RPUSHX", "l", "x", "y"],
+            &["EXISTS", "nolist"],
+            &["LSET", "l", "0", "first"],
+            &["LSET", "l", "10", "x"],
+            &["LSET", "nolist", "0", "x"],
+            &["LINSERT", "l", "BEFORE", "x", "bx"],
+            &["LINSERT", "l", "AFTER", "y", "ay"],
+            &["LINSERT", "l", "AFTER", "none", "v"],
+            &["LINSERT", "l", "MIDDLE", "x", "v"],
+            &["LINSERT", "nolist", "BEFORE", "x", "v"],
+            &["LRANGE", "l", "0", "-1"],
+            &["RPUSH", "d", "x", "a", "x", "b", "x", "c", "x"],
+            &["LREM", "d", "2", "x"],
+            &["LREM", "d", "-1", "x"],
+            &["LREM", "d", "0", "nope"],
+            &["LRANGE", "d", "0", "-1"],
+            &["LPOS", "d", "x"],
+            &["LPOS", "d", "x", "RANK", "-1"],
+            &["LPOS", "d", "x", "COUNT", "0"],
+            &["LPOS", "d", "x", "RANK", "0"],
+            &["LPOS", "d", "x", "COUNT", "-1"],
+            &["LPOS", "d", "x", "MAXLEN", "-1"],
+            &["LPOS", "d", "x", "MAXLEN", "1"],
+            &["LPOS", "d", "x", "NOPE", "1"],
+            &["LPOS", "d", "x", "RANK"],
+            &["LPOS", "nolist", "x"],
+            &["LPOS", "nolist", "x", "COUNT", "1"],
+            &["LTRIM", "l", "1", "-2"],
+            &["LRANGE", "l", "0", "-1"],
+            &["LTRIM", "l", "5", "1"],
+            &["EXISTS", "l"],
+            &["RPUSH", "src", "1", "2", "3"],
+            &["LMOVE", "src", "dst", "LEFT", "RIGHT"],
+            &["LMOVE", "src", "src", "RIGHT", "LEFT"],
+            &["LMOVE", "src", "dst", "UP", "LEFT"],
+            &["RPOPLPUSH", "src", "dst"],
+            &["RPOPLPUSH", "nolist", "dst"],
+            &["LRANGE", "src", "0", "-1"],
+            &["LRANGE", "dst", "0", "-1"],
+            &["LMPOP", "2", "nolist", "dst", "RIGHT", "COUNT", "5"],
+            &["LMPOP", "1", "nolist", "LEFT"],
+            &["LMPOP", "0", "dst", "LEFT"],
+            &["LMPOP", "1", "src", "UP"],
+            &["LMPOP", "1", "src", "LEFT", "COUNT", "0"],
+            &["LMPOP", "1", "src", "LEFT", "COUNT"],
+            &["LMPOP", "5", "src", "LEFT"],
+            &["SET", "str", "v"],
+            &["LPUSH", "str", "x"],
+            &["LRANGE", "str", "0", "1"],
+            &["LPOP", "str", "0"],
+            &["LMOVE", "src", "str", "LEFT", "LEFT"],
+            &["LRANGE", "src", "0", "-1"],
+            &["HSET", "h", "f", "v"],
+            &["LLEN", "h"],
+            &["GET", "src"],
+            &["HGET", "src", "f"],
+            &["TYPE", "src"],
+            &["RPUSH", "t", "a"],
+            &["EXPIRE", "t", "100"],
+            &["TTL", "t"],
+            &["RENAME", "t", "t2"],
+            &["TTL", "t2"],
+            &["LRANGE", "t2", "0", "-1"],
+            &["COPY", "t2", "t3"],
+            &["RPUSH", "t3", "b"],
+            &["LRANGE", "t2", "0", "-1"],
+            &["LRANGE", "t3", "0", "-1"],
+            &["SET", "t2", "now a string"],
+            &["TYPE", "t2"],
+            &["DEL", "t3"],
+            &["EXISTS", "t3"],
+            &["MULTI"],
+            &["RPUSH", "m", "1"],
+            &["LPOP", "str"],
+            &["RPUSH", "m", "2"],
+            &["EXEC"],
+            &["LRANGE", "m", "0", "-1"],
+            &["EVAL", "redis.call('RPUSH', KEYS[1], 'a', 'b'); return redis.call('LPOP', KEYS[1], 5)", "1", "e"],
+            &["EXISTS", "e"],
+        ],
+    );
+    // SCAN TYPE and DBSIZE see lists.
+    let scan = both(&mut p, &mut r, &[b"SCAN", b"0", b"TYPE", b"list", b"COUNT", b"1000"]);
+    assert!(scan.contains("src") && !scan.contains("str"), "{scan}");
+    both(&mut p, &mut r, &[b"DBSIZE"]);
+    let mut rng = XorShift::new(0x115e);
+    let n = |rng: &mut XorShift, span: u64| (rng.below(2 * span + 1) as i64 - span as i64).to_string();
+    for round in 0..3000 {
+        let k = format!("r{}", rng.below(3));
+        let k2 = format!("r{}", rng.below(3));
+        let v = format!("v{}", rng.below(6));
+        let (kb, vb) = (k.as_bytes(), v.as_bytes());
+        let side = |rng: &mut XorShift| ["LEFT", "RIGHT"][rng.below(2) as usize];
+        let (a, b) = (n(&mut rng, 8), n(&mut rng, 8));
+        let cmd: Vec<&[u8]> = match rng.below(16) {
+            0 | 1 => vec![b"LPUSH", kb, vb, b"w"],
+            2 | 3 => vec![b"RPUSH", kb, vb],
+            4 => vec![b"LPOP", kb],
+            5 => vec![b"RPOP", kb, a.as_bytes()],
+            6 => vec![b"LINDEX", kb, a.as_bytes()],
+            7 => vec![b"LRANGE", kb, a.as_bytes(), b.as_bytes()],
+            8 => vec![b"LINSERT", kb, [&b"BEFORE"[..], b"AFTER"][rng.below(2) as usize], vb, b"ins"],
+            9 => vec![b"LREM", kb, a.as_bytes(), vb],
+            10 => vec![b"LTRIM", kb, a.as_bytes(), b.as_bytes()],
+            11 => vec![b"LSET", kb, a.as_bytes(), b"set"],
+            12 => vec![b"LMOVE", kb, k2.as_bytes(), side(&mut rng).as_bytes(), side(&mut rng).as_bytes()],
+            13 => vec![b"LPOS", kb, vb, b"RANK", if a == "0" { b"1" } else { a.as_bytes() }, b"COUNT", b"0"],
+            14 => vec![b"LMPOP", b"2", kb, k2.as_bytes(), side(&mut rng).as_bytes(), b"COUNT", b"2"],
+            _ => vec![b"RPUSHX", kb, vb],
+        };
+        both(&mut p, &mut r, &cmd);
+        if round % 50 == 0 {
+            for k in ["r0", "r1", "r2"] {
+                both(&mut p, &mut r, &[b"LRANGE", k.as_bytes(), b"0", b"-1"]);
+            }
+        }
+    }
+}
