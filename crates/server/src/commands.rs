@@ -62,7 +62,13 @@ fn over_output_limit(sh: &Shared) -> (Reply, After) {
 /// commands with `tokio::task::block_in_place`, which hands the worker's other tasks to
 /// another thread first, so a KEYS over a large store does not stall PING elsewhere.
 pub fn may_take_long(args: &[Vec<u8>]) -> bool {
-    const LONG: [&[u8]; 15] = [
+    const LONG: [&[u8]; 20] = [
+        // Blocking list pops wait for a push or their timeout.
+        b"BLPOP",
+        b"BRPOP",
+        b"BLMOVE",
+        b"BRPOPLPUSH",
+        b"BLMPOP",
         b"KEYS",
         b"SCAN",
         b"FLUSHDB",
@@ -110,6 +116,8 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
     let t = std::time::Instant::now();
     c.current = None;
     let (r, after) = run_uncounted(sh, c, args);
+    // Clients blocked on the lists this command pushed to are served before its reply.
+    crate::blocking::serve(sh);
     if let Some(cmd) = c.current.take() {
         // Queued inside MULTI is not a call yet: EXEC counts it when it runs.
         if !matches!(&r, Reply::Simple(q) if q == "QUEUED") {
@@ -300,6 +308,12 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
                 },
                 Err(r) => r,
             }
+        }
+        _ if cmd.attempt.is_some() => {
+            if let Some(r) = misrouted(sh, slot, asking, &keys) {
+                return (r, After::Continue);
+            }
+            crate::blocking::block(sh, c, cmd, args)
         }
         _ if in_tx(cmd) => {
             let _gate = match sh.gate_read() {
@@ -954,7 +968,12 @@ fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     if wants("clients") {
         section(
             "Clients",
-            format!("connected_clients:{}\r\nmaxclients:{}\r\n", sh.clients.load(Relaxed), sh.max_clients),
+            format!(
+                "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n",
+                sh.clients.load(Relaxed),
+                sh.max_clients,
+                sh.ks.blocked.clients()
+            ),
         );
     }
     if wants("memory") {

@@ -136,6 +136,8 @@ pub struct Keyspace {
     /// WATCHed key → the flags of the connections watching it.
     watches: Mutex<HashMap<Vec<u8>, Vec<Weak<AtomicBool>>>>,
     watched: AtomicUsize,
+    /// Clients blocked on lists, and the keys written since (crate::blocking).
+    pub(crate) blocked: crate::blocking::Blocked,
     /// A cluster pool: every record's engine key is its user key's slot (2 bytes,
     /// big-endian) and then the record key (docs/design/cluster.md).
     slotted: bool,
@@ -1049,6 +1051,7 @@ impl<'a> Tx<'a> {
             self.ks.apply(k, *old, *new);
         }
         self.ks.touch(&mut self.touched.iter().map(|k| k.as_slice()));
+        self.ks.blocked.signal(&mut self.touched.iter().map(|k| k.as_slice()));
         Ok(())
     }
 }

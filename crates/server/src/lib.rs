@@ -37,6 +37,7 @@
 //! and all are acknowledged after the batch is durable.
 
 mod bitops;
+mod blocking;
 pub mod cluster;
 pub mod commands;
 mod conn;
@@ -622,6 +623,7 @@ fn shrink(v: &mut Vec<u8>) {
 
 async fn connection(sh: &Shared, sock: tokio::net::TcpStream, cfg: &Config, id: u64) -> std::io::Result<()> {
     let mut c = commands::Conn::new(id, sh.password.is_none());
+    c.fd = Some(std::os::fd::AsRawFd::as_raw_fd(&sock));
     let r = serve_connection(sh, sock, cfg, &mut c).await;
     c.unwatch(sh);
     r

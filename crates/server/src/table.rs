@@ -45,7 +45,13 @@ pub struct Command {
     pub read_only: bool,
     /// The handler of a data type's command (`None`: dispatched by [`crate::data`]).
     pub(crate) run: Option<Handler>,
+    /// A blocking command's non-blocking try (`None`: not a blocking command): its reply,
+    /// or `None` when it would block ([`crate::blocking`]).
+    pub(crate) attempt: Option<Attempt>,
 }
+
+/// A blocking command's try: the command's name, its arguments after the name.
+pub(crate) type Attempt = fn(&mut Tx, &str, &[Vec<u8>]) -> TxResult<Option<Reply>>;
 
 /// A data command's handler: the command's name (upper case), its arguments after the
 /// name, over the command's [`Tx`].
@@ -101,21 +107,34 @@ pub(crate) const ONE: Keys = Keys { first: 1, last: 1, step: 1, numkeys: 0 };
 const ALL_ARGS: Keys = Keys { first: 1, last: -1, step: 1, numkeys: 0 };
 
 const fn c(name: &'static str, arity: i32, keys: Keys, group: Group) -> Command {
-    Command { name, arity, keys, group, no_multi: false, read_only: false, run: None }
+    Command { name, arity, keys, group, no_multi: false, read_only: false, run: None, attempt: None }
 }
 
 const fn conn(name: &'static str, arity: i32, group: Group) -> Command {
-    Command { name, arity, keys: NONE, group, no_multi: true, read_only: false, run: None }
+    Command { name, arity, keys: NONE, group, no_multi: true, read_only: false, run: None, attempt: None }
 }
 
 /// A data type's command that writes, with its handler.
 pub(crate) const fn write(name: &'static str, arity: i32, keys: Keys, group: Group, run: Handler) -> Command {
-    Command { name, arity, keys, group, no_multi: false, read_only: false, run: Some(run) }
+    Command { name, arity, keys, group, no_multi: false, read_only: false, run: Some(run), attempt: None }
+}
+
+/// A data type's blocking command: its handler (the form MULTI runs: never blocks) and
+/// its try ([`crate::blocking`]).
+pub(crate) const fn blocking(
+    name: &'static str,
+    arity: i32,
+    keys: Keys,
+    group: Group,
+    run: Handler,
+    attempt: Attempt,
+) -> Command {
+    Command { name, arity, keys, group, no_multi: false, read_only: false, run: Some(run), attempt: Some(attempt) }
 }
 
 /// A data type's command that only reads, with its handler.
 pub(crate) const fn read(name: &'static str, arity: i32, keys: Keys, group: Group, run: Handler) -> Command {
-    Command { name, arity, keys, group, no_multi: false, read_only: true, run: Some(run) }
+    Command { name, arity, keys, group, no_multi: false, read_only: true, run: Some(run), attempt: None }
 }
 
 use Group::*;

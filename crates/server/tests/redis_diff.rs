@@ -613,3 +613,97 @@ fn lists_answer_as_redis() {
         }
     }
 }
+
+/// Blocking pops, the same scenario against both servers, every reply compared: waiters
+/// served first blocked first, on the push that makes the list non-empty (the pusher's
+/// next command sees the elements taken); BLMOVE feeding a client blocked on its
+/// destination; BLMPOP; timeouts; a push inside EXEC served after it; the non-blocking
+/// form inside MULTI; scripts refusing them; a client that disconnects while blocked
+/// takes nothing; argument errors and wrong types.
+#[test]
+fn blocking_pops_answer_as_redis() {
+    fn scenario(port: u16) -> Vec<String> {
+        let settle = || std::thread::sleep(std::time::Duration::from_millis(150));
+        let (mut a, mut b, mut c) = (Client::new(port), Client::new(port), Client::new(port));
+        let mut out = Vec::new();
+        a.send(&[b"BLPOP", b"l", b"other", b"0"]);
+        settle();
+        b.send(&[b"BRPOP", b"l", b"0"]);
+        settle();
+        out.push(c.cmd(&["RPUSH", "l", "x", "y", "z"]));
+        out.push(c.cmd(&["LRANGE", "l", "0", "-1"]));
+        out.push(a.reply());
+        out.push(b.reply());
+        a.send(&[b"BLMOVE", b"src", b"dst", b"LEFT", b"RIGHT", b"0"]);
+        settle();
+        b.send(&[b"BLPOP", b"dst", b"0"]);
+        settle();
+        out.push(c.cmd(&["RPUSH", "src", "v"]));
+        out.push(c.cmd(&["EXISTS", "src", "dst"]));
+        out.push(a.reply());
+        out.push(b.reply());
+        a.send(&[b"BLMPOP", b"0", b"2", b"m1", b"m2", b"RIGHT", b"COUNT", b"2"]);
+        settle();
+        out.push(c.cmd(&["RPUSH", "m2", "1", "2", "3"]));
+        out.push(a.reply());
+        out.push(c.cmd(&["LRANGE", "m2", "0", "-1"]));
+        a.send(&[b"BLPOP", b"ml", b"0"]);
+        settle();
+        for cmd in [&["MULTI"][..], &["RPUSH", "ml", "p"], &["RPUSH", "ml", "q"], &["LLEN", "ml"], &["EXEC"]] {
+            out.push(c.cmd(cmd));
+        }
+        out.push(a.reply());
+        out.push(c.cmd(&["LRANGE", "ml", "0", "-1"]));
+        // Served in blocking order even when the later one waits on more keys.
+        a.send(&[b"BRPOPLPUSH", b"f", b"g", b"0"]);
+        settle();
+        b.send(&[b"BLPOP", b"h", b"f", b"0"]);
+        settle();
+        out.push(c.cmd(&["LPUSH", "f", "1", "2"]));
+        out.push(a.reply());
+        out.push(b.reply());
+        out.push(c.cmd(&["LRANGE", "g", "0", "-1"]));
+        {
+            let mut d = Client::new(port);
+            d.send(&[b"BLPOP", b"gone", b"0"]);
+            settle();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        out.push(c.cmd(&["RPUSH", "gone", "kept"]));
+        out.push(c.cmd(&["LRANGE", "gone", "0", "-1"]));
+        for cmd in [
+            &["BLPOP", "none", "0.1"][..],
+            &["BRPOP", "none", "none2", "0.05"],
+            &["BLMOVE", "none", "x", "LEFT", "LEFT", "0.1"],
+            &["BRPOPLPUSH", "none", "x", "0.1"],
+            &["BLMPOP", "0.1", "1", "none", "LEFT"],
+            &["BLPOP", "none", "-1"],
+            &["BLPOP", "none", "abc"],
+            &["BLMOVE", "none", "x", "UP", "LEFT", "0"],
+            &["BLMPOP", "0", "0", "none", "LEFT"],
+            &["BLMPOP", "0", "1", "none", "LEFT", "COUNT", "0"],
+            &["SET", "s", "v"],
+            &["BLPOP", "s", "0"],
+            &["BLPOP", "none", "s", "0"],
+            &["RPUSH", "full", "e"],
+            &["BLMOVE", "full", "s", "LEFT", "LEFT", "0"],
+            &["MULTI"],
+            &["BLPOP", "none", "0"],
+            &["BLMOVE", "none", "x", "LEFT", "LEFT", "0"],
+            &["BLPOP", "full", "0"],
+            &["EXEC"],
+            &["EVAL", "return redis.pcall('blpop','x',0)", "0"],
+            &["EVAL", "return redis.pcall('blmove','a','b','LEFT','LEFT',0)", "0"],
+        ] {
+            out.push(c.cmd(cmd));
+        }
+        out
+    }
+    let Pair { s, _redis, .. } = pair("hart");
+    let redis_port = _redis.port;
+    let (mine, theirs) = (scenario(s.port), scenario(redis_port));
+    for (i, (m, t)) in mine.iter().zip(&theirs).enumerate() {
+        assert_eq!(m, t, "reply {i} differs");
+    }
+    assert_eq!(mine.len(), theirs.len());
+}

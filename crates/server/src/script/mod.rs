@@ -470,6 +470,7 @@ fn run(
             Err(_) => Reply::err("ERR Wrong number of args calling Redis command from script"),
             Ok(cmd)
                 if cmd.no_multi
+                    || cmd.attempt.is_some()
                     || matches!(
                         cmd.group,
                         table::Group::Scripting | table::Group::Transactions | table::Group::Cluster

@@ -15,7 +15,7 @@ use super::{elem_prefix, DataType, Kind, ELEM_OVERHEAD};
 use crate::data::{int, upper, Ctx};
 use crate::keyspace::{store_reply, Meta, Tx, TxResult};
 use crate::resp::Reply;
-use crate::table::{read, write, Command, Group::Lists, Keys, ONE};
+use crate::table::{blocking, read, write, Command, Group::Lists, Keys, ONE};
 
 pub struct ListType;
 
@@ -55,6 +55,10 @@ impl DataType for ListType {
 const TWO: Keys = Keys { first: 1, last: 2, step: 1, numkeys: 0 };
 /// LMPOP's keys: a count at argument 1, then that many keys.
 const NUMKEYS: Keys = Keys { first: 2, last: 2, step: 1, numkeys: 1 };
+/// BLMPOP's: a count at argument 2 (after the timeout).
+const NUMKEYS_AT_2: Keys = Keys { first: 3, last: 3, step: 1, numkeys: 2 };
+/// BLPOP's: every argument but the last (the timeout).
+const ALL_BUT_LAST: Keys = Keys { first: 1, last: -2, step: 1, numkeys: 0 };
 
 /// The list commands, each next to its handler.
 pub(crate) const COMMANDS: &[Command] = &[
@@ -75,6 +79,11 @@ pub(crate) const COMMANDS: &[Command] = &[
     write("LINSERT", 5, ONE, Lists, linsert),
     write("LMOVE", 5, TWO, Lists, lmove),
     write("RPOPLPUSH", 3, TWO, Lists, lmove),
+    blocking("BLPOP", -3, ALL_BUT_LAST, Lists, unblocked, attempt),
+    blocking("BRPOP", -3, ALL_BUT_LAST, Lists, unblocked, attempt),
+    blocking("BLMOVE", 6, TWO, Lists, unblocked, attempt),
+    blocking("BRPOPLPUSH", 4, TWO, Lists, unblocked, attempt),
+    blocking("BLMPOP", -5, NUMKEYS_AT_2, Lists, unblocked, attempt),
 ];
 
 fn seq_key(k: &[u8], seq: u64) -> Vec<u8> {
@@ -241,6 +250,11 @@ fn side(b: &[u8]) -> TxResult<bool> {
 
 /// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]: pop from the first non-empty list.
 fn lmpop(tx: &mut Tx, _: &mut Ctx, _: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
+    lmpop_in(tx, a)
+}
+
+/// LMPOP's work (`a` from numkeys on; BLMPOP's too): the null array when all are empty.
+fn lmpop_in(tx: &mut Tx, a: &[Vec<u8>]) -> TxResult<Reply> {
     let n = int(&a[0]).filter(|&n| n > 0).ok_or_else(|| Reply::err("ERR numkeys should be greater than 0"))? as usize;
     let rest = a.get(1 + n..).filter(|r| !r.is_empty()).ok_or_else(syntax)?;
     let left = side(&rest[0])?;
@@ -471,11 +485,66 @@ fn lpos(tx: &mut Tx, _: &mut Ctx, _: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
 fn lmove(tx: &mut Tx, _: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
     let (src, dst) = (&a[0], &a[1]);
     let (from_left, to_left) = if cmd == "RPOPLPUSH" { (false, true) } else { (side(&a[2])?, side(&a[3])?) };
-    let Some(m) = open(tx, src)? else { return Ok(Reply::Nil) };
+    Ok(move_one(tx, src, dst, from_left, to_left)?.unwrap_or(Reply::Nil))
+}
+
+/// Move one element from `src` to `dst`: its reply, `None` when `src` is empty.
+fn move_one(tx: &mut Tx, src: &[u8], dst: &[u8], from_left: bool, to_left: bool) -> TxResult<Option<Reply>> {
+    let Some(m) = open(tx, src)? else { return Ok(None) };
     // The destination's type is checked before anything moves, as Redis does.
     open(tx, dst)?;
     let v = pop_n(tx, src, m, 1, from_left)?.pop().ok_or_else(|| lost(src))?;
     let dm = open(tx, dst)?;
     push_all(tx, dst, dm, std::slice::from_ref(&v), to_left)?;
-    Ok(Reply::Bulk(v))
+    Ok(Some(Reply::Bulk(v)))
+}
+
+/// The timeout argument of blocking command `cmd` (`a`: its arguments after the name).
+pub(crate) fn timeout_of(cmd: &str, a: &[Vec<u8>]) -> TxResult<Option<std::time::Duration>> {
+    let at = match cmd {
+        "BLMPOP" => 0,
+        "BLMOVE" => 4,
+        "BRPOPLPUSH" => 2,
+        _ => a.len() - 1,
+    };
+    crate::blocking::timeout(&a[at])
+}
+
+/// A blocking command's form in MULTI/EXEC: it never blocks, nil when there is nothing
+/// to take, as in Redis.
+fn unblocked(tx: &mut Tx, _: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
+    Ok(match attempt(tx, cmd, a)? {
+        Some(r) => r,
+        None if cmd.contains("MOVE") || cmd == "BRPOPLPUSH" => Reply::Nil,
+        None => Reply::NilArray,
+    })
+}
+
+/// A blocking command's try (its arguments checked first, the timeout too): its reply
+/// when one of its lists has an element, `None` when it would block.
+fn attempt(tx: &mut Tx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Option<Reply>> {
+    match cmd {
+        "BLPOP" | "BRPOP" => {
+            timeout_of(cmd, a)?;
+            for k in &a[..a.len() - 1] {
+                if let Some(m) = open(tx, k)? {
+                    let v = pop_n(tx, k, m, 1, cmd == "BLPOP")?.pop().ok_or_else(|| lost(k))?;
+                    return Ok(Some(Reply::Array(vec![Reply::bulk(k.as_slice()), Reply::Bulk(v)])));
+                }
+            }
+            Ok(None)
+        }
+        "BLMOVE" | "BRPOPLPUSH" => {
+            let (from_left, to_left) = if cmd == "BRPOPLPUSH" { (false, true) } else { (side(&a[2])?, side(&a[3])?) };
+            timeout_of(cmd, a)?;
+            move_one(tx, &a[0], &a[1], from_left, to_left)
+        }
+        _ => {
+            timeout_of(cmd, a)?;
+            match lmpop_in(tx, &a[1..])? {
+                Reply::NilArray => Ok(None),
+                r => Ok(Some(r)),
+            }
+        }
+    }
 }
