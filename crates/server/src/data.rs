@@ -281,7 +281,7 @@ fn cursor_for(cursors: &mut Vec<Vec<u8>>, last: Vec<u8>) -> i64 {
     cursors.len() as i64
 }
 
-fn cursor_start(cursors: &[Vec<u8>], arg: &[u8]) -> TxResult<Option<Vec<u8>>> {
+pub(crate) fn cursor_start(cursors: &[Vec<u8>], arg: &[u8]) -> TxResult<Option<Vec<u8>>> {
     match int(arg).filter(|&n| n >= 0) {
         Some(0) => Ok(None),
         Some(n) => cursors.get(n as usize - 1).cloned().map(Some).ok_or_else(|| Reply::err("ERR invalid cursor")),
@@ -381,7 +381,7 @@ fn lcs(tx: &mut Tx, a: &[Vec<u8>], resp3: bool) -> TxResult<Reply> {
 
 /// A random 64-bit number (std's per-process random hash keys and a counter; no crate
 /// needed for RANDOMKEY's and HRANDFIELD's picks, which need no quality beyond that).
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     thread_local!(static S: std::collections::hash_map::RandomState = std::collections::hash_map::RandomState::new());
@@ -471,7 +471,7 @@ fn hrandfield(tx: &mut Tx, k: &[u8], a: &[Vec<u8>], cx: &mut Ctx) -> TxResult<Re
 
 /// One page of SCAN or HSCAN: COUNT elements looked at, the bulks of those shown, the
 /// element to resume after, and the output budget.
-struct Page {
+pub(crate) struct Page {
     items: Vec<Reply>,
     seen: usize,
     count: usize,
@@ -481,13 +481,13 @@ struct Page {
 }
 
 impl Page {
-    fn new(count: usize, budget: usize) -> Page {
+    pub(crate) fn new(count: usize, budget: usize) -> Page {
         Page { items: Vec::new(), seen: 0, count, last: Vec::new(), size: 0, budget }
     }
 
     /// Look at one element (`resume`: what a cursor resumes after), showing `bulks`;
     /// whether to go on.
-    fn step(&mut self, resume: &[u8], bulks: &[&[u8]]) -> bool {
+    pub(crate) fn step(&mut self, resume: &[u8], bulks: &[&[u8]]) -> bool {
         self.seen += 1;
         for b in bulks {
             self.size += bulk_cost(b.len());
@@ -500,7 +500,7 @@ impl Page {
     }
 
     /// `[next cursor, [bulks]]`, or the over-limit error.
-    fn reply(self, cursors: &mut Vec<Vec<u8>>) -> Reply {
+    pub(crate) fn reply(self, cursors: &mut Vec<Vec<u8>>) -> Reply {
         if self.size > self.budget {
             return over();
         }

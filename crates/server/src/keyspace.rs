@@ -808,11 +808,25 @@ impl<'a> Tx<'a> {
 
     /// Visit the fields of hash `k` from `after` (exclusive; `None`: the first), in field
     /// order, until `f` returns false.
-    pub fn hscan(&mut self, k: &[u8], after: Option<&[u8]>, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
-        if !self.expect(k, Kind::HASH)? {
+    pub fn hscan(&mut self, k: &[u8], after: Option<&[u8]>, f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+        self.scan_elems(Kind::HASH, k, after, f)
+    }
+
+    /// Visit the element records of collection `k` of type `kind` (WRONGTYPE for another
+    /// type) from suffix `after` (exclusive; `None`: the first), in suffix order, until
+    /// `f` (suffix, value) returns false.
+    pub fn scan_elems(
+        &mut self,
+        kind: Kind,
+        k: &[u8],
+        after: Option<&[u8]>,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxResult<()> {
+        if !self.expect(k, kind)? {
             return Ok(());
         }
-        let p = self.ks.phys(&field_prefix(k)).into_owned();
+        let tag = kind.tag().expect("a collection has a tag");
+        let p = self.ks.phys(&elem_prefix(tag, k)).into_owned();
         let mut range = KeyRange::prefix(p.clone());
         if let Some(a) = after {
             range.start = Bound::Excluded([p.as_slice(), a].concat());

@@ -66,6 +66,7 @@ pub enum Group {
     Strings,
     Hashes,
     Lists,
+    Sets,
     Expiry,
     Transactions,
     Scripting,
@@ -73,10 +74,11 @@ pub enum Group {
 }
 
 impl Group {
-    pub const ALL: [Group; 10] = [
+    pub const ALL: [Group; 11] = [
         Group::Strings,
         Group::Hashes,
         Group::Lists,
+        Group::Sets,
         Group::Keys,
         Group::Expiry,
         Group::Transactions,
@@ -94,6 +96,7 @@ impl Group {
             Group::Strings => "strings",
             Group::Hashes => "hashes",
             Group::Lists => "lists",
+            Group::Sets => "sets",
             Group::Expiry => "expiry",
             Group::Transactions => "transactions",
             Group::Scripting => "scripting",
@@ -310,7 +313,7 @@ impl Command {
 
     /// Whether this is a data command (strings, a type's, keys, expiry).
     pub fn data(&self) -> bool {
-        matches!(self.group, Group::Strings | Group::Hashes | Group::Lists | Group::Keys | Group::Expiry)
+        matches!(self.group, Group::Strings | Group::Hashes | Group::Lists | Group::Sets | Group::Keys | Group::Expiry)
     }
 
     /// Whether `n` arguments (the name included) fit the arity.

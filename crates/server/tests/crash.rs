@@ -100,6 +100,9 @@ for i = 1, 12 do redis.call('RPUSH', 'q', 'e' .. i) end
 for i = 1, 6 do redis.call('LPUSH', 'stack', 's' .. i) end
 redis.call('RPUSH', 'dup', 'x', 'y', 'x', 'z', 'x')
 redis.call('RPUSH', 'short', 'only')
+redis.call('SADD', 'set1', 'a', 'b', 'c', 'd')
+redis.call('SADD', 'set2', 'c', 'd', 'e')
+redis.call('SADD', 'lone', 'x')
 return 'done'
 "#;
 
@@ -128,6 +131,32 @@ return 'done'
 fn lists(tx: &mut Tx) {
     let r = pmkv_server::script::run_in(tx, LISTS, &[], &[]);
     assert_eq!(r, pmkv_server::resp::Reply::bulk("done"));
+}
+
+/// Every set write command, in one script: adds, removes, a move, a pop that empties a
+/// set, and the STORE forms replacing a set and a list.
+const SETS: &str = r#"
+assert(redis.call('SADD', 'set1', 'e', 'f', 'a') == 2)
+assert(redis.call('SREM', 'set1', 'b', 'zz') == 1)
+assert(redis.call('SMOVE', 'set1', 'set2', 'f') == 1)
+assert(redis.call('SPOP', 'lone') == 'x')
+assert(redis.call('SINTERSTORE', 'both', 'set1', 'set2') == 3)
+assert(redis.call('SUNIONSTORE', 'set2', 'set1', 'set2') == 5)
+assert(redis.call('SDIFFSTORE', 'q', 'set2', 'set1') == 1)
+assert(redis.call('SDIFFSTORE', 'short', 'set1', 'set2') == 0)
+assert(#redis.call('SPOP', 'set1', 2) == 2)
+return 'done'
+"#;
+
+fn sets(tx: &mut Tx) {
+    let r = pmkv_server::script::run_in(tx, SETS, &[], &[]);
+    assert_eq!(r, pmkv_server::resp::Reply::bulk("done"));
+}
+
+#[test]
+fn set_writes_are_all_or_nothing_at_every_crash_point() {
+    all_or_nothing("hart", false, sets);
+    all_or_nothing("nbtree", false, sets);
 }
 
 #[test]

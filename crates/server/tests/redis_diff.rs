@@ -577,8 +577,9 @@ fn lists_answer_as_redis() {
         ],
     );
     // SCAN TYPE and DBSIZE see lists.
-    let scan = both(&mut p, &mut r, &[b"SCAN", b"0", b"TYPE", b"list", b"COUNT", b"1000"]);
-    assert!(scan.contains("src") && !scan.contains("str"), "{scan}");
+    let (mine, theirs) = (scan_type(&mut p, "list"), scan_type(&mut r, "list"));
+    assert!(mine.contains(&"src".to_string()) && !mine.contains(&"str".to_string()), "{mine:?}");
+    assert_eq!(mine, theirs);
     both(&mut p, &mut r, &[b"DBSIZE"]);
     let mut rng = XorShift::new(0x115e);
     let n = |rng: &mut XorShift, span: u64| (rng.below(2 * span + 1) as i64 - span as i64).to_string();
@@ -706,4 +707,164 @@ fn blocking_pops_answer_as_redis() {
         assert_eq!(m, t, "reply {i} differs");
     }
     assert_eq!(mine.len(), theirs.len());
+}
+
+/// The keys of type `t` by one SCAN, sorted (a server's SCAN order is its own).
+fn scan_type(c: &mut Client, t: &str) -> Vec<String> {
+    let all = c.cmd(&["SCAN", "0", "TYPE", t, "COUNT", "1000"]);
+    let mut v: Vec<String> =
+        all.trim_start_matches("[0,[").trim_end_matches("]]").split(',').map(String::from).collect();
+    v.sort();
+    v
+}
+
+/// Send `args` to both; the replies, an array's elements sorted (a set's order is the
+/// server's own), must agree.
+fn both_sorted(p: &mut Client, r: &mut Client, args: &[&[u8]]) -> String {
+    let (a, b) = (p.try_cmd(args).expect("pmkv reply"), r.try_cmd(args).expect("redis reply"));
+    let sorted = |s: &str| -> String {
+        match s.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
+            Some(inner) => {
+                let mut v: Vec<&str> = inner.split(',').collect();
+                v.sort_unstable();
+                format!("[{}]", v.join(","))
+            }
+            None => s.to_string(),
+        }
+    };
+    let shown: Vec<String> = args.iter().map(|x| String::from_utf8_lossy(x).into_owned()).collect();
+    assert_eq!(sorted(&a), sorted(&b), "pmkv and redis-server differ on {shown:?}");
+    a
+}
+
+/// The set commands, their errors and wrong-type checks, the algebra and its STORE
+/// forms, then random rounds: every reply equal to Redis's (members compared as sets).
+/// SPOP/SRANDMEMBER are random: checked by what they must satisfy.
+#[test]
+fn sets_answer_as_redis() {
+    let Pair { s: _s, _redis, mut p, mut r } = pair("nbtree");
+    let script: &[&[&str]] = &[
+        &["SADD", "s", "a", "b", "c", "a"],
+        &["SADD", "s", "d"],
+        &["SCARD", "s"],
+        &["SCARD", "none"],
+        &["SISMEMBER", "s", "a"],
+        &["SISMEMBER", "s", "zz"],
+        &["SISMEMBER", "none", "a"],
+        &["SMISMEMBER", "s", "a", "zz", "d"],
+        &["SMISMEMBER", "none", "a"],
+        &["SMEMBERS", "s"],
+        &["SMEMBERS", "none"],
+        &["SREM", "s", "a", "zz"],
+        &["SREM", "none", "a"],
+        &["SADD", "t", "c", "d", "e"],
+        &["SINTER", "s", "t"],
+        &["SUNION", "s", "t", "none"],
+        &["SDIFF", "s", "t"],
+        &["SDIFF", "t", "s", "none"],
+        &["SINTER", "s", "none"],
+        &["SINTERSTORE", "i", "s", "t"],
+        &["SMEMBERS", "i"],
+        &["SUNIONSTORE", "u", "s", "t"],
+        &["SDIFFSTORE", "d", "s", "t"],
+        &["SMEMBERS", "d"],
+        &["SINTERSTORE", "i", "s", "none"],
+        &["EXISTS", "i"],
+        &["SINTERSTORE", "s", "s", "t"],
+        &["SMEMBERS", "s"],
+        &["SINTERCARD", "2", "u", "t"],
+        &["SINTERCARD", "2", "u", "t", "LIMIT", "1"],
+        &["SINTERCARD", "0", "u"],
+        &["SINTERCARD", "3", "u", "t"],
+        &["SINTERCARD", "1", "u", "LIMIT", "-1"],
+        &["SINTERCARD", "1", "u", "NOPE", "1"],
+        &["SMOVE", "u", "t", "b"],
+        &["SMOVE", "u", "t", "zz"],
+        &["SMOVE", "u", "u", "c"],
+        &["SMOVE", "none", "t", "a"],
+        &["SMEMBERS", "t"],
+        &["SET", "str", "v"],
+        &["SADD", "str", "a"],
+        &["SMEMBERS", "str"],
+        &["SINTER", "t", "str"],
+        &["SINTER", "none", "str"],
+        &["SMOVE", "t", "str", "c"],
+        &["SMOVE", "none", "str", "c"],
+        &["SMOVE", "str", "t", "c"],
+        &["SUNIONSTORE", "str", "t"],
+        &["TYPE", "str"],
+        &["SPOP", "none"],
+        &["SPOP", "none", "3"],
+        &["SPOP", "t", "-1"],
+        &["SPOP", "t", "0"],
+        &["SPOP", "t", "1", "2"],
+        &["SRANDMEMBER", "none"],
+        &["SRANDMEMBER", "none", "-3"],
+        &["SRANDMEMBER", "t", "x"],
+        &["SADD", "one", "only"],
+        &["SPOP", "one"],
+        &["EXISTS", "one"],
+        &["SADD", "one", "only"],
+        &["SRANDMEMBER", "one"],
+        &["SRANDMEMBER", "one", "-3"],
+        &["SRANDMEMBER", "one", "5"],
+        &["SPOP", "one", "5"],
+        &["EXISTS", "one"],
+        &["SADD", "x", "1"],
+        &["EXPIRE", "x", "100"],
+        &["RENAME", "x", "y"],
+        &["TTL", "y"],
+        &["COPY", "y", "z"],
+        &["SMEMBERS", "z"],
+        &["LPUSH", "y", "a"],
+        &["MULTI"],
+        &["SADD", "m", "1"],
+        &["SADD", "str", "1"],
+        &["SADD", "m", "2"],
+        &["EXEC"],
+        &["SMEMBERS", "m"],
+        &["EVAL", "redis.call('SADD', KEYS[1], 'a', 'b'); return redis.call('SCARD', KEYS[1])", "1", "e"],
+        &["SSCAN", "m", "0"],
+        &["SSCAN", "none", "0"],
+    ];
+    for cmd in script {
+        let a: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
+        both_sorted(&mut p, &mut r, &a);
+    }
+    // SCAN TYPE set: the same keys (in each server's own order).
+    let (mine, theirs) = (scan_type(&mut p, "set"), scan_type(&mut r, "set"));
+    assert!(mine.contains(&"m".to_string()) && mine.len() > 5, "{mine:?}");
+    assert_eq!(mine, theirs);
+    both(&mut p, &mut r, &[b"DBSIZE"]);
+    // SPOP/SRANDMEMBER: members of the set, distinct for a positive count; SPOP removes.
+    p.cmd(&["SADD", "rnd", "a", "b", "c", "d", "e"]);
+    let picked = p.cmd(&["SRANDMEMBER", "rnd", "3"]);
+    let v: Vec<&str> = picked.trim_matches(|c| c == '[' || c == ']').split(',').collect();
+    assert_eq!(v.len(), 3);
+    assert!(v.iter().all(|m| ["a", "b", "c", "d", "e"].contains(m)) && v[0] != v[1] && v[1] != v[2] && v[0] != v[2]);
+    let popped = p.cmd(&["SPOP", "rnd"]);
+    assert_eq!(p.cmd(&["SISMEMBER", "rnd", &popped]), ":0");
+    assert_eq!(p.cmd(&["SCARD", "rnd"]), ":4");
+    assert_eq!(p.cmd(&["SPOP", "rnd", "10"]).split(',').count(), 4);
+    assert_eq!(p.cmd(&["EXISTS", "rnd"]), ":0");
+    let mut rng = XorShift::new(0x5e75);
+    for _ in 0..3000 {
+        let k = format!("r{}", rng.below(3));
+        let k2 = format!("r{}", rng.below(3));
+        let m = format!("m{}", rng.below(8));
+        let (kb, mb, k2b) = (k.as_bytes(), m.as_bytes(), k2.as_bytes());
+        let cmd: Vec<&[u8]> = match rng.below(12) {
+            0..=2 => vec![b"SADD", kb, mb, b"m0"],
+            3 | 4 => vec![b"SREM", kb, mb],
+            5 => vec![b"SISMEMBER", kb, mb],
+            6 => vec![b"SMOVE", kb, k2b, mb],
+            7 => vec![b"SINTERSTORE", b"r2", kb, k2b],
+            8 => vec![b"SUNION", kb, k2b],
+            9 => vec![b"SDIFFSTORE", kb, k2b, b"r1"],
+            10 => vec![b"SINTERCARD", b"2", kb, k2b],
+            _ => vec![b"SCARD", kb],
+        };
+        both_sorted(&mut p, &mut r, &cmd);
+        both_sorted(&mut p, &mut r, &[b"SMEMBERS", kb]);
+    }
 }

@@ -26,6 +26,7 @@ use crate::table::Command;
 
 pub(crate) mod hash;
 pub(crate) mod list;
+pub(crate) mod set;
 pub(crate) mod string;
 
 /// One Redis data type as the keyspace sees it.
@@ -61,6 +62,7 @@ impl Kind {
     pub const STRING: Kind = Kind(&string::StringType);
     pub const HASH: Kind = Kind(&hash::HashType);
     pub const LIST: Kind = Kind(&list::ListType);
+    pub const SET: Kind = Kind(&set::SetType);
 
     pub fn name(self) -> &'static str {
         self.0.name()
@@ -118,7 +120,7 @@ pub fn escape(b: &[u8]) -> String {
 }
 
 /// Every type the server knows.
-pub const TYPES: &[Kind] = &[Kind::STRING, Kind::HASH, Kind::LIST];
+pub const TYPES: &[Kind] = &[Kind::STRING, Kind::HASH, Kind::LIST, Kind::SET];
 
 /// The common prefix of collection `k`'s element records (type tag `tag`):
 /// `P tag len(k) k`, `len(k)` 4 bytes big-endian, so that one key's elements are one
