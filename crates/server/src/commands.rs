@@ -884,6 +884,16 @@ fn config_set(sh: &Shared, pairs: &[Vec<u8>]) -> Reply {
             }
             continue;
         }
+        if name == "save" {
+            // No snapshots to schedule: every write is in the pool when it is answered.
+            // "" (no snapshots, what Redis's tests set) is what pmkv does already.
+            if !p[1].is_empty() {
+                return Reply::err(
+                    "ERR pmkv takes no snapshots (every write is durable when answered): only save \"\"",
+                );
+            }
+            continue;
+        }
         if name == "maxmemory" {
             // Redis's check of the value first; then why pmkv does not take it.
             return match memory_value(&p[1]) {

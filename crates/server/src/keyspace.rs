@@ -44,8 +44,6 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 /// The reserved prefix of the server's own records.
 pub const PREFIX: &[u8] = b"\xffpmkv\x00";
 const META: u8 = b'm';
-/// Bytes a hash field record's key adds to the hash key and the field.
-pub const FIELD_OVERHEAD: usize = ELEM_OVERHEAD;
 
 /// The meta record's key for user key `k`.
 pub fn meta_key(k: &[u8]) -> Vec<u8> {
@@ -747,12 +745,14 @@ impl<'a> Tx<'a> {
         Ok(true)
     }
 
-    fn check_field_key(k: &[u8], f: &[u8], max: usize) -> TxResult<()> {
-        if k.len() + f.len() + FIELD_OVERHEAD > max {
+    /// Refuse an element record whose key would pass the engine's key limit: `what` names
+    /// the key and its element ("hash key and field"), `n` is their length together.
+    pub(crate) fn check_elem_key(&self, what: &str, n: usize) -> TxResult<()> {
+        let max = self.s.info().max_key_len;
+        if n + ELEM_OVERHEAD > max {
             return Err(Reply::err(format!(
-                "ERR hash key and field together are {} bytes; at most {} with this engine",
-                k.len() + f.len(),
-                max.saturating_sub(FIELD_OVERHEAD)
+                "ERR {what} together are {n} bytes; at most {} with this engine",
+                max.saturating_sub(ELEM_OVERHEAD)
             )));
         }
         Ok(())
@@ -768,7 +768,7 @@ impl<'a> Tx<'a> {
 
     /// Set field `f` of hash `k` (creating the hash); whether the field is new.
     pub fn hset(&mut self, k: &[u8], f: &[u8], v: &[u8]) -> TxResult<bool> {
-        Self::check_field_key(k, f, self.s.info().max_key_len)?;
+        self.check_elem_key("hash key and field", k.len() + f.len())?;
         self.s.info().check_sizes(b"", Some(v)).map_err(store_reply)?;
         let exists = self.expect(k, Kind::HASH)?;
         let fk = [field_prefix(k).as_slice(), f].concat();

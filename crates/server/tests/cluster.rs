@@ -287,7 +287,10 @@ fn every_keyed_command_is_routed() {
             args = vec![cmd.name, "return 1", "1", "foo"];
         }
         if cmd.keys.numkeys > 0 {
-            args = vec![cmd.name, "1", "foo", "LEFT"];
+            // The key count at its position (BLMPOP's timeout before it), one key, a side.
+            args = vec![cmd.name];
+            args.extend(std::iter::repeat_n("0", cmd.keys.numkeys - 1));
+            args.extend(["1", "foo", "LEFT"]);
         }
         // A key position past the fewest arguments (MEMORY's USAGE key) holds no key.
         let keyed = (cmd.keys.first > 0 && args.len() > cmd.keys.first)

@@ -90,8 +90,12 @@ fn before(tx: &mut Tx) {
         tx.set(&[b's', i], &[i; 20], Ttl::Clear).unwrap();
     }
     tx.hset(b"replaced", b"f", b"v").unwrap();
-    let r = pmkv_server::script::run_in(tx, LISTS_BEFORE, &[], &[]);
-    assert_eq!(r, pmkv_server::resp::Reply::bulk("done"));
+    script_done(tx, LISTS_BEFORE);
+}
+
+/// Run script `src` (no keys, no arguments) in `tx`: it must answer "done".
+fn script_done(tx: &mut Tx, src: &str) {
+    assert_eq!(pmkv_server::script::run_in(tx, src, &[], &[]), pmkv_server::resp::Reply::bulk("done"));
 }
 
 /// The lists the list commands below work on.
@@ -129,8 +133,7 @@ return 'done'
 "#;
 
 fn lists(tx: &mut Tx) {
-    let r = pmkv_server::script::run_in(tx, LISTS, &[], &[]);
-    assert_eq!(r, pmkv_server::resp::Reply::bulk("done"));
+    script_done(tx, LISTS);
 }
 
 /// Every set write command, in one script: adds, removes, a move, a pop that empties a
@@ -149,8 +152,7 @@ return 'done'
 "#;
 
 fn sets(tx: &mut Tx) {
-    let r = pmkv_server::script::run_in(tx, SETS, &[], &[]);
-    assert_eq!(r, pmkv_server::resp::Reply::bulk("done"));
+    script_done(tx, SETS);
 }
 
 #[test]
@@ -272,8 +274,7 @@ return 'done'
 "#;
 
 fn moves(tx: &mut Tx) {
-    let r = pmkv_server::script::run_in(tx, MOVES, &[], &[]);
-    assert_eq!(r, pmkv_server::resp::Reply::bulk("done"));
+    script_done(tx, MOVES);
 }
 
 #[test]

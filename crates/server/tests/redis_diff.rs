@@ -377,6 +377,7 @@ fn functions_and_encoding_parameters_answer_as_redis() {
             &["FUNCTION", "LIST"],
             &["FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME", "on*"],
             &["FCALL", "f", "0"],
+            &["CONFIG", "SET", "save", ""],
             &["CONFIG", "SET", "hash-max-ziplist-entries", "16"],
             &["CONFIG", "GET", "hash-max-ziplist-entries"],
             &["CONFIG", "GET", "hash-max-listpack-entries"],

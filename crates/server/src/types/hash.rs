@@ -2,7 +2,6 @@
 //! the meta record counts the fields. The hash commands are in [`crate::data`].
 
 use super::DataType;
-use crate::keyspace::Meta;
 
 pub struct HashType;
 
@@ -19,11 +18,7 @@ impl DataType for HashType {
     fn tag(&self) -> Option<u8> {
         Some(TAG)
     }
-    /// A hash exists while it has a field.
-    fn sound(&self, m: &Meta) -> bool {
-        m.count > 0
-    }
-    fn describe(&self, suffix: &[u8]) -> String {
-        format!("field {}", super::escape(suffix))
+    fn element(&self) -> &'static str {
+        "field"
     }
 }

@@ -11,7 +11,7 @@
 //! (min(i, len − i) records), LREM rewrites the elements from the first removed one on;
 //! both walk the list to find their element, as Redis does.
 
-use super::{elem_prefix, DataType, Kind, ELEM_OVERHEAD};
+use super::{elem_prefix, DataType, Kind};
 use crate::data::{int, upper, Ctx};
 use crate::keyspace::{store_reply, Meta, Tx, TxResult};
 use crate::resp::Reply;
@@ -132,14 +132,7 @@ fn span(tx: &Tx, k: &[u8], m: &Meta, from: u64, to: u64) -> TxResult<Vec<Vec<u8>
 }
 
 fn check_elem(tx: &Tx, k: &[u8], v: &[u8]) -> TxResult<()> {
-    let max = tx.store().info().max_key_len;
-    if k.len() + 8 + ELEM_OVERHEAD > max {
-        return Err(Reply::err(format!(
-            "ERR list key is {} bytes; at most {} with this engine",
-            k.len(),
-            max.saturating_sub(8 + ELEM_OVERHEAD)
-        )));
-    }
+    tx.check_elem_key("list key and sequence number", k.len() + 8)?;
     tx.store().info().check_sizes(b"", Some(v)).map_err(store_reply)
 }
 

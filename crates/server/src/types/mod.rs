@@ -41,12 +41,19 @@ pub trait DataType: Sync {
     fn aux(&self) -> bool {
         false
     }
-    /// Whether `m` is a meta record this type writes (checked at start: recovery).
-    fn sound(&self, m: &Meta) -> bool;
+    /// Whether `m` is a meta record this type writes (checked at start: recovery). By
+    /// default: a collection exists while it has an element.
+    fn sound(&self, m: &Meta) -> bool {
+        m.count > 0
+    }
+    /// What one element is called (a hash's "field", a set's "member").
+    fn element(&self) -> &'static str {
+        "element"
+    }
     /// A readable name of an element record's suffix (the part after the user key), for
     /// `pmkv dump`.
     fn describe(&self, suffix: &[u8]) -> String {
-        format!("element {}", escape(suffix))
+        format!("{} {}", self.element(), escape(suffix))
     }
     /// The type's commands, each with its handler.
     fn commands(&self) -> &'static [Command] {

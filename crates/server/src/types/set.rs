@@ -6,7 +6,7 @@
 //! Replies list members in byte order (Redis's order is its hash table's: clients must
 //! not rely on either).
 
-use super::{elem_prefix, DataType, Kind, ELEM_OVERHEAD};
+use super::{elem_prefix, DataType, Kind};
 use crate::data::{cursor_start, int, random_u64, scan_opts, upper, Ctx, Page};
 use crate::keyspace::{Meta, Tx, TxResult};
 use crate::resp::Reply;
@@ -28,12 +28,8 @@ impl DataType for SetType {
     fn tag(&self) -> Option<u8> {
         Some(TAG)
     }
-    /// A set exists while it has a member.
-    fn sound(&self, m: &Meta) -> bool {
-        m.count > 0
-    }
-    fn describe(&self, suffix: &[u8]) -> String {
-        format!("member {}", super::escape(suffix))
+    fn element(&self) -> &'static str {
+        "member"
     }
     fn commands(&self) -> &'static [Command] {
         COMMANDS
@@ -70,15 +66,7 @@ fn member_key(k: &[u8], m: &[u8]) -> Vec<u8> {
 }
 
 fn check_member(tx: &Tx, k: &[u8], m: &[u8]) -> TxResult<()> {
-    let max = tx.store().info().max_key_len;
-    if k.len() + m.len() + ELEM_OVERHEAD > max {
-        return Err(Reply::err(format!(
-            "ERR set key and member together are {} bytes; at most {} with this engine",
-            k.len() + m.len(),
-            max.saturating_sub(ELEM_OVERHEAD)
-        )));
-    }
-    Ok(())
+    tx.check_elem_key("set key and member", k.len() + m.len())
 }
 
 /// Set `k`'s meta record (`None`: absent; WRONGTYPE: another type).
