@@ -778,6 +778,7 @@ fn sets_answer_as_redis() {
         &["SINTERCARD", "0", "u"],
         &["SINTERCARD", "3", "u", "t"],
         &["SINTERCARD", "1", "u", "LIMIT", "-1"],
+        &["SINTERCARD", "1", "u", "LIMIT", "x"],
         &["SINTERCARD", "1", "u", "NOPE", "1"],
         &["SMOVE", "u", "t", "b"],
         &["SMOVE", "u", "t", "zz"],
@@ -802,6 +803,8 @@ fn sets_answer_as_redis() {
         &["SRANDMEMBER", "none"],
         &["SRANDMEMBER", "none", "-3"],
         &["SRANDMEMBER", "t", "x"],
+        &["SRANDMEMBER", "t", "-9223372036854775808"],
+        &["SRANDMEMBER", "t", "0"],
         &["SADD", "one", "only"],
         &["SPOP", "one"],
         &["EXISTS", "one"],
@@ -843,6 +846,9 @@ fn sets_answer_as_redis() {
     let v: Vec<&str> = picked.trim_matches(|c| c == '[' || c == ']').split(',').collect();
     assert_eq!(v.len(), 3);
     assert!(v.iter().all(|m| ["a", "b", "c", "d", "e"].contains(m)) && v[0] != v[1] && v[1] != v[2] && v[0] != v[2]);
+    // A single pick reaches every member (a small set: uniform).
+    let seen: std::collections::BTreeSet<String> = (0..200).map(|_| p.cmd(&["SRANDMEMBER", "rnd"])).collect();
+    assert_eq!(seen.len(), 5, "{seen:?}");
     let popped = p.cmd(&["SPOP", "rnd"]);
     assert_eq!(p.cmd(&["SISMEMBER", "rnd", &popped]), ":0");
     assert_eq!(p.cmd(&["SCARD", "rnd"]), ":4");

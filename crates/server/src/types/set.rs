@@ -159,8 +159,25 @@ fn smembers(tx: &mut Tx, cx: &mut Ctx, _: &str, a: &[Vec<u8>]) -> TxResult<Reply
     Ok(bulks(ms))
 }
 
-/// One member of set `k` (which exists) from a random point of its range.
-fn random_member(tx: &mut Tx, k: &[u8]) -> TxResult<Option<Vec<u8>>> {
+/// Up to this many members, a single pick walks to a uniformly random position; past
+/// it, it seeks a random point of the member range (one lookup, not uniform).
+const UNIFORM_UP_TO: u64 = 512;
+
+/// One member of set `k` (which exists, with `n` members).
+fn random_member(tx: &mut Tx, k: &[u8], n: u64) -> TxResult<Option<Vec<u8>>> {
+    if n <= UNIFORM_UP_TO {
+        let mut skip = random_u64() % n.max(1);
+        let mut got = None;
+        tx.scan_elems(Kind::SET, k, None, |m, _| {
+            if skip == 0 {
+                got = Some(m.to_vec());
+                return false;
+            }
+            skip -= 1;
+            true
+        })?;
+        return Ok(got);
+    }
     let start = random_u64().to_be_bytes();
     let mut got = None;
     tx.scan_elems(Kind::SET, k, Some(&start), |m, _| {
@@ -185,14 +202,23 @@ fn spop(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> 
         2 if pop => Some(
             int(&a[1]).filter(|&n| n >= 0).ok_or_else(|| Reply::err("ERR value is out of range, must be positive"))?,
         ),
-        2 => Some(int(&a[1]).ok_or_else(|| Reply::err("ERR value is not an integer or out of range"))?),
+        2 => Some(match int(&a[1]) {
+            None => return Err(Reply::err("ERR value is not an integer or out of range")),
+            Some(i64::MIN) => {
+                return Err(Reply::err(
+                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+                ))
+            }
+            Some(n) => n,
+        }),
         _ => return Err(Reply::err("ERR syntax error")),
     };
     let Some(meta) = open(tx, k)? else {
         return Ok(if count.is_some() { Reply::Array(Vec::new()) } else { Reply::Nil });
     };
     let Some(count) = count else {
-        let m = random_member(tx, k)?.ok_or_else(|| Reply::err("ERR set is damaged: a member record is missing"))?;
+        let m = random_member(tx, k, meta.count)?
+            .ok_or_else(|| Reply::err("ERR set is damaged: a member record is missing"))?;
         if pop {
             remove(tx, k, std::slice::from_ref(&m))?;
         }
@@ -286,9 +312,10 @@ fn sintercard(tx: &mut Tx, _: &mut Ctx, _: &str, a: &[Vec<u8>]) -> TxResult<Repl
     let keys = a.get(1..1 + n).ok_or_else(|| Reply::err("ERR Number of keys can't be greater than number of args"))?;
     let limit = match &a[1 + n..] {
         [] => 0,
-        [o, v] if upper(o) == "LIMIT" => int(v)
-            .ok_or_else(|| Reply::err("ERR value is not an integer or out of range"))
-            .and_then(|l| if l < 0 { Err(Reply::err("ERR LIMIT can't be negative")) } else { Ok(l as usize) })?,
+        // As Redis: one error for a LIMIT that is not a non-negative integer.
+        [o, v] if upper(o) == "LIMIT" => {
+            int(v).filter(|&l| l >= 0).ok_or_else(|| Reply::err("ERR LIMIT can't be negative"))? as usize
+        }
         _ => return Err(Reply::err("ERR syntax error")),
     };
     let card = combine("SINTER", sets_of(tx, keys)?).len();
