@@ -222,12 +222,23 @@ fn serve_key(sh: &Shared, k: &[u8]) {
         let Some(attempt) = w.cmd.attempt else { return };
         let mut tx = Tx::new(&sh.store, &sh.ks);
         let reply = match attempt(&mut tx, w.cmd.name, &w.args) {
-            // The list is empty again, or no longer a list: the rest keep waiting.
-            Ok(None) | Err(_) => return,
+            // The list is empty again: the rest keep waiting.
+            Ok(None) => return,
             Ok(Some(r)) => match tx.commit() {
                 Ok(()) => r,
                 Err(e) => crate::keyspace::store_reply(e),
             },
+            Err(r) => {
+                // `k` is no longer a list: its waiters keep waiting, as in Redis. Else the
+                // error is the waiter's (a move to a key of another type): it gets it,
+                // nothing is taken, and the next waiter is served.
+                drop(tx);
+                let mut probe = Tx::new(&sh.store, &sh.ks);
+                if probe.kind(k).ok().flatten() != Some(crate::types::Kind::LIST) {
+                    return;
+                }
+                r
+            }
         };
         let send = w.reply.clone();
         b.leave(&mut st, id);

@@ -671,6 +671,14 @@ fn blocking_pops_answer_as_redis() {
             settle();
         }
         std::thread::sleep(std::time::Duration::from_millis(400));
+        // A move whose destination is of another type: the waiter gets WRONGTYPE when a
+        // push arrives, and the element stays.
+        out.push(c.cmd(&["SET", "notalist", "v"]));
+        a.send(&[b"BRPOPLPUSH", b"wsrc", b"notalist", b"0"]);
+        settle();
+        out.push(c.cmd(&["RPUSH", "wsrc", "a", "b"]));
+        out.push(a.reply());
+        out.push(c.cmd(&["LRANGE", "wsrc", "0", "-1"]));
         out.push(c.cmd(&["RPUSH", "gone", "kept"]));
         out.push(c.cmd(&["LRANGE", "gone", "0", "-1"]));
         for cmd in [
