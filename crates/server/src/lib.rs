@@ -37,6 +37,7 @@
 //! and all are acknowledged after the batch is durable.
 
 mod bitops;
+mod blocking;
 pub mod cluster;
 pub mod commands;
 mod conn;
@@ -49,6 +50,7 @@ mod routing;
 pub mod script;
 mod stats;
 pub mod table;
+pub mod types;
 
 use pmkv::Store;
 use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
@@ -630,6 +632,7 @@ fn shrink(v: &mut Vec<u8>) {
 
 async fn connection(sh: &Shared, sock: tokio::net::TcpStream, cfg: &Config, id: u64) -> std::io::Result<()> {
     let mut c = commands::Conn::new(id, sh.password.is_none());
+    c.fd = Some(std::os::fd::AsRawFd::as_raw_fd(&sock));
     let r = serve_connection(sh, sock, cfg, &mut c).await;
     c.unwatch(sh);
     r

@@ -6,6 +6,17 @@
 //! inside MULTI, that refusal fails the whole EXEC, as in Redis); the key positions say
 //! which stripe locks a command takes; `pmkv serve --help` lists exactly these commands;
 //! `COMMAND COUNT` counts them.
+//!
+//! The table is [`BASE`] (the server's own commands, strings and hashes, dispatched by
+//! [`crate::data`]) and then each data type's own list ([`crate::types::DataType::commands`]),
+//! where every command is registered next to its handler ([`Command::run`]): adding a
+//! type adds its commands without touching this file.
+
+use crate::data::Ctx;
+use crate::keyspace::{Tx, TxResult};
+use crate::resp::Reply;
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// Where a command's keys are (Redis's `first key`, `last key`, `step`; `last` < 0 counts
 /// from the end, `first` 0: no keys).
@@ -14,6 +25,9 @@ pub struct Keys {
     pub first: usize,
     pub last: isize,
     pub step: usize,
+    /// Non-zero: the keys are counted by the argument at this position (Redis's
+    /// `keynum`): that many keys follow it (LMPOP); `first`/`last`/`step` are unused.
+    pub numkeys: usize,
 }
 
 /// One command.
@@ -27,7 +41,21 @@ pub struct Command {
     pub group: Group,
     /// Not allowed between MULTI and EXEC (it changes the connection, not the data).
     pub no_multi: bool,
+    /// Only reads data (Redis's `readonly` flag): what a read-only script may call.
+    pub read_only: bool,
+    /// The handler of a data type's command (`None`: dispatched by [`crate::data`]).
+    pub(crate) run: Option<Handler>,
+    /// A blocking command's non-blocking try (`None`: not a blocking command): its reply,
+    /// or `None` when it would block ([`crate::blocking`]).
+    pub(crate) attempt: Option<Attempt>,
 }
+
+/// A blocking command's try: the command's name, its arguments after the name.
+pub(crate) type Attempt = fn(&mut Tx, &str, &[Vec<u8>]) -> TxResult<Option<Reply>>;
+
+/// A data command's handler: the command's name (upper case), its arguments after the
+/// name, over the command's [`Tx`].
+pub(crate) type Handler = fn(&mut Tx, &mut Ctx, &str, &[Vec<u8>]) -> TxResult<Reply>;
 
 /// The groups `serve --help` lists the commands in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +65,8 @@ pub enum Group {
     Keys,
     Strings,
     Hashes,
+    Lists,
+    Sets,
     Expiry,
     Transactions,
     Scripting,
@@ -44,9 +74,11 @@ pub enum Group {
 }
 
 impl Group {
-    pub const ALL: [Group; 9] = [
+    pub const ALL: [Group; 11] = [
         Group::Strings,
         Group::Hashes,
+        Group::Lists,
+        Group::Sets,
         Group::Keys,
         Group::Expiry,
         Group::Transactions,
@@ -63,6 +95,8 @@ impl Group {
             Group::Keys => "keys",
             Group::Strings => "strings",
             Group::Hashes => "hashes",
+            Group::Lists => "lists",
+            Group::Sets => "sets",
             Group::Expiry => "expiry",
             Group::Transactions => "transactions",
             Group::Scripting => "scripting",
@@ -71,22 +105,45 @@ impl Group {
     }
 }
 
-const NONE: Keys = Keys { first: 0, last: 0, step: 0 };
-const ONE: Keys = Keys { first: 1, last: 1, step: 1 };
-const ALL_ARGS: Keys = Keys { first: 1, last: -1, step: 1 };
+pub(crate) const NONE: Keys = Keys { first: 0, last: 0, step: 0, numkeys: 0 };
+pub(crate) const ONE: Keys = Keys { first: 1, last: 1, step: 1, numkeys: 0 };
+const ALL_ARGS: Keys = Keys { first: 1, last: -1, step: 1, numkeys: 0 };
 
 const fn c(name: &'static str, arity: i32, keys: Keys, group: Group) -> Command {
-    Command { name, arity, keys, group, no_multi: false }
+    Command { name, arity, keys, group, no_multi: false, read_only: false, run: None, attempt: None }
 }
 
 const fn conn(name: &'static str, arity: i32, group: Group) -> Command {
-    Command { name, arity, keys: NONE, group, no_multi: true }
+    Command { name, arity, keys: NONE, group, no_multi: true, read_only: false, run: None, attempt: None }
+}
+
+/// A data type's command that writes, with its handler.
+pub(crate) const fn write(name: &'static str, arity: i32, keys: Keys, group: Group, run: Handler) -> Command {
+    Command { name, arity, keys, group, no_multi: false, read_only: false, run: Some(run), attempt: None }
+}
+
+/// A data type's blocking command: its handler (the form MULTI runs: never blocks) and
+/// its try ([`crate::blocking`]).
+pub(crate) const fn blocking(
+    name: &'static str,
+    arity: i32,
+    keys: Keys,
+    group: Group,
+    run: Handler,
+    attempt: Attempt,
+) -> Command {
+    Command { name, arity, keys, group, no_multi: false, read_only: false, run: Some(run), attempt: Some(attempt) }
+}
+
+/// A data type's command that only reads, with its handler.
+pub(crate) const fn read(name: &'static str, arity: i32, keys: Keys, group: Group, run: Handler) -> Command {
+    Command { name, arity, keys, group, no_multi: false, read_only: true, run: Some(run), attempt: None }
 }
 
 use Group::*;
 
-/// Every command, by group.
-pub const COMMANDS: &[Command] = &[
+/// The server's own commands, strings and hashes, by group.
+pub const BASE: &[Command] = &[
     c("GET", 2, ONE, Strings),
     c("SET", -3, ONE, Strings),
     c("SETNX", 3, ONE, Strings),
@@ -96,8 +153,8 @@ pub const COMMANDS: &[Command] = &[
     c("GETDEL", 2, ONE, Strings),
     c("GETEX", -2, ONE, Strings),
     c("MGET", -2, ALL_ARGS, Strings),
-    c("MSET", -3, Keys { first: 1, last: -1, step: 2 }, Strings),
-    c("MSETNX", -3, Keys { first: 1, last: -1, step: 2 }, Strings),
+    c("MSET", -3, Keys { first: 1, last: -1, step: 2, numkeys: 0 }, Strings),
+    c("MSETNX", -3, Keys { first: 1, last: -1, step: 2, numkeys: 0 }, Strings),
     c("INCR", 2, ONE, Strings),
     c("DECR", 2, ONE, Strings),
     c("INCRBY", 3, ONE, Strings),
@@ -112,8 +169,8 @@ pub const COMMANDS: &[Command] = &[
     c("SETBIT", 4, ONE, Strings),
     c("BITCOUNT", -2, ONE, Strings),
     c("BITPOS", -3, ONE, Strings),
-    c("BITOP", -4, Keys { first: 2, last: -1, step: 1 }, Strings),
-    c("LCS", -3, Keys { first: 1, last: 2, step: 1 }, Strings),
+    c("BITOP", -4, Keys { first: 2, last: -1, step: 1, numkeys: 0 }, Strings),
+    c("LCS", -3, Keys { first: 1, last: 2, step: 1, numkeys: 0 }, Strings),
     c("HSET", -4, ONE, Hashes),
     c("HMSET", -4, ONE, Hashes),
     c("HSETNX", 4, ONE, Hashes),
@@ -135,11 +192,11 @@ pub const COMMANDS: &[Command] = &[
     c("EXISTS", -2, ALL_ARGS, Keys),
     c("TYPE", 2, ONE, Keys),
     c("TOUCH", -2, ALL_ARGS, Keys),
-    c("RENAME", 3, Keys { first: 1, last: 2, step: 1 }, Keys),
-    c("RENAMENX", 3, Keys { first: 1, last: 2, step: 1 }, Keys),
-    c("COPY", -3, Keys { first: 1, last: 2, step: 1 }, Keys),
+    c("RENAME", 3, Keys { first: 1, last: 2, step: 1, numkeys: 0 }, Keys),
+    c("RENAMENX", 3, Keys { first: 1, last: 2, step: 1, numkeys: 0 }, Keys),
+    c("COPY", -3, Keys { first: 1, last: 2, step: 1, numkeys: 0 }, Keys),
     c("RANDOMKEY", 1, NONE, Keys),
-    c("MEMORY", -2, Keys { first: 2, last: 2, step: 1 }, Keys),
+    c("MEMORY", -2, Keys { first: 2, last: 2, step: 1, numkeys: 0 }, Keys),
     c("KEYS", 2, NONE, Keys),
     c("SCAN", -2, NONE, Keys),
     c("DBSIZE", 1, NONE, Keys),
@@ -158,12 +215,12 @@ pub const COMMANDS: &[Command] = &[
     conn("MULTI", 1, Transactions),
     conn("EXEC", 1, Transactions),
     conn("DISCARD", 1, Transactions),
-    Command { name: "WATCH", arity: -2, keys: ALL_ARGS, group: Transactions, no_multi: true },
+    Command { no_multi: true, ..c("WATCH", -2, ALL_ARGS, Transactions) },
     c("UNWATCH", 1, NONE, Transactions),
-    Command { name: "EVAL", arity: -3, keys: NONE, group: Scripting, no_multi: false },
-    Command { name: "EVALSHA", arity: -3, keys: NONE, group: Scripting, no_multi: false },
-    Command { name: "EVAL_RO", arity: -3, keys: NONE, group: Scripting, no_multi: false },
-    Command { name: "EVALSHA_RO", arity: -3, keys: NONE, group: Scripting, no_multi: false },
+    c("EVAL", -3, NONE, Scripting),
+    c("EVALSHA", -3, NONE, Scripting),
+    c("EVAL_RO", -3, NONE, Scripting),
+    c("EVALSHA_RO", -3, NONE, Scripting),
     c("SCRIPT", -2, NONE, Scripting),
     c("FUNCTION", -2, NONE, Scripting),
     c("FCALL", -3, NONE, Scripting),
@@ -191,16 +248,23 @@ pub const COMMANDS: &[Command] = &[
     conn("SAVE", 1, Server),
 ];
 
-/// `cmd`'s position in [`COMMANDS`] (for per-command counters).
+/// Every command: [`BASE`], then each type's.
+pub fn commands() -> &'static [&'static Command] {
+    static ALL: OnceLock<Vec<&'static Command>> = OnceLock::new();
+    ALL.get_or_init(|| BASE.iter().chain(crate::types::TYPES.iter().flat_map(|t| t.0.commands())).collect())
+}
+
+/// `cmd`'s position in [`commands`] (for per-command counters).
 pub fn index(cmd: &Command) -> usize {
-    let at = (cmd as *const Command as usize).wrapping_sub(COMMANDS.as_ptr() as usize) / std::mem::size_of::<Command>();
-    assert!(at < COMMANDS.len() && std::ptr::eq(&COMMANDS[at], cmd), "a command of the table");
-    at
+    static AT: OnceLock<HashMap<usize, usize>> = OnceLock::new();
+    let at =
+        AT.get_or_init(|| commands().iter().enumerate().map(|(i, c)| (*c as *const Command as usize, i)).collect());
+    *at.get(&(cmd as *const Command as usize)).expect("a command of the table")
 }
 
 /// The command named `name` (any case).
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
-    COMMANDS.iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
+    commands().iter().copied().find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// The data commands that only read (every other data command may write): what a
@@ -244,8 +308,12 @@ impl Command {
     /// Whether the command may change data (Redis's `write` flag): a data command that is
     /// not one of the reads.
     pub fn writes(&self) -> bool {
-        matches!(self.group, Group::Strings | Group::Hashes | Group::Keys | Group::Expiry)
-            && !READS.contains(&self.name)
+        self.data() && !self.read_only && !READS.contains(&self.name)
+    }
+
+    /// Whether this is a data command (strings, a type's, keys, expiry).
+    pub fn data(&self) -> bool {
+        matches!(self.group, Group::Strings | Group::Hashes | Group::Lists | Group::Sets | Group::Keys | Group::Expiry)
     }
 
     /// Whether `n` arguments (the name included) fit the arity.
@@ -260,6 +328,10 @@ impl Command {
     /// The keys among `args` (the name included).
     pub fn keys<'a>(&self, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
         let k = self.keys;
+        if k.numkeys > 0 {
+            let n = args.get(k.numkeys).and_then(|n| crate::data::int(n)).unwrap_or(0).max(0) as usize;
+            return args.iter().skip(k.numkeys + 1).take(n).map(Vec::as_slice).collect();
+        }
         if k.first == 0 || args.len() <= k.first {
             return Vec::new();
         }
@@ -297,7 +369,7 @@ pub fn check(args: &[Vec<u8>]) -> Result<&'static Command, String> {
 pub fn help() -> String {
     let mut t = String::new();
     for g in Group::ALL {
-        let names: Vec<&str> = COMMANDS.iter().filter(|c| c.group == g).map(|c| c.name).collect();
+        let names: Vec<&str> = commands().iter().filter(|c| c.group == g).map(|c| c.name).collect();
         t.push_str(&format!("  {:<13} {}\n", format!("{}:", g.name()), names.join(" ")));
     }
     t
@@ -322,8 +394,13 @@ mod tests {
         assert!(!lookup(b"ping").unwrap().writes(), "not a data command");
         assert!(READS.iter().all(|r| lookup(r.as_bytes()).is_some()), "every read is a command");
         // Every name once.
-        for (i, c) in COMMANDS.iter().enumerate() {
-            assert!(COMMANDS[..i].iter().all(|d| d.name != c.name), "{} twice", c.name);
+        let all = commands();
+        for (i, c) in all.iter().enumerate() {
+            assert!(all[..i].iter().all(|d| d.name != c.name), "{} twice", c.name);
+            assert_eq!(index(c), i);
         }
+        // A type's commands are in the table, with their handlers.
+        let lpush = lookup(b"lpush").unwrap();
+        assert!(lpush.run.is_some() && lpush.writes() && !lookup(b"lrange").unwrap().writes());
     }
 }

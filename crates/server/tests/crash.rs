@@ -11,7 +11,7 @@
 
 use pmkv::{EngineFactory, Options, Registry, Store};
 use pmkv_conformance::crash::evictions_at;
-use pmkv_server::keyspace::{Keyspace, Kind, Ttl, Tx};
+use pmkv_server::keyspace::{Keyspace, Kind, Meta, Ttl, Tx};
 use pmkv_substrate::{Eviction, Pool};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -44,8 +44,10 @@ fn state(s: &Store, slotted: bool) -> Result<BTreeMap<Vec<u8>, String>, String> 
         let kind = tx.kind(k).map_err(|r| format!("{r:?}"))?;
         let ttl = tx.expire_time(k).map_err(|r| format!("{r:?}"))?;
         let desc = match kind {
-            Some(Kind::String) => format!("string {:?} ttl {ttl:?}", tx.get(k).map_err(|r| format!("{r:?}"))?),
-            Some(Kind::Hash) => {
+            Some(k2) if k2 == Kind::STRING => {
+                format!("string {:?} ttl {ttl:?}", tx.get(k).map_err(|r| format!("{r:?}"))?)
+            }
+            Some(k2) if k2 == Kind::HASH => {
                 let mut fields = Vec::new();
                 tx.hscan(k, None, |f, v| {
                     fields.push((f.to_vec(), v.to_vec()));
@@ -57,6 +59,16 @@ fn state(s: &Store, slotted: bool) -> Result<BTreeMap<Vec<u8>, String>, String> 
                     return Err(format!("hash {k:?} counts {n} fields and has {}", fields.len()));
                 }
                 format!("hash {fields:?} ttl {ttl:?}")
+            }
+            // Any other type: its records as they are, the meta record's count checked.
+            Some(kind) => {
+                let recs = tx.records_of(k).map_err(|r| format!("{r:?}"))?;
+                let meta = recs.iter().find_map(|(_, v)| Meta::decode(v).filter(|m| m.kind == kind));
+                let elems = recs.len() as u64 - 1;
+                if meta.map(|m| m.count) != Some(elems) {
+                    return Err(format!("{} {k:?} counts {meta:?} and has {elems} elements", kind.name()));
+                }
+                format!("{} {recs:?}", kind.name())
             }
             None => return Err(format!("{k:?} listed but absent")),
         };
@@ -78,6 +90,81 @@ fn before(tx: &mut Tx) {
         tx.set(&[b's', i], &[i; 20], Ttl::Clear).unwrap();
     }
     tx.hset(b"replaced", b"f", b"v").unwrap();
+    script_done(tx, LISTS_BEFORE);
+}
+
+/// Run script `src` (no keys, no arguments) in `tx`: it must answer "done".
+fn script_done(tx: &mut Tx, src: &str) {
+    assert_eq!(pmkv_server::script::run_in(tx, src, &[], &[]), pmkv_server::resp::Reply::bulk("done"));
+}
+
+/// The lists the list commands below work on.
+const LISTS_BEFORE: &str = r#"
+for i = 1, 12 do redis.call('RPUSH', 'q', 'e' .. i) end
+for i = 1, 6 do redis.call('LPUSH', 'stack', 's' .. i) end
+redis.call('RPUSH', 'dup', 'x', 'y', 'x', 'z', 'x')
+redis.call('RPUSH', 'short', 'only')
+redis.call('SADD', 'set1', 'a', 'b', 'c', 'd')
+redis.call('SADD', 'set2', 'c', 'd', 'e')
+redis.call('SADD', 'lone', 'x')
+return 'done'
+"#;
+
+/// Every list write command, in one script: pushes and pops at both ends (one element
+/// record each), a move between lists and within one, an insert (which moves the
+/// shorter side), LREM (which rewrites the rest), LSET, LTRIM, LMPOP, and a list that
+/// empties (its meta record goes).
+const LISTS: &str = r#"
+redis.call('LPUSH', 'q', 'head1', 'head2')
+redis.call('RPUSH', 'q', 'tail1')
+assert(redis.call('LPOP', 'q') == 'head2')
+assert(redis.call('RPOP', 'q', 2)[1] == 'tail1')
+assert(redis.call('LMOVE', 'q', 'stack', 'LEFT', 'RIGHT') == 'head1')
+assert(redis.call('RPOPLPUSH', 'stack', 'stack') == 'head1')
+assert(redis.call('LINSERT', 'q', 'BEFORE', 'e3', 'mid') == 12)
+assert(redis.call('LINSERT', 'q', 'AFTER', 'e10', 'late') == 13)
+assert(redis.call('LREM', 'dup', 0, 'x') == 3)
+redis.call('LSET', 'stack', -1, 'changed')
+redis.call('LTRIM', 'q', 1, -2)
+assert(redis.call('LMPOP', 2, 'none', 'short', 'LEFT', 'COUNT', 5)[1] == 'short')
+redis.call('RPUSHX', 'dup', 'w')
+redis.call('LPUSHX', 'absent', 'w')
+return 'done'
+"#;
+
+fn lists(tx: &mut Tx) {
+    script_done(tx, LISTS);
+}
+
+/// Every set write command, in one script: adds, removes, a move, a pop that empties a
+/// set, and the STORE forms replacing a set and a list.
+const SETS: &str = r#"
+assert(redis.call('SADD', 'set1', 'e', 'f', 'a') == 2)
+assert(redis.call('SREM', 'set1', 'b', 'zz') == 1)
+assert(redis.call('SMOVE', 'set1', 'set2', 'f') == 1)
+assert(redis.call('SPOP', 'lone') == 'x')
+assert(redis.call('SINTERSTORE', 'both', 'set1', 'set2') == 3)
+assert(redis.call('SUNIONSTORE', 'set2', 'set1', 'set2') == 5)
+assert(redis.call('SDIFFSTORE', 'q', 'set2', 'set1') == 1)
+assert(redis.call('SDIFFSTORE', 'short', 'set1', 'set2') == 0)
+assert(#redis.call('SPOP', 'set1', 2) == 2)
+return 'done'
+"#;
+
+fn sets(tx: &mut Tx) {
+    script_done(tx, SETS);
+}
+
+#[test]
+fn set_writes_are_all_or_nothing_at_every_crash_point() {
+    all_or_nothing("hart", false, sets);
+    all_or_nothing("nbtree", false, sets);
+}
+
+#[test]
+fn list_writes_are_all_or_nothing_at_every_crash_point() {
+    all_or_nothing("hart", false, lists);
+    all_or_nothing("nbtree", false, lists);
 }
 
 /// One EXEC's worth of writes.
@@ -187,8 +274,7 @@ return 'done'
 "#;
 
 fn moves(tx: &mut Tx) {
-    let r = pmkv_server::script::run_in(tx, MOVES, &[], &[]);
-    assert_eq!(r, pmkv_server::resp::Reply::bulk("done"));
+    script_done(tx, MOVES);
 }
 
 #[test]

@@ -5,9 +5,24 @@
 
 mod common;
 
-use common::{start, Client, RealRedis};
+use common::{start, Client, RealRedis, Running};
 use pmkv_server::Config;
 use pmkv_testutil::XorShift;
+
+/// `pmkv serve` on `engine` and a control `redis-server`, a client on each.
+struct Pair {
+    s: Running,
+    _redis: RealRedis,
+    p: Client,
+    r: Client,
+}
+
+fn pair(engine: &str) -> Pair {
+    let s = start(engine, 16, Config { threads: 2, ..Config::default() });
+    let redis = RealRedis::start();
+    let (p, r) = (Client::new(s.port), Client::new(redis.port));
+    Pair { s, _redis: redis, p, r }
+}
 
 /// Send `args` to both; the replies must agree. Returns pmkv's.
 fn both(p: &mut Client, r: &mut Client, args: &[&[u8]]) -> String {
@@ -26,9 +41,7 @@ fn run(p: &mut Client, r: &mut Client, script: &[&[&str]]) {
 
 #[test]
 fn string_bits_ranges_and_lcs_answer_as_redis() {
-    let s = start("hart", 16, Config { threads: 2, ..Config::default() });
-    let redis = RealRedis::start();
-    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    let Pair { s: _s, _redis, mut p, mut r } = pair("hart");
     run(
         &mut p,
         &mut r,
@@ -147,9 +160,7 @@ fn string_bits_ranges_and_lcs_answer_as_redis() {
 
 #[test]
 fn rename_copy_touch_and_error_texts_answer_as_redis() {
-    let s = start("nbtree", 16, Config { threads: 2, ..Config::default() });
-    let redis = RealRedis::start();
-    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    let Pair { s, _redis, mut p, mut r } = pair("nbtree");
     run(
         &mut p,
         &mut r,
@@ -265,9 +276,7 @@ fn rename_copy_touch_and_error_texts_answer_as_redis() {
 
 #[test]
 fn flushes_inside_and_around_transactions_answer_as_redis() {
-    let s = start("hart", 16, Config { threads: 2, ..Config::default() });
-    let redis = RealRedis::start();
-    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    let Pair { s: _s, _redis, mut p, mut r } = pair("hart");
     run(
         &mut p,
         &mut r,
@@ -322,9 +331,7 @@ fn flushes_inside_and_around_transactions_answer_as_redis() {
 /// accepted and reported.
 #[test]
 fn functions_and_encoding_parameters_answer_as_redis() {
-    let s = start("hart", 16, Config { threads: 2, ..Config::default() });
-    let redis = RealRedis::start();
-    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    let Pair { s: _s, _redis, mut p, mut r } = pair("hart");
     let lib = "#!lua name=mylib\n\
         redis.register_function('setget', function(keys, args) redis.call('SET', keys[1], args[1]) return redis.call('GET', keys[1]) end)\n\
         redis.register_function{function_name='ro', callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}}\n\
@@ -370,6 +377,7 @@ fn functions_and_encoding_parameters_answer_as_redis() {
             &["FUNCTION", "LIST"],
             &["FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME", "on*"],
             &["FCALL", "f", "0"],
+            &["CONFIG", "SET", "save", ""],
             &["CONFIG", "SET", "hash-max-ziplist-entries", "16"],
             &["CONFIG", "GET", "hash-max-ziplist-entries"],
             &["CONFIG", "GET", "hash-max-listpack-entries"],
@@ -456,4 +464,422 @@ fn info_sections_and_command_stats() {
     c.cmd(&["GET", "s"]);
     let get1 = stat(&mut c, "get");
     assert_ne!(get0, get1, "the fast path counts GETs");
+}
+
+/// The list commands, their errors and wrong-type checks, then random rounds of every
+/// list command over a few keys (pushes and pops at both ends, inserts, removals, trims,
+/// moves between and within lists, and reads by position): every reply equal to Redis's.
+#[test]
+fn lists_answer_as_redis() {
+    let Pair { s: _s, _redis, mut p, mut r } = pair("hart");
+    run(
+        &mut p,
+        &mut r,
+        &[
+            &["RPUSH", "l", "a", "b", "c"],
+            &["LPUSH", "l", "z", "y"],
+            &["LRANGE", "l", "0", "-1"],
+            &["LRANGE", "l", "-100", "100"],
+            &["LRANGE", "l", "3", "1"],
+            &["LRANGE", "l", "a", "1"],
+            &["LLEN", "l"],
+            &["LLEN", "nolist"],
+            &["LINDEX", "l", "-1"],
+            &["LINDEX", "l", "5"],
+            &["LINDEX", "l", "x"],
+            &["LPOP", "l"],
+            &["RPOP", "l", "2"],
+            &["LPOP", "l", "0"],
+            &["LPOP", "nolist", "0"],
+            &["LPOP", "nolist"],
+            &["RPOP", "nolist", "3"],
+            &["LPOP", "l", "-1"],
+            &["LPOP", "l", "1", "2"],
+            &["LPUSHX", "nolist", "a"],
+            &["RPUSHX", "l", "x", "y"],
+            &["EXISTS", "nolist"],
+            &["LSET", "l", "0", "first"],
+            &["LSET", "l", "10", "x"],
+            &["LSET", "nolist", "0", "x"],
+            &["LINSERT", "l", "BEFORE", "x", "bx"],
+            &["LINSERT", "l", "AFTER", "y", "ay"],
+            &["LINSERT", "l", "AFTER", "none", "v"],
+            &["LINSERT", "l", "MIDDLE", "x", "v"],
+            &["LINSERT", "nolist", "BEFORE", "x", "v"],
+            &["LRANGE", "l", "0", "-1"],
+            &["RPUSH", "d", "x", "a", "x", "b", "x", "c", "x"],
+            &["LREM", "d", "2", "x"],
+            &["LREM", "d", "-1", "x"],
+            &["LREM", "d", "0", "nope"],
+            &["LRANGE", "d", "0", "-1"],
+            &["LPOS", "d", "x"],
+            &["LPOS", "d", "x", "RANK", "-1"],
+            &["LPOS", "d", "x", "COUNT", "0"],
+            &["LPOS", "d", "x", "RANK", "0"],
+            &["LPOS", "d", "x", "COUNT", "-1"],
+            &["LPOS", "d", "x", "MAXLEN", "-1"],
+            &["LPOS", "d", "x", "MAXLEN", "1"],
+            &["LPOS", "d", "x", "NOPE", "1"],
+            &["LPOS", "d", "x", "RANK"],
+            &["LPOS", "nolist", "x"],
+            &["LPOS", "nolist", "x", "COUNT", "1"],
+            &["LTRIM", "l", "1", "-2"],
+            &["LRANGE", "l", "0", "-1"],
+            &["LTRIM", "l", "5", "1"],
+            &["EXISTS", "l"],
+            &["RPUSH", "src", "1", "2", "3"],
+            &["LMOVE", "src", "dst", "LEFT", "RIGHT"],
+            &["LMOVE", "src", "src", "RIGHT", "LEFT"],
+            &["LMOVE", "src", "dst", "UP", "LEFT"],
+            &["RPOPLPUSH", "src", "dst"],
+            &["RPOPLPUSH", "nolist", "dst"],
+            &["LRANGE", "src", "0", "-1"],
+            &["LRANGE", "dst", "0", "-1"],
+            &["LMPOP", "2", "nolist", "dst", "RIGHT", "COUNT", "5"],
+            &["LMPOP", "1", "nolist", "LEFT"],
+            &["LMPOP", "0", "dst", "LEFT"],
+            &["LMPOP", "1", "src", "UP"],
+            &["LMPOP", "1", "src", "LEFT", "COUNT", "0"],
+            &["LMPOP", "1", "src", "LEFT", "COUNT"],
+            &["LMPOP", "5", "src", "LEFT"],
+            &["SET", "str", "v"],
+            &["LPUSH", "str", "x"],
+            &["LRANGE", "str", "0", "1"],
+            &["LPOP", "str", "0"],
+            &["LMOVE", "src", "str", "LEFT", "LEFT"],
+            &["LRANGE", "src", "0", "-1"],
+            &["HSET", "h", "f", "v"],
+            &["LLEN", "h"],
+            &["GET", "src"],
+            &["HGET", "src", "f"],
+            &["TYPE", "src"],
+            &["RPUSH", "t", "a"],
+            &["EXPIRE", "t", "100"],
+            &["TTL", "t"],
+            &["RENAME", "t", "t2"],
+            &["TTL", "t2"],
+            &["LRANGE", "t2", "0", "-1"],
+            &["COPY", "t2", "t3"],
+            &["RPUSH", "t3", "b"],
+            &["LRANGE", "t2", "0", "-1"],
+            &["LRANGE", "t3", "0", "-1"],
+            &["SET", "t2", "now a string"],
+            &["TYPE", "t2"],
+            &["DEL", "t3"],
+            &["EXISTS", "t3"],
+            &["MULTI"],
+            &["RPUSH", "m", "1"],
+            &["LPOP", "str"],
+            &["RPUSH", "m", "2"],
+            &["EXEC"],
+            &["LRANGE", "m", "0", "-1"],
+            &["EVAL", "redis.call('RPUSH', KEYS[1], 'a', 'b'); return redis.call('LPOP', KEYS[1], 5)", "1", "e"],
+            &["EXISTS", "e"],
+        ],
+    );
+    // SCAN TYPE and DBSIZE see lists.
+    let (mine, theirs) = (scan_type(&mut p, "list"), scan_type(&mut r, "list"));
+    assert!(mine.contains(&"src".to_string()) && !mine.contains(&"str".to_string()), "{mine:?}");
+    assert_eq!(mine, theirs);
+    both(&mut p, &mut r, &[b"DBSIZE"]);
+    let mut rng = XorShift::new(0x115e);
+    let n = |rng: &mut XorShift, span: u64| (rng.below(2 * span + 1) as i64 - span as i64).to_string();
+    for round in 0..3000 {
+        let k = format!("r{}", rng.below(3));
+        let k2 = format!("r{}", rng.below(3));
+        let v = format!("v{}", rng.below(6));
+        let (kb, vb) = (k.as_bytes(), v.as_bytes());
+        let side = |rng: &mut XorShift| ["LEFT", "RIGHT"][rng.below(2) as usize];
+        let (a, b) = (n(&mut rng, 8), n(&mut rng, 8));
+        let cmd: Vec<&[u8]> = match rng.below(16) {
+            0 | 1 => vec![b"LPUSH", kb, vb, b"w"],
+            2 | 3 => vec![b"RPUSH", kb, vb],
+            4 => vec![b"LPOP", kb],
+            5 => vec![b"RPOP", kb, a.as_bytes()],
+            6 => vec![b"LINDEX", kb, a.as_bytes()],
+            7 => vec![b"LRANGE", kb, a.as_bytes(), b.as_bytes()],
+            8 => vec![b"LINSERT", kb, [&b"BEFORE"[..], b"AFTER"][rng.below(2) as usize], vb, b"ins"],
+            9 => vec![b"LREM", kb, a.as_bytes(), vb],
+            10 => vec![b"LTRIM", kb, a.as_bytes(), b.as_bytes()],
+            11 => vec![b"LSET", kb, a.as_bytes(), b"set"],
+            12 => vec![b"LMOVE", kb, k2.as_bytes(), side(&mut rng).as_bytes(), side(&mut rng).as_bytes()],
+            13 => vec![b"LPOS", kb, vb, b"RANK", if a == "0" { b"1" } else { a.as_bytes() }, b"COUNT", b"0"],
+            14 => vec![b"LMPOP", b"2", kb, k2.as_bytes(), side(&mut rng).as_bytes(), b"COUNT", b"2"],
+            _ => vec![b"RPUSHX", kb, vb],
+        };
+        both(&mut p, &mut r, &cmd);
+        if round % 50 == 0 {
+            for k in ["r0", "r1", "r2"] {
+                both(&mut p, &mut r, &[b"LRANGE", k.as_bytes(), b"0", b"-1"]);
+            }
+        }
+    }
+}
+
+/// Blocking pops, the same scenario against both servers, every reply compared: waiters
+/// served first blocked first, on the push that makes the list non-empty (the pusher's
+/// next command sees the elements taken); BLMOVE feeding a client blocked on its
+/// destination; BLMPOP; timeouts; a push inside EXEC served after it; the non-blocking
+/// form inside MULTI; scripts refusing them; a client that disconnects while blocked
+/// takes nothing; argument errors and wrong types.
+#[test]
+fn blocking_pops_answer_as_redis() {
+    fn scenario(port: u16) -> Vec<String> {
+        let settle = || std::thread::sleep(std::time::Duration::from_millis(150));
+        let (mut a, mut b, mut c) = (Client::new(port), Client::new(port), Client::new(port));
+        let mut out = Vec::new();
+        a.send(&[b"BLPOP", b"l", b"other", b"0"]);
+        settle();
+        b.send(&[b"BRPOP", b"l", b"0"]);
+        settle();
+        out.push(c.cmd(&["RPUSH", "l", "x", "y", "z"]));
+        out.push(c.cmd(&["LRANGE", "l", "0", "-1"]));
+        out.push(a.reply());
+        out.push(b.reply());
+        a.send(&[b"BLMOVE", b"src", b"dst", b"LEFT", b"RIGHT", b"0"]);
+        settle();
+        b.send(&[b"BLPOP", b"dst", b"0"]);
+        settle();
+        out.push(c.cmd(&["RPUSH", "src", "v"]));
+        out.push(c.cmd(&["EXISTS", "src", "dst"]));
+        out.push(a.reply());
+        out.push(b.reply());
+        a.send(&[b"BLMPOP", b"0", b"2", b"m1", b"m2", b"RIGHT", b"COUNT", b"2"]);
+        settle();
+        out.push(c.cmd(&["RPUSH", "m2", "1", "2", "3"]));
+        out.push(a.reply());
+        out.push(c.cmd(&["LRANGE", "m2", "0", "-1"]));
+        a.send(&[b"BLPOP", b"ml", b"0"]);
+        settle();
+        for cmd in [&["MULTI"][..], &["RPUSH", "ml", "p"], &["RPUSH", "ml", "q"], &["LLEN", "ml"], &["EXEC"]] {
+            out.push(c.cmd(cmd));
+        }
+        out.push(a.reply());
+        out.push(c.cmd(&["LRANGE", "ml", "0", "-1"]));
+        // Served in blocking order even when the later one waits on more keys.
+        a.send(&[b"BRPOPLPUSH", b"f", b"g", b"0"]);
+        settle();
+        b.send(&[b"BLPOP", b"h", b"f", b"0"]);
+        settle();
+        out.push(c.cmd(&["LPUSH", "f", "1", "2"]));
+        out.push(a.reply());
+        out.push(b.reply());
+        out.push(c.cmd(&["LRANGE", "g", "0", "-1"]));
+        {
+            let mut d = Client::new(port);
+            d.send(&[b"BLPOP", b"gone", b"0"]);
+            settle();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        // A move whose destination is of another type: the waiter gets WRONGTYPE when a
+        // push arrives, and the element stays.
+        out.push(c.cmd(&["SET", "notalist", "v"]));
+        a.send(&[b"BRPOPLPUSH", b"wsrc", b"notalist", b"0"]);
+        settle();
+        out.push(c.cmd(&["RPUSH", "wsrc", "a", "b"]));
+        out.push(a.reply());
+        out.push(c.cmd(&["LRANGE", "wsrc", "0", "-1"]));
+        out.push(c.cmd(&["RPUSH", "gone", "kept"]));
+        out.push(c.cmd(&["LRANGE", "gone", "0", "-1"]));
+        for cmd in [
+            &["BLPOP", "none", "0.1"][..],
+            &["BRPOP", "none", "none2", "0.05"],
+            &["BLMOVE", "none", "x", "LEFT", "LEFT", "0.1"],
+            &["BRPOPLPUSH", "none", "x", "0.1"],
+            &["BLMPOP", "0.1", "1", "none", "LEFT"],
+            &["BLPOP", "none", "-1"],
+            &["BLPOP", "none", "abc"],
+            &["BLMOVE", "none", "x", "UP", "LEFT", "0"],
+            &["BLMPOP", "0", "0", "none", "LEFT"],
+            &["BLMPOP", "0", "1", "none", "LEFT", "COUNT", "0"],
+            &["SET", "s", "v"],
+            &["BLPOP", "s", "0"],
+            &["BLPOP", "none", "s", "0"],
+            &["RPUSH", "full", "e"],
+            &["BLMOVE", "full", "s", "LEFT", "LEFT", "0"],
+            &["MULTI"],
+            &["BLPOP", "none", "0"],
+            &["BLMOVE", "none", "x", "LEFT", "LEFT", "0"],
+            &["BLPOP", "full", "0"],
+            &["EXEC"],
+            &["EVAL", "return redis.pcall('blpop','x',0)", "0"],
+            &["EVAL", "return redis.pcall('blmove','a','b','LEFT','LEFT',0)", "0"],
+        ] {
+            out.push(c.cmd(cmd));
+        }
+        out
+    }
+    let Pair { s, _redis, .. } = pair("hart");
+    let redis_port = _redis.port;
+    let (mine, theirs) = (scenario(s.port), scenario(redis_port));
+    for (i, (m, t)) in mine.iter().zip(&theirs).enumerate() {
+        assert_eq!(m, t, "reply {i} differs");
+    }
+    assert_eq!(mine.len(), theirs.len());
+}
+
+/// The keys of type `t` by one SCAN, sorted (a server's SCAN order is its own).
+fn scan_type(c: &mut Client, t: &str) -> Vec<String> {
+    let all = c.cmd(&["SCAN", "0", "TYPE", t, "COUNT", "1000"]);
+    let mut v: Vec<String> =
+        all.trim_start_matches("[0,[").trim_end_matches("]]").split(',').map(String::from).collect();
+    v.sort();
+    v
+}
+
+/// Send `args` to both; the replies, an array's elements sorted (a set's order is the
+/// server's own), must agree.
+fn both_sorted(p: &mut Client, r: &mut Client, args: &[&[u8]]) -> String {
+    let (a, b) = (p.try_cmd(args).expect("pmkv reply"), r.try_cmd(args).expect("redis reply"));
+    let sorted = |s: &str| -> String {
+        match s.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
+            Some(inner) => {
+                let mut v: Vec<&str> = inner.split(',').collect();
+                v.sort_unstable();
+                format!("[{}]", v.join(","))
+            }
+            None => s.to_string(),
+        }
+    };
+    let shown: Vec<String> = args.iter().map(|x| String::from_utf8_lossy(x).into_owned()).collect();
+    assert_eq!(sorted(&a), sorted(&b), "pmkv and redis-server differ on {shown:?}");
+    a
+}
+
+/// The set commands, their errors and wrong-type checks, the algebra and its STORE
+/// forms, then random rounds: every reply equal to Redis's (members compared as sets).
+/// SPOP/SRANDMEMBER are random: checked by what they must satisfy.
+#[test]
+fn sets_answer_as_redis() {
+    let Pair { s: _s, _redis, mut p, mut r } = pair("nbtree");
+    let script: &[&[&str]] = &[
+        &["SADD", "s", "a", "b", "c", "a"],
+        &["SADD", "s", "d"],
+        &["SCARD", "s"],
+        &["SCARD", "none"],
+        &["SISMEMBER", "s", "a"],
+        &["SISMEMBER", "s", "zz"],
+        &["SISMEMBER", "none", "a"],
+        &["SMISMEMBER", "s", "a", "zz", "d"],
+        &["SMISMEMBER", "none", "a"],
+        &["SMEMBERS", "s"],
+        &["SMEMBERS", "none"],
+        &["SREM", "s", "a", "zz"],
+        &["SREM", "none", "a"],
+        &["SADD", "t", "c", "d", "e"],
+        &["SINTER", "s", "t"],
+        &["SUNION", "s", "t", "none"],
+        &["SDIFF", "s", "t"],
+        &["SDIFF", "t", "s", "none"],
+        &["SINTER", "s", "none"],
+        &["SINTERSTORE", "i", "s", "t"],
+        &["SMEMBERS", "i"],
+        &["SUNIONSTORE", "u", "s", "t"],
+        &["SDIFFSTORE", "d", "s", "t"],
+        &["SMEMBERS", "d"],
+        &["SINTERSTORE", "i", "s", "none"],
+        &["EXISTS", "i"],
+        &["SINTERSTORE", "s", "s", "t"],
+        &["SMEMBERS", "s"],
+        &["SINTERCARD", "2", "u", "t"],
+        &["SINTERCARD", "2", "u", "t", "LIMIT", "1"],
+        &["SINTERCARD", "0", "u"],
+        &["SINTERCARD", "3", "u", "t"],
+        &["SINTERCARD", "1", "u", "LIMIT", "-1"],
+        &["SINTERCARD", "1", "u", "LIMIT", "x"],
+        &["SINTERCARD", "1", "u", "NOPE", "1"],
+        &["SMOVE", "u", "t", "b"],
+        &["SMOVE", "u", "t", "zz"],
+        &["SMOVE", "u", "u", "c"],
+        &["SMOVE", "none", "t", "a"],
+        &["SMEMBERS", "t"],
+        &["SET", "str", "v"],
+        &["SADD", "str", "a"],
+        &["SMEMBERS", "str"],
+        &["SINTER", "t", "str"],
+        &["SINTER", "none", "str"],
+        &["SMOVE", "t", "str", "c"],
+        &["SMOVE", "none", "str", "c"],
+        &["SMOVE", "str", "t", "c"],
+        &["SUNIONSTORE", "str", "t"],
+        &["TYPE", "str"],
+        &["SPOP", "none"],
+        &["SPOP", "none", "3"],
+        &["SPOP", "t", "-1"],
+        &["SPOP", "t", "0"],
+        &["SPOP", "t", "1", "2"],
+        &["SRANDMEMBER", "none"],
+        &["SRANDMEMBER", "none", "-3"],
+        &["SRANDMEMBER", "t", "x"],
+        &["SRANDMEMBER", "t", "-9223372036854775808"],
+        &["SRANDMEMBER", "t", "0"],
+        &["SADD", "one", "only"],
+        &["SPOP", "one"],
+        &["EXISTS", "one"],
+        &["SADD", "one", "only"],
+        &["SRANDMEMBER", "one"],
+        &["SRANDMEMBER", "one", "-3"],
+        &["SRANDMEMBER", "one", "5"],
+        &["SPOP", "one", "5"],
+        &["EXISTS", "one"],
+        &["SADD", "x", "1"],
+        &["EXPIRE", "x", "100"],
+        &["RENAME", "x", "y"],
+        &["TTL", "y"],
+        &["COPY", "y", "z"],
+        &["SMEMBERS", "z"],
+        &["LPUSH", "y", "a"],
+        &["MULTI"],
+        &["SADD", "m", "1"],
+        &["SADD", "str", "1"],
+        &["SADD", "m", "2"],
+        &["EXEC"],
+        &["SMEMBERS", "m"],
+        &["EVAL", "redis.call('SADD', KEYS[1], 'a', 'b'); return redis.call('SCARD', KEYS[1])", "1", "e"],
+        &["SSCAN", "m", "0"],
+        &["SSCAN", "none", "0"],
+    ];
+    for cmd in script {
+        let a: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
+        both_sorted(&mut p, &mut r, &a);
+    }
+    // SCAN TYPE set: the same keys (in each server's own order).
+    let (mine, theirs) = (scan_type(&mut p, "set"), scan_type(&mut r, "set"));
+    assert!(mine.contains(&"m".to_string()) && mine.len() > 5, "{mine:?}");
+    assert_eq!(mine, theirs);
+    both(&mut p, &mut r, &[b"DBSIZE"]);
+    // SPOP/SRANDMEMBER: members of the set, distinct for a positive count; SPOP removes.
+    p.cmd(&["SADD", "rnd", "a", "b", "c", "d", "e"]);
+    let picked = p.cmd(&["SRANDMEMBER", "rnd", "3"]);
+    let v: Vec<&str> = picked.trim_matches(|c| c == '[' || c == ']').split(',').collect();
+    assert_eq!(v.len(), 3);
+    assert!(v.iter().all(|m| ["a", "b", "c", "d", "e"].contains(m)) && v[0] != v[1] && v[1] != v[2] && v[0] != v[2]);
+    // A single pick reaches every member (a small set: uniform).
+    let seen: std::collections::BTreeSet<String> = (0..200).map(|_| p.cmd(&["SRANDMEMBER", "rnd"])).collect();
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    let popped = p.cmd(&["SPOP", "rnd"]);
+    assert_eq!(p.cmd(&["SISMEMBER", "rnd", &popped]), ":0");
+    assert_eq!(p.cmd(&["SCARD", "rnd"]), ":4");
+    assert_eq!(p.cmd(&["SPOP", "rnd", "10"]).split(',').count(), 4);
+    assert_eq!(p.cmd(&["EXISTS", "rnd"]), ":0");
+    let mut rng = XorShift::new(0x5e75);
+    for _ in 0..3000 {
+        let k = format!("r{}", rng.below(3));
+        let k2 = format!("r{}", rng.below(3));
+        let m = format!("m{}", rng.below(8));
+        let (kb, mb, k2b) = (k.as_bytes(), m.as_bytes(), k2.as_bytes());
+        let cmd: Vec<&[u8]> = match rng.below(12) {
+            0..=2 => vec![b"SADD", kb, mb, b"m0"],
+            3 | 4 => vec![b"SREM", kb, mb],
+            5 => vec![b"SISMEMBER", kb, mb],
+            6 => vec![b"SMOVE", kb, k2b, mb],
+            7 => vec![b"SINTERSTORE", b"r2", kb, k2b],
+            8 => vec![b"SUNION", kb, k2b],
+            9 => vec![b"SDIFFSTORE", kb, k2b, b"r1"],
+            10 => vec![b"SINTERCARD", b"2", kb, k2b],
+            _ => vec![b"SCARD", kb],
+        };
+        both_sorted(&mut p, &mut r, &cmd);
+        both_sorted(&mut p, &mut r, &[b"SMEMBERS", kb]);
+    }
 }

@@ -470,6 +470,7 @@ fn run(
             Err(_) => Reply::err("ERR Wrong number of args calling Redis command from script"),
             Ok(cmd)
                 if cmd.no_multi
+                    || cmd.attempt.is_some()
                     || matches!(
                         cmd.group,
                         table::Group::Scripting | table::Group::Transactions | table::Group::Cluster
@@ -503,7 +504,7 @@ fn run(
                     let mut cur = cursors_cell.borrow_mut();
                     let mut cx = Ctx { budget, resp3: resp3.get(), cursors: &mut cur };
                     let mark = tx.savepoint();
-                    match crate::data::run(&mut tx, &mut cx, cmd.name, &v[1..]) {
+                    match crate::data::run(&mut tx, &mut cx, cmd, &v[1..]) {
                         Ok(r) => r,
                         Err(r) => {
                             tx.rollback(mark);

@@ -1,0 +1,250 @@
+//! Blocking list pops (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP), as Redis serves them.
+//!
+//! A client whose lists are all empty is registered as a *waiter* in a FIFO queue per key
+//! it waits on, and its connection waits (off the async workers: the connection loop runs
+//! these commands with `block_in_place`). Every commit that touches a key while anyone
+//! waits marks the key *ready* ([`crate::keyspace::Keyspace`] calls [`Blocked::signal`]);
+//! the command that made the commit then serves the ready keys before its own reply is
+//! sent ([`serve`]): for each, the waiters in the order they blocked, each by running its
+//! command's non-blocking form in a transaction of its own (one atomic batch, like any
+//! command), until the list is empty again. So a push is taken by the longest waiting
+//! client, and the pusher's next command already sees the element gone, as in Redis.
+//!
+//! Registration happens under the stripe locks of the waiter's keys, right after it found
+//! them empty: a push to one of them commits either before (and the waiter's try sees it)
+//! or after (and sees the waiter). A waiter leaves its queues itself at its timeout or
+//! when its client disconnects, under the same lock the server takes to serve it, so an
+//! element is never popped for a client that is gone. Inside MULTI/EXEC the commands run
+//! their non-blocking form (nil when empty); scripts refuse them, as Redis does.
+//! Waiters are connection state: not stored, gone at a restart.
+
+use crate::commands::Conn;
+use crate::keyspace::{Tx, TxResult};
+use crate::resp::Reply;
+use crate::table::Command;
+use crate::Shared;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The waiters, and the keys written since anyone waited.
+#[derive(Default)]
+pub struct Blocked {
+    /// Registered waiters (read without a lock on every commit).
+    waiting: AtomicUsize,
+    st: Mutex<State>,
+    /// Keys committed to while someone waited (a leaf lock: taken inside commits).
+    ready: Mutex<Vec<Vec<u8>>>,
+}
+
+#[derive(Default)]
+struct State {
+    next: u64,
+    /// Key → the waiters on it, first blocked first.
+    queues: HashMap<Vec<u8>, VecDeque<u64>>,
+    waiters: HashMap<u64, Waiter>,
+}
+
+struct Waiter {
+    cmd: &'static Command,
+    /// The command's arguments after its name.
+    args: Vec<Vec<u8>>,
+    /// The keys it pops from: its queues.
+    keys: Vec<Vec<u8>>,
+    /// Every key of the command (a move's destination too): the stripes it is served under.
+    locks: Vec<Vec<u8>>,
+    reply: mpsc::Sender<Reply>,
+}
+
+impl Blocked {
+    /// Note that `keys` were committed to (a cheap load when nobody waits).
+    pub fn signal(&self, keys: &mut dyn Iterator<Item = &[u8]>) {
+        if self.waiting.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        self.ready.lock().unwrap_or_else(|e| e.into_inner()).extend(keys.map(<[u8]>::to_vec));
+    }
+
+    /// Clients blocked now (INFO's `blocked_clients`).
+    pub fn clients(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Take waiter `id` out of every queue; whether it was still there.
+    fn leave(&self, st: &mut State, id: u64) -> bool {
+        let Some(w) = st.waiters.remove(&id) else { return false };
+        for k in &w.keys {
+            if let Some(q) = st.queues.get_mut(k) {
+                q.retain(|&x| x != id);
+                if q.is_empty() {
+                    st.queues.remove(k);
+                }
+            }
+        }
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        true
+    }
+}
+
+/// A blocking command's timeout argument, as Redis reads it (seconds, a float; 0:
+/// forever); `None` for forever.
+pub(crate) fn timeout(b: &[u8]) -> TxResult<Option<Duration>> {
+    let bad = || Reply::err("ERR timeout is not a float or out of range");
+    let s = std::str::from_utf8(b).map_err(|_| bad())?;
+    let t: f64 = s.parse().map_err(|_| bad())?;
+    if !t.is_finite() || s.trim() != s {
+        return Err(bad());
+    }
+    if t < 0.0 {
+        return Err(Reply::err("ERR timeout is negative"));
+    }
+    Ok((t > 0.0).then(|| Duration::from_secs_f64(t.min(1e12))))
+}
+
+/// Run blocking command `cmd` (`args` with its name) for connection `c` outside MULTI:
+/// at once when one of its lists has an element, else wait for one (or the timeout).
+/// `attempt` is the command's non-blocking form: `None` when it would block.
+pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Vec<u8>]) -> Reply {
+    let a = &args[1..];
+    let Some(attempt) = cmd.attempt else { return Reply::err("ERR not a blocking command") };
+    let wait = {
+        let _gate = match sh.gate_read() {
+            Ok(g) => g,
+            Err(r) => return r,
+        };
+        let keys = cmd.keys(args);
+        let _locks = sh.lock(&keys);
+        let mut tx = Tx::new(&sh.store, &sh.ks);
+        let limit = match attempt(&mut tx, cmd.name, a) {
+            Err(r) => return r,
+            Ok(Some(r)) => {
+                return match tx.commit() {
+                    Ok(()) => r,
+                    Err(e) => crate::keyspace::store_reply(e),
+                }
+            }
+            Ok(None) => crate::types::list::timeout_of(cmd.name, a).unwrap_or(None),
+        };
+        // Nothing to take: wait, registered before the stripe locks are released.
+        let (send, recv) = mpsc::channel();
+        let b = &sh.ks.blocked;
+        let mut st = b.state();
+        let id = st.next;
+        st.next += 1;
+        let locks: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+        // A move waits on its source only.
+        let keys: Vec<Vec<u8>> =
+            if cmd.keys.numkeys == 0 && cmd.keys.last > 0 { locks[..1].to_vec() } else { locks.clone() };
+        for k in &keys {
+            let q = st.queues.entry(k.clone()).or_default();
+            if !q.contains(&id) {
+                q.push_back(id);
+            }
+        }
+        st.waiters.insert(id, Waiter { cmd, args: a.to_vec(), keys, locks, reply: send });
+        b.waiting.fetch_add(1, Ordering::AcqRel);
+        (id, recv, limit.map(|d| Instant::now() + d))
+    };
+    let (id, recv, deadline) = wait;
+    let b = &sh.ks.blocked;
+    loop {
+        let slice = Duration::from_millis(100);
+        let step = deadline.map_or(slice, |d| d.saturating_duration_since(Instant::now()).min(slice));
+        match recv.recv_timeout(step) {
+            Ok(r) => return r,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let over = deadline.is_some_and(|d| Instant::now() >= d);
+                if !over && !c.peer_closed() {
+                    continue;
+                }
+                let mut st = b.state();
+                if b.leave(&mut st, id) {
+                    return if cmd.name.contains("MOVE") || cmd.name == "BRPOPLPUSH" {
+                        Reply::Nil
+                    } else {
+                        Reply::NilArray
+                    };
+                }
+                // Being served right now: the reply is on its way.
+                drop(st);
+                return recv.recv().unwrap_or(Reply::Nil);
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Reply::Nil,
+        }
+    }
+}
+
+/// Serve the waiters of the keys committed to since the last call (see the module
+/// doc). Called by the command dispatcher after each command, outside its locks.
+pub(crate) fn serve(sh: &Shared) {
+    let b = &sh.ks.blocked;
+    loop {
+        if b.waiting.load(Ordering::Acquire) == 0 {
+            b.ready.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            return;
+        }
+        let ready = std::mem::take(&mut *b.ready.lock().unwrap_or_else(|e| e.into_inner()));
+        if ready.is_empty() {
+            return;
+        }
+        let mut seen = std::collections::HashSet::new();
+        for k in ready {
+            if seen.insert(k.clone()) {
+                serve_key(sh, &k);
+            }
+        }
+    }
+}
+
+/// Serve the waiters on `k`, first blocked first, while its list has elements.
+fn serve_key(sh: &Shared, k: &[u8]) {
+    let b = &sh.ks.blocked;
+    loop {
+        // The first waiter's keys, to lock (stripes before the waiters' lock, always).
+        let (id, keys) = {
+            let st = b.state();
+            let Some(&id) = st.queues.get(k).and_then(|q| q.front()) else { return };
+            (id, st.waiters[&id].locks.clone())
+        };
+        let Ok(_gate) = sh.gate_read() else { return };
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let _locks = sh.lock(&refs);
+        let mut st = b.state();
+        if st.queues.get(k).and_then(|q| q.front()) != Some(&id) {
+            continue; // it left (timeout, disconnect) meanwhile: the next one
+        }
+        let w = &st.waiters[&id];
+        let Some(attempt) = w.cmd.attempt else { return };
+        let mut tx = Tx::new(&sh.store, &sh.ks);
+        let reply = match attempt(&mut tx, w.cmd.name, &w.args) {
+            // The list is empty again: the rest keep waiting.
+            Ok(None) => return,
+            Ok(Some(r)) => match tx.commit() {
+                Ok(()) => r,
+                Err(e) => crate::keyspace::store_reply(e),
+            },
+            Err(r) => {
+                // `k` is no longer a list: its waiters keep waiting, as in Redis. Else the
+                // error is the waiter's (a move to a key of another type): it gets it,
+                // nothing is taken, and the next waiter is served.
+                drop(tx);
+                let mut probe = Tx::new(&sh.store, &sh.ks);
+                if probe.kind(k).ok().flatten() != Some(crate::types::Kind::LIST) {
+                    return;
+                }
+                r
+            }
+        };
+        let send = w.reply.clone();
+        b.leave(&mut st, id);
+        drop(st);
+        // The waiter is gone from the queues; it takes the reply (a send to a client
+        // that left after this point fails, as a reply to a closed socket would).
+        let _ = send.send(reply);
+    }
+}

@@ -1,0 +1,195 @@
+//! The data-type extension point: what the keyspace ([`crate::keyspace`]) needs to know
+//! about a Redis type, in one place per type.
+//!
+//! The keyspace handles every type the same way from what its [`DataType`] says:
+//!
+//! * **records** — a string is the record under its own key; any other type (a
+//!   *collection*) is its meta record plus *element records* `P tag len(k) k suffix`
+//!   ([`elem_prefix`]), one contiguous key range per key, so that deleting, renaming,
+//!   copying, dumping or migrating a key is one walk over one range, whatever the type;
+//! * **meta** — the 24-byte meta record (type code, expiry time, element count) and, for
+//!   a type that needs one, an 8-byte word after it ([`DataType::aux`]): a list's head
+//!   sequence number;
+//! * **recovery** — [`DataType::sound`] says which meta records the type writes, so a
+//!   damaged one is refused at start instead of served;
+//! * **names** — TYPE and SCAN TYPE say [`DataType::name`]; `pmkv dump` names an element
+//!   record with [`describe_record`];
+//! * **commands** — each type module lists its commands next to their handlers
+//!   ([`crate::table::Command::run`]), and the table takes them from [`TYPES`].
+//!
+//! Adding a type is one module here, one entry in [`TYPES`], and its section in
+//! docs/format/server.md. The design and what each operation costs:
+//! docs/design/server-types.md.
+
+use crate::keyspace::{Meta, PREFIX};
+use crate::table::Command;
+
+pub(crate) mod hash;
+pub(crate) mod list;
+pub(crate) mod set;
+pub(crate) mod string;
+
+/// One Redis data type as the keyspace sees it.
+pub trait DataType: Sync {
+    /// What TYPE answers and SCAN TYPE matches.
+    fn name(&self) -> &'static str;
+    /// Byte 1 of the meta record (docs/format/server.md); never reused.
+    fn code(&self) -> u8;
+    /// The tag byte of the element records (`None`: a string, stored under its own key).
+    fn tag(&self) -> Option<u8>;
+    /// Whether the meta record carries the 8-byte type word after its 24 bytes.
+    fn aux(&self) -> bool {
+        false
+    }
+    /// Whether `m` is a meta record this type writes (checked at start: recovery). By
+    /// default: a collection exists while it has an element.
+    fn sound(&self, m: &Meta) -> bool {
+        m.count > 0
+    }
+    /// What one element is called (a hash's "field", a set's "member").
+    fn element(&self) -> &'static str {
+        "element"
+    }
+    /// A readable name of an element record's suffix (the part after the user key), for
+    /// `pmkv dump`.
+    fn describe(&self, suffix: &[u8]) -> String {
+        format!("{} {}", self.element(), escape(suffix))
+    }
+    /// The type's commands, each with its handler.
+    fn commands(&self) -> &'static [Command] {
+        &[]
+    }
+}
+
+/// A key's type: a handle on its [`DataType`] (two kinds are equal when their codes are).
+#[derive(Clone, Copy)]
+pub struct Kind(pub &'static dyn DataType);
+
+impl Kind {
+    pub const STRING: Kind = Kind(&string::StringType);
+    pub const HASH: Kind = Kind(&hash::HashType);
+    pub const LIST: Kind = Kind(&list::ListType);
+    pub const SET: Kind = Kind(&set::SetType);
+
+    pub fn name(self) -> &'static str {
+        self.0.name()
+    }
+
+    pub fn code(self) -> u8 {
+        self.0.code()
+    }
+
+    pub fn tag(self) -> Option<u8> {
+        self.0.tag()
+    }
+
+    /// Whether a key of this type is a collection (no record under its own name).
+    pub fn collection(self) -> bool {
+        self.0.tag().is_some()
+    }
+
+    /// The type whose meta code is `code`.
+    pub fn from_code(code: u8) -> Option<Kind> {
+        TYPES.iter().copied().find(|k| k.code() == code)
+    }
+
+    /// The type whose element records carry `tag`.
+    pub fn from_tag(tag: u8) -> Option<Kind> {
+        TYPES.iter().copied().find(|k| k.tag() == Some(tag))
+    }
+}
+
+impl PartialEq for Kind {
+    fn eq(&self, o: &Kind) -> bool {
+        self.code() == o.code()
+    }
+}
+
+impl Eq for Kind {}
+
+impl std::fmt::Debug for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Bytes as text: printable ASCII as it is, anything else (and `\\`) as `\xNN`.
+pub fn escape(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len());
+    for &c in b {
+        if (0x20..0x7f).contains(&c) && c != b'\\' {
+            s.push(c as char);
+        } else {
+            s.push_str(&format!("\\x{c:02x}"));
+        }
+    }
+    s
+}
+
+/// Every type the server knows.
+pub const TYPES: &[Kind] = &[Kind::STRING, Kind::HASH, Kind::LIST, Kind::SET];
+
+/// The common prefix of collection `k`'s element records (type tag `tag`):
+/// `P tag len(k) k`, `len(k)` 4 bytes big-endian, so that one key's elements are one
+/// range and no key's elements run into another's.
+pub fn elem_prefix(tag: u8, k: &[u8]) -> Vec<u8> {
+    [PREFIX, &[tag], &(k.len() as u32).to_be_bytes(), k].concat()
+}
+
+/// Bytes an element record's key adds to the user key and the suffix.
+pub const ELEM_OVERHEAD: usize = PREFIX.len() + 1 + 4;
+
+/// For an element record key `rk`: its type, user key and suffix.
+pub fn split_elem(rk: &[u8]) -> Option<(Kind, &[u8], &[u8])> {
+    let rest = rk.strip_prefix(PREFIX)?;
+    let (&tag, r) = rest.split_first()?;
+    let kind = Kind::from_tag(tag)?;
+    let n = u32::from_be_bytes(r.get(..4)?.try_into().ok()?) as usize;
+    let user = r.get(4..4 + n)?;
+    Some((kind, user, &r[4 + n..]))
+}
+
+/// What record key `rk` is, in words, when it is one of the server's own (`None`: a
+/// string's value under its own key, or a key the server does not know): for
+/// `pmkv dump`, so a server pool's internal records are never shown as user keys.
+pub fn describe_record(rk: &[u8]) -> Option<String> {
+    let rest = rk.strip_prefix(PREFIX)?;
+    if let Some(k) = rest.strip_prefix(b"m") {
+        return Some(format!("pmkv serve meta record of key {}", escape(k)));
+    }
+    if rest == b"C" {
+        return Some("pmkv serve cluster state".into());
+    }
+    let (kind, user, suffix) = split_elem(rk)?;
+    Some(format!("pmkv serve {} {} of key {}", kind.name(), kind.0.describe(suffix), escape(user)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_tags_are_unique() {
+        for (i, a) in TYPES.iter().enumerate() {
+            for b in &TYPES[..i] {
+                assert!(a.code() != b.code(), "{} and {} share a code", a.name(), b.name());
+                assert!(a.tag().is_none() || a.tag() != b.tag(), "{} and {} share a tag", a.name(), b.name());
+            }
+            assert_eq!(Kind::from_code(a.code()), Some(*a));
+        }
+    }
+
+    #[test]
+    fn element_records_name_their_key() {
+        let rk = [elem_prefix(b'h', b"user:1").as_slice(), b"name"].concat();
+        let (kind, user, suffix) = split_elem(&rk).unwrap();
+        assert_eq!((kind, user, suffix), (Kind::HASH, &b"user:1"[..], &b"name"[..]));
+        assert_eq!(describe_record(&rk).unwrap(), "pmkv serve hash field name of key user:1");
+        assert!(describe_record(b"plain").is_none());
+        assert!(describe_record(&crate::keyspace::meta_key(b"q")).unwrap().contains("meta record of key q"));
+        // "a" + field "bc" and "ab" + field "c" must not share a record key.
+        let x = [elem_prefix(b'h', b"a").as_slice(), b"bc"].concat();
+        let y = [elem_prefix(b'h', b"ab").as_slice(), b"c"].concat();
+        assert_ne!(x, y);
+    }
+}
