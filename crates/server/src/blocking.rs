@@ -23,9 +23,9 @@ use crate::keyspace::{Tx, TxResult};
 use crate::resp::Reply;
 use crate::table::Command;
 use crate::Shared;
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The waiters, and the keys written since anyone waited.
@@ -36,11 +36,18 @@ pub struct Blocked {
     st: Mutex<State>,
     /// Keys committed to while someone waited (a leaf lock: taken inside commits).
     ready: Mutex<Vec<Vec<u8>>>,
+    /// The next arrival number (see [`Blocked::arrive`]); a waiter's id is its number.
+    seq: AtomicU64,
+    /// Blocking commands read from their socket but not yet registered or answered:
+    /// serving waits for the earlier ones (a leaf lock), so that waiters queue in
+    /// arrival order, not in the order their threads got to run.
+    pending: Mutex<BTreeSet<u64>>,
+    /// Signalled when a pending command leaves `pending`.
+    departed: Condvar,
 }
 
 #[derive(Default)]
 struct State {
-    next: u64,
     /// Key → the waiters on it, first blocked first.
     queues: HashMap<Vec<u8>, VecDeque<u64>>,
     waiters: HashMap<u64, Waiter>,
@@ -71,6 +78,45 @@ impl Blocked {
         self.waiting.load(Ordering::Acquire)
     }
 
+    /// Number blocking command `args` (its name first) as it arrives, in the connection
+    /// loop right after it is parsed and before anything that may let another thread run
+    /// ahead of it (`block_in_place`, the gate, stripe locks); `None` for any other
+    /// command. The number orders its waiter among the others, and until
+    /// [`Blocked::depart`] it holds back the serving of waiters that arrived after it.
+    pub fn arrive(&self, args: &[Vec<u8>]) -> Option<u64> {
+        let cmd = crate::table::lookup(args.first()?)?;
+        cmd.attempt?;
+        let id = self.seq.fetch_add(1, Ordering::AcqRel);
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+        Some(id)
+    }
+
+    /// Arrival `id` is registered as a waiter or answered (idempotent).
+    pub fn depart(&self, id: u64) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if p.remove(&id) {
+            self.departed.notify_all();
+        }
+    }
+
+    /// Wait (at most [`ARRIVAL_WAIT`]) while a blocking command that arrived before `id`
+    /// is still on its way to register; whether one was waited for and has departed.
+    fn await_earlier(&self, id: u64) -> bool {
+        let until = Instant::now() + ARRIVAL_WAIT;
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if !p.first().is_some_and(|&f| f < id) {
+            return false;
+        }
+        while p.first().is_some_and(|&f| f < id) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            p = self.departed.wait_timeout(p, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        true
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -88,6 +134,20 @@ impl Blocked {
         }
         self.waiting.fetch_sub(1, Ordering::AcqRel);
         true
+    }
+}
+
+/// The longest the serving of a waiter waits for an earlier-arrived blocking command to
+/// register (it is running, on its way to its stripe locks: microseconds, unless a
+/// script or EXEC holds the gate).
+const ARRIVAL_WAIT: Duration = Duration::from_secs(1);
+
+/// Calls [`Blocked::depart`] when dropped: on every way out of registering.
+struct Departs<'a>(&'a Blocked, u64);
+
+impl Drop for Departs<'_> {
+    fn drop(&mut self) {
+        self.0.depart(self.1);
     }
 }
 
@@ -112,7 +172,14 @@ pub(crate) fn timeout(b: &[u8]) -> TxResult<Option<Duration>> {
 pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Vec<u8>]) -> Reply {
     let a = &args[1..];
     let Some(attempt) = cmd.attempt else { return Reply::err("ERR not a blocking command") };
+    let b = &sh.ks.blocked;
+    let id = c.arrival.take().unwrap_or_else(|| b.seq.fetch_add(1, Ordering::AcqRel));
     let wait = {
+        // Declared first, dropped last: after the registration below.
+        let _departs = Departs(b, id);
+        // Blocking commands that arrived before this one take effect first (they may
+        // take the element this one would find), as under Redis's single thread.
+        while b.await_earlier(id) {}
         let _gate = match sh.gate_read() {
             Ok(g) => g,
             Err(r) => return r,
@@ -132,18 +199,18 @@ pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Ve
         };
         // Nothing to take: wait, registered before the stripe locks are released.
         let (send, recv) = mpsc::channel();
-        let b = &sh.ks.blocked;
         let mut st = b.state();
-        let id = st.next;
-        st.next += 1;
         let locks: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
         // A move waits on its source only.
         let keys: Vec<Vec<u8>> =
             if cmd.keys.numkeys == 0 && cmd.keys.last > 0 { locks[..1].to_vec() } else { locks.clone() };
+        // In arrival order: behind the waiters that arrived before it (ids are arrival
+        // numbers), ahead of any that arrived later but registered first.
         for k in &keys {
             let q = st.queues.entry(k.clone()).or_default();
             if !q.contains(&id) {
-                q.push_back(id);
+                let at = q.iter().position(|&x| x > id).unwrap_or(q.len());
+                q.insert(at, id);
             }
         }
         st.waiters.insert(id, Waiter { cmd, args: a.to_vec(), keys, locks, reply: send });
@@ -151,7 +218,6 @@ pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Ve
         (id, recv, limit.map(|d| Instant::now() + d))
     };
     let (id, recv, deadline) = wait;
-    let b = &sh.ks.blocked;
     loop {
         let slice = Duration::from_millis(100);
         let step = deadline.map_or(slice, |d| d.saturating_duration_since(Instant::now()).min(slice));
@@ -211,6 +277,11 @@ fn serve_key(sh: &Shared, k: &[u8]) {
             let Some(&id) = st.queues.get(k).and_then(|q| q.front()) else { return };
             (id, st.waiters[&id].locks.clone())
         };
+        // A blocking command that arrived before this waiter may still be on its way to
+        // its queue: it goes first, as under Redis's single thread.
+        if b.await_earlier(id) {
+            continue;
+        }
         let Ok(_gate) = sh.gate_read() else { return };
         let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let _locks = sh.lock(&refs);
@@ -229,12 +300,17 @@ fn serve_key(sh: &Shared, k: &[u8]) {
                 Err(e) => crate::keyspace::store_reply(e),
             },
             Err(r) => {
-                // `k` is no longer a list: its waiters keep waiting, as in Redis. Else the
-                // error is the waiter's (a move to a key of another type): it gets it,
-                // nothing is taken, and the next waiter is served.
+                // `k` is no longer of the type the waiter pops: its waiters keep waiting,
+                // as in Redis. Else the error is the waiter's (a move to a key of another
+                // type): it gets it, nothing is taken, and the next waiter is served.
                 drop(tx);
                 let mut probe = Tx::new(&sh.store, &sh.ks);
-                if probe.kind(k).ok().flatten() != Some(crate::types::Kind::LIST) {
+                let want = if w.cmd.group == crate::table::Group::SortedSets {
+                    crate::types::Kind::ZSET
+                } else {
+                    crate::types::Kind::LIST
+                };
+                if probe.kind(k).ok().flatten() != Some(want) {
                     return;
                 }
                 r

@@ -62,8 +62,11 @@ fn over_output_limit(sh: &Shared) -> (Reply, After) {
 /// commands with `tokio::task::block_in_place`, which hands the worker's other tasks to
 /// another thread first, so a KEYS over a large store does not stall PING elsewhere.
 pub fn may_take_long(args: &[Vec<u8>]) -> bool {
-    const LONG: [&[u8]; 20] = [
-        // Blocking list pops wait for a push or their timeout.
+    const LONG: [&[u8]; 23] = [
+        // Blocking pops wait for a push or their timeout.
+        b"BZPOPMIN",
+        b"BZPOPMAX",
+        b"BZMPOP",
         b"BLPOP",
         b"BRPOP",
         b"BLMOVE",

@@ -36,6 +36,8 @@ pub struct Conn {
     pub(crate) current: Option<&'static crate::table::Command>,
     /// The client's socket, for a blocked command to notice the client left.
     pub(crate) fd: Option<std::os::fd::RawFd>,
+    /// The arrival number of the blocking command being run ([`crate::blocking`]).
+    pub(crate) arrival: Option<u64>,
 }
 
 impl Conn {
@@ -56,6 +58,7 @@ impl Conn {
             multi_slot: None,
             current: None,
             fd: None,
+            arrival: None,
         }
     }
 

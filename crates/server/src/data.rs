@@ -17,7 +17,7 @@ pub(crate) fn int(b: &[u8]) -> Option<i64> {
     std::str::from_utf8(b).ok()?.parse().ok()
 }
 
-fn float(b: &[u8]) -> Option<f64> {
+pub(crate) fn float(b: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(b).ok()?;
     // Redis refuses leading/trailing space and NaN.
     if s.is_empty() || s.trim() != s {

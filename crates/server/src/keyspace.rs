@@ -567,14 +567,30 @@ impl<'a> Tx<'a> {
 
     /// Visit the records of engine-key `range` as this Tx sees them (the store's, with the
     /// Tx's writes laid over), in key order, until `f` returns false.
-    pub fn raw_scan(&self, range: &KeyRange, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
-        let over: Vec<(&Vec<u8>, &Option<Vec<u8>>)> =
+    pub fn raw_scan(&self, range: &KeyRange, f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+        self.raw_scan_dir(range, Direction::Forward, f)
+    }
+
+    /// [`raw_scan`](Self::raw_scan) in direction `dir` (a sorted set's highest scores first).
+    pub(crate) fn raw_scan_dir(
+        &self,
+        range: &KeyRange,
+        dir: Direction,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxResult<()> {
+        let mut over: Vec<(&Vec<u8>, &Option<Vec<u8>>)> =
             self.writes.range::<Vec<u8>, _>((range.start.as_ref(), range.end.as_ref())).collect();
+        let rev = dir == Direction::Reverse;
+        if rev {
+            over.reverse();
+        }
+        // Whether overlay key `o` comes before store key `k` in the walk's order.
+        let before = |o: &[u8], k: &[u8]| if rev { o > k } else { o < k };
         let mut i = 0;
         let mut go = true;
         self.s
-            .scan(range, Direction::Forward, |k, v| {
-                while i < over.len() && over[i].0.as_slice() < k {
+            .scan(range, dir, |k, v| {
+                while i < over.len() && before(over[i].0, k) {
                     if let Some(ov) = over[i].1 {
                         if !f(over[i].0, ov) {
                             go = false;

@@ -713,7 +713,14 @@ async fn serve_connection(
                     } else {
                         c.reply_budget = sh.output.hard.saturating_sub(out.len());
                         let (reply, after) = if commands::may_take_long(&args) {
-                            tokio::task::block_in_place(|| commands::run(sh, c, &args))
+                            // A blocking command is numbered here, before another thread
+                            // can run ahead of it: waiters queue in arrival order.
+                            c.arrival = sh.ks.blocked.arrive(&args);
+                            let r = tokio::task::block_in_place(|| commands::run(sh, c, &args));
+                            if let Some(id) = c.arrival.take() {
+                                sh.ks.blocked.depart(id);
+                            }
+                            r
                         } else {
                             commands::run(sh, c, &args)
                         };

@@ -67,6 +67,7 @@ pub enum Group {
     Hashes,
     Lists,
     Sets,
+    SortedSets,
     Expiry,
     Transactions,
     Scripting,
@@ -74,11 +75,12 @@ pub enum Group {
 }
 
 impl Group {
-    pub const ALL: [Group; 11] = [
+    pub const ALL: [Group; 12] = [
         Group::Strings,
         Group::Hashes,
         Group::Lists,
         Group::Sets,
+        Group::SortedSets,
         Group::Keys,
         Group::Expiry,
         Group::Transactions,
@@ -97,6 +99,7 @@ impl Group {
             Group::Hashes => "hashes",
             Group::Lists => "lists",
             Group::Sets => "sets",
+            Group::SortedSets => "sorted sets",
             Group::Expiry => "expiry",
             Group::Transactions => "transactions",
             Group::Scripting => "scripting",
@@ -313,7 +316,16 @@ impl Command {
 
     /// Whether this is a data command (strings, a type's, keys, expiry).
     pub fn data(&self) -> bool {
-        matches!(self.group, Group::Strings | Group::Hashes | Group::Lists | Group::Sets | Group::Keys | Group::Expiry)
+        matches!(
+            self.group,
+            Group::Strings
+                | Group::Hashes
+                | Group::Lists
+                | Group::Sets
+                | Group::SortedSets
+                | Group::Keys
+                | Group::Expiry
+        )
     }
 
     /// Whether `n` arguments (the name included) fit the arity.
@@ -330,7 +342,13 @@ impl Command {
         let k = self.keys;
         if k.numkeys > 0 {
             let n = args.get(k.numkeys).and_then(|n| crate::data::int(n)).unwrap_or(0).max(0) as usize;
-            return args.iter().skip(k.numkeys + 1).take(n).map(Vec::as_slice).collect();
+            // Keys before the count (a STORE form's destination): `first..=last`.
+            let before = if k.first > 0 && k.first < k.numkeys { k.first..=(k.last as usize) } else { 1..=0 };
+            return before
+                .filter_map(|i| args.get(i))
+                .chain(args.iter().skip(k.numkeys + 1).take(n))
+                .map(Vec::as_slice)
+                .collect();
         }
         if k.first == 0 || args.len() <= k.first {
             return Vec::new();

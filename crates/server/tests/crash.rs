@@ -68,6 +68,9 @@ fn state(s: &Store, slotted: bool) -> Result<BTreeMap<Vec<u8>, String>, String> 
                 if meta.map(|m| m.count) != Some(elems) {
                     return Err(format!("{} {k:?} counts {meta:?} and has {elems} elements", kind.name()));
                 }
+                if kind == Kind::ZSET {
+                    zset_sound(&recs, k)?;
+                }
                 format!("{} {recs:?}", kind.name())
             }
             None => return Err(format!("{k:?} listed but absent")),
@@ -79,6 +82,25 @@ fn state(s: &Store, slotted: bool) -> Result<BTreeMap<Vec<u8>, String>, String> 
         return Err(format!("DBSIZE would say {dbsize} for {} keys", keys.len()));
     }
     Ok(out)
+}
+
+/// A sorted set's member records and score-index records pair up one to one
+/// (docs/format/server.md): member `m` with score bytes `e` has the index record `e m`.
+fn zset_sound(recs: &[(Vec<u8>, Vec<u8>)], k: &[u8]) -> Result<(), String> {
+    let p = [pmkv_server::keyspace::PREFIX, b"z", &(k.len() as u32).to_be_bytes(), k].concat();
+    let (mut members, mut index) = (Vec::new(), Vec::new());
+    for (rk, v) in recs {
+        match rk.strip_prefix(p.as_slice()).and_then(|r| r.split_first()) {
+            Some((0, m)) => members.push([v.as_slice(), m].concat()),
+            Some((1, r)) => index.push(r.to_vec()),
+            _ => {}
+        }
+    }
+    members.sort();
+    if members != index {
+        return Err(format!("zset {k:?}: member records and score index disagree"));
+    }
+    Ok(())
 }
 
 fn before(tx: &mut Tx) {
@@ -107,6 +129,10 @@ redis.call('RPUSH', 'short', 'only')
 redis.call('SADD', 'set1', 'a', 'b', 'c', 'd')
 redis.call('SADD', 'set2', 'c', 'd', 'e')
 redis.call('SADD', 'lone', 'x')
+for i = 1, 10 do redis.call('ZADD', 'z1', i, 'm' .. i) end
+redis.call('ZADD', 'z2', 1, 'm1', 20, 'm2', 30, 'x')
+redis.call('ZADD', 'lex', 0, 'a', 0, 'b', 0, 'c', 0, 'd')
+redis.call('ZADD', 'zone', 5, 'only')
 return 'done'
 "#;
 
@@ -153,6 +179,40 @@ return 'done'
 
 fn sets(tx: &mut Tx) {
     script_done(tx, SETS);
+}
+
+/// Every sorted-set write command, in one script: ZADD with each flag (new members,
+/// score changes that move index records, INCR), ZINCRBY, removals by member, rank,
+/// score and lex range, pops from both ends and a ZMPOP that empties a set, and the
+/// STORE forms replacing a sorted set, a list and a plain set.
+const ZSETS: &str = r#"
+assert(redis.call('ZADD', 'z1', 0.5, 'new', 11, 'm1') == 1)
+assert(redis.call('ZADD', 'z1', 'CH', 'GT', 3, 'm2', 1, 'm3') == 1)
+assert(redis.call('ZADD', 'z1', 'XX', 'LT', -1, 'm4', 1, 'absent') == 0)
+assert(redis.call('ZADD', 'z1', 'NX', 'INCR', 2.5, 'fresh') == '2.5')
+assert(redis.call('ZINCRBY', 'z2', 5, 'm1') == '6')
+assert(redis.call('ZREM', 'z1', 'm5', 'nope') == 1)
+assert(redis.call('ZREMRANGEBYRANK', 'z1', 0, 1) == 2)
+assert(redis.call('ZREMRANGEBYSCORE', 'z1', '(8', 9) == 1)
+assert(redis.call('ZREMRANGEBYLEX', 'lex', '[b', '(d') == 2)
+assert(#redis.call('ZPOPMIN', 'z1', 2) == 4)
+assert(#redis.call('ZPOPMAX', 'z2') == 2)
+assert(redis.call('ZMPOP', 2, 'none', 'zone', 'MAX')[1] == 'zone')
+assert(redis.call('ZRANGESTORE', 'q', 'z1', 0, -1) == 6)
+assert(redis.call('ZUNIONSTORE', 'u', 2, 'z1', 'z2', 'WEIGHTS', 2, 3, 'AGGREGATE', 'MAX') == 7)
+assert(redis.call('ZINTERSTORE', 'set1', 2, 'z1', 'z2') == 1)
+assert(redis.call('ZDIFFSTORE', 'z2', 2, 'z2', 'z1') == 1)
+return 'done'
+"#;
+
+fn zsets(tx: &mut Tx) {
+    script_done(tx, ZSETS);
+}
+
+#[test]
+fn zset_writes_are_all_or_nothing_at_every_crash_point() {
+    all_or_nothing("hart", false, zsets);
+    all_or_nothing("nbtree", false, zsets);
 }
 
 #[test]

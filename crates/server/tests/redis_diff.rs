@@ -718,6 +718,41 @@ fn blocking_pops_answer_as_redis() {
     assert_eq!(mine.len(), theirs.len());
 }
 
+/// Blocking commands of different clients sent back to back, with no pause for them to
+/// block, then a push from a third: they take effect in the order they were sent, as
+/// under Redis's single thread (Redis's suite, "BRPOPLPUSH with multiple blocked
+/// clients", hung when the second registered first). Many rounds, since the order of
+/// threads that makes a round go wrong is a matter of chance.
+#[test]
+fn blocking_commands_sent_back_to_back_take_effect_in_order() {
+    fn scenario(port: u16, rounds: usize) -> Vec<String> {
+        let (mut a, mut b, mut c) = (Client::new(port), Client::new(port), Client::new(port));
+        let mut out = Vec::new();
+        out.push(c.cmd(&["SET", "target1", "nolist"]));
+        for _ in 0..rounds {
+            out.push(c.cmd(&["DEL", "blist", "target2", "q"]));
+            a.send(&[b"BRPOPLPUSH", b"blist", b"target1", b"0"]);
+            b.send(&[b"BRPOPLPUSH", b"blist", b"target2", b"0"]);
+            out.push(c.cmd(&["LPUSH", "blist", "foo"]));
+            out.push(a.reply());
+            out.push(b.reply());
+            out.push(c.cmd(&["LRANGE", "target2", "0", "-1"]));
+            a.send(&[b"BLPOP", b"q", b"0"]);
+            b.send(&[b"BLPOP", b"q", b"0"]);
+            out.push(c.cmd(&["RPUSH", "q", "first", "second"]));
+            out.push(a.reply());
+            out.push(b.reply());
+        }
+        out
+    }
+    let Pair { s, _redis, .. } = pair("hart");
+    let (mine, theirs) = (scenario(s.port, 200), scenario(_redis.port, 200));
+    for (i, (m, t)) in mine.iter().zip(&theirs).enumerate() {
+        assert_eq!(m, t, "reply {i} differs");
+    }
+    assert_eq!(mine.len(), theirs.len());
+}
+
 /// The keys of type `t` by one SCAN, sorted (a server's SCAN order is its own).
 fn scan_type(c: &mut Client, t: &str) -> Vec<String> {
     let all = c.cmd(&["SCAN", "0", "TYPE", t, "COUNT", "1000"]);

@@ -495,7 +495,7 @@ fn move_one(tx: &mut Tx, src: &[u8], dst: &[u8], from_left: bool, to_left: bool)
 /// The timeout argument of blocking command `cmd` (`a`: its arguments after the name).
 pub(crate) fn timeout_of(cmd: &str, a: &[Vec<u8>]) -> TxResult<Option<std::time::Duration>> {
     let at = match cmd {
-        "BLMPOP" => 0,
+        "BLMPOP" | "BZMPOP" => 0,
         "BLMOVE" => 4,
         "BRPOPLPUSH" => 2,
         _ => a.len() - 1,

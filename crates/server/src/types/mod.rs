@@ -28,6 +28,7 @@ pub(crate) mod hash;
 pub(crate) mod list;
 pub(crate) mod set;
 pub(crate) mod string;
+pub(crate) mod zset;
 
 /// One Redis data type as the keyspace sees it.
 pub trait DataType: Sync {
@@ -70,6 +71,7 @@ impl Kind {
     pub const HASH: Kind = Kind(&hash::HashType);
     pub const LIST: Kind = Kind(&list::ListType);
     pub const SET: Kind = Kind(&set::SetType);
+    pub const ZSET: Kind = Kind(&zset::ZSetType);
 
     pub fn name(self) -> &'static str {
         self.0.name()
@@ -127,7 +129,7 @@ pub fn escape(b: &[u8]) -> String {
 }
 
 /// Every type the server knows.
-pub const TYPES: &[Kind] = &[Kind::STRING, Kind::HASH, Kind::LIST, Kind::SET];
+pub const TYPES: &[Kind] = &[Kind::STRING, Kind::HASH, Kind::LIST, Kind::SET, Kind::ZSET];
 
 /// The common prefix of collection `k`'s element records (type tag `tag`):
 /// `P tag len(k) k`, `len(k)` 4 bytes big-endian, so that one key's elements are one
