@@ -905,20 +905,23 @@ fn input(tx: &mut Tx, k: &[u8]) -> TxResult<BTreeMap<Vec<u8>, f64>> {
     }
 }
 
+/// The algebra's key count (ZUNION … ZINTERCARD), with Redis's errors.
+fn numkeys(cmd: &str, b: &[u8]) -> TxResult<usize> {
+    match int(b).ok_or_else(not_int)? {
+        n if n < 1 => {
+            Err(Reply::err(format!("ERR at least 1 input key is needed for '{}' command", cmd.to_ascii_lowercase())))
+        }
+        n => Ok(n as usize),
+    }
+}
+
 /// ZUNION/ZINTER/ZDIFF numkeys key … [WEIGHTS w …] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]
 /// and the STORE forms (destination first, no WITHSCORES).
 fn algebra(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
     let op = cmd.trim_end_matches("STORE");
     let store = op.len() != cmd.len();
     let (dst, a) = if store { (Some(&a[0]), &a[1..]) } else { (None, a) };
-    let n = int(&a[0]).ok_or_else(not_int)?;
-    if n < 1 {
-        return Err(Reply::err(format!(
-            "ERR at least 1 input key is needed for '{}' command",
-            cmd.to_ascii_lowercase()
-        )));
-    }
-    let n = n as usize;
+    let n = numkeys(cmd, &a[0])?;
     let keys = a.get(1..1 + n).ok_or_else(syntax)?;
     let mut weights = vec![1.0; n];
     let (mut agg, mut scores) = (Aggregate::Sum, false);
@@ -1005,9 +1008,9 @@ fn algebra(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Repl
 }
 
 /// ZINTERCARD numkeys key [key …] [LIMIT limit]
-fn zintercard(tx: &mut Tx, _: &mut Ctx, _: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
-    let n = int(&a[0]).filter(|&n| n > 0).ok_or_else(|| Reply::err("ERR numkeys should be greater than 0"))? as usize;
-    let keys = a.get(1..1 + n).ok_or_else(|| Reply::err("ERR Number of keys can't be greater than number of args"))?;
+fn zintercard(tx: &mut Tx, _: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
+    let n = numkeys(cmd, &a[0])?;
+    let keys = a.get(1..1 + n).ok_or_else(syntax)?;
     let limit = match &a[1 + n..] {
         [] => 0,
         [o, v] if upper(o) == "LIMIT" => {
