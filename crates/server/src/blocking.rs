@@ -104,7 +104,7 @@ impl Blocked {
     fn await_earlier(&self, id: u64) -> bool {
         let until = Instant::now() + ARRIVAL_WAIT;
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if !p.first().is_some_and(|&f| f < id) {
+        if p.first().is_none_or(|&f| f >= id) {
             return false;
         }
         while p.first().is_some_and(|&f| f < id) {

@@ -343,7 +343,7 @@ impl Command {
         if k.numkeys > 0 {
             let n = args.get(k.numkeys).and_then(|n| crate::data::int(n)).unwrap_or(0).max(0) as usize;
             // Keys before the count (a STORE form's destination): `first..=last`.
-            let before = if k.first > 0 && k.first < k.numkeys { k.first..=(k.last as usize) } else { 1..=0 };
+            let before = if k.first > 0 && k.first < k.numkeys { k.first..k.last as usize + 1 } else { 0..0 };
             return before
                 .filter_map(|i| args.get(i))
                 .chain(args.iter().skip(k.numkeys + 1).take(n))

@@ -43,7 +43,7 @@ impl DataType for ZSetType {
     }
     /// Two records per member: a count that is not even is a damaged meta record.
     fn sound(&self, m: &Meta) -> bool {
-        m.count > 0 && m.count % 2 == 0
+        m.count > 0 && m.count.is_multiple_of(2)
     }
     fn element(&self) -> &'static str {
         "member"
@@ -441,13 +441,13 @@ fn zadd(tx: &mut Tx, _: &mut Ctx, _: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
         i += 1;
     }
     let pairs = &a[i..];
-    if pairs.is_empty() || pairs.len() % 2 != 0 {
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         return Err(syntax());
     }
     if nx && xx {
         return Err(Reply::err("ERR XX and NX options at the same time are not compatible"));
     }
-    if (gt && nx) || (lt && nx) || (gt && lt) {
+    if (nx && (gt || lt)) || (gt && lt) {
         return Err(Reply::err("ERR GT, LT, and/or NX options at the same time are not compatible"));
     }
     if incr && pairs.len() > 2 {
@@ -1113,7 +1113,7 @@ mod tests {
         ];
         for w in xs.windows(2) {
             assert!(enc(w[0]) < enc(w[1]), "{} !< {}", w[0], w[1]);
-            assert_eq!(enc_next(w[0]) <= enc(w[1]), true);
+            assert!(enc_next(w[0]) <= enc(w[1]));
         }
         for x in xs {
             assert_eq!(dec(&enc(x)), x);
