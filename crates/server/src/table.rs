@@ -110,7 +110,15 @@ impl Group {
 
 pub(crate) const NONE: Keys = Keys { first: 0, last: 0, step: 0, numkeys: 0 };
 pub(crate) const ONE: Keys = Keys { first: 1, last: 1, step: 1, numkeys: 0 };
-const ALL_ARGS: Keys = Keys { first: 1, last: -1, step: 1, numkeys: 0 };
+pub(crate) const ALL_ARGS: Keys = Keys { first: 1, last: -1, step: 1, numkeys: 0 };
+/// The first two arguments (a move's source and destination).
+pub(crate) const TWO: Keys = Keys { first: 1, last: 2, step: 1, numkeys: 0 };
+/// A count at argument 1, then that many keys (LMPOP, SINTERCARD, ZUNION …).
+pub(crate) const NUMKEYS: Keys = Keys { first: 2, last: 2, step: 1, numkeys: 1 };
+/// A count at argument 2 (after a timeout), then that many keys (BLMPOP, BZMPOP).
+pub(crate) const NUMKEYS_AT_2: Keys = Keys { first: 3, last: 3, step: 1, numkeys: 2 };
+/// Every argument but the last, a timeout (BLPOP, BZPOPMIN).
+pub(crate) const ALL_BUT_LAST: Keys = Keys { first: 1, last: -2, step: 1, numkeys: 0 };
 
 const fn c(name: &'static str, arity: i32, keys: Keys, group: Group) -> Command {
     Command { name, arity, keys, group, no_multi: false, read_only: false, run: None, attempt: None }

@@ -287,9 +287,12 @@ fn every_keyed_command_is_routed() {
             args = vec![cmd.name, "return 1", "1", "foo"];
         }
         if cmd.keys.numkeys > 0 {
-            // The key count at its position (BLMPOP's timeout before it), one key, a side.
+            // The key count at its position (BLMPOP's timeout before it, or a STORE
+            // form's destination, a key too), one key, a side.
             args = vec![cmd.name];
-            args.extend(std::iter::repeat_n("0", cmd.keys.numkeys - 1));
+            let k = cmd.keys;
+            let dst = |i: usize| k.first < k.numkeys && (k.first..=k.last as usize).contains(&i);
+            args.extend((1..k.numkeys).map(|i| if dst(i) { "foo" } else { "0" }));
             args.extend(["1", "foo", "LEFT"]);
         }
         // A key position past the fewest arguments (MEMORY's USAGE key) holds no key.

@@ -15,7 +15,7 @@ use super::{elem_prefix, DataType, Kind};
 use crate::data::{int, upper, Ctx};
 use crate::keyspace::{store_reply, Meta, Tx, TxResult};
 use crate::resp::Reply;
-use crate::table::{blocking, read, write, Command, Group::Lists, Keys, ONE};
+use crate::table::{blocking, read, write, Command, Group::Lists, ALL_BUT_LAST, NUMKEYS, NUMKEYS_AT_2, ONE, TWO};
 
 pub struct ListType;
 
@@ -51,14 +51,6 @@ impl DataType for ListType {
         COMMANDS
     }
 }
-
-const TWO: Keys = Keys { first: 1, last: 2, step: 1, numkeys: 0 };
-/// LMPOP's keys: a count at argument 1, then that many keys.
-const NUMKEYS: Keys = Keys { first: 2, last: 2, step: 1, numkeys: 1 };
-/// BLMPOP's: a count at argument 2 (after the timeout).
-const NUMKEYS_AT_2: Keys = Keys { first: 3, last: 3, step: 1, numkeys: 2 };
-/// BLPOP's: every argument but the last (the timeout).
-const ALL_BUT_LAST: Keys = Keys { first: 1, last: -2, step: 1, numkeys: 0 };
 
 /// The list commands, each next to its handler.
 pub(crate) const COMMANDS: &[Command] = &[
@@ -288,7 +280,7 @@ fn lindex(tx: &mut Tx, _: &mut Ctx, _: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
 
 /// Redis's range normalisation (LRANGE, LTRIM): `start..=stop` inside a list of `len`,
 /// or `None` when empty.
-fn clamp(start: i64, stop: i64, len: u64) -> Option<(u64, u64)> {
+pub(crate) fn clamp(start: i64, stop: i64, len: u64) -> Option<(u64, u64)> {
     let len = len as i128;
     let (mut s, mut e) = (start as i128, stop as i128);
     if s < 0 {

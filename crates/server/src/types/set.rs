@@ -10,7 +10,7 @@ use super::{elem_prefix, DataType, Kind};
 use crate::data::{cursor_start, int, random_u64, scan_opts, upper, Ctx, Page};
 use crate::keyspace::{Meta, Tx, TxResult};
 use crate::resp::Reply;
-use crate::table::{read, write, Command, Group::Sets, Keys, ONE};
+use crate::table::{read, write, Command, Group::Sets, ALL_ARGS, NUMKEYS, ONE, TWO};
 use std::collections::BTreeSet;
 
 pub struct SetType;
@@ -35,10 +35,6 @@ impl DataType for SetType {
         COMMANDS
     }
 }
-
-const ALL_ARGS: Keys = Keys { first: 1, last: -1, step: 1, numkeys: 0 };
-const TWO: Keys = Keys { first: 1, last: 2, step: 1, numkeys: 0 };
-const NUMKEYS: Keys = Keys { first: 2, last: 2, step: 1, numkeys: 1 };
 
 /// The set commands, each next to its handler.
 pub(crate) const COMMANDS: &[Command] = &[

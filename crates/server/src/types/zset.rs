@@ -17,7 +17,9 @@ use super::{elem_prefix, DataType, Kind};
 use crate::data::{cursor_start, float, int, random_u64, scan_opts, upper, Ctx, Page};
 use crate::keyspace::{Meta, Tx, TxResult};
 use crate::resp::Reply;
-use crate::table::{blocking, read, write, Command, Group::SortedSets, Keys, ONE};
+use crate::table::{
+    blocking, read, write, Command, Group::SortedSets, Keys, ALL_BUT_LAST, NUMKEYS, NUMKEYS_AT_2, ONE, TWO,
+};
 use pmkv::{Direction, KeyRange};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -62,10 +64,6 @@ impl DataType for ZSetType {
     }
 }
 
-const TWO: Keys = Keys { first: 1, last: 2, step: 1, numkeys: 0 };
-const NUMKEYS: Keys = Keys { first: 2, last: 2, step: 1, numkeys: 1 };
-const NUMKEYS_AT_2: Keys = Keys { first: 3, last: 3, step: 1, numkeys: 2 };
-const ALL_BUT_LAST: Keys = Keys { first: 1, last: -2, step: 1, numkeys: 0 };
 /// A STORE form: the destination, then keys counted by the argument after it. The
 /// destination is locked with the sources (`first` = 1 and the counted keys from 3).
 const DST_NUMKEYS: Keys = Keys { first: 1, last: 1, step: 1, numkeys: 2 };
@@ -390,23 +388,6 @@ fn by_rank(tx: &Tx, k: &[u8], n: u64, from: u64, to: u64) -> TxResult<Vec<(Vec<u
     Ok(out)
 }
 
-/// Redis's start/stop of a rank range over `n` members, clamped: `None` when empty.
-fn rank_window(start: i64, stop: i64, n: u64) -> Option<(u64, u64)> {
-    let n = n as i64;
-    let (mut a, mut b) = (start, stop);
-    if a < 0 {
-        a += n;
-    }
-    if b < 0 {
-        b += n;
-    }
-    a = a.max(0);
-    if a > b || a >= n {
-        return None;
-    }
-    Some((a as u64, b.min(n - 1) as u64))
-}
-
 /// Members and scores as a reply: flat `[m, s, m, s …]` with scores, or the members.
 fn listing(items: Vec<(Vec<u8>, f64)>, scores: bool) -> Reply {
     let mut out = Vec::with_capacity(items.len() * if scores { 2 } else { 1 });
@@ -665,7 +646,8 @@ fn select(
     match sel {
         Select::Rank(start, stop) => {
             let n = card(meta);
-            let Some((a, b)) = rank_window(*start, *stop, n) else { return Ok(Vec::new()) };
+            // Redis clamps a rank range as it clamps LRANGE's.
+            let Some((a, b)) = super::list::clamp(*start, *stop, n) else { return Ok(Vec::new()) };
             // ZREVRANGE's ranks count from the highest score.
             let (from, to) = if rev { (n - 1 - b, n - 1 - a) } else { (a, b) };
             let mut got = by_rank(tx, k, n, from, to)?;
@@ -757,6 +739,11 @@ fn zrange(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply
         Some(meta) => select(tx, src, &meta, &sel, rev, limit)?,
         None => Vec::new(),
     };
+    answer(tx, cx, dst, items, scores)
+}
+
+/// A range's or the algebra's result: stored in `dst` (its size the reply), or listed.
+fn answer(tx: &mut Tx, cx: &Ctx, dst: Option<&Vec<u8>>, items: Vec<(Vec<u8>, f64)>, scores: bool) -> TxResult<Reply> {
     if let Some(dst) = dst {
         let n = items.len() as i64;
         replace(tx, dst, items);
@@ -996,15 +983,7 @@ fn algebra(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Repl
     }
     let mut items: Vec<(Vec<u8>, f64)> = out.into_iter().collect();
     items.sort_by(|x, y| enc(x.1).cmp(&enc(y.1)).then_with(|| x.0.cmp(&y.0)));
-    if let Some(dst) = dst {
-        let len = items.len() as i64;
-        replace(tx, dst, items);
-        return Ok(Reply::Int(len));
-    }
-    if cost(&items) > cx.budget {
-        return Ok(crate::data::over());
-    }
-    Ok(listing(items, scores))
+    answer(tx, cx, dst, items, scores)
 }
 
 /// ZINTERCARD numkeys key [key …] [LIMIT limit]
@@ -1138,15 +1117,5 @@ mod tests {
         ] {
             assert_eq!(fmt_score(v), s, "{v}");
         }
-    }
-
-    #[test]
-    fn rank_windows_clamp_as_redis() {
-        assert_eq!(rank_window(0, -1, 3), Some((0, 2)));
-        assert_eq!(rank_window(-10, 1, 3), Some((0, 1)));
-        assert_eq!(rank_window(2, 1, 3), None);
-        assert_eq!(rank_window(3, 10, 3), None);
-        assert_eq!(rank_window(1, 100, 3), Some((1, 2)));
-        assert_eq!(rank_window(0, 0, 0), None);
     }
 }
