@@ -372,6 +372,9 @@ pub enum Reply {
     Array(Vec<Reply>),
     /// A map (RESP3), sent as a flat array in RESP2.
     Map(Vec<(Reply, Reply)>),
+    /// A double (RESP3 `,`), sent as a bulk string in RESP2; printed as Redis 7.0 prints
+    /// a sorted set's score.
+    Double(f64),
 }
 
 impl Reply {
@@ -401,6 +404,14 @@ impl Reply {
             Reply::Array(items) => {
                 write!(w, "*{}\r\n", items.len())?;
                 items.iter().try_for_each(|i| i.write(w, resp3))
+            }
+            Reply::Double(d) => {
+                let s = crate::types::zset::fmt_score(*d);
+                if resp3 {
+                    line(w, b',', &s)
+                } else {
+                    Reply::Bulk(s.into_bytes()).write(w, false)
+                }
             }
             Reply::Map(pairs) => {
                 if resp3 {

@@ -153,7 +153,7 @@ pub(crate) fn fmt_score(v: f64) -> String {
 }
 
 fn score_reply(s: f64) -> Reply {
-    Reply::Bulk(fmt_score(s).into_bytes())
+    Reply::Double(s)
 }
 
 fn member_key(k: &[u8], m: &[u8]) -> Vec<u8> {
@@ -388,13 +388,15 @@ fn by_rank(tx: &Tx, k: &[u8], n: u64, from: u64, to: u64) -> TxResult<Vec<(Vec<u
     Ok(out)
 }
 
-/// Members and scores as a reply: flat `[m, s, m, s …]` with scores, or the members.
-fn listing(items: Vec<(Vec<u8>, f64)>, scores: bool) -> Reply {
-    let mut out = Vec::with_capacity(items.len() * if scores { 2 } else { 1 });
+/// Members and scores as a reply: with scores, flat `[m, s, m, s …]` in RESP2 and
+/// `[[m, s], …]` in RESP3 (as Redis 7.0); else the members.
+fn listing(items: Vec<(Vec<u8>, f64)>, scores: bool, resp3: bool) -> Reply {
+    let mut out = Vec::with_capacity(items.len() * if scores && !resp3 { 2 } else { 1 });
     for (m, s) in items {
-        out.push(Reply::Bulk(m));
-        if scores {
-            out.push(score_reply(s));
+        match (scores, resp3) {
+            (false, _) => out.push(Reply::Bulk(m)),
+            (true, false) => out.extend([Reply::Bulk(m), score_reply(s)]),
+            (true, true) => out.push(Reply::Array(vec![Reply::Bulk(m), score_reply(s)])),
         }
     }
     Reply::Array(out)
@@ -752,7 +754,7 @@ fn answer(tx: &mut Tx, cx: &Ctx, dst: Option<&Vec<u8>>, items: Vec<(Vec<u8>, f64
     if cost(&items) > cx.budget {
         return Ok(crate::data::over());
     }
-    Ok(listing(items, scores))
+    Ok(listing(items, scores, cx.resp3))
 }
 
 /// Make `dst` the sorted set of `items` (whatever `dst` was; absent when empty).
@@ -782,15 +784,19 @@ fn pop(tx: &mut Tx, k: &[u8], meta: Meta, count: u64, max: bool) -> TxResult<Vec
 }
 
 /// ZPOPMIN/ZPOPMAX key [count]
-fn zpop(tx: &mut Tx, _: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
+fn zpop(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
     let count = match a.len() {
-        1 => 1,
+        // Without a count the reply is flat `[m, s]` in RESP3 too, as in Redis.
+        1 => {
+            let Some(meta) = open(tx, &a[0])? else { return Ok(Reply::Array(Vec::new())) };
+            return Ok(listing(pop(tx, &a[0], meta, 1, cmd.ends_with("MAX"))?, true, false));
+        }
         2 => int(&a[1]).filter(|&n| n >= 0).ok_or_else(|| Reply::err("ERR value is out of range, must be positive"))?
             as u64,
         _ => return Err(syntax()),
     };
     let Some(meta) = open(tx, &a[0])? else { return Ok(Reply::Array(Vec::new())) };
-    Ok(listing(pop(tx, &a[0], meta, count, cmd.ends_with("MAX"))?, true))
+    Ok(listing(pop(tx, &a[0], meta, count, cmd.ends_with("MAX"))?, true, cx.resp3))
 }
 
 /// ZMPOP's work (`a` from numkeys on; BZMPOP's too): the null array when all are empty.
@@ -1036,7 +1042,7 @@ fn zrandmember(tx: &mut Tx, cx: &mut Ctx, _: &str, a: &[Vec<u8>]) -> TxResult<Re
         }
         let everything = all(tx, k)?;
         let picks = (0..want).map(|_| everything[(random_u64() % everything.len() as u64) as usize].clone());
-        return Ok(listing(picks.collect(), scores));
+        return Ok(listing(picks.collect(), scores, cx.resp3));
     }
     let want = (count as u64).min(n) as usize;
     let mut everything = all(tx, k)?;
@@ -1045,7 +1051,7 @@ fn zrandmember(tx: &mut Tx, cx: &mut Ctx, _: &str, a: &[Vec<u8>]) -> TxResult<Re
         everything.swap(i, j);
     }
     everything.truncate(want);
-    Ok(listing(everything, scores))
+    Ok(listing(everything, scores, cx.resp3))
 }
 
 /// ZSCAN key cursor [MATCH pattern] [COUNT n]: member records in member order.
