@@ -3,7 +3,7 @@
 //! A client whose lists are all empty is registered as a *waiter* in a FIFO queue per key
 //! it waits on, and its connection waits (off the async workers: the connection loop runs
 //! these commands with `block_in_place`). Every commit that touches a key while anyone
-//! waits marks the key *ready* ([`crate::keyspace::Keyspace`] calls [`Blocked::signal`]);
+//! waits marks the key *ready* ([`crate::keyspace::Ready::signal`]);
 //! the command that made the commit then serves the ready keys before its own reply is
 //! sent ([`serve`]): for each, the waiters in the order they blocked, each by running its
 //! command's non-blocking form in a transaction of its own (one atomic batch, like any
@@ -18,24 +18,20 @@
 //! their non-blocking form (nil when empty); scripts refuse them, as Redis does.
 //! Waiters are connection state: not stored, gone at a restart.
 
-use crate::commands::Conn;
-use crate::keyspace::{Tx, TxResult};
+use crate::command::Command;
+use crate::conn::Conn;
+use crate::keyspace::{Ready, Tx};
 use crate::resp::Reply;
-use crate::table::Command;
 use crate::Shared;
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The waiters, and the keys written since anyone waited.
 #[derive(Default)]
 pub struct Blocked {
-    /// Registered waiters (read without a lock on every commit).
-    waiting: AtomicUsize,
     st: Mutex<State>,
-    /// Keys committed to while someone waited (a leaf lock: taken inside commits).
-    ready: Mutex<Vec<Vec<u8>>>,
     /// The next arrival number (see [`Blocked::arrive`]); a waiter's id is its number.
     seq: AtomicU64,
     /// Blocking commands read from their socket but not yet registered or answered:
@@ -65,19 +61,6 @@ struct Waiter {
 }
 
 impl Blocked {
-    /// Note that `keys` were committed to (a cheap load when nobody waits).
-    pub fn signal(&self, keys: &mut dyn Iterator<Item = &[u8]>) {
-        if self.waiting.load(Ordering::Acquire) == 0 {
-            return;
-        }
-        self.ready.lock().unwrap_or_else(|e| e.into_inner()).extend(keys.map(<[u8]>::to_vec));
-    }
-
-    /// Clients blocked now (INFO's `blocked_clients`).
-    pub fn clients(&self) -> usize {
-        self.waiting.load(Ordering::Acquire)
-    }
-
     /// Number blocking command `args` (its name first) as it arrives, in the connection
     /// loop right after it is parsed and before anything that may let another thread run
     /// ahead of it (`block_in_place`, the gate, stripe locks); `None` for any other
@@ -122,7 +105,7 @@ impl Blocked {
     }
 
     /// Take waiter `id` out of every queue; whether it was still there.
-    fn leave(&self, st: &mut State, id: u64) -> bool {
+    fn leave(&self, ready: &Ready, st: &mut State, id: u64) -> bool {
         let Some(w) = st.waiters.remove(&id) else { return false };
         for k in &w.keys {
             if let Some(q) = st.queues.get_mut(k) {
@@ -132,7 +115,7 @@ impl Blocked {
                 }
             }
         }
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        ready.waiting.fetch_sub(1, Ordering::AcqRel);
         true
     }
 }
@@ -151,28 +134,13 @@ impl Drop for Departs<'_> {
     }
 }
 
-/// A blocking command's timeout argument, as Redis reads it (seconds, a float; 0:
-/// forever); `None` for forever.
-pub(crate) fn timeout(b: &[u8]) -> TxResult<Option<Duration>> {
-    let bad = || Reply::err("ERR timeout is not a float or out of range");
-    let s = std::str::from_utf8(b).map_err(|_| bad())?;
-    let t: f64 = s.parse().map_err(|_| bad())?;
-    if !t.is_finite() || s.trim() != s {
-        return Err(bad());
-    }
-    if t < 0.0 {
-        return Err(Reply::err("ERR timeout is negative"));
-    }
-    Ok((t > 0.0).then(|| Duration::from_secs_f64(t.min(1e12))))
-}
-
 /// Run blocking command `cmd` (`args` with its name) for connection `c` outside MULTI:
 /// at once when one of its lists has an element, else wait for one (or the timeout).
 /// `attempt` is the command's non-blocking form: `None` when it would block.
 pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Vec<u8>]) -> Reply {
     let a = &args[1..];
     let Some(attempt) = cmd.attempt else { return Reply::err("ERR not a blocking command") };
-    let b = &sh.ks.blocked;
+    let (b, ready) = (&sh.blocked, &sh.ks.ready);
     let id = c.arrival.take().unwrap_or_else(|| b.seq.fetch_add(1, Ordering::AcqRel));
     let wait = {
         // Declared first, dropped last: after the registration below.
@@ -214,7 +182,7 @@ pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Ve
             }
         }
         st.waiters.insert(id, Waiter { cmd, args: a.to_vec(), keys, locks, reply: send });
-        b.waiting.fetch_add(1, Ordering::AcqRel);
+        ready.waiting.fetch_add(1, Ordering::AcqRel);
         (id, recv, limit.map(|d| Instant::now() + d))
     };
     let (id, recv, deadline) = wait;
@@ -229,7 +197,7 @@ pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Ve
                     continue;
                 }
                 let mut st = b.state();
-                if b.leave(&mut st, id) {
+                if b.leave(ready, &mut st, id) {
                     return if cmd.name.contains("MOVE") || cmd.name == "BRPOPLPUSH" {
                         Reply::Nil
                     } else {
@@ -248,13 +216,13 @@ pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Ve
 /// Serve the waiters of the keys committed to since the last call (see the module
 /// doc). Called by the command dispatcher after each command, outside its locks.
 pub(crate) fn serve(sh: &Shared) {
-    let b = &sh.ks.blocked;
+    let r = &sh.ks.ready;
     loop {
-        if b.waiting.load(Ordering::Acquire) == 0 {
-            b.ready.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        if r.waiting.load(Ordering::Acquire) == 0 {
+            r.keys.lock().unwrap_or_else(|e| e.into_inner()).clear();
             return;
         }
-        let ready = std::mem::take(&mut *b.ready.lock().unwrap_or_else(|e| e.into_inner()));
+        let ready = std::mem::take(&mut *r.keys.lock().unwrap_or_else(|e| e.into_inner()));
         if ready.is_empty() {
             return;
         }
@@ -269,7 +237,7 @@ pub(crate) fn serve(sh: &Shared) {
 
 /// Serve the waiters on `k`, first blocked first, while its list has elements.
 fn serve_key(sh: &Shared, k: &[u8]) {
-    let b = &sh.ks.blocked;
+    let (b, ready) = (&sh.blocked, &sh.ks.ready);
     loop {
         // The first waiter's keys, to lock (stripes before the waiters' lock, always).
         let (id, keys) = {
@@ -305,10 +273,10 @@ fn serve_key(sh: &Shared, k: &[u8]) {
                 // type): it gets it, nothing is taken, and the next waiter is served.
                 drop(tx);
                 let mut probe = Tx::new(&sh.store, &sh.ks);
-                let want = if w.cmd.group == crate::table::Group::SortedSets {
-                    crate::types::Kind::ZSET
+                let want = if w.cmd.group == crate::command::Group::SortedSets {
+                    crate::record::Kind::ZSET
                 } else {
-                    crate::types::Kind::LIST
+                    crate::record::Kind::LIST
                 };
                 if probe.kind(k).ok().flatten() != Some(want) {
                     return;
@@ -317,7 +285,7 @@ fn serve_key(sh: &Shared, k: &[u8]) {
             }
         };
         let send = w.reply.clone();
-        b.leave(&mut st, id);
+        b.leave(ready, &mut st, id);
         drop(st);
         // The waiter is gone from the queues; it takes the reply (a send to a client
         // that left after this point fails, as a reply to a closed socket would).

@@ -16,12 +16,13 @@
 //! a WATCHed key by anyone else since WATCH makes EXEC answer a null array. What EXEC
 //! applies is one atomic engine batch: after a crash all of it is there or none.
 
+use crate::command::Command;
 pub use crate::conn::Conn;
 use crate::data::{self, int, upper, Ctx, OVER_LIMIT};
 use crate::keyspace::{allowed, reserved, store_reply, Tx};
 use crate::resp::Reply;
 use crate::routing::{misrouted, route_keys};
-use crate::table::{self, Command};
+use crate::table;
 use crate::Shared;
 use pmkv::Store;
 use std::sync::atomic::Ordering;
@@ -475,7 +476,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
         "PING" => match a.len() {
             0 => Reply::Simple("PONG".into()),
             1 => Reply::bulk(a[0].clone()),
-            _ => Reply::err(table::wrong_args("ping")),
+            _ => Reply::err(crate::command::wrong_args("ping")),
         },
         "ECHO" => Reply::bulk(a[0].clone()),
         "QUIT" => return (Reply::ok(), After::Close),
@@ -623,7 +624,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
                 None => return over_output_limit(sh),
             }
         }
-        "PMKV.RANGE" => Reply::err(table::wrong_args("pmkv.range")),
+        "PMKV.RANGE" => Reply::err(crate::command::wrong_args("pmkv.range")),
         "INFO" => info(sh, a),
         // As Redis: no reply; the connection closes when the server has stopped.
         "SHUTDOWN" => {
@@ -631,7 +632,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             sh.script.kill();
             return (Reply::Nil, After::Shutdown);
         }
-        _ => Reply::err(table::unknown(&[cmd.name.as_bytes().to_vec()])),
+        _ => Reply::err(crate::command::unknown(&[cmd.name.as_bytes().to_vec()])),
     };
     (r, After::Continue)
 }
@@ -985,7 +986,7 @@ fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
                 "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n",
                 sh.clients.load(Relaxed),
                 sh.max_clients,
-                sh.ks.blocked.clients()
+                sh.ks.ready.clients()
             ),
         );
     }

@@ -33,7 +33,7 @@ pub struct Conn {
     pub multi_slot: Option<u16>,
     /// The command [`crate::commands::run`] is running (for its counters), once the
     /// table knows it.
-    pub(crate) current: Option<&'static crate::table::Command>,
+    pub(crate) current: Option<&'static crate::command::Command>,
     /// The client's socket, for a blocked command to notice the client left.
     pub(crate) fd: Option<std::os::fd::RawFd>,
     /// The arrival number of the blocking command being run ([`crate::blocking`]).

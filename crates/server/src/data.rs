@@ -4,17 +4,14 @@
 //! and the caller drops what it wrote, so no command is ever half applied.
 
 use crate::bitops;
+use crate::command::Command;
+pub(crate) use crate::command::{int, Ctx};
 use crate::keyspace::{wrongtype, Kind, Ttl, Tx, TxResult};
 use crate::resp::Reply;
-use crate::table::Command;
 use std::ops::Bound;
 
 pub(crate) fn upper(b: &[u8]) -> String {
     String::from_utf8_lossy(b).to_ascii_uppercase()
-}
-
-pub(crate) fn int(b: &[u8]) -> Option<i64> {
-    std::str::from_utf8(b).ok()?.parse().ok()
 }
 
 pub(crate) fn float(b: &[u8]) -> Option<f64> {
@@ -253,15 +250,6 @@ fn hash_walk(tx: &mut Tx, k: &[u8], keys: bool, vals: bool, budget: usize, resp3
     } else {
         Reply::Array(items)
     }))
-}
-
-/// Per-command context the data commands need from the connection.
-pub(crate) struct Ctx<'c> {
-    /// Bytes of reply allowed before the output limit.
-    pub budget: usize,
-    pub resp3: bool,
-    /// The connection's scan cursors (cursor n → the key or field to resume after).
-    pub cursors: &'c mut Vec<Vec<u8>>,
 }
 
 /// The error for a reply over the output limit: the caller closes the connection.
@@ -574,7 +562,7 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, command: &Command, a: &[Vec<u8>]) -
         }
         "MSET" | "MSETNX" => {
             if !a.len().is_multiple_of(2) {
-                return Err(Reply::err(crate::table::wrong_args(cmd)));
+                return Err(Reply::err(crate::command::wrong_args(cmd)));
             }
             if cmd == "MSETNX" {
                 for kv in a.chunks(2) {
@@ -792,7 +780,7 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, command: &Command, a: &[Vec<u8>]) -
 
         "HSET" | "HMSET" => {
             if !(a.len() - 1).is_multiple_of(2) {
-                return Err(Reply::err(crate::table::wrong_args(cmd)));
+                return Err(Reply::err(crate::command::wrong_args(cmd)));
             }
             let mut new = 0;
             for fv in a[1..].chunks(2) {

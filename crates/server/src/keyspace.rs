@@ -31,9 +31,9 @@
 //! Redis's own arrangement (its `expires` dictionary), with the same memory: a few dozen
 //! bytes per key that has a TTL or is a hash.
 
+use crate::record::{elem_prefix, split_elem, ELEM_OVERHEAD, META};
+pub use crate::record::{meta_key, Kind, Meta, PREFIX};
 use crate::resp::Reply;
-pub use crate::types::Kind;
-use crate::types::{elem_prefix, split_elem, ELEM_OVERHEAD};
 use pmkv::{Direction, KeyRange, Store, WriteBatch};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -41,18 +41,9 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-/// The reserved prefix of the server's own records.
-pub const PREFIX: &[u8] = b"\xffpmkv\x00";
-const META: u8 = b'm';
-
-/// The meta record's key for user key `k`.
-pub fn meta_key(k: &[u8]) -> Vec<u8> {
-    [PREFIX, &[META], k].concat()
-}
-
 /// The common prefix of hash `k`'s field records.
 pub fn field_prefix(k: &[u8]) -> Vec<u8> {
-    elem_prefix(crate::types::hash::TAG, k)
+    elem_prefix(crate::record::hash::TAG, k)
 }
 
 /// Milliseconds since the Unix epoch: expiry times are absolute wall-clock times, as in
@@ -61,61 +52,29 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// What the meta record of a key says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Meta {
-    pub kind: Kind,
-    /// Expiry time in ms since the epoch; 0: none.
-    pub expire_ms: u64,
-    /// A collection's element records (a hash's fields, a list's length); 0 for a string.
-    pub count: u64,
-    /// The type word, for a type that has one ([`crate::types::DataType::aux`]): a list's
-    /// head sequence number. 0 otherwise.
-    pub aux: u64,
+/// The keyspace's side of the blocking commands ([`crate::blocking`]): the number of
+/// clients waiting, and the keys committed to while any did. A commit only marks its
+/// keys here; the blocking module serves them after the command.
+#[derive(Default)]
+pub(crate) struct Ready {
+    /// Registered waiters (read without a lock on every commit).
+    pub(crate) waiting: AtomicUsize,
+    /// Keys committed to while someone waited (a leaf lock: taken inside commits).
+    pub(crate) keys: Mutex<Vec<Vec<u8>>>,
 }
 
-const META_VERSION: u8 = 1;
-const META_LEN: usize = 24;
-
-impl Meta {
-    /// A new key's meta record: no expiry time, no elements yet.
-    pub fn new(kind: Kind) -> Meta {
-        Meta { kind, expire_ms: 0, count: 0, aux: 0 }
+impl Ready {
+    /// Note that `keys` were committed to (a cheap load when nobody waits).
+    pub(crate) fn signal(&self, keys: &mut dyn Iterator<Item = &[u8]>) {
+        if self.waiting.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        self.keys.lock().unwrap_or_else(|e| e.into_inner()).extend(keys.map(<[u8]>::to_vec));
     }
 
-    /// `[0]` version (1), `[1]` type code, `[2..8]` zero, `[8..16]` expiry time (ms since
-    /// the epoch, little-endian, 0 none), `[16..24]` element count (LE); then, for a type
-    /// with a type word, `[24..32]` that word (LE).
-    pub fn encode(&self) -> Vec<u8> {
-        let mut b = vec![0u8; META_LEN];
-        b[0] = META_VERSION;
-        b[1] = self.kind.code();
-        b[8..16].copy_from_slice(&self.expire_ms.to_le_bytes());
-        b[16..24].copy_from_slice(&self.count.to_le_bytes());
-        if self.kind.0.aux() {
-            b.extend_from_slice(&self.aux.to_le_bytes());
-        }
-        b
-    }
-
-    /// The meta record `b`, if it is one its type writes (anything else: `None`).
-    pub fn decode(b: &[u8]) -> Option<Meta> {
-        if b.len() < META_LEN || b[0] != META_VERSION || b[2..8] != [0; 6] {
-            return None;
-        }
-        let kind = Kind::from_code(b[1])?;
-        if b.len() != META_LEN + if kind.0.aux() { 8 } else { 0 } {
-            return None;
-        }
-        let expire_ms = u64::from_le_bytes(b[8..16].try_into().ok()?);
-        let count = u64::from_le_bytes(b[16..24].try_into().ok()?);
-        let aux = b.get(24..32).map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap_or_default()));
-        let m = Meta { kind, expire_ms, count, aux };
-        kind.0.sound(&m).then_some(m)
-    }
-
-    fn expired(&self, now: u64) -> bool {
-        self.expire_ms != 0 && self.expire_ms <= now
+    /// Clients blocked now (INFO's `blocked_clients`).
+    pub(crate) fn clients(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
     }
 }
 
@@ -134,8 +93,10 @@ pub struct Keyspace {
     /// WATCHed key → the flags of the connections watching it.
     watches: Mutex<HashMap<Vec<u8>, Vec<Weak<AtomicBool>>>>,
     watched: AtomicUsize,
-    /// Clients blocked on lists, and the keys written since (crate::blocking).
-    pub(crate) blocked: crate::blocking::Blocked,
+    /// How many clients wait in blocking commands, and the keys committed to since: what
+    /// a commit tells [`crate::blocking`] (which is above the keyspace and holds the
+    /// waiters themselves).
+    pub(crate) ready: Ready,
     /// A cluster pool: every record's engine key is its user key's slot (2 bytes,
     /// big-endian) and then the record key (docs/design/cluster.md).
     slotted: bool,
@@ -1081,7 +1042,7 @@ impl<'a> Tx<'a> {
             self.ks.apply(k, *old, *new);
         }
         self.ks.touch(&mut self.touched.iter().map(|k| k.as_slice()));
-        self.ks.blocked.signal(&mut self.touched.iter().map(|k| k.as_slice()));
+        self.ks.ready.signal(&mut self.touched.iter().map(|k| k.as_slice()));
         Ok(())
     }
 }

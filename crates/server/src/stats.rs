@@ -7,7 +7,8 @@
 //! path, which counts their calls but does not time them (two clock reads would cost
 //! more than the GET); `usec_per_call` divides by the calls that were timed.
 
-use crate::table::{self, Command};
+use crate::command::Command;
+use crate::table;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 

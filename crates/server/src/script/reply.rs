@@ -30,7 +30,7 @@ pub(crate) fn to_lua(lua: &Lua, r: &Reply, resp3: bool) -> mlua::Result<Value> {
             t.set("double", *d)?;
             Value::Table(t)
         }
-        Reply::Double(d) => Value::String(lua.create_string(crate::types::zset::fmt_score(*d))?),
+        Reply::Double(d) => Value::String(lua.create_string(crate::resp::fmt_score(*d))?),
         Reply::Nil | Reply::NilArray if resp3 => Value::Nil,
         Reply::Nil | Reply::NilArray => Value::Boolean(false),
         Reply::Simple(s) => {

@@ -11,46 +11,13 @@
 //! (min(i, len − i) records), LREM rewrites the elements from the first removed one on;
 //! both walk the list to find their element, as Redis does.
 
-use super::{elem_prefix, DataType, Kind};
+use crate::command::{blocking, read, write, Command, Group::Lists, ALL_BUT_LAST, NUMKEYS, NUMKEYS_AT_2, ONE, TWO};
 use crate::data::{int, upper, Ctx};
 use crate::keyspace::{store_reply, Meta, Tx, TxResult};
+use crate::record::list::{MID, TAG};
+use crate::record::{elem_prefix, escape, Kind};
 use crate::resp::Reply;
-use crate::table::{blocking, read, write, Command, Group::Lists, ALL_BUT_LAST, NUMKEYS, NUMKEYS_AT_2, ONE, TWO};
-
-pub struct ListType;
-
-/// The tag of a list's element records.
-pub const TAG: u8 = b'l';
-/// A new list's head sequence number.
-const MID: u64 = 1 << 63;
-
-impl DataType for ListType {
-    fn name(&self) -> &'static str {
-        "list"
-    }
-    fn code(&self) -> u8 {
-        2
-    }
-    fn tag(&self) -> Option<u8> {
-        Some(TAG)
-    }
-    fn aux(&self) -> bool {
-        true
-    }
-    /// A list exists while it has an element, and its sequence numbers fit in 64 bits.
-    fn sound(&self, m: &Meta) -> bool {
-        m.count > 0 && m.aux.checked_add(m.count).is_some()
-    }
-    fn describe(&self, suffix: &[u8]) -> String {
-        match <[u8; 8]>::try_from(suffix) {
-            Ok(seq) => format!("element seq {}", (u64::from_be_bytes(seq) as i128) - MID as i128),
-            Err(_) => format!("malformed element {}", super::escape(suffix)),
-        }
-    }
-    fn commands(&self) -> &'static [Command] {
-        COMMANDS
-    }
-}
+use std::time::Duration;
 
 /// The list commands, each next to its handler.
 pub(crate) const COMMANDS: &[Command] = &[
@@ -96,7 +63,7 @@ fn arg_int(b: &[u8]) -> TxResult<i64> {
 
 /// A missing element record the meta record counts: damage, reported, never a panic.
 fn lost(k: &[u8]) -> Reply {
-    Reply::err(format!("ERR list {} is damaged: an element record is missing", super::escape(k)))
+    Reply::err(format!("ERR list {} is damaged: an element record is missing", escape(k)))
 }
 
 /// List `k`'s meta record (`None`: absent; WRONGTYPE: another type).
@@ -212,7 +179,7 @@ fn pop(tx: &mut Tx, _: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
     let count = match a.len() {
         1 => None,
         2 => Some(count_arg(&a[1])?),
-        _ => return Err(Reply::err(crate::table::wrong_args(cmd))),
+        _ => return Err(Reply::err(crate::command::wrong_args(cmd))),
     };
     let Some(m) = open(tx, &a[0])? else {
         return Ok(if count.is_some() { Reply::NilArray } else { Reply::Nil });
@@ -484,15 +451,30 @@ fn move_one(tx: &mut Tx, src: &[u8], dst: &[u8], from_left: bool, to_left: bool)
     Ok(Some(Reply::Bulk(v)))
 }
 
+/// A blocking command's timeout argument, as Redis reads it (seconds, a float; 0:
+/// forever); `None` for forever.
+pub(crate) fn timeout(b: &[u8]) -> TxResult<Option<Duration>> {
+    let bad = || Reply::err("ERR timeout is not a float or out of range");
+    let s = std::str::from_utf8(b).map_err(|_| bad())?;
+    let t: f64 = s.parse().map_err(|_| bad())?;
+    if !t.is_finite() || s.trim() != s {
+        return Err(bad());
+    }
+    if t < 0.0 {
+        return Err(Reply::err("ERR timeout is negative"));
+    }
+    Ok((t > 0.0).then(|| Duration::from_secs_f64(t.min(1e12))))
+}
+
 /// The timeout argument of blocking command `cmd` (`a`: its arguments after the name).
-pub(crate) fn timeout_of(cmd: &str, a: &[Vec<u8>]) -> TxResult<Option<std::time::Duration>> {
+pub(crate) fn timeout_of(cmd: &str, a: &[Vec<u8>]) -> TxResult<Option<Duration>> {
     let at = match cmd {
         "BLMPOP" | "BZMPOP" => 0,
         "BLMOVE" => 4,
         "BRPOPLPUSH" => 2,
         _ => a.len() - 1,
     };
-    crate::blocking::timeout(&a[at])
+    timeout(&a[at])
 }
 
 /// A blocking command's form in MULTI/EXEC: it never blocks, nil when there is nothing

@@ -6,35 +6,13 @@
 //! Replies list members in byte order (Redis's order is its hash table's: clients must
 //! not rely on either).
 
-use super::{elem_prefix, DataType, Kind};
+use crate::command::{read, write, Command, Group::Sets, ALL_ARGS, NUMKEYS, ONE, TWO};
 use crate::data::{cursor_start, int, random_u64, scan_opts, upper, Ctx, Page};
 use crate::keyspace::{Meta, Tx, TxResult};
+use crate::record::set::TAG;
+use crate::record::{elem_prefix, Kind};
 use crate::resp::Reply;
-use crate::table::{read, write, Command, Group::Sets, ALL_ARGS, NUMKEYS, ONE, TWO};
 use std::collections::BTreeSet;
-
-pub struct SetType;
-
-/// The tag of a set's member records.
-pub const TAG: u8 = b's';
-
-impl DataType for SetType {
-    fn name(&self) -> &'static str {
-        "set"
-    }
-    fn code(&self) -> u8 {
-        3
-    }
-    fn tag(&self) -> Option<u8> {
-        Some(TAG)
-    }
-    fn element(&self) -> &'static str {
-        "member"
-    }
-    fn commands(&self) -> &'static [Command] {
-        COMMANDS
-    }
-}
 
 /// The set commands, each next to its handler.
 pub(crate) const COMMANDS: &[Command] = &[

@@ -13,56 +13,18 @@
 //! so ZRANK costs O(rank) records read (ZREVRANK O(n − rank)); ZRANGE by rank walks from
 //! the nearer end. docs/design/server-types.md has the costs.
 
-use super::{elem_prefix, DataType, Kind};
-use crate::data::{cursor_start, float, int, random_u64, scan_opts, upper, Ctx, Page};
-use crate::keyspace::{Meta, Tx, TxResult};
-use crate::resp::Reply;
-use crate::table::{
+use crate::command::{
     blocking, read, write, Command, Group::SortedSets, Keys, ALL_BUT_LAST, NUMKEYS, NUMKEYS_AT_2, ONE, TWO,
 };
+use crate::data::{cursor_start, float, int, random_u64, scan_opts, upper, Ctx, Page};
+use crate::keyspace::{Meta, Tx, TxResult};
+use crate::record::zset::{dec, enc, INDEX, MEMBER, TAG};
+use crate::record::{elem_prefix, Kind};
+use crate::resp::fmt_score;
+use crate::resp::Reply;
 use pmkv::{Direction, KeyRange};
 use std::collections::BTreeMap;
 use std::ops::Bound;
-
-pub struct ZSetType;
-
-/// The tag of a sorted set's element records.
-pub const TAG: u8 = b'z';
-/// The byte after the key that starts a member record.
-const MEMBER: u8 = 0;
-/// The byte after the key that starts a score-index record.
-const INDEX: u8 = 1;
-
-impl DataType for ZSetType {
-    fn name(&self) -> &'static str {
-        "zset"
-    }
-    fn code(&self) -> u8 {
-        4
-    }
-    fn tag(&self) -> Option<u8> {
-        Some(TAG)
-    }
-    /// Two records per member: a count that is not even is a damaged meta record.
-    fn sound(&self, m: &Meta) -> bool {
-        m.count > 0 && m.count.is_multiple_of(2)
-    }
-    fn element(&self) -> &'static str {
-        "member"
-    }
-    fn describe(&self, suffix: &[u8]) -> String {
-        match suffix.split_first() {
-            Some((&MEMBER, m)) => format!("member {}", super::escape(m)),
-            Some((&INDEX, r)) if r.len() >= 8 => {
-                format!("score index {} member {}", fmt_score(dec(&r[..8])), super::escape(&r[8..]))
-            }
-            _ => format!("record {}", super::escape(suffix)),
-        }
-    }
-    fn commands(&self) -> &'static [Command] {
-        COMMANDS
-    }
-}
 
 /// A STORE form: the destination, then keys counted by the argument after it. The
 /// destination is locked with the sources (`first` = 1 and the counted keys from 3).
@@ -106,51 +68,6 @@ pub(crate) const COMMANDS: &[Command] = &[
     read("ZRANDMEMBER", -2, ONE, SortedSets, zrandmember),
     read("ZSCAN", -3, ONE, SortedSets, zscan),
 ];
-
-/// A score's 8-byte order encoding: big-endian, sign bit flipped for positive numbers
-/// and all bits for negative ones, so that byte order is numeric order (−inf lowest,
-/// +inf highest). Scores are never NaN, and −0 is stored as 0 (Redis treats them as one).
-pub(crate) fn enc(s: f64) -> [u8; 8] {
-    let b = (s + 0.0).to_bits();
-    let b = if b >> 63 == 1 { !b } else { b | 1 << 63 };
-    b.to_be_bytes()
-}
-
-/// The score whose encoding ([`enc`]) is the first 8 bytes of `e`.
-pub(crate) fn dec(e: &[u8]) -> f64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&e[..8]);
-    let b = u64::from_be_bytes(a);
-    f64::from_bits(if b >> 63 == 1 { b & !(1 << 63) } else { !b })
-}
-
-/// A score as Redis 7.0 prints one (`d2string`): integers below 2^52 without a point,
-/// `inf`/`-inf`, anything else as C's `%.17g`.
-pub(crate) fn fmt_score(v: f64) -> String {
-    if v.is_infinite() {
-        return if v > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if v == v.trunc() && v.abs() < 4_503_599_627_370_496.0 {
-        return format!("{}", v as i64);
-    }
-    // %.17g: 17 significant digits, scientific when the exponent is < -4 or >= 17,
-    // trailing zeros dropped.
-    let sci = format!("{v:.16e}");
-    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let x: i32 = exp.parse().unwrap_or(0);
-    let trim = |s: &str| -> String {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    if !(-4..17).contains(&x) {
-        format!("{}e{}{:02}", trim(mant), if x < 0 { '-' } else { '+' }, x.abs())
-    } else {
-        trim(&format!("{:.*}", (16 - x) as usize, v))
-    }
-}
 
 fn score_reply(s: f64) -> Reply {
     Reply::Double(s)
@@ -838,13 +755,13 @@ fn unblocked(tx: &mut Tx, _: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Rep
 /// n]: the reply when one of the sets has a member, `None` when it would block.
 fn attempt(tx: &mut Tx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Option<Reply>> {
     if cmd == "BZMPOP" {
-        crate::blocking::timeout(&a[0])?;
+        super::list::timeout(&a[0])?;
         return Ok(match zmpop_in(tx, &a[1..])? {
             Reply::NilArray => None,
             r => Some(r),
         });
     }
-    crate::blocking::timeout(&a[a.len() - 1])?;
+    super::list::timeout(&a[a.len() - 1])?;
     for k in &a[..a.len() - 1] {
         if let Some(meta) = open(tx, k)? {
             let (m, s) = pop(tx, k, meta, 1, cmd == "BZPOPMAX")?.pop().ok_or_else(damaged)?;

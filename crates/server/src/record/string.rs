@@ -3,7 +3,7 @@
 //! `pmkv serve`. The string commands are in [`crate::data`].
 
 use super::DataType;
-use crate::keyspace::Meta;
+use super::Meta;
 
 pub struct StringType;
 
