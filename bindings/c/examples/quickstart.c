@@ -1,7 +1,7 @@
 #include <pmkv.h>
 #include <stdio.h>
 int main(void) {
-    pmkv_options o = {.create = 1}; /* a new pool: engine "hart", mode "adr" unless o.engine, o.mode say */
+    pmkv_options o = {.create = 1}; /* a new pool: engine "hart"; mode "wal" on a disk, "adr" on /dev/shm */
     pmkv_store *s;
     if (pmkv_open("words.pool", &o, &s) != PMKV_OK) {
         fprintf(stderr, "words.pool: %s\n", pmkv_last_error());

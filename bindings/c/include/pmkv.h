@@ -108,7 +108,8 @@ typedef struct pmkv_store pmkv_store;
 /**
  * How to open a store. Zero-initialise it and set what you need: a NULL `engine` means
  * "hart" for a new pool (an existing pool's engine is read from its header), a NULL
- * `mode` means "adr", `initial_size` 0 means the default.
+ * `mode` means "wal" for a pool on a disk file and "adr" elsewhere (as the CLI), a NULL
+ * `sync` means "always", `initial_size` 0 means the default.
  */
 typedef struct pmkv_options {
   /**
@@ -116,7 +117,7 @@ typedef struct pmkv_options {
    */
   const char *engine;
   /**
-   * Persistence mode: "adr", "eadr", "msync" or "none", or NULL.
+   * Persistence mode: "adr", "eadr", "msync", "wal" or "none", or NULL.
    */
   const char *mode;
   /**
@@ -132,12 +133,21 @@ typedef struct pmkv_options {
    * demand).
    */
   uint64_t initial_size;
+  /**
+   * Mode wal: when a write is acknowledged, as Redis's appendfsync. "always" (on the
+   * device: nothing acknowledged is lost by a power loss), "everysec" (written to the
+   * kernel, synced every second: a power loss loses at most about the last second) or
+   * "no" (synced when the kernel writes back); NULL means "always". Ignored in other
+   * modes. (Appended after `initial_size`: programs built against an older header
+   * must be rebuilt.)
+   */
+  const char *sync;
 } pmkv_options;
 
 /**
  * What a store's acknowledged writes survive (pmkv_store_durability): the medium its pool sits
- * on, detected at open, and its mode. The strings are static: never freed, valid for the
- * life of the program.
+ * on, detected at open, its mode and (mode wal) sync policy. The strings are static: never
+ * freed, valid for the life of the program.
  */
 typedef struct pmkv_durability {
   /**
@@ -146,12 +156,15 @@ typedef struct pmkv_durability {
    */
   const char *medium;
   /**
-   * "adr", "eadr", "msync" or "none".
+   * "adr", "eadr", "msync", "wal" or "none".
    */
   const char *mode;
   /**
    * For each event: 1 acknowledged writes survive it, 0 they may be lost, -1 only on
-   * eADR hardware (mode eadr on DAX; no interface tells whether a machine has eADR).
+   * eADR hardware (mode eadr on DAX; no interface tells whether a machine has eADR),
+   * -2 all but about the last second of them (mode wal, sync "everysec"), -3 a
+   * consistent prefix of them of unbounded age (mode wal, sync "no"). Only a value
+   * above 0 means every acknowledged write survives.
    */
   int process_crash;
   int kernel_crash;
@@ -162,6 +175,11 @@ typedef struct pmkv_durability {
    * tmpfs), for the application to show once; NULL when it does not.
    */
   const char *warning;
+  /**
+   * Mode wal's sync policy: "always", "everysec" or "no"; NULL in other modes.
+   * (Appended after `warning`: programs built against an older header must be rebuilt.)
+   */
+  const char *sync;
 } pmkv_durability;
 
 /**

@@ -49,12 +49,13 @@ pub const PMKV_E_INTERNAL: c_int = -18;
 
 /// How to open a store. Zero-initialise it and set what you need: a NULL `engine` means
 /// "hart" for a new pool (an existing pool's engine is read from its header), a NULL
-/// `mode` means "adr", `initial_size` 0 means the default.
+/// `mode` means "wal" for a pool on a disk file and "adr" elsewhere (as the CLI), a NULL
+/// `sync` means "always", `initial_size` 0 means the default.
 #[repr(C)]
 pub struct pmkv_options {
     /// Engine name for a new pool ("hart", "volatile", ...), or NULL.
     pub engine: *const c_char,
-    /// Persistence mode: "adr", "eadr", "msync" or "none", or NULL.
+    /// Persistence mode: "adr", "eadr", "msync", "wal" or "none", or NULL.
     pub mode: *const c_char,
     /// Create the pool if it does not exist (non-zero).
     pub create: c_int,
@@ -63,6 +64,13 @@ pub struct pmkv_options {
     /// Initial pool size in bytes for a new pool (0: the default, 64 KiB; a pool grows on
     /// demand).
     pub initial_size: u64,
+    /// Mode wal: when a write is acknowledged, as Redis's appendfsync. "always" (on the
+    /// device: nothing acknowledged is lost by a power loss), "everysec" (written to the
+    /// kernel, synced every second: a power loss loses at most about the last second) or
+    /// "no" (synced when the kernel writes back); NULL means "always". Ignored in other
+    /// modes. (Appended after `initial_size`: programs built against an older header
+    /// must be rebuilt.)
+    pub sync: *const c_char,
 }
 
 /// An open store (opaque).
@@ -179,9 +187,18 @@ pub unsafe extern "C" fn pmkv_open(path: *const c_char, opts: *const pmkv_option
                 Some(o) => cstr(o.mode, "mode")?,
                 None => None,
             };
-            let mut options = Options::default();
+            let sync = match o {
+                Some(o) => cstr(o.sync, "sync")?,
+                None => None,
+            };
+            // No mode given: mode wal on a disk file, as the CLI (the library's own default
+            // stays adr; docs/design/substrate.md, "Defaults").
+            let mut options = Options::default().wal_on_disk(true);
             if let Some(m) = mode {
                 options = options.mode(m.parse().map_err(|e: String| fail(ErrorKind::InvalidArgument, &e))?);
+            }
+            if let Some(p) = sync {
+                options = options.sync(p.parse().map_err(|e: String| fail(ErrorKind::InvalidArgument, &e))?);
             }
             if let Some(o) = o {
                 options = options.create(o.create != 0).read_only(o.read_only != 0);
@@ -411,17 +428,20 @@ pub unsafe extern "C" fn pmkv_len(s: *const pmkv_store, out: *mut u64) -> c_int 
 }
 
 /// What a store's acknowledged writes survive (pmkv_store_durability): the medium its pool sits
-/// on, detected at open, and its mode. The strings are static: never freed, valid for the
-/// life of the program.
+/// on, detected at open, its mode and (mode wal) sync policy. The strings are static: never
+/// freed, valid for the life of the program.
 #[repr(C)]
 pub struct pmkv_durability {
     /// "dax" (persistent memory mapped with MAP_SYNC), "memory" (tmpfs, ramfs), "disk"
     /// (any other file system) or "anonymous" (an engine without a pool).
     pub medium: *const c_char,
-    /// "adr", "eadr", "msync" or "none".
+    /// "adr", "eadr", "msync", "wal" or "none".
     pub mode: *const c_char,
     /// For each event: 1 acknowledged writes survive it, 0 they may be lost, -1 only on
-    /// eADR hardware (mode eadr on DAX; no interface tells whether a machine has eADR).
+    /// eADR hardware (mode eadr on DAX; no interface tells whether a machine has eADR),
+    /// -2 all but about the last second of them (mode wal, sync "everysec"), -3 a
+    /// consistent prefix of them of unbounded age (mode wal, sync "no"). Only a value
+    /// above 0 means every acknowledged write survives.
     pub process_crash: c_int,
     pub kernel_crash: c_int,
     pub power_loss: c_int,
@@ -429,6 +449,9 @@ pub struct pmkv_durability {
     /// Why the mode promises more than the medium gives (e.g. "adr" on a disk file or on
     /// tmpfs), for the application to show once; NULL when it does not.
     pub warning: *const c_char,
+    /// Mode wal's sync policy: "always", "everysec" or "no"; NULL in other modes.
+    /// (Appended after `warning`: programs built against an older header must be rebuilt.)
+    pub sync: *const c_char,
 }
 
 /// `s` as a static C string (the durability texts are a fixed set: each is made once).
@@ -463,11 +486,7 @@ pub unsafe extern "C" fn pmkv_store_durability(s: *const pmkv_store, out: *mut p
                 return Err(fail(ErrorKind::InvalidArgument, "NULL out pointer"));
             }
             let d = st.durability();
-            let code = |e| match d.survives(e) {
-                pmkv::Survives::Yes => 1,
-                pmkv::Survives::No => 0,
-                pmkv::Survives::IfEadr => -1,
-            };
+            let code = |e| d.survives(e).code();
             *out = pmkv_durability {
                 medium: static_cstr(d.medium.name()),
                 mode: static_cstr(d.mode.name()),
@@ -476,6 +495,7 @@ pub unsafe extern "C" fn pmkv_store_durability(s: *const pmkv_store, out: *mut p
                 power_loss: code(pmkv::Event::PowerLoss),
                 reboot: code(pmkv::Event::Reboot),
                 warning: d.warning().map_or(std::ptr::null(), static_cstr),
+                sync: d.sync.map_or(std::ptr::null(), |p| static_cstr(p.name())),
             };
             Ok(PMKV_OK)
         })();

@@ -175,6 +175,63 @@ static void errors_say_what_to_do(const char *dir, const char *engine) {
     unlink(path);
 }
 
+/* Mode wal and its sync policies: what a power loss keeps, by policy (1 every acknowledged
+ * write, -2 all but about the last second, -3 a consistent prefix), no warning, the
+ * policy named; no mode given opens a disk pool in wal with "always" (adr elsewhere); an
+ * unknown policy is refused. */
+static void wal_sync_policies(const char *dir, const char *engine) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/c-wal-%s-%d.pool", dir, engine, (int)getpid());
+    const char *policy[] = {NULL, "always", "everysec", "no"};
+    const int power_loss[] = {1, 1, -2, -3};
+    for (int i = 0; i < 4; i++) {
+        unlink(path);
+        pmkv_options o = {0};
+        o.engine = engine;
+        o.create = 1;
+        o.mode = i == 0 ? NULL : "wal";
+        o.sync = policy[i];
+        pmkv_store *s = NULL;
+        CHECK(pmkv_open(path, &o, &s) == PMKV_OK);
+        if (s == NULL) return;
+        CHECK(pmkv_put(s, K("k"), K("v")) == PMKV_OK);
+        pmkv_durability d;
+        memset(&d, 0, sizeof d);
+        CHECK(pmkv_store_durability(s, &d) == PMKV_OK);
+        if (i == 0 && strcmp(d.medium, "disk") != 0) {
+            /* Not a disk: the default is adr, which has no sync policy. */
+            CHECK(strcmp(d.mode, "adr") == 0 && d.sync == NULL);
+        } else {
+            CHECK(strcmp(d.mode, "wal") == 0);
+            CHECK(d.sync != NULL && strcmp(d.sync, policy[i] ? policy[i] : "always") == 0);
+            CHECK(d.process_crash == 1);
+            if (strcmp(d.medium, "memory") != 0) {
+                CHECK(d.power_loss == power_loss[i] && d.kernel_crash == power_loss[i] && d.reboot == 1);
+                CHECK(d.warning == NULL);
+            }
+        }
+        CHECK(pmkv_close(s) == PMKV_OK);
+    }
+    /* Reopened in adr: no sync policy to report. */
+    pmkv_options o = {0};
+    o.mode = "adr";
+    pmkv_store *s = NULL;
+    CHECK(pmkv_open(path, &o, &s) == PMKV_OK);
+    if (s != NULL) {
+        pmkv_durability d;
+        CHECK(pmkv_store_durability(s, &d) == PMKV_OK && d.sync == NULL && strcmp(d.mode, "adr") == 0);
+        uint8_t buf[8];
+        size_t len = 0;
+        CHECK(pmkv_get(s, K("k"), buf, sizeof buf, &len) == PMKV_OK && len == 1 && buf[0] == 'v');
+        CHECK(pmkv_close(s) == PMKV_OK);
+    }
+    o.mode = "wal";
+    o.sync = "sometimes";
+    CHECK(pmkv_open(path, &o, &s) == PMKV_E_INVALID_ARGUMENT && s == NULL);
+    CHECK(strstr(pmkv_last_error(), "sometimes") != NULL);
+    unlink(path);
+}
+
 int main(int argc, char **argv) {
     const char *engine = argc > 2 ? argv[2] : "hart";
     char path[512];
@@ -313,6 +370,7 @@ int main(int argc, char **argv) {
 
     range_edge_cases(argc > 1 ? argv[1] : "/tmp", engine);
     errors_say_what_to_do(argc > 1 ? argv[1] : "/tmp", engine);
+    wal_sync_policies(argc > 1 ? argv[1] : "/tmp", engine);
 
     fprintf(stderr, "test_pmkv %s: %s\n", engine, failures ? "FAILED" : "ok");
     printf("%d passed, %d failed\n", failures ? 0 : 1, failures);

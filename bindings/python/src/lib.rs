@@ -204,17 +204,24 @@ impl Store {
         self.with(py, |s| s.sync())
     }
 
-    /// What acknowledged writes survive: (medium, mode, [(event, survives)], warning),
-    /// survives being "yes", "no" or "if-eadr"; warning None unless the mode promises
-    /// more than the medium gives. `pmkv.Store.durability` makes it a named tuple.
+    /// What acknowledged writes survive: (medium, mode, [(event, survives)], warning,
+    /// sync), survives being "yes", "no", "if-eadr", "all-but-last-second" or "prefix";
+    /// warning None unless the mode promises more than the medium gives; sync mode wal's
+    /// policy, None in other modes. `pmkv.Store.durability` makes it a named tuple.
     #[allow(clippy::type_complexity)]
     fn durability(
         &self,
         py: Python<'_>,
-    ) -> PyResult<(&'static str, &'static str, Vec<(&'static str, &'static str)>, Option<&'static str>)> {
+    ) -> PyResult<(
+        &'static str,
+        &'static str,
+        Vec<(&'static str, &'static str)>,
+        Option<&'static str>,
+        Option<&'static str>,
+    )> {
         let d = self.with(py, |s| Ok(s.durability()))?;
         let table = d.table().iter().map(|(e, v)| (e.name(), v.name())).collect();
-        Ok((d.medium.name(), d.mode.name(), table, d.warning()))
+        Ok((d.medium.name(), d.mode.name(), table, d.warning(), d.sync.map(|p| p.name())))
     }
 
     /// The engine's name.
@@ -248,7 +255,7 @@ impl Store {
 
 /// Open a store (see `pmkv.open`, which documents the arguments).
 #[pyfunction]
-#[pyo3(signature = (path, engine=None, mode=None, create=true, read_only=false, initial_size=None, max_size=None))]
+#[pyo3(signature = (path, engine=None, mode=None, create=true, read_only=false, initial_size=None, max_size=None, sync=None))]
 #[allow(clippy::too_many_arguments)]
 fn open_store(
     py: Python<'_>,
@@ -259,10 +266,17 @@ fn open_store(
     read_only: bool,
     initial_size: Option<u64>,
     max_size: Option<u64>,
+    sync: Option<String>,
 ) -> PyResult<Store> {
-    let mut o = Options::default().create(create && !read_only).read_only(read_only);
+    let value_error = |e: String| pyo3::exceptions::PyValueError::new_err(e);
+    // No mode given: mode wal on a disk file, adr elsewhere, as the CLI (the library's
+    // own default stays adr; docs/design/substrate.md, "Defaults").
+    let mut o = Options::default().create(create && !read_only).read_only(read_only).wal_on_disk(true);
     if let Some(m) = mode {
-        o = o.mode(m.parse().map_err(|e: String| pyo3::exceptions::PyValueError::new_err(e))?);
+        o = o.mode(m.parse().map_err(value_error)?);
+    }
+    if let Some(p) = sync {
+        o = o.sync(p.parse().map_err(value_error)?);
     }
     if let Some(n) = initial_size {
         o = o.initial_size(n);

@@ -504,11 +504,11 @@ def test_durability_reports_the_medium_and_warns_once_at_a_write_open(tmp_path):
             path = os.path.join(d, "dur.pool")
             medium = _expected_medium(d)
             with pytest.warns(pmkv.DurabilityWarning) as caught:
-                db = pmkv.open(path)
+                db = pmkv.open(path, mode="adr")
             assert len(caught) == 1 and path in str(caught[0].message)
             with db:
                 dur = db.durability
-                assert dur.medium == medium and dur.mode == "adr"
+                assert dur.medium == medium and dur.mode == "adr" and dur.sync is None
                 assert dur.process_crash is True and dur.power_loss is False and dur.kernel_crash is False
                 assert dur.reboot is (medium == "disk")
                 assert dur.warning is not None
@@ -520,7 +520,7 @@ def test_durability_reports_the_medium_and_warns_once_at_a_write_open(tmp_path):
                 with w.catch_warnings(record=True) as got:
                     w.simplefilter("always")
                     with pmkv.open(path, **kw) as db:
-                        assert db.durability.mode == kw.get("mode", "adr")
+                        assert db.durability.mode == kw.get("mode", "wal" if medium == "disk" else "adr")
                 expect = 1 if kw.get("mode") == "msync" and medium == "memory" else 0
                 assert len([g for g in got if issubclass(g.category, pmkv.DurabilityWarning)]) == expect, kw
             if medium == "disk":
@@ -533,6 +533,38 @@ def test_durability_reports_the_medium_and_warns_once_at_a_write_open(tmp_path):
             import shutil
 
             shutil.rmtree(dirs[1], ignore_errors=True)
+
+
+def test_wal_is_the_default_on_a_disk_and_says_what_each_sync_policy_keeps(tmp_path):
+    """No mode on a disk file: "wal" with sync "always", no warning. Each policy is
+    reported with what a power loss keeps: every write, all but about the last second,
+    or a consistent prefix."""
+    import warnings as w
+
+    if _expected_medium(str(tmp_path)) != "disk":
+        pytest.skip("the temporary directory is not on a disk file system")
+    path = str(tmp_path / "wal.pool")
+    want = {None: "yes", "always": "yes", "everysec": "all-but-last-second", "no": "prefix"}
+    for sync, power_loss in want.items():
+        with w.catch_warnings(record=True) as got:
+            w.simplefilter("always")
+            with pmkv.open(path, sync=sync) as db:
+                db[b"k"] = sync or "default"
+                d = db.durability
+        assert not [g for g in got if issubclass(g.category, pmkv.DurabilityWarning)], sync
+        assert (d.medium, d.mode, d.sync, d.warning) == ("disk", "wal", sync or "always", None)
+        assert d.survives == {
+            "process_crash": "yes",
+            "kernel_crash": power_loss,
+            "power_loss": power_loss,
+            "reboot": "yes",
+        }
+        # The bools say "every acknowledged write survives" only when it does.
+        assert d.power_loss is (power_loss == "yes") and d.process_crash is True
+    with pmkv.open(path, read_only=True) as db:
+        assert db[b"k"] == b"no"
+    with pytest.raises(ValueError, match="sometimes"):
+        pmkv.open(path, sync="sometimes")
 
 
 # -- errors that say what to do next --------------------------------------------------

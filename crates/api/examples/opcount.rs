@@ -6,13 +6,21 @@
 //! "is", "isu", "isud"); the difference of two totals divided by N is one operation's
 //! instructions. Deterministic: repeated runs agree to a few instructions in 10^8.
 //! docs/design/engine-kit.md ("What the kit costs") used it.
+//!
+//! An optional fifth argument `u64` uses spread 8-byte integer keys (the papers'
+//! workloads) instead of the default string keys. Each phase prints its persistence
+//! counters per operation; `EXACT=1` in the environment counts lines written exactly
+//! (`counters::set_exact`: distinct lines each operation dirtied), which is how
+//! docs/design/substrate.md measured that counting's cost.
 use pmkv::{Mode, Options, Store};
+use pmkv_substrate::counters;
 fn main() {
     let a: Vec<String> = std::env::args().collect();
-    if a.len() != 5 {
-        eprintln!("usage: opcount ENGINE MODE N PHASES (PHASES: a prefix of isud, may be empty)");
+    if a.len() != 5 && !(a.len() == 6 && a[5] == "u64") {
+        eprintln!("usage: opcount ENGINE MODE N PHASES [u64] (PHASES: a prefix of isud, may be empty)");
         std::process::exit(2);
     }
+    counters::set_exact(std::env::var("EXACT").is_ok_and(|v| v == "1"));
     let (engine, mode, n, phases) = (&a[1], a[2].parse::<Mode>().unwrap(), a[3].parse::<u64>().unwrap(), &a[4]);
     let path = format!("/dev/shm/opcount-{}.pool", std::process::id());
     let _ = std::fs::remove_file(&path);
@@ -22,10 +30,15 @@ fn main() {
     let keys: Vec<Vec<u8>> = (0..n)
         .map(|i| {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            format!("{:x}-{i}", x >> 20).into_bytes()
+            if a.len() == 6 {
+                (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1).to_be_bytes().to_vec()
+            } else {
+                format!("{:x}-{i}", x >> 20).into_bytes()
+            }
         })
         .collect();
     for p in phases.chars() {
+        let c0 = counters::snapshot();
         for k in &keys {
             match p {
                 'i' => st.put(k, b"value-01").unwrap(),
@@ -37,6 +50,14 @@ fn main() {
                 _ => panic!("phase {p}"),
             }
         }
+        let c = counters::snapshot().since(&c0);
+        let per = |x: u64| x as f64 / n.max(1) as f64;
+        println!(
+            "{p}: lines_written {:.3} flushes {:.3} fences {:.3} per op",
+            per(c.lines_written),
+            per(c.flushes),
+            per(c.fences)
+        );
     }
     st.close().unwrap();
     let _ = std::fs::remove_file(&path);

@@ -72,6 +72,8 @@ impl Guarded {
             ));
         }
         let engine = self.engine();
+        // Each call is one operation for the lines-written counter (distinct lines per call).
+        pmkv_substrate::counters::begin_op();
         match catch_unwind(AssertUnwindSafe(|| f(engine))) {
             Ok(Err(e)) if e.kind() == ErrorKind::Corrupt => {
                 let e = damage_hint(e, engine.pool().and_then(|p| p.path()));

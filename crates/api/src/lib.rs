@@ -47,7 +47,7 @@ pub use pmkv_core::{
     MemoryUsage, Options, Param, RecoveryReport, Result, Visitor, WriteBatch,
 };
 pub use pmkv_substrate::{
-    Charge, Counters, Durability, Event, Latency, Medium, Mode, Survives, SyncPolicy, DEFAULT_INITIAL_SIZE,
+    remove_pool, Charge, Counters, Durability, Event, Latency, Medium, Mode, Survives, SyncPolicy, DEFAULT_INITIAL_SIZE,
 };
 
 /// The README's Rust examples, compiled and run as doctests so that they stay true.

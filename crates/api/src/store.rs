@@ -53,6 +53,24 @@ impl Store {
     pub fn open_with(factory: &dyn EngineFactory, path: impl AsRef<Path>, opts: &Options) -> Result<Store> {
         let path = path.as_ref();
         factory.check_params(opts)?;
+        let without_wal;
+        let opts = if factory.info().name == "mangosteen" && (opts.wal_on_disk || opts.mode == Mode::Wal) {
+            // A SIGKILLed `pmkv serve` over a mangosteen pool in mode `wal` sometimes left a
+            // region line failing its check, so the pool was refused at the next open (about
+            // one kill in three; the power-loss simulation does not reproduce it, the cause
+            // is not found yet). Until it is: never chosen by default, refused when asked.
+            if opts.mode == Mode::Wal {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    "mode wal is not available for the mangosteen engine yet (a killed process \
+                     can leave a pool that is refused at reopen); use adr, or msync on a disk",
+                ));
+            }
+            without_wal = opts.clone().wal_on_disk(false);
+            &without_wal
+        } else {
+            opts
+        };
         let engine = catch_unwind(AssertUnwindSafe(|| factory.open(path, opts)))
             .map_err(|p| {
                 Error::new(
@@ -286,6 +304,13 @@ impl Store {
     /// The LSN up to which the log is on the device (mode `wal`; 0 otherwise).
     pub fn durable_lsn(&self) -> u64 {
         self.g.engine_opt().and_then(|e| e.pool()).map_or(0, |p| p.durable_lsn())
+    }
+
+    /// The LSN up to which the log is as safe as the sync policy promises (mode `wal`; 0
+    /// otherwise): a reply that waits for a record at or below it need not call
+    /// [`Store::wait_lsn`].
+    pub fn acknowledged_lsn(&self) -> u64 {
+        self.g.engine_opt().and_then(|e| e.pool()).map_or(0, |p| p.acknowledged_lsn())
     }
 
     /// Block until log record `lsn` is as safe as the sync policy promises (group commit:

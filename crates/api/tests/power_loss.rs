@@ -4,7 +4,6 @@
 //! substrate's `PowerLog`) recover to a prefix of the puts holding every acknowledged one.
 
 use pmkv::{Mode, Options, Store, SyncPolicy};
-use pmkv_substrate::Tear;
 
 fn key(i: u64) -> Vec<u8> {
     format!("key{i:05}").into_bytes()
@@ -14,12 +13,23 @@ fn value(i: u64) -> Vec<u8> {
     format!("value of {i}, long enough to need its own object").into_bytes()
 }
 
+/// The store over `engine` in mode `wal`. Mangosteen is opened through its factory: the
+/// store refuses `wal` for it (a SIGKILL of a real process sometimes left a region line
+/// failing its check; see `Store::open_with`), while this simulation of power cuts, which
+/// does not reproduce that, keeps checking the rest of its path.
+fn open(path: &std::path::Path, engine: &str, opts: &Options) -> pmkv::Result<Store> {
+    if engine == "mangosteen" {
+        return Ok(Store::from_engine(pmkv::Registry::builtin().get(engine)?.open(path, opts)?));
+    }
+    Store::open(path, engine, opts)
+}
+
 fn run(engine: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.pool");
     let log = dir.path().join("p.pool.wal");
     let opts = Options::default().mode(Mode::Wal).sync(SyncPolicy::Always);
-    let store = Store::open(&path, engine, &opts).unwrap();
+    let store = open(&path, engine, &opts).unwrap();
     let pool = store.engine().pool().unwrap().clone();
     pool.sync_log().unwrap();
     let rec = pool.record_power().unwrap();
@@ -35,30 +45,23 @@ fn run(engine: &str) {
     assert!(points.len() as u64 > n, "{engine}: {} sync points for {n} acknowledged puts", points.len());
     let scratch = tempfile::tempdir().unwrap();
     let (p2, l2) = (scratch.path().join("p.pool"), scratch.path().join("p.pool.wal"));
-    let mut images = 0;
-    for &cut in &points {
-        let acked = rec.marks_before(cut).into_iter().max().unwrap_or(0);
-        for tear in [Tear::DropAll, Tear::KeepAll, Tear::Sectors(cut as u64 * 31 + 7)] {
-            let (p, l) = rec.crash_files(&base.0, &base.1, cut, tear);
-            std::fs::write(&p2, &p).unwrap();
-            std::fs::write(&l2, &l).unwrap();
-            let what = format!("{engine}: cut {cut} of {}, {tear:?}", points.len() - 1);
-            let s = Store::open(&p2, engine, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
-            let len = s.len().unwrap();
-            assert!(len >= acked && len <= n, "{what}: {len} keys, {acked} acknowledged");
-            for i in 0..n {
-                let got = s.get(&key(i)).unwrap();
-                if i < len {
-                    assert_eq!(got.as_deref(), Some(&value(i)[..]), "{what}: key {i} of a prefix of {len}");
-                } else {
-                    assert_eq!(got, None, "{what}: key {i} beyond the prefix of {len}");
-                }
+    let images = rec.each_image(&base.0, &base.1, |cut, acked, p, l| {
+        std::fs::write(&p2, &p).unwrap();
+        std::fs::write(&l2, &l).unwrap();
+        let what = format!("{engine}: {cut}");
+        let s = open(&p2, engine, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let len = s.len().unwrap();
+        assert!(len >= acked && len <= n, "{what}: {len} keys, {acked} acknowledged");
+        for i in 0..n {
+            let got = s.get(&key(i)).unwrap();
+            if i < len {
+                assert_eq!(got.as_deref(), Some(&value(i)[..]), "{what}: key {i} of a prefix of {len}");
+            } else {
+                assert_eq!(got, None, "{what}: key {i} beyond the prefix of {len}");
             }
-            s.check().unwrap_or_else(|e| panic!("{what}: check: {e}"));
-            drop(s);
-            images += 1;
         }
-    }
+        s.check().unwrap_or_else(|e| panic!("{what}: check: {e}"));
+    });
     eprintln!("{engine}: {images} power-loss images recovered, {n} puts acknowledged");
 }
 

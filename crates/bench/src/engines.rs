@@ -160,7 +160,7 @@ impl EngineSpec {
         if path.is_dir() {
             let _ = std::fs::remove_dir_all(path);
         } else {
-            let _ = std::fs::remove_file(path);
+            let _ = pmkv::remove_pool(path);
         }
     }
 }

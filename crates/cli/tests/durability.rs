@@ -63,10 +63,16 @@ fn u2_info_shows_the_medium_and_what_each_mode_survives() {
                     ),
                     "{out}"
                 );
-                assert!(
-                    out.contains("                msync, wal: process crash yes, kernel crash yes, power loss yes, reboot yes\n"),
-                    "{out}"
-                );
+                // Mode wal, by sync policy: everysec may lose the last second, no an
+                // unbounded tail, each keeping a consistent prefix.
+                for line in [
+                    "                msync, wal (sync always): process crash yes, kernel crash yes, power loss yes, reboot yes\n",
+                    "                wal (sync everysec): process crash yes, kernel crash all-but-last-second, \
+                     power loss all-but-last-second, reboot yes\n",
+                    "                wal (sync no): process crash yes, kernel crash prefix, power loss prefix, reboot yes\n",
+                ] {
+                    assert!(out.contains(line), "{out}");
+                }
             }
         }
     }
@@ -155,5 +161,34 @@ fn u3_serve_says_what_survives_at_start_up_and_in_info() {
         assert_eq!(err.lines().filter(|l| l.contains("acknowledged writes survive:")).count(), 1, "{err}");
         assert!(err.contains(&format!("mode adr on {}", medium.name())), "{err}");
         assert_eq!(warnings(&out.stderr), 1, "{err}");
+    }
+}
+
+/// Mode wal says its sync policy and what that keeps through a power loss, at start-up and
+/// in INFO, with no warning: each policy keeps what it promises.
+#[test]
+fn u3_serve_in_mode_wal_says_what_its_sync_policy_keeps() {
+    let Some(dir) = disk_dir(Path::new(env!("CARGO_TARGET_TMPDIR"))) else {
+        eprintln!("no disk file system to write to here: not checked");
+        return;
+    };
+    for (sync, power_loss) in [("always", "yes"), ("everysec", "all-but-last-second"), ("no", "prefix")] {
+        let pool = dir.path().join(format!("{sync}.pool"));
+        let (child, port) = spawn_serve_with(&pool, &["--mode", "wal", "--sync", sync], Stdio::piped());
+        let info = info_reply(port);
+        assert!(info.contains("pmkv_mode:wal\r\n"), "{info}");
+        assert!(info.contains(&format!("pmkv_sync:{sync}\r\n")), "{info}");
+        assert!(info.contains("pmkv_survives_process_crash:yes\r\n"), "{info}");
+        assert!(info.contains(&format!("pmkv_survives_kernel_crash:{power_loss}\r\n")), "{info}");
+        assert!(info.contains(&format!("pmkv_survives_power_loss:{power_loss}\r\n")), "{info}");
+        assert!(info.contains("pmkv_survives_reboot:yes\r\n"), "{info}");
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"*1\r\n$8\r\nSHUTDOWN\r\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let err = text(&out.stderr);
+        assert!(err.contains(&format!("mode wal (sync {sync}) on disk: acknowledged writes survive: ")), "{err}");
+        assert!(err.contains(&format!("power loss {power_loss}")), "{err}");
+        assert_eq!(warnings(&out.stderr), 0, "{err}");
     }
 }

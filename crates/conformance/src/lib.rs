@@ -31,6 +31,7 @@
 pub mod basic;
 pub mod batch;
 pub mod concurrent;
+pub mod counted;
 pub mod crash;
 pub mod damage;
 pub mod files;
@@ -82,7 +83,8 @@ macro_rules! suite {
             crash::eadr_structural_every_store_point,
             crash::eadr_growth_every_store_point,
             crash::eadr_recovery_survives_its_own_crash,
-            model::random_operations_match_a_model
+            model::random_operations_match_a_model,
+            counted::lines_written_are_the_lines_dirtied
         );
     };
     (@cases $factory:expr; $($module:ident :: $case:ident),* $(,)?) => {

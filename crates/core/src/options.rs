@@ -39,6 +39,8 @@ pub struct Options {
     /// against power loss on real PM. On a disk file or tmpfs it promises more than the
     /// medium gives; the open store says what its writes survive
     /// ([`Pool::durability`](pmkv_substrate::Pool::durability)), and front ends warn.
+    /// On a disk file mode `wal` keeps the promise; why the library does not choose it
+    /// there by itself, as the front ends do: [`wal_on_disk`](Self::wal_on_disk).
     pub mode: Mode,
     /// Size of a new pool in bytes; it grows on demand up to `max_size`. Default
     /// [`DEFAULT_INITIAL_SIZE`] (64 KiB).
@@ -63,11 +65,16 @@ pub struct Options {
     /// `appendfsync`). Default `always`: an acknowledged write is on the device.
     pub sync: SyncPolicy,
     /// Use mode `wal` instead of `mode` when the pool file is on a disk (detected at
-    /// open): [`Options::wal_on_disk`]. Front ends turn it on by default (the CLI: no
-    /// `--mode` given), so that a new user on a disk gets `wal` with `always`, durable
-    /// against a power loss, and `adr` on PM and tmpfs. Off in the library's defaults,
-    /// which tests and programs that read a live pool file's bytes rely on;
-    /// [`Options::mode`] turns it off.
+    /// open): [`Options::wal_on_disk`]. Front ends turn it on when no mode is given (the
+    /// CLI, Python, C), so that a new user on a disk gets `wal` with `always`, durable
+    /// against a power loss, and `adr` on PM and tmpfs. [`Options::mode`] turns it off.
+    ///
+    /// Off in the library's defaults, on purpose: `wal` makes each unbatched write wait
+    /// for an `fdatasync` (milliseconds, against microseconds in `adr`), keeps the pool
+    /// file at its last checkpoint while the store is open (the rest is in
+    /// `<pool>.wal`, so a program reading a live pool file's bytes sees old ones), adds
+    /// that second file, and holds private copies of written pages in anonymous memory.
+    /// A program chooses those; docs/design/substrate.md, "Mode wal", "Defaults".
     pub wal_on_disk: bool,
     engine: Vec<Arc<dyn EngineOptions>>,
     params: Vec<(String, String)>,

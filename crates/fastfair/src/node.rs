@@ -46,6 +46,8 @@ impl FastFair {
         loop {
             let v = w.load(Ordering::Acquire);
             if v & 1 == 0 && w.compare_exchange_weak(v, v + 1, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                // The lock word lives in the PM node: taking it dirties the header line.
+                self.pool.note_write(node + H_LOCK, 8);
                 return;
             }
             spins += 1;
@@ -60,6 +62,7 @@ impl FastFair {
     /// Release `node`'s lock (its version becomes even and new).
     pub(crate) fn unlock(&self, node: u64) {
         self.lock_word(node).fetch_add(1, Ordering::Release);
+        self.pool.note_write(node + H_LOCK, 8);
     }
 
     /// Reset a lock word a crash left behind (recovery only).

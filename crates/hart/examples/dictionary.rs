@@ -1,6 +1,8 @@
 //! Quick Dictionary run of HART against a BTreeMap behind a lock (the volatile baseline),
 //! one thread: `cargo run --release -p pmkv-hart --example dictionary -- MODE`.
 //! The full harness is `pmkv bench`; this is the engine developer's inner loop.
+//! `EXACT=1` counts lines written exactly (distinct lines each operation dirtied; the
+//! timings then include that counting), else the default count of flushed lines.
 
 use parking_lot::RwLock;
 use pmkv_hart::{Hart, Options};
@@ -11,6 +13,7 @@ use std::time::Instant;
 
 fn main() {
     let mode: Mode = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(Mode::Eadr);
+    counters::set_exact(std::env::var("EXACT").is_ok_and(|v| v == "1"));
     let owned = pmkv_testutil::words();
     let words: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
     let n = words.len() as f64;
@@ -28,6 +31,8 @@ fn main() {
         let c0 = counters::snapshot();
         let t = Instant::now();
         for w in &words {
+            // One operation per word for the exact lines-written count.
+            counters::begin_op();
             hart(w);
         }
         let th = t.elapsed().as_nanos() as f64 / n;

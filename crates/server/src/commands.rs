@@ -1004,11 +1004,15 @@ fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
         }
     }
     if wants("persistence") {
-        // What an acknowledged write survives here, from the medium the pool sits on and
-        // its mode: yes, no, or if-eadr (eadr on DAX: only on eADR hardware, which cannot
-        // be detected).
+        // What an acknowledged write survives here, from the medium the pool sits on, its
+        // mode and (mode wal) sync policy: yes, no, if-eadr (eadr on DAX: only on eADR
+        // hardware, which cannot be detected), all-but-last-second (wal, everysec) or
+        // prefix (wal, no: a consistent prefix of unbounded age).
         let d = s.durability();
         let mut b = format!("loading:0\r\naof_enabled:0\r\npmkv_mode:{}\r\npmkv_medium:{}\r\n", sh.mode, d.medium);
+        if let Some(p) = d.sync {
+            b.push_str(&format!("pmkv_sync:{p}\r\n"));
+        }
         for (event, survives) in d.table() {
             b.push_str(&format!("pmkv_survives_{}:{}\r\n", event.name(), survives.name()));
         }

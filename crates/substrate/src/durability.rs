@@ -13,7 +13,7 @@
 //! end prints (once, at a read-write open) when the mode promises more than the medium
 //! gives; nothing here prints.
 
-use crate::persist::Mode;
+use crate::persist::{Mode, SyncPolicy};
 
 /// What a pool's bytes are mapped from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,29 +110,73 @@ pub enum Survives {
     /// Only if the platform has eADR (its CPU caches are in the persistence domain). No
     /// interface tells software whether it has, so pmkv cannot detect it.
     IfEadr,
+    /// All but about the last second of acknowledged writes (mode `wal`, sync policy
+    /// `everysec`: the log is made durable once a second). What is kept is a consistent
+    /// prefix of the writes.
+    AllButLastSecond,
+    /// A consistent prefix of the acknowledged writes, of unbounded age (mode `wal`, sync
+    /// policy `no`: the log reaches the device when the kernel writes it back, typically
+    /// within 30 s, or at a checkpoint or close). Acknowledged writes may be lost; the
+    /// pool is never left inconsistent.
+    Prefix,
 }
 
 impl Survives {
-    /// `yes`, `no` or `if-eadr`.
+    /// `yes`, `no`, `if-eadr`, `all-but-last-second` or `prefix`.
     pub fn name(self) -> &'static str {
         match self {
             Survives::Yes => "yes",
             Survives::No => "no",
             Survives::IfEadr => "if-eadr",
+            Survives::AllButLastSecond => "all-but-last-second",
+            Survives::Prefix => "prefix",
+        }
+    }
+
+    /// The C API's number for it (`struct pmkv_durability`): 1 yes, 0 no, negative for
+    /// the conditional and partial answers (-1 if-eadr, -2 all-but-last-second, -3
+    /// prefix), so that `> 0` alone means "every acknowledged write survives".
+    pub fn code(self) -> i32 {
+        match self {
+            Survives::Yes => 1,
+            Survives::No => 0,
+            Survives::IfEadr => -1,
+            Survives::AllButLastSecond => -2,
+            Survives::Prefix => -3,
         }
     }
 }
 
-/// The durability of a pool: its medium and mode, and what follows from them.
+/// The durability of a pool: its medium, mode and (in mode `wal`) sync policy, and what
+/// follows from them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Durability {
     pub medium: Medium,
     pub mode: Mode,
+    /// When a `wal` pool acknowledges a write; `None` in every other mode, where a write
+    /// is as durable as it will be when its operation returns.
+    pub sync: Option<SyncPolicy>,
 }
 
 impl Durability {
+    /// The durability of `mode` on `medium`; in mode `wal`, with sync policy `always`
+    /// (the default; [`with_sync`](Self::with_sync) says another).
     pub fn new(medium: Medium, mode: Mode) -> Durability {
-        Durability { medium, mode }
+        let sync = (mode == Mode::Wal).then_some(SyncPolicy::Always);
+        Durability { medium, mode, sync }
+    }
+
+    /// The same with sync policy `policy`, which only mode `wal` has (ignored in others).
+    pub fn with_sync(self, policy: SyncPolicy) -> Durability {
+        Durability { sync: self.sync.map(|_| policy), ..self }
+    }
+
+    /// The mode, and the sync policy of mode `wal`: `adr`, `wal (sync everysec)`.
+    pub fn label(&self) -> String {
+        match self.sync {
+            Some(p) => format!("{} (sync {p})", self.mode),
+            None => self.mode.to_string(),
+        }
     }
 
     /// Whether a write acknowledged (its operation returned) survives `event`.
@@ -151,15 +195,24 @@ impl Durability {
     ///   still in the CPU caches, unless the platform has eADR.
     /// * a **kernel crash** and a **power loss** keep only what reached the device: on a
     ///   disk file only what `msync` wrote (the `msync` mode, at every commit) or what the
-    ///   `wal` mode's log made durable (at every acknowledgement with sync policy
-    ///   `always`; the table is that policy's: `everysec` may lose the last second and
-    ///   `no` an unbounded tail, each keeping a consistent prefix); on DAX
+    ///   `wal` mode's log made durable: every acknowledged write with sync policy
+    ///   `always`, all but about the last second with `everysec`
+    ///   ([`Survives::AllButLastSecond`]), a consistent prefix of unbounded age with `no`
+    ///   ([`Survives::Prefix`]); on DAX
     ///   what `adr` flushed or `wal` wrote and synced, or, on eADR hardware (which pmkv cannot detect), what was
     ///   merely stored (`eadr`, and `msync`, which issues no flush and whose `msync` of a
     ///   `MAP_SYNC` mapping writes nothing back); `none` orders nothing, so a partial
     ///   write-back may leave any state. Memory file systems keep nothing.
     pub fn survives(&self, event: Event) -> Survives {
         use Survives::*;
+        // What the `wal` log keeps through a kernel crash or power loss, by policy. A
+        // process crash loses nothing (a write is acknowledged only once its record
+        // reached the kernel), and a clean reboot syncs the log with the file system.
+        let wal = match self.sync.unwrap_or_default() {
+            SyncPolicy::Always => Yes,
+            SyncPolicy::Everysec => AllButLastSecond,
+            SyncPolicy::No => Prefix,
+        };
         match (self.medium, event) {
             (Medium::Anonymous, _) => No,
             (_, Event::ProcessCrash) => Yes,
@@ -167,12 +220,15 @@ impl Durability {
             (Medium::Disk, Event::Reboot) => Yes,
             // Kernel crash or power loss:
             (Medium::Disk, _) => match self.mode {
-                Mode::Msync | Mode::Wal => Yes,
+                Mode::Msync => Yes,
+                Mode::Wal => wal,
                 Mode::Adr | Mode::Eadr | Mode::None => No,
             },
+            (Medium::Dax, Event::Reboot) if self.mode == Mode::Wal => Yes,
             // Kernel crash, power loss or reboot:
             (Medium::Dax, _) => match self.mode {
-                Mode::Adr | Mode::Wal => Yes,
+                Mode::Adr => Yes,
+                Mode::Wal => wal,
                 Mode::Eadr | Mode::Msync => IfEadr,
                 Mode::None => No,
             },
@@ -197,7 +253,8 @@ impl Durability {
         match self.survives(Event::PowerLoss) {
             Survives::No => true,
             Survives::IfEadr => self.mode != Mode::Eadr,
-            Survives::Yes => false,
+            // What the sync policy promises, no more: `everysec` and `no` say so.
+            Survives::Yes | Survives::AllButLastSecond | Survives::Prefix => false,
         }
     }
 
@@ -237,7 +294,7 @@ impl Durability {
 
 impl std::fmt::Display for Durability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} in {}: {}", self.mode, self.medium, self.summary())
+        write!(f, "{} in {}: {}", self.label(), self.medium, self.summary())
     }
 }
 
@@ -257,6 +314,40 @@ mod tests {
         }
         assert_eq!(row(Medium::Disk, Mode::Msync), [Yes, Yes, Yes, Yes]);
         assert_eq!(row(Medium::Disk, Mode::Wal), [Yes, Yes, Yes, Yes]);
+    }
+
+    #[test]
+    fn wal_keeps_through_a_power_loss_what_its_sync_policy_made_durable() {
+        let wal = |medium, p| Durability::new(medium, Mode::Wal).with_sync(p).table().map(|(_, s)| s);
+        for medium in [Medium::Disk, Medium::Dax] {
+            assert_eq!(wal(medium, SyncPolicy::Always), [Yes, Yes, Yes, Yes], "{medium}");
+            assert_eq!(wal(medium, SyncPolicy::Everysec), [Yes, AllButLastSecond, AllButLastSecond, Yes]);
+            assert_eq!(wal(medium, SyncPolicy::No), [Yes, Prefix, Prefix, Yes], "{medium}");
+        }
+        for p in SyncPolicy::ALL {
+            assert_eq!(wal(Medium::Memory, p), [Yes, No, No, No], "{p}");
+            assert_eq!(wal(Medium::Anonymous, p), [No; 4], "{p}");
+            // Each policy keeps what it promises: no warning.
+            for medium in Medium::ALL {
+                assert_eq!(
+                    Durability::new(medium, Mode::Wal).with_sync(p).warning().is_some(),
+                    medium == Medium::Memory
+                );
+            }
+            // Only mode wal has a sync policy.
+            assert_eq!(Durability::new(Medium::Disk, Mode::Adr).with_sync(p).sync, None);
+        }
+        let d = Durability::new(Medium::Disk, Mode::Wal).with_sync(SyncPolicy::Everysec);
+        assert_eq!(
+            d.to_string(),
+            "wal (sync everysec) in disk: process crash yes, kernel crash all-but-last-second, \
+             power loss all-but-last-second, reboot yes"
+        );
+        assert_eq!(Durability::new(Medium::Disk, Mode::Wal).label(), "wal (sync always)");
+        assert_eq!(Durability::new(Medium::Disk, Mode::Msync).label(), "msync");
+        // The C API's numbers: only a full yes is positive.
+        let codes = [Yes, No, IfEadr, AllButLastSecond, Prefix].map(Survives::code);
+        assert_eq!(codes, [1, 0, -1, -2, -3]);
     }
 
     #[test]

@@ -57,4 +57,4 @@ pub use persist::{flush_insn, FlushInsn, Mode, SyncPolicy, LINE};
 pub use pool::{EngineClaim, Pool, PoolInfo, PoolOptions, DEFAULT_INITIAL_SIZE, MIN_POOL_SIZE};
 #[cfg(feature = "crash-sim")]
 pub use power::{PowerEvent, PowerLog, Tear, SECTOR};
-pub use wal::{Replayed, WalFile, CHECKPOINT_BYTES};
+pub use wal::{remove_pool, Replayed, WalFile, CHECKPOINT_BYTES};

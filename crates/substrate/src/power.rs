@@ -54,17 +54,19 @@ pub struct PowerLog {
     events: Mutex<Vec<PowerEvent>>,
 }
 
-impl PowerLog {
-    pub(crate) fn write(&self, file: WalFile, off: u64, data: &[u8]) {
+impl crate::wal::Recorder for PowerLog {
+    fn write(&self, file: WalFile, off: u64, data: &[u8]) {
         self.events.lock().push(PowerEvent::Write { file, off, data: data.to_vec() });
     }
-    pub(crate) fn set_len(&self, file: WalFile, len: u64) {
+    fn set_len(&self, file: WalFile, len: u64) {
         self.events.lock().push(PowerEvent::SetLen { file, len });
     }
-    pub(crate) fn sync(&self, file: WalFile) {
+    fn sync(&self, file: WalFile) {
         self.events.lock().push(PowerEvent::Sync { file });
     }
+}
 
+impl PowerLog {
     /// Record a mark (after the events so far).
     pub fn mark(&self, m: u64) {
         self.events.lock().push(PowerEvent::Mark(m));
@@ -91,6 +93,25 @@ impl PowerLog {
             .iter()
             .filter_map(|e| if let PowerEvent::Mark(m) = e { Some(*m) } else { None })
             .collect()
+    }
+
+    /// Every image of the files a power cut can leave, as the tests of a store over a
+    /// `wal` pool check them: at each of [`sync_points`](Self::sync_points), with every
+    /// unsynced write dropped, kept, and torn at sectors (one draw). `f` gets a label for
+    /// messages, the highest mark before the cut (what was acknowledged by then), and the
+    /// pool file and log file ([`crash_files`](Self::crash_files)). Returns the images made.
+    pub fn each_image(&self, pool0: &[u8], log0: &[u8], mut f: impl FnMut(&str, u64, Vec<u8>, Vec<u8>)) -> usize {
+        let points = self.sync_points();
+        let mut images = 0;
+        for &cut in &points {
+            let acked = self.marks_before(cut).into_iter().max().unwrap_or(0);
+            for tear in [Tear::DropAll, Tear::KeepAll, Tear::Sectors(cut as u64 * 31 + 7)] {
+                let (p, l) = self.crash_files(pool0, log0, cut, tear);
+                f(&format!("cut {cut} of {}, {tear:?}", points.len() - 1), acked, p, l);
+                images += 1;
+            }
+        }
+        images
     }
 
     /// The pool file and log file a power cut after the first `cut` events leaves, from

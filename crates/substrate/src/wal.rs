@@ -65,6 +65,20 @@ pub(crate) fn log_path(pool_path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Delete a pool: its file and, for a pool that was ever open in mode `wal`, its log
+/// (`<pool>.wal`). A pool is two files in that mode, so deleting only the first would leave
+/// the log behind (harmless to a new pool at the path, whose id differs, but a leftover).
+/// Files already gone are not an error.
+pub fn remove_pool(pool_path: &Path) -> std::io::Result<()> {
+    for p in [pool_path.to_path_buf(), log_path(pool_path)] {
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Which file an I/O acts on (for the power-loss recorder).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WalFile {
@@ -79,7 +93,17 @@ pub(crate) struct Files {
     pub(crate) log: File,
     pool_path: PathBuf,
     #[cfg(feature = "crash-sim")]
-    pub(crate) recorder: Mutex<Option<Arc<crate::power::PowerLog>>>,
+    pub(crate) recorder: Mutex<Option<Arc<dyn Recorder>>>,
+}
+
+/// What watches a `wal` pool's file I/O: the power-loss simulation (`crash-sim` feature;
+/// `power::PowerLog`). A trait, so that the log, which the simulation is built on, does not
+/// depend on it.
+#[cfg(feature = "crash-sim")]
+pub(crate) trait Recorder: Send + Sync {
+    fn write(&self, file: WalFile, off: u64, data: &[u8]);
+    fn set_len(&self, file: WalFile, len: u64);
+    fn sync(&self, file: WalFile);
 }
 
 impl Files {
@@ -246,6 +270,15 @@ impl Wal {
 
     pub(crate) fn durable(&self) -> u64 {
         self.durable.load(Ordering::Acquire)
+    }
+
+    /// Highest LSN as safe as the policy promises an acknowledged write: what [`wait`]
+    /// waits for (durable under `always`, written to the kernel otherwise).
+    ///
+    /// [`wait`]: Wal::wait
+    pub(crate) fn acknowledged(&self) -> u64 {
+        let done = if self.policy == SyncPolicy::Always { &self.durable } else { &self.written };
+        done.load(Ordering::Acquire)
     }
 
     pub(crate) fn checkpoints(&self) -> u64 {

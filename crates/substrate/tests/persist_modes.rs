@@ -29,22 +29,26 @@ const WL_AREA: u64 = 20 << 10;
 
 /// The same engine code for every mode: small persists inside one line, unaligned persists
 /// across line boundaries, a batch of flushes ordered by one fence, an empty flush, and
-/// reported reads. Returns the area it wrote.
+/// reported reads. Each persist (and the batch) is one operation ([`counters::begin_op`]):
+/// the lines it dirties count once per operation. Returns the area it wrote.
 fn workload(pool: &Pool, area: u64) {
     assert_eq!(area % LINE as u64, 0);
     // 100 persists of 8 bytes, each inside one line.
     for i in 0..100u64 {
+        counters::begin_op();
         let off = area + 8 * i;
         fill(pool, off, 8, i as u8);
         pool.persist_off(off, 8);
     }
     // 10 persists of 100 bytes starting 40 bytes into a line: 3 lines each.
     for i in 0..10u64 {
+        counters::begin_op();
         let off = area + 4096 + 40 + 256 * i;
         fill(pool, off, 100, 100 + i as u8);
         pool.persist_off(off, 100);
     }
     // 65 lines flushed by two flushes, one fence for both.
+    counters::begin_op();
     fill(pool, area + 8192, 4096, 7);
     fill(pool, area + 16384, 64, 9);
     pool.flush_off(area + 8192, 4096);
@@ -98,22 +102,77 @@ fn p4_counters_of_the_named_cases() {
     let pool = Pool::create_sim(LAYOUT, &opts(Mode::Adr)).unwrap();
     let off = pool.take_heap(4096, 64).unwrap();
     let c0 = counters::snapshot();
+    counters::begin_op();
     pool.persist_off(off, 64 * 5);
+    counters::begin_op();
     pool.persist_off(off + 1, 64); // unaligned: 2 lines
     let c = counters::snapshot().since(&c0);
     assert_eq!(c, Counters { flushes: 7, fences: 2, lines_written: 7, lines_read: 0 });
 
+    // One operation flushing a line twice: by default each flushed line counts (7), with
+    // exact counting the line dirtied once counts once (5 distinct lines).
+    for (exact, lines) in [(false, 7), (true, 5)] {
+        counters::set_exact(exact);
+        let c0 = counters::snapshot();
+        counters::begin_op();
+        pool.persist_off(off, 64 * 5);
+        pool.persist_off(off + 1, 64);
+        let c = counters::snapshot().since(&c0);
+        assert_eq!(c, Counters { flushes: 7, fences: 2, lines_written: lines, lines_read: 0 }, "exact {exact}");
+    }
+    counters::set_exact(false);
+
     // eadr: no flush instructions, but lines written and fences are counted.
     let pool = Pool::create_sim(LAYOUT, &opts(Mode::Eadr)).unwrap();
     let c0 = counters::snapshot();
+    counters::begin_op();
     pool.persist_off(off, 64 * 5);
+    counters::begin_op();
     pool.persist_off(off + 1, 64);
     let c = counters::snapshot().since(&c0);
     assert_eq!(c, Counters { flushes: 0, fences: 2, lines_written: 7, lines_read: 0 });
 
+    // With exact counting, stores dirty lines in every mode, flushed or not: three words
+    // in two lines, a failed compare-and-swap (which writes nothing), then a bulk write
+    // the engine reports, overlapping one of those lines. By default stores count nothing.
+    for mode in [Mode::Adr, Mode::Eadr, Mode::None] {
+        let pool = Pool::create_sim(LAYOUT, &opts(mode)).unwrap();
+        let off = pool.take_heap(4096, 64).unwrap();
+        let c0 = counters::snapshot();
+        // SAFETY: the words lie in the heap area just taken; nothing else references them.
+        unsafe {
+            pool.store_u64(off, 1);
+            assert_eq!(pool.cas_u64(off + 8, 0, 6), Ok(0));
+        }
+        pool.note_write(off + 64, 192);
+        assert_eq!(counters::snapshot().since(&c0).lines_written, 0, "{mode}: exact counting off");
+        counters::set_exact(true);
+        let c0 = counters::snapshot();
+        counters::begin_op();
+        // SAFETY: the words lie in the heap area just taken; nothing else references them.
+        unsafe {
+            pool.store_u64(off, 1);
+            pool.store_u64(off + 8, 2);
+            pool.store_u32(off + 64, 3);
+            assert_eq!(pool.cas_u64(off + 128, 5, 6), Err(0));
+        }
+        let c = counters::snapshot().since(&c0);
+        assert_eq!(c.lines_written, 2, "{mode}: two lines stored to, one CAS that failed");
+        pool.note_write(off + 64, 192);
+        let c = counters::snapshot().since(&c0);
+        assert_eq!(c.lines_written, 4, "{mode}: the bulk write adds the two lines not yet dirtied");
+        assert_eq!(c.flushes, 0, "{mode}: stores alone flush nothing");
+        counters::begin_op();
+        // SAFETY: as above.
+        unsafe { pool.store_u64(off, 7) };
+        assert_eq!(counters::snapshot().since(&c0).lines_written, 5, "{mode}: a new operation counts the line again");
+        counters::set_exact(false);
+    }
+
     // none: no flushes, no fences; lines still counted (they are the engine's writes).
     let pool = Pool::create_sim(LAYOUT, &opts(Mode::None)).unwrap();
     let c0 = counters::snapshot();
+    counters::begin_op();
     pool.persist_off(off, 64 * 5);
     pool.fence();
     pool.note_read(3);
@@ -145,6 +204,7 @@ fn p4_counters_are_per_thread() {
                     let c0 = counters::snapshot();
                     assert_eq!(c0, Counters::default(), "a new thread starts at zero");
                     for i in 0..(10 * (t + 1)) {
+                        counters::begin_op();
                         let o = off + (t * 16 + i % 16) * 1024;
                         fill(pool, o, 64, i as u8);
                         pool.persist_off(o, 64);

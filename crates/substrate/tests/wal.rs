@@ -4,7 +4,7 @@
 
 #![cfg(feature = "crash-sim")]
 
-use pmkv_substrate::{Mode, Pool, PoolOptions, PowerLog, SyncPolicy, Tear};
+use pmkv_substrate::{Durability, Mode, Pool, PoolOptions, PowerLog, SyncPolicy, Tear};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -185,6 +185,11 @@ fn an_unclosed_pool_keeps_every_acknowledged_write_under_each_policy() {
         let dir = tempfile::tempdir().unwrap();
         let o = opts(sync, 1 << 20);
         let (pool, regions) = setup(dir.path(), 1, &o);
+        // The pool reports its policy, and with it what a power loss keeps.
+        let d = pool.durability();
+        assert_eq!(d.sync, Some(sync));
+        assert_eq!(d, Durability::new(d.medium, Mode::Wal).with_sync(sync));
+        assert_eq!(pool.sync_policy(), Some(sync));
         for i in 0..100 {
             op(&pool, regions[0], i, 0);
             pool.commit_wait().unwrap();

@@ -1,7 +1,7 @@
 """pmkv: a persistent-memory key-value toolkit, as a Python mapping.
 
     >>> import pmkv
-    >>> with pmkv.open("words.pool") as db:      # creates the pool (engine "hart", mode "adr")
+    >>> with pmkv.open("words.pool") as db:      # creates the pool (engine "hart"; mode "wal" on a disk)
     ...     db[b"hello"] = b"world"              # str keys and values are stored as UTF-8
     ...     db["hello"]
     b'world'
@@ -22,7 +22,8 @@ What "durable" means depends on where the pool is: ``db.durability`` says what
 acknowledged writes survive (a process crash, a kernel crash, a power loss, a reboot)
 on the medium detected at open, and opening a pool for writing issues a
 ``DurabilityWarning`` when the mode promises more than the medium gives ("adr" on a
-disk file or on tmpfs survives no power loss; on a disk file only "msync" does).
+disk file or on tmpfs survives no power loss; on a disk file "wal", the default there,
+and "msync" do).
 
 Errors are ``pmkv.Error`` subclasses: ``CorruptError`` (damaged, foreign or
 unknown-version pool), ``WrongEngineError`` (the pool holds another engine),
@@ -40,7 +41,14 @@ block on an exception raises that exception, with any error of the close as a no
 from collections.abc import Iterator as _Iterator, MutableMapping as _MutableMapping
 import os as _os
 import time as _time
-from typing import List as _List, NamedTuple as _NamedTuple, Optional as _Optional, Tuple as _Tuple, Union as _Union
+from typing import (
+    Dict as _Dict,
+    List as _List,
+    NamedTuple as _NamedTuple,
+    Optional as _Optional,
+    Tuple as _Tuple,
+    Union as _Union,
+)
 import warnings as _warnings
 
 from . import _pmkv
@@ -108,9 +116,11 @@ class DurabilityWarning(UserWarning):
 
 
 class Durability(_NamedTuple):
-    """What a store's acknowledged writes survive. Each event is True, False, or None:
-    only on eADR hardware (mode "eadr" on persistent memory; no interface tells whether a
-    machine has eADR)."""
+    """What a store's acknowledged writes survive. Each event is True (every acknowledged
+    write survives it), False (some may be lost), or None: only on eADR hardware (mode
+    "eadr" on persistent memory; no interface tells whether a machine has eADR). In mode
+    "wal" with sync "everysec" or "no", a power loss or kernel crash is False: ``survives``
+    says what is kept (all but about the last second, or a consistent prefix)."""
 
     medium: str
     """"dax" (persistent memory mapped with MAP_SYNC), "memory" (tmpfs, ramfs), "disk"
@@ -122,9 +132,15 @@ class Durability(_NamedTuple):
     reboot: _Optional[bool]
     warning: _Optional[str]
     """Why the mode promises more than the medium gives, or None."""
+    sync: _Optional[str]
+    """Mode "wal"'s sync policy ("always", "everysec", "no"); None in other modes."""
+    survives: _Dict[str, str]
+    """For each event ("process_crash", "kernel_crash", "power_loss", "reboot"), the
+    library's word: "yes", "no", "if-eadr", "all-but-last-second" (sync "everysec") or
+    "prefix" (sync "no": a consistent prefix of the writes, of unbounded age)."""
 
 
-_SURVIVES = {"yes": True, "no": False, "if-eadr": None}
+_SURVIVES = {"yes": True, "no": False, "if-eadr": None, "all-but-last-second": False, "prefix": False}
 
 
 def engines() -> list:
@@ -135,20 +151,28 @@ def engines() -> list:
 def open(  # noqa: A001 - the conventional name (dbm.open, lmdb.open, sqlite3.connect)
     path: _Union[str, "_os.PathLike[str]"],
     engine: _Optional[str] = None,
-    mode: str = "adr",
+    mode: _Optional[str] = None,
     create: bool = True,
     read_only: bool = False,
     initial_size: _Optional[int] = None,
     max_size: _Optional[int] = None,
     wait: float = 0,
+    sync: _Optional[str] = None,
 ) -> "Store":
     """Open (or, with ``create``, create) the pool at ``path``.
 
     ``engine``: for a new pool, which engine ("hart" by default); an existing pool's
-    engine is read from its header. ``mode``: "adr" (flush and fence per write: survives
-    a power loss on persistent memory, a process crash anywhere), "eadr" (fences only, for
-    eADR hardware), "msync" (msync per commit: survives a power loss on a disk file too)
-    or "none" (no persistence). ``read_only``: refuse writes, change nothing; any number
+    engine is read from its header. ``mode``: "wal" (a redo log, one fdatasync per
+    group of writes: survives a power loss on a disk file), "adr" (flush and fence per
+    write: survives a power loss on persistent memory, a process crash anywhere), "eadr"
+    (fences only, for eADR hardware), "msync" (msync per commit: survives a power loss on
+    a disk file too, much slower than "wal") or "none" (no persistence); None (the
+    default): "wal" for a pool on a disk file, "adr" elsewhere, as the ``pmkv`` command.
+    ``sync``, mode "wal" only, as Redis's appendfsync: "always" (the default: a write
+    returns once it is on the device), "everysec" (once written to the kernel, which a
+    process crash does not lose; synced every second, so a power loss loses at most about
+    the last second) or "no" (synced when the kernel writes back: a power loss keeps a
+    consistent prefix of unbounded age). ``read_only``: refuse writes, change nothing; any number
     of processes (and opens) may hold a pool read-only at once, while none holds it for
     writing. A pool that was not closed cleanly needs one read-write open (its crash
     recovery) before it opens read-only. ``initial_size`` (default 64 KiB; the pool grows
@@ -167,7 +191,7 @@ def open(  # noqa: A001 - the conventional name (dbm.open, lmdb.open, sqlite3.co
     deadline = _time.monotonic() + wait
     while True:
         try:
-            native = _pmkv.open_store(_os.fspath(path), engine, mode, create, read_only, initial_size, max_size)
+            native = _pmkv.open_store(_os.fspath(path), engine, mode, create, read_only, initial_size, max_size, sync)
         except LockedError:
             left = deadline - _time.monotonic()
             if left <= 0:
@@ -362,10 +386,11 @@ class Store(_MutableMapping):
     def durability(self) -> Durability:
         """What acknowledged writes survive: the medium the pool sits on (detected at
         open) and the mode, and for each event whether writes survive it."""
-        medium, mode, table, warning = self._s.durability()
-        t = {event: _SURVIVES[v] for event, v in table}
+        medium, mode, table, warning, sync = self._s.durability()
+        words = dict(table)
+        t = {event: _SURVIVES[v] for event, v in words.items()}
         return Durability(
-            medium, mode, t["process_crash"], t["kernel_crash"], t["power_loss"], t["reboot"], warning
+            medium, mode, t["process_crash"], t["kernel_crash"], t["power_loss"], t["reboot"], warning, sync, words
         )
 
     def close(self) -> None:

@@ -27,7 +27,7 @@ pub fn persist(a: PersistArgs) -> CmdResult {
     );
     for mode in Mode::ALL {
         let path = dir.join(format!("pmkv-bench-persist-{}-{}.pool", std::process::id(), mode));
-        let _ = std::fs::remove_file(&path);
+        let _ = pmkv_substrate::remove_pool(&path);
         let opts = PoolOptions::default().mode(mode).initial_size(4 << 20);
         let pool = Pool::create(&path, "bench", &opts)?;
         let mut cells = Vec::new();
@@ -63,7 +63,7 @@ pub fn persist(a: PersistArgs) -> CmdResult {
         }
         println!("{:<6} {}   {}", mode.name(), cells.join(" "), note);
         drop(pool);
-        let _ = std::fs::remove_file(&path);
+        let _ = pmkv_substrate::remove_pool(&path);
     }
     Ok(())
 }

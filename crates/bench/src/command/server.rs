@@ -547,7 +547,7 @@ fn cluster(a: &ServerArgs, n: u32) -> CmdResult {
             got[k - 1].push(m);
             for (_, _, guard, pool) in nodes {
                 drop(guard);
-                let _ = std::fs::remove_file(pool);
+                let _ = pmkv::remove_pool(&pool);
             }
         }
     }

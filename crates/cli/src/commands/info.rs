@@ -2,7 +2,7 @@
 
 use super::CmdResult;
 use crate::Outcome;
-use pmkv::{Durability, Mode};
+use pmkv::{Durability, Mode, SyncPolicy};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -45,21 +45,35 @@ pub fn run(a: Args) -> CmdResult {
         }
     }
     outln!("medium          {}: {}", i.medium, i.medium.describe())?;
-    // What acknowledged writes survive here, in each mode (modes with the same answer on
-    // one line): the mode is chosen at each open, so all are shown.
-    let mut rows: Vec<(Vec<&str>, String)> = Vec::new();
+    // What acknowledged writes survive here, in each mode and each sync policy of mode
+    // wal (those with the same answer on one line): both are chosen at each open, so all
+    // are shown.
+    // A mode whose policies all answer alike (on tmpfs) is shown once, by its name.
+    let mut each: Vec<(String, String)> = Vec::new();
     for mode in Mode::ALL {
-        let line = Durability::new(i.medium, mode).summary();
+        let d = Durability::new(i.medium, mode);
+        let by_policy: Vec<_> = SyncPolicy::ALL.map(|p| d.with_sync(p)).into_iter().collect();
+        if d.sync.is_some() && by_policy.iter().any(|p| p.summary() != d.summary()) {
+            each.extend(by_policy.iter().map(|p| (p.label(), p.summary())));
+        } else {
+            each.push((mode.name().to_string(), d.summary()));
+        }
+    }
+    let mut rows: Vec<(Vec<String>, String)> = Vec::new();
+    for (label, line) in each {
         match rows.iter_mut().find(|(_, l)| *l == line) {
-            Some((modes, _)) => modes.push(mode.name()),
-            None => rows.push((vec![mode.name()], line)),
+            Some((modes, _)) => modes.push(label),
+            None => rows.push((vec![label], line)),
         }
     }
     for (n, (modes, line)) in rows.iter().enumerate() {
         let head = if n == 0 { "survives" } else { "" };
         outln!("{head:<15} {}: {line}", modes.join(", "))?;
     }
-    outln!("mode            chosen at each open (default wal on a disk, adr elsewhere); not stored in the pool")?;
+    outln!(
+        "mode            chosen at each open (default wal on a disk, adr elsewhere), and wal's sync policy \
+         (default always); neither is stored in the pool"
+    )?;
     Ok(Outcome::Ok)
 }
 

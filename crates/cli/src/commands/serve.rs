@@ -139,11 +139,10 @@ pub fn run(a: Args) -> CmdResult {
     // What acknowledged writes survive, said once at start-up (INFO's Persistence section
     // says it too), and the warning if the mode promises more than the medium gives.
     let d = store.durability();
-    let sync = store.sync_policy().map(|p| format!(" (sync {p})")).unwrap_or_default();
     errln!(
-        "pmkv serve: {}: mode {}{sync} on {}: acknowledged writes survive: {}",
+        "pmkv serve: {}: mode {} on {}: acknowledged writes survive: {}",
         a.pool.display(),
-        d.mode,
+        d.label(),
         d.medium,
         d.summary()
     );

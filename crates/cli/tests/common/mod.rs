@@ -34,10 +34,19 @@ pub fn run_then_kill(args: &[&str], ms: u64) {
 /// Start `pmkv serve POOL --port 0 --mode adr EXTRA...` (its stderr to `stderr`) and return
 /// the child and the port it printed it listens on.
 pub fn spawn_serve(pool: &std::path::Path, extra: &[&str], stderr: std::process::Stdio) -> (std::process::Child, u16) {
+    spawn_serve_with(pool, &[&["--mode", "adr"], extra].concat(), stderr)
+}
+
+/// [`spawn_serve`] with exactly the options `args` (no `--mode adr`).
+pub fn spawn_serve_with(
+    pool: &std::path::Path,
+    args: &[&str],
+    stderr: std::process::Stdio,
+) -> (std::process::Child, u16) {
     use std::io::BufRead;
     let mut child = pmkv_command()
-        .args(["serve", pool.to_str().unwrap(), "--port", "0", "--mode", "adr"])
-        .args(extra)
+        .args(["serve", pool.to_str().unwrap(), "--port", "0"])
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(stderr)
         .spawn()

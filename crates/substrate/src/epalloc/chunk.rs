@@ -247,7 +247,12 @@ pub(crate) fn set_bit_lazy(
             return Err(BitError::Same);
         }
         match w.compare_exchange_weak(cur, new.0, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return Ok(old),
+            Ok(_) => {
+                // The header line is dirtied whether or not it is flushed (the lazy
+                // publish leaves it in the cache): exact line counting must see it.
+                pool.note_write(chunk, 8);
+                return Ok(old);
+            }
             Err(now) => cur = now,
         }
     }

@@ -62,7 +62,7 @@ impl Pool {
         // `eadr` and `none` issue no instruction and only count: inlined into the
         // engines' write paths (as a call it cost a HART insert or update ~2 %).
         if self.counts_only {
-            counters::add_lines_written(persist::lines_in(self.at::<u8>(off) as usize, len));
+            counters::note_flushed(self.at::<u8>(off) as usize, len);
             return;
         }
         self.flush_in_pool(off, len)
@@ -84,7 +84,7 @@ impl Pool {
                 // `flush_off`), and the mapping lives as long as `self`.
                 let n = unsafe { persist::flush_lines(addr, len) };
                 counters::add_flushes(n);
-                counters::add_lines_written(n);
+                counters::note_flushed(addr, len);
                 if self.latency.write_ns != 0 {
                     spin_ns(self.latency.flush_wait_ns(n));
                     if self.latency.charge == crate::latency::Charge::Fence {
@@ -95,10 +95,10 @@ impl Pool {
             Mode::Msync | Mode::Wal => {
                 let n = lines_in(addr, len);
                 counters::add_flushes(n);
-                counters::add_lines_written(n);
+                counters::note_flushed(addr, len);
                 MSYNC_PENDING.with(|v| v.borrow_mut().push((addr, len)));
             }
-            Mode::Eadr | Mode::None => counters::add_lines_written(lines_in(addr, len)),
+            Mode::Eadr | Mode::None => counters::note_flushed(addr, len),
         }
         #[cfg(feature = "crash-sim")]
         if let Some(sim) = &self.sim {
@@ -148,6 +148,7 @@ impl Pool {
     pub unsafe fn store_u64(&self, off: u64, v: u64) {
         assert!(off.is_multiple_of(8) && self.contains(off, 8), "PM word {off:#x} misaligned or outside the pool");
         self.note_store();
+        counters::note_dirty(self.at::<u8>(off) as usize, 8);
         // SAFETY: aligned and inside the mapping (checked); no reference overlaps the
         // word (the caller's contract); an atomic store keeps concurrent readers defined.
         unsafe { std::sync::atomic::AtomicU64::from_ptr(self.at::<u64>(off)) }
@@ -174,12 +175,17 @@ impl Pool {
         // SAFETY: the word is 8-aligned and inside the mapping (asserted above); no
         // reference overlaps it (the caller's contract, as for `store_u64`); an atomic
         // RMW keeps concurrent readers and writers defined.
-        unsafe { std::sync::atomic::AtomicU64::from_ptr(self.at::<u64>(off)) }.compare_exchange(
+        let r = unsafe { std::sync::atomic::AtomicU64::from_ptr(self.at::<u64>(off)) }.compare_exchange(
             current,
             new,
             std::sync::atomic::Ordering::AcqRel,
             std::sync::atomic::Ordering::Acquire,
-        )
+        );
+        // A failed swap leaves the line as it was: only a success dirties it.
+        if r.is_ok() {
+            counters::note_dirty(self.at::<u8>(off) as usize, 8);
+        }
+        r
     }
 
     /// Load the 8-byte PM word at `off` (Acquire): the read that pairs with
@@ -214,6 +220,7 @@ impl Pool {
     pub unsafe fn store_u32(&self, off: u64, v: u32) {
         assert!(off.is_multiple_of(4) && self.contains(off, 4), "PM word {off:#x} misaligned or outside the pool");
         self.note_store();
+        counters::note_dirty(self.at::<u8>(off) as usize, 4);
         // SAFETY: the word is 4-aligned and inside the mapping (asserted above); no
         // reference overlaps it (the caller's contract); an atomic store keeps concurrent
         // readers defined.
@@ -323,6 +330,13 @@ impl Pool {
         self.wal.as_ref().map_or(0, |w| w.durable())
     }
 
+    /// The LSN up to which the log is as safe as the sync policy promises (on the device
+    /// under `always`, written to the kernel under `everysec` and `no`; 0 outside mode
+    /// `wal`): a record at or below it needs no [`Pool::wait_lsn`].
+    pub fn acknowledged_lsn(&self) -> u64 {
+        self.wal.as_ref().map_or(0, |w| w.acknowledged())
+    }
+
     /// [`Pool::commit_wait`] for a given LSN (from [`Pool::appended_lsn`]).
     pub fn wait_lsn(&self, lsn: u64) -> Result<()> {
         self.wal.as_ref().map_or(Ok(()), |w| w.wait(lsn))
@@ -347,7 +361,7 @@ impl Pool {
     pub fn record_power(&self) -> Option<Arc<crate::power::PowerLog>> {
         let wal = self.wal.as_ref()?;
         let r = Arc::new(crate::power::PowerLog::default());
-        *wal.files.recorder.lock() = Some(Arc::clone(&r));
+        *wal.files.recorder.lock() = Some(Arc::clone(&r) as Arc<dyn crate::wal::Recorder>);
         Some(r)
     }
 

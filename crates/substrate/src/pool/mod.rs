@@ -298,9 +298,14 @@ impl Pool {
         self.medium
     }
 
-    /// What an acknowledged write to this pool survives: its medium and mode.
+    /// What an acknowledged write to this pool survives: its medium, mode and (a `wal`
+    /// pool opened for writing) sync policy.
     pub fn durability(&self) -> Durability {
-        Durability::new(self.medium, self.mode)
+        let d = Durability::new(self.medium, self.mode);
+        match self.sync_policy() {
+            Some(p) => d.with_sync(p),
+            None => d,
+        }
     }
 
     pub fn layout(&self) -> &str {
