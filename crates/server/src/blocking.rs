@@ -28,7 +28,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// The waiters, and the keys written since anyone waited.
+/// The waiters and their arrival order (held by the server, [`crate::Shared`]; the count
+/// of waiters and the keys committed to since are the keyspace's [`Ready`]).
 #[derive(Default)]
 pub struct Blocked {
     st: Mutex<State>,

@@ -1,8 +1,9 @@
 //! The server's records: how a key of each Redis type is laid out in the engine's one
 //! ordered byte map (docs/format/server.md), and the [`DataType`] trait that says it once
 //! per type. This is the lowest layer of the server's data model: it imports nothing of
-//! the server; the keyspace ([`crate::keyspace`]) works from it, and the type's commands
-//! ([`crate::types`]) sit above both.
+//! the server but [`crate::resp`]'s score formatting (for `pmkv dump`); the keyspace
+//! ([`crate::keyspace`]) works from it, and the types' commands ([`crate::types`]) sit
+//! above both.
 //!
 //! What a [`DataType`] says, and what uses it:
 //!
