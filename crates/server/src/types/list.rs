@@ -205,11 +205,13 @@ fn lmpop(tx: &mut Tx, _: &mut Ctx, _: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
     lmpop_in(tx, a)
 }
 
-/// LMPOP's work (`a` from numkeys on; BLMPOP's too): the null array when all are empty.
-fn lmpop_in(tx: &mut Tx, a: &[Vec<u8>]) -> TxResult<Reply> {
+/// The arguments of LMPOP and ZMPOP (BLMPOP's and BZMPOP's too), from numkeys on: the
+/// keys, the word after them (LEFT/RIGHT, MIN/MAX) as `word` reads it, and the COUNT (1
+/// when absent). The word is read before the count, so errors come in Redis's order.
+pub(crate) fn mpop_args<T>(a: &[Vec<u8>], word: impl Fn(&[u8]) -> TxResult<T>) -> TxResult<(&[Vec<u8>], T, u64)> {
     let n = int(&a[0]).filter(|&n| n > 0).ok_or_else(|| Reply::err("ERR numkeys should be greater than 0"))? as usize;
     let rest = a.get(1 + n..).filter(|r| !r.is_empty()).ok_or_else(syntax)?;
-    let left = side(&rest[0])?;
+    let w = word(&rest[0])?;
     let count = match &rest[1..] {
         [] => 1,
         [c, v] if upper(c) == "COUNT" => {
@@ -217,7 +219,13 @@ fn lmpop_in(tx: &mut Tx, a: &[Vec<u8>]) -> TxResult<Reply> {
         }
         _ => return Err(syntax()),
     };
-    for k in &a[1..=n] {
+    Ok((&a[1..=n], w, count))
+}
+
+/// LMPOP's work (`a` from numkeys on; BLMPOP's too): the null array when all are empty.
+fn lmpop_in(tx: &mut Tx, a: &[Vec<u8>]) -> TxResult<Reply> {
+    let (keys, left, count) = mpop_args(a, side)?;
+    for k in keys {
         if let Some(m) = open(tx, k)? {
             let got = pop_n(tx, k, m, count, left)?;
             return Ok(Reply::Array(vec![Reply::bulk(k.as_slice()), bulks(got)]));

@@ -718,21 +718,12 @@ fn zpop(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> 
 
 /// ZMPOP's work (`a` from numkeys on; BZMPOP's too): the null array when all are empty.
 fn zmpop_in(tx: &mut Tx, a: &[Vec<u8>]) -> TxResult<Reply> {
-    let n = int(&a[0]).filter(|&n| n > 0).ok_or_else(|| Reply::err("ERR numkeys should be greater than 0"))? as usize;
-    let rest = a.get(1 + n..).filter(|r| !r.is_empty()).ok_or_else(syntax)?;
-    let max = match upper(&rest[0]).as_str() {
-        "MIN" => false,
-        "MAX" => true,
-        _ => return Err(syntax()),
-    };
-    let count = match &rest[1..] {
-        [] => 1,
-        [c, v] if upper(c) == "COUNT" => {
-            int(v).filter(|&c| c > 0).ok_or_else(|| Reply::err("ERR count should be greater than 0"))? as u64
-        }
-        _ => return Err(syntax()),
-    };
-    for k in &a[1..=n] {
+    let (keys, max, count) = super::list::mpop_args(a, |w| match upper(w).as_str() {
+        "MIN" => Ok(false),
+        "MAX" => Ok(true),
+        _ => Err(syntax()),
+    })?;
+    for k in keys {
         if let Some(meta) = open(tx, k)? {
             let got = pop(tx, k, meta, count, max)?;
             let pairs = got.into_iter().map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), score_reply(s)])).collect();
