@@ -16,12 +16,13 @@
 //! a WATCHed key by anyone else since WATCH makes EXEC answer a null array. What EXEC
 //! applies is one atomic engine batch: after a crash all of it is there or none.
 
+use crate::command::Command;
 pub use crate::conn::Conn;
 use crate::data::{self, int, upper, Ctx, OVER_LIMIT};
 use crate::keyspace::{allowed, reserved, store_reply, Tx};
 use crate::resp::Reply;
 use crate::routing::{misrouted, route_keys};
-use crate::table::{self, Command, Group};
+use crate::table;
 use crate::Shared;
 use pmkv::Store;
 use std::sync::atomic::Ordering;
@@ -62,7 +63,16 @@ fn over_output_limit(sh: &Shared) -> (Reply, After) {
 /// commands with `tokio::task::block_in_place`, which hands the worker's other tasks to
 /// another thread first, so a KEYS over a large store does not stall PING elsewhere.
 pub fn may_take_long(args: &[Vec<u8>]) -> bool {
-    const LONG: [&[u8]; 15] = [
+    const LONG: [&[u8]; 23] = [
+        // Blocking pops wait for a push or their timeout.
+        b"BZPOPMIN",
+        b"BZPOPMAX",
+        b"BZMPOP",
+        b"BLPOP",
+        b"BRPOP",
+        b"BLMOVE",
+        b"BRPOPLPUSH",
+        b"BLMPOP",
         b"KEYS",
         b"SCAN",
         b"FLUSHDB",
@@ -86,13 +96,13 @@ pub fn may_take_long(args: &[Vec<u8>]) -> bool {
 /// Whether `cmd` runs in a [`Tx`] ([`crate::data`]): the data commands but the walks
 /// that read the store as it is (DBSIZE, PMKV.RANGE) and those with their own isolation.
 fn in_tx(cmd: &Command) -> bool {
-    matches!(cmd.group, Group::Strings | Group::Hashes | Group::Keys | Group::Expiry)
-        && !matches!(cmd.name, "PMKV.RANGE" | "DBSIZE" | "FLUSHDB" | "FLUSHALL")
+    cmd.data() && !matches!(cmd.name, "PMKV.RANGE" | "DBSIZE" | "FLUSHDB" | "FLUSHALL")
 }
 
 /// One command as an entry of Redis's `COMMAND` reply.
 fn command_info(cmd: &Command) -> Reply {
-    let movable = matches!(cmd.name, "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "PMKV.RANGE");
+    let movable =
+        cmd.keys.numkeys > 0 || matches!(cmd.name, "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "PMKV.RANGE");
     let flags = if movable { vec![Reply::Simple("movablekeys".into())] } else { Vec::new() };
     Reply::Array(vec![
         Reply::bulk(cmd.name.to_ascii_lowercase().into_bytes()),
@@ -110,6 +120,8 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
     let t = std::time::Instant::now();
     c.current = None;
     let (r, after) = run_uncounted(sh, c, args);
+    // Clients blocked on the lists this command pushed to are served before its reply.
+    crate::blocking::serve(sh);
     if let Some(cmd) = c.current.take() {
         // Queued inside MULTI is not a call yet: EXEC counts it when it runs.
         if !matches!(&r, Reply::Simple(q) if q == "QUEUED") {
@@ -301,6 +313,12 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
                 Err(r) => r,
             }
         }
+        _ if cmd.attempt.is_some() => {
+            if let Some(r) = misrouted(sh, slot, asking, &keys) {
+                return (r, After::Continue);
+            }
+            crate::blocking::block(sh, c, cmd, args)
+        }
         _ if in_tx(cmd) => {
             let _gate = match sh.gate_read() {
                 Ok(g) => g,
@@ -342,7 +360,7 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
 /// when it failed (its writes then must not be applied).
 pub(crate) fn one(c: &mut Conn, tx: &mut Tx, cmd: &Command, args: &[Vec<u8>]) -> Reply {
     let mut cx = Ctx { budget: c.reply_budget, resp3: c.resp3, cursors: &mut c.cursors };
-    match data::run(tx, &mut cx, cmd.name, &args[1..]) {
+    match data::run(tx, &mut cx, cmd, &args[1..]) {
         Ok(r) | Err(r) => r,
     }
 }
@@ -458,7 +476,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
         "PING" => match a.len() {
             0 => Reply::Simple("PONG".into()),
             1 => Reply::bulk(a[0].clone()),
-            _ => Reply::err(table::wrong_args("ping")),
+            _ => Reply::err(crate::command::wrong_args("ping")),
         },
         "ECHO" => Reply::bulk(a[0].clone()),
         "QUIT" => return (Reply::ok(), After::Close),
@@ -547,7 +565,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
         // keys there. Commands whose keys depend on their arguments are `movablekeys`, and
         // COMMAND GETKEYS answers for them.
         "COMMAND" => match a.first().map(|x| upper(x)) {
-            None => Reply::Array(table::COMMANDS.iter().map(command_info).collect()),
+            None => Reply::Array(table::commands().iter().copied().map(command_info).collect()),
             Some(s) if s == "INFO" => {
                 Reply::Array(a[1..].iter().map(|n| table::lookup(n).map_or(Reply::Nil, command_info)).collect())
             }
@@ -569,7 +587,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
                     Reply::Array(vec![])
                 }
             }
-            Some(s) if s == "COUNT" => Reply::Int(table::COMMANDS.len() as i64),
+            Some(s) if s == "COUNT" => Reply::Int(table::commands().len() as i64),
             _ => Reply::err("ERR pmkv has COMMAND, COMMAND INFO, COMMAND GETKEYS, COMMAND COUNT and COMMAND DOCS"),
         },
         "CONFIG" if upper(&a[0]) == "GET" && a.len() >= 2 => {
@@ -606,7 +624,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
                 None => return over_output_limit(sh),
             }
         }
-        "PMKV.RANGE" => Reply::err(table::wrong_args("pmkv.range")),
+        "PMKV.RANGE" => Reply::err(crate::command::wrong_args("pmkv.range")),
         "INFO" => info(sh, a),
         // As Redis: no reply; the connection closes when the server has stopped.
         "SHUTDOWN" => {
@@ -614,7 +632,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             sh.script.kill();
             return (Reply::Nil, After::Shutdown);
         }
-        _ => Reply::err(table::unknown(&[cmd.name.as_bytes().to_vec()])),
+        _ => Reply::err(crate::command::unknown(&[cmd.name.as_bytes().to_vec()])),
     };
     (r, After::Continue)
 }
@@ -745,7 +763,7 @@ pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Result<Reply, Vec<Vec<V
     };
     Ok(match r {
         Ok(()) => {
-            sh.ks.touch(Some(&mut keys.iter().copied()));
+            sh.ks.touch(&mut keys.iter().copied());
             Reply::ok()
         }
         Err(e) => store_err(e),
@@ -870,6 +888,16 @@ fn config_set(sh: &Shared, pairs: &[Vec<u8>]) -> Reply {
             }
             continue;
         }
+        if name == "save" {
+            // No snapshots to schedule: every write is in the pool when it is answered.
+            // "" (no snapshots, what Redis's tests set) is what pmkv does already.
+            if !p[1].is_empty() {
+                return Reply::err(
+                    "ERR pmkv takes no snapshots (every write is durable when answered): only save \"\"",
+                );
+            }
+            continue;
+        }
         if name == "maxmemory" {
             // Redis's check of the value first; then why pmkv does not take it.
             return match memory_value(&p[1]) {
@@ -954,7 +982,12 @@ fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     if wants("clients") {
         section(
             "Clients",
-            format!("connected_clients:{}\r\nmaxclients:{}\r\n", sh.clients.load(Relaxed), sh.max_clients),
+            format!(
+                "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n",
+                sh.clients.load(Relaxed),
+                sh.max_clients,
+                sh.ks.ready.clients()
+            ),
         );
     }
     if wants("memory") {

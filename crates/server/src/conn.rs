@@ -33,7 +33,11 @@ pub struct Conn {
     pub multi_slot: Option<u16>,
     /// The command [`crate::commands::run`] is running (for its counters), once the
     /// table knows it.
-    pub(crate) current: Option<&'static crate::table::Command>,
+    pub(crate) current: Option<&'static crate::command::Command>,
+    /// The client's socket, for a blocked command to notice the client left.
+    pub(crate) fd: Option<std::os::fd::RawFd>,
+    /// The arrival number of the blocking command being run ([`crate::blocking`]).
+    pub(crate) arrival: Option<u64>,
 }
 
 impl Conn {
@@ -53,7 +57,21 @@ impl Conn {
             asking: false,
             multi_slot: None,
             current: None,
+            fd: None,
+            arrival: None,
         }
+    }
+
+    /// Whether the client closed its end (a blocked command then stops waiting). Data
+    /// it sent meanwhile (a pipeline after the blocking command) is left unread.
+    pub fn peer_closed(&self) -> bool {
+        let Some(fd) = self.fd else { return false };
+        let mut b = [0u8; 1];
+        // SAFETY: `fd` is this connection's socket, open while the connection is served
+        // (the blocked command runs inside it); `b` is a valid 1-byte buffer. MSG_PEEK
+        // leaves any data in the socket, MSG_DONTWAIT never blocks.
+        let n = unsafe { libc::recv(fd, b.as_mut_ptr().cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+        n == 0
     }
 
     /// Forget the WATCHes (EXEC, DISCARD, UNWATCH, RESET, the connection's end).

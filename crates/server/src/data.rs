@@ -4,6 +4,8 @@
 //! and the caller drops what it wrote, so no command is ever half applied.
 
 use crate::bitops;
+use crate::command::Command;
+pub(crate) use crate::command::{int, Ctx};
 use crate::keyspace::{wrongtype, Kind, Ttl, Tx, TxResult};
 use crate::resp::Reply;
 use std::ops::Bound;
@@ -12,11 +14,7 @@ pub(crate) fn upper(b: &[u8]) -> String {
     String::from_utf8_lossy(b).to_ascii_uppercase()
 }
 
-pub(crate) fn int(b: &[u8]) -> Option<i64> {
-    std::str::from_utf8(b).ok()?.parse().ok()
-}
-
-fn float(b: &[u8]) -> Option<f64> {
+pub(crate) fn float(b: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(b).ok()?;
     // Redis refuses leading/trailing space and NaN.
     if s.is_empty() || s.trim() != s {
@@ -254,19 +252,10 @@ fn hash_walk(tx: &mut Tx, k: &[u8], keys: bool, vals: bool, budget: usize, resp3
     }))
 }
 
-/// Per-command context the data commands need from the connection.
-pub(crate) struct Ctx<'c> {
-    /// Bytes of reply allowed before the output limit.
-    pub budget: usize,
-    pub resp3: bool,
-    /// The connection's scan cursors (cursor n → the key or field to resume after).
-    pub cursors: &'c mut Vec<Vec<u8>>,
-}
-
 /// The error for a reply over the output limit: the caller closes the connection.
 pub(crate) const OVER_LIMIT: &str = "\u{0}over-output-limit";
 
-fn over() -> Reply {
+pub(crate) fn over() -> Reply {
     Reply::Error(OVER_LIMIT.into())
 }
 
@@ -280,7 +269,7 @@ fn cursor_for(cursors: &mut Vec<Vec<u8>>, last: Vec<u8>) -> i64 {
     cursors.len() as i64
 }
 
-fn cursor_start(cursors: &[Vec<u8>], arg: &[u8]) -> TxResult<Option<Vec<u8>>> {
+pub(crate) fn cursor_start(cursors: &[Vec<u8>], arg: &[u8]) -> TxResult<Option<Vec<u8>>> {
     match int(arg).filter(|&n| n >= 0) {
         Some(0) => Ok(None),
         Some(n) => cursors.get(n as usize - 1).cloned().map(Some).ok_or_else(|| Reply::err("ERR invalid cursor")),
@@ -380,7 +369,7 @@ fn lcs(tx: &mut Tx, a: &[Vec<u8>], resp3: bool) -> TxResult<Reply> {
 
 /// A random 64-bit number (std's per-process random hash keys and a counter; no crate
 /// needed for RANDOMKEY's and HRANDFIELD's picks, which need no quality beyond that).
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     thread_local!(static S: std::collections::hash_map::RandomState = std::collections::hash_map::RandomState::new());
@@ -415,7 +404,7 @@ fn hrandfield(tx: &mut Tx, k: &[u8], a: &[Vec<u8>], cx: &mut Ctx) -> TxResult<Re
     if with_values && count.is_some_and(|n| n.unsigned_abs() > i64::MAX as u64 / 2) {
         return Err(Reply::err("ERR value is out of range"));
     }
-    if tx.kind(k)? == Some(Kind::String) {
+    if tx.kind(k)? == Some(Kind::STRING) {
         return Err(wrongtype());
     }
     let mut all = Vec::new();
@@ -470,7 +459,7 @@ fn hrandfield(tx: &mut Tx, k: &[u8], a: &[Vec<u8>], cx: &mut Ctx) -> TxResult<Re
 
 /// One page of SCAN or HSCAN: COUNT elements looked at, the bulks of those shown, the
 /// element to resume after, and the output budget.
-struct Page {
+pub(crate) struct Page {
     items: Vec<Reply>,
     seen: usize,
     count: usize,
@@ -480,13 +469,13 @@ struct Page {
 }
 
 impl Page {
-    fn new(count: usize, budget: usize) -> Page {
+    pub(crate) fn new(count: usize, budget: usize) -> Page {
         Page { items: Vec::new(), seen: 0, count, last: Vec::new(), size: 0, budget }
     }
 
     /// Look at one element (`resume`: what a cursor resumes after), showing `bulks`;
     /// whether to go on.
-    fn step(&mut self, resume: &[u8], bulks: &[&[u8]]) -> bool {
+    pub(crate) fn step(&mut self, resume: &[u8], bulks: &[&[u8]]) -> bool {
         self.seen += 1;
         for b in bulks {
             self.size += bulk_cost(b.len());
@@ -499,7 +488,7 @@ impl Page {
     }
 
     /// `[next cursor, [bulks]]`, or the over-limit error.
-    fn reply(self, cursors: &mut Vec<Vec<u8>>) -> Reply {
+    pub(crate) fn reply(self, cursors: &mut Vec<Vec<u8>>) -> Reply {
         if self.size > self.budget {
             return over();
         }
@@ -509,7 +498,11 @@ impl Page {
 }
 
 /// Run data command `cmd` (upper case, known, arity checked) with arguments `a`.
-pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
+pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, command: &Command, a: &[Vec<u8>]) -> TxResult<Reply> {
+    let cmd = command.name;
+    if let Some(run) = command.run {
+        return run(tx, cx, cmd, a);
+    }
     let k = a.first().map_or(&[][..], |k| k.as_slice());
     Ok(match cmd {
         "GET" => bulk_or_nil(tx.get(k)?),
@@ -569,7 +562,7 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResu
         }
         "MSET" | "MSETNX" => {
             if !a.len().is_multiple_of(2) {
-                return Err(Reply::err(crate::table::wrong_args(cmd)));
+                return Err(Reply::err(crate::command::wrong_args(cmd)));
             }
             if cmd == "MSETNX" {
                 for kv in a.chunks(2) {
@@ -787,7 +780,7 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResu
 
         "HSET" | "HMSET" => {
             if !(a.len() - 1).is_multiple_of(2) {
-                return Err(Reply::err(crate::table::wrong_args(cmd)));
+                return Err(Reply::err(crate::command::wrong_args(cmd)));
             }
             let mut new = 0;
             for fv in a[1..].chunks(2) {
@@ -910,10 +903,9 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResu
         "SCAN" => {
             let start = cursor_start(cx.cursors, &a[0])?.map_or(Bound::Unbounded, Bound::Excluded);
             let o = scan_opts(&a[1..], tx.store().info().max_key_len, true)?;
-            let meta_prefix = crate::keyspace::meta_key(b"");
             let mut page = Page::new(o.count, cx.budget);
-            tx.keys(start, |user, rec| {
-                let kind = if rec.starts_with(&meta_prefix) { "hash" } else { "string" };
+            tx.typed_keys(start, |user, rec, kind| {
+                let kind = kind.name();
                 let shown =
                     o.pattern.as_ref().is_none_or(|p| p.matches(user)) && o.kind.as_deref().is_none_or(|t| t == kind);
                 let one = [user];

@@ -6,11 +6,14 @@
 //!
 //! * a string key `k` without an expiry time is the record `k → value`, nothing else;
 //! * anything more about a key — its type when it is not a string, its expiry time, a
-//!   hash's field count — is one **meta record** under a reserved prefix,
-//!   `P 'm' k → Meta` (24 bytes, see [`Meta::encode`]);
-//! * a hash field is the record `P 'h' len(k) k field → value`, `len(k)` a 4-byte
-//!   big-endian length, so that the fields of one hash are one contiguous key range in
-//!   field order and no key's fields run into another's.
+//!   collection's element count — is one **meta record** under a reserved prefix,
+//!   `P 'm' k → Meta` (24 bytes, or 32 for a type with a type word; see [`Meta::encode`]);
+//! * an element of a collection (a hash's field, a list's element) is the record
+//!   `P tag len(k) k suffix → value`, `len(k)` a 4-byte big-endian length, so that the
+//!   elements of one key are one contiguous key range and no key's run into another's.
+//!
+//! What differs between types is said once per type, in [`crate::types`]; everything
+//! here (expiry, deletion, RENAME/COPY, restore, key walks, recovery) works from that.
 //!
 //! `P` is [`PREFIX`], `\xffpmkv\0`: keys that begin with it are refused by every command
 //! and hidden from KEYS, SCAN and DBSIZE. The byte layout is in docs/format/server.md.
@@ -28,6 +31,8 @@
 //! Redis's own arrangement (its `expires` dictionary), with the same memory: a few dozen
 //! bytes per key that has a TTL or is a hash.
 
+use crate::record::{elem_prefix, split_elem, ELEM_OVERHEAD, META};
+pub use crate::record::{meta_key, Kind, Meta, PREFIX};
 use crate::resp::Reply;
 use pmkv::{Direction, KeyRange, Store, WriteBatch};
 use std::borrow::Cow;
@@ -36,21 +41,9 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-/// The reserved prefix of the server's own records.
-pub const PREFIX: &[u8] = b"\xffpmkv\x00";
-const META: u8 = b'm';
-const FIELD: u8 = b'h';
-/// Bytes a hash field record's key adds to the hash key and the field.
-pub const FIELD_OVERHEAD: usize = PREFIX.len() + 1 + 4;
-
-/// The meta record's key for user key `k`.
-pub fn meta_key(k: &[u8]) -> Vec<u8> {
-    [PREFIX, &[META], k].concat()
-}
-
 /// The common prefix of hash `k`'s field records.
 pub fn field_prefix(k: &[u8]) -> Vec<u8> {
-    [PREFIX, &[FIELD], &(k.len() as u32).to_be_bytes(), k].concat()
+    elem_prefix(crate::record::hash::TAG, k)
 }
 
 /// Milliseconds since the Unix epoch: expiry times are absolute wall-clock times, as in
@@ -59,71 +52,29 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// A key's type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    String,
-    Hash,
+/// The keyspace's side of the blocking commands ([`crate::blocking`]): the number of
+/// clients waiting, and the keys committed to while any did. A commit only marks its
+/// keys here; the blocking module serves them after the command.
+#[derive(Default)]
+pub(crate) struct Ready {
+    /// Registered waiters (read without a lock on every commit).
+    pub(crate) waiting: AtomicUsize,
+    /// Keys committed to while someone waited (a leaf lock: taken inside commits).
+    pub(crate) keys: Mutex<Vec<Vec<u8>>>,
 }
 
-impl Kind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::String => "string",
-            Kind::Hash => "hash",
+impl Ready {
+    /// Note that `keys` were committed to (a cheap load when nobody waits).
+    pub(crate) fn signal(&self, keys: &mut dyn Iterator<Item = &[u8]>) {
+        if self.waiting.load(Ordering::Acquire) == 0 {
+            return;
         }
-    }
-}
-
-/// What the meta record of a key says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Meta {
-    pub kind: Kind,
-    /// Expiry time in ms since the epoch; 0: none.
-    pub expire_ms: u64,
-    /// A hash's field count (0 for a string).
-    pub fields: u64,
-}
-
-const META_VERSION: u8 = 1;
-const META_LEN: usize = 24;
-
-impl Meta {
-    /// `[0]` version (1), `[1]` type (0 string, 1 hash), `[2..8]` zero, `[8..16]` expiry
-    /// time (ms since the epoch, little-endian, 0 none), `[16..24]` field count (LE).
-    pub fn encode(&self) -> [u8; META_LEN] {
-        let mut b = [0u8; META_LEN];
-        b[0] = META_VERSION;
-        b[1] = match self.kind {
-            Kind::String => 0,
-            Kind::Hash => 1,
-        };
-        b[8..16].copy_from_slice(&self.expire_ms.to_le_bytes());
-        b[16..24].copy_from_slice(&self.fields.to_le_bytes());
-        b
+        self.keys.lock().unwrap_or_else(|e| e.into_inner()).extend(keys.map(<[u8]>::to_vec));
     }
 
-    pub fn decode(b: &[u8]) -> Option<Meta> {
-        if b.len() != META_LEN || b[0] != META_VERSION || b[2..8] != [0; 6] {
-            return None;
-        }
-        let kind = match b[1] {
-            0 => Kind::String,
-            1 => Kind::Hash,
-            _ => return None,
-        };
-        let expire_ms = u64::from_le_bytes(b[8..16].try_into().ok()?);
-        let fields = u64::from_le_bytes(b[16..24].try_into().ok()?);
-        // A string carries a meta record only for its expiry time; a hash has a field.
-        let sound = match kind {
-            Kind::String => expire_ms != 0 && fields == 0,
-            Kind::Hash => fields > 0,
-        };
-        sound.then_some(Meta { kind, expire_ms, fields })
-    }
-
-    fn expired(&self, now: u64) -> bool {
-        self.expire_ms != 0 && self.expire_ms <= now
+    /// Clients blocked now (INFO's `blocked_clients`).
+    pub(crate) fn clients(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
     }
 }
 
@@ -135,29 +86,29 @@ pub struct Keyspace {
     metas: AtomicUsize,
     /// (expiry time, key) of every key with one, first due first.
     expiries: Mutex<BTreeSet<(u64, Vec<u8>)>>,
-    /// Records under [`PREFIX`]: meta records and hash fields (DBSIZE subtracts them).
+    /// Records under [`PREFIX`]: meta records and elements (DBSIZE subtracts them).
     internal: AtomicU64,
-    /// Hash keys (DBSIZE adds them: a hash has no record of its own name).
-    hashes: AtomicU64,
+    /// Collection keys (DBSIZE adds them: a collection has no record of its own name).
+    collections: AtomicU64,
     /// WATCHed key → the flags of the connections watching it.
     watches: Mutex<HashMap<Vec<u8>, Vec<Weak<AtomicBool>>>>,
     watched: AtomicUsize,
+    /// How many clients wait in blocking commands, and the keys committed to since: what
+    /// a commit tells [`crate::blocking`] (which is above the keyspace and holds the
+    /// waiters themselves).
+    pub(crate) ready: Ready,
     /// A cluster pool: every record's engine key is its user key's slot (2 bytes,
     /// big-endian) and then the record key (docs/design/cluster.md).
     slotted: bool,
 }
 
 /// The user key record `rk` belongs to: `rk` itself for a string's value, the key inside a
-/// meta or hash-field record's key.
+/// meta or element record's key.
 pub fn record_user(rk: &[u8]) -> &[u8] {
     let Some(rest) = rk.strip_prefix(PREFIX) else { return rk };
     match rest.split_first() {
         Some((&META, k)) => k,
-        Some((&FIELD, r)) if r.len() >= 4 => {
-            let n = u32::from_be_bytes([r[0], r[1], r[2], r[3]]) as usize;
-            r.get(4..4 + n).unwrap_or(rk)
-        }
-        _ => rk,
+        _ => split_elem(rk).map_or(rk, |(_, user, _)| user),
     }
 }
 
@@ -194,9 +145,9 @@ impl Keyspace {
                         if m.expire_ms != 0 {
                             exp.insert((m.expire_ms, user.to_vec()));
                         }
-                        ks.internal.fetch_add(1 + m.fields, Ordering::Relaxed);
-                        if m.kind == Kind::Hash {
-                            ks.hashes.fetch_add(1, Ordering::Relaxed);
+                        ks.internal.fetch_add(1 + m.count, Ordering::Relaxed);
+                        if m.kind.collection() {
+                            ks.collections.fetch_add(1, Ordering::Relaxed);
                         }
                         map.insert(user.to_vec(), m);
                         true
@@ -272,9 +223,10 @@ impl Keyspace {
         self.meta.read().unwrap_or_else(|e| e.into_inner()).get(k).copied()
     }
 
-    /// Keys the user sees: the store's records, less the server's own, plus the hashes.
+    /// Keys the user sees: the store's records, less the server's own, plus the
+    /// collections.
     pub fn user_keys(&self, records: u64) -> u64 {
-        (records + self.hashes.load(Ordering::Relaxed)).saturating_sub(self.internal.load(Ordering::Relaxed))
+        (records + self.collections.load(Ordering::Relaxed)).saturating_sub(self.internal.load(Ordering::Relaxed))
     }
 
     /// Keys with an expiry time (INFO's `expires`).
@@ -312,13 +264,13 @@ impl Keyspace {
         self.watched.store(w.len(), Ordering::Release);
     }
 
-    /// Tell the watchers of `keys` that they were written (`None`: every key, FLUSHDB).
-    pub fn touch(&self, keys: Option<&mut dyn Iterator<Item = &[u8]>>) {
+    /// Tell the watchers of `keys` that they were written.
+    pub fn touch(&self, keys: &mut dyn Iterator<Item = &[u8]>) {
         if self.watched.load(Ordering::Acquire) == 0 {
             return;
         }
         let mut w = self.watches.lock().unwrap_or_else(|e| e.into_inner());
-        let mut fire = |list: &mut Vec<Weak<AtomicBool>>| {
+        let fire = |list: &mut Vec<Weak<AtomicBool>>| {
             list.retain(|x| match x.upgrade() {
                 Some(f) => {
                     f.store(true, Ordering::Release);
@@ -327,14 +279,9 @@ impl Keyspace {
                 None => false,
             })
         };
-        match keys {
-            None => w.values_mut().for_each(&mut fire),
-            Some(keys) => {
-                for k in keys {
-                    if let Some(list) = w.get_mut(k) {
-                        fire(list);
-                    }
-                }
+        for k in keys {
+            if let Some(list) = w.get_mut(k) {
+                fire(list);
             }
         }
         w.retain(|_, l| !l.is_empty());
@@ -349,15 +296,15 @@ impl Keyspace {
         self.expiries.lock().unwrap_or_else(|e| e.into_inner()).clear();
         // A cluster pool keeps its state record.
         self.internal.store(self.slotted as u64, Ordering::Relaxed);
-        self.hashes.store(0, Ordering::Relaxed);
+        self.collections.store(0, Ordering::Relaxed);
     }
 
     /// Make the DRAM view follow a committed change of `k`'s meta record.
     fn apply(&self, k: &[u8], old: Option<Meta>, new: Option<Meta>) {
         let mut map = self.meta.write().unwrap_or_else(|e| e.into_inner());
         let mut exp = self.expiries.lock().unwrap_or_else(|e| e.into_inner());
-        let records = |m: &Option<Meta>| m.map_or(0, |m| 1 + m.fields);
-        let hash = |m: &Option<Meta>| u64::from(m.is_some_and(|m| m.kind == Kind::Hash));
+        let records = |m: &Option<Meta>| m.map_or(0, |m| 1 + m.count);
+        let hash = |m: &Option<Meta>| u64::from(m.is_some_and(|m| m.kind.collection()));
         if let Some(o) = old.filter(|o| o.expire_ms != 0) {
             exp.remove(&(o.expire_ms, k.to_vec()));
         }
@@ -381,9 +328,9 @@ impl Keyspace {
         }
         let (ho, hn) = (hash(&old), hash(&new));
         if hn >= ho {
-            self.hashes.fetch_add(hn - ho, Ordering::Relaxed);
+            self.collections.fetch_add(hn - ho, Ordering::Relaxed);
         } else {
-            self.hashes.fetch_sub(ho - hn, Ordering::Relaxed);
+            self.collections.fetch_sub(ho - hn, Ordering::Relaxed);
         }
     }
 }
@@ -538,7 +485,7 @@ impl<'a> Tx<'a> {
     // engine keys ([`Keyspace::phys`]); `writes` and the walks are in engine keys, so that
     // the overlay and the store agree on order.
 
-    fn raw_get(&self, k: &[u8]) -> TxResult<Option<Vec<u8>>> {
+    pub(crate) fn raw_get(&self, k: &[u8]) -> TxResult<Option<Vec<u8>>> {
         let k = self.ks.phys(k);
         match self.writes.get(&*k) {
             Some(v) => Ok(v.clone()),
@@ -546,7 +493,7 @@ impl<'a> Tx<'a> {
         }
     }
 
-    fn raw_contains(&self, k: &[u8]) -> TxResult<bool> {
+    pub(crate) fn raw_contains(&self, k: &[u8]) -> TxResult<bool> {
         let k = self.ks.phys(k);
         match self.writes.get(&*k) {
             Some(v) => Ok(v.is_some()),
@@ -554,32 +501,57 @@ impl<'a> Tx<'a> {
         }
     }
 
-    fn raw_put(&mut self, k: Vec<u8>, v: Vec<u8>) {
+    pub(crate) fn raw_put(&mut self, k: Vec<u8>, v: Vec<u8>) {
         let k = self.ks.phys(&k).into_owned();
         self.write(k, Some(v));
     }
 
-    fn raw_delete(&mut self, k: Vec<u8>) {
+    pub(crate) fn raw_delete(&mut self, k: Vec<u8>) {
         let k = self.ks.phys(&k).into_owned();
         self.write(k, None);
     }
 
     /// The engine-key range of the records whose keys begin with record key prefix `p`
     /// (all of one user key: one slot).
-    fn prefix_range(&self, p: &[u8]) -> KeyRange {
+    pub(crate) fn prefix_range(&self, p: &[u8]) -> KeyRange {
         KeyRange::prefix(self.ks.phys(p).into_owned())
+    }
+
+    /// The engine-key range of the records from record key `first` to `last`, both
+    /// included (all of one user key: one slot).
+    pub(crate) fn record_range(&self, first: &[u8], last: &[u8]) -> KeyRange {
+        KeyRange {
+            start: Bound::Included(self.ks.phys(first).into_owned()),
+            end: Bound::Included(self.ks.phys(last).into_owned()),
+        }
     }
 
     /// Visit the records of engine-key `range` as this Tx sees them (the store's, with the
     /// Tx's writes laid over), in key order, until `f` returns false.
-    pub fn raw_scan(&self, range: &KeyRange, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
-        let over: Vec<(&Vec<u8>, &Option<Vec<u8>>)> =
+    pub fn raw_scan(&self, range: &KeyRange, f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+        self.raw_scan_dir(range, Direction::Forward, f)
+    }
+
+    /// [`raw_scan`](Self::raw_scan) in direction `dir` (a sorted set's highest scores first).
+    pub(crate) fn raw_scan_dir(
+        &self,
+        range: &KeyRange,
+        dir: Direction,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxResult<()> {
+        let mut over: Vec<(&Vec<u8>, &Option<Vec<u8>>)> =
             self.writes.range::<Vec<u8>, _>((range.start.as_ref(), range.end.as_ref())).collect();
+        let rev = dir == Direction::Reverse;
+        if rev {
+            over.reverse();
+        }
+        // Whether overlay key `o` comes before store key `k` in the walk's order.
+        let before = |o: &[u8], k: &[u8]| if rev { o > k } else { o < k };
         let mut i = 0;
         let mut go = true;
         self.s
-            .scan(range, Direction::Forward, |k, v| {
-                while i < over.len() && over[i].0.as_slice() < k {
+            .scan(range, dir, |k, v| {
+                while i < over.len() && before(over[i].0, k) {
                     if let Some(ov) = over[i].1 {
                         if !f(over[i].0, ov) {
                             go = false;
@@ -611,20 +583,20 @@ impl<'a> Tx<'a> {
     }
 
     /// `k`'s meta record as this Tx sees it.
-    fn meta(&self, k: &[u8]) -> Option<Meta> {
+    pub(crate) fn meta(&self, k: &[u8]) -> Option<Meta> {
         match self.metas.get(k) {
             Some((_, new)) => *new,
             None => self.ks.meta_of(k),
         }
     }
 
-    fn set_meta(&mut self, k: &[u8], m: Option<Meta>) {
+    pub(crate) fn set_meta(&mut self, k: &[u8], m: Option<Meta>) {
         let old = self.meta(k);
         if old == m {
             return;
         }
         match m {
-            Some(m) => self.raw_put(meta_key(k), m.encode().to_vec()),
+            Some(m) => self.raw_put(meta_key(k), m.encode()),
             None => self.raw_delete(meta_key(k)),
         }
         let before = match self.metas.get(k) {
@@ -637,7 +609,7 @@ impl<'a> Tx<'a> {
         }
     }
 
-    fn touch(&mut self, k: &[u8]) {
+    pub(crate) fn touch(&mut self, k: &[u8]) {
         if !self.touched.contains(k) {
             self.touched.insert(k.to_vec());
             if let Some(undo) = self.undo.as_mut() {
@@ -646,20 +618,20 @@ impl<'a> Tx<'a> {
         }
     }
 
-    /// Remove `k` whatever its type (its meta, fields or record).
+    /// Remove `k` whatever its type (its meta record, and its elements or its value).
     fn remove(&mut self, k: &[u8], m: Option<Meta>) -> TxResult<()> {
-        match m.map(|m| m.kind) {
-            Some(Kind::Hash) => {
-                let mut fields = Vec::new();
-                self.raw_scan(&self.prefix_range(&field_prefix(k)), |fk, _| {
-                    fields.push(fk.to_vec());
+        match m.and_then(|m| m.kind.tag()) {
+            Some(tag) => {
+                let mut elems = Vec::new();
+                self.raw_scan(&self.prefix_range(&elem_prefix(tag, k)), |ek, _| {
+                    elems.push(ek.to_vec());
                     true
                 })?;
-                for f in fields {
-                    self.write(f, None);
+                for e in elems {
+                    self.write(e, None);
                 }
             }
-            _ => self.raw_delete(k.to_vec()),
+            None => self.raw_delete(k.to_vec()),
         }
         self.set_meta(k, None);
         self.touch(k);
@@ -675,11 +647,12 @@ impl<'a> Tx<'a> {
                 Ok(None)
             }
             Some(m) => Ok(Some(m.kind)),
-            None => Ok(self.raw_contains(k)?.then_some(Kind::String)),
+            None => Ok(self.raw_contains(k)?.then_some(Kind::STRING)),
         }
     }
 
-    fn expect(&mut self, k: &[u8], want: Kind) -> TxResult<bool> {
+    /// Whether `k` exists as a `want` (WRONGTYPE when it is another type).
+    pub(crate) fn expect(&mut self, k: &[u8], want: Kind) -> TxResult<bool> {
         match self.kind(k)? {
             Some(kind) if kind == want => Ok(true),
             Some(_) => Err(wrongtype()),
@@ -689,7 +662,7 @@ impl<'a> Tx<'a> {
 
     /// The string at `k` (WRONGTYPE for another type).
     pub fn get(&mut self, k: &[u8]) -> TxResult<Option<Vec<u8>>> {
-        if !self.expect(k, Kind::String)? {
+        if !self.expect(k, Kind::STRING)? {
             return Ok(None);
         }
         self.raw_get(k)
@@ -699,15 +672,15 @@ impl<'a> Tx<'a> {
     pub fn set(&mut self, k: &[u8], v: &[u8], ttl: Ttl) -> TxResult<()> {
         let kind = self.kind(k)?;
         let old = self.meta(k);
-        if kind == Some(Kind::Hash) {
+        if kind.is_some_and(Kind::collection) {
             self.remove(k, old)?;
         }
         let keep = match (ttl, old) {
-            (Ttl::Keep, Some(m)) if kind == Some(Kind::String) => m.expire_ms,
+            (Ttl::Keep, Some(m)) if kind == Some(Kind::STRING) => m.expire_ms,
             (Ttl::At(t), _) => t,
             _ => 0,
         };
-        self.set_meta(k, (keep != 0).then_some(Meta { kind: Kind::String, expire_ms: keep, fields: 0 }));
+        self.set_meta(k, (keep != 0).then_some(Meta { expire_ms: keep, ..Meta::new(Kind::STRING) }));
         self.raw_put(k.to_vec(), v.to_vec());
         self.touch(k);
         Ok(())
@@ -737,9 +710,10 @@ impl<'a> Tx<'a> {
             return Ok(true);
         }
         let m = self.meta(k);
-        let new = match kind {
-            Kind::String => (at != 0).then_some(Meta { kind, expire_ms: at, fields: 0 }),
-            Kind::Hash => m.map(|m| Meta { expire_ms: at, ..m }),
+        let new = if kind.collection() {
+            m.map(|m| Meta { expire_ms: at, ..m })
+        } else {
+            (at != 0).then_some(Meta { expire_ms: at, ..Meta::new(kind) })
         };
         if new != m {
             self.set_meta(k, new);
@@ -748,12 +722,14 @@ impl<'a> Tx<'a> {
         Ok(true)
     }
 
-    fn check_field_key(k: &[u8], f: &[u8], max: usize) -> TxResult<()> {
-        if k.len() + f.len() + FIELD_OVERHEAD > max {
+    /// Refuse an element record whose key would pass the engine's key limit: `what` names
+    /// the key and its element ("hash key and field"), `n` is their length together.
+    pub(crate) fn check_elem_key(&self, what: &str, n: usize) -> TxResult<()> {
+        let max = self.s.info().max_key_len;
+        if n + ELEM_OVERHEAD > max {
             return Err(Reply::err(format!(
-                "ERR hash key and field together are {} bytes; at most {} with this engine",
-                k.len() + f.len(),
-                max.saturating_sub(FIELD_OVERHEAD)
+                "ERR {what} together are {n} bytes; at most {} with this engine",
+                max.saturating_sub(ELEM_OVERHEAD)
             )));
         }
         Ok(())
@@ -761,7 +737,7 @@ impl<'a> Tx<'a> {
 
     /// Field `f` of hash `k`.
     pub fn hget(&mut self, k: &[u8], f: &[u8]) -> TxResult<Option<Vec<u8>>> {
-        if !self.expect(k, Kind::Hash)? {
+        if !self.expect(k, Kind::HASH)? {
             return Ok(None);
         }
         self.raw_get(&[field_prefix(k).as_slice(), f].concat())
@@ -769,14 +745,14 @@ impl<'a> Tx<'a> {
 
     /// Set field `f` of hash `k` (creating the hash); whether the field is new.
     pub fn hset(&mut self, k: &[u8], f: &[u8], v: &[u8]) -> TxResult<bool> {
-        Self::check_field_key(k, f, self.s.info().max_key_len)?;
+        self.check_elem_key("hash key and field", k.len() + f.len())?;
         self.s.info().check_sizes(b"", Some(v)).map_err(store_reply)?;
-        let exists = self.expect(k, Kind::Hash)?;
+        let exists = self.expect(k, Kind::HASH)?;
         let fk = [field_prefix(k).as_slice(), f].concat();
         let new = !exists || !self.raw_contains(&fk)?;
         if new {
-            let m = self.meta(k).unwrap_or(Meta { kind: Kind::Hash, expire_ms: 0, fields: 0 });
-            self.set_meta(k, Some(Meta { fields: m.fields + 1, ..m }));
+            let m = self.meta(k).unwrap_or(Meta::new(Kind::HASH));
+            self.set_meta(k, Some(Meta { count: m.count + 1, ..m }));
         }
         self.raw_put(fk, v.to_vec());
         self.touch(k);
@@ -785,7 +761,7 @@ impl<'a> Tx<'a> {
 
     /// Delete field `f` of hash `k` (the hash with its last field); whether it was there.
     pub fn hdel(&mut self, k: &[u8], f: &[u8]) -> TxResult<bool> {
-        if !self.expect(k, Kind::Hash)? {
+        if !self.expect(k, Kind::HASH)? {
             return Ok(false);
         }
         let fk = [field_prefix(k).as_slice(), f].concat();
@@ -794,26 +770,40 @@ impl<'a> Tx<'a> {
         }
         self.raw_delete(fk);
         let m = self.meta(k).expect("a hash has a meta record");
-        self.set_meta(k, (m.fields > 1).then_some(Meta { fields: m.fields - 1, ..m }));
+        self.set_meta(k, (m.count > 1).then_some(Meta { count: m.count - 1, ..m }));
         self.touch(k);
         Ok(true)
     }
 
     /// Number of fields of hash `k`.
     pub fn hlen(&mut self, k: &[u8]) -> TxResult<u64> {
-        if !self.expect(k, Kind::Hash)? {
+        if !self.expect(k, Kind::HASH)? {
             return Ok(0);
         }
-        Ok(self.meta(k).map_or(0, |m| m.fields))
+        Ok(self.meta(k).map_or(0, |m| m.count))
     }
 
     /// Visit the fields of hash `k` from `after` (exclusive; `None`: the first), in field
     /// order, until `f` returns false.
-    pub fn hscan(&mut self, k: &[u8], after: Option<&[u8]>, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
-        if !self.expect(k, Kind::Hash)? {
+    pub fn hscan(&mut self, k: &[u8], after: Option<&[u8]>, f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+        self.scan_elems(Kind::HASH, k, after, f)
+    }
+
+    /// Visit the element records of collection `k` of type `kind` (WRONGTYPE for another
+    /// type) from suffix `after` (exclusive; `None`: the first), in suffix order, until
+    /// `f` (suffix, value) returns false.
+    pub fn scan_elems(
+        &mut self,
+        kind: Kind,
+        k: &[u8],
+        after: Option<&[u8]>,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxResult<()> {
+        if !self.expect(k, kind)? {
             return Ok(());
         }
-        let p = self.ks.phys(&field_prefix(k)).into_owned();
+        let tag = kind.tag().expect("a collection has a tag");
+        let p = self.ks.phys(&elem_prefix(tag, k)).into_owned();
         let mut range = KeyRange::prefix(p.clone());
         if let Some(a) = after {
             range.start = Bound::Excluded([p.as_slice(), a].concat());
@@ -822,22 +812,27 @@ impl<'a> Tx<'a> {
     }
 
     /// Visit the user keys from `start` in key order (the store's order of their records:
-    /// a hash is met at its meta record), skipping expired ones and the server's own
-    /// records, until `f` returns false. `f` gets the user key and the engine key a
+    /// a collection is met at its meta record), skipping expired ones and the server's
+    /// own records, until `f` returns false. `f` gets the user key and the engine key a
     /// cursor resumes after.
-    pub fn keys(&self, start: Bound<Vec<u8>>, f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+    pub fn keys(&self, start: Bound<Vec<u8>>, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+        self.typed_keys(start, |k, pk, _| f(k, pk))
+    }
+
+    /// [`keys`](Self::keys), with each key's type (SCAN TYPE).
+    pub fn typed_keys(&self, start: Bound<Vec<u8>>, f: impl FnMut(&[u8], &[u8], Kind) -> bool) -> TxResult<()> {
         self.keys_in(&KeyRange { start, end: Bound::Unbounded }, f)
     }
 
     /// [`keys`](Self::keys) over engine-key `range` (a cluster pool's slot: [`Tx::slot_range`]).
-    pub fn keys_in(&self, range: &KeyRange, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+    pub fn keys_in(&self, range: &KeyRange, mut f: impl FnMut(&[u8], &[u8], Kind) -> bool) -> TxResult<()> {
         let mp = meta_key(b"");
         let now = self.now;
         self.raw_scan(range, |pk, v| {
             let Some(rk) = self.ks.logical(pk) else { return true };
             if let Some(user) = rk.strip_prefix(mp.as_slice()) {
                 return match Meta::decode(v) {
-                    Some(m) if m.kind == Kind::Hash && !m.expired(now) => f(user, pk),
+                    Some(m) if m.kind.collection() && !m.expired(now) => f(user, pk, m.kind),
                     _ => true,
                 };
             }
@@ -846,7 +841,7 @@ impl<'a> Tx<'a> {
             }
             match self.meta(rk) {
                 Some(m) if m.expired(now) => true,
-                _ => f(rk, pk),
+                _ => f(rk, pk, Kind::STRING),
             }
         })
     }
@@ -857,14 +852,14 @@ impl<'a> Tx<'a> {
     }
 
     /// Every record of key `k` as this Tx sees it (record key, value): its value, or its
-    /// fields, and its meta record. Empty when `k` is absent (or expired).
+    /// elements, and its meta record. Empty when `k` is absent (or expired).
     pub fn records_of(&mut self, k: &[u8]) -> TxResult<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
-        match self.kind(k)? {
+        match self.kind(k)?.map(Kind::tag) {
             None => return Ok(out),
-            Some(Kind::String) => out.push((k.to_vec(), self.raw_get(k)?.unwrap_or_default())),
-            Some(Kind::Hash) => {
-                let range = self.prefix_range(&field_prefix(k));
+            Some(None) => out.push((k.to_vec(), self.raw_get(k)?.unwrap_or_default())),
+            Some(Some(tag)) => {
+                let range = self.prefix_range(&elem_prefix(tag, k));
                 self.raw_scan(&range, |pk, v| {
                     if let Some(rk) = self.ks.logical(pk) {
                         out.push((rk.to_vec(), v.to_vec()));
@@ -874,20 +869,20 @@ impl<'a> Tx<'a> {
             }
         }
         if let Some(m) = self.meta(k) {
-            out.push((meta_key(k), m.encode().to_vec()));
+            out.push((meta_key(k), m.encode()));
         }
         Ok(out)
     }
 
     /// Make `k` what `records` (from [`records_of`](Self::records_of) on another node)
     /// say, replacing what `k` was when `replace`, else refusing an existing `k` with
-    /// `BUSYKEY`. The records are checked first: all of `k`, a value or fields agreeing
-    /// with the meta record.
+    /// `BUSYKEY`. The records are checked first: all of `k`, a value or elements of the
+    /// meta record's type, as many as it counts.
     pub fn restore(&mut self, k: &[u8], records: &[(Vec<u8>, Vec<u8>)], replace: bool) -> TxResult<()> {
         check_key(k)?;
         let bad = |why: &str| Err(Reply::err(format!("ERR PMKV.RESTORE: {why}")));
-        let (mk, fp) = (meta_key(k), field_prefix(k));
-        let (mut meta, mut value, mut fields) = (None, None, Vec::new());
+        let mk = meta_key(k);
+        let (mut meta, mut value, mut elems) = (None, None, Vec::new());
         for (rk, v) in records {
             if *rk == mk {
                 match Meta::decode(v) {
@@ -896,16 +891,24 @@ impl<'a> Tx<'a> {
                 }
             } else if rk.as_slice() == k && value.is_none() {
                 value = Some(v);
-            } else if rk.starts_with(&fp) {
-                fields.push((rk, v));
+            } else if split_elem(rk).is_some_and(|(_, user, _)| user == k) {
+                elems.push((rk, v));
             } else {
                 return bad("a record of another key");
             }
         }
-        match (meta.map(|m| m.kind), value.is_some(), fields.len() as u64) {
-            (None | Some(Kind::String), true, 0) => {}
-            (Some(Kind::Hash), false, n) if n > 0 && meta.is_some_and(|m| m.fields == n) => {}
-            _ => return bad("the records do not make one string or one hash"),
+        let kind = meta.map_or(Kind::STRING, |m| m.kind);
+        let whole = match kind.tag() {
+            None => value.is_some() && elems.is_empty(),
+            Some(tag) => {
+                let p = elem_prefix(tag, k);
+                value.is_none()
+                    && elems.iter().all(|(rk, _)| rk.starts_with(&p))
+                    && meta.is_some_and(|m| m.count == elems.len() as u64)
+            }
+        };
+        if !whole {
+            return bad("the records do not make one key of one type");
         }
         if self.kind(k)?.is_some() {
             if !replace {
@@ -916,7 +919,7 @@ impl<'a> Tx<'a> {
         if let Some(v) = value {
             self.raw_put(k.to_vec(), v.clone());
         }
-        for (rk, v) in fields {
+        for (rk, v) in elems {
             self.raw_put(rk.clone(), v.clone());
         }
         self.set_meta(k, meta);
@@ -933,15 +936,15 @@ impl<'a> Tx<'a> {
         if records.is_empty() || (!replace && self.kind(dst)?.is_some()) {
             return Ok(false);
         }
-        let (src_meta, src_fields) = (meta_key(src), field_prefix(src));
-        let (dst_meta, dst_fields) = (meta_key(dst), field_prefix(dst));
+        let (src_meta, dst_meta) = (meta_key(src), meta_key(dst));
         let renamed: Vec<(Vec<u8>, Vec<u8>)> = records
             .into_iter()
             .map(|(rk, v)| {
                 let nk = if rk == src_meta {
                     dst_meta.clone()
-                } else if let Some(f) = rk.strip_prefix(src_fields.as_slice()) {
-                    [&dst_fields[..], f].concat()
+                } else if let Some((kind, _, suffix)) = split_elem(&rk) {
+                    let tag = kind.tag().expect("an element's type has a tag");
+                    [elem_prefix(tag, dst).as_slice(), suffix].concat()
                 } else {
                     dst.to_vec()
                 };
@@ -1007,7 +1010,7 @@ impl<'a> Tx<'a> {
             }
         }
         ks.clear();
-        ks.touch(Some(&mut existed.iter().map(Vec::as_slice)));
+        ks.touch(&mut existed.iter().map(Vec::as_slice));
         Ok(())
     }
 
@@ -1038,7 +1041,8 @@ impl<'a> Tx<'a> {
         for (k, (old, new)) in &self.metas {
             self.ks.apply(k, *old, *new);
         }
-        self.ks.touch(Some(&mut self.touched.iter().map(|k| k.as_slice())));
+        self.ks.touch(&mut self.touched.iter().map(|k| k.as_slice()));
+        self.ks.ready.signal(&mut self.touched.iter().map(|k| k.as_slice()));
         Ok(())
     }
 }
@@ -1049,28 +1053,40 @@ mod tests {
 
     #[test]
     fn meta_round_trips_and_refuses_nonsense() {
-        let m = Meta { kind: Kind::Hash, expire_ms: 0, fields: 3 };
+        let m = Meta { count: 3, ..Meta::new(Kind::HASH) };
         assert_eq!(Meta::decode(&m.encode()), Some(m));
-        let s = Meta { kind: Kind::String, expire_ms: 1_700_000_000_000, fields: 0 };
+        assert_eq!(m.encode().len(), 24, "a hash's meta record is version 1's 24 bytes");
+        let s = Meta { expire_ms: 1_700_000_000_000, ..Meta::new(Kind::STRING) };
         assert_eq!(Meta::decode(&s.encode()), Some(s));
-        // A string without an expiry time, a hash without fields, a bad version or
-        // length: not a record the server writes.
+        let l = Meta { count: 2, aux: 1 << 63, ..Meta::new(Kind::LIST) };
+        assert_eq!(l.encode().len(), 32, "a list's carries its head after them");
+        assert_eq!(Meta::decode(&l.encode()), Some(l));
+        // A string without an expiry time, a hash or list without elements, a bad
+        // version, length or type: not a record the server writes.
         assert_eq!(Meta::decode(&Meta { expire_ms: 0, ..s }.encode()), None);
-        assert_eq!(Meta::decode(&Meta { fields: 0, ..m }.encode()), None);
+        assert_eq!(Meta::decode(&Meta { count: 0, ..m }.encode()), None);
+        assert_eq!(Meta::decode(&Meta { count: 0, ..l }.encode()), None);
+        assert_eq!(Meta::decode(&l.encode()[..24]), None);
         let mut b = m.encode();
         b[0] = 2;
+        assert_eq!(Meta::decode(&b), None);
+        let mut b = m.encode();
+        b[1] = 0xee;
         assert_eq!(Meta::decode(&b), None);
         assert_eq!(Meta::decode(&m.encode()[..23]), None);
     }
 
+    /// A version-1 meta record as pmkv 0.1 wrote it, byte for byte, still reads the same.
     #[test]
-    fn field_records_of_one_hash_are_one_range() {
-        // "a" + field "bc" and "ab" + field "c" must not share a record key.
-        let x = [field_prefix(b"a").as_slice(), b"bc"].concat();
-        let y = [field_prefix(b"ab").as_slice(), b"c"].concat();
-        assert_ne!(x, y);
-        let r = KeyRange::prefix(field_prefix(b"a"));
-        assert!(r.contains(&x) && !r.contains(&y));
+    fn version_1_records_still_decode() {
+        let mut hash = vec![1u8, 1, 0, 0, 0, 0, 0, 0];
+        hash.extend_from_slice(&0u64.to_le_bytes());
+        hash.extend_from_slice(&5u64.to_le_bytes());
+        assert_eq!(Meta::decode(&hash), Some(Meta { count: 5, ..Meta::new(Kind::HASH) }));
+        let mut string = vec![1u8, 0, 0, 0, 0, 0, 0, 0];
+        string.extend_from_slice(&1_700_000_000_000u64.to_le_bytes());
+        string.extend_from_slice(&0u64.to_le_bytes());
+        assert_eq!(Meta::decode(&string), Some(Meta { expire_ms: 1_700_000_000_000, ..Meta::new(Kind::STRING) }));
     }
 
     /// Rolling back to a savepoint restores exactly the maps as they were when it was

@@ -1,23 +1,41 @@
 //! `pmkv serve` (SPEC U2, U3): a Redis-protocol server over any pmkv engine, so that the
 //! Redis tools and client libraries people already use drive pmkv unchanged.
 //!
-//! * [`resp`] — the protocol, bounded (bulk length, argument count, inline line, and the
-//!   input a client may have pending), parsed incrementally and without recursion.
-//! * [`glob`] — KEYS/SCAN patterns, matched iteratively in O(|pattern| × |key|).
-//! * [`table`] — every command's arity and key positions: unknown commands and wrong
-//!   argument counts are refused before anything runs.
-//! * [`commands`] — dispatch, connection and server commands, MULTI/EXEC/WATCH.
-//! * `data` — strings, hashes, expiry and key walks, each over a [`keyspace::Tx`].
-//! * [`keyspace`] — Redis's typed keys and expiry times over the engine's byte map, and
-//!   the `Tx` whose writes one command (or EXEC) applies as one atomic batch.
-//! * `script` — EVAL/EVALSHA/SCRIPT on a sandboxed Lua 5.1.
-//! * [`cluster`] — `--cluster`: Redis Cluster's slots, redirects, topology and migration.
-//! * `range` — `PMKV.RANGE start end [count] [REV]`: a key range, half-open as in every
-//!   pmkv front end, with ZRANGEBYLEX's `-`, `+`, `[key` and `(key`.
-//! * here — the listener and connections: tokio tasks (at most `max_clients`, an idle
-//!   timeout, replies written before more is read so a slow reader only slows itself),
-//!   AUTH in constant time, loopback by default, and a clean shutdown on SIGINT, SIGTERM
-//!   or SHUTDOWN: the store is closed and the pool marked clean.
+//! The modules, lowest layer first; a module imports only from layers below it (checked
+//! by `scripts/module-graph`, which CI runs):
+//!
+//! 1. [`resp`] — the protocol, bounded (bulk length, argument count, inline line, and the
+//!    input a client may have pending), parsed incrementally and without recursion;
+//!    [`glob`] — KEYS/SCAN patterns, matched iteratively in O(|pattern| × |key|);
+//!    `bitops`; `cluster::slot` — a key's hash slot.
+//! 2. [`record`] — the records: meta records, element records, and what each type's
+//!    records are ([`record::DataType`], one submodule per type).
+//! 3. [`keyspace`] — Redis's typed keys and expiry times over the engine's byte map, and
+//!    the `Tx` whose writes one command (or EXEC) applies as one atomic batch.
+//! 4. [`command`] — what a command is: arity, key positions, group, handler.
+//! 5. `data` — strings, hashes, expiry and key walks, each over a [`keyspace::Tx`], and
+//!    the helpers the other types' commands share.
+//! 6. `types` — the commands of lists, sets and sorted sets, each type's list next to its
+//!    handlers.
+//! 7. [`table`] — every command, found by name: unknown commands and wrong argument
+//!    counts are refused before anything runs.
+//! 8. Connection-level modules: `conn` (a client's state), `blocking` (BLPOP and the
+//!    other blocking commands: waiters' queues), `routing`, `range` (`PMKV.RANGE start
+//!    end [count] [REV]`: a key range, half-open as in every pmkv front end, with
+//!    ZRANGEBYLEX's `-`, `+`, `[key` and `(key`), `script` (EVAL/EVALSHA/SCRIPT on a
+//!    sandboxed Lua 5.1), [`cluster`] (`--cluster`: Redis Cluster's slots, redirects,
+//!    topology and migration), `stats`.
+//! 9. [`commands`] — dispatch, connection and server commands, MULTI/EXEC/WATCH.
+//! 10. here — the listener and connections: tokio tasks (at most `max_clients`, an idle
+//!     timeout, replies written before more is read so a slow reader only slows itself),
+//!     AUTH in constant time, loopback by default, and a clean shutdown on SIGINT,
+//!     SIGTERM or SHUTDOWN: the store is closed and the pool marked clean.
+//!
+//! Two rules keep it so. A type's records (layer 2) are apart from its commands (layer 6),
+//! because the keyspace needs the first and the commands need the keyspace. And what
+//! waits on the keyspace is above it: a commit only marks keys in [`keyspace::Keyspace`]
+//! (its `ready` set); the waiting clients are in `blocking`, which serves those keys
+//! after the command.
 //!
 //! What one client can make the server hold is bounded, as Redis bounds it (the limits
 //! table is in [`Config`]): its pending input by [`resp::Limits::max_query`] (a few KiB
@@ -37,18 +55,22 @@
 //! and all are acknowledged after the batch is durable.
 
 mod bitops;
+mod blocking;
 pub mod cluster;
+pub mod command;
 pub mod commands;
 mod conn;
 mod data;
 pub mod glob;
 pub mod keyspace;
 mod range;
+pub mod record;
 pub mod resp;
 mod routing;
 pub mod script;
 mod stats;
 pub mod table;
+pub mod types;
 
 use pmkv::Store;
 use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
@@ -68,9 +90,9 @@ const SET_BATCH_BYTES: usize = 4 << 20;
 const SET_BATCH_COUNT: usize = 4096;
 
 /// The table's GET and SET, which the fast paths count (`INFO commandstats`).
-static GET: std::sync::LazyLock<&'static table::Command> =
+static GET: std::sync::LazyLock<&'static command::Command> =
     std::sync::LazyLock::new(|| table::lookup(b"GET").expect("GET is a command"));
-static SET: std::sync::LazyLock<&'static table::Command> =
+static SET: std::sync::LazyLock<&'static command::Command> =
     std::sync::LazyLock::new(|| table::lookup(b"SET").expect("SET is a command"));
 
 /// Redis's `client-output-buffer-limit` for normal clients: what replies one client may
@@ -186,6 +208,8 @@ pub struct Shared {
     stripes: Vec<Mutex<()>>,
     /// Meta records (types, expiry times) in DRAM, and WATCHes.
     pub ks: keyspace::Keyspace,
+    /// Clients waiting in blocking commands, in queues per key.
+    pub(crate) blocked: blocking::Blocked,
     /// Data commands hold it shared; EXEC, EVAL and FLUSHDB exclusively (isolation).
     /// Taken through [`Shared::gate_read`] and [`Shared::gate_write`].
     gate: parking_lot::RwLock<()>,
@@ -407,6 +431,7 @@ impl Server {
             output_limit_closes: AtomicU64::new(0),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             ks,
+            blocked: blocking::Blocked::default(),
             gate: parking_lot::RwLock::new(()),
             cluster,
             scripts: Mutex::new(Default::default()),
@@ -633,6 +658,7 @@ fn shrink(v: &mut Vec<u8>) {
 
 async fn connection(sh: &Shared, sock: tokio::net::TcpStream, cfg: &Config, id: u64) -> std::io::Result<()> {
     let mut c = commands::Conn::new(id, sh.password.is_none());
+    c.fd = Some(std::os::fd::AsRawFd::as_raw_fd(&sock));
     let r = serve_connection(sh, sock, cfg, &mut c).await;
     c.unwatch(sh);
     r
@@ -713,7 +739,14 @@ async fn serve_connection(
                     } else {
                         c.reply_budget = sh.output.hard.saturating_sub(out.len());
                         let (reply, after) = if commands::may_take_long(&args) {
-                            tokio::task::block_in_place(|| commands::run(sh, c, &args))
+                            // A blocking command is numbered here, before another thread
+                            // can run ahead of it: waiters queue in arrival order.
+                            c.arrival = sh.blocked.arrive(&args);
+                            let r = tokio::task::block_in_place(|| commands::run(sh, c, &args));
+                            if let Some(id) = c.arrival.take() {
+                                sh.blocked.depart(id);
+                            }
+                            r
                         } else {
                             commands::run(sh, c, &args)
                         };

@@ -372,6 +372,9 @@ pub enum Reply {
     Array(Vec<Reply>),
     /// A map (RESP3), sent as a flat array in RESP2.
     Map(Vec<(Reply, Reply)>),
+    /// A double (RESP3 `,`), sent as a bulk string in RESP2; printed as Redis 7.0 prints
+    /// a sorted set's score.
+    Double(f64),
 }
 
 impl Reply {
@@ -402,6 +405,14 @@ impl Reply {
                 write!(w, "*{}\r\n", items.len())?;
                 items.iter().try_for_each(|i| i.write(w, resp3))
             }
+            Reply::Double(d) => {
+                let s = fmt_score(*d);
+                if resp3 {
+                    line(w, b',', &s)
+                } else {
+                    Reply::Bulk(s.into_bytes()).write(w, false)
+                }
+            }
             Reply::Map(pairs) => {
                 if resp3 {
                     write!(w, "%{}\r\n", pairs.len())?;
@@ -414,6 +425,34 @@ impl Reply {
                 })
             }
         }
+    }
+}
+
+/// A score as Redis 7.0 prints one (`d2string`): integers below 2^52 without a point,
+/// `inf`/`-inf`, anything else as C's `%.17g`.
+pub fn fmt_score(v: f64) -> String {
+    if v.is_infinite() {
+        return if v > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if v == v.trunc() && v.abs() < 4_503_599_627_370_496.0 {
+        return format!("{}", v as i64);
+    }
+    // %.17g: 17 significant digits, scientific when the exponent is < -4 or >= 17,
+    // trailing zeros dropped.
+    let sci = format!("{v:.16e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let x: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if !(-4..17).contains(&x) {
+        format!("{}e{}{:02}", trim(mant), if x < 0 { '-' } else { '+' }, x.abs())
+    } else {
+        trim(&format!("{:.*}", (16 - x) as usize, v))
     }
 }
 

@@ -3,9 +3,9 @@
 //! `redis.call` (a module of its own, so that `commands` and `script` do not import each
 //! other).
 
+use crate::command::Command;
 use crate::data::int;
 use crate::resp::Reply;
-use crate::table::Command;
 use crate::Shared;
 
 /// The keys a cluster node routes `args` by: the table's, EVAL's declared keys, and the

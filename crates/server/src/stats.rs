@@ -7,7 +7,8 @@
 //! path, which counts their calls but does not time them (two clock reads would cost
 //! more than the GET); `usec_per_call` divides by the calls that were timed.
 
-use crate::table::{self, Command, COMMANDS};
+use crate::command::Command;
+use crate::table;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -27,7 +28,7 @@ pub struct CommandStats {
 
 impl Default for CommandStats {
     fn default() -> Self {
-        CommandStats { per: COMMANDS.iter().map(|_| One::default()).collect() }
+        CommandStats { per: table::commands().iter().map(|_| One::default()).collect() }
     }
 }
 
@@ -58,7 +59,7 @@ impl CommandStats {
     /// The `# Commandstats` section's lines, Redis's format, commands seen only.
     pub fn lines(&self) -> String {
         let mut t = String::new();
-        for (cmd, o) in COMMANDS.iter().zip(&self.per) {
+        for (cmd, o) in table::commands().iter().zip(&self.per) {
             let (calls, rejected) = (o.calls.load(Relaxed), o.rejected.load(Relaxed));
             if calls + rejected == 0 {
                 continue;

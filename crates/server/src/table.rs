@@ -1,92 +1,19 @@
-//! The command table: every command the server knows, its arity and which of its
-//! arguments are keys, as in Redis's own table.
+//! The command table: every command the server knows, found by name.
 //!
-//! One table serves four needs, so they cannot disagree: a command is refused before
-//! anything is applied when it is unknown or has the wrong number of arguments (and,
-//! inside MULTI, that refusal fails the whole EXEC, as in Redis); the key positions say
-//! which stripe locks a command takes; `pmkv serve --help` lists exactly these commands;
-//! `COMMAND COUNT` counts them.
+//! The table is [`BASE`] (the server's own commands, strings and hashes, dispatched by
+//! [`crate::data`]) and then each data type's list ([`crate::types`]), where every
+//! command is registered next to its handler ([`Command::run`]). What a command is (arity,
+//! keys, group, handler) is [`crate::command`]; this module only gathers the lists, so it
+//! sits above the types: adding a type adds one line to [`commands`].
 
-/// Where a command's keys are (Redis's `first key`, `last key`, `step`; `last` < 0 counts
-/// from the end, `first` 0: no keys).
-#[derive(Clone, Copy, Debug)]
-pub struct Keys {
-    pub first: usize,
-    pub last: isize,
-    pub step: usize,
-}
-
-/// One command.
-#[derive(Clone, Copy, Debug)]
-pub struct Command {
-    pub name: &'static str,
-    /// Redis's arity: `n` ≥ 0 exactly `n` arguments with the name, `-n` at least `n`.
-    pub arity: i32,
-    pub keys: Keys,
-    /// What it is, for `serve --help`.
-    pub group: Group,
-    /// Not allowed between MULTI and EXEC (it changes the connection, not the data).
-    pub no_multi: bool,
-}
-
-/// The groups `serve --help` lists the commands in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Group {
-    Connection,
-    Server,
-    Keys,
-    Strings,
-    Hashes,
-    Expiry,
-    Transactions,
-    Scripting,
-    Cluster,
-}
-
-impl Group {
-    pub const ALL: [Group; 9] = [
-        Group::Strings,
-        Group::Hashes,
-        Group::Keys,
-        Group::Expiry,
-        Group::Transactions,
-        Group::Scripting,
-        Group::Cluster,
-        Group::Connection,
-        Group::Server,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Group::Connection => "connection",
-            Group::Server => "server",
-            Group::Keys => "keys",
-            Group::Strings => "strings",
-            Group::Hashes => "hashes",
-            Group::Expiry => "expiry",
-            Group::Transactions => "transactions",
-            Group::Scripting => "scripting",
-            Group::Cluster => "cluster",
-        }
-    }
-}
-
-const NONE: Keys = Keys { first: 0, last: 0, step: 0 };
-const ONE: Keys = Keys { first: 1, last: 1, step: 1 };
-const ALL_ARGS: Keys = Keys { first: 1, last: -1, step: 1 };
-
-const fn c(name: &'static str, arity: i32, keys: Keys, group: Group) -> Command {
-    Command { name, arity, keys, group, no_multi: false }
-}
-
-const fn conn(name: &'static str, arity: i32, group: Group) -> Command {
-    Command { name, arity, keys: NONE, group, no_multi: true }
-}
+use crate::command::{c, conn, unknown, wrong_args, Command, Group, Keys, ALL_ARGS, NONE, ONE};
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use Group::*;
 
-/// Every command, by group.
-pub const COMMANDS: &[Command] = &[
+/// The server's own commands, strings and hashes, by group.
+pub const BASE: &[Command] = &[
     c("GET", 2, ONE, Strings),
     c("SET", -3, ONE, Strings),
     c("SETNX", 3, ONE, Strings),
@@ -96,8 +23,8 @@ pub const COMMANDS: &[Command] = &[
     c("GETDEL", 2, ONE, Strings),
     c("GETEX", -2, ONE, Strings),
     c("MGET", -2, ALL_ARGS, Strings),
-    c("MSET", -3, Keys { first: 1, last: -1, step: 2 }, Strings),
-    c("MSETNX", -3, Keys { first: 1, last: -1, step: 2 }, Strings),
+    c("MSET", -3, Keys { first: 1, last: -1, step: 2, numkeys: 0 }, Strings),
+    c("MSETNX", -3, Keys { first: 1, last: -1, step: 2, numkeys: 0 }, Strings),
     c("INCR", 2, ONE, Strings),
     c("DECR", 2, ONE, Strings),
     c("INCRBY", 3, ONE, Strings),
@@ -112,8 +39,8 @@ pub const COMMANDS: &[Command] = &[
     c("SETBIT", 4, ONE, Strings),
     c("BITCOUNT", -2, ONE, Strings),
     c("BITPOS", -3, ONE, Strings),
-    c("BITOP", -4, Keys { first: 2, last: -1, step: 1 }, Strings),
-    c("LCS", -3, Keys { first: 1, last: 2, step: 1 }, Strings),
+    c("BITOP", -4, Keys { first: 2, last: -1, step: 1, numkeys: 0 }, Strings),
+    c("LCS", -3, Keys { first: 1, last: 2, step: 1, numkeys: 0 }, Strings),
     c("HSET", -4, ONE, Hashes),
     c("HMSET", -4, ONE, Hashes),
     c("HSETNX", 4, ONE, Hashes),
@@ -135,11 +62,11 @@ pub const COMMANDS: &[Command] = &[
     c("EXISTS", -2, ALL_ARGS, Keys),
     c("TYPE", 2, ONE, Keys),
     c("TOUCH", -2, ALL_ARGS, Keys),
-    c("RENAME", 3, Keys { first: 1, last: 2, step: 1 }, Keys),
-    c("RENAMENX", 3, Keys { first: 1, last: 2, step: 1 }, Keys),
-    c("COPY", -3, Keys { first: 1, last: 2, step: 1 }, Keys),
+    c("RENAME", 3, Keys { first: 1, last: 2, step: 1, numkeys: 0 }, Keys),
+    c("RENAMENX", 3, Keys { first: 1, last: 2, step: 1, numkeys: 0 }, Keys),
+    c("COPY", -3, Keys { first: 1, last: 2, step: 1, numkeys: 0 }, Keys),
     c("RANDOMKEY", 1, NONE, Keys),
-    c("MEMORY", -2, Keys { first: 2, last: 2, step: 1 }, Keys),
+    c("MEMORY", -2, Keys { first: 2, last: 2, step: 1, numkeys: 0 }, Keys),
     c("KEYS", 2, NONE, Keys),
     c("SCAN", -2, NONE, Keys),
     c("DBSIZE", 1, NONE, Keys),
@@ -158,12 +85,12 @@ pub const COMMANDS: &[Command] = &[
     conn("MULTI", 1, Transactions),
     conn("EXEC", 1, Transactions),
     conn("DISCARD", 1, Transactions),
-    Command { name: "WATCH", arity: -2, keys: ALL_ARGS, group: Transactions, no_multi: true },
+    Command { no_multi: true, ..c("WATCH", -2, ALL_ARGS, Transactions) },
     c("UNWATCH", 1, NONE, Transactions),
-    Command { name: "EVAL", arity: -3, keys: NONE, group: Scripting, no_multi: false },
-    Command { name: "EVALSHA", arity: -3, keys: NONE, group: Scripting, no_multi: false },
-    Command { name: "EVAL_RO", arity: -3, keys: NONE, group: Scripting, no_multi: false },
-    Command { name: "EVALSHA_RO", arity: -3, keys: NONE, group: Scripting, no_multi: false },
+    c("EVAL", -3, NONE, Scripting),
+    c("EVALSHA", -3, NONE, Scripting),
+    c("EVAL_RO", -3, NONE, Scripting),
+    c("EVALSHA_RO", -3, NONE, Scripting),
     c("SCRIPT", -2, NONE, Scripting),
     c("FUNCTION", -2, NONE, Scripting),
     c("FCALL", -3, NONE, Scripting),
@@ -191,96 +118,28 @@ pub const COMMANDS: &[Command] = &[
     conn("SAVE", 1, Server),
 ];
 
-/// `cmd`'s position in [`COMMANDS`] (for per-command counters).
+/// Every command: [`BASE`], then each type's.
+pub fn commands() -> &'static [&'static Command] {
+    static ALL: OnceLock<Vec<&'static Command>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        [BASE, crate::types::list::COMMANDS, crate::types::set::COMMANDS, crate::types::zset::COMMANDS]
+            .iter()
+            .flat_map(|l| l.iter())
+            .collect()
+    })
+}
+
+/// `cmd`'s position in [`commands`] (for per-command counters).
 pub fn index(cmd: &Command) -> usize {
-    let at = (cmd as *const Command as usize).wrapping_sub(COMMANDS.as_ptr() as usize) / std::mem::size_of::<Command>();
-    assert!(at < COMMANDS.len() && std::ptr::eq(&COMMANDS[at], cmd), "a command of the table");
-    at
+    static AT: OnceLock<HashMap<usize, usize>> = OnceLock::new();
+    let at =
+        AT.get_or_init(|| commands().iter().enumerate().map(|(i, c)| (*c as *const Command as usize, i)).collect());
+    *at.get(&(cmd as *const Command as usize)).expect("a command of the table")
 }
 
 /// The command named `name` (any case).
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
-    COMMANDS.iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
-}
-
-/// The data commands that only read (every other data command may write): what a
-/// read-only script (EVAL_RO, `#!lua flags=no-writes`) may call.
-const READS: &[&str] = &[
-    "GET",
-    "MGET",
-    "STRLEN",
-    "GETRANGE",
-    "SUBSTR",
-    "GETBIT",
-    "BITCOUNT",
-    "BITPOS",
-    "LCS",
-    "HRANDFIELD",
-    "TOUCH",
-    "RANDOMKEY",
-    "MEMORY",
-    "HGET",
-    "HMGET",
-    "HEXISTS",
-    "HLEN",
-    "HSTRLEN",
-    "HGETALL",
-    "HKEYS",
-    "HVALS",
-    "HSCAN",
-    "EXISTS",
-    "TYPE",
-    "KEYS",
-    "SCAN",
-    "DBSIZE",
-    "PMKV.RANGE",
-    "TTL",
-    "PTTL",
-    "EXPIRETIME",
-    "PEXPIRETIME",
-];
-
-impl Command {
-    /// Whether the command may change data (Redis's `write` flag): a data command that is
-    /// not one of the reads.
-    pub fn writes(&self) -> bool {
-        matches!(self.group, Group::Strings | Group::Hashes | Group::Keys | Group::Expiry)
-            && !READS.contains(&self.name)
-    }
-
-    /// Whether `n` arguments (the name included) fit the arity.
-    pub fn arity_ok(&self, n: usize) -> bool {
-        if self.arity >= 0 {
-            n == self.arity as usize
-        } else {
-            n >= (-self.arity) as usize
-        }
-    }
-
-    /// The keys among `args` (the name included).
-    pub fn keys<'a>(&self, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
-        let k = self.keys;
-        if k.first == 0 || args.len() <= k.first {
-            return Vec::new();
-        }
-        let last = if k.last < 0 { args.len() as isize + k.last } else { k.last };
-        let last = (last.max(0) as usize).min(args.len() - 1);
-        (k.first..=last).step_by(k.step.max(1)).map(|i| args[i].as_slice()).collect()
-    }
-}
-
-/// The error for an unknown command, as Redis words it.
-pub fn unknown(args: &[Vec<u8>]) -> String {
-    format!(
-        "ERR unknown command '{}', with args beginning with: {}",
-        String::from_utf8_lossy(&args[0]),
-        args[1..].iter().take(3).map(|x| format!("'{}' ", String::from_utf8_lossy(x))).collect::<String>()
-    )
-}
-
-/// The error for a wrong number of arguments, as Redis words it.
-pub fn wrong_args(name: &str) -> String {
-    format!("ERR wrong number of arguments for '{}' command", name.to_ascii_lowercase())
+    commands().iter().copied().find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// Refuse `args` before anything runs: unknown command or wrong arity.
@@ -297,7 +156,7 @@ pub fn check(args: &[Vec<u8>]) -> Result<&'static Command, String> {
 pub fn help() -> String {
     let mut t = String::new();
     for g in Group::ALL {
-        let names: Vec<&str> = COMMANDS.iter().filter(|c| c.group == g).map(|c| c.name).collect();
+        let names: Vec<&str> = commands().iter().filter(|c| c.group == g).map(|c| c.name).collect();
         t.push_str(&format!("  {:<13} {}\n", format!("{}:", g.name()), names.join(" ")));
     }
     t
@@ -306,6 +165,7 @@ pub fn help() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command::READS;
 
     #[test]
     fn keys_and_arity_follow_the_table() {
@@ -322,8 +182,13 @@ mod tests {
         assert!(!lookup(b"ping").unwrap().writes(), "not a data command");
         assert!(READS.iter().all(|r| lookup(r.as_bytes()).is_some()), "every read is a command");
         // Every name once.
-        for (i, c) in COMMANDS.iter().enumerate() {
-            assert!(COMMANDS[..i].iter().all(|d| d.name != c.name), "{} twice", c.name);
+        let all = commands();
+        for (i, c) in all.iter().enumerate() {
+            assert!(all[..i].iter().all(|d| d.name != c.name), "{} twice", c.name);
+            assert_eq!(index(c), i);
         }
+        // A type's commands are in the table, with their handlers.
+        let lpush = lookup(b"lpush").unwrap();
+        assert!(lpush.run.is_some() && lpush.writes() && !lookup(b"lrange").unwrap().writes());
     }
 }

@@ -203,7 +203,7 @@ fn migrate_keeps_what_it_could_not_move_and_restore_checks_records() {
     assert_eq!(c.cmd(&["HGET", "h", "f"]), "v");
     assert!(c.cmd(&["MIGRATE", "127.0.0.1", "1", "h", "3", "500"]).contains("database 0 only"));
     assert!(c.cmd(&["MIGRATE", "127.0.0.1", "1", "h", "0", "500", "KEYS", "x"]).contains("empty string"));
-    // PMKV.RESTORE: the records must make one string or one hash of that key.
+    // PMKV.RESTORE: the records must make one key of one type, that key.
     let meta_hash = |fields: u64| {
         let mut m = vec![1u8, 1, 0, 0, 0, 0, 0, 0];
         m.extend_from_slice(&0u64.to_le_bytes());
@@ -219,9 +219,9 @@ fn migrate_keeps_what_it_could_not_move_and_restore_checks_records() {
         c.reply()
     };
     assert!(restore(&[b"x", b"REPLACE", b"y", b"v"]).contains("another key"));
-    assert!(restore(&[b"x", b"REPLACE", &field(b"x", b"f"), b"v"]).contains("one string or one hash"));
+    assert!(restore(&[b"x", b"REPLACE", &field(b"x", b"f"), b"v"]).contains("one key of one type"));
     assert!(restore(&[b"x", b"REPLACE", &field(b"x", b"f"), b"v", &meta(b"x"), &meta_hash(2)])
-        .contains("one string or one hash"));
+        .contains("one key of one type"));
     assert!(restore(&[b"x", b"REPLACE", &meta(b"x"), b"junk"]).contains("malformed"));
     assert!(restore(&[b"x", b"MAYBE", b"x", b"v"]).contains("REPLACE|NOREPLACE"));
     assert_eq!(restore(&[b"x", b"NOREPLACE", &field(b"x", b"f"), b"1", &meta(b"x"), &meta_hash(1)]), "+OK");
@@ -266,7 +266,6 @@ fn scripts_stay_in_their_slot() {
 /// them, before its arguments are even parsed; one without is never redirected.
 #[test]
 fn every_keyed_command_is_routed() {
-    use pmkv_server::table::COMMANDS;
     let dir = pmkv_testutil::pool_dir();
     let (port_a, stop_a, ha) = node(&dir.path().join("a.pool")).unwrap();
     let (port_b, stop_b, hb) = node(&dir.path().join("b.pool")).unwrap();
@@ -275,7 +274,7 @@ fn every_keyed_command_is_routed() {
     assert_eq!(Client::new(port_a).cmd(&["PMKV.TOPOLOGY", "SET", "1", &text]), "+OK");
     assert_eq!(Client::new(port_b).cmd(&["PMKV.TOPOLOGY", "SET", "1", &text]), "+OK");
     let mut routed = 0;
-    for cmd in COMMANDS {
+    for cmd in pmkv_server::table::commands() {
         if matches!(cmd.name, "SHUTDOWN" | "QUIT" | "FLUSHDB" | "FLUSHALL" | "MIGRATE" | "MULTI" | "RESET") {
             continue;
         }
@@ -286,6 +285,15 @@ fn every_keyed_command_is_routed() {
         args.extend(std::iter::repeat_n("foo", n - 1));
         if cmd.name.starts_with("EVAL") {
             args = vec![cmd.name, "return 1", "1", "foo"];
+        }
+        if cmd.keys.numkeys > 0 {
+            // The key count at its position (BLMPOP's timeout before it, or a STORE
+            // form's destination, a key too), one key, a side.
+            args = vec![cmd.name];
+            let k = cmd.keys;
+            let dst = |i: usize| k.first < k.numkeys && (k.first..=k.last as usize).contains(&i);
+            args.extend((1..k.numkeys).map(|i| if dst(i) { "foo" } else { "0" }));
+            args.extend(["1", "foo", "LEFT"]);
         }
         // A key position past the fewest arguments (MEMORY's USAGE key) holds no key.
         let keyed = (cmd.keys.first > 0 && args.len() > cmd.keys.first)

@@ -11,7 +11,7 @@
 
 use pmkv::{EngineFactory, Options, Registry, Store};
 use pmkv_conformance::crash::evictions_at;
-use pmkv_server::keyspace::{Keyspace, Kind, Ttl, Tx};
+use pmkv_server::keyspace::{Keyspace, Kind, Meta, Ttl, Tx};
 use pmkv_substrate::{Eviction, Pool};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -44,8 +44,10 @@ fn state(s: &Store, slotted: bool) -> Result<BTreeMap<Vec<u8>, String>, String> 
         let kind = tx.kind(k).map_err(|r| format!("{r:?}"))?;
         let ttl = tx.expire_time(k).map_err(|r| format!("{r:?}"))?;
         let desc = match kind {
-            Some(Kind::String) => format!("string {:?} ttl {ttl:?}", tx.get(k).map_err(|r| format!("{r:?}"))?),
-            Some(Kind::Hash) => {
+            Some(k2) if k2 == Kind::STRING => {
+                format!("string {:?} ttl {ttl:?}", tx.get(k).map_err(|r| format!("{r:?}"))?)
+            }
+            Some(k2) if k2 == Kind::HASH => {
                 let mut fields = Vec::new();
                 tx.hscan(k, None, |f, v| {
                     fields.push((f.to_vec(), v.to_vec()));
@@ -58,6 +60,19 @@ fn state(s: &Store, slotted: bool) -> Result<BTreeMap<Vec<u8>, String>, String> 
                 }
                 format!("hash {fields:?} ttl {ttl:?}")
             }
+            // Any other type: its records as they are, the meta record's count checked.
+            Some(kind) => {
+                let recs = tx.records_of(k).map_err(|r| format!("{r:?}"))?;
+                let meta = recs.iter().find_map(|(_, v)| Meta::decode(v).filter(|m| m.kind == kind));
+                let elems = recs.len() as u64 - 1;
+                if meta.map(|m| m.count) != Some(elems) {
+                    return Err(format!("{} {k:?} counts {meta:?} and has {elems} elements", kind.name()));
+                }
+                if kind == Kind::ZSET {
+                    zset_sound(&recs, k)?;
+                }
+                format!("{} {recs:?}", kind.name())
+            }
             None => return Err(format!("{k:?} listed but absent")),
         };
         out.insert(k.clone(), desc);
@@ -69,6 +84,25 @@ fn state(s: &Store, slotted: bool) -> Result<BTreeMap<Vec<u8>, String>, String> 
     Ok(out)
 }
 
+/// A sorted set's member records and score-index records pair up one to one
+/// (docs/format/server.md): member `m` with score bytes `e` has the index record `e m`.
+fn zset_sound(recs: &[(Vec<u8>, Vec<u8>)], k: &[u8]) -> Result<(), String> {
+    let p = [pmkv_server::keyspace::PREFIX, b"z", &(k.len() as u32).to_be_bytes(), k].concat();
+    let (mut members, mut index) = (Vec::new(), Vec::new());
+    for (rk, v) in recs {
+        match rk.strip_prefix(p.as_slice()).and_then(|r| r.split_first()) {
+            Some((0, m)) => members.push([v.as_slice(), m].concat()),
+            Some((1, r)) => index.push(r.to_vec()),
+            _ => {}
+        }
+    }
+    members.sort();
+    if members != index {
+        return Err(format!("zset {k:?}: member records and score index disagree"));
+    }
+    Ok(())
+}
+
 fn before(tx: &mut Tx) {
     tx.set(b"plain", b"x", Ttl::Clear).unwrap();
     tx.set(b"timed", b"t", Ttl::At(LATER)).unwrap();
@@ -78,6 +112,119 @@ fn before(tx: &mut Tx) {
         tx.set(&[b's', i], &[i; 20], Ttl::Clear).unwrap();
     }
     tx.hset(b"replaced", b"f", b"v").unwrap();
+    script_done(tx, LISTS_BEFORE);
+}
+
+/// Run script `src` (no keys, no arguments) in `tx`: it must answer "done".
+fn script_done(tx: &mut Tx, src: &str) {
+    assert_eq!(pmkv_server::script::run_in(tx, src, &[], &[]), pmkv_server::resp::Reply::bulk("done"));
+}
+
+/// The lists the list commands below work on.
+const LISTS_BEFORE: &str = r#"
+for i = 1, 12 do redis.call('RPUSH', 'q', 'e' .. i) end
+for i = 1, 6 do redis.call('LPUSH', 'stack', 's' .. i) end
+redis.call('RPUSH', 'dup', 'x', 'y', 'x', 'z', 'x')
+redis.call('RPUSH', 'short', 'only')
+redis.call('SADD', 'set1', 'a', 'b', 'c', 'd')
+redis.call('SADD', 'set2', 'c', 'd', 'e')
+redis.call('SADD', 'lone', 'x')
+for i = 1, 10 do redis.call('ZADD', 'z1', i, 'm' .. i) end
+redis.call('ZADD', 'z2', 1, 'm1', 20, 'm2', 30, 'x')
+redis.call('ZADD', 'lex', 0, 'a', 0, 'b', 0, 'c', 0, 'd')
+redis.call('ZADD', 'zone', 5, 'only')
+return 'done'
+"#;
+
+/// Every list write command, in one script: pushes and pops at both ends (one element
+/// record each), a move between lists and within one, an insert (which moves the
+/// shorter side), LREM (which rewrites the rest), LSET, LTRIM, LMPOP, and a list that
+/// empties (its meta record goes).
+const LISTS: &str = r#"
+redis.call('LPUSH', 'q', 'head1', 'head2')
+redis.call('RPUSH', 'q', 'tail1')
+assert(redis.call('LPOP', 'q') == 'head2')
+assert(redis.call('RPOP', 'q', 2)[1] == 'tail1')
+assert(redis.call('LMOVE', 'q', 'stack', 'LEFT', 'RIGHT') == 'head1')
+assert(redis.call('RPOPLPUSH', 'stack', 'stack') == 'head1')
+assert(redis.call('LINSERT', 'q', 'BEFORE', 'e3', 'mid') == 12)
+assert(redis.call('LINSERT', 'q', 'AFTER', 'e10', 'late') == 13)
+assert(redis.call('LREM', 'dup', 0, 'x') == 3)
+redis.call('LSET', 'stack', -1, 'changed')
+redis.call('LTRIM', 'q', 1, -2)
+assert(redis.call('LMPOP', 2, 'none', 'short', 'LEFT', 'COUNT', 5)[1] == 'short')
+redis.call('RPUSHX', 'dup', 'w')
+redis.call('LPUSHX', 'absent', 'w')
+return 'done'
+"#;
+
+fn lists(tx: &mut Tx) {
+    script_done(tx, LISTS);
+}
+
+/// Every set write command, in one script: adds, removes, a move, a pop that empties a
+/// set, and the STORE forms replacing a set and a list.
+const SETS: &str = r#"
+assert(redis.call('SADD', 'set1', 'e', 'f', 'a') == 2)
+assert(redis.call('SREM', 'set1', 'b', 'zz') == 1)
+assert(redis.call('SMOVE', 'set1', 'set2', 'f') == 1)
+assert(redis.call('SPOP', 'lone') == 'x')
+assert(redis.call('SINTERSTORE', 'both', 'set1', 'set2') == 3)
+assert(redis.call('SUNIONSTORE', 'set2', 'set1', 'set2') == 5)
+assert(redis.call('SDIFFSTORE', 'q', 'set2', 'set1') == 1)
+assert(redis.call('SDIFFSTORE', 'short', 'set1', 'set2') == 0)
+assert(#redis.call('SPOP', 'set1', 2) == 2)
+return 'done'
+"#;
+
+fn sets(tx: &mut Tx) {
+    script_done(tx, SETS);
+}
+
+/// Every sorted-set write command, in one script: ZADD with each flag (new members,
+/// score changes that move index records, INCR), ZINCRBY, removals by member, rank,
+/// score and lex range, pops from both ends and a ZMPOP that empties a set, and the
+/// STORE forms replacing a sorted set, a list and a plain set.
+const ZSETS: &str = r#"
+assert(redis.call('ZADD', 'z1', 0.5, 'new', 11, 'm1') == 1)
+assert(redis.call('ZADD', 'z1', 'CH', 'GT', 3, 'm2', 1, 'm3') == 1)
+assert(redis.call('ZADD', 'z1', 'XX', 'LT', -1, 'm4', 1, 'absent') == 0)
+assert(redis.call('ZADD', 'z1', 'NX', 'INCR', 2.5, 'fresh') == '2.5')
+assert(redis.call('ZINCRBY', 'z2', 5, 'm1') == '6')
+assert(redis.call('ZREM', 'z1', 'm5', 'nope') == 1)
+assert(redis.call('ZREMRANGEBYRANK', 'z1', 0, 1) == 2)
+assert(redis.call('ZREMRANGEBYSCORE', 'z1', '(8', 9) == 1)
+assert(redis.call('ZREMRANGEBYLEX', 'lex', '[b', '(d') == 2)
+assert(#redis.call('ZPOPMIN', 'z1', 2) == 4)
+assert(#redis.call('ZPOPMAX', 'z2') == 2)
+assert(redis.call('ZMPOP', 2, 'none', 'zone', 'MAX')[1] == 'zone')
+assert(redis.call('ZRANGESTORE', 'q', 'z1', 0, -1) == 6)
+assert(redis.call('ZUNIONSTORE', 'u', 2, 'z1', 'z2', 'WEIGHTS', 2, 3, 'AGGREGATE', 'MAX') == 7)
+assert(redis.call('ZINTERSTORE', 'set1', 2, 'z1', 'z2') == 1)
+assert(redis.call('ZDIFFSTORE', 'z2', 2, 'z2', 'z1') == 1)
+return 'done'
+"#;
+
+fn zsets(tx: &mut Tx) {
+    script_done(tx, ZSETS);
+}
+
+#[test]
+fn zset_writes_are_all_or_nothing_at_every_crash_point() {
+    all_or_nothing("hart", false, zsets);
+    all_or_nothing("nbtree", false, zsets);
+}
+
+#[test]
+fn set_writes_are_all_or_nothing_at_every_crash_point() {
+    all_or_nothing("hart", false, sets);
+    all_or_nothing("nbtree", false, sets);
+}
+
+#[test]
+fn list_writes_are_all_or_nothing_at_every_crash_point() {
+    all_or_nothing("hart", false, lists);
+    all_or_nothing("nbtree", false, lists);
 }
 
 /// One EXEC's worth of writes.
@@ -187,8 +334,7 @@ return 'done'
 "#;
 
 fn moves(tx: &mut Tx) {
-    let r = pmkv_server::script::run_in(tx, MOVES, &[], &[]);
-    assert_eq!(r, pmkv_server::resp::Reply::bulk("done"));
+    script_done(tx, MOVES);
 }
 
 #[test]

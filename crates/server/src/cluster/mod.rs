@@ -392,7 +392,7 @@ pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
             };
             let tx = crate::keyspace::Tx::new(&sh.store, &sh.ks);
             let (mut n, mut keys) = (0usize, Vec::new());
-            let walked = tx.keys_in(&crate::keyspace::Tx::slot_range(slot), |user, _| {
+            let walked = tx.keys_in(&crate::keyspace::Tx::slot_range(slot), |user, _, _| {
                 if sub == "GETKEYSINSLOT" {
                     if keys.len() >= count {
                         return false;

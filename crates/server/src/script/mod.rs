@@ -30,6 +30,7 @@ mod libs;
 mod reply;
 mod sandbox;
 
+use crate::command;
 use crate::conn::Conn;
 use crate::data::{int, upper, Ctx};
 use crate::keyspace::Tx;
@@ -286,7 +287,7 @@ pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply
     // On a cluster node a script's keys are its declared keys' slot (or, with none declared,
     // a slot served here), as Redis requires: another node's keys are not here to read.
     let home = crate::cluster::slot::common_slot(keys.iter().map(|k| k.as_slice())).ok().flatten();
-    let local = |cmd: &table::Command, args: &[Vec<u8>]| -> Option<Reply> {
+    let local = |cmd: &command::Command, args: &[Vec<u8>]| -> Option<Reply> {
         sh.cluster.as_ref()?;
         let ks = crate::routing::route_keys(cmd, args);
         let slot = match crate::cluster::slot::common_slot(ks.iter().copied()) {
@@ -333,7 +334,7 @@ pub(crate) fn fcall(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Repl
     if sh.cluster.is_some() {
         return Reply::err("ERR pmkv runs functions on plain servers only; use EVAL on a cluster node");
     }
-    let local = |_: &table::Command, _: &[Vec<u8>]| None;
+    let local = |_: &command::Command, _: &[Vec<u8>]| None;
     let lim = Limits { local: &local, read_only, state: (sh.script.clone(), 0), name: name.clone() };
     run_committed(sh, c, &code, Some(&name), keys, argv, lim)
 }
@@ -396,7 +397,7 @@ pub fn run_in(tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Rep
     let id = state.begin();
     let mut c = Conn::new(0, true);
     c.reply_budget = usize::MAX;
-    let local = |_: &table::Command, _: &[Vec<u8>]| None;
+    let local = |_: &command::Command, _: &[Vec<u8>]| None;
     let name = sha1_hex(src.as_bytes());
     run(&mut c, tx, src, None, keys, argv, Limits { local: &local, read_only: false, state: (state, id), name }).0
 }
@@ -406,7 +407,7 @@ fn lua_err(m: impl Into<String>) -> mlua::Error {
 }
 
 /// Refuses a command whose keys are not this node's to serve (a cluster node).
-type Local<'a> = &'a dyn Fn(&table::Command, &[Vec<u8>]) -> Option<Reply>;
+type Local<'a> = &'a dyn Fn(&command::Command, &[Vec<u8>]) -> Option<Reply>;
 
 /// What a script may do, from its caller.
 struct Limits<'a> {
@@ -470,9 +471,10 @@ fn run(
             Err(_) => Reply::err("ERR Wrong number of args calling Redis command from script"),
             Ok(cmd)
                 if cmd.no_multi
+                    || cmd.attempt.is_some()
                     || matches!(
                         cmd.group,
-                        table::Group::Scripting | table::Group::Transactions | table::Group::Cluster
+                        command::Group::Scripting | command::Group::Transactions | command::Group::Cluster
                     ) =>
             {
                 Reply::err("ERR This Redis command is not allowed from script")
@@ -480,7 +482,7 @@ fn run(
             Ok(cmd) if matches!(cmd.name, "FLUSHDB" | "FLUSHALL" | "PMKV.RANGE" | "DBSIZE" | "INFO" | "CONFIG") => {
                 Reply::err(format!("ERR pmkv does not run {} from a script", cmd.name))
             }
-            Ok(cmd) if matches!(cmd.group, table::Group::Connection | table::Group::Server) => match cmd.name {
+            Ok(cmd) if matches!(cmd.group, command::Group::Connection | command::Group::Server) => match cmd.name {
                 "PING" => Reply::Simple("PONG".into()),
                 "ECHO" => Reply::bulk(v[1].clone()),
                 "TIME" => {
@@ -503,7 +505,7 @@ fn run(
                     let mut cur = cursors_cell.borrow_mut();
                     let mut cx = Ctx { budget, resp3: resp3.get(), cursors: &mut cur };
                     let mark = tx.savepoint();
-                    match crate::data::run(&mut tx, &mut cx, cmd.name, &v[1..]) {
+                    match crate::data::run(&mut tx, &mut cx, cmd, &v[1..]) {
                         Ok(r) => r,
                         Err(r) => {
                             tx.rollback(mark);

@@ -24,6 +24,13 @@ pub(crate) fn to_lua(lua: &Lua, r: &Reply, resp3: bool) -> mlua::Result<Value> {
     Ok(match r {
         Reply::Int(i) => Value::Integer(*i),
         Reply::Bulk(b) => Value::String(lua.create_string(b)?),
+        // As Redis: `{double=…}` after `redis.setresp(3)`, else the bulk string.
+        Reply::Double(d) if resp3 => {
+            let t = lua.create_table()?;
+            t.set("double", *d)?;
+            Value::Table(t)
+        }
+        Reply::Double(d) => Value::String(lua.create_string(crate::resp::fmt_score(*d))?),
         Reply::Nil | Reply::NilArray if resp3 => Value::Nil,
         Reply::Nil | Reply::NilArray => Value::Boolean(false),
         Reply::Simple(s) => {
