@@ -343,10 +343,10 @@ fn explore_plan_with(f: &'static dyn EngineFactory, batches: &[WriteBatch], plan
         let taken: Taken = Arc::default();
         let t = taken.clone();
         let cap = plan.single_lines;
-        let model = f.info().crash_model;
+        let crash_model = f.info().crash_model;
         sim_pool.sim().expect("sim pool").set_hook_with(true, mode == Mode::Eadr, move |pt| {
             let mut t = t.lock().unwrap();
-            for ev in evictions_in(mode, model, pt, cap) {
+            for ev in evictions_in(mode, crash_model, pt, cap) {
                 t.push(format!("point {} ({:?}, {ev:?})", pt.index, pt.kind), pt.image(ev));
             }
         });
@@ -628,12 +628,12 @@ fn recovery_in(f: &'static dyn EngineFactory, mode: Mode) {
         del(b"base3"),
         batch(vec![BatchOp::Put(b"b-a".to_vec(), vec![1; 30]), BatchOp::Delete(b"base0".to_vec())]),
     ];
-    let model = f.info().crash_model;
+    let crash_model = f.info().crash_model;
     for ops in &ops {
         let imgs = images.clone();
         sim_pool.sim().unwrap().set_hook_with(true, stores, move |pt| {
             let mut v = imgs.lock().unwrap();
-            for ev in evictions_in(mode, model, pt, Eviction::SINGLE_LINES) {
+            for ev in evictions_in(mode, crash_model, pt, Eviction::SINGLE_LINES) {
                 v.push(format!("point {} ({ev:?})", pt.index), pt.image(ev));
             }
         });
@@ -665,10 +665,10 @@ fn recovery_in(f: &'static dyn EngineFactory, mode: Mode) {
         // few lines between its fences).
         let nested: Taken = Arc::default();
         let nt = nested.clone();
-        let model = f.info().crash_model;
+        let crash_model = f.info().crash_model;
         pool.sim().unwrap().set_hook_with(true, stores, move |pt| {
             let mut v = nt.lock().unwrap();
-            for ev in evictions_in(mode, model, pt, 0) {
+            for ev in evictions_in(mode, crash_model, pt, 0) {
                 v.push(format!("recovery point {} ({ev:?})", pt.index), pt.image(ev));
             }
         });
