@@ -59,6 +59,48 @@ pub(crate) enum Step {
     Down { level: u32, child: u64 },
 }
 
+/// A node's live slots read in place, in slot order, up to the first null pointer:
+/// `(slot, pointer)` of each slot `read::live`'s rule keeps (with direction [`RIGHT`] a
+/// pointer repeating the one before, `left` for slot 0, is a duplicate; with [`LEFT`] one
+/// repeating the one after). No copy of the node is made: a caller stops where its search
+/// ends, and validates what it read by the node's version.
+pub(crate) struct InPlace<'a> {
+    t: &'a FastFair,
+    node: u64,
+    dir: u64,
+    prev: u64,
+    /// The next slot to read, and its pointer.
+    i: usize,
+    p: u64,
+}
+
+impl<'a> InPlace<'a> {
+    pub(crate) fn new(t: &'a FastFair, node: u64, dir: u64, left: u64) -> Self {
+        InPlace { t, node, dir, prev: left, i: 0, p: t.load(ptr_at(node, 0)) }
+    }
+
+    /// Count the lines read so far: the header's and the slot lines up to the last slot read.
+    pub(crate) fn note_read(&self) {
+        self.t.pool.note_read(1 + (self.i as u64 + 1).div_ceil(4));
+    }
+}
+
+impl Iterator for InPlace<'_> {
+    type Item = (usize, u64);
+    fn next(&mut self) -> Option<(usize, u64)> {
+        while self.p != 0 && self.i < SLOTS {
+            let (i, p) = (self.i, self.p);
+            let next = if i + 1 < SLOTS { self.t.load(ptr_at(self.node, i + 1)) } else { 0 };
+            let live = if self.dir == LEFT { p != next } else { p != self.prev };
+            (self.prev, self.p, self.i) = (p, next, i + 1);
+            if live {
+                return Some((i, p));
+            }
+        }
+        None
+    }
+}
+
 /// A node lock, released when dropped.
 pub(crate) struct Locked<'a> {
     t: &'a FastFair,
@@ -156,45 +198,35 @@ impl FastFair {
             let sibling = self.load(node + H_SIBLING);
             let leftmost = self.load(node + H_LEFTMOST);
             let dir = self.load(node + H_DIR);
-            let mut prev = Self::left_of(level, leftmost);
             let mut child = leftmost;
             let mut stopped = false;
             let mut err = None;
-            let mut i = 0;
-            let mut p = self.load(ptr_at(node, 0));
-            while p != 0 {
-                let next = if i + 1 < SLOTS { self.load(ptr_at(node, i + 1)) } else { 0 };
-                let live = if dir == LEFT { p != next } else { p != prev };
-                if live && level <= want {
+            let mut slots = InPlace::new(self, node, dir, Self::left_of(level, leftmost));
+            for (i, p) in slots.by_ref() {
+                if level <= want {
                     // Below a live key word, so below the sibling's low key.
                     if matches!(t, Target::Key { kw, .. } if self.load(key_at(node, i)) > kw) {
                         stopped = true;
                         break;
                     }
-                } else if live {
-                    match Self::right_of(t, self.load(key_at(node, i)), || self.entry_key(level, p)) {
-                        Ok(true) => child = p,
-                        Ok(false) => {
-                            stopped = true;
-                            break;
-                        }
-                        Err(e) => {
-                            err = Some(e);
-                            break;
-                        }
-                    }
+                    continue;
                 }
-                (prev, p) = (p, next);
-                i += 1;
-                if i == SLOTS {
-                    break;
+                match Self::right_of(t, self.load(key_at(node, i)), || self.entry_key(level, p)) {
+                    Ok(true) => child = p,
+                    Ok(false) => {
+                        stopped = true;
+                        break;
+                    }
+                    Err(e) => {
+                        err = Some(e);
+                        break;
+                    }
                 }
             }
             if !self.unchanged(node, version) {
                 continue;
             }
-            // The header's line and the slot lines read.
-            self.pool.note_read(1 + (i as u64 + 1).div_ceil(4));
+            slots.note_read();
             if let Some(e) = err {
                 return Err(corrupt(e));
             }
@@ -272,44 +304,33 @@ impl FastFair {
             let version = self.read_version(leaf);
             let dir = self.load(leaf + H_DIR);
             let sibling = self.load(leaf + H_SIBLING);
-            let mut prev = LEAF_LEFT;
             let mut found: std::result::Result<Option<Obj>, String> = Ok(None);
             let mut beyond = false;
-            let mut i = 0;
-            let mut p = self.load(ptr_at(leaf, 0));
-            while p != 0 {
-                let next = if i + 1 < SLOTS { self.load(ptr_at(leaf, i + 1)) } else { 0 };
-                let live = if dir == LEFT { p != next } else { p != prev };
-                if live {
-                    let k = self.load(key_at(leaf, i));
-                    if k > kw {
-                        beyond = true;
-                        break;
-                    }
-                    if k == kw {
-                        match self.read_obj(p) {
-                            Ok(o) if o.key() == key => {
-                                found = Ok(Some(o));
-                                break;
-                            }
-                            Ok(_) => {}
-                            Err(e) => {
-                                found = Err(e);
-                                break;
-                            }
+            let mut slots = InPlace::new(self, leaf, dir, LEAF_LEFT);
+            for (i, p) in slots.by_ref() {
+                let k = self.load(key_at(leaf, i));
+                if k > kw {
+                    beyond = true;
+                    break;
+                }
+                if k == kw {
+                    match self.read_obj(p) {
+                        Ok(o) if o.key() == key => {
+                            found = Ok(Some(o));
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            found = Err(e);
+                            break;
                         }
                     }
-                }
-                (prev, p) = (p, next);
-                i += 1;
-                if i == SLOTS {
-                    break;
                 }
             }
             if !self.unchanged(leaf, version) {
                 continue;
             }
-            self.pool.note_read(1 + (i as u64 + 1).div_ceil(4));
+            slots.note_read();
             match found {
                 Ok(Some(obj)) => {
                     f(obj.value());
