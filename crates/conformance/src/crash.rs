@@ -16,7 +16,7 @@
 
 use crate::util::*;
 use pmkv::{BatchOp, EngineFactory, ErrorKind, Options, Store, WriteBatch};
-use pmkv_substrate::{CrashPoint, Eviction, Mode, PointKind, Pool, LINE};
+use pmkv_substrate::{CrashModel, CrashPoint, Eviction, Mode, PointKind, Pool, LINE};
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -192,12 +192,19 @@ pub fn evictions_at(pt: &CrashPoint<'_>, cap: usize) -> Vec<Eviction> {
 
 /// The images a case takes at `pt` of a pool in `mode`: in `adr`, [`evictions_at`]; in
 /// `eadr`, the one image a crash there can leave (every store so far and none later: the
-/// working memory, whatever the eviction, never a torn word).
-fn evictions_in(mode: Mode, pt: &CrashPoint<'_>, cap: usize) -> Vec<Eviction> {
+/// working memory, whatever the eviction, never a torn word). An engine that assumes
+/// [`CrashModel::LinesInOrder`] gets random in-order line prefixes instead of torn words
+/// (which its model rules out).
+fn evictions_in(mode: Mode, model: CrashModel, pt: &CrashPoint<'_>, cap: usize) -> Vec<Eviction> {
     if mode == Mode::Eadr {
         return vec![Eviction::None];
     }
-    evictions_at(pt, cap)
+    let mut v = evictions_at(pt, cap);
+    if model == CrashModel::LinesInOrder {
+        v.retain(|e| !matches!(e, Eviction::Words(_)));
+        v.extend([Eviction::InOrder(pt.index * 2 + 1), Eviction::InOrder(pt.index * 2 + 2)]);
+    }
+    v
 }
 
 /// Apply `op` to a model.
@@ -336,9 +343,10 @@ fn explore_plan_with(f: &'static dyn EngineFactory, batches: &[WriteBatch], plan
         let taken: Taken = Arc::default();
         let t = taken.clone();
         let cap = plan.single_lines;
+        let crash_model = f.info().crash_model;
         sim_pool.sim().expect("sim pool").set_hook_with(true, mode == Mode::Eadr, move |pt| {
             let mut t = t.lock().unwrap();
-            for ev in evictions_in(mode, pt, cap) {
+            for ev in evictions_in(mode, crash_model, pt, cap) {
                 t.push(format!("point {} ({:?}, {ev:?})", pt.index, pt.kind), pt.image(ev));
             }
         });
@@ -620,11 +628,12 @@ fn recovery_in(f: &'static dyn EngineFactory, mode: Mode) {
         del(b"base3"),
         batch(vec![BatchOp::Put(b"b-a".to_vec(), vec![1; 30]), BatchOp::Delete(b"base0".to_vec())]),
     ];
+    let crash_model = f.info().crash_model;
     for ops in &ops {
         let imgs = images.clone();
         sim_pool.sim().unwrap().set_hook_with(true, stores, move |pt| {
             let mut v = imgs.lock().unwrap();
-            for ev in evictions_in(mode, pt, Eviction::SINGLE_LINES) {
+            for ev in evictions_in(mode, crash_model, pt, Eviction::SINGLE_LINES) {
                 v.push(format!("point {} ({ev:?})", pt.index), pt.image(ev));
             }
         });
@@ -656,9 +665,10 @@ fn recovery_in(f: &'static dyn EngineFactory, mode: Mode) {
         // few lines between its fences).
         let nested: Taken = Arc::default();
         let nt = nested.clone();
+        let crash_model = f.info().crash_model;
         pool.sim().unwrap().set_hook_with(true, stores, move |pt| {
             let mut v = nt.lock().unwrap();
-            for ev in evictions_in(mode, pt, 0) {
+            for ev in evictions_in(mode, crash_model, pt, 0) {
                 v.push(format!("recovery point {} ({ev:?})", pt.index), pt.image(ev));
             }
         });

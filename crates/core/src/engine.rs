@@ -63,6 +63,10 @@ pub struct EngineInfo {
     /// the reproductions compare with it, not an engine a user picks. The benchmark's
     /// main job leaves such engines to `reproduce`.
     pub competitor: bool,
+    /// What a crash may leave of unpersisted stores, as the engine's correctness assumes
+    /// it (see [`CrashModel`](pmkv_substrate::CrashModel)); its crash tests use this
+    /// model. Every engine but FAST&FAIR assumes the strict default.
+    pub crash_model: pmkv_substrate::CrashModel,
 }
 
 impl EngineInfo {
@@ -79,7 +83,13 @@ impl EngineInfo {
             fixed_address: false,
             node_keys: 0,
             competitor: false,
+            crash_model: pmkv_substrate::CrashModel::Words,
         }
+    }
+    /// Declare the crash model the engine's correctness assumes (see the field).
+    pub fn crash_model(mut self, model: pmkv_substrate::CrashModel) -> Self {
+        self.crash_model = model;
+        self
     }
     /// Mark the engine as one of the papers' competitors (see the field).
     pub fn competitor(mut self, yes: bool) -> Self {

@@ -27,6 +27,9 @@ impl NativeFactory for FastFairFactory {
         .limits(MAX_KEY, MAX_VALUE)
         .node_keys(CAP)
         .competitor(true)
+        // FAST flushes a line once its stores are done (see `fast`): correct when a line
+        // reaches PM whole, holding a prefix of its stores, as on x86.
+        .crash_model(pmkv_substrate::CrashModel::LinesInOrder)
     }
     fn open_native(&self, pool: Arc<Pool>, _: (), _: &pmkv_core::Options) -> EngineResult<FastFair> {
         FastFair::open_with(pool, Options::default())

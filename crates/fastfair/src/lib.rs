@@ -7,10 +7,12 @@
 //! whose every intermediate state reads as before or after, because a reader skips the
 //! duplicate pointer a shift leaves; FAIR (failure-atomic in-place rebalance) splits by
 //! making the sibling, linking it, then truncating, with searches moving right past a
-//! split (B-link). Where pmkv departs from the paper (each store of a shift persisted in
-//! ADR; reads validated by the node's version word; inner levels rebuilt by recovery;
-//! keys and values of any size in checked objects) the module docs and
-//! docs/design/fastfair.md say why.
+//! split (B-link). As the paper and the authors' code: 1 KB nodes, a shift flushes each
+//! line it dirties once (correct under the line-granular, in-order crash model the engine
+//! declares, `CrashModel::LinesInOrder`), node locks in DRAM, linear search in place.
+//! Where pmkv departs from the paper (reads validated by a version word; inner levels
+//! rebuilt by recovery; keys and values of any size in checked out-of-line records) the
+//! module docs and docs/design/fastfair.md say why.
 //!
 //! ## Layers, lowest first
 //!

@@ -5,7 +5,7 @@
 use crate::error::Result;
 use crate::layout::*;
 use crate::read::{live, Obj, Raw, Snap};
-use crate::tree::FastFair;
+use crate::tree::{FastFair, LOCK_BITS};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 impl FastFair {
@@ -13,7 +13,7 @@ impl FastFair {
     #[inline]
     pub(crate) fn load(&self, off: u64) -> u64 {
         // SAFETY: PM words of nodes and the superblock are written only with atomic
-        // stores (`pstore`, the lock word) or before the object is published.
+        // stores (`pstore`, `store`) or before the object is published.
         unsafe { self.pool.load_u64(off) }
     }
 
@@ -31,12 +31,14 @@ impl FastFair {
         }
     }
 
+    /// Node `node`'s lock word: a version, odd while a writer holds the node. Kept in
+    /// DRAM as the authors' code keeps its per-node lock out of the persistent page's
+    /// lines: a stripe of [`FastFair::locks`] chosen by the node's offset (nodes that share
+    /// a stripe only make each other's readers retry: no thread holds two node locks or
+    /// waits for a version while it holds one).
     fn lock_word(&self, node: u64) -> &AtomicU64 {
-        let off = node + H_LOCK;
-        assert!(off.is_multiple_of(8) && self.pool.contains(off, 8), "lock word {off:#x} outside the pool");
-        // SAFETY: an aligned word inside the mapping, which lives as long as `self`; it
-        // is only ever accessed atomically.
-        unsafe { AtomicU64::from_ptr(self.pool.at::<u64>(off)) }
+        let h = (node >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - LOCK_BITS);
+        &self.locks[h as usize]
     }
 
     /// Take node `node`'s lock (its version becomes odd).
@@ -46,8 +48,6 @@ impl FastFair {
         loop {
             let v = w.load(Ordering::Acquire);
             if v & 1 == 0 && w.compare_exchange_weak(v, v + 1, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-                // The lock word lives in the PM node: taking it dirties the header line.
-                self.pool.note_write(node + H_LOCK, 8);
                 return;
             }
             spins += 1;
@@ -62,17 +62,11 @@ impl FastFair {
     /// Release `node`'s lock (its version becomes even and new).
     pub(crate) fn unlock(&self, node: u64) {
         self.lock_word(node).fetch_add(1, Ordering::Release);
-        self.pool.note_write(node + H_LOCK, 8);
-    }
-
-    /// Reset a lock word a crash left behind (recovery only).
-    pub(crate) fn reset_lock(&self, node: u64) {
-        self.lock_word(node).store(0, Ordering::Release);
     }
 
     /// The version to validate a read against: waits while a writer holds the node
     /// (never in a read-only pool, which has no writers and may hold a crash's odd word).
-    fn read_version(&self, node: u64) -> u64 {
+    pub(crate) fn read_version(&self, node: u64) -> u64 {
         let w = self.lock_word(node);
         let mut spins = 0u32;
         loop {

@@ -4,7 +4,7 @@
 //! `fast` and `fair`). What the open after a crash does is make that state tidy and the
 //! space exact, in steps each safe to interrupt and repeat:
 //!
-//! 1. Walk the leaf list from the first leaf: reset each lock word, remove the duplicate
+//! 1. Walk the leaf list from the first leaf: remove the duplicate
 //!    an interrupted shift left (`FastFair::fix_duplicates`), and finish an interrupted
 //!    split's truncation (entries at or above the sibling's low key are the sibling's).
 //! 2. Rebuild the inner levels from the leaves' low keys in new nodes, persisted and
@@ -16,7 +16,7 @@
 //!
 //! **Damage.** Records and key objects carry a CRC checked at each read. Nodes are
 //! mutated in place one word at a time, so they carry none; instead a clean close writes
-//! the seal, a CRC of every node (lock words left out) in level order, and a clean open
+//! the seal, a CRC of every node in level order, and a clean open
 //! verifies it, so a damaged node is refused instead of read wrong.
 
 use crate::error::{corrupt, Error, Result};
@@ -65,6 +65,7 @@ impl FastFair {
             alloc,
             sb,
             first_leaf: 0,
+            locks: (0..1usize << crate::tree::LOCK_BITS).map(|_| AtomicU64::new(0)).collect(),
             root_lock: Mutex::new(()),
             count: AtomicU64::new(0),
             recovery: RecoveryReport::new("fastfair"),
@@ -80,16 +81,6 @@ impl FastFair {
             t.read_super()?;
             if clean {
                 t.verify_seal()?;
-                // Lock words are never persisted on purpose, so PM may hold one a
-                // writer had taken (a line flushed while it was held): a clean close
-                // does not clear it. Every read-write open starts them over.
-                if !t.read_only {
-                    for level in t.levels()? {
-                        for n in level {
-                            t.reset_lock(n);
-                        }
-                    }
-                }
             } else if !t.read_only {
                 t.recover(&mut report)?;
             }
@@ -151,7 +142,11 @@ impl FastFair {
         }
         let version = u32::from_le_bytes(img[SB_VERSION as usize..][..4].try_into().expect("4 bytes"));
         if version != SUPER_VERSION {
-            return Err(Error::Version(format!("FAST&FAIR format {version}; this build reads {SUPER_VERSION}")));
+            let what = if version == 1 { " (512-byte nodes, node locks in PM)" } else { "" };
+            return Err(Error::Version(format!(
+                "FAST&FAIR format version {version}{what}; this build reads version {SUPER_VERSION} only: \
+                 dump the pool with a build of its version and load the dump"
+            )));
         }
         let node_size = u32::from_le_bytes(img[SB_NODE_SIZE as usize..][..4].try_into().expect("4 bytes"));
         if node_size as usize != NODE_SIZE {
@@ -226,7 +221,7 @@ impl FastFair {
         Ok(out)
     }
 
-    /// The seal of the tree as it is: a CRC of the root and every node, lock words zero.
+    /// The seal of the tree as it is: a CRC of the root and every node.
     fn seal_now(&self) -> Result<u64> {
         let mut c = crc32c::crc32c(&self.load(self.sb + SB_ROOT).to_le_bytes());
         for level in self.levels()? {
@@ -234,7 +229,7 @@ impl FastFair {
                 let mut img = [0u8; NODE_SIZE];
                 for i in 0..NODE_SIZE / 8 {
                     let at = 8 * i as u64;
-                    let w = if at == H_LOCK { 0 } else { self.load(n + at) };
+                    let w = self.load(n + at);
                     img[8 * i..8 * i + 8].copy_from_slice(&w.to_le_bytes());
                 }
                 c = crc32c::crc32c_append(c, &n.to_le_bytes());
@@ -295,7 +290,6 @@ impl FastFair {
         let leaves = self.leaves()?;
         let (mut fixed, mut truncated) = (0u64, 0u64);
         for &leaf in &leaves {
-            self.reset_lock(leaf);
             fixed += self.fix_duplicates(leaf) as u64;
         }
         for &leaf in &leaves {

@@ -3,7 +3,7 @@
 
 use crate::error::{corrupt, Result};
 use crate::layout::*;
-use crate::read::{Obj, Snap};
+use crate::read::Obj;
 use parking_lot::Mutex;
 use pmkv_core::{KeyRange, RecoveryReport, Visitor};
 use pmkv_substrate::epalloc::EpAlloc;
@@ -29,6 +29,8 @@ pub struct FastFair {
     /// The pool's mode flushes (`adr`, `msync`): every store of a shift is persisted.
     pub(crate) flushes: bool,
     pub(crate) read_only: bool,
+    /// Node lock words, in DRAM (see `FastFair::lock_word`): 2^[`LOCK_BITS`] stripes.
+    pub(crate) locks: Box<[AtomicU64]>,
     /// Serialises growing the tree by a new root.
     pub(crate) root_lock: Mutex<()>,
     pub(crate) count: AtomicU64,
@@ -38,12 +40,65 @@ pub struct FastFair {
     pub(crate) _claim: pmkv_substrate::EngineClaim,
 }
 
+/// Node lock stripes of a tree: 2^14 (128 KiB of DRAM), enough that writers to
+/// different nodes rarely share one.
+pub(crate) const LOCK_BITS: u32 = 14;
+
 /// Where a descent goes: to the node whose range holds `key` (`strict`: holds the keys
 /// just below `key`), or to the last node of a level.
 #[derive(Clone, Copy)]
 pub(crate) enum Target<'a> {
     Key { key: &'a [u8], kw: u64, strict: bool },
     Max,
+}
+
+/// Where one step of a descent goes: right to the node's sibling (B-link), or down to
+/// `child` (the node is at `level`; a leaf's `child` means nothing).
+pub(crate) enum Step {
+    Right(u64),
+    Down { level: u32, child: u64 },
+}
+
+/// A node's live slots read in place, in slot order, up to the first null pointer:
+/// `(slot, pointer)` of each slot `read::live`'s rule keeps (with direction [`RIGHT`] a
+/// pointer repeating the one before, `left` for slot 0, is a duplicate; with [`LEFT`] one
+/// repeating the one after). No copy of the node is made: a caller stops where its search
+/// ends, and validates what it read by the node's version.
+pub(crate) struct InPlace<'a> {
+    t: &'a FastFair,
+    node: u64,
+    dir: u64,
+    prev: u64,
+    /// The next slot to read, and its pointer.
+    i: usize,
+    p: u64,
+}
+
+impl<'a> InPlace<'a> {
+    pub(crate) fn new(t: &'a FastFair, node: u64, dir: u64, left: u64) -> Self {
+        InPlace { t, node, dir, prev: left, i: 0, p: t.load(ptr_at(node, 0)) }
+    }
+
+    /// Count the lines read so far: the header's and the slot lines up to the last slot read.
+    pub(crate) fn note_read(&self) {
+        self.t.pool.note_read(1 + (self.i as u64 + 1).div_ceil(4));
+    }
+}
+
+impl Iterator for InPlace<'_> {
+    type Item = (usize, u64);
+    fn next(&mut self) -> Option<(usize, u64)> {
+        while self.p != 0 && self.i < SLOTS {
+            let (i, p) = (self.i, self.p);
+            let next = if i + 1 < SLOTS { self.t.load(ptr_at(self.node, i + 1)) } else { 0 };
+            let live = if self.dir == LEFT { p != next } else { p != self.prev };
+            (self.prev, self.p, self.i) = (p, next, i + 1);
+            if live {
+                return Some((i, p));
+            }
+        }
+        None
+    }
 }
 
 /// A node lock, released when dropped.
@@ -129,50 +184,82 @@ impl FastFair {
         Self::right_of(t, skw, || self.low_key(sib).map_err(|e| e.to_string())).map_err(corrupt)
     }
 
-    /// Whether `t` lies below the last of live key words `kw`, so below the node's
-    /// sibling's low key: every live key of a node is (a split truncates its node before
-    /// unlocking it, and recovery finishes a truncation a crash cut short), so the
-    /// B-link step need not read the sibling.
-    fn below(t: Target<'_>, kw: &[u64]) -> bool {
-        match (t, kw.last()) {
-            (Target::Key { kw: k, .. }, Some(&last)) => k < last,
-            _ => false,
+    /// One consistent step of a descent at `node` (the paper's linear search, §4.3): the
+    /// live entries are read in place, in slot order, skipping duplicates (`read::live`'s
+    /// rule), until the first one `t` does not go right of, with no copy of the node. If
+    /// `t` goes right of every live entry, the node's sibling may hold it (a split the
+    /// parent does not know yet): the B-link step. Validated by the node's version and
+    /// retried while a writer changes it. At level `want` (or below) only the key words
+    /// are compared, for the B-link test alone: the caller searches that node itself.
+    fn step(&self, node: u64, t: Target<'_>, want: u32) -> Result<Step> {
+        loop {
+            let version = self.read_version(node);
+            let level = self.load(node + H_LEVEL) as u32;
+            let sibling = self.load(node + H_SIBLING);
+            let leftmost = self.load(node + H_LEFTMOST);
+            let dir = self.load(node + H_DIR);
+            let mut child = leftmost;
+            let mut stopped = false;
+            let mut err = None;
+            let mut slots = InPlace::new(self, node, dir, Self::left_of(level, leftmost));
+            for (i, p) in slots.by_ref() {
+                if level <= want {
+                    // Below a live key word, so below the sibling's low key.
+                    if matches!(t, Target::Key { kw, .. } if self.load(key_at(node, i)) > kw) {
+                        stopped = true;
+                        break;
+                    }
+                    continue;
+                }
+                match Self::right_of(t, self.load(key_at(node, i)), || self.entry_key(level, p)) {
+                    Ok(true) => child = p,
+                    Ok(false) => {
+                        stopped = true;
+                        break;
+                    }
+                    Err(e) => {
+                        err = Some(e);
+                        break;
+                    }
+                }
+            }
+            if !self.unchanged(node, version) {
+                continue;
+            }
+            slots.note_read();
+            if let Some(e) = err {
+                return Err(corrupt(e));
+            }
+            return Ok(if !stopped && sibling != 0 && self.past(sibling, t)? {
+                Step::Right(sibling)
+            } else {
+                Step::Down { level, child }
+            });
         }
     }
 
     /// Descend from the root to the node of `level` whose range holds `t`, taking no lock.
-    pub(crate) fn descend(&self, t: Target<'_>, level: u32) -> Result<(u64, Snap)> {
-        'retry: loop {
-            let mut node = self.load(self.sb + SB_ROOT);
-            for _ in 0..(1u64 << 24) {
-                if !self.valid_node(node) {
-                    return Err(corrupt(format!("the tree names {node:#x}, which is not a node")));
-                }
-                let s = self.snap(node);
-                if s.level < level {
-                    return Err(corrupt(format!("node {node:#x} is at level {}, below {level}", s.level)));
-                }
-                if s.sibling != 0 && !Self::below(t, &s.kw[..s.n]) && self.past(s.sibling, t)? {
-                    node = s.sibling;
-                    continue;
-                }
-                if s.level == level {
-                    return Ok((node, s));
-                }
-                let j = match self.rank(s.level, &s.kw[..s.n], &s.ptr[..s.n], t) {
-                    Ok(j) => j,
-                    Err(e) if self.unchanged(node, s.version) => return Err(corrupt(e)),
-                    Err(_) => continue 'retry,
-                };
-                node = if j == 0 { s.leftmost } else { s.ptr[j - 1] };
+    pub(crate) fn descend(&self, t: Target<'_>, level: u32) -> Result<u64> {
+        let mut node = self.load(self.sb + SB_ROOT);
+        for _ in 0..(1u64 << 24) {
+            if !self.valid_node(node) {
+                return Err(corrupt(format!("the tree names {node:#x}, which is not a node")));
             }
-            return Err(corrupt("a descent did not end: the tree has a cycle"));
+            match self.step(node, t, level)? {
+                Step::Right(sib) => node = sib,
+                Step::Down { level: l, .. } if l < level => {
+                    return Err(corrupt(format!("node {node:#x} is at level {l}, below {level}")));
+                }
+                Step::Down { level: l, .. } if l == level => return Ok(node),
+                Step::Down { child, .. } => node = child,
+            }
         }
+        Err(corrupt("a descent did not end: the tree has a cycle"))
     }
 
     /// Lock the node of `level` whose range holds `t`, moving right past splits.
     pub(crate) fn lock_for(&self, t: Target<'_>, level: u32) -> Result<Locked<'_>> {
-        let (node, _) = self.descend(t, level)?;
+        let node = self.descend(t, level)?;
         self.lock(node);
         let mut g = Locked { t: self, node };
         for _ in 0..(1u64 << 24) {
@@ -205,26 +292,59 @@ impl FastFair {
         Ok(None)
     }
 
-    /// Call `f` with the value of `key`, if present.
+    /// Call `f` with the value of `key`, if present: a linear search of the leaf's live
+    /// entries in place for the key word, then the record (validated by the leaf's
+    /// version: a record read while a writer changed the leaf may have been freed and
+    /// reused meanwhile).
     pub fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
         let kw = key_word(key);
         let t = Target::Key { key, kw, strict: false };
+        let mut leaf = self.descend(t, 0)?;
         loop {
-            let (leaf, s) = self.descend(t, 0)?;
-            let r = self.find_in(&s.kw[..s.n], &s.ptr[..s.n], key, kw);
-            // A record read while a writer changed the leaf may have been freed and
-            // reused meanwhile: only a read the leaf's version vouches for counts.
-            if !self.unchanged(leaf, s.version) {
+            let version = self.read_version(leaf);
+            let dir = self.load(leaf + H_DIR);
+            let sibling = self.load(leaf + H_SIBLING);
+            let mut found: std::result::Result<Option<Obj>, String> = Ok(None);
+            let mut beyond = false;
+            let mut slots = InPlace::new(self, leaf, dir, LEAF_LEFT);
+            for (i, p) in slots.by_ref() {
+                let k = self.load(key_at(leaf, i));
+                if k > kw {
+                    beyond = true;
+                    break;
+                }
+                if k == kw {
+                    match self.read_obj(p) {
+                        Ok(o) if o.key() == key => {
+                            found = Ok(Some(o));
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            found = Err(e);
+                            break;
+                        }
+                    }
+                }
+            }
+            if !self.unchanged(leaf, version) {
                 continue;
             }
-            return match r {
-                Ok(Some((_, obj))) => {
+            slots.note_read();
+            match found {
+                Ok(Some(obj)) => {
                     f(obj.value());
-                    Ok(true)
+                    return Ok(true);
                 }
-                Ok(None) => Ok(false),
-                Err(e) => Err(corrupt(e)),
-            };
+                Err(e) => return Err(corrupt(e)),
+                Ok(None) => {}
+            }
+            // Past every live key: a split may have moved the key right (B-link).
+            if !beyond && sibling != 0 && self.past(sibling, t)? {
+                leaf = sibling;
+                continue;
+            }
+            return Ok(false);
         }
     }
 
@@ -327,7 +447,7 @@ impl FastFair {
             let mut node = match start {
                 Bound::Unbounded => self.first_leaf,
                 Bound::Included(k) | Bound::Excluded(k) => {
-                    self.descend(Target::Key { key: k, kw: key_word(k), strict: false }, 0)?.0
+                    self.descend(Target::Key { key: k, kw: key_word(k), strict: false }, 0)?
                 }
             };
             // Keys only grow: a key not above the last one visited is a copy a split
@@ -368,7 +488,7 @@ impl FastFair {
                 Bound::Included(k) => Target::Key { key: k, kw: key_word(k), strict: false },
                 Bound::Excluded(k) => Target::Key { key: k, kw: key_word(k), strict: true },
             };
-            let (leaf, _) = self.descend(t, 0)?;
+            let leaf = self.descend(t, 0)?;
             let (recs, _, low_ptr) = self.leaf_records(leaf)?;
             for r in recs.iter().rev() {
                 let k = r.key();

@@ -1,6 +1,7 @@
 //! Every write path of FAST&FAIR under the crash simulator, in `adr` (every flush and
-//! fence is a crash point; images keep what was persisted, plus random lines or torn
-//! 8-byte words) and in `eadr` (every PM store is a crash point and an image keeps every
+//! fence is a crash point; images keep what was persisted, plus random whole lines or
+//! random in-order prefixes of each dirty line's stores: the line-granular model
+//! FAST&FAIR declares, `CrashModel::LinesInOrder`) and in `eadr` (every PM store is a crash point and an image keeps every
 //! store before it): inserts at the front, middle and end of leaves (FAST right shifts),
 //! updates, deletes (left shifts), leaf and inner splits (FAIR) and new roots. The
 //! recovered tree must pass `check` (no leak), hold exactly the state before or after
@@ -15,11 +16,11 @@ fn recover(img: &[u8], mode: Mode) -> Result<FastFair, String> {
     NativeCrash::new(&pmkv_fastfair::FACTORY, mode).recover(img)
 }
 
+/// The crash model FAST&FAIR declares (a line reaches PM whole, holding a prefix of its
+/// stores: `CrashModel::LinesInOrder`), with the newest pending line alone and left out.
 fn evictions(seed: u64, i: u64) -> Vec<Eviction> {
-    let s = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    let mut v = Eviction::standard(i).to_vec();
+    let mut v = Eviction::for_model(pmkv_core::NativeFactory::info(&pmkv_fastfair::FACTORY).crash_model, i, seed);
     v.extend([Eviction::OnlyNewest, Eviction::AllButNewest]);
-    v.push(Eviction::Words(s ^ 0x5555));
     v
 }
 
@@ -145,7 +146,7 @@ fn recovery_survives_its_own_crash() {
             let n2 = nested.clone();
             pool.sim().unwrap().set_hook_with(true, mode == Mode::Eadr, move |pt| {
                 let mut v = n2.lock().unwrap();
-                for ev in [Eviction::None, Eviction::All, Eviction::OnlyNewest, Eviction::Words(pt.index)] {
+                for ev in [Eviction::None, Eviction::All, Eviction::OnlyNewest, Eviction::InOrder(pt.index)] {
                     v.push(pt.image(ev));
                 }
             });

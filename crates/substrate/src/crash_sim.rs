@@ -17,7 +17,7 @@
 //! search exhaustive over crash points while keeping it cheap.
 
 use crate::error::{PoolError, Result};
-use crate::persist::{Mode, LINE};
+use crate::persist::{CrashModel, Mode, LINE};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,9 +52,39 @@ pub enum Eviction {
     Only(usize),
     /// Every pending line but line `i` reached PM.
     AllBut(usize),
+    /// The [`CrashModel::LinesInOrder`] image: each dirty line reached PM whole, holding a
+    /// pseudo-random prefix (by seed, possibly empty or complete) of the 8-byte stores
+    /// made to it through [`Pool::store_u64`](crate::Pool::store_u64) since it was last
+    /// persisted, in program order. A dirty line whose content those stores do not
+    /// explain (written another way, or dirty before the hook was installed) reached PM
+    /// whole or not at all, by seed.
+    InOrder(u64),
 }
 
 impl Eviction {
+    /// The evictions a test of an engine that assumes crash model `model` checks at a
+    /// point: for [`CrashModel::Words`] the standard ones and random torn words; for
+    /// [`CrashModel::LinesInOrder`] the standard ones without torn words, and three
+    /// random in-order prefixes per line instead. `seed` varies the random ones.
+    pub fn for_model(model: CrashModel, point: u64, seed: u64) -> Vec<Eviction> {
+        let s = seed ^ point.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        match model {
+            CrashModel::LinesInOrder => vec![
+                Eviction::None,
+                Eviction::All,
+                Eviction::Lines(s),
+                Eviction::InOrder(s ^ 1),
+                Eviction::InOrder(s ^ 2),
+                Eviction::InOrder(s ^ 3),
+            ],
+            _ => {
+                let mut v = Eviction::standard(point).to_vec();
+                v.extend([Eviction::Lines(s), Eviction::Words(s ^ 0x5555)]);
+                v
+            }
+        }
+    }
+
     /// Single pending lines a thorough test tries per crash point besides the newest (as
     /// [`Eviction::Only`] and [`Eviction::AllBut`]); bounds a point's images to 4 + 2 + 2 × 4.
     pub const SINGLE_LINES: usize = 4;
@@ -116,6 +146,11 @@ type Hook = Box<dyn FnMut(&CrashPoint<'_>) + Send>;
 /// content at the flush).
 type Pending = HashMap<ThreadId, Vec<(usize, u64, [u8; LINE])>>;
 
+/// Per line, the 8-byte stores made to it since its persisted copy was captured, in
+/// program order: (sequence number, offset, value). Kept only while a hook is installed
+/// in a flushing mode (what [`Eviction::InOrder`] draws prefixes from).
+type StoreLog = HashMap<usize, Vec<(u64, usize, u64)>>;
+
 struct Inner {
     /// Lines flushed but not yet fenced, per thread, with a global flush sequence number
     /// and their content at flush time.
@@ -125,6 +160,7 @@ struct Inner {
     /// the one already there: real hardware never writes an older line over a newer one.
     applied: HashMap<usize, u64>,
     flush_seq: u64,
+    stores: StoreLog,
     hook: Option<Hook>,
     hook_on_flush: bool,
     hook_on_store: bool,
@@ -158,6 +194,7 @@ pub struct CrashPoint<'a> {
     /// its lock (held while the point exists).
     pending: &'a Pending,
     applied: &'a HashMap<usize, u64>,
+    stores: &'a StoreLog,
 }
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -202,6 +239,7 @@ impl SimState {
                 pending: HashMap::new(),
                 applied: HashMap::new(),
                 flush_seq: 0,
+                stores: HashMap::new(),
                 hook: None,
                 hook_on_flush: false,
                 hook_on_store: false,
@@ -255,9 +293,11 @@ impl SimState {
         g.hook_on_store = on_store;
     }
 
-    /// Remove the hook.
+    /// Remove the hook (and the store log kept for it).
     pub fn clear_hook(&self) {
-        self.inner.lock().hook = None;
+        let mut g = self.inner.lock();
+        g.hook = None;
+        g.stores.clear();
     }
 
     /// Number of crash points passed so far.
@@ -309,6 +349,26 @@ impl SimState {
         }
     }
 
+    /// The 8-byte store of `v` at `off` is about to be made: its crash point (as
+    /// `on_store`), then, while a hook is installed in a flushing mode, its entry in the
+    /// line's store log (after the point: an image taken there must not hold it).
+    ///
+    /// # Safety
+    ///
+    /// As `on_store`.
+    pub(crate) unsafe fn on_store_word(&self, working: *const u8, off: usize, v: u64) {
+        let mut g = self.inner.lock();
+        if g.hook_on_store {
+            // SAFETY: `working` is this simulator's pool (this function's contract).
+            unsafe { self.fire(&mut g, working, PointKind::Store) };
+        }
+        if g.hook.is_some() && self.mode.flushes() {
+            g.flush_seq += 1;
+            let seq = g.flush_seq;
+            g.stores.entry(off & !(LINE - 1)).or_default().push((seq, off, v));
+        }
+    }
+
     /// A fence of the calling thread.
     ///
     /// # Safety
@@ -328,6 +388,10 @@ impl SimState {
                 *newest = seq;
                 // SAFETY: the line lies inside the grown persisted image; we hold the lock.
                 unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), self.persisted.add(line), LINE) };
+                // The stores this copy holds are persisted: only later ones stay logged.
+                if let Some(log) = g.stores.get_mut(&line) {
+                    log.retain(|&(s, _, _)| s > seq);
+                }
             }
         }
     }
@@ -350,9 +414,9 @@ impl SimState {
     /// only after mapping the new extent).
     unsafe fn fire(&self, g: &mut Inner, working: *const u8, kind: PointKind) {
         let index = self.points.fetch_add(1, Ordering::Relaxed);
-        let Inner { hook, pending, applied, .. } = g;
+        let Inner { hook, pending, applied, stores, .. } = g;
         if let Some(hook) = hook.as_mut() {
-            let pt = CrashPoint { index, kind, sim: self, working, size: self.image_size(), pending, applied };
+            let pt = CrashPoint { index, kind, sim: self, working, size: self.image_size(), pending, applied, stores };
             hook(&pt);
         }
     }
@@ -373,6 +437,7 @@ impl SimState {
             size: self.image_size(),
             pending: &g.pending,
             applied: &g.applied,
+            stores: &g.stores,
         };
         pt.image(ev)
     }
@@ -461,8 +526,35 @@ impl CrashPoint<'_> {
                     }
                 }
             }
+            Eviction::InOrder(seed) => self.in_order(&working, &mut img, seed),
         }
         img
+    }
+
+    /// [`Eviction::InOrder`]: each dirty line of `img` (the persisted image) becomes a
+    /// prefix of its logged stores, or, when those do not explain it, all or nothing.
+    fn in_order(&self, working: &[u8], img: &mut [u8], seed: u64) {
+        let mut s = seed;
+        for (i, (w, p)) in working.chunks_exact(LINE).zip(img.chunks_exact_mut(LINE)).enumerate() {
+            if w == p {
+                continue;
+            }
+            let log = self.stores.get(&(i * LINE)).map_or(&[][..], Vec::as_slice);
+            let apply = |line: &mut [u8], stores: &[(u64, usize, u64)]| {
+                for &(_, off, v) in stores {
+                    line[off - i * LINE..][..8].copy_from_slice(&v.to_ne_bytes());
+                }
+            };
+            let mut replay = [0u8; LINE];
+            replay.copy_from_slice(p);
+            apply(&mut replay, log);
+            if !log.is_empty() && replay == *w {
+                let k = (splitmix(&mut s) % (log.len() as u64 + 1)) as usize;
+                apply(p, &log[..k]);
+            } else if splitmix(&mut s) & 1 == 1 {
+                p.copy_from_slice(w);
+            }
+        }
     }
 
     /// Number of 64-byte lines that differ between working memory and the persisted image.

@@ -53,7 +53,7 @@ pub use error::{PoolError, Result};
 #[cfg(feature = "fault-injection")]
 pub use fault::{FaultHook, FaultPoint};
 pub use latency::{Charge, Latency};
-pub use persist::{flush_insn, FlushInsn, Mode, SyncPolicy, LINE};
+pub use persist::{flush_insn, CrashModel, FlushInsn, Mode, SyncPolicy, LINE};
 pub use pool::{EngineClaim, Pool, PoolInfo, PoolOptions, DEFAULT_INITIAL_SIZE, MIN_POOL_SIZE};
 #[cfg(feature = "crash-sim")]
 pub use power::{PowerEvent, PowerLog, Tear, SECTOR};

@@ -284,3 +284,24 @@ mod tests {
         assert_ne!(flush_insn(), FlushInsn::Unsupported);
     }
 }
+
+/// What a crash may leave of the stores an engine made and had not yet persisted: the
+/// crash model an engine's correctness assumes, which its crash tests must use.
+///
+/// * [`CrashModel::Words`] (the default, and the strict one): any subset of a line's
+///   dirty 8-byte words may reach PM, in any order. An engine correct under it needs no
+///   assumption about the cache beyond PM's 8-byte atomic write.
+/// * [`CrashModel::LinesInOrder`]: a dirty line reaches PM whole, holding a *prefix* of
+///   the stores made to it since it was last persisted, in program order. This is what
+///   x86 gives a line one thread writes: under TSO that thread's stores to the line
+///   become visible in program order, and the cache writes a line back as a unit (an
+///   eviction, `clwb` or `clflushopt` all write back the whole line as it is at that
+///   moment), so what PM holds is the line as it was at some moment: a prefix. FAST&FAIR
+///   relies on it (FAST 2018, §4.1: one flush per line during a shift).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CrashModel {
+    #[default]
+    Words,
+    LinesInOrder,
+}

@@ -147,7 +147,11 @@ impl Pool {
     #[inline]
     pub unsafe fn store_u64(&self, off: u64, v: u64) {
         assert!(off.is_multiple_of(8) && self.contains(off, 8), "PM word {off:#x} misaligned or outside the pool");
-        self.note_store();
+        #[cfg(feature = "crash-sim")]
+        if let Some(sim) = self.sim.as_deref() {
+            // SAFETY: `sim` is this pool's own simulator and `base` this pool's memory.
+            unsafe { sim.on_store_word(self.base(), off as usize, v) };
+        }
         counters::note_dirty(self.at::<u8>(off) as usize, 8);
         // SAFETY: aligned and inside the mapping (checked); no reference overlaps the
         // word (the caller's contract); an atomic store keeps concurrent readers defined.
