@@ -147,6 +147,9 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
     let cmd = match table::check(args) {
         Ok(cmd) => {
             c.current = Some(cmd);
+            if let Some(r) = crate::pubsub::refuse(&c.subs, c.resp3, cmd.name, &args[1..]) {
+                return (r, After::Continue);
+            }
             cmd
         }
         Err(e) => {
@@ -342,7 +345,12 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
 /// when it failed (its writes then must not be applied).
 pub(crate) fn one(c: &mut Conn, tx: &mut Tx, cmd: &Command, args: &[Vec<u8>]) -> Reply {
     let mut cx = Ctx { budget: c.reply_budget, resp3: c.resp3, cursors: &mut c.cursors };
-    match data::run(tx, &mut cx, cmd.name, &args[1..]) {
+    let r = if matches!(cmd.name, "DUMP" | "RESTORE") {
+        crate::dump::run(tx, cmd.name, &args[1..])
+    } else {
+        data::run(tx, &mut cx, cmd.name, &args[1..])
+    };
+    match r {
         Ok(r) | Err(r) => r,
     }
 }
@@ -461,6 +469,9 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             _ => Reply::err(table::wrong_args("ping")),
         },
         "ECHO" => Reply::bulk(a[0].clone()),
+        "SUBSCRIBE" | "UNSUBSCRIBE" | "PSUBSCRIBE" | "PUNSUBSCRIBE" | "PUBLISH" | "PUBSUB" => {
+            crate::pubsub::command(sh, &mut c.subs, (c.id, c.resp3), cmd.name, a)
+        }
         "QUIT" => return (Reply::ok(), After::Close),
         "RESET" => {
             c.resp3 = false;
@@ -471,6 +482,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             c.multi_slot = None;
             c.asking = false;
             c.unwatch(sh);
+            crate::pubsub::leave(sh, &mut c.subs);
             Reply::Simple("RESET".into())
         }
         "SELECT" => match int(&a[0]) {
@@ -626,6 +638,7 @@ pub fn is_plain_set(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
     args.len() == 3
         && c.authed
         && c.multi.is_none()
+        && c.subs.is_none()
         && args[0].eq_ignore_ascii_case(b"SET")
         && allowed(&args[1])
         && sh.store.info().check_sizes(&sh.ks.phys(&args[1]), Some(&args[2])).is_ok()
@@ -660,6 +673,7 @@ pub fn is_plain_get(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
     args.len() == 2
         && c.authed
         && c.multi.is_none()
+        && c.subs.is_none()
         && args[0].eq_ignore_ascii_case(b"GET")
         && allowed(&args[1])
         && !sh.ks.may_have_meta(&args[1])

@@ -34,6 +34,8 @@ pub struct Conn {
     /// The command [`crate::commands::run`] is running (for its counters), once the
     /// table knows it.
     pub(crate) current: Option<&'static crate::table::Command>,
+    /// Pub/Sub subscriptions (`None`: never subscribed).
+    pub(crate) subs: Option<crate::pubsub::Subs>,
 }
 
 impl Conn {
@@ -53,6 +55,7 @@ impl Conn {
             asking: false,
             multi_slot: None,
             current: None,
+            subs: None,
         }
     }
 

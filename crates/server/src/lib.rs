@@ -41,9 +41,12 @@ pub mod cluster;
 pub mod commands;
 mod conn;
 mod data;
+mod dump;
 pub mod glob;
 pub mod keyspace;
+mod pubsub;
 mod range;
+pub mod rdb;
 pub mod resp;
 mod routing;
 pub mod script;
@@ -128,6 +131,10 @@ pub struct Config {
     pub threads: usize,
     /// Serve as a Redis Cluster node (docs/design/cluster.md).
     pub cluster: bool,
+    /// What a subscriber's undelivered messages may take (`client-output-buffer-limit
+    /// pubsub`, Redis's default 32 MiB hard, 8 MiB for 60 s soft): past it the subscriber
+    /// is disconnected, so a slow one neither stalls publishers nor grows without bound.
+    pub pubsub_output: OutputLimits,
 }
 
 /// The worker threads a server runs by default: half the cores this process may use, at
@@ -158,6 +165,7 @@ impl Default for Config {
             unprotected: false,
             threads: 0,
             cluster: false,
+            pubsub_output: pubsub::PUBSUB_LIMITS,
         }
     }
 }
@@ -205,6 +213,8 @@ pub struct Shared {
     pub replid: String,
     /// Redis's encoding thresholds as last set (see [`commands::ENCODING_PARAMS`]).
     pub encodings: Mutex<std::collections::BTreeMap<&'static str, String>>,
+    /// Subscriptions (Pub/Sub).
+    pub(crate) pubsub: pubsub::Hub,
     /// Set by SHUTDOWN or a [`Server::stopper`]; its own `Arc` so that a stopper does not
     /// keep the store alive (the store must be closed, and the pool marked clean, when
     /// the server returns).
@@ -426,6 +436,7 @@ impl Server {
                 id
             },
             encodings: Mutex::new(commands::ENCODING_PARAMS.iter().map(|&(n, v)| (n, v.to_string())).collect()),
+            pubsub: pubsub::Hub::new(cfg.pubsub_output),
             stop: Arc::new(AtomicBool::new(false)),
         });
         Ok(Server { listeners, shared, cfg })
@@ -635,6 +646,7 @@ async fn connection(sh: &Shared, sock: tokio::net::TcpStream, cfg: &Config, id: 
     let mut c = commands::Conn::new(id, sh.password.is_none());
     let r = serve_connection(sh, sock, cfg, &mut c).await;
     c.unwatch(sh);
+    pubsub::leave(sh, &mut c.subs);
     r
 }
 
@@ -717,6 +729,14 @@ async fn serve_connection(
                         } else {
                             commands::run(sh, c, &args)
                         };
+                        // Messages published meanwhile to this client precede the
+                        // reply, as in Redis (a PUBLISH to its own channel, in RESP3).
+                        if let Some(ob) = pubsub::outbox(&c.subs) {
+                            if let Err(e) = ob.drain_into(&mut out) {
+                                sh.output_limit_closes.fetch_add(1, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                        }
                         match after {
                             commands::After::Shutdown => {
                                 // No reply (as Redis): the client sees the connection close.
@@ -768,7 +788,19 @@ async fn serve_connection(
             return Ok(());
         }
         if !out.is_empty() {
-            flush(sh, &mut sock, &mut out, &mut soft_since).await?; // a slow reader blocks this client only
+            // A slow reader blocks this client only; a subscriber dropped at the pubsub
+            // limit meanwhile stops waiting for it.
+            let write = flush(sh, &mut sock, &mut out, &mut soft_since);
+            match pubsub::outbox(&c.subs) {
+                None => write.await?,
+                Some(ob) => tokio::select! {
+                    r = write => r?,
+                    () = ob.dropped() => {
+                        sh.output_limit_closes.fetch_add(1, Ordering::Relaxed);
+                        return Err(limit_closed("pubsub output"));
+                    }
+                },
+            }
         }
         shrink(&mut out);
         shrink(&mut buf);
@@ -782,14 +814,32 @@ async fn serve_connection(
         // reads is not copied 256 times); never more than the limit lets the client send.
         let allowed = lim.max_query.saturating_sub(buf.len() + parser.held()) + 1;
         buf.reserve(parser.want().max(16 << 10).min(allowed));
-        let read = sock.read_buf(&mut buf);
-        let n = if cfg.idle_timeout.is_zero() {
-            read.await?
-        } else {
-            match tokio::time::timeout(cfg.idle_timeout, read).await {
-                Ok(r) => r?,
-                Err(_) => return Ok(()), // idle too long
+        let read = async {
+            let read = sock.read_buf(&mut buf);
+            if cfg.idle_timeout.is_zero() {
+                Some(read.await)
+            } else {
+                tokio::time::timeout(cfg.idle_timeout, read).await.ok()
             }
+        };
+        // A subscriber also wakes for messages published to it (read_buf is cancel safe:
+        // nothing read is lost when a message wins).
+        let got = match pubsub::outbox(&c.subs) {
+            None => read.await,
+            Some(ob) => tokio::select! {
+                r = read => r,
+                () = ob.ready() => {
+                    if let Err(e) = ob.drain_into(&mut out) {
+                        sh.output_limit_closes.fetch_add(1, Ordering::Relaxed);
+                        return Err(e);
+                    }
+                    continue;
+                }
+            },
+        };
+        let n = match got {
+            Some(r) => r?,
+            None => return Ok(()), // idle too long
         };
         if n == 0 {
             return Ok(());

@@ -372,6 +372,12 @@ pub enum Reply {
     Array(Vec<Reply>),
     /// A map (RESP3), sent as a flat array in RESP2.
     Map(Vec<(Reply, Reply)>),
+    /// An out-of-band push (RESP3 `>`: Pub/Sub's messages and (un)subscribe
+    /// confirmations), sent as an array in RESP2.
+    Push(Vec<Reply>),
+    /// Several replies to one command, written one after another (SUBSCRIBE of n
+    /// channels answers n confirmations).
+    Seq(Vec<Reply>),
 }
 
 impl Reply {
@@ -413,6 +419,11 @@ impl Reply {
                     v.write(w, resp3)
                 })
             }
+            Reply::Push(items) => {
+                write!(w, "{}{}\r\n", if resp3 { '>' } else { '*' }, items.len())?;
+                items.iter().try_for_each(|i| i.write(w, resp3))
+            }
+            Reply::Seq(replies) => replies.iter().try_for_each(|r| r.write(w, resp3)),
         }
     }
 }
