@@ -12,6 +12,9 @@
 //!   the `Tx` whose writes one command (or EXEC) applies as one atomic batch.
 //! * `script` — EVAL/EVALSHA/SCRIPT on a sandboxed Lua 5.1.
 //! * [`cluster`] — `--cluster`: Redis Cluster's slots, redirects, topology and migration.
+//! * `pubsub` — SUBSCRIBE/PUBLISH and friends: per-subscriber outboxes a publisher never
+//!   waits on, bounded by Redis's pubsub output-buffer limit.
+//! * [`rdb`] — Redis's RDB serialization (version 10); `dump` — DUMP/RESTORE with it.
 //! * `range` — `PMKV.RANGE start end [count] [REV]`: a key range, half-open as in every
 //!   pmkv front end, with ZRANGEBYLEX's `-`, `+`, `[key` and `(key`.
 //! * here — the listener and connections: tokio tasks (at most `max_clients`, an idle

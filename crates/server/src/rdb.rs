@@ -1,6 +1,6 @@
 //! Redis's RDB serialization (RDB version 10, as Redis 7.0 writes it): the value encoding
 //! DUMP and RESTORE exchange, and the whole-file framing a full resynchronisation sends.
-//! Layout, byte by byte: docs/format/rdb.md.
+//! Why the choices: docs/design/replication.md.
 //!
 //! Encoding writes the plain forms (a string as its bytes, a hash as `len` field/value
 //! pairs): every Redis since 2.0 reads them, and converts a small hash to its compact
