@@ -150,6 +150,9 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
             if let Some(r) = crate::pubsub::refuse(&c.subs, c.resp3, cmd.name, &args[1..]) {
                 return (r, After::Continue);
             }
+            if let Some(r) = crate::replica::refuse(&sh.replica, cmd.name, c.from_primary) {
+                return (r, After::Continue);
+            }
             cmd
         }
         Err(e) => {
@@ -431,6 +434,27 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
     }
 }
 
+/// REPLICAOF host port | NO ONE: replicate a Redis primary (see `replica_link`), or stop.
+fn replicaof(sh: &Shared, a: &[Vec<u8>]) -> Reply {
+    if sh.cluster.is_some() {
+        return Reply::err("ERR REPLICAOF not allowed in cluster mode.");
+    }
+    if upper(&a[0]) == "NO" && upper(&a[1]) == "ONE" {
+        sh.replica.set(None);
+        return Reply::ok();
+    }
+    let Some(port) = int(&a[1]).filter(|p| (0..=65535).contains(p)) else {
+        return Reply::err("ERR Invalid master port");
+    };
+    let host = String::from_utf8_lossy(&a[0]).into_owned();
+    if sh.replica.primary().is_some_and(|p| p.host == host && p.port == port as u16) {
+        return Reply::Simple("OK Already connected to specified master".into());
+    }
+    let generation = sh.replica.set(Some((host, port as u16)));
+    (sh.start_link)(sh, generation);
+    Reply::ok()
+}
+
 /// Most keys FLUSHDB/FLUSHALL deletes inside MULTI/EXEC. There it joins the
 /// transaction's one atomic batch, which lives in memory until it commits; a larger
 /// keyspace is refused with an error (flush outside MULTI instead, which works in
@@ -469,6 +493,10 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             _ => Reply::err(table::wrong_args("ping")),
         },
         "ECHO" => Reply::bulk(a[0].clone()),
+        "REPLICAOF" | "SLAVEOF" => replicaof(sh, a),
+        "ROLE" => sh.replica.role().unwrap_or_else(|| {
+            Reply::Array(vec![Reply::bulk(&b"master"[..]), Reply::Int(0), Reply::Array(Vec::new())])
+        }),
         "SUBSCRIBE" | "UNSUBSCRIBE" | "PSUBSCRIBE" | "PUNSUBSCRIBE" | "PUBLISH" | "PUBSUB" => {
             crate::pubsub::command(sh, &mut c.subs, (c.id, c.resp3), cmd.name, a)
         }
@@ -639,6 +667,7 @@ pub fn is_plain_set(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
         && c.authed
         && c.multi.is_none()
         && c.subs.is_none()
+        && !sh.replica.is_replica()
         && args[0].eq_ignore_ascii_case(b"SET")
         && allowed(&args[1])
         && sh.store.info().check_sizes(&sh.ks.phys(&args[1]), Some(&args[2])).is_ok()
@@ -1013,7 +1042,9 @@ fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
             ),
         );
     }
-    if wants("replication") {
+    if let Some(r) = wants("replication").then(|| sh.replica.info(&sh.replid)).flatten() {
+        section("Replication", r);
+    } else if wants("replication") {
         section(
             "Replication",
             format!(

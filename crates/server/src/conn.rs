@@ -36,6 +36,8 @@ pub struct Conn {
     pub(crate) current: Option<&'static crate::table::Command>,
     /// Pub/Sub subscriptions (`None`: never subscribed).
     pub(crate) subs: Option<crate::pubsub::Subs>,
+    /// The primary's replication stream (a replica's writes come only from it).
+    pub(crate) from_primary: bool,
 }
 
 impl Conn {
@@ -56,6 +58,7 @@ impl Conn {
             multi_slot: None,
             current: None,
             subs: None,
+            from_primary: false,
         }
     }
 

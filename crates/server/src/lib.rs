@@ -50,6 +50,8 @@ pub mod keyspace;
 mod pubsub;
 mod range;
 pub mod rdb;
+mod replica;
+mod replica_link;
 pub mod resp;
 mod routing;
 pub mod script;
@@ -218,6 +220,13 @@ pub struct Shared {
     pub encodings: Mutex<std::collections::BTreeMap<&'static str, String>>,
     /// Subscriptions (Pub/Sub).
     pub(crate) pubsub: pubsub::Hub,
+    /// Whom this server replicates (REPLICAOF), and its offset.
+    pub(crate) replica: replica::State,
+    /// Starts a replication link (`replica_link::spawn`; held here because the
+    /// dispatcher that runs REPLICAOF is below the link, which feeds it).
+    pub(crate) start_link: fn(&Shared, u64),
+    /// This server, weakly (a replication link must not keep a stopping server alive).
+    me: std::sync::Weak<Shared>,
     /// Set by SHUTDOWN or a [`Server::stopper`]; its own `Arc` so that a stopper does not
     /// keep the store alive (the store must be closed, and the pool marked clean, when
     /// the server returns).
@@ -260,6 +269,11 @@ impl Shared {
                 return Err(script::busy_reply());
             }
         }
+    }
+
+    /// Whether the server is stopping (SHUTDOWN, a stopper or a signal).
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || SIGNALLED.load(Ordering::SeqCst)
     }
 
     /// The stripe locks of `keys`, taken in index order (no deadlock between commands).
@@ -403,7 +417,7 @@ impl Server {
         };
         let ks = keyspace::Keyspace::load(&store, cfg.cluster)
             .map_err(|e| err(std::io::ErrorKind::InvalidData, format!("reading the server's records: {e}")))?;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new_cyclic(|me| Shared {
             store,
             password: cfg.password.clone(),
             port,
@@ -440,6 +454,9 @@ impl Server {
             },
             encodings: Mutex::new(commands::ENCODING_PARAMS.iter().map(|&(n, v)| (n, v.to_string())).collect()),
             pubsub: pubsub::Hub::new(cfg.pubsub_output),
+            replica: replica::State::default(),
+            start_link: replica_link::spawn,
+            me: me.clone(),
             stop: Arc::new(AtomicBool::new(false)),
         });
         Ok(Server { listeners, shared, cfg })

@@ -197,6 +197,9 @@ pub const COMMANDS: &[Command] = &[
     c("TIME", 1, NONE, Server),
     conn("SHUTDOWN", -1, Server),
     conn("SAVE", 1, Server),
+    c("REPLICAOF", 3, NONE, Server),
+    c("SLAVEOF", 3, NONE, Server),
+    c("ROLE", 1, NONE, Server),
 ];
 
 /// `cmd`'s position in [`COMMANDS`] (for per-command counters).
