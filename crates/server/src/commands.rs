@@ -150,7 +150,7 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
             if let Some(r) = crate::pubsub::refuse(&c.subs, c.resp3, cmd.name, &args[1..]) {
                 return (r, After::Continue);
             }
-            if let Some(r) = crate::replica::refuse(&sh.replica, cmd.name, c.from_primary) {
+            if let Some(r) = crate::replica::refuse(&sh.replica, cmd, c.from_primary) {
                 return (r, After::Continue);
             }
             cmd

@@ -15,6 +15,7 @@
 //! * `pubsub` — SUBSCRIBE/PUBLISH and friends: per-subscriber outboxes a publisher never
 //!   waits on, bounded by Redis's pubsub output-buffer limit.
 //! * [`rdb`] — Redis's RDB serialization (version 10); `dump` — DUMP/RESTORE with it.
+//! * `replica`, `replica_link` — REPLICAOF: pmkv as a replica of a Redis primary.
 //! * `range` — `PMKV.RANGE start end [count] [REV]`: a key range, half-open as in every
 //!   pmkv front end, with ZRANGEBYLEX's `-`, `+`, `[key` and `(key`.
 //! * here — the listener and connections: tokio tasks (at most `max_clients`, an idle

@@ -4,6 +4,7 @@
 //! the dispatcher can ask it without a module cycle.
 
 use crate::resp::Reply;
+use crate::table::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -130,58 +131,11 @@ impl State {
     }
 }
 
-/// Commands that write: refused from clients on a replica (`replica-read-only yes`,
-/// Redis's default), run only from the primary's stream.
-pub fn is_write(name: &str) -> bool {
-    matches!(
-        name,
-        "SET"
-            | "SETNX"
-            | "SETEX"
-            | "PSETEX"
-            | "GETSET"
-            | "GETDEL"
-            | "GETEX"
-            | "MSET"
-            | "MSETNX"
-            | "INCR"
-            | "DECR"
-            | "INCRBY"
-            | "DECRBY"
-            | "INCRBYFLOAT"
-            | "APPEND"
-            | "SETRANGE"
-            | "SETBIT"
-            | "BITOP"
-            | "HSET"
-            | "HMSET"
-            | "HSETNX"
-            | "HDEL"
-            | "HINCRBY"
-            | "HINCRBYFLOAT"
-            | "DEL"
-            | "UNLINK"
-            | "RENAME"
-            | "RENAMENX"
-            | "COPY"
-            | "FLUSHDB"
-            | "FLUSHALL"
-            | "EXPIRE"
-            | "PEXPIRE"
-            | "EXPIREAT"
-            | "PEXPIREAT"
-            | "PERSIST"
-            | "RESTORE"
-            | "PMKV.RESTORE"
-            | "EVAL"
-            | "EVALSHA"
-            | "FCALL"
-    )
-}
-
-/// The READONLY refusal when this server is a replica and `name` writes (`from_primary`:
-/// the command came from the primary's stream, which must apply).
-pub fn refuse(st: &State, name: &str, from_primary: bool) -> Option<Reply> {
-    (!from_primary && st.is_replica() && is_write(name))
+/// The READONLY refusal when this server is a replica and `cmd` writes (`from_primary`:
+/// the command came from the primary's stream, which must apply). Scripts that may write
+/// (EVAL, EVALSHA, FCALL) are refused whole; their read-only forms run.
+pub fn refuse(st: &State, cmd: &Command, from_primary: bool) -> Option<Reply> {
+    let writes = cmd.writes() || matches!(cmd.name, "EVAL" | "EVALSHA" | "FCALL");
+    (!from_primary && st.is_replica() && writes)
         .then(|| Reply::err("READONLY You can't write against a read only replica."))
 }

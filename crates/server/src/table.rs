@@ -218,6 +218,7 @@ pub fn lookup(name: &[u8]) -> Option<&'static Command> {
 /// read-only script (EVAL_RO, `#!lua flags=no-writes`) may call.
 const READS: &[&str] = &[
     "GET",
+    "DUMP",
     "MGET",
     "STRLEN",
     "GETRANGE",

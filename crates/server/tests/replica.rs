@@ -91,6 +91,10 @@ fn pmkv_replicates_a_real_redis_and_converges() {
     assert_eq!(p.cmd(&["SET", "x", "y"]), "-READONLY You can't write against a read only replica.");
     assert_eq!(p.cmd(&["HSET", "big", "f", "v"]), "-READONLY You can't write against a read only replica.");
     assert_eq!(p.cmd(&["HGET", "big", "field7"]), "7");
+    assert_eq!(p.cmd(&["RESTORE", "new", "0", "x"]), "-READONLY You can't write against a read only replica.");
+    assert!(p.cmd(&["DUMP", "long"]).len() > 10, "DUMP is a read");
+    assert_eq!(p.cmd(&["EVAL", "return 1", "0"]), "-READONLY You can't write against a read only replica.");
+    assert_eq!(p.cmd(&["EVAL_RO", "return 1", "0"]), ":1");
     let info = p.cmd(&["INFO", "replication"]);
     assert!(info.contains("role:slave\r\n"), "{info}");
     assert!(info.contains(&format!("master_port:{}\r\n", redis.port)), "{info}");
