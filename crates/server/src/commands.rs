@@ -147,10 +147,14 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
     let cmd = match table::check(args) {
         Ok(cmd) => {
             c.current = Some(cmd);
-            if let Some(r) = crate::pubsub::refuse(&c.subs, c.resp3, cmd.name, &args[1..]) {
-                return (r, After::Continue);
-            }
-            if let Some(r) = crate::replica::refuse(&sh.replica, cmd, c.from_primary) {
+            let refused = crate::pubsub::refuse(&c.subs, c.resp3, cmd.name, &args[1..])
+                .or_else(|| crate::replica::refuse(&sh.replica, cmd, c.from_primary));
+            if let Some(r) = refused {
+                // As Redis: a refused command fails the transaction it was sent in (the
+                // subscribed-mode PING reply is an answer, not a refusal).
+                if c.multi.is_some() && matches!(r, Reply::Error(_)) {
+                    c.multi_failed = true;
+                }
                 return (r, After::Continue);
             }
             cmd

@@ -95,6 +95,11 @@ fn pmkv_replicates_a_real_redis_and_converges() {
     assert!(p.cmd(&["DUMP", "long"]).len() > 10, "DUMP is a read");
     assert_eq!(p.cmd(&["EVAL", "return 1", "0"]), "-READONLY You can't write against a read only replica.");
     assert_eq!(p.cmd(&["EVAL_RO", "return 1", "0"]), ":1");
+    // Inside MULTI the refusal fails the transaction, as in Redis.
+    assert_eq!(p.cmd(&["MULTI"]), "+OK");
+    assert_eq!(p.cmd(&["GET", "long"]), "+QUEUED");
+    assert_eq!(p.cmd(&["DEL", "long"]), "-READONLY You can't write against a read only replica.");
+    assert_eq!(p.cmd(&["EXEC"]), "-EXECABORT Transaction discarded because of previous errors.");
     let info = p.cmd(&["INFO", "replication"]);
     assert!(info.contains("role:slave\r\n"), "{info}");
     assert!(info.contains(&format!("master_port:{}\r\n", redis.port)), "{info}");
