@@ -254,7 +254,7 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
                 Ok(g) => g,
                 Err(r) => return (r, After::Continue),
             };
-            match Tx::flush_all(&sh.store, &sh.ks, 1024) {
+            match Tx::flush_all(&sh.store, &sh.ks, 1024).and_then(|()| whole_after_flush(sh)) {
                 Ok(()) => Reply::ok(),
                 Err(e) => store_err(e),
             }
@@ -444,6 +444,21 @@ fn replicaof(sh: &Shared, a: &[Vec<u8>]) -> Reply {
         return Reply::err("ERR REPLICAOF not allowed in cluster mode.");
     }
     if upper(&a[0]) == "NO" && upper(&a[1]) == "ONE" {
+        // Not under the gate: EXEC (Sentinel sends REPLICAOF inside MULTI) holds it.
+        if sh.replica.is_partial() {
+            let from = sh.replica.primary().map_or_else(String::new, |p| format!(" from {}:{}", p.host, p.port));
+            return Reply::err(format!(
+                "ERR this replica holds a partial copy: a full sync{from} has not finished, and promoting it \
+                 would serve part of the primary's data as if it were all. Let the sync finish \
+                 (INFO replication: master_sync_in_progress:0), or FLUSHALL to drop the partial copy, then \
+                 REPLICAOF NO ONE"
+            ));
+        }
+        if sh.replica.is_replica() {
+            if let Err(e) = crate::replica::save(&sh.store, &sh.ks, None) {
+                return store_err(e);
+            }
+        }
         sh.replica.set(None);
         return Reply::ok();
     }
@@ -454,9 +469,36 @@ fn replicaof(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     if sh.replica.primary().is_some_and(|p| p.host == host && p.port == port as u16) {
         return Reply::Simple("OK Already connected to specified master".into());
     }
+    // Recorded in the pool before the link starts, so a restart re-attaches (as Redis's
+    // CONFIG REWRITE would keep `replicaof`); an unfinished sync's flag is kept.
+    let rec = crate::replica::Record {
+        host: host.clone(),
+        port: port as u16,
+        replid: String::new(),
+        offset: 0,
+        syncing: sh.replica.is_partial(),
+    };
+    if let Err(e) = crate::replica::save(&sh.store, &sh.ks, Some(&rec)) {
+        return store_err(e);
+    }
     let generation = sh.replica.set(Some((host, port as u16)));
     (sh.start_link)(sh, generation);
     Reply::ok()
+}
+
+/// After a FLUSHALL on a replica holding a partial copy: the empty keyspace is whole again
+/// (nothing of the primary's claimed), so the record's sync flag is cleared and REPLICAOF
+/// NO ONE may promote it.
+fn whole_after_flush(sh: &Shared) -> pmkv::Result<()> {
+    if !sh.replica.is_partial() {
+        return Ok(());
+    }
+    if let Some(mut rec) = crate::replica::load(&sh.store).map_err(|e| pmkv::Error::new(pmkv::ErrorKind::Corrupt, e))? {
+        rec.syncing = false;
+        crate::replica::save(&sh.store, &sh.ks, Some(&rec))?;
+    }
+    sh.replica.set_partial(false);
+    Ok(())
 }
 
 /// Most keys FLUSHDB/FLUSHALL deletes inside MULTI/EXEC. There it joins the
@@ -707,6 +749,7 @@ pub fn is_plain_get(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
         && c.authed
         && c.multi.is_none()
         && c.subs.is_none()
+        && !sh.replica.is_partial()
         && args[0].eq_ignore_ascii_case(b"GET")
         && allowed(&args[1])
         && !sh.ks.may_have_meta(&args[1])

@@ -418,6 +418,14 @@ impl Server {
         };
         let ks = keyspace::Keyspace::load(&store, cfg.cluster)
             .map_err(|e| err(std::io::ErrorKind::InvalidData, format!("reading the server's records: {e}")))?;
+        // A replica's pool: re-attach to its primary (as Redis with `replicaof` in its
+        // config), and refuse to serve the keyspace while the record says a full sync did
+        // not finish (docs/design/replication.md).
+        let replica_record = if cfg.cluster {
+            None
+        } else {
+            replica::load(&store).map_err(|e| err(std::io::ErrorKind::InvalidData, e))?
+        };
         let shared = Arc::new_cyclic(|me| Shared {
             store,
             password: cfg.password.clone(),
@@ -460,6 +468,11 @@ impl Server {
             me: me.clone(),
             stop: Arc::new(AtomicBool::new(false)),
         });
+        if let Some(rec) = replica_record {
+            shared.replica.set_partial(rec.syncing);
+            let generation = shared.replica.set(Some((rec.host, rec.port)));
+            (shared.start_link)(&shared, generation);
+        }
         Ok(Server { listeners, shared, cfg })
     }
 

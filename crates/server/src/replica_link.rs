@@ -11,8 +11,8 @@
 //! breaks is retried after a second, with a full sync (no partial resync yet).
 
 use crate::commands::{self, Conn};
-use crate::keyspace::Tx;
-use crate::replica::LinkState;
+use crate::keyspace::{Tx, REPLICA_KEY};
+use crate::replica::{self, LinkState, Record};
 use crate::resp::{Limits, Parser};
 use crate::Shared;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -114,7 +114,8 @@ fn link(me: &Weak<Shared>, gen: u64, host: &str, port: u16) -> std::io::Result<(
     });
     let rdb = read_payload(&mut r)?;
     let sh = upgrade()?;
-    load(&sh, &rdb)?;
+    let rec = Record { host: host.to_string(), port, replid: replid.to_string(), offset, syncing: true };
+    load(&sh, gen, &rdb, rec)?;
     sh.replica.offset.store(offset, Ordering::SeqCst);
     sh.replica.update(gen, |p| {
         p.state = LinkState::Connected;
@@ -154,14 +155,26 @@ fn read_payload(r: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
 }
 
 /// Replace the whole keyspace with the RDB's keys: under the gate held exclusively, so no
-/// client sees the store half loaded; written in batches of 1024 keys.
-fn load(sh: &Shared, rdb: &[u8]) -> std::io::Result<()> {
+/// client sees the store half loaded; written in batches of 1024 keys. A crash (SIGKILL,
+/// power loss) can stop it between batches, so the pool says so: the replication record
+/// `rec`, with its sync-in-progress flag, is made durable before the first key is
+/// deleted, and written with the flag cleared in the batch of the last keys. A restart
+/// that finds the flag set knows the keyspace is a partial copy and refuses to serve it
+/// (`replica::refuse`) until a sync finishes.
+fn load(sh: &Shared, gen: u64, rdb: &[u8], mut rec: Record) -> std::io::Result<()> {
     let (_aux, entries) = crate::rdb::read_file(rdb).map_err(|e| io_err(format!("the primary's RDB: {e}")))?;
     let _gate = sh.gate_write().map_err(|_| io_err("a script is busy"))?;
+    if !sh.replica.current(gen) {
+        return Err(io_err("REPLICAOF replaced the link during the sync"));
+    }
     let store_err = |e: pmkv::Error| io_err(format!("loading the RDB: {e}"));
+    replica::save(&sh.store, &sh.ks, Some(&rec)).map_err(store_err)?;
+    sh.replica.set_partial(true);
     Tx::flush_all(&sh.store, &sh.ks, 1024).map_err(store_err)?;
     let now = crate::keyspace::now_ms();
-    for batch in entries.chunks(1024) {
+    rec.syncing = false;
+    let batches = entries.len().div_ceil(1024).max(1);
+    for (i, batch) in entries.chunks(1024).chain(entries.is_empty().then_some(&entries[..])).enumerate() {
         let mut tx = Tx::new(&sh.store, &sh.ks);
         for e in batch {
             // A key already expired on arrival is not loaded (as a Redis replica does).
@@ -171,8 +184,12 @@ fn load(sh: &Shared, rdb: &[u8]) -> std::io::Result<()> {
             }
             crate::dump::put(&mut tx, &e.key, &e.value, at).map_err(|r| io_err(format!("loading the RDB: {r:?}")))?;
         }
+        if i + 1 == batches {
+            tx.put_server_record(REPLICA_KEY, rec.encode());
+        }
         tx.commit().map_err(store_err)?;
     }
+    sh.replica.set_partial(false);
     Ok(())
 }
 
@@ -193,6 +210,7 @@ fn stream(
     // Bytes of a command still arriving (the parser holds them).
     let mut partial = 0u64;
     let mut last_ack = Instant::now();
+    let (mut saved, mut last_save) = (offset, Instant::now());
     let ack = |w: &mut TcpStream, off: u64| send(w, &[b"REPLCONF", b"ACK", off.to_string().as_bytes()]);
     loop {
         let sh: Arc<Shared> = me.upgrade().ok_or_else(|| io_err("the server stopped"))?;
@@ -233,6 +251,11 @@ fn stream(
             ack(&mut w, offset)?;
             last_ack = Instant::now();
         }
+        if offset != saved && last_save.elapsed() >= replica::OFFSET_SAVE_EVERY {
+            save_offset(&sh, gen, offset).map_err(|e| io_err(format!("saving the replication offset: {e}")))?;
+            saved = offset;
+            last_save = Instant::now();
+        }
         drop(sh);
         let mut chunk = [0u8; 16 << 10];
         match r.read(&mut chunk) {
@@ -247,4 +270,17 @@ fn stream(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Advance the offset in the replication record (a standalone write; see
+/// [`replica::OFFSET_SAVE_EVERY`] for why not in each command's batch). Under the gate
+/// shared: not beside a full sync's load or a FLUSHALL, which hold it exclusively.
+fn save_offset(sh: &Shared, gen: u64, offset: u64) -> pmkv::Result<()> {
+    let Ok(_gate) = sh.gate_read() else { return Ok(()) };
+    let Some(p) = sh.replica.primary().filter(|_| sh.replica.current(gen)) else { return Ok(()) };
+    if sh.replica.is_partial() {
+        return Ok(());
+    }
+    let rec = Record { host: p.host, port: p.port, replid: p.replid, offset, syncing: false };
+    replica::save(&sh.store, &sh.ks, Some(&rec))
 }
