@@ -146,7 +146,7 @@ fn converge(p: &mut Conn, r: &mut Conn, want: &str, what: &str) {
     for h in (0..HASHES).step_by(37) {
         let k = format!("hash:{h}");
         // Field order is each server's own: compare field=value pairs sorted.
-        let mut pairs = |c: &mut Conn| {
+        let pairs = |c: &mut Conn| {
             let all = c.cmd(&["HGETALL", &k]);
             let items: Vec<&str> = all.trim_matches(['[', ']']).split(',').collect();
             let mut v: Vec<String> = items.chunks(2).map(|p| p.join("=")).collect();

@@ -445,22 +445,10 @@ fn replicaof(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     }
     if upper(&a[0]) == "NO" && upper(&a[1]) == "ONE" {
         // Not under the gate: EXEC (Sentinel sends REPLICAOF inside MULTI) holds it.
-        if sh.replica.is_partial() {
-            let from = sh.replica.primary().map_or_else(String::new, |p| format!(" from {}:{}", p.host, p.port));
-            return Reply::err(format!(
-                "ERR this replica holds a partial copy: a full sync{from} has not finished, and promoting it \
-                 would serve part of the primary's data as if it were all. Let the sync finish \
-                 (INFO replication: master_sync_in_progress:0), or FLUSHALL to drop the partial copy, then \
-                 REPLICAOF NO ONE"
-            ));
-        }
-        if sh.replica.is_replica() {
-            if let Err(e) = crate::replica::save(&sh.store, &sh.ks, None) {
-                return store_err(e);
-            }
-        }
-        sh.replica.set(None);
-        return Reply::ok();
+        return match sh.replica.stop(&sh.store, &sh.ks) {
+            Ok(()) => Reply::ok(),
+            Err(r) => r,
+        };
     }
     let Some(port) = int(&a[1]).filter(|p| (0..=65535).contains(p)) else {
         return Reply::err("ERR Invalid master port");
@@ -469,19 +457,10 @@ fn replicaof(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     if sh.replica.primary().is_some_and(|p| p.host == host && p.port == port as u16) {
         return Reply::Simple("OK Already connected to specified master".into());
     }
-    // Recorded in the pool before the link starts, so a restart re-attaches (as Redis's
-    // CONFIG REWRITE would keep `replicaof`); an unfinished sync's flag is kept.
-    let rec = crate::replica::Record {
-        host: host.clone(),
-        port: port as u16,
-        replid: String::new(),
-        offset: 0,
-        syncing: sh.replica.is_partial(),
+    let generation = match sh.replica.start(&sh.store, &sh.ks, host, port as u16) {
+        Ok(g) => g,
+        Err(e) => return store_err(e),
     };
-    if let Err(e) = crate::replica::save(&sh.store, &sh.ks, Some(&rec)) {
-        return store_err(e);
-    }
-    let generation = sh.replica.set(Some((host, port as u16)));
     (sh.start_link)(sh, generation);
     Reply::ok()
 }

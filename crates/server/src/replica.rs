@@ -71,6 +71,10 @@ impl State {
     /// the link started for it runs under.
     pub fn set(&self, to: Option<(String, u16)>) -> u64 {
         let mut g = self.guard();
+        self.set_locked(&mut g, to)
+    }
+
+    fn set_locked(&self, g: &mut Option<Primary>, to: Option<(String, u16)>) -> u64 {
         self.active.store(to.is_some(), Ordering::SeqCst);
         *g = to.map(|(host, port)| Primary {
             host,
@@ -90,6 +94,58 @@ impl State {
     /// Mark the keyspace partial or whole (after the record saying so is durable).
     pub fn set_partial(&self, partial: bool) {
         self.partial.store(partial, Ordering::SeqCst);
+    }
+
+    /// A full sync of generation `gen` starts loading: mark the keyspace partial, unless
+    /// a REPLICAOF replaced the link (false). Under the lock [`State::stop`] takes, so a
+    /// REPLICAOF NO ONE is either before (and the load does not start) or refused.
+    pub fn begin_sync(&self, gen: u64) -> bool {
+        let _g = self.guard();
+        let go = self.current(gen);
+        if go {
+            self.partial.store(true, Ordering::SeqCst);
+        }
+        go
+    }
+
+    /// REPLICAOF NO ONE: delete the pool's record and stop replicating — refused while
+    /// the keyspace is a partial copy (the error names the ways out).
+    pub fn stop(&self, s: &Store, ks: &Keyspace) -> Result<(), Reply> {
+        let mut g = self.guard();
+        if self.is_partial() {
+            let from = g.as_ref().map_or_else(String::new, |p| format!(" from {}:{}", p.host, p.port));
+            return Err(Reply::err(format!(
+                "ERR this replica holds a partial copy: a full sync{from} has not finished, and promoting it \
+                 would serve part of the primary's data as if it were all. Let the sync finish \
+                 (INFO replication: master_sync_in_progress:0), or FLUSHALL to drop the partial copy, then \
+                 REPLICAOF NO ONE"
+            )));
+        }
+        if g.is_some() {
+            save(s, ks, None).map_err(|e| Reply::err(format!("ERR deleting the replication record: {e}")))?;
+        }
+        self.set_locked(&mut g, None);
+        Ok(())
+    }
+
+    /// REPLICAOF host port: record it in the pool (before the link starts, so a restart
+    /// re-attaches, as Redis's CONFIG REWRITE keeps `replicaof`; an unfinished sync's flag
+    /// is kept), then replicate it. The new generation, for the link to run under.
+    pub fn start(&self, s: &Store, ks: &Keyspace, host: String, port: u16) -> pmkv::Result<u64> {
+        let mut g = self.guard();
+        let rec = Record { host: host.clone(), port, replid: String::new(), offset: 0, syncing: self.is_partial() };
+        save(s, ks, Some(&rec))?;
+        Ok(self.set_locked(&mut g, Some((host, port))))
+    }
+
+    /// Save `offset` in the record (the link of generation `gen`, between commands), unless
+    /// REPLICAOF replaced or stopped the link or the keyspace is partial: under the lock
+    /// [`State::stop`] takes, so a deleted record is never written again.
+    pub fn save_offset(&self, gen: u64, s: &Store, ks: &Keyspace, offset: u64) -> pmkv::Result<()> {
+        let g = self.guard();
+        let Some(p) = g.as_ref().filter(|_| self.current(gen) && !self.is_partial()) else { return Ok(()) };
+        let rec = Record { host: p.host.clone(), port: p.port, replid: p.replid.clone(), offset, syncing: false };
+        save(s, ks, Some(&rec))
     }
 
     /// Whether this server is a replica.

@@ -164,12 +164,11 @@ fn read_payload(r: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
 fn load(sh: &Shared, gen: u64, rdb: &[u8], mut rec: Record) -> std::io::Result<()> {
     let (_aux, entries) = crate::rdb::read_file(rdb).map_err(|e| io_err(format!("the primary's RDB: {e}")))?;
     let _gate = sh.gate_write().map_err(|_| io_err("a script is busy"))?;
-    if !sh.replica.current(gen) {
+    if !sh.replica.begin_sync(gen) {
         return Err(io_err("REPLICAOF replaced the link during the sync"));
     }
     let store_err = |e: pmkv::Error| io_err(format!("loading the RDB: {e}"));
     replica::save(&sh.store, &sh.ks, Some(&rec)).map_err(store_err)?;
-    sh.replica.set_partial(true);
     Tx::flush_all(&sh.store, &sh.ks, 1024).map_err(store_err)?;
     let now = crate::keyspace::now_ms();
     rec.syncing = false;
@@ -277,10 +276,5 @@ fn stream(
 /// shared: not beside a full sync's load or a FLUSHALL, which hold it exclusively.
 fn save_offset(sh: &Shared, gen: u64, offset: u64) -> pmkv::Result<()> {
     let Ok(_gate) = sh.gate_read() else { return Ok(()) };
-    let Some(p) = sh.replica.primary().filter(|_| sh.replica.current(gen)) else { return Ok(()) };
-    if sh.replica.is_partial() {
-        return Ok(());
-    }
-    let rec = Record { host: p.host, port: p.port, replid: p.replid, offset, syncing: false };
-    replica::save(&sh.store, &sh.ks, Some(&rec))
+    sh.replica.save_offset(gen, &sh.store, &sh.ks, offset)
 }
