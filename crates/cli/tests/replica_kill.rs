@@ -20,7 +20,7 @@ struct KillOnDrop(Child);
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         // A paused primary must not outlive the test paused.
-        let _ = Command::new("kill").args(["-CONT", &self.0.id().to_string()]).status();
+        let _ = Command::new("kill").args(["-CONT", &self.0.id().to_string()]).stderr(Stdio::null()).status();
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -86,6 +86,8 @@ fn redis(dir: &std::path::Path) -> (KillOnDrop, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let child = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+        // The sync at once, not after Redis's 5 s wait for more replicas.
+        .args(["--repl-diskless-sync-delay", "0"])
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::null())
@@ -157,6 +159,16 @@ fn converge(p: &mut Conn, r: &mut Conn, want: &str, what: &str) {
     }
 }
 
+/// Poll until the replica's load has begun (DBSIZE answers MASTERDOWN); when it was seen.
+fn wait_for_load(p: &mut Conn) -> Instant {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while p.cmd(&["DBSIZE"]) != MASTERDOWN {
+        assert!(Instant::now() < deadline, "the load never began");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Instant::now()
+}
+
 #[test]
 fn a_sigkilled_replica_never_serves_a_partial_copy() {
     let rdir = pool_dir();
@@ -176,9 +188,11 @@ fn a_sigkilled_replica_never_serves_a_partial_copy() {
     let mut p = Conn::new(port);
     let t0 = Instant::now();
     assert_eq!(p.cmd(&["REPLICAOF", "127.0.0.1", &rport.to_string()]), "+OK");
+    // The load is when a client's DBSIZE answers MASTERDOWN (the keyspace is partial).
+    let load_start = wait_for_load(&mut p);
     converge(&mut p, &mut r, &full, "first sync");
-    let sync_time = t0.elapsed();
-    eprintln!("replica_kill: a full sync of {full} keys took {sync_time:?}");
+    let (sync_time, load_time) = (t0.elapsed(), load_start.elapsed());
+    eprintln!("replica_kill: a full sync of {full} keys took {sync_time:?}, its load {load_time:?}");
     let mut rng = XorShift::new(std::process::id() as u64 ^ 0x5eed);
     let (mut partial_seen, mut whole_seen, mut flushed) = (0, 0, false);
     // What a restart may find besides the whole dataset: the data from before the sync
@@ -188,13 +202,19 @@ fn a_sigkilled_replica_never_serves_a_partial_copy() {
     for round in 0..=KILLS {
         if round > 0 {
             // A random moment in the full sync the restart began (when the primary
-            // resumed): from the handshake to past the last batch.
-            // Every other kill aims at the load (flush and batches: most of a sync).
-            let t = sync_time.as_micros() as u64;
-            let (from, span) = if round % 2 == 0 { (t * 3 / 10, t * 6 / 10) } else { (0, t * 6 / 5) };
-            let at = Duration::from_micros(from + rng.next_u64() % (span + 1));
-            std::thread::sleep(at);
-            eprintln!("replica_kill: round {round}: SIGKILL {at:?} into the sync");
+            // resumed): in odd rounds from the handshake to past the last batch; in even
+            // ones within the load (flush and batches), once it is seen to begin.
+            let mut span = |d: Duration| Duration::from_micros(rng.next_u64() % (d.as_micros() as u64 + 1));
+            if round % 2 == 0 {
+                wait_for_load(&mut p);
+                let at = span(load_time);
+                std::thread::sleep(at);
+                eprintln!("replica_kill: round {round}: SIGKILL {at:?} into the load");
+            } else {
+                let at = span(sync_time * 6 / 5);
+                std::thread::sleep(at);
+                eprintln!("replica_kill: round {round}: SIGKILL {at:?} into the sync");
+            }
         }
         signal(&child.0, "-KILL");
         child.0.wait().unwrap();
