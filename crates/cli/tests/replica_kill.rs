@@ -234,6 +234,8 @@ fn a_sigkilled_replica_never_serves_a_partial_copy() {
             assert_eq!(p.cmd(&["GET", "key:1"]), MASTERDOWN, "round {round}");
             assert_eq!(p.cmd(&["HGETALL", "hash:1"]), MASTERDOWN, "round {round}");
             assert_eq!(p.cmd(&["MULTI"]), MASTERDOWN, "round {round}");
+            let info = p.cmd(&["INFO", "replication"]);
+            assert!(info.contains("master_sync_in_progress:1\r\n"), "round {round}: {info}");
             let no_one = p.cmd(&["REPLICAOF", "NO", "ONE"]);
             assert!(no_one.starts_with("-ERR this replica holds a partial copy"), "round {round}: {no_one}");
             assert!(no_one.contains("FLUSHALL"), "{no_one}");

@@ -197,7 +197,8 @@ impl State {
             p.port,
             if up { "up" } else { "down" },
             if up { p.last_io.elapsed().as_secs() as i64 } else { -1 },
-            (p.state == LinkState::Sync) as u8,
+            // Also while a partial copy waits for a link (after a restart, say).
+            (p.state == LinkState::Sync || self.is_partial()) as u8,
             if p.replid.is_empty() { own_replid } else { &p.replid },
         ))
     }
