@@ -163,6 +163,7 @@ pub(crate) fn int(b: &[u8]) -> Option<i64> {
 /// read-only script (EVAL_RO, `#!lua flags=no-writes`) may call.
 pub(crate) const READS: &[&str] = &[
     "GET",
+    "DUMP",
     "MGET",
     "STRLEN",
     "GETRANGE",

@@ -159,6 +159,16 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
     let cmd = match table::check(args) {
         Ok(cmd) => {
             c.current = Some(cmd);
+            let refused = crate::pubsub::refuse(&c.subs, c.resp3, cmd.name, &args[1..])
+                .or_else(|| crate::replica::refuse(&sh.replica, cmd, c.from_primary));
+            if let Some(r) = refused {
+                // As Redis: a refused command fails the transaction it was sent in (the
+                // subscribed-mode PING reply is an answer, not a refusal).
+                if c.multi.is_some() && matches!(r, Reply::Error(_)) {
+                    c.multi_failed = true;
+                }
+                return (r, After::Continue);
+            }
             cmd
         }
         Err(e) => {
@@ -256,7 +266,7 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
                 Ok(g) => g,
                 Err(r) => return (r, After::Continue),
             };
-            match Tx::flush_all(&sh.store, &sh.ks, 1024) {
+            match Tx::flush_all(&sh.store, &sh.ks, 1024).and_then(|()| whole_after_flush(sh)) {
                 Ok(()) => Reply::ok(),
                 Err(e) => store_err(e),
             }
@@ -360,7 +370,12 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
 /// when it failed (its writes then must not be applied).
 pub(crate) fn one(c: &mut Conn, tx: &mut Tx, cmd: &Command, args: &[Vec<u8>]) -> Reply {
     let mut cx = Ctx { budget: c.reply_budget, resp3: c.resp3, cursors: &mut c.cursors };
-    match data::run(tx, &mut cx, cmd, &args[1..]) {
+    let r = if matches!(cmd.name, "DUMP" | "RESTORE") {
+        crate::dump::run(tx, cmd.name, &args[1..])
+    } else {
+        data::run(tx, &mut cx, cmd, &args[1..])
+    };
+    match r {
         Ok(r) | Err(r) => r,
     }
 }
@@ -441,6 +456,48 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
     }
 }
 
+/// REPLICAOF host port | NO ONE: replicate a Redis primary (see `replica_link`), or stop.
+fn replicaof(sh: &Shared, a: &[Vec<u8>]) -> Reply {
+    if sh.cluster.is_some() {
+        return Reply::err("ERR REPLICAOF not allowed in cluster mode.");
+    }
+    if upper(&a[0]) == "NO" && upper(&a[1]) == "ONE" {
+        // Not under the gate: EXEC (Sentinel sends REPLICAOF inside MULTI) holds it.
+        return match sh.replica.stop(&sh.store, &sh.ks) {
+            Ok(()) => Reply::ok(),
+            Err(r) => r,
+        };
+    }
+    let Some(port) = int(&a[1]).filter(|p| (0..=65535).contains(p)) else {
+        return Reply::err("ERR Invalid master port");
+    };
+    let host = String::from_utf8_lossy(&a[0]).into_owned();
+    if sh.replica.primary().is_some_and(|p| p.host == host && p.port == port as u16) {
+        return Reply::Simple("OK Already connected to specified master".into());
+    }
+    let generation = match sh.replica.start(&sh.store, &sh.ks, host, port as u16) {
+        Ok(g) => g,
+        Err(e) => return store_err(e),
+    };
+    (sh.start_link)(sh, generation);
+    Reply::ok()
+}
+
+/// After a FLUSHALL on a replica holding a partial copy: the empty keyspace is whole again
+/// (nothing of the primary's claimed), so the record's sync flag is cleared and REPLICAOF
+/// NO ONE may promote it.
+fn whole_after_flush(sh: &Shared) -> pmkv::Result<()> {
+    if !sh.replica.is_partial() {
+        return Ok(());
+    }
+    if let Some(mut rec) = crate::replica::load(&sh.store).map_err(|e| pmkv::Error::new(pmkv::ErrorKind::Corrupt, e))? {
+        rec.syncing = false;
+        crate::replica::save(&sh.store, &sh.ks, Some(&rec))?;
+    }
+    sh.replica.set_partial(false);
+    Ok(())
+}
+
 /// Most keys FLUSHDB/FLUSHALL deletes inside MULTI/EXEC. There it joins the
 /// transaction's one atomic batch, which lives in memory until it commits; a larger
 /// keyspace is refused with an error (flush outside MULTI instead, which works in
@@ -479,6 +536,13 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             _ => Reply::err(crate::command::wrong_args("ping")),
         },
         "ECHO" => Reply::bulk(a[0].clone()),
+        "REPLICAOF" | "SLAVEOF" => replicaof(sh, a),
+        "ROLE" => sh.replica.role().unwrap_or_else(|| {
+            Reply::Array(vec![Reply::bulk(&b"master"[..]), Reply::Int(0), Reply::Array(Vec::new())])
+        }),
+        "SUBSCRIBE" | "UNSUBSCRIBE" | "PSUBSCRIBE" | "PUNSUBSCRIBE" | "PUBLISH" | "PUBSUB" => {
+            crate::pubsub::command(sh, &mut c.subs, (c.id, c.resp3), cmd.name, a)
+        }
         "QUIT" => return (Reply::ok(), After::Close),
         "RESET" => {
             c.resp3 = false;
@@ -489,6 +553,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             c.multi_slot = None;
             c.asking = false;
             c.unwatch(sh);
+            crate::pubsub::leave(sh, &mut c.subs);
             Reply::Simple("RESET".into())
         }
         "SELECT" => match int(&a[0]) {
@@ -644,6 +709,8 @@ pub fn is_plain_set(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
     args.len() == 3
         && c.authed
         && c.multi.is_none()
+        && c.subs.is_none()
+        && !sh.replica.is_replica()
         && args[0].eq_ignore_ascii_case(b"SET")
         && allowed(&args[1])
         && sh.store.info().check_sizes(&sh.ks.phys(&args[1]), Some(&args[2])).is_ok()
@@ -678,6 +745,8 @@ pub fn is_plain_get(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
     args.len() == 2
         && c.authed
         && c.multi.is_none()
+        && c.subs.is_none()
+        && !sh.replica.is_partial()
         && args[0].eq_ignore_ascii_case(b"GET")
         && allowed(&args[1])
         && !sh.ks.may_have_meta(&args[1])
@@ -1032,7 +1101,9 @@ fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
             ),
         );
     }
-    if wants("replication") {
+    if let Some(r) = wants("replication").then(|| sh.replica.info(&sh.replid)).flatten() {
+        section("Replication", r);
+    } else if wants("replication") {
         section(
             "Replication",
             format!(

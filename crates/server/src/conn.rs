@@ -38,6 +38,10 @@ pub struct Conn {
     pub(crate) fd: Option<std::os::fd::RawFd>,
     /// The arrival number of the blocking command being run ([`crate::blocking`]).
     pub(crate) arrival: Option<u64>,
+    /// Pub/Sub subscriptions (`None`: never subscribed).
+    pub(crate) subs: Option<crate::pubsub::Subs>,
+    /// The primary's replication stream (a replica's writes come only from it).
+    pub(crate) from_primary: bool,
 }
 
 impl Conn {
@@ -59,6 +63,8 @@ impl Conn {
             current: None,
             fd: None,
             arrival: None,
+            subs: None,
+            from_primary: false,
         }
     }
 

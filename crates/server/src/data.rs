@@ -33,7 +33,7 @@ fn fmt_float(f: f64) -> String {
     }
 }
 
-fn not_int() -> Reply {
+pub(crate) fn not_int() -> Reply {
     Reply::err("ERR value is not an integer or out of range")
 }
 

@@ -41,6 +41,10 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
+/// The replication record's key (`P` `R`; docs/format/server.md): a replica's primary, the
+/// stream's offset and whether a full sync is unfinished (`crate::replica::Record`).
+pub const REPLICA_KEY: &[u8] = b"\xffpmkv\x00R";
+
 /// The common prefix of hash `k`'s field records.
 pub fn field_prefix(k: &[u8]) -> Vec<u8> {
     elem_prefix(crate::record::hash::TAG, k)
@@ -100,6 +104,8 @@ pub struct Keyspace {
     /// A cluster pool: every record's engine key is its user key's slot (2 bytes,
     /// big-endian) and then the record key (docs/design/cluster.md).
     slotted: bool,
+    /// Whether the pool holds the replication record ([`REPLICA_KEY`]; DBSIZE subtracts it).
+    replica_record: AtomicBool,
 }
 
 /// The user key record `rk` belongs to: `rk` itself for a string's value, the key inside a
@@ -128,6 +134,9 @@ impl Keyspace {
         let ks = Keyspace { slotted, ..Keyspace::default() };
         if slotted {
             ks.internal.store(1, Ordering::Relaxed);
+        }
+        if !slotted && s.contains(REPLICA_KEY)? {
+            ks.set_replica_record(true);
         }
         let mut bad = None;
         let ranges: Vec<Vec<u8>> = if slotted {
@@ -226,7 +235,13 @@ impl Keyspace {
     /// Keys the user sees: the store's records, less the server's own, plus the
     /// collections.
     pub fn user_keys(&self, records: u64) -> u64 {
-        (records + self.collections.load(Ordering::Relaxed)).saturating_sub(self.internal.load(Ordering::Relaxed))
+        let own = self.internal.load(Ordering::Relaxed) + self.replica_record.load(Ordering::Relaxed) as u64;
+        (records + self.collections.load(Ordering::Relaxed)).saturating_sub(own)
+    }
+
+    /// Note whether the pool holds the replication record (written or deleted).
+    pub fn set_replica_record(&self, present: bool) {
+        self.replica_record.store(present, Ordering::Relaxed);
     }
 
     /// Keys with an expiry time (INFO's `expires`).
@@ -499,6 +514,13 @@ impl<'a> Tx<'a> {
             Some(v) => Ok(v.is_some()),
             None => self.s.contains(&k).map_err(store_reply),
         }
+    }
+
+    /// Write one of the server's own records (`k` under [`PREFIX`], e.g. [`REPLICA_KEY`])
+    /// in this Tx's atomic batch, beside the data it describes.
+    pub fn put_server_record(&mut self, k: &[u8], v: Vec<u8>) {
+        debug_assert!(k.starts_with(PREFIX));
+        self.raw_put(k.to_vec(), v);
     }
 
     pub(crate) fn raw_put(&mut self, k: Vec<u8>, v: Vec<u8>) {
@@ -993,8 +1015,9 @@ impl<'a> Tx<'a> {
         loop {
             let mut keys = Vec::new();
             s.scan(&KeyRange::all(), Direction::Forward, |k, _| {
-                // Not the cluster state record (in no slot).
-                if ks.logical(k).is_some() {
+                // Not the cluster state record (in no slot), nor the replication record,
+                // which a full sync's flush must keep (it says the sync is unfinished).
+                if ks.logical(k).is_some() && k != REPLICA_KEY {
                     keys.push(k.to_vec());
                 }
                 keys.len() < round

@@ -14,7 +14,8 @@
 //!    the `Tx` whose writes one command (or EXEC) applies as one atomic batch.
 //! 4. [`command`] — what a command is: arity, key positions, group, handler.
 //! 5. `data` — strings, hashes, expiry and key walks, each over a [`keyspace::Tx`], and
-//!    the helpers the other types' commands share.
+//!    the helpers the other types' commands share; [`rdb`] — Redis's RDB serialization
+//!    (version 10) and `dump` — DUMP/RESTORE with it.
 //! 6. `types` — the commands of lists, sets and sorted sets, each type's list next to its
 //!    handlers.
 //! 7. [`table`] — every command, found by name: unknown commands and wrong argument
@@ -24,8 +25,12 @@
 //!    end [count] [REV]`: a key range, half-open as in every pmkv front end, with
 //!    ZRANGEBYLEX's `-`, `+`, `[key` and `(key`), `script` (EVAL/EVALSHA/SCRIPT on a
 //!    sandboxed Lua 5.1), [`cluster`] (`--cluster`: Redis Cluster's slots, redirects,
-//!    topology and migration), `stats`.
-//! 9. [`commands`] — dispatch, connection and server commands, MULTI/EXEC/WATCH.
+//!    topology and migration), `stats`, `pubsub` (SUBSCRIBE/PUBLISH and friends:
+//!    per-subscriber outboxes a publisher never waits on, bounded by Redis's pubsub
+//!    output-buffer limit), `replica` (a replica's state and its durable record).
+//! 9. [`commands`] — dispatch, connection and server commands, MULTI/EXEC/WATCH;
+//!    `replica_link` — REPLICAOF's link to a Redis primary, which runs what it streams
+//!    through that dispatch.
 //! 10. here — the listener and connections: tokio tasks (at most `max_clients`, an idle
 //!     timeout, replies written before more is read so a slow reader only slows itself),
 //!     AUTH in constant time, loopback by default, and a clean shutdown on SIGINT,
@@ -61,10 +66,15 @@ pub mod command;
 pub mod commands;
 mod conn;
 mod data;
+mod dump;
 pub mod glob;
 pub mod keyspace;
+mod pubsub;
 mod range;
+pub mod rdb;
 pub mod record;
+mod replica;
+mod replica_link;
 pub mod resp;
 mod routing;
 pub mod script;
@@ -150,6 +160,10 @@ pub struct Config {
     pub threads: usize,
     /// Serve as a Redis Cluster node (docs/design/cluster.md).
     pub cluster: bool,
+    /// What a subscriber's undelivered messages may take (`client-output-buffer-limit
+    /// pubsub`, Redis's default 32 MiB hard, 8 MiB for 60 s soft): past it the subscriber
+    /// is disconnected, so a slow one neither stalls publishers nor grows without bound.
+    pub pubsub_output: OutputLimits,
 }
 
 /// The worker threads a server runs by default: half the cores this process may use, at
@@ -180,6 +194,7 @@ impl Default for Config {
             unprotected: false,
             threads: 0,
             cluster: false,
+            pubsub_output: pubsub::PUBSUB_LIMITS,
         }
     }
 }
@@ -229,6 +244,15 @@ pub struct Shared {
     pub replid: String,
     /// Redis's encoding thresholds as last set (see [`commands::ENCODING_PARAMS`]).
     pub encodings: Mutex<std::collections::BTreeMap<&'static str, String>>,
+    /// Subscriptions (Pub/Sub).
+    pub(crate) pubsub: pubsub::Hub,
+    /// Whom this server replicates (REPLICAOF), and its offset.
+    pub(crate) replica: replica::State,
+    /// Starts a replication link (`replica_link::spawn`; held here because the
+    /// dispatcher that runs REPLICAOF is below the link, which feeds it).
+    pub(crate) start_link: fn(&Shared, u64),
+    /// This server, weakly (a replication link must not keep a stopping server alive).
+    me: std::sync::Weak<Shared>,
     /// Set by SHUTDOWN or a [`Server::stopper`]; its own `Arc` so that a stopper does not
     /// keep the store alive (the store must be closed, and the pool marked clean, when
     /// the server returns).
@@ -271,6 +295,11 @@ impl Shared {
                 return Err(script::busy_reply());
             }
         }
+    }
+
+    /// Whether the server is stopping (SHUTDOWN, a stopper or a signal).
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || SIGNALLED.load(Ordering::SeqCst)
     }
 
     /// The stripe locks of `keys`, taken in index order (no deadlock between commands).
@@ -414,7 +443,15 @@ impl Server {
         };
         let ks = keyspace::Keyspace::load(&store, cfg.cluster)
             .map_err(|e| err(std::io::ErrorKind::InvalidData, format!("reading the server's records: {e}")))?;
-        let shared = Arc::new(Shared {
+        // A replica's pool: re-attach to its primary (as Redis with `replicaof` in its
+        // config), and refuse to serve the keyspace while the record says a full sync did
+        // not finish (docs/design/replication.md).
+        let replica_record = if cfg.cluster {
+            None
+        } else {
+            replica::load(&store).map_err(|e| err(std::io::ErrorKind::InvalidData, e))?
+        };
+        let shared = Arc::new_cyclic(|me| Shared {
             store,
             password: cfg.password.clone(),
             port,
@@ -451,8 +488,17 @@ impl Server {
                 id
             },
             encodings: Mutex::new(commands::ENCODING_PARAMS.iter().map(|&(n, v)| (n, v.to_string())).collect()),
+            pubsub: pubsub::Hub::new(cfg.pubsub_output),
+            replica: replica::State::default(),
+            start_link: replica_link::spawn,
+            me: me.clone(),
             stop: Arc::new(AtomicBool::new(false)),
         });
+        if let Some(rec) = replica_record {
+            shared.replica.set_partial(rec.syncing);
+            let generation = shared.replica.set(Some((rec.host, rec.port)));
+            (shared.start_link)(&shared, generation);
+        }
         Ok(Server { listeners, shared, cfg })
     }
 
@@ -661,6 +707,7 @@ async fn connection(sh: &Shared, sock: tokio::net::TcpStream, cfg: &Config, id: 
     c.fd = Some(std::os::fd::AsRawFd::as_raw_fd(&sock));
     let r = serve_connection(sh, sock, cfg, &mut c).await;
     c.unwatch(sh);
+    pubsub::leave(sh, &mut c.subs);
     r
 }
 
@@ -750,6 +797,14 @@ async fn serve_connection(
                         } else {
                             commands::run(sh, c, &args)
                         };
+                        // Messages published meanwhile to this client precede the
+                        // reply, as in Redis (a PUBLISH to its own channel, in RESP3).
+                        if let Some(ob) = pubsub::outbox(&c.subs) {
+                            if let Err(e) = ob.drain_into(&mut out) {
+                                sh.output_limit_closes.fetch_add(1, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                        }
                         match after {
                             commands::After::Shutdown => {
                                 // No reply (as Redis): the client sees the connection close.
@@ -801,7 +856,19 @@ async fn serve_connection(
             return Ok(());
         }
         if !out.is_empty() {
-            flush(sh, &mut sock, &mut out, &mut soft_since).await?; // a slow reader blocks this client only
+            // A slow reader blocks this client only; a subscriber dropped at the pubsub
+            // limit meanwhile stops waiting for it.
+            let write = flush(sh, &mut sock, &mut out, &mut soft_since);
+            match pubsub::outbox(&c.subs) {
+                None => write.await?,
+                Some(ob) => tokio::select! {
+                    r = write => r?,
+                    () = ob.dropped() => {
+                        sh.output_limit_closes.fetch_add(1, Ordering::Relaxed);
+                        return Err(limit_closed("pubsub output"));
+                    }
+                },
+            }
         }
         shrink(&mut out);
         shrink(&mut buf);
@@ -815,14 +882,32 @@ async fn serve_connection(
         // reads is not copied 256 times); never more than the limit lets the client send.
         let allowed = lim.max_query.saturating_sub(buf.len() + parser.held()) + 1;
         buf.reserve(parser.want().max(16 << 10).min(allowed));
-        let read = sock.read_buf(&mut buf);
-        let n = if cfg.idle_timeout.is_zero() {
-            read.await?
-        } else {
-            match tokio::time::timeout(cfg.idle_timeout, read).await {
-                Ok(r) => r?,
-                Err(_) => return Ok(()), // idle too long
+        let read = async {
+            let read = sock.read_buf(&mut buf);
+            if cfg.idle_timeout.is_zero() {
+                Some(read.await)
+            } else {
+                tokio::time::timeout(cfg.idle_timeout, read).await.ok()
             }
+        };
+        // A subscriber also wakes for messages published to it (read_buf is cancel safe:
+        // nothing read is lost when a message wins).
+        let got = match pubsub::outbox(&c.subs) {
+            None => read.await,
+            Some(ob) => tokio::select! {
+                r = read => r,
+                () = ob.ready() => {
+                    if let Err(e) = ob.drain_into(&mut out) {
+                        sh.output_limit_closes.fetch_add(1, Ordering::Relaxed);
+                        return Err(e);
+                    }
+                    continue;
+                }
+            },
+        };
+        let n = match got {
+            Some(r) => r?,
+            None => return Ok(()), // idle too long
         };
         if n == 0 {
             return Ok(());

@@ -375,6 +375,12 @@ pub enum Reply {
     /// A double (RESP3 `,`), sent as a bulk string in RESP2; printed as Redis 7.0 prints
     /// a sorted set's score.
     Double(f64),
+    /// An out-of-band push (RESP3 `>`: Pub/Sub's messages and (un)subscribe
+    /// confirmations), sent as an array in RESP2.
+    Push(Vec<Reply>),
+    /// Several replies to one command, written one after another (SUBSCRIBE of n
+    /// channels answers n confirmations).
+    Seq(Vec<Reply>),
 }
 
 impl Reply {
@@ -424,6 +430,11 @@ impl Reply {
                     v.write(w, resp3)
                 })
             }
+            Reply::Push(items) => {
+                write!(w, "{}{}\r\n", if resp3 { '>' } else { '*' }, items.len())?;
+                items.iter().try_for_each(|i| i.write(w, resp3))
+            }
+            Reply::Seq(replies) => replies.iter().try_for_each(|r| r.write(w, resp3)),
         }
     }
 }

@@ -11,7 +11,7 @@
 
 use pmkv::{EngineFactory, Options, Registry, Store};
 use pmkv_conformance::crash::evictions_at;
-use pmkv_server::keyspace::{Keyspace, Kind, Meta, Ttl, Tx};
+use pmkv_server::keyspace::{Keyspace, Kind, Meta, Ttl, Tx, REPLICA_KEY};
 use pmkv_substrate::{Eviction, Pool};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -78,6 +78,10 @@ fn state(s: &Store, slotted: bool) -> Result<BTreeMap<Vec<u8>, String>, String> 
         out.insert(k.clone(), desc);
     }
     let dbsize = ks.user_keys(s.len().map_err(|e| e.to_string())?);
+    // The replication record (not a key: DBSIZE must not count it), part of the state.
+    if let Some(r) = s.get(REPLICA_KEY).map_err(|e| e.to_string())? {
+        out.insert(b"(replication record)".to_vec(), format!("{r:?}"));
+    }
     if dbsize != keys.len() as u64 {
         return Err(format!("DBSIZE would say {dbsize} for {} keys", keys.len()));
     }
@@ -273,6 +277,46 @@ fn script(tx: &mut Tx) {
 }
 
 fn all_or_nothing(engine: &str, slotted: bool, transaction: fn(&mut Tx)) {
+    all_or_nothing_from(engine, slotted, before, transaction);
+}
+
+/// A replication record as docs/format/server.md lays it out: version 1, the sync flag,
+/// port 6379, `offset`, a 40-character replication ID, the host.
+fn replication_record(syncing: bool, offset: u64) -> Vec<u8> {
+    let mut b = vec![1, syncing as u8];
+    b.extend_from_slice(&6379u16.to_le_bytes());
+    b.extend_from_slice(&offset.to_le_bytes());
+    b.extend_from_slice(b"8f3c1e0d2b4a69788f3c1e0d2b4a69788f3c1e0d");
+    b.extend_from_slice(&9u16.to_le_bytes());
+    b.extend_from_slice(b"127.0.0.1");
+    b
+}
+
+/// A full sync's state when its last batch is written: the record says the sync is in
+/// progress, the earlier batches' keys are in.
+fn sync_underway(tx: &mut Tx) {
+    before(tx);
+    tx.put_server_record(REPLICA_KEY, replication_record(true, 1000));
+}
+
+/// The last batch of a full sync (`replica_link::load`): keys, a hash, a timed string,
+/// and the record with its sync flag cleared, in one Tx.
+fn last_sync_batch(tx: &mut Tx) {
+    for i in 0..40u8 {
+        tx.set(&[b'r', i], &[i; 25], Ttl::Clear).unwrap();
+        tx.hset(b"rh", &[b'f', i], &[i; 7]).unwrap();
+    }
+    tx.set(b"rt", b"timed", Ttl::At(LATER)).unwrap();
+    tx.put_server_record(REPLICA_KEY, replication_record(false, 1000));
+}
+
+#[test]
+fn a_full_syncs_last_batch_clears_its_flag_with_the_keys_at_every_crash_point() {
+    all_or_nothing_from("hart", false, sync_underway, last_sync_batch);
+    all_or_nothing_from("nbtree", false, sync_underway, last_sync_batch);
+}
+
+fn all_or_nothing_from(engine: &str, slotted: bool, before: fn(&mut Tx), transaction: fn(&mut Tx)) {
     let f: &'static dyn EngineFactory = Registry::builtin().get(engine).unwrap();
     let layout = f.layout().unwrap();
     let pool = Arc::new(Pool::create_sim(layout, &opts().pool_options()).unwrap());

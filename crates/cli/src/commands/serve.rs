@@ -164,6 +164,8 @@ pub fn run(a: Args) -> CmdResult {
         cluster: a.cluster,
         limits,
         output: a.client_output_buffer_limit.unwrap_or_default(),
+        // Redis's defaults for the rest (the pubsub output-buffer limit).
+        ..pmkv_server::Config::default()
     };
     let server = pmkv_server::Server::bind(store, mode_name, cfg).map_err(|e| format!("{}:{}: {e}", a.bind, a.port))?;
     let addrs = server.addrs();

@@ -43,7 +43,7 @@ pub(crate) fn to_lua(lua: &Lua, r: &Reply, resp3: bool) -> mlua::Result<Value> {
             t.set("err", e.as_str())?;
             Value::Table(t)
         }
-        Reply::Array(items) => {
+        Reply::Array(items) | Reply::Push(items) | Reply::Seq(items) => {
             let t = lua.create_table()?;
             for (i, x) in items.iter().enumerate() {
                 t.raw_set(i + 1, to_lua(lua, x, resp3)?)?;

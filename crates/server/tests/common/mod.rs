@@ -74,6 +74,12 @@ impl Client {
                 let items: Option<Vec<String>> = (0..n).map(|_| self.try_reply()).collect();
                 format!("[{}]", items?.join(","))
             }
+            ">" => {
+                // A RESP3 push (Pub/Sub): shown apart from an array.
+                let n: usize = rest.parse().unwrap();
+                let items: Option<Vec<String>> = (0..n).map(|_| self.try_reply()).collect();
+                format!(">[{}]", items?.join(","))
+            }
             _ => panic!("unexpected reply line {line:?}"),
         })
     }

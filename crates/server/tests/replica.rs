@@ -1,0 +1,130 @@
+//! pmkv as a replica of a real `redis-server` 7.0: REPLICAOF, the handshake and full sync,
+//! then the command stream while writes go on; contents converge (every key, its type,
+//! value and expiry time), clients' writes are refused with Redis's READONLY text, ROLE
+//! and INFO replication say so, and REPLICAOF NO ONE makes it writable again.
+
+mod common;
+
+use common::{start, Client, RealRedis};
+use pmkv_server::Config;
+use pmkv_testutil::XorShift;
+use std::time::{Duration, Instant};
+
+/// Every key of `c` with its type, contents (a hash's fields sorted) and expiry time.
+fn snapshot(c: &mut Client) -> Vec<String> {
+    let keys = c.cmd(&["KEYS", "*"]);
+    let keys: Vec<String> =
+        keys.trim_matches(['[', ']']).split(',').filter(|k| !k.is_empty()).map(String::from).collect();
+    let mut out = Vec::new();
+    for k in keys {
+        let t = c.cmd(&["TYPE", &k]);
+        let v = match t.as_str() {
+            "+string" => c.cmd(&["GET", &k]),
+            "+hash" => {
+                let all = c.cmd(&["HGETALL", &k]);
+                let items: Vec<&str> = all.trim_matches(['[', ']']).split(',').collect();
+                let mut pairs: Vec<String> = items.chunks(2).map(|p| p.join("=")).collect();
+                pairs.sort();
+                pairs.join(",")
+            }
+            _ => String::new(),
+        };
+        out.push(format!("{k} {t} {v} {}", c.cmd(&["PEXPIRETIME", &k])));
+    }
+    out.sort();
+    out
+}
+
+fn write_some(r: &mut Client, rng: &mut XorShift, round: usize) {
+    for i in 0..200 {
+        let k = format!("k{}", rng.next_u64() % 300);
+        let h = format!("h{}", rng.next_u64() % 40);
+        match (i + round) % 8 {
+            0 => r.cmd(&["SET", &k, &format!("v{round}-{i}")]),
+            1 => r.cmd(&["SET", &k, &(rng.next_u64() % 1000).to_string(), "EX", "1000"]),
+            2 => r.cmd(&["HSET", &h, &format!("f{}", rng.next_u64() % 50), &"x".repeat(i % 90)]),
+            3 => r.cmd(&["DEL", &k]),
+            4 => r.cmd(&["PEXPIRE", &h, "5000000"]),
+            5 => r.cmd(&["INCRBY", &format!("n{}", i % 7), "3"]),
+            6 => r.cmd(&["HDEL", &h, &format!("f{}", rng.next_u64() % 50)]),
+            _ => r.cmd(&["APPEND", &k, "+"]),
+        };
+    }
+}
+
+#[test]
+fn pmkv_replicates_a_real_redis_and_converges() {
+    let redis = RealRedis::start();
+    let s = start("hart", 64, Config { threads: 2, ..Config::default() });
+    let (mut r, mut p) = (Client::new(redis.port), Client::new(s.port));
+    let mut rng = XorShift::new(7);
+    // Before the sync: a big hash, long and integer strings, TTLs.
+    write_some(&mut r, &mut rng, 0);
+    for j in 0..300 {
+        r.cmd(&["HSET", "big", &format!("field{j}"), &j.to_string()]);
+    }
+    r.cmd(&["SET", "long", &"abc".repeat(5000)]);
+    r.cmd(&["SET", "gone-soon", "x", "PX", "1"]);
+    p.cmd(&["SET", "only-in-pmkv", "dropped by the full sync"]);
+    assert_eq!(p.cmd(&["ROLE"]), "[master,:0,[]]");
+    assert_eq!(p.cmd(&["REPLICAOF", "127.0.0.1", &redis.port.to_string()]), "+OK");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !p.cmd(&["ROLE"]).contains(",connected,") {
+        assert!(Instant::now() < deadline, "never connected: {}", p.cmd(&["ROLE"]));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Writes go on at the primary while the replica follows.
+    for round in 1..4 {
+        write_some(&mut r, &mut rng, round);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (want, got) = (snapshot(&mut r), snapshot(&mut p));
+        if want == got {
+            assert!(want.len() > 150, "{} keys", want.len());
+            break;
+        }
+        assert!(Instant::now() < deadline, "never converged: {} keys vs {}", want.len(), got.len());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Clients cannot write to a replica; reads work.
+    assert_eq!(p.cmd(&["SET", "x", "y"]), "-READONLY You can't write against a read only replica.");
+    assert_eq!(p.cmd(&["HSET", "big", "f", "v"]), "-READONLY You can't write against a read only replica.");
+    assert_eq!(p.cmd(&["HGET", "big", "field7"]), "7");
+    assert_eq!(p.cmd(&["RESTORE", "new", "0", "x"]), "-READONLY You can't write against a read only replica.");
+    assert!(p.cmd(&["DUMP", "long"]).len() > 10, "DUMP is a read");
+    assert_eq!(p.cmd(&["EVAL", "return 1", "0"]), "-READONLY You can't write against a read only replica.");
+    assert_eq!(p.cmd(&["EVAL_RO", "return 1", "0"]), ":1");
+    // Inside MULTI the refusal fails the transaction, as in Redis.
+    assert_eq!(p.cmd(&["MULTI"]), "+OK");
+    assert_eq!(p.cmd(&["GET", "long"]), "+QUEUED");
+    assert_eq!(p.cmd(&["DEL", "long"]), "-READONLY You can't write against a read only replica.");
+    assert_eq!(p.cmd(&["EXEC"]), "-EXECABORT Transaction discarded because of previous errors.");
+    let info = p.cmd(&["INFO", "replication"]);
+    assert!(info.contains("role:slave\r\n"), "{info}");
+    assert!(info.contains(&format!("master_port:{}\r\n", redis.port)), "{info}");
+    assert!(info.contains("master_link_status:up\r\n"), "{info}");
+    // The offset the replica reports is the primary's, once it has applied everything.
+    let primary_offset = |r: &mut Client| {
+        let i = r.cmd(&["INFO", "replication"]);
+        i.split("\r\n").find_map(|l| l.strip_prefix("master_repl_offset:").map(|v| v.to_string())).unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let want = primary_offset(&mut r);
+        let role = p.cmd(&["ROLE"]);
+        if role.ends_with(&format!(",:{want}]")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "offset never caught up: {role} vs {want}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // WAIT at the primary counts the replica's acknowledgement (REPLCONF GETACK/ACK).
+    r.cmd(&["SET", "acked", "1"]);
+    assert_eq!(r.cmd(&["WAIT", "1", "5000"]), ":1");
+    // NO ONE: a primary again, writable, keeping the data.
+    assert_eq!(p.cmd(&["REPLICAOF", "NO", "ONE"]), "+OK");
+    assert_eq!(p.cmd(&["SET", "x", "y"]), "+OK");
+    assert_eq!(p.cmd(&["GET", "acked"]), "1");
+    assert_eq!(p.cmd(&["ROLE"]), "[master,:0,[]]");
+}
