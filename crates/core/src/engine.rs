@@ -63,6 +63,16 @@ pub struct EngineInfo {
     /// the reproductions compare with it, not an engine a user picks. The benchmark's
     /// main job leaves such engines to `reproduce`.
     pub competitor: bool,
+    /// The engine may run on a pool in mode `wal` (and be given it by default on a disk).
+    /// That mode logs, at each fence, the lines the *fencing thread* flushed since its
+    /// last fence, so an engine qualifies when every operation fences, on its own thread,
+    /// each line it flushed before it returns: a flush left for a later operation's fence
+    /// reaches the log only when the thread that made it fences again, which on a server
+    /// whose operations hop between worker threads may come after writes that depend on
+    /// it (issue 62; the API checks the rule after every call in debug builds). True
+    /// unless the registration says otherwise; `Store::open_with` refuses mode `wal` to
+    /// an engine that says false and never picks it for one by default.
+    pub mode_wal: bool,
 }
 
 impl EngineInfo {
@@ -79,7 +89,13 @@ impl EngineInfo {
             fixed_address: false,
             node_keys: 0,
             competitor: false,
+            mode_wal: true,
         }
+    }
+    /// Set whether the engine may run in mode `wal` (see the field).
+    pub fn mode_wal(mut self, yes: bool) -> Self {
+        self.mode_wal = yes;
+        self
     }
     /// Mark the engine as one of the papers' competitors (see the field).
     pub fn competitor(mut self, yes: bool) -> Self {

@@ -280,6 +280,29 @@ impl Pool {
         merged.into_iter().map(|(s, e)| (s, e - s)).collect()
     }
 
+    /// How many flushes of this pool this thread has made since its last fence, where
+    /// that is tracked: modes `msync` and `wal` (which act on them at the fence) and
+    /// every crash-simulated pool; 0 elsewhere.
+    ///
+    /// An operation must not return with any: a fence orders only its own thread's
+    /// flushes, and the next operation may run on another thread (a server's workers take
+    /// turns), so a flush left for "the next operation's fence" is ordered by no fence
+    /// until this thread happens to fence again. In mode `wal` its lines reach the log
+    /// only then, after records that depend on them (issue 62: Mangosteen's inline
+    /// backend left its applied bytes so, the next batch moved the head past them on
+    /// another thread, and a SIGKILL left region lines failing their checks). The `pmkv`
+    /// API asserts this is 0 after every engine call in debug builds.
+    pub fn unfenced_flushes(&self) -> usize {
+        let lo = self.base as usize;
+        let hi = lo + self.reserved as usize;
+        let listed = MSYNC_PENDING.with(|v| v.borrow().iter().filter(|&&(a, _)| a >= lo && a < hi).count());
+        #[cfg(feature = "crash-sim")]
+        if let Some(sim) = &self.sim {
+            return listed.max(sim.unfenced_of_this_thread());
+        }
+        listed
+    }
+
     /// Forget this thread's unfenced flushes of this pool (at drop).
     pub(super) fn forget_pending(&self) {
         let _ = self.take_pending();
