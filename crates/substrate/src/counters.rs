@@ -282,18 +282,6 @@ pub fn snapshot() -> Counters {
     }
 }
 
-impl crate::Pool {
-    /// Report that the engine wrote `[off, off+len)` of the pool through its own pointers
-    /// (a bulk copy, a node initialised in place) and will not flush it in this mode (in
-    /// `eadr`): with exact counting on ([`set_exact`]) the lines count as written by the
-    /// current operation, as the stores of [`crate::Pool::store_u64`] and flushes do; off,
-    /// nothing happens (the default count sees flushes only). Only counts.
-    #[inline]
-    pub fn note_write(&self, off: u64, len: usize) {
-        note_dirty((self.base() as usize).wrapping_add(off as usize), len);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -280,6 +280,16 @@ impl Pool {
         merged.into_iter().map(|(s, e)| (s, e - s)).collect()
     }
 
+    /// Report that the engine wrote `[off, off+len)` of the pool through its own pointers
+    /// (a bulk copy, a node initialised in place) and will not flush it in this mode (in
+    /// `eadr`): with exact counting on ([`counters::set_exact`]) the lines count as written by the
+    /// current operation, as the stores of [`crate::Pool::store_u64`] and flushes do; off,
+    /// nothing happens (the default count sees flushes only). Only counts.
+    #[inline]
+    pub fn note_write(&self, off: u64, len: usize) {
+        counters::note_dirty((self.base() as usize).wrapping_add(off as usize), len);
+    }
+
     /// How many flushes of this pool this thread has made since its last fence, where
     /// that is tracked: modes `msync` and `wal` (which act on them at the fence) and
     /// every crash-simulated pool; 0 elsewhere.
