@@ -15,6 +15,10 @@ thread_local! {
     /// Mode `wal`: the base of the pool this thread last appended a log record to, and
     /// that record's LSN (what [`Pool::commit_wait`] waits for).
     static LAST_LSN: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, 0)) };
+    /// Flushes this thread made since its last fence that the engine leaves unfenced on
+    /// purpose, their loss at a crash repaired by its recovery ([`Pool::flush_tolerated`]):
+    /// not counted by [`Pool::unfenced_flushes`].
+    static TOLERATED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// `msync(MS_SYNC)` the pages this thread flushed since its last fence.
@@ -242,10 +246,12 @@ impl Pool {
             Mode::Msync => {
                 counters::add_fence();
                 msync_pending();
+                TOLERATED.set(0);
             }
             Mode::Wal => {
                 counters::add_fence();
                 self.wal_fence();
+                TOLERATED.set(0);
             }
             Mode::None => {}
         }
@@ -307,10 +313,22 @@ impl Pool {
         let hi = lo + self.reserved as usize;
         let listed = MSYNC_PENDING.with(|v| v.borrow().iter().filter(|&&(a, _)| a >= lo && a < hi).count());
         #[cfg(feature = "crash-sim")]
-        if let Some(sim) = &self.sim {
-            return listed.max(sim.unfenced_of_this_thread());
+        let listed = match &self.sim {
+            Some(sim) => listed.max(sim.unfenced_of_this_thread()),
+            None => listed,
+        };
+        listed.saturating_sub(TOLERATED.get())
+    }
+
+    /// Say that this thread's last flush (of one line) is left unfenced on purpose: the
+    /// engine's recovery repairs its loss (EPallocator's `free_unfenced`, whose lost reset
+    /// bit leaves an orphan that HART's and WOART's sweeps free), so
+    /// [`Pool::unfenced_flushes`] does not count it.
+    pub fn flush_tolerated(&self) {
+        // Only where flushes are tracked (and fences reset the count).
+        if matches!(self.mode, Mode::Msync | Mode::Wal) || self.is_sim() {
+            TOLERATED.set(TOLERATED.get() + 1);
         }
-        listed
     }
 
     /// Forget this thread's unfenced flushes of this pool (at drop).
@@ -406,6 +424,7 @@ impl Pool {
         if let Some(sim) = &self.sim {
             // SAFETY: `sim` is this pool's own simulator and `base` this pool's memory.
             unsafe { sim.on_fence(self.base()) };
+            TOLERATED.set(0);
         }
         #[cfg(feature = "fault-injection")]
         self.fault.fire(crate::crash_sim::PointKind::Fence);
