@@ -74,7 +74,17 @@ impl Guarded {
         let engine = self.engine();
         // Each call is one operation for the lines-written counter (distinct lines per call).
         pmkv_substrate::counters::begin_op();
-        match catch_unwind(AssertUnwindSafe(|| f(engine))) {
+        match catch_unwind(AssertUnwindSafe(|| {
+            let r = f(engine);
+            // Debug builds: an operation fences every flush it made, on its own thread
+            // (`Pool::unfenced_flushes` says why), checked for every engine.
+            #[cfg(debug_assertions)]
+            if let (Ok(_), Some(pool)) = (&r, engine.pool()) {
+                let n = pool.unfenced_flushes();
+                assert!(n == 0, "engine '{}' ended {what} with {n} flushes of its pool not fenced", self.info.name);
+            }
+            r
+        })) {
             Ok(Err(e)) if e.kind() == ErrorKind::Corrupt => {
                 let e = damage_hint(e, engine.pool().and_then(|p| p.path()));
                 engine.poison();

@@ -54,16 +54,16 @@ impl Store {
         let path = path.as_ref();
         factory.check_params(opts)?;
         let without_wal;
-        let opts = if factory.info().name == "mangosteen" && (opts.wal_on_disk || opts.mode == Mode::Wal) {
-            // A SIGKILLed `pmkv serve` over a mangosteen pool in mode `wal` sometimes left a
-            // region line failing its check, so the pool was refused at the next open (about
-            // one kill in three; the power-loss simulation does not reproduce it, the cause
-            // is not found yet). Until it is: never chosen by default, refused when asked.
+        let opts = if !factory.info().mode_wal && (opts.wal_on_disk || opts.mode == Mode::Wal) {
+            // An engine that declares it cannot run in mode wal (`EngineInfo::mode_wal`) is
+            // refused it when asked, and never given it by default.
             if opts.mode == Mode::Wal {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
-                    "mode wal is not available for the mangosteen engine yet (a killed process \
-                     can leave a pool that is refused at reopen); use adr, or msync on a disk",
+                    format!(
+                        "mode wal is not available for the {} engine; use adr, or msync on a disk",
+                        factory.info().name
+                    ),
                 ));
             }
             without_wal = opts.clone().wal_on_disk(false);

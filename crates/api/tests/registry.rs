@@ -163,3 +163,42 @@ fn error_kinds_have_stable_codes_and_names() {
         assert_eq!(ErrorKind::from_code(k.code()), Some(k));
     }
 }
+
+/// HART registered as an engine that says it cannot run in mode `wal`
+/// (`EngineInfo::mode_wal`).
+struct NoWal;
+
+impl EngineFactory for NoWal {
+    fn info(&self) -> EngineInfo {
+        pmkv::Registry::builtin().get("hart").unwrap().info().mode_wal(false)
+    }
+    fn layout(&self) -> Option<&'static str> {
+        Some("hart")
+    }
+    fn open(&self, p: &Path, o: &Options) -> Result<Box<dyn Engine>> {
+        pmkv::Registry::builtin().get("hart").unwrap().open(p, o)
+    }
+}
+
+/// The store refuses mode `wal` to an engine whose registration says it cannot run in it,
+/// creating nothing, and never gives it that mode by default on a disk; it goes by the
+/// declared capability, not by the engine's name.
+#[test]
+fn the_store_refuses_mode_wal_to_an_engine_that_declares_it_cannot_and_never_picks_it() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("n.pool");
+    let e = Store::open_with(&NoWal, &path, &Options::default().mode(pmkv::Mode::Wal)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("hart") && e.to_string().contains("use adr"), "{e}");
+    assert!(!path.exists(), "a refused open creates nothing");
+    let s = Store::open_with(&NoWal, &path, &Options::default().wal_on_disk(true)).unwrap();
+    assert_ne!(s.durability().mode, pmkv::Mode::Wal);
+    s.put(b"k", b"v").unwrap();
+    s.close().unwrap();
+    assert!(!d.path().join("n.pool.wal").exists());
+    // Every builtin engine with a pool declares it can (Mangosteen too, now that it fences
+    // its applied bytes on the thread that flushed them).
+    for name in ["hart", "nbtree", "mangosteen"] {
+        assert!(Registry::builtin().get(name).unwrap().info().mode_wal, "{name}");
+    }
+}

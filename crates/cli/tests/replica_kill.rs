@@ -1,5 +1,5 @@
 //! A `pmkv serve` replica of a real `redis-server` 7.0, SIGKILLed at random moments during
-//! full syncs of a large dataset (issue 63, durable replication state). After every
+//! full syncs of a large dataset (durable replication state). After every
 //! restart, with the primary paused (SIGSTOP) so that nothing moves while we look:
 //! the replica remembers it is one (ROLE), and it serves either the whole dataset or
 //! nothing — a partial copy answers MASTERDOWN to reads and refuses REPLICAOF NO ONE.

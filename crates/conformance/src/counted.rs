@@ -1,5 +1,5 @@
 //! The lines-written counter against an independent record of the lines an operation
-//! dirtied (issue 59: a counter that missed the stores a mode does not flush made `eadr`
+//! dirtied (a counter that missed the stores a mode does not flush made `eadr`
 //! figures too small, and claims were judged on them).
 //!
 //! The record does not come from the counter's bookkeeping: the pool is a crash-simulation

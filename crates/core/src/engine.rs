@@ -67,6 +67,16 @@ pub struct EngineInfo {
     /// it (see [`CrashModel`](pmkv_substrate::CrashModel)); its crash tests use this
     /// model. Every engine but FAST&FAIR assumes the strict default.
     pub crash_model: pmkv_substrate::CrashModel,
+    /// The engine may run on a pool in mode `wal` (and be given it by default on a disk).
+    /// That mode logs, at each fence, the lines the *fencing thread* flushed since its
+    /// last fence, so an engine qualifies when every operation fences, on its own thread,
+    /// each line it flushed before it returns: a flush left for a later operation's fence
+    /// reaches the log only when the thread that made it fences again, which on a server
+    /// whose operations hop between worker threads may come after writes that depend on
+    /// it (docs/design/substrate.md, "Mode wal"; the API checks the rule after every call in debug builds). True
+    /// unless the registration says otherwise; `Store::open_with` refuses mode `wal` to
+    /// an engine that says false and never picks it for one by default.
+    pub mode_wal: bool,
 }
 
 impl EngineInfo {
@@ -84,11 +94,17 @@ impl EngineInfo {
             node_keys: 0,
             competitor: false,
             crash_model: pmkv_substrate::CrashModel::Words,
+            mode_wal: true,
         }
     }
     /// Declare the crash model the engine's correctness assumes (see the field).
     pub fn crash_model(mut self, model: pmkv_substrate::CrashModel) -> Self {
         self.crash_model = model;
+        self
+    }
+    /// Set whether the engine may run in mode `wal` (see the field).
+    pub fn mode_wal(mut self, yes: bool) -> Self {
+        self.mode_wal = yes;
         self
     }
     /// Mark the engine as one of the papers' competitors (see the field).

@@ -188,7 +188,7 @@ impl HashTable {
     /// The direct index (the default k_h <= 2) is inlined into every operation and the
     /// map's lookup kept out of line: as one function, with the shard's lock and the
     /// SwissTable probe in it, `find` was too large to inline and every operation paid a
-    /// call for a single load (callgrind: 21 instructions per search, issue 68).
+    /// call for a single load (callgrind: 21 instructions per search).
     #[inline(always)]
     fn find(&self, hk: HashKey) -> Option<&Cell> {
         let p = match &self.index {

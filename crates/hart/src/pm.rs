@@ -110,8 +110,8 @@ pub(crate) fn read_u32(pool: &Pool, off: u64) -> u32 {
 
 /// The 64-byte leaf at `leaf` as its eight PM words, checked once (aligned, inside the
 /// pool) for all of them: a search reads three or four words of one leaf, and checking
-/// each as [`read_u64`] does cost a load of the pool's size and two compares per word
-/// (issue 68). Loads through it are relaxed atomics, as [`read_u64`]'s.
+/// each as [`read_u64`] does cost a load of the pool's size and two compares per word.
+/// Loads through it are relaxed atomics, as [`read_u64`]'s.
 ///
 /// # Panics
 ///

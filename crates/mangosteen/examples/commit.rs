@@ -1,4 +1,4 @@
-//! The commit path alone (issue 37): batches of `N` explicit `Tx::write`s of one block each,
+//! The commit path alone: batches of `N` explicit `Tx::write`s of one block each,
 //! no application, no page capture, the backend inline (the engine's default), `adr` (or MODE), no
 //! emulated latency, a pool in /dev/shm. Prints, for 1 and 8 blocks per batch, the median
 //! over the rounds of the ns per batch, in wall-clock time and in this thread's CPU time

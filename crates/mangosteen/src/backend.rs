@@ -3,12 +3,14 @@
 //!
 //! For each record from the head: a REDO's block is copied to its place in the PM copy and
 //! flushed (line 15–17). At a COMMIT the paper's backend fences, then moves the head past
-//! the batch and persists it (lines 21–24); [`apply`] does so when asked for `durable`
-//! (the background thread, recovery). The inline backend asks for no fence: a later
-//! batch's commit fence makes the blocks durable and its tail's persist carries the head
-//! with it (see `Mangosteen::end_tx`), so a batch costs one fence and one persist in all;
-//! it applies a window of batches at once, each line once (`apply_from_dram` of the
-//! lines in `DirtyLines`, see `APPLY_EVERY`).
+//! the batch and persists it (lines 21–24); [`apply`] always fences what it wrote, and
+//! moves and persists the head when asked for `durable` (the background thread,
+//! recovery). The inline backend moves the head later: a later batch's commit stores it
+//! before its tail, whose persist carries it (see `Mangosteen::end_tx`); it applies a
+//! window of batches at once, each line once (`apply_from_dram` of the lines in
+//! `DirtyLines`, see `APPLY_EVERY`), and fences the window's bytes itself, on its own
+//! thread: a fence orders only its own thread's flushes, and the next batch often runs on
+//! another thread (see `pmkv_substrate::Pool::unfenced_flushes`).
 //! A crash anywhere leaves the persistent head at or before the batch being applied;
 //! recovery applies that batch again, which is harmless: a REDO record writes the same
 //! bytes to the same place however often it is replayed. The backend never reads past the
@@ -119,6 +121,13 @@ impl PmCopy {
 /// wrote (two 32-byte blocks share a line), and each line of check words is flushed once
 /// for the lines of a run it covers (sixteen lines share one). Block by block (a check and
 /// two flushes per block), a Dictionary insert wrote 38.3 PM lines instead of 27.6.
+///
+/// Ends with a fence: the bytes are durable when it returns. Leaving them to the next
+/// batch's commit fence saved that fence once per window, but that batch may run on
+/// another thread, whose fence does not order these flushes: in mode `wal` they reached
+/// the log only at this thread's next fence, after the next batch had moved the head
+/// past them, and a SIGKILL in between left lines with their new checks and old bytes
+/// that no replay reaches.
 pub(crate) fn apply_from_dram(pool: &Pool, pm: &PmCopy, dram: &[u8], runs: &[(u64, u64)]) {
     // Check words stored and not yet flushed, `[from, to)` in pool offsets: runs whose
     // check words share a line extend it, so that the line is flushed once, after its
@@ -175,6 +184,7 @@ pub(crate) fn apply_from_dram(pool: &Pool, pm: &PmCopy, dram: &[u8], runs: &[(u6
         unsafe { std::ptr::copy_nonoverlapping(dram[start as usize..].as_ptr(), pool.at::<u8>(at), len) };
         pool.flush_off(at, len);
     }
+    pool.fence(); // the bytes, on this thread (see above)
 }
 
 /// The lines of the PM copy that committed batches wrote and the inline backend has not
@@ -383,17 +393,19 @@ pub(crate) fn merge_runs(runs: &mut Vec<(u64, u64)>) {
 }
 
 /// Apply the committed records in `[from, to)` to the PM copy (checks first, see
-/// `Pending::write_checked`), each byte once; returns the index past the last COMMIT
-/// applied. `to` must not exceed the persistent tail. With `durable`, the bytes are
-/// fenced and the persistent head moved past them and persisted (Fig. 4 lines 21–24, for
-/// all the batches at once); without, the caller makes the applied bytes durable and
-/// moves the head itself.
+/// `Pending::write_checked`), each byte once, and fence them on this thread (see
+/// [`apply_from_dram`] for why never later); returns the index past the last COMMIT
+/// applied. `to` must not exceed the persistent tail. With `durable`, the persistent head
+/// is then moved past them and persisted (Fig. 4 lines 21–24, for all the batches at
+/// once); without, the caller moves the head itself.
 pub(crate) fn apply(log: &RedoLog, pm: &PmCopy, from: u64, to: u64, durable: bool) -> Result<u64> {
     let pending = Pending::read(log, pm, from, to)?;
     pending.write_checked(&log.pool, pm);
-    if durable && pending.end > from {
+    if pending.end > from {
         log.pool.fence(); // line 21: the batches' bytes are durable (their checks already are)
-        log.set_p_head(pending.end); // lines 22–24
+        if durable {
+            log.set_p_head(pending.end); // lines 22–24
+        }
     }
     Ok(pending.end)
 }

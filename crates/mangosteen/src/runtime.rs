@@ -739,13 +739,15 @@ impl Mangosteen {
     /// Fig. 3 lines 20–32: log every dirty block, then the COMMIT; one fence; the tail;
     /// one persist (§4.3: "1 pfence and 1 psync" per batch).
     ///
-    /// The inline backend adds no fence of its own. The paper's backend fences each
-    /// batch's blocks and persists the head (Fig. 4 lines 21–24), which is a second fence
-    /// and persist when it runs on the committing thread. Here it keeps the batch's runs
-    /// and, once a window of batches is committed (`APPLY_EVERY`), applies them at once
-    /// after a commit, with flushes only; the next batch's commit fence (line 28) makes
-    /// those blocks and their checks durable, and only then is the head moved past them,
-    /// stored and flushed before the tail so that the tail's persist makes both durable. A
+    /// The inline backend adds two fences per window of batches, none per batch. The
+    /// paper's backend fences each batch's blocks and persists the head (Fig. 4 lines
+    /// 21–24), which is a second fence and persist when it runs on the committing thread.
+    /// Here it keeps the batch's runs and, once a window of batches is committed
+    /// (`APPLY_EVERY`), applies them at once after a commit, checks then bytes, each
+    /// fenced on this thread (`backend::apply_from_dram`; left to the next batch's fence,
+    /// the bytes were ordered by no fence when that batch ran on another thread: issue
+    /// 62); the head is moved past them at the next batch's commit, stored and flushed
+    /// before the tail so that the tail's persist makes both durable. A
     /// crash in between leaves the head before the applied window, which recovery replays
     /// (the replay is idempotent, and the open's line check skips the lines pending
     /// records write). Slots are reused only below the durable head (`front.head`).
@@ -794,7 +796,7 @@ impl Mangosteen {
             (front.blocks, front.ranges) = (blocks, ranges);
             return Err(e);
         }
-        log.pool.fence(); // line 28; also the previous batch's applied blocks
+        log.pool.fence(); // line 28
         let head = front.applied;
         if !self.background && head > front.head {
             log.store_p_head(head);
@@ -964,9 +966,10 @@ impl Mangosteen {
     /// applied from the DRAM copy to the PM copy, each block once however many of those
     /// batches wrote it. `dram` must hold exactly the committed state (no batch running:
     /// the caller holds the frontend, after `end_tx` or outside any batch), and `pending`
-    /// must describe every record past `applied` (`pended` is the tail). Flushes only:
-    /// the next commit's fence (or `settle`'s) makes the blocks durable, and only then is
-    /// the head moved past their records, so a crash before it replays them.
+    /// must describe every record past `applied` (`pended` is the tail). The blocks are
+    /// durable when it returns (fenced on this thread, see `backend::apply_from_dram`);
+    /// the head is moved past their records at the next commit (or `settle`), so a crash
+    /// before that replays them.
     fn apply_pending(&self, front: &mut Frontend, dram: &[u8]) {
         let mut runs = std::mem::take(&mut front.runs);
         front.pending.drain_runs(self.shared.size, &mut runs);
@@ -987,7 +990,7 @@ impl Mangosteen {
             }
         }
         if front.head < front.applied {
-            log.pool.fence();
+            // Every apply fenced its bytes on its own thread already.
             log.set_p_head(front.applied);
             front.head = front.applied;
         }

@@ -12,7 +12,7 @@
 //! to make durable, in every mode): a thread-local add per flush, nothing per store. That
 //! misses the lines an engine stores to but does not flush in its mode (in `eadr`
 //! FAST&FAIR's in-place swap and shifts) and counts a line flushed twice by one operation
-//! twice (issue 59).
+//! twice.
 //!
 //! *Exact* counting, switched on per thread with [`set_exact`] (the benchmark harness's
 //! counting samples and the conformance counter test do), counts instead the distinct

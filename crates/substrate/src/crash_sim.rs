@@ -336,6 +336,12 @@ impl SimState {
         }
     }
 
+    /// Lines the calling thread flushed and has not fenced yet (see
+    /// `Pool::unfenced_flushes`).
+    pub(crate) fn unfenced_of_this_thread(&self) -> usize {
+        self.inner.lock().pending.get(&std::thread::current().id()).map_or(0, Vec::len)
+    }
+
     /// A store is about to be made (see [`PointKind::Store`]).
     ///
     /// # Safety

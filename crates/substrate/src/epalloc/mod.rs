@@ -525,6 +525,9 @@ impl EpAlloc {
         // PM first, DRAM second: the slot must not be reserved again while its PM bit is set.
         chunk::set_bit_ordered(&self.pool, self.root.fmt, loc.base, i, false, fence)
             .map_err(|e| bit_error(e, "free", off, loc.base, "the object is not used"))?;
+        if !fence {
+            self.pool.flush_tolerated(); // the header word's flush, see `free_unfenced`
+        }
         let old = loc.it.reserved.fetch_and(!(1 << i), Ordering::AcqRel);
         self.released(loc.list, loc.id, gen, old, 1 << i);
         Ok(())

@@ -15,6 +15,10 @@ thread_local! {
     /// Mode `wal`: the base of the pool this thread last appended a log record to, and
     /// that record's LSN (what [`Pool::commit_wait`] waits for).
     static LAST_LSN: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, 0)) };
+    /// Flushes this thread made since its last fence that the engine leaves unfenced on
+    /// purpose, their loss at a crash repaired by its recovery ([`Pool::flush_tolerated`]):
+    /// not counted by [`Pool::unfenced_flushes`].
+    static TOLERATED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// `msync(MS_SYNC)` the pages this thread flushed since its last fence.
@@ -246,10 +250,12 @@ impl Pool {
             Mode::Msync => {
                 counters::add_fence();
                 msync_pending();
+                TOLERATED.set(0);
             }
             Mode::Wal => {
                 counters::add_fence();
                 self.wal_fence();
+                TOLERATED.set(0);
             }
             Mode::None => {}
         }
@@ -282,6 +288,51 @@ impl Pool {
             }
         }
         merged.into_iter().map(|(s, e)| (s, e - s)).collect()
+    }
+
+    /// Report that the engine wrote `[off, off+len)` of the pool through its own pointers
+    /// (a bulk copy, a node initialised in place) and will not flush it in this mode (in
+    /// `eadr`): with exact counting on ([`counters::set_exact`]) the lines count as written by the
+    /// current operation, as the stores of [`crate::Pool::store_u64`] and flushes do; off,
+    /// nothing happens (the default count sees flushes only). Only counts.
+    #[inline]
+    pub fn note_write(&self, off: u64, len: usize) {
+        counters::note_dirty((self.base() as usize).wrapping_add(off as usize), len);
+    }
+
+    /// How many flushes of this pool this thread has made since its last fence, where
+    /// that is tracked: modes `msync` and `wal` (which act on them at the fence) and
+    /// every crash-simulated pool; 0 elsewhere.
+    ///
+    /// An operation must not return with any: a fence orders only its own thread's
+    /// flushes, and the next operation may run on another thread (a server's workers take
+    /// turns), so a flush left for "the next operation's fence" is ordered by no fence
+    /// until this thread happens to fence again. In mode `wal` its lines reach the log
+    /// only then, after records that depend on them (Mangosteen's inline
+    /// backend left its applied bytes so, the next batch moved the head past them on
+    /// another thread, and a SIGKILL left region lines failing their checks). The `pmkv`
+    /// API asserts this is 0 after every engine call in debug builds.
+    pub fn unfenced_flushes(&self) -> usize {
+        let lo = self.base as usize;
+        let hi = lo + self.reserved as usize;
+        let listed = MSYNC_PENDING.with(|v| v.borrow().iter().filter(|&&(a, _)| a >= lo && a < hi).count());
+        #[cfg(feature = "crash-sim")]
+        let listed = match &self.sim {
+            Some(sim) => listed.max(sim.unfenced_of_this_thread()),
+            None => listed,
+        };
+        listed.saturating_sub(TOLERATED.get())
+    }
+
+    /// Say that this thread's last flush (of one line) is left unfenced on purpose: the
+    /// engine's recovery repairs its loss (EPallocator's `free_unfenced`, whose lost reset
+    /// bit leaves an orphan that HART's and WOART's sweeps free), so
+    /// [`Pool::unfenced_flushes`] does not count it.
+    pub fn flush_tolerated(&self) {
+        // Only where flushes are tracked (and fences reset the count).
+        if matches!(self.mode, Mode::Msync | Mode::Wal) || self.is_sim() {
+            TOLERATED.set(TOLERATED.get() + 1);
+        }
     }
 
     /// Forget this thread's unfenced flushes of this pool (at drop).
@@ -377,6 +428,7 @@ impl Pool {
         if let Some(sim) = &self.sim {
             // SAFETY: `sim` is this pool's own simulator and `base` this pool's memory.
             unsafe { sim.on_fence(self.base()) };
+            TOLERATED.set(0);
         }
         #[cfg(feature = "fault-injection")]
         self.fault.fire(crate::crash_sim::PointKind::Fence);
