@@ -543,16 +543,6 @@ impl Pool {
         };
     }
 
-    /// Report that the engine wrote `[off, off+len)` of the pool through its own pointers
-    /// (a bulk copy, a node initialised in place) and will not flush it in this mode (in
-    /// `eadr`): with exact counting on ([`counters::set_exact`]) the lines count as written by the
-    /// current operation, as the stores of [`crate::Pool::store_u64`] and flushes do; off,
-    /// nothing happens (the default count sees flushes only). Only counts.
-    #[inline]
-    pub fn note_write(&self, off: u64, len: usize) {
-        counters::note_dirty((self.base() as usize).wrapping_add(off as usize), len);
-    }
-
     /// Engines report each PM line they read (P4) so counters and read-latency
     /// emulation (P5) see it.
     #[inline]
