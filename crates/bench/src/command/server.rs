@@ -147,23 +147,10 @@ struct Measured {
     server_cores: f64,
 }
 
-/// redis-benchmark's `tests`, `n` requests each, against `port` at one pipeline depth: each
-/// test's requests per second (in the order of `names`, as redis-benchmark labels them),
-/// and the (client, server) cores used over the run (the server is process `server`).
-fn redis_benchmark(
-    port: u16,
-    server: u32,
-    clients: u32,
-    n: u64,
-    pipeline: u32,
-    tests: &str,
-    names: &[&str],
-) -> Result<(Vec<f64>, f64, f64), String> {
-    redis_benchmark_on(port, &[server], &[], clients, n, pipeline, tests, names)
-}
-
-/// [`redis_benchmark`] with more arguments (`--cluster`) and the cores of every process in
-/// `servers` added up.
+/// redis-benchmark's `tests`, `n` requests each, against `port` at one pipeline depth with
+/// `extra` arguments (`--cluster`): each test's requests per second (in the order of
+/// `names`, as redis-benchmark labels them), and the (client, server) cores used over the
+/// run (the server's: those of every process in `servers` added up).
 #[allow(clippy::too_many_arguments)]
 fn redis_benchmark_on(
     port: u16,
@@ -438,11 +425,11 @@ pub fn run(a: ServerArgs) -> CmdResult {
         let got = match j.test {
             Test::SetGet(p) => {
                 let n = if p > 1 { r.requests * 2 } else { r.requests };
-                redis_benchmark(s.port, s.pid, a.clients, n, p, "set,get", &["SET", "GET"])
+                redis_benchmark_on(s.port, &[s.pid], &[], a.clients, n, p, "set,get", &["SET", "GET"])
             }
             Test::Ping(p) => {
                 let n = if p > 1 { r.requests * 2 } else { r.requests };
-                redis_benchmark(s.port, s.pid, a.clients, n, p, "ping_mbulk", &["PING_MBULK"])
+                redis_benchmark_on(s.port, &[s.pid], &[], a.clients, n, p, "ping_mbulk", &["PING_MBULK"])
             }
         };
         let (f, client_cores, server_cores) = match got {
