@@ -402,7 +402,7 @@ fn reshard_300_from_0_to_1<'a>(addrs: &'a [String], pipeline: &'a str) -> [&'a s
 
 #[test]
 fn reshard_there_and_back_under_writes_loses_no_acknowledged_write() {
-    let (dir, nodes, addrs, pre) = three_nodes_loaded_for_a_reshard();
+    let (_dir, nodes, addrs, pre) = three_nodes_loaded_for_a_reshard();
     assert!(pre.values().all(|w| w.acked.is_some()), "a fresh cluster acknowledges every write");
     let stop = Arc::new(AtomicBool::new(false));
     let w = writer(addrs.clone(), keys_in("w", 0..300, 400), stop.clone());
@@ -469,7 +469,7 @@ fn fix_finishes_a_reshard_whose_target_was_killed() {
 /// 1: the target) mid-move, restart it on its pool and port, `fix`: no acknowledged write
 /// is lost and `check` passes.
 fn fix_finishes_a_reshard_after_a_kill(victim: usize) {
-    let (dir, mut nodes, addrs, pre) = three_nodes_loaded_for_a_reshard();
+    let (_dir, mut nodes, addrs, pre) = three_nodes_loaded_for_a_reshard();
     let stop = Arc::new(AtomicBool::new(false));
     let w = writer(addrs.clone(), keys_in("w", 0..300, 400), stop.clone());
     let mut probe = Conn::open(&addrs[0]).unwrap();
