@@ -316,6 +316,19 @@ fn plan<'a>(runs: &'a [Run], sc: &'a MgScale, k: &'a Keys, rounds: usize) -> Pla
     plan
 }
 
+/// Fig. 8's LevelDB-suite writes as (benchmark, workload), in the order the figure and
+/// the report's table show them.
+const FIG8_CASES: [(&str, &str); 4] =
+    [("fillseq", "sequential"), ("fillrandom", "random"), ("overwrite", "random"), ("fill100K", "100,000-byte values")];
+
+/// Fig. 9's LevelDB-suite scans, likewise.
+const FIG9_CASES: [(&str, &str); 4] = [
+    ("readseq", "100-byte values"),
+    ("readreverse", "100-byte values"),
+    ("readseq", "1,000-byte values"),
+    ("readreverse", "1,000-byte values"),
+];
+
 fn find<'a>(
     recs: &'a [Record],
     exp: &str,
@@ -453,22 +466,12 @@ fn plots(
         "fig7",
     )?;
     // Fig. 8: µs per write.
-    let f8: [(&str, &str); 4] = [
-        ("fillseq", "sequential"),
-        ("fillrandom", "random"),
-        ("overwrite", "random"),
-        ("fill100K", "100,000-byte values"),
-    ];
+    let f8 = FIG8_CASES;
     let cats: Vec<String> = f8.iter().map(|c| c.0.to_string()).collect();
     let panels = suite_panels(recs, names, "fig8", &f8, &cats, [1, max_t], "µs per write", |r| r.ns_per_op / 1000.0);
     save(Figure { title: "Mangosteen Fig. 8: LevelDB-suite writes".into(), cols: 2, panels }, "fig8")?;
     // Fig. 9: records scanned per µs.
-    let f9: [(&str, &str); 4] = [
-        ("readseq", "100-byte values"),
-        ("readreverse", "100-byte values"),
-        ("readseq", "1,000-byte values"),
-        ("readreverse", "1,000-byte values"),
-    ];
+    let f9 = FIG9_CASES;
     let cats: Vec<String> = ["readseq", "readreverse", "readseq 1KB", "readreverse 1KB"].map(String::from).to_vec();
     let panels = suite_panels(recs, names, "fig9", &f9, &cats, [1, max_t], "M records/s", |r| r.mops);
     save(Figure { title: "Mangosteen Fig. 9: LevelDB-suite scans".into(), cols: 2, panels }, "fig9")?;
@@ -646,12 +649,7 @@ fn report_md(
         img("fig7")
     );
     // Fig. 8.
-    let f8: [(&str, &str); 4] = [
-        ("fillseq", "sequential"),
-        ("fillrandom", "random"),
-        ("overwrite", "random"),
-        ("fill100K", "100,000-byte values"),
-    ];
+    let f8 = FIG8_CASES;
     let rows = rows_by_threads(names, max_t, |e, t| {
         f8.iter()
             .map(|(op, w)| {
@@ -688,12 +686,7 @@ fn report_md(
         img("fig8")
     );
     // Fig. 9.
-    let f9: [(&str, &str); 4] = [
-        ("readseq", "100-byte values"),
-        ("readreverse", "100-byte values"),
-        ("readseq", "1,000-byte values"),
-        ("readreverse", "1,000-byte values"),
-    ];
+    let f9 = FIG9_CASES;
     let rows = rows_by_threads(names, max_t, |e, t| {
         f9.iter().map(|(op, w)| find(recs, "fig9", e, w, Some(op), t).map_or("-".into(), mops)).collect()
     });
