@@ -380,31 +380,33 @@ fn create_refuses_bad_clusters_and_check_passes_a_new_one() {
     assert_refused(&cluster(&["reshard", &addrs[0], "--from", "ffff", "--to", &addrs[1], "--slots", "1"]));
 }
 
-#[test]
-fn reshard_there_and_back_under_writes_loses_no_acknowledged_write() {
+/// Three nodes made a cluster by `create`, loaded with 1,500 keys in the slots the reshard
+/// tests move (node 0's lowest 300) and 500 anywhere: the pool directory (kept alive by the
+/// caller), the nodes, their addresses and the log of the load.
+fn three_nodes_loaded_for_a_reshard() -> (TempDir, Vec<Node>, Vec<String>, Log) {
     let dir = pool_dir();
     let nodes = start_nodes(dir.path(), 3, &[]);
     let addrs: Vec<String> = nodes.iter().map(Node::addr).collect();
     ok(&cluster(&["create", &addrs[0], &addrs[1], &addrs[2]]));
-    // 1,500 keys in the slots the reshard moves (node 0's lowest 300), 500 anywhere.
     let mut keys = keys_in("pre", 0..300, 1500);
     keys.extend(keys_in("any", 0..SLOTS, 500));
     let pre = preload(&addrs, &keys);
+    (dir, nodes, addrs, pre)
+}
+
+/// `pmkv cluster` arguments that move those 300 slots from node 0 to node 1, `pipeline`
+/// keys a MIGRATE.
+fn reshard_300_from_0_to_1<'a>(addrs: &'a [String], pipeline: &'a str) -> [&'a str; 10] {
+    ["reshard", &addrs[0], "--from", &addrs[0], "--to", &addrs[1], "--slots", "300", "--pipeline", pipeline]
+}
+
+#[test]
+fn reshard_there_and_back_under_writes_loses_no_acknowledged_write() {
+    let (_dir, nodes, addrs, pre) = three_nodes_loaded_for_a_reshard();
     assert!(pre.values().all(|w| w.acked.is_some()), "a fresh cluster acknowledges every write");
     let stop = Arc::new(AtomicBool::new(false));
     let w = writer(addrs.clone(), keys_in("w", 0..300, 400), stop.clone());
-    let out = ok(&cluster(&[
-        "reshard",
-        &addrs[0],
-        "--from",
-        &addrs[0],
-        "--to",
-        &addrs[1],
-        "--slots",
-        "300",
-        "--pipeline",
-        "7",
-    ]));
+    let out = ok(&cluster(&reshard_300_from_0_to_1(&addrs, "7")));
     assert!(out.contains("moved 300 slots") && out.contains(": 0-299"), "{out}");
     ok(&cluster(&["check", &addrs[2]]));
     let own = owners(&addrs[2]);
@@ -467,32 +469,15 @@ fn fix_finishes_a_reshard_whose_target_was_killed() {
 /// 1: the target) mid-move, restart it on its pool and port, `fix`: no acknowledged write
 /// is lost and `check` passes.
 fn fix_finishes_a_reshard_after_a_kill(victim: usize) {
-    let dir = pool_dir();
-    let mut nodes = start_nodes(dir.path(), 3, &[]);
-    let addrs: Vec<String> = nodes.iter().map(Node::addr).collect();
-    ok(&cluster(&["create", &addrs[0], &addrs[1], &addrs[2]]));
-    let mut keys = keys_in("pre", 0..300, 1500);
-    keys.extend(keys_in("any", 0..SLOTS, 500));
-    let pre = preload(&addrs, &keys);
+    let (_dir, mut nodes, addrs, pre) = three_nodes_loaded_for_a_reshard();
     let stop = Arc::new(AtomicBool::new(false));
     let w = writer(addrs.clone(), keys_in("w", 0..300, 400), stop.clone());
     let mut probe = Conn::open(&addrs[0]).unwrap();
     let R::Arr(v) = probe.cmd(&["PMKV.TOPOLOGY", "GET"]) else { panic!() };
     let R::Int(e0) = v[0] else { panic!("{v:?}") };
     let mut reshard = pmkv_command()
-        .args([
-            "cluster",
-            "reshard",
-            &addrs[0],
-            "--from",
-            &addrs[0],
-            "--to",
-            &addrs[1],
-            "--slots",
-            "300",
-            "--pipeline",
-            "2",
-        ])
+        .arg("cluster")
+        .args(reshard_300_from_0_to_1(&addrs, "2"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -206,6 +206,21 @@ const SEPARATE: usize = 0;
 const ATOMIC: usize = 1;
 const INDEPENDENT: usize = 2;
 
+/// Show what `measure_batches` found for `what` (the engine and the batch), on stderr, so
+/// a failing bound can be read against all three ways of writing.
+fn print_batches(what: &str, c: &[Cost; 3]) {
+    eprintln!(
+        "{what}: separately {:.2} lines {:.2} fences; atomic batch {:.2} lines {:.2} fences; \
+         independent batch {:.2} lines {:.2} fences",
+        c[SEPARATE].lines,
+        c[SEPARATE].fences,
+        c[ATOMIC].lines,
+        c[ATOMIC].fences,
+        c[INDEPENDENT].lines,
+        c[INDEPENDENT].fences
+    );
+}
+
 /// An atomic batch of two or more operations on HART or NBTree pays for its redo log
 /// (docs/design/batch-log.md): the log's lines and its allocator bit behind one fence,
 /// the bit's publication behind a second, the retiring free behind a third — three fences
@@ -216,16 +231,7 @@ fn atomic_batches_pay_for_their_log_and_independent_ones_do_not() {
     for (name, f) in [("hart", &pmkv_hart::FACTORY as &dyn EngineFactory), ("nbtree", &pmkv_nbtree::FACTORY)] {
         for k in [2usize, 16] {
             let c = measure_batches(f, k, false, b"value-1");
-            eprintln!(
-                "{name}, {k} ops: separately {:.2} lines {:.2} fences; atomic batch {:.2} lines {:.2} fences; \
-                 independent batch {:.2} lines {:.2} fences",
-                c[SEPARATE].lines,
-                c[SEPARATE].fences,
-                c[ATOMIC].lines,
-                c[ATOMIC].fences,
-                c[INDEPENDENT].lines,
-                c[INDEPENDENT].fences
-            );
+            print_batches(&format!("{name}, {k} ops"), &c);
             let log_lines = (40 + k * 20).div_ceil(64) as f64;
             // NBTree frees the blocks a split replaced once an epoch has passed, at a time
             // that varies from run to run, and each free fences: its figures wander by a
@@ -255,31 +261,13 @@ fn atomic_batches_pay_for_their_log_and_independent_ones_do_not() {
 fn batches_of_puts_keep_their_group_commit() {
     let value = [7u8; 20];
     let c = measure_batches(&pmkv_hart::FACTORY, 16, true, &value);
-    eprintln!(
-        "hart, 16 puts of 20-byte values: separately {:.2} lines {:.2} fences; atomic batch {:.2} lines {:.2} \
-         fences; independent batch {:.2} lines {:.2} fences",
-        c[SEPARATE].lines,
-        c[SEPARATE].fences,
-        c[ATOMIC].lines,
-        c[ATOMIC].fences,
-        c[INDEPENDENT].lines,
-        c[INDEPENDENT].fences
-    );
+    print_batches("hart, 16 puts of 20-byte values", &c);
     within("hart 16 puts, separately: fences", c[SEPARATE].fences, 16.0, 18.5);
     within("hart 16 puts, independent batch: fences", c[INDEPENDENT].fences, 16.0, 18.5);
     within("hart 16 puts, atomic batch: fences beyond independent", c[ATOMIC].fences - c[INDEPENDENT].fences, 2.9, 3.1);
     for (name, f) in [("hart", &pmkv_hart::FACTORY as &dyn EngineFactory), ("nbtree", &pmkv_nbtree::FACTORY)] {
         let c = measure_batches(f, 16, true, b"value-1");
-        eprintln!(
-            "{name}, 16 puts of 7-byte values: separately {:.2} lines {:.2} fences; atomic batch {:.2} lines {:.2} \
-             fences; independent batch {:.2} lines {:.2} fences",
-            c[SEPARATE].lines,
-            c[SEPARATE].fences,
-            c[ATOMIC].lines,
-            c[ATOMIC].fences,
-            c[INDEPENDENT].lines,
-            c[INDEPENDENT].fences
-        );
+        print_batches(&format!("{name}, 16 puts of 7-byte values"), &c);
         let extra = |w: usize| c[w].fences - c[SEPARATE].fences;
         let tol = if name == "nbtree" { 0.5 } else { 0.1 };
         within(&format!("{name} 16 puts, independent batch: fences beyond separately"), extra(INDEPENDENT), -16.0, tol);

@@ -333,31 +333,22 @@ class Store(_MutableMapping):
         lo = None if start is None else _b(start)
         hi = None if end is None else _b(end)
         left = limit
-        if reverse:
-            # Walk backwards: each chunk ends (exclusively) at the last key returned.
-            upper = hi
-            while left is None or left > 0:
-                n = _CHUNK if left is None else min(_CHUNK, left)
-                chunk = self._s.range(lo, upper, n, True, False)
-                for kv in chunk:
-                    yield kv
-                if left is not None:
-                    left -= len(chunk)
-                if len(chunk) < n:
-                    return
-                upper = chunk[-1][0]
-        else:
-            after, first = lo, True
-            while left is None or left > 0:
-                n = _CHUNK if left is None else min(_CHUNK, left)
-                chunk = self._s.range(after, hi, n, False, not first)
-                for kv in chunk:
-                    yield kv
-                if left is not None:
-                    left -= len(chunk)
-                if len(chunk) < n:
-                    return
-                after, first = chunk[-1][0], False
+        # Each chunk resumes at the last key returned: walking backwards, the chunk ends
+        # (exclusively) there; forwards, it starts there with that key skipped.
+        start_open = False
+        while left is None or left > 0:
+            n = _CHUNK if left is None else min(_CHUNK, left)
+            chunk = self._s.range(lo, hi, n, reverse, start_open)
+            for kv in chunk:
+                yield kv
+            if left is not None:
+                left -= len(chunk)
+            if len(chunk) < n:
+                return
+            if reverse:
+                hi = chunk[-1][0]
+            else:
+                lo, start_open = chunk[-1][0], True
 
     def batch(self) -> "Batch":
         """Writes applied together: ``with db.batch() as b: b[k] = v; del b[k2]`` applies

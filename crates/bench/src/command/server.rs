@@ -147,23 +147,10 @@ struct Measured {
     server_cores: f64,
 }
 
-/// redis-benchmark's `tests`, `n` requests each, against `port` at one pipeline depth: each
-/// test's requests per second (in the order of `names`, as redis-benchmark labels them),
-/// and the (client, server) cores used over the run (the server is process `server`).
-fn redis_benchmark(
-    port: u16,
-    server: u32,
-    clients: u32,
-    n: u64,
-    pipeline: u32,
-    tests: &str,
-    names: &[&str],
-) -> Result<(Vec<f64>, f64, f64), String> {
-    redis_benchmark_on(port, &[server], &[], clients, n, pipeline, tests, names)
-}
-
-/// [`redis_benchmark`] with more arguments (`--cluster`) and the cores of every process in
-/// `servers` added up.
+/// redis-benchmark's `tests`, `n` requests each, against `port` at one pipeline depth with
+/// `extra` arguments (`--cluster`): each test's requests per second (in the order of
+/// `names`, as redis-benchmark labels them), and the (client, server) cores used over the
+/// run (the server's: those of every process in `servers` added up).
 #[allow(clippy::too_many_arguments)]
 fn redis_benchmark_on(
     port: u16,
@@ -438,11 +425,11 @@ pub fn run(a: ServerArgs) -> CmdResult {
         let got = match j.test {
             Test::SetGet(p) => {
                 let n = if p > 1 { r.requests * 2 } else { r.requests };
-                redis_benchmark(s.port, s.pid, a.clients, n, p, "set,get", &["SET", "GET"])
+                redis_benchmark_on(s.port, &[s.pid], &[], a.clients, n, p, "set,get", &["SET", "GET"])
             }
             Test::Ping(p) => {
                 let n = if p > 1 { r.requests * 2 } else { r.requests };
-                redis_benchmark(s.port, s.pid, a.clients, n, p, "ping_mbulk", &["PING_MBULK"])
+                redis_benchmark_on(s.port, &[s.pid], &[], a.clients, n, p, "ping_mbulk", &["PING_MBULK"])
             }
         };
         let (f, client_cores, server_cores) = match got {
@@ -559,32 +546,11 @@ fn cluster(a: &ServerArgs, n: u32) -> CmdResult {
          ({} {}), made by pmkv cluster create; median of {runs} runs, (min–max)",
         a.clients, a.engine, a.mode
     );
-    println!("| nodes | SET P1 | GET P1 | SET P16 | GET P16 |");
-    println!("|---:|---:|---:|---:|---:|");
-    for (k, r) in got.iter().enumerate() {
-        println!(
-            "| {} | {} | {} | {} | {} |",
-            k + 1,
-            rps_cell(&spread_of(r, |m| m[0].set)),
-            rps_cell(&spread_of(r, |m| m[0].get)),
-            rps_cell(&spread_of(r, |m| m[1].set)),
-            rps_cell(&spread_of(r, |m| m[1].get))
-        );
-    }
+    print!("{}", node_table(&got, ["SET P1", "GET P1", "SET P16", "GET P16"], rps_cell, |m| (m.set, m.get)));
     println!();
     println!("cores used over each run (user + system CPU time / wall time): every node together, and redis-benchmark");
-    println!("| nodes | nodes P1 | redis-benchmark P1 | nodes P16 | redis-benchmark P16 |");
-    println!("|---:|---:|---:|---:|---:|");
-    for (k, r) in got.iter().enumerate() {
-        println!(
-            "| {} | {} | {} | {} | {} |",
-            k + 1,
-            cores_cell(&spread_of(r, |m| m[0].server_cores)),
-            cores_cell(&spread_of(r, |m| m[0].client_cores)),
-            cores_cell(&spread_of(r, |m| m[1].server_cores)),
-            cores_cell(&spread_of(r, |m| m[1].client_cores))
-        );
-    }
+    let heads = ["nodes P1", "redis-benchmark P1", "nodes P16", "redis-benchmark P16"];
+    print!("{}", node_table(&got, heads, cores_cell, |m| (m.server_cores, m.client_cores)));
     println!(
         "this machine has {cores} core{}: every node and redis-benchmark share {}, so a larger cluster here shows \
          the cost of the cluster (more processes and connections on the same cores), not scaling; scaling needs \
@@ -607,6 +573,35 @@ fn spread_of(runs: &[[Measured; 2]], f: impl Fn(&[Measured; 2]) -> f64) -> Sprea
     stats::spread(&v).unwrap_or(Spread { median: f64::NAN, min: f64::NAN, max: f64::NAN, runs: 0 })
 }
 
+/// One markdown table with a row per cluster size (`got[k - 1]` holds the runs of `k` nodes):
+/// the two figures `pick` takes from a run, at pipeline depth 1 then 16, each cell the
+/// median and range over the runs as `cell` writes it. Both cluster tables share this so
+/// their columns cannot drift apart.
+fn node_table(
+    got: &[Vec<[Measured; 2]>],
+    headers: [&str; 4],
+    cell: fn(&Spread) -> String,
+    pick: impl Fn(&Measured) -> (f64, f64),
+) -> String {
+    let mut t = format!("| nodes | {} |\n|---:|---:|---:|---:|---:|\n", headers.join(" | "));
+    for (k, r) in got.iter().enumerate() {
+        let s = spreads_of(r, &pick);
+        t += &format!("| {} | {} | {} | {} | {} |\n", k + 1, cell(&s[0]), cell(&s[1]), cell(&s[2]), cell(&s[3]));
+    }
+    t
+}
+
+/// The four columns of a row: the spreads of the two figures `pick` takes from a run, at
+/// pipeline depth 1 then 16.
+fn spreads_of(runs: &[[Measured; 2]], pick: impl Fn(&Measured) -> (f64, f64)) -> [Spread; 4] {
+    [
+        spread_of(runs, |m| pick(&m[0]).0),
+        spread_of(runs, |m| pick(&m[0]).1),
+        spread_of(runs, |m| pick(&m[1]).0),
+        spread_of(runs, |m| pick(&m[1]).1),
+    ]
+}
+
 /// A requests-per-second cell: `94.1 k (93.0 k–95.2 k)`.
 fn rps_cell(s: &Spread) -> String {
     human::with_range(s.median, s.min, s.max, human::si)
@@ -625,12 +620,7 @@ fn report(a: &ServerArgs, plan: &[Row], served: &[Served], runs: usize, secs: f6
         if sv.skipped.is_some() || sv.runs.is_empty() {
             continue;
         }
-        let s = [
-            spread_of(&sv.runs, |m| m[0].set),
-            spread_of(&sv.runs, |m| m[0].get),
-            spread_of(&sv.runs, |m| m[1].set),
-            spread_of(&sv.runs, |m| m[1].get),
-        ];
+        let s = spreads_of(&sv.runs, |m| (m.set, m.get));
         rows.push((r, s));
     }
     println!(
@@ -664,12 +654,7 @@ fn report(a: &ServerArgs, plan: &[Row], served: &[Served], runs: usize, secs: f6
         if sv.skipped.is_some() || sv.runs.is_empty() {
             continue;
         }
-        let c = [
-            spread_of(&sv.runs, |m| m[0].client_cores),
-            spread_of(&sv.runs, |m| m[0].server_cores),
-            spread_of(&sv.runs, |m| m[1].client_cores),
-            spread_of(&sv.runs, |m| m[1].server_cores),
-        ];
+        let c = spreads_of(&sv.runs, |m| (m.client_cores, m.server_cores));
         busiest[0] = busiest[0].max(c[0].max);
         busiest[1] = busiest[1].max(c[2].max);
         println!(
@@ -793,6 +778,26 @@ mod tests {
         assert_eq!(&order[..4], [(0, 0), (0, 0), (0, 1), (0, 1)]);
         assert_eq!(order[8], (1, 0), "round 2 starts after every server's round 1");
         assert_eq!(jobs(&rows, 0).len(), 8, "at least one round");
+    }
+
+    /// Both cluster tables: a row per cluster size, the picked figures at P1 then P16, each
+    /// the median (range) over the runs; a size with no runs shows dashes.
+    #[test]
+    fn node_tables_put_each_figure_in_its_column() {
+        let m = |set: f64, get: f64, c: f64, s: f64| Measured { set, get, client_cores: c, server_cores: s };
+        let one = [
+            [m(10_000.0, 20_000.0, 0.5, 0.25), m(30_000.0, 40_000.0, 0.75, 1.5)],
+            [m(12_000.0, 20_000.0, 0.5, 0.25), m(30_000.0, 40_000.0, 0.75, 1.5)],
+            [m(11_000.0, 20_000.0, 0.5, 0.25), m(30_000.0, 40_000.0, 0.75, 1.5)],
+        ];
+        let got = vec![one.to_vec(), Vec::new()];
+        assert_eq!(
+            node_table(&got, ["a", "b", "c", "d"], rps_cell, |m| (m.set, m.get)),
+            "| nodes | a | b | c | d |\n|---:|---:|---:|---:|---:|\n| 1 | 11.0 k (10.0 k–12.0 k) | 20.0 k | 30.0 k | 40.0 k |\n\
+             | 2 | – | – | – | – |\n"
+        );
+        let cores = node_table(&got, ["a", "b", "c", "d"], cores_cell, |m| (m.server_cores, m.client_cores));
+        assert!(cores.ends_with("| 1 | 0.25 | 0.50 | 1.50 | 0.75 |\n| 2 | NaN | NaN | NaN | NaN |\n"), "{cores}");
     }
 
     #[test]

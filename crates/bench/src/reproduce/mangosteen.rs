@@ -239,23 +239,18 @@ fn plan<'a>(runs: &'a [Run], sc: &'a MgScale, k: &'a Keys, rounds: usize) -> Pla
     let max_t = max_threads(sc);
     let n = sc.keys as u64;
     let main = || runs.iter().filter(|r| r.only.is_none());
+    // Run `r` on mix `m` over the loaded integer keys at `th` threads, recorded as
+    // experiment `exp`, workload `w` (Figs. 5-7 differ only in these).
+    let mix = move |r: &Run, exp: &str, w: &str, m: &Mix, th: usize| {
+        r.go(experiment::mix_run(&r.settings, &r.target, exp, w, &k.ints, m, n, sc.ops, th))
+    };
     // Fig. 5: latency and throughput by threads, 10% and 90% updates.
     for u in [0.1, 0.9] {
         for &th in &sc.threads {
             for r in main() {
                 let m = Mix::read_write(1.0 - u, 0.99);
                 plan.step(format!("fig5 {} {} {th}T", r.name, updates_label(u)), move || {
-                    r.go(experiment::mix_run(
-                        &r.settings,
-                        &r.target,
-                        "fig5",
-                        &updates_label(u),
-                        &k.ints,
-                        &m,
-                        n,
-                        sc.ops,
-                        th,
-                    ))
+                    mix(r, "fig5", &updates_label(u), &m, th)
                 });
             }
         }
@@ -266,17 +261,7 @@ fn plan<'a>(runs: &'a [Run], sc: &'a MgScale, k: &'a Keys, rounds: usize) -> Pla
         for r in main() {
             let m = Mix::read_write(1.0 - u, 0.99);
             plan.step(format!("fig6 {} {}", r.name, updates_label(u)), move || {
-                r.go(experiment::mix_run(
-                    &r.settings,
-                    &r.target,
-                    "fig6",
-                    &updates_label(u),
-                    &k.ints,
-                    &m,
-                    n,
-                    sc.ops,
-                    max_t,
-                ))
+                mix(r, "fig6", &updates_label(u), &m, max_t)
             });
         }
     }
@@ -287,9 +272,7 @@ fn plan<'a>(runs: &'a [Run], sc: &'a MgScale, k: &'a Keys, rounds: usize) -> Pla
             for r in runs.iter().filter(|r| r.name == "mangosteen" || r.only == Some("fig7")) {
                 let m = Mix::read_write(1.0 - u, theta);
                 let w = format!("{skew}, {}", updates_label(u));
-                plan.step(format!("fig7 {} {w}", r.name), move || {
-                    r.go(experiment::mix_run(&r.settings, &r.target, "fig7", &w, &k.ints, &m, n, sc.ops, max_t))
-                });
+                plan.step(format!("fig7 {} {w}", r.name), move || mix(r, "fig7", &w, &m, max_t));
             }
         }
     }
@@ -332,6 +315,19 @@ fn plan<'a>(runs: &'a [Run], sc: &'a MgScale, k: &'a Keys, rounds: usize) -> Pla
     plan.rounds(rounds, "fig9");
     plan
 }
+
+/// Fig. 8's LevelDB-suite writes as (benchmark, workload), in the order the figure and
+/// the report's table show them.
+const FIG8_CASES: [(&str, &str); 4] =
+    [("fillseq", "sequential"), ("fillrandom", "random"), ("overwrite", "random"), ("fill100K", "100,000-byte values")];
+
+/// Fig. 9's LevelDB-suite scans, likewise.
+const FIG9_CASES: [(&str, &str); 4] = [
+    ("readseq", "100-byte values"),
+    ("readreverse", "100-byte values"),
+    ("readseq", "1,000-byte values"),
+    ("readreverse", "1,000-byte values"),
+];
 
 fn find<'a>(
     recs: &'a [Record],
@@ -470,47 +466,33 @@ fn plots(
         "fig7",
     )?;
     // Fig. 8: µs per write.
-    let f8: [(&str, &str); 4] = [
-        ("fillseq", "sequential"),
-        ("fillrandom", "random"),
-        ("overwrite", "random"),
-        ("fill100K", "100,000-byte values"),
-    ];
+    let f8 = FIG8_CASES;
     let cats: Vec<String> = f8.iter().map(|c| c.0.to_string()).collect();
-    let panels = [1, max_t]
-        .iter()
-        .map(|&t| {
-            let series = names
-                .iter()
-                .map(|e| Bars {
-                    name: e.clone(),
-                    color: engine_color(e),
-                    values: f8
-                        .iter()
-                        .map(|(op, w)| find(recs, "fig8", e, w, Some(op), t).map(|r| r.ns_per_op / 1000.0))
-                        .collect(),
-                })
-                .filter(|b| b.values.iter().any(Option::is_some))
-                .collect();
-            Panel::new(
-                &format!("{t} thread(s)"),
-                "",
-                "µs per write",
-                true,
-                PanelKind::Bars { categories: cats.clone(), series },
-            )
-        })
-        .collect();
+    let panels = suite_panels(recs, names, "fig8", &f8, &cats, [1, max_t], "µs per write", |r| r.ns_per_op / 1000.0);
     save(Figure { title: "Mangosteen Fig. 8: LevelDB-suite writes".into(), cols: 2, panels }, "fig8")?;
     // Fig. 9: records scanned per µs.
-    let f9: [(&str, &str); 4] = [
-        ("readseq", "100-byte values"),
-        ("readreverse", "100-byte values"),
-        ("readseq", "1,000-byte values"),
-        ("readreverse", "1,000-byte values"),
-    ];
+    let f9 = FIG9_CASES;
     let cats: Vec<String> = ["readseq", "readreverse", "readseq 1KB", "readreverse 1KB"].map(String::from).to_vec();
-    let panels = [1, max_t]
+    let panels = suite_panels(recs, names, "fig9", &f9, &cats, [1, max_t], "M records/s", |r| r.mops);
+    save(Figure { title: "Mangosteen Fig. 9: LevelDB-suite scans".into(), cols: 2, panels }, "fig9")?;
+    Ok(done)
+}
+
+/// Figs. 8 and 9 (the LevelDB suite): a panel per thread count in `threads`, in it a bar
+/// per (benchmark, workload) of `cases` (labelled by `cats`) for each configuration that
+/// ran any, each bar `value` of the run's record in experiment `exp`.
+#[allow(clippy::too_many_arguments)]
+fn suite_panels(
+    recs: &[Record],
+    names: &[String],
+    exp: &str,
+    cases: &[(&str, &str)],
+    cats: &[String],
+    threads: [usize; 2],
+    unit: &str,
+    value: fn(&Record) -> f64,
+) -> Vec<Panel> {
+    threads
         .iter()
         .map(|&t| {
             let series = names
@@ -518,21 +500,13 @@ fn plots(
                 .map(|e| Bars {
                     name: e.clone(),
                     color: engine_color(e),
-                    values: f9.iter().map(|(op, w)| find(recs, "fig9", e, w, Some(op), t).map(|r| r.mops)).collect(),
+                    values: cases.iter().map(|(op, w)| find(recs, exp, e, w, Some(op), t).map(value)).collect(),
                 })
                 .filter(|b| b.values.iter().any(Option::is_some))
                 .collect();
-            Panel::new(
-                &format!("{t} thread(s)"),
-                "",
-                "M records/s",
-                true,
-                PanelKind::Bars { categories: cats.clone(), series },
-            )
+            Panel::new(&format!("{t} thread(s)"), "", unit, true, PanelKind::Bars { categories: cats.to_vec(), series })
         })
-        .collect();
-    save(Figure { title: "Mangosteen Fig. 9: LevelDB-suite scans".into(), cols: 2, panels }, "fig9")?;
-    Ok(done)
+        .collect()
 }
 
 fn report_md(
@@ -675,12 +649,7 @@ fn report_md(
         img("fig7")
     );
     // Fig. 8.
-    let f8: [(&str, &str); 4] = [
-        ("fillseq", "sequential"),
-        ("fillrandom", "random"),
-        ("overwrite", "random"),
-        ("fill100K", "100,000-byte values"),
-    ];
+    let f8 = FIG8_CASES;
     let rows = rows_by_threads(names, max_t, |e, t| {
         f8.iter()
             .map(|(op, w)| {
@@ -717,12 +686,7 @@ fn report_md(
         img("fig8")
     );
     // Fig. 9.
-    let f9: [(&str, &str); 4] = [
-        ("readseq", "100-byte values"),
-        ("readreverse", "100-byte values"),
-        ("readseq", "1,000-byte values"),
-        ("readreverse", "1,000-byte values"),
-    ];
+    let f9 = FIG9_CASES;
     let rows = rows_by_threads(names, max_t, |e, t| {
         f9.iter().map(|(op, w)| find(recs, "fig9", e, w, Some(op), t).map_or("-".into(), mops)).collect()
     });

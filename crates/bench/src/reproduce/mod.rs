@@ -215,7 +215,6 @@ fn e_is_null(n: &str) -> bool {
     n == crate::baseline::null::NAME
 }
 
-/// The command line that regenerates a report with these arguments.
 /// Write a reproduction's results (`results.json`, `results.csv`) into `a.out`, with the
 /// notes every reproduction records (scale, runs, each phase's seconds, then `extra`), and
 /// return the report.
@@ -247,6 +246,7 @@ fn plots_or_none<T>(drawn: std::result::Result<Vec<T>, String>) -> Vec<T> {
     })
 }
 
+/// The command line that regenerates a report with these arguments.
 fn command(a: &ReproduceArgs) -> String {
     let paper = match a.paper {
         Paper::Hart => "hart",
