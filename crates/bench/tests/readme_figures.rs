@@ -1,8 +1,9 @@
 //! The README's figures table is generated, not typed: every row of it must be a row that
 //! `pmkv bench report` prints from the results of the run the README links to
-//! (docs/results/<run>.md, whose JSON sits beside it as <run>.json).
+//! (docs/results/<run>.md, whose JSON sits beside it as <run>.json), and the engine advice
+//! quotes that report's verdict line word for word.
 
-use pmkv_bench::command::main_report::figures_table;
+use pmkv_bench::command::main_report::{advice, figures_table};
 use pmkv_bench::report::Report;
 use std::path::Path;
 
@@ -28,4 +29,11 @@ fn the_readme_figures_are_rows_of_the_linked_run() {
     for r in &rows[2..] {
         assert!(gen.contains(r), "README row {r:?} is not in the report of {}:\n{generated}", json.display());
     }
+    let verdict = advice(&rep.records)
+        .lines()
+        .find(|l| l.starts_with("Durable engines"))
+        .expect("the report has a verdict line")
+        .to_string();
+    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains(&verdict), "the README does not quote the report's verdict: {verdict}");
 }
