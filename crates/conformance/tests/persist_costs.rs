@@ -136,16 +136,18 @@ fn nbtree_single_layer_pays_for_its_persisted_metadata() {
 /// deferred apply (the block, its line check and the head, written once for every batch
 /// of the apply window that touched them): at most five lines, as when every batch was
 /// applied on its own. An insert or delete dirties more of the map's nodes. Applying a
-/// window takes one fence more: its lines' checks are fenced before its blocks are
+/// window takes two fences more: its lines' checks are fenced before its blocks are
 /// written (so that recovery can verify every line, docs/design/integrity.md,
-/// "Mangosteen"); a window closes after 512 batches or 64 dirty lines, or when the ring
-/// is half full: measured 2.107 fences per insert, 2.015 per update, 2.103 per delete.
+/// "Mangosteen"), and the applied blocks are fenced by the thread that flushed them (a
+/// fence orders only its own thread's flushes; docs/design/mangosteen.md); a window
+/// closes after 512 batches or 64 dirty lines, or when the ring is half full: measured
+/// 2.215 fences per insert, 2.031 per update, 2.206 per delete.
 #[test]
 fn mangosteen_persists_what_its_design_says() {
     let c = measure(&pmkv_mangosteen::FACTORY, &[]);
     for (kind, i) in [("insert", INSERT), ("update", UPDATE), ("delete", DELETE)] {
         eprintln!("mangosteen {kind}: {:.3} fences, {:.2} lines per operation", c[i].fences, c[i].lines);
-        within(&format!("mangosteen {kind} fences"), c[i].fences, 2.0, 2.2);
+        within(&format!("mangosteen {kind} fences"), c[i].fences, 2.0, 2.3);
     }
     within("mangosteen update lines", c[UPDATE].lines, 2.0, 5.0);
     assert!(c[UPDATE].lines < 4.0, "mangosteen update lines: {}: the deferred apply shares nothing", c[UPDATE].lines);
