@@ -27,7 +27,9 @@
 //!    sandboxed Lua 5.1), [`cluster`] (`--cluster`: Redis Cluster's slots, redirects,
 //!    topology and migration), `stats`, `pubsub` (SUBSCRIBE/PUBLISH and friends:
 //!    per-subscriber outboxes a publisher never waits on, bounded by Redis's pubsub
-//!    output-buffer limit), `replica` (a replica's state and its durable record).
+//!    output-buffer limit), `replica` (a replica's state and its durable record),
+//!    `log_sync` (mode `wal`: the thread that makes the log safe while connections
+//!    `await` it).
 //! 9. [`commands`] — dispatch, connection and server commands, MULTI/EXEC/WATCH;
 //!    `replica_link` — REPLICAOF's link to a Redis primary, which runs what it streams
 //!    through that dispatch.
@@ -69,6 +71,7 @@ mod data;
 mod dump;
 pub mod glob;
 pub mod keyspace;
+mod log_sync;
 mod pubsub;
 mod range;
 pub mod rdb;
@@ -251,6 +254,8 @@ pub struct Shared {
     /// Starts a replication link (`replica_link::spawn`; held here because the
     /// dispatcher that runs REPLICAOF is below the link, which feeds it).
     pub(crate) start_link: fn(&Shared, u64),
+    /// Mode `wal`: where replies wait for the log, off the workers (`log_sync`).
+    pub(crate) log_sync: Arc<log_sync::LogSync>,
     /// This server, weakly (a replication link must not keep a stopping server alive).
     me: std::sync::Weak<Shared>,
     /// Set by SHUTDOWN or a [`Server::stopper`]; its own `Arc` so that a stopper does not
@@ -491,6 +496,7 @@ impl Server {
             pubsub: pubsub::Hub::new(cfg.pubsub_output),
             replica: replica::State::default(),
             start_link: replica_link::spawn,
+            log_sync: Arc::default(),
             me: me.clone(),
             stop: Arc::new(AtomicBool::new(false)),
         });
@@ -537,10 +543,20 @@ impl Server {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("pmkv-worker")
+            .on_thread_park({
+                let (ls, me) = (self.shared.log_sync.clone(), Arc::downgrade(&self.shared));
+                move || ls.parked(&me)
+            })
             .enable_all()
             .build()
             .map_err(io_err)?;
         let Server { listeners, shared, cfg } = self;
+        let syncer = match shared.store.sync_policy() {
+            Some(_) => {
+                Some(log_sync::LogSync::spawn(shared.log_sync.clone(), Arc::downgrade(&shared)).map_err(io_err)?)
+            }
+            None => None,
+        };
         let sh = shared.clone();
         rt.block_on(async move {
             let mut ls = Vec::new();
@@ -599,6 +615,10 @@ impl Server {
         .map_err(io_err)?;
         // Connections notice the stop at their next request or read; the rest are dropped.
         rt.shutdown_timeout(Duration::from_secs(1));
+        shared.log_sync.stop();
+        if let Some(t) = syncer {
+            let _ = t.join();
+        }
         match Arc::try_unwrap(shared) {
             Ok(sh) => sh.store.close(),
             Err(sh) => sh.store.sync(), // cannot happen once the runtime is gone; be safe
@@ -652,8 +672,7 @@ async fn flush(
     // and `no` move once a second or never): under those a reply after a write does not
     // pass through `block_in_place` at all once the record is written.
     if !out.is_empty() && lsn > sh.store.acknowledged_lsn() {
-        tokio::task::block_in_place(|| sh.store.wait_lsn(lsn))
-            .map_err(|e| err(std::io::ErrorKind::Other, format!("the log could not be made durable: {e}")))?;
+        sh.log_sync.wait(lsn).await.map_err(|e| err(std::io::ErrorKind::Other, e))?;
     }
     let o = &sh.output;
     let mut pos = 0;

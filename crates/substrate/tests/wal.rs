@@ -270,3 +270,30 @@ fn a_read_only_open_refuses_a_log_to_replay() {
     let e = Pool::open_read_only(&path, Some(LAYOUT), &PoolOptions::default()).err().unwrap();
     assert!(matches!(e, pmkv_substrate::PoolError::NeedsRecovery { .. }), "{e}");
 }
+
+/// After a checkpoint the log file is written again from its start, not truncated and
+/// regrown: its length stays a whole number of zero-filled 4 MiB steps across checkpoints
+/// (so an `fdatasync` journals no new size), and what lies past the newest records —
+/// older records of this process — is never replayed.
+#[test]
+fn the_log_file_is_reused_after_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = opts(SyncPolicy::Always, 16 << 10);
+    let (pool, regions) = setup(dir.path(), 1, &o);
+    let path = dir.path().join("p.pool");
+    let mut lengths = std::collections::BTreeSet::new();
+    for i in 0..300 {
+        op(&pool, regions[0], i, 0);
+        pool.commit_wait().unwrap();
+        lengths.insert(std::fs::metadata(log_of(&path)).unwrap().len());
+    }
+    assert!(pool.checkpoints() >= 3, "only {} checkpoints", pool.checkpoints());
+    assert_eq!(lengths.into_iter().collect::<Vec<_>>(), vec![4 << 20], "the log file was resized");
+    // A crash now: the log holds this cycle's records, then older ones of earlier cycles.
+    let p = std::fs::read(&path).unwrap();
+    let l = std::fs::read(log_of(&path)).unwrap();
+    drop(pool);
+    let scratch = tempfile::tempdir().unwrap();
+    let pool = recover(scratch.path(), &p, &l);
+    assert_eq!(check_region(&pool, 0, 300, "reused log"), 300);
+}

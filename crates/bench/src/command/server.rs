@@ -9,18 +9,20 @@
 //! pool and Redis's AOF on /dev/shm (memory: pmkv `adr` emulates PM with clwb + sfence,
 //! and Redis's fsync of a tmpfs file returns at once, so its `always` there guards only
 //! against a process crash), and both on a disk-backed directory (`--disk-dir`, default
-//! /var/tmp): Redis `always` fsyncs the AOF, pmkv `msync` flushes the pool's pages. Needs
+//! /var/tmp), policy against policy: pmkv mode `wal` with `--sync always` beside Redis
+//! `appendfsync always` (acknowledged = on the device), and `--sync everysec` beside
+//! Redis `everysec` (at most about a second lost at a power cut). `--disk-msync` adds pmkv
+//! mode `msync` (a device flush per fence), the slow way the log replaced. Needs
 //! `redis-benchmark` and `redis-server` (Debian redis-tools, redis-server) on the PATH;
 //! every server runs on loopback and in a temporary directory.
 //!
 //! **Runs and duration.** Every server is measured `--runs` times (3), in alternating rounds
 //! (each row once, then each row again, ...), and the tables give the median and the range
 //! of the runs; every ratio is a ratio of medians of this run. The disk rows send
-//! `--disk-requests` (5,000) per test instead of `--requests` (100,000): a `msync` SET
-//! costs a device flush (~1.5–2 ms on this VM's disk when shared), so 100,000 of them took
-//! 17 of a 20-minute run. Both disk rows send the same count, so their ratio compares
-//! like with like. Progress (which server, which run and test, time in it, an estimate of
-//! the time left) goes to stderr.
+//! `--disk-requests` (50,000) per test instead of `--requests` (100,000), all the same
+//! count, so their ratios compare like with like; the `msync` row sends at most 5,000 (a
+//! device flush per fence: 100,000 of them once took 17 minutes). Progress (which server,
+//! which run and test, time in it, an estimate of the time left) goes to stderr.
 //!
 //! **The load generator's own cost.** On a small machine redis-benchmark and the server
 //! share the cores, and a figure is the server's only while the client has time to spare.
@@ -39,18 +41,20 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
-#[command(after_help = "Takes 40 s to 1 min with the defaults on this project's 2-core machine (37 s and 55 s, \
-                         3 runs, the two disk rows at 5,000 requests per test), up to ~3 min when its disk is \
-                         slow. The disk rows' time grows with --disk-requests: a pmkv msync SET is a device \
-                         flush, 300 to 8,900 per second on this VM (100,000 of them took 17 minutes).")]
+#[command(after_help = "Takes 1 to 2 min with the defaults on this project's 2-core machine (3 runs, the \
+                         four disk rows at 50,000 requests per test); --disk-msync adds up to ~3 min when the \
+                         disk is slow (a pmkv msync SET is a device flush, 300 to 8,900 per second on this VM).")]
 pub struct ServerArgs {
     /// Requests per test of the memory rows without pipelining (doubled with pipelining).
     #[arg(long, default_value_t = 100_000)]
     pub requests: u64,
-    /// Requests per test of the two disk rows (pmkv msync, Redis always on disk) without
-    /// pipelining (doubled with pipelining). Both get the same count.
-    #[arg(long, default_value_t = 5_000)]
+    /// Requests per test of the disk rows without pipelining (doubled with pipelining).
+    /// All get the same count (the `--disk-msync` row at most 5,000).
+    #[arg(long, default_value_t = 50_000)]
     pub disk_requests: u64,
+    /// Also measure pmkv mode `msync` on the disk (a device flush per fence).
+    #[arg(long)]
+    pub disk_msync: bool,
     /// Runs of every server, in alternating rounds: tables give the median and the range.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
@@ -67,8 +71,8 @@ pub struct ServerArgs {
     /// /dev/shm).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// A directory on a disk, for the rows whose writes go to a device: pmkv `msync` and
-    /// Redis `appendfsync always` with the AOF there. Empty (`--disk-dir ""`): skip those
+    /// A directory on a disk, for the rows whose writes go to a device: pmkv `wal` and
+    /// Redis's AOF there, under `always` and `everysec`. Empty (`--disk-dir ""`): skip those
     /// rows. (A string, not a path: clap refuses an empty path.)
     #[arg(long, default_value = "/var/tmp")]
     pub disk_dir: String,
@@ -196,6 +200,8 @@ struct Row {
     label: String,
     durability: &'static str,
     pmkv_mode: Option<String>,
+    /// `--sync` of a pmkv row in mode `wal`.
+    pmkv_sync: Option<&'static str>,
     redis_conf: &'static [&'static str],
     dir: PathBuf,
     /// Requests per test without pipelining.
@@ -208,6 +214,12 @@ struct Row {
 const NO_PERSISTENCE: &str = "redis, no persistence";
 
 const ALWAYS: &[&str] = &["--appendonly", "yes", "--appendfsync", "always"];
+const EVERYSEC: &[&str] = &["--appendonly", "yes", "--appendfsync", "everysec"];
+
+/// The label of the pmkv row on the disk in mode `wal` with `--sync sync`.
+fn disk_wal_label(engine: &str, sync: &str) -> String {
+    format!("pmkv serve ({engine} wal {sync}, disk)")
+}
 
 /// One redis-benchmark invocation of the plan: SET and GET, or PING_MBULK, at a pipeline depth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -259,6 +271,9 @@ fn server_command(a: &ServerArgs, me: &Path, row: &Row, port: u16, sub: &Path) -
             let mut c = Command::new(me);
             c.arg("serve").arg(sub.join("bench.pool")).args(["--port", &port.to_string(), "--mode", mode]);
             c.args(["--initial-mib", "512", "--engine", &a.engine]);
+            if let Some(sync) = row.pmkv_sync {
+                c.args(["--sync", sync]);
+            }
             if let Some(t) = a.threads {
                 c.args(["--threads", &t.to_string()]);
             }
@@ -324,12 +339,12 @@ pub fn run(a: ServerArgs) -> CmdResult {
     };
     let disk = if a.disk_dir.is_empty() { None } else { Some(tempfile::tempdir_in(&a.disk_dir)?) };
     let mem = tmp.path().to_path_buf();
-    let disk_label = format!("pmkv serve ({} msync, disk)", a.engine);
     let row = |label: String, durability, pmkv_mode, redis_conf, dir: &Path, requests| Row {
         ping: label == NO_PERSISTENCE,
         label,
         durability,
         pmkv_mode,
+        pmkv_sync: None,
         redis_conf,
         dir: dir.to_path_buf(),
         requests,
@@ -351,34 +366,30 @@ pub fn run(a: ServerArgs) -> CmdResult {
             &mem,
             a.requests,
         ),
-        row(
-            "redis appendfsync everysec (memory)".into(),
-            "AOF, up to 1 s lost",
-            None,
-            &["--appendonly", "yes", "--appendfsync", "everysec"],
-            &mem,
-            a.requests,
-        ),
+        row("redis appendfsync everysec (memory)".into(), "AOF, up to 1 s lost", None, EVERYSEC, &mem, a.requests),
         row(NO_PERSISTENCE.into(), "none", None, &["--appendonly", "no", "--save", ""], &mem, a.requests),
     ];
     if let Some(d) = &disk {
         let n = a.disk_requests;
-        plan.push(row(
-            disk_label.clone(),
-            "msync'd to the device before the reply",
-            Some("msync".into()),
-            &[],
-            d.path(),
-            n,
-        ));
-        plan.push(row(
-            "redis appendfsync always (disk)".into(),
-            "fsync'd to the device before the reply",
-            None,
-            ALWAYS,
-            d.path(),
-            n,
-        ));
+        for (sync, durability, redis) in [
+            ("always", "on the device (fdatasync) before the reply", ALWAYS),
+            ("everysec", "written before the reply, on the device within ~1 s", EVERYSEC),
+        ] {
+            let mut pm = row(disk_wal_label(&a.engine, sync), durability, Some("wal".into()), &[], d.path(), n);
+            pm.pmkv_sync = Some(sync);
+            plan.push(pm);
+            plan.push(row(format!("redis appendfsync {sync} (disk)"), durability, None, redis, d.path(), n));
+        }
+        if a.disk_msync {
+            plan.push(row(
+                format!("pmkv serve ({} msync, disk)", a.engine),
+                "msync'd to the device before the reply",
+                Some("msync".into()),
+                &[],
+                d.path(),
+                n.min(5_000),
+            ));
+        }
     }
     let runs = a.runs.max(1) as usize;
     let me = std::env::current_exe()?;
@@ -700,10 +711,24 @@ fn report(a: &ServerArgs, plan: &[Row], served: &[Served], runs: usize, secs: f6
             p[3] / none[3]
         );
     }
+    for sync in ["always", "everysec"] {
+        if let (Some(p), Some(r)) =
+            (find(&disk_wal_label(&a.engine, sync)), find(&format!("redis appendfsync {sync} (disk)")))
+        {
+            println!(
+                "on disk (ratios of medians, {} requests each): pmkv wal {sync} SET / redis {sync} SET: {:.2} (P1), {:.2} (P16); GET: {:.2} (P1), {:.2} (P16)",
+                thousands(a.disk_requests),
+                p[0] / r[0],
+                p[2] / r[2],
+                p[1] / r[1],
+                p[3] / r[3]
+            );
+        }
+    }
     if let Some(d) = plan.iter().find(|r| r.pmkv_mode.as_deref() == Some("msync")) {
         if let (Some(p), Some(always)) = (find(&d.label), find("redis appendfsync always (disk)")) {
             println!(
-                "on disk (ratios of medians, {} requests each): pmkv msync SET / redis always SET: {:.3} (P1), {:.3} (P16)",
+                "on disk: pmkv msync SET ({} requests) / redis always SET: {:.3} (P1), {:.3} (P16)",
                 thousands(d.requests),
                 p[0] / always[0],
                 p[2] / always[2]
@@ -759,6 +784,7 @@ mod tests {
             label: label.into(),
             durability: "",
             pmkv_mode: None,
+            pmkv_sync: None,
             redis_conf: &[],
             dir: PathBuf::new(),
             requests: 10,
