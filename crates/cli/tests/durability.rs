@@ -192,3 +192,52 @@ fn u3_serve_in_mode_wal_says_what_its_sync_policy_keeps() {
         assert_eq!(warnings(&out.stderr), 0, "{err}");
     }
 }
+
+/// A load into a new pool is one unit: built beside its name (`<pool>.loading`, mode adr,
+/// nothing logged), made durable with one fsync, then renamed; on a disk it leaves no log
+/// and no warning. A `.loading` file left by an interrupted load is replaced; one that a
+/// running load holds is refused; a load that fails creates nothing. A load into an
+/// existing pool goes through its mode (the log, on a disk).
+#[test]
+fn a_load_into_a_new_pool_is_built_whole_then_named() {
+    for (d, medium) in dirs() {
+        let keys = keys_file(d.path(), 500);
+        let pool = d.path().join("new.pool");
+        let p = pool.to_str().unwrap();
+        let loading = d.path().join("new.pool.loading");
+        // An interrupted load's leftover: a pool file that no one holds.
+        assert!(pmkv(&["load", loading.to_str().unwrap(), &keys, "--mode", "adr"]).status.success());
+        let o = pmkv(&["load", p, &keys]);
+        assert!(o.status.success(), "{medium:?}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("interrupted load"), "{medium:?}: {}", text(&o.stderr));
+        assert!(!loading.exists(), "{medium:?}: the .loading file is left");
+        assert!(!d.path().join("new.pool.wal").exists(), "{medium:?}: a new pool's load wrote a log");
+        if medium == pmkv::Medium::Disk {
+            assert_eq!(warnings(&o.stderr), 0, "{}", text(&o.stderr));
+        }
+        assert_eq!(text(&pmkv(&["get", p, "key499"]).stdout).trim(), "500");
+        // Into the existing pool: through its mode, adding to what is there.
+        let more = write_file(d.path(), "more.txt", "extra\n");
+        assert!(pmkv(&["load", p, more.to_str().unwrap()]).status.success());
+        assert_eq!(text(&pmkv(&["get", p, "key0"]).stdout).trim(), "1");
+        assert_eq!(text(&pmkv(&["get", p, "extra"]).stdout).trim(), "1");
+        // A failing load (a malformed TSV line) of a new pool creates nothing.
+        let bad = write_file(d.path(), "bad.tsv", "a\t1\nno tab here\n");
+        let failed = d.path().join("failed.pool");
+        let o = pmkv(&["load", failed.to_str().unwrap(), bad.to_str().unwrap(), "--tsv"]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("line 2"), "{}", text(&o.stderr));
+        assert!(!failed.exists() && !d.path().join("failed.pool.loading").exists());
+        // A `.loading` file that another process holds is refused, and kept.
+        let held = d.path().join("held.pool");
+        let held_loading = d.path().join("held.pool.loading");
+        assert!(pmkv(&["load", held_loading.to_str().unwrap(), &keys, "--mode", "adr"]).status.success());
+        let f = std::fs::File::open(&held_loading).unwrap();
+        // SAFETY: flock on an open descriptor of this test.
+        assert_eq!(unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) }, 0);
+        let o = pmkv(&["load", held.to_str().unwrap(), &keys]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("another pmkv load"), "{}", text(&o.stderr));
+        assert!(held_loading.exists() && !held.exists());
+    }
+}

@@ -395,10 +395,14 @@ impl Wal {
         };
         if !io.spare.is_empty() {
             let end = io.log_len + io.spare.len() as u64;
-            if end > io.allocated {
+            // Zero-filled ahead only for a write that is synced now: a bulk write-out (no
+            // one waits) extends the file itself, and its size reaches the device with
+            // the next sync, once.
+            if end > io.allocated && sync {
                 self.grow(io, end)?;
             }
             self.files.write_at(WalFile::Log, io.log_len, &io.spare)?;
+            io.allocated = io.allocated.max(end);
             io.log_len += io.spare.len() as u64;
             io.spare.clear();
         }

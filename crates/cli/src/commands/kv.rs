@@ -281,24 +281,111 @@ fn arg_bytes(a: &OsStr) -> Result<Vec<u8>, String> {
 /// Records per batch of `pmkv load`.
 const LOAD_BATCH: usize = 256;
 
-pub fn load(a: LoadArgs) -> CmdResult {
-    // A load is acknowledged as a whole: durable when the command exits (the close makes
-    // the log durable and checkpoints it), so its writes need not wait one by one.
-    let opts = a.size.apply(a.open.options()?.create(true).sync(pmkv::SyncPolicy::No));
-    let factory = Registry::builtin().get(&a.engine)?;
-    if !factory.info().persistent {
-        return Err(format!("engine '{}' keeps nothing: it has no pool, nothing would be stored", a.engine).into());
+/// The file a load into a new pool builds before it takes the pool's name:
+/// `<pool>.loading`.
+fn loading_path(pool: &std::path::Path) -> PathBuf {
+    let mut s = pool.as_os_str().to_owned();
+    s.push(".loading");
+    PathBuf::from(s)
+}
+
+/// Make way for a new `<pool>.loading`: one left by an interrupted load (no process holds
+/// it: the pool lock is a `flock`) is deleted; one held by a running load is refused.
+fn clear_loading(path: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::io::AsRawFd;
+    let Ok(f) = std::fs::File::open(path) else { return Ok(()) };
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(format!("{}: another pmkv load is building this pool", path.display()));
     }
-    let input = std::fs::File::open(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
-    let total = input.metadata().map(|m| m.len()).unwrap_or(0);
+    pmkv::remove_pool(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    errln!("pmkv: {}: left by an interrupted load; deleted", path.display());
+    Ok(())
+}
+
+/// Give the loaded pool its name, durably: the file's pages on the device, then the
+/// rename (refused if something took the name meanwhile), then the directory.
+fn publish_loaded(from: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let err = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", from.display());
+    std::fs::File::open(from).and_then(|f| f.sync_all()).map_err(|e| err("fsync", e))?;
+    let c = |p: &std::path::Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|e| e.to_string());
+    let (cf, ct) = (c(from)?, c(to)?);
+    // SAFETY: two NUL-terminated paths; AT_FDCWD resolves them as `rename` would.
+    let r =
+        unsafe { libc::renameat2(libc::AT_FDCWD, cf.as_ptr(), libc::AT_FDCWD, ct.as_ptr(), libc::RENAME_NOREPLACE) };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(format!(
+            "{}: could not take the name {} ({e}); the loaded pool is complete and durable there",
+            from.display(),
+            to.display()
+        ));
+    }
+    let dir = match to.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| format!("{}: fsync: {e}", dir.display()))
+}
+
+pub fn load(a: LoadArgs) -> CmdResult {
+    // A load is acknowledged as a whole: durable when the command exits, so its writes
+    // need not wait one by one.
+    //
+    // Into an existing pool the writes go through the pool's mode (on a disk, the log:
+    // each record written twice, to the log then by the checkpoint at close). A new pool
+    // is one unit, as an LMDB transaction is: built in mode adr under `<pool>.loading`
+    // (the page cache; nothing logged), written to the device with one fsync at the end,
+    // then renamed to its name. A crash meanwhile leaves no pool at the name, only the
+    // `.loading` file, which the next load deletes. Only the default mode (or wal) takes
+    // this way; an explicit adr, eadr, msync or none is kept as asked.
     // A file that never got its header (a load killed between creating the file and
     // writing it) holds nothing: replace it rather than refuse it forever as "bad magic".
     if std::fs::symlink_metadata(&a.pool).is_ok_and(|m| m.is_file() && m.len() == 0) {
         std::fs::remove_file(&a.pool).map_err(|e| format!("{}: {e}", a.pool.display()))?;
         errln!("pmkv: {}: empty file (an interrupted create) replaced by a new pool", a.pool.display());
     }
-    let store = a.open.waiting(|| Store::open_with(factory, &a.pool, &opts))?;
+    let whole = a.open.mode.is_none_or(|m| m == Mode::Wal) && std::fs::symlink_metadata(&a.pool).is_err();
+    let path = if whole { loading_path(&a.pool) } else { a.pool.clone() };
+    let mut opts = a.size.apply(a.open.options()?.create(true).sync(pmkv::SyncPolicy::No));
+    if whole {
+        clear_loading(&path)?;
+        opts = opts.mode(Mode::Adr);
+    }
+    let factory = Registry::builtin().get(&a.engine)?;
+    if !factory.info().persistent {
+        return Err(format!("engine '{}' keeps nothing: it has no pool, nothing would be stored", a.engine).into());
+    }
+    let input = std::fs::File::open(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let total = input.metadata().map(|m| m.len()).unwrap_or(0);
+    let store = a.open.waiting(|| Store::open_with(factory, &path, &opts))?;
     let durability = store.durability();
+    let filled = fill(&store, &a, input, total).and_then(|n| {
+        errln!("loaded {n} records; {} keys in the pool", store.len().map_err(|e| e.to_string())?);
+        store.close().map_err(|e| e.to_string())
+    });
+    if let Err(e) = filled {
+        if whole {
+            // A new pool is loaded whole or not at all.
+            let _ = pmkv::remove_pool(&path);
+            return Err(format!("{e} (nothing loaded: {} was not created)", a.pool.display()).into());
+        }
+        return Err(e.into());
+    }
+    if whole {
+        publish_loaded(&path, &a.pool)?;
+        // On a disk the fsync made it durable; elsewhere adr is what the default gives.
+        if durability.medium == pmkv::Medium::Disk {
+            return Ok(Outcome::Ok);
+        }
+    }
+    warn_durability(&durability, &a.pool);
+    Ok(Outcome::Ok)
+}
+
+/// Read `input` (`total` bytes) into `store` as `a` says, in batches; the count of records.
+fn fill(store: &Store, a: &LoadArgs, input: std::fs::File, total: u64) -> Result<u64, String> {
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -364,10 +451,7 @@ pub fn load(a: LoadArgs) -> CmdResult {
     }
     flush(&mut batch, first_line)?;
     bar.finish_and_clear();
-    errln!("loaded {n} records; {} keys in the pool", store.len()?);
-    store.close()?;
-    warn_durability(&durability, &a.pool);
-    Ok(Outcome::Ok)
+    Ok(n)
 }
 
 /// Open a pool for a command that only reads it: read-only, so the file does not change
