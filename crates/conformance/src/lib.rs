@@ -25,6 +25,8 @@
 //!
 //! which expands to one `#[test]` per case, so failures name the case. Cases that need
 //! persistence check the opposite for an engine that declares none (nothing survives).
+//! `suite_wal!` runs the cases that simulate no crash again with every pool in mode
+//! `wal`.
 
 #![forbid(unsafe_code)]
 
@@ -92,6 +94,46 @@ macro_rules! suite {
             #[test]
             fn $case() {
                 $crate::$module::$case(&$factory);
+            }
+        )*
+    };
+}
+
+/// Expand to one `#[test]` per conformance case that does not simulate crashes, each run
+/// with every pool in mode `wal` ([`util::in_wal`]): the API, scans, batches, files,
+/// concurrency, linearizability and the model, through the redo log. The crash cases
+/// simulate `adr`/`eadr` caches; `wal` has its own power-loss simulation (the substrate's
+/// and the API's `power_loss` tests).
+#[macro_export]
+macro_rules! suite_wal {
+    ($factory:expr) => {
+        $crate::suite_wal!(@cases $factory;
+            basic::crud_and_len,
+            basic::edge_keys_and_values,
+            basic::size_limits_change_nothing,
+            basic::first_last,
+            basic::sync_and_close,
+            scan::every_bound_kind_limit_and_direction,
+            scan::range_edge_cases,
+            scan::cursor_from_both_ends,
+            scan::cursor_holds_no_lock,
+            scan::callbacks_may_reenter,
+            batch::batch_applies_in_order,
+            batch::batch_checks_sizes_first,
+            files::reopen_keeps_everything,
+            files::read_only_open_changes_nothing,
+            files::second_open_is_refused,
+            files::panic_in_write_leaves_pool_unclean,
+            concurrent::readers_and_writers,
+            concurrent::histories_are_linearizable,
+            model::random_operations_match_a_model
+        );
+    };
+    (@cases $factory:expr; $($module:ident :: $case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::util::in_wal(&$factory, || $crate::$module::$case(&$factory));
             }
         )*
     };

@@ -6,9 +6,50 @@ use std::path::PathBuf;
 use pmkv_testutil::model_of_scan;
 pub use pmkv_testutil::{edge_keys, pool_dir, tag_of, tagged_value, Model};
 
-/// Options for test pools: small, growing on demand.
+/// Options for test pools: small, growing on demand; in the mode [`in_wal`] sets for
+/// this thread, if any.
 pub fn opts() -> Options {
-    Options::default().initial_size(4 << 20).max_size(1 << 30)
+    let o = Options::default().initial_size(4 << 20).max_size(1 << 30);
+    match MODE.get() {
+        Some(m) => o.mode(m),
+        None => o,
+    }
+}
+
+thread_local! {
+    /// The mode every pool the suite opens on this thread takes (`None`: the library's).
+    static MODE: std::cell::Cell<Option<pmkv::Mode>> = const { std::cell::Cell::new(None) };
+}
+
+/// Why `f` does not run the suite in mode `wal` (`None`: it does): an engine without a
+/// pool, or one that declares it cannot run in `wal` (`EngineInfo::mode_wal`).
+pub fn wal_unsupported(f: &dyn EngineFactory) -> Option<String> {
+    let info = f.info();
+    if !info.persistent {
+        return Some("not a persistent engine: it has no pool to log".into());
+    }
+    (!info.mode_wal).then(|| "declares it cannot run in mode wal (EngineInfo::mode_wal)".into())
+}
+
+/// Run case `run` for `f` with every pool opened in mode `wal` (the redo log beside the
+/// pool, group commit, checkpoints): what an engine does must not depend on how its
+/// flushes become durable. The checkpoint threshold is left at its default, so a case
+/// that writes more than it (64 MiB of log) also passes a checkpoint. An engine that
+/// cannot run in `wal` skips, saying why on stderr.
+pub fn in_wal(f: &dyn EngineFactory, run: impl FnOnce()) {
+    if let Some(why) = wal_unsupported(f) {
+        eprintln!("SKIPPED in mode wal: engine '{}': {why}", f.info().name);
+        return;
+    }
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            MODE.set(None);
+        }
+    }
+    MODE.set(Some(pmkv::Mode::Wal));
+    let _reset = Reset;
+    run();
 }
 
 /// A fresh store of `f` in `dir`, with its path.

@@ -9,6 +9,10 @@ macro_rules! suites {
         $(
             mod $name {
                 pmkv_conformance::suite!($root::engines::$name::$factory);
+                /// The same engine with its pools in mode `wal`.
+                mod wal {
+                    pmkv_conformance::suite_wal!($root::engines::$name::$factory);
+                }
             }
         )*
         /// The engines this file runs the suite for.
@@ -50,6 +54,24 @@ fn every_registered_engine_is_covered() {
 /// this list is where a skip is visible, and `eadr_skips_are_declared` fails when an engine
 /// starts or stops refusing `eadr` without the list saying so.
 const EADR_SKIPPED: &[(&str, &str)] = &[("volatile", "not a persistent engine")];
+
+/// The engines whose mode-`wal` cases are skipped, and why (as [`EADR_SKIPPED`]).
+const WAL_SKIPPED: &[(&str, &str)] = &[("volatile", "not a persistent engine")];
+
+#[test]
+fn wal_skips_are_declared() {
+    for f in pmkv::Registry::builtin().factories() {
+        let name = f.info().name;
+        let skipped = pmkv_conformance::util::wal_unsupported(*f);
+        let declared = WAL_SKIPPED.iter().find(|(n, _)| *n == name);
+        match (&skipped, declared) {
+            (None, None) => {}
+            (Some(why), Some((_, reason))) => assert!(why.contains(reason), "engine '{name}': skipped because {why}"),
+            (Some(why), None) => panic!("engine '{name}' skips its wal cases undeclared: {why}"),
+            (None, Some(_)) => panic!("engine '{name}' runs its wal cases but WAL_SKIPPED lists it"),
+        }
+    }
+}
 
 #[test]
 fn eadr_skips_are_declared() {
