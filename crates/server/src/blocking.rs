@@ -45,13 +45,16 @@ pub struct Blocked {
 
 #[derive(Default)]
 struct State {
-    /// Key → the waiters on it, first blocked first.
-    queues: HashMap<Vec<u8>, VecDeque<u64>>,
+    /// (Physical database, key) → the waiters on it, first blocked first: a push in one
+    /// database wakes only that database's waiters.
+    queues: HashMap<(usize, Vec<u8>), VecDeque<u64>>,
     waiters: HashMap<u64, Waiter>,
 }
 
 struct Waiter {
     cmd: &'static Command,
+    /// The physical database it waits in.
+    db: usize,
     /// The command's arguments after its name.
     args: Vec<Vec<u8>>,
     /// The keys it pops from: its queues.
@@ -108,11 +111,12 @@ impl Blocked {
     /// Take waiter `id` out of every queue; whether it was still there.
     fn leave(&self, ready: &Ready, st: &mut State, id: u64) -> bool {
         let Some(w) = st.waiters.remove(&id) else { return false };
-        for k in &w.keys {
-            if let Some(q) = st.queues.get_mut(k) {
+        for k in w.keys {
+            let qk = (w.db, k);
+            if let Some(q) = st.queues.get_mut(&qk) {
                 q.retain(|&x| x != id);
                 if q.is_empty() {
-                    st.queues.remove(k);
+                    st.queues.remove(&qk);
                 }
             }
         }
@@ -141,7 +145,9 @@ impl Drop for Departs<'_> {
 pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Vec<u8>]) -> Reply {
     let a = &args[1..];
     let Some(attempt) = cmd.attempt else { return Reply::err("ERR not a blocking command") };
-    let (b, ready) = (&sh.blocked, &sh.ks.ready);
+    let db = sh.phys_db(c.db);
+    let ks = &sh.all_dbs()[db];
+    let (b, ready) = (&sh.blocked, &ks.ready);
     let id = c.arrival.take().unwrap_or_else(|| b.seq.fetch_add(1, Ordering::AcqRel));
     let wait = {
         // Declared first, dropped last: after the registration below.
@@ -155,7 +161,7 @@ pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Ve
         };
         let keys = cmd.keys(args);
         let _locks = sh.lock(&keys);
-        let mut tx = Tx::new(&sh.store, &sh.ks);
+        let mut tx = Tx::new(&sh.store, ks);
         let limit = match attempt(&mut tx, cmd.name, a) {
             Err(r) => return r,
             Ok(Some(r)) => {
@@ -176,13 +182,13 @@ pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Ve
         // In arrival order: behind the waiters that arrived before it (ids are arrival
         // numbers), ahead of any that arrived later but registered first.
         for k in &keys {
-            let q = st.queues.entry(k.clone()).or_default();
+            let q = st.queues.entry((db, k.clone())).or_default();
             if !q.contains(&id) {
                 let at = q.iter().position(|&x| x > id).unwrap_or(q.len());
                 q.insert(at, id);
             }
         }
-        st.waiters.insert(id, Waiter { cmd, args: a.to_vec(), keys, locks, reply: send });
+        st.waiters.insert(id, Waiter { cmd, db, args: a.to_vec(), keys, locks, reply: send });
         ready.waiting.fetch_add(1, Ordering::AcqRel);
         (id, recv, limit.map(|d| Instant::now() + d))
     };
@@ -217,7 +223,14 @@ pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Ve
 /// Serve the waiters of the keys committed to since the last call (see the module
 /// doc). Called by the command dispatcher after each command, outside its locks.
 pub(crate) fn serve(sh: &Shared) {
-    let r = &sh.ks.ready;
+    for (db, ks) in sh.all_dbs().iter().enumerate() {
+        serve_db(sh, db, ks);
+    }
+}
+
+/// [`serve`] in physical database `db`.
+fn serve_db(sh: &Shared, db: usize, ks: &crate::keyspace::Keyspace) {
+    let r = &ks.ready;
     loop {
         if r.waiting.load(Ordering::Acquire) == 0 {
             r.keys.lock().unwrap_or_else(|e| e.into_inner()).clear();
@@ -230,20 +243,21 @@ pub(crate) fn serve(sh: &Shared) {
         let mut seen = std::collections::HashSet::new();
         for k in ready {
             if seen.insert(k.clone()) {
-                serve_key(sh, &k);
+                serve_key(sh, db, ks, &k);
             }
         }
     }
 }
 
 /// Serve the waiters on `k`, first blocked first, while its list has elements.
-fn serve_key(sh: &Shared, k: &[u8]) {
-    let (b, ready) = (&sh.blocked, &sh.ks.ready);
+fn serve_key(sh: &Shared, db: usize, ks: &crate::keyspace::Keyspace, k: &[u8]) {
+    let (b, ready) = (&sh.blocked, &ks.ready);
+    let qk = (db, k.to_vec());
     loop {
         // The first waiter's keys, to lock (stripes before the waiters' lock, always).
         let (id, keys) = {
             let st = b.state();
-            let Some(&id) = st.queues.get(k).and_then(|q| q.front()) else { return };
+            let Some(&id) = st.queues.get(&qk).and_then(|q| q.front()) else { return };
             (id, st.waiters[&id].locks.clone())
         };
         // A blocking command that arrived before this waiter may still be on its way to
@@ -255,12 +269,12 @@ fn serve_key(sh: &Shared, k: &[u8]) {
         let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let _locks = sh.lock(&refs);
         let mut st = b.state();
-        if st.queues.get(k).and_then(|q| q.front()) != Some(&id) {
+        if st.queues.get(&qk).and_then(|q| q.front()) != Some(&id) {
             continue; // it left (timeout, disconnect) meanwhile: the next one
         }
         let w = &st.waiters[&id];
         let Some(attempt) = w.cmd.attempt else { return };
-        let mut tx = Tx::new(&sh.store, &sh.ks);
+        let mut tx = Tx::new(&sh.store, ks);
         let reply = match attempt(&mut tx, w.cmd.name, &w.args) {
             // The list is empty again: the rest keep waiting.
             Ok(None) => return,
@@ -273,7 +287,7 @@ fn serve_key(sh: &Shared, k: &[u8]) {
                 // as in Redis. Else the error is the waiter's (a move to a key of another
                 // type): it gets it, nothing is taken, and the next waiter is served.
                 drop(tx);
-                let mut probe = Tx::new(&sh.store, &sh.ks);
+                let mut probe = Tx::new(&sh.store, ks);
                 let want = if w.cmd.group == crate::command::Group::SortedSets {
                     crate::record::Kind::ZSET
                 } else {

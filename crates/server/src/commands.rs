@@ -96,7 +96,7 @@ pub fn may_take_long(args: &[Vec<u8>]) -> bool {
 /// Whether `cmd` runs in a [`Tx`] ([`crate::data`]): the data commands but the walks
 /// that read the store as it is (DBSIZE, PMKV.RANGE) and those with their own isolation.
 fn in_tx(cmd: &Command) -> bool {
-    cmd.data() && !matches!(cmd.name, "PMKV.RANGE" | "DBSIZE" | "FLUSHDB" | "FLUSHALL")
+    cmd.data() && !matches!(cmd.name, "PMKV.RANGE" | "DBSIZE" | "FLUSHDB" | "FLUSHALL" | "MOVE" | "SWAPDB")
 }
 
 /// One command as an entry of Redis's `COMMAND` reply.
@@ -221,6 +221,11 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
         return (Reply::Simple("QUEUED".into()), After::Continue);
     }
     let a = &args[1..];
+    if cmd.name == "COPY" {
+        if let Some(r) = crate::select::copy_to_db(sh, c, a, false) {
+            return (r, After::Continue);
+        }
+    }
     let r = match cmd.name {
         "MULTI" if c.multi.is_some() => Reply::err("ERR MULTI calls can not be nested"),
         "MULTI" => {
@@ -248,7 +253,7 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
                 return (r, After::Continue);
             }
             for k in a {
-                sh.ks.watch(k, &c.dirty);
+                sh.ks(c.db).watch(k, &c.dirty);
                 c.watched.push(k.clone());
             }
             Reply::ok()
@@ -266,11 +271,25 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
                 Ok(g) => g,
                 Err(r) => return (r, After::Continue),
             };
-            match Tx::flush_all(&sh.store, &sh.ks, 1024).and_then(|()| whole_after_flush(sh)) {
+            let flushed = if cmd.name == "FLUSHALL" {
+                crate::select::flush_all(sh)
+            } else {
+                Tx::flush_all(&sh.store, sh.ks(c.db), 1024)
+            };
+            match flushed.and_then(|()| whole_after_flush(sh)) {
                 Ok(()) => Reply::ok(),
                 Err(e) => store_err(e),
             }
         }
+        "SWAPDB" => {
+            // Exclusive: no command runs against either database while they swap.
+            let _gate = match sh.gate_write() {
+                Ok(g) => g,
+                Err(r) => return (r, After::Continue),
+            };
+            crate::select::swapdb(sh, a)
+        }
+        "MOVE" => crate::select::move_key(sh, c, a),
         "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO" => {
             let _gate = match sh.gate_write() {
                 Ok(g) => g,
@@ -314,7 +333,7 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
                 }
             }
             let _locks = sh.lock(&[a[0].as_slice()]);
-            let mut tx = Tx::new(&sh.store, &sh.ks);
+            let mut tx = Tx::new(&sh.store, sh.ks(c.db));
             match crate::cluster::migrate::restore(&mut tx, a) {
                 Ok(r) => match tx.commit() {
                     Ok(()) => r,
@@ -338,7 +357,7 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
                 return (r, After::Continue);
             }
             let _locks = sh.lock(&cmd.keys(args));
-            let mut tx = Tx::new(&sh.store, &sh.ks);
+            let mut tx = Tx::new(&sh.store, sh.ks(c.db));
             let r = one(c, &mut tx, cmd, args);
             match r {
                 Reply::Error(_) => r,
@@ -413,16 +432,44 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
     if dirty {
         return (Reply::NilArray, After::Continue);
     }
-    let mut tx = Tx::new(&sh.store, &sh.ks);
+    // One Tx per physical database the transaction SELECTs, committed as one batch.
+    let mut txs: Vec<(usize, Tx)> = Vec::new();
     let mut replies = Vec::with_capacity(queue.len());
     for args in &queue {
         let cmd = table::lookup(&args[0]).expect("queued commands are known");
         let t = std::time::Instant::now();
-        let r = if matches!(cmd.name, "FLUSHDB" | "FLUSHALL") {
+        let i = tx_of(sh, &mut txs, c.db);
+        let r = if cmd.name == "MOVE" {
+            match crate::select::move_target(sh, c, &args[1..]) {
+                Ok(dst) => {
+                    let j = tx_of(sh, &mut txs, dst);
+                    let (mut from, mut into) = (txs.swap_remove(i.max(j)), txs.swap_remove(i.min(j)));
+                    if i < j {
+                        std::mem::swap(&mut from, &mut into);
+                    }
+                    let (mf, mi) = (from.1.savepoint(), into.1.savepoint());
+                    let r = crate::select::transfer_in(&mut from.1, &mut into.1, &args[1], &args[1], false, true);
+                    if r.is_err() {
+                        from.1.rollback(mf);
+                        into.1.rollback(mi);
+                    }
+                    txs.extend([from, into]);
+                    r.map_or_else(|r| r, |done| Reply::Int(i64::from(done)))
+                }
+                Err(r) => r,
+            }
+        } else if cmd.name == "SWAPDB" {
+            crate::select::swapdb(sh, &args[1..])
+        } else if let Some(r) =
+            (cmd.name == "COPY").then(|| crate::select::copy_to_db(sh, c, &args[1..], true)).flatten()
+        {
+            r
+        } else if matches!(cmd.name, "FLUSHDB" | "FLUSHALL") {
+            let tx = &mut txs[i].1;
             // Inside EXEC the flush is part of the one batch (all or nothing with the
             // rest), so it is bounded: see FLUSH_IN_EXEC_MAX.
             let mark = tx.savepoint();
-            let r = match flush_in_tx(&mut tx, &args[1..]) {
+            let r = match flush_in_tx(tx, &args[1..]) {
                 Ok(()) => Reply::ok(),
                 Err(r) => r,
             };
@@ -431,9 +478,10 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
             }
             r
         } else if in_tx(cmd) {
+            let tx = &mut txs[i].1;
             // A command that fails leaves nothing of itself in the transaction.
             let mark = tx.savepoint();
-            let r = one(c, &mut tx, cmd, args);
+            let r = one(c, tx, cmd, args);
             if matches!(r, Reply::Error(_)) {
                 tx.rollback(mark);
             }
@@ -447,12 +495,24 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
         }
         replies.push(r);
     }
-    match tx.commit() {
+    match Tx::commit_all(txs.into_iter().map(|(_, tx)| tx).collect()) {
         Ok(()) => (Reply::Array(replies), After::Continue),
         Err(e) => (
             Reply::err(format!("EXECABORT the transaction's writes could not be applied, none was: {e}")),
             After::Continue,
         ),
+    }
+}
+
+/// The index in `txs` of the Tx of logical database `db` (one is made when missing).
+fn tx_of<'a>(sh: &'a Shared, txs: &mut Vec<(usize, Tx<'a>)>, db: usize) -> usize {
+    let p = sh.phys_db(db);
+    match txs.iter().position(|(q, _)| *q == p) {
+        Some(i) => i,
+        None => {
+            txs.push((p, Tx::new(&sh.store, &sh.all_dbs()[p])));
+            txs.len() - 1
+        }
     }
 }
 
@@ -463,7 +523,7 @@ fn replicaof(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     }
     if upper(&a[0]) == "NO" && upper(&a[1]) == "ONE" {
         // Not under the gate: EXEC (Sentinel sends REPLICAOF inside MULTI) holds it.
-        return match sh.replica.stop(&sh.store, &sh.ks) {
+        return match sh.replica.stop(&sh.store, sh.ks(0)) {
             Ok(()) => Reply::ok(),
             Err(r) => r,
         };
@@ -475,7 +535,7 @@ fn replicaof(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     if sh.replica.primary().is_some_and(|p| p.host == host && p.port == port as u16) {
         return Reply::Simple("OK Already connected to specified master".into());
     }
-    let generation = match sh.replica.start(&sh.store, &sh.ks, host, port as u16) {
+    let generation = match sh.replica.start(&sh.store, sh.ks(0), host, port as u16) {
         Ok(g) => g,
         Err(e) => return store_err(e),
     };
@@ -492,7 +552,7 @@ fn whole_after_flush(sh: &Shared) -> pmkv::Result<()> {
     }
     if let Some(mut rec) = crate::replica::load(&sh.store).map_err(|e| pmkv::Error::new(pmkv::ErrorKind::Corrupt, e))? {
         rec.syncing = false;
-        crate::replica::save(&sh.store, &sh.ks, Some(&rec))?;
+        crate::replica::save(&sh.store, sh.ks(0), Some(&rec))?;
     }
     sh.replica.set_partial(false);
     Ok(())
@@ -556,10 +616,7 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             crate::pubsub::leave(sh, &mut c.subs);
             Reply::Simple("RESET".into())
         }
-        "SELECT" => match int(&a[0]) {
-            Some(0) => Reply::ok(),
-            _ => Reply::err("ERR DB index is out of range (pmkv serves database 0 only)"),
-        },
+        "SELECT" => crate::select::select(sh, c, a),
         "AUTH" => {
             let pass = a.last().cloned().unwrap_or_default();
             match &sh.password {
@@ -676,15 +733,15 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             let us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
             Reply::Array(vec![Reply::bulk((us / 1_000_000).to_string()), Reply::bulk((us % 1_000_000).to_string())])
         }
-        "DBSIZE" => match s.len() {
-            Ok(n) => Reply::Int(sh.ks.user_keys(n) as i64),
+        "DBSIZE" => match sh.db_size(c.db) {
+            Ok(n) => Reply::Int(n as i64),
             Err(e) => store_err(e),
         },
         "SCRIPT" => crate::script::script(sh, a),
         "FUNCTION" => crate::script::function(sh, a),
         // Syntax, bounds and limits: crate::range.
         "PMKV.RANGE" if (2..=4).contains(&a.len()) => {
-            match crate::range::pmkv_range(s, &sh.ks, a, c.reply_budget, slot) {
+            match crate::range::pmkv_range(s, sh.ks(c.db), a, c.reply_budget, slot) {
                 Some(r) => r,
                 None => return over_output_limit(sh),
             }
@@ -713,8 +770,10 @@ pub fn is_plain_set(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
         && !sh.replica.is_replica()
         && args[0].eq_ignore_ascii_case(b"SET")
         && allowed(&args[1])
-        && sh.store.info().check_sizes(&sh.ks.phys(&args[1]), Some(&args[2])).is_ok()
-        && !sh.ks.may_have_meta(&args[1])
+        && c.db == 0
+        && sh.ks(0).is_db0()
+        && sh.store.info().check_sizes(&args[1], Some(&args[2])).is_ok()
+        && !sh.ks(0).may_have_meta(&args[1])
         && plain_slot(sh, c, &args[1])
 }
 
@@ -749,7 +808,9 @@ pub fn is_plain_get(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
         && !sh.replica.is_partial()
         && args[0].eq_ignore_ascii_case(b"GET")
         && allowed(&args[1])
-        && !sh.ks.may_have_meta(&args[1])
+        && c.db == 0
+        && sh.ks(0).is_db0()
+        && !sh.ks(0).may_have_meta(&args[1])
         && plain_slot(sh, c, &args[1])
 }
 
@@ -766,7 +827,11 @@ pub fn get_into(
     // Busy (a script holds the gate): not answered here; the command path says BUSY.
     let Ok(_gate) = sh.gate_read() else { return Ok(false) };
     let Some(slot) = stable_slot(sh, key) else { return Ok(false) };
-    match sh.store.get_into(&sh.ks.phys_at(slot, key), value) {
+    // A SWAPDB since [`is_plain_get`] looked: DB 0 is another physical database now.
+    if !sh.ks(0).is_db0() {
+        return Ok(false);
+    }
+    match sh.store.get_into(&sh.ks(0).phys_at(slot, key), value) {
         Ok(true) => {
             let v = value.as_deref().unwrap_or_default();
             use std::io::Write as _;
@@ -801,14 +866,19 @@ pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Result<Reply, Vec<Vec<V
     };
     // Keys and values move into the batch (no copy); a cluster node's batch holds engine
     // keys, so it keeps the user keys beside.
-    let slotted = sh.ks.slotted();
+    // A SWAPDB since [`is_plain_set`] looked: DB 0 is another physical database now.
+    if !sh.ks(0).is_db0() {
+        return Err(sets);
+    }
+    let ks = sh.ks(0);
+    let slotted = ks.slotted();
     let mut b = pmkv::WriteBatch::independent();
     let mut user = Vec::new();
     for (mut a, slot) in sets.into_iter().zip(slots) {
         let v = a.pop().unwrap_or_default();
         let k = a.pop().unwrap_or_default();
         if slotted {
-            b.put(sh.ks.phys_at(slot, &k).into_owned(), v);
+            b.put(ks.phys_at(slot, &k).into_owned(), v);
             user.push(k);
         } else {
             b.put(k, v);
@@ -817,8 +887,8 @@ pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Result<Reply, Vec<Vec<V
     let keys: Vec<&[u8]> =
         if slotted { user.iter().map(|k| k.as_slice()).collect() } else { b.ops().iter().map(|op| op.key()).collect() };
     let _g = sh.lock(&keys);
-    let r = if keys.iter().any(|k| sh.ks.may_have_meta(k)) {
-        let mut tx = Tx::new(&sh.store, &sh.ks);
+    let r = if keys.iter().any(|k| ks.may_have_meta(k)) {
+        let mut tx = Tx::new(&sh.store, ks);
         for (k, op) in keys.iter().zip(b.ops()) {
             if let pmkv::BatchOp::Put(_, v) = op {
                 if let Err(r) = tx.set(k, v, crate::keyspace::Ttl::Clear) {
@@ -832,7 +902,7 @@ pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Result<Reply, Vec<Vec<V
     };
     Ok(match r {
         Ok(()) => {
-            sh.ks.touch(&mut keys.iter().copied());
+            ks.touch(&mut keys.iter().copied());
             Reply::ok()
         }
         Err(e) => store_err(e),
@@ -1055,7 +1125,7 @@ fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
                 "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n",
                 sh.clients.load(Relaxed),
                 sh.max_clients,
-                sh.ks.ready.clients()
+                sh.all_dbs().iter().map(|ks| ks.ready.clients()).sum::<usize>()
             ),
         );
     }
@@ -1138,14 +1208,7 @@ fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
         section("Cluster", format!("cluster_enabled:{}\r\n", sh.cluster.is_some() as u8));
     }
     if wants("keyspace") {
-        let mut b = String::new();
-        if let Ok(n) = s.len() {
-            let (keys, expires) = (sh.ks.user_keys(n), sh.ks.expiring());
-            if keys > 0 {
-                b = format!("db0:keys={keys},expires={expires},avg_ttl=0\r\n");
-            }
-        }
-        section("Keyspace", b);
+        section("Keyspace", crate::select::info_keyspace(sh));
     }
     Reply::Bulk(t.into_bytes())
 }

@@ -13,6 +13,8 @@ pub struct Conn {
     pub name: Option<Vec<u8>>,
     pub resp3: bool,
     pub authed: bool,
+    /// The logical database SELECT chose (0 at first).
+    pub db: usize,
     /// SCAN/HSCAN cursors of this connection: cursor number → the key to resume after.
     pub cursors: Vec<Vec<u8>>,
     /// Bytes the next reply may take before the client's output-buffer hard limit is
@@ -52,6 +54,7 @@ impl Conn {
             name: None,
             resp3: false,
             authed,
+            db: 0,
             cursors: Vec::new(),
             reply_budget: usize::MAX,
             multi: None,
@@ -83,7 +86,10 @@ impl Conn {
     /// Forget the WATCHes (EXEC, DISCARD, UNWATCH, RESET, the connection's end).
     pub fn unwatch(&mut self, sh: &Shared) {
         if !self.watched.is_empty() {
-            sh.ks.unwatch(&self.watched, &self.dirty);
+            // In every database: the connection may have SELECTed another since WATCH.
+            for ks in sh.all_dbs() {
+                ks.unwatch(&self.watched, &self.dirty);
+            }
             self.watched.clear();
         }
         self.dirty.store(false, Ordering::Release);

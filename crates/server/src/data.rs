@@ -713,10 +713,9 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, command: &Command, a: &[Vec<u8>]) -
                 match upper(&a[i]).as_str() {
                     "REPLACE" => replace = true,
                     "DB" if i + 1 < a.len() => {
-                        // One database (docs/design/front-ends.md): only DB 0 exists.
-                        if int(&a[i + 1]).ok_or_else(not_int)? != 0 {
-                            return Err(Reply::err("ERR DB index is out of range"));
-                        }
+                        // The dispatcher copies into another database
+                        // (`crate::select::copy_to_db`); here `DB` names this one.
+                        int(&a[i + 1]).ok_or_else(not_int)?;
                         i += 1;
                     }
                     _ => return Err(syntax()),

@@ -31,8 +31,8 @@
 //! Redis's own arrangement (its `expires` dictionary), with the same memory: a few dozen
 //! bytes per key that has a TTL or is a hash.
 
-use crate::record::{elem_prefix, split_elem, ELEM_OVERHEAD, META};
-pub use crate::record::{meta_key, Kind, Meta, PREFIX};
+pub use crate::record::{db_prefix, meta_key, Kind, Meta, DATABASES, DB_MAP_KEY, PREFIX};
+use crate::record::{elem_prefix, split_elem, DB, ELEM_OVERHEAD, META};
 use crate::resp::Reply;
 use pmkv::{Direction, KeyRange, Store, WriteBatch};
 use std::borrow::Cow;
@@ -106,6 +106,11 @@ pub struct Keyspace {
     slotted: bool,
     /// Whether the pool holds the replication record ([`REPLICA_KEY`]; DBSIZE subtracts it).
     replica_record: AtomicBool,
+    /// The physical database's record prefix ([`db_prefix`]): empty for DB 0.
+    db: Vec<u8>,
+    /// A database other than 0: its records in the engine (DB 0's are the store's count
+    /// less every other database's), counted at start and kept by [`Tx::commit`].
+    records: AtomicU64,
 }
 
 /// The user key record `rk` belongs to: `rk` itself for a string's value, the key inside a
@@ -131,7 +136,24 @@ impl Keyspace {
     /// `slotted`, over each slot's meta range, and the cluster state record counts as one of
     /// the server's own).
     pub fn load(s: &Store, slotted: bool) -> pmkv::Result<Keyspace> {
-        let ks = Keyspace { slotted, ..Keyspace::default() };
+        Keyspace::load_db(s, slotted, 0)
+    }
+
+    /// [`load`](Self::load) of physical database `n` (a cluster pool has only DB 0): its
+    /// meta records, and for `n > 0` a count of its records (one walk over its range).
+    pub fn load_db(s: &Store, slotted: bool, n: usize) -> pmkv::Result<Keyspace> {
+        let ks = Keyspace { slotted, db: db_prefix(n), ..Keyspace::default() };
+        if n > 0 {
+            let mut count = 0u64;
+            s.scan(&ks.range(), Direction::Forward, |_, _| {
+                count += 1;
+                true
+            })?;
+            ks.records.store(count, Ordering::Relaxed);
+            if count == 0 {
+                return Ok(ks);
+            }
+        }
         if slotted {
             ks.internal.store(1, Ordering::Relaxed);
         }
@@ -142,7 +164,7 @@ impl Keyspace {
         let ranges: Vec<Vec<u8>> = if slotted {
             (0..crate::cluster::slot::SLOTS).map(|slot| [&slot.to_be_bytes()[..], &meta_key(b"")].concat()).collect()
         } else {
-            vec![meta_key(b"")]
+            vec![ks.phys(&meta_key(b"")).into_owned()]
         };
         for start in ranges {
             let mut map = ks.meta.write().unwrap_or_else(|e| e.into_inner());
@@ -181,6 +203,9 @@ impl Keyspace {
     /// The engine key of record `rk`: `rk` itself, or in a cluster pool its user key's slot
     /// and then `rk`.
     pub fn phys<'a>(&self, rk: &'a [u8]) -> Cow<'a, [u8]> {
+        if !self.db.is_empty() {
+            return Cow::Owned([self.db.as_slice(), rk].concat());
+        }
         if !self.slotted {
             return Cow::Borrowed(rk);
         }
@@ -190,7 +215,7 @@ impl Keyspace {
     /// [`phys`](Self::phys) of a record whose slot the caller computed already.
     pub fn phys_at<'a>(&self, slot: u16, rk: &'a [u8]) -> Cow<'a, [u8]> {
         if !self.slotted {
-            return Cow::Borrowed(rk);
+            return self.phys(rk);
         }
         let mut p = Vec::with_capacity(rk.len() + 2);
         p.extend_from_slice(&slot.to_be_bytes());
@@ -200,14 +225,41 @@ impl Keyspace {
 
     /// The record key of engine key `pk` (the inverse of [`phys`](Self::phys)); `None` for
     /// a key in no slot (the cluster state record).
+    /// In DB 0, `None` also for the records of the other databases and the database map,
+    /// which are no record of DB 0's.
     pub fn logical<'a>(&self, pk: &'a [u8]) -> Option<&'a [u8]> {
+        if !self.db.is_empty() {
+            return pk.strip_prefix(self.db.as_slice());
+        }
         if !self.slotted {
-            return Some(pk);
+            let other = pk.strip_prefix(PREFIX).is_some_and(|r| r.first() == Some(&DB) || r == b"D");
+            return (!other).then_some(pk);
         }
         match pk {
             [hi, _, rest @ ..] if *hi < 0x40 => Some(rest),
             _ => None,
         }
+    }
+
+    /// The engine-key range that holds this database's records (all of them for DB 0,
+    /// whose walks skip the other databases' records by [`logical`](Self::logical)).
+    pub fn range(&self) -> KeyRange {
+        if self.db.is_empty() {
+            KeyRange::all()
+        } else {
+            KeyRange::prefix(self.db.clone())
+        }
+    }
+
+    /// Whether this is physical database 0.
+    pub fn is_db0(&self) -> bool {
+        self.db.is_empty()
+    }
+
+    /// A database other than 0: its records in the engine (0 for DB 0, which the
+    /// store counts: see [`user_keys`](Self::user_keys)).
+    pub fn records(&self) -> u64 {
+        self.records.load(Ordering::Relaxed)
     }
 
     /// Whether this is a cluster pool's keyspace.
@@ -232,9 +284,11 @@ impl Keyspace {
         self.meta.read().unwrap_or_else(|e| e.into_inner()).get(k).copied()
     }
 
-    /// Keys the user sees: the store's records, less the server's own, plus the
-    /// collections.
+    /// Keys the user sees: the database's records (`records`, for DB 0: the store's less
+    /// the other databases'; any other database counts its own), less the server's own,
+    /// plus the collections.
     pub fn user_keys(&self, records: u64) -> u64 {
+        let records = if self.db.is_empty() { records } else { self.records() };
         let own = self.internal.load(Ordering::Relaxed) + self.replica_record.load(Ordering::Relaxed) as u64;
         (records + self.collections.load(Ordering::Relaxed)).saturating_sub(own)
     }
@@ -303,6 +357,12 @@ impl Keyspace {
         self.watched.store(w.len(), Ordering::Release);
     }
 
+    /// Tell every watcher of this database that its keys changed (SWAPDB).
+    pub fn touch_all(&self) {
+        let keys: Vec<Vec<u8>> = self.watches.lock().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+        self.touch(&mut keys.iter().map(Vec::as_slice));
+    }
+
     /// Forget every meta record (FLUSHDB, after the records were deleted).
     pub fn clear(&self) {
         let mut map = self.meta.write().unwrap_or_else(|e| e.into_inner());
@@ -311,6 +371,7 @@ impl Keyspace {
         self.expiries.lock().unwrap_or_else(|e| e.into_inner()).clear();
         // A cluster pool keeps its state record.
         self.internal.store(self.slotted as u64, Ordering::Relaxed);
+        self.records.store(0, Ordering::Relaxed);
         self.collections.store(0, Ordering::Relaxed);
     }
 
@@ -348,6 +409,25 @@ impl Keyspace {
             self.collections.fetch_sub(ho - hn, Ordering::Relaxed);
         }
     }
+}
+
+/// Key `src`'s records (from [`Tx::records_of`]) renamed to be key `dst`'s.
+pub fn rename_records(records: Vec<(Vec<u8>, Vec<u8>)>, src: &[u8], dst: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let (src_meta, dst_meta) = (meta_key(src), meta_key(dst));
+    records
+        .into_iter()
+        .map(|(rk, v)| {
+            let nk = if rk == src_meta {
+                dst_meta.clone()
+            } else if let Some((kind, _, suffix)) = split_elem(&rk) {
+                let tag = kind.tag().expect("an element's type has a tag");
+                [elem_prefix(tag, dst).as_slice(), suffix].concat()
+            } else {
+                dst.to_vec()
+            };
+            (nk, v)
+        })
+        .collect()
 }
 
 /// The reply for a key of the wrong type.
@@ -843,7 +923,9 @@ impl<'a> Tx<'a> {
 
     /// [`keys`](Self::keys), with each key's type (SCAN TYPE).
     pub fn typed_keys(&self, start: Bound<Vec<u8>>, f: impl FnMut(&[u8], &[u8], Kind) -> bool) -> TxResult<()> {
-        self.keys_in(&KeyRange { start, end: Bound::Unbounded }, f)
+        let all = self.ks.range();
+        let start = if matches!(start, Bound::Unbounded) { all.start } else { start };
+        self.keys_in(&KeyRange { start, end: all.end }, f)
     }
 
     /// [`keys`](Self::keys) over engine-key `range` (a cluster pool's slot: [`Tx::slot_range`]).
@@ -958,22 +1040,7 @@ impl<'a> Tx<'a> {
         if records.is_empty() || (!replace && self.kind(dst)?.is_some()) {
             return Ok(false);
         }
-        let (src_meta, dst_meta) = (meta_key(src), meta_key(dst));
-        let renamed: Vec<(Vec<u8>, Vec<u8>)> = records
-            .into_iter()
-            .map(|(rk, v)| {
-                let nk = if rk == src_meta {
-                    dst_meta.clone()
-                } else if let Some((kind, _, suffix)) = split_elem(&rk) {
-                    let tag = kind.tag().expect("an element's type has a tag");
-                    [elem_prefix(tag, dst).as_slice(), suffix].concat()
-                } else {
-                    dst.to_vec()
-                };
-                (nk, v)
-            })
-            .collect();
-        self.restore(dst, &renamed, true)?;
+        self.restore(dst, &rename_records(records, src, dst), true)?;
         Ok(true)
     }
 
@@ -1014,7 +1081,7 @@ impl<'a> Tx<'a> {
         }
         loop {
             let mut keys = Vec::new();
-            s.scan(&KeyRange::all(), Direction::Forward, |k, _| {
+            s.scan(&ks.range(), Direction::Forward, |k, _| {
                 // Not the cluster state record (in no slot), nor the replication record,
                 // which a full sync's flush must keep (it says the sync is unfinished).
                 if ks.logical(k).is_some() && k != REPLICA_KEY {
@@ -1043,6 +1110,7 @@ impl<'a> Tx<'a> {
         if self.writes.is_empty() {
             return Ok(());
         }
+        let delta = self.record_delta()?;
         if self.writes.len() == 1 {
             let (k, v) = self.writes.iter().next().expect("one write");
             match v {
@@ -1061,12 +1129,58 @@ impl<'a> Tx<'a> {
             }
             self.s.write(&b)?;
         }
+        self.applied(delta);
+        Ok(())
+    }
+
+    /// Commit `txs` (each of another database of the same store: MOVE, COPY … DB, an
+    /// EXEC that SELECTs) as one atomic batch, so a crash leaves all of them or none.
+    pub fn commit_all(txs: Vec<Tx<'_>>) -> pmkv::Result<()> {
+        if txs.len() == 1 {
+            return txs.into_iter().try_for_each(Tx::commit);
+        }
+        let deltas = txs.iter().map(Tx::record_delta).collect::<pmkv::Result<Vec<i64>>>()?;
+        let mut b = WriteBatch::new();
+        for (k, v) in txs.iter().flat_map(|t| t.writes.iter()) {
+            match v {
+                Some(v) => b.put(k.clone(), v.clone()),
+                None => b.delete(k.clone()),
+            };
+        }
+        if let Some(t) = txs.first().filter(|_| !b.ops().is_empty()) {
+            t.s.write(&b)?;
+        }
+        for (t, d) in txs.iter().zip(deltas) {
+            t.applied(d);
+        }
+        Ok(())
+    }
+
+    /// For a database other than 0, how many records the writes add (negative: remove),
+    /// read before they are applied (the caller holds the keys' locks).
+    fn record_delta(&self) -> pmkv::Result<i64> {
+        if self.ks.db.is_empty() {
+            return Ok(0);
+        }
+        let mut d = 0i64;
+        for (k, v) in &self.writes {
+            d += i64::from(v.is_some()) - i64::from(self.s.contains(k)?);
+        }
+        Ok(d)
+    }
+
+    /// After the batch: the record count, the DRAM view, the watchers, the waiters.
+    fn applied(&self, delta: i64) {
+        if delta >= 0 {
+            self.ks.records.fetch_add(delta as u64, Ordering::Relaxed);
+        } else {
+            self.ks.records.fetch_sub(delta.unsigned_abs(), Ordering::Relaxed);
+        }
         for (k, (old, new)) in &self.metas {
             self.ks.apply(k, *old, *new);
         }
         self.ks.touch(&mut self.touched.iter().map(|k| k.as_slice()));
         self.ks.ready.signal(&mut self.touched.iter().map(|k| k.as_slice()));
-        Ok(())
     }
 }
 

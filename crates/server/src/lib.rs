@@ -81,6 +81,7 @@ mod replica_link;
 pub mod resp;
 mod routing;
 pub mod script;
+mod select;
 mod stats;
 pub mod table;
 pub mod types;
@@ -224,8 +225,12 @@ pub struct Shared {
     /// Clients disconnected at the output-buffer limits.
     pub output_limit_closes: AtomicU64,
     stripes: Vec<Mutex<()>>,
-    /// Meta records (types, expiry times) in DRAM, and WATCHes.
-    pub ks: keyspace::Keyspace,
+    /// Meta records (types, expiry times) in DRAM, and WATCHes: one keyspace per
+    /// physical database (one only in a cluster pool), reached through [`Shared::ks`].
+    dbs: Vec<keyspace::Keyspace>,
+    /// SWAPDB's map: byte `i` is the physical database of logical DB `i` (changed only
+    /// under the gate held exclusively; durable in [`keyspace::DB_MAP_KEY`]).
+    db_map: [std::sync::atomic::AtomicU8; keyspace::DATABASES],
     /// Clients waiting in blocking commands, in queues per key.
     pub(crate) blocked: blocking::Blocked,
     /// Data commands hold it shared; EXEC, EVAL and FLUSHDB exclusively (isolation).
@@ -305,6 +310,54 @@ impl Shared {
     /// Whether the server is stopping (SHUTDOWN, a stopper or a signal).
     pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::SeqCst) || SIGNALLED.load(Ordering::SeqCst)
+    }
+
+    /// The keyspace of logical database `db` (SELECT's number; 0 in a cluster pool).
+    pub fn ks(&self, db: usize) -> &keyspace::Keyspace {
+        &self.dbs[self.phys_db(db)]
+    }
+
+    /// The physical database (an index of [`all_dbs`](Self::all_dbs)) of logical `db`.
+    pub fn phys_db(&self, db: usize) -> usize {
+        let phys = self.db_map.get(db).map_or(0, |p| p.load(Ordering::Acquire) as usize);
+        if phys < self.dbs.len() {
+            phys
+        } else {
+            0
+        }
+    }
+
+    /// The physical database of each logical one now.
+    pub(crate) fn db_map_now(&self) -> [u8; keyspace::DATABASES] {
+        std::array::from_fn(|i| self.db_map[i].load(Ordering::Acquire))
+    }
+
+    /// Install SWAPDB's new map (under the gate held exclusively, after it is durable).
+    pub(crate) fn set_db_map(&self, next: [u8; keyspace::DATABASES]) {
+        for (m, p) in self.db_map.iter().zip(next) {
+            m.store(p, Ordering::Release);
+        }
+    }
+
+    /// Every physical database's keyspace (FLUSHALL, INFO, the expiry sweep).
+    pub fn all_dbs(&self) -> &[keyspace::Keyspace] {
+        &self.dbs
+    }
+
+    /// How many databases SELECT may choose from (1 in a cluster pool).
+    pub fn databases(&self) -> usize {
+        self.dbs.len()
+    }
+
+    /// DBSIZE of logical database `db`: its user keys.
+    pub fn db_size(&self, db: usize) -> pmkv::Result<u64> {
+        let ks = self.ks(db);
+        if !ks.is_db0() {
+            return Ok(ks.user_keys(0));
+        }
+        let others: u64 = self.dbs[1..].iter().map(keyspace::Keyspace::records).sum();
+        let map = u64::from(self.dbs.len() > 1 && self.store.contains(keyspace::DB_MAP_KEY)?);
+        Ok(ks.user_keys(self.store.len()?.saturating_sub(others + map)))
     }
 
     /// The stripe locks of `keys`, taken in index order (no deadlock between commands).
@@ -446,8 +499,11 @@ impl Server {
             }
             None
         };
-        let ks = keyspace::Keyspace::load(&store, cfg.cluster)
+        let dbs = (0..if cfg.cluster { 1 } else { keyspace::DATABASES })
+            .map(|n| keyspace::Keyspace::load_db(&store, cfg.cluster, n))
+            .collect::<pmkv::Result<Vec<_>>>()
             .map_err(|e| err(std::io::ErrorKind::InvalidData, format!("reading the server's records: {e}")))?;
+        let db_map = select::load_map(&store, cfg.cluster).map_err(|e| err(std::io::ErrorKind::InvalidData, e))?;
         // A replica's pool: re-attach to its primary (as Redis with `replicaof` in its
         // config), and refuse to serve the keyspace while the record says a full sync did
         // not finish (docs/design/replication.md).
@@ -472,7 +528,8 @@ impl Server {
             query_limit_closes: AtomicU64::new(0),
             output_limit_closes: AtomicU64::new(0),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
-            ks,
+            dbs,
+            db_map,
             blocked: blocking::Blocked::default(),
             gate: parking_lot::RwLock::new(()),
             cluster,
@@ -633,16 +690,18 @@ const SWEEP_EVERY: Duration = Duration::from_millis(100);
 /// (its stripe lock, the gate shared; the lazy expiry of [`keyspace::Tx::kind`] does the
 /// deleting, so a key written since it was found due is left alone).
 fn sweep(sh: &Shared) {
-    if sh.ks.expiring() == 0 {
-        return;
-    }
-    for k in sh.ks.due(keyspace::now_ms(), 256) {
-        // A busy script holds the gate: sweep again later.
-        let Ok(_gate) = sh.gate_read() else { return };
-        let _lock = sh.lock(&[&k]);
-        let mut tx = keyspace::Tx::new(&sh.store, &sh.ks);
-        if tx.kind(&k).is_ok() {
-            let _ = tx.commit();
+    for ks in &sh.dbs {
+        if ks.expiring() == 0 {
+            continue;
+        }
+        for k in ks.due(keyspace::now_ms(), 256) {
+            // A busy script holds the gate: sweep again later.
+            let Ok(_gate) = sh.gate_read() else { return };
+            let _lock = sh.lock(&[&k]);
+            let mut tx = keyspace::Tx::new(&sh.store, ks);
+            if tx.kind(&k).is_ok() {
+                let _ = tx.commit();
+            }
         }
     }
 }

@@ -168,13 +168,13 @@ fn load(sh: &Shared, gen: u64, rdb: &[u8], mut rec: Record) -> std::io::Result<(
         return Err(io_err("REPLICAOF replaced the link during the sync"));
     }
     let store_err = |e: pmkv::Error| io_err(format!("loading the RDB: {e}"));
-    replica::save(&sh.store, &sh.ks, Some(&rec)).map_err(store_err)?;
-    Tx::flush_all(&sh.store, &sh.ks, 1024).map_err(store_err)?;
+    replica::save(&sh.store, sh.ks(0), Some(&rec)).map_err(store_err)?;
+    Tx::flush_all(&sh.store, sh.ks(0), 1024).map_err(store_err)?;
     let now = crate::keyspace::now_ms();
     rec.syncing = false;
     let batches = entries.len().div_ceil(1024).max(1);
     for (i, batch) in entries.chunks(1024).chain(entries.is_empty().then_some(&entries[..])).enumerate() {
-        let mut tx = Tx::new(&sh.store, &sh.ks);
+        let mut tx = Tx::new(&sh.store, sh.ks(0));
         for e in batch {
             // A key already expired on arrival is not loaded (as a Redis replica does).
             let at = e.expire_ms.unwrap_or(0);
@@ -276,5 +276,5 @@ fn stream(
 /// shared: not beside a full sync's load or a FLUSHALL, which hold it exclusively.
 fn save_offset(sh: &Shared, gen: u64, offset: u64) -> pmkv::Result<()> {
     let Ok(_gate) = sh.gate_read() else { return Ok(()) };
-    sh.replica.save_offset(gen, &sh.store, &sh.ks, offset)
+    sh.replica.save_offset(gen, &sh.store, sh.ks(0), offset)
 }

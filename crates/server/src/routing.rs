@@ -31,8 +31,10 @@ pub(crate) fn route_keys<'a>(cmd: &Command, args: &'a [Vec<u8>]) -> Vec<&'a [u8]
 /// How many of `keys` exist on this node, and how many there are (a migrating slot's
 /// question; an expired key not yet removed counts as there, as in Redis).
 fn present(sh: &Shared, keys: &[&[u8]]) -> (usize, usize) {
-    let here =
-        keys.iter().filter(|k| sh.ks.may_have_meta(k) || sh.store.contains(&sh.ks.phys(k)).unwrap_or(false)).count();
+    let here = keys
+        .iter()
+        .filter(|k| sh.ks(0).may_have_meta(k) || sh.store.contains(&sh.ks(0).phys(k)).unwrap_or(false))
+        .count();
     (here, keys.len())
 }
 

@@ -65,6 +65,8 @@ pub const BASE: &[Command] = &[
     c("RENAME", 3, Keys { first: 1, last: 2, step: 1, numkeys: 0 }, Keys),
     c("RENAMENX", 3, Keys { first: 1, last: 2, step: 1, numkeys: 0 }, Keys),
     c("COPY", -3, Keys { first: 1, last: 2, step: 1, numkeys: 0 }, Keys),
+    c("MOVE", 3, ONE, Keys),
+    c("SWAPDB", 3, NONE, Keys),
     c("RANDOMKEY", 1, NONE, Keys),
     c("DUMP", 2, ONE, Keys),
     c("RESTORE", -4, ONE, Keys),

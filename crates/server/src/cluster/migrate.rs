@@ -131,7 +131,7 @@ pub(crate) fn migrate(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     };
     let mut payload = Vec::new();
     {
-        let mut tx = Tx::new(&sh.store, &sh.ks);
+        let mut tx = Tx::new(&sh.store, sh.ks(0));
         for &k in &m.keys {
             match tx.records_of(k) {
                 Ok(r) if r.is_empty() => {}
@@ -169,7 +169,7 @@ pub(crate) fn migrate(sh: &Shared, a: &[Vec<u8>]) -> Reply {
         return Reply::err(format!("ERR Target instance replied with error: {e}"));
     }
     let mut first_err = None;
-    let mut tx = Tx::new(&sh.store, &sh.ks);
+    let mut tx = Tx::new(&sh.store, sh.ks(0));
     for ((k, _), r) in payload.iter().zip(restored) {
         match r {
             Ok(_) if !m.copy => {

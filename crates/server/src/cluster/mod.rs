@@ -390,7 +390,7 @@ pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
                 Ok(g) => g,
                 Err(r) => return r,
             };
-            let tx = crate::keyspace::Tx::new(&sh.store, &sh.ks);
+            let tx = crate::keyspace::Tx::new(&sh.store, sh.ks(0));
             let (mut n, mut keys) = (0usize, Vec::new());
             let walked = tx.keys_in(&crate::keyspace::Tx::slot_range(slot), |user, _, _| {
                 if sub == "GETKEYSINSLOT" {

@@ -34,6 +34,27 @@ pub(crate) mod zset;
 pub const PREFIX: &[u8] = b"\xffpmkv\x00";
 /// The tag after [`PREFIX`] of a meta record.
 pub(crate) const META: u8 = b'm';
+/// The tag after [`PREFIX`] of the records of a database other than 0: DB `n`'s records
+/// are DB 0's layout under `P 'd' n` (see [`db_prefix`]).
+pub(crate) const DB: u8 = b'd';
+/// How many databases `pmkv serve` has (Redis's default `databases` setting).
+pub const DATABASES: usize = 16;
+/// The record that maps SWAPDB's logical databases to the physical ones (`P 'D'`: 16
+/// bytes, byte `i` the physical database logical DB `i` is; absent: the identity).
+pub const DB_MAP_KEY: &[u8] = b"\xffpmkv\x00D";
+
+/// The prefix every record of physical database `n` carries before its DB-0 record key:
+/// nothing for DB 0, so that a pool written before databases existed opens with its keys
+/// in DB 0 and every other front end (`pmkv get`, Python, C) sees DB 0's strings as plain
+/// records; `P 'd' n` for the others, under [`PREFIX`], so that DB 0's walks (KEYS, SCAN,
+/// DBSIZE) skip them as they skip every record of the server's own.
+pub fn db_prefix(n: usize) -> Vec<u8> {
+    if n == 0 {
+        Vec::new()
+    } else {
+        [PREFIX, &[DB, n as u8]].concat()
+    }
+}
 
 /// The meta record's key for user key `k`.
 pub fn meta_key(k: &[u8]) -> Vec<u8> {
@@ -221,6 +242,13 @@ pub fn split_elem(rk: &[u8]) -> Option<(Kind, &[u8], &[u8])> {
 /// `pmkv dump`, so a server pool's internal records are never shown as user keys.
 pub fn describe_record(rk: &[u8]) -> Option<String> {
     let rest = rk.strip_prefix(PREFIX)?;
+    if let [DB, n, inner @ ..] = rest {
+        let what = describe_record(inner).unwrap_or_else(|| format!("string {}", escape(inner)));
+        return Some(format!("db {n}: {what}"));
+    }
+    if rest == b"D" {
+        return Some("pmkv serve SWAPDB database map".into());
+    }
     if let Some(k) = rest.strip_prefix(b"m") {
         return Some(format!("pmkv serve meta record of key {}", escape(k)));
     }
@@ -258,5 +286,9 @@ mod tests {
         let x = [elem_prefix(b'h', b"a").as_slice(), b"bc"].concat();
         let y = [elem_prefix(b'h', b"ab").as_slice(), b"c"].concat();
         assert_ne!(x, y);
+        let in3 = [db_prefix(3).as_slice(), &meta_key(b"q")].concat();
+        assert_eq!(describe_record(&in3).unwrap(), "db 3: pmkv serve meta record of key q");
+        assert_eq!(describe_record(&[db_prefix(15).as_slice(), b"s"].concat()).unwrap(), "db 15: string s");
+        assert!(db_prefix(0).is_empty());
     }
 }

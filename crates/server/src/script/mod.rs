@@ -368,7 +368,8 @@ fn run_committed(
     argv: &[Vec<u8>],
     mut lim: Limits,
 ) -> Reply {
-    let mut tx = Tx::new(&sh.store, &sh.ks);
+    // In the caller's database (SELECT is not among the commands a script may call).
+    let mut tx = Tx::new(&sh.store, sh.ks(c.db));
     lim.state.1 = sh.script.begin();
     let (r, stopped) = run(c, &mut tx, src, entry, keys, argv, lim);
     sh.script.end();
