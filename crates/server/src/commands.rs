@@ -448,7 +448,7 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
                         std::mem::swap(&mut from, &mut into);
                     }
                     let (mf, mi) = (from.1.savepoint(), into.1.savepoint());
-                    let r = crate::select::transfer_in(&mut from.1, &mut into.1, &args[1], &args[1], false, true);
+                    let r = from.1.transfer(&mut into.1, &args[1], &args[1], false, true);
                     if r.is_err() {
                         from.1.rollback(mf);
                         into.1.rollback(mi);
@@ -465,16 +465,19 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
         {
             r
         } else if matches!(cmd.name, "FLUSHDB" | "FLUSHALL") {
-            let tx = &mut txs[i].1;
             // Inside EXEC the flush is part of the one batch (all or nothing with the
-            // rest), so it is bounded: see FLUSH_IN_EXEC_MAX.
-            let mark = tx.savepoint();
-            let r = match flush_in_tx(tx, &args[1..]) {
+            // rest), so it is bounded: see FLUSH_IN_EXEC_MAX. FLUSHALL: every database.
+            let dbs: Vec<usize> = if cmd.name == "FLUSHALL" { (0..sh.databases()).collect() } else { vec![c.db] };
+            let at: Vec<usize> = dbs.into_iter().map(|db| tx_of(sh, &mut txs, db)).collect();
+            let marks: Vec<_> = at.iter().map(|&j| txs[j].1.savepoint()).collect();
+            let r = match at.iter().try_for_each(|&j| flush_in_tx(&mut txs[j].1, &args[1..])) {
                 Ok(()) => Reply::ok(),
                 Err(r) => r,
             };
             if matches!(r, Reply::Error(_)) {
-                tx.rollback(mark);
+                for (&j, m) in at.iter().zip(marks) {
+                    txs[j].1.rollback(m);
+                }
             }
             r
         } else if in_tx(cmd) {

@@ -1044,6 +1044,23 @@ impl<'a> Tx<'a> {
         Ok(true)
     }
 
+    /// Write `src`'s records as key `dst` in `into` (a Tx of another database: MOVE,
+    /// COPY … DB), replacing `dst` when `replace`, deleting `src` here when `remove`
+    /// (MOVE). Whether it was done: false, changing nothing, when `src` is absent or `dst`
+    /// exists and not `replace`. Commit both with [`Tx::commit_all`] (one batch).
+    pub fn transfer(&mut self, into: &mut Tx, src: &[u8], dst: &[u8], replace: bool, remove: bool) -> TxResult<bool> {
+        let records = self.records_of(src)?;
+        if records.is_empty() || (!replace && into.kind(dst)?.is_some()) {
+            return Ok(false);
+        }
+        let renamed = if src == dst { records } else { rename_records(records, src, dst) };
+        into.restore(dst, &renamed, true)?;
+        if remove {
+            self.del(src)?;
+        }
+        Ok(true)
+    }
+
     /// Delete every key (FLUSHDB), in rounds of at most `round` keys so that memory
     /// stays bounded. Each round deletes whole keys (a string with its meta record, a hash
     /// with all its fields) in one atomic batch, so a crash between rounds leaves some keys

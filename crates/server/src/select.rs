@@ -48,7 +48,7 @@ pub(crate) fn select(sh: &Shared, c: &mut Conn, a: &[Vec<u8>]) -> Reply {
     if sh.cluster.is_some() && int(&a[0]) != Some(0) {
         return Reply::err("ERR SELECT is not allowed in cluster mode");
     }
-    match db_index(sh, &a[0], "ERR invalid DB index") {
+    match db_index(sh, &a[0], "ERR value is not an integer or out of range") {
         Ok(n) => {
             if n != c.db {
                 // A SCAN cursor names a place in one database's records.
@@ -155,35 +155,13 @@ fn transfer(sh: &Shared, from: &Keyspace, to: &Keyspace, src: &[u8], dst: &[u8],
     };
     let _locks = sh.lock(&[src, dst]);
     let (mut tx, mut into) = (Tx::new(&sh.store, from), Tx::new(&sh.store, to));
-    match transfer_in(&mut tx, &mut into, src, dst, replace, remove) {
+    match tx.transfer(&mut into, src, dst, replace, remove) {
         Ok(done) => match Tx::commit_all(vec![tx, into]) {
             Ok(()) => Reply::Int(i64::from(done)),
             Err(e) => store_reply(e),
         },
         Err(r) => r,
     }
-}
-
-/// [`transfer`] between two Txs (of two databases): whether it was done. Errors leave
-/// the Txs to be dropped.
-pub(crate) fn transfer_in(
-    tx: &mut Tx,
-    into: &mut Tx,
-    src: &[u8],
-    dst: &[u8],
-    replace: bool,
-    remove: bool,
-) -> Result<bool, Reply> {
-    let records = tx.records_of(src)?;
-    if records.is_empty() || (!replace && into.kind(dst)?.is_some()) {
-        return Ok(false);
-    }
-    let renamed = if src == dst { records } else { crate::keyspace::rename_records(records, src, dst) };
-    into.restore(dst, &renamed, true)?;
-    if remove {
-        tx.del(src)?;
-    }
-    Ok(true)
 }
 
 /// FLUSHALL: every database emptied (the caller holds the gate exclusively).

@@ -1184,3 +1184,121 @@ fn zsets_answer_as_redis() {
     let (mine, theirs) = (blocking(s.port), blocking(_redis.port));
     assert_eq!(mine, theirs);
 }
+
+/// Redis's 16 databases: SELECT and its errors, each database its own keyspace (KEYS,
+/// DBSIZE, EXISTS, types and TTLs), MOVE and COPY … DB between them, SWAPDB, FLUSHDB of
+/// one and FLUSHALL of all, MULTI/EXEC that SELECTs, and INFO keyspace's lines.
+#[test]
+fn databases_answer_as_redis() {
+    let Pair { s: _s, _redis, mut p, mut r } = pair("hart");
+    run(
+        &mut p,
+        &mut r,
+        &[
+            &["SELECT", "16"],
+            &["SELECT", "-1"],
+            &["SELECT", "x"],
+            &["SELECT", "15"],
+            &["SET", "k", "in15"],
+            &["SELECT", "0"],
+            &["GET", "k"],
+            &["SET", "k", "in0"],
+            &["HSET", "h", "f", "v"],
+            &["DBSIZE"],
+            &["SELECT", "9"],
+            &["DBSIZE"],
+            &["EXISTS", "k", "h"],
+            &["SET", "a", "1", "EX", "1000"],
+            &["RPUSH", "l", "x", "y"],
+            &["ZADD", "z", "1", "m"],
+            &["SADD", "s", "m"],
+            &["HSET", "h", "g", "w"],
+            &["DBSIZE"],
+            &["TTL", "a"],
+            &["TYPE", "l"],
+            &["HGETALL", "h"],
+            &["SELECT", "0"],
+            &["HGETALL", "h"],
+            &["EXISTS", "a", "l", "z", "s"],
+            // MOVE: to an empty place, onto an existing key, errors.
+            &["MOVE", "k", "15"],
+            &["MOVE", "k", "3"],
+            &["EXISTS", "k"],
+            &["MOVE", "nokey", "3"],
+            &["MOVE", "h", "0"],
+            &["MOVE", "h", "16"],
+            &["MOVE", "h", "x"],
+            &["MOVE", "h", "9"],
+            &["SELECT", "3"],
+            &["GET", "k"],
+            &["MOVE", "k", "9"],
+            &["SELECT", "9"],
+            &["GET", "k"],
+            &["TTL", "a"],
+            &["MOVE", "a", "4"],
+            &["SELECT", "4"],
+            &["GET", "a"],
+            &["PERSIST", "a"],
+            // COPY … DB.
+            &["COPY", "a", "b", "DB", "5"],
+            &["COPY", "a", "b", "DB", "5"],
+            &["COPY", "a", "b", "DB", "5", "REPLACE"],
+            &["COPY", "a", "a", "DB", "4"],
+            &["COPY", "a", "c", "DB", "4"],
+            &["COPY", "a", "c", "DB", "99"],
+            &["SELECT", "5"],
+            &["GET", "b"],
+            &["SELECT", "9"],
+            &["COPY", "l", "l2", "DB", "6"],
+            &["SELECT", "6"],
+            &["LRANGE", "l2", "0", "-1"],
+            // SWAPDB.
+            &["SWAPDB", "6", "7"],
+            &["EXISTS", "l2"],
+            &["SELECT", "7"],
+            &["LRANGE", "l2", "0", "-1"],
+            &["SWAPDB", "0", "16"],
+            &["SWAPDB", "x", "1"],
+            &["SWAPDB", "1", "y"],
+            &["SWAPDB", "7", "7"],
+            &["SWAPDB", "0", "9"],
+            &["SELECT", "0"],
+            &["DBSIZE"],
+            &["SMEMBERS", "s"],
+            &["SELECT", "9"],
+            &["DBSIZE"],
+            &["GET", "k"],
+            &["SWAPDB", "9", "0"],
+            // A transaction that SELECTs runs each command in its database.
+            &["MULTI"],
+            &["SET", "t", "0"],
+            &["SELECT", "2"],
+            &["SET", "t", "2"],
+            &["MOVE", "t", "12"],
+            &["SELECT", "12"],
+            &["GET", "t"],
+            &["EXEC"],
+            &["GET", "t"],
+            &["SELECT", "2"],
+            &["EXISTS", "t"],
+            &["SELECT", "0"],
+            &["GET", "t"],
+            &["SELECT", "12"],
+            &["FLUSHDB"],
+            &["DBSIZE"],
+            &["SELECT", "0"],
+            &["DBSIZE"],
+        ],
+    );
+    let info = |c: &mut common::Client| {
+        let s = c.cmd(&["INFO", "keyspace"]);
+        s.lines()
+            .filter(|l| l.starts_with("db"))
+            .map(|l| l.split(",avg_ttl").next().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(info(&mut p), info(&mut r));
+    assert!(info(&mut p).len() >= 5, "{:?}", info(&mut p));
+    run(&mut p, &mut r, &[&["FLUSHALL"], &["DBSIZE"], &["SELECT", "7"], &["DBSIZE"], &["KEYS", "*"]]);
+    assert_eq!(info(&mut p), Vec::<String>::new());
+}

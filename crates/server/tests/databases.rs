@@ -1,0 +1,170 @@
+//! Redis's 16 databases over the wire, where there is no control to compare with:
+//! keys and SWAPDB survive a restart in their database, a pool written before databases
+//! existed opens with its keys in DB 0, a push wakes only its own database's waiters, a
+//! WATCH sees writes of its own database only (and every SWAPDB of it), the expiry
+//! sweep runs in every database, and a cluster node has DB 0 only.
+
+mod common;
+
+use common::Client;
+use pmkv::{Options, Store};
+use pmkv_server::{Config, Server};
+use std::time::Duration;
+
+/// A server over the pool in `dir` (created when absent): its port, its stopper, its thread.
+fn serve(dir: &std::path::Path, cluster: bool) -> (u16, impl Fn(), std::thread::JoinHandle<pmkv::Result<()>>) {
+    let store = Store::open(dir.join("s.pool"), "hart", &Options::default().initial_size(16 << 20)).unwrap();
+    let cfg = Config { port: 0, threads: 4, cluster, ..Config::default() };
+    let srv = Server::bind(store, "adr", cfg).unwrap();
+    let (port, stop) = (srv.port(), srv.stopper());
+    (port, stop, std::thread::spawn(move || srv.run(false)))
+}
+
+#[test]
+fn keys_and_swapdb_survive_a_restart_in_their_database() {
+    let dir = pmkv_testutil::pool_dir();
+    // A pool as `pmkv put` (or pmkv before databases) wrote it: its keys are DB 0's.
+    {
+        let s = Store::open(dir.path().join("s.pool"), "hart", &Options::default().initial_size(16 << 20)).unwrap();
+        s.put(b"old", b"kept").unwrap();
+        s.close().unwrap();
+    }
+    let (port, stop, h) = serve(dir.path(), false);
+    let mut c = Client::new(port);
+    assert_eq!(c.cmd(&["GET", "old"]), "kept");
+    assert_eq!(c.cmd(&["SELECT", "1"]), "+OK");
+    assert_eq!(c.cmd(&["GET", "old"]), "(nil)");
+    assert_eq!(c.cmd(&["SET", "one", "1"]), "+OK");
+    assert_eq!(c.cmd(&["HSET", "h1", "f", "v"]), ":1");
+    assert_eq!(c.cmd(&["SET", "t1", "x", "EX", "1000"]), "+OK");
+    assert_eq!(c.cmd(&["SELECT", "2"]), "+OK");
+    assert_eq!(c.cmd(&["RPUSH", "l2", "a", "b"]), ":2");
+    assert_eq!(c.cmd(&["SWAPDB", "2", "3"]), "+OK");
+    assert_eq!(c.cmd(&["DBSIZE"]), ":0");
+    assert_eq!(c.cmd(&["SELECT", "0"]), "+OK");
+    assert_eq!(c.cmd(&["DBSIZE"]), ":1");
+    assert_eq!(c.cmd(&["KEYS", "*"]), "[old]");
+    drop(c);
+    stop();
+    h.join().unwrap().unwrap();
+    // Every other front end still sees DB 0's string as a plain record.
+    {
+        let s = Store::open(dir.path().join("s.pool"), "hart", &Options::default()).unwrap();
+        assert_eq!(s.get(b"old").unwrap().as_deref(), Some(&b"kept"[..]));
+        assert_eq!(s.get(b"one").unwrap(), None);
+        s.close().unwrap();
+    }
+    let (port, stop, h) = serve(dir.path(), false);
+    let mut c = Client::new(port);
+    assert_eq!(c.cmd(&["DBSIZE"]), ":1");
+    assert_eq!(c.cmd(&["SELECT", "1"]), "+OK");
+    assert_eq!(c.cmd(&["DBSIZE"]), ":3");
+    assert_eq!(c.cmd(&["GET", "one"]), "1");
+    assert_eq!(c.cmd(&["HGET", "h1", "f"]), "v");
+    let ttl = c.cmd(&["TTL", "t1"]);
+    assert!(ttl.starts_with(":99") || ttl == ":1000", "{ttl}");
+    assert_eq!(c.cmd(&["SELECT", "3"]), "+OK");
+    assert_eq!(c.cmd(&["LRANGE", "l2", "0", "-1"]), "[a,b]");
+    assert_eq!(c.cmd(&["SELECT", "2"]), "+OK");
+    assert_eq!(c.cmd(&["EXISTS", "l2"]), ":0");
+    let info = c.cmd(&["INFO", "keyspace"]);
+    assert!(info.contains("db0:keys=1,expires=0"), "{info}");
+    assert!(info.contains("db1:keys=3,expires=1"), "{info}");
+    assert!(info.contains("db3:keys=1,expires=0"), "{info}");
+    assert!(!info.contains("db2:"), "{info}");
+    // Swapping back to the identity removes the map; the data follows.
+    assert_eq!(c.cmd(&["SWAPDB", "3", "2"]), "+OK");
+    assert_eq!(c.cmd(&["LRANGE", "l2", "0", "-1"]), "[a,b]");
+    assert_eq!(c.cmd(&["FLUSHALL"]), "+OK");
+    assert_eq!(c.cmd(&["DBSIZE"]), ":0");
+    drop(c);
+    stop();
+    h.join().unwrap().unwrap();
+    let s = Store::open(dir.path().join("s.pool"), "hart", &Options::default()).unwrap();
+    assert_eq!(s.len().unwrap(), 0, "FLUSHALL leaves no record of any database");
+    s.close().unwrap();
+}
+
+#[test]
+fn a_push_wakes_only_its_own_databases_waiters() {
+    let dir = pmkv_testutil::pool_dir();
+    let (port, stop, h) = serve(dir.path(), false);
+    let mut waiter = Client::new(port);
+    assert_eq!(waiter.cmd(&["SELECT", "3"]), "+OK");
+    waiter.send(&[b"BLPOP", b"q", b"5"]);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut c = Client::new(port);
+    // A push to q in DB 0 is not DB 3's q.
+    assert_eq!(c.cmd(&["RPUSH", "q", "db0"]), ":1");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(c.cmd(&["LLEN", "q"]), ":1", "the DB 3 waiter took DB 0's element");
+    assert_eq!(c.cmd(&["SELECT", "3"]), "+OK");
+    assert_eq!(c.cmd(&["RPUSH", "q", "db3"]), ":1");
+    assert_eq!(waiter.reply(), "[q,db3]");
+    drop((c, waiter));
+    stop();
+    h.join().unwrap().unwrap();
+}
+
+#[test]
+fn watch_sees_its_own_database_and_swapdb() {
+    let dir = pmkv_testutil::pool_dir();
+    let (port, stop, h) = serve(dir.path(), false);
+    let (mut w, mut o) = (Client::new(port), Client::new(port));
+    assert_eq!(w.cmd(&["SELECT", "4"]), "+OK");
+    assert_eq!(w.cmd(&["WATCH", "k"]), "+OK");
+    // The same name in another database is another key.
+    assert_eq!(o.cmd(&["SET", "k", "0"]), "+OK");
+    assert_eq!(w.cmd(&["MULTI"]), "+OK");
+    assert_eq!(w.cmd(&["SET", "k", "4"]), "+QUEUED");
+    assert_eq!(w.cmd(&["EXEC"]), "[+OK]");
+    assert_eq!(w.cmd(&["WATCH", "k"]), "+OK");
+    assert_eq!(o.cmd(&["SELECT", "4"]), "+OK");
+    assert_eq!(o.cmd(&["SET", "k", "again"]), "+OK");
+    assert_eq!(w.cmd(&["MULTI"]), "+OK");
+    assert_eq!(w.cmd(&["SET", "k", "4"]), "+QUEUED");
+    assert_eq!(w.cmd(&["EXEC"]), "(nil)");
+    assert_eq!(w.cmd(&["WATCH", "k"]), "+OK");
+    assert_eq!(o.cmd(&["SWAPDB", "4", "5"]), "+OK");
+    assert_eq!(w.cmd(&["MULTI"]), "+OK");
+    assert_eq!(w.cmd(&["GET", "k"]), "+QUEUED");
+    assert_eq!(w.cmd(&["EXEC"]), "(nil)");
+    drop((w, o));
+    stop();
+    h.join().unwrap().unwrap();
+}
+
+#[test]
+fn the_expiry_sweep_runs_in_every_database() {
+    let dir = pmkv_testutil::pool_dir();
+    let (port, stop, h) = serve(dir.path(), false);
+    let mut c = Client::new(port);
+    assert_eq!(c.cmd(&["SELECT", "11"]), "+OK");
+    for i in 0..20 {
+        assert_eq!(c.cmd(&["SET", &format!("k{i}"), "v", "PX", "50"]), "+OK");
+    }
+    assert_eq!(c.cmd(&["SET", "stays", "v"]), "+OK");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    // DBSIZE counts a key until it is deleted: the sweep, not a read, must delete them.
+    while c.cmd(&["DBSIZE"]) != ":1" {
+        assert!(std::time::Instant::now() < deadline, "the sweep did not expire DB 11's keys");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(c);
+    stop();
+    h.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_cluster_node_has_database_0_only() {
+    let dir = pmkv_testutil::pool_dir();
+    let (port, stop, h) = serve(dir.path(), true);
+    let mut c = Client::new(port);
+    assert_eq!(c.cmd(&["SELECT", "0"]), "+OK");
+    assert_eq!(c.cmd(&["SELECT", "1"]), "-ERR SELECT is not allowed in cluster mode");
+    assert_eq!(c.cmd(&["SWAPDB", "0", "1"]), "-ERR SWAPDB is not allowed in cluster mode");
+    assert_eq!(c.cmd(&["MOVE", "k", "1"]), "-ERR MOVE is not allowed in cluster mode");
+    drop(c);
+    stop();
+    h.join().unwrap().unwrap();
+}
