@@ -289,7 +289,13 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
             };
             crate::select::swapdb(sh, a)
         }
-        "MOVE" => crate::select::move_key(sh, c, a),
+        "MOVE" => {
+            // A cluster node routes the key first (then refuses MOVE, as Redis does).
+            if let Some(r) = misrouted(sh, slot, asking, &keys) {
+                return (r, After::Continue);
+            }
+            crate::select::move_key(sh, c, a)
+        }
         "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO" => {
             let _gate = match sh.gate_write() {
                 Ok(g) => g,

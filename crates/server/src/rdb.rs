@@ -536,10 +536,10 @@ pub fn undump(p: &[u8]) -> Result<Value> {
     read_value(&mut r, ty)
 }
 
-/// A whole RDB file: its aux fields and the keys of every database (pmkv serves one:
-/// all are read into it), skipping what pmkv keeps nothing of (LRU idle times, LFU
-/// frequencies, module aux data is refused, functions are refused).
-pub fn read_file(b: &[u8]) -> Result<(Aux, Vec<Entry>)> {
+/// A whole RDB file: its aux fields and the keys of every database, each with its
+/// database's number (SELECTDB's), skipping what pmkv keeps nothing of (LRU idle times,
+/// LFU frequencies, module aux data is refused, functions are refused).
+pub fn read_file(b: &[u8]) -> Result<(Aux, Vec<(u64, Entry)>)> {
     if b.len() < 9 || &b[..5] != b"REDIS" {
         return Err(Error::Corrupt("not an RDB file"));
     }
@@ -551,15 +551,13 @@ pub fn read_file(b: &[u8]) -> Result<(Aux, Vec<Entry>)> {
     let mut r = Reader::new(b);
     r.take(9)?;
     let (mut aux, mut entries) = (Vec::new(), Vec::new());
-    let mut expire = None;
+    let (mut expire, mut db) = (None, 0);
     loop {
         let op = r.u8()?;
         match op {
             OP_EOF => break,
             OP_AUX => aux.push((r.string()?, r.string()?)),
-            OP_SELECTDB => {
-                r.length()?;
-            }
+            OP_SELECTDB => db = r.length()?,
             OP_RESIZEDB => {
                 r.length()?;
                 r.length()?;
@@ -576,7 +574,7 @@ pub fn read_file(b: &[u8]) -> Result<(Aux, Vec<Entry>)> {
             ty => {
                 let key = r.string()?;
                 let value = read_value(&mut r, ty)?;
-                entries.push(Entry { key, value, expire_ms: expire.take() });
+                entries.push((db, Entry { key, value, expire_ms: expire.take() }));
             }
         }
     }
@@ -675,7 +673,7 @@ mod tests {
         let (aux, back) = read_file(&f).unwrap();
         assert_eq!(aux[0], (b"redis-ver".to_vec(), b"7.0.15".to_vec()));
         assert_eq!(aux[1], (b"redis-bits".to_vec(), b"64".to_vec()));
-        assert_eq!(back, entries);
+        assert_eq!(back, entries.into_iter().map(|e| (0, e)).collect::<Vec<_>>());
         let mut bad = f.clone();
         bad[12] ^= 1;
         assert!(read_file(&bad).is_err());

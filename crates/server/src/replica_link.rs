@@ -169,24 +169,36 @@ fn load(sh: &Shared, gen: u64, rdb: &[u8], mut rec: Record) -> std::io::Result<(
     }
     let store_err = |e: pmkv::Error| io_err(format!("loading the RDB: {e}"));
     replica::save(&sh.store, sh.ks(0), Some(&rec)).map_err(store_err)?;
-    Tx::flush_all(&sh.store, sh.ks(0), 1024).map_err(store_err)?;
+    for ks in sh.all_dbs() {
+        Tx::flush_all(&sh.store, ks, 1024).map_err(store_err)?;
+    }
+    // Each key into its database (a key of a database this server lacks: an error, as
+    // a Redis replica with fewer databases refuses the RDB).
+    if let Some((db, _)) = entries.iter().find(|(db, _)| *db as usize >= sh.databases()) {
+        return Err(io_err(format!(
+            "the primary's RDB has a key in database {db}; this server has {}",
+            sh.databases()
+        )));
+    }
     let now = crate::keyspace::now_ms();
     rec.syncing = false;
     let batches = entries.len().div_ceil(1024).max(1);
     for (i, batch) in entries.chunks(1024).chain(entries.is_empty().then_some(&entries[..])).enumerate() {
-        let mut tx = Tx::new(&sh.store, sh.ks(0));
-        for e in batch {
+        let mut txs: Vec<Tx> = sh.all_dbs().iter().map(|ks| Tx::new(&sh.store, ks)).collect();
+        for (db, e) in batch {
+            let tx = &mut txs[sh.phys_db(*db as usize)];
             // A key already expired on arrival is not loaded (as a Redis replica does).
             let at = e.expire_ms.unwrap_or(0);
             if at != 0 && at <= now {
                 continue;
             }
-            crate::dump::put(&mut tx, &e.key, &e.value, at).map_err(|r| io_err(format!("loading the RDB: {r:?}")))?;
+            crate::dump::put(tx, &e.key, &e.value, at).map_err(|r| io_err(format!("loading the RDB: {r:?}")))?;
         }
         if i + 1 == batches {
-            tx.put_server_record(REPLICA_KEY, rec.encode());
+            txs[0].put_server_record(REPLICA_KEY, rec.encode());
         }
-        tx.commit().map_err(store_err)?;
+        txs.retain(|tx| !tx.is_empty());
+        Tx::commit_all(txs).map_err(store_err)?;
     }
     sh.replica.set_partial(false);
     Ok(())

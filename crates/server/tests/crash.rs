@@ -77,7 +77,15 @@ fn state(s: &Store, slotted: bool) -> Result<BTreeMap<Vec<u8>, String>, String> 
         };
         out.insert(k.clone(), desc);
     }
-    let dbsize = ks.user_keys(s.len().map_err(|e| e.to_string())?);
+    // DB 0's records: the store's less the other databases' (under `P 'd'`).
+    let mut others = 0u64;
+    let p = [pmkv_server::keyspace::PREFIX, b"d"].concat();
+    s.scan(&pmkv::KeyRange::prefix(p), pmkv::Direction::Forward, |_, _| {
+        others += 1;
+        true
+    })
+    .map_err(|e| e.to_string())?;
+    let dbsize = ks.user_keys(s.len().map_err(|e| e.to_string())? - others);
     // The replication record (not a key: DBSIZE must not count it), part of the state.
     if let Some(r) = s.get(REPLICA_KEY).map_err(|e| e.to_string())? {
         out.insert(b"(replication record)".to_vec(), format!("{r:?}"));
@@ -432,4 +440,108 @@ fn a_script_makes_the_writes_an_exec_makes() {
         })
         .collect();
     assert_eq!(states[0], states[1]);
+}
+
+/// Crash `op` (run on a pool that `setup` filled) at every flush and fence point:
+/// every recovered pool's `seen` must be what it was before `op` or after it.
+fn crash_each(engine: &str, setup: fn(&Store), op: fn(&Store), seen: fn(&Store) -> Result<String, String>) {
+    let f: &'static dyn EngineFactory = Registry::builtin().get(engine).unwrap();
+    let layout = f.layout().unwrap();
+    let pool = Arc::new(Pool::create_sim(layout, &opts().pool_options()).unwrap());
+    let s = Store::from_engine(f.open_pool(pool.clone(), &opts()).unwrap());
+    setup(&s);
+    let old = seen(&s).unwrap();
+    let images: Images = Arc::default();
+    let taken = images.clone();
+    pool.sim().unwrap().set_hook(true, move |pt| {
+        let mut t = taken.lock().unwrap();
+        for ev in evictions_at(pt, 4) {
+            t.push((format!("point {} ({:?}, {ev:?})", pt.index, pt.kind), pt.image(ev)));
+        }
+    });
+    op(&s);
+    pool.sim().unwrap().clear_hook();
+    let new = seen(&s).unwrap();
+    assert_ne!(old, new);
+    let images = std::mem::take(&mut *images.lock().unwrap());
+    assert!(!images.is_empty(), "{engine}: no crash image");
+    let mut failures = Vec::new();
+    let n = images.len();
+    for (at, img) in images {
+        let p = Pool::from_image(&img, Some(layout), &opts().pool_options()).unwrap();
+        match f.open_pool(Arc::new(p), &opts()).map_err(|e| e.to_string()).and_then(|e| seen(&Store::from_engine(e))) {
+            Ok(g) if g == old || g == new => {}
+            Ok(g) => failures.push(format!("{at}: neither before nor after: {g}")),
+            Err(e) => failures.push(format!("{at}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{engine}, {} of {n} crash images:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Databases 0 and 3 as a client sees them (DB 3's records carry its prefix).
+fn two_dbs(s: &Store) -> Result<String, String> {
+    let db0 = state(s, false)?;
+    let ks = Keyspace::load_db(s, false, 3).map_err(|e| format!("DB 3 does not load: {e}"))?;
+    let mut tx = Tx::new(s, &ks);
+    let mut keys = Vec::new();
+    tx.keys(Bound::Unbounded, |k, _| {
+        keys.push(k.to_vec());
+        true
+    })
+    .map_err(|r| format!("{r:?}"))?;
+    let mut db3 = Vec::new();
+    for k in &keys {
+        db3.push((k.clone(), tx.records_of(k).map_err(|r| format!("{r:?}"))?));
+    }
+    if ks.user_keys(0) != keys.len() as u64 {
+        return Err(format!("DB 3's DBSIZE would say {} for {} keys", ks.user_keys(0), keys.len()));
+    }
+    Ok(format!("{db0:?} | {db3:?}"))
+}
+
+/// MOVE between databases (a hash to DB 3, a timed string back to DB 0), committed as
+/// the server commits it: both databases' Txs in one batch.
+#[test]
+fn a_move_between_databases_is_all_or_nothing_at_every_crash_point() {
+    fn setup(s: &Store) {
+        let (k0, k3) = (Keyspace::load(s, false).unwrap(), Keyspace::load_db(s, false, 3).unwrap());
+        let mut tx = Tx::new(s, &k0);
+        before(&mut tx);
+        tx.commit().unwrap();
+        let mut tx = Tx::new(s, &k3);
+        tx.set(b"back", b"to db 0", Ttl::At(LATER)).unwrap();
+        tx.hset(b"h", b"other", b"db 3's h").unwrap();
+        tx.commit().unwrap();
+    }
+    fn op(s: &Store) {
+        let (k0, k3) = (Keyspace::load(s, false).unwrap(), Keyspace::load_db(s, false, 3).unwrap());
+        let (mut t0, mut t3) = (Tx::new(s, &k0), Tx::new(s, &k3));
+        assert!(t0.transfer(&mut t3, b"gone", b"gone", false, true).unwrap());
+        assert!(!t0.transfer(&mut t3, b"h", b"h", false, true).unwrap(), "h exists in DB 3");
+        assert!(t3.transfer(&mut t0, b"back", b"back", false, true).unwrap());
+        assert!(t0.transfer(&mut t3, b"replaced", b"copied", false, false).unwrap());
+        Tx::commit_all(vec![t0, t3]).unwrap();
+    }
+    crash_each("hart", setup, op, two_dbs);
+    crash_each("nbtree", setup, op, two_dbs);
+}
+
+/// SWAPDB's map record is one engine write: after a crash it is the old map or the new.
+#[test]
+fn swapdbs_map_is_old_or_new_at_every_crash_point() {
+    fn setup(s: &Store) {
+        let ks = Keyspace::load_db(s, false, 2).unwrap();
+        let mut tx = Tx::new(s, &ks);
+        tx.set(b"k", b"v", Ttl::Clear).unwrap();
+        tx.commit().unwrap();
+        s.put(pmkv_server::keyspace::DB_MAP_KEY, &[1, 0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]).unwrap();
+    }
+    fn op(s: &Store) {
+        s.put(pmkv_server::keyspace::DB_MAP_KEY, &[1, 0, 5, 3, 4, 2, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]).unwrap();
+    }
+    fn map(s: &Store) -> Result<String, String> {
+        let m = s.get(pmkv_server::keyspace::DB_MAP_KEY).map_err(|e| e.to_string())?;
+        Ok(format!("{m:?}"))
+    }
+    crash_each("hart", setup, op, map);
 }
