@@ -731,7 +731,7 @@ pub(crate) fn run(tx: &mut Tx, cx: &mut Ctx, command: &Command, a: &[Vec<u8>]) -
             // Up to 32 keys from a random point of the key space (wrapping to the start),
             // and one of them at random: not uniform over keys (keys after a gap are
             // likelier), as Redis's is not over its hash table's buckets either.
-            let start = random_u64().to_be_bytes().to_vec();
+            let start = tx.engine_key(&random_u64().to_be_bytes());
             let mut window: Vec<Vec<u8>> = Vec::new();
             for bound in [Bound::Included(start), Bound::Unbounded] {
                 tx.keys(bound, |user, _| {

@@ -922,10 +922,36 @@ impl<'a> Tx<'a> {
     }
 
     /// [`keys`](Self::keys), with each key's type (SCAN TYPE).
-    pub fn typed_keys(&self, start: Bound<Vec<u8>>, f: impl FnMut(&[u8], &[u8], Kind) -> bool) -> TxResult<()> {
+    pub fn typed_keys(&self, start: Bound<Vec<u8>>, mut f: impl FnMut(&[u8], &[u8], Kind) -> bool) -> TxResult<()> {
         let all = self.ks.range();
         let start = if matches!(start, Bound::Unbounded) { all.start } else { start };
-        self.keys_in(&KeyRange { start, end: all.end }, f)
+        if !self.ks.is_db0() || self.ks.slotted {
+            return self.keys_in(&KeyRange { start, end: all.end }, f);
+        }
+        // DB 0: around the other databases' records (`P 'd' …`), which it never shows, so
+        // that a SCAN of DB 0 does not walk them.
+        let (lo, hi) = ([PREFIX, &[DB]].concat(), [PREFIX, &[DB + 1]].concat());
+        let from = match &start {
+            Bound::Included(s) | Bound::Excluded(s) => Some(s.clone()),
+            Bound::Unbounded => None,
+        };
+        if from.as_ref().is_none_or(|s| *s < lo) {
+            let mut go = true;
+            self.keys_in(&KeyRange { start: start.clone(), end: Bound::Excluded(lo) }, |k, pk, t| {
+                go = f(k, pk, t);
+                go
+            })?;
+            if !go {
+                return Ok(());
+            }
+        }
+        let start = if from.is_some_and(|s| s >= hi) { start } else { Bound::Included(hi) };
+        self.keys_in(&KeyRange { start, end: Bound::Unbounded }, f)
+    }
+
+    /// The engine key of record key `rk` in this Tx's database (a walk's start).
+    pub(crate) fn engine_key(&self, rk: &[u8]) -> Vec<u8> {
+        self.ks.phys(rk).into_owned()
     }
 
     /// [`keys`](Self::keys) over engine-key `range` (a cluster pool's slot: [`Tx::slot_range`]).

@@ -137,9 +137,6 @@ pub(crate) fn copy_to_db(sh: &Shared, c: &Conn, a: &[Vec<u8>], in_exec: bool) ->
         // Inside EXEC (the gate held): the one place a copy between databases is refused.
         return Some(Reply::err("ERR pmkv runs COPY … DB into another database outside MULTI only"));
     }
-    if sh.cluster.is_some() {
-        return Some(Reply::err("ERR Copying to another database is not allowed in cluster mode"));
-    }
     Some(transfer(sh, sh.ks(c.db), sh.ks(dst), &a[0], &a[1], replace, false))
 }
 

@@ -163,7 +163,64 @@ fn a_cluster_node_has_database_0_only() {
     assert_eq!(c.cmd(&["SELECT", "0"]), "+OK");
     assert_eq!(c.cmd(&["SELECT", "1"]), "-ERR SELECT is not allowed in cluster mode");
     assert_eq!(c.cmd(&["SWAPDB", "0", "1"]), "-ERR SWAPDB is not allowed in cluster mode");
+    // The node serves every slot, so MOVE is routed here, then refused.
+    let id = c.cmd(&["CLUSTER", "MYID"]);
+    let id = id.trim_start_matches('+');
+    assert_eq!(c.cmd(&["PMKV.TOPOLOGY", "SET", "1", &format!("{id} 127.0.0.1:{port} 0-16383\n")]), "+OK");
+    assert_eq!(c.cmd(&["SET", "k", "v"]), "+OK");
     assert_eq!(c.cmd(&["MOVE", "k", "1"]), "-ERR MOVE is not allowed in cluster mode");
+    assert_eq!(c.cmd(&["COPY", "{k}a", "{k}b", "DB", "1"]), "-ERR DB index is out of range");
+    drop(c);
+    stop();
+    h.join().unwrap().unwrap();
+}
+
+#[test]
+fn walks_stay_in_their_database() {
+    let dir = pmkv_testutil::pool_dir();
+    let (port, stop, h) = serve(dir.path(), false);
+    let mut c = Client::new(port);
+    // Keys on both sides of the other databases' records in DB 0's engine order.
+    for k in [&b"a"[..], b"\x7fz", b"\xffzz"] {
+        assert_eq!(c.try_cmd(&[b"SET", k, b"0"]).unwrap(), "+OK");
+    }
+    assert_eq!(c.cmd(&["SELECT", "5"]), "+OK");
+    for i in 0..40 {
+        assert_eq!(c.cmd(&["SET", &format!("five{i}"), "5"]), "+OK");
+    }
+    for _ in 0..20 {
+        assert!(c.cmd(&["RANDOMKEY"]).starts_with("five"));
+    }
+    let scan = |c: &mut Client| {
+        let mut seen = Vec::new();
+        let mut cursor = "0".to_string();
+        loop {
+            let r = c.cmd(&["SCAN", &cursor, "COUNT", "3"]);
+            let inner = r.trim_start_matches('[').trim_end_matches(']');
+            let (cur, keys) = inner.split_once(',').unwrap();
+            seen.extend(
+                keys.trim_start_matches('[')
+                    .split(',')
+                    .filter(|k| !k.is_empty())
+                    .map(|k| k.trim_end_matches(']').to_string()),
+            );
+            cursor = cur.to_string();
+            if cursor == "0" {
+                break;
+            }
+        }
+        seen.sort();
+        seen
+    };
+    assert_eq!(scan(&mut c).len(), 40);
+    assert_eq!(c.cmd(&["SELECT", "0"]), "+OK");
+    let keys = scan(&mut c);
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    assert!(keys.contains(&"a".to_string()) && keys.contains(&"\u{7f}z".to_string()), "{keys:?}");
+    for _ in 0..20 {
+        assert!(!c.cmd(&["RANDOMKEY"]).starts_with("five"));
+    }
+    assert_eq!(c.cmd(&["DBSIZE"]), ":3");
     drop(c);
     stop();
     h.join().unwrap().unwrap();
