@@ -28,6 +28,7 @@
 //!    topology and migration), `stats`, `pubsub` (SUBSCRIBE/PUBLISH and friends:
 //!    per-subscriber outboxes a publisher never waits on, bounded by Redis's pubsub
 //!    output-buffer limit), `replica` (a replica's state and its durable record),
+//!    `select` (Redis's 16 databases: SELECT, SWAPDB's durable map, MOVE and COPY … DB),
 //!    `log_sync` (mode `wal`: the thread that makes the log safe while connections
 //!    `await` it).
 //! 9. [`commands`] — dispatch, connection and server commands, MULTI/EXEC/WATCH;
