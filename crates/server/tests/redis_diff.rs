@@ -1301,4 +1301,26 @@ fn databases_answer_as_redis() {
     assert!(info(&mut p).len() >= 5, "{:?}", info(&mut p));
     run(&mut p, &mut r, &[&["FLUSHALL"], &["DBSIZE"], &["SELECT", "7"], &["DBSIZE"], &["KEYS", "*"]]);
     assert_eq!(info(&mut p), Vec::<String>::new());
+    // A script's SELECT changes the script's database only.
+    run(
+        &mut p,
+        &mut r,
+        &[
+            &["SELECT", "1"],
+            &["SET", "k", "in1"],
+            &[
+                "EVAL",
+                "redis.call('SELECT', 3); redis.call('SET', KEYS[1], 'in3'); return redis.call('GET', KEYS[1])",
+                "1",
+                "k",
+            ],
+            &["GET", "k"],
+            &["EVAL", "redis.call('SELECT', 3); redis.call('SELECT', 1); return redis.call('GET', KEYS[1])", "1", "k"],
+            &["EVAL", "return redis.pcall('SELECT', 99)", "0"],
+            &["EVAL", "return redis.pcall('SELECT', 'x')", "0"],
+            &["SELECT", "3"],
+            &["GET", "k"],
+            &["DBSIZE"],
+        ],
+    );
 }

@@ -368,17 +368,20 @@ fn run_committed(
     argv: &[Vec<u8>],
     mut lim: Limits,
 ) -> Reply {
-    // In the caller's database (SELECT is not among the commands a script may call).
+    // In the caller's database; a database the script SELECTs gets a Tx of its own, and
+    // all of them are committed as one batch.
     let mut tx = Tx::new(&sh.store, sh.ks(c.db));
+    let open = |db: usize| (db < sh.databases()).then(|| Tx::new(&sh.store, sh.ks(db)));
+    let mut others = Vec::new();
     lim.state.1 = sh.script.begin();
-    let (r, stopped) = run(c, &mut tx, src, entry, keys, argv, lim);
+    let (r, stopped) = run(c, &mut tx, (&open, &mut others), src, entry, keys, argv, lim);
     sh.script.end();
     if let Some(why) = stopped {
-        // Nothing of a stopped script is applied: its Tx is dropped here.
-        drop(tx);
+        // Nothing of a stopped script is applied: its Txs are dropped here.
+        drop((tx, others));
         return Reply::err(why.message());
     }
-    match tx.commit() {
+    match Tx::commit_all(std::iter::once(tx).chain(others.into_iter().map(|(_, t)| t)).collect()) {
         Ok(()) => r,
         Err(e) => Reply::err(format!("ERR the script's writes could not be applied, none was: {e}")),
     }
@@ -400,7 +403,8 @@ pub fn run_in(tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Rep
     c.reply_budget = usize::MAX;
     let local = |_: &command::Command, _: &[Vec<u8>]| None;
     let name = sha1_hex(src.as_bytes());
-    run(&mut c, tx, src, None, keys, argv, Limits { local: &local, read_only: false, state: (state, id), name }).0
+    let lim = Limits { local: &local, read_only: false, state: (state, id), name };
+    run(&mut c, tx, (&|_| None, &mut Vec::new()), src, None, keys, argv, lim).0
 }
 
 fn lua_err(m: impl Into<String>) -> mlua::Error {
@@ -421,11 +425,19 @@ struct Limits<'a> {
     name: String,
 }
 
-/// Run `src` in a fresh sandboxed interpreter, its `redis.call`s against `tx`. The
-/// reply, and why the script was stopped if it was (its writes must then be dropped).
-fn run(
+/// A script's other databases: what opens a Tx on logical database `n` (`None`: no
+/// such database), and the Txs of the databases it SELECTed, by number.
+type OtherDbs<'f, 't> = (&'f dyn Fn(usize) -> Option<Tx<'t>>, &'f mut Vec<(usize, Tx<'t>)>);
+
+/// Run `src` in a fresh sandboxed interpreter, its `redis.call`s against `tx` (the
+/// caller's database) or, after `redis.call('SELECT', n)`, against database `n`'s Tx in
+/// `dbs` (the script's database only: the caller's stays as it was). The reply, and why
+/// the script was stopped if it was (its writes must then be dropped).
+#[allow(clippy::too_many_arguments)]
+fn run<'t>(
     c: &mut Conn,
-    tx: &mut Tx,
+    tx: &mut Tx<'t>,
+    dbs: OtherDbs<'_, 't>,
     src: &str,
     entry: Option<&str>,
     keys: &[Vec<u8>],
@@ -452,6 +464,11 @@ fn run(
     let resp3 = Rc::new(Cell::new(false));
     let mut cursors = Vec::new();
     let tx_cell = RefCell::new(&mut *tx);
+    let (open, others) = dbs;
+    let others_cell = RefCell::new(others);
+    // The script's database: `None` the caller's, else an index of `others`.
+    let current: Cell<Option<usize>> = Cell::new(None);
+    let caller_db = c.db;
     let cursors_cell = RefCell::new(&mut cursors);
     let call = |lua: &Lua, args: MultiValue, protected: bool| -> mlua::Result<Value> {
         let mut v: Vec<Vec<u8>> = Vec::with_capacity(args.len());
@@ -480,9 +497,38 @@ fn run(
             {
                 Reply::err("ERR This Redis command is not allowed from script")
             }
-            Ok(cmd) if matches!(cmd.name, "FLUSHDB" | "FLUSHALL" | "PMKV.RANGE" | "DBSIZE" | "INFO" | "CONFIG") => {
+            Ok(cmd)
+                if matches!(
+                    cmd.name,
+                    "FLUSHDB" | "FLUSHALL" | "PMKV.RANGE" | "DBSIZE" | "INFO" | "CONFIG" | "MOVE" | "SWAPDB"
+                ) =>
+            {
                 Reply::err(format!("ERR pmkv does not run {} from a script", cmd.name))
             }
+            Ok(cmd) if cmd.name == "SELECT" => match int(&v[1]).and_then(|n| usize::try_from(n).ok()) {
+                None => Reply::err("ERR value is not an integer or out of range"),
+                Some(n) if n == caller_db => {
+                    current.set(None);
+                    Reply::ok()
+                }
+                Some(n) => {
+                    let mut o = others_cell.borrow_mut();
+                    let at = match o.iter().position(|(d, _)| *d == n) {
+                        Some(i) => Some(i),
+                        None => open(n).map(|t| {
+                            o.push((n, t));
+                            o.len() - 1
+                        }),
+                    };
+                    match at {
+                        Some(i) => {
+                            current.set(Some(i));
+                            Reply::ok()
+                        }
+                        None => Reply::err("ERR DB index is out of range"),
+                    }
+                }
+            },
             Ok(cmd) if matches!(cmd.group, command::Group::Connection | command::Group::Server) => match cmd.name {
                 "PING" => Reply::Simple("PONG".into()),
                 "ECHO" => Reply::bulk(v[1].clone()),
@@ -502,11 +548,16 @@ fn run(
             Ok(cmd) => match (lim.local)(cmd, &v) {
                 Some(refused) => refused,
                 None => {
-                    let mut tx = tx_cell.borrow_mut();
+                    let mut main = tx_cell.borrow_mut();
+                    let mut o = others_cell.borrow_mut();
+                    let tx: &mut Tx = match current.get() {
+                        None => &mut main,
+                        Some(i) => &mut o[i].1,
+                    };
                     let mut cur = cursors_cell.borrow_mut();
                     let mut cx = Ctx { budget, resp3: resp3.get(), cursors: &mut cur };
                     let mark = tx.savepoint();
-                    match crate::data::run(&mut tx, &mut cx, cmd, &v[1..]) {
+                    match crate::data::run(tx, &mut cx, cmd, &v[1..]) {
                         Ok(r) => r,
                         Err(r) => {
                             tx.rollback(mark);
