@@ -11,6 +11,12 @@ use pmkv::{Options, Store};
 use pmkv_server::{Config, Server};
 use std::time::Duration;
 
+/// A server over a fresh pool, stopped when dropped (declared first in a test, so that
+/// its clients are dropped before it).
+fn running(cluster: bool) -> common::Running {
+    common::start("hart", 16, Config { threads: 4, cluster, ..Config::default() })
+}
+
 /// A server over the pool in `dir` (created when absent): its port, its stopper, its thread.
 fn serve(dir: &std::path::Path, cluster: bool) -> (u16, impl Fn(), std::thread::JoinHandle<pmkv::Result<()>>) {
     let store = Store::open(dir.join("s.pool"), "hart", &Options::default().initial_size(16 << 20)).unwrap();
@@ -87,8 +93,8 @@ fn keys_and_swapdb_survive_a_restart_in_their_database() {
 
 #[test]
 fn a_push_wakes_only_its_own_databases_waiters() {
-    let dir = pmkv_testutil::pool_dir();
-    let (port, stop, h) = serve(dir.path(), false);
+    let srv = running(false);
+    let port = srv.port;
     let mut waiter = Client::new(port);
     assert_eq!(waiter.cmd(&["SELECT", "3"]), "+OK");
     waiter.send(&[b"BLPOP", b"q", b"5"]);
@@ -101,15 +107,12 @@ fn a_push_wakes_only_its_own_databases_waiters() {
     assert_eq!(c.cmd(&["SELECT", "3"]), "+OK");
     assert_eq!(c.cmd(&["RPUSH", "q", "db3"]), ":1");
     assert_eq!(waiter.reply(), "[q,db3]");
-    drop((c, waiter));
-    stop();
-    h.join().unwrap().unwrap();
 }
 
 #[test]
 fn watch_sees_its_own_database_and_swapdb() {
-    let dir = pmkv_testutil::pool_dir();
-    let (port, stop, h) = serve(dir.path(), false);
+    let srv = running(false);
+    let port = srv.port;
     let (mut w, mut o) = (Client::new(port), Client::new(port));
     assert_eq!(w.cmd(&["SELECT", "4"]), "+OK");
     assert_eq!(w.cmd(&["WATCH", "k"]), "+OK");
@@ -129,15 +132,12 @@ fn watch_sees_its_own_database_and_swapdb() {
     assert_eq!(w.cmd(&["MULTI"]), "+OK");
     assert_eq!(w.cmd(&["GET", "k"]), "+QUEUED");
     assert_eq!(w.cmd(&["EXEC"]), "(nil)");
-    drop((w, o));
-    stop();
-    h.join().unwrap().unwrap();
 }
 
 #[test]
 fn the_expiry_sweep_runs_in_every_database() {
-    let dir = pmkv_testutil::pool_dir();
-    let (port, stop, h) = serve(dir.path(), false);
+    let srv = running(false);
+    let port = srv.port;
     let mut c = Client::new(port);
     assert_eq!(c.cmd(&["SELECT", "11"]), "+OK");
     for i in 0..20 {
@@ -150,15 +150,12 @@ fn the_expiry_sweep_runs_in_every_database() {
         assert!(std::time::Instant::now() < deadline, "the sweep did not expire DB 11's keys");
         std::thread::sleep(Duration::from_millis(50));
     }
-    drop(c);
-    stop();
-    h.join().unwrap().unwrap();
 }
 
 #[test]
 fn a_cluster_node_has_database_0_only() {
-    let dir = pmkv_testutil::pool_dir();
-    let (port, stop, h) = serve(dir.path(), true);
+    let srv = running(true);
+    let port = srv.port;
     let mut c = Client::new(port);
     assert_eq!(c.cmd(&["SELECT", "0"]), "+OK");
     assert_eq!(c.cmd(&["SELECT", "1"]), "-ERR SELECT is not allowed in cluster mode");
@@ -170,15 +167,12 @@ fn a_cluster_node_has_database_0_only() {
     assert_eq!(c.cmd(&["SET", "k", "v"]), "+OK");
     assert_eq!(c.cmd(&["MOVE", "k", "1"]), "-ERR MOVE is not allowed in cluster mode");
     assert_eq!(c.cmd(&["COPY", "{k}a", "{k}b", "DB", "1"]), "-ERR DB index is out of range");
-    drop(c);
-    stop();
-    h.join().unwrap().unwrap();
 }
 
 #[test]
 fn walks_stay_in_their_database() {
-    let dir = pmkv_testutil::pool_dir();
-    let (port, stop, h) = serve(dir.path(), false);
+    let srv = running(false);
+    let port = srv.port;
     let mut c = Client::new(port);
     // Keys on both sides of the other databases' records in DB 0's engine order.
     for k in [&b"a"[..], b"\x7fz", b"\xffzz"] {
@@ -221,7 +215,4 @@ fn walks_stay_in_their_database() {
         assert!(!c.cmd(&["RANDOMKEY"]).starts_with("five"));
     }
     assert_eq!(c.cmd(&["DBSIZE"]), ":3");
-    drop(c);
-    stop();
-    h.join().unwrap().unwrap();
 }
