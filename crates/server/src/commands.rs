@@ -781,7 +781,7 @@ pub fn is_plain_set(sh: &Shared, c: &Conn, args: &[Vec<u8>]) -> bool {
         && allowed(&args[1])
         && c.db == 0
         && sh.ks(0).is_db0()
-        && sh.store.info().check_sizes(&args[1], Some(&args[2])).is_ok()
+        && sh.store.info().check_sizes(&sh.ks(0).phys(&args[1]), Some(&args[2])).is_ok()
         && !sh.ks(0).may_have_meta(&args[1])
         && plain_slot(sh, c, &args[1])
 }
