@@ -66,6 +66,16 @@ fn pmkv_replicates_a_real_redis_and_converges() {
     r.cmd(&["SET", "long", &"abc".repeat(5000)]);
     r.cmd(&["SET", "gone-soon", "x", "PX", "1"]);
     p.cmd(&["SET", "only-in-pmkv", "dropped by the full sync"]);
+    // Other databases: the full sync's RDB carries DB 5's key (SELECTDB), and drops the
+    // replica's own DB 5 key.
+    for c in [&mut r, &mut p] {
+        assert_eq!(c.cmd(&["SELECT", "5"]), "+OK");
+    }
+    r.cmd(&["SET", "in5", "synced"]);
+    p.cmd(&["SET", "stale5", "dropped by the full sync"]);
+    for c in [&mut r, &mut p] {
+        assert_eq!(c.cmd(&["SELECT", "0"]), "+OK");
+    }
     assert_eq!(p.cmd(&["ROLE"]), "[master,:0,[]]");
     assert_eq!(p.cmd(&["REPLICAOF", "127.0.0.1", &redis.port.to_string()]), "+OK");
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -87,6 +97,22 @@ fn pmkv_replicates_a_real_redis_and_converges() {
         assert!(Instant::now() < deadline, "never converged: {} keys vs {}", want.len(), got.len());
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The stream's SELECT: a write in DB 6 lands in the replica's DB 6.
+    r.cmd(&["SELECT", "6"]);
+    r.cmd(&["SET", "in6", "streamed"]);
+    r.cmd(&["SELECT", "0"]);
+    assert_eq!(p.cmd(&["SELECT", "6"]), "+OK");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while p.cmd(&["GET", "in6"]) != "streamed" {
+        assert!(Instant::now() < deadline, "DB 6's write never arrived");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(p.cmd(&["DBSIZE"]), ":1");
+    assert_eq!(p.cmd(&["SELECT", "5"]), "+OK");
+    assert_eq!(p.cmd(&["GET", "in5"]), "synced");
+    assert_eq!(p.cmd(&["EXISTS", "stale5"]), ":0");
+    assert_eq!(p.cmd(&["SELECT", "0"]), "+OK");
+    assert_eq!(p.cmd(&["EXISTS", "in5", "in6"]), ":0");
     // Clients cannot write to a replica; reads work.
     assert_eq!(p.cmd(&["SET", "x", "y"]), "-READONLY You can't write against a read only replica.");
     assert_eq!(p.cmd(&["HSET", "big", "f", "v"]), "-READONLY You can't write against a read only replica.");
