@@ -44,17 +44,17 @@ pub mod util;
 
 pub use pmkv_core::EngineFactory;
 
-/// Expand to one `#[test]` per conformance case for `$factory` (a `static` implementing
-/// `EngineFactory`). Use inside a module named after the engine.
+/// The cases that simulate no crash, for [`suite!`] (with the rest) and [`suite_wal!`]:
+/// the one list of them, handed to macro `$m` as `@cases $factory; <cases>, <extra>`.
+#[doc(hidden)]
 #[macro_export]
-macro_rules! suite {
-    ($factory:expr) => {
-        $crate::suite!(@cases $factory;
+macro_rules! __plain_cases {
+    ($m:path; $factory:expr; $($extra:tt)*) => {
+        $m!(@cases $factory;
             basic::crud_and_len,
             basic::edge_keys_and_values,
             basic::size_limits_change_nothing,
             basic::first_last,
-            basic::unknown_params_refused,
             basic::sync_and_close,
             scan::every_bound_kind_limit_and_direction,
             scan::range_edge_cases,
@@ -66,11 +66,24 @@ macro_rules! suite {
             files::reopen_keeps_everything,
             files::read_only_open_changes_nothing,
             files::second_open_is_refused,
-            files::foreign_and_damaged_files_are_refused,
             files::panic_in_write_leaves_pool_unclean,
-            damage::damaged_copies_read_right_or_fail,
             concurrent::readers_and_writers,
             concurrent::histories_are_linearizable,
+            model::random_operations_match_a_model,
+            $($extra)*
+        );
+    };
+}
+
+/// Expand to one `#[test]` per conformance case for `$factory` (a `static` implementing
+/// `EngineFactory`). Use inside a module named after the engine.
+#[macro_export]
+macro_rules! suite {
+    ($factory:expr) => {
+        $crate::__plain_cases!($crate::suite; $factory;
+            basic::unknown_params_refused,
+            files::foreign_and_damaged_files_are_refused,
+            damage::damaged_copies_read_right_or_fail,
             crash::put_delete_every_crash_point,
             crash::batch_every_crash_point,
             crash::atomic_batch_every_crash_point,
@@ -85,7 +98,6 @@ macro_rules! suite {
             crash::eadr_structural_every_store_point,
             crash::eadr_growth_every_store_point,
             crash::eadr_recovery_survives_its_own_crash,
-            model::random_operations_match_a_model,
             counted::lines_written_are_the_lines_dirtied
         );
     };
@@ -99,35 +111,15 @@ macro_rules! suite {
     };
 }
 
-/// Expand to one `#[test]` per conformance case that does not simulate crashes, each run
-/// with every pool in mode `wal` ([`util::in_wal`]): the API, scans, batches, files,
+/// Expand to one `#[test]` per conformance case that simulates no crash, each run with
+/// every pool in mode `wal` ([`util::in_wal`]): the API, scans, batches, files,
 /// concurrency, linearizability and the model, through the redo log. The crash cases
 /// simulate `adr`/`eadr` caches; `wal` has its own power-loss simulation (the substrate's
 /// and the API's `power_loss` tests).
 #[macro_export]
 macro_rules! suite_wal {
     ($factory:expr) => {
-        $crate::suite_wal!(@cases $factory;
-            basic::crud_and_len,
-            basic::edge_keys_and_values,
-            basic::size_limits_change_nothing,
-            basic::first_last,
-            basic::sync_and_close,
-            scan::every_bound_kind_limit_and_direction,
-            scan::range_edge_cases,
-            scan::cursor_from_both_ends,
-            scan::cursor_holds_no_lock,
-            scan::callbacks_may_reenter,
-            batch::batch_applies_in_order,
-            batch::batch_checks_sizes_first,
-            files::reopen_keeps_everything,
-            files::read_only_open_changes_nothing,
-            files::second_open_is_refused,
-            files::panic_in_write_leaves_pool_unclean,
-            concurrent::readers_and_writers,
-            concurrent::histories_are_linearizable,
-            model::random_operations_match_a_model
-        );
+        $crate::__plain_cases!($crate::suite_wal; $factory;);
     };
     (@cases $factory:expr; $($module:ident :: $case:ident),* $(,)?) => {
         $(

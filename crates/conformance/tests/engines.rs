@@ -58,32 +58,27 @@ const EADR_SKIPPED: &[(&str, &str)] = &[("volatile", "not a persistent engine")]
 /// The engines whose mode-`wal` cases are skipped, and why (as [`EADR_SKIPPED`]).
 const WAL_SKIPPED: &[(&str, &str)] = &[("volatile", "not a persistent engine")];
 
-#[test]
-fn wal_skips_are_declared() {
+/// Every engine skips a group of cases (`skipped(f)` says why) exactly when `declared`
+/// lists it, for the reason it gives.
+fn skips_match(what: &str, declared: &[(&str, &str)], skipped: fn(&dyn pmkv::EngineFactory) -> Option<String>) {
     for f in pmkv::Registry::builtin().factories() {
         let name = f.info().name;
-        let skipped = pmkv_conformance::util::wal_unsupported(*f);
-        let declared = WAL_SKIPPED.iter().find(|(n, _)| *n == name);
-        match (&skipped, declared) {
+        let declared = declared.iter().find(|(n, _)| *n == name);
+        match (skipped(*f), declared) {
             (None, None) => {}
             (Some(why), Some((_, reason))) => assert!(why.contains(reason), "engine '{name}': skipped because {why}"),
-            (Some(why), None) => panic!("engine '{name}' skips its wal cases undeclared: {why}"),
-            (None, Some(_)) => panic!("engine '{name}' runs its wal cases but WAL_SKIPPED lists it"),
+            (Some(why), None) => panic!("engine '{name}' skips its {what} cases undeclared: {why}"),
+            (None, Some(_)) => panic!("engine '{name}' runs its {what} cases but the list of skips has it"),
         }
     }
 }
 
 #[test]
+fn wal_skips_are_declared() {
+    skips_match("wal", WAL_SKIPPED, pmkv_conformance::util::wal_unsupported);
+}
+
+#[test]
 fn eadr_skips_are_declared() {
-    for f in pmkv::Registry::builtin().factories() {
-        let name = f.info().name;
-        let skipped = pmkv_conformance::crash::eadr_unsupported(*f);
-        let declared = EADR_SKIPPED.iter().find(|(n, _)| *n == name);
-        match (&skipped, declared) {
-            (None, None) => {}
-            (Some(why), Some((_, reason))) => assert!(why.contains(reason), "engine '{name}': skipped because {why}"),
-            (Some(why), None) => panic!("engine '{name}' skips its eadr crash cases undeclared: {why}"),
-            (None, Some(_)) => panic!("engine '{name}' runs its eadr crash cases but EADR_SKIPPED lists it"),
-        }
-    }
+    skips_match("eadr", EADR_SKIPPED, pmkv_conformance::crash::eadr_unsupported);
 }

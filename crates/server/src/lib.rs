@@ -29,8 +29,8 @@
 //!    per-subscriber outboxes a publisher never waits on, bounded by Redis's pubsub
 //!    output-buffer limit), `replica` (a replica's state and its durable record),
 //!    `select` (Redis's 16 databases: SELECT, SWAPDB's durable map, MOVE and COPY … DB),
-//!    `log_sync` (mode `wal`: the thread that makes the log safe while connections
-//!    `await` it).
+//!    `log_sync` (mode `wal`: replies `await` the log, which an idle worker or a
+//!    fallback thread makes safe).
 //! 9. [`commands`] — dispatch, connection and server commands, MULTI/EXEC/WATCH;
 //!    `replica_link` — REPLICAOF's link to a Redis primary, which runs what it streams
 //!    through that dispatch.
@@ -730,7 +730,7 @@ async fn flush(
     let lsn = sh.store.appended_lsn();
     // Compared with what the policy promises (not with the durable LSN, which `everysec`
     // and `no` move once a second or never): under those a reply after a write does not
-    // pass through `block_in_place` at all once the record is written.
+    // wait at all once the record is written.
     if !out.is_empty() && lsn > sh.store.acknowledged_lsn() {
         sh.log_sync.wait(lsn).await.map_err(|e| err(std::io::ErrorKind::Other, e))?;
     }

@@ -13,9 +13,9 @@
 //! ([`pmkv::Store::wait_lsn`]: one `write` and, under `always`, one `fdatasync`) and
 //! publishes what is now acknowledged, waking every connection it covers.
 //!
-//! **Who syncs, and when.** Started by a thread of its own the moment a connection posted,
-//! the `fdatasync`s came 3,000 to 40,000 SETs from 50 clients (13 per group; Redis 1,450
-//! with 28), and every group paid hand-overs between threads (post → syncer, syncer →
+//! **Who syncs, and when.** When a thread of its own synced the moment a connection
+//! posted, 40,000 SETs from 50 clients took 3,000 `fdatasync`s (13 SETs each; Redis: 1,450
+//! of 28), and every group paid hand-overs between threads (post → syncer, syncer →
 //! sleeping worker), each tens of microseconds on a VM: 30 k SETs per second where Redis
 //! did 42 k. Handing the sync to that thread only once the worker went idle still lost at
 //! P1 (28–31 k against the inline sync's 35–52 k, 4 alternating rounds, same run; it won

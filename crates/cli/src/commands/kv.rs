@@ -238,18 +238,10 @@ pub struct DumpArgs {
     pub open: OpenArgs,
 }
 
-/// `\xNN` for bytes outside printable ASCII, and for `\`.
-pub fn escape(b: &[u8]) -> String {
-    let mut s = String::with_capacity(b.len());
-    for &c in b {
-        if (0x20..0x7f).contains(&c) && c != b'\\' {
-            s.push(c as char);
-        } else {
-            s.push_str(&format!("\\x{c:02x}"));
-        }
-    }
-    s
-}
+/// `\xNN` for bytes outside printable ASCII, and for `\`: one spelling of bytes as text,
+/// shared with the server's record names (`pmkv check` and `dump` name server records with
+/// it), so a key reads the same in both.
+pub use pmkv_server::record::escape;
 
 /// Inverse of [`escape`]; also used for keys given on the command line. Bytes other
 /// than escapes are kept as they are, whatever they are (raw non-UTF-8 included).
