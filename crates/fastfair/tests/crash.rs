@@ -95,7 +95,7 @@ fn inline_workload(n: u32) -> Vec<Op> {
     let value = |i: u32, round: u32| match (i + round) % 4 {
         0 => [7u8; 8],
         1 => [0u8; 8],
-        _ => ((i as u64 + 1) * 0x9e37_79b9_7f4a_7c15 + round as u64).to_le_bytes(),
+        _ => ((i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ round as u64).to_le_bytes(),
     };
     let order: Vec<u32> = (0..n).map(|i| (i * 37) % n).collect();
     let mut ops: Vec<Op> = order.iter().map(|&i| Op::Put(key(i), value(i, 0).to_vec())).collect();
