@@ -3,7 +3,7 @@
 //! whose every prefix reads (`read::live`) as the node before or after the operation.
 //!
 //! **Inner nodes** (child pointers, unique in a node; they only grow, nothing merges):
-//! an insert shifts right (direction [`RIGHT`]): from the last entry down to the
+//! an insert shifts right: from the last entry down to the
 //! insertion point, copy each entry one slot right, pointer first, then key: while the
 //! pointer is copied and the key not, the slot repeats its left neighbour's pointer and
 //! is skipped. At the insertion point the slot's pointer is set to its left neighbour's
@@ -87,9 +87,6 @@ impl FastFair {
         let mut w = ShiftWriter::new(self);
         debug_assert!(n < CAP && pos <= n);
         let level = self.load(node + H_LEVEL) as u32;
-        if level > 0 && self.load(node + H_DIR) != RIGHT {
-            w.store(node + H_DIR, RIGHT);
-        }
         // The slot after the last one that will be used must end the entries.
         if n + 1 < SLOTS && self.load(ptr_at(node, n + 1)) != 0 {
             w.store(ptr_at(node, n + 1), 0);

@@ -47,9 +47,9 @@ pub(crate) const NODE_SIZE: usize = 1024;
 pub(crate) const H_SIBLING: u64 = 0;
 pub(crate) const H_LEFTMOST: u64 = 8;
 pub(crate) const H_LEVEL: u64 = 16;
-/// The shift direction of the node's last write: [`RIGHT`] (an insert) or [`LEFT`]
-/// (a delete); it says which neighbour a duplicate pointer repeats (the paper's
-/// `switch_counter`, reduced to its parity).
+/// The shift direction (the paper's `switch_counter`, reduced to its parity): formats 1
+/// and 2 stored 1 here before a leaf's left shift; format 3 writes only [`RIGHT`] (inner
+/// nodes only shift right, leaves need no direction) and reads nothing here.
 pub(crate) const H_DIR: u64 = 24;
 /// Reserved, zero (format 1's lock word: node locks now live in DRAM, `FastFair::locks`,
 /// so taking one dirties no PM line).
@@ -64,8 +64,8 @@ pub(crate) const SLOTS: usize = (NODE_SIZE - HEADER as usize) / ENTRY as usize;
 /// Live entries a node holds: one slot stays a terminator (null pointer).
 pub(crate) const CAP: usize = SLOTS - 1;
 
+/// The only direction format 3 writes (right shifts, inserts).
 pub(crate) const RIGHT: u64 = 0;
-pub(crate) const LEFT: u64 = 1;
 /// What slot -1's pointer is in a leaf (an inner node's is its leftmost child): never an
 /// object offset (those are 8-aligned), never null (null ends the entries).
 pub(crate) const LEAF_LEFT: u64 = 1;

@@ -143,7 +143,6 @@ impl FastFair {
             let sibling = self.load(node + H_SIBLING);
             let leftmost = self.load(node + H_LEFTMOST);
             let level = self.load(node + H_LEVEL) as u32;
-            let dir = self.load(node + H_DIR);
             let low_kw = self.load(node + H_LOW_KW);
             let low_ptr = self.load(node + H_LOW_PTR);
             let raw = self.raw(node);
@@ -159,7 +158,7 @@ impl FastFair {
                 phys: raw.n,
                 version,
             };
-            for i in live(&raw, level, dir, Self::left_of(level, leftmost)) {
+            for i in live(&raw, level, Self::left_of(level, leftmost)) {
                 s.kw[s.n] = raw.kw[i];
                 s.ptr[s.n] = raw.ptr[i];
                 s.n += 1;

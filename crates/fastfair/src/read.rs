@@ -30,12 +30,11 @@ pub(crate) struct Raw {
 }
 
 /// Which slots of `raw` are live in a node of `level`. Inner nodes (child pointers, unique
-/// in a node): with direction [`RIGHT`] (the last shift moved entries right, an insert) a
-/// slot whose pointer repeats its left neighbour's (slot -1's is `left`) is the stale one;
-/// with [`LEFT`] (a delete) one whose pointer repeats its right neighbour's. Leaves
-/// (whose value words repeat): [`leaf_stale`]. Every intermediate state of a shift reads
+/// in a node; they only shift right, nothing merges): a slot whose pointer repeats its
+/// left neighbour's (slot -1's is `left`) is the stale one. Leaves (whose value words
+/// repeat): [`leaf_stale`]. Every intermediate state of a shift reads
 /// as the node before or after it this way (docs/design/fastfair.md, "FAST").
-pub(crate) fn live(raw: &Raw, level: u32, dir: u64, left: u64) -> impl Iterator<Item = usize> + '_ {
+pub(crate) fn live(raw: &Raw, level: u32, left: u64) -> impl Iterator<Item = usize> + '_ {
     let mut prev: Option<(u64, u64)> = None;
     (0..raw.n).filter(move |&i| {
         if level == 0 {
@@ -45,9 +44,6 @@ pub(crate) fn live(raw: &Raw, level: u32, dir: u64, left: u64) -> impl Iterator<
                 prev = Some(e);
             }
             !stale
-        } else if dir == LEFT {
-            let next = if i + 1 < raw.n { raw.ptr[i + 1] } else { 0 };
-            raw.ptr[i] != next
         } else {
             let prev = if i == 0 { left } else { raw.ptr[i - 1] };
             raw.ptr[i] != prev

@@ -60,16 +60,15 @@ pub(crate) enum Step {
 }
 
 /// A node's live slots read in place, in slot order, up to the first null pointer:
-/// `(slot, pointer)` of each slot `read::live`'s rule keeps (inner nodes: with direction
-/// [`RIGHT`] a pointer repeating the one before, `left` for slot 0, is a duplicate; with
-/// [`LEFT`] one repeating the one after; leaves: `read::leaf_stale`). No copy of the node
+/// `(slot, pointer)` of each slot `read::live`'s rule keeps (inner nodes: a pointer
+/// repeating the one before, the leftmost child for slot 0, is a duplicate; leaves:
+/// `read::leaf_stale`). No copy of the node
 /// is made: a caller stops where its search ends, and validates what it read by the
 /// node's version.
 pub(crate) struct InPlace<'a> {
     t: &'a FastFair,
     node: u64,
     leaf: bool,
-    dir: u64,
     prev: u64,
     /// A leaf's last live entry.
     prev_entry: Option<(u64, u64)>,
@@ -79,9 +78,9 @@ pub(crate) struct InPlace<'a> {
 }
 
 impl<'a> InPlace<'a> {
-    pub(crate) fn new(t: &'a FastFair, node: u64, level: u32, dir: u64, leftmost: u64) -> Self {
+    pub(crate) fn new(t: &'a FastFair, node: u64, level: u32, leftmost: u64) -> Self {
         let left = FastFair::left_of(level, leftmost);
-        InPlace { t, node, leaf: level == 0, dir, prev: left, prev_entry: None, i: 0, p: t.load(ptr_at(node, 0)) }
+        InPlace { t, node, leaf: level == 0, prev: left, prev_entry: None, i: 0, p: t.load(ptr_at(node, 0)) }
     }
 
     /// Count the lines read so far: the header's and the slot lines up to the last slot read.
@@ -103,8 +102,6 @@ impl Iterator for InPlace<'_> {
                     self.prev_entry = Some(e);
                 }
                 live
-            } else if self.dir == LEFT {
-                p != next
             } else {
                 p != self.prev
             };
@@ -222,11 +219,10 @@ impl FastFair {
             let level = self.load(node + H_LEVEL) as u32;
             let sibling = self.load(node + H_SIBLING);
             let leftmost = self.load(node + H_LEFTMOST);
-            let dir = self.load(node + H_DIR);
             let mut child = leftmost;
             let mut stopped = false;
             let mut err = None;
-            let mut slots = InPlace::new(self, node, level, dir, leftmost);
+            let mut slots = InPlace::new(self, node, level, leftmost);
             for (i, p) in slots.by_ref() {
                 if level <= want {
                     // Below a live key word, so below the sibling's low key.
@@ -326,7 +322,7 @@ impl FastFair {
             let sibling = self.load(leaf + H_SIBLING);
             let mut found: std::result::Result<Option<Found>, String> = Ok(None);
             let mut beyond = false;
-            let mut slots = InPlace::new(self, leaf, 0, RIGHT, 0);
+            let mut slots = InPlace::new(self, leaf, 0, 0);
             for (i, p) in slots.by_ref() {
                 let k = self.load(key_at(leaf, i));
                 if k > kw {
