@@ -26,6 +26,17 @@ fn measure(f: &dyn EngineFactory, params: &[(&str, &str)]) -> [Cost; 3] {
 
 /// As [`measure`], with the keys `key(i)` for `i` in `0..N`.
 fn measure_keys(f: &dyn EngineFactory, params: &[(&str, &str)], key: impl Fn(usize) -> Vec<u8>) -> [Cost; 3] {
+    measure_kv(f, params, key, |phase| if phase == 0 { b"value-1".to_vec() } else { b"value-2".to_vec() })
+}
+
+/// As [`measure_keys`], with the value `value(phase)` for the inserts (phase 0) and the
+/// updates (phase 1).
+fn measure_kv(
+    f: &dyn EngineFactory,
+    params: &[(&str, &str)],
+    key: impl Fn(usize) -> Vec<u8>,
+    value: impl Fn(usize) -> Vec<u8>,
+) -> [Cost; 3] {
     let dir = pmkv_testutil::pool_dir();
     let mut o = Options::default().mode(Mode::Adr).initial_size(16 << 20).max_size(256 << 20);
     for (k, v) in params {
@@ -38,8 +49,7 @@ fn measure_keys(f: &dyn EngineFactory, params: &[(&str, &str)], key: impl Fn(usi
         let before = counters::snapshot();
         for i in 0..N {
             match phase {
-                0 => s.put(&key(i), b"value-1").unwrap(),
-                1 => s.put(&key(i), b"value-2").unwrap(),
+                0 | 1 => s.put(&key(i), &value(phase)).unwrap(),
                 _ => assert!(s.delete(&key(i)).unwrap()),
             }
         }
@@ -106,6 +116,29 @@ fn nbtree_persists_what_its_design_says() {
         within(&format!("{name} delete lines, 11-byte keys"), c[DELETE].lines, 1.0, 1.0);
         within(&format!("{name} delete fences, 11-byte keys"), c[DELETE].fences, 1.0, 1.0);
     }
+}
+
+/// FAST&FAIR (Hwang et al., FAST and FAIR; format 3, docs/design/fastfair.md "Values
+/// inline"): with 8-byte keys and 8-byte values (here all equal: value words repeat) an
+/// update is one 8-byte store, one line behind one fence, as in the authors' btree.h; an
+/// insert or delete shift flushes each line it dirties once, behind one fence each (a
+/// split adds its new node). With 11-byte keys every value is a record: an update
+/// writes and publishes the new one and frees the old.
+#[test]
+fn fastfair_persists_what_its_design_says() {
+    let c =
+        measure_kv(&pmkv_fastfair::FACTORY, &[], |i| (i as u64 + 1).to_be_bytes().to_vec(), |p| vec![p as u8 + 1; 8]);
+    eprintln!("fastfair, 8-byte pairs: {c:?}");
+    within("fastfair update lines", c[UPDATE].lines, 1.0, 1.0);
+    within("fastfair update fences", c[UPDATE].fences, 1.0, 1.0);
+    within("fastfair insert lines", c[INSERT].lines, 1.0, 8.0);
+    within("fastfair delete lines", c[DELETE].lines, 1.0, 8.0);
+    for (kind, i) in [("insert", INSERT), ("delete", DELETE)] {
+        within(&format!("fastfair {kind}: a fence per line"), c[i].fences / c[i].lines, 0.8, 1.2);
+    }
+    let c = measure(&pmkv_fastfair::FACTORY, &[]);
+    eprintln!("fastfair, 11-byte keys: {c:?}");
+    within("fastfair update lines, 11-byte keys", c[UPDATE].lines, 2.0, 5.0);
 }
 
 /// NBTree-SL, the paper's single-layer ablation: the leaf metadata lives in the PM block,

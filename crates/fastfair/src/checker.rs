@@ -49,15 +49,21 @@ impl FastFair {
                         }
                     }
                 };
-                let high = if s.sibling == 0 { None } else { Some(self.entry_key(1, s.sibling).map_err(corrupt)?) };
+                let high = if s.sibling == 0 { None } else { Some(self.entry_key(1, 0, s.sibling).map_err(corrupt)?) };
                 let mut prev: Option<Vec<u8>> = low.clone();
                 for j in 0..s.n {
                     let k = if s.level == 0 {
-                        match self.read_obj(s.ptr[j]) {
-                            Ok(o) => {
-                                records.insert(s.ptr[j]);
+                        let (kw, v) = (s.kw[j], s.ptr[j]);
+                        if j > 0 && s.kw[j - 1] == kw && !(is_rec(v) && is_rec(s.ptr[j - 1])) {
+                            problems.push(format!("leaf {n:#x} entry {j}: an inline entry shares its key word"));
+                        }
+                        if is_rec(v) {
+                            records.insert(rec_off(v));
+                        }
+                        match self.leaf_entry(kw, v) {
+                            Ok((k, _)) => {
                                 count += 1;
-                                o.key().to_vec()
+                                k
                             }
                             Err(e) => {
                                 problems.push(format!("leaf {n:#x} entry {j}: {e}"));
@@ -74,7 +80,7 @@ impl FastFair {
                         if self.load(c + H_LOW_KW) != s.kw[j] {
                             problems.push(format!("node {n:#x} entry {j}: key word differs from its child's low key"));
                         }
-                        match self.entry_key(s.level, c) {
+                        match self.entry_key(s.level, s.kw[j], c) {
                             Ok(k) => k,
                             Err(e) => {
                                 problems.push(format!("node {n:#x} entry {j}: {e}"));

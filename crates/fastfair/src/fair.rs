@@ -36,10 +36,10 @@ impl FastFair {
         let sibling = self.load(node + H_SIBLING);
         let (skw, sobj, img) = if level == 0 {
             // A leaf's separator is a copy of its right half's first key, in an object of
-            // its own (the record may be deleted, the separator stays).
+            // its own (the entry may be deleted, the separator stays).
             let sep = match key {
                 Some(k) if pos == m => k.to_vec(),
-                _ => self.read_obj(merged[m].1).map_err(corrupt)?.key().to_vec(),
+                _ => self.entry_key(0, merged[m].0, merged[m].1).map_err(corrupt)?,
             };
             let sobj = self.new_obj(KEY, &sep, &[])?;
             let mut img = NodeImg::new(0, 0, sibling, merged[m].0, sobj);
@@ -73,7 +73,7 @@ impl FastFair {
         if pos < m {
             let mut left = Raw { kw: raw.kw, ptr: raw.ptr, n: keep };
             left.ptr[keep..].fill(0);
-            self.fast_insert(node, &left, pos, kw, ptr);
+            self.fast_insert(node, &left, pos, kw, ptr, false);
         }
         Ok((skw, sobj, right))
     }
@@ -106,7 +106,7 @@ impl FastFair {
                 .rank(level, &raw.kw[..raw.n], &raw.ptr[..raw.n], Target::Key { key: &sep, kw: skw, strict: true })
                 .map_err(corrupt)?;
             if raw.n < CAP {
-                self.fast_insert(g.node, &raw, pos, skw, right);
+                self.fast_insert(g.node, &raw, pos, skw, right, false);
                 return Ok(());
             }
             (skw, sobj, right) = self.split(&g, &raw, pos, skw, right, None)?;

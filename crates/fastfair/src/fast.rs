@@ -2,18 +2,23 @@
 //! leaves it, by shifting the entries after it one 8-byte store at a time, in an order
 //! whose every prefix reads (`read::live`) as the node before or after the operation.
 //!
-//! **Insert** (shift right, direction [`RIGHT`]): from the last entry down to the
+//! **Inner nodes** (child pointers, unique in a node; they only grow, nothing merges):
+//! an insert shifts right: from the last entry down to the
 //! insertion point, copy each entry one slot right, pointer first, then key: while the
 //! pointer is copied and the key not, the slot repeats its left neighbour's pointer and
 //! is skipped. At the insertion point the slot's pointer is set to its left neighbour's
 //! (a duplicate again), then the new key, then the new pointer: the store that commits.
-//! **Delete** (shift left, direction [`LEFT`]): from the deleted slot on, copy each next
-//! entry one slot left, pointer first (the deleted entry now repeats its right
-//! neighbour's pointer and is skipped: the store that commits), then key; the last copy
-//! is the terminating null pointer.
 //!
-//! The direction word is stored before a shift in the other direction starts, when the
-//! node holds no duplicate, so it is right whenever a duplicate exists.
+//! **Leaves** (format 3: value words inline, so they repeat; the stale-slot test is
+//! `read::leaf_stale`, which compares each slot with the last live entry before it on
+//! the word unique to that entry): an insert copies each entry one slot right, storing
+//! first the word unique to it (a record's value word, an inline entry's key word), so
+//! the half-copied slot repeats the entry on its left; at the insertion point it opens a
+//! [`HOLE`] (value word), stores the key word, then the value word: the store that
+//! commits. A delete stores the [`HOLE`] in the entry's value word (the commit), then
+//! moves the hole to the end: each next entry's key word, then its value word (the pair
+//! now repeats and the right copy is stale), then the hole one slot on; the last hole
+//! becomes the terminating zero.
 //!
 //! As the paper (§4.1) and the authors' btree.h do, a shift flushes each cache line
 //! once, when its stores are complete and before the first store to the next line
@@ -28,7 +33,7 @@
 //! flushed.
 
 use crate::layout::*;
-use crate::read::Raw;
+use crate::read::{leaf_stale, Raw};
 use crate::tree::FastFair;
 
 /// The stores of one shift: each line flushed and fenced once, when the shift moves on
@@ -62,18 +67,26 @@ impl<'a> ShiftWriter<'a> {
             self.t.pool.fence();
         }
     }
+
+    /// Flush the line written last, for the operation's commit fence
+    /// (`Pool::commit_fence`) to make durable: for a shift that is the operation's last
+    /// PM write, so nothing after it needs ordering behind it.
+    pub(crate) fn flush_last(&mut self) {
+        if let Some(l) = self.line.take() {
+            self.t.pool.flush_off(l * 64, 64);
+        }
+    }
 }
 
 impl FastFair {
     /// Insert `(kw, ptr)` at live position `pos` of locked `node`, which holds `n` live
-    /// entries and no duplicate (`n < CAP`).
-    pub(crate) fn fast_insert(&self, node: u64, raw: &Raw, pos: usize, kw: u64, ptr: u64) {
+    /// entries and no stale slot (`n < CAP`). `last`: the operation's last PM write, whose
+    /// final line the caller's commit fence makes durable.
+    pub(crate) fn fast_insert(&self, node: u64, raw: &Raw, pos: usize, kw: u64, ptr: u64, last: bool) {
         let n = raw.n;
         let mut w = ShiftWriter::new(self);
         debug_assert!(n < CAP && pos <= n);
-        if self.load(node + H_DIR) != RIGHT {
-            w.store(node + H_DIR, RIGHT);
-        }
+        let level = self.load(node + H_LEVEL) as u32;
         // The slot after the last one that will be used must end the entries.
         if n + 1 < SLOTS && self.load(ptr_at(node, n + 1)) != 0 {
             w.store(ptr_at(node, n + 1), 0);
@@ -82,82 +95,86 @@ impl FastFair {
             // Past the terminator: invisible until its pointer is stored.
             w.store(key_at(node, n), kw);
             w.store(ptr_at(node, n), ptr);
-            w.finish();
+            Self::end(&mut w, last);
             return;
         }
         for j in (pos..n).rev() {
-            w.store(ptr_at(node, j + 1), raw.ptr[j]);
-            w.store(key_at(node, j + 1), raw.kw[j]);
+            if level > 0 || is_rec(raw.ptr[j]) {
+                w.store(ptr_at(node, j + 1), raw.ptr[j]);
+                w.store(key_at(node, j + 1), raw.kw[j]);
+            } else {
+                w.store(key_at(node, j + 1), raw.kw[j]);
+                w.store(ptr_at(node, j + 1), raw.ptr[j]);
+            }
         }
-        let level = self.load(node + H_LEVEL) as u32;
-        let left = if pos == 0 { Self::left_of(level, self.load(node + H_LEFTMOST)) } else { raw.ptr[pos - 1] };
-        w.store(ptr_at(node, pos), left);
+        let open = if level == 0 {
+            HOLE
+        } else if pos == 0 {
+            self.load(node + H_LEFTMOST)
+        } else {
+            raw.ptr[pos - 1]
+        };
+        w.store(ptr_at(node, pos), open);
         w.store(key_at(node, pos), kw);
         w.store(ptr_at(node, pos), ptr);
-        w.finish();
+        Self::end(&mut w, last);
     }
 
-    /// Delete the entry in slot `p` of locked `node`, whose slots are `raw`, by shifting
-    /// the slots after it left. Also finishes a delete a crash interrupted at `p`.
-    pub(crate) fn fast_delete(&self, node: u64, raw: &Raw, p: usize) {
+    fn end(w: &mut ShiftWriter<'_>, last: bool) {
+        if last {
+            w.flush_last();
+        } else {
+            w.finish();
+        }
+    }
+
+    /// Delete the entry in slot `p` of locked leaf `node`, whose slots are `raw`: the
+    /// hole (the commit), then the hole moved to the end. `last` as `fast_insert`'s.
+    pub(crate) fn fast_delete(&self, node: u64, raw: &Raw, p: usize, last: bool) {
         let mut w = ShiftWriter::new(self);
-        if self.load(node + H_DIR) != LEFT {
-            w.store(node + H_DIR, LEFT);
-        }
-        for i in p..raw.n {
-            let next = if i + 1 < raw.n { raw.ptr[i + 1] } else { 0 };
-            if self.load(ptr_at(node, i)) != next {
-                w.store(ptr_at(node, i), next);
-            }
-            if next != 0 && self.load(key_at(node, i)) != raw.kw[i + 1] {
-                w.store(key_at(node, i), raw.kw[i + 1]);
-            }
-        }
-        w.finish();
+        w.store(ptr_at(node, p), HOLE);
+        Self::close_hole(&mut w, node, raw, p);
+        Self::end(&mut w, last);
     }
 
-    /// Recovery: remove the duplicate an interrupted shift left in `node` (at most one
-    /// per interrupted operation), leaving the live entries as they read. Idempotent and
-    /// crash-safe: every store leaves a node that reads the same.
+    /// Move the hole in slot `p` of leaf `node` (slots `raw` as before it) to the end and
+    /// make it the terminator: every prefix of the stores reads the same entries.
+    fn close_hole(w: &mut ShiftWriter<'_>, node: u64, raw: &Raw, p: usize) {
+        for i in p..raw.n.saturating_sub(1) {
+            w.store(key_at(node, i), raw.kw[i + 1]);
+            w.store(ptr_at(node, i), raw.ptr[i + 1]);
+            w.store(ptr_at(node, i + 1), HOLE);
+        }
+        w.store(ptr_at(node, raw.n - 1), 0);
+    }
+
+    /// Recovery: remove the stale slots (a half-copied slot or a hole) an interrupted
+    /// shift left in leaf `node`, leaving the live entries as they read: each becomes a
+    /// hole (it was skipped, so it reads the same), which is then moved out. Idempotent
+    /// and crash-safe: every store leaves a leaf that reads the same.
     pub(crate) fn fix_duplicates(&self, node: u64) -> usize {
         let mut fixed = 0;
         for _ in 0..SLOTS {
             let raw = self.raw(node);
-            let dir = self.load(node + H_DIR);
-            let level = self.load(node + H_LEVEL) as u32;
-            let left = Self::left_of(level, self.load(node + H_LEFTMOST));
-            if dir == LEFT {
-                // A delete stopped at slot d: its pointer repeats slot d+1's. Finish it.
-                let Some(d) = (0..raw.n.saturating_sub(1)).find(|&i| raw.ptr[i] == raw.ptr[i + 1]) else {
-                    return fixed;
-                };
-                self.fast_delete(node, &raw, d);
-            } else {
-                // An insert stopped: slot d repeats its left neighbour's pointer. Make
-                // the two slots equal (slot d is skipped meanwhile), then delete one of
-                // them by a left shift (which reads them the same in either direction).
-                let Some(d) = (0..raw.n).find(|&i| raw.ptr[i] == if i == 0 { left } else { raw.ptr[i - 1] }) else {
-                    return fixed;
-                };
-                let pair = if d == 0 {
-                    if raw.n == 1 {
-                        self.pstore(ptr_at(node, 0), 0);
-                        fixed += 1;
-                        continue;
-                    }
-                    self.pstore(key_at(node, 0), raw.kw[1]);
-                    self.pstore(ptr_at(node, 0), raw.ptr[1]);
-                    0
-                } else {
-                    if raw.kw[d] != raw.kw[d - 1] {
-                        self.pstore(key_at(node, d), raw.kw[d - 1]);
-                    }
-                    d - 1
-                };
-                let raw = self.raw(node);
-                self.pstore(node + H_DIR, LEFT);
-                self.fast_delete(node, &raw, pair);
+            let mut prev = None;
+            let mut stale = None;
+            for i in 0..raw.n {
+                let e = (raw.kw[i], raw.ptr[i]);
+                if leaf_stale(prev, e) {
+                    stale = Some(i);
+                    break;
+                }
+                prev = Some(e);
             }
+            let Some(p) = stale else {
+                return fixed;
+            };
+            let mut w = ShiftWriter::new(self);
+            if raw.ptr[p] != HOLE {
+                w.store(ptr_at(node, p), HOLE);
+            }
+            Self::close_hole(&mut w, node, &raw, p);
+            w.finish();
             fixed += 1;
         }
         fixed

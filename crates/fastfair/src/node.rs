@@ -31,6 +31,17 @@ impl FastFair {
         }
     }
 
+    /// Store `v` at `off` and flush it (in the flushing modes) with no fence: the
+    /// operation's last store, which its commit fence (`Pool::commit_fence`) makes durable.
+    #[inline]
+    pub(crate) fn store_flush(&self, off: u64, v: u64) {
+        // SAFETY: as `pstore`'s.
+        unsafe { self.pool.store_u64(off, v) };
+        if self.flushes {
+            self.pool.flush_off(off, 8);
+        }
+    }
+
     /// Node `node`'s lock word: a version, odd while a writer holds the node. Kept in
     /// DRAM as the authors' code keeps its per-node lock out of the persistent page's
     /// lines: a stripe of [`FastFair::locks`] chosen by the node's offset (nodes that share
@@ -132,7 +143,6 @@ impl FastFair {
             let sibling = self.load(node + H_SIBLING);
             let leftmost = self.load(node + H_LEFTMOST);
             let level = self.load(node + H_LEVEL) as u32;
-            let dir = self.load(node + H_DIR);
             let low_kw = self.load(node + H_LOW_KW);
             let low_ptr = self.load(node + H_LOW_PTR);
             let raw = self.raw(node);
@@ -148,7 +158,7 @@ impl FastFair {
                 phys: raw.n,
                 version,
             };
-            for i in live(&raw, dir, Self::left_of(level, leftmost)) {
+            for i in live(&raw, level, Self::left_of(level, leftmost)) {
                 s.kw[s.n] = raw.kw[i];
                 s.ptr[s.n] = raw.ptr[i];
                 s.n += 1;

@@ -142,7 +142,11 @@ impl FastFair {
         }
         let version = u32::from_le_bytes(img[SB_VERSION as usize..][..4].try_into().expect("4 bytes"));
         if version != SUPER_VERSION {
-            let what = if version == 1 { " (512-byte nodes, node locks in PM)" } else { "" };
+            let what = match version {
+                1 => " (512-byte nodes, node locks in PM)",
+                2 => " (every value an out-of-line record)",
+                _ => "",
+            };
             return Err(Error::Version(format!(
                 "FAST&FAIR format version {version}{what}; this build reads version {SUPER_VERSION} only: \
                  dump the pool with a build of its version and load the dump"
@@ -343,7 +347,7 @@ impl FastFair {
         for &leaf in &leaves {
             keys.insert(self.load(leaf + H_LOW_PTR));
             let raw = self.raw(leaf);
-            records.extend(raw.ptr[..raw.n].iter().copied());
+            records.extend(raw.ptr[..raw.n].iter().filter(|&&v| is_rec(v) && v != HOLE).map(|&v| rec_off(v)));
         }
         let mut swept = 0u64;
         for (ty, keep) in [(NODE, &nodes), (KEY, &keys), (RECORD, &records)] {

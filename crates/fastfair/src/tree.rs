@@ -3,7 +3,7 @@
 
 use crate::error::{corrupt, Result};
 use crate::layout::*;
-use crate::read::Obj;
+use crate::read::leaf_stale;
 use parking_lot::Mutex;
 use pmkv_core::{KeyRange, RecoveryReport, Visitor};
 use pmkv_substrate::epalloc::EpAlloc;
@@ -60,23 +60,27 @@ pub(crate) enum Step {
 }
 
 /// A node's live slots read in place, in slot order, up to the first null pointer:
-/// `(slot, pointer)` of each slot `read::live`'s rule keeps (with direction [`RIGHT`] a
-/// pointer repeating the one before, `left` for slot 0, is a duplicate; with [`LEFT`] one
-/// repeating the one after). No copy of the node is made: a caller stops where its search
-/// ends, and validates what it read by the node's version.
+/// `(slot, pointer)` of each slot `read::live`'s rule keeps (inner nodes: a pointer
+/// repeating the one before, the leftmost child for slot 0, is a duplicate; leaves:
+/// `read::leaf_stale`). No copy of the node
+/// is made: a caller stops where its search ends, and validates what it read by the
+/// node's version.
 pub(crate) struct InPlace<'a> {
     t: &'a FastFair,
     node: u64,
-    dir: u64,
+    leaf: bool,
     prev: u64,
+    /// A leaf's last live entry.
+    prev_entry: Option<(u64, u64)>,
     /// The next slot to read, and its pointer.
     i: usize,
     p: u64,
 }
 
 impl<'a> InPlace<'a> {
-    pub(crate) fn new(t: &'a FastFair, node: u64, dir: u64, left: u64) -> Self {
-        InPlace { t, node, dir, prev: left, i: 0, p: t.load(ptr_at(node, 0)) }
+    pub(crate) fn new(t: &'a FastFair, node: u64, level: u32, leftmost: u64) -> Self {
+        let left = FastFair::left_of(level, leftmost);
+        InPlace { t, node, leaf: level == 0, prev: left, prev_entry: None, i: 0, p: t.load(ptr_at(node, 0)) }
     }
 
     /// Count the lines read so far: the header's and the slot lines up to the last slot read.
@@ -91,7 +95,16 @@ impl Iterator for InPlace<'_> {
         while self.p != 0 && self.i < SLOTS {
             let (i, p) = (self.i, self.p);
             let next = if i + 1 < SLOTS { self.t.load(ptr_at(self.node, i + 1)) } else { 0 };
-            let live = if self.dir == LEFT { p != next } else { p != self.prev };
+            let live = if self.leaf {
+                let e = (self.t.load(key_at(self.node, i)), p);
+                let live = !leaf_stale(self.prev_entry, e);
+                if live {
+                    self.prev_entry = Some(e);
+                }
+                live
+            } else {
+                p != self.prev
+            };
             (self.prev, self.p, self.i) = (p, next, i + 1);
             if live {
                 return Some((i, p));
@@ -114,18 +127,27 @@ impl Drop for Locked<'_> {
 }
 
 impl FastFair {
-    /// The full key of entry `ptr` of a node of `level`: a leaf entry's record's key, an
-    /// inner entry's child's low key.
-    pub(crate) fn entry_key(&self, level: u32, ptr: u64) -> std::result::Result<Vec<u8>, String> {
-        let obj = if level == 0 {
-            ptr
+    /// The full key of entry `(kw, ptr)` of a node of `level`: a leaf entry's key (an
+    /// inline entry's key word, or its record's key), an inner entry's child's low key.
+    pub(crate) fn entry_key(&self, level: u32, kw: u64, ptr: u64) -> std::result::Result<Vec<u8>, String> {
+        if level == 0 {
+            return Ok(self.leaf_entry(kw, ptr)?.0);
+        }
+        if !self.valid_node(ptr) {
+            return Err(format!("inner entry names {ptr:#x}, which is not a node"));
+        }
+        Ok(self.read_obj(self.load(ptr + H_LOW_PTR))?.key().to_vec())
+    }
+
+    /// Leaf entry `(kw, v)` as its key and value: an inline entry's key word and value
+    /// word, or its record's (verified).
+    pub(crate) fn leaf_entry(&self, kw: u64, v: u64) -> std::result::Result<(Vec<u8>, Vec<u8>), String> {
+        if is_rec(v) {
+            let o = self.read_obj(rec_off(v))?;
+            Ok((o.key().to_vec(), o.value().to_vec()))
         } else {
-            if !self.valid_node(ptr) {
-                return Err(format!("inner entry names {ptr:#x}, which is not a node"));
-            }
-            self.load(ptr + H_LOW_PTR)
-        };
-        Ok(self.read_obj(obj)?.key().to_vec())
+            Ok((kw.to_be_bytes().to_vec(), v.to_le_bytes().to_vec()))
+        }
     }
 
     /// The low key of node `n` (its immutable separator).
@@ -165,7 +187,7 @@ impl FastFair {
         let (mut lo, mut hi) = (0, kw.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if Self::right_of(t, kw[mid], || self.entry_key(level, ptr[mid]))? {
+            if Self::right_of(t, kw[mid], || self.entry_key(level, kw[mid], ptr[mid]))? {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -197,11 +219,10 @@ impl FastFair {
             let level = self.load(node + H_LEVEL) as u32;
             let sibling = self.load(node + H_SIBLING);
             let leftmost = self.load(node + H_LEFTMOST);
-            let dir = self.load(node + H_DIR);
             let mut child = leftmost;
             let mut stopped = false;
             let mut err = None;
-            let mut slots = InPlace::new(self, node, dir, Self::left_of(level, leftmost));
+            let mut slots = InPlace::new(self, node, level, leftmost);
             for (i, p) in slots.by_ref() {
                 if level <= want {
                     // Below a live key word, so below the sibling's low key.
@@ -211,7 +232,8 @@ impl FastFair {
                     }
                     continue;
                 }
-                match Self::right_of(t, self.load(key_at(node, i)), || self.entry_key(level, p)) {
+                let k = self.load(key_at(node, i));
+                match Self::right_of(t, k, || self.entry_key(level, k, p)) {
                     Ok(true) => child = p,
                     Ok(false) => {
                         stopped = true;
@@ -274,56 +296,58 @@ impl FastFair {
         Err(corrupt("a sibling chain did not end: the tree has a cycle"))
     }
 
-    /// The entry of `key` in a leaf's entries: (index, its record), or `None`.
-    fn find_in(
-        &self,
-        kw: &[u64],
-        ptr: &[u64],
-        key: &[u8],
-        k: u64,
-    ) -> std::result::Result<Option<(usize, Obj)>, String> {
+    /// The index of `key`'s entry in a leaf's entries, or `None`.
+    fn find_in(&self, kw: &[u64], ptr: &[u64], key: &[u8], k: u64) -> std::result::Result<Option<usize>, String> {
         let i = self.rank(0, kw, ptr, Target::Key { key, kw: k, strict: true })?;
-        if i < kw.len() && kw[i] == k {
-            let obj = self.read_obj(ptr[i])?;
-            if obj.key() == key {
-                return Ok(Some((i, obj)));
-            }
+        if i < kw.len() && kw[i] == k && self.entry_key(0, kw[i], ptr[i])? == key {
+            return Ok(Some(i));
         }
         Ok(None)
     }
 
     /// Call `f` with the value of `key`, if present: a linear search of the leaf's live
-    /// entries in place for the key word, then the record (validated by the leaf's
-    /// version: a record read while a writer changed the leaf may have been freed and
-    /// reused meanwhile).
+    /// entries in place for the key word, then the inline value word or the record
+    /// (validated by the leaf's version: a record read while a writer changed the leaf
+    /// may have been freed and reused meanwhile).
     pub fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        enum Found {
+            Inline(u64),
+            Record(crate::read::Obj),
+        }
         let kw = key_word(key);
         let t = Target::Key { key, kw, strict: false };
         let mut leaf = self.descend(t, 0)?;
         loop {
             let version = self.read_version(leaf);
-            let dir = self.load(leaf + H_DIR);
             let sibling = self.load(leaf + H_SIBLING);
-            let mut found: std::result::Result<Option<Obj>, String> = Ok(None);
+            let mut found: std::result::Result<Option<Found>, String> = Ok(None);
             let mut beyond = false;
-            let mut slots = InPlace::new(self, leaf, dir, LEAF_LEFT);
+            let mut slots = InPlace::new(self, leaf, 0, 0);
             for (i, p) in slots.by_ref() {
                 let k = self.load(key_at(leaf, i));
                 if k > kw {
                     beyond = true;
                     break;
                 }
-                if k == kw {
-                    match self.read_obj(p) {
-                        Ok(o) if o.key() == key => {
-                            found = Ok(Some(o));
-                            break;
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            found = Err(e);
-                            break;
-                        }
+                if k != kw {
+                    continue;
+                }
+                if !is_rec(p) {
+                    if key.len() == 8 {
+                        found = Ok(Some(Found::Inline(p)));
+                        break;
+                    }
+                    continue;
+                }
+                match self.read_obj(rec_off(p)) {
+                    Ok(o) if o.key() == key => {
+                        found = Ok(Some(Found::Record(o)));
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        found = Err(e);
+                        break;
                     }
                 }
             }
@@ -332,7 +356,11 @@ impl FastFair {
             }
             slots.note_read();
             match found {
-                Ok(Some(obj)) => {
+                Ok(Some(Found::Inline(w))) => {
+                    f(&w.to_le_bytes());
+                    return Ok(true);
+                }
+                Ok(Some(Found::Record(obj))) => {
                     f(obj.value());
                     return Ok(true);
                 }
@@ -352,47 +380,92 @@ impl FastFair {
         pmkv_core::check_sizes(key, value, MAX_KEY, MAX_VALUE)
     }
 
-    /// Insert or replace. The record is written and published first; an insert links it
-    /// with a FAST shift (splitting the leaf with FAIR when full), an update swaps the
-    /// entry's pointer with one 8-byte store and frees the old record.
+    /// Insert or replace. An 8-byte key with an 8-byte value goes inline in its leaf
+    /// entry (`layout::inline_word`); anything else, or a key whose key word another
+    /// entry of the leaf shares, in a record written and published first. An insert links
+    /// the entry with a FAST shift (splitting the leaf with FAIR when full); an update
+    /// swaps the entry's value word with one 8-byte store (and frees the old record, if
+    /// there was one).
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         Self::check_sizes(key, Some(value))?;
         self.pool.check_writable()?;
-        let rec = self.new_obj(RECORD, key, value)?;
-        let r = self.link(key, rec);
-        if r.is_err() {
-            let _ = self.alloc.try_free(rec);
-        }
+        let r = self.link(key, value);
         self.pool.commit_fence();
         r
     }
 
-    fn link(&self, key: &[u8], rec: u64) -> Result<()> {
+    /// A new record of `(key, value)`, as its tagged value word.
+    fn new_record(&self, key: &[u8], value: &[u8]) -> Result<u64> {
+        let off = self.new_obj(RECORD, key, value)?;
+        if off >= REC_LIMIT {
+            let _ = self.alloc.try_free(off);
+            return Err(crate::error::Error::Invalid(format!(
+                "a record at offset {off:#x}: FAST&FAIR names records below 2^48 bytes"
+            )));
+        }
+        Ok(rec_word(off))
+    }
+
+    fn link(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let kw = key_word(key);
         let t = Target::Key { key, kw, strict: false };
         let g = self.lock_for(t, 0)?;
-        let raw = self.raw(g.node);
-        let found = self.find_in(&raw.kw[..raw.n], &raw.ptr[..raw.n], key, kw).map_err(corrupt)?;
-        if let Some((i, _)) = found {
+        let mut raw = self.raw(g.node);
+        let n = raw.n;
+        let inline = inline_word(key, value);
+        let found = self.find_in(&raw.kw[..n], &raw.ptr[..n], key, kw).map_err(corrupt)?;
+        if let Some(i) = found {
+            // An inline entry shares its key word with no other entry of the leaf.
+            let tie = (i > 0 && raw.kw[i - 1] == kw) || (i + 1 < n && raw.kw[i + 1] == kw);
+            let word = match inline {
+                Some(w) if !tie => w,
+                _ => self.new_record(key, value)?,
+            };
             let old = raw.ptr[i];
-            self.pstore(ptr_at(g.node, i), rec);
+            // One 8-byte store and its flush; `put`'s commit fence makes it durable,
+            // unless an old record is freed, which must follow the swap.
+            self.store_flush(ptr_at(g.node, i), word);
             drop(g);
-            self.alloc.try_free(old)?;
+            if is_rec(old) {
+                self.pool.fence();
+                self.alloc.try_free(rec_off(old))?;
+            }
             return Ok(());
         }
-        let pos = self
-            .rank(0, &raw.kw[..raw.n], &raw.ptr[..raw.n], Target::Key { key, kw, strict: true })
-            .map_err(corrupt)?;
-        if raw.n < CAP {
-            self.fast_insert(g.node, &raw, pos, kw, rec);
+        let pos = self.rank(0, &raw.kw[..n], &raw.ptr[..n], Target::Key { key, kw, strict: true }).map_err(corrupt)?;
+        // Neighbours with the same key word: the new entry is a record, and so becomes an
+        // inline neighbour first (one 8-byte store of its value word, an update).
+        let ties: Vec<usize> =
+            [pos.checked_sub(1), (pos < n).then_some(pos)].into_iter().flatten().filter(|&j| raw.kw[j] == kw).collect();
+        for &j in &ties {
+            if !is_rec(raw.ptr[j]) {
+                let w = self.new_record(&raw.kw[j].to_be_bytes(), &raw.ptr[j].to_le_bytes())?;
+                self.pstore(ptr_at(g.node, j), w);
+                raw.ptr[j] = w;
+            }
+        }
+        let word = match inline {
+            Some(w) if ties.is_empty() => w,
+            _ => self.new_record(key, value)?,
+        };
+        if n < CAP {
+            self.fast_insert(g.node, &raw, pos, kw, word, true);
             drop(g);
             self.count.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
-        let (skw, sobj, right) = self.split(&g, &raw, pos, kw, rec, Some(key))?;
+        let (skw, sobj, right) = match self.split(&g, &raw, pos, kw, word, Some(key)) {
+            Ok(s) => s,
+            Err(e) => {
+                if is_rec(word) {
+                    let _ = self.alloc.try_free(rec_off(word));
+                }
+                return Err(e);
+            }
+        };
         drop(g);
         self.count.fetch_add(1, Ordering::Relaxed);
-        // The record is in the tree now: a parent entry that cannot be added (a full
+        // The entry is in the tree now: a parent entry that cannot be added (a full
         // pool) leaves the new node reachable through its left sibling (B-link), which
         // searches follow, and recovery rebuilds the inner nodes.
         let _ = self.insert_parent(1, skw, sobj, right);
@@ -406,26 +479,30 @@ impl FastFair {
         let kw = key_word(key);
         let g = self.lock_for(Target::Key { key, kw, strict: false }, 0)?;
         let raw = self.raw(g.node);
-        let Some((i, _)) = self.find_in(&raw.kw[..raw.n], &raw.ptr[..raw.n], key, kw).map_err(corrupt)? else {
+        let Some(i) = self.find_in(&raw.kw[..raw.n], &raw.ptr[..raw.n], key, kw).map_err(corrupt)? else {
             return Ok(false);
         };
         let old = raw.ptr[i];
-        self.fast_delete(g.node, &raw, i);
+        // An inline entry's delete ends with the shift; a record's is freed after it.
+        self.fast_delete(g.node, &raw, i, !is_rec(old));
         drop(g);
         self.count.fetch_sub(1, Ordering::Relaxed);
-        self.alloc.try_free(old)?;
+        if is_rec(old) {
+            self.alloc.try_free(rec_off(old))?;
+        }
         self.pool.commit_fence();
         Ok(true)
     }
 
-    /// A leaf's records, read consistently: (records, sibling, low key pointer).
-    fn leaf_records(&self, leaf: u64) -> Result<(Vec<Obj>, u64, u64)> {
+    /// A leaf's entries, read consistently: (keys and values, sibling, low key pointer).
+    #[allow(clippy::type_complexity)]
+    fn leaf_records(&self, leaf: u64) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, u64, u64)> {
         loop {
             let s = self.snap(leaf);
             if s.level != 0 {
                 return Err(corrupt(format!("the leaf list names {leaf:#x}, which is at level {}", s.level)));
             }
-            let r: std::result::Result<Vec<Obj>, String> = s.ptr[..s.n].iter().map(|&p| self.read_obj(p)).collect();
+            let r: std::result::Result<Vec<_>, String> = (0..s.n).map(|j| self.leaf_entry(s.kw[j], s.ptr[j])).collect();
             if !self.unchanged(leaf, s.version) {
                 continue;
             }
@@ -455,12 +532,12 @@ impl FastFair {
             let mut last: Option<Vec<u8>> = None;
             for _ in 0..(1u64 << 40) {
                 let (recs, sibling, _) = self.leaf_records(node)?;
-                for r in &recs {
-                    let k = r.key();
+                for (k, v) in &recs {
+                    let k = k.as_slice();
                     if last.as_deref().is_some_and(|l| k <= l) || !above_start(k) {
                         continue;
                     }
-                    if !below_end(k) || !visit(k, r.value()) {
+                    if !below_end(k) || !visit(k, v) {
                         return Ok(());
                     }
                     left -= 1;
@@ -490,8 +567,8 @@ impl FastFair {
             };
             let leaf = self.descend(t, 0)?;
             let (recs, _, low_ptr) = self.leaf_records(leaf)?;
-            for r in recs.iter().rev() {
-                let k = r.key();
+            for (k, v) in recs.iter().rev() {
+                let k = k.as_slice();
                 let below = match &upper {
                     Bound::Unbounded => true,
                     Bound::Included(u) => k <= u.as_slice(),
@@ -500,7 +577,7 @@ impl FastFair {
                 if !below {
                     continue;
                 }
-                if !above_start(k) || !visit(k, r.value()) {
+                if !above_start(k) || !visit(k, v) {
                     return Ok(());
                 }
                 left -= 1;
