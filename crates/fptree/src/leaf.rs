@@ -13,6 +13,7 @@ use crate::fingerprint;
 use crate::layout::*;
 use pmkv_substrate::epalloc::{EpAlloc, TypeId};
 use pmkv_substrate::Pool;
+use smallvec::SmallVec;
 
 /// One entry's four words.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -268,19 +269,30 @@ impl<'p> Leaf<'p> {
         unsafe { std::slice::from_raw_parts(self.pool.at::<u8>(self.off), LEAF_SIZE) }
     }
 
-    /// The valid keys of the leaf with their slots, in key order (for a split and scans).
-    pub(crate) fn sorted_keys(&self, verify: bool) -> Result<Vec<(Vec<u8>, usize)>> {
+    /// The valid entries of the leaf whose keys `keep` accepts, in key order, each entry
+    /// read once: its key (in place: the entry's words, or its key object), its slot and
+    /// its words. For a split and scans. The leaves are unsorted (§3), so a scan must sort
+    /// a leaf's keys, but it reads each entry once and allocates nothing for it (at most
+    /// [`CAP`] entries, on the stack): the authors' scan sorts the slots of one leaf in
+    /// place and reads the entries it visits, and so does this.
+    pub(crate) fn sorted_entries(
+        &self,
+        verify: bool,
+        keep: impl Fn(&[u8]) -> bool,
+    ) -> Result<SmallVec<[(KeyBytes<'p>, usize, Entry); CAP]>> {
         self.pool.note_read(1);
-        let bm = self.bitmap() & SLOTS_MASK;
-        let mut v = Vec::with_capacity(bm.count_ones() as usize);
-        let mut m = bm;
+        let mut v = SmallVec::new();
+        let mut m = self.bitmap() & SLOTS_MASK;
         while m != 0 {
             let slot = m.trailing_zeros() as usize;
             m &= m - 1;
             let e = self.entry(slot);
-            v.push((self.key(&e, verify)?.as_slice().to_vec(), slot));
+            let k = self.key(&e, verify)?;
+            if keep(k.as_slice()) {
+                v.push((k, slot, e));
+            }
         }
-        v.sort_unstable();
+        v.sort_unstable_by(|a: &(KeyBytes<'p>, usize, Entry), b| a.0.as_slice().cmp(b.0.as_slice()));
         Ok(v)
     }
 }

@@ -239,12 +239,13 @@ impl FpTree {
     /// a new leaf, indexed by the smallest moved key. The index is write-locked.
     fn split(&self, idx: &mut Index, node: &Arc<LeafNode>) -> Result<()> {
         let leaf = self.leaf(node);
-        let keys = leaf.sorted_keys(false)?;
+        let keys = leaf.sorted_entries(false, |_| true)?;
         let half = keys.len() / 2;
-        let moved = keys[half..].iter().fold(0u64, |m, (_, s)| m | 1 << s);
+        let moved = keys[half..].iter().fold(0u64, |m, (_, s, _)| m | 1 << s);
+        let low: Box<[u8]> = keys[half].0.as_slice().into();
         let new = micro_log::split_leaf(self.logs(), &self.alloc, node.off, moved)?;
         node.dirty.store(true, Ordering::Relaxed);
-        idx.insert(keys[half].0.clone().into_boxed_slice(), LeafNode::new(new, true));
+        idx.insert(low, LeafNode::new(new, true));
         Ok(())
     }
 
@@ -259,8 +260,8 @@ impl FpTree {
     }
 
     /// Visit the records of `range` in order, or in reverse, until `visit` returns false
-    /// or `limit` records were visited. Each leaf is read under its shared lock, its keys
-    /// sorted (the leaves are unsorted), and visited.
+    /// or `limit` records were visited. Each leaf is read under its shared lock, the
+    /// entries in the range read once and sorted (the leaves are unsorted), and visited.
     pub fn scan(&self, range: &KeyRange, limit: usize, reverse: bool, visit: Visitor<'_>) -> Result<()> {
         let (start, end) = (range.start_bound(), range.end_bound());
         let after_start = |k: &[u8]| range.after_start(k);
@@ -285,16 +286,12 @@ impl FpTree {
             }
             let _g = node.lock.read();
             let leaf = self.leaf(node);
-            let mut keys = leaf.sorted_keys(false)?;
+            let mut keys = leaf.sorted_entries(false, |k| after_start(k) && before_end(k))?;
             if reverse {
                 keys.reverse();
             }
-            for (k, slot) in keys {
-                if !after_start(&k) || !before_end(&k) {
-                    continue;
-                }
-                let e = leaf.entry(slot);
-                if !visit(&k, leaf.value(&e)?.as_slice()) {
+            for (k, _, e) in keys {
+                if !visit(k.as_slice(), leaf.value(&e)?.as_slice()) {
                     return Ok(());
                 }
                 left -= 1;
