@@ -291,12 +291,14 @@ fn fastfair_format_1_is_refused_unchanged() {
     refused("fastfair-v1", "fastfair");
 }
 
+/// Format 1 (every value after the key, an update a new leaf) is refused: format 2
+/// keeps values of at most 8 bytes in the leaf's value word and updates them in place.
 #[test]
-fn woart_format_1_is_current() {
-    current("woart-v1", "woart", (b"WOART\0\0\0", 1));
+fn woart_format_1_is_refused_unchanged() {
+    refused("woart-v1", "woart");
 }
 
 #[test]
-fn artcow_format_1_is_current() {
-    current("artcow-v1", "artcow", (b"ARTCOW\0\0", 1));
+fn artcow_format_1_is_refused_unchanged() {
+    refused("artcow-v1", "artcow");
 }

@@ -141,6 +141,25 @@ fn fastfair_persists_what_its_design_says() {
     within("fastfair update lines, 11-byte keys", c[UPDATE].lines, 2.0, 5.0);
 }
 
+/// WOART and ART+CoW (Lee et al., FAST'17; docs/design/woart.md): an update of a value of
+/// at most 8 bytes by one of the same length is one store of the leaf's value word, one
+/// line behind one fence (woart.c swaps the value pointer in place); format 1 wrote a new
+/// leaf, published and linked it: 4.5 lines and 2.1 fences. A longer value still writes
+/// a new leaf.
+#[test]
+fn woart_and_artcow_update_small_values_in_place() {
+    for f in [&pmkv_woart::FACTORY, &pmkv_woart::ARTCOW_FACTORY] {
+        let name = f.info().name;
+        let c = measure_kv(f, &[], |i| (i as u64 + 1).to_be_bytes().to_vec(), |p| vec![p as u8 + 1; 8]);
+        eprintln!("{name}, 8-byte pairs: {c:?}");
+        within(&format!("{name} update lines"), c[UPDATE].lines, 1.0, 1.0);
+        within(&format!("{name} update fences"), c[UPDATE].fences, 1.0, 1.0);
+        let c = measure_kv(f, &[], |i| (i as u64 + 1).to_be_bytes().to_vec(), |p| vec![p as u8 + 1; 8 + p]);
+        eprintln!("{name}, a 9-byte value over an 8-byte one: {c:?}");
+        within(&format!("{name} out-of-place update lines"), c[UPDATE].lines, 2.0, 6.0);
+    }
+}
+
 /// NBTree-SL, the paper's single-layer ablation: the leaf metadata lives in the PM block,
 /// so every insert also persists the bitmap (its commit record) with the `num` and
 /// fingerprint words — two more lines — behind one more fence. Recovery rebuilds the

@@ -52,7 +52,10 @@ impl Variant {
     }
 }
 
-pub(crate) const VERSION: u32 = 1;
+/// Format 2 keeps a value of at most 8 bytes in the leaf's value word, updated in place
+/// (format 1 kept every value after the key, so an update wrote a new leaf); format 1
+/// pools are refused with a version error.
+pub(crate) const VERSION: u32 = 2;
 pub(crate) const SUPER_SIZE: usize = 64;
 /// Superblock fields: magic, version, root node, then the clean close's seal.
 pub(crate) const SB_VERSION: u64 = 8;
@@ -84,8 +87,26 @@ pub(crate) const N48_SIZE: usize = 656;
 pub(crate) const N256_CHILD: u64 = 16;
 pub(crate) const N256_SIZE: usize = 2064;
 
-/// Leaf: key length, value length, CRC-32C of lengths, key and value; then key, value.
-pub(crate) const LEAF_HEAD: usize = 16;
+/// Leaf: key length, value length, CRC-32C (of the lengths, the key and an out-of-line
+/// value), 4 zero bytes, the value word; then the key, then a value longer than 8 bytes.
+pub(crate) const LEAF_HEAD: usize = 24;
+/// The leaf's value word: a value of at most [`INLINE_VALUE`] bytes, zero-padded (woart.c's
+/// leaf keeps its value pointer in one word and an update swaps it: one 8-byte store).
+pub(crate) const LEAF_VALUE: u64 = 16;
+/// Longest value kept in the value word.
+pub(crate) const INLINE_VALUE: usize = 8;
+
+/// Whether a value of `len` bytes lives in the leaf's value word.
+pub(crate) fn inline_value(len: usize) -> bool {
+    len <= INLINE_VALUE
+}
+
+/// The value word holding `v` (at most 8 bytes), zero-padded.
+pub(crate) fn value_word(v: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b[..v.len()].copy_from_slice(v);
+    u64::from_le_bytes(b)
+}
 
 /// Tags of a pointer word's low 3 bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -190,18 +211,21 @@ impl Header {
     }
 }
 
-/// The check of a leaf: CRC-32C of its lengths, key and value.
+/// The check of a leaf: CRC-32C of its lengths, key and, if it is out of line, value. A
+/// value in the value word is left out: it changes by one store, which the CRC could not
+/// follow atomically; the seal's hash covers it (below).
 pub(crate) fn leaf_crc(key: &[u8], value: &[u8]) -> u32 {
     let mut lens = [0u8; 8];
     lens[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
     lens[4..].copy_from_slice(&(value.len() as u32).to_le_bytes());
-    crc32c::crc32c_append(crc32c::crc32c_append(crc32c::crc32c(&lens), key), value)
+    let out_of_line: &[u8] = if inline_value(value.len()) { &[] } else { value };
+    crc32c::crc32c_append(crc32c::crc32c_append(crc32c::crc32c(&lens), key), out_of_line)
 }
 
-/// What a leaf adds to the seal's hash: its check mixed with its lengths (a wrapping sum
-/// over leaves, so inserts and deletes update it in O(1)).
-pub(crate) fn leaf_hash(crc: u32, klen: usize, vlen: usize) -> u64 {
-    let mut x = u64::from(crc) | (klen as u64) << 32 ^ (vlen as u64) << 48;
+/// What a leaf adds to the seal's hash: its check mixed with its lengths and its value
+/// word (a wrapping sum over leaves, so inserts, updates and deletes update it in O(1)).
+pub(crate) fn leaf_hash(crc: u32, klen: usize, vlen: usize, vword: u64) -> u64 {
+    let mut x = (u64::from(crc) | (klen as u64) << 32 ^ (vlen as u64) << 48) ^ vword.rotate_left(17);
     x ^= x >> 33;
     x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
     x ^= x >> 33;

@@ -8,13 +8,21 @@
 
 use crate::error::{Error, Result};
 use crate::layout::*;
+use parking_lot::Mutex;
 use pmkv_substrate::epalloc::EpAlloc;
 use pmkv_substrate::Pool;
+use std::collections::HashMap;
+
+/// The number of children of each Node48 and Node256 (DRAM only; see [`Pm::population`]).
+pub(crate) type Populations = Mutex<HashMap<u64, u16>>;
 
 /// PM access for the tree's code: loads, stores and persists of one pool.
 pub(crate) struct Pm<'a> {
     pub(crate) pool: &'a Pool,
     pub(crate) alloc: &'a EpAlloc,
+    /// The open tree's child counts of its Node48s and Node256s, kept by every change
+    /// made through this `Pm`; `None` while the open's walk runs (it counts them itself).
+    pub(crate) pops: Option<&'a Populations>,
 }
 
 pub(crate) fn corrupt(m: impl Into<String>) -> Error {
@@ -62,17 +70,23 @@ impl Pm<'_> {
         self.pool.note_read(last / 64 - off / 64 + 1);
     }
 
-    fn leaf_parts(&self, off: u64) -> (&[u8], &[u8]) {
+    /// A leaf's key and value, and the bytes its value adds after the key (0 for a value
+    /// in the value word).
+    fn leaf_parts(&self, off: u64) -> (&[u8], &[u8], usize) {
         let h = self.load(off);
         let (kl, vl) = (h as u32 as usize, (h >> 32) as usize);
-        let b = self.bytes(off + LEAF_HEAD as u64, kl + vl);
-        b.split_at(kl)
+        let key = self.bytes(off + LEAF_HEAD as u64, kl);
+        if inline_value(vl) {
+            (key, self.bytes(off + LEAF_VALUE, vl), 0)
+        } else {
+            (key, self.bytes(off + (LEAF_HEAD + kl) as u64, vl), vl)
+        }
     }
 
     /// A leaf's key and value.
     pub(crate) fn leaf(&self, off: u64) -> (&[u8], &[u8]) {
-        let (k, v) = self.leaf_parts(off);
-        self.note(off, LEAF_HEAD + k.len() + v.len());
+        let (k, v, after) = self.leaf_parts(off);
+        self.note(off, LEAF_HEAD + k.len() + after);
         (k, v)
     }
     /// A leaf's key (only its lines are reported read).
@@ -84,27 +98,47 @@ impl Pm<'_> {
     /// The leaf's contribution to the seal's hash.
     pub(crate) fn leaf_hash_of(&self, off: u64) -> u64 {
         let h = self.load(off);
-        leaf_hash(self.load(off + 8) as u32, h as u32 as usize, (h >> 32) as usize)
+        leaf_hash(self.load(off + 8) as u32, h as u32 as usize, (h >> 32) as usize, self.load(off + LEAF_VALUE))
+    }
+
+    /// Replace the value of leaf `off` (the caller's, under the write lock) in place when
+    /// both the old and the new value live in the value word and have the same length:
+    /// one 8-byte store and its persist, as woart.c swaps a leaf's value pointer. Whether
+    /// it did; otherwise the caller writes a new leaf.
+    pub(crate) fn update_in_place(&self, off: u64, value: &[u8]) -> bool {
+        let vl = (self.load(off) >> 32) as usize;
+        if vl != value.len() || !inline_value(vl) {
+            return false;
+        }
+        self.store_persist(off + LEAF_VALUE, value_word(value));
+        true
     }
 
     /// Write a new leaf (key + value) and publish it; not linked yet.
     pub(crate) fn new_leaf(&self, key: &[u8], value: &[u8]) -> Result<u64> {
-        let off = self.alloc.alloc(LEAF, LEAF_HEAD + key.len() + value.len())?;
+        let after = if inline_value(value.len()) { 0 } else { value.len() };
+        let size = LEAF_HEAD + key.len() + after;
+        let off = self.alloc.alloc(LEAF, size)?;
         let mut head = [0u8; LEAF_HEAD];
         head[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
         head[4..8].copy_from_slice(&(value.len() as u32).to_le_bytes());
         head[8..12].copy_from_slice(&leaf_crc(key, value).to_le_bytes());
+        if after == 0 {
+            head[LEAF_VALUE as usize..].copy_from_slice(&value_word(value).to_le_bytes());
+        }
         let p = self.pool.at::<u8>(off);
         // SAFETY: a reserved object of at least this size that no one else can reach.
         unsafe {
             std::ptr::copy_nonoverlapping(head.as_ptr(), p, LEAF_HEAD);
             std::ptr::copy_nonoverlapping(key.as_ptr(), p.add(LEAF_HEAD), key.len());
-            std::ptr::copy_nonoverlapping(value.as_ptr(), p.add(LEAF_HEAD + key.len()), value.len());
+            if after != 0 {
+                std::ptr::copy_nonoverlapping(value.as_ptr(), p.add(LEAF_HEAD + key.len()), value.len());
+            }
         }
         // Flushed, not fenced: `publish`'s fence orders the content before the bit. A
         // crash that keeps the bit and loses content leaves a used leaf nothing links,
         // which the unclean open's sweep frees.
-        self.pool.flush_off(off, LEAF_HEAD + key.len() + value.len());
+        self.pool.flush_off(off, size);
         self.alloc.try_publish(off)?;
         Ok(tagged(Kind::Leaf, off))
     }
@@ -158,7 +192,51 @@ impl Pm<'_> {
             self.alloc.unreserve(off);
             return Err(e.into());
         }
+        if matches!(kind, Kind::N48 | Kind::N256) {
+            if let Some(p) = self.pops {
+                p.lock().insert(off, entries.len() as u16);
+            }
+        }
         Ok(off)
+    }
+
+    /// Add `delta` to the child count of Node48/Node256 `n`.
+    fn count_children(&self, n: u64, delta: i32) {
+        if let Some(p) = self.pops {
+            let mut p = p.lock();
+            let c = p.entry(n).or_insert(0);
+            *c = (i32::from(*c) + delta).clamp(0, 256) as u16;
+        }
+    }
+
+    /// Forget the child count of node `n`, about to be freed.
+    pub(crate) fn forget(&self, n: u64) {
+        if let Some(p) = self.pops {
+            p.lock().remove(&n);
+        }
+    }
+
+    /// How many slots of node `n` are in use (its children and its terminal leaf), from
+    /// metadata rather than by reading every slot: a Node4's commit word holds its count
+    /// and a Node16's bitmap its positions (both in the header's line); a Node48's or
+    /// Node256's count is kept in DRAM (ART keeps `num_children` in its node header; in
+    /// PM that would be one more store and line per insert and delete into those nodes,
+    /// and the open's walk counts them anyway). A delete decides emptiness by this:
+    /// counting a Node256's children by reading them read 38 lines per delete (6 now).
+    pub(crate) fn population(&self, kind: Kind, n: u64) -> usize {
+        self.note(n, 24);
+        let term = usize::from(self.load(n + TERM) != 0);
+        let kids = match kind {
+            Kind::N4 => self.n4_meta(n).0.min(4),
+            Kind::N16 => (self.load(n + N16_BITMAP) & 0xffff).count_ones() as usize,
+            Kind::N48 | Kind::N256 => match self.pops.and_then(|p| p.lock().get(&n).copied()) {
+                Some(c) => usize::from(c),
+                None => self.children(kind, n).len(),
+            },
+            Kind::Leaf => 0,
+        };
+        debug_assert_eq!(kids, self.children_unnoted(kind, n).len(), "node {n:#x}'s kept child count");
+        kids + term
     }
 
     pub(crate) fn header(&self, n: u64) -> Header {
@@ -173,6 +251,11 @@ impl Pm<'_> {
     /// The children of node `n`, sorted by byte: (byte, slot offset, pointer word).
     pub(crate) fn children(&self, kind: Kind, n: u64) -> Vec<(u8, u64, u64)> {
         self.note(n, kind.size());
+        self.children_unnoted(kind, n)
+    }
+
+    /// [`Pm::children`] without reporting the reads (a debug check's).
+    fn children_unnoted(&self, kind: Kind, n: u64) -> Vec<(u8, u64, u64)> {
         let mut out = Vec::new();
         match kind {
             Kind::N4 => {
@@ -291,8 +374,12 @@ impl Pm<'_> {
                 self.store_persist(n + N48_CHILD + 8 * slot as u64, w);
                 self.store_byte(n + N48_INDEX + u64::from(b), slot as u8 + 1);
                 self.pool.persist_off(n + N48_INDEX + u64::from(b), 1);
+                self.count_children(n, 1);
             }
-            Kind::N256 => self.store_persist(n + N256_CHILD + 8 * u64::from(b), w),
+            Kind::N256 => {
+                self.store_persist(n + N256_CHILD + 8 * u64::from(b), w);
+                self.count_children(n, 1);
+            }
             Kind::Leaf => return false,
         }
         true
@@ -323,15 +410,19 @@ impl Pm<'_> {
             Kind::N48 => {
                 self.store_byte(n + N48_INDEX + u64::from(b), 0);
                 self.pool.persist_off(n + N48_INDEX + u64::from(b), 1);
+                self.count_children(n, -1);
             }
-            Kind::N256 => self.store_persist(n + N256_CHILD + 8 * u64::from(b), 0),
+            Kind::N256 => {
+                self.store_persist(n + N256_CHILD + 8 * u64::from(b), 0);
+                self.count_children(n, -1);
+            }
             Kind::Leaf => {}
         }
     }
 
     /// Whether the node holds nothing (no terminal leaf, no child).
     pub(crate) fn is_empty(&self, kind: Kind, n: u64) -> bool {
-        self.load(n + TERM) == 0 && self.children(kind, n).is_empty()
+        self.population(kind, n) == 0
     }
 
     /// The effective prefix length of node `n` met at depth `d`. A header whose depth is

@@ -19,7 +19,7 @@ use parking_lot::RwLock;
 use pmkv_core::RecoveryReport;
 use pmkv_substrate::epalloc::{EpAlloc, EPALLOC_ROOT};
 use pmkv_substrate::{EngineClaim, Pool};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +35,8 @@ pub(crate) struct Walk {
     /// Empty nodes still linked: (parent kind, parent, byte).
     pub(crate) empties: Vec<(Kind, u64, u8)>,
     pub(crate) nodes: u64,
+    /// Children of each Node48 and Node256 (`Pm::population`).
+    pub(crate) pops: HashMap<u64, u16>,
 }
 
 impl Pm<'_> {
@@ -53,12 +55,18 @@ impl Pm<'_> {
         }
         let h = self.load(off);
         let (kl, vl) = (h as u32 as usize, (h >> 32) as usize);
-        if kl > MAX_KEY || vl > MAX_VALUE || LEAF_HEAD + kl + vl > self.alloc.capacity(off) {
+        let after = if inline_value(vl) { 0 } else { vl };
+        if kl > MAX_KEY || vl > MAX_VALUE || LEAF_HEAD + kl + after > self.alloc.capacity(off) {
             return Err(corrupt(format!("leaf {off:#x}: lengths {kl}+{vl} do not fit")));
         }
         let (k, v) = self.leaf(off);
         if leaf_crc(k, v) != self.load(off + 8) as u32 {
             return Err(corrupt(format!("leaf {off:#x} fails its CRC")));
+        }
+        // The CRC leaves a value in the value word out (it changes in place); its padding
+        // must be zero, as every write leaves it.
+        if after == 0 && self.load(off + LEAF_VALUE) != value_word(v) {
+            return Err(corrupt(format!("leaf {off:#x}: its value word has bytes past the value's length")));
         }
         Ok(())
     }
@@ -146,7 +154,11 @@ impl Pm<'_> {
         if let Some((_, t)) = untag(self.load(n + TERM)) {
             self.leaf_at(t, path, true, w)?;
         }
-        for (b, _, cw) in self.children(kind, n) {
+        let children = self.children(kind, n);
+        if matches!(kind, Kind::N48 | Kind::N256) {
+            w.pops.insert(n, children.len() as u16);
+        }
+        for (b, _, cw) in children {
             match untag(cw) {
                 Some((Kind::Leaf, c)) => {
                     path.push(b);
@@ -212,7 +224,7 @@ pub(crate) fn open(pool: Arc<Pool>, variant: Variant) -> Result<Woart> {
         return format(pool, claim, t0, variant);
     }
     let alloc = EpAlloc::open(pool.clone())?;
-    let pm = Pm { pool: &pool, alloc: &alloc };
+    let pm = Pm { pool: &pool, alloc: &alloc, pops: None };
     if !(alloc.type_of(sb) == Some(SUPER) && alloc.is_used(sb)) {
         return Err(corrupt(format!("superblock {sb:#x} is not a superblock object")));
     }
@@ -221,7 +233,10 @@ pub(crate) fn open(pool: Arc<Pool>, variant: Variant) -> Result<Woart> {
     }
     let v = pm.load(sb + SB_VERSION) as u32;
     if v != VERSION {
-        return Err(Error::Version(format!("{} format {v}: this build reads format {VERSION}", variant.name())));
+        return Err(Error::Version(format!(
+            "{} format version {v}: this build reads format version {VERSION}",
+            variant.name()
+        )));
     }
     let root = pm.load(sb + SB_ROOT);
     if !pm.valid(Kind::N256, root) {
@@ -270,7 +285,7 @@ pub(crate) fn open(pool: Arc<Pool>, variant: Variant) -> Result<Woart> {
     if variant.lazy_repairs() {
         rep = rep.with_detail("headers_and_empty_nodes_repaired", repaired);
     }
-    Ok(assemble(pool, alloc, variant, sb, root, w.count, w.hash, rep, claim))
+    Ok(assemble(pool, alloc, variant, sb, root, (w.count, w.hash, w.pops), rep, claim))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -280,8 +295,7 @@ fn assemble(
     variant: Variant,
     sb: u64,
     root: u64,
-    count: u64,
-    hash: u64,
+    (count, hash, pops): (u64, u64, HashMap<u64, u16>),
     recovery: RecoveryReport,
     claim: EngineClaim,
 ) -> Woart {
@@ -292,6 +306,7 @@ fn assemble(
         sb,
         root,
         lock: RwLock::new(()),
+        pops: parking_lot::Mutex::new(pops),
         count: AtomicU64::new(count),
         hash: AtomicU64::new(hash),
         recovery,
@@ -313,7 +328,7 @@ fn format(pool: Arc<Pool>, claim: EngineClaim, t0: Instant, variant: Variant) ->
             alloc.try_free(o)?;
         }
     }
-    let pm = Pm { pool: &pool, alloc: &alloc };
+    let pm = Pm { pool: &pool, alloc: &alloc, pops: None };
     let root = pm.new_node(Kind::N256, Header::new(0, b"").encode(), 0, &[])?;
     let sb = alloc.alloc(SUPER, SUPER_SIZE)?;
     let mut img = [0u8; SUPER_SIZE];
@@ -328,7 +343,7 @@ fn format(pool: Arc<Pool>, claim: EngineClaim, t0: Instant, variant: Variant) ->
     let mut rep = RecoveryReport::new(variant.name());
     rep.clean_shutdown = true;
     rep.duration = Duration::from_micros(t0.elapsed().as_micros() as u64);
-    Ok(assemble(pool, alloc, variant, sb, root, 0, 0, rep, claim))
+    Ok(assemble(pool, alloc, variant, sb, root, (0, 0, HashMap::from([(root, 0)])), rep, claim))
 }
 
 impl Woart {

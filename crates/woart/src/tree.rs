@@ -7,7 +7,7 @@
 
 use crate::error::Result;
 use crate::layout::*;
-use crate::node::{corrupt, Pm};
+use crate::node::{corrupt, Pm, Populations};
 use parking_lot::RwLock;
 use pmkv_core::{KeyRange, RecoveryReport, Visitor};
 use pmkv_substrate::epalloc::EpAlloc;
@@ -32,6 +32,9 @@ pub struct Woart {
     /// The root Node256's offset (never replaced).
     pub(crate) root: u64,
     pub(crate) lock: RwLock<()>,
+    /// Child counts of the Node48s and Node256s (`Pm::population`), changed under the
+    /// write lock.
+    pub(crate) pops: Populations,
     pub(crate) count: AtomicU64,
     /// Wrapping sum of the leaves' hashes, sealed at a clean close.
     pub(crate) hash: AtomicU64,
@@ -60,6 +63,16 @@ pub(crate) struct Found {
     pub(crate) leaf: u64,
 }
 
+/// What a put did.
+enum Put {
+    /// Linked a new leaf where the key was absent.
+    Added,
+    /// Linked a new leaf in place of the key's old leaf (returned, untagged).
+    Replaced(u64),
+    /// Stored the new value in the key's leaf (untagged), whose hash was `old_hash`.
+    InPlace { leaf: u64, old_hash: u64 },
+}
+
 /// What an ordered scan has still to visit: a leaf, or a node met at depth `d` whose
 /// parent's key prefix is `base` bytes long, reached by the edge byte `edge`.
 enum Visit {
@@ -86,7 +99,7 @@ fn pruned(p: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
 
 impl Woart {
     pub(crate) fn pm(&self) -> Pm<'_> {
-        Pm { pool: &self.pool, alloc: &self.alloc }
+        Pm { pool: &self.pool, alloc: &self.alloc, pops: Some(&self.pops) }
     }
 
     /// The pool under the tree.
@@ -163,17 +176,24 @@ impl Woart {
         }
     }
 
-    /// Insert or replace.
+    /// Insert or replace. A value of at most 8 bytes replacing one of the same length is
+    /// stored in place in its leaf's value word (one 8-byte store, as woart.c's update);
+    /// otherwise a new leaf is written, published and linked by one store.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         Self::check_sizes(key, value)?;
         self.pool.check_writable()?;
         let _g = self.lock.write();
         let pm = self.pm();
-        let leaf = pm.new_leaf(key, value)?;
-        let lh = pm.leaf_hash_of(leaf & !7);
-        match self.insert(&pm, key, leaf) {
-            Ok(old) => {
-                if let Some(old) = old {
+        let mut made = None;
+        match self.insert(&pm, key, value, &mut made) {
+            Ok(Put::InPlace { leaf, old_hash }) => {
+                self.hash.fetch_sub(old_hash, Ordering::Relaxed);
+                self.hash.fetch_add(pm.leaf_hash_of(leaf), Ordering::Relaxed);
+                Ok(())
+            }
+            Ok(done) => {
+                let leaf = made.expect("a leaf was linked");
+                if let Put::Replaced(old) = done {
                     self.hash.fetch_sub(pm.leaf_hash_of(old), Ordering::Relaxed);
                     // Unfenced: a crash that loses the reset leaves a used, unlinked
                     // leaf, which the unclean open's sweep frees; the next fence of
@@ -182,19 +202,50 @@ impl Woart {
                 } else {
                     self.count.fetch_add(1, Ordering::Relaxed);
                 }
-                self.hash.fetch_add(lh, Ordering::Relaxed);
+                self.hash.fetch_add(pm.leaf_hash_of(leaf & !7), Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
                 // Never linked: give it back (a crash before this is the open's sweep's).
-                let _ = self.alloc.try_free(leaf & !7);
+                if let Some(leaf) = made {
+                    let _ = self.alloc.try_free(leaf & !7);
+                }
                 Err(e)
             }
         }
     }
 
-    /// Link the published leaf `leaf` (tagged) under `key`; the replaced leaf, if any.
-    fn insert(&self, pm: &Pm<'_>, key: &[u8], leaf: u64) -> Result<Option<u64>> {
+    /// The new leaf of `key` and `value` (tagged), written and published at its first use.
+    fn leaf_of(pm: &Pm<'_>, key: &[u8], value: &[u8], made: &mut Option<u64>) -> Result<u64> {
+        if let Some(l) = *made {
+            return Ok(l);
+        }
+        let l = pm.new_leaf(key, value)?;
+        *made = Some(l);
+        Ok(l)
+    }
+
+    /// Replace the value of `key`'s leaf `old` (untagged) in place if it can be, else link
+    /// a new leaf at `slot` with one store.
+    fn replace_value(
+        pm: &Pm<'_>,
+        slot: u64,
+        old: u64,
+        key: &[u8],
+        value: &[u8],
+        made: &mut Option<u64>,
+    ) -> Result<Put> {
+        let old_hash = pm.leaf_hash_of(old);
+        if pm.update_in_place(old, value) {
+            return Ok(Put::InPlace { leaf: old, old_hash });
+        }
+        pm.store_persist(slot, Self::leaf_of(pm, key, value, made)?);
+        Ok(Put::Replaced(old))
+    }
+
+    /// Link `key` with `value` (its leaf written at first use into `made`, tagged), or
+    /// replace the value in place.
+    fn insert(&self, pm: &Pm<'_>, key: &[u8], value: &[u8], made: &mut Option<u64>) -> Result<Put> {
         let (mut kind, mut n, mut d) = (Kind::N256, self.root, 0usize);
         let mut ps = 0u64; // the slot that points to `n` (none for the root)
         loop {
@@ -212,6 +263,7 @@ impl Woart {
                     if ps == 0 {
                         return Err(corrupt("the root has a prefix"));
                     }
+                    let leaf = Self::leaf_of(pm, key, value, made)?;
                     let below = Header::new(d + m + 1, &pre[m + 1..]).encode();
                     let cow = self.variant == Variant::ArtCow;
                     let old = if cow { pm.copy_node(kind, n, below, None, None)? } else { tagged(kind, n) };
@@ -226,44 +278,52 @@ impl Woart {
                     let nn = pm.new_node(Kind::N4, Header::new(d, &pre[..m]).encode(), term, &entries);
                     let nn = nn.inspect_err(|_| {
                         if cow {
+                            pm.forget(old & !7);
                             let _ = self.alloc.try_free(old & !7);
                         }
                     })?;
                     pm.store_persist(ps, tagged(Kind::N4, nn));
                     if cow {
+                        pm.forget(n);
                         self.alloc.free_unfenced(n);
                     } else {
                         pm.store_persist(n + HDR, below);
                     }
-                    return Ok(None);
+                    return Ok(Put::Added);
                 }
                 d += p;
             }
             if key.len() == d {
-                let old = pm.load(n + TERM);
-                pm.store_persist(n + TERM, leaf);
-                return Ok(untag(old).map(|(_, o)| o));
+                // The prefixes above were compared: a terminal leaf here holds `key`.
+                return match untag(pm.load(n + TERM)) {
+                    Some((Kind::Leaf, old)) => Self::replace_value(pm, n + TERM, old, key, value, made),
+                    _ => {
+                        pm.store_persist(n + TERM, Self::leaf_of(pm, key, value, made)?);
+                        Ok(Put::Added)
+                    }
+                };
             }
             let b = key[d];
             let Some(slot) = pm.find_child(kind, n, b) else {
                 // WOART adds in place through the node's commit word; ART+CoW only where
                 // that is one pointer store (Node256). Otherwise a copy with the child,
                 // of the next larger kind if the node is full, replaces the node.
+                let leaf = Self::leaf_of(pm, key, value, made)?;
                 let in_place = self.variant == Variant::Woart || kind == Kind::N256;
                 if !(in_place && pm.add_child(kind, n, b, leaf)) {
                     let copy = pm.copy_node(kind, n, pm.load(n + HDR), Some((b, leaf)), None)?;
                     self.replace(pm, n, ps, copy)?;
                 }
-                return Ok(None);
+                return Ok(Put::Added);
             };
             let w = pm.load(slot);
             match untag(w) {
                 Some((Kind::Leaf, l)) => {
                     let ok = pm.leaf_key(l);
                     if ok == key {
-                        pm.store_persist(slot, leaf);
-                        return Ok(Some(l));
+                        return Self::replace_value(pm, slot, l, key, value, made);
                     }
+                    let leaf = Self::leaf_of(pm, key, value, made)?;
                     // Two keys under one byte: a new Node4 below, its prefix their
                     // common part, linked by one store.
                     let d1 = d + 1;
@@ -280,7 +340,7 @@ impl Woart {
                     entries.sort_unstable_by_key(|e| e.0);
                     let nn = pm.new_node(Kind::N4, Header::new(d1, &key[d1..d1 + j]).encode(), term, &entries)?;
                     pm.store_persist(slot, tagged(Kind::N4, nn));
-                    return Ok(None);
+                    return Ok(Put::Added);
                 }
                 Some((k, c)) => {
                     (kind, n, ps, d) = (k, c, slot, d + 1);
@@ -295,10 +355,12 @@ impl Woart {
     /// open's sweep frees it.
     pub(crate) fn replace(&self, pm: &Pm<'_>, n: u64, ps: u64, copy: u64) -> Result<()> {
         if ps == 0 {
+            pm.forget(copy & !7);
             let _ = self.alloc.try_free(copy & !7);
             return Err(corrupt("the root node cannot be replaced"));
         }
         pm.store_persist(ps, copy);
+        pm.forget(n);
         self.alloc.free_unfenced(n);
         Ok(())
     }
@@ -335,6 +397,7 @@ impl Woart {
         while n != self.root && pm.is_empty(kind, n) {
             let Some(up) = path.pop() else { break };
             pm.remove_child(up.kind, up.n, up.b);
+            pm.forget(n);
             self.alloc.free_unfenced(n);
             (kind, n) = (up.kind, up.n);
         }
@@ -348,7 +411,7 @@ impl Woart {
     fn cow_unlink(&self, pm: &Pm<'_>, f: Found) -> Result<()> {
         let Found { mut path, mut kind, mut n, mut ps, mut at, .. } = f;
         let mut cut = Vec::new();
-        while n != self.root && pm.children(kind, n).len() + usize::from(pm.load(n + TERM) != 0) == 1 {
+        while n != self.root && pm.population(kind, n) == 1 {
             let Some(up) = path.pop() else { break };
             cut.push(n);
             (kind, n, ps, at) = (up.kind, up.n, up.ps, Some(up.b));
@@ -362,6 +425,7 @@ impl Woart {
             }
         }
         for c in cut {
+            pm.forget(c);
             self.alloc.free_unfenced(c);
         }
         Ok(())

@@ -3,7 +3,7 @@
 //! words) and in `eadr` (every PM store is a crash point): leaf inserts into each node
 //! kind, the growths Node4 → 16 → 48 → 256, path-compression splits (inside the 4 header
 //! bytes and beyond them, and a key that ends inside a prefix), keys that end at a node,
-//! updates, deletes that empty and unlink nodes (ART+CoW: copies of every kind, removals
+//! updates (out of place, and in place in a leaf's value word), deletes that empty and unlink nodes (ART+CoW: copies of every kind, removals
 //! from Node4/16/48 by copy, cut-off chains). The recovered tree must pass `check` (no
 //! leak, every object verified) and hold exactly the state before or after the op.
 
@@ -46,6 +46,12 @@ fn workload() -> Vec<Op> {
     ops.push(Op::Put(b"k".to_vec(), v(7)));
     ops.push(Op::Put(b"k0abcdefghij".to_vec(), v(8)));
     ops.push(Op::Put(b"k5".to_vec(), v(9)));
+    // In place (a value of at most 8 bytes over one of the same length): a child's leaf
+    // with 1- and 8-byte values, and a terminal leaf.
+    ops.push(Op::Put(b"k0abQ".to_vec(), v(12)));
+    ops.push(Op::Put(b"k1".to_vec(), v(13)));
+    ops.push(Op::Put(b"k".to_vec(), v(1)));
+    ops.push(Op::Put(b"k".to_vec(), v(5)));
     // Deletes that empty nodes, then inserts into what is left.
     for k in [&b"k0abcdefgXYZ"[..], b"k0abcdefghij", b"k0abcd", b"k0abQ", b"k0a", b"k"] {
         ops.push(Op::Delete(k.to_vec()));
