@@ -302,3 +302,13 @@ fn woart_format_1_is_refused_unchanged() {
 fn artcow_format_1_is_refused_unchanged() {
     refused("artcow-v1", "artcow");
 }
+
+#[test]
+fn woart_format_2_is_current() {
+    current("woart-v2", "woart", (b"WOART\0\0\0", 2));
+}
+
+#[test]
+fn artcow_format_2_is_current() {
+    current("artcow-v2", "artcow", (b"ARTCOW\0\0", 2));
+}
