@@ -15,6 +15,7 @@ pub mod main_report;
 pub mod persist;
 pub mod run;
 pub mod server;
+pub mod server_types;
 
 /// What a benchmark command returns.
 pub type CmdResult = std::result::Result<(), Box<dyn std::error::Error>>;
