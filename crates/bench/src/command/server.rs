@@ -354,9 +354,6 @@ pub fn run(a: ServerArgs) -> CmdResult {
     if let Some(n) = a.cluster {
         return cluster(&a, n);
     }
-    if a.types {
-        return super::server_types::run(&a);
-    }
     let started = Instant::now();
     let tmp = match &a.dir {
         Some(d) => tempfile::tempdir_in(d)?,

@@ -226,7 +226,11 @@ pub fn run(a: &ServerArgs) -> CmdResult {
             let name = if pmkv { "pmkv" } else { "redis" };
             let say = |m: &str| {
                 if !a.quiet {
-                    eprintln!("[{name} run {}/{runs}, {}] {m}", run + 1, human::duration(started.elapsed().as_secs_f64()));
+                    eprintln!(
+                        "[{name} run {}/{runs}, {}] {m}",
+                        run + 1,
+                        human::duration(started.elapsed().as_secs_f64())
+                    );
                 }
             };
             let dir = tmp.path().join(format!("{name}-{run}"));
@@ -270,7 +274,10 @@ pub fn run(a: &ServerArgs) -> CmdResult {
     println!();
     let mem = |s: usize, k: usize| got[s].iter().map(|r| r.mem[k]).collect::<Vec<f64>>();
     let bytes = |x: f64| format!("{x:.0}");
-    println!("memory per member of the {}-member sorted set (bytes; growth over the fill / members)", thousands(a.members));
+    println!(
+        "memory per member of the {}-member sorted set (bytes; growth over the fill / members)",
+        thousands(a.members)
+    );
     println!();
     println!("| server | pool (PM) or used_memory | resident (DRAM) | rank index (DRAM) | fill | first ZRANK |");
     println!("|---|---:|---:|---:|---:|---:|");
