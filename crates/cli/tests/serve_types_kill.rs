@@ -4,6 +4,10 @@
 //! acknowledged at the kill may have landed or not, but only whole and in order: a list
 //! is the first m pushed elements (m at least the acknowledged ones), a sorted set holds
 //! only members that were sent, each with the score it was sent with.
+//!
+//! And `pmkv dump` of such a pool: its lines load back whole (`load --tsv`), it says on
+//! stderr how many records are the server's own, and `--describe` names each in words
+//! instead of showing its internal key.
 
 mod common;
 use common::*;
@@ -198,4 +202,60 @@ fn acknowledged_list_and_zset_writes_survive_sigkill_hart() {
 #[test]
 fn acknowledged_list_and_zset_writes_survive_sigkill_nbtree() {
     acknowledged_list_and_zset_writes_survive_sigkill("nbtree");
+}
+
+/// `pmkv dump` of a server pool with a list, a set, a sorted set, a hash and a string with
+/// a TTL: the plain dump loads back into a pool the server serves the same keys from, and
+/// says on stderr which records are the server's; `--describe` shows no internal key.
+#[test]
+fn dump_of_a_server_pool_says_which_records_are_the_servers() {
+    let dir = pool_dir();
+    let pool = dir.path().join("d.pool");
+    let (child, port) = spawn_serve_with(&pool, &["--mode", "adr"], Stdio::inherit());
+    let mut child = KillOnDrop(child);
+    let mut c = connect(port);
+    for cmd in [
+        &["RPUSH", "q", "a", "b", "c"][..],
+        &["SADD", "s", "x", "y"],
+        &["ZADD", "z", "1.5", "m1", "-2", "m2"],
+        &["HSET", "h", "f", "v"],
+        &["SET", "t", "v", "EX", "1000"],
+        &["SET", "plain", "p"],
+    ] {
+        assert!(!call(&mut c, cmd).starts_with('-'), "{cmd:?}");
+    }
+    c.0.write_all(&request(&["SHUTDOWN"])).unwrap();
+    assert!(child.0.wait().unwrap().success());
+    let p = pool.to_str().unwrap();
+    let plain = pmkv(&["dump", p]);
+    assert!(plain.status.success(), "{}", text(&plain.stderr));
+    let out = text(&plain.stdout);
+    let internal = out.lines().filter(|l| l.starts_with("\\xffpmkv")).count();
+    assert!(internal >= 12, "the plain dump keeps every record, the server's included:\n{out}");
+    assert!(
+        text(&plain.stderr).contains(&format!("{internal} record(s) are pmkv serve's own")),
+        "stderr: {}",
+        text(&plain.stderr)
+    );
+    let described = pmkv(&["dump", "--describe", p]);
+    assert!(described.status.success());
+    let d = text(&described.stdout);
+    assert!(!d.contains("xffpmkv"), "an internal key shown:\n{d}");
+    for want in ["pmkv serve list", "pmkv serve set member x of key s", "pmkv serve meta record of key q", "of key z"] {
+        assert!(d.contains(want), "no {want:?} in\n{d}");
+    }
+    assert!(d.lines().any(|l| l == "plain\tp"), "user strings are shown as they are:\n{d}");
+    assert!(text(&described.stderr).is_empty());
+    // The plain dump loads back into a pool that serves the same data.
+    let tsv = dir.path().join("d.tsv");
+    std::fs::write(&tsv, &plain.stdout).unwrap();
+    let copy = dir.path().join("copy.pool");
+    assert!(pmkv(&["load", copy.to_str().unwrap(), tsv.to_str().unwrap(), "--tsv"]).status.success());
+    let (child, port) = spawn_serve_with(&copy, &["--mode", "adr"], Stdio::inherit());
+    let _child = KillOnDrop(child);
+    let mut c = connect(port);
+    assert_eq!(call(&mut c, &["LRANGE", "q", "0", "-1"]), "[a,b,c]");
+    assert_eq!(call(&mut c, &["ZRANGE", "z", "0", "-1", "WITHSCORES"]), "[m2,-2,m1,1.5]");
+    assert_eq!(call(&mut c, &["SCARD", "s"]), ":2");
+    assert_eq!(call(&mut c, &["DBSIZE"]), ":6");
 }
