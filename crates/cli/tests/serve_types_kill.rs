@@ -11,7 +11,7 @@
 
 mod common;
 use common::*;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -34,31 +34,9 @@ fn request(args: &[&str]) -> Vec<u8> {
     b.into_bytes()
 }
 
-/// One reply, rendered compactly (`:3`, `+OK`, a bulk as its text, `[a,b]`).
-fn reply(r: &mut impl BufRead) -> std::io::Result<String> {
-    let mut line = String::new();
-    if r.read_line(&mut line)? == 0 {
-        return Err(std::io::ErrorKind::UnexpectedEof.into());
-    }
-    let line = line.trim_end().to_string();
-    match line.as_bytes().first() {
-        Some(b'*') => {
-            let n: i64 = line[1..].parse().unwrap();
-            let items: std::io::Result<Vec<String>> = (0..n.max(0)).map(|_| reply(r)).collect();
-            Ok(format!("[{}]", items?.join(",")))
-        }
-        Some(b'$') if line != "$-1" => {
-            let mut b = vec![0u8; line[1..].parse::<usize>().unwrap() + 2];
-            std::io::Read::read_exact(r, &mut b)?;
-            Ok(String::from_utf8_lossy(&b[..b.len() - 2]).into_owned())
-        }
-        _ => Ok(line),
-    }
-}
-
 fn call(c: &mut (TcpStream, BufReader<TcpStream>), args: &[&str]) -> String {
     c.0.write_all(&request(args)).unwrap();
-    reply(&mut c.1).unwrap()
+    read_reply(&mut c.1).unwrap()
 }
 
 fn connect(port: u16) -> (TcpStream, BufReader<TcpStream>) {
@@ -167,7 +145,7 @@ fn acknowledged_list_and_zset_writes_survive_sigkill(engine: &str) {
                 break;
             }
             for kind in kinds {
-                match reply(&mut c.1) {
+                match read_reply(&mut c.1) {
                     Ok(r) if r.starts_with(':') => sent.acked[kind] += 1,
                     Ok(r) => panic!("{engine}: unexpected reply {r}"),
                     Err(_) => break 'pipe,

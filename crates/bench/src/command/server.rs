@@ -109,6 +109,15 @@ impl Drop for Guard {
     }
 }
 
+/// Where the in-memory pools and Redis's files go: `--dir`, else a temporary directory on
+/// /dev/shm (or the system's temporary directory where there is none).
+pub(super) fn work_dir(a: &ServerArgs) -> std::io::Result<tempfile::TempDir> {
+    match &a.dir {
+        Some(d) => tempfile::tempdir_in(d),
+        None => tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()),
+    }
+}
+
 pub(super) fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -355,10 +364,7 @@ pub fn run(a: ServerArgs) -> CmdResult {
         return cluster(&a, n);
     }
     let started = Instant::now();
-    let tmp = match &a.dir {
-        Some(d) => tempfile::tempdir_in(d)?,
-        None => tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir())?,
-    };
+    let tmp = work_dir(&a)?;
     let disk = if a.disk_dir.is_empty() { None } else { Some(tempfile::tempdir_in(&a.disk_dir)?) };
     let mem = tmp.path().to_path_buf();
     let row = |label: String, durability, pmkv_mode, redis_conf, dir: &Path, requests| Row {
@@ -511,10 +517,7 @@ pub fn run(a: ServerArgs) -> CmdResult {
 /// `--cluster` refuses); `--runs` rounds, each over every k.
 fn cluster(a: &ServerArgs, n: u32) -> CmdResult {
     let started = Instant::now();
-    let tmp = match &a.dir {
-        Some(d) => tempfile::tempdir_in(d)?,
-        None => tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir())?,
-    };
+    let tmp = work_dir(a)?;
     let me = std::env::current_exe()?;
     let runs = a.runs.max(1) as usize;
     let total = runs * n as usize * 2;

@@ -15,7 +15,7 @@
 //! the one ZRANK that builds pmkv's index is sent before the measurement (its time is
 //! printed, not counted in the figures).
 
-use super::server::{free_port, redis_benchmark_args, wait_ready, Guard, ServerArgs};
+use super::server::{free_port, redis_benchmark_args, wait_ready, work_dir, Guard, ServerArgs};
 use super::CmdResult;
 use crate::human::{self, thousands};
 use crate::stats;
@@ -214,10 +214,7 @@ fn median(xs: &[f64]) -> f64 {
 
 pub fn run(a: &ServerArgs) -> CmdResult {
     let started = Instant::now();
-    let tmp = match &a.dir {
-        Some(d) => tempfile::tempdir_in(d)?,
-        None => tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir())?,
-    };
+    let tmp = work_dir(a)?;
     let me = std::env::current_exe()?;
     let runs = a.runs.max(1) as usize;
     let mut got: [Vec<Round>; 2] = [Vec::new(), Vec::new()];
