@@ -124,9 +124,13 @@ impl Ranks {
         if self.active.load(Ordering::SeqCst) == 0 {
             return;
         }
+        // The lock only for a batch that writes score index records (not a string SET's).
+        let mut writes = writes.filter_map(|(rk, put)| Some((index_record(rk?)?, put))).peekable();
+        if writes.peek().is_none() {
+            return;
+        }
         let mut map = self.lock();
-        for (rk, put) in writes {
-            let Some((user, suffix)) = rk.and_then(index_record) else { continue };
+        for ((user, suffix), put) in writes {
             match map.get_mut(user) {
                 Some(Slot::Ready(ix)) => {
                     if put {
