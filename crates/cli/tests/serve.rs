@@ -179,28 +179,6 @@ fn every_acknowledged_set_survives_sigkill_rounds(engine: &str, at: Where, round
     assert!(acked.len() > 10);
 }
 
-/// One reply from `r`, rendered compactly (`+OK`, `:1`, a bulk as its text, `[..]`).
-fn read_reply(r: &mut impl std::io::BufRead) -> std::io::Result<String> {
-    let mut line = String::new();
-    if r.read_line(&mut line)? == 0 {
-        return Err(std::io::ErrorKind::UnexpectedEof.into());
-    }
-    let line = line.trim_end().to_string();
-    match line.as_bytes().first() {
-        Some(b'*') => {
-            let n: i64 = line[1..].parse().unwrap();
-            let items: std::io::Result<Vec<String>> = (0..n.max(0)).map(|_| read_reply(r)).collect();
-            Ok(format!("[{}]", items?.join(",")))
-        }
-        Some(b'$') if line != "$-1" => {
-            let mut b = vec![0u8; line[1..].parse::<usize>().unwrap() + 2];
-            r.read_exact(&mut b)?;
-            Ok(String::from_utf8_lossy(&b[..b.len() - 2]).into_owned())
-        }
-        _ => Ok(line),
-    }
-}
-
 #[test]
 fn no_exec_is_half_applied_after_sigkill() {
     for engine in ["hart", "nbtree", "mangosteen"] {

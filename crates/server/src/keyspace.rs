@@ -111,6 +111,9 @@ pub struct Keyspace {
     /// A database other than 0: its records in the engine (DB 0's are the store's count
     /// less every other database's), counted at start and kept by [`Tx::commit`].
     records: AtomicU64,
+    /// Sorted sets' DRAM rank indexes ([`crate::record::zrank`]): kept by every commit,
+    /// cleared with the keyspace.
+    pub(crate) ranks: crate::record::zrank::Ranks,
 }
 
 /// The user key record `rk` belongs to: `rk` itself for a string's value, the key inside a
@@ -373,6 +376,7 @@ impl Keyspace {
         self.internal.store(self.slotted as u64, Ordering::Relaxed);
         self.records.store(0, Ordering::Relaxed);
         self.collections.store(0, Ordering::Relaxed);
+        self.ranks.clear();
     }
 
     /// Make the DRAM view follow a committed change of `k`'s meta record.
@@ -569,6 +573,20 @@ impl<'a> Tx<'a> {
                 self.writes.insert(k, v);
             }
         }
+    }
+
+    /// The keyspace this Tx reads and writes.
+    pub(crate) fn keyspace(&self) -> &Keyspace {
+        self.ks
+    }
+
+    /// Whether this Tx has uncommitted writes in engine-key `range` (its reads there
+    /// differ from the store's).
+    pub(crate) fn writes_in(&self, range: &KeyRange) -> bool {
+        fn b(x: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+            x.as_ref().map(Vec::as_slice)
+        }
+        self.writes.range::<[u8], _>((b(&range.start), b(&range.end))).next().is_some()
     }
 
     /// Whether the Tx wrote nothing.
@@ -1222,6 +1240,7 @@ impl<'a> Tx<'a> {
         for (k, (old, new)) in &self.metas {
             self.ks.apply(k, *old, *new);
         }
+        self.ks.ranks.committed(self.writes.iter().map(|(k, v)| (self.ks.logical(k), v.is_some())));
         self.ks.touch(&mut self.touched.iter().map(|k| k.as_slice()));
         self.ks.ready.signal(&mut self.touched.iter().map(|k| k.as_slice()));
     }

@@ -15,6 +15,7 @@ pub mod main_report;
 pub mod persist;
 pub mod run;
 pub mod server;
+pub mod server_types;
 
 /// What a benchmark command returns.
 pub type CmdResult = std::result::Result<(), Box<dyn std::error::Error>>;
@@ -70,6 +71,7 @@ pub fn execute(a: Args) -> CmdResult {
         Some(What::Alloc(a)) => alloc::run(a),
         Some(What::Run(r)) => run::run(*r).map_err(Into::into),
         Some(What::Reproduce(r)) => crate::reproduce::reproduce(&r).map_err(Into::into),
+        Some(What::Server(s)) if s.types => server_types::run(&s),
         Some(What::Server(s)) => server::run(s),
         Some(What::Report(r)) => main_report::run(r),
         // No subcommand: the main job (Dictionary, every engine, eadr and adr, baselines).

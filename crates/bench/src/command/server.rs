@@ -90,9 +90,17 @@ pub struct ServerArgs {
     /// (SET and GET, P1 and P16), with the cores the nodes and the client used.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
     pub cluster: Option<u32>,
+    /// Instead of the comparison: lists, sets and sorted sets (LPUSH, RPOP, SADD, SPOP,
+    /// ZADD, ZPOPMIN, and ZRANGEBYSCORE and ZRANK on a 1M-member sorted set), pmkv beside
+    /// Redis `appendfsync always` on the same medium, with memory per member.
+    #[arg(long, conflicts_with = "cluster")]
+    pub types: bool,
+    /// Members of the sorted set that `--types` fills for ZRANK and ZRANGEBYSCORE.
+    #[arg(long, default_value_t = 1_000_000, requires = "types")]
+    pub members: u64,
 }
 
-struct Guard(Child);
+pub(super) struct Guard(pub(super) Child);
 
 impl Drop for Guard {
     fn drop(&mut self) {
@@ -101,11 +109,20 @@ impl Drop for Guard {
     }
 }
 
-fn free_port() -> std::io::Result<u16> {
+/// Where the in-memory pools and Redis's files go: `--dir`, else a temporary directory on
+/// /dev/shm (or the system's temporary directory where there is none).
+pub(super) fn work_dir(a: &ServerArgs) -> std::io::Result<tempfile::TempDir> {
+    match &a.dir {
+        Some(d) => tempfile::tempdir_in(d),
+        None => tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()),
+    }
+}
+
+pub(super) fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn wait_ready(port: u16) -> Result<(), String> {
+pub(super) fn wait_ready(port: u16) -> Result<(), String> {
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(20) {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -166,12 +183,26 @@ fn redis_benchmark_on(
     tests: &str,
     names: &[&str],
 ) -> Result<(Vec<f64>, f64, f64), String> {
+    let mut args: Vec<String> = ["-t", tests].iter().chain(extra).map(|s| s.to_string()).collect();
+    args.extend(["-n".into(), n.to_string(), "-c".into(), clients.to_string(), "-P".into(), pipeline.to_string()]);
+    redis_benchmark_args(port, servers, &args, names)
+}
+
+/// redis-benchmark against `port` with `args` (after `-h`, `-p`, `-r 1000000` and
+/// `--csv`; a command to send may end them): the requests per second of each test of
+/// `names` (as its CSV labels them), and the (client, server) cores used over the run
+/// (the server's: those of every process in `servers` added up).
+pub(super) fn redis_benchmark_args(
+    port: u16,
+    servers: &[u32],
+    args: &[String],
+    names: &[&str],
+) -> Result<(Vec<f64>, f64, f64), String> {
     let cpu = || servers.iter().map(|&p| process_cpu(p)).sum::<Option<f64>>();
     let (c0, s0, t0) = (children_cpu(), cpu(), Instant::now());
     let out = Command::new("redis-benchmark")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-t", tests, "-r", "1000000", "--csv"])
-        .args(extra)
-        .args(["-n", &n.to_string(), "-c", &clients.to_string(), "-P", &pipeline.to_string()])
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-r", "1000000", "--csv"])
+        .args(args)
         .output()
         .map_err(|e| format!("redis-benchmark: {e} (install Debian's redis-tools)"))?;
     let wall = t0.elapsed().as_secs_f64().max(1e-9);
@@ -333,10 +364,7 @@ pub fn run(a: ServerArgs) -> CmdResult {
         return cluster(&a, n);
     }
     let started = Instant::now();
-    let tmp = match &a.dir {
-        Some(d) => tempfile::tempdir_in(d)?,
-        None => tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir())?,
-    };
+    let tmp = work_dir(&a)?;
     let disk = if a.disk_dir.is_empty() { None } else { Some(tempfile::tempdir_in(&a.disk_dir)?) };
     let mem = tmp.path().to_path_buf();
     let row = |label: String, durability, pmkv_mode, redis_conf, dir: &Path, requests| Row {
@@ -489,10 +517,7 @@ pub fn run(a: ServerArgs) -> CmdResult {
 /// `--cluster` refuses); `--runs` rounds, each over every k.
 fn cluster(a: &ServerArgs, n: u32) -> CmdResult {
     let started = Instant::now();
-    let tmp = match &a.dir {
-        Some(d) => tempfile::tempdir_in(d)?,
-        None => tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir())?,
-    };
+    let tmp = work_dir(a)?;
     let me = std::env::current_exe()?;
     let runs = a.runs.max(1) as usize;
     let total = runs * n as usize * 2;

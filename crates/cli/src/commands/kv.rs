@@ -234,6 +234,11 @@ impl ScanArgs {
 #[derive(clap::Args)]
 pub struct DumpArgs {
     pub pool: PathBuf,
+    /// Name each record of `pmkv serve` (its meta and element records, kept under the
+    /// reserved prefix `\xffpmkv`) in words instead of printing its raw key: `pmkv serve
+    /// zset member m of key k<TAB>value`. For reading: `load --tsv` does not read it back.
+    #[arg(long)]
+    pub describe: bool,
     #[command(flatten)]
     pub open: OpenArgs,
 }
@@ -540,19 +545,38 @@ pub fn del(a: KeyArgs) -> CmdResult {
 /// engine lock is held (it copies records out in chunks), so a slow pipe blocks no writer.
 /// A failed write (full device, closed pipe) ends the scan and is returned, for `main` to
 /// report (or, for a closed pipe, to end quietly).
-fn print_range(store: &Store, range: &KeyRange, dir: Direction, limit: usize) -> CmdResult {
+/// Print the records of `range` as `key<TAB>value` lines, at most `limit`; with
+/// `describe`, a `pmkv serve` record's key is its name in words
+/// ([`pmkv_server::record::describe_record`]). Returns how many of the records printed
+/// are the server's own.
+fn print_range(
+    store: &Store,
+    range: &KeyRange,
+    dir: Direction,
+    limit: usize,
+    describe: bool,
+) -> Result<u64, Box<dyn std::error::Error>> {
     let mut out = crate::output::Records::new();
     let mut err = None;
     let mut left = limit;
+    let mut server = 0u64;
     if left > 0 {
-        store.scan(range, dir, |k, v| match out.line(&[escape(k).as_bytes(), b"\t", escape(v).as_bytes()]) {
-            Ok(()) => {
-                left -= 1;
-                left > 0
-            }
-            Err(e) => {
-                err = Some(e);
-                false
+        store.scan(range, dir, |k, v| {
+            let described = pmkv_server::record::describe_record(k);
+            server += u64::from(described.is_some());
+            let key = match described {
+                Some(d) if describe => d,
+                _ => escape(k),
+            };
+            match out.line(&[key.as_bytes(), b"\t", escape(v).as_bytes()]) {
+                Ok(()) => {
+                    left -= 1;
+                    left > 0
+                }
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
             }
         })?;
     }
@@ -560,19 +584,31 @@ fn print_range(store: &Store, range: &KeyRange, dir: Direction, limit: usize) ->
         return Err(e.into());
     }
     out.finish()?;
-    Ok(Outcome::Ok)
+    Ok(server)
 }
 
 pub fn scan(a: ScanArgs) -> CmdResult {
     let range = a.range()?;
     let store = a.open.open_for_reading(&a.pool)?;
     let dir = if a.reverse { Direction::Reverse } else { Direction::Forward };
-    print_range(&store, &range, dir, a.limit.unwrap_or(usize::MAX))
+    print_range(&store, &range, dir, a.limit.unwrap_or(usize::MAX), false)?;
+    Ok(Outcome::Ok)
 }
 
+/// Every record as `key<TAB>value`, which `load --tsv` reads back: a `pmkv serve` pool's
+/// own records too (without them its lists, hashes, sets, sorted sets and TTLs would not
+/// come back). Their keys are not user keys, so a server pool's dump says on stderr how
+/// many of its records are the server's, and `--describe` names each in words.
 pub fn dump(a: DumpArgs) -> CmdResult {
     let store = a.open.open_for_reading(&a.pool)?;
-    print_range(&store, &KeyRange::all(), Direction::Forward, usize::MAX)
+    let server = print_range(&store, &KeyRange::all(), Direction::Forward, usize::MAX, a.describe)?;
+    if server > 0 && !a.describe {
+        errln!(
+            "pmkv dump: {server} record(s) are pmkv serve's own metadata and collection elements (keys under \\xffpmkv, \
+             not user keys); `pmkv dump --describe` names each"
+        );
+    }
+    Ok(Outcome::Ok)
 }
 
 #[cfg(test)]

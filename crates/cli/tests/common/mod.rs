@@ -72,3 +72,25 @@ pub fn assert_refused(o: &Output) {
     assert!(err.starts_with("pmkv: ") && err.ends_with('\n'), "{err:?}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// One reply from `r`, rendered compactly (`+OK`, `:1`, a bulk as its text, `[..]`).
+pub fn read_reply(r: &mut impl std::io::BufRead) -> std::io::Result<String> {
+    let mut line = String::new();
+    if r.read_line(&mut line)? == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    let line = line.trim_end().to_string();
+    match line.as_bytes().first() {
+        Some(b'*') => {
+            let n: i64 = line[1..].parse().unwrap();
+            let items: std::io::Result<Vec<String>> = (0..n.max(0)).map(|_| read_reply(r)).collect();
+            Ok(format!("[{}]", items?.join(",")))
+        }
+        Some(b'$') if line != "$-1" => {
+            let mut b = vec![0u8; line[1..].parse::<usize>().unwrap() + 2];
+            std::io::Read::read_exact(r, &mut b)?;
+            Ok(String::from_utf8_lossy(&b[..b.len() - 2]).into_owned())
+        }
+        _ => Ok(line),
+    }
+}

@@ -28,6 +28,7 @@ pub(crate) mod hash;
 pub(crate) mod list;
 pub(crate) mod set;
 pub(crate) mod string;
+pub(crate) mod zrank;
 pub(crate) mod zset;
 
 /// The reserved prefix of the server's own records.

@@ -9,15 +9,17 @@
 //!
 //! The meta record counts element records (two per member, as every collection's meta
 //! record counts its element records: the keyspace's deletes, copies and restores rely
-//! on it), so ZCARD is half of it. Ranks are walks: the engines keep no subtree counts,
-//! so ZRANK costs O(rank) records read (ZREVRANK O(n − rank)); ZRANGE by rank walks from
-//! the nearer end. docs/design/server-types.md has the costs.
+//! on it), so ZCARD is half of it. Ranks come from a DRAM order-statistic index of the
+//! score index records ([`crate::record::zrank`]), built on a set's first rank query
+//! that would walk far and kept by every commit since: ZRANK, ZREVRANK, ZRANGE by rank
+//! and ZREMRANGEBYRANK cost O(log n) then. docs/design/server-types.md has the costs.
 
 use crate::command::{
     blocking, read, write, Command, Group::SortedSets, Keys, ALL_BUT_LAST, NUMKEYS, NUMKEYS_AT_2, ONE, TWO,
 };
 use crate::data::{cursor_start, float, int, random_u64, scan_opts, upper, Ctx, Page};
 use crate::keyspace::{Meta, Tx, TxResult};
+use crate::record::zrank::Index;
 use crate::record::zset::{dec, enc, INDEX, MEMBER, TAG};
 use crate::record::{elem_prefix, Kind};
 use crate::resp::fmt_score;
@@ -283,9 +285,56 @@ fn all(tx: &Tx, k: &[u8]) -> TxResult<Vec<(Vec<u8>, f64)>> {
     Ok(out)
 }
 
-/// Ranks `from..=to` (0 the lowest score; both inside `0..n`) of `k`, lowest first,
-/// walking from the nearer end of the index.
+/// A walk of at most this many index records costs less than building a rank index: a
+/// set this small, or a rank range this near an end, is walked and gets no index (a
+/// leaderboard's top 10 costs 10 records, and many small sets no DRAM).
+const WALK: u64 = 128;
+
+/// `f` applied to `k`'s rank index ([`crate::record::zrank`]; `n` members), built from one
+/// scan of the score index records if `k` has none. `None` — the caller walks the records
+/// instead — when this Tx has uncommitted writes to `k` (the index mirrors committed
+/// records only), another build of it is under way, or the records disagree with the
+/// meta record's count (the index is dropped rather than trusted).
+fn with_ranks<R>(tx: &Tx, k: &[u8], n: u64, f: impl FnOnce(&Index) -> R) -> TxResult<Option<R>> {
+    if tx.writes_in(&tx.prefix_range(&elem_prefix(TAG, k))) {
+        return Ok(None);
+    }
+    let ranks = &tx.keyspace().ranks;
+    match ranks.with(k, |ix| ix.len() as u64 == n) {
+        Some(true) => return Ok(ranks.with(k, f)),
+        Some(false) => {
+            ranks.drop_key(k);
+            return Ok(None);
+        }
+        None => {}
+    }
+    let Some(ticket) = ranks.begin(k) else { return Ok(None) };
+    let (r, p) = sub_range(tx, k, INDEX);
+    let mut items: Vec<Box<[u8]>> = Vec::with_capacity(n.min(1 << 20) as usize);
+    let scanned = tx.raw_scan(&r, |rk, _| {
+        items.push(rk[p.len()..].into());
+        true
+    });
+    let ix: Index = if scanned.is_ok() { items.into_iter().collect() } else { Index::new() };
+    let out = (ix.len() as u64 == n).then(|| f(&ix));
+    ranks.finish(k, ticket, if out.is_some() { ix } else { Index::new() });
+    scanned?;
+    Ok(out)
+}
+
+/// Ranks `from..=to` (0 the lowest score; both inside `0..n`) of `k`, lowest first: from
+/// the rank index when one exists or the walk would be long, else walking from the
+/// nearer end of the index records.
 fn by_rank(tx: &Tx, k: &[u8], n: u64, from: u64, to: u64) -> TxResult<Vec<(Vec<u8>, f64)>> {
+    let near = from.min(n - 1 - to);
+    if near > WALK || tx.keyspace().ranks.with(k, |_| ()).is_some() {
+        let got = with_ranks(tx, k, n, |ix| {
+            ix.range_idx(from as usize..=to as usize).map(|e| (e[8..].to_vec(), dec(e))).collect::<Vec<_>>()
+        })?;
+        if let Some(got) = got {
+            return Ok(got);
+        }
+    }
     let (r, p) = sub_range(tx, k, INDEX);
     let want = (to - from + 1) as usize;
     let mut out = Vec::with_capacity(want.min(1 << 16));
@@ -424,14 +473,25 @@ fn zscore(tx: &mut Tx, _: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply>
     Ok(if cmd == "ZSCORE" { out.pop().unwrap_or(Reply::Nil) } else { Reply::Array(out) })
 }
 
-/// ZRANK/ZREVRANK key member: a walk from the matching end to the member, O(rank).
+/// ZRANK/ZREVRANK key member: the member's position in the rank index, O(log n); a walk
+/// from the matching end to the member in a set of at most [`WALK`] members (or when
+/// the index cannot be used: [`with_ranks`]).
 fn zrank(tx: &mut Tx, _: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
     let (k, m) = (&a[0], &a[1]);
-    if open(tx, k)?.is_none() {
-        return Ok(Reply::Nil);
-    }
+    let Some(meta) = open(tx, k)? else { return Ok(Reply::Nil) };
     let Some(s) = score_of(tx, k, m)? else { return Ok(Reply::Nil) };
     let rev = cmd == "ZREVRANK";
+    let n = card(&meta);
+    if n > WALK || tx.keyspace().ranks.with(k, |_| ()).is_some() {
+        let me = [enc(s).as_slice(), m].concat();
+        let found = with_ranks(tx, k, n, |ix| ix.contains(me.as_slice()).then(|| (ix.rank(me.as_slice()), ix.len())))?;
+        match found {
+            Some(Some((r, len))) => return Ok(Reply::Int(if rev { len - 1 - r } else { r } as i64)),
+            // The member record without its index entry in the index: not trusted.
+            Some(None) => tx.keyspace().ranks.drop_key(k),
+            None => {}
+        }
+    }
     let (r, p) = sub_range(tx, k, INDEX);
     let me = enc(s);
     let mut rank = 0i64;

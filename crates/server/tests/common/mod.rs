@@ -83,6 +83,22 @@ impl Client {
             _ => panic!("unexpected reply line {line:?}"),
         })
     }
+    /// Send `args`, read a bulk reply as raw bytes (DUMP's payload; `None`: nil).
+    #[allow(dead_code)]
+    pub fn bulk(&mut self, args: &[&[u8]]) -> Option<Vec<u8>> {
+        self.send(args);
+        let mut line = String::new();
+        self.r.read_line(&mut line).unwrap();
+        let n: i64 =
+            line.trim_end().strip_prefix('$').unwrap_or_else(|| panic!("not a bulk reply: {line}")).parse().unwrap();
+        if n < 0 {
+            return None;
+        }
+        let mut b = vec![0u8; n as usize + 2];
+        self.r.read_exact(&mut b).unwrap();
+        b.truncate(n as usize);
+        Some(b)
+    }
     /// One reply; the connection must not have closed.
     pub fn reply(&mut self) -> String {
         self.try_reply().expect("a reply, not a closed connection")
