@@ -87,3 +87,55 @@ impl Hart {
         e
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+    use crate::hart::{Hart, Options};
+    use crate::hash_table::hash_key;
+    use crate::layout::*;
+    use crate::pm::{read_u64, write_u64, PmKeys};
+    use pmkv_substrate::Pool;
+    use std::sync::Arc;
+
+    fn leaf_of(h: &Hart, key: &[u8]) -> u64 {
+        // SAFETY: leaves of this ART, under its read lock.
+        let ks = unsafe { PmKeys::new(&h.pm.pool) };
+        h.table.with(hash_key(key, h.pm.kh), |art| art.get(key, &ks)).flatten().expect("the key is stored")
+    }
+
+    /// Flip the low bit of the PM word at `off`.
+    fn flip(h: &Hart, off: u64) {
+        // SAFETY: no slice of PM is alive; the test runs alone.
+        unsafe { write_u64(&h.pm.pool, off, read_u64(&h.pm.pool, off) ^ 1) };
+    }
+
+    /// The search's fast pass reads an inline value without an error beside it and
+    /// rebuilds the error of a failed check out of line (`Hart::damaged`): a damaged
+    /// inline value word and a damaged value object are each reported as damage, the
+    /// caller's closure is not called, the other records still read, and writes are
+    /// refused afterwards, as before the search was split.
+    #[test]
+    fn a_search_that_meets_damage_reports_it_and_lends_nothing() {
+        let sim = pmkv_testutil::sim_opts(4 << 20);
+        let h = Hart::open(Arc::new(Pool::create_sim("hart", &sim).unwrap()), Options::default()).unwrap();
+        let long = [5u8; 100];
+        h.put(b"abinline", b"12345678").unwrap();
+        h.put(b"abobject", &long).unwrap();
+        h.put(b"abintact", b"x").unwrap();
+        let get = |k: &[u8]| {
+            let mut got = None;
+            h.get_with(k, &mut |v| got = Some(v.to_vec())).map(|found| (found, got))
+        };
+        assert_eq!(get(b"abobject").unwrap(), (true, Some(long.to_vec())));
+        assert_eq!(get(b"abmissing").unwrap(), (false, None));
+
+        flip(&h, leaf_of(&h, b"abinline") + LEAF_P_VALUE);
+        assert!(matches!(get(b"abinline"), Err(Error::Corrupt(_))), "a damaged inline value is reported");
+        let v = read_u64(&h.pm.pool, leaf_of(&h, b"abobject") + LEAF_P_VALUE);
+        flip(&h, v + VALUE_HDR as u64);
+        assert!(matches!(get(b"abobject"), Err(Error::Corrupt(_))), "a damaged value object is reported");
+        assert_eq!(get(b"abintact").unwrap(), (true, Some(b"x".to_vec())), "intact records still read");
+        assert!(matches!(h.put(b"abnew", b"v"), Err(Error::Corrupt(_))), "writes are refused after damage");
+    }
+}
