@@ -303,8 +303,12 @@ impl Art {
                     // slot borrowed by `find_mut` is only changed below, never through `n`
                     // or a rebuild of `n`.
                     unsafe {
-                        let m = prefix_mismatch(n.prefix(), key, depth);
-                        if m < n.prefix().len() {
+                        // The common case, the whole compressed path matching, by the
+                        // word compare of a lookup; the byte walk only where it parts.
+                        let p = n.prefix();
+                        let whole = key.get(depth..depth + p.len()).is_some_and(|part| same(part, p));
+                        let m = if whole { p.len() } else { prefix_mismatch(p, key, depth) };
+                        if m < p.len() {
                             // Split the compressed path at the mismatch.
                             let leaf = make()?;
                             let (mut ps, parent) = node::new4(arena, &n.prefix()[..m]);
