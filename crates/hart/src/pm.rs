@@ -352,8 +352,9 @@ pub(crate) enum Lookup<'a> {
     /// The leaf holds `key`, but its value is not an inline value that the current check
     /// proves in `p_value` (a value object, slot B, or damage): [`Pm::value_of`] reads it
     /// or reports the damage. (Taking slot B here too, through [`current_value_in`], cost
-    /// every search 12 instructions, callgrind; slot B holds a value only after an `adr`
-    /// update of a leaf whose value was in `p_value`.)
+    /// every search 12 instructions, callgrind; slot B holds the value only after every
+    /// other same-size `adr` update of a leaf with a short key, whose reads then pay
+    /// `value_of`'s second decode of the leaf.)
     Elsewhere,
 }
 
