@@ -337,6 +337,109 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn bytes(n: usize, salt: u8) -> Vec<u8> {
+        (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt)).collect()
+    }
+
+    #[test]
+    fn words_x2_equal_words() {
+        for (a, b) in [([0u64, 0], [1u64, 2]), ([u64::MAX, 5], [0x1234_5678_9abc_def0, 0])] {
+            assert_eq!(crc32c_words_x2(a, b), (crc32c_words(a), crc32c_words(b)));
+            assert_eq!(crc32c_words_x2(b, a), (crc32c_words(b), crc32c_words(a)));
+        }
+    }
+
+    #[test]
+    fn word_bytes_equal_parts() {
+        for seed in [0u64, 7, u64::MAX] {
+            for head in [0u64, 9 | 1 << 32, u64::MAX] {
+                for n in 0..=70 {
+                    let b = bytes(n, 3);
+                    assert_eq!(
+                        crc32c_word_bytes(seed, head, &b),
+                        crc32c_parts(seed, &[&head.to_le_bytes(), &b]),
+                        "seed {seed:#x} head {head:#x}, {n} bytes"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn parts_equal_the_crate_over_their_concatenation() {
+        for seed in [0u64, 1, 0x1234_5678_9abc_def0, u64::MAX] {
+            for a in 0..=20 {
+                for b in [0, 1, 3, 7, 8, 13, 52, 64] {
+                    let (x, y) = (bytes(a, 1), bytes(b, 2));
+                    let cat: Vec<u8> = seed.to_le_bytes().iter().chain(&x).chain(&y).copied().collect();
+                    assert_eq!(crc32c_parts(seed, &[&x, &y]), crc32c::crc32c(&cat), "seed {seed:#x}, {a}+{b} bytes");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn words_equal_the_crate_over_their_bytes() {
+        let w = [7u64, 0xdead_beef_0000_0001, u64::MAX, 0, 42, 1 << 63, 3, 9];
+        let cat: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
+        assert_eq!(crc32c_words(w), crc32c::crc32c(&cat));
+        assert_eq!(crc32c_words([w[0], w[1]]), crc32c::crc32c(&cat[..16]));
+        assert_eq!(crc32c_words([w[0], w[1], w[2]]), crc32c::crc32c(&cat[..24]));
+        assert_eq!(crc32c_words::<0>([]), crc32c::crc32c(&[]));
+        for tail in [0u32, 1, 0xdead_beef] {
+            let mut cat7 = cat[..56].to_vec();
+            cat7.extend_from_slice(&tail.to_le_bytes());
+            let seven: [u64; 7] = w[..7].try_into().unwrap();
+            assert_eq!(crc32c_words_then(seven, tail), crc32c::crc32c(&cat7));
+        }
+    }
+
+    #[test]
+    fn lines_side_by_side_equal_one_at_a_time() {
+        let l: Vec<[u8; 64]> = (0..4).map(|k| bytes(64, k as u8).try_into().unwrap()).collect();
+        let offs = [0u64, 64, 4096, u64::MAX];
+        let got = crc32c_lines(offs, [&l[0], &l[1], &l[2], &l[3]]);
+        for k in 0..4 {
+            let cat: Vec<u8> = offs[k].to_le_bytes().iter().chain(&l[k]).copied().collect();
+            assert_eq!(got[k], crc32c::crc32c(&cat), "line {k}");
+        }
+        assert_eq!(crc32c_lines([64], [&l[1]]), [got[1]]);
+    }
+
+    #[test]
+    fn lanes_equal_their_definition_and_see_every_word() {
+        let w: Vec<u64> = (0..23u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+        for n in [0, 1, 3, 4, 5, 8, 23] {
+            let words = &w[..n];
+            let lanes: Vec<u8> = (0..4u64)
+                .flat_map(|k| {
+                    let mut b = (7 + k).to_le_bytes().to_vec();
+                    b.extend(words.iter().skip(k as usize).step_by(4).flat_map(|x| x.to_le_bytes()));
+                    crc32c::crc32c(&b).to_le_bytes()
+                })
+                .collect();
+            assert_eq!(crc32c_lanes(7, words), crc32c::crc32c(&lanes), "{n} words");
+        }
+        let c = crc32c_lanes(7, &w);
+        for i in 0..w.len() {
+            let mut v = w.clone();
+            v[i] ^= 1 << (i % 64);
+            assert_ne!(crc32c_lanes(7, &v), c, "a flipped bit in word {i}");
+        }
+        assert_ne!(crc32c_lanes(8, &w), c, "the seed");
+    }
+
+    #[test]
+    fn checks_see_every_bit() {
+        let base = bytes(60, 5);
+        let c = crc32c_parts(9, &[&base]);
+        for i in 0..base.len() * 8 {
+            let mut b = base.clone();
+            b[i / 8] ^= 1 << (i % 8);
+            assert_ne!(crc32c_parts(9, &[&b]), c, "bit {i}");
+        }
+    }
+
     fn bytes_of(words: &[u64]) -> Vec<u8> {
         words.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
