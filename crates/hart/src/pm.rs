@@ -342,6 +342,66 @@ fn other_value(pool: &Pool, leaf: u64, m: Meta, vw: u64, a: u64, ca: u32) -> Opt
     checksum::value_word(leaf, vw, a, ca, b, m.flags)
 }
 
+/// What a search finds in the leaf the descent led it to ([`lookup`]).
+pub(crate) enum Lookup<'a> {
+    /// The leaf holds another key: `key` is absent.
+    Missing,
+    /// The leaf holds `key`, and this inline value, proved by the leaf's current value
+    /// check.
+    Value(&'a [u8]),
+    /// The leaf holds `key`, but its value is not an inline value that the current check
+    /// proves in `p_value` (a value object, slot B, or damage): [`Pm::value_of`] reads it
+    /// or reports the damage. (Taking slot B here too, through [`current_value_in`], cost
+    /// every search 12 instructions, callgrind; slot B holds the value only after every
+    /// other same-size `adr` update of a leaf with a short key, whose reads then pay
+    /// `value_of`'s second decode of the leaf.)
+    Elsewhere,
+}
+
+/// A search's single visit of its leaf: the stored key compared with `key` (unless the
+/// descent matched it already, `key` = `None`) and the common value read, an inline value
+/// in `p_value`, with one bounds check and one decode of the meta word for both. The key
+/// check is not recomputed (see `search`); the value check is, on every read, as
+/// [`Pm::value_of`] does: the value is never returned unproved.
+///
+/// # Safety
+///
+/// As [`PmKeys::new`]: no one writes the leaf or its key while the returned slice lives
+/// (the caller holds the leaf's ART lock).
+///
+/// # Panics
+///
+/// As [`leaf_words`], if the leaf or its key lies outside the pool.
+#[inline(always)]
+pub(crate) unsafe fn lookup<'a>(pool: &'a Pool, leaf: u64, key: Option<&[u8]>) -> Lookup<'a> {
+    let w = leaf_words(pool, leaf);
+    let m = Meta::decode(leaf_word(w, LEAF_META));
+    pool.note_read(1);
+    if let Some(key) = key {
+        let at = if m.key_out() {
+            pool.note_read(lines(m.key_len));
+            leaf_word(w, LEAF_KEY)
+        } else {
+            leaf + LEAF_KEY
+        };
+        // SAFETY: not written while borrowed (the contract); `bytes` checks the bounds.
+        if !crate::art::same(unsafe { bytes(pool, at, m.key_len) }, key) {
+            return Lookup::Missing;
+        }
+    }
+    if let Some(len) = inline_len(m.flags) {
+        let a = leaf_word(w, LEAF_P_VALUE);
+        if checksum::value_check(leaf, a, m.flags) == leaf_word(w, LEAF_VCHECK) as u32 {
+            // SAFETY: `p_value`'s 8 bytes lie inside the leaf, which `leaf_words` checked
+            // is inside the pool; not written while borrowed (the contract).
+            return Lookup::Value(unsafe {
+                std::slice::from_raw_parts(pool.at::<u8>(leaf + LEAF_P_VALUE), len.min(INLINE_VALUE))
+            });
+        }
+    }
+    Lookup::Elsewhere
+}
+
 impl PmKeys<'_> {
     /// The first 8 key bytes, big-endian, zero-padded: a sort key for recovery.
     pub(crate) fn with_key_prefix(&self, leaf: u64) -> u64 {

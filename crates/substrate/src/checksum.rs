@@ -166,7 +166,10 @@ unsafe fn lanes_sse42(seed: u64, words: &[u64]) -> u32 {
 /// CRC-32C of the words (each little-endian), in order: the same value as
 /// `crc32c::crc32c` of their bytes. With a constant `N` the loop unrolls into `N`
 /// instructions.
-#[inline]
+///
+/// Inlined whole (the fallback kept out of line): a call cost a three-word check about
+/// three times its instructions.
+#[inline(always)]
 pub fn crc32c_words<const N: usize>(words: [u64; N]) -> u32 {
     #[cfg(target_arch = "x86_64")]
     {
@@ -175,6 +178,12 @@ pub fn crc32c_words<const N: usize>(words: [u64; N]) -> u32 {
             return unsafe { words_sse42(words) };
         }
     }
+    words_portable(words)
+}
+
+/// [`crc32c_words`] without the `crc32` instruction.
+#[inline(never)]
+fn words_portable<const N: usize>(words: [u64; N]) -> u32 {
     let mut c = 0;
     for w in words {
         c = crc32c::crc32c_append(c, &w.to_le_bytes());
@@ -204,7 +213,7 @@ pub fn crc32c_words_then<const N: usize>(words: [u64; N], tail: u32) -> u32 {
 /// [`crc32c_words`] of `a` and of `b`, computed side by side (two independent chains of
 /// the `crc32` instruction, whose latency is three cycles and throughput one): for a
 /// word's check before and after a change, as the allocator's bit updates need.
-#[inline]
+#[inline(always)]
 pub fn crc32c_words_x2<const N: usize>(a: [u64; N], b: [u64; N]) -> (u32, u32) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -213,24 +222,48 @@ pub fn crc32c_words_x2<const N: usize>(a: [u64; N], b: [u64; N]) -> (u32, u32) {
             return unsafe { words_x2_sse42(a, b) };
         }
     }
-    (crc32c_words(a), crc32c_words(b))
+    (words_portable(a), words_portable(b))
 }
 
-/// [`crc32c_words_x2`] with the `crc32` instruction.
+/// [`crc32c_words_x2`] with the `crc32` instruction ([`crc32_u64`]: inlined).
 ///
 /// # Safety
 ///
 /// The CPU supports SSE 4.2.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse4.2")]
+#[inline(always)]
 unsafe fn words_x2_sse42<const N: usize>(a: [u64; N], b: [u64; N]) -> (u32, u32) {
-    use std::arch::x86_64::_mm_crc32_u64;
     let (mut x, mut y) = (0xffff_ffff, 0xffff_ffff);
     for i in 0..N {
-        x = _mm_crc32_u64(x, a[i]);
-        y = _mm_crc32_u64(y, b[i]);
+        // SAFETY: the CPU supports SSE 4.2 (the contract).
+        unsafe {
+            x = crc32_u64(x, a[i]);
+            y = crc32_u64(y, b[i]);
+        }
     }
     (!(x as u32), !(y as u32))
+}
+
+/// The `crc32` instruction on a 64-bit word, as `_mm_crc32_u64`, but written as inline
+/// assembly so that it inlines into callers compiled without SSE 4.2 enabled: a
+/// `#[target_feature]` function cannot be inlined into them, and calling it (with the
+/// call, the feature test and the moves around it) cost a three-word check about three
+/// times the three instructions it runs (callgrind: ~18 instructions per HART search, on
+/// every read, insert and update; docs/design/hart.md).
+///
+/// # Safety
+///
+/// The CPU supports SSE 4.2.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn crc32_u64(crc: u64, word: u64) -> u64 {
+    let mut c = crc;
+    // SAFETY: `crc32 r64, r64` reads and writes only the two registers named (no memory,
+    // no stack, no flags); the CPU supports it (the contract).
+    unsafe {
+        std::arch::asm!("crc32 {c}, {w}", c = inout(reg) c, w = in(reg) word, options(pure, nomem, nostack, preserves_flags));
+    }
+    c
 }
 
 /// [`crc32c_words_then`] with the `crc32` instruction.
@@ -283,18 +316,18 @@ unsafe fn parts_sse42(seed: u64, parts: &[&[u8]]) -> u32 {
     !(c as u32)
 }
 
-/// [`crc32c_words`] with the `crc32` instruction.
+/// [`crc32c_words`] with the `crc32` instruction ([`crc32_u64`]: inlined).
 ///
 /// # Safety
 ///
 /// The CPU supports SSE 4.2.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse4.2")]
+#[inline(always)]
 unsafe fn words_sse42<const N: usize>(words: [u64; N]) -> u32 {
-    use std::arch::x86_64::_mm_crc32_u64;
     let mut c = 0xffff_ffff;
     for w in words {
-        c = _mm_crc32_u64(c, w);
+        // SAFETY: the CPU supports SSE 4.2 (the contract).
+        c = unsafe { crc32_u64(c, w) };
     }
     !(c as u32)
 }
@@ -302,6 +335,7 @@ unsafe fn words_sse42<const N: usize>(words: [u64; N]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn bytes(n: usize, salt: u8) -> Vec<u8> {
         (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt)).collect()
@@ -403,6 +437,24 @@ mod tests {
             let mut b = base.clone();
             b[i / 8] ^= 1 << (i % 8);
             assert_ne!(crc32c_parts(9, &[&b]), c, "bit {i}");
+        }
+    }
+
+    fn bytes_of(words: &[u64]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    proptest! {
+        /// The word checks (the inline-assembly `crc32` path where the CPU has SSE 4.2,
+        /// and the portable fallback everywhere) give `crc32c::crc32c` of the words' bytes.
+        #[test]
+        fn word_checks_match_the_reference(a in any::<[u64; 3]>(), b in any::<[u64; 3]>()) {
+            prop_assert_eq!(crc32c_words(a), crc32c::crc32c(&bytes_of(&a)));
+            prop_assert_eq!(words_portable(a), crc32c::crc32c(&bytes_of(&a)));
+            prop_assert_eq!(crc32c_words_x2(a, b), (crc32c_words(a), crc32c_words(b)));
+            let (a2, b2) = ([a[0], a[1]], [b[0], b[1]]);
+            prop_assert_eq!(crc32c_words(a2), crc32c::crc32c(&bytes_of(&a2)));
+            prop_assert_eq!(crc32c_words_x2(a2, b2), (words_portable(a2), words_portable(b2)));
         }
     }
 }

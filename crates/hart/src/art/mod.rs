@@ -25,7 +25,7 @@ pub(crate) trait KeySource {
 /// up to 16 bytes in two overlapping 8-byte words each, without a `memcmp` call, which
 /// cost a third of a cache-hot search.
 #[inline]
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;
@@ -172,11 +172,23 @@ impl Art {
 
     /// The leaf holding `key`.
     pub(crate) fn get(&self, key: &[u8], ks: &impl KeySource) -> Option<u64> {
+        let (leaf, matched) = self.leaf_for(key)?;
+        (matched || ks.with_key(leaf, |k| same(k, key))).then_some(leaf)
+    }
+
+    /// The only leaf that can hold `key`, and whether the descent has already matched the
+    /// whole key (`true` for a node's `term`); `false` means lazy expansion left the
+    /// rest of the key unread, and the caller must compare the leaf's stored key with
+    /// `key` ([`same`]). The search compares it itself, in one visit of the leaf with its
+    /// value read (`pm::lookup`), instead of going through [`KeySource`] and reading the
+    /// leaf a second time.
+    #[inline]
+    pub(crate) fn leaf_for(&self, key: &[u8]) -> Option<(u64, bool)> {
         let mut cur = self.root;
         let mut depth = self.depth;
         loop {
             match cur.get()? {
-                Ref::Leaf(l) => return ks.with_key(l, |k| same(k, key)).then_some(l),
+                Ref::Leaf(l) => return Some((l, false)),
                 Ref::Node(n) => {
                     if let Some(&b) = key.get(depth) {
                         cur.prefetch_lookup(b);
@@ -189,7 +201,7 @@ impl Art {
                         }
                         depth += p.len();
                         if key.len() == depth {
-                            return n.term();
+                            return n.term().map(|l| (l, true));
                         }
                         cur = n.find(key[depth]);
                     }
@@ -291,8 +303,12 @@ impl Art {
                     // slot borrowed by `find_mut` is only changed below, never through `n`
                     // or a rebuild of `n`.
                     unsafe {
-                        let m = prefix_mismatch(n.prefix(), key, depth);
-                        if m < n.prefix().len() {
+                        // The common case, the whole compressed path matching, by the
+                        // word compare of a lookup; the byte walk only where it parts.
+                        let p = n.prefix();
+                        let whole = key.get(depth..depth + p.len()).is_some_and(|part| same(part, p));
+                        let m = if whole { p.len() } else { prefix_mismatch(p, key, depth) };
+                        if m < p.len() {
                             // Split the compressed path at the mismatch.
                             let leaf = make()?;
                             let (mut ps, parent) = node::new4(arena, &n.prefix()[..m]);
