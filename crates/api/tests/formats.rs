@@ -291,6 +291,18 @@ fn fastfair_format_1_is_refused_unchanged() {
     refused("fastfair-v1", "fastfair");
 }
 
+/// Format 2 (every record out of line, checked) is refused since format 3 keeps 8-byte
+/// keys with 8-byte values inline in the leaf entries.
+#[test]
+fn fastfair_format_2_is_refused_unchanged() {
+    refused("fastfair-v2", "fastfair");
+}
+
+#[test]
+fn fastfair_format_3_is_current() {
+    current("fastfair-v3", "fastfair", (b"FASTFAIR", 3));
+}
+
 /// Format 1 (every value after the key, an update a new leaf) is refused: format 2
 /// keeps values of at most 8 bytes in the leaf's value word and updates them in place.
 #[test]
