@@ -555,7 +555,9 @@ fn run<'t>(
                         Some(i) => &mut o[i].1,
                     };
                     let mut cur = cursors_cell.borrow_mut();
-                    let mut cx = Ctx { budget, resp3: resp3.get(), cursors: &mut cur };
+                    // Redis's default encoding thresholds (OBJECT ENCODING): a script has no
+                    // server settings at hand.
+                    let mut cx = Ctx { budget, resp3: resp3.get(), cursors: &mut cur, encodings: None };
                     let mark = tx.savepoint();
                     match crate::data::run(tx, &mut cx, cmd, &v[1..]) {
                         Ok(r) => r,
