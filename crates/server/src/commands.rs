@@ -63,7 +63,7 @@ fn over_output_limit(sh: &Shared) -> (Reply, After) {
 /// commands with `tokio::task::block_in_place`, which hands the worker's other tasks to
 /// another thread first, so a KEYS over a large store does not stall PING elsewhere.
 pub fn may_take_long(args: &[Vec<u8>]) -> bool {
-    const LONG: [&[u8]; 23] = [
+    const LONG: [&[u8]; 25] = [
         // Blocking pops wait for a push or their timeout.
         b"BZPOPMIN",
         b"BZPOPMAX",
@@ -86,6 +86,10 @@ pub fn may_take_long(args: &[Vec<u8>]) -> bool {
         b"EVALSHA",
         b"EVAL_RO",
         b"EVALSHA_RO",
+        // A function runs as long as a script (a worker it held would leave the
+        // connections queued behind it unanswered, not even BUSY).
+        b"FCALL",
+        b"FCALL_RO",
         // A network round trip to another node, and walks over a slot.
         b"MIGRATE",
         b"CLUSTER",
@@ -404,7 +408,8 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
 /// Run data command `cmd` (`args` with its name) in `tx`: its reply, an error reply
 /// when it failed (its writes then must not be applied).
 pub(crate) fn one(sh: &Shared, c: &mut Conn, tx: &mut Tx, cmd: &Command, args: &[Vec<u8>]) -> Reply {
-    let mut cx = Ctx { budget: c.reply_budget, resp3: c.resp3, cursors: &mut c.cursors, encodings: Some(&sh.encodings) };
+    let mut cx =
+        Ctx { budget: c.reply_budget, resp3: c.resp3, cursors: &mut c.cursors, encodings: Some(&sh.encodings) };
     let r = if matches!(cmd.name, "DUMP" | "RESTORE") {
         crate::dump::run(tx, cmd.name, &args[1..])
     } else {

@@ -331,9 +331,17 @@ impl Shared {
     /// (a panic, which ends the one connection that hit it) instead of quietly reading
     /// or writing another database.
     pub fn phys_db(&self, db: usize) -> usize {
-        assert!(db < self.dbs.len(), "logical database {db} of a server with {} (unchecked by the caller)", self.dbs.len());
+        assert!(
+            db < self.dbs.len(),
+            "logical database {db} of a server with {} (unchecked by the caller)",
+            self.dbs.len()
+        );
         let phys = self.db_map[db].load(Ordering::Acquire) as usize;
-        assert!(phys < self.dbs.len(), "logical database {db} maps to {phys}, outside the {} databases", self.dbs.len());
+        assert!(
+            phys < self.dbs.len(),
+            "logical database {db} maps to {phys}, outside the {} databases",
+            self.dbs.len()
+        );
         phys
     }
 

@@ -168,7 +168,8 @@ fn encoding(tx: &mut Tx, k: &[u8], t: Thresholds) -> TxResult<Option<&'static st
 /// The thresholds the connection's server has now (Redis's defaults in a context
 /// without a server's settings).
 fn thresholds(cx: &Ctx) -> Thresholds {
-    cx.encodings.map_or_else(Thresholds::default, |m| Thresholds::from_params(&m.lock().unwrap_or_else(|e| e.into_inner())))
+    cx.encodings
+        .map_or_else(Thresholds::default, |m| Thresholds::from_params(&m.lock().unwrap_or_else(|e| e.into_inner())))
 }
 
 /// OBJECT REFCOUNT of `k` (`None`: no such key).

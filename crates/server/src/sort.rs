@@ -29,7 +29,8 @@ fn syntax() -> Reply {
 /// Run the list, set or sorted-set command `name` on `args` (after the name) in `tx`:
 /// SORT reads and writes those types only through their commands.
 fn call(tx: &mut Tx, cx: &mut Ctx, name: &str, args: &[&[u8]]) -> TxResult<Reply> {
-    let lists: [&[Command]; 3] = [crate::types::list::COMMANDS, crate::types::set::COMMANDS, crate::types::zset::COMMANDS];
+    let lists: [&[Command]; 3] =
+        [crate::types::list::COMMANDS, crate::types::set::COMMANDS, crate::types::zset::COMMANDS];
     let run = lists
         .iter()
         .flat_map(|l| l.iter())
@@ -162,8 +163,9 @@ pub(crate) fn sort(tx: &mut Tx, cx: &mut Ctx, cmd: &str, a: &[Vec<u8>]) -> TxRes
                 0.0
             } else {
                 match &by {
-                    Some(v) => weight(v)
-                        .ok_or_else(|| Reply::err("ERR One or more scores can't be converted into double"))?,
+                    Some(v) => {
+                        weight(v).ok_or_else(|| Reply::err("ERR One or more scores can't be converted into double"))?
+                    }
                     None => 0.0,
                 }
             };
@@ -249,7 +251,8 @@ mod tests {
     #[test]
     fn options_parse_as_redis_and_sort_ro_refuses_store() {
         let a = |v: &[&str]| v.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
-        let args = a(&["k", "BY", "w_*", "LIMIT", "1", "2", "GET", "#", "GET", "h_*->f", "DESC", "ALPHA", "STORE", "d"]);
+        let args =
+            a(&["k", "BY", "w_*", "LIMIT", "1", "2", "GET", "#", "GET", "h_*->f", "DESC", "ALPHA", "STORE", "d"]);
         let o = options(&args, false).unwrap_or_else(|_| panic!("valid options"));
         assert_eq!(o.by, Some(&b"w_*"[..]));
         assert_eq!(o.limit, Some((1, 2)));

@@ -54,7 +54,8 @@ fn valid_name(n: &str) -> bool {
 impl Libraries {
     /// The library holding function `name`, and the function.
     pub fn find(&self, name: &str) -> Option<(&Library, &Function)> {
-        self.libs.values().find_map(|l| l.functions.iter().find(|f| f.name == name).map(|f| (l, f)))
+        // Any case, as Redis's function names are matched.
+        self.libs.values().find_map(|l| l.functions.iter().find(|f| f.name.eq_ignore_ascii_case(name)).map(|f| (l, f)))
     }
 
     /// FUNCTION LOAD [REPLACE] code: the library's name, or Redis's error.
@@ -154,16 +155,20 @@ impl Libraries {
 pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
     let sub = upper(&a[0]);
     let mut libs = sh.functions.lock().unwrap_or_else(|e| e.into_inner());
-    let wrong =
-        || Reply::err(format!("ERR unknown subcommand or wrong number of arguments for '{}'", sub.to_lowercase()));
+    let wrong = || {
+        Reply::err(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+            sub.to_lowercase()
+        ))
+    };
     match sub.as_str() {
         "LOAD" => {
-            let (replace, code) = match a.len() {
-                2 => (false, &a[1]),
-                3 if upper(&a[1]) == "REPLACE" => (true, &a[2]),
-                3 => return Reply::err(format!("ERR Unknown option given: {}", String::from_utf8_lossy(&a[1]))),
-                _ => return wrong(),
-            };
+            // As Redis: every argument before the code is an option, REPLACE the only one.
+            let Some((code, opts)) = a[1..].split_last() else { return wrong() };
+            if let Some(o) = opts.iter().find(|o| upper(o) != "REPLACE") {
+                return Reply::err(format!("ERR Unknown option given: {}", String::from_utf8_lossy(o)));
+            }
+            let replace = !opts.is_empty();
             let Ok(code) = std::str::from_utf8(code) else {
                 return Reply::err("ERR pmkv runs libraries that are UTF-8 text");
             };
@@ -201,15 +206,23 @@ pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
 /// The library name of a `#!lua name=<name>` first line.
 fn library_name(code: &str) -> Result<String, Reply> {
     let first = code.lines().next().unwrap_or_default();
-    let Some(rest) = first.strip_prefix("#!") else { return Err(Reply::err("ERR Missing library metadata")) };
-    let mut words = rest.split_ascii_whitespace();
-    let engine = words.next().unwrap_or_default();
+    if !first.starts_with("#!") {
+        return Err(Reply::err("ERR Missing library metadata"));
+    }
+    // As Redis: the line's words split with its quoting rules (`name="foo"` is foo),
+    // the engine the first of them without its `#!` (`#! name=x`: the engine '').
+    let words = crate::resp::split_inline(first.as_bytes()).map_err(|_| Reply::err("ERR Invalid library metadata"))?;
+    let engine =
+        words.first().and_then(|w| w.get(2..)).map_or("", |e| std::str::from_utf8(e).unwrap_or_default()).to_string();
     if !engine.eq_ignore_ascii_case("lua") {
         return Err(Reply::err(format!("ERR Engine '{engine}' not found")));
     }
     let mut name = None;
-    for w in words {
+    for w in words.iter().skip(1).map(|w| String::from_utf8_lossy(w)) {
         match w.split_once('=') {
+            Some(("name", _)) if name.is_some() => {
+                return Err(Reply::err("ERR Invalid metadata value, name argument was given multiple times"))
+            }
             Some(("name", n)) => name = Some(n.to_string()),
             _ => return Err(Reply::err(format!("ERR Invalid metadata value given: {w}"))),
         }
@@ -227,6 +240,15 @@ fn library_name(code: &str) -> Result<String, Reply> {
 /// callback.
 pub(super) fn registration(args: MultiValue) -> mlua::Result<(Function, mlua::Function)> {
     let bad = |m: &str| Err(lua_err(m.to_string()));
+    // A string, or a number Lua would read as one (as Redis's `lua_isstring`).
+    let text = |v: &Value| -> Option<String> {
+        match v {
+            Value::String(s) => s.to_str().ok().map(|s| s.to_string()),
+            Value::Integer(n) => Some(n.to_string()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    };
     let v: Vec<Value> = args.into_iter().collect();
     let (name, callback, flags, description) = match v.as_slice() {
         [Value::Table(t)] => {
@@ -234,16 +256,30 @@ pub(super) fn registration(args: MultiValue) -> mlua::Result<(Function, mlua::Fu
             for pair in t.clone().pairs::<String, Value>() {
                 let (k, val) = pair?;
                 match (k.as_str(), val) {
-                    ("function_name", Value::String(s)) => name = Some(s.to_str()?.to_string()),
+                    ("function_name", v) => match text(&v) {
+                        Some(n) => name = Some(n),
+                        None => return bad("function_name argument given to redis.register_function must be a string"),
+                    },
                     ("callback", Value::Function(f)) => cb = Some(f),
-                    ("description", Value::String(s)) => desc = Some(s.to_str()?.to_string()),
+                    ("callback", _) => {
+                        return bad("callback argument given to redis.register_function must be a function")
+                    }
+                    ("description", v) => match text(&v) {
+                        Some(d) => desc = Some(d),
+                        None => return bad("description argument given to redis.register_function must be a string"),
+                    },
                     ("flags", Value::Table(ft)) => {
-                        for f in ft.sequence_values::<String>() {
-                            flags.push(f?);
+                        for f in ft.sequence_values::<Value>() {
+                            match f? {
+                                Value::String(s) => flags.push(s.to_str()?.to_string()),
+                                _ => return bad("unknown flag given"),
+                            }
                         }
                     }
-                    ("function_name" | "callback" | "description" | "flags", _) => {
-                        return bad("wrong type of argument given to redis.register_function")
+                    ("flags", _) => {
+                        return bad(
+                            "flags argument to redis.register_function must be a table representing function flags",
+                        )
                     }
                     _ => return bad("unknown argument given to redis.register_function"),
                 }
@@ -252,12 +288,20 @@ pub(super) fn registration(args: MultiValue) -> mlua::Result<(Function, mlua::Fu
             let Some(cb) = cb else { return bad("redis.register_function must get a callback argument") };
             (name, cb, flags, desc)
         }
-        [Value::String(n), Value::Function(f)] => (n.to_str()?.to_string(), f.clone(), Vec::new(), None),
-        [_, _] => return bad("callback argument given to redis.register_function must be a function"),
+        [n, f] => match (text(n), f) {
+            (None, _) => return bad("first argument to redis.register_function must be a string"),
+            (Some(n), Value::Function(f)) => (n, f.clone(), Vec::new(), None),
+            _ => return bad("second argument to redis.register_function must be a function"),
+        },
+        [_] => {
+            return bad("calling redis.register_function with a single argument is only applicable to Lua table \
+                 (representing named arguments).")
+        }
         _ => return bad("wrong number of arguments to redis.register_function"),
     };
+    // Redis 7.0 says "Library" here too (its text for a bad function name).
     if !valid_name(&name) {
-        return bad("Function names can only contain letters, numbers, or underscores(_) and must be at least one character long");
+        return bad("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long");
     }
     if let Some(f) = flags.iter().find(|f| !FLAGS.contains(&f.as_str())) {
         return Err(lua_err(format!("unknown flag given: {f}")));
@@ -281,6 +325,14 @@ fn registered(code: &str) -> Result<Vec<Function>, Reply> {
         Ok(mlua::VmState::Continue)
     })
     .map_err(|e| load_err(e.to_string()))?;
+    // As Redis: code that does not compile is told apart from code that fails running.
+    if let Err(e) = lua.load(strip_shebang(code)).set_name("@user_function").set_mode(ChunkMode::Text).into_function() {
+        let m = match &e {
+            mlua::Error::SyntaxError { message, .. } => message.clone(),
+            e => e.to_string(),
+        };
+        return Err(Reply::err(format!("ERR Error compiling function: {m}")));
+    }
     let run = || -> mlua::Result<()> {
         let redis = lua.create_table()?;
         let f = found.clone();

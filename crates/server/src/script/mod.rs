@@ -327,6 +327,9 @@ pub(crate) fn fcall(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Repl
         }
         (lib.code.clone(), f.flags.iter().any(|x| x == "no-writes"))
     };
+    if int(&a[1]).is_none() {
+        return Reply::err("ERR Bad number of keys provided");
+    }
     let (keys, argv) = match keys_and_args(a) {
         Ok(x) => x,
         Err(r) => return r,
@@ -347,7 +350,8 @@ fn keys_and_args(a: &[Vec<u8>]) -> Result<KeysArgs<'_>, Reply> {
     let nkeys = match int(&a[1]) {
         Some(n) if n >= 0 && (n as usize) <= a.len() - 2 => n as usize,
         Some(n) if n >= 0 => return Err(Reply::err("ERR Number of keys can't be greater than number of args")),
-        _ => return Err(Reply::err("ERR Number of keys can't be negative")),
+        Some(_) => return Err(Reply::err("ERR Number of keys can't be negative")),
+        None => return Err(Reply::err("ERR value is not an integer or out of range")),
     };
     let (keys, argv) = a[2..].split_at(nkeys);
     if !keys.iter().all(|k| crate::keyspace::allowed(k)) {
@@ -530,7 +534,11 @@ fn run<'t>(
                 }
             },
             Ok(cmd) if matches!(cmd.group, command::Group::Connection | command::Group::Server) => match cmd.name {
-                "PING" => Reply::Simple("PONG".into()),
+                "PING" => match v.len() {
+                    1 => Reply::Simple("PONG".into()),
+                    2 => Reply::bulk(v[1].clone()),
+                    _ => Reply::err(command::wrong_args("ping")),
+                },
                 "ECHO" => Reply::bulk(v[1].clone()),
                 "TIME" => {
                     let us =
@@ -637,7 +645,7 @@ fn run<'t>(
                 })?,
             )?;
         }
-        g.raw_set("redis", redis)?;
+        g.raw_set("redis", redis.clone())?;
         sandbox::seal(&lua, &ro, &["redis"])?;
         match entry {
             None => lua
@@ -653,7 +661,10 @@ fn run<'t>(
                     .set_mode(ChunkMode::Text)
                     .set_environment(env)
                     .exec()?;
-                let f = registered.borrow().iter().find(|(n, _)| n == name).map(|(_, f)| f.clone());
+                // As Redis: a function cannot register functions (only the library's
+                // code, as it loads).
+                redis.raw_set("register_function", Value::Nil)?;
+                let f = registered.borrow().iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, f)| f.clone());
                 let f = f.ok_or_else(|| lua_err("ERR Function not found"))?;
                 f.call::<Value>((to_table(keys)?, to_table(argv)?)).map(|v| from_lua(&v))
             }
@@ -668,6 +679,20 @@ fn run<'t>(
     }
 }
 
+/// `redis.error_reply(msg)`'s error, as Redis 7.0 makes it: `-CODE text` or `CODE
+/// text` keeps its code (the first word), a message of one word or none gets `ERR`
+/// (`error_reply("")` is `ERR `); a trailing newline is dropped.
+fn error_text(msg: &[u8]) -> Vec<u8> {
+    let m = msg.strip_prefix(b"-").unwrap_or(msg);
+    let (code, text) = match m.iter().position(|&b| b == b' ') {
+        Some(sp) => (&m[..sp], &m[sp + 1..]),
+        None => (&b"ERR"[..], m),
+    };
+    let text = text.strip_suffix(b"\n").unwrap_or(text);
+    let text = text.strip_suffix(b"\r").unwrap_or(text);
+    [code, b" ", text].concat()
+}
+
 /// The parts of the `redis` table that need no connection: replies, hashing, logging,
 /// and the calls Redis keeps for compatibility (replication flags, the debugger).
 fn redis_helpers(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
@@ -675,6 +700,7 @@ fn redis_helpers(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
         lua.create_function(move |lua, m: Value| {
             let t = lua.create_table()?;
             match m {
+                Value::String(s) if field == "err" => t.set(field, error_text(&s.as_bytes()))?,
                 Value::String(s) => t.set(field, s)?,
                 _ => return Err(lua_err("wrong number or type of arguments")),
             }
@@ -772,6 +798,21 @@ fn script_error(e: &mlua::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn error_replies_get_a_code_as_redis_gives_them() {
+        // Redis 7.0.15: EVAL "return redis.error_reply(...)" answers these.
+        for (msg, want) in [
+            (&b"MY_ERR_CODE custom msg"[..], &b"MY_ERR_CODE custom msg"[..]),
+            (b"-X y", b"X y"),
+            (b"x", b"ERR x"),
+            (b"", b"ERR "),
+            (b"-", b"ERR "),
+            (b"CODE line\r\n", b"CODE line"),
+        ] {
+            assert_eq!(super::error_text(msg), want, "{}", String::from_utf8_lossy(msg));
+        }
+    }
+
     #[test]
     fn the_script_cache_is_bounded() {
         let mut m = std::collections::HashMap::new();
