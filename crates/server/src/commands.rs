@@ -155,12 +155,12 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
                 c.multi = None;
                 c.multi_failed = false;
                 c.unwatch(sh);
-                let Reply::Error(busy) = crate::script::busy_reply() else { unreachable!("BUSY is an error") };
+                let Reply::Error(busy) = sh.script.busy_reply() else { unreachable!("BUSY is an error") };
                 return (Reply::err(format!("EXECABORT Transaction discarded because of: {busy}")), After::Continue);
             }
             c.multi_failed = true;
         }
-        return (crate::script::busy_reply(), After::Continue);
+        return (sh.script.busy_reply(), After::Continue);
     }
     let asking = std::mem::take(&mut c.asking);
     let cmd = match table::check(args) {

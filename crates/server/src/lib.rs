@@ -307,7 +307,7 @@ impl Shared {
                 return Ok(g);
             }
             if self.script.busy() {
-                return Err(script::busy_reply());
+                return Err(self.script.busy_reply());
             }
         }
     }

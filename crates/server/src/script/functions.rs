@@ -129,12 +129,20 @@ impl Libraries {
         Reply::Array(out)
     }
 
-    fn stats(&self, running: Option<String>) -> Reply {
+    /// FUNCTION STATS: the running function (its name, command and how long it has
+    /// run, ms), and the counts.
+    fn stats(&self, running: Option<((String, Vec<Vec<u8>>), u64)>) -> Reply {
         let n: usize = self.libs.values().map(|l| l.functions.len()).sum();
         Reply::Map(vec![
             (
                 Reply::bulk("running_script"),
-                running.map_or(Reply::Nil, |r| Reply::Map(vec![(Reply::bulk("name"), Reply::bulk(r))])),
+                running.map_or(Reply::Nil, |((name, command), ms)| {
+                    Reply::Map(vec![
+                        (Reply::bulk("name"), Reply::bulk(name)),
+                        (Reply::bulk("command"), Reply::Array(command.into_iter().map(Reply::Bulk).collect())),
+                        (Reply::bulk("duration_ms"), Reply::Int(ms as i64)),
+                    ])
+                }),
             ),
             (
                 Reply::bulk("engines"),
@@ -189,11 +197,10 @@ pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
             libs.libs.clear();
             Reply::ok()
         }
-        "STATS" if a.len() == 1 => libs.stats(None),
-        "KILL" if a.len() == 1 => match sh.script.kill() {
-            true => Reply::ok(),
-            false => Reply::err("NOTBUSY No scripts in execution right now."),
-        },
+        // As Redis: while an EVAL script is busy, STATS answers BUSY.
+        "STATS" if a.len() == 1 && sh.script.busy() && sh.script.running_function().is_none() => sh.script.busy_reply(),
+        "STATS" if a.len() == 1 => libs.stats(sh.script.running_function().map(|f| (f, sh.script.running_ms()))),
+        "KILL" if a.len() == 1 => sh.script.kill_kind(true),
         "DUMP" | "RESTORE" => Reply::err(
             "ERR pmkv does not serve FUNCTION DUMP and RESTORE (Redis's RDB serialization is not built); \
              keep the libraries' code and FUNCTION LOAD it",

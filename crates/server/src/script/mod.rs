@@ -85,6 +85,9 @@ pub struct State {
     pub busy_ms: AtomicU64,
     /// `pmkv-script-time-limit`, ms (0: never stopped by the server).
     pub stop_ms: AtomicU64,
+    /// The running function's name and command (FUNCTION STATS); `None` while none
+    /// runs or the running script is an EVAL. Written only as a script starts and ends.
+    function: std::sync::Mutex<Option<(String, Vec<Vec<u8>>)>>,
 }
 
 impl Default for State {
@@ -97,6 +100,7 @@ impl Default for State {
             next: AtomicU64::new(1),
             busy_ms: AtomicU64::new(5_000),
             stop_ms: AtomicU64::new(60_000),
+            function: std::sync::Mutex::new(None),
         }
     }
 }
@@ -132,7 +136,7 @@ impl State {
                 >= self.busy_ms.load(Ordering::Relaxed)
     }
 
-    /// Ask the running script to stop; false when none runs.
+    /// Ask the running script to stop, whatever it is (SHUTDOWN); false when none runs.
     pub fn kill(&self) -> bool {
         let r = self.running.load(Ordering::Acquire);
         if r == 0 {
@@ -140,6 +144,46 @@ impl State {
         }
         self.kill.store(r, Ordering::Release);
         true
+    }
+
+    /// SCRIPT KILL (`function` false) or FUNCTION KILL (true), as Redis answers them:
+    /// each stops only its own kind (the other kind's kill answers BUSY), NOTBUSY when
+    /// nothing runs.
+    pub(crate) fn kill_kind(&self, function: bool) -> Reply {
+        if self.running.load(Ordering::Acquire) == 0 {
+            return Reply::err("NOTBUSY No scripts in execution right now.");
+        }
+        if self.running_function().is_some() != function {
+            return self.busy_reply();
+        }
+        self.kill();
+        Reply::ok()
+    }
+
+    /// The function running now and its command (`None`: none, or an EVAL).
+    pub(crate) fn running_function(&self) -> Option<(String, Vec<Vec<u8>>)> {
+        if self.running.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.function.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// How long the running script has run, ms.
+    pub(crate) fn running_ms(&self) -> u64 {
+        self.now_ms().saturating_sub(self.started_ms.load(Ordering::Acquire))
+    }
+
+    /// The reply to a command refused while a script is busy, as Redis words it (a
+    /// function is stopped with FUNCTION KILL, a script with SCRIPT KILL).
+    pub fn busy_reply(&self) -> Reply {
+        let kill = if self.running_function().is_some() { "FUNCTION" } else { "SCRIPT" };
+        Reply::err(format!("BUSY Redis is busy running a script. You can only call {kill} KILL or SHUTDOWN NOSAVE."))
+    }
+
+    /// Start a script (`function`: a function's name and its FCALL command).
+    fn begin_as(&self, function: Option<(String, Vec<Vec<u8>>)>) -> u64 {
+        *self.function.lock().unwrap_or_else(|e| e.into_inner()) = function;
+        self.begin()
     }
 
     fn begin(&self) -> u64 {
@@ -164,11 +208,6 @@ impl State {
     }
 }
 
-/// The reply to a command refused while a script is busy, as Redis words it.
-pub fn busy_reply() -> Reply {
-    Reply::err("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
-}
-
 /// Whether `args` may run while a script is busy (as Redis's allow-busy commands).
 pub fn allowed_while_busy(args: &[Vec<u8>]) -> bool {
     let name = upper(&args[0]);
@@ -176,7 +215,9 @@ pub fn allowed_while_busy(args: &[Vec<u8>]) -> bool {
         // Transaction state only (Redis's `allow-busy` commands): a pipelined MULTI ...
         // EXEC must not lose its MULTI to a busy script and run half of itself later.
         "AUTH" | "HELLO" | "QUIT" | "SHUTDOWN" | "MULTI" | "DISCARD" | "WATCH" | "UNWATCH" => true,
-        "SCRIPT" | "FUNCTION" => args.get(1).is_some_and(|s| upper(s) == "KILL"),
+        "SCRIPT" => args.get(1).is_some_and(|s| upper(s) == "KILL"),
+        // FUNCTION STATS shows the running function (and answers BUSY for a script).
+        "FUNCTION" => args.get(1).is_some_and(|s| matches!(upper(s).as_str(), "KILL" | "STATS")),
         _ => false,
     }
 }
@@ -185,7 +226,7 @@ pub fn allowed_while_busy(args: &[Vec<u8>]) -> bool {
 pub(crate) fn script(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     let sub = upper(&a[0]);
     if sub == "KILL" && a.len() == 1 {
-        return if sh.script.kill() { Reply::ok() } else { Reply::err("NOTBUSY No scripts in execution right now.") };
+        return sh.script.kill_kind(false);
     }
     let mut scripts = sh.scripts.lock().unwrap_or_else(|e| e.into_inner());
     match sub.as_str() {
@@ -306,6 +347,7 @@ pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply
     run_committed(
         sh,
         c,
+        &[],
         &src,
         None,
         keys,
@@ -339,7 +381,11 @@ pub(crate) fn fcall(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Repl
     }
     let local = |_: &command::Command, _: &[Vec<u8>]| None;
     let lim = Limits { local: &local, read_only, state: (sh.script.clone(), 0), name: name.clone() };
-    run_committed(sh, c, &code, Some(&name), keys, argv, lim)
+    // FUNCTION STATS shows the command (its name in lower case: the case the client
+    // sent is not kept).
+    let command: Vec<Vec<u8>> =
+        std::iter::once(cmd.to_ascii_lowercase().into_bytes()).chain(a.iter().cloned()).collect();
+    run_committed(sh, c, &command, &code, Some(&name), keys, argv, lim)
 }
 
 /// A script's keys and arguments.
@@ -363,9 +409,11 @@ fn keys_and_args(a: &[Vec<u8>]) -> Result<KeysArgs<'_>, Reply> {
 /// Run a script (or a library's function `entry`) as the server's running script, and
 /// commit its writes as one batch; a stopped script's writes are dropped. `lim.state`'s
 /// number is filled in here.
+#[allow(clippy::too_many_arguments)]
 fn run_committed(
     sh: &Shared,
     c: &mut Conn,
+    command: &[Vec<u8>],
     src: &str,
     entry: Option<&str>,
     keys: &[Vec<u8>],
@@ -377,7 +425,7 @@ fn run_committed(
     let mut tx = Tx::new(&sh.store, sh.ks(c.db));
     let open = |db: usize| (db < sh.databases()).then(|| Tx::new(&sh.store, sh.ks(db)));
     let mut others = Vec::new();
-    lim.state.1 = sh.script.begin();
+    lim.state.1 = sh.script.begin_as(entry.map(|f| (f.to_string(), command.to_vec())));
     let (r, stopped) = run(c, &mut tx, (&open, &mut others), src, entry, keys, argv, lim);
     sh.script.end();
     if let Some(why) = stopped {
