@@ -36,7 +36,7 @@ pub struct Library {
 }
 
 /// Every library loaded, by name.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Libraries {
     libs: BTreeMap<String, Library>,
 }
@@ -74,6 +74,45 @@ impl Libraries {
         }
         self.libs.insert(name.clone(), Library { name: name.clone(), code: code.to_string(), functions });
         Ok(name)
+    }
+
+    /// FUNCTION DUMP: Redis's payload (each library's code, the RDB version, a CRC-64),
+    /// which a real Redis's FUNCTION RESTORE reads, and the other way round.
+    fn dump(&self) -> Vec<u8> {
+        crate::rdb::with_footer(crate::rdb::write_functions(self.libs.values().map(|l| l.code.as_bytes())))
+    }
+
+    /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE]: all of the payload's libraries
+    /// loaded, or none (the libraries are left as they were on any error).
+    fn restore(&mut self, payload: &[u8], policy: Option<&[u8]>) -> Reply {
+        let policy = policy.map_or_else(|| "APPEND".to_string(), upper);
+        if !matches!(policy.as_str(), "FLUSH" | "APPEND" | "REPLACE") {
+            return Reply::err("ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.");
+        }
+        let Ok(body) = crate::rdb::checked_body(payload) else {
+            return Reply::err("ERR payload version or checksum are wrong");
+        };
+        let Ok(codes) = crate::rdb::read_functions(body) else {
+            return Reply::err("ERR given type is not a function");
+        };
+        let mut next = if policy == "FLUSH" { Libraries::default() } else { self.clone() };
+        for code in codes {
+            let Ok(code) = std::str::from_utf8(&code) else {
+                return Reply::err("ERR pmkv runs libraries that are UTF-8 text");
+            };
+            let name = match library_name(code) {
+                Ok(n) => n,
+                Err(r) => return r,
+            };
+            if policy == "APPEND" && next.libs.contains_key(&name) {
+                return Reply::err(format!("ERR Library {name} already exists"));
+            }
+            if let Err(r) = next.load(code, policy == "REPLACE") {
+                return r;
+            }
+        }
+        *self = next;
+        Reply::ok()
     }
 
     /// FUNCTION and its subcommands but LOAD's running (see [`command`]).
@@ -158,8 +197,7 @@ impl Libraries {
     }
 }
 
-/// FUNCTION LOAD | LIST | DELETE | FLUSH | STATS | KILL (DUMP and RESTORE are not
-/// served).
+/// FUNCTION LOAD | LIST | DELETE | FLUSH | STATS | KILL | DUMP | RESTORE.
 pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
     let sub = upper(&a[0]);
     let mut libs = sh.functions.lock().unwrap_or_else(|e| e.into_inner());
@@ -201,11 +239,9 @@ pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
         "STATS" if a.len() == 1 && sh.script.busy() && sh.script.running_function().is_none() => sh.script.busy_reply(),
         "STATS" if a.len() == 1 => libs.stats(sh.script.running_function().map(|f| (f, sh.script.running_ms()))),
         "KILL" if a.len() == 1 => sh.script.kill_kind(true),
-        "DUMP" | "RESTORE" => Reply::err(
-            "ERR pmkv does not serve FUNCTION DUMP and RESTORE (Redis's RDB serialization is not built); \
-             keep the libraries' code and FUNCTION LOAD it",
-        ),
-        "DELETE" | "FLUSH" | "STATS" | "KILL" => wrong(),
+        "DUMP" if a.len() == 1 => Reply::bulk(libs.dump()),
+        "RESTORE" if (2..=3).contains(&a.len()) => libs.restore(&a[1], a.get(2).map(Vec::as_slice)),
+        "DELETE" | "FLUSH" | "STATS" | "KILL" | "DUMP" | "RESTORE" => wrong(),
         _ => Reply::err(format!("ERR unknown subcommand '{}'. Try FUNCTION HELP.", String::from_utf8_lossy(&a[0]))),
     }
 }
@@ -316,11 +352,31 @@ pub(super) fn registration(args: MultiValue) -> mlua::Result<(Function, mlua::Fu
     Ok((Function { name, flags, description }, callback))
 }
 
+/// Lua that makes the strict, read-only view of a table the loading code sees: a name
+/// missing from it is Redis's "nonexistent global variable" error, a write Redis's
+/// read-only error.
+const LOAD_GLOBALS: &str = r#"
+local rawget, error, tostring, setmetatable = rawget, error, tostring, setmetatable
+return function(t)
+    return setmetatable({}, {
+        __index = function(_, k)
+            local v = rawget(t, k)
+            if v == nil then
+                error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+            end
+            return v
+        end,
+        __newindex = function() error("Attempt to modify a readonly table", 2) end,
+        __metatable = false,
+    })
+end
+"#;
+
 /// Run a library's code at LOAD, with only `register_function` and the logging helpers
 /// in `redis`: what it registered.
 fn registered(code: &str) -> Result<Vec<Function>, Reply> {
     let load_err = |e: String| Reply::err(format!("ERR Error registering functions: {e}"));
-    let (lua, env, ro) =
+    let (lua, _, _) =
         sandbox::interpreter(super::MEMORY, Rc::new(|| None::<String>)).map_err(|e| load_err(e.to_string()))?;
     super::libs::open(&lua).map_err(|e| load_err(e.to_string()))?;
     let found: Rc<RefCell<Vec<Function>>> = Rc::default();
@@ -355,9 +411,19 @@ fn registered(code: &str) -> Result<Vec<Function>, Reply> {
             })?,
         )?;
         super::redis_helpers(&lua, &redis)?;
-        lua.globals().raw_set("redis", redis)?;
-        sandbox::seal(&lua, &ro, &["redis"])?;
-        lua.load(strip_shebang(code)).set_name("@user_function").set_mode(ChunkMode::Text).set_environment(env).exec()
+        // As Redis: the code loading sees `redis` (register_function and the helpers)
+        // and nothing else; any other name, global or field of `redis`, is an error,
+        // and both are read-only. The functions run later with the scripts' globals.
+        let strict: mlua::Function = lua.load(LOAD_GLOBALS).set_name("=load").set_mode(ChunkMode::Text).eval()?;
+        let load_redis: mlua::Table = strict.call(redis)?;
+        let globals = lua.create_table()?;
+        globals.raw_set("redis", load_redis)?;
+        let load_env: mlua::Table = strict.call(globals)?;
+        lua.load(strip_shebang(code))
+            .set_name("@user_function")
+            .set_mode(ChunkMode::Text)
+            .set_environment(load_env)
+            .exec()
     };
     let out = run();
     lua.remove_global_hook();
