@@ -748,7 +748,7 @@ fn redis_helpers(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
         lua.create_function(move |lua, m: Value| {
             let t = lua.create_table()?;
             match m {
-                Value::String(s) if field == "err" => t.set(field, error_text(&s.as_bytes()))?,
+                Value::String(s) if field == "err" => t.set(field, lua.create_string(error_text(&s.as_bytes()))?)?,
                 Value::String(s) => t.set(field, s)?,
                 _ => return Err(lua_err("wrong number or type of arguments")),
             }
