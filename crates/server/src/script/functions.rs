@@ -90,7 +90,7 @@ impl Libraries {
             return Reply::err("ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.");
         }
         let Ok(body) = crate::rdb::checked_body(payload) else {
-            return Reply::err("ERR payload version or checksum are wrong");
+            return Reply::err("ERR DUMP payload version or checksum are wrong");
         };
         let Ok(codes) = crate::rdb::read_functions(body) else {
             return Reply::err("ERR given type is not a function");
@@ -204,7 +204,7 @@ pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
     let wrong = || {
         Reply::err(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
-            sub.to_lowercase()
+            String::from_utf8_lossy(&a[0])
         ))
     };
     match sub.as_str() {
