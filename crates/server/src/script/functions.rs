@@ -170,7 +170,7 @@ impl Libraries {
 
     /// FUNCTION STATS: the running function (its name, command and how long it has
     /// run, ms), and the counts.
-    fn stats(&self, running: Option<((String, Vec<Vec<u8>>), u64)>) -> Reply {
+    fn stats(&self, running: Option<(super::RunningFunction, u64)>) -> Reply {
         let n: usize = self.libs.values().map(|l| l.functions.len()).sum();
         Reply::Map(vec![
             (

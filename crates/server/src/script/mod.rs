@@ -87,7 +87,7 @@ pub struct State {
     pub stop_ms: AtomicU64,
     /// The running function's name and command (FUNCTION STATS); `None` while none
     /// runs or the running script is an EVAL. Written only as a script starts and ends.
-    function: std::sync::Mutex<Option<(String, Vec<Vec<u8>>)>>,
+    function: std::sync::Mutex<Option<RunningFunction>>,
 }
 
 impl Default for State {
@@ -104,6 +104,9 @@ impl Default for State {
         }
     }
 }
+
+/// A running function's name and its FCALL command (FUNCTION STATS).
+pub(crate) type RunningFunction = (String, Vec<Vec<u8>>);
 
 /// Why a running script is stopped.
 #[derive(Clone, Copy)]
@@ -161,7 +164,7 @@ impl State {
     }
 
     /// The function running now and its command (`None`: none, or an EVAL).
-    pub(crate) fn running_function(&self) -> Option<(String, Vec<Vec<u8>>)> {
+    pub(crate) fn running_function(&self) -> Option<RunningFunction> {
         if self.running.load(Ordering::Acquire) == 0 {
             return None;
         }
@@ -181,7 +184,7 @@ impl State {
     }
 
     /// Start a script (`function`: a function's name and its FCALL command).
-    fn begin_as(&self, function: Option<(String, Vec<Vec<u8>>)>) -> u64 {
+    fn begin_as(&self, function: Option<RunningFunction>) -> u64 {
         *self.function.lock().unwrap_or_else(|e| e.into_inner()) = function;
         self.begin()
     }
