@@ -1449,6 +1449,13 @@ fn function_and_script_error_texts_answer_as_redis() {
             &["EVAL", "return redis.error_reply('x')", "0"],
             &["EVAL", "return redis.error_reply('MY_CODE custom msg')", "0"],
             &["EVAL", "return redis.call('ping', 'asdf')", "0"],
+            &[
+                "FUNCTION",
+                "LOAD",
+                "REPLACE",
+                "#!lua name=v\nredis.log(redis.LOG_WARNING, 'x')\nlocal v = redis.REDIS_VERSION_NUM\n\
+                 redis.register_function('v', function() return 1 end)",
+            ],
         ],
     );
     // redis.register_function's argument errors: pmkv words the wrapper around them
@@ -1472,6 +1479,12 @@ fn function_and_script_error_texts_answer_as_redis() {
         ),
         ("redis.register_function{function_name='f', callback=function() end, flags='x'}", "flags argument to"),
         ("redis.register_function{function_name='f', callback=function() end, flags={1}}", "unknown flag given"),
+        // What a loading library sees: `redis` with register_function and logging only.
+        ("local x = math.pi", "Script attempted to access nonexistent global variable 'math'"),
+        ("local x = redis.sha1hex", "Script attempted to access nonexistent global variable 'sha1hex'"),
+        ("redis.set_repl(redis.REPL_ALL)", "Script attempted to access nonexistent global variable 'set_repl'"),
+        ("redis.call('ping')", "Script attempted to access nonexistent global variable 'call'"),
+        ("getmetatable('')", "Script attempted to access nonexistent global variable 'getmetatable'"),
     ] {
         let code = format!("#!lua name=t3\n{body}");
         let (a, b) = (p.cmd(&["FUNCTION", "LOAD", &code]), r.cmd(&["FUNCTION", "LOAD", &code]));

@@ -352,6 +352,18 @@ pub(super) fn registration(args: MultiValue) -> mlua::Result<(Function, mlua::Fu
     Ok((Function { name, flags, description }, callback))
 }
 
+/// What of the `redis` table a library's code sees as it loads, as in Redis 7.0.
+const LOAD_REDIS: &[&str] = &[
+    "register_function",
+    "log",
+    "LOG_DEBUG",
+    "LOG_VERBOSE",
+    "LOG_NOTICE",
+    "LOG_WARNING",
+    "REDIS_VERSION",
+    "REDIS_VERSION_NUM",
+];
+
 /// Lua that makes the strict, read-only view of a table the loading code sees: a name
 /// missing from it is Redis's "nonexistent global variable" error, a write Redis's
 /// read-only error.
@@ -415,7 +427,13 @@ fn registered(code: &str) -> Result<Vec<Function>, Reply> {
         // and nothing else; any other name, global or field of `redis`, is an error,
         // and both are read-only. The functions run later with the scripts' globals.
         let strict: mlua::Function = lua.load(LOAD_GLOBALS).set_name("=load").set_mode(ChunkMode::Text).eval()?;
-        let load_redis: mlua::Table = strict.call(redis)?;
+        // Of `redis`, only what Redis 7.0.15 gives a loading library (checked against it:
+        // sha1hex, error_reply, set_repl … are "nonexistent" there).
+        let visible = lua.create_table()?;
+        for name in LOAD_REDIS {
+            visible.raw_set(*name, redis.raw_get::<Value>(*name)?)?;
+        }
+        let load_redis: mlua::Table = strict.call(visible)?;
         let globals = lua.create_table()?;
         globals.raw_set("redis", load_redis)?;
         let load_env: mlua::Table = strict.call(globals)?;
