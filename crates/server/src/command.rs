@@ -152,6 +152,9 @@ pub(crate) struct Ctx<'c> {
     pub resp3: bool,
     /// The connection's scan cursors (cursor n → the key or field to resume after).
     pub cursors: &'c mut Vec<Vec<u8>>,
+    /// Redis's encoding thresholds as `CONFIG SET` left them (OBJECT ENCODING answers
+    /// with them); `None`: Redis's defaults.
+    pub encodings: Option<&'c std::sync::Mutex<std::collections::BTreeMap<&'static str, String>>>,
 }
 
 /// An integer argument, as Redis reads one.

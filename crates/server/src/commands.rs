@@ -63,7 +63,7 @@ fn over_output_limit(sh: &Shared) -> (Reply, After) {
 /// commands with `tokio::task::block_in_place`, which hands the worker's other tasks to
 /// another thread first, so a KEYS over a large store does not stall PING elsewhere.
 pub fn may_take_long(args: &[Vec<u8>]) -> bool {
-    const LONG: [&[u8]; 23] = [
+    const LONG: [&[u8]; 25] = [
         // Blocking pops wait for a push or their timeout.
         b"BZPOPMIN",
         b"BZPOPMAX",
@@ -86,6 +86,10 @@ pub fn may_take_long(args: &[Vec<u8>]) -> bool {
         b"EVALSHA",
         b"EVAL_RO",
         b"EVALSHA_RO",
+        // A function runs as long as a script (a worker it held would leave the
+        // connections queued behind it unanswered, not even BUSY).
+        b"FCALL",
+        b"FCALL_RO",
         // A network round trip to another node, and walks over a slot.
         b"MIGRATE",
         b"CLUSTER",
@@ -120,6 +124,9 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
     let t = std::time::Instant::now();
     c.current = None;
     let (r, after) = run_uncounted(sh, c, args);
+    if let Reply::Error(e) = &r {
+        sh.stats.error_reply(e);
+    }
     // Clients blocked on the lists this command pushed to are served before its reply.
     crate::blocking::serve(sh);
     if let Some(cmd) = c.current.take() {
@@ -148,12 +155,12 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
                 c.multi = None;
                 c.multi_failed = false;
                 c.unwatch(sh);
-                let Reply::Error(busy) = crate::script::busy_reply() else { unreachable!("BUSY is an error") };
+                let Reply::Error(busy) = sh.script.busy_reply() else { unreachable!("BUSY is an error") };
                 return (Reply::err(format!("EXECABORT Transaction discarded because of: {busy}")), After::Continue);
             }
             c.multi_failed = true;
         }
-        return (crate::script::busy_reply(), After::Continue);
+        return (sh.script.busy_reply(), After::Continue);
     }
     let asking = std::mem::take(&mut c.asking);
     let cmd = match table::check(args) {
@@ -355,7 +362,14 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
             crate::blocking::block(sh, c, cmd, args)
         }
         _ if in_tx(cmd) => {
-            let _gate = match sh.gate_read() {
+            // SORT reads the keys its BY and GET patterns name, known only as it runs:
+            // it runs alone, as EVAL does; every other command shares the gate.
+            let exclusive = matches!(cmd.name, "SORT" | "SORT_RO");
+            let _gate = match (!exclusive).then(|| sh.gate_read()).transpose() {
+                Ok(g) => g,
+                Err(r) => return (r, After::Continue),
+            };
+            let _alone = match exclusive.then(|| sh.gate_write()).transpose() {
                 Ok(g) => g,
                 Err(r) => return (r, After::Continue),
             };
@@ -364,7 +378,7 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
             }
             let _locks = sh.lock(&cmd.keys(args));
             let mut tx = Tx::new(&sh.store, sh.ks(c.db));
-            let r = one(c, &mut tx, cmd, args);
+            let r = one(sh, c, &mut tx, cmd, args);
             match r {
                 Reply::Error(_) => r,
                 _ => match tx.commit() {
@@ -393,8 +407,9 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
 
 /// Run data command `cmd` (`args` with its name) in `tx`: its reply, an error reply
 /// when it failed (its writes then must not be applied).
-pub(crate) fn one(c: &mut Conn, tx: &mut Tx, cmd: &Command, args: &[Vec<u8>]) -> Reply {
-    let mut cx = Ctx { budget: c.reply_budget, resp3: c.resp3, cursors: &mut c.cursors };
+pub(crate) fn one(sh: &Shared, c: &mut Conn, tx: &mut Tx, cmd: &Command, args: &[Vec<u8>]) -> Reply {
+    let mut cx =
+        Ctx { budget: c.reply_budget, resp3: c.resp3, cursors: &mut c.cursors, encodings: Some(&sh.encodings) };
     let r = if matches!(cmd.name, "DUMP" | "RESTORE") {
         crate::dump::run(tx, cmd.name, &args[1..])
     } else {
@@ -490,7 +505,7 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
             let tx = &mut txs[i].1;
             // A command that fails leaves nothing of itself in the transaction.
             let mark = tx.savepoint();
-            let r = one(c, tx, cmd, args);
+            let r = one(sh, c, tx, cmd, args);
             if matches!(r, Reply::Error(_)) {
                 tx.rollback(mark);
             }
@@ -499,6 +514,9 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
             other(sh, c, cmd, &args[1..], slot).0
         };
         sh.stats.ran(cmd, Some(t.elapsed()), matches!(r, Reply::Error(_)));
+        if let Reply::Error(e) = &r {
+            sh.stats.error_reply(e);
+        }
         if matches!(&r, Reply::Error(e) if e == OVER_LIMIT) {
             return over_output_limit(sh);
         }
@@ -735,7 +753,15 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             Reply::Map(out)
         }
         "CONFIG" if upper(&a[0]) == "SET" && a.len() >= 3 && a.len() % 2 == 1 => config_set(sh, &a[1..]),
-        "CONFIG" => Reply::err("ERR pmkv supports CONFIG GET, and CONFIG SET of the parameters it can change"),
+        "CONFIG" if upper(&a[0]) == "RESETSTAT" && a.len() == 1 => {
+            // As Redis: the command and error counters and the server's totals restart.
+            sh.stats.reset();
+            for n in [&sh.connections, &sh.commands, &sh.rejected, &sh.query_limit_closes, &sh.output_limit_closes] {
+                n.store(0, Ordering::Relaxed);
+            }
+            Reply::ok()
+        }
+        "CONFIG" => config_refused(a),
         // Every acknowledged write is already durable in the pool: nothing to save.
         "SAVE" => Reply::ok(),
         "TIME" => {
@@ -978,6 +1004,24 @@ pub const ENCODING_PARAMS: &[(&str, &str)] = &[
     ("stream-node-max-entries", "100"),
 ];
 
+/// The reply to a CONFIG that is not a GET or SET pmkv runs, in Redis's words where
+/// Redis refuses it too (a wrong argument count, an unknown subcommand).
+fn config_refused(a: &[Vec<u8>]) -> Reply {
+    let sub = upper(&a[0]);
+    match sub.as_str() {
+        "GET" => Reply::err(crate::command::wrong_args("config|get")),
+        "SET" if a.len() < 3 => Reply::err(crate::command::wrong_args("config|set")),
+        "SET" => Reply::err("ERR syntax error"),
+        "RESETSTAT" | "REWRITE" | "HELP" if a.len() > 1 => {
+            Reply::err(crate::command::wrong_args(&format!("config|{}", sub.to_ascii_lowercase())))
+        }
+        "REWRITE" | "HELP" => {
+            Reply::err("ERR pmkv supports CONFIG GET, and CONFIG SET of the parameters it can change")
+        }
+        _ => Reply::err(format!("ERR unknown subcommand '{}'. Try CONFIG HELP.", String::from_utf8_lossy(&a[0]))),
+    }
+}
+
 /// A Redis memory value: bytes, or a number with `k`/`m`/`g` (10^3…) or `kb`/`mb`/`gb`
 /// (2^10…), any case.
 fn memory_value(b: &[u8]) -> Option<i64> {
@@ -1080,7 +1124,7 @@ fn config_set(sh: &Shared, pairs: &[Vec<u8>]) -> Reply {
 
 /// INFO [section ...]: Redis's sections, each only when asked for (`default`, `all` and
 /// `everything` name sets of them, as in Redis; names in any case; none: `default`).
-/// `errorstats`, `latencystats` and `modules` are not kept; `replication` describes a
+/// `latencystats` and `modules` are not kept; `replication` describes a
 /// primary without replicas (replication is not built).
 fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     use std::sync::atomic::Ordering::Relaxed;
@@ -1092,7 +1136,7 @@ fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
             "default" => want.extend(DEFAULT.iter().map(|s| s.to_string())),
             "all" | "everything" => {
                 want.extend(DEFAULT.iter().map(|s| s.to_string()));
-                want.push("commandstats".into());
+                want.extend(["commandstats".into(), "errorstats".into()]);
             }
             _ => want.push(w),
         }
@@ -1143,10 +1187,12 @@ fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
             section(
                 "Memory",
                 format!(
-                    "used_memory:{}\r\npmkv_dram_bytes:{}\r\npmkv_pm_bytes:{}\r\nmem_allocator:libc\r\n",
+                    "used_memory:{}\r\npmkv_dram_bytes:{}\r\npmkv_pm_bytes:{}\r\nmem_allocator:libc\r\n\
+                     number_of_cached_scripts:{}\r\n",
                     m.dram_total(),
                     m.dram_total(),
-                    m.pm_total()
+                    m.pm_total(),
+                    sh.scripts.lock().unwrap_or_else(|e| e.into_inner()).len()
                 ),
             );
         }
@@ -1171,12 +1217,14 @@ fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
             "Stats",
             format!(
                 "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\n\
-                 client_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
+                 client_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n\
+                 total_error_replies:{}\r\n",
                 sh.connections.load(Relaxed),
                 sh.commands.load(Relaxed),
                 sh.rejected.load(Relaxed),
                 sh.query_limit_closes.load(Relaxed),
-                sh.output_limit_closes.load(Relaxed)
+                sh.output_limit_closes.load(Relaxed),
+                sh.stats.total_errors()
             ),
         );
     }
@@ -1212,6 +1260,9 @@ fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     }
     if wants("commandstats") {
         section("Commandstats", sh.stats.lines());
+    }
+    if wants("errorstats") {
+        section("Errorstats", sh.stats.error_lines());
     }
     if wants("cluster") {
         section("Cluster", format!("cluster_enabled:{}\r\n", sh.cluster.is_some() as u8));

@@ -15,9 +15,11 @@
 //! 4. [`command`] — what a command is: arity, key positions, group, handler.
 //! 5. `data` — strings, hashes, expiry and key walks, each over a [`keyspace::Tx`], and
 //!    the helpers the other types' commands share; [`rdb`] — Redis's RDB serialization
-//!    (version 10) and `dump` — DUMP/RESTORE with it.
+//!    (version 10) and `dump` — DUMP/RESTORE with it; `object` — OBJECT (a value's
+//!    encoding as Redis 7.0 names it, its refcount).
 //! 6. `types` — the commands of lists, sets and sorted sets, each type's list next to its
 //!    handlers.
+//!    `sort` — SORT/SORT_RO, over the types' own commands.
 //! 7. [`table`] — every command, found by name: unknown commands and wrong argument
 //!    counts are refused before anything runs.
 //! 8. Connection-level modules: `conn` (a client's state), `blocking` (BLPOP and the
@@ -73,6 +75,7 @@ mod dump;
 pub mod glob;
 pub mod keyspace;
 mod log_sync;
+mod object;
 mod pubsub;
 mod range;
 pub mod rdb;
@@ -83,6 +86,7 @@ pub mod resp;
 mod routing;
 pub mod script;
 mod select;
+mod sort;
 mod stats;
 pub mod table;
 pub mod types;
@@ -303,7 +307,7 @@ impl Shared {
                 return Ok(g);
             }
             if self.script.busy() {
-                return Err(script::busy_reply());
+                return Err(self.script.busy_reply());
             }
         }
     }
@@ -318,14 +322,27 @@ impl Shared {
         &self.dbs[self.phys_db(db)]
     }
 
-    /// The physical database (an index of [`all_dbs`](Self::all_dbs)) of logical `db`.
+    /// The physical database (an index of [`all_dbs`](Self::all_dbs)) of logical `db`,
+    /// which the caller has checked against [`databases`](Self::databases) (SELECT,
+    /// MOVE, COPY … DB and a replica's RDB refuse a database this server lacks).
+    ///
+    /// The map is checked to be a permutation when it is loaded and SWAPDB only swaps
+    /// two of its entries, so an index outside the databases is a bug: it stops here
+    /// (a panic, which ends the one connection that hit it) instead of quietly reading
+    /// or writing another database.
     pub fn phys_db(&self, db: usize) -> usize {
-        let phys = self.db_map.get(db).map_or(0, |p| p.load(Ordering::Acquire) as usize);
-        if phys < self.dbs.len() {
-            phys
-        } else {
-            0
-        }
+        assert!(
+            db < self.dbs.len(),
+            "logical database {db} of a server with {} (unchecked by the caller)",
+            self.dbs.len()
+        );
+        let phys = self.db_map[db].load(Ordering::Acquire) as usize;
+        assert!(
+            phys < self.dbs.len(),
+            "logical database {db} maps to {phys}, outside the {} databases",
+            self.dbs.len()
+        );
+        phys
     }
 
     /// The physical database of each logical one now.

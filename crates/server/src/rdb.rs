@@ -26,7 +26,8 @@ pub const TYPE_HASH_ZIPLIST: u8 = 13;
 pub const TYPE_HASH_LISTPACK: u8 = 16;
 
 /// File opcodes (`RDB_OPCODE_*`).
-const OP_FUNCTION2: u8 = 245;
+/// A function library (its code) in an RDB file or a FUNCTION DUMP payload.
+pub const OP_FUNCTION2: u8 = 245;
 const OP_MODULE_AUX: u8 = 247;
 const OP_IDLE: u8 = 248;
 const OP_FREQ: u8 = 249;
@@ -149,10 +150,54 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
 pub fn dump(v: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     write_value(&mut out, v);
-    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
-    let crc = crc64(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
+    with_footer(out)
+}
+
+/// A payload (DUMP's, FUNCTION DUMP's): `body`, the RDB version (2 bytes LE) and the
+/// CRC-64 of all before it (8 bytes LE).
+pub fn with_footer(mut body: Vec<u8>) -> Vec<u8> {
+    body.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64(&body);
+    body.extend_from_slice(&crc.to_le_bytes());
+    body
+}
+
+/// A payload's body, once its footer (RDB version at most [`RDB_VERSION`], CRC-64)
+/// was checked.
+pub fn checked_body(p: &[u8]) -> Result<&[u8]> {
+    if p.len() < 10 {
+        return Err(Error::Checksum);
+    }
+    let (body, footer) = p.split_at(p.len() - 10);
+    let version = u16::from_le_bytes([footer[0], footer[1]]);
+    let crc = u64::from_le_bytes(footer[2..].try_into().expect("8 bytes"));
+    if version > RDB_VERSION || crc != crc64(&p[..p.len() - 8]) {
+        return Err(Error::Checksum);
+    }
+    Ok(body)
+}
+
+/// FUNCTION DUMP's body: each library's code after [`OP_FUNCTION2`].
+pub fn write_functions<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for c in codes {
+        out.push(OP_FUNCTION2);
+        write_string(&mut out, c);
+    }
     out
+}
+
+/// The libraries' code in a FUNCTION DUMP body (`Unsupported`: something else in it).
+pub fn read_functions(body: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let mut r = Reader::new(body);
+    let mut codes = Vec::new();
+    while r.left() > 0 {
+        match r.u8()? {
+            OP_FUNCTION2 => codes.push(r.string()?),
+            op => return Err(Error::Unsupported(op)),
+        }
+    }
+    Ok(codes)
 }
 
 /// An RDB file's aux fields (name, value), in file order.
@@ -522,16 +567,7 @@ fn ziplist(b: &[u8]) -> Result<Vec<Vec<u8>>> {
 /// A DUMP payload's value, after its footer (RDB version at most [`RDB_VERSION`],
 /// CRC-64) was checked.
 pub fn undump(p: &[u8]) -> Result<Value> {
-    if p.len() < 10 {
-        return Err(Error::Checksum);
-    }
-    let (body, footer) = p.split_at(p.len() - 10);
-    let version = u16::from_le_bytes([footer[0], footer[1]]);
-    let crc = u64::from_le_bytes(footer[2..].try_into().expect("8 bytes"));
-    if version > RDB_VERSION || crc != crc64(&p[..p.len() - 8]) {
-        return Err(Error::Checksum);
-    }
-    let mut r = Reader::new(body);
+    let mut r = Reader::new(checked_body(p)?);
     let ty = r.u8()?;
     read_value(&mut r, ty)
 }

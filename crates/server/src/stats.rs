@@ -6,11 +6,21 @@
 //! uncontended add and no lock. Pipelined plain GETs and SETs take the connection's fast
 //! path, which counts their calls but does not time them (two clock reads would cost
 //! more than the GET); `usec_per_call` divides by the calls that were timed.
+//!
+//! Error replies are counted per error code (the reply's first word: `ERR`,
+//! `WRONGTYPE`, a script's own code), for `INFO errorstats`, as Redis counts them; at
+//! most [`ERROR_CODES`] codes are kept (a script can make up any number of codes), the
+//! others count in the total only.
 
 use crate::command::Command;
 use crate::table;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
 use std::time::Duration;
+
+/// Most error codes `INFO errorstats` lists (Redis's `ERROR_STATS_NUMBER`).
+pub const ERROR_CODES: usize = 128;
 
 #[derive(Default)]
 struct One {
@@ -24,11 +34,19 @@ struct One {
 /// The counters of every command.
 pub struct CommandStats {
     per: Vec<One>,
+    /// Error replies by code.
+    errors: Mutex<BTreeMap<String, u64>>,
+    /// Every error reply (`total_error_replies`).
+    total_errors: AtomicU64,
 }
 
 impl Default for CommandStats {
     fn default() -> Self {
-        CommandStats { per: table::commands().iter().map(|_| One::default()).collect() }
+        CommandStats {
+            per: table::commands().iter().map(|_| One::default()).collect(),
+            errors: Mutex::default(),
+            total_errors: AtomicU64::new(0),
+        }
     }
 }
 
@@ -56,6 +74,40 @@ impl CommandStats {
         self.per[table::index(cmd)].rejected.fetch_add(1, Relaxed);
     }
 
+    /// An error reply `msg` sent to a client: counted under its code (its first word).
+    pub fn error_reply(&self, msg: &str) {
+        self.total_errors.fetch_add(1, Relaxed);
+        let code = msg.split(' ').next().unwrap_or_default();
+        let mut e = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = e.get_mut(code) {
+            *n += 1;
+        } else if e.len() < ERROR_CODES {
+            e.insert(code.to_string(), 1);
+        }
+    }
+
+    /// `total_error_replies`.
+    pub fn total_errors(&self) -> u64 {
+        self.total_errors.load(Relaxed)
+    }
+
+    /// The `# Errorstats` section's lines (`errorstat_CODE:count=n`).
+    pub fn error_lines(&self) -> String {
+        let e = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        e.iter().map(|(code, n)| format!("errorstat_{code}:count={n}\r\n")).collect()
+    }
+
+    /// Forget every count (CONFIG RESETSTAT).
+    pub fn reset(&self) {
+        for o in &self.per {
+            for c in [&o.calls, &o.timed, &o.usec, &o.rejected, &o.failed] {
+                c.store(0, Relaxed);
+            }
+        }
+        self.errors.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.total_errors.store(0, Relaxed);
+    }
+
     /// The `# Commandstats` section's lines, Redis's format, commands seen only.
     pub fn lines(&self) -> String {
         let mut t = String::new();
@@ -73,5 +125,29 @@ impl CommandStats {
             ));
         }
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_count_by_code_up_to_the_limit_and_reset_clears_all() {
+        let s = CommandStats::default();
+        s.error_reply("ERR syntax error");
+        s.error_reply("ERR other");
+        s.error_reply("MY_CODE custom");
+        assert_eq!(s.error_lines(), "errorstat_ERR:count=2\r\nerrorstat_MY_CODE:count=1\r\n");
+        for i in 0..2 * ERROR_CODES {
+            s.error_reply(&format!("C{i} x"));
+        }
+        assert_eq!(s.error_lines().lines().count(), ERROR_CODES, "bounded");
+        assert_eq!(s.total_errors(), 3 + 2 * ERROR_CODES as u64);
+        let get = table::lookup(b"GET").unwrap();
+        s.ran(get, None, true);
+        assert!(s.lines().contains("cmdstat_get:calls=1"));
+        s.reset();
+        assert_eq!((s.error_lines(), s.lines(), s.total_errors()), (String::new(), String::new(), 0));
     }
 }

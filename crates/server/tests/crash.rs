@@ -523,3 +523,24 @@ fn swapdbs_map_is_old_or_new_at_every_crash_point() {
     }
     crash_each("hart", 0, setup, op, map);
 }
+
+/// SORT … STORE, the one SORT form that writes: a list stored over a list, over a hash
+/// (another type) and over a set, and an empty result deleting its destination, all in
+/// one script: they land together or not at all.
+const SORTS: &str = r#"
+assert(redis.call('SORT', 'q', 'ALPHA', 'DESC', 'STORE', 'stack') == 12)
+assert(redis.call('SORT', 'z1', 'BY', 'nosort', 'LIMIT', 2, 5, 'STORE', 'h') == 5)
+assert(redis.call('SORT', 'set1', 'ALPHA', 'GET', '#', 'GET', 's*', 'STORE', 'set2') == 8)
+assert(redis.call('SORT', 'absent', 'STORE', 'short') == 0)
+return 'done'
+"#;
+
+fn sorts(tx: &mut Tx) {
+    script_done(tx, SORTS);
+}
+
+#[test]
+fn sort_stores_are_all_or_nothing_at_every_crash_point() {
+    all_or_nothing("hart", false, sorts);
+    all_or_nothing("nbtree", false, sorts);
+}

@@ -190,3 +190,59 @@ fn restore_options_ttls_and_errors_answer_as_redis() {
         Raw::Line("-ERR DUMP payload version or checksum are wrong".into())
     );
 }
+
+/// FUNCTION DUMP's payload is Redis's: a dump of either restores in the other (all its
+/// libraries), and FUNCTION RESTORE's policies and errors answer as Redis's.
+#[test]
+fn function_dumps_restore_in_either_server_with_redis_policies() {
+    let s = start("hart", 64, Config { threads: 2, ..Config::default() });
+    let redis = RealRedis::start();
+    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    let lib = |name: &str, f: &str, v: &str| {
+        format!("#!lua name={name}\nredis.register_function('{f}', function() return '{v}' end)").into_bytes()
+    };
+    let ok = || Raw::Line("+OK".into());
+    for pmkv_first in [false, true] {
+        let (from, to) = if pmkv_first { (&mut p, &mut r) } else { (&mut r, &mut p) };
+        for c in [&mut *from, &mut *to] {
+            assert_eq!(raw(c, &[b"FUNCTION", b"FLUSH"]), ok());
+        }
+        assert_eq!(raw(from, &[b"FUNCTION", b"LOAD", &lib("l1", "f1", "one")]), Raw::Bulk(b"l1".to_vec()));
+        assert_eq!(raw(from, &[b"FUNCTION", b"LOAD", &lib("l2", "f2", "two")]), Raw::Bulk(b"l2".to_vec()));
+        let Raw::Bulk(payload) = raw(from, &[b"FUNCTION", b"DUMP"]) else { panic!("FUNCTION DUMP gave no payload") };
+        // APPEND (the default) refuses a library that exists, and loads nothing then.
+        assert_eq!(raw(to, &[b"FUNCTION", b"LOAD", &lib("l1", "g", "old")]), Raw::Bulk(b"l1".to_vec()));
+        assert_eq!(raw(to, &[b"FUNCTION", b"RESTORE", &payload]), Raw::Line("-ERR Library l1 already exists".into()));
+        assert_eq!(raw(to, &[b"FCALL", b"f2", b"0"]), Raw::Line("-ERR Function not found".into()));
+        // REPLACE replaces it; FLUSH starts from nothing.
+        assert_eq!(raw(to, &[b"FUNCTION", b"RESTORE", &payload, b"REPLACE"]), ok());
+        assert_eq!(raw(to, &[b"FCALL", b"f1", b"0"]), Raw::Bulk(b"one".to_vec()));
+        assert_eq!(raw(to, &[b"FCALL", b"f2", b"0"]), Raw::Bulk(b"two".to_vec()));
+        assert_eq!(raw(to, &[b"FUNCTION", b"RESTORE", &payload, b"FLUSH"]), ok());
+        assert_eq!(raw(to, &[b"FCALL", b"g", b"0"]), Raw::Line("-ERR Function not found".into()));
+        // And back: the receiver's dump restores in the sender (each server dumps the
+        // libraries in its own order: Redis's hash order, pmkv's name order).
+        let Raw::Bulk(again) = raw(to, &[b"FUNCTION", b"DUMP"]) else { panic!("FUNCTION DUMP gave no payload") };
+        assert_eq!(again.len(), payload.len());
+        assert_eq!(raw(from, &[b"FUNCTION", b"RESTORE", &again, b"FLUSH"]), ok());
+        assert_eq!(raw(from, &[b"FCALL", b"f2", b"0"]), Raw::Bulk(b"two".to_vec()));
+        let mut bad = payload.clone();
+        bad[2] ^= 1;
+        for c in [&mut *from, &mut *to] {
+            assert_eq!(
+                raw(c, &[b"FUNCTION", b"RESTORE", &bad]),
+                Raw::Line("-ERR DUMP payload version or checksum are wrong".into())
+            );
+            assert_eq!(
+                raw(c, &[b"FUNCTION", b"RESTORE", &payload, b"BOGUS"]),
+                Raw::Line("-ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.".into())
+            );
+            assert_eq!(
+                raw(c, &[b"FUNCTION", b"RESTORE", b"a", b"b", b"c"]),
+                Raw::Line(
+                    "-ERR unknown subcommand or wrong number of arguments for 'RESTORE'. Try FUNCTION HELP.".into()
+                )
+            );
+        }
+    }
+}

@@ -1439,3 +1439,170 @@ fn ranks_after_every_kind_of_write_answer_as_redis() {
     }
     assert_eq!(kinds.len(), 24, "every kind of write ran");
 }
+
+#[test]
+fn object_sort_and_config_answer_as_redis() {
+    let Pair { s: _s, _redis, mut p, mut r } = pair("hart");
+    let long = "x".repeat(65);
+    run(
+        &mut p,
+        &mut r,
+        &[
+            // OBJECT: Redis 7.0's encoding names, shared integers, its errors.
+            &["SET", "a", "123"],
+            &["SET", "n", "-5"],
+            &["SET", "b", "hello"],
+            &["SET", "big", &long],
+            &["SET", "z0", "007"],
+            &["SET", "huge", "12345678901234567890"],
+            &["OBJECT", "ENCODING", "a"],
+            &["OBJECT", "ENCODING", "n"],
+            &["OBJECT", "ENCODING", "b"],
+            &["OBJECT", "ENCODING", "big"],
+            &["OBJECT", "ENCODING", "z0"],
+            &["OBJECT", "ENCODING", "huge"],
+            &["OBJECT", "REFCOUNT", "a"],
+            &["OBJECT", "REFCOUNT", "n"],
+            &["OBJECT", "REFCOUNT", "b"],
+            &["OBJECT", "ENCODING", "nokey"],
+            &["OBJECT", "REFCOUNT", "nokey"],
+            &["OBJECT", "FREQ", "nokey"],
+            &["OBJECT", "FREQ", "a"],
+            &["OBJECT", "FOO", "a"],
+            &["OBJECT"],
+            &["OBJECT", "ENCODING"],
+            &["OBJECT", "ENCODING", "a", "b"],
+            &["OBJECT", "HELP"],
+            &["OBJECT", "HELP", "x"],
+            &["RPUSH", "l", "3", "1", "2", "10"],
+            &["SADD", "si", "1", "2"],
+            &["SADD", "st", "b", "a", "c"],
+            &["ZADD", "z", "3", "a", "1", "b", "2", "c"],
+            &["HSET", "h", "f", "v"],
+            &["HSET", "hbig", "f", &long],
+            &["OBJECT", "ENCODING", "l"],
+            &["OBJECT", "ENCODING", "si"],
+            &["OBJECT", "ENCODING", "st"],
+            &["OBJECT", "ENCODING", "z"],
+            &["OBJECT", "ENCODING", "h"],
+            &["OBJECT", "ENCODING", "hbig"],
+            &["OBJECT", "REFCOUNT", "l"],
+            // SORT and SORT_RO: numeric, ALPHA, DESC, LIMIT, BY/GET patterns, nosort.
+            &["SORT", "l"],
+            &["SORT", "l", "DESC", "LIMIT", "1", "2"],
+            &["SORT", "l", "ALPHA"],
+            &["SORT", "l", "LIMIT", "-5", "-1"],
+            &["SET", "w_1", "30"],
+            &["SET", "w_2", "20"],
+            &["HSET", "h_3", "f", "x"],
+            &["SORT", "l", "BY", "w_*", "GET", "#", "GET", "h_*->f", "GET", "w_*"],
+            &["SORT", "l", "BY", "h_*->f", "ALPHA"],
+            &["SORT", "l", "BY", "nosort"],
+            &["SORT", "st", "ALPHA"],
+            &["SORT", "st"],
+            &["SORT", "z", "BY", "nosort", "DESC"],
+            &["SORT", "z", "BY", "nosort", "LIMIT", "0", "2"],
+            &["SORT_RO", "l", "DESC"],
+            &["SORT", "b"],
+            &["SORT", "nokey"],
+            &["SORT", "l", "BOGUS"],
+            &["SORT", "l", "LIMIT", "x", "1"],
+            &["SORT_RO", "l", "STORE", "x"],
+            &["SORT"],
+            // STORE: a list (over another type), or the destination deleted.
+            &["SORT", "l", "STORE", "h"],
+            &["TYPE", "h"],
+            &["LRANGE", "h", "0", "-1"],
+            &["SORT", "st", "ALPHA", "GET", "#", "GET", "nope_*", "STORE", "d"],
+            &["LRANGE", "d", "0", "-1"],
+            &["SORT", "nokey", "STORE", "d"],
+            &["EXISTS", "d"],
+            &["EVAL", "return redis.call('SORT', KEYS[1], 'DESC')", "1", "si"],
+            // CONFIG's refusals.
+            &["CONFIG", "GET_XX"],
+            &["CONFIG", "GET"],
+            &["CONFIG", "SET", "a"],
+            &["CONFIG", "RESETSTAT", "x"],
+            &["CONFIG", "RESETSTAT"],
+        ],
+    );
+    // A SORT … STORE that empties an existing key fails the WATCH on it.
+    run(
+        &mut p,
+        &mut r,
+        &[&["LPUSH", "foo", "bar"], &["WATCH", "foo"], &["SORT", "emptylist", "STORE", "foo"], &["MULTI"], &["PING"]],
+    );
+    assert_eq!(both(&mut p, &mut r, &[b"EXEC"]), "(nil)");
+}
+
+#[test]
+fn function_and_script_error_texts_answer_as_redis() {
+    let Pair { s: _s, _redis, mut p, mut r } = pair("hart");
+    let reg = "#!lua name=test\nredis.register_function('test', function() return 'hello' end)";
+    run(
+        &mut p,
+        &mut r,
+        &[
+            &["FUNCTION", "LOAD", "x", "y", "z"],
+            &["FUNCTION", "LOAD", "REPLACE", "x", "#!lua name=a"],
+            &["FUNCTION", "FLUSH", "x", "y"],
+            &["FUNCTION", "LOAD", "#! name=test\nredis.register_function('f', function() end)"],
+            &["FUNCTION", "LOAD", "#!lua name=foo name=bar\nredis.register_function('f', function() end)"],
+            &["FUNCTION", "LOAD", "redis.register_function('f', function() end)"],
+            &["FUNCTION", "LOAD", "#!lua x=1\nredis.register_function('f', function() end)"],
+            &["FUNCTION", "LOAD", "#!lua name=\"foo\"\nredis.register_function('f', function() end)"],
+            &["FUNCTION", "LOAD", "#!lua name=t1\nlocal a = 1 script"],
+            &["FUNCTION", "LOAD", reg],
+            &["FCALL", "TEST", "0"],
+            &["FCALL", "test", "bad_arg"],
+            &["FCALL", "test", "-1"],
+            &["FCALL", "test", "5", "a"],
+            &["FUNCTION", "KILL"],
+            &["SCRIPT", "KILL"],
+            &["EVAL", "return 1", "bad_arg"],
+            &["EVAL", "return redis.error_reply('')", "0"],
+            &["EVAL", "return redis.error_reply('x')", "0"],
+            &["EVAL", "return redis.error_reply('MY_CODE custom msg')", "0"],
+            &["EVAL", "return redis.call('ping', 'asdf')", "0"],
+            &[
+                "FUNCTION",
+                "LOAD",
+                "REPLACE",
+                "#!lua name=v\nredis.log(redis.LOG_WARNING, 'x')\nlocal v = redis.REDIS_VERSION_NUM\n\
+                 redis.register_function('v', function() return 1 end)",
+            ],
+        ],
+    );
+    // redis.register_function's argument errors: pmkv words the wrapper around them
+    // its own way ("Error registering functions: ..."); the reason is Redis's.
+    for (body, why) in [
+        ("redis.register_function('f', 1)", "second argument to redis.register_function must be a function"),
+        ("redis.register_function('f')", "calling redis.register_function with a single argument is only applicable"),
+        ("redis.register_function(nil, function() end)", "first argument to redis.register_function must be a string"),
+        ("redis.register_function('a-b', function() end)", "Library names can only contain letters"),
+        (
+            "redis.register_function{function_name={}, callback=function() end}",
+            "function_name argument given to redis.register_function must be a string",
+        ),
+        (
+            "redis.register_function{function_name='f', callback=1}",
+            "callback argument given to redis.register_function",
+        ),
+        (
+            "redis.register_function{function_name='f', callback=function() end, description={}}",
+            "description argument given to redis.register_function must be a string",
+        ),
+        ("redis.register_function{function_name='f', callback=function() end, flags='x'}", "flags argument to"),
+        ("redis.register_function{function_name='f', callback=function() end, flags={1}}", "unknown flag given"),
+        // What a loading library sees: `redis` with register_function and logging only.
+        ("local x = math.pi", "Script attempted to access nonexistent global variable 'math'"),
+        ("local x = redis.sha1hex", "Script attempted to access nonexistent global variable 'sha1hex'"),
+        ("redis.set_repl(redis.REPL_ALL)", "Script attempted to access nonexistent global variable 'set_repl'"),
+        ("redis.call('ping')", "Script attempted to access nonexistent global variable 'call'"),
+        ("getmetatable('')", "Script attempted to access nonexistent global variable 'getmetatable'"),
+    ] {
+        let code = format!("#!lua name=t3\n{body}");
+        let (a, b) = (p.cmd(&["FUNCTION", "LOAD", &code]), r.cmd(&["FUNCTION", "LOAD", &code]));
+        assert!(a.contains(why) && b.contains(why), "{body}: pmkv {a:?}, redis-server {b:?}");
+    }
+}

@@ -36,7 +36,7 @@ pub struct Library {
 }
 
 /// Every library loaded, by name.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Libraries {
     libs: BTreeMap<String, Library>,
 }
@@ -54,7 +54,8 @@ fn valid_name(n: &str) -> bool {
 impl Libraries {
     /// The library holding function `name`, and the function.
     pub fn find(&self, name: &str) -> Option<(&Library, &Function)> {
-        self.libs.values().find_map(|l| l.functions.iter().find(|f| f.name == name).map(|f| (l, f)))
+        // Any case, as Redis's function names are matched.
+        self.libs.values().find_map(|l| l.functions.iter().find(|f| f.name.eq_ignore_ascii_case(name)).map(|f| (l, f)))
     }
 
     /// FUNCTION LOAD [REPLACE] code: the library's name, or Redis's error.
@@ -73,6 +74,45 @@ impl Libraries {
         }
         self.libs.insert(name.clone(), Library { name: name.clone(), code: code.to_string(), functions });
         Ok(name)
+    }
+
+    /// FUNCTION DUMP: Redis's payload (each library's code, the RDB version, a CRC-64),
+    /// which a real Redis's FUNCTION RESTORE reads, and the other way round.
+    fn dump(&self) -> Vec<u8> {
+        crate::rdb::with_footer(crate::rdb::write_functions(self.libs.values().map(|l| l.code.as_bytes())))
+    }
+
+    /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE]: all of the payload's libraries
+    /// loaded, or none (the libraries are left as they were on any error).
+    fn restore(&mut self, payload: &[u8], policy: Option<&[u8]>) -> Reply {
+        let policy = policy.map_or_else(|| "APPEND".to_string(), upper);
+        if !matches!(policy.as_str(), "FLUSH" | "APPEND" | "REPLACE") {
+            return Reply::err("ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.");
+        }
+        let Ok(body) = crate::rdb::checked_body(payload) else {
+            return Reply::err("ERR DUMP payload version or checksum are wrong");
+        };
+        let Ok(codes) = crate::rdb::read_functions(body) else {
+            return Reply::err("ERR given type is not a function");
+        };
+        let mut next = if policy == "FLUSH" { Libraries::default() } else { self.clone() };
+        for code in codes {
+            let Ok(code) = std::str::from_utf8(&code) else {
+                return Reply::err("ERR pmkv runs libraries that are UTF-8 text");
+            };
+            let name = match library_name(code) {
+                Ok(n) => n,
+                Err(r) => return r,
+            };
+            if policy == "APPEND" && next.libs.contains_key(&name) {
+                return Reply::err(format!("ERR Library {name} already exists"));
+            }
+            if let Err(r) = next.load(code, policy == "REPLACE") {
+                return r;
+            }
+        }
+        *self = next;
+        Reply::ok()
     }
 
     /// FUNCTION and its subcommands but LOAD's running (see [`command`]).
@@ -128,12 +168,20 @@ impl Libraries {
         Reply::Array(out)
     }
 
-    fn stats(&self, running: Option<String>) -> Reply {
+    /// FUNCTION STATS: the running function (its name, command and how long it has
+    /// run, ms), and the counts.
+    fn stats(&self, running: Option<(super::RunningFunction, u64)>) -> Reply {
         let n: usize = self.libs.values().map(|l| l.functions.len()).sum();
         Reply::Map(vec![
             (
                 Reply::bulk("running_script"),
-                running.map_or(Reply::Nil, |r| Reply::Map(vec![(Reply::bulk("name"), Reply::bulk(r))])),
+                running.map_or(Reply::Nil, |((name, command), ms)| {
+                    Reply::Map(vec![
+                        (Reply::bulk("name"), Reply::bulk(name)),
+                        (Reply::bulk("command"), Reply::Array(command.into_iter().map(Reply::Bulk).collect())),
+                        (Reply::bulk("duration_ms"), Reply::Int(ms as i64)),
+                    ])
+                }),
             ),
             (
                 Reply::bulk("engines"),
@@ -149,21 +197,24 @@ impl Libraries {
     }
 }
 
-/// FUNCTION LOAD | LIST | DELETE | FLUSH | STATS | KILL (DUMP and RESTORE are not
-/// served).
+/// FUNCTION LOAD | LIST | DELETE | FLUSH | STATS | KILL | DUMP | RESTORE.
 pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
     let sub = upper(&a[0]);
     let mut libs = sh.functions.lock().unwrap_or_else(|e| e.into_inner());
-    let wrong =
-        || Reply::err(format!("ERR unknown subcommand or wrong number of arguments for '{}'", sub.to_lowercase()));
+    let wrong = || {
+        Reply::err(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+            String::from_utf8_lossy(&a[0])
+        ))
+    };
     match sub.as_str() {
         "LOAD" => {
-            let (replace, code) = match a.len() {
-                2 => (false, &a[1]),
-                3 if upper(&a[1]) == "REPLACE" => (true, &a[2]),
-                3 => return Reply::err(format!("ERR Unknown option given: {}", String::from_utf8_lossy(&a[1]))),
-                _ => return wrong(),
-            };
+            // As Redis: every argument before the code is an option, REPLACE the only one.
+            let Some((code, opts)) = a[1..].split_last() else { return wrong() };
+            if let Some(o) = opts.iter().find(|o| upper(o) != "REPLACE") {
+                return Reply::err(format!("ERR Unknown option given: {}", String::from_utf8_lossy(o)));
+            }
+            let replace = !opts.is_empty();
             let Ok(code) = std::str::from_utf8(code) else {
                 return Reply::err("ERR pmkv runs libraries that are UTF-8 text");
             };
@@ -184,16 +235,13 @@ pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
             libs.libs.clear();
             Reply::ok()
         }
-        "STATS" if a.len() == 1 => libs.stats(None),
-        "KILL" if a.len() == 1 => match sh.script.kill() {
-            true => Reply::ok(),
-            false => Reply::err("NOTBUSY No scripts in execution right now."),
-        },
-        "DUMP" | "RESTORE" => Reply::err(
-            "ERR pmkv does not serve FUNCTION DUMP and RESTORE (Redis's RDB serialization is not built); \
-             keep the libraries' code and FUNCTION LOAD it",
-        ),
-        "DELETE" | "FLUSH" | "STATS" | "KILL" => wrong(),
+        // As Redis: while an EVAL script is busy, STATS answers BUSY.
+        "STATS" if a.len() == 1 && sh.script.busy() && sh.script.running_function().is_none() => sh.script.busy_reply(),
+        "STATS" if a.len() == 1 => libs.stats(sh.script.running_function().map(|f| (f, sh.script.running_ms()))),
+        "KILL" if a.len() == 1 => sh.script.kill_kind(true),
+        "DUMP" if a.len() == 1 => Reply::bulk(libs.dump()),
+        "RESTORE" if (2..=3).contains(&a.len()) => libs.restore(&a[1], a.get(2).map(Vec::as_slice)),
+        "DELETE" | "FLUSH" | "STATS" | "KILL" | "DUMP" | "RESTORE" => wrong(),
         _ => Reply::err(format!("ERR unknown subcommand '{}'. Try FUNCTION HELP.", String::from_utf8_lossy(&a[0]))),
     }
 }
@@ -201,15 +249,23 @@ pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
 /// The library name of a `#!lua name=<name>` first line.
 fn library_name(code: &str) -> Result<String, Reply> {
     let first = code.lines().next().unwrap_or_default();
-    let Some(rest) = first.strip_prefix("#!") else { return Err(Reply::err("ERR Missing library metadata")) };
-    let mut words = rest.split_ascii_whitespace();
-    let engine = words.next().unwrap_or_default();
+    if !first.starts_with("#!") {
+        return Err(Reply::err("ERR Missing library metadata"));
+    }
+    // As Redis: the line's words split with its quoting rules (`name="foo"` is foo),
+    // the engine the first of them without its `#!` (`#! name=x`: the engine '').
+    let words = crate::resp::split_inline(first.as_bytes()).map_err(|_| Reply::err("ERR Invalid library metadata"))?;
+    let engine =
+        words.first().and_then(|w| w.get(2..)).map_or("", |e| std::str::from_utf8(e).unwrap_or_default()).to_string();
     if !engine.eq_ignore_ascii_case("lua") {
         return Err(Reply::err(format!("ERR Engine '{engine}' not found")));
     }
     let mut name = None;
-    for w in words {
+    for w in words.iter().skip(1).map(|w| String::from_utf8_lossy(w)) {
         match w.split_once('=') {
+            Some(("name", _)) if name.is_some() => {
+                return Err(Reply::err("ERR Invalid metadata value, name argument was given multiple times"))
+            }
             Some(("name", n)) => name = Some(n.to_string()),
             _ => return Err(Reply::err(format!("ERR Invalid metadata value given: {w}"))),
         }
@@ -227,6 +283,15 @@ fn library_name(code: &str) -> Result<String, Reply> {
 /// callback.
 pub(super) fn registration(args: MultiValue) -> mlua::Result<(Function, mlua::Function)> {
     let bad = |m: &str| Err(lua_err(m.to_string()));
+    // A string, or a number Lua would read as one (as Redis's `lua_isstring`).
+    let text = |v: &Value| -> Option<String> {
+        match v {
+            Value::String(s) => s.to_str().ok().map(|s| s.to_string()),
+            Value::Integer(n) => Some(n.to_string()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    };
     let v: Vec<Value> = args.into_iter().collect();
     let (name, callback, flags, description) = match v.as_slice() {
         [Value::Table(t)] => {
@@ -234,16 +299,30 @@ pub(super) fn registration(args: MultiValue) -> mlua::Result<(Function, mlua::Fu
             for pair in t.clone().pairs::<String, Value>() {
                 let (k, val) = pair?;
                 match (k.as_str(), val) {
-                    ("function_name", Value::String(s)) => name = Some(s.to_str()?.to_string()),
+                    ("function_name", v) => match text(&v) {
+                        Some(n) => name = Some(n),
+                        None => return bad("function_name argument given to redis.register_function must be a string"),
+                    },
                     ("callback", Value::Function(f)) => cb = Some(f),
-                    ("description", Value::String(s)) => desc = Some(s.to_str()?.to_string()),
+                    ("callback", _) => {
+                        return bad("callback argument given to redis.register_function must be a function")
+                    }
+                    ("description", v) => match text(&v) {
+                        Some(d) => desc = Some(d),
+                        None => return bad("description argument given to redis.register_function must be a string"),
+                    },
                     ("flags", Value::Table(ft)) => {
-                        for f in ft.sequence_values::<String>() {
-                            flags.push(f?);
+                        for f in ft.sequence_values::<Value>() {
+                            match f? {
+                                Value::String(s) => flags.push(s.to_str()?.to_string()),
+                                _ => return bad("unknown flag given"),
+                            }
                         }
                     }
-                    ("function_name" | "callback" | "description" | "flags", _) => {
-                        return bad("wrong type of argument given to redis.register_function")
+                    ("flags", _) => {
+                        return bad(
+                            "flags argument to redis.register_function must be a table representing function flags",
+                        )
                     }
                     _ => return bad("unknown argument given to redis.register_function"),
                 }
@@ -252,12 +331,20 @@ pub(super) fn registration(args: MultiValue) -> mlua::Result<(Function, mlua::Fu
             let Some(cb) = cb else { return bad("redis.register_function must get a callback argument") };
             (name, cb, flags, desc)
         }
-        [Value::String(n), Value::Function(f)] => (n.to_str()?.to_string(), f.clone(), Vec::new(), None),
-        [_, _] => return bad("callback argument given to redis.register_function must be a function"),
+        [n, f] => match (text(n), f) {
+            (None, _) => return bad("first argument to redis.register_function must be a string"),
+            (Some(n), Value::Function(f)) => (n, f.clone(), Vec::new(), None),
+            _ => return bad("second argument to redis.register_function must be a function"),
+        },
+        [_] => {
+            return bad("calling redis.register_function with a single argument is only applicable to Lua table \
+                 (representing named arguments).")
+        }
         _ => return bad("wrong number of arguments to redis.register_function"),
     };
+    // Redis 7.0 says "Library" here too (its text for a bad function name).
     if !valid_name(&name) {
-        return bad("Function names can only contain letters, numbers, or underscores(_) and must be at least one character long");
+        return bad("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long");
     }
     if let Some(f) = flags.iter().find(|f| !FLAGS.contains(&f.as_str())) {
         return Err(lua_err(format!("unknown flag given: {f}")));
@@ -265,11 +352,43 @@ pub(super) fn registration(args: MultiValue) -> mlua::Result<(Function, mlua::Fu
     Ok((Function { name, flags, description }, callback))
 }
 
+/// What of the `redis` table a library's code sees as it loads, as in Redis 7.0.
+const LOAD_REDIS: &[&str] = &[
+    "register_function",
+    "log",
+    "LOG_DEBUG",
+    "LOG_VERBOSE",
+    "LOG_NOTICE",
+    "LOG_WARNING",
+    "REDIS_VERSION",
+    "REDIS_VERSION_NUM",
+];
+
+/// Lua that makes the strict, read-only view of a table the loading code sees: a name
+/// missing from it is Redis's "nonexistent global variable" error, a write Redis's
+/// read-only error.
+const LOAD_GLOBALS: &str = r#"
+local rawget, error, tostring, setmetatable = rawget, error, tostring, setmetatable
+return function(t)
+    return setmetatable({}, {
+        __index = function(_, k)
+            local v = rawget(t, k)
+            if v == nil then
+                error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+            end
+            return v
+        end,
+        __newindex = function() error("Attempt to modify a readonly table", 2) end,
+        __metatable = false,
+    })
+end
+"#;
+
 /// Run a library's code at LOAD, with only `register_function` and the logging helpers
 /// in `redis`: what it registered.
 fn registered(code: &str) -> Result<Vec<Function>, Reply> {
     let load_err = |e: String| Reply::err(format!("ERR Error registering functions: {e}"));
-    let (lua, env, ro) =
+    let (lua, _, _) =
         sandbox::interpreter(super::MEMORY, Rc::new(|| None::<String>)).map_err(|e| load_err(e.to_string()))?;
     super::libs::open(&lua).map_err(|e| load_err(e.to_string()))?;
     let found: Rc<RefCell<Vec<Function>>> = Rc::default();
@@ -281,6 +400,14 @@ fn registered(code: &str) -> Result<Vec<Function>, Reply> {
         Ok(mlua::VmState::Continue)
     })
     .map_err(|e| load_err(e.to_string()))?;
+    // As Redis: code that does not compile is told apart from code that fails running.
+    if let Err(e) = lua.load(strip_shebang(code)).set_name("@user_function").set_mode(ChunkMode::Text).into_function() {
+        let m = match &e {
+            mlua::Error::SyntaxError { message, .. } => message.clone(),
+            e => e.to_string(),
+        };
+        return Err(Reply::err(format!("ERR Error compiling function: {m}")));
+    }
     let run = || -> mlua::Result<()> {
         let redis = lua.create_table()?;
         let f = found.clone();
@@ -296,9 +423,25 @@ fn registered(code: &str) -> Result<Vec<Function>, Reply> {
             })?,
         )?;
         super::redis_helpers(&lua, &redis)?;
-        lua.globals().raw_set("redis", redis)?;
-        sandbox::seal(&lua, &ro, &["redis"])?;
-        lua.load(strip_shebang(code)).set_name("@user_function").set_mode(ChunkMode::Text).set_environment(env).exec()
+        // As Redis: the code loading sees `redis` (register_function and the helpers)
+        // and nothing else; any other name, global or field of `redis`, is an error,
+        // and both are read-only. The functions run later with the scripts' globals.
+        let strict: mlua::Function = lua.load(LOAD_GLOBALS).set_name("=load").set_mode(ChunkMode::Text).eval()?;
+        // Of `redis`, only what Redis 7.0.15 gives a loading library (checked against it:
+        // sha1hex, error_reply, set_repl … are "nonexistent" there).
+        let visible = lua.create_table()?;
+        for name in LOAD_REDIS {
+            visible.raw_set(*name, redis.raw_get::<Value>(*name)?)?;
+        }
+        let load_redis: mlua::Table = strict.call(visible)?;
+        let globals = lua.create_table()?;
+        globals.raw_set("redis", load_redis)?;
+        let load_env: mlua::Table = strict.call(globals)?;
+        lua.load(strip_shebang(code))
+            .set_name("@user_function")
+            .set_mode(ChunkMode::Text)
+            .set_environment(load_env)
+            .exec()
     };
     let out = run();
     lua.remove_global_hook();

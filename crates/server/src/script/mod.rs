@@ -85,6 +85,9 @@ pub struct State {
     pub busy_ms: AtomicU64,
     /// `pmkv-script-time-limit`, ms (0: never stopped by the server).
     pub stop_ms: AtomicU64,
+    /// The running function's name and command (FUNCTION STATS); `None` while none
+    /// runs or the running script is an EVAL. Written only as a script starts and ends.
+    function: std::sync::Mutex<Option<RunningFunction>>,
 }
 
 impl Default for State {
@@ -97,9 +100,13 @@ impl Default for State {
             next: AtomicU64::new(1),
             busy_ms: AtomicU64::new(5_000),
             stop_ms: AtomicU64::new(60_000),
+            function: std::sync::Mutex::new(None),
         }
     }
 }
+
+/// A running function's name and its FCALL command (FUNCTION STATS).
+pub(crate) type RunningFunction = (String, Vec<Vec<u8>>);
 
 /// Why a running script is stopped.
 #[derive(Clone, Copy)]
@@ -132,7 +139,7 @@ impl State {
                 >= self.busy_ms.load(Ordering::Relaxed)
     }
 
-    /// Ask the running script to stop; false when none runs.
+    /// Ask the running script to stop, whatever it is (SHUTDOWN); false when none runs.
     pub fn kill(&self) -> bool {
         let r = self.running.load(Ordering::Acquire);
         if r == 0 {
@@ -140,6 +147,46 @@ impl State {
         }
         self.kill.store(r, Ordering::Release);
         true
+    }
+
+    /// SCRIPT KILL (`function` false) or FUNCTION KILL (true), as Redis answers them:
+    /// each stops only its own kind (the other kind's kill answers BUSY), NOTBUSY when
+    /// nothing runs.
+    pub(crate) fn kill_kind(&self, function: bool) -> Reply {
+        if self.running.load(Ordering::Acquire) == 0 {
+            return Reply::err("NOTBUSY No scripts in execution right now.");
+        }
+        if self.running_function().is_some() != function {
+            return self.busy_reply();
+        }
+        self.kill();
+        Reply::ok()
+    }
+
+    /// The function running now and its command (`None`: none, or an EVAL).
+    pub(crate) fn running_function(&self) -> Option<RunningFunction> {
+        if self.running.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.function.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// How long the running script has run, ms.
+    pub(crate) fn running_ms(&self) -> u64 {
+        self.now_ms().saturating_sub(self.started_ms.load(Ordering::Acquire))
+    }
+
+    /// The reply to a command refused while a script is busy, as Redis words it (a
+    /// function is stopped with FUNCTION KILL, a script with SCRIPT KILL).
+    pub fn busy_reply(&self) -> Reply {
+        let kill = if self.running_function().is_some() { "FUNCTION" } else { "SCRIPT" };
+        Reply::err(format!("BUSY Redis is busy running a script. You can only call {kill} KILL or SHUTDOWN NOSAVE."))
+    }
+
+    /// Start a script (`function`: a function's name and its FCALL command).
+    fn begin_as(&self, function: Option<RunningFunction>) -> u64 {
+        *self.function.lock().unwrap_or_else(|e| e.into_inner()) = function;
+        self.begin()
     }
 
     fn begin(&self) -> u64 {
@@ -164,11 +211,6 @@ impl State {
     }
 }
 
-/// The reply to a command refused while a script is busy, as Redis words it.
-pub fn busy_reply() -> Reply {
-    Reply::err("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
-}
-
 /// Whether `args` may run while a script is busy (as Redis's allow-busy commands).
 pub fn allowed_while_busy(args: &[Vec<u8>]) -> bool {
     let name = upper(&args[0]);
@@ -176,7 +218,9 @@ pub fn allowed_while_busy(args: &[Vec<u8>]) -> bool {
         // Transaction state only (Redis's `allow-busy` commands): a pipelined MULTI ...
         // EXEC must not lose its MULTI to a busy script and run half of itself later.
         "AUTH" | "HELLO" | "QUIT" | "SHUTDOWN" | "MULTI" | "DISCARD" | "WATCH" | "UNWATCH" => true,
-        "SCRIPT" | "FUNCTION" => args.get(1).is_some_and(|s| upper(s) == "KILL"),
+        "SCRIPT" => args.get(1).is_some_and(|s| upper(s) == "KILL"),
+        // FUNCTION STATS shows the running function (and answers BUSY for a script).
+        "FUNCTION" => args.get(1).is_some_and(|s| matches!(upper(s).as_str(), "KILL" | "STATS")),
         _ => false,
     }
 }
@@ -185,7 +229,7 @@ pub fn allowed_while_busy(args: &[Vec<u8>]) -> bool {
 pub(crate) fn script(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     let sub = upper(&a[0]);
     if sub == "KILL" && a.len() == 1 {
-        return if sh.script.kill() { Reply::ok() } else { Reply::err("NOTBUSY No scripts in execution right now.") };
+        return sh.script.kill_kind(false);
     }
     let mut scripts = sh.scripts.lock().unwrap_or_else(|e| e.into_inner());
     match sub.as_str() {
@@ -306,6 +350,7 @@ pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply
     run_committed(
         sh,
         c,
+        &[],
         &src,
         None,
         keys,
@@ -327,6 +372,9 @@ pub(crate) fn fcall(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Repl
         }
         (lib.code.clone(), f.flags.iter().any(|x| x == "no-writes"))
     };
+    if int(&a[1]).is_none() {
+        return Reply::err("ERR Bad number of keys provided");
+    }
     let (keys, argv) = match keys_and_args(a) {
         Ok(x) => x,
         Err(r) => return r,
@@ -336,7 +384,11 @@ pub(crate) fn fcall(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Repl
     }
     let local = |_: &command::Command, _: &[Vec<u8>]| None;
     let lim = Limits { local: &local, read_only, state: (sh.script.clone(), 0), name: name.clone() };
-    run_committed(sh, c, &code, Some(&name), keys, argv, lim)
+    // FUNCTION STATS shows the command (its name in lower case: the case the client
+    // sent is not kept).
+    let command: Vec<Vec<u8>> =
+        std::iter::once(cmd.to_ascii_lowercase().into_bytes()).chain(a.iter().cloned()).collect();
+    run_committed(sh, c, &command, &code, Some(&name), keys, argv, lim)
 }
 
 /// A script's keys and arguments.
@@ -347,7 +399,8 @@ fn keys_and_args(a: &[Vec<u8>]) -> Result<KeysArgs<'_>, Reply> {
     let nkeys = match int(&a[1]) {
         Some(n) if n >= 0 && (n as usize) <= a.len() - 2 => n as usize,
         Some(n) if n >= 0 => return Err(Reply::err("ERR Number of keys can't be greater than number of args")),
-        _ => return Err(Reply::err("ERR Number of keys can't be negative")),
+        Some(_) => return Err(Reply::err("ERR Number of keys can't be negative")),
+        None => return Err(Reply::err("ERR value is not an integer or out of range")),
     };
     let (keys, argv) = a[2..].split_at(nkeys);
     if !keys.iter().all(|k| crate::keyspace::allowed(k)) {
@@ -359,9 +412,11 @@ fn keys_and_args(a: &[Vec<u8>]) -> Result<KeysArgs<'_>, Reply> {
 /// Run a script (or a library's function `entry`) as the server's running script, and
 /// commit its writes as one batch; a stopped script's writes are dropped. `lim.state`'s
 /// number is filled in here.
+#[allow(clippy::too_many_arguments)]
 fn run_committed(
     sh: &Shared,
     c: &mut Conn,
+    command: &[Vec<u8>],
     src: &str,
     entry: Option<&str>,
     keys: &[Vec<u8>],
@@ -373,7 +428,7 @@ fn run_committed(
     let mut tx = Tx::new(&sh.store, sh.ks(c.db));
     let open = |db: usize| (db < sh.databases()).then(|| Tx::new(&sh.store, sh.ks(db)));
     let mut others = Vec::new();
-    lim.state.1 = sh.script.begin();
+    lim.state.1 = sh.script.begin_as(entry.map(|f| (f.to_string(), command.to_vec())));
     let (r, stopped) = run(c, &mut tx, (&open, &mut others), src, entry, keys, argv, lim);
     sh.script.end();
     if let Some(why) = stopped {
@@ -530,7 +585,11 @@ fn run<'t>(
                 }
             },
             Ok(cmd) if matches!(cmd.group, command::Group::Connection | command::Group::Server) => match cmd.name {
-                "PING" => Reply::Simple("PONG".into()),
+                "PING" => match v.len() {
+                    1 => Reply::Simple("PONG".into()),
+                    2 => Reply::bulk(v[1].clone()),
+                    _ => Reply::err(command::wrong_args("ping")),
+                },
                 "ECHO" => Reply::bulk(v[1].clone()),
                 "TIME" => {
                     let us =
@@ -555,7 +614,9 @@ fn run<'t>(
                         Some(i) => &mut o[i].1,
                     };
                     let mut cur = cursors_cell.borrow_mut();
-                    let mut cx = Ctx { budget, resp3: resp3.get(), cursors: &mut cur };
+                    // Redis's default encoding thresholds (OBJECT ENCODING): a script has no
+                    // server settings at hand.
+                    let mut cx = Ctx { budget, resp3: resp3.get(), cursors: &mut cur, encodings: None };
                     let mark = tx.savepoint();
                     match crate::data::run(tx, &mut cx, cmd, &v[1..]) {
                         Ok(r) => r,
@@ -635,7 +696,7 @@ fn run<'t>(
                 })?,
             )?;
         }
-        g.raw_set("redis", redis)?;
+        g.raw_set("redis", redis.clone())?;
         sandbox::seal(&lua, &ro, &["redis"])?;
         match entry {
             None => lua
@@ -651,7 +712,10 @@ fn run<'t>(
                     .set_mode(ChunkMode::Text)
                     .set_environment(env)
                     .exec()?;
-                let f = registered.borrow().iter().find(|(n, _)| n == name).map(|(_, f)| f.clone());
+                // As Redis: a function cannot register functions (only the library's
+                // code, as it loads).
+                redis.raw_set("register_function", Value::Nil)?;
+                let f = registered.borrow().iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, f)| f.clone());
                 let f = f.ok_or_else(|| lua_err("ERR Function not found"))?;
                 f.call::<Value>((to_table(keys)?, to_table(argv)?)).map(|v| from_lua(&v))
             }
@@ -666,6 +730,20 @@ fn run<'t>(
     }
 }
 
+/// `redis.error_reply(msg)`'s error, as Redis 7.0 makes it: `-CODE text` or `CODE
+/// text` keeps its code (the first word), a message of one word or none gets `ERR`
+/// (`error_reply("")` is `ERR `); a trailing newline is dropped.
+fn error_text(msg: &[u8]) -> Vec<u8> {
+    let m = msg.strip_prefix(b"-").unwrap_or(msg);
+    let (code, text) = match m.iter().position(|&b| b == b' ') {
+        Some(sp) => (&m[..sp], &m[sp + 1..]),
+        None => (&b"ERR"[..], m),
+    };
+    let text = text.strip_suffix(b"\n").unwrap_or(text);
+    let text = text.strip_suffix(b"\r").unwrap_or(text);
+    [code, b" ", text].concat()
+}
+
 /// The parts of the `redis` table that need no connection: replies, hashing, logging,
 /// and the calls Redis keeps for compatibility (replication flags, the debugger).
 fn redis_helpers(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
@@ -673,6 +751,7 @@ fn redis_helpers(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
         lua.create_function(move |lua, m: Value| {
             let t = lua.create_table()?;
             match m {
+                Value::String(s) if field == "err" => t.set(field, lua.create_string(error_text(&s.as_bytes()))?)?,
                 Value::String(s) => t.set(field, s)?,
                 _ => return Err(lua_err("wrong number or type of arguments")),
             }
@@ -770,6 +849,21 @@ fn script_error(e: &mlua::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn error_replies_get_a_code_as_redis_gives_them() {
+        // Redis 7.0.15: EVAL "return redis.error_reply(...)" answers these.
+        for (msg, want) in [
+            (&b"MY_ERR_CODE custom msg"[..], &b"MY_ERR_CODE custom msg"[..]),
+            (b"-X y", b"X y"),
+            (b"x", b"ERR x"),
+            (b"", b"ERR "),
+            (b"-", b"ERR "),
+            (b"CODE line\r\n", b"CODE line"),
+        ] {
+            assert_eq!(super::error_text(msg), want, "{}", String::from_utf8_lossy(msg));
+        }
+    }
+
     #[test]
     fn the_script_cache_is_bounded() {
         let mut m = std::collections::HashMap::new();
