@@ -32,7 +32,7 @@
 //! bytes per key that has a TTL or is a hash.
 
 pub use crate::record::{db_prefix, meta_key, Kind, Meta, DATABASES, DB_MAP_KEY, PREFIX};
-use crate::record::{elem_prefix, split_elem, DB, ELEM_OVERHEAD, META};
+use crate::record::{elem_prefix, split_elem, DB, ELEM_OVERHEAD, FUNCTIONS_KEY, META};
 use crate::resp::Reply;
 use pmkv::{Direction, KeyRange, Store, WriteBatch};
 use std::borrow::Cow;
@@ -1144,8 +1144,10 @@ impl<'a> Tx<'a> {
             let mut keys = Vec::new();
             s.scan(&ks.range(), Direction::Forward, |k, _| {
                 // Not the cluster state record (in no slot), nor the replication record,
-                // which a full sync's flush must keep (it says the sync is unfinished).
-                if ks.logical(k).is_some() && k != REPLICA_KEY {
+                // which a full sync's flush must keep (it says the sync is unfinished),
+                // nor the function libraries (FLUSHDB and FLUSHALL keep functions, as in
+                // Redis). The SWAPDB map is no database's record (`logical`).
+                if ks.logical(k).is_some() && !matches!(k, REPLICA_KEY | FUNCTIONS_KEY) {
                     keys.push(k.to_vec());
                 }
                 keys.len() < round

@@ -375,7 +375,8 @@ impl Shared {
         }
         let others: u64 = self.dbs[1..].iter().map(keyspace::Keyspace::records).sum();
         let map = u64::from(self.dbs.len() > 1 && self.store.contains(keyspace::DB_MAP_KEY)?);
-        Ok(ks.user_keys(self.store.len()?.saturating_sub(others + map)))
+        let functions = u64::from(self.store.contains(record::FUNCTIONS_KEY)?);
+        Ok(ks.user_keys(self.store.len()?.saturating_sub(others + map + functions)))
     }
 
     /// The stripe locks of `keys`, taken in index order (no deadlock between commands).
@@ -530,6 +531,7 @@ impl Server {
         } else {
             replica::load(&store).map_err(|e| err(std::io::ErrorKind::InvalidData, e))?
         };
+        let functions = script::load_kept_functions(&store).map_err(|e| err(std::io::ErrorKind::InvalidData, e))?;
         let shared = Arc::new_cyclic(|me| Shared {
             store,
             password: cfg.password.clone(),
@@ -553,7 +555,7 @@ impl Server {
             cluster,
             scripts: Mutex::new(Default::default()),
             script: Arc::default(),
-            functions: Mutex::default(),
+            functions: Mutex::new(functions),
             stats: stats::CommandStats::default(),
             started: Instant::now(),
             replid: {

@@ -6,24 +6,15 @@
 
 mod common;
 
-use common::Client;
+use common::{serve, Client};
 use pmkv::{Options, Store};
-use pmkv_server::{Config, Server};
+use pmkv_server::Config;
 use std::time::Duration;
 
 /// A server over a fresh pool, stopped when dropped (declared first in a test, so that
 /// its clients are dropped before it).
 fn running(cluster: bool) -> common::Running {
     common::start("hart", 16, Config { threads: 4, cluster, ..Config::default() })
-}
-
-/// A server over the pool in `dir` (created when absent): its port, its stopper, its thread.
-fn serve(dir: &std::path::Path, cluster: bool) -> (u16, impl Fn(), std::thread::JoinHandle<pmkv::Result<()>>) {
-    let store = Store::open(dir.join("s.pool"), "hart", &Options::default().initial_size(16 << 20)).unwrap();
-    let cfg = Config { port: 0, threads: 4, cluster, ..Config::default() };
-    let srv = Server::bind(store, "adr", cfg).unwrap();
-    let (port, stop) = (srv.port(), srv.stopper());
-    (port, stop, std::thread::spawn(move || srv.run(false)))
 }
 
 #[test]

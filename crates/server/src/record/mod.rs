@@ -43,6 +43,10 @@ pub const DATABASES: usize = 16;
 /// The record that maps SWAPDB's logical databases to the physical ones (`P 'D'`: 16
 /// bytes, byte `i` the physical database logical DB `i` is; absent: the identity).
 pub const DB_MAP_KEY: &[u8] = b"\xffpmkv\x00D";
+/// The record holding every function library (`P 'F'`): FUNCTION DUMP's payload (Redis's
+/// format, with its RDB version and CRC-64), rewritten whole by each FUNCTION LOAD,
+/// DELETE, FLUSH and RESTORE; absent when there is none.
+pub const FUNCTIONS_KEY: &[u8] = b"\xffpmkv\x00F";
 
 /// The prefix every record of physical database `n` carries before its DB-0 record key:
 /// nothing for DB 0, so that a pool written before databases existed opens with its keys
@@ -256,6 +260,12 @@ pub fn describe_record(rk: &[u8]) -> Option<String> {
     if rest == b"C" {
         return Some("pmkv serve cluster state".into());
     }
+    if rest == b"R" {
+        return Some("pmkv serve replication state".into());
+    }
+    if rest == b"F" {
+        return Some("pmkv serve function libraries".into());
+    }
     let (kind, user, suffix) = split_elem(rk)?;
     Some(format!("pmkv serve {} {} of key {}", kind.name(), kind.0.describe(suffix), escape(user)))
 }
@@ -291,5 +301,7 @@ mod tests {
         assert_eq!(describe_record(&in3).unwrap(), "db 3: pmkv serve meta record of key q");
         assert_eq!(describe_record(&[db_prefix(15).as_slice(), b"s"].concat()).unwrap(), "db 15: string s");
         assert!(db_prefix(0).is_empty());
+        assert_eq!(describe_record(FUNCTIONS_KEY).unwrap(), "pmkv serve function libraries");
+        assert_eq!(describe_record(b"\xffpmkv\x00R").unwrap(), "pmkv serve replication state");
     }
 }

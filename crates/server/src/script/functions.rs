@@ -11,6 +11,7 @@
 
 use super::{lua_err, sandbox};
 use crate::data::upper;
+use crate::record::FUNCTIONS_KEY;
 use crate::resp::Reply;
 use mlua::chunk::ChunkMode;
 use mlua::{MultiValue, Value};
@@ -197,17 +198,61 @@ impl Libraries {
     }
 }
 
-/// FUNCTION LOAD | LIST | DELETE | FLUSH | STATS | KILL | DUMP | RESTORE.
+/// The libraries kept in `store` ([`FUNCTIONS_KEY`]), for the server's start: none if
+/// the record is absent; an error naming the record if it cannot be loaded (a server that
+/// started without a user's functions would answer FCALL with "not found" as if they had
+/// never been loaded).
+pub(crate) fn load_kept(store: &pmkv::Store) -> Result<Libraries, String> {
+    let Some(payload) = store.get(FUNCTIONS_KEY).map_err(|e| format!("reading the function libraries: {e}"))? else {
+        return Ok(Libraries::default());
+    };
+    let mut libs = Libraries::default();
+    match libs.restore(&payload, Some(b"FLUSH")) {
+        Reply::Error(e) => Err(format!("the function libraries kept in the pool do not load: {e}")),
+        _ => Ok(libs),
+    }
+}
+
+/// Keep `libs` in the pool: one engine write of FUNCTION DUMP's payload (or a delete when
+/// there is no library), so a change is kept whole or not at all.
+fn keep(sh: &crate::Shared, libs: &Libraries) -> Result<(), Reply> {
+    let w = if libs.libs.is_empty() {
+        sh.store.delete(FUNCTIONS_KEY).map(drop)
+    } else {
+        sh.store.put(FUNCTIONS_KEY, &libs.dump())
+    };
+    w.map_err(crate::keyspace::store_reply)
+}
+
+/// FUNCTION LOAD | LIST | DELETE | FLUSH | STATS | KILL | DUMP | RESTORE. LOAD, DELETE,
+/// FLUSH and RESTORE are kept in the pool before they answer (`keep`); if that write
+/// fails, the libraries are left as they were and the error is the reply.
 pub(crate) fn command(sh: &crate::Shared, a: &[Vec<u8>]) -> Reply {
     let sub = upper(&a[0]);
     let mut libs = sh.functions.lock().unwrap_or_else(|e| e.into_inner());
+    let before = matches!(sub.as_str(), "LOAD" | "DELETE" | "FLUSH" | "RESTORE").then(|| libs.clone());
+    let reply = run(sh, &sub, a, &mut libs);
+    if let Some(before) = before {
+        let changed = before.libs.len() != libs.libs.len()
+            || before.libs.iter().zip(&libs.libs).any(|((n, l), (m, k))| n != m || l.code != k.code);
+        if changed {
+            if let Err(e) = keep(sh, &libs) {
+                *libs = before;
+                return e;
+            }
+        }
+    }
+    reply
+}
+
+fn run(sh: &crate::Shared, sub: &str, a: &[Vec<u8>], libs: &mut Libraries) -> Reply {
     let wrong = || {
         Reply::err(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
             String::from_utf8_lossy(&a[0])
         ))
     };
-    match sub.as_str() {
+    match sub {
         "LOAD" => {
             // As Redis: every argument before the code is an option, REPLACE the only one.
             let Some((code, opts)) = a[1..].split_last() else { return wrong() };

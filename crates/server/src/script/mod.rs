@@ -37,6 +37,7 @@ use crate::keyspace::Tx;
 use crate::resp::Reply;
 use crate::table;
 use crate::Shared;
+pub(crate) use functions::load_kept as load_kept_functions;
 pub use functions::Libraries;
 use mlua::chunk::ChunkMode;
 use mlua::{Lua, MultiValue, Value};

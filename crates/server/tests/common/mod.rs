@@ -191,3 +191,14 @@ impl Drop for RealRedis {
         let _ = self.child.wait();
     }
 }
+
+/// A server over the pool `s.pool` in `dir` (a HART pool, created when absent), to stop
+/// and start again over the same pool: its port, its stopper, its thread.
+pub fn serve(dir: &std::path::Path, cluster: bool) -> (u16, impl Fn(), std::thread::JoinHandle<pmkv::Result<()>>) {
+    let opts = pmkv::Options::default().initial_size(16 << 20);
+    let store = pmkv::Store::open(dir.join("s.pool"), "hart", &opts).unwrap();
+    let cfg = pmkv_server::Config { port: 0, threads: 4, cluster, ..pmkv_server::Config::default() };
+    let srv = pmkv_server::Server::bind(store, "adr", cfg).unwrap();
+    let (port, stop) = (srv.port(), srv.stopper());
+    (port, stop, std::thread::spawn(move || srv.run(false)))
+}
