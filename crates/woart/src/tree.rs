@@ -192,7 +192,8 @@ impl Woart {
                 Ok(())
             }
             Ok(done) => {
-                let leaf = made.expect("a leaf was linked");
+                // `insert` links a leaf it made for every outcome but in place.
+                let Some(leaf) = made else { return Err(corrupt("a put linked no leaf")) };
                 if let Put::Replaced(old) = done {
                     self.hash.fetch_sub(pm.leaf_hash_of(old), Ordering::Relaxed);
                     // Unfenced: a crash that loses the reset leaves a used, unlinked
