@@ -309,7 +309,7 @@ mod tests {
         for cap in [0, 9, 64] {
             // SAFETY: the write stays inside the region (off + len + 1 <= 8192 below).
             let got =
-                in_batch(app, region, mem_store, cap, |r| unsafe { (app.scribble)(r.as_mut_ptr(), off, kind, len) });
+                in_batch(app.module, region, mem_store, cap, |r| unsafe { (app.scribble)(r.as_mut_ptr(), off, kind, len) });
             all.push(got);
         }
         assert!(all.windows(2).all(|w| w[0] == w[1]), "the buffer changes what is captured: {all:?}");
@@ -328,7 +328,7 @@ mod tests {
         let mut dedup = DedupSet::new(32, 1024, true);
         let mut appended = Vec::with_capacity(cap);
         // SAFETY: `dedup` and `appended` outlive the guard and are not borrowed while it lives.
-        let guard = unsafe { Capture::begin(app.module, region, 32, mem_store, &mut dedup, &mut appended) };
+        let guard = unsafe { Capture::begin(module, region, 32, mem_store, &mut dedup, &mut appended) };
         f(region);
         drop(guard);
         assert!(appended.len() <= cap);
@@ -369,7 +369,7 @@ mod tests {
         let app = app().unwrap();
         let mut region = vec![0u8; 4096];
         let p = region.as_mut_ptr() as usize;
-        let got = in_batch(app, &mut region, 0, 64, |_| {
+        let got = in_batch(app.module, &mut region, 0, 64, |_| {
             std::thread::spawn(move || {
                 // SAFETY: 8 bytes inside the live buffer; the capturing thread is not using it.
                 unsafe { (app.scribble)(p as *mut u8, 0, 0, 8) }
@@ -394,7 +394,7 @@ mod tests {
                     for round in 0..50 {
                         let mut region = vec![0u8; 4096];
                         let off = 64 * (t + 4 * (round % 8));
-                        let got = in_batch(app, &mut region, 0, 8 * (round % 2), |r| {
+                        let got = in_batch(app.module, &mut region, 0, 8 * (round % 2), |r| {
                             if round == 0 {
                                 barrier.wait(); // all four capture at once
                             }
