@@ -19,6 +19,9 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
+/// What an [`Op`] takes and returns, for its `PhantomData`.
+type OpTypes<T, A, R> = (fn(&mut T) -> R, fn() -> A);
+
 /// A write of a [`Captured<T>`]'s module taking `A` and returning `R`: found by name with
 /// [`Captured::op`], its argument and result types checked against the module's.
 pub struct Op<T, A, R> {
@@ -26,7 +29,7 @@ pub struct Op<T, A, R> {
     module: &'static CapturedModule,
     // Covariant in `A`: an `Op` of `(&'static str, u32)` serves `(&'a str, u32)` too (the
     // module copies what it keeps; its `T: 'static` cannot hold the reference).
-    _t: PhantomData<(fn(&mut T) -> R, fn() -> A)>,
+    _t: PhantomData<OpTypes<T, A, R>>,
 }
 
 impl<T, A, R> Clone for Op<T, A, R> {

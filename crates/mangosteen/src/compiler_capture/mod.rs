@@ -308,8 +308,9 @@ mod tests {
         let mut all = Vec::new();
         for cap in [0, 9, 64] {
             // SAFETY: the write stays inside the region (off + len + 1 <= 8192 below).
-            let got =
-                in_batch(app.module, region, mem_store, cap, |r| unsafe { (app.scribble)(r.as_mut_ptr(), off, kind, len) });
+            let got = in_batch(app.module, region, mem_store, cap, |r| unsafe {
+                (app.scribble)(r.as_mut_ptr(), off, kind, len)
+            });
             all.push(got);
         }
         assert!(all.windows(2).all(|w| w[0] == w[1]), "the buffer changes what is captured: {all:?}");
