@@ -70,9 +70,8 @@ pub unsafe extern "C" fn __wrap_memset(d: *mut c_void, c: i32, n: usize) -> *mut
 /// `memcpy`'s contract.
 #[no_mangle]
 pub unsafe extern "C" fn __memprof_memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
-    mem(d as usize, n);
     // SAFETY: the caller's.
-    unsafe { __real_memcpy(d, s, n) }
+    unsafe { __wrap_memcpy(d, s, n) }
 }
 
 /// # Safety
@@ -80,9 +79,8 @@ pub unsafe extern "C" fn __memprof_memcpy(d: *mut c_void, s: *const c_void, n: u
 /// `memmove`'s contract.
 #[no_mangle]
 pub unsafe extern "C" fn __memprof_memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
-    mem(d as usize, n);
     // SAFETY: the caller's.
-    unsafe { __real_memmove(d, s, n) }
+    unsafe { __wrap_memmove(d, s, n) }
 }
 
 /// # Safety
@@ -90,9 +88,8 @@ pub unsafe extern "C" fn __memprof_memmove(d: *mut c_void, s: *const c_void, n: 
 /// `memset`'s contract.
 #[no_mangle]
 pub unsafe extern "C" fn __memprof_memset(d: *mut c_void, c: i32, n: usize) -> *mut c_void {
-    mem(d as usize, n);
     // SAFETY: the caller's.
-    unsafe { __real_memset(d, c, n) }
+    unsafe { __wrap_memset(d, c, n) }
 }
 
 /// Read by the prologue the `memprof` pass adds to each function it changes (for the

@@ -9,8 +9,9 @@
 //! loader checks the type's name, size and alignment, `abi::type_tag`); a read changes
 //! nothing, so its stores need no capture, and what it allocates is the program's own.
 
-use crate::abi::{self, Msg, Root, WriteFn, WRITE_FULL, WRITE_OK, WRITE_PANICKED};
+use crate::abi::{self, Msg, WriteFn, WRITE_FULL, WRITE_OK, WRITE_PANICKED};
 use crate::compiler_capture::CapturedModule;
+use crate::durable::{full, read_root};
 use crate::error::{Error, Result};
 use crate::heap::Heap;
 use crate::runtime::{Capture, Mangosteen, Options, SizeCheck};
@@ -180,10 +181,7 @@ impl<T: Send + Sync + 'static> Captured<T> {
                 Ok(None) | Err(Error::Aborted) if status == WRITE_PANICKED => {
                     panic!("{} (the write was rolled back)", String::from_utf8_lossy(&msg[..msg_len]))
                 }
-                Ok(None) | Err(Error::Aborted) if status == WRITE_FULL => Err(Error::Full(format!(
-                    "a write to the {} needed more than the region's heap had left; it was rolled back",
-                    std::any::type_name::<T>()
-                ))),
+                Ok(None) | Err(Error::Aborted) if status == WRITE_FULL => Err(full::<T>()),
                 Ok(None) => Err(Error::Aborted),
                 Err(e) => Err(e),
             };
@@ -193,12 +191,8 @@ impl<T: Send + Sync + 'static> Captured<T> {
     /// Run `f` on the value, in parallel with other reads and never beside a batch of
     /// writes; returns its result (anything: the program's code allocates its own).
     pub fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        self.m.read(|r| {
-            // SAFETY: the root block is a `Root<T>` (tag checked at open), inside the
-            // region, which the reader side keeps from writes for the call.
-            let value = unsafe { &(*(r.as_ptr().add(self.root) as *const Root<T>)).value };
-            f(value)
-        })
+        // SAFETY: the root block is a `Root<T>` (tag checked at open) in the region.
+        unsafe { read_root(&self.m, self.root, f) }
     }
 
     /// The runtime underneath (its statistics, its pool).
