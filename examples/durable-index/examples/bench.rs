@@ -11,6 +11,7 @@ use pmkv_example_durable_index::index::Index;
 use pmkv_example_durable_index::DurableIndex;
 use pmkv_mangosteen::{Durable, Options, SplitAlloc};
 use pmkv_substrate::{Latency, Mode, Pool, PoolOptions};
+use pmkv_testutil::median;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -20,30 +21,15 @@ static A: SplitAlloc = SplitAlloc;
 
 /// The words of the adds (with their documents, increasing) and of the lookups.
 fn workload(n: u32) -> (Vec<(String, u32)>, Vec<String>) {
-    let mut x = 0x243F_6A88_85A3_08D3u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x >> 11) as u32
-    };
-    let words = n / 8 + 1;
-    let adds = (0..n).map(|d| (format!("word{}", next() % words), d)).collect();
-    (adds, (0..n).map(|_| format!("word{}", next() % words)).collect())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let k = v.len();
-    if k % 2 == 1 {
-        v[k / 2]
-    } else {
-        (v[k / 2 - 1] + v[k / 2]) / 2.0
-    }
+    let mut rng = pmkv_testutil::XorShift::new(0x243F_6A88_85A3_08D3);
+    let words = u64::from(n / 8 + 1);
+    let mut word = move || format!("word{}", rng.below(words));
+    let adds = (0..n).map(|d| (word(), d)).collect();
+    (adds, (0..n).map(|_| word()).collect())
 }
 
 fn pool(mode: Mode) -> (tempfile::TempDir, Arc<Pool>) {
-    let dir = tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).unwrap();
+    let dir = pmkv_testutil::pool_dir();
     let po = PoolOptions::default().mode(mode).latency(Latency::NONE);
     let pool = Arc::new(Pool::create(dir.path().join("d.pool"), "mangosteen", &po).unwrap());
     (dir, pool)

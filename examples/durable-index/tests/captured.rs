@@ -19,12 +19,8 @@ fn opts(region: u64) -> Options {
 }
 
 fn file_pool(dir: &tempfile::TempDir) -> Arc<Pool> {
-    let path = dir.path().join("index.pool");
     let po = pmkv_substrate::PoolOptions::default().mode(pmkv_substrate::Mode::Eadr);
-    Arc::new(match Pool::open(&path, Some("mangosteen"), &po) {
-        Ok(p) => p,
-        Err(_) => Pool::create(&path, "mangosteen", &po).unwrap(),
-    })
+    Arc::new(pmkv_testutil::open_or_create(&dir.path().join("index.pool"), "mangosteen", &po))
 }
 
 /// Writes and reads against the plain index, through three reopens.
