@@ -166,15 +166,13 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
             write_string(out, s);
         }
         Value::Hash(fields) => {
-            out.push(TYPE_HASH);
-            write_len(out, fields.len() as u64);
+            header(out, TYPE_HASH, fields.len());
             for (f, x) in fields {
                 write_string(out, f);
                 write_string(out, x);
             }
         }
         Value::List(items) => {
-            out.push(TYPE_LIST_QUICKLIST_2);
             let mut nodes = Vec::new();
             let mut node = Listpack::new();
             for it in items {
@@ -186,7 +184,7 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
             if node.count > 0 {
                 nodes.push(node.finish());
             }
-            write_len(out, nodes.len() as u64);
+            header(out, TYPE_LIST_QUICKLIST_2, nodes.len());
             for lp in nodes {
                 write_len(out, NODE_PACKED);
                 write_len(out, lp.len() as u64);
@@ -194,21 +192,25 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
             }
         }
         Value::Set(members) => {
-            out.push(TYPE_SET);
-            write_len(out, members.len() as u64);
+            header(out, TYPE_SET, members.len());
             for m in members {
                 write_string(out, m);
             }
         }
         Value::ZSet(members) => {
-            out.push(TYPE_ZSET_2);
-            write_len(out, members.len() as u64);
+            header(out, TYPE_ZSET_2, members.len());
             for (m, score) in members {
                 write_string(out, m);
                 out.extend_from_slice(&score.to_le_bytes());
             }
         }
     }
+}
+
+/// A collection's type byte and its count (of fields, members or quicklist nodes).
+fn header(out: &mut Vec<u8>, ty: u8, n: usize) {
+    out.push(ty);
+    write_len(out, n as u64);
 }
 
 /// A listpack being written (listpack.c's layout: a 4-byte total size, a 2-byte count,

@@ -304,6 +304,25 @@ fn collection_payloads_answer_as_redis_whole_corrupt_or_refused() {
     ] {
         both(&mut p, &mut r, &[b"RESTORE", b"c", b"0", &bad]);
     }
+    // A sorted set big enough for pmkv's rank index, indexed by a ZRANK, then replaced
+    // by RESTORE: the index follows the restored records.
+    for (k, sign) in [(&b"big"[..], 1i64), (b"big2", -1)] {
+        let mut args: Vec<Vec<u8>> = vec![b"ZADD".to_vec(), k.to_vec()];
+        for j in 0..300i64 {
+            args.push((sign * j * 3 % 1000).to_string().into_bytes());
+            args.push(format!("m{j}").into_bytes());
+        }
+        let a: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        both(&mut p, &mut r, &a);
+    }
+    both(&mut p, &mut r, &[b"ZRANK", b"big", b"m150"]);
+    let Raw::Bulk(big2) = raw(&mut p, &[b"DUMP", b"big2"]) else { panic!("DUMP gave no payload") };
+    both(&mut p, &mut r, &[b"RESTORE", b"big", b"0", &big2, b"REPLACE"]);
+    for m in [&b"m0"[..], b"m150", b"m299", b"m7"] {
+        both(&mut p, &mut r, &[b"ZRANK", b"big", m]);
+        both(&mut p, &mut r, &[b"ZREVRANK", b"big", m]);
+    }
+    both(&mut p, &mut r, &[b"ZRANGE", b"big", b"140", b"160", b"WITHSCORES"]);
     // And the plain forms Redis reads though 7.0 no longer writes them.
     let plain = [
         body(rdb::TYPE_LIST, &[b"x", b"y", b"x"], None),
