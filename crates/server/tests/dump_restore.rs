@@ -416,3 +416,106 @@ fn function_dumps_restore_in_either_server_with_redis_policies() {
         }
     }
 }
+
+/// A ziplist (RDB 7–9's compact encoding) of entries given as their encoding and data
+/// bytes: each gets its previous entry's length in front, the header its size, the
+/// offset of its last entry and its count, exactly as Redis's deep check wants them.
+fn ziplist(entries: &[&[u8]]) -> Vec<u8> {
+    let mut body = Vec::new();
+    let (mut prev, mut tail) = (0usize, 10usize);
+    for e in entries {
+        tail = 10 + body.len();
+        body.push(prev as u8);
+        body.extend_from_slice(e);
+        prev = e.len() + 1;
+    }
+    let total = (10 + body.len() + 1) as u32;
+    [&total.to_le_bytes()[..], &(tail as u32).to_le_bytes(), &(entries.len() as u16).to_le_bytes(), &body, &[0xFF]]
+        .concat()
+}
+
+/// A payload of RDB type `ty` whose body is `parts`, one after the other.
+fn legacy(ty: u8, parts: &[Vec<u8>]) -> Vec<u8> {
+    let mut b = vec![ty];
+    for p in parts {
+        b.extend_from_slice(p);
+    }
+    rdb::with_footer(b)
+}
+
+fn blob(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    rdb::write_len(&mut out, b.len() as u64);
+    out.extend_from_slice(b);
+    out
+}
+
+/// The forms only Redis before 7.0 wrote (ziplists, quicklists of ziplists, text
+/// scores), which a Redis 7.0 still RESTOREs, and a quicklist's plain node: pmkv reads
+/// each as Redis does — every ziplist integer encoding (immediate 0–12, 8, 16, 24, 32,
+/// 64-bit) and string length.
+#[test]
+fn older_forms_restore_as_in_redis() {
+    let s = start("hart", 16, Config { threads: 2, ..Config::default() });
+    let redis = RealRedis::start();
+    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    let long = [&[0x40u8, 100][..], &[b'L'; 100]].concat();
+    let entries: Vec<Vec<u8>> = vec![
+        vec![0x01, b'a'],
+        long,
+        vec![0xC0, 0x39, 0x30],
+        vec![0xD0, 0x00, 0x00, 0x00, 0x80],
+        [vec![0xE0], (-5_000_000_000i64).to_le_bytes().to_vec()].concat(),
+        vec![0xF0, 0xFF, 0xFF, 0x7F],
+        vec![0xFE, 0x80],
+        vec![0xF1],
+        vec![0xFD],
+        vec![0x00],
+    ];
+    let all: Vec<&[u8]> = entries.iter().map(Vec::as_slice).collect();
+    let zl = ziplist(&all);
+    // In score order, as Redis writes a compact sorted set (Redis trusts the order; pmkv
+    // orders what it reads).
+    let scores: Vec<Vec<u8>> = vec![
+        vec![0x01, b'n'],
+        vec![0x04, b'-', b'i', b'n', b'f'],
+        vec![0x01, b'o'],
+        vec![0xC0, 0x18, 0xFC],
+        vec![0x01, b'm'],
+        vec![0x03, b'1', b'.', b'5'],
+        vec![0x01, b'p'],
+        vec![0xF4],
+    ];
+    let pairs: Vec<&[u8]> = scores.iter().map(Vec::as_slice).collect();
+    let hash: Vec<&[u8]> = vec![&[0x01, b'f'], &[0xFE, 0x07], &[0x02, b'g', b'h'], &[0x00]];
+    let mut quick = vec![2u8];
+    quick.extend(blob(&ziplist(&all[..4])));
+    quick.extend(blob(&ziplist(&all[4..])));
+    let mut text = vec![3u8];
+    for (m, sc) in [(&b"x"[..], &[3, b'2', b'.', b'5'][..]), (b"y", &[255]), (b"z", &[254])] {
+        text.extend(blob(m));
+        text.extend_from_slice(sc);
+    }
+    // A quicklist of listpacks with a plain node (one element as it is) between them,
+    // as Redis 7 writes an element over its packed threshold.
+    let lp_a = [10, 0, 0, 0, 1, 0, 0x81, b'a', 2, 0xFF];
+    let mut plain = vec![3u8];
+    for (container, data) in [(2u8, &lp_a[..]), (1, &b"a plain node"[..]), (2, &lp_a[..])] {
+        plain.push(container);
+        plain.extend(blob(data));
+    }
+    let payloads = [
+        legacy(rdb::TYPE_LIST_QUICKLIST_2, &[plain]),
+        legacy(rdb::TYPE_LIST_ZIPLIST, &[blob(&zl)]),
+        legacy(rdb::TYPE_LIST_QUICKLIST, &[quick]),
+        legacy(rdb::TYPE_ZSET_ZIPLIST, &[blob(&ziplist(&pairs))]),
+        legacy(rdb::TYPE_HASH_ZIPLIST, &[blob(&ziplist(&hash))]),
+        legacy(rdb::TYPE_ZSET, &[text]),
+    ];
+    for (n, payload) in payloads.iter().enumerate() {
+        let k = format!("old{n}").into_bytes();
+        assert_eq!(both(&mut p, &mut r, &[b"RESTORE", &k, b"0", payload]), Raw::Line("+OK".into()), "payload {n}");
+        both(&mut p, &mut r, &[b"TYPE", &k]);
+        assert_eq!(contents(&mut p, &k), contents(&mut r, &k), "payload {n}");
+    }
+}
