@@ -9,34 +9,35 @@
 //! inflates the engines that keep more of themselves on PM (WOART's inner nodes) by far
 //! more than the papers measured.
 //!
-//! **The model.** One cache per thread (the benchmarks' single-thread figures are what the
-//! papers compare; a shared model would need a lock per line): set-associative with
+//! **The model.** One cache per pool, shared by its threads behind a lock (a process's
+//! threads share the real LLC, and a benchmark's phases run on fresh threads that must
+//! find the cache as the phase before left it): set-associative with
 //! [`WAYS`] ways and least-recently-used replacement, indexed by a hash of the line's
 //! virtual address (Intel's LLC slices hash physical addresses too). Lines enter it when
-//! read ([`read`]) and when written without a flush (`eadr`: [`insert`]); a flush
-//! evicts them ([`evict`]), as `clflush`/`clflushopt` do — the instructions the papers'
+//! read ([`Model::read`]) and when written without a flush (`eadr`: [`Model::insert`]); a
+//! flush evicts them ([`Model::evict`]), as `clflush`/`clflushopt` do — the instructions the papers'
 //! prototypes used; `clwb` on Cascade Lake invalidated as well. A read of several
 //! contiguous lines that miss pays the latency once (the hardware overlaps them: adjacent
-//! lines are fetched in parallel), so [`read`] returns the runs of missing lines.
+//! lines are fetched in parallel), so a read waits once per run of missing lines.
 //!
 //! **Size.** The reproduction scales it with its data: the paper's 20 MB L3 times the
 //! reproduction's record count over the paper's, so that the fraction of a tree that fits
 //! is about the paper's. `Latency::parse` takes it as `llc=<size>`.
 //!
-//! **Its own cost** (a hash and a search of 16 tags per line, ~10–30 ns) is measured once
-//! per thread on a synthetic stream ([`cost_ps_per_line`]) and owed: the emulation spins
-//! that much less at the next charged miss (`Pool::note_read_at`), so the time a benchmark
-//! reports is the operation's plus the modelled stalls, not plus the model.
+//! **Its own cost** (a lock, a hash and a search of 16 tags per line, ~10–30 ns) is
+//! measured once per process and size on a synthetic stream ([`cost_ps_per_line`]) and
+//! owed: the emulation spins that much less at the next charged miss
+//! (`Pool::note_read_at`), so the time a benchmark reports is the operation's plus the
+//! modelled stalls, not plus the model. With several threads the lock is contended and
+//! costs more than measured: multi-threaded figures under the model carry that.
 
-use std::cell::RefCell;
+use crate::latency::{Latency, ReadModel};
 
 /// Ways per set, as many as the papers' Xeon E5 v3/v4 L3 slices have (20).
 pub const WAYS: usize = 16;
 
 /// A set-associative LRU cache of line numbers.
 pub(crate) struct Llc {
-    /// Its size in bytes, as configured.
-    bytes: u64,
     sets: u64,
     /// `sets * WAYS` tags, each set's most recently used first; a tag is the line number
     /// plus one (0: an empty way).
@@ -46,7 +47,7 @@ pub(crate) struct Llc {
 impl Llc {
     pub(crate) fn new(bytes: u64) -> Llc {
         let sets = (bytes / 64 / WAYS as u64).max(1);
-        Llc { bytes, sets, tags: vec![0; (sets as usize) * WAYS].into_boxed_slice() }
+        Llc { sets, tags: vec![0; (sets as usize) * WAYS].into_boxed_slice() }
     }
 
     /// The ways of the set `line` maps to.
@@ -104,10 +105,70 @@ impl Llc {
     }
 }
 
-thread_local! {
-    /// This thread's cache, made at its first charged read with the size asked then (and
-    /// made anew if a pool with another size is read).
-    static CACHE: RefCell<Option<Llc>> = const { RefCell::new(None) };
+/// A pool's cache model: the cache behind a lock (the threads of a process share their
+/// last-level cache, and a benchmark's phases run on fresh threads that must find it as
+/// the phase before left it), what a lookup costs and what a run of misses waits.
+pub(crate) struct Model {
+    cache: parking_lot::Mutex<Llc>,
+    /// The model's own time per line looked up, lock included, in picoseconds.
+    cost_ps: u64,
+    /// What a run of missing lines waits: the read latency less DRAM's.
+    wait_ns: u64,
+}
+
+impl Model {
+    /// The model `l` asks for, if any: none with the per-line model, and none when a
+    /// miss would wait nothing (PM reads no slower than DRAM's), where running it would
+    /// only add its own time. Measures DRAM's latency (once per process) and the model's
+    /// cost (once per size) now, at the pool's open, not inside a timed operation.
+    pub(crate) fn for_latency(l: Latency) -> Option<Box<Model>> {
+        let ReadModel::Llc { kib } = l.read_model else { return None };
+        if l.read_ns == 0 {
+            return None;
+        }
+        let wait_ns = l.miss_wait_ns();
+        if wait_ns == 0 {
+            return None;
+        }
+        let bytes = u64::from(kib) << 10;
+        Some(Box::new(Model {
+            cache: parking_lot::Mutex::new(Llc::new(bytes)),
+            cost_ps: cost_ps_per_line(bytes),
+            wait_ns,
+        }))
+    }
+
+    /// A read of `[addr, addr+len)` (virtual addresses, `len > 0`): (lines that missed,
+    /// nanoseconds to wait before the model's own time is taken off).
+    pub(crate) fn read(&self, addr: usize, len: usize) -> (u64, u64) {
+        let (first, last) = lines(addr, len);
+        let (missed, runs) = self.cache.lock().read(first, last);
+        (missed, runs * self.wait_ns)
+    }
+
+    /// What looking up `[addr, addr+len)` cost the model, in picoseconds.
+    pub(crate) fn cost_ps(&self, addr: usize, len: usize) -> u64 {
+        let (first, last) = lines(addr, len);
+        (last - first + 1) * self.cost_ps
+    }
+
+    /// `[addr, addr+len)` was written and stays cached (no flush in this mode).
+    pub(crate) fn insert(&self, addr: usize, len: usize) {
+        let (first, last) = lines(addr, len);
+        let mut c = self.cache.lock();
+        for line in first..=last {
+            c.touch(line);
+        }
+    }
+
+    /// `[addr, addr+len)` was flushed: its lines leave the cache (`clflush` semantics).
+    pub(crate) fn evict(&self, addr: usize, len: usize) {
+        let (first, last) = lines(addr, len);
+        let mut c = self.cache.lock();
+        for line in first..=last {
+            c.drop_line(line);
+        }
+    }
 }
 
 fn lines(addr: usize, len: usize) -> (u64, u64) {
@@ -115,74 +176,33 @@ fn lines(addr: usize, len: usize) -> (u64, u64) {
     (first, ((addr + len.max(1) - 1) / crate::LINE) as u64)
 }
 
-fn with<R>(bytes: u64, f: impl FnOnce(&mut Llc) -> R) -> R {
-    CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.as_ref().is_none_or(|l| l.bytes != bytes) {
-            *c = Some(Llc::new(bytes));
-        }
-        f(c.as_mut().expect("made above"))
-    })
-}
-
-/// A read of `[addr, addr+len)` (virtual addresses) through this thread's cache of
-/// `bytes`: (lines that missed, runs of contiguous missing lines).
-pub(crate) fn read(bytes: u64, addr: usize, len: usize) -> (u64, u64) {
-    let (first, last) = lines(addr, len);
-    with(bytes, |l| l.read(first, last))
-}
-
-/// `[addr, addr+len)` was written and stays cached (no flush in this mode).
-pub(crate) fn insert(bytes: u64, addr: usize, len: usize) {
-    let (first, last) = lines(addr, len);
-    with(bytes, |l| {
-        for line in first..=last {
-            l.touch(line);
-        }
-    })
-}
-
-/// `[addr, addr+len)` was flushed: the lines leave the cache (`clflush` semantics).
-pub(crate) fn evict(bytes: u64, addr: usize, len: usize) {
-    let (first, last) = lines(addr, len);
-    CACHE.with(|c| {
-        if let Some(l) = c.borrow_mut().as_mut().filter(|l| l.bytes == bytes) {
-            for line in first..=last {
-                l.drop_line(line);
-            }
-        }
-    })
-}
-
-/// What the model costs per line looked up, in picoseconds: measured once per thread and
-/// size on a stream of 2^18 lines, a quarter of them repeats, through a cache of `bytes`
-/// of its own (so the measurement leaves the thread's cache alone).
+/// What the model costs per line looked up, lock included, in picoseconds: measured once
+/// per process and size on a stream of 2^16 lines (a quarter of them repeats) through a
+/// cache of its own.
 pub(crate) fn cost_ps_per_line(bytes: u64) -> u64 {
-    thread_local! {
-        static COST: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
-    }
-    let (b, ps) = COST.get();
-    if b == bytes {
+    static COSTS: parking_lot::Mutex<Vec<(u64, u64)>> = parking_lot::Mutex::new(Vec::new());
+    let mut costs = COSTS.lock();
+    if let Some(&(_, ps)) = costs.iter().find(|(b, _)| *b == bytes) {
         return ps;
     }
     crate::latency::calibrate();
-    let mut l = Llc::new(bytes);
-    let n: u64 = 1 << 18;
+    let l = parking_lot::Mutex::new(Llc::new(bytes));
+    let n: u64 = 1 << 16;
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let t0 = crate::latency::rdtsc();
     let mut hits = 0u64;
+    let t0 = crate::latency::rdtsc();
     for i in 0..n {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        // A quarter of the lookups repeat a recent line; the rest are spread over 4x the cache.
+        // A quarter repeat a recent line; the rest are spread over 4x the cache.
         let line = if i % 4 == 0 { i / 2 } else { x % (4 * bytes / 64 + 1) };
-        hits += u64::from(l.touch(line));
+        hits += u64::from(l.lock().touch(line));
     }
     let ticks = crate::latency::rdtsc().wrapping_sub(t0);
     std::hint::black_box(hits);
     let ps = crate::latency::ticks_to_ps(ticks) / n;
-    COST.set((bytes, ps));
+    costs.push((bytes, ps));
     ps
 }
 
@@ -217,16 +237,26 @@ mod tests {
 
     #[test]
     fn a_flushed_line_misses_and_a_written_line_hits() {
-        let bytes = 1 << 20;
+        let lat = Latency::per_line(0, 1_000_000).with_reads(ReadModel::Llc { kib: 1024 });
+        let m = Model::for_latency(lat).expect("a model");
         let base = 0x7f00_0000_0000usize;
-        assert_eq!(read(bytes, base, 64), (1, 1));
-        assert_eq!(read(bytes, base, 64), (0, 0));
-        evict(bytes, base, 64);
-        assert_eq!(read(bytes, base, 64), (1, 1), "clflush semantics: gone after a flush");
-        insert(bytes, base + 4096, 128);
-        assert_eq!(read(bytes, base + 4096, 128), (0, 0), "written lines are cached");
-        // A cache of another size starts empty.
-        assert_eq!(read(bytes * 2, base, 64), (1, 1));
+        let wait = 1_000_000 - crate::latency::dram_ns();
+        assert_eq!(m.read(base, 64), (1, wait));
+        assert_eq!(m.read(base, 64), (0, 0));
+        m.evict(base, 64);
+        assert_eq!(m.read(base, 64), (1, wait), "clflush semantics: gone after a flush");
+        m.insert(base + 4096, 128);
+        assert_eq!(m.read(base + 4096, 128), (0, 0), "written lines are cached");
+        assert_eq!(m.read(base + 8192, 64 * 8), (8, wait), "eight contiguous misses wait once");
+        assert_eq!(m.cost_ps(base, 64 * 8), 8 * m.cost_ps);
+    }
+
+    #[test]
+    fn no_model_where_it_would_charge_nothing() {
+        assert!(Model::for_latency(Latency::per_line(300, 300)).is_none(), "per-line model");
+        let llc = ReadModel::Llc { kib: 1024 };
+        assert!(Model::for_latency(Latency::per_line(300, 0).with_reads(llc)).is_none());
+        assert!(Model::for_latency(Latency::per_line(300, 1).with_reads(llc)).is_none(), "PM reads as fast as DRAM's");
     }
 
     #[test]
@@ -258,6 +288,7 @@ mod tests {
     #[test]
     fn the_model_s_cost_is_measured() {
         let ps = cost_ps_per_line(1 << 20);
+        assert_eq!(cost_ps_per_line(1 << 20), ps, "once per size");
         assert!(ps > 0 && ps < 2_000_000, "{ps} ps per line");
     }
 }

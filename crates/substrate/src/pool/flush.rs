@@ -575,40 +575,32 @@ impl Pool {
     /// [`Pool::note_read_at`]'s emulation, out of line (it runs only with a read latency).
     #[inline(never)]
     fn charge_read(&self, addr: usize, len: usize) {
-        match self.latency.read_model {
-            ReadModel::PerLine => spin_ns(lines_in(addr, len) * self.latency.read_ns as u64),
-            ReadModel::Llc { kib } => {
-                let wait = self.latency.miss_wait_ns();
-                if wait == 0 {
-                    // PM reads no slower than DRAM's: nothing to charge, and the model's
-                    // own time would be the only thing added.
-                    return;
-                }
-                let bytes = u64::from(kib) << 10;
-                let (missed, runs) = crate::llc::read(bytes, addr, len);
+        match (self.latency.read_model, &self.llc) {
+            (ReadModel::PerLine, _) => spin_ns(lines_in(addr, len) * self.latency.read_ns as u64),
+            (ReadModel::Llc { .. }, Some(m)) => {
+                let (missed, wait) = m.read(addr, len);
                 counters::add_lines_missed(missed);
-                let owed = lines_in(addr, len) * crate::llc::cost_ps_per_line(bytes);
-                spin_ns(owe(owed, runs * wait));
+                spin_ns(owe(m.cost_ps(addr, len), wait));
             }
+            // PM reads no slower than DRAM's: nothing to charge, and no model is run.
+            (ReadModel::Llc { .. }, None) => {}
         }
     }
 
     /// In `eadr` and `none`, where a flush request issues nothing: the lines written stay
-    /// in the cache model (out of line: only with the cache model and a read latency).
+    /// in the cache model (out of line: only with a read latency).
     #[inline(never)]
     fn llc_written(&self, addr: usize, len: usize) {
-        if let ReadModel::Llc { kib } = self.latency.read_model {
-            if self.latency.miss_wait_ns() != 0 {
-                crate::llc::insert(u64::from(kib) << 10, addr, len);
-            }
+        if let Some(m) = &self.llc {
+            m.insert(addr, len);
         }
     }
 
     /// In `adr`: flushed lines leave the cache model, as `clflush` evicts them.
     #[inline(never)]
     fn llc_flushed(&self, addr: usize, len: usize) {
-        if let ReadModel::Llc { kib } = self.latency.read_model {
-            crate::llc::evict(u64::from(kib) << 10, addr, len);
+        if let Some(m) = &self.llc {
+            m.evict(addr, len);
         }
     }
 

@@ -184,6 +184,9 @@ pub struct Pool {
     mapped: AtomicU64,
     mode: Mode,
     latency: Latency,
+    /// The last-level cache model reads are charged by (`W/R/llc` with reads slower than
+    /// DRAM's), else none.
+    llc: Option<Box<crate::llc::Model>>,
     map_sync: bool,
     /// What the pool's bytes are mapped from (detected at open).
     medium: Medium,
