@@ -274,10 +274,11 @@ impl<'p> Leaf<'p> {
     /// its words. For a split and scans. The leaves are unsorted (§3), so a scan must sort
     /// a leaf's keys, but it reads each entry once and allocates nothing for it (at most
     /// [`CAP`] entries, on the stack): the authors' scan sorts the slots of one leaf in
-    /// place and reads the entries it visits, and so does this.
+    /// place and reads the entries it visits, and so does this. Key objects are not
+    /// verified here: the open verified every object it reached, and nothing but this
+    /// process writes the pool while it is open.
     pub(crate) fn sorted_entries(
         &self,
-        verify: bool,
         keep: impl Fn(&[u8]) -> bool,
     ) -> Result<SmallVec<[(KeyBytes<'p>, usize, Entry); CAP]>> {
         self.pool.note_read_at(self.off, 64);
@@ -287,7 +288,7 @@ impl<'p> Leaf<'p> {
             let slot = m.trailing_zeros() as usize;
             m &= m - 1;
             let e = self.entry(slot);
-            let k = self.key(&e, verify)?;
+            let k = self.key(&e, false)?;
             if keep(k.as_slice()) {
                 v.push((k, slot, e));
             }
