@@ -215,27 +215,35 @@ pub struct Entry {
 /// A whole RDB file of database 0: header, `aux` fields, SELECTDB, RESIZEDB, the keys
 /// (each with EXPIRETIME_MS when it has one), EOF and the CRC-64 of all before it.
 pub fn write_file(aux: &[(&str, &str)], entries: &[Entry]) -> Vec<u8> {
+    write_file_dbs(aux, &[(0, entries)])
+}
+
+/// A whole RDB file of several databases (a primary's full sync): per database with
+/// keys, its SELECTDB and RESIZEDB, then its keys.
+pub fn write_file_dbs(aux: &[(&str, &str)], dbs: &[(usize, &[Entry])]) -> Vec<u8> {
     let mut out = format!("REDIS{RDB_VERSION:04}").into_bytes();
     for (k, v) in aux {
         out.push(OP_AUX);
         write_string(&mut out, k.as_bytes());
         write_string(&mut out, v.as_bytes());
     }
-    out.push(OP_SELECTDB);
-    write_len(&mut out, 0);
-    out.push(OP_RESIZEDB);
-    write_len(&mut out, entries.len() as u64);
-    write_len(&mut out, entries.iter().filter(|e| e.expire_ms.is_some()).count() as u64);
-    for e in entries {
-        if let Some(t) = e.expire_ms {
-            out.push(OP_EXPIRETIME_MS);
-            out.extend_from_slice(&t.to_le_bytes());
+    for &(db, entries) in dbs {
+        out.push(OP_SELECTDB);
+        write_len(&mut out, db as u64);
+        out.push(OP_RESIZEDB);
+        write_len(&mut out, entries.len() as u64);
+        write_len(&mut out, entries.iter().filter(|e| e.expire_ms.is_some()).count() as u64);
+        for e in entries {
+            if let Some(t) = e.expire_ms {
+                out.push(OP_EXPIRETIME_MS);
+                out.extend_from_slice(&t.to_le_bytes());
+            }
+            let mut v = Vec::new();
+            write_value(&mut v, &e.value);
+            out.push(v[0]);
+            write_string(&mut out, &e.key);
+            out.extend_from_slice(&v[1..]);
         }
-        let mut v = Vec::new();
-        write_value(&mut v, &e.value);
-        out.push(v[0]);
-        write_string(&mut out, &e.key);
-        out.extend_from_slice(&v[1..]);
     }
     out.push(OP_EOF);
     let crc = crc64(&out);

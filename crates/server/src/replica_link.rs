@@ -8,7 +8,10 @@
 //! One thread per link, blocking I/O with a one-second read timeout so a REPLICAOF that
 //! replaces the link (the generation moves) or a shutdown is seen within a second. It
 //! holds the server weakly: a stopping server is not kept alive by its link. A link that
-//! breaks is retried after a second, with a full sync (no partial resync yet).
+//! breaks is retried after a second: with `PSYNC replid offset+1` when this link (same
+//! REPLICAOF, same process) completed a sync, so that a primary holding that part of
+//! its stream in its backlog continues it (`+CONTINUE`); else with a full sync. After a
+//! restart it is always a full sync (the durable offset may lag the data).
 
 use crate::commands::{self, Conn};
 use crate::keyspace::{Tx, REPLICA_KEY};
@@ -28,6 +31,9 @@ pub(crate) fn spawn(sh: &Shared, gen: u64) {
 }
 
 fn run(me: Weak<Shared>, gen: u64) {
+    // The primary's replication ID once a sync completed on this link: the keyspace is
+    // then exactly its stream up to `replica.offset`, which a partial resync continues.
+    let mut synced: Option<String> = None;
     loop {
         let Some(sh) = me.upgrade() else { return };
         if !sh.replica.current(gen) || sh.stopping() {
@@ -35,7 +41,7 @@ fn run(me: Weak<Shared>, gen: u64) {
         }
         let Some(p) = sh.replica.primary() else { return };
         drop(sh);
-        let r = link(&me, gen, &p.host, p.port);
+        let r = link(&me, gen, &p.host, p.port, &mut synced);
         let Some(sh) = me.upgrade() else { return };
         sh.replica.update(gen, |p| p.state = LinkState::Connect);
         if let Err(e) = r {
@@ -86,7 +92,7 @@ fn expect_ok(r: &mut BufReader<TcpStream>, what: &str) -> std::io::Result<()> {
 }
 
 /// One link: handshake, full sync, then the stream until it breaks or is replaced.
-fn link(me: &Weak<Shared>, gen: u64, host: &str, port: u16) -> std::io::Result<()> {
+fn link(me: &Weak<Shared>, gen: u64, host: &str, port: u16, synced: &mut Option<String>) -> std::io::Result<()> {
     let upgrade = || me.upgrade().ok_or_else(|| io_err("the server stopped"));
     let sh = upgrade()?;
     sh.replica.update(gen, |p| p.state = LinkState::Connecting);
@@ -101,8 +107,33 @@ fn link(me: &Weak<Shared>, gen: u64, host: &str, port: u16) -> std::io::Result<(
     expect_ok(&mut r, "REPLCONF listening-port")?;
     send(&mut w, &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
     expect_ok(&mut r, "REPLCONF capa")?;
-    send(&mut w, &[b"PSYNC", b"?", b"-1"])?;
+    match synced.clone() {
+        Some(replid) => {
+            let next = (upgrade()?.replica.offset.load(Ordering::SeqCst) + 1).to_string();
+            send(&mut w, &[b"PSYNC", replid.as_bytes(), next.as_bytes()])?;
+        }
+        None => send(&mut w, &[b"PSYNC", b"?", b"-1"])?,
+    }
     let l = line(&mut r)?;
+    if let Some(rest) = l.strip_prefix("+CONTINUE") {
+        // The primary continues its stream from our offset: nothing to load.
+        let replid = rest.trim();
+        let sh = upgrade()?;
+        if !replid.is_empty() {
+            *synced = Some(replid.to_string());
+        }
+        let id = synced.clone().unwrap_or_default();
+        sh.replica.update(gen, |p| {
+            p.state = LinkState::Connected;
+            p.replid = id;
+            p.last_io = Instant::now();
+        });
+        let offset = sh.replica.offset.load(Ordering::SeqCst);
+        drop(sh);
+        return stream(me, gen, r, w, offset);
+    }
+    // A full sync replaces the keyspace: until it completes, nothing to continue.
+    *synced = None;
     let mut parts = l.split(' ');
     let (Some("+FULLRESYNC"), Some(replid), Some(offset)) = (parts.next(), parts.next(), parts.next()) else {
         return Err(io_err(format!("the primary answered PSYNC with {l}")));
@@ -117,6 +148,7 @@ fn link(me: &Weak<Shared>, gen: u64, host: &str, port: u16) -> std::io::Result<(
     let rec = Record { host: host.to_string(), port, replid: replid.to_string(), offset, syncing: true };
     load(&sh, gen, &rdb, rec)?;
     sh.replica.offset.store(offset, Ordering::SeqCst);
+    *synced = Some(replid.to_string());
     sh.replica.update(gen, |p| {
         p.state = LinkState::Connected;
         p.last_io = Instant::now();
