@@ -352,7 +352,7 @@ impl Repl {
     /// replicas for an acknowledgement first (`REPLCONF GETACK *`), as Redis does.
     pub(crate) fn wait(&self, offset: u64, n: usize, timeout: Option<Duration>, gone: impl Fn() -> bool) -> usize {
         let count = |st: &St| st.peers.iter().filter(|p| p.dropped.is_none() && p.online && p.ack >= offset).count();
-        if count(&self.st()) >= n || offset == 0 {
+        if count(&self.st()) >= n {
             return count(&self.st());
         }
         if self.replicas() > 0 {

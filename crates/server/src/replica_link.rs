@@ -33,7 +33,8 @@ pub(crate) fn spawn(sh: &Shared, gen: u64) {
 fn run(me: Weak<Shared>, gen: u64) {
     // The primary's replication ID once a sync completed on this link: the keyspace is
     // then exactly its stream up to `replica.offset`, which a partial resync continues.
-    let mut synced: Option<String> = None;
+    // With it, the database the stream last SELECTed: a continued stream goes on in it.
+    let mut synced: Option<(String, usize)> = None;
     loop {
         let Some(sh) = me.upgrade() else { return };
         if !sh.replica.current(gen) || sh.stopping() {
@@ -92,7 +93,13 @@ fn expect_ok(r: &mut BufReader<TcpStream>, what: &str) -> std::io::Result<()> {
 }
 
 /// One link: handshake, full sync, then the stream until it breaks or is replaced.
-fn link(me: &Weak<Shared>, gen: u64, host: &str, port: u16, synced: &mut Option<String>) -> std::io::Result<()> {
+fn link(
+    me: &Weak<Shared>,
+    gen: u64,
+    host: &str,
+    port: u16,
+    synced: &mut Option<(String, usize)>,
+) -> std::io::Result<()> {
     let upgrade = || me.upgrade().ok_or_else(|| io_err("the server stopped"));
     let sh = upgrade()?;
     sh.replica.update(gen, |p| p.state = LinkState::Connecting);
@@ -108,7 +115,7 @@ fn link(me: &Weak<Shared>, gen: u64, host: &str, port: u16, synced: &mut Option<
     send(&mut w, &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
     expect_ok(&mut r, "REPLCONF capa")?;
     match synced.clone() {
-        Some(replid) => {
+        Some((replid, _)) => {
             let next = (upgrade()?.replica.offset.load(Ordering::SeqCst) + 1).to_string();
             send(&mut w, &[b"PSYNC", replid.as_bytes(), next.as_bytes()])?;
         }
@@ -119,10 +126,11 @@ fn link(me: &Weak<Shared>, gen: u64, host: &str, port: u16, synced: &mut Option<
         // The primary continues its stream from our offset: nothing to load.
         let replid = rest.trim();
         let sh = upgrade()?;
+        let Some(now) = synced.as_mut() else { return Err(io_err("+CONTINUE to a full sync request")) };
         if !replid.is_empty() {
-            *synced = Some(replid.to_string());
+            now.0 = replid.to_string();
         }
-        let id = synced.clone().unwrap_or_default();
+        let id = now.0.clone();
         sh.replica.update(gen, |p| {
             p.state = LinkState::Connected;
             p.replid = id;
@@ -130,7 +138,7 @@ fn link(me: &Weak<Shared>, gen: u64, host: &str, port: u16, synced: &mut Option<
         });
         let offset = sh.replica.offset.load(Ordering::SeqCst);
         drop(sh);
-        return stream(me, gen, r, w, offset);
+        return stream(me, gen, r, w, offset, synced);
     }
     // A full sync replaces the keyspace: until it completes, nothing to continue.
     *synced = None;
@@ -148,13 +156,13 @@ fn link(me: &Weak<Shared>, gen: u64, host: &str, port: u16, synced: &mut Option<
     let rec = Record { host: host.to_string(), port, replid: replid.to_string(), offset, syncing: true };
     load(&sh, gen, &rdb, rec)?;
     sh.replica.offset.store(offset, Ordering::SeqCst);
-    *synced = Some(replid.to_string());
+    *synced = Some((replid.to_string(), 0));
     sh.replica.update(gen, |p| {
         p.state = LinkState::Connected;
         p.last_io = Instant::now();
     });
     drop(sh);
-    stream(me, gen, r, w, offset)
+    stream(me, gen, r, w, offset, synced)
 }
 
 /// The RDB after FULLRESYNC: `$<len>\r\n` and that many bytes, or (a diskless primary,
@@ -243,10 +251,12 @@ fn stream(
     mut r: BufReader<TcpStream>,
     mut w: TcpStream,
     mut offset: u64,
+    synced: &mut Option<(String, usize)>,
 ) -> std::io::Result<()> {
     w.set_read_timeout(Some(Duration::from_secs(1)))?;
     let mut c = Conn::new(0, true);
     c.from_primary = true;
+    c.db = synced.as_ref().map_or(0, |s| s.1);
     let mut parser = Parser::default();
     let limits = Limits::default();
     let mut buf: Vec<u8> = Vec::new();
@@ -277,6 +287,9 @@ fn stream(
                         }
                     } else {
                         let _ = commands::run(&sh, &mut c, &args);
+                        if let Some(s) = synced.as_mut() {
+                            s.1 = c.db;
+                        }
                     }
                     offset += bytes;
                     sh.replica.offset.store(offset, Ordering::SeqCst);
