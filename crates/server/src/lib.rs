@@ -30,12 +30,15 @@
 //!    topology and migration), `stats`, `pubsub` (SUBSCRIBE/PUBLISH and friends:
 //!    per-subscriber outboxes a publisher never waits on, bounded by Redis's pubsub
 //!    output-buffer limit), `replica` (a replica's state and its durable record),
+//!    `repl_stream` (a primary's replication stream: the backlog every applied write is
+//!    appended to, in its deterministic form, under the locks that ordered it; WAIT),
 //!    `select` (Redis's 16 databases: SELECT, SWAPDB's durable map, MOVE and COPY … DB),
 //!    `log_sync` (mode `wal`: replies `await` the log, which an idle worker or a
 //!    fallback thread makes safe).
 //! 9. [`commands`] — dispatch, connection and server commands, MULTI/EXEC/WATCH;
 //!    `replica_link` — REPLICAOF's link to a Redis primary, which runs what it streams
-//!    through that dispatch.
+//!    through that dispatch; `primary` — serving a replica (SYNC/PSYNC: the full sync's
+//!    snapshot and RDB, then the stream out and the acknowledgements in).
 //! 10. here — the listener and connections: tokio tasks (at most `max_clients`, an idle
 //!     timeout, replies written before more is read so a slow reader only slows itself),
 //!     AUTH in constant time, loopback by default, and a clean shutdown on SIGINT,
@@ -76,14 +79,14 @@ pub mod glob;
 pub mod keyspace;
 mod log_sync;
 mod object;
+mod primary;
 mod pubsub;
 mod range;
 pub mod rdb;
 pub mod record;
+mod repl_stream;
 mod replica;
 mod replica_link;
-mod primary;
-mod repl_stream;
 pub mod resp;
 mod routing;
 pub mod script;

@@ -34,7 +34,9 @@ fn refusal(sh: &Shared) -> Option<&'static str> {
         return Some("ERR pmkv does not serve replicas in cluster mode yet");
     }
     if sh.replica.is_replica() {
-        return Some("ERR pmkv does not serve replicas while it is itself a replica (chained replication is not built)");
+        return Some(
+            "ERR pmkv does not serve replicas while it is itself a replica (chained replication is not built)",
+        );
     }
     None
 }
@@ -172,9 +174,8 @@ async fn stream(sh: &Shared, sock: tokio::net::TcpStream, id: u64, mut inbuf: Ve
             match parser.parse(&inbuf[used..], &limits) {
                 Ok((Some(a), n)) => {
                     used += n;
-                    let ack = a.len() >= 3
-                        && a[0].eq_ignore_ascii_case(b"REPLCONF")
-                        && a[1].eq_ignore_ascii_case(b"ACK");
+                    let ack =
+                        a.len() >= 3 && a[0].eq_ignore_ascii_case(b"REPLCONF") && a[1].eq_ignore_ascii_case(b"ACK");
                     if let Some(off) = ack.then(|| std::str::from_utf8(&a[2]).ok()?.parse::<u64>().ok()).flatten() {
                         sh.repl.ack(id, off);
                     }
