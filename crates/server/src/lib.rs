@@ -667,7 +667,7 @@ impl Server {
                     }
                     sweep(&sweeper);
                     ticks += 1;
-                    if ticks % 100 == 0 {
+                    if ticks.is_multiple_of(100) {
                         sweeper.repl.ping();
                     }
                 }
