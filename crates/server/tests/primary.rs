@@ -96,6 +96,13 @@ fn write_mix(p: &mut Client, rng: &mut XorShift, round: usize) {
     p.cmd(&["SELECT", "0"]);
 }
 
+/// Make `replica` (a Redis or a pmkv) follow the server on `port`, and wait for its link.
+fn follow(replica: &mut Client, port: u16) {
+    assert_eq!(replica.cmd(&["REPLICAOF", "127.0.0.1", &port.to_string()]), "+OK");
+    wait_link_up(replica);
+}
+
+/// Wait until `replica`'s INFO says its link to the primary is up.
 fn wait_link_up(redis: &mut Client) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while info_field(redis, "master_link_status") != "up" {
@@ -129,8 +136,7 @@ fn a_real_redis_replicates_pmkv_through_a_full_sync_and_the_stream() {
             }
         })
     };
-    assert_eq!(r.cmd(&["REPLICAOF", "127.0.0.1", &s.port.to_string()]), "+OK");
-    wait_link_up(&mut r);
+    follow(&mut r, s.port);
     std::thread::sleep(Duration::from_millis(300));
     busy.store(false, Ordering::Relaxed);
     writer.join().unwrap();
@@ -167,8 +173,7 @@ fn a_failed_command_is_not_streamed() {
     let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
     p.cmd(&["HSET", "h", "f", "1"]);
     p.cmd(&["SET", "s", "x"]);
-    assert_eq!(r.cmd(&["REPLICAOF", "127.0.0.1", &s.port.to_string()]), "+OK");
-    wait_link_up(&mut r);
+    follow(&mut r, s.port);
     p.cmd(&["SET", "ok", "1"]);
     let before = info_field(&mut p, "master_repl_offset");
     assert!(p.cmd(&["INCR", "h"]).starts_with("-WRONGTYPE"));
@@ -200,8 +205,7 @@ fn wait_counts_the_replicas_that_acknowledged() {
     assert!(took >= Duration::from_millis(95) && took < Duration::from_secs(2), "{took:?}");
     let redis = RealRedis::start();
     let mut r = Client::new(redis.port);
-    assert_eq!(r.cmd(&["REPLICAOF", "127.0.0.1", &s.port.to_string()]), "+OK");
-    wait_link_up(&mut r);
+    follow(&mut r, s.port);
     for i in 0..50 {
         p.cmd(&["SET", &format!("w{i}"), "v"]);
     }
@@ -225,8 +229,7 @@ fn a_redis_replica_whose_link_broke_continues_from_the_backlog() {
     let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
     let mut rng = XorShift::new(5);
     write_mix(&mut p, &mut rng, 0);
-    assert_eq!(r.cmd(&["REPLICAOF", "127.0.0.1", &s.port.to_string()]), "+OK");
-    wait_link_up(&mut r);
+    follow(&mut r, s.port);
     write_mix(&mut p, &mut rng, 1);
     converge(&mut p, &mut r);
     assert_eq!(info_field(&mut p, "sync_full"), "1");
@@ -285,14 +288,6 @@ impl Relay {
     }
 }
 
-fn wait_pmkv_link(r: &mut Client) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !r.cmd(&["ROLE"]).contains(",connected,") {
-        assert!(Instant::now() < deadline, "never connected: {}", r.cmd(&["ROLE"]));
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn pmkv_replicates_pmkv_continues_after_a_cut_and_resyncs_past_the_backlog() {
     let s: Running = start("hart", 64, Config::default());
@@ -301,8 +296,7 @@ fn pmkv_replicates_pmkv_continues_after_a_cut_and_resyncs_past_the_backlog() {
     let (mut p, mut r) = (Client::new(s.port), Client::new(t.port));
     let mut rng = XorShift::new(11);
     write_mix(&mut p, &mut rng, 0);
-    assert_eq!(r.cmd(&["REPLICAOF", "127.0.0.1", &relay.port.to_string()]), "+OK");
-    wait_pmkv_link(&mut r);
+    follow(&mut r, relay.port);
     write_mix(&mut p, &mut rng, 1);
     converge(&mut p, &mut r);
     assert_eq!(info_field(&mut p, "sync_full"), "1");
@@ -353,8 +347,7 @@ fn a_replica_refuses_to_serve_replicas_and_promotion_keeps_the_old_id_as_second(
     let t = start("hart", 16, Config::default());
     let (mut p, mut r) = (Client::new(s.port), Client::new(t.port));
     p.cmd(&["SET", "a", "1"]);
-    assert_eq!(r.cmd(&["REPLICAOF", "127.0.0.1", &s.port.to_string()]), "+OK");
-    wait_pmkv_link(&mut r);
+    follow(&mut r, s.port);
     let mut raw = Client::new(t.port);
     let reply = raw.cmd(&["PSYNC", "?", "-1"]);
     assert!(reply.starts_with("-ERR pmkv does not serve replicas while it is itself a replica"), "{reply}");
@@ -363,4 +356,49 @@ fn a_replica_refuses_to_serve_replicas_and_promotion_keeps_the_old_id_as_second(
     assert_eq!(info_field(&mut r, "master_replid2"), primary_id);
     assert_ne!(info_field(&mut r, "master_replid"), primary_id);
     assert_eq!(r.cmd(&["GET", "a"]), "1");
+}
+
+/// `c`'s members of set `k`, sorted.
+fn members(c: &mut Client, k: &str) -> Vec<String> {
+    let all = c.cmd(&["SMEMBERS", k]);
+    let mut m: Vec<String> =
+        all.trim_matches(['[', ']']).split(',').filter(|x| !x.is_empty()).map(String::from).collect();
+    m.sort();
+    m
+}
+
+#[test]
+fn random_and_blocking_pops_reach_a_redis_replica_as_what_they_took() {
+    let s = start("hart", 16, Config { threads: 2, ..Config::default() });
+    let redis = RealRedis::start();
+    let (mut p, mut r) = (Client::new(s.port), Client::new(redis.port));
+    follow(&mut r, s.port);
+    // SPOP takes members at random: the replica must lose the same ones.
+    let many: Vec<String> = (0..40).map(|i| format!("m{i}")).collect();
+    let mut sadd = vec!["SADD", "set"];
+    sadd.extend(many.iter().map(String::as_str));
+    p.cmd(&sadd);
+    p.cmd(&["SPOP", "set"]);
+    p.cmd(&["SPOP", "set", "7"]);
+    p.cmd(&["SADD", "tiny", "only"]);
+    p.cmd(&["SPOP", "tiny"]);
+    // A blocking pop served at once, and one served later to a waiter.
+    p.cmd(&["RPUSH", "list", "a", "b", "c"]);
+    assert_eq!(p.cmd(&["BLPOP", "list", "0"]), "[list,a]");
+    let waiter = {
+        let port = s.port;
+        std::thread::spawn(move || Client::new(port).cmd(&["BLMOVE", "empty", "dst", "LEFT", "RIGHT", "0"]))
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    p.cmd(&["RPUSH", "empty", "x", "y"]);
+    assert_eq!(waiter.join().unwrap(), "x");
+    p.cmd(&["SET", "last", "1"]);
+    assert_eq!(p.cmd(&["WAIT", "1", "5000"]), ":1");
+    assert_eq!(members(&mut r, "set"), members(&mut p, "set"));
+    assert_eq!(members(&mut p, "set").len(), 32);
+    assert_eq!(r.cmd(&["EXISTS", "tiny"]), ":0");
+    for k in ["list", "empty", "dst"] {
+        assert_eq!(r.cmd(&["LRANGE", k, "0", "-1"]), p.cmd(&["LRANGE", k, "0", "-1"]), "{k}");
+    }
+    assert_eq!(r.cmd(&["LRANGE", "dst", "0", "-1"]), "[x]");
 }
