@@ -41,7 +41,7 @@ fn refusal(sh: &Shared) -> Option<&'static str> {
     None
 }
 
-/// The keys of every database with their expiry times, read under the gate held
+/// The keys of every database with their expiry times, and the function libraries, read under the gate held
 /// exclusively, and the replica registered at the stream's offset of that instant; then
 /// the RDB made of them (outside the gate). Refused, with the key named, when a key's
 /// type has no RDB encoding yet: a replica must not silently miss keys.
@@ -76,13 +76,14 @@ fn snapshot(sh: &Shared, ip: String, port: u16) -> Result<(u64, String, u64, Vec
             dbs.push((db, entries));
         }
     }
+    let functions = sh.functions.lock().unwrap_or_else(|e| e.into_inner()).codes();
     let (id, replid, offset) = sh.repl.attach_full(ip, port);
     drop(gate);
     let ctime = crate::keyspace::now_ms() / 1000;
     let refs: Vec<(usize, &[Entry])> = dbs.iter().map(|(db, e)| (*db, e.as_slice())).collect();
     let aux = [("redis-ver", "7.0.15"), ("redis-bits", "64"), ("ctime", &ctime.to_string()), ("aof-base", "0")];
     let aux: Vec<(&str, &str)> = aux.iter().map(|(k, v)| (*k, *v)).collect();
-    Ok((id, replid, offset, rdb::write_file_dbs(&aux, &refs)))
+    Ok((id, replid, offset, rdb::write_file_dbs(&aux, &functions, &refs)))
 }
 
 async fn write(sock: &mut (impl AsyncWriteExt + Unpin), b: &[u8]) -> std::io::Result<()> {

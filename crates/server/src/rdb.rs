@@ -215,17 +215,22 @@ pub struct Entry {
 /// A whole RDB file of database 0: header, `aux` fields, SELECTDB, RESIZEDB, the keys
 /// (each with EXPIRETIME_MS when it has one), EOF and the CRC-64 of all before it.
 pub fn write_file(aux: &[(&str, &str)], entries: &[Entry]) -> Vec<u8> {
-    write_file_dbs(aux, &[(0, entries)])
+    write_file_dbs(aux, &[], &[(0, entries)])
 }
 
-/// A whole RDB file of several databases (a primary's full sync): per database with
-/// keys, its SELECTDB and RESIZEDB, then its keys.
-pub fn write_file_dbs(aux: &[(&str, &str)], dbs: &[(usize, &[Entry])]) -> Vec<u8> {
+/// A whole RDB file of several databases (a primary's full sync): the function
+/// libraries' code (FUNCTION2, where Redis 7.0 writes them: after the aux fields), then
+/// per database with keys, its SELECTDB and RESIZEDB, then its keys.
+pub fn write_file_dbs(aux: &[(&str, &str)], functions: &[Vec<u8>], dbs: &[(usize, &[Entry])]) -> Vec<u8> {
     let mut out = format!("REDIS{RDB_VERSION:04}").into_bytes();
     for (k, v) in aux {
         out.push(OP_AUX);
         write_string(&mut out, k.as_bytes());
         write_string(&mut out, v.as_bytes());
+    }
+    for code in functions {
+        out.push(OP_FUNCTION2);
+        write_string(&mut out, code);
     }
     for &(db, entries) in dbs {
         out.push(OP_SELECTDB);
@@ -584,6 +589,12 @@ pub fn undump(p: &[u8]) -> Result<Value> {
 /// database's number (SELECTDB's), skipping what pmkv keeps nothing of (LRU idle times,
 /// LFU frequencies, module aux data is refused, functions are refused).
 pub fn read_file(b: &[u8]) -> Result<(Aux, Vec<(u64, Entry)>)> {
+    read_file_with_functions(b).map(|(aux, entries, _)| (aux, entries))
+}
+
+/// [`read_file`], and the function libraries' code the file carries (a Redis 7 full
+/// sync's RDB has them).
+pub fn read_file_with_functions(b: &[u8]) -> Result<(Aux, Vec<(u64, Entry)>, Vec<Vec<u8>>)> {
     if b.len() < 9 || &b[..5] != b"REDIS" {
         return Err(Error::Corrupt("not an RDB file"));
     }
@@ -594,7 +605,7 @@ pub fn read_file(b: &[u8]) -> Result<(Aux, Vec<(u64, Entry)>)> {
     }
     let mut r = Reader::new(b);
     r.take(9)?;
-    let (mut aux, mut entries) = (Vec::new(), Vec::new());
+    let (mut aux, mut entries, mut functions) = (Vec::new(), Vec::new(), Vec::new());
     let (mut expire, mut db) = (None, 0);
     loop {
         let op = r.u8()?;
@@ -614,7 +625,8 @@ pub fn read_file(b: &[u8]) -> Result<(Aux, Vec<(u64, Entry)>)> {
             OP_FREQ => {
                 r.u8()?;
             }
-            OP_MODULE_AUX | OP_FUNCTION2 => return Err(Error::Unsupported(op)),
+            OP_FUNCTION2 => functions.push(r.string()?),
+            OP_MODULE_AUX => return Err(Error::Unsupported(op)),
             ty => {
                 let key = r.string()?;
                 let value = read_value(&mut r, ty)?;
@@ -630,7 +642,7 @@ pub fn read_file(b: &[u8]) -> Result<(Aux, Vec<(u64, Entry)>)> {
             return Err(Error::Checksum);
         }
     }
-    Ok((aux, entries))
+    Ok((aux, entries, functions))
 }
 
 #[cfg(test)]

@@ -202,7 +202,8 @@ fn read_payload(r: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
 /// that finds the flag set knows the keyspace is a partial copy and refuses to serve it
 /// (`replica::refuse`) until a sync finishes.
 fn load(sh: &Shared, gen: u64, rdb: &[u8], mut rec: Record) -> std::io::Result<()> {
-    let (_aux, entries) = crate::rdb::read_file(rdb).map_err(|e| io_err(format!("the primary's RDB: {e}")))?;
+    let (_aux, entries, functions) =
+        crate::rdb::read_file_with_functions(rdb).map_err(|e| io_err(format!("the primary's RDB: {e}")))?;
     let _gate = sh.gate_write().map_err(|_| io_err("a script is busy"))?;
     if !sh.replica.begin_sync(gen) {
         return Err(io_err("REPLICAOF replaced the link during the sync"));
@@ -211,6 +212,14 @@ fn load(sh: &Shared, gen: u64, rdb: &[u8], mut rec: Record) -> std::io::Result<(
     replica::save(&sh.store, sh.ks(0), Some(&rec)).map_err(store_err)?;
     for ks in sh.all_dbs() {
         Tx::flush_all(&sh.store, ks, 1024).map_err(store_err)?;
+    }
+    // The primary's function libraries replace ours (kept in the pool by FUNCTION
+    // RESTORE, as a client's would be).
+    let payload = crate::rdb::with_footer(crate::rdb::write_functions(functions.iter().map(Vec::as_slice)));
+    if let crate::resp::Reply::Error(e) =
+        crate::script::function(sh, &[b"RESTORE".to_vec(), payload, b"FLUSH".to_vec()])
+    {
+        return Err(io_err(format!("loading the primary's functions: {e}")));
     }
     // Each key into its database (a key of a database this server lacks: an error, as
     // a Redis replica with fewer databases refuses the RDB).

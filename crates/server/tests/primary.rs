@@ -19,6 +19,17 @@ use std::time::{Duration, Instant};
 
 const DBS: [&str; 3] = ["0", "3", "9"];
 
+/// A function library the primary has before the sync: the full sync's RDB carries it,
+/// and FCALL of its writing function reaches replicas as the SET it ran.
+const LIB: &str = "#!lua name=replib\nredis.register_function('setit', function(keys, args) \
+                   return redis.call('SET', keys[1], args[1], 'PX', 900000) end)";
+
+/// Check that `replica` has [`LIB`] (after a full sync).
+fn has_lib(replica: &mut Client) {
+    let list = replica.cmd(&["FUNCTION", "LIST"]);
+    assert!(list.contains("replib") && list.contains("setit"), "{list}");
+}
+
 /// Every key of databases [`DBS`], each line prefixed with its database.
 fn contents(c: &mut Client) -> Vec<String> {
     let mut out = Vec::new();
@@ -122,6 +133,7 @@ fn a_real_redis_replicates_pmkv_through_a_full_sync_and_the_stream() {
         p.cmd(&["HSET", "big", &format!("field{j}"), &j.to_string()]);
     }
     p.cmd(&["SET", "long", &"abc".repeat(5000)]);
+    assert_eq!(p.cmd(&["FUNCTION", "LOAD", LIB]), "replib");
     // Writes go on, from another client, while the full sync runs.
     let busy = Arc::new(AtomicBool::new(true));
     let writer = {
@@ -147,8 +159,10 @@ fn a_real_redis_replicates_pmkv_through_a_full_sync_and_the_stream() {
     p.cmd(&["SET", "after-flush", "1"]);
     p.cmd(&["SELECT", "0"]);
     write_mix(&mut p, &mut rng, 2);
+    assert_eq!(p.cmd(&["FCALL", "setit", "1", "by-fcall", "v"]), "+OK");
     let n = converge(&mut p, &mut r);
     assert!(n > 200, "{n} keys");
+    has_lib(&mut r);
     // Keys that expire: gone on both (the sweep's DELs reached the replica, which keeps
     // a logically expired key until its primary deletes it).
     p.cmd(&["SET", "ttl-short", "x", "PX", "50"]);
@@ -296,9 +310,12 @@ fn pmkv_replicates_pmkv_continues_after_a_cut_and_resyncs_past_the_backlog() {
     let (mut p, mut r) = (Client::new(s.port), Client::new(t.port));
     let mut rng = XorShift::new(11);
     write_mix(&mut p, &mut rng, 0);
+    assert_eq!(p.cmd(&["FUNCTION", "LOAD", LIB]), "replib");
     follow(&mut r, relay.port);
     write_mix(&mut p, &mut rng, 1);
+    assert_eq!(p.cmd(&["FCALL", "setit", "1", "by-fcall", "v"]), "+OK");
     converge(&mut p, &mut r);
+    has_lib(&mut r);
     assert_eq!(info_field(&mut p, "sync_full"), "1");
     // The link breaks; writes go on; the replica comes back and continues.
     relay.cut();
