@@ -203,6 +203,9 @@ pub fn read_functions(body: &[u8]) -> Result<Vec<Vec<u8>>> {
 /// An RDB file's aux fields (name, value), in file order.
 pub type Aux = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// An RDB file's keys, each with its database.
+pub type Keys = Vec<(u64, Entry)>;
+
 /// One key of an RDB file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -588,13 +591,13 @@ pub fn undump(p: &[u8]) -> Result<Value> {
 /// A whole RDB file: its aux fields and the keys of every database, each with its
 /// database's number (SELECTDB's), skipping what pmkv keeps nothing of (LRU idle times,
 /// LFU frequencies, module aux data is refused, functions are refused).
-pub fn read_file(b: &[u8]) -> Result<(Aux, Vec<(u64, Entry)>)> {
+pub fn read_file(b: &[u8]) -> Result<(Aux, Keys)> {
     read_file_with_functions(b).map(|(aux, entries, _)| (aux, entries))
 }
 
 /// [`read_file`], and the function libraries' code the file carries (a Redis 7 full
 /// sync's RDB has them).
-pub fn read_file_with_functions(b: &[u8]) -> Result<(Aux, Vec<(u64, Entry)>, Vec<Vec<u8>>)> {
+pub fn read_file_with_functions(b: &[u8]) -> Result<(Aux, Keys, Vec<Vec<u8>>)> {
     if b.len() < 9 || &b[..5] != b"REDIS" {
         return Err(Error::Corrupt("not an RDB file"));
     }
