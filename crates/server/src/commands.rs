@@ -436,12 +436,7 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
 pub(crate) fn one(sh: &Shared, c: &mut Conn, tx: &mut Tx, cmd: &Command, args: &[Vec<u8>]) -> Reply {
     let mut cx =
         Ctx { budget: c.reply_budget, resp3: c.resp3, cursors: &mut c.cursors, encodings: Some(&sh.encodings) };
-    let r = if matches!(cmd.name, "DUMP" | "RESTORE") {
-        crate::dump::run(tx, cmd.name, &args[1..])
-    } else {
-        data::run(tx, &mut cx, cmd, &args[1..])
-    };
-    match r {
+    match data::run(tx, &mut cx, cmd, &args[1..]) {
         Ok(r) | Err(r) => r,
     }
 }

@@ -38,7 +38,7 @@ use crate::crash_sim::SimState;
 use crate::durability::{Durability, Medium};
 use crate::error::{PoolError, Result};
 use crate::header::{Immutable, Mutable, FORMAT_VERSION, HEADER_SIZE, MAX_LAYOUT, NUM_ROOTS, SEAL_ROOT, SLOT_LEN};
-use crate::latency::{spin_ns, Latency};
+use crate::latency::{spin_ns, Latency, ReadModel};
 use crate::persist::{self, lines_in, Mode, SyncPolicy};
 use crate::wal::Wal;
 use parking_lot::Mutex;
