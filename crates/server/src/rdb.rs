@@ -358,6 +358,9 @@ pub fn read_functions(body: &[u8]) -> Result<Vec<Vec<u8>>> {
 /// An RDB file's aux fields (name, value), in file order.
 pub type Aux = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// An RDB file's keys, each with its database.
+pub type Keys = Vec<(u64, Entry)>;
+
 /// One key of an RDB file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -370,27 +373,40 @@ pub struct Entry {
 /// A whole RDB file of database 0: header, `aux` fields, SELECTDB, RESIZEDB, the keys
 /// (each with EXPIRETIME_MS when it has one), EOF and the CRC-64 of all before it.
 pub fn write_file(aux: &[(&str, &str)], entries: &[Entry]) -> Vec<u8> {
+    write_file_dbs(aux, &[], &[(0, entries)])
+}
+
+/// A whole RDB file of several databases (a primary's full sync): the function
+/// libraries' code (FUNCTION2, where Redis 7.0 writes them: after the aux fields), then
+/// per database with keys, its SELECTDB and RESIZEDB, then its keys.
+pub fn write_file_dbs(aux: &[(&str, &str)], functions: &[Vec<u8>], dbs: &[(usize, &[Entry])]) -> Vec<u8> {
     let mut out = format!("REDIS{RDB_VERSION:04}").into_bytes();
     for (k, v) in aux {
         out.push(OP_AUX);
         write_string(&mut out, k.as_bytes());
         write_string(&mut out, v.as_bytes());
     }
-    out.push(OP_SELECTDB);
-    write_len(&mut out, 0);
-    out.push(OP_RESIZEDB);
-    write_len(&mut out, entries.len() as u64);
-    write_len(&mut out, entries.iter().filter(|e| e.expire_ms.is_some()).count() as u64);
-    for e in entries {
-        if let Some(t) = e.expire_ms {
-            out.push(OP_EXPIRETIME_MS);
-            out.extend_from_slice(&t.to_le_bytes());
+    for code in functions {
+        out.push(OP_FUNCTION2);
+        write_string(&mut out, code);
+    }
+    for &(db, entries) in dbs {
+        out.push(OP_SELECTDB);
+        write_len(&mut out, db as u64);
+        out.push(OP_RESIZEDB);
+        write_len(&mut out, entries.len() as u64);
+        write_len(&mut out, entries.iter().filter(|e| e.expire_ms.is_some()).count() as u64);
+        for e in entries {
+            if let Some(t) = e.expire_ms {
+                out.push(OP_EXPIRETIME_MS);
+                out.extend_from_slice(&t.to_le_bytes());
+            }
+            let mut v = Vec::new();
+            write_value(&mut v, &e.value);
+            out.push(v[0]);
+            write_string(&mut out, &e.key);
+            out.extend_from_slice(&v[1..]);
         }
-        let mut v = Vec::new();
-        write_value(&mut v, &e.value);
-        out.push(v[0]);
-        write_string(&mut out, &e.key);
-        out.extend_from_slice(&v[1..]);
     }
     out.push(OP_EOF);
     let crc = crc64(&out);
@@ -836,7 +852,13 @@ pub fn undump(p: &[u8]) -> Result<Value> {
 /// A whole RDB file: its aux fields and the keys of every database, each with its
 /// database's number (SELECTDB's), skipping what pmkv keeps nothing of (LRU idle times,
 /// LFU frequencies, module aux data is refused, functions are refused).
-pub fn read_file(b: &[u8]) -> Result<(Aux, Vec<(u64, Entry)>)> {
+pub fn read_file(b: &[u8]) -> Result<(Aux, Keys)> {
+    read_file_with_functions(b).map(|(aux, entries, _)| (aux, entries))
+}
+
+/// [`read_file`], and the function libraries' code the file carries (a Redis 7 full
+/// sync's RDB has them).
+pub fn read_file_with_functions(b: &[u8]) -> Result<(Aux, Keys, Vec<Vec<u8>>)> {
     if b.len() < 9 || &b[..5] != b"REDIS" {
         return Err(Error::Corrupt("not an RDB file"));
     }
@@ -847,7 +869,7 @@ pub fn read_file(b: &[u8]) -> Result<(Aux, Vec<(u64, Entry)>)> {
     }
     let mut r = Reader::new(b);
     r.take(9)?;
-    let (mut aux, mut entries) = (Vec::new(), Vec::new());
+    let (mut aux, mut entries, mut functions) = (Vec::new(), Vec::new(), Vec::new());
     let (mut expire, mut db) = (None, 0);
     loop {
         let op = r.u8()?;
@@ -867,7 +889,8 @@ pub fn read_file(b: &[u8]) -> Result<(Aux, Vec<(u64, Entry)>)> {
             OP_FREQ => {
                 r.u8()?;
             }
-            OP_MODULE_AUX | OP_FUNCTION2 => return Err(Error::Unsupported(op)),
+            OP_FUNCTION2 => functions.push(r.string()?),
+            OP_MODULE_AUX => return Err(Error::Unsupported(op)),
             ty => {
                 let key = r.string()?;
                 let expire_ms = expire.take();
@@ -886,7 +909,7 @@ pub fn read_file(b: &[u8]) -> Result<(Aux, Vec<(u64, Entry)>)> {
             return Err(Error::Checksum);
         }
     }
-    Ok((aux, entries))
+    Ok((aux, entries, functions))
 }
 
 #[cfg(test)]

@@ -132,6 +132,10 @@ pub const BASE: &[Command] = &[
     c("REPLICAOF", 3, NONE, Server),
     c("SLAVEOF", 3, NONE, Server),
     c("ROLE", 1, NONE, Server),
+    conn("SYNC", 1, Server),
+    conn("PSYNC", -3, Server),
+    c("REPLCONF", -1, NONE, Server),
+    conn("WAIT", 3, Server),
 ];
 
 /// Every command: [`BASE`], then each type's.
