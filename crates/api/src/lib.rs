@@ -46,8 +46,12 @@ pub use pmkv_core::{
     BatchOp, CheckReport, Direction, Engine, EngineFactory, EngineInfo, EngineOptions, Error, ErrorKind, KeyRange,
     MemoryUsage, Options, Param, RecoveryReport, Result, Visitor, WriteBatch,
 };
+/// The DRAM latency the cache model of the read-latency emulation subtracts (measured once
+/// per process, or `PMKV_DRAM_NS`).
+pub use pmkv_substrate::latency::dram_ns;
 pub use pmkv_substrate::{
-    remove_pool, Charge, Counters, Durability, Event, Latency, Medium, Mode, Survives, SyncPolicy, DEFAULT_INITIAL_SIZE,
+    remove_pool, Charge, Counters, Durability, Event, Latency, Medium, Mode, ReadModel, Survives, SyncPolicy,
+    DEFAULT_INITIAL_SIZE,
 };
 
 /// The README's Rust examples, compiled and run as doctests so that they stay true.

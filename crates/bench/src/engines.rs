@@ -165,8 +165,8 @@ impl EngineSpec {
     }
 }
 
-/// "300/100" style name of a latency setting ("300/100/fence" charged per fence), "none"
-/// for zero.
+/// "300/100" style name of a latency setting ("300/100/fence" charged per fence,
+/// "300/300/llc=2M" with reads charged by the cache model), "none" for zero.
 pub fn latency_name(l: Latency) -> String {
     l.name()
 }

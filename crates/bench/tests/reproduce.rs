@@ -2,7 +2,7 @@
 //! the papers whose engines are missing refusing clearly.
 
 use pmkv_bench::command::run::{run, RunArgs};
-use pmkv_bench::reproduce::{reproduce, Paper, ReproduceArgs, Scale};
+use pmkv_bench::reproduce::{reproduce, Paper, Reads, ReproduceArgs, Scale};
 use std::path::Path;
 
 fn decode_png(p: &Path) -> (u32, u32, usize) {
@@ -35,6 +35,30 @@ fn check_claims(json: &serde_json::Value) -> Vec<serde_json::Value> {
     claims
 }
 
+/// Under the cache model (`--reads llc`) the results keep the paper's setting names (the
+/// claims look them up so) and say in their notes how reads were charged.
+#[test]
+fn reproduce_hart_under_the_cache_model_names_settings_as_the_paper() {
+    let out = tempfile::tempdir().unwrap();
+    let a = ReproduceArgs {
+        paper: Paper::Hart,
+        scale: Scale::Tiny,
+        out: out.path().to_path_buf(),
+        engines: vec!["hart".into(), "woart".into()],
+        runs: 1,
+        seed: 1,
+        dir: None,
+        quiet: true,
+        reads: Reads::Llc,
+    };
+    let rep = pmkv_bench::reproduce::hart(&a).unwrap();
+    for lat in ["300/100", "300/300", "600/300"] {
+        assert!(rep.records.iter().any(|r| r.experiment == "fig4-7" && r.latency == lat), "no {lat} rows");
+    }
+    assert!(rep.records.iter().all(|r| !r.latency.contains("llc")));
+    assert!(rep.meta.notes.iter().any(|n| n.contains("--reads llc")), "{:?}", rep.meta.notes);
+}
+
 #[test]
 fn u5_reproduce_hart_tiny_writes_report_json_csv_and_plots() {
     let out = tempfile::tempdir().unwrap();
@@ -47,6 +71,7 @@ fn u5_reproduce_hart_tiny_writes_report_json_csv_and_plots() {
         seed: 1,
         dir: None,
         quiet: true,
+        reads: Reads::PerLine,
     };
     let rep = pmkv_bench::reproduce::hart(&a).unwrap();
     for exp in ["fig4-7", "fig8", "fig9", "fig10a", "fig10b", "fig10c", "fig10d"] {
@@ -170,6 +195,7 @@ fn u5_reproduce_papers_without_engines_say_so() {
             seed: 1,
             dir: None,
             quiet: true,
+            reads: Reads::PerLine,
         };
         let e = reproduce(&a).unwrap_err().to_string();
         assert!(e.contains("not built yet"), "{e}");
@@ -191,6 +217,7 @@ fn u5_reproduce_nbtree_writes_its_report() {
         seed: 1,
         dir: None,
         quiet: true,
+        reads: Reads::PerLine,
     };
     reproduce(&a).unwrap();
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
@@ -264,6 +291,7 @@ fn u5_reproduce_mangosteen_writes_its_report() {
         seed: 1,
         dir: None,
         quiet: true,
+        reads: Reads::PerLine,
     };
     let rep = pmkv_bench::reproduce::mangosteen(&a).unwrap();
     let failed: Vec<_> = rep.records.iter().filter(|r| r.error.is_some()).collect();

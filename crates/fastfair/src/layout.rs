@@ -143,8 +143,3 @@ pub(crate) fn obj_crc(off: u64, klen: usize, vlen: usize, bytes: &[u8]) -> u32 {
 pub(crate) fn super_crc(b: &[u8]) -> u32 {
     crc32c::crc32c(&b[..SB_CRC as usize])
 }
-
-/// PM lines `[off, off + len)` spans.
-pub(crate) fn lines(off: u64, len: usize) -> u64 {
-    (off + len as u64).div_ceil(64) - off / 64
-}

@@ -165,7 +165,7 @@ impl FastFair {
             }
             if self.unchanged(node, version) {
                 // The header's line and the lines of the slots in use (P4, P5).
-                self.pool.note_read(1 + (raw.n as u64 + 1).div_ceil(4));
+                self.pool.note_read_at(node, (HEADER + (raw.n as u64 + 1) * ENTRY) as usize);
                 return s;
             }
         }
@@ -193,7 +193,7 @@ impl FastFair {
             chunk.copy_from_slice(&self.load(off + 8 * i as u64).to_le_bytes());
         }
         buf.truncate(len);
-        self.pool.note_read(crate::layout::lines(off, len));
+        self.pool.note_read_at(off, len);
         let crc = u32::from_le_bytes(buf[8..12].try_into().expect("4 bytes"));
         if crc != obj_crc(off, klen, vlen, &buf[OBJ_HEAD..]) {
             return Err(format!("object {off:#x} fails its checksum"));

@@ -85,7 +85,7 @@ impl<'a> InPlace<'a> {
 
     /// Count the lines read so far: the header's and the slot lines up to the last slot read.
     pub(crate) fn note_read(&self) {
-        self.t.pool.note_read(1 + (self.i as u64 + 1).div_ceil(4));
+        self.t.pool.note_read_at(self.node, (HEADER + (self.i as u64 + 1) * ENTRY) as usize);
     }
 }
 

@@ -126,7 +126,7 @@ pub(crate) fn write_object(pool: &Pool, alloc: &EpAlloc, ty: TypeId, data: &[u8]
 /// check its CRC too. A length that differs, an object outside the pool or a failed CRC
 /// is damage.
 pub(crate) fn object(pool: &Pool, off: u64, len: usize, verify: bool) -> Result<&[u8]> {
-    pool.note_read((OBJ_HEAD + len).div_ceil(64) as u64);
+    pool.note_read_at(off, OBJ_HEAD + len);
     let head = bytes(pool, off, OBJ_HEAD)?;
     let stored = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
     if stored != len {
@@ -175,8 +175,8 @@ impl<'p> Leaf<'p> {
     /// emulation; so are line 0 and objects, below).
     #[inline]
     pub(crate) fn entry(&self, slot: usize) -> Entry {
-        self.pool.note_read(1);
         let o = entry_off(self.off, slot);
+        self.pool.note_read_at(o, ENTRY as usize);
         // SAFETY: as `fps`, for the entry's 32 bytes (32-aligned in the leaf).
         let w = unsafe { std::ptr::read(self.pool.at::<[u64; 4]>(o)) };
         Entry { k0: w[0], k1: w[1], value: w[2], meta: w[3] }
@@ -226,7 +226,7 @@ impl<'p> Leaf<'p> {
     /// The valid slot holding `key` (fingerprint `fp`) under bitmap `bitmap`: only the
     /// slots whose fingerprint matches are compared (§3 "Fingerprinting").
     pub(crate) fn find(&self, key: &[u8], fp: u8, bitmap: u64) -> Result<Option<(usize, Entry)>> {
-        self.pool.note_read(1); // line 0: the bitmap and the fingerprints
+        self.pool.note_read_at(self.off, 64); // line 0: the bitmap and the fingerprints
         let mut cands = fingerprint::matching(&self.fps(), fp, bitmap & SLOTS_MASK);
         while cands != 0 {
             let slot = cands.trailing_zeros() as usize;
@@ -274,20 +274,21 @@ impl<'p> Leaf<'p> {
     /// its words. For a split and scans. The leaves are unsorted (§3), so a scan must sort
     /// a leaf's keys, but it reads each entry once and allocates nothing for it (at most
     /// [`CAP`] entries, on the stack): the authors' scan sorts the slots of one leaf in
-    /// place and reads the entries it visits, and so does this.
+    /// place and reads the entries it visits, and so does this. Key objects are not
+    /// verified here: the open verified every object it reached, and nothing but this
+    /// process writes the pool while it is open.
     pub(crate) fn sorted_entries(
         &self,
-        verify: bool,
         keep: impl Fn(&[u8]) -> bool,
     ) -> Result<SmallVec<[(KeyBytes<'p>, usize, Entry); CAP]>> {
-        self.pool.note_read(1);
+        self.pool.note_read_at(self.off, 64);
         let mut v = SmallVec::new();
         let mut m = self.bitmap() & SLOTS_MASK;
         while m != 0 {
             let slot = m.trailing_zeros() as usize;
             m &= m - 1;
             let e = self.entry(slot);
-            let k = self.key(&e, verify)?;
+            let k = self.key(&e, false)?;
             if keep(k.as_slice()) {
                 v.push((k, slot, e));
             }

@@ -188,9 +188,9 @@ impl FpTree {
                 return Err(corrupt(format!("the leaf list names {off:#x}, which is not a used leaf, or twice")));
             }
             let leaf = Leaf::new(&pool, off);
-            pool.note_read(1);
+            pool.note_read_at(off, 64);
             if clean {
-                pool.note_read(LEAF_SIZE as u64 / 64);
+                pool.note_read_at(off, LEAF_SIZE);
                 let img = leaf.image();
                 let seal = u32::from_le_bytes(img[L_SEAL as usize..L_SEAL as usize + 4].try_into().expect("4"));
                 if seal != leaf_seal(off, img) {

@@ -239,7 +239,7 @@ impl FpTree {
     /// a new leaf, indexed by the smallest moved key. The index is write-locked.
     fn split(&self, idx: &mut Index, node: &Arc<LeafNode>) -> Result<()> {
         let leaf = self.leaf(node);
-        let keys = leaf.sorted_entries(false, |_| true)?;
+        let keys = leaf.sorted_entries(|_| true)?;
         let half = keys.len() / 2;
         let moved = keys[half..].iter().fold(0u64, |m, (_, s, _)| m | 1 << s);
         let low: Box<[u8]> = keys[half].0.as_slice().into();
@@ -286,7 +286,7 @@ impl FpTree {
             }
             let _g = node.lock.read();
             let leaf = self.leaf(node);
-            let mut keys = leaf.sorted_entries(false, |k| after_start(k) && before_end(k))?;
+            let mut keys = leaf.sorted_entries(|k| after_start(k) && before_end(k))?;
             if reverse {
                 keys.reverse();
             }

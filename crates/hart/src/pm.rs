@@ -11,7 +11,7 @@ use crate::checksum::{self, Meta};
 use crate::error::{Error, Result};
 use crate::layout::*;
 use pmkv_substrate::epalloc::EpAlloc;
-use pmkv_substrate::{Pool, LINE};
+use pmkv_substrate::Pool;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -181,10 +181,6 @@ pub(crate) unsafe fn bytes(pool: &Pool, off: u64, len: usize) -> &[u8] {
     unsafe { std::slice::from_raw_parts(pool.at::<u8>(off), len) }
 }
 
-pub(crate) fn lines(len: usize) -> u64 {
-    len.div_ceil(LINE) as u64
-}
-
 /// Reads leaf keys from PM for the ART (lazy expansion compares whole keys at leaves).
 pub(crate) struct PmKeys<'a>(&'a Pool);
 
@@ -246,10 +242,10 @@ impl KeySource for PmKeys<'_> {
         let w = leaf_words(pool, leaf);
         let m = Meta::decode(leaf_word(w, LEAF_META));
         let len = m.key_len;
-        pool.note_read(1);
+        pool.note_read_at(leaf, 1);
         let at = if m.key_out() {
             let k = leaf_word(w, LEAF_KEY);
-            pool.note_read(lines(len));
+            pool.note_read_at(k, len);
             k
         } else {
             leaf + LEAF_KEY
@@ -376,10 +372,10 @@ pub(crate) enum Lookup<'a> {
 pub(crate) unsafe fn lookup<'a>(pool: &'a Pool, leaf: u64, key: Option<&[u8]>) -> Lookup<'a> {
     let w = leaf_words(pool, leaf);
     let m = Meta::decode(leaf_word(w, LEAF_META));
-    pool.note_read(1);
+    pool.note_read_at(leaf, 1);
     if let Some(key) = key {
         let at = if m.key_out() {
-            pool.note_read(lines(m.key_len));
+            pool.note_read_at(leaf_word(w, LEAF_KEY), m.key_len);
             leaf_word(w, LEAF_KEY)
         } else {
             leaf + LEAF_KEY
@@ -457,7 +453,7 @@ impl Pm {
         if len > MAX_VALUE || !pool.contains(v, (VALUE_HDR + len) as u64) {
             return Err(Error::Corrupt(format!("value {v:#x} of leaf {leaf:#x} claims {len} bytes")));
         }
-        pool.note_read(lines(VALUE_HDR + len));
+        pool.note_read_at(v, VALUE_HDR + len);
         // SAFETY: bounds checked above; a used leaf's value object is never written after
         // it is published (updates are out of place).
         let bytes = unsafe { bytes(pool, v + VALUE_HDR as u64, len) };

@@ -225,7 +225,8 @@ impl Leaf {
     #[inline]
     pub(crate) fn matching(&self, pool: &Pool, fp: u8) -> u64 {
         if self.sl {
-            pool.note_read(2); // the bitmap's and the fingerprints' lines of the block
+            // The bitmap's and the fingerprints' lines of the block.
+            pool.note_read_at(self.block + M_BITMAP, (M_FPS + 64 - M_BITMAP) as usize);
         }
         let words: [u64; 8] = std::array::from_fn(|i| self.fp_word(pool, i));
         #[cfg(target_arch = "x86_64")]
@@ -401,11 +402,12 @@ pub(crate) unsafe fn with_value(pool: &Pool, p: u64, w: u64, checks: bool, f: &m
         f(&b[..n]);
         return true;
     }
+    let off = val_off(p, checks);
     // SAFETY: the value object `p` names; the caller keeps it allocated while `f` runs (this
     // function's `# Safety`, passed on to `object`).
-    match unsafe { object(pool, val_off(p, checks), MAX_VALUE, true) } {
+    match unsafe { object(pool, off, MAX_VALUE, true) } {
         Some(v) => {
-            pool.note_read(1 + (v.len() as u64 + 8) / 64);
+            pool.note_read_at(off, OBJ_HEAD + v.len());
             f(v);
             true
         }
@@ -556,7 +558,7 @@ pub(crate) unsafe fn find_among(pool: &Pool, leaf: &Leaf, key: &[u8], cands: u64
     while bits != 0 {
         let slot = bits.trailing_zeros() as usize;
         bits &= bits - 1;
-        pool.note_read(1);
+        pool.note_read_at(leaf.key_at(slot), ENTRY as usize);
         let kw = load(pool, leaf.key_at(slot));
         if kw == fmt.empty {
             continue;
@@ -578,7 +580,7 @@ pub(crate) unsafe fn find_among(pool: &Pool, leaf: &Leaf, key: &[u8], cands: u64
                     // SAFETY: a key object of a committed entry of the pinned `leaf` (the caller's
                     // `# Safety`), allocated while compared.
                     && unsafe { object(pool, kw, MAX_KEY, false) }.is_some_and(|b| {
-                        pool.note_read(b.len() as u64 / 64);
+                        pool.note_read_at(kw, OBJ_HEAD + b.len());
                         b == key
                     })
             }
@@ -596,10 +598,15 @@ pub(crate) unsafe fn find_among(pool: &Pool, leaf: &Leaf, key: &[u8], cands: u64
 pub(crate) fn live_entries(pool: &Pool, leaf: &Leaf, empty: u64) -> Vec<(usize, u64, u64, u64)> {
     let mut bits = leaf.bits(pool) & SLOTS_MASK;
     let mut out = Vec::with_capacity(bits.count_ones() as usize);
-    pool.note_read((bits.count_ones() as u64).div_ceil(2));
+    let mut line = u64::MAX;
     while bits != 0 {
         let slot = bits.trailing_zeros() as usize;
         bits &= bits - 1;
+        // Each line of entries once (two entries to a line).
+        if leaf.key_at(slot) / 64 != line {
+            line = leaf.key_at(slot) / 64;
+            pool.note_read_at(leaf.key_at(slot), ENTRY as usize);
+        }
         let kw = load(pool, leaf.key_at(slot));
         let p = load(pool, leaf.payload_at(slot));
         if kw != 0 && kw != empty && p & DEL == 0 {

@@ -164,12 +164,7 @@ pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Ve
         let mut tx = Tx::new(&sh.store, ks);
         let limit = match attempt(&mut tx, cmd.name, a) {
             Err(r) => return r,
-            Ok(Some(r)) => {
-                return match tx.commit() {
-                    Ok(()) => r,
-                    Err(e) => crate::keyspace::store_reply(e),
-                }
-            }
+            Ok(Some(r)) => return commit_popped(sh, c.db, tx, cmd.name, args, r),
             Ok(None) => crate::types::list::timeout_of(cmd.name, a).unwrap_or(None),
         };
         // Nothing to take: wait, registered before the stripe locks are released.
@@ -217,6 +212,24 @@ pub(crate) fn block(sh: &Shared, c: &mut Conn, cmd: &'static Command, args: &[Ve
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => return Reply::Nil,
         }
+    }
+}
+
+/// Commit a blocking command's pop (`reply`, in `tx`, in logical database `db`), and
+/// send replicas the non-blocking command it amounted to (the caller holds the keys'
+/// locks).
+fn commit_popped(sh: &Shared, db: usize, mut tx: Tx, name: &str, args: &[Vec<u8>], reply: Reply) -> Reply {
+    let mut fx = Vec::new();
+    if sh.repl.on() {
+        crate::repl_stream::expired(&mut tx, &mut fx);
+        fx.extend(crate::repl_stream::popped(name, args, &reply));
+    }
+    match tx.commit() {
+        Ok(()) => {
+            sh.repl.feed(fx.into_iter().map(|x| (db, x)).collect(), false);
+            reply
+        }
+        Err(e) => crate::keyspace::store_reply(e),
     }
 }
 
@@ -278,10 +291,11 @@ fn serve_key(sh: &Shared, db: usize, ks: &crate::keyspace::Keyspace, k: &[u8]) {
         let reply = match attempt(&mut tx, w.cmd.name, &w.args) {
             // The list is empty again: the rest keep waiting.
             Ok(None) => return,
-            Ok(Some(r)) => match tx.commit() {
-                Ok(()) => r,
-                Err(e) => crate::keyspace::store_reply(e),
-            },
+            Ok(Some(r)) => {
+                let mut args = vec![w.cmd.name.as_bytes().to_vec()];
+                args.extend(w.args.iter().cloned());
+                commit_popped(sh, sh.logical_db(db), tx, w.cmd.name, &args, r)
+            }
             Err(r) => {
                 // `k` is no longer of the type the waiter pops: its waiters keep waiting,
                 // as in Redis. Else the error is the waiter's (a move to a key of another

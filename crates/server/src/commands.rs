@@ -32,6 +32,8 @@ pub enum After {
     Continue,
     Close,
     Shutdown,
+    /// SYNC/PSYNC: the connection becomes a replica's link (`primary::serve`).
+    Replicate,
 }
 
 fn store_err(e: pmkv::Error) -> Reply {
@@ -63,7 +65,7 @@ fn over_output_limit(sh: &Shared) -> (Reply, After) {
 /// commands with `tokio::task::block_in_place`, which hands the worker's other tasks to
 /// another thread first, so a KEYS over a large store does not stall PING elsewhere.
 pub fn may_take_long(args: &[Vec<u8>]) -> bool {
-    const LONG: [&[u8]; 25] = [
+    const LONG: [&[u8]; 26] = [
         // Blocking pops wait for a push or their timeout.
         b"BZPOPMIN",
         b"BZPOPMAX",
@@ -93,6 +95,8 @@ pub fn may_take_long(args: &[Vec<u8>]) -> bool {
         // A network round trip to another node, and walks over a slot.
         b"MIGRATE",
         b"CLUSTER",
+        // Waits for replicas' acknowledgements.
+        b"WAIT",
     ];
     args.len() > 16 || args.first().is_some_and(|c| LONG.iter().any(|l| c.eq_ignore_ascii_case(l)))
 }
@@ -124,6 +128,10 @@ pub fn run(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) {
     let t = std::time::Instant::now();
     c.current = None;
     let (r, after) = run_uncounted(sh, c, args);
+    if sh.repl.on() {
+        // WAIT waits for what was streamed up to this command (its writes among it).
+        c.woff = sh.repl.end();
+    }
     if let Reply::Error(e) = &r {
         sh.stats.error_reply(e);
     }
@@ -284,7 +292,10 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
                 Tx::flush_all(&sh.store, sh.ks(c.db), 1024)
             };
             match flushed.and_then(|()| whole_after_flush(sh)) {
-                Ok(()) => Reply::ok(),
+                Ok(()) => {
+                    sh.repl.feed(vec![(c.db, args.to_vec())], false);
+                    Reply::ok()
+                }
                 Err(e) => store_err(e),
             }
         }
@@ -294,7 +305,11 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
                 Ok(g) => g,
                 Err(r) => return (r, After::Continue),
             };
-            crate::select::swapdb(sh, a)
+            let r = crate::select::swapdb(sh, a);
+            if !matches!(r, Reply::Error(_)) {
+                sh.repl.feed(vec![(c.db, args.to_vec())], false);
+            }
+            r
         }
         "MOVE" => {
             // A cluster node routes the key first (then refuses MOVE, as Redis does).
@@ -381,10 +396,21 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
             let r = one(sh, c, &mut tx, cmd, args);
             match r {
                 Reply::Error(_) => r,
-                _ => match tx.commit() {
-                    Ok(()) => r,
-                    Err(e) => store_err(e),
-                },
+                _ => {
+                    // What replicas get, read from the Tx before it commits; sent after
+                    // it committed, still under the keys' locks (the stream's order).
+                    let mut fx = Vec::new();
+                    if sh.repl.on() && !tx.is_empty() {
+                        crate::repl_stream::effects(&mut tx, cmd, args, &r, &mut fx);
+                    }
+                    match tx.commit() {
+                        Ok(()) => {
+                            sh.repl.feed(fx.into_iter().map(|x| (c.db, x)).collect(), false);
+                            r
+                        }
+                        Err(e) => store_err(e),
+                    }
+                }
             }
         }
         _ => {
@@ -410,12 +436,7 @@ fn run_uncounted(sh: &Shared, c: &mut Conn, args: &[Vec<u8>]) -> (Reply, After) 
 pub(crate) fn one(sh: &Shared, c: &mut Conn, tx: &mut Tx, cmd: &Command, args: &[Vec<u8>]) -> Reply {
     let mut cx =
         Ctx { budget: c.reply_budget, resp3: c.resp3, cursors: &mut c.cursors, encodings: Some(&sh.encodings) };
-    let r = if matches!(cmd.name, "DUMP" | "RESTORE") {
-        crate::dump::run(tx, cmd.name, &args[1..])
-    } else {
-        data::run(tx, &mut cx, cmd, &args[1..])
-    };
-    match r {
+    match data::run(tx, &mut cx, cmd, &args[1..]) {
         Ok(r) | Err(r) => r,
     }
 }
@@ -456,9 +477,13 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
     // One Tx per physical database the transaction SELECTs, committed as one batch.
     let mut txs: Vec<(usize, Tx)> = Vec::new();
     let mut replies = Vec::with_capacity(queue.len());
+    // What replicas get: MULTI, each write's effect, EXEC (sent after the commit).
+    let streamed = sh.repl.on();
+    let mut fx: Vec<(usize, crate::repl_stream::Cmd)> = Vec::new();
     for args in &queue {
         let cmd = table::lookup(&args[0]).expect("queued commands are known");
         let t = std::time::Instant::now();
+        let db = c.db;
         let i = tx_of(sh, &mut txs, c.db);
         let r = if cmd.name == "MOVE" {
             match crate::select::move_target(sh, c, &args[1..]) {
@@ -508,11 +533,27 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
             let r = one(sh, c, tx, cmd, args);
             if matches!(r, Reply::Error(_)) {
                 tx.rollback(mark);
+                tx.expired.clear();
+            } else if streamed {
+                let mut out = Vec::new();
+                crate::repl_stream::effects(tx, cmd, args, &r, &mut out);
+                fx.extend(out.into_iter().map(|x| (db, x)));
             }
             r
         } else {
-            other(sh, c, cmd, &args[1..], slot).0
+            let r = other(sh, c, cmd, &args[1..], slot).0;
+            if streamed && cmd.name == "FUNCTION" && !matches!(r, Reply::Error(_)) && function_writes(&args[1..]) {
+                fx.push((db, args.clone()));
+            }
+            r
         };
+        if streamed
+            && matches!(cmd.name, "MOVE" | "SWAPDB" | "FLUSHDB" | "FLUSHALL" | "COPY")
+            && !in_tx(cmd)
+            && !matches!(r, Reply::Error(_) | Reply::Int(0))
+        {
+            fx.push((db, args.clone()));
+        }
         sh.stats.ran(cmd, Some(t.elapsed()), matches!(r, Reply::Error(_)));
         if let Reply::Error(e) = &r {
             sh.stats.error_reply(e);
@@ -523,7 +564,10 @@ fn exec(sh: &Shared, c: &mut Conn, asking: bool) -> (Reply, After) {
         replies.push(r);
     }
     match Tx::commit_all(txs.into_iter().map(|(_, tx)| tx).collect()) {
-        Ok(()) => (Reply::Array(replies), After::Continue),
+        Ok(()) => {
+            sh.repl.feed(fx, true);
+            (Reply::Array(replies), After::Continue)
+        }
         Err(e) => (
             Reply::err(format!("EXECABORT the transaction's writes could not be applied, none was: {e}")),
             After::Continue,
@@ -550,8 +594,15 @@ fn replicaof(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     }
     if upper(&a[0]) == "NO" && upper(&a[1]) == "ONE" {
         // Not under the gate: EXEC (Sentinel sends REPLICAOF inside MULTI) holds it.
+        let was = sh.replica.primary().map(|p| (p.replid, sh.replica.offset.load(Ordering::SeqCst)));
         return match sh.replica.stop(&sh.store, sh.ks(0)) {
-            Ok(()) => Reply::ok(),
+            Ok(()) => {
+                // A new history: a new replication ID, the primary's kept as the second.
+                if let Some((replid, offset)) = was {
+                    sh.repl.promote(&replid, offset);
+                }
+                Reply::ok()
+            }
             Err(r) => r,
         };
     }
@@ -562,6 +613,8 @@ fn replicaof(sh: &Shared, a: &[Vec<u8>]) -> Reply {
     if sh.replica.primary().is_some_and(|p| p.host == host && p.port == port as u16) {
         return Reply::Simple("OK Already connected to specified master".into());
     }
+    // As Redis: a server that becomes a replica drops its own replicas.
+    sh.repl.detach_all();
     let generation = match sh.replica.start(&sh.store, sh.ks(0), host, port as u16) {
         Ok(g) => g,
         Err(e) => return store_err(e),
@@ -624,9 +677,32 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
         },
         "ECHO" => Reply::bulk(a[0].clone()),
         "REPLICAOF" | "SLAVEOF" => replicaof(sh, a),
-        "ROLE" => sh.replica.role().unwrap_or_else(|| {
-            Reply::Array(vec![Reply::bulk(&b"master"[..]), Reply::Int(0), Reply::Array(Vec::new())])
-        }),
+        "ROLE" => sh.replica.role().unwrap_or_else(|| sh.repl.role()),
+        // A replica's handshake: what it says of itself, kept for ROLE and INFO.
+        "REPLCONF" => {
+            let mut i = 0;
+            while i + 1 < a.len() {
+                match upper(&a[i]).as_str() {
+                    "LISTENING-PORT" => match int(&a[i + 1]).and_then(|p| u16::try_from(p).ok()) {
+                        Some(p) => c.repl_port = p,
+                        None => return (Reply::err("ERR value is not an integer or out of range"), After::Continue),
+                    },
+                    "IP-ADDRESS" => c.repl_ip = Some(String::from_utf8_lossy(&a[i + 1]).into_owned()),
+                    // ACK and GETACK belong to a replica's link (`primary`); a client's
+                    // gets no reply, as in Redis.
+                    "ACK" | "GETACK" => return (Reply::Seq(Vec::new()), After::Continue),
+                    _ => {}
+                }
+                i += 2;
+            }
+            if a.len() % 2 == 1 {
+                Reply::err("ERR syntax error")
+            } else {
+                Reply::ok()
+            }
+        }
+        "SYNC" | "PSYNC" => return (Reply::Seq(Vec::new()), After::Replicate),
+        "WAIT" => wait(sh, c, a),
         "SUBSCRIBE" | "UNSUBSCRIBE" | "PSUBSCRIBE" | "PUNSUBSCRIBE" | "PUBLISH" | "PUBSUB" => {
             crate::pubsub::command(sh, &mut c.subs, (c.id, c.resp3), cmd.name, a)
         }
@@ -773,7 +849,15 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
             Err(e) => store_err(e),
         },
         "SCRIPT" => crate::script::script(sh, a),
-        "FUNCTION" => crate::script::function(sh, a),
+        "FUNCTION" => {
+            let r = crate::script::function(sh, a);
+            if !matches!(r, Reply::Error(_)) && function_writes(a) {
+                let mut args = vec![b"FUNCTION".to_vec()];
+                args.extend(a.iter().cloned());
+                sh.repl.feed(vec![(c.db, args)], false);
+            }
+            r
+        }
         // Syntax, bounds and limits: crate::range.
         "PMKV.RANGE" if (2..=4).contains(&a.len()) => {
             match crate::range::pmkv_range(s, sh.ks(c.db), a, c.reply_budget, slot) {
@@ -792,6 +876,29 @@ fn other(sh: &Shared, c: &mut Conn, cmd: &Command, a: &[Vec<u8>], slot: Option<u
         _ => Reply::err(crate::command::unknown(&[cmd.name.as_bytes().to_vec()])),
     };
     (r, After::Continue)
+}
+
+/// Whether FUNCTION's subcommand `a[0]` changes the libraries (and goes to replicas
+/// verbatim, as Redis sends it).
+fn function_writes(a: &[Vec<u8>]) -> bool {
+    a.first().is_some_and(|s| matches!(upper(s).as_str(), "LOAD" | "DELETE" | "FLUSH" | "RESTORE"))
+}
+
+/// WAIT numreplicas timeout: how many replicas acknowledged this client's last write,
+/// waiting (off the workers: the connection loop runs WAIT with `block_in_place`) until
+/// `numreplicas` have or `timeout` ms passed (0: forever, until the client leaves).
+fn wait(sh: &Shared, c: &Conn, a: &[Vec<u8>]) -> Reply {
+    if sh.replica.is_replica() {
+        return Reply::err("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.");
+    }
+    let (Some(n), Some(ms)) = (int(&a[0]).filter(|n| *n >= 0), int(&a[1])) else {
+        return Reply::err("ERR value is not an integer or out of range");
+    };
+    if ms < 0 {
+        return Reply::err("ERR timeout is negative");
+    }
+    let timeout = (ms > 0).then(|| std::time::Duration::from_millis(ms as u64));
+    Reply::Int(sh.repl.wait(c.woff, n as usize, timeout, || c.peer_closed() || sh.stopping()) as i64)
 }
 
 /// Whether `args` is a plain `SET key value` this connection may run now and the engine
@@ -938,6 +1045,13 @@ pub fn set_many(sh: &Shared, sets: Vec<Vec<Vec<u8>>>) -> Result<Reply, Vec<Vec<V
     Ok(match r {
         Ok(()) => {
             ks.touch(&mut keys.iter().copied());
+            if sh.repl.on() {
+                let sets = keys.iter().zip(b.ops()).filter_map(|(k, op)| match op {
+                    pmkv::BatchOp::Put(_, v) => Some((0, vec![b"SET".to_vec(), k.to_vec(), v.clone()])),
+                    _ => None,
+                });
+                sh.repl.feed(sets.collect(), false);
+            }
             Reply::ok()
         }
         Err(e) => store_err(e),
@@ -961,6 +1075,7 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String)> {
         ("client-output-buffer-limit", format!("normal {} {} {}", o.hard, o.soft, o.soft_time.as_secs())),
         ("requirepass", if sh.password.is_some() { "(set)" } else { "" }.into()),
         ("lua-time-limit", sh.script.busy_ms.load(Ordering::Relaxed).to_string()),
+        ("repl-backlog-size", sh.repl.backlog_size().to_string()),
         ("busy-reply-threshold", sh.script.busy_ms.load(Ordering::Relaxed).to_string()),
         ("pmkv-script-time-limit", sh.script.stop_ms.load(Ordering::Relaxed).to_string()),
         (
@@ -1059,6 +1174,7 @@ fn settable<'s>(sh: &'s Shared, name: &str) -> Option<&'s std::sync::atomic::Ato
 fn config_set(sh: &Shared, pairs: &[Vec<u8>]) -> Reply {
     let mut set = Vec::new();
     let mut encodings = Vec::new();
+    let mut backlog = None;
     for p in pairs.chunks(2) {
         let name = String::from_utf8_lossy(&p[0]).to_ascii_lowercase();
         if let Some(e) = encoding_param(&name) {
@@ -1090,6 +1206,17 @@ fn config_set(sh: &Shared, pairs: &[Vec<u8>]) -> Reply {
             }
             continue;
         }
+        if name == "repl-backlog-size" {
+            match memory_value(&p[1]) {
+                Some(n) => backlog = Some(n as usize),
+                None => {
+                    return Reply::err(
+                        "ERR CONFIG SET failed (possibly related to argument 'repl-backlog-size') - argument must be a memory value",
+                    )
+                }
+            }
+            continue;
+        }
         if name == "maxmemory" {
             // Redis's check of the value first; then why pmkv does not take it.
             return match memory_value(&p[1]) {
@@ -1114,6 +1241,9 @@ fn config_set(sh: &Shared, pairs: &[Vec<u8>]) -> Reply {
     }
     for (slot, v) in set {
         slot.store(v, Ordering::Relaxed);
+    }
+    if let Some(n) = backlog {
+        sh.repl.set_backlog_size(n);
     }
     let mut e = sh.encodings.lock().unwrap_or_else(|e| e.into_inner());
     for (name, v) in encodings {
@@ -1228,17 +1358,10 @@ fn info(sh: &Shared, a: &[Vec<u8>]) -> Reply {
             ),
         );
     }
-    if let Some(r) = wants("replication").then(|| sh.replica.info(&sh.replid)).flatten() {
+    if let Some(r) = wants("replication").then(|| sh.replica.info(&sh.repl.replid())).flatten() {
         section("Replication", r);
     } else if wants("replication") {
-        section(
-            "Replication",
-            format!(
-                "role:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\n\
-                 master_repl_offset:0\r\nrepl_backlog_active:0\r\n",
-                sh.replid
-            ),
-        );
+        section("Replication", sh.repl.info());
     }
     if wants("cpu") {
         let secs = |who| {

@@ -44,6 +44,11 @@ pub struct Conn {
     pub(crate) subs: Option<crate::pubsub::Subs>,
     /// The primary's replication stream (a replica's writes come only from it).
     pub(crate) from_primary: bool,
+    /// What a replica said of itself (REPLCONF ip-address / listening-port).
+    pub(crate) repl_ip: Option<String>,
+    pub(crate) repl_port: u16,
+    /// The replication offset after this client's last command (WAIT waits for it).
+    pub(crate) woff: u64,
 }
 
 impl Conn {
@@ -68,6 +73,9 @@ impl Conn {
             arrival: None,
             subs: None,
             from_primary: false,
+            repl_ip: None,
+            repl_port: 0,
+            woff: 0,
         }
     }
 

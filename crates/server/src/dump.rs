@@ -7,20 +7,23 @@
 //! keeping no LRU/LFU state), BUSYKEY, the TTL, the payload's version and checksum, its
 //! decoding; a TTL already past deletes (REPLACE) or leaves the key and answers OK.
 
-use crate::data::{int, not_int, upper};
+use crate::data::{int, not_int, upper, Ctx};
 use crate::keyspace::{Kind, Ttl, Tx, TxResult};
 use crate::rdb::{self, Value};
 use crate::resp::Reply;
+use crate::types::{list, set, zset};
 
-/// `DUMP key` / `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]` in `tx`.
-pub(crate) fn run(tx: &mut Tx, cmd: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
-    match cmd {
-        "DUMP" => Ok(match value(tx, &a[0])? {
-            Some(v) => Reply::bulk(rdb::dump(&v)),
-            None => Reply::Nil,
-        }),
-        _ => restore(tx, a),
-    }
+/// `DUMP key`: the key's value as Redis's payload (nil: no key).
+pub(crate) fn dump(tx: &mut Tx, _: &mut Ctx, _: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
+    Ok(match value(tx, &a[0])? {
+        Some(v) => Reply::bulk(rdb::dump(&v)),
+        None => Reply::Nil,
+    })
+}
+
+/// `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]`.
+pub(crate) fn restore(tx: &mut Tx, _: &mut Ctx, _: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
+    restore_in(tx, a)
 }
 
 /// The value at `k` in the types RDB encodes (`None`: no key).
@@ -36,34 +39,36 @@ pub(crate) fn value(tx: &mut Tx, k: &[u8]) -> TxResult<Option<Value>> {
             })?;
             Some(Value::Hash(fields))
         }
-        // Lists, sets and sorted sets have no RDB encoding here yet: refused, never a
-        // payload another server would read as something else.
-        Some(other) => {
-            return Err(Reply::err(format!(
-                "ERR DUMP of a {} is not supported yet (strings and hashes are)",
-                other.name()
-            )))
-        }
+        Some(k2) if k2 == Kind::LIST => Some(Value::List(list::elements(tx, k)?)),
+        Some(k2) if k2 == Kind::SET => Some(Value::Set(set::members(tx, k)?)),
+        Some(k2) if k2 == Kind::ZSET => Some(Value::ZSet(zset::members(tx, k)?)),
+        // A type without an RDB encoding here: refused, never a payload another server
+        // would read as something else.
+        Some(other) => return Err(Reply::err(format!("ERR DUMP of a {} is not supported", other.name()))),
     })
 }
 
-/// Write `v` at `k` (which must not exist), with expiry time `at` (ms; 0 none).
+/// Write `v` at `k` (which must not exist), with expiry time `at` (ms; 0 none), through
+/// the same writes as the type's commands (HSET, RPUSH, SADD, ZADD).
 pub(crate) fn put(tx: &mut Tx, k: &[u8], v: &Value, at: u64) -> TxResult<()> {
     match v {
-        Value::String(s) => tx.set(k, s, if at == 0 { Ttl::Clear } else { Ttl::At(at) }),
+        Value::String(s) => return tx.set(k, s, if at == 0 { Ttl::Clear } else { Ttl::At(at) }),
         Value::Hash(fields) => {
             for (f, x) in fields {
                 tx.hset(k, f, x)?;
             }
-            if at != 0 {
-                tx.set_expire(k, at)?;
-            }
-            Ok(())
         }
+        Value::List(items) => list::append(tx, k, items)?,
+        Value::Set(members) => set::add(tx, k, members).map(drop)?,
+        Value::ZSet(members) => zset::add_all(tx, k, members)?,
     }
+    if at != 0 {
+        tx.set_expire(k, at)?;
+    }
+    Ok(())
 }
 
-fn restore(tx: &mut Tx, a: &[Vec<u8>]) -> TxResult<Reply> {
+fn restore_in(tx: &mut Tx, a: &[Vec<u8>]) -> TxResult<Reply> {
     let (mut replace, mut absttl, mut idle, mut freq) = (false, false, None, None);
     let mut j = 3;
     while j < a.len() {

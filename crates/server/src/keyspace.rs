@@ -479,6 +479,9 @@ pub struct Tx<'a> {
     /// and copying the maps each time made it O(n²) (16,000 SETs in one script took
     /// over a minute).
     undo: Option<Vec<Undo>>,
+    /// User keys deleted here because their time had passed (lazy expiry), which a
+    /// primary streams to its replicas as DELs (`repl_stream::expired`).
+    pub(crate) expired: Vec<Vec<u8>>,
 }
 
 /// One change to a [`Tx`]'s maps, as it is taken back.
@@ -518,6 +521,7 @@ impl<'a> Tx<'a> {
             metas: BTreeMap::new(),
             touched: BTreeSet::new(),
             undo: None,
+            expired: Vec::new(),
         }
     }
 
@@ -764,6 +768,7 @@ impl<'a> Tx<'a> {
         match self.meta(k) {
             Some(m) if m.expired(self.now) => {
                 self.remove(k, Some(m))?;
+                self.expired.push(k.to_vec());
                 Ok(None)
             }
             Some(m) => Ok(Some(m.kind)),

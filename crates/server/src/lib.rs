@@ -30,12 +30,15 @@
 //!    topology and migration), `stats`, `pubsub` (SUBSCRIBE/PUBLISH and friends:
 //!    per-subscriber outboxes a publisher never waits on, bounded by Redis's pubsub
 //!    output-buffer limit), `replica` (a replica's state and its durable record),
+//!    `repl_stream` (a primary's replication stream: the backlog every applied write is
+//!    appended to, in its deterministic form, under the locks that ordered it; WAIT),
 //!    `select` (Redis's 16 databases: SELECT, SWAPDB's durable map, MOVE and COPY … DB),
 //!    `log_sync` (mode `wal`: replies `await` the log, which an idle worker or a
 //!    fallback thread makes safe).
 //! 9. [`commands`] — dispatch, connection and server commands, MULTI/EXEC/WATCH;
 //!    `replica_link` — REPLICAOF's link to a Redis primary, which runs what it streams
-//!    through that dispatch.
+//!    through that dispatch; `primary` — serving a replica (SYNC/PSYNC: the full sync's
+//!    snapshot and RDB, then the stream out and the acknowledgements in).
 //! 10. here — the listener and connections: tokio tasks (at most `max_clients`, an idle
 //!     timeout, replies written before more is read so a slow reader only slows itself),
 //!     AUTH in constant time, loopback by default, and a clean shutdown on SIGINT,
@@ -76,10 +79,12 @@ pub mod glob;
 pub mod keyspace;
 mod log_sync;
 mod object;
+mod primary;
 mod pubsub;
 mod range;
 pub mod rdb;
 pub mod record;
+mod repl_stream;
 mod replica;
 mod replica_link;
 pub mod resp;
@@ -251,10 +256,10 @@ pub struct Shared {
     pub functions: Mutex<script::Libraries>,
     /// Per-command calls, time, rejections and failures (`INFO commandstats`).
     pub stats: stats::CommandStats,
-    /// When the server started (`INFO`'s uptime) and its replication id (a primary with
-    /// no replicas: replication is not built).
+    /// When the server started (`INFO`'s uptime).
     pub started: Instant,
-    pub replid: String,
+    /// The replication stream this server serves its replicas from (as a primary).
+    pub(crate) repl: repl_stream::Repl,
     /// Redis's encoding thresholds as last set (see [`commands::ENCODING_PARAMS`]).
     pub encodings: Mutex<std::collections::BTreeMap<&'static str, String>>,
     /// Subscriptions (Pub/Sub).
@@ -343,6 +348,11 @@ impl Shared {
             self.dbs.len()
         );
         phys
+    }
+
+    /// The logical database (SELECT's number) that physical database `phys` is now.
+    pub(crate) fn logical_db(&self, phys: usize) -> usize {
+        (0..self.dbs.len()).find(|&i| self.db_map[i].load(Ordering::Acquire) as usize == phys).unwrap_or(phys)
     }
 
     /// The physical database of each logical one now.
@@ -558,17 +568,7 @@ impl Server {
             functions: Mutex::new(functions),
             stats: stats::CommandStats::default(),
             started: Instant::now(),
-            replid: {
-                use std::hash::{BuildHasher, Hasher};
-                let mut id = String::new();
-                for i in 0..3u64 {
-                    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-                    h.write_u64(i);
-                    id.push_str(&format!("{:016x}", h.finish()));
-                }
-                id.truncate(40);
-                id
-            },
+            repl: repl_stream::Repl::default(),
             encodings: Mutex::new(commands::ENCODING_PARAMS.iter().map(|&(n, v)| (n, v.to_string())).collect()),
             pubsub: pubsub::Hub::new(cfg.pubsub_output),
             replica: replica::State::default(),
@@ -655,14 +655,21 @@ impl Server {
             // Active expiry: keys whose time has passed are deleted within about
             // SWEEP_EVERY even if no one reads them. A look at the first expiry time when
             // some key has one; nothing at all when none has.
+            // The same task pings the replicas every 10 s (Redis's
+            // `repl-ping-replica-period`), so that an idle link stays alive.
             let sweeper = sh.clone();
             tokio::spawn(async move {
+                let mut ticks = 0u32;
                 loop {
                     tokio::time::sleep(SWEEP_EVERY).await;
                     if sweeper.stop.load(Ordering::SeqCst) {
                         break;
                     }
                     sweep(&sweeper);
+                    ticks += 1;
+                    if ticks.is_multiple_of(100) {
+                        sweeper.repl.ping();
+                    }
                 }
             });
             let mut next_id = 0u64;
@@ -709,8 +716,9 @@ const SWEEP_EVERY: Duration = Duration::from_millis(100);
 /// Delete up to 256 keys whose expiry time has passed, each as its own command would
 /// (its stripe lock, the gate shared; the lazy expiry of [`keyspace::Tx::kind`] does the
 /// deleting, so a key written since it was found due is left alone).
+/// Replicas get each deletion as a DEL in the key's logical database, under its lock.
 fn sweep(sh: &Shared) {
-    for ks in &sh.dbs {
+    for (phys, ks) in sh.dbs.iter().enumerate() {
         if ks.expiring() == 0 {
             continue;
         }
@@ -720,7 +728,12 @@ fn sweep(sh: &Shared) {
             let _lock = sh.lock(&[&k]);
             let mut tx = keyspace::Tx::new(&sh.store, ks);
             if tx.kind(&k).is_ok() {
-                let _ = tx.commit();
+                let mut fx = Vec::new();
+                repl_stream::expired(&mut tx, &mut fx);
+                if tx.commit().is_ok() {
+                    let db = sh.logical_db(phys);
+                    sh.repl.feed(fx.into_iter().map(|x| (db, x)).collect(), false);
+                }
             }
         }
     }
@@ -840,6 +853,9 @@ async fn serve_connection(
                     match commands::set_many(sh, std::mem::take(sets)) {
                         Ok(reply) => {
                             sh.stats.ran_fast(&SET, n as u64);
+                            if sh.repl.on() {
+                                c.woff = sh.repl.end();
+                            }
                             for _ in 0..n {
                                 reply.write(out, c.resp3)?;
                             }
@@ -915,6 +931,12 @@ async fn serve_connection(
                                 return flush(sh, &mut sock, &mut out, &mut soft_since).await;
                             }
                             commands::After::Continue => reply.write(&mut out, c.resp3)?,
+                            commands::After::Replicate => {
+                                // The connection is a replica's link from here on.
+                                flush(sh, &mut sock, &mut out, &mut soft_since).await?;
+                                let rest = buf[used..].to_vec();
+                                return primary::serve(sh, sock, c, &args, rest).await;
+                            }
                         }
                     }
                     if out.len() > sh.output.hard {

@@ -8,7 +8,10 @@
 //! One thread per link, blocking I/O with a one-second read timeout so a REPLICAOF that
 //! replaces the link (the generation moves) or a shutdown is seen within a second. It
 //! holds the server weakly: a stopping server is not kept alive by its link. A link that
-//! breaks is retried after a second, with a full sync (no partial resync yet).
+//! breaks is retried after a second: with `PSYNC replid offset+1` when this link (same
+//! REPLICAOF, same process) completed a sync, so that a primary holding that part of
+//! its stream in its backlog continues it (`+CONTINUE`); else with a full sync. After a
+//! restart it is always a full sync (the durable offset may lag the data).
 
 use crate::commands::{self, Conn};
 use crate::keyspace::{Tx, REPLICA_KEY};
@@ -28,6 +31,10 @@ pub(crate) fn spawn(sh: &Shared, gen: u64) {
 }
 
 fn run(me: Weak<Shared>, gen: u64) {
+    // The primary's replication ID once a sync completed on this link: the keyspace is
+    // then exactly its stream up to `replica.offset`, which a partial resync continues.
+    // With it, the database the stream last SELECTed: a continued stream goes on in it.
+    let mut synced: Option<(String, usize)> = None;
     loop {
         let Some(sh) = me.upgrade() else { return };
         if !sh.replica.current(gen) || sh.stopping() {
@@ -35,7 +42,7 @@ fn run(me: Weak<Shared>, gen: u64) {
         }
         let Some(p) = sh.replica.primary() else { return };
         drop(sh);
-        let r = link(&me, gen, &p.host, p.port);
+        let r = link(&me, gen, &p.host, p.port, &mut synced);
         let Some(sh) = me.upgrade() else { return };
         sh.replica.update(gen, |p| p.state = LinkState::Connect);
         if let Err(e) = r {
@@ -86,7 +93,13 @@ fn expect_ok(r: &mut BufReader<TcpStream>, what: &str) -> std::io::Result<()> {
 }
 
 /// One link: handshake, full sync, then the stream until it breaks or is replaced.
-fn link(me: &Weak<Shared>, gen: u64, host: &str, port: u16) -> std::io::Result<()> {
+fn link(
+    me: &Weak<Shared>,
+    gen: u64,
+    host: &str,
+    port: u16,
+    synced: &mut Option<(String, usize)>,
+) -> std::io::Result<()> {
     let upgrade = || me.upgrade().ok_or_else(|| io_err("the server stopped"));
     let sh = upgrade()?;
     sh.replica.update(gen, |p| p.state = LinkState::Connecting);
@@ -101,8 +114,34 @@ fn link(me: &Weak<Shared>, gen: u64, host: &str, port: u16) -> std::io::Result<(
     expect_ok(&mut r, "REPLCONF listening-port")?;
     send(&mut w, &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
     expect_ok(&mut r, "REPLCONF capa")?;
-    send(&mut w, &[b"PSYNC", b"?", b"-1"])?;
+    match synced.clone() {
+        Some((replid, _)) => {
+            let next = (upgrade()?.replica.offset.load(Ordering::SeqCst) + 1).to_string();
+            send(&mut w, &[b"PSYNC", replid.as_bytes(), next.as_bytes()])?;
+        }
+        None => send(&mut w, &[b"PSYNC", b"?", b"-1"])?,
+    }
     let l = line(&mut r)?;
+    if let Some(rest) = l.strip_prefix("+CONTINUE") {
+        // The primary continues its stream from our offset: nothing to load.
+        let replid = rest.trim();
+        let sh = upgrade()?;
+        let Some(now) = synced.as_mut() else { return Err(io_err("+CONTINUE to a full sync request")) };
+        if !replid.is_empty() {
+            now.0 = replid.to_string();
+        }
+        let id = now.0.clone();
+        sh.replica.update(gen, |p| {
+            p.state = LinkState::Connected;
+            p.replid = id;
+            p.last_io = Instant::now();
+        });
+        let offset = sh.replica.offset.load(Ordering::SeqCst);
+        drop(sh);
+        return stream(me, gen, r, w, offset, synced);
+    }
+    // A full sync replaces the keyspace: until it completes, nothing to continue.
+    *synced = None;
     let mut parts = l.split(' ');
     let (Some("+FULLRESYNC"), Some(replid), Some(offset)) = (parts.next(), parts.next(), parts.next()) else {
         return Err(io_err(format!("the primary answered PSYNC with {l}")));
@@ -117,12 +156,13 @@ fn link(me: &Weak<Shared>, gen: u64, host: &str, port: u16) -> std::io::Result<(
     let rec = Record { host: host.to_string(), port, replid: replid.to_string(), offset, syncing: true };
     load(&sh, gen, &rdb, rec)?;
     sh.replica.offset.store(offset, Ordering::SeqCst);
+    *synced = Some((replid.to_string(), 0));
     sh.replica.update(gen, |p| {
         p.state = LinkState::Connected;
         p.last_io = Instant::now();
     });
     drop(sh);
-    stream(me, gen, r, w, offset)
+    stream(me, gen, r, w, offset, synced)
 }
 
 /// The RDB after FULLRESYNC: `$<len>\r\n` and that many bytes, or (a diskless primary,
@@ -162,7 +202,8 @@ fn read_payload(r: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
 /// that finds the flag set knows the keyspace is a partial copy and refuses to serve it
 /// (`replica::refuse`) until a sync finishes.
 fn load(sh: &Shared, gen: u64, rdb: &[u8], mut rec: Record) -> std::io::Result<()> {
-    let (_aux, entries) = crate::rdb::read_file(rdb).map_err(|e| io_err(format!("the primary's RDB: {e}")))?;
+    let (_aux, entries, functions) =
+        crate::rdb::read_file_with_functions(rdb).map_err(|e| io_err(format!("the primary's RDB: {e}")))?;
     let _gate = sh.gate_write().map_err(|_| io_err("a script is busy"))?;
     if !sh.replica.begin_sync(gen) {
         return Err(io_err("REPLICAOF replaced the link during the sync"));
@@ -171,6 +212,14 @@ fn load(sh: &Shared, gen: u64, rdb: &[u8], mut rec: Record) -> std::io::Result<(
     replica::save(&sh.store, sh.ks(0), Some(&rec)).map_err(store_err)?;
     for ks in sh.all_dbs() {
         Tx::flush_all(&sh.store, ks, 1024).map_err(store_err)?;
+    }
+    // The primary's function libraries replace ours (kept in the pool by FUNCTION
+    // RESTORE, as a client's would be).
+    let payload = crate::rdb::with_footer(crate::rdb::write_functions(functions.iter().map(Vec::as_slice)));
+    if let crate::resp::Reply::Error(e) =
+        crate::script::function(sh, &[b"RESTORE".to_vec(), payload, b"FLUSH".to_vec()])
+    {
+        return Err(io_err(format!("loading the primary's functions: {e}")));
     }
     // Each key into its database (a key of a database this server lacks: an error, as
     // a Redis replica with fewer databases refuses the RDB).
@@ -211,10 +260,12 @@ fn stream(
     mut r: BufReader<TcpStream>,
     mut w: TcpStream,
     mut offset: u64,
+    synced: &mut Option<(String, usize)>,
 ) -> std::io::Result<()> {
     w.set_read_timeout(Some(Duration::from_secs(1)))?;
     let mut c = Conn::new(0, true);
     c.from_primary = true;
+    c.db = synced.as_ref().map_or(0, |s| s.1);
     let mut parser = Parser::default();
     let limits = Limits::default();
     let mut buf: Vec<u8> = Vec::new();
@@ -245,6 +296,9 @@ fn stream(
                         }
                     } else {
                         let _ = commands::run(&sh, &mut c, &args);
+                        if let Some(s) = synced.as_mut() {
+                            s.1 = c.db;
+                        }
                     }
                     offset += bytes;
                     sh.replica.offset.store(offset, Ordering::SeqCst);

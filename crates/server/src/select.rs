@@ -108,7 +108,7 @@ pub(crate) fn move_target(sh: &Shared, c: &Conn, a: &[Vec<u8>]) -> Result<usize,
 /// (1) — else nothing (0). Both databases' writes are one atomic batch.
 pub(crate) fn move_key(sh: &Shared, c: &Conn, a: &[Vec<u8>]) -> Reply {
     match move_target(sh, c, a) {
-        Ok(dst) => transfer(sh, sh.ks(c.db), sh.ks(dst), &a[0], &a[0], false, true),
+        Ok(dst) => transfer(sh, (c.db, b"MOVE", a), sh.ks(dst), &a[0], &a[0], false, true),
         Err(r) => r,
     }
 }
@@ -137,12 +137,23 @@ pub(crate) fn copy_to_db(sh: &Shared, c: &Conn, a: &[Vec<u8>], in_exec: bool) ->
         // Inside EXEC (the gate held): the one place a copy between databases is refused.
         return Some(Reply::err("ERR pmkv runs COPY … DB into another database outside MULTI only"));
     }
-    Some(transfer(sh, sh.ks(c.db), sh.ks(dst), &a[0], &a[1], replace, false))
+    Some(transfer(sh, (c.db, b"COPY", a), sh.ks(dst), &a[0], &a[1], replace, false))
 }
 
 /// Write `src`'s records (from `from`) as `dst` in `to`, replacing `dst` when `replace`,
 /// deleting `src` when `remove` (MOVE): 1 done, 0 when `src` is absent or `dst` exists.
-fn transfer(sh: &Shared, from: &Keyspace, to: &Keyspace, src: &[u8], dst: &[u8], replace: bool, remove: bool) -> Reply {
+/// `cmd`: the source's logical database and the command (name, arguments), which goes
+/// to replicas when it did something, still under the keys' locks.
+fn transfer(
+    sh: &Shared,
+    cmd: (usize, &[u8], &[Vec<u8>]),
+    to: &Keyspace,
+    src: &[u8],
+    dst: &[u8],
+    replace: bool,
+    remove: bool,
+) -> Reply {
+    let from = sh.ks(cmd.0);
     if !allowed(src) || !allowed(dst) {
         return reserved();
     }
@@ -154,7 +165,14 @@ fn transfer(sh: &Shared, from: &Keyspace, to: &Keyspace, src: &[u8], dst: &[u8],
     let (mut tx, mut into) = (Tx::new(&sh.store, from), Tx::new(&sh.store, to));
     match tx.transfer(&mut into, src, dst, replace, remove) {
         Ok(done) => match Tx::commit_all(vec![tx, into]) {
-            Ok(()) => Reply::Int(i64::from(done)),
+            Ok(()) => {
+                if done {
+                    let mut args = vec![cmd.1.to_vec()];
+                    args.extend(cmd.2.iter().cloned());
+                    sh.repl.feed(vec![(cmd.0, args)], false);
+                }
+                Reply::Int(i64::from(done))
+            }
             Err(e) => store_reply(e),
         },
         Err(r) => r,

@@ -68,8 +68,8 @@ pub const BASE: &[Command] = &[
     c("MOVE", 3, ONE, Keys),
     c("SWAPDB", 3, NONE, Keys),
     c("RANDOMKEY", 1, NONE, Keys),
-    c("DUMP", 2, ONE, Keys),
-    c("RESTORE", -4, ONE, Keys),
+    crate::command::read("DUMP", 2, ONE, Keys, crate::dump::dump),
+    crate::command::write("RESTORE", -4, ONE, Keys, crate::dump::restore),
     crate::command::read("OBJECT", -2, Keys { first: 2, last: 2, step: 1, numkeys: 0 }, Keys, crate::object::object),
     crate::command::write("SORT", -2, ONE, Keys, crate::sort::sort),
     crate::command::read("SORT_RO", -2, ONE, Keys, crate::sort::sort),
@@ -132,6 +132,10 @@ pub const BASE: &[Command] = &[
     c("REPLICAOF", 3, NONE, Server),
     c("SLAVEOF", 3, NONE, Server),
     c("ROLE", 1, NONE, Server),
+    conn("SYNC", 1, Server),
+    conn("PSYNC", -3, Server),
+    c("REPLCONF", -1, NONE, Server),
+    conn("WAIT", 3, Server),
 ];
 
 /// Every command: [`BASE`], then each type's.

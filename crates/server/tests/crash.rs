@@ -7,11 +7,13 @@
 //! pool, whose records are keyed after their slot (on HART: the layout is the server's,
 //! the same over every engine).
 //! The same batch made by a Lua script (EVAL commits its writes as EXEC does) is crashed
-//! at every point too: a SIGKILL during a script leaves all of it or none.
+//! at every point too: a SIGKILL during a script leaves all of it or none. So are the
+//! writes of each collection type's commands, and RESTOREs of lists, sets and sorted sets.
 
 use pmkv::{EngineFactory, Options, Registry, Store};
 use pmkv_conformance::crash::evictions_at;
 use pmkv_server::keyspace::{Keyspace, Kind, Meta, Ttl, Tx, REPLICA_KEY};
+use pmkv_server::rdb::{self, Value};
 use pmkv_substrate::{Eviction, Pool};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -243,6 +245,34 @@ fn set_writes_are_all_or_nothing_at_every_crash_point() {
 fn list_writes_are_all_or_nothing_at_every_crash_point() {
     all_or_nothing("hart", false, lists);
     all_or_nothing("nbtree", false, lists);
+}
+
+/// RESTOREs of Redis payloads (as pmkv's DUMP writes them) in one script: a new list, a
+/// list over an existing one (REPLACE), a new sorted set with an absolute TTL, a sorted
+/// set over an existing one and a set over a set. Each key's records — a list's element
+/// records, a sorted set's member and score-index records, the meta record with its
+/// count and expiry time — land together or not at all.
+const RESTORES: &str = r#"
+assert(redis.call('RESTORE', 'rl', 0, ARGV[1]).ok == 'OK')
+assert(redis.call('RESTORE', 'q', 0, ARGV[1], 'REPLACE').ok == 'OK')
+assert(redis.call('RESTORE', 'rz', ARGV[4], ARGV[2], 'ABSTTL').ok == 'OK')
+assert(redis.call('RESTORE', 'z1', 0, ARGV[2], 'REPLACE').ok == 'OK')
+assert(redis.call('RESTORE', 'set1', 0, ARGV[3], 'REPLACE').ok == 'OK')
+return 'done'
+"#;
+
+fn restores(tx: &mut Tx) {
+    let list = rdb::dump(&Value::List((0..40).map(|i| format!("element {i}").into_bytes()).collect()));
+    let zset = rdb::dump(&Value::ZSet((0..30).map(|i| (vec![b'm', i as u8, 0], i as f64 - 10.5)).collect()));
+    let set = rdb::dump(&Value::Set((0..25).map(|i| (i * 1000).to_string().into_bytes()).collect()));
+    let r = pmkv_server::script::run_in(tx, RESTORES, &[], &[list, zset, set, LATER.to_string().into_bytes()]);
+    assert_eq!(r, pmkv_server::resp::Reply::bulk("done"));
+}
+
+#[test]
+fn restores_of_lists_sets_and_zsets_are_all_or_nothing_at_every_crash_point() {
+    all_or_nothing("hart", false, restores);
+    all_or_nothing("nbtree", false, restores);
 }
 
 /// One EXEC's worth of writes.

@@ -239,7 +239,7 @@ pub fn pending(alloc: &EpAlloc) -> Result<Vec<Pending>> {
         }
         // SAFETY: as for `head`: `HEAD + body_len <= cap` bytes of the used object.
         let body = unsafe { std::slice::from_raw_parts(pool.at::<u8>(off + HEAD as u64), body_len as usize) };
-        pool.note_read(crate::persist::lines_in(off as usize, HEAD + body_len as usize));
+        pool.note_read_at(off, HEAD + body_len as usize);
         if checksum(off, head, body) != u32_at(AT_CRC) {
             return Err(damaged("fails its checksum"));
         }

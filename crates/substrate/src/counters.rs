@@ -51,8 +51,11 @@ pub struct Counters {
     /// with [`set_exact`] on, the distinct lines each operation dirtied, stored to or
     /// flushed (see the module doc).
     pub lines_written: u64,
-    /// PM cache lines an engine reported reading (engines call [`crate::Pool::note_read`]).
+    /// PM cache lines an engine reported reading (engines call [`crate::Pool::note_read_at`]).
     pub lines_read: u64,
+    /// Of those, the lines the last-level cache model missed, when reads are charged by it
+    /// ([`crate::ReadModel::Llc`] with a read latency above DRAM's); 0 otherwise.
+    pub lines_missed: u64,
 }
 
 impl Counters {
@@ -63,6 +66,7 @@ impl Counters {
             fences: self.fences - earlier.fences,
             lines_written: self.lines_written - earlier.lines_written,
             lines_read: self.lines_read - earlier.lines_read,
+            lines_missed: self.lines_missed - earlier.lines_missed,
         }
     }
 
@@ -73,6 +77,7 @@ impl Counters {
             fences: self.fences + other.fences,
             lines_written: self.lines_written + other.lines_written,
             lines_read: self.lines_read + other.lines_read,
+            lines_missed: self.lines_missed + other.lines_missed,
         }
     }
 }
@@ -82,6 +87,7 @@ thread_local! {
     static FENCES: Cell<u64> = const { Cell::new(0) };
     static LINES_WRITTEN: Cell<u64> = const { Cell::new(0) };
     static LINES_READ: Cell<u64> = const { Cell::new(0) };
+    static LINES_MISSED: Cell<u64> = const { Cell::new(0) };
 }
 
 #[inline]
@@ -272,6 +278,10 @@ pub(crate) fn add_lines_read(n: u64) {
     bump(&LINES_READ, n);
 }
 
+pub(crate) fn add_lines_missed(n: u64) {
+    bump(&LINES_MISSED, n);
+}
+
 /// The calling thread's counters since it started.
 pub fn snapshot() -> Counters {
     Counters {
@@ -279,6 +289,7 @@ pub fn snapshot() -> Counters {
         fences: FENCES.with(Cell::get),
         lines_written: LINES_WRITTEN.with(Cell::get),
         lines_read: LINES_READ.with(Cell::get),
+        lines_missed: LINES_MISSED.with(Cell::get),
     }
 }
 

@@ -11,7 +11,8 @@
 //! * `wal` — the redo log with group commit behind mode `wal` (durable pools on disk
 //!   files); `power` — with the `crash-sim` feature only: its power-loss simulation;
 //! * [`counters`] — per-thread flush/fence/line counters (P4);
-//! * [`latency`] — PM latency emulation (P5);
+//! * [`latency`] — PM latency emulation (P5); `llc` — the model of the last-level cache
+//!   by which it can charge only the reads that would miss;
 //! * `crash_sim` — with the `crash-sim` feature only: the crash simulator (P6), simulated
 //!   pools whose every flush, fence and store is a crash point; for tests;
 //! * [`epalloc`] — EPallocator, the leak-proof persistent allocator (P7);
@@ -39,6 +40,7 @@ pub(crate) mod fault;
 pub mod header;
 pub mod huge;
 pub mod latency;
+pub(crate) mod llc;
 pub(crate) mod persist;
 pub(crate) mod pool;
 #[cfg(feature = "crash-sim")]
@@ -52,7 +54,7 @@ pub use durability::{Durability, Event, Medium, Survives};
 pub use error::{PoolError, Result};
 #[cfg(feature = "fault-injection")]
 pub use fault::{FaultHook, FaultPoint};
-pub use latency::{Charge, Latency};
+pub use latency::{Charge, Latency, ReadModel};
 pub use persist::{flush_insn, CrashModel, FlushInsn, Mode, SyncPolicy, LINE};
 pub use pool::{EngineClaim, Pool, PoolInfo, PoolOptions, DEFAULT_INITIAL_SIZE, MIN_POOL_SIZE};
 #[cfg(feature = "crash-sim")]

@@ -66,8 +66,7 @@ impl Pm<'_> {
     /// Report the PM lines of `[off, off + len)` as read, so that the counters and the
     /// read-latency emulation see the tree's reads as they see the other engines'.
     pub(crate) fn note(&self, off: u64, len: usize) {
-        let last = off + len.max(1) as u64 - 1;
-        self.pool.note_read(last / 64 - off / 64 + 1);
+        self.pool.note_read_at(off, len);
     }
 
     /// A leaf's key and value, and the bytes its value adds after the key (0 for a value

@@ -50,7 +50,10 @@ pub struct RunArgs {
     /// Emulated PM write/read latency in ns: none, 300/100, 300/300, 600/300 (comma-
     /// separated); the write latency is charged per flushed line (the HART paper's
     /// model), or once per fence with `/fence` (300/100/fence: write-backs overlap, as
-    /// `clwb` on Optane). Default: $PMKV_LATENCY, else none.
+    /// `clwb` on Optane). Reads are charged per reported line, or with `/llc` (or
+    /// `/llc=2M`) only for the runs of lines a model of a 20 MB (2 MiB) last-level cache
+    /// misses, each the read latency less DRAM's (300/300/llc). Default: $PMKV_LATENCY,
+    /// else none.
     #[arg(long, value_delimiter = ',')]
     pub latency: Vec<String>,
     /// Zipf θ of skewed workloads.

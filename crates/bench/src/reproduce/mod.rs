@@ -122,6 +122,41 @@ pub struct ReproduceArgs {
     /// No progress output.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// hart: which PM reads pay the read latency. `per-line`: every line an engine
+    /// reports; `llc`: only the runs of lines a per-thread model of the paper's 20 MB L3,
+    /// scaled with the record count, misses, each paying the PM latency less this
+    /// machine's DRAM latency (as the paper's emulation, §4; docs/design/substrate.md).
+    #[arg(long, value_enum, default_value_t = Reads::PerLine)]
+    pub reads: Reads,
+}
+
+/// How a reproduction charges PM reads (`--reads`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Reads {
+    PerLine,
+    Llc,
+}
+
+impl Reads {
+    /// The read model of a latency setting before it is scaled to an experiment's records.
+    pub fn model(self) -> pmkv::ReadModel {
+        match self {
+            Reads::PerLine => pmkv::ReadModel::PerLine,
+            Reads::Llc => pmkv::ReadModel::Llc { kib: pmkv::ReadModel::PAPER_LLC_KIB },
+        }
+    }
+
+    /// What the results' notes say of it.
+    pub fn note(self) -> String {
+        match self {
+            Reads::PerLine => "PM reads: every line an engine reports pays the read latency (--reads per-line)".into(),
+            Reads::Llc => format!(
+                "PM reads: only runs of lines missing a model of the paper's 20 MB L3 (scaled by records / the paper's) \
+                 pay, the read latency less this machine's DRAM latency, {} ns (--reads llc)",
+                pmkv::dram_ns()
+            ),
+        }
+    }
 }
 
 /// How long each reproduction takes here, for `--help`: measured runs of the defaults on
@@ -230,6 +265,9 @@ fn save_results(
     let mut meta = Meta::new(&command(a), a.seed, a.dir.as_deref().unwrap_or(Path::new("/dev/shm")));
     meta.notes.push(format!("scale {scale:?}"));
     meta.notes.push(format!("{runs} runs of each measurement, in alternating rounds; figures are medians"));
+    if a.paper == Paper::Hart {
+        meta.notes.push(a.reads.note());
+    }
     meta.notes.extend(timings.iter().map(|(k, v)| format!("{k}: {v:.1} s")));
     meta.notes.extend(extra.iter().cloned());
     let rep = Report { meta, records };
@@ -254,6 +292,9 @@ fn command(a: &ReproduceArgs) -> String {
         Paper::Mangosteen => "mangosteen",
     };
     let mut c = format!("pmkv bench reproduce {paper} --scale {} --runs {}", a.scale.name(), a.runs);
+    if a.reads != Reads::PerLine {
+        c += " --reads llc";
+    }
     for e in &a.engines {
         c += &format!(" -e {e}");
     }
@@ -342,11 +383,11 @@ const OPS: [&str; 4] = ["insert", "search", "update", "delete"];
 const WORKLOADS: [KeyKind; 3] = [KeyKind::Dictionary, KeyKind::Sequential, KeyKind::Random];
 
 /// Pool engines in each latency setting, baselines once.
-fn targets(engines: &[EngineSpec], lats: &[Latency]) -> Vec<Target> {
+fn targets(engines: &[EngineSpec], lats: &[Latency], reads: Reads) -> Vec<Target> {
     let mut v = Vec::new();
     for &e in engines {
         if e.uses_pool() {
-            v.extend(lats.iter().map(|&l| Target::new(e, Mode::Adr, l)));
+            v.extend(lats.iter().map(|&l| Target::new(e, Mode::Adr, l.with_reads(reads.model()))));
         } else {
             v.push(Target::new(e, Mode::Adr, Latency::NONE));
         }

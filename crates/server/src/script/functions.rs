@@ -77,6 +77,11 @@ impl Libraries {
         Ok(name)
     }
 
+    /// Every library's code (a full sync's RDB carries them).
+    pub(crate) fn codes(&self) -> Vec<Vec<u8>> {
+        self.libs.values().map(|l| l.code.clone().into_bytes()).collect()
+    }
+
     /// FUNCTION DUMP: Redis's payload (each library's code, the RDB version, a CRC-64),
     /// which a real Redis's FUNCTION RESTORE reads, and the other way round.
     fn dump(&self) -> Vec<u8> {

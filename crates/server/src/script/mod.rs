@@ -356,7 +356,7 @@ pub(crate) fn eval(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Reply
         None,
         keys,
         argv,
-        Limits { local: &local, read_only, state: (sh.script.clone(), 0), name: sha },
+        Limits { local: &local, read_only, state: (sh.script.clone(), 0), name: sha, effects: None },
     )
 }
 
@@ -384,7 +384,7 @@ pub(crate) fn fcall(sh: &Shared, c: &mut Conn, cmd: &str, a: &[Vec<u8>]) -> Repl
         return Reply::err("ERR pmkv runs functions on plain servers only; use EVAL on a cluster node");
     }
     let local = |_: &command::Command, _: &[Vec<u8>]| None;
-    let lim = Limits { local: &local, read_only, state: (sh.script.clone(), 0), name: name.clone() };
+    let lim = Limits { local: &local, read_only, state: (sh.script.clone(), 0), name: name.clone(), effects: None };
     // FUNCTION STATS shows the command (its name in lower case: the case the client
     // sent is not kept).
     let command: Vec<Vec<u8>> =
@@ -422,8 +422,11 @@ fn run_committed(
     entry: Option<&str>,
     keys: &[Vec<u8>],
     argv: &[Vec<u8>],
-    mut lim: Limits,
+    lim: Limits,
 ) -> Reply {
+    let fx: Effects = RefCell::new(Vec::new());
+    let streamed = sh.repl.on();
+    let mut lim = Limits { effects: streamed.then_some(&fx), ..lim };
     // In the caller's database; a database the script SELECTs gets a Tx of its own, and
     // all of them are committed as one batch.
     let mut tx = Tx::new(&sh.store, sh.ks(c.db));
@@ -438,7 +441,13 @@ fn run_committed(
         return Reply::err(why.message());
     }
     match Tx::commit_all(std::iter::once(tx).chain(others.into_iter().map(|(_, t)| t)).collect()) {
-        Ok(()) => r,
+        Ok(()) => {
+            // Under the gate the caller holds exclusively: in order with every write.
+            let fx = fx.into_inner();
+            let multi = fx.len() > 1;
+            sh.repl.feed(fx, multi);
+            r
+        }
         Err(e) => Reply::err(format!("ERR the script's writes could not be applied, none was: {e}")),
     }
 }
@@ -459,7 +468,7 @@ pub fn run_in(tx: &mut Tx, src: &str, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Rep
     c.reply_budget = usize::MAX;
     let local = |_: &command::Command, _: &[Vec<u8>]| None;
     let name = sha1_hex(src.as_bytes());
-    let lim = Limits { local: &local, read_only: false, state: (state, id), name };
+    let lim = Limits { local: &local, read_only: false, state: (state, id), name, effects: None };
     run(&mut c, tx, (&|_| None, &mut Vec::new()), src, None, keys, argv, lim).0
 }
 
@@ -479,7 +488,13 @@ struct Limits<'a> {
     state: (std::sync::Arc<State>, u64),
     /// What errors call the script: its SHA-1, or the function's name.
     name: String,
+    /// Where the effects of its writes are gathered for replicas (`None`: no replica
+    /// is streamed): each write's deterministic form, with its logical database.
+    effects: Option<&'a Effects>,
 }
+
+/// A script's writes as replicas get them (effects replication, as Redis 7 does).
+type Effects = RefCell<Vec<(usize, crate::repl_stream::Cmd)>>;
 
 /// A script's other databases: what opens a Tx on logical database `n` (`None`: no
 /// such database), and the Txs of the databases it SELECTed, by number.
@@ -610,6 +625,7 @@ fn run<'t>(
                 None => {
                     let mut main = tx_cell.borrow_mut();
                     let mut o = others_cell.borrow_mut();
+                    let db = current.get().map_or(caller_db, |i| o[i].0);
                     let tx: &mut Tx = match current.get() {
                         None => &mut main,
                         Some(i) => &mut o[i].1,
@@ -620,9 +636,17 @@ fn run<'t>(
                     let mut cx = Ctx { budget, resp3: resp3.get(), cursors: &mut cur, encodings: None };
                     let mark = tx.savepoint();
                     match crate::data::run(tx, &mut cx, cmd, &v[1..]) {
-                        Ok(r) => r,
+                        Ok(r) => {
+                            if let Some(fx) = lim.effects {
+                                let mut out = Vec::new();
+                                crate::repl_stream::effects(tx, cmd, &v, &r, &mut out);
+                                fx.borrow_mut().extend(out.into_iter().map(|x| (db, x)));
+                            }
+                            r
+                        }
                         Err(r) => {
                             tx.rollback(mark);
+                            tx.expired.clear();
                             r
                         }
                     }

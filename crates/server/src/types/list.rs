@@ -320,6 +320,24 @@ fn all(tx: &Tx, k: &[u8], m: &Meta) -> TxResult<Vec<Vec<u8>>> {
     span(tx, k, m, 0, m.count - 1)
 }
 
+/// Every element of list `k`, head first (empty when absent): what DUMP serializes.
+pub(crate) fn elements(tx: &mut Tx, k: &[u8]) -> TxResult<Vec<Vec<u8>>> {
+    match open(tx, k)? {
+        Some(m) => all(tx, k, &m),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Append `vals` at the tail of list `k` (creating it), as RPUSH does: RESTORE's and a
+/// full sync's write of a list.
+pub(crate) fn append(tx: &mut Tx, k: &[u8], vals: &[Vec<u8>]) -> TxResult<()> {
+    if vals.is_empty() {
+        return Ok(());
+    }
+    let m = open(tx, k)?;
+    push_all(tx, k, m, vals, false).map(drop)
+}
+
 fn lrem(tx: &mut Tx, _: &mut Ctx, _: &str, a: &[Vec<u8>]) -> TxResult<Reply> {
     let (k, count, el) = (&a[0], arg_int(&a[1])?, &a[2]);
     let Some(m) = open(tx, k)? else { return Ok(Reply::Int(0)) };

@@ -48,8 +48,8 @@ fn open(tx: &mut Tx, k: &[u8]) -> TxResult<Option<Meta>> {
     Ok(if tx.expect(k, Kind::SET)? { tx.meta(k) } else { None })
 }
 
-/// Every member of set `k` (empty when absent), in byte order.
-fn members(tx: &mut Tx, k: &[u8]) -> TxResult<Vec<Vec<u8>>> {
+/// Every member of set `k` (empty when absent), in byte order: also what DUMP serializes.
+pub(crate) fn members(tx: &mut Tx, k: &[u8]) -> TxResult<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     tx.scan_elems(Kind::SET, k, None, |m, _| {
         out.push(m.to_vec());
@@ -58,8 +58,9 @@ fn members(tx: &mut Tx, k: &[u8]) -> TxResult<Vec<Vec<u8>>> {
     Ok(out)
 }
 
-/// Add `ms` to set `k` (creating it); how many were new.
-fn add(tx: &mut Tx, k: &[u8], ms: &[Vec<u8>]) -> TxResult<u64> {
+/// Add `ms` to set `k` (creating it); how many were new. SADD's, RESTORE's and a full
+/// sync's write of a set.
+pub(crate) fn add(tx: &mut Tx, k: &[u8], ms: &[Vec<u8>]) -> TxResult<u64> {
     for m in ms {
         check_member(tx, k, m)?;
     }

@@ -285,6 +285,30 @@ fn all(tx: &Tx, k: &[u8]) -> TxResult<Vec<(Vec<u8>, f64)>> {
     Ok(out)
 }
 
+/// Every member of `k` with its score, in score order (empty when absent): what DUMP
+/// serializes.
+pub(crate) fn members(tx: &mut Tx, k: &[u8]) -> TxResult<Vec<(Vec<u8>, f64)>> {
+    Ok(if open(tx, k)?.is_some() { all(tx, k)? } else { Vec::new() })
+}
+
+/// Give each member of `items` its score in `k` (creating it), as ZADD without flags
+/// does: RESTORE's and a full sync's write of a sorted set. Scores must not be NaN
+/// (the RDB decoder refuses one).
+pub(crate) fn add_all(tx: &mut Tx, k: &[u8], items: &[(Vec<u8>, f64)]) -> TxResult<()> {
+    for (m, _) in items {
+        tx.check_elem_key("sorted set key and member", k.len() + m.len() + 9)?;
+    }
+    let mut meta = open(tx, k)?.unwrap_or(Meta::new(Kind::ZSET));
+    for (m, s) in items {
+        let cur = if meta.count == 0 { None } else { score_of(tx, k, m)? };
+        put(tx, k, &mut meta, m, cur, *s);
+    }
+    if !items.is_empty() {
+        finish(tx, k, meta);
+    }
+    Ok(())
+}
+
 /// A walk of at most this many index records costs less than building a rank index: a
 /// set this small, or a rank range this near an end, is walked and gets no index (a
 /// leaderboard's top 10 costs 10 records, and many small sets no DRAM).

@@ -202,3 +202,37 @@ pub fn serve(dir: &std::path::Path, cluster: bool) -> (u16, impl Fn(), std::thre
     let (port, stop) = (srv.port(), srv.stopper());
     (port, stop, std::thread::spawn(move || srv.run(false)))
 }
+
+/// Every key of `c` with its type, contents (a hash's fields and a set's members sorted,
+/// a list in order, a sorted set with its scores in order) and expiry time.
+pub fn snapshot(c: &mut Client) -> Vec<String> {
+    let keys = c.cmd(&["KEYS", "*"]);
+    let keys: Vec<String> =
+        keys.trim_matches(['[', ']']).split(',').filter(|k| !k.is_empty()).map(String::from).collect();
+    let mut out = Vec::new();
+    for k in keys {
+        let t = c.cmd(&["TYPE", &k]);
+        let v = match t.as_str() {
+            "+string" => c.cmd(&["GET", &k]),
+            "+hash" => {
+                let all = c.cmd(&["HGETALL", &k]);
+                let items: Vec<&str> = all.trim_matches(['[', ']']).split(',').collect();
+                let mut pairs: Vec<String> = items.chunks(2).map(|p| p.join("=")).collect();
+                pairs.sort();
+                pairs.join(",")
+            }
+            "+list" => c.cmd(&["LRANGE", &k, "0", "-1"]),
+            "+zset" => c.cmd(&["ZRANGE", &k, "0", "-1", "WITHSCORES"]),
+            "+set" => {
+                let all = c.cmd(&["SMEMBERS", &k]);
+                let mut items: Vec<&str> = all.trim_matches(['[', ']']).split(',').collect();
+                items.sort();
+                items.join(",")
+            }
+            _ => String::new(),
+        };
+        out.push(format!("{k} {t} {v} {}", c.cmd(&["PEXPIRETIME", &k])));
+    }
+    out.sort();
+    out
+}

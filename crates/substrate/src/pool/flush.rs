@@ -67,6 +67,9 @@ impl Pool {
         // engines' write paths (as a call it cost a HART insert or update ~2 %).
         if self.counts_only {
             counters::note_flushed(self.at::<u8>(off) as usize, len);
+            if self.latency.read_ns != 0 {
+                self.llc_written(self.at::<u8>(off) as usize, len);
+            }
             return;
         }
         self.flush_in_pool(off, len)
@@ -89,6 +92,9 @@ impl Pool {
                 let n = unsafe { persist::flush_lines(addr, len) };
                 counters::add_flushes(n);
                 counters::note_flushed(addr, len);
+                if self.latency.read_ns != 0 {
+                    self.llc_flushed(addr, len);
+                }
                 if self.latency.write_ns != 0 {
                     spin_ns(self.latency.flush_wait_ns(n));
                     if self.latency.charge == crate::latency::Charge::Fence {
@@ -102,7 +108,12 @@ impl Pool {
                 counters::note_flushed(addr, len);
                 MSYNC_PENDING.with(|v| v.borrow_mut().push((addr, len)));
             }
-            Mode::Eadr | Mode::None => counters::note_flushed(addr, len),
+            Mode::Eadr | Mode::None => {
+                counters::note_flushed(addr, len);
+                if self.latency.read_ns != 0 {
+                    self.llc_written(addr, len);
+                }
+            }
         }
         #[cfg(feature = "crash-sim")]
         if let Some(sim) = &self.sim {
@@ -543,13 +554,53 @@ impl Pool {
         };
     }
 
-    /// Engines report each PM line they read (P4) so counters and read-latency
-    /// emulation (P5) see it.
+    /// Engines report the PM bytes `[off, off+len)` they read (P4), so that the counters and
+    /// the read-latency emulation (P5) see them: every line counts as read; with a read
+    /// latency set, the lines pay it — each one ([`ReadModel::PerLine`]), or only the
+    /// runs of lines the last-level cache model misses ([`ReadModel::Llc`], `crate::llc`).
+    /// An engine reports each PM structure as it reads it, by where it is, so that the
+    /// cache model sees the same addresses again when a tree's upper levels are revisited.
     #[inline]
-    pub fn note_read(&self, lines: u64) {
-        counters::add_lines_read(lines);
+    pub fn note_read_at(&self, off: u64, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let addr = (self.base() as usize).wrapping_add(off as usize);
+        counters::add_lines_read(lines_in(addr, len));
         if self.latency.read_ns != 0 {
-            spin_ns(lines * self.latency.read_ns as u64);
+            self.charge_read(addr, len);
+        }
+    }
+
+    /// [`Pool::note_read_at`]'s emulation, out of line (it runs only with a read latency).
+    #[inline(never)]
+    fn charge_read(&self, addr: usize, len: usize) {
+        match (self.latency.read_model, &self.llc) {
+            (ReadModel::PerLine, _) => spin_ns(lines_in(addr, len) * self.latency.read_ns as u64),
+            (ReadModel::Llc { .. }, Some(m)) => {
+                let (missed, wait) = m.read(addr, len);
+                counters::add_lines_missed(missed);
+                spin_ns(owe(m.cost_ps(addr, len), wait));
+            }
+            // PM reads no slower than DRAM's: nothing to charge, and no model is run.
+            (ReadModel::Llc { .. }, None) => {}
+        }
+    }
+
+    /// In `eadr` and `none`, where a flush request issues nothing: the lines written stay
+    /// in the cache model (out of line: only with a read latency).
+    #[inline(never)]
+    fn llc_written(&self, addr: usize, len: usize) {
+        if let Some(m) = &self.llc {
+            m.insert(addr, len);
+        }
+    }
+
+    /// In `adr`: flushed lines leave the cache model, as `clflush` evicts them.
+    #[inline(never)]
+    fn llc_flushed(&self, addr: usize, len: usize) {
+        if let Some(m) = &self.llc {
+            m.evict(addr, len);
         }
     }
 
@@ -577,4 +628,22 @@ impl Pool {
         }
         Ok(())
     }
+}
+
+thread_local! {
+    /// Picoseconds of the cache model's own time not yet taken off a charged wait.
+    static OWED_PS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Add `cost_ps` of model time to what this thread owes and return `charge_ns` less what
+/// it owes, taking that off the debt: over a run, the waits add the charged stalls less the
+/// model's time (as long as the stalls are longer).
+fn owe(cost_ps: u64, charge_ns: u64) -> u64 {
+    OWED_PS.with(|o| {
+        let owed = o.get().saturating_add(cost_ps);
+        let charge_ps = charge_ns.saturating_mul(1000);
+        let paid = owed.min(charge_ps);
+        o.set(owed - paid);
+        (charge_ps - paid) / 1000
+    })
 }

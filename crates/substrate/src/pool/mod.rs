@@ -38,7 +38,7 @@ use crate::crash_sim::SimState;
 use crate::durability::{Durability, Medium};
 use crate::error::{PoolError, Result};
 use crate::header::{Immutable, Mutable, FORMAT_VERSION, HEADER_SIZE, MAX_LAYOUT, NUM_ROOTS, SEAL_ROOT, SLOT_LEN};
-use crate::latency::{spin_ns, Latency};
+use crate::latency::{spin_ns, Latency, ReadModel};
 use crate::persist::{self, lines_in, Mode, SyncPolicy};
 use crate::wal::Wal;
 use parking_lot::Mutex;
@@ -184,6 +184,9 @@ pub struct Pool {
     mapped: AtomicU64,
     mode: Mode,
     latency: Latency,
+    /// The last-level cache model reads are charged by (`W/R/llc` with reads slower than
+    /// DRAM's), else none.
+    llc: Option<Box<crate::llc::Model>>,
     map_sync: bool,
     /// What the pool's bytes are mapped from (detected at open).
     medium: Medium,

@@ -343,6 +343,7 @@ impl Pool {
             mapped: AtomicU64::new(0),
             mode: opts.mode,
             latency: opts.latency,
+            llc: crate::llc::Model::for_latency(opts.latency),
             map_sync,
             medium,
             prefault: opts.prefault
@@ -420,6 +421,7 @@ impl Pool {
             mapped: AtomicU64::new(0),
             mode: opts.mode,
             latency: opts.latency,
+            llc: crate::llc::Model::for_latency(opts.latency),
             map_sync: false,
             medium: Medium::Anonymous,
             prefault: false,
