@@ -8,11 +8,10 @@
 //! deliberately not passed on: the library's flags are fixed.
 
 fn main() {
-    pmkv_mangosteen_build::compile("instrumented/app.rs", "libpmkv_mgapp");
-    // The capture runtime compiled into it (the helper embeds these at its own build).
-    for f in
-        ["instrumented/abi.rs", "instrumented/hooks.rs", "instrumented/sancov.rs", "instrumented/rt.rs", "src/heap.rs"]
-    {
-        println!("cargo:rerun-if-changed={f}");
-    }
+    let dir = std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    // The engine's map, compiled with the runtime of this very package.
+    pmkv_mangosteen_build::compile_with_runtime("instrumented/app.rs", "libpmkv_mgapp", &dir);
+    // Given to the build scripts of the packages that depend on this one (`links`), whose
+    // modules pmkv_mangosteen_build::compile builds with this package's capture runtime.
+    println!("cargo:root={}", dir.display());
 }

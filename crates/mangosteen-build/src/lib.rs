@@ -23,22 +23,30 @@
 //! user's are compiled with one flag list.
 //!
 //! The capture runtime's sources are pmkv-mangosteen's (one copy, compiled into both
-//! the loader and every module); they are embedded here with `include_str!`, so this
-//! crate and pmkv-mangosteen are released together (the module's ABI version, checked at
-//! load, refuses a mismatch).
+//! the loader and every module). They are read from pmkv-mangosteen's own package at
+//! build time: its build script names its directory to the build scripts of the
+//! packages that depend on it (Cargo's `links` metadata, `DEP_PMKV_MANGOSTEEN_ROOT`), so
+//! a program's module is compiled with the runtime of the pmkv-mangosteen it will be
+//! loaded by, and each crate is packaged from its own files (no path outside a package).
+//! The module's ABI version, checked at load, refuses a mismatch anyway.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The capture runtime compiled into every module: (file name in the generated crate,
-/// its text).
-const RUNTIME: [(&str, &str); 5] = [
-    ("abi.rs", include_str!("../../mangosteen/instrumented/abi.rs")),
-    ("hooks.rs", include_str!("../../mangosteen/instrumented/hooks.rs")),
-    ("sancov.rs", include_str!("../../mangosteen/instrumented/sancov.rs")),
-    ("rt.rs", include_str!("../../mangosteen/instrumented/rt.rs")),
-    ("heap.rs", include_str!("../../mangosteen/src/heap.rs")),
+/// its path in pmkv-mangosteen's package).
+pub const RUNTIME: [(&str, &str); 5] = [
+    ("abi.rs", "instrumented/abi.rs"),
+    ("hooks.rs", "instrumented/hooks.rs"),
+    ("sancov.rs", "instrumented/sancov.rs"),
+    ("rt.rs", "instrumented/rt.rs"),
+    ("heap.rs", "src/heap.rs"),
 ];
+
+/// The environment variable Cargo gives the build script of a package that depends on
+/// pmkv-mangosteen: the directory of pmkv-mangosteen's package (its build script prints
+/// it as `cargo:root=`, under `links = "pmkv_mangosteen"`).
+pub const RUNTIME_ROOT_VAR: &str = "DEP_PMKV_MANGOSTEEN_ROOT";
 
 /// The codegen flags of every module: the one list the engine's library and users'
 /// modules share.
@@ -87,16 +95,31 @@ pub const FLAGS: &[&str] = &[
 /// macros, `capture_root!(Type);` and `capture_write! { fn name(t: &mut Type, a: Args)
 /// -> Out { ... } }` (see `rt.rs` in pmkv-mangosteen), and may include further files with
 /// `#[path]` modules. `name` names the library (letters, digits, `_`).
+///
+/// The package must depend on pmkv-mangosteen (it loads the module with it anyway): the
+/// capture runtime is taken from there ([`RUNTIME_ROOT_VAR`]).
 pub fn compile(module: &str, name: &str) -> PathBuf {
+    let runtime = PathBuf::from(std::env::var_os(RUNTIME_ROOT_VAR).unwrap_or_else(|| {
+        panic!(
+            "{RUNTIME_ROOT_VAR} is not set: the package whose build script compiles a captured module must depend on \
+             pmkv-mangosteen ([dependencies]), which gives the capture runtime"
+        )
+    }));
+    compile_with_runtime(module, name, &runtime)
+}
+
+/// [`compile`] with the capture runtime taken from `runtime`, the directory of
+/// pmkv-mangosteen's package (its own build script passes its own).
+pub fn compile_with_runtime(module: &str, name: &str, runtime: &Path) -> PathBuf {
     let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let target = std::env::var("TARGET").ok().filter(|t| std::env::var("HOST").ok().as_ref() != Some(t));
-    compile_to(&dir.join(module), name, &out, target.as_deref())
+    compile_to(&dir.join(module), name, runtime, &out, target.as_deref())
 }
 
-/// [`compile`] with the paths given: `module` (absolute), the output directory, and the
-/// target triple when cross-compiling.
-pub fn compile_to(module: &Path, name: &str, out: &Path, target: Option<&str>) -> PathBuf {
+/// [`compile`] with every path given: `module` (absolute), the runtime's package
+/// directory, the output directory, and the target triple when cross-compiling.
+pub fn compile_to(module: &Path, name: &str, runtime: &Path, out: &Path, target: Option<&str>) -> PathBuf {
     assert!(
         !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
         "module name {name:?}: letters, digits and _ only"
@@ -104,8 +127,13 @@ pub fn compile_to(module: &Path, name: &str, out: &Path, target: Option<&str>) -
     let module = module.canonicalize().unwrap_or_else(|e| panic!("the module {}: {e}", module.display()));
     let src = out.join(format!("pmkv-capture-{name}"));
     std::fs::create_dir_all(&src).expect("create the module's source directory in OUT_DIR");
-    for (file, text) in RUNTIME {
-        write_if_changed(&src.join(file), text);
+    for (file, from) in RUNTIME {
+        let from = runtime.join(from);
+        let text = std::fs::read_to_string(&from).unwrap_or_else(|e| {
+            panic!("the capture runtime's {} ({e}): is this pmkv-mangosteen's package?", from.display())
+        });
+        write_if_changed(&src.join(file), &text);
+        println!("cargo:rerun-if-changed={}", from.display());
     }
     let root = src.join("lib.rs");
     write_if_changed(&root, &root_source(&module));
