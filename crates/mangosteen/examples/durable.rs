@@ -8,6 +8,7 @@
 
 use pmkv_mangosteen::{Durable, Options, SplitAlloc};
 use pmkv_substrate::{Latency, Mode, Pool, PoolOptions};
+use pmkv_testutil::median;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
@@ -46,16 +47,6 @@ fn workload(n: u32) -> (Vec<(u32, u32)>, Vec<u32>) {
     };
     let words = n / 8 + 1;
     ((0..n).map(|d| (next() % words, d)).collect(), (0..n).map(|_| next() % words).collect())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let k = v.len();
-    if k % 2 == 1 {
-        v[k / 2]
-    } else {
-        (v[k / 2 - 1] + v[k / 2]) / 2.0
-    }
 }
 
 fn main() {

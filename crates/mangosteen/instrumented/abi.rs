@@ -6,7 +6,13 @@ use std::ffi::c_void;
 
 /// Bumped whenever anything in this file or the exported functions' signatures changes;
 /// the loader refuses a library that reports another.
-pub const ABI: u32 = 4;
+pub const ABI: u32 = 5;
+
+/// Bytes every module built by pmkv-mangosteen-build carries (`rt.rs`), its ABI in the
+/// last digits: the loader looks for them in the image before loading it, so a library
+/// built any other way is refused without running its code.
+pub const MARK: [u8; 36] = *b"pmkv-mangosteen-build module abi 05\0";
+const _: () = assert!(ABI == 5, "update MARK with ABI");
 
 /// Writes of at least this many blocks are ranges: the runtime's deduplication set keeps
 /// each as one entry (`dedup::DedupSet`); shorter writes are appended to [`Ctx::buf`] by
@@ -68,3 +74,74 @@ pub type ValueFn = unsafe extern "C" fn(arg: *mut c_void, v: *const u8, len: usi
 
 /// A record seen by a scan: `(arg, key, key_len, value, value_len)`; false stops the scan.
 pub type RecordVisitFn = unsafe extern "C" fn(*mut c_void, *const u8, usize, *const u8, usize) -> bool;
+
+/// A write's outcome, returned by a module's write entry points (`rt.rs`, `run`).
+pub const WRITE_OK: u32 = 0;
+/// The region's heap ran out during the write: roll it back.
+pub const WRITE_FULL: u32 = 1;
+/// The write's code panicked (the message is in the `Msg`): roll it back.
+pub const WRITE_PANICKED: u32 = 2;
+
+/// Where a module copies a panic's message: `cap` bytes at `ptr`, `len` set to how many
+/// it wrote.
+#[repr(C)]
+pub struct Msg {
+    pub ptr: *mut u8,
+    pub cap: usize,
+    pub len: usize,
+}
+
+/// A write entry point: `(base, len, root, args, out, msg) -> WRITE_*`; `args` points to
+/// the arguments (moved in), `out` to room for the result.
+pub type WriteFn = unsafe extern "C" fn(*mut u8, usize, u64, *const u8, *mut u8, *mut Msg) -> u32;
+
+/// FNV-1a of `bytes`, continuing from `h` (start: [`FNV_START`]).
+pub fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// A type's name as the compiler spells it, each path cut to its last segment
+/// (`my_index::user::Index` in a module and `app::index::Index` in the program are
+/// both `Index`), hashed with its size and alignment: how a module and the program
+/// agree that they mean the same type.
+pub fn type_tag<T>(h: u64) -> u64 {
+    let mut h = h;
+    let mut word = Vec::new();
+    for c in std::any::type_name::<T>().bytes() {
+        if c.is_ascii_alphanumeric() || c == b'_' || c == b':' {
+            word.push(c);
+        } else {
+            h = fnv(h, last_segment(&word));
+            h = fnv(h, &[c]);
+            word.clear();
+        }
+    }
+    h = fnv(h, last_segment(&word));
+    h = fnv(h, &(std::mem::size_of::<T>() as u64).to_le_bytes());
+    fnv(h, &(std::mem::align_of::<T>() as u64).to_le_bytes())
+}
+
+fn last_segment(path: &[u8]) -> &[u8] {
+    match path.windows(2).rposition(|w| w == b"::") {
+        Some(i) => &path[i + 2..],
+        None => path,
+    }
+}
+
+/// The tag of a write taking `A` and returning `R` on a `T`.
+pub fn write_tag<T, A, R>() -> u64 {
+    type_tag::<R>(type_tag::<A>(type_tag::<T>(FNV_START)))
+}
+
+/// The root block of a module's structure (`capture_root!`): its type's tag
+/// ([`type_tag`]), then the value.
+#[repr(C)]
+pub struct Root<T> {
+    pub tag: u64,
+    pub value: T,
+}

@@ -1,91 +1,29 @@
 //! The `mangosteen` engine's application: the standard library's `BTreeMap`, unchanged,
 //! behind a C ABI, compiled by `build.rs` into a shared library with store tracing (see
-//! `hooks.rs`) and loaded by the runtime (`src/compiler_capture.rs`).
+//! `hooks.rs`) and loaded by the runtime (`src/compiler_capture/`).
 //!
 //! Why a library of its own: a store is traced only if the code that makes it was
 //! compiled with the instrumentation, and a generic type like `BTreeMap<K, V>` is
 //! compiled where it is instantiated. Cargo on stable Rust cannot give one crate its own
-//! codegen flags, so the build script calls `rustc` on this file itself, and the runtime
-//! loads the result from memory. Nothing else in the process is instrumented, and the
-//! library's own global allocator (below) is what sends the map's allocations to the
+//! codegen flags, so the build script compiles this file with pmkv-mangosteen-build, the
+//! helper any program uses for its own structure (the capture runtime, `rt.rs`, is
+//! compiled in beside it), and the runtime loads the result from memory through the
+//! public `CapturedModule`. Nothing else in the process is instrumented, and the
+//! module's global allocator (`rt.rs`) is what sends the map's allocations to the
 //! region's persistent heap: the program that opens the engine installs nothing.
 //!
 //! Every function takes the region's base and length; those that change the map run
 //! only inside a batch, on the thread the runtime captures for.
 
-#![allow(dead_code)]
-
-mod abi;
-mod hooks;
-mod sancov;
-#[path = "../src/heap.rs"]
-mod heap;
-
-use abi::{Bound as CBound, Ctx, RecordVisitFn, ValueFn, ABI};
-use heap::Heap;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use crate::abi::{Bound as CBound, RecordVisitFn, ValueFn};
+use crate::heap;
+use crate::rt::with_heap;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::ops::Bound;
 
-/// `heap.rs` reports its writes for runtimes whose heap code is not instrumented; here it
-/// is, so its stores were traced already.
-#[inline(always)]
-fn heap_written(_p: *const u8, _n: usize) {}
-
 /// The map the application keeps.
 type Map = BTreeMap<Box<[u8]>, Box<[u8]>>;
-
-thread_local! {
-    /// The persistent heap this thread allocates from while it changes a map.
-    static HEAP: Cell<Option<Heap>> = const { Cell::new(None) };
-}
-
-/// Allocations made while a map is changed come from the region's heap; the library
-/// makes no others, but any (the standard library's own) go to the system allocator.
-struct Split;
-
-// SAFETY: every path forwards to `System` with the caller's arguments, or hands out a
-// payload of the thread's `Heap` (at least `size` bytes, aligned, never handed out
-// twice) or null; frees go back to where the block came from.
-unsafe impl GlobalAlloc for Split {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        match HEAP.with(Cell::get) {
-            Some(h) => h.alloc(l.size(), l.align()),
-            // SAFETY: the caller's contract.
-            None => unsafe { System.alloc(l) },
-        }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        match HEAP.with(Cell::get) {
-            Some(h) if h.contains(p) => h.free(p),
-            // A region block freed outside a change cannot happen (reads free nothing);
-            // leaking it would be the safe answer, and `System` must never see it.
-            _ if hooks_span_contains(p) => {}
-            // SAFETY: the caller's contract; `p` came from `System`.
-            _ => unsafe { System.dealloc(p, l) },
-        }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Split = Split;
-
-fn hooks_span_contains(p: *mut u8) -> bool {
-    let a = p as usize;
-    (0x2000_0000_0000..0x5000_0000_0000).contains(&a)
-}
-
-/// Run `f` with the heap of the region at `base` as this thread's allocator.
-fn with_heap<R>(base: *mut u8, len: usize, f: impl FnOnce(Heap) -> R) -> R {
-    // SAFETY: the exported functions' contract: the region is ours for the batch.
-    let h = unsafe { Heap::new(base, len) };
-    HEAP.with(|c| c.set(Some(h)));
-    let r = f(h);
-    HEAP.with(|c| c.set(None));
-    r
-}
 
 /// The map at region offset `root`.
 ///
@@ -109,27 +47,6 @@ unsafe fn bytes<'a>(p: *const u8, n: usize) -> &'a [u8] {
     }
 }
 
-#[no_mangle]
-pub extern "C" fn pmkv_mgapp_abi() -> u32 {
-    ABI
-}
-
-/// Start capturing this thread's writes into `ctx` (see `hooks::begin`).
-///
-/// # Safety
-///
-/// As `hooks::begin`.
-#[no_mangle]
-pub unsafe extern "C" fn pmkv_mgapp_capture_begin(ctx: *mut Ctx) {
-    // SAFETY: the caller's contract.
-    unsafe { hooks::begin(ctx) }
-}
-
-#[no_mangle]
-pub extern "C" fn pmkv_mgapp_capture_end() {
-    hooks::end()
-}
-
 /// Format the heap of the region if it is not, make an empty map, name it the heap's
 /// root, and return its region offset.
 ///
@@ -142,12 +59,12 @@ pub unsafe extern "C" fn pmkv_mgapp_create(base: *mut u8, len: usize) -> u64 {
     with_heap(base, len, |h| {
         if !h.is_formatted() {
             h.format();
-            // Its header is zeroed with a fixed-size `memset` (see `hooks::written`).
-            hooks::written(base, heap::FIRST_BLOCK);
+            // Its header is zeroed with a fixed-size `memset` (see `crate::hooks::written`).
+            crate::hooks::written(base, heap::FIRST_BLOCK);
         }
         let m = Box::into_raw(Box::new(Map::new()));
         // So is the new map (a 24-byte fill).
-        hooks::written(m as *const u8, std::mem::size_of::<Map>());
+        crate::hooks::written(m as *const u8, std::mem::size_of::<Map>());
         let off = m as u64 - base as u64;
         h.set_root(off);
         off

@@ -60,3 +60,40 @@ pub unsafe extern "C" fn __wrap_memset(d: *mut c_void, c: i32, n: usize) -> *mut
     // SAFETY: the caller's.
     unsafe { __real_memset(d, c, n) }
 }
+
+/// The heap profiler pass (`memprof`, pmkv-mangosteen-build's flags) turns every
+/// `memcpy`, `memmove` and `memset` intrinsic into a call to these, constant sizes
+/// included (which the back end would otherwise expand into stores no hook sees).
+///
+/// # Safety
+///
+/// `memcpy`'s contract.
+#[no_mangle]
+pub unsafe extern "C" fn __memprof_memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
+    // SAFETY: the caller's.
+    unsafe { __wrap_memcpy(d, s, n) }
+}
+
+/// # Safety
+///
+/// `memmove`'s contract.
+#[no_mangle]
+pub unsafe extern "C" fn __memprof_memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
+    // SAFETY: the caller's.
+    unsafe { __wrap_memmove(d, s, n) }
+}
+
+/// # Safety
+///
+/// `memset`'s contract.
+#[no_mangle]
+pub unsafe extern "C" fn __memprof_memset(d: *mut c_void, c: i32, n: usize) -> *mut c_void {
+    // SAFETY: the caller's.
+    unsafe { __wrap_memset(d, c, n) }
+}
+
+/// Read by the prologue the `memprof` pass adds to each function it changes (for the
+/// shadow memory it would use); with its access instrumentation off nothing uses it.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static __memprof_shadow_memory_dynamic_address: u64 = 0;

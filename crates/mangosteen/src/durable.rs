@@ -18,11 +18,30 @@ use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-/// The heap's root block: a tag naming the type, then the value.
-#[repr(C)]
-struct Holder<T> {
-    tag: u64,
-    value: T,
+/// The heap's root block: a tag naming the type, then the value (`Captured`'s layout
+/// too, whose tag is computed another way).
+type Holder<T> = crate::abi::Root<T>;
+
+/// Run `f` on the value of the root block at region offset `root` of `m`, under the
+/// reader side (never beside a batch of writes).
+///
+/// # Safety
+///
+/// The block at `root` is a `Holder<T>` inside `m`'s region (its tag checked at open).
+pub(crate) unsafe fn read_root<T, R>(m: &Mangosteen, root: usize, f: impl FnOnce(&T) -> R) -> R {
+    m.read(|r| {
+        // SAFETY: the caller's contract; the reader side keeps writes out for the call.
+        let value = unsafe { &(*(r.as_ptr().add(root) as *const Holder<T>)).value };
+        f(value)
+    })
+}
+
+/// A write that found the region's heap full, rolled back.
+pub(crate) fn full<T>() -> Error {
+    Error::Full(format!(
+        "a write to the {} needed more than the region's heap had left; it was rolled back",
+        std::any::type_name::<T>()
+    ))
 }
 
 /// `T`'s name (as the compiler spells it), size and alignment, hashed (FNV-1a): a pool
@@ -201,10 +220,7 @@ impl<T: Default + Send + Sync + 'static> Durable<T> {
                 Err(Error::RolledBack) => continue,
                 Ok(None) | Err(Error::Aborted) => match why {
                     Some(Ran::Panicked(msg)) => panic!("{msg} (the write was rolled back)"),
-                    _ => Err(Error::Full(format!(
-                        "a write to the {} needed more than the region's heap had left; it was rolled back",
-                        std::any::type_name::<T>()
-                    ))),
+                    _ => Err(full::<T>()),
                 },
                 Err(e) => Err(e),
             };
@@ -214,12 +230,8 @@ impl<T: Default + Send + Sync + 'static> Durable<T> {
     /// Run `f` on the value, in parallel with other reads and never beside a batch of
     /// writes; returns its result (anything: reads allocate from the system).
     pub fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        self.m.read(|r| {
-            // SAFETY: the root block is a `Holder<T>` (tag checked at open), inside the
-            // region, which the reader side keeps from writes for the call.
-            let value = unsafe { &(*(r.as_ptr().add(self.root) as *const Holder<T>)).value };
-            f(value)
-        })
+        // SAFETY: the root block is a `Holder<T>` (tag checked at open) in the region.
+        unsafe { read_root(&self.m, self.root, f) }
     }
 
     /// The runtime underneath (its statistics, its pool).

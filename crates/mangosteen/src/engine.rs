@@ -224,7 +224,7 @@ impl MangosteenEngine {
         let app = compiler_capture::app().map_err(|e| err(MgError::Capture(e)))?;
         let read_only = pool.is_read_only();
         // The map is instrumented code: compiler capture needs no further proof.
-        let m = Mangosteen::open_inner(pool, o, sizes).map_err(err)?;
+        let m = Mangosteen::open_inner(pool, o, sizes, Some(app.module)).map_err(err)?;
         let size = m.size() as usize;
         let root = m.read(|r| {
             // SAFETY: only reads of the heap header inside the region (the DRAM copy,

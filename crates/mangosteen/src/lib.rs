@@ -56,6 +56,9 @@
 //!   region (the C API's `malloc` interposer allocates from it);
 //! * [`Durable`], an ordinary Rust value made durable with its code unchanged: `write`
 //!   and `read` closures over it (the split heap and page capture underneath);
+//! * [`Captured`], a program's own Rust structure made durable with compiler capture: a
+//!   module built by `pmkv-mangosteen-build` ([`CapturedModule`]) writes it through its
+//!   exported writes ([`Op`]), the program reads it with its own code;
 //! * [`KvApp`] and [`KvRequest`], the small application the `mangosteen-kv` server runs.
 //!
 //! Recovery reports through the core's [`pmkv_core::RecoveryReport`]
@@ -73,6 +76,7 @@ mod abi;
 mod backend;
 mod callback;
 mod capture;
+mod captured;
 mod compiler_capture;
 mod dedup;
 mod durable;
@@ -99,6 +103,8 @@ fn heap_written(p: *const u8, n: usize) {
 }
 
 pub use callback::{Application, Frontend};
+pub use captured::{Captured, Op};
+pub use compiler_capture::CapturedModule;
 pub use durable::Durable;
 pub use engine::{MangosteenFactory, MapOptions, FACTORY, LAYOUT};
 pub use error::{Error, Result};

@@ -10,7 +10,7 @@
 
 use crate::backend::{self, line_check, DirtyLines, PmCopy, LINE};
 use crate::capture::{PageCapture, RegionBuf};
-use crate::compiler_capture::{self, App};
+use crate::compiler_capture::{self, CapturedModule};
 use crate::dedup::DedupSet;
 use crate::error::{Error, Result};
 use crate::flat_combining::{Batch, Combining, Outcome};
@@ -127,7 +127,7 @@ struct Frontend {
     dedup: DedupSet,
     pages: Option<PageCapture>,
     /// Compiler capture: the instrumented library's hooks.
-    compiler: Option<&'static App>,
+    compiler: Option<&'static CapturedModule>,
     /// Verify mode: the region as the last batch left it.
     shadow: Option<Vec<u8>>,
     tail: u64,
@@ -425,18 +425,25 @@ impl Mangosteen {
         if opts.capture == Capture::Compiler && !opts.verify_capture {
             return Err(Error::NotInstrumented(NOT_INSTRUMENTED.into()));
         }
-        Self::open_inner(pool, opts, SizeCheck::Strict)
+        Self::open_inner(pool, opts, SizeCheck::Strict, None)
     }
 
     /// [`Mangosteen::open`] for a region whose batches' stores are made by code compiled
     /// with pmkv's instrumentation, which `_code` proves (the C API opens compiler-captured
     /// regions this way, after finding `process_request` registered).
     pub fn open_instrumented(pool: Arc<Pool>, opts: Options, _code: &Instrumented) -> Result<Mangosteen> {
-        Self::open_inner(pool, opts, SizeCheck::Strict)
+        Self::open_inner(pool, opts, SizeCheck::Strict, None)
     }
 
-    /// `open` without the check of the capture (the engine's map is instrumented code).
-    pub(crate) fn open_inner(pool: Arc<Pool>, mut opts: Options, mut sizes: SizeCheck) -> Result<Mangosteen> {
+    /// `open` without the check of the capture (the engine's map, or `module`, is
+    /// instrumented code): compiler capture starts `module`'s hooks around each batch, or
+    /// the engine's library's when `None` (C code's hooks are this crate's, started too).
+    pub(crate) fn open_inner(
+        pool: Arc<Pool>,
+        mut opts: Options,
+        mut sizes: SizeCheck,
+        module: Option<&'static CapturedModule>,
+    ) -> Result<Mangosteen> {
         if opts.region_size == 0 {
             opts.region_size = DEFAULT_REGION;
             sizes = SizeCheck::Existing;
@@ -531,7 +538,10 @@ impl Mangosteen {
             pm.verify(&pool)?;
         }
         let compiler = match opts.capture {
-            Capture::Compiler if !pool.is_read_only() => Some(compiler_capture::app().map_err(Error::Capture)?),
+            Capture::Compiler if !pool.is_read_only() => match module {
+                Some(m) => Some(m),
+                None => Some(compiler_capture::app().map_err(Error::Capture)?.module),
+            },
             _ => None,
         };
         let recovery = report(&pool, replay, started.elapsed());
@@ -650,8 +660,15 @@ impl Mangosteen {
                         {
                             // SAFETY: `eager` outlives the guard, dropped at the end of
                             // this block; the hooks and `tx` use it on this thread only.
-                            let _capture = unsafe { (*fp).compiler }.map(|app| unsafe {
-                                compiler_capture::Capture::begin_with(app, dram, 1, mem_store, record_eager, ep.cast())
+                            let _capture = unsafe { (*fp).compiler }.map(|module| unsafe {
+                                compiler_capture::Capture::begin_with(
+                                    module,
+                                    dram,
+                                    1,
+                                    mem_store,
+                                    record_eager,
+                                    ep.cast(),
+                                )
                             });
                             let mut tx = Tx::new(&mut *dram, dedup);
                             tx.eager = NonNull::new(ep as *mut dyn EagerLog);
@@ -672,8 +689,8 @@ impl Mangosteen {
                             if front.dedup.is_enabled() { &mut front.appended } else { &mut none };
                         // SAFETY: `dedup` and `appended` outlive the guard, dropped at the
                         // end of this block, and nothing else uses them meanwhile.
-                        let _capture = front.compiler.map(|app| unsafe {
-                            compiler_capture::Capture::begin(app, dram, self.block, mem_store, dedup, appended)
+                        let _capture = front.compiler.map(|module| unsafe {
+                            compiler_capture::Capture::begin(module, dram, self.block, mem_store, dedup, appended)
                         });
                         let mut tx = Tx::new(&mut *dram, dedup);
                         b.run(&mut tx);

@@ -62,6 +62,27 @@ pub fn pool_file(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, path)
 }
 
+/// The pool file at `path` (`layout`, `opts`), opened if it exists, else created: a
+/// test that reopens one pool across rounds.
+pub fn open_or_create(path: &std::path::Path, layout: &str, opts: &PoolOptions) -> pmkv_substrate::Pool {
+    match pmkv_substrate::Pool::open(path, Some(layout), opts) {
+        Ok(p) => p,
+        Err(_) => pmkv_substrate::Pool::create(path, layout, opts).expect("create the pool"),
+    }
+}
+
+/// The median of `v` (the mean of the middle two for an even count): what a benchmark of
+/// alternating rounds reports.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let k = v.len();
+    if k % 2 == 1 {
+        v[k / 2]
+    } else {
+        (v[k / 2 - 1] + v[k / 2]) / 2.0
+    }
+}
+
 /// Options of a test pool: `mode`, `size` bytes at first, growing up to `max`, and no
 /// emulated latency whatever `PMKV_LATENCY` says (tests that time latency set their own).
 pub fn pool_opts(mode: Mode, size: u64, max: u64) -> PoolOptions {

@@ -18,8 +18,12 @@ pub(crate) use crate::abi;
 #[path = "../../instrumented/hooks.rs"]
 #[allow(dead_code)]
 mod hooks;
+mod module;
 #[cfg(feature = "c-hooks")]
 mod tsan;
+
+use module::func;
+pub use module::CapturedModule;
 
 use crate::dedup::DedupSet;
 use abi::{Bound, Ctx, RecordVisitFn, ValueFn};
@@ -117,8 +121,8 @@ type ScanFn = unsafe extern "C" fn(*mut u8, u64, &Bound, &Bound, bool, usize, Re
 /// The library's entry points. Each is `unsafe`: see `instrumented/app.rs` for the
 /// contract of each (the region is the caller's for a batch, or not written meanwhile).
 pub(crate) struct App {
-    pub(crate) capture_begin: unsafe extern "C" fn(*mut Ctx),
-    pub(crate) capture_end: unsafe extern "C" fn(),
+    /// The loaded library (its capture hooks).
+    pub(crate) module: &'static CapturedModule,
     pub(crate) create: unsafe extern "C" fn(*mut u8, usize) -> u64,
     pub(crate) put: PutFn,
     pub(crate) delete: DeleteFn,
@@ -138,90 +142,25 @@ pub(crate) fn app() -> Result<&'static App, String> {
     APP.get_or_init(load).as_ref().map_err(Clone::clone)
 }
 
-fn dlerror() -> String {
-    // SAFETY: `dlerror` returns null or a NUL-terminated string valid until the next call.
-    let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        "unknown dlopen error".into()
-    } else {
-        // SAFETY: as above.
-        unsafe { std::ffi::CStr::from_ptr(e) }.to_string_lossy().into_owned()
-    }
-}
-
+/// The engine's map, loaded through the public path any program's module takes.
 fn load() -> Result<App, String> {
-    use std::io::Write;
-    use std::os::fd::FromRawFd;
-    // A fully static program (`cc -static`) has no dynamic linker (no AT_BASE): its
-    // `dlopen` would load a second C library beside the program's, and the library then
-    // crashes. Refuse with the link line that works instead.
-    // SAFETY: `getauxval` reads the auxiliary vector; any type is accepted.
-    if unsafe { libc::getauxval(libc::AT_BASE) } == 0 {
-        return Err("a fully static program cannot load the instrumented library (it needs the dynamic \
-                    linker): link libpmkv statically and the C library dynamically, \
-                    -Wl,-Bstatic $(pkg-config --static --libs pmkv) -Wl,-Bdynamic"
-            .into());
-    }
-    // SAFETY: a NUL-terminated name; the flag is valid.
-    let fd = unsafe { libc::memfd_create(c"pmkv-mangosteen-app".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: a descriptor we just opened and own.
-    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
-    file.write_all(IMAGE).map_err(|e| format!("writing the instrumented library: {e}"))?;
-    let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL in a path of digits");
-    // SAFETY: loading a library this crate built; its initializers are the Rust runtime's.
-    // It stays loaded for the process's life (never `dlclose`d: its functions are kept).
-    let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    drop(file);
-    if h.is_null() {
-        return Err(format!("loading the instrumented library: {}", dlerror()));
-    }
-    let sym = |name: &std::ffi::CStr| -> Result<*mut c_void, String> {
-        // SAFETY: a live handle and a NUL-terminated name.
-        let p = unsafe { libc::dlsym(h, name.as_ptr()) };
-        if p.is_null() {
-            Err(format!("the instrumented library lacks {name:?}"))
-        } else {
-            Ok(p)
-        }
-    };
-    // SAFETY: (this `func` and every one below) each symbol is the `extern "C"` function
-    // of that name in `instrumented/app.rs`, whose signature is the field's (the ABI
-    // version, checked first, is bumped whenever one changes).
-    let abi: unsafe extern "C" fn() -> u32 = unsafe { func(sym(c"pmkv_mgapp_abi")?) };
-    // SAFETY: as above.
-    let version = unsafe { abi() };
-    if version != abi::ABI {
-        return Err(format!("instrumented library ABI {version} where {} is needed", abi::ABI));
-    }
-    // SAFETY: as above.
+    let module = CapturedModule::load(IMAGE).map_err(|e| e.to_string())?;
+    // SAFETY: (every `func` below) each symbol is the `extern "C"` function of that name
+    // in `instrumented/app.rs`, whose signature is the field's (the ABI version, checked
+    // at load, is bumped whenever one changes).
     unsafe {
         Ok(App {
-            capture_begin: func(sym(c"pmkv_mgapp_capture_begin")?),
-            capture_end: func(sym(c"pmkv_mgapp_capture_end")?),
-            create: func(sym(c"pmkv_mgapp_create")?),
-            put: func(sym(c"pmkv_mgapp_put")?),
-            delete: func(sym(c"pmkv_mgapp_delete")?),
-            get: func(sym(c"pmkv_mgapp_get")?),
-            scan: func(sym(c"pmkv_mgapp_scan")?),
-            len: func(sym(c"pmkv_mgapp_len")?),
-            ordered: func(sym(c"pmkv_mgapp_ordered")?),
-            scribble: func(sym(c"pmkv_mgapp_scribble")?),
+            module,
+            create: func(module.symbol(c"pmkv_mgapp_create")?),
+            put: func(module.symbol(c"pmkv_mgapp_put")?),
+            delete: func(module.symbol(c"pmkv_mgapp_delete")?),
+            get: func(module.symbol(c"pmkv_mgapp_get")?),
+            scan: func(module.symbol(c"pmkv_mgapp_scan")?),
+            len: func(module.symbol(c"pmkv_mgapp_len")?),
+            ordered: func(module.symbol(c"pmkv_mgapp_ordered")?),
+            scribble: func(module.symbol(c"pmkv_mgapp_scribble")?),
         })
     }
-}
-
-/// A symbol's address as the function pointer type `F`.
-///
-/// # Safety
-///
-/// `p` is the address of a function whose ABI and signature are `F`'s.
-unsafe fn func<F: Copy>(p: *mut c_void) -> F {
-    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>(), "F is a function pointer");
-    // SAFETY: same size (asserted); the caller's contract makes the bits a valid `F`.
-    unsafe { std::mem::transmute_copy(&p) }
 }
 
 /// The hooks' callback: a captured write of `len` bytes at region offset `off`.
@@ -239,7 +178,7 @@ unsafe extern "C" fn record(arg: *mut c_void, off: usize, len: usize) {
 
 /// Compiler capture active on this thread for one batch; ends when dropped.
 pub(crate) struct Capture {
-    app: &'static App,
+    module: &'static CapturedModule,
     /// Boxed: the hooks hold its address until the guard drops (`None` only then).
     ctx: Option<Box<Ctx>>,
     /// The buffer the hooks append short writes' blocks to (`Ctx::buf`), or null; its length
@@ -260,7 +199,7 @@ impl Capture {
     /// this thread runs instrumented code (the hooks make their own short-lived `&mut`
     /// from `dedup` and write `blocks`' spare capacity).
     pub(crate) unsafe fn begin(
-        app: &'static App,
+        module: &'static CapturedModule,
         region: &mut [u8],
         block: usize,
         mem_store: usize,
@@ -268,7 +207,7 @@ impl Capture {
         blocks: *mut Vec<u64>,
     ) -> Capture {
         // SAFETY: `record` takes the `DedupSet` it is given; the caller's contract.
-        let mut c = unsafe { Capture::begin_with(app, region, block, mem_store, record, dedup as *mut c_void) };
+        let mut c = unsafe { Capture::begin_with(module, region, block, mem_store, record, dedup as *mut c_void) };
         // SAFETY: the caller's contract: `blocks` is valid and ours until the guard drops.
         let v = unsafe { &mut *blocks };
         v.clear();
@@ -288,7 +227,7 @@ impl Capture {
     /// `record` may be called with `arg` from this thread's instrumented code until the
     /// guard is dropped; `arg` must be what it expects for that whole time.
     pub(crate) unsafe fn begin_with(
-        app: &'static App,
+        module: &'static CapturedModule,
         region: &mut [u8],
         block: usize,
         mem_store: usize,
@@ -320,10 +259,10 @@ impl Capture {
         // SAFETY: `ctx` is boxed (its address stable) and lives in the guard, which ends
         // the capture on this thread before dropping it.
         unsafe {
-            (app.capture_begin)(&mut *ctx);
+            (module.capture_begin)(&mut *ctx);
             hooks::begin(&mut *ctx);
         }
-        Capture { app, ctx: Some(ctx), blocks: std::ptr::null_mut() }
+        Capture { module, ctx: Some(ctx), blocks: std::ptr::null_mut() }
     }
 }
 
@@ -331,7 +270,7 @@ impl Drop for Capture {
     fn drop(&mut self) {
         // SAFETY: ends the capture `begin` started on this thread (a guard is not Send:
         // `Ctx` holds raw pointers), before `ctx` is freed.
-        unsafe { (self.app.capture_end)() };
+        unsafe { (self.module.capture_end)() };
         hooks::end();
         if let (false, Some(ctx)) = (self.blocks.is_null(), &self.ctx) {
             // SAFETY: `begin`'s contract: the buffer is valid and not otherwise borrowed;
@@ -369,8 +308,9 @@ mod tests {
         let mut all = Vec::new();
         for cap in [0, 9, 64] {
             // SAFETY: the write stays inside the region (off + len + 1 <= 8192 below).
-            let got =
-                in_batch(app, region, mem_store, cap, |r| unsafe { (app.scribble)(r.as_mut_ptr(), off, kind, len) });
+            let got = in_batch(app.module, region, mem_store, cap, |r| unsafe {
+                (app.scribble)(r.as_mut_ptr(), off, kind, len)
+            });
             all.push(got);
         }
         assert!(all.windows(2).all(|w| w[0] == w[1]), "the buffer changes what is captured: {all:?}");
@@ -380,7 +320,7 @@ mod tests {
     /// The blocks a capture of `region` records while `f` runs, from the set and from a
     /// buffer with room for `cap` blocks: sorted, each once.
     fn in_batch(
-        app: &'static App,
+        module: &'static CapturedModule,
         region: &mut [u8],
         mem_store: usize,
         cap: usize,
@@ -389,7 +329,7 @@ mod tests {
         let mut dedup = DedupSet::new(32, 1024, true);
         let mut appended = Vec::with_capacity(cap);
         // SAFETY: `dedup` and `appended` outlive the guard and are not borrowed while it lives.
-        let guard = unsafe { Capture::begin(app, region, 32, mem_store, &mut dedup, &mut appended) };
+        let guard = unsafe { Capture::begin(module, region, 32, mem_store, &mut dedup, &mut appended) };
         f(region);
         drop(guard);
         assert!(appended.len() <= cap);
@@ -430,7 +370,7 @@ mod tests {
         let app = app().unwrap();
         let mut region = vec![0u8; 4096];
         let p = region.as_mut_ptr() as usize;
-        let got = in_batch(app, &mut region, 0, 64, |_| {
+        let got = in_batch(app.module, &mut region, 0, 64, |_| {
             std::thread::spawn(move || {
                 // SAFETY: 8 bytes inside the live buffer; the capturing thread is not using it.
                 unsafe { (app.scribble)(p as *mut u8, 0, 0, 8) }
@@ -455,7 +395,7 @@ mod tests {
                     for round in 0..50 {
                         let mut region = vec![0u8; 4096];
                         let off = 64 * (t + 4 * (round % 8));
-                        let got = in_batch(app, &mut region, 0, 8 * (round % 2), |r| {
+                        let got = in_batch(app.module, &mut region, 0, 8 * (round % 2), |r| {
                             if round == 0 {
                                 barrier.wait(); // all four capture at once
                             }
