@@ -57,6 +57,9 @@ fn reproduce_hart_under_the_cache_model_names_settings_as_the_paper() {
     }
     assert!(rep.records.iter().all(|r| !r.latency.contains("llc")));
     assert!(rep.meta.notes.iter().any(|n| n.contains("--reads llc")), "{:?}", rep.meta.notes);
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(md.contains("miss a model of the paper's 20 MB L3"), "report.md names the read model");
+    assert!(!md.contains("per PM line an engine reports reading"));
 }
 
 #[test]

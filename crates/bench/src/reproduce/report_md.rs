@@ -68,15 +68,24 @@ fn intro(md: &mut String, c: &Ctx<'_>) {
         );
     }
     let _ = writeln!(md, "Engines: {}. Numbers: `results.json` / `results.csv` (every record, with p50/p99/p99.9 latency and persistence counters per operation).\n", engines.iter().map(|e| format!("`{}`", e.name())).collect::<Vec<_>>().join(", "));
-    md.push_str(
+    let reads = match a.reads {
+        super::Reads::PerLine => "the read latency per PM line an engine reports reading".to_string(),
+        super::Reads::Llc => format!(
+            "the read latency, less this machine's DRAM latency ({} ns), once per run of contiguous PM lines that miss a \
+             model of the paper's 20 MB L3 scaled by records over the paper's (`--reads llc`)",
+            pmkv::dram_ns()
+        ),
+    };
+    let _ = write!(
+        md,
         "How this maps the paper's setup: PM write/read latency (300/100, 300/300, 600/300 ns) is emulated by the substrate — \
          the write latency after every flushed line (`adr` mode: clwb/clflushopt + sfence, as the paper's `persistent()`), \
-         the read latency per PM line an engine reports reading. The baselines have no PM: `volatile` (a `BTreeMap` in DRAM) \
+         {reads}. The baselines have no PM: `volatile` (a `BTreeMap` in DRAM) \
          and LMDB (`lmdb-wm-nosync`: write-map + no-sync, survives a process crash but not power loss; `lmdb-sync`: fdatasync \
          per commit, power-loss durable — nearly free on tmpfs) are measured once and drawn in every latency group. \
          The paper's competitors are pmkv engines built after their papers over the same substrate: `woart` (WOART), \
          `artcow` (ART+CoW) and `fptree` (FPTree); they run in the same rounds as HART, so the table of claims \
-         below compares like with like, as ratios of medians of this run.\n\n",
+         below compares like with like, as ratios of medians of this run.\n\n"
     );
     let _ = writeln!(
         md,
